@@ -1,0 +1,234 @@
+//! What the tool knows about each harness: where it keeps its data, which of
+//! its files it runs or obeys (let in read-only), how it names a project's
+//! conversation folder, and which of its settings travel by environment.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::settings::Env;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Harness {
+    Claude,
+    Pi,
+}
+
+/// Seed, "A caged session can still ... write the harness's data": what
+/// Claude Code runs or obeys on the machine, mounted read-only over the
+/// cage's private ~/.claude so that a cage cannot plant a hook.
+const CLAUDE_READ_ONLY: &[&str] = &[
+    "settings.json",
+    "settings.local.json",
+    "CLAUDE.md",
+    "hooks",
+    "skills",
+    "plugins",
+    "commands",
+    "agents",
+    "output-styles",
+    "bin",
+];
+
+/// The same list for pi's agent folder (seed, same passage).
+const PI_READ_ONLY: &[&str] = &[
+    "settings.json",
+    "models.json",
+    "mcp.json",
+    "extensions",
+    "skills",
+    "prompts",
+    "themes",
+    "AGENTS.md",
+    "SYSTEM.md",
+    "APPEND_SYSTEM.md",
+    "bin",
+];
+
+/// Claude Code's own settings that travel by environment (seed,
+/// "Environment": "its model choices, output and thinking limits, and its
+/// telemetry switches"). From Anthropic's list of Claude Code's environment
+/// variables (docs.anthropic.com, "Claude Code settings", "Environment
+/// variables", code.claude.com/docs/en/env-vars); credentials, base URLs
+/// and provider switches are deliberately not here.
+const CLAUDE_SETTINGS_ENV: &[&str] = &[
+    // model choices
+    "ANTHROPIC_MODEL",
+    "ANTHROPIC_SMALL_FAST_MODEL",
+    "ANTHROPIC_DEFAULT_OPUS_MODEL",
+    "ANTHROPIC_DEFAULT_SONNET_MODEL",
+    "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+    "CLAUDE_CODE_SUBAGENT_MODEL",
+    "CLAUDE_CODE_EFFORT_LEVEL",
+    // output and thinking limits
+    "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
+    "MAX_THINKING_TOKENS",
+    "MAX_MCP_OUTPUT_TOKENS",
+    "CLAUDE_CODE_FILE_READ_MAX_OUTPUT_TOKENS",
+    "CLAUDE_CODE_DISABLE_THINKING",
+    "BASH_MAX_OUTPUT_LENGTH",
+    "TASK_MAX_OUTPUT_LENGTH",
+    // telemetry switches
+    "DISABLE_TELEMETRY",
+    "DISABLE_ERROR_REPORTING",
+    "DISABLE_BUG_COMMAND",
+    "DISABLE_FEEDBACK_COMMAND",
+    "DISABLE_AUTOUPDATER",
+    "DISABLE_COST_WARNINGS",
+    "DISABLE_NON_ESSENTIAL_MODEL_CALLS",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+    "CLAUDE_CODE_ENABLE_TELEMETRY",
+];
+
+/// pi reads no model or limit from the environment (those are flags or
+/// settings.json); these are its telemetry and update switches, from its
+/// docs/environment-variables.md.
+const PI_SETTINGS_ENV: &[&str] = &["PI_TELEMETRY", "PI_SKIP_VERSION_CHECK", "PI_OFFLINE"];
+
+impl Harness {
+    pub fn name(self) -> &'static str {
+        match self {
+            Harness::Claude => "claude",
+            Harness::Pi => "pi",
+        }
+    }
+
+    /// The harness's data folder on the machine, which the cage sees at the
+    /// same path: ~/.claude, or pi's `$PI_CODING_AGENT_DIR`, else ~/.pi/agent.
+    pub fn config_dir(self, home: &Path, env: &Env) -> PathBuf {
+        match self {
+            Harness::Claude => home.join(".claude"),
+            Harness::Pi => match env.get("PI_CODING_AGENT_DIR") {
+                Some(d) if d.starts_with('/') => PathBuf::from(d),
+                _ => home.join(".pi/agent"),
+            },
+        }
+    }
+
+    /// Entries of the data folder let in read-only, over the private copy.
+    pub fn read_only_entries(self) -> &'static [&'static str] {
+        match self {
+            Harness::Claude => CLAUDE_READ_ONLY,
+            Harness::Pi => PI_READ_ONLY,
+        }
+    }
+
+    /// The folder of this project's conversations, inside the data folder;
+    /// None where the harness's name for it cannot be known.
+    pub fn conversation_dir(self, config_dir: &Path, project: &Path) -> Option<PathBuf> {
+        match self {
+            Harness::Claude => {
+                claude_project_folder(project).map(|f| config_dir.join("projects").join(f))
+            }
+            Harness::Pi => Some(config_dir.join("sessions").join(pi_session_folder(project))),
+        }
+    }
+
+    /// The harness's own settings passed in from the invoking environment.
+    pub fn settings_env(self) -> &'static [&'static str] {
+        match self {
+            Harness::Claude => CLAUDE_SETTINGS_ENV,
+            Harness::Pi => PI_SETTINGS_ENV,
+        }
+    }
+}
+
+/// Claude Code names a project's folder under ~/.claude/projects by its
+/// absolute path with every character other than an ASCII letter or digit
+/// replaced by `-` (`/home/u/src/web.app` -> `-home-u-src-web-app`; see
+/// anthropics/claude-code#9221). Past 200 characters it cuts the name and
+/// appends a hash whose algorithm changed between versions, so such a
+/// folder cannot be named from outside: None then.
+pub fn claude_project_folder(project: &Path) -> Option<String> {
+    let name: String = project
+        .to_string_lossy()
+        .encode_utf16()
+        .map(|u| {
+            let c = char::from_u32(u32::from(u)).unwrap_or('-');
+            if c.is_ascii_alphanumeric() { c } else { '-' }
+        })
+        .collect();
+    (name.len() <= CLAUDE_MAX_FOLDER).then_some(name)
+}
+
+/// Claude Code's `MAX_SANITIZED_LENGTH`.
+const CLAUDE_MAX_FOLDER: usize = 200;
+
+/// pi names a working folder's session folder `--<path>--`: the absolute
+/// path without its leading `/`, with `/`, `\` and `:` replaced by `-`
+/// (pi-coding-agent's session manager).
+pub fn pi_session_folder(project: &Path) -> String {
+    let p = project.to_string_lossy();
+    let p = p.strip_prefix(['/', '\\']).unwrap_or(&p);
+    let body: String = p
+        .chars()
+        .map(|c| {
+            if matches!(c, '/' | '\\' | ':') {
+                '-'
+            } else {
+                c
+            }
+        })
+        .collect();
+    format!("--{body}--")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claude_folder_names() {
+        let f = |p: &str| claude_project_folder(Path::new(p));
+        assert_eq!(f("/home/u/src/web.app").unwrap(), "-home-u-src-web-app");
+        assert_eq!(f("/tmp/a_b c").unwrap(), "-tmp-a-b-c");
+        // one '-' per UTF-16 unit, as Claude Code's JavaScript does
+        assert_eq!(f("/tmp/\u{e9}").unwrap(), "-tmp--");
+        assert_eq!(f("/tmp/\u{1F600}").unwrap(), "-tmp---");
+        let long = format!("/{}", "a".repeat(199));
+        assert_eq!(f(&long).unwrap().len(), 200);
+        assert_eq!(f(&format!("/{}", "a".repeat(200))), None);
+    }
+
+    #[test]
+    fn pi_folder_names() {
+        assert_eq!(
+            pi_session_folder(Path::new("/home/u/src/web.app")),
+            "--home-u-src-web.app--"
+        );
+    }
+
+    #[test]
+    fn config_dirs() {
+        let mut env = Env::new();
+        let home = Path::new("/home/u");
+        assert_eq!(
+            Harness::Claude.config_dir(home, &env),
+            PathBuf::from("/home/u/.claude")
+        );
+        assert_eq!(
+            Harness::Pi.config_dir(home, &env),
+            PathBuf::from("/home/u/.pi/agent")
+        );
+        env.insert("PI_CODING_AGENT_DIR".into(), "/data/pi".into());
+        assert_eq!(
+            Harness::Pi.config_dir(home, &env),
+            PathBuf::from("/data/pi")
+        );
+    }
+
+    #[test]
+    fn no_credential_among_the_settings() {
+        for h in [Harness::Claude, Harness::Pi] {
+            for name in h.settings_env() {
+                assert!(
+                    !name.ends_with("_TOKEN")
+                        && !name.ends_with("_API_KEY")
+                        && !name.contains("AUTH"),
+                    "{name}"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! shrooms-agent: puts AI coding sessions into rootless podman cages.
+//!
+//! Data flows one way (design.md): argv -> `cli` (clap types) -> `settings`
+//! (resolved once) -> `ops` (typed results) -> `spec` (CageSpec) ->
+//! `podman::argv` / `podman::envfile` (pure) -> `podman::runner` (the one
+//! place a process starts) -> results printed here, as text or `--json`.
+
+mod cli;
+mod error;
+mod harness;
+mod host;
+mod ops;
+mod output;
+mod podman;
+mod rules;
+mod session;
+mod settings;
+mod spec;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser};
+
+use cli::{CageCommand, Cli, Command, HarnessArg};
+use error::{Error, Result};
+use ops::Context;
+use settings::{Env, Settings};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let json = cli.json;
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            output::error(&e, json);
+            ExitCode::from(e.kind.exit_code())
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    let json = cli.json;
+    match cli.command {
+        Command::Completions { shell } => {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "shrooms-agent", &mut out);
+            output::raw(&out);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man => {
+            let mut out = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut out)
+                .map_err(|e| Error::failed(format!("rendering the man page: {e}")))?;
+            output::raw(&out);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Doctor => {
+            let ctx = context()?;
+            let report = ops::doctor::doctor(&ctx);
+            output::show(&report, json, output::doctor);
+            Ok(if report.failed() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        Command::Cage(cmd) => cage(cmd, json),
+    }
+}
+
+fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
+    let ctx = context()?;
+    match cmd {
+        CageCommand::Create(a) => {
+            let req = ops::create::CreateRequest {
+                name: a.name,
+                dir: a.dir,
+                harness: match a.harness {
+                    HarnessArg::Claude => harness::Harness::Claude,
+                    HarnessArg::Pi => harness::Harness::Pi,
+                },
+                image: a.image,
+                dry_run: a.dry_run,
+            };
+            let created = ops::create::create(&ctx, &req)?;
+            output::warnings(&created.warnings);
+            output::show(&created, json, output::created);
+        }
+        CageCommand::Start(a) => {
+            let r = ops::start::start(&ctx, &a.name)?;
+            output::show(&r, json, |r| {
+                format!("started {} ({})\n", r.session, r.container)
+            });
+        }
+        CageCommand::Stop(a) => {
+            let r = ops::stop::stop(&ctx, &a.name)?;
+            output::show(&r, json, |r| {
+                if r.was_running {
+                    format!("stopped {} ({})\n", r.session, r.container)
+                } else {
+                    format!("{} ({}) was not running\n", r.session, r.container)
+                }
+            });
+        }
+        CageCommand::Rm(a) => {
+            let r = ops::rm::rm(&ctx, &a.name)?;
+            output::show(&r, json, output::removed);
+        }
+        CageCommand::Exec { name, cmd } => {
+            let cmd = strings(cmd)?;
+            return exec(&ctx, &name, ops::exec::What::Command(cmd));
+        }
+        CageCommand::Run { name, args } => {
+            let args = strings(args)?;
+            return exec(&ctx, &name, ops::exec::What::Harness(args));
+        }
+        CageCommand::Ls => {
+            let r = ops::ls::ls(&ctx)?;
+            output::show(&r, json, output::listing);
+        }
+        CageCommand::Show(a) => {
+            let r = ops::show::show(&ctx, &a.name)?;
+            output::show(&r, json, output::shown);
+        }
+        CageCommand::Prune { dry_run } => {
+            let r = ops::prune::prune(&ctx, dry_run)?;
+            output::show(&r, json, output::pruned);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn exec(ctx: &Context, name: &str, what: ops::exec::What) -> Result<ExitCode> {
+    // SAFETY: isatty on fd 0.
+    let tty = unsafe { libc::isatty(0) } == 1;
+    let prepared = ops::exec::prepare(ctx, name, what, tty)?;
+    output::warnings(&prepared.warnings);
+    let ended = prepared.run()?;
+    if let Some(e) = &ended.stop_error {
+        output::warnings(&[format!("the cage could not be stopped afterwards: {e}")]);
+    }
+    Ok(ExitCode::from(ended.code.clamp(0, 255) as u8))
+}
+
+/// Command words must be UTF-8 to go into podman's argument list as text.
+fn strings(words: Vec<std::ffi::OsString>) -> Result<Vec<String>> {
+    words
+        .into_iter()
+        .map(|w| {
+            w.into_string()
+                .map_err(|w| Error::bad_input(format!("the argument {w:?} is not valid UTF-8")))
+        })
+        .collect()
+}
+
+fn context() -> Result<Context> {
+    let env: Env = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
+    let settings = Settings::load(&env)?;
+    let self_paths = self_paths(&env);
+    Ok(Context::new(settings, env, self_paths))
+}
+
+/// The program itself, and the link it was called by if that is one (issue
+/// 2: "the shrooms-agent program read-only (and the path it was called by,
+/// if that is a link)"), so that the shrooms tools inside find it either way.
+fn self_paths(env: &Env) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(exe) = std::env::current_exe().and_then(std::fs::canonicalize) {
+        out.push(exe);
+    }
+    let arg0 = std::env::args_os().next().map(PathBuf::from);
+    let called = arg0.and_then(|a| {
+        if a.components().count() > 1 {
+            std::path::absolute(&a).ok()
+        } else {
+            settings::find_program(&a.to_string_lossy(), env.get("PATH").map(String::as_str))
+        }
+    });
+    if let Some(c) = called {
+        let is_link = std::fs::symlink_metadata(&c)
+            .map(|m| m.file_type().is_symlink())
+            .unwrap_or(false);
+        if is_link && !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    out
+}

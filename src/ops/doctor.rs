@@ -1,0 +1,224 @@
+//! `doctor`: one line per check, pass/warn/fail with a hint, telling the
+//! truth about this machine: podman and its version, rootless or not,
+//! cgroups and whether limits can be enforced, the network cages get, nft,
+//! podman's default seccomp profile, and the configured image.
+
+use serde::Serialize;
+
+use super::Context;
+use crate::host::{Host, LimitsSupport, PASTA_SINCE};
+use crate::settings::{NetworkChoice, UnenforcedLimits};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pass,
+    Warn,
+    Fail,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub status: Status,
+    pub detail: String,
+    pub hint: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub checks: Vec<Check>,
+}
+
+impl Report {
+    pub fn failed(&self) -> bool {
+        self.checks.iter().any(|c| c.status == Status::Fail)
+    }
+}
+
+fn check(name: &'static str, status: Status, detail: String, hint: Option<&str>) -> Check {
+    Check {
+        name,
+        status,
+        detail,
+        hint: hint.map(str::to_string),
+    }
+}
+
+pub fn doctor(ctx: &Context) -> Report {
+    let s = &ctx.settings;
+    let mut checks = Vec::new();
+    if !s.cages {
+        checks.push(check(
+            "cages",
+            Status::Fail,
+            format!("cages = false in {}", s.config_path.display()),
+            Some("remove `cages = false` from the config to offer cages"),
+        ));
+        return Report { checks };
+    }
+    let host = match ctx.host() {
+        Ok(h) => h,
+        Err(e) => {
+            checks.push(check(
+                "podman",
+                Status::Fail,
+                e.message,
+                Some("install podman (Debian: apt install podman runc passt uidmap nftables)"),
+            ));
+            return Report { checks };
+        }
+    };
+    checks.push(check(
+        "podman",
+        Status::Pass,
+        format!(
+            "{} at {} (runtime {})",
+            host.version,
+            host.podman.program().display(),
+            host.runtime
+        ),
+        None,
+    ));
+    checks.push(if host.rootless {
+        check(
+            "rootless",
+            Status::Pass,
+            "podman runs rootless".into(),
+            None,
+        )
+    } else {
+        check(
+            "rootless",
+            Status::Warn,
+            "podman runs as root: root in a cage is root on the machine's files it is given".into(),
+            Some("run shrooms-agent as your own user"),
+        )
+    });
+    checks.push(limits_check(host, s.unenforced_limits));
+    checks.push(network_check(host, s.network));
+    checks.push(match (&host.nft, &host.nsenter) {
+        (Some(nft), Some(ns)) => check(
+            "nft",
+            Status::Pass,
+            format!(
+                "{} and {} close the agent port ({}) in every cage",
+                nft.display(),
+                ns.display(),
+                s.agent_port
+            ),
+            None,
+        ),
+        _ => check(
+            "nft",
+            Status::Fail,
+            "nft or nsenter is missing: cages cannot close the agent port, so they will not start"
+                .into(),
+            Some("apt install nftables util-linux"),
+        ),
+    });
+    checks.push(match &host.seccomp_profile {
+        Some(p) if p.exists() => check(
+            "seccomp",
+            Status::Pass,
+            format!("podman's default profile is {}", p.display()),
+            None,
+        ),
+        Some(p) => check(
+            "seccomp",
+            Status::Warn,
+            format!(
+                "podman names {} as its default profile, but it is not there",
+                p.display()
+            ),
+            Some("reinstall podman's containers-common package"),
+        ),
+        None => check(
+            "seccomp",
+            Status::Warn,
+            "podman reports no default seccomp profile".into(),
+            Some("reinstall podman's containers-common package"),
+        ),
+    });
+    checks.push(match host.podman.image(&s.image) {
+        Ok(Some(_)) => check("image", Status::Pass, format!("{} is here", s.image), None),
+        Ok(None) => check(
+            "image",
+            Status::Fail,
+            format!("there is no image {} on this machine", s.image),
+            Some("build or pull it (podman build -t / podman pull), or set `image` in the config"),
+        ),
+        Err(e) => check("image", Status::Fail, e.message, None),
+    });
+    Report { checks }
+}
+
+fn limits_check(host: &Host, policy: UnenforcedLimits) -> Check {
+    let v = if host.cgroup_v2 { "v2" } else { "v1" };
+    match host.limits_support() {
+        LimitsSupport::Enforced => check(
+            "limits",
+            Status::Pass,
+            format!(
+                "cgroups {v}{}: memory, CPU and process limits are enforced",
+                if host.rootless {
+                    ", controllers delegated"
+                } else {
+                    ", as root"
+                }
+            ),
+            None,
+        ),
+        LimitsSupport::IgnoredRootlessV1 => match policy {
+            UnenforcedLimits::Refuse => check(
+                "limits",
+                Status::Fail,
+                "cgroups v1, rootless: podman ignores limits here, so `cage create` refuses".into(),
+                Some(
+                    "use cgroups v2, or set unenforced_limits = \"warn\" to make cages without limits",
+                ),
+            ),
+            UnenforcedLimits::Warn => check(
+                "limits",
+                Status::Warn,
+                "cgroups v1, rootless: limits are NOT enforced (unenforced_limits = \"warn\")"
+                    .into(),
+                Some("use cgroups v2 for enforced limits"),
+            ),
+        },
+        LimitsSupport::MissingControllers(missing) => check(
+            "limits",
+            Status::Fail,
+            format!(
+                "cgroups v2, but {} not delegated to your user: podman will refuse to make cages",
+                missing.join(", ")
+            ),
+            Some("delegate them (systemd: Delegate=memory cpu pids in user@.service)"),
+        ),
+    }
+}
+
+fn network_check(host: &Host, choice: NetworkChoice) -> Check {
+    match host.network(choice) {
+        Ok(n) => {
+            let why = match (choice, n) {
+                (NetworkChoice::Auto, crate::spec::Network::Pasta) => {
+                    "pasta with the cage's own address fd5e:ca9e:1::2".to_string()
+                }
+                (NetworkChoice::Auto, _) => format!(
+                    "{} (pasta needs podman {PASTA_SINCE} or later and the passt package; this podman is {}{})",
+                    n.name(),
+                    host.version,
+                    if host.pasta.is_some() {
+                        ""
+                    } else {
+                        ", and pasta is missing"
+                    }
+                ),
+                _ => format!("{} (set in the config)", n.name()),
+            };
+            check("network", Status::Pass, format!("cages get {why}"), None)
+        }
+        Err(e) => check("network", Status::Fail, e.message, None),
+    }
+}

@@ -1,0 +1,104 @@
+//! `cage exec` and `cage run`: run a command in a session's cage, with the
+//! terminal passed through, and stop the cage when it ends (what the session
+//! left running ends with it). The session's lock is held throughout, so a
+//! second exec on it is refused as busy.
+
+use std::path::PathBuf;
+
+use super::{Context, cage_of, ensure_running};
+use crate::error::{Error, Result};
+use crate::host::Host;
+use crate::podman::{argv, envfile, runner::Process};
+use crate::session::{self, SessionLock};
+use crate::spec::{self, EnvRequest};
+
+/// What to run in the cage.
+#[derive(Debug, Clone)]
+pub enum What {
+    /// `cage exec NAME -- CMD...`
+    Command(Vec<String>),
+    /// `cage run NAME -- ARGS...`: the harness's program with these args.
+    Harness(Vec<String>),
+}
+
+/// A command ready to run: the cage is running, the port closed, the env
+/// file written, the lock held.
+pub struct Prepared<'a> {
+    host: &'a Host,
+    container: String,
+    process: Process,
+    _lock: SessionLock,
+    /// Variables left out of the env file, and why: for the face to show.
+    pub warnings: Vec<String>,
+}
+
+/// How it ended.
+#[derive(Debug)]
+pub struct Ended {
+    /// The command's exit code.
+    pub code: i32,
+    /// Set when the cage could not be stopped afterwards.
+    pub stop_error: Option<Error>,
+}
+
+pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Result<Prepared<'a>> {
+    let record = ctx.store.load(name)?;
+    let cage = cage_of(&record)?;
+    let cmd = match what {
+        What::Command(cmd) => cmd,
+        What::Harness(args) => {
+            let program = cage
+                .program
+                .clone()
+                .or_else(|| (record.harness == crate::harness::Harness::Pi).then(|| PathBuf::from("pi")))
+                .ok_or_else(|| {
+                    Error::failed(format!(
+                        "session {name} has no claude program: none was found when its cage was made; \
+                         set [harness] claude in the config, then make the session again"
+                    ))
+                })?;
+            let mut cmd = vec![program.to_string_lossy().into_owned()];
+            cmd.extend(args);
+            cmd
+        }
+    };
+    let host = ctx.host_for_session()?;
+    let lock = ctx.store.lock(name)?;
+    let plan = spec::env_plan(
+        &EnvRequest {
+            session: &record.name,
+            harness: record.harness,
+            home: &ctx.settings.home,
+            harness_dir: &cage.harness_dir,
+            image_path: &cage.image_path,
+            pass_env: &ctx.settings.pass_env,
+        },
+        &ctx.env,
+    );
+    let env_file = ctx.store.env_file(&cage.container);
+    ctx.store.ensure()?;
+    session::write_atomic(&env_file, envfile::render(&plan.vars).as_bytes(), 0o600)?;
+    ensure_running(ctx, host, &record)?;
+    let args = argv::exec(&cage.container, &record.dir, &env_file, tty, &cmd);
+    Ok(Prepared {
+        host,
+        container: cage.container.clone(),
+        process: host.podman.process(&args),
+        _lock: lock,
+        warnings: plan
+            .left_out
+            .iter()
+            .map(|(n, why)| format!("{n} is left out of the cage's environment: {why}"))
+            .collect(),
+    })
+}
+
+impl Prepared<'_> {
+    /// Run the command, then stop the cage, whatever the command's outcome.
+    pub fn run(self) -> Result<Ended> {
+        let result = self.process.interactive();
+        let stop_error = self.host.podman.stop(&self.container).err();
+        let code = result?;
+        Ok(Ended { code, stop_error })
+    }
+}

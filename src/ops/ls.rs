@@ -1,0 +1,144 @@
+//! `cage ls`: one `podman ps` call, joined with the records. Containers that
+//! carry the session label but belong to no session are leftovers.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::Context;
+use crate::error::Result;
+use crate::harness::Harness;
+use crate::podman::inspect::PsEntry;
+use crate::spec::SESSION_LABEL;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub session: String,
+    pub container: Option<String>,
+    pub image: Option<String>,
+    /// podman's state (running, exited, created), "missing" when the
+    /// container is gone, "uncaged" for a session out of its cage.
+    pub state: String,
+    pub dir: PathBuf,
+    pub harness: Harness,
+    pub network: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Leftover {
+    pub container: String,
+    /// The session named by its label.
+    pub session: String,
+    pub image: String,
+    pub state: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Listing {
+    pub sessions: Vec<Row>,
+    pub leftovers: Vec<Leftover>,
+}
+
+pub fn ls(ctx: &Context) -> Result<Listing> {
+    let records = ctx.store.list()?;
+    let host = ctx.host()?;
+    let ps = host.podman.ps_cages()?;
+    Ok(join(&records, &ps))
+}
+
+/// Pure: the records joined with what podman listed.
+pub fn join(records: &[crate::session::Record], ps: &[PsEntry]) -> Listing {
+    let sessions = records
+        .iter()
+        .map(|r| {
+            let cage = r.cage.as_ref();
+            let entry = cage.and_then(|c| ps.iter().find(|e| e.name() == c.container));
+            Row {
+                session: r.name.clone(),
+                container: cage.map(|c| c.container.clone()),
+                image: cage.map(|c| c.image.clone()),
+                state: match (cage, entry) {
+                    (None, _) => "uncaged".into(),
+                    (Some(_), None) => "missing".into(),
+                    (Some(_), Some(e)) => e.state.clone(),
+                },
+                dir: r.dir.clone(),
+                harness: r.harness,
+                network: cage.map(|c| c.network.name().to_string()),
+            }
+        })
+        .collect();
+    let leftovers = ps
+        .iter()
+        .filter(|e| {
+            !records
+                .iter()
+                .any(|r| r.cage.as_ref().is_some_and(|c| c.container == e.name()))
+        })
+        .map(|e| Leftover {
+            container: e.name().to_string(),
+            session: e.label(SESSION_LABEL).unwrap_or("").to_string(),
+            image: e.image.clone(),
+            state: e.state.clone(),
+        })
+        .collect();
+    Listing {
+        sessions,
+        leftovers,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::{CageRecord, Record};
+    use crate::settings::Limits;
+    use crate::spec::Network;
+
+    fn record(name: &str, container: &str) -> Record {
+        Record {
+            version: 1,
+            name: name.into(),
+            dir: "/p".into(),
+            harness: Harness::Claude,
+            created: 0,
+            cage: Some(CageRecord {
+                container: container.into(),
+                image: "img".into(),
+                network: Network::Bridge,
+                limits: Limits {
+                    memory: "4g".into(),
+                    cpus: "2".into(),
+                    pids: 2048,
+                },
+                image_path: "/bin".into(),
+                harness_dir: "/h/.claude".into(),
+                program: None,
+                create_argv: vec![],
+            }),
+        }
+    }
+
+    fn entry(name: &str, session: &str, state: &str) -> PsEntry {
+        serde_json::from_value(serde_json::json!({
+            "Names": [name], "Image": "img", "State": state,
+            "Labels": {SESSION_LABEL: session}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn joined_with_leftovers_and_missing() {
+        let records = vec![record("a", "shrooms-a-1"), record("b", "shrooms-b-2")];
+        let ps = vec![
+            entry("shrooms-a-1", "a", "running"),
+            entry("shrooms-old-3", "old", "exited"),
+        ];
+        let l = join(&records, &ps);
+        assert_eq!(l.sessions[0].state, "running");
+        assert_eq!(l.sessions[1].state, "missing");
+        assert_eq!(l.leftovers.len(), 1);
+        assert_eq!(l.leftovers[0].container, "shrooms-old-3");
+        assert_eq!(l.leftovers[0].session, "old");
+    }
+}

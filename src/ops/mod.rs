@@ -1,0 +1,126 @@
+//! The operations: one file per verb. Each loads what it needs, takes the
+//! session's lock, decides, acts, and returns a typed result or a typed
+//! error. None of them prints: the CLI (`main.rs`) and, later, `serve` are
+//! the faces that show results.
+
+pub mod create;
+pub mod doctor;
+pub mod exec;
+pub mod ls;
+pub mod prune;
+pub mod rm;
+pub mod show;
+pub mod start;
+pub mod stop;
+
+use std::cell::OnceCell;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::host::{Host, NO_PODMAN, NO_PODMAN_FOR_SESSION};
+use crate::rules;
+use crate::session::{CageRecord, Record, Store};
+use crate::settings::{Env, Settings};
+
+/// What every operation runs with: the settings, the invoking environment,
+/// the store, and the host's facts, asked of podman at most once.
+pub struct Context {
+    pub settings: Settings,
+    pub env: Env,
+    pub store: Store,
+    host: OnceCell<Host>,
+    /// The shrooms-agent program, and the link it was called by, if any.
+    pub self_paths: Vec<PathBuf>,
+}
+
+impl Context {
+    pub fn new(settings: Settings, env: Env, self_paths: Vec<PathBuf>) -> Context {
+        let store = Store::new(&settings.state_dir);
+        Context {
+            settings,
+            env,
+            store,
+            host: OnceCell::new(),
+            self_paths,
+        }
+    }
+
+    /// The host's facts; fails with the seed's words where there are no cages.
+    pub fn host(&self) -> Result<&Host> {
+        if let Some(h) = self.host.get() {
+            return Ok(h);
+        }
+        let h = Host::detect(&self.settings)?;
+        Ok(self.host.get_or_init(|| h))
+    }
+
+    /// The same, for a command on a session that is already caged.
+    pub fn host_for_session(&self) -> Result<&Host> {
+        self.host().map_err(|e| {
+            if e.message == NO_PODMAN {
+                Error::failed(NO_PODMAN_FOR_SESSION)
+            } else {
+                e
+            }
+        })
+    }
+}
+
+/// A session's cage, or a clear error when it has none.
+pub fn cage_of(record: &Record) -> Result<&CageRecord> {
+    record
+        .cage
+        .as_ref()
+        .ok_or_else(|| Error::bad_input(format!("session {} is not in a cage", record.name)))
+}
+
+/// Start the cage if it is not running, then close the agent port inside
+/// it. The network namespace is new at every start, so the rule is set
+/// every time; if it cannot be set, the cage is stopped again and the
+/// command fails: a cage never runs with the port open (issue 2, point 6).
+pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<()> {
+    let cage = cage_of(record)?;
+    let state = host.podman.container(&cage.container)?.ok_or_else(|| {
+        Error::failed(format!(
+            "the container {} of session {} is gone (removed by hand?); \
+             `shrooms-agent cage rm {}` and create the session again",
+            cage.container, record.name, record.name
+        ))
+    })?;
+    if !state.running {
+        host.podman.start(&cage.container)?;
+    }
+    if let Err(e) = host.set_rules(&cage.container, &rules::agent_port(ctx.settings.agent_port)) {
+        let _ = host.podman.stop(&cage.container);
+        return Err(e.context(format!(
+            "closing the agent port in {} failed, so it was stopped again",
+            cage.container
+        )));
+    }
+    Ok(())
+}
+
+/// The program to run and the folder to mount for a harness program found
+/// on the machine, symlinks resolved. A program that sits directly in a
+/// system folder is mounted alone, so the image's own /usr/bin is not hidden.
+pub fn program_mount(program: &Path) -> Result<(PathBuf, PathBuf)> {
+    let resolved = std::fs::canonicalize(program)
+        .map_err(|e| Error::bad_input(format!("the harness program {}: {e}", program.display())))?;
+    let parent = resolved.parent().unwrap_or(Path::new("/")).to_path_buf();
+    const SYSTEM: [&str; 8] = [
+        "/bin",
+        "/sbin",
+        "/usr/bin",
+        "/usr/sbin",
+        "/usr/local/bin",
+        "/usr/local/sbin",
+        "/usr/lib",
+        "/",
+    ];
+    let mount = if SYSTEM.iter().any(|s| parent == Path::new(s)) {
+        resolved.clone()
+    } else {
+        parent
+    };
+    Ok((resolved, mount))
+}

@@ -1,0 +1,24 @@
+//! `cage start`: start a session's container and close the agent port.
+
+use serde::Serialize;
+
+use super::{Context, cage_of, ensure_running};
+use crate::error::Result;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Started {
+    pub session: String,
+    pub container: String,
+}
+
+pub fn start(ctx: &Context, name: &str) -> Result<Started> {
+    let record = ctx.store.load(name)?;
+    let cage = cage_of(&record)?;
+    let host = ctx.host_for_session()?;
+    let _lock = ctx.store.lock(name)?;
+    ensure_running(ctx, host, &record)?;
+    Ok(Started {
+        session: record.name.clone(),
+        container: cage.container.clone(),
+    })
+}

@@ -1,0 +1,36 @@
+//! `cage stop`: stop a session's container, and with it everything the
+//! session left running (seed, "A caged session cannot ... keep processes
+//! running after its turn's process ends").
+
+use serde::Serialize;
+
+use super::{Context, cage_of};
+use crate::error::Result;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Stopped {
+    pub session: String,
+    pub container: String,
+    /// False when it was not running.
+    pub was_running: bool,
+}
+
+pub fn stop(ctx: &Context, name: &str) -> Result<Stopped> {
+    let record = ctx.store.load(name)?;
+    let cage = cage_of(&record)?;
+    let host = ctx.host_for_session()?;
+    let _lock = ctx.store.lock(name)?;
+    let running = host
+        .podman
+        .container(&cage.container)?
+        .map(|s| s.running)
+        .unwrap_or(false);
+    if running {
+        host.podman.stop(&cage.container)?;
+    }
+    Ok(Stopped {
+        session: record.name.clone(),
+        container: cage.container.clone(),
+        was_running: running,
+    })
+}

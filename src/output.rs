@@ -1,0 +1,203 @@
+//! The command line's face: results as text or `--json` on stdout, errors
+//! and warnings on stderr. A closed pipe (`| head`) is not an error
+//! (ripgrep's habit): output stops quietly.
+
+use std::io::Write;
+
+use serde::Serialize;
+
+use crate::error::Error;
+use crate::ops::{create::Created, doctor, ls::Listing, prune::Pruned, rm::Removed, show::Shown};
+use crate::podman::runner::shell_quote;
+
+/// Print a result as JSON or through its text form.
+pub fn show<T: Serialize>(value: &T, json: bool, text: impl Fn(&T) -> String) {
+    if json {
+        let mut s = serde_json::to_string_pretty(value)
+            .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+        s.push('\n');
+        raw(s.as_bytes());
+    } else {
+        raw(text(value).as_bytes());
+    }
+}
+
+pub fn raw(bytes: &[u8]) {
+    let mut out = std::io::stdout().lock();
+    if out.write_all(bytes).and_then(|_| out.flush()).is_err() {
+        // Broken pipe or closed stdout: nothing more to say.
+    }
+}
+
+pub fn warnings(list: &[String]) {
+    for w in list {
+        eprintln!("shrooms-agent: warning: {w}");
+    }
+}
+
+pub fn error(e: &Error, json: bool) {
+    eprintln!("shrooms-agent: error: {}", e.message);
+    if json {
+        let body = serde_json::json!({"error": e.message, "exit_code": e.kind.exit_code()});
+        raw(format!("{body}\n").as_bytes());
+    }
+}
+
+pub fn created(c: &Created) -> String {
+    let argv = c
+        .argv
+        .iter()
+        .map(|a| shell_quote(a))
+        .collect::<Vec<_>>()
+        .join(" ");
+    if c.dry_run {
+        format!(
+            "# podman command line (nothing was changed)\n{argv}\n\n\
+             # env file cages/{}.env, written at each exec (mode 0600; secrets shown as <redacted>)\n{}",
+            c.container, c.env_file
+        )
+    } else {
+        format!(
+            "created {} ({}): {} on {}, image {}, network {}\n",
+            c.session,
+            c.container,
+            c.harness_name(),
+            c.dir.display(),
+            c.image,
+            c.network
+        )
+    }
+}
+
+impl Created {
+    fn harness_name(&self) -> &'static str {
+        self.harness.name()
+    }
+}
+
+pub fn removed(r: &Removed) -> String {
+    let mut s = format!("removed {}", r.session);
+    if let Some(c) = &r.container {
+        s.push_str(&format!(" and its container {c}"));
+    }
+    s.push('\n');
+    for f in &r.files {
+        s.push_str(&format!("  removed {}\n", f.display()));
+    }
+    s
+}
+
+pub fn listing(l: &Listing) -> String {
+    let mut rows = vec![[
+        "SESSION".to_string(),
+        "CONTAINER".into(),
+        "STATE".into(),
+        "HARNESS".into(),
+        "IMAGE".into(),
+        "DIR".into(),
+    ]];
+    for r in &l.sessions {
+        rows.push([
+            r.session.clone(),
+            r.container.clone().unwrap_or_else(|| "-".into()),
+            r.state.clone(),
+            r.harness.name().into(),
+            r.image.clone().unwrap_or_else(|| "-".into()),
+            r.dir.display().to_string(),
+        ]);
+    }
+    let mut s = table(&rows);
+    if !l.leftovers.is_empty() {
+        s.push_str(
+            "\nleftovers (labelled, no session; `shrooms-agent cage prune` removes them):\n",
+        );
+        for o in &l.leftovers {
+            s.push_str(&format!(
+                "  {} (session {}, {}, {})\n",
+                o.container, o.session, o.state, o.image
+            ));
+        }
+    }
+    s
+}
+
+fn table<const N: usize>(rows: &[[String; N]]) -> String {
+    let mut widths = [0usize; N];
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let mut s = String::new();
+    for r in rows {
+        let line: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if i + 1 == N {
+                    c.clone()
+                } else {
+                    format!("{c:<w$}", w = widths[i])
+                }
+            })
+            .collect();
+        s.push_str(line.join("  ").trim_end());
+        s.push('\n');
+    }
+    s
+}
+
+pub fn shown(sh: &Shown) -> String {
+    let r = &sh.record;
+    let mut s = format!(
+        "session   {}\ndir       {}\nharness   {}\nstate     {}\n",
+        r.name,
+        r.dir.display(),
+        r.harness.name(),
+        sh.state
+    );
+    if let Some(c) = &r.cage {
+        s.push_str(&format!(
+            "container {}\nimage     {}\nnetwork   {}\nlimits    memory {}, cpus {}, pids {}\nargv      {}\n",
+            c.container,
+            c.image,
+            c.network.name(),
+            c.limits.memory,
+            c.limits.cpus,
+            c.limits.pids,
+            c.create_argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")
+        ));
+    }
+    s
+}
+
+pub fn pruned(p: &Pruned) -> String {
+    let verb = if p.dry_run { "would remove" } else { "removed" };
+    if p.containers.is_empty() && p.files.is_empty() {
+        return "nothing to prune\n".into();
+    }
+    let mut s = String::new();
+    for c in &p.containers {
+        s.push_str(&format!("{verb} container {c}\n"));
+    }
+    for f in &p.files {
+        s.push_str(&format!("{verb} {}\n", f.display()));
+    }
+    s
+}
+
+pub fn doctor(r: &doctor::Report) -> String {
+    let mut s = String::new();
+    for c in &r.checks {
+        let tag = match c.status {
+            doctor::Status::Pass => "pass",
+            doctor::Status::Warn => "warn",
+            doctor::Status::Fail => "FAIL",
+        };
+        s.push_str(&format!("{tag}  {:<9} {}\n", c.name, c.detail));
+        if let Some(h) = &c.hint {
+            s.push_str(&format!("      {:<9} hint: {h}\n", ""));
+        }
+    }
+    s
+}

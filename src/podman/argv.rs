@@ -1,0 +1,225 @@
+//! Pure functions from typed values to podman's argument lists (design.md,
+//! habit 1, after cross-rs's `docker/shared.rs`): one small function per
+//! concern, and golden tests of whole command lines.
+
+use std::path::Path;
+
+use crate::spec::{CageSpec, Mount, Network, PASTA_ADDRESS, PASTA_GATEWAY, SESSION_LABEL};
+
+/// `podman create ...` for a cage (issue 2, "The CageSpec").
+pub fn create(spec: &CageSpec) -> Vec<String> {
+    let mut a: Vec<String> = vec!["create".into()];
+    a.extend(["--name".into(), spec.container.clone()]);
+    a.extend([
+        "--label".into(),
+        format!("{SESSION_LABEL}={}", spec.session),
+    ]);
+    a.extend(network(spec.network));
+    // SELinux relabelling of a bind mount would change the labels of the
+    // user's own project folder on the machine; the cage is contained by
+    // the user namespace instead.
+    a.extend(["--security-opt".into(), "label=disable".into()]);
+    // Without NET_ADMIN, root inside cannot remove the agent-port rule set
+    // from outside (seed: "by a rule its root cannot remove").
+    a.extend(["--cap-drop".into(), "NET_ADMIN".into()]);
+    a.extend(limits(&spec.limits));
+    // The container's only own process is `sleep infinity`, which as PID 1
+    // ignores SIGTERM; a stop would wait out podman's 10 s for nothing. What
+    // the session started dies with PID 1 either way.
+    a.extend(["--stop-signal".into(), "SIGKILL".into()]);
+    a.extend(["--workdir".into(), path(&spec.workdir)]);
+    for m in &spec.mounts {
+        a.extend(["--mount".into(), mount(m)]);
+    }
+    a.push(spec.image.clone());
+    a.extend(["sleep".into(), "infinity".into()]);
+    a
+}
+
+/// The network options for a mode.
+pub fn network(n: Network) -> Vec<String> {
+    let value = match n {
+        // podman splits pasta's options on commas, so the IPv6 colons are
+        // safe (podman PR #16141, 4.4).
+        Network::Pasta => format!("pasta:-a,{PASTA_ADDRESS},-g,{PASTA_GATEWAY}"),
+        Network::Slirp4netns => "slirp4netns".into(),
+        Network::Bridge => "bridge".into(),
+    };
+    vec!["--network".into(), value]
+}
+
+/// The limits, as podman's create and update both take them.
+pub fn limits(l: &crate::settings::Limits) -> Vec<String> {
+    vec![
+        "--memory".into(),
+        l.memory.clone(),
+        "--cpus".into(),
+        l.cpus.clone(),
+        "--pids-limit".into(),
+        l.pids.to_string(),
+    ]
+}
+
+/// One `--mount` value. podman reads it as a CSV record (podman #13922), so
+/// a field holding a comma or a quote is quoted whole, with quotes doubled.
+pub fn mount(m: &Mount) -> String {
+    let mut fields = vec![
+        "type=bind".to_string(),
+        format!("src={}", path(&m.src)),
+        format!("dst={}", path(&m.dst)),
+    ];
+    if m.read_only {
+        fields.push("ro=true".into());
+    }
+    fields
+        .iter()
+        .map(|f| {
+            if f.contains([',', '"']) {
+                format!("\"{}\"", f.replace('"', "\"\""))
+            } else {
+                f.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn path(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+/// `podman exec` of a command in a cage (issue 2, "cage exec").
+pub fn exec(
+    container: &str,
+    workdir: &Path,
+    env_file: &Path,
+    tty: bool,
+    cmd: &[String],
+) -> Vec<String> {
+    let mut a: Vec<String> = vec!["exec".into(), "-i".into()];
+    if tty {
+        a.push("-t".into());
+    }
+    a.extend([
+        "-w".into(),
+        path(workdir),
+        "--env-file".into(),
+        path(env_file),
+        container.into(),
+    ]);
+    a.extend(cmd.iter().cloned());
+    a
+}
+
+/// `podman ps` of every cage, as JSON (one call for `cage ls`).
+pub fn ps_cages() -> Vec<String> {
+    vec![
+        "ps".into(),
+        "-a".into(),
+        "--filter".into(),
+        format!("label={SESSION_LABEL}"),
+        "--format".into(),
+        "json".into(),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::Limits;
+    use std::path::PathBuf;
+
+    fn spec(network: Network) -> CageSpec {
+        CageSpec {
+            session: "web".into(),
+            container: "shrooms-web-abc123".into(),
+            image: "localhost/shrooms-workbench:latest".into(),
+            network,
+            limits: Limits {
+                memory: "4g".into(),
+                cpus: "2".into(),
+                pids: 2048,
+            },
+            mounts: vec![
+                Mount {
+                    src: "/home/u/src/web".into(),
+                    dst: "/home/u/src/web".into(),
+                    read_only: false,
+                },
+                Mount {
+                    src: "/s/proxy".into(),
+                    dst: "/run/shrooms-agent".into(),
+                    read_only: true,
+                },
+            ],
+            workdir: PathBuf::from("/home/u/src/web"),
+        }
+    }
+
+    #[test]
+    fn golden_create_with_pasta() {
+        assert_eq!(
+            create(&spec(Network::Pasta)).join(" "),
+            "create --name shrooms-web-abc123 --label xyz.vpavlin.shrooms.session=web \
+             --network pasta:-a,fd5e:ca9e:1::2,-g,fd5e:ca9e:1::1 \
+             --security-opt label=disable --cap-drop NET_ADMIN \
+             --memory 4g --cpus 2 --pids-limit 2048 --stop-signal SIGKILL \
+             --workdir /home/u/src/web \
+             --mount type=bind,src=/home/u/src/web,dst=/home/u/src/web \
+             --mount type=bind,src=/s/proxy,dst=/run/shrooms-agent,ro=true \
+             localhost/shrooms-workbench:latest sleep infinity"
+        );
+    }
+
+    #[test]
+    fn golden_network_modes() {
+        assert_eq!(
+            network(Network::Slirp4netns),
+            vec!["--network", "slirp4netns"]
+        );
+        assert_eq!(network(Network::Bridge), vec!["--network", "bridge"]);
+        let a = create(&spec(Network::Slirp4netns));
+        let i = a.iter().position(|x| x == "--network").unwrap();
+        assert_eq!(a[i + 1], "slirp4netns");
+    }
+
+    #[test]
+    fn a_comma_in_a_path_is_quoted_for_podmans_csv() {
+        let m = Mount {
+            src: "/p/a,b\"c".into(),
+            dst: "/p/a,b\"c".into(),
+            read_only: true,
+        };
+        assert_eq!(
+            mount(&m),
+            "type=bind,\"src=/p/a,b\"\"c\",\"dst=/p/a,b\"\"c\",ro=true"
+        );
+    }
+
+    #[test]
+    fn golden_exec() {
+        let cmd = vec!["claude".to_string(), "--resume".to_string()];
+        assert_eq!(
+            exec(
+                "shrooms-web-abc123",
+                Path::new("/home/u/src/web"),
+                Path::new("/s/cages/shrooms-web-abc123.env"),
+                true,
+                &cmd
+            )
+            .join(" "),
+            "exec -i -t -w /home/u/src/web --env-file /s/cages/shrooms-web-abc123.env \
+             shrooms-web-abc123 claude --resume"
+        );
+        assert!(!exec("c", Path::new("/"), Path::new("/e"), false, &cmd).contains(&"-t".into()));
+    }
+
+    #[test]
+    fn no_value_of_the_environment_on_the_command_line() {
+        let a = create(&spec(Network::Pasta));
+        assert!(
+            !a.iter()
+                .any(|x| x == "--env" || x == "-e" || x.starts_with("--env="))
+        );
+    }
+}

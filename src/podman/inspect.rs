@@ -1,0 +1,183 @@
+//! The JSON shapes podman answers with, as far as the tool reads them. Every
+//! field is optional or defaulted: podman 4.3 and 5.x differ in what they
+//! print (podman-on-these-machines.md), and a missing field must not break
+//! a command that does not need it.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// `podman info --format json`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Info {
+    pub host: InfoHost,
+    pub store: InfoStore,
+    pub version: InfoVersion,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct InfoHost {
+    pub cgroup_version: String,
+    pub cgroup_controllers: Option<Vec<String>>,
+    pub security: InfoSecurity,
+    /// From podman 4.6 (empty executable when pasta is missing).
+    pub pasta: Option<InfoProgram>,
+    pub database_backend: String,
+    pub oci_runtime: Option<InfoRuntime>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct InfoSecurity {
+    pub rootless: bool,
+    pub seccomp_profile_path: String,
+    pub seccomp_enabled: bool,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct InfoProgram {
+    pub executable: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct InfoRuntime {
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct InfoStore {
+    pub volume_path: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct InfoVersion {
+    #[serde(rename = "Version")]
+    pub version: String,
+}
+
+/// One entry of `podman inspect --type container --format json`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ContainerInspect {
+    #[serde(rename = "State")]
+    pub state: ContainerState,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct ContainerState {
+    #[serde(rename = "Status")]
+    pub status: String,
+    #[serde(rename = "Running")]
+    pub running: bool,
+    #[serde(rename = "Pid")]
+    pub pid: i64,
+}
+
+/// One entry of `podman ps -a --format json` (4.3 and 5.x alike: `Names` a
+/// list, `Labels` a map, `Created` Unix seconds).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct PsEntry {
+    #[serde(rename = "Id")]
+    pub id: String,
+    #[serde(rename = "Names")]
+    pub names: Vec<String>,
+    #[serde(rename = "Image")]
+    pub image: String,
+    #[serde(rename = "State")]
+    pub state: String,
+    #[serde(rename = "Labels")]
+    pub labels: Option<BTreeMap<String, String>>,
+}
+
+impl PsEntry {
+    pub fn name(&self) -> &str {
+        self.names.first().map(String::as_str).unwrap_or("")
+    }
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels.as_ref()?.get(key).map(String::as_str)
+    }
+}
+
+/// One entry of `podman image inspect --format json`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ImageInspect {
+    #[serde(rename = "Id")]
+    pub id: String,
+    #[serde(rename = "Config")]
+    pub config: ImageConfig,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ImageConfig {
+    #[serde(rename = "Env")]
+    pub env: Option<Vec<String>>,
+    #[serde(rename = "Labels")]
+    pub labels: Option<BTreeMap<String, String>>,
+}
+
+/// When an image sets no PATH, podman gives a container this one.
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+impl ImageInspect {
+    /// The image's own PATH (podman's default when it sets none).
+    pub fn path(&self) -> String {
+        self.config
+            .env
+            .iter()
+            .flatten()
+            .find_map(|e| e.strip_prefix("PATH="))
+            .unwrap_or(DEFAULT_PATH)
+            .to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn info_of_podman_4_3_rootless() {
+        let text = r#"{"host":{"cgroupVersion":"v1","cgroupControllers":[],
+            "security":{"rootless":true,"seccompProfilePath":"/usr/share/containers/seccomp.json","seccompEnabled":true},
+            "ociRuntime":{"name":"runc"}},
+            "store":{"volumePath":"/home/u/.local/share/containers/storage/volumes"},
+            "version":{"Version":"4.3.1"}}"#;
+        let info: Info = serde_json::from_str(text).unwrap();
+        assert_eq!(info.version.version, "4.3.1");
+        assert!(info.host.security.rootless);
+        assert_eq!(info.host.cgroup_version, "v1");
+        assert!(info.host.pasta.is_none());
+        assert_eq!(
+            info.store.volume_path,
+            "/home/u/.local/share/containers/storage/volumes"
+        );
+    }
+
+    #[test]
+    fn ps_entries() {
+        let text = r#"[{"Id":"abc","Names":["shrooms-web-abc123"],"Image":"img","State":"exited",
+            "Labels":{"xyz.vpavlin.shrooms.session":"web"},"Created":1700000000}]"#;
+        let list: Vec<PsEntry> = serde_json::from_str(text).unwrap();
+        assert_eq!(list[0].name(), "shrooms-web-abc123");
+        assert_eq!(list[0].label("xyz.vpavlin.shrooms.session"), Some("web"));
+    }
+
+    #[test]
+    fn image_path() {
+        let text = r#"[{"Id":"i","Config":{"Env":["A=1","PATH=/bin:/usr/bin"]}}]"#;
+        let list: Vec<ImageInspect> = serde_json::from_str(text).unwrap();
+        assert_eq!(list[0].path(), "/bin:/usr/bin");
+        let none: ImageInspect = serde_json::from_str(r#"{"Id":"i","Config":{}}"#).unwrap();
+        assert_eq!(none.path(), DEFAULT_PATH);
+    }
+}

@@ -1,0 +1,363 @@
+//! Sessions on disk: names, the record kept for each, the store that reads
+//! and writes records atomically, and the lock a command holds on a session
+//! so that two processes (two CLI calls, or a CLI call and `serve`) never
+//! interleave on one.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, IoContext, Result};
+use crate::harness::Harness;
+use crate::settings::Limits;
+use crate::spec::Network;
+
+/// The record format's version, so a later tool can read an older record.
+pub const RECORD_VERSION: u32 = 1;
+
+/// Check a session name (issue 2, "Names and folders"): 1 to 63 characters
+/// of A-Z a-z 0-9 _ . - , not starting with - or . , so it is safe in a
+/// container name, a file name and a label.
+pub fn validate_name(name: &str) -> Result<()> {
+    let ok_chars = name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+    let ok = (1..=63).contains(&name.len()) && ok_chars && !name.starts_with(['-', '.']);
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::bad_input(format!(
+            "{name:?} is not a session name: use 1 to 63 of A-Z a-z 0-9 _ . -, not starting with - or ."
+        )))
+    }
+}
+
+/// What the tool remembers of a session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub version: u32,
+    pub name: String,
+    /// The project folder, canonical and absolute.
+    pub dir: PathBuf,
+    pub harness: Harness,
+    /// Unix seconds.
+    pub created: u64,
+    /// The session's cage; None once taken out of it.
+    pub cage: Option<CageRecord>,
+}
+
+/// A session's cage, fixed when its container is made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CageRecord {
+    /// `shrooms-<session>-<6 hex>`, chosen once.
+    pub container: String,
+    pub image: String,
+    pub network: Network,
+    pub limits: Limits,
+    /// The image's own PATH, for the env file.
+    pub image_path: String,
+    /// The harness's data folder at the machine's path (the mount target).
+    pub harness_dir: PathBuf,
+    /// The harness program to run inside for `cage run`, if known.
+    pub program: Option<PathBuf>,
+    /// The `podman create` argv the container was made with.
+    pub create_argv: Vec<String>,
+}
+
+/// The state folder and what lives in it.
+#[derive(Debug, Clone)]
+pub struct Store {
+    root: PathBuf,
+}
+
+impl Store {
+    pub fn new(root: impl Into<PathBuf>) -> Store {
+        Store { root: root.into() }
+    }
+    fn sessions_dir(&self) -> PathBuf {
+        self.root.join("sessions")
+    }
+    pub fn record_path(&self, name: &str) -> PathBuf {
+        self.sessions_dir().join(format!("{name}.json"))
+    }
+    fn lock_path(&self, name: &str) -> PathBuf {
+        self.sessions_dir().join(format!("{name}.lock"))
+    }
+    pub fn cages_dir(&self) -> PathBuf {
+        self.root.join("cages")
+    }
+    /// `cages/<container>.env` (seed, "Environment").
+    pub fn env_file(&self, container: &str) -> PathBuf {
+        self.cages_dir().join(format!("{container}.env"))
+    }
+    /// `cages/<container>/`: the cage's private harness home and proxy folder.
+    pub fn cage_dir(&self, container: &str) -> PathBuf {
+        self.cages_dir().join(container)
+    }
+    pub fn private_home(&self, container: &str) -> PathBuf {
+        self.cage_dir(container).join("home")
+    }
+    pub fn proxy_dir(&self, container: &str) -> PathBuf {
+        self.cage_dir(container).join("proxy")
+    }
+    pub fn uploads_dir(&self) -> PathBuf {
+        self.root.join("uploads")
+    }
+
+    /// Make the state folder and its parts, 0700 (issue 2, "State").
+    pub fn ensure(&self) -> Result<()> {
+        for d in [
+            self.root.clone(),
+            self.sessions_dir(),
+            self.cages_dir(),
+            self.uploads_dir(),
+        ] {
+            make_private_dir(&d)?;
+        }
+        Ok(())
+    }
+
+    pub fn exists(&self, name: &str) -> bool {
+        self.record_path(name).exists()
+    }
+
+    /// Read a session's record; a missing one is `NotFound`.
+    pub fn load(&self, name: &str) -> Result<Record> {
+        validate_name(name)?;
+        let path = self.record_path(name);
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::not_found(format!(
+                    "there is no session {name:?}; `shrooms-agent cage ls` lists them"
+                )));
+            }
+            Err(e) => return Err(Error::failed(format!("reading {}: {e}", path.display()))),
+        };
+        serde_json::from_str(&text)
+            .map_err(|e| Error::failed(format!("the record {} is damaged: {e}", path.display())))
+    }
+
+    pub fn save(&self, record: &Record) -> Result<()> {
+        let mut text = serde_json::to_string_pretty(record)
+            .map_err(|e| Error::failed(format!("writing the record: {e}")))?;
+        text.push('\n');
+        write_atomic(&self.record_path(&record.name), text.as_bytes(), 0o600)
+    }
+
+    /// Remove a session's record and its lock file.
+    pub fn remove(&self, name: &str) -> Result<()> {
+        remove_file_if_there(&self.record_path(name))?;
+        remove_file_if_there(&self.lock_path(name))
+    }
+
+    /// Every session's record, sorted by name.
+    pub fn list(&self) -> Result<Vec<Record>> {
+        let dir = self.sessions_dir();
+        let entries = match fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(Error::failed(format!("reading {}: {e}", dir.display()))),
+        };
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = entry.ctx(|| format!("reading {}", dir.display()))?;
+            let file = entry.file_name();
+            let Some(name) = file.to_str().and_then(|f| f.strip_suffix(".json")) else {
+                continue;
+            };
+            if validate_name(name).is_ok() {
+                out.push(self.load(name)?);
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// Take the session's lock, or fail at once with `Busy`: a command that
+    /// would wait behind a long `exec` is better told so.
+    pub fn lock(&self, name: &str) -> Result<SessionLock> {
+        validate_name(name)?;
+        make_private_dir(&self.sessions_dir())?;
+        let path = self.lock_path(name);
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&path)
+            .ctx(|| format!("opening {}", path.display()))?;
+        // SAFETY: flock on a file descriptor we own.
+        let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if r != 0 {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                return Err(Error::busy(format!(
+                    "session {name} is busy: another shrooms-agent command (an exec or run) is using it; \
+                     try again when it ends"
+                )));
+            }
+            return Err(Error::failed(format!("locking {}: {err}", path.display())));
+        }
+        Ok(SessionLock { _file: file })
+    }
+}
+
+/// Held while a command changes or uses a session; released on drop (the
+/// kernel releases a flock when its process ends, even by a crash).
+#[derive(Debug)]
+pub struct SessionLock {
+    _file: File,
+}
+
+/// Make a folder (and its parents) with mode 0700, and make sure an
+/// existing one is 0700 too.
+pub fn make_private_dir(dir: &Path) -> Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .ctx(|| format!("making {}", dir.display()))?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+        .ctx(|| format!("setting the mode of {}", dir.display()))
+}
+
+/// Write a file atomically: a temporary file in the same folder with the
+/// given mode, fsync, rename over the target, fsync the folder.
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| Error::failed(format!("{} has no folder", path.display())))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .mode(mode)
+            .open(&tmp)?;
+        // The mode given to open is masked by the umask; set it exactly.
+        f.set_permissions(fs::Permissions::from_mode(mode))?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)?;
+        File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.ctx(|| format!("writing {}", path.display()))
+}
+
+pub fn remove_file_if_there(p: &Path) -> Result<()> {
+    match fs::remove_file(p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::failed(format!("removing {}: {e}", p.display()))),
+    }
+}
+
+pub fn remove_dir_if_there(p: &Path) -> Result<()> {
+    match fs::remove_dir_all(p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::failed(format!("removing {}: {e}", p.display()))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        for ok in ["a", "web", "Web_1.2-x", &"a".repeat(63)] {
+            assert!(validate_name(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "-a",
+            ".a",
+            "a b",
+            "a/b",
+            "a:b",
+            "é",
+            "a\n",
+            &"a".repeat(64),
+        ] {
+            let e = validate_name(bad).unwrap_err();
+            assert_eq!(e.kind, crate::error::Kind::BadInput, "{bad:?}");
+        }
+    }
+
+    fn temp_store() -> (Store, PathBuf) {
+        let dir = std::env::temp_dir().join(format!(
+            "shrooms-store-test-{}-{}",
+            std::process::id(),
+            rand_suffix()
+        ));
+        (Store::new(&dir), dir)
+    }
+
+    fn rand_suffix() -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    }
+
+    fn record(name: &str) -> Record {
+        Record {
+            version: RECORD_VERSION,
+            name: name.into(),
+            dir: "/p".into(),
+            harness: Harness::Claude,
+            created: 1,
+            cage: None,
+        }
+    }
+
+    #[test]
+    fn save_load_list_remove() {
+        let (store, dir) = temp_store();
+        store.ensure().unwrap();
+        let mode = fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        store.save(&record("b")).unwrap();
+        store.save(&record("a")).unwrap();
+        let mode = fs::metadata(store.record_path("a"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(store.load("a").unwrap(), record("a"));
+        let names: Vec<String> = store.list().unwrap().into_iter().map(|r| r.name).collect();
+        assert_eq!(names, vec!["a", "b"]);
+        store.remove("a").unwrap();
+        assert_eq!(
+            store.load("a").unwrap_err().kind,
+            crate::error::Kind::NotFound
+        );
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_second_lock_is_busy_until_the_first_is_dropped() {
+        let (store, dir) = temp_store();
+        let first = store.lock("s").unwrap();
+        assert_eq!(store.lock("s").unwrap_err().kind, crate::error::Kind::Busy);
+        assert!(store.lock("other").is_ok());
+        drop(first);
+        assert!(store.lock("s").is_ok());
+        fs::remove_dir_all(dir).unwrap();
+    }
+}

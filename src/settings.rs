@@ -1,0 +1,445 @@
+//! Every setting, resolved once: command line > environment > config file >
+//! defaults (design.md, habit 3; uv's `settings.rs`). Nothing else in the
+//! program reads the config file or the process environment for settings.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+
+/// The invoking process's environment, captured once in `main` and passed
+/// down, so pure functions and tests never touch the real process
+/// environment (design.md, "Pitfalls": tests that change it race).
+pub type Env = BTreeMap<String, String>;
+
+pub const DEFAULT_IMAGE: &str = "localhost/shrooms-workbench:latest";
+pub const DEFAULT_MEMORY: &str = "4g";
+pub const DEFAULT_CPUS: &str = "2";
+pub const DEFAULT_PIDS: u64 = 2048;
+pub const DEFAULT_AGENT_PORT: u16 = 7387;
+
+/// The config file as written: every key optional, unknown keys refused.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    podman: Option<PathBuf>,
+    image: Option<String>,
+    memory: Option<String>,
+    cpus: Option<NumberOrString>,
+    pids: Option<i64>,
+    agent_port: Option<i64>,
+    network: Option<String>,
+    cages: Option<bool>,
+    harness: Option<HarnessPrograms>,
+    pass_env: Option<Vec<String>>,
+    unenforced_limits: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HarnessPrograms {
+    claude: Option<PathBuf>,
+    pi: Option<PathBuf>,
+}
+
+/// `cpus = 2` and `cpus = "2"` both read naturally; take either.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum NumberOrString {
+    Int(i64),
+    Float(f64),
+    Str(String),
+}
+
+/// Which network a cage asks for (issue 2, "Network").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetworkChoice {
+    Auto,
+    Pasta,
+    Slirp4netns,
+    Bridge,
+}
+
+/// What to do where podman would silently ignore the limits (issue 2, 7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnenforcedLimits {
+    Refuse,
+    Warn,
+}
+
+/// A cage's resource limits, in podman's own notation.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Limits {
+    pub memory: String,
+    pub cpus: String,
+    pub pids: u64,
+}
+
+/// Everything the operations need to know about how they were asked to run.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub config_path: PathBuf,
+    pub state_dir: PathBuf,
+    pub home: PathBuf,
+    /// The podman program as configured, or found on PATH; None when absent.
+    pub podman: Option<PathBuf>,
+    pub image: String,
+    pub limits: Limits,
+    pub agent_port: u16,
+    pub network: NetworkChoice,
+    /// `cages = false`: this machine offers no cages.
+    pub cages: bool,
+    pub claude: Option<PathBuf>,
+    pub pi: Option<PathBuf>,
+    pub pass_env: Vec<String>,
+    pub unenforced_limits: UnenforcedLimits,
+    /// The PATH used to find programs (podman, claude, nft), from `env`.
+    pub path_var: Option<String>,
+}
+
+impl Settings {
+    /// Resolve the settings from the environment and the config file it names.
+    pub fn load(env: &Env) -> Result<Settings> {
+        let home = home_dir(env)?;
+        let config_path = match env.get("SHROOMS_AGENT_CONFIG") {
+            Some(p) if !p.is_empty() => PathBuf::from(p),
+            _ => xdg(env, "XDG_CONFIG_HOME", &home, ".config").join("shrooms-agent/config.toml"),
+        };
+        let text = match std::fs::read_to_string(&config_path) {
+            Ok(t) => Some(t),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => {
+                return Err(Error::bad_input(format!(
+                    "config file {}: cannot read it: {e}",
+                    config_path.display()
+                )));
+            }
+        };
+        let state_dir = match env.get("SHROOMS_AGENT_STATE_DIR") {
+            Some(p) if !p.is_empty() => PathBuf::from(p),
+            _ => xdg(env, "XDG_DATA_HOME", &home, ".local/share").join("shrooms-agent"),
+        };
+        Self::from_text(text.as_deref(), &config_path, state_dir, home, env)
+    }
+
+    /// The pure part of `load`: text of the config file (if any) to settings.
+    pub fn from_text(
+        text: Option<&str>,
+        config_path: &Path,
+        state_dir: PathBuf,
+        home: PathBuf,
+        env: &Env,
+    ) -> Result<Settings> {
+        let file: ConfigFile = match text {
+            Some(t) => toml::from_str(t).map_err(|e| {
+                Error::bad_input(format!(
+                    "config file {}: {}",
+                    config_path.display(),
+                    e.to_string().trim_end()
+                ))
+            })?,
+            None => ConfigFile::default(),
+        };
+        let bad = |key: &str, why: String| {
+            Error::bad_input(format!(
+                "config file {}: key `{key}`: {why}",
+                config_path.display()
+            ))
+        };
+        let path_var = env.get("PATH").cloned();
+
+        let memory = match file.memory {
+            Some(m) => validate_memory(&m).map_err(|why| bad("memory", why))?,
+            None => DEFAULT_MEMORY.to_string(),
+        };
+        let cpus = match file.cpus {
+            Some(NumberOrString::Int(n)) => validate_cpus(&n.to_string()),
+            Some(NumberOrString::Float(f)) => validate_cpus(&f.to_string()),
+            Some(NumberOrString::Str(s)) => validate_cpus(&s),
+            None => Ok(DEFAULT_CPUS.to_string()),
+        }
+        .map_err(|why| bad("cpus", why))?;
+        let pids = match file.pids {
+            Some(p) if p > 0 => p as u64,
+            Some(p) => return Err(bad("pids", format!("{p} is not a positive whole number"))),
+            None => DEFAULT_PIDS,
+        };
+        let agent_port = match file.agent_port {
+            Some(p) if (1..=65535).contains(&p) => p as u16,
+            Some(p) => return Err(bad("agent_port", format!("{p} is not a port (1 to 65535)"))),
+            None => DEFAULT_AGENT_PORT,
+        };
+        let network = match file.network.as_deref() {
+            None | Some("auto") => NetworkChoice::Auto,
+            Some("pasta") => NetworkChoice::Pasta,
+            Some("slirp4netns") => NetworkChoice::Slirp4netns,
+            Some("bridge") => NetworkChoice::Bridge,
+            Some(other) => {
+                return Err(bad(
+                    "network",
+                    format!(
+                        "{other:?} is not one of \"auto\", \"pasta\", \"slirp4netns\", \"bridge\""
+                    ),
+                ));
+            }
+        };
+        let unenforced_limits = match file.unenforced_limits.as_deref() {
+            None | Some("refuse") => UnenforcedLimits::Refuse,
+            Some("warn") => UnenforcedLimits::Warn,
+            Some(other) => {
+                return Err(bad(
+                    "unenforced_limits",
+                    format!("{other:?} is not one of \"refuse\", \"warn\""),
+                ));
+            }
+        };
+        let image = match file.image {
+            Some(i) if i.trim().is_empty() => return Err(bad("image", "is empty".into())),
+            Some(i) => i,
+            None => DEFAULT_IMAGE.to_string(),
+        };
+        let pass_env = file.pass_env.unwrap_or_default();
+        for name in &pass_env {
+            validate_pass_env_name(name).map_err(|why| bad("pass_env", why))?;
+        }
+        let harness = file.harness.unwrap_or_default();
+        let podman = match file.podman {
+            Some(p) => Some(p),
+            None => find_program("podman", path_var.as_deref()),
+        };
+
+        Ok(Settings {
+            config_path: config_path.to_path_buf(),
+            state_dir,
+            home,
+            podman,
+            image,
+            limits: Limits { memory, cpus, pids },
+            agent_port,
+            network,
+            cages: file.cages.unwrap_or(true),
+            claude: harness.claude,
+            pi: harness.pi,
+            pass_env,
+            unenforced_limits,
+            path_var,
+        })
+    }
+}
+
+/// The home directory: $HOME, else the system's record of the user.
+fn home_dir(env: &Env) -> Result<PathBuf> {
+    if let Some(h) = env.get("HOME").filter(|h| h.starts_with('/')) {
+        return Ok(PathBuf::from(h));
+    }
+    directories::BaseDirs::new()
+        .map(|b| b.home_dir().to_path_buf())
+        .ok_or_else(|| Error::failed("cannot tell the home directory: set HOME"))
+}
+
+/// An XDG base folder: the variable when it is an absolute path, else the default under home.
+fn xdg(env: &Env, var: &str, home: &Path, default: &str) -> PathBuf {
+    match env.get(var) {
+        Some(v) if v.starts_with('/') => PathBuf::from(v),
+        _ => home.join(default),
+    }
+}
+
+/// Look a program up on the given PATH.
+pub fn find_program(name: &str, path_var: Option<&str>) -> Option<PathBuf> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    which::which_in(name, path_var, cwd).ok()
+}
+
+/// Memory in podman's units: a positive whole number with b, k, m or g.
+pub fn validate_memory(m: &str) -> Result<String, String> {
+    let s = m.trim().to_ascii_lowercase();
+    let digits = s.trim_end_matches(['b', 'k', 'm', 'g']);
+    let unit_len = s.len() - digits.len();
+    let ok = unit_len <= 1
+        && !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && digits.parse::<u64>().map(|n| n > 0).unwrap_or(false);
+    if ok {
+        Ok(s)
+    } else {
+        Err(format!(
+            "{m:?} is not a size: use a positive whole number with b, k, m or g, like \"512m\" or \"16g\""
+        ))
+    }
+}
+
+/// CPUs: a positive number, whole or decimal ("2", "1.5").
+pub fn validate_cpus(c: &str) -> Result<String, String> {
+    let s = c.trim();
+    let plain = !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+    match s.parse::<f64>() {
+        Ok(n) if plain && n > 0.0 && n.is_finite() => Ok(s.to_string()),
+        _ => Err(format!(
+            "{c:?} is not a number of CPUs: use a positive number, like \"2\" or \"1.5\""
+        )),
+    }
+}
+
+/// A name that may be listed in `pass_env`.
+fn validate_pass_env_name(name: &str) -> Result<(), String> {
+    if !crate::podman::envfile::valid_name(name) {
+        return Err(format!(
+            "{name:?} is not a variable name (letters, digits and _, not starting with a digit)"
+        ));
+    }
+    // Seed, "use the keys in its environment": GitHub's variables reach only
+    // a cage given the GitHub login, never through pass_env.
+    if name.starts_with("GH_") || name.starts_with("GITHUB_") {
+        return Err(format!(
+            "{name}: GitHub's variables (GH_*, GITHUB_*) reach only a cage given the GitHub login, \
+             not through pass_env; remove it"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<Settings> {
+        let env = Env::new();
+        Settings::from_text(
+            Some(text),
+            Path::new("/cfg/config.toml"),
+            PathBuf::from("/state"),
+            PathBuf::from("/home/u"),
+            &env,
+        )
+    }
+
+    #[test]
+    fn defaults_when_the_file_is_empty() {
+        let s = load("").unwrap();
+        assert_eq!(s.image, DEFAULT_IMAGE);
+        assert_eq!(
+            s.limits,
+            Limits {
+                memory: "4g".into(),
+                cpus: "2".into(),
+                pids: 2048
+            }
+        );
+        assert_eq!(s.agent_port, 7387);
+        assert_eq!(s.network, NetworkChoice::Auto);
+        assert!(s.cages);
+        assert!(s.pass_env.is_empty());
+        assert_eq!(s.unenforced_limits, UnenforcedLimits::Refuse);
+    }
+
+    #[test]
+    fn every_key_is_read() {
+        let s = load(
+            r#"
+podman = "/opt/podman"
+image = "localhost/mine:1"
+memory = "512M"
+cpus = 1.5
+pids = 100
+agent_port = 9000
+network = "slirp4netns"
+cages = false
+pass_env = ["MY_VAR"]
+unenforced_limits = "warn"
+[harness]
+claude = "/opt/claude"
+pi = "/opt/pi"
+"#,
+        )
+        .unwrap();
+        assert_eq!(s.podman, Some(PathBuf::from("/opt/podman")));
+        assert_eq!(s.image, "localhost/mine:1");
+        assert_eq!(s.limits.memory, "512m");
+        assert_eq!(s.limits.cpus, "1.5");
+        assert_eq!(s.limits.pids, 100);
+        assert_eq!(s.agent_port, 9000);
+        assert_eq!(s.network, NetworkChoice::Slirp4netns);
+        assert!(!s.cages);
+        assert_eq!(s.pass_env, vec!["MY_VAR".to_string()]);
+        assert_eq!(s.unenforced_limits, UnenforcedLimits::Warn);
+        assert_eq!(s.claude, Some(PathBuf::from("/opt/claude")));
+        assert_eq!(s.pi, Some(PathBuf::from("/opt/pi")));
+    }
+
+    #[test]
+    fn an_unknown_key_names_the_key_and_the_file() {
+        let e = load("imagee = \"x\"\n").unwrap_err();
+        assert_eq!(e.kind, crate::error::Kind::BadInput);
+        assert!(e.message.contains("/cfg/config.toml"), "{}", e.message);
+        assert!(e.message.contains("imagee"), "{}", e.message);
+    }
+
+    #[test]
+    fn bad_values_name_the_key_and_the_file() {
+        for (text, key) in [
+            ("memory = \"4x\"", "memory"),
+            ("memory = \"0m\"", "memory"),
+            ("cpus = \"-1\"", "cpus"),
+            ("cpus = 0", "cpus"),
+            ("pids = 0", "pids"),
+            ("agent_port = 70000", "agent_port"),
+            ("network = \"host\"", "network"),
+            ("unenforced_limits = \"ignore\"", "unenforced_limits"),
+            ("pass_env = [\"1BAD\"]", "pass_env"),
+            ("pass_env = [\"GH_TOKEN\"]", "pass_env"),
+            ("image = \" \"", "image"),
+        ] {
+            let e = load(text).unwrap_err();
+            assert!(
+                e.message.contains(&format!("key `{key}`"))
+                    && e.message.contains("/cfg/config.toml"),
+                "{text}: {}",
+                e.message
+            );
+        }
+    }
+
+    #[test]
+    fn a_wrongly_typed_value_is_refused() {
+        let e = load("cages = \"yes\"").unwrap_err();
+        assert!(e.message.contains("cages"), "{}", e.message);
+    }
+
+    #[test]
+    fn memory_and_cpus_rules() {
+        assert_eq!(validate_memory("16g").unwrap(), "16g");
+        assert_eq!(validate_memory("1024").unwrap(), "1024");
+        assert!(validate_memory("1.5g").is_err());
+        assert!(validate_memory("g").is_err());
+        assert!(validate_memory("12gb").is_err());
+        assert_eq!(validate_cpus("8").unwrap(), "8");
+        assert!(validate_cpus("1e3").is_err());
+        assert!(validate_cpus("nan").is_err());
+    }
+
+    #[test]
+    fn config_and_state_paths_follow_the_environment() {
+        let mut env = Env::new();
+        env.insert("HOME".into(), "/nonexistent-home-for-test".into());
+        let s = Settings::load(&env).unwrap();
+        assert_eq!(
+            s.config_path,
+            PathBuf::from("/nonexistent-home-for-test/.config/shrooms-agent/config.toml")
+        );
+        assert_eq!(
+            s.state_dir,
+            PathBuf::from("/nonexistent-home-for-test/.local/share/shrooms-agent")
+        );
+        env.insert("SHROOMS_AGENT_CONFIG".into(), "/nonexistent/c.toml".into());
+        env.insert(
+            "SHROOMS_AGENT_STATE_DIR".into(),
+            "/nonexistent/state".into(),
+        );
+        let s = Settings::load(&env).unwrap();
+        assert_eq!(s.config_path, PathBuf::from("/nonexistent/c.toml"));
+        assert_eq!(s.state_dir, PathBuf::from("/nonexistent/state"));
+    }
+}

@@ -1,0 +1,450 @@
+//! The CageSpec: everything a cage is made of, as a typed value built from
+//! the session's record, the settings and facts gathered beforehand. Building
+//! it does no I/O; `podman::argv` turns it into a command line.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::harness::Harness;
+use crate::settings::{Env, Limits};
+
+/// The label every cage carries, with the session's name as its value (seed,
+/// "Checking on a cage from a shell").
+pub const SESSION_LABEL: &str = "xyz.vpavlin.shrooms.session";
+
+/// Where the cage's socket to its own agent is mounted (seed, "What a caged
+/// session can still do").
+pub const PROXY_DIR_IN_CAGE: &str = "/run/shrooms-agent";
+pub const PROXY_SOCKET_IN_CAGE: &str = "/run/shrooms-agent/proxy.sock";
+
+/// The cage's own address and gateway on pasta (seed, "Network").
+pub const PASTA_ADDRESS: &str = "fd5e:ca9e:1::2";
+pub const PASTA_GATEWAY: &str = "fd5e:ca9e:1::1";
+
+/// The network a cage was made with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Network {
+    /// pasta with the cage's own address (podman 4.4+, passt installed).
+    Pasta,
+    /// slirp4netns: rootless podman before pasta.
+    Slirp4netns,
+    /// podman's default bridge, when podman runs as root.
+    Bridge,
+}
+
+impl Network {
+    pub fn name(self) -> &'static str {
+        match self {
+            Network::Pasta => "pasta",
+            Network::Slirp4netns => "slirp4netns",
+            Network::Bridge => "bridge",
+        }
+    }
+}
+
+/// One bind mount, at `dst` inside the cage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mount {
+    pub src: PathBuf,
+    pub dst: PathBuf,
+    pub read_only: bool,
+}
+
+impl Mount {
+    fn same(path: &Path, read_only: bool) -> Mount {
+        Mount {
+            src: path.to_path_buf(),
+            dst: path.to_path_buf(),
+            read_only,
+        }
+    }
+}
+
+/// A cage, fully decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CageSpec {
+    pub session: String,
+    pub container: String,
+    pub image: String,
+    pub network: Network,
+    pub limits: Limits,
+    pub mounts: Vec<Mount>,
+    pub workdir: PathBuf,
+}
+
+/// Facts found on disk by the operation before the spec is built, so that
+/// building it needs no I/O. Only what exists is listed: podman would make a
+/// missing bind source as a root-owned folder (design.md, "Pitfalls").
+#[derive(Debug, Clone, Default)]
+pub struct Found {
+    /// The harness's data folder, at the machine's own path (~/.claude).
+    pub harness_dir: PathBuf,
+    /// The entries of its read-only list that exist on the machine.
+    pub harness_read_only: Vec<PathBuf>,
+    /// This project's conversation folder on the machine (made if missing).
+    pub conversation_dir: PathBuf,
+    /// The cage's private copy of the harness's data folder (in the state dir).
+    pub private_home: PathBuf,
+    /// The cage's proxy folder (in the state dir).
+    pub proxy_dir: PathBuf,
+    /// `uploads/` in the state dir.
+    pub uploads_dir: PathBuf,
+    /// Folders of programs let in read-only (the claude program's folder).
+    pub program_dirs: Vec<PathBuf>,
+    /// The shrooms-agent program, and the link it was called by, if any.
+    pub self_paths: Vec<PathBuf>,
+}
+
+/// What a cage is made for: a session's fixed choices.
+#[derive(Debug, Clone)]
+pub struct Request<'a> {
+    pub session: &'a str,
+    pub container: &'a str,
+    pub image: &'a str,
+    pub dir: &'a Path,
+    pub network: Network,
+    pub limits: &'a Limits,
+}
+
+/// Build the spec of an ordinary cage (seed, "A private harness home" and
+/// "What the agent inside sees"): every path at the machine's own path.
+pub fn build(req: &Request<'_>, found: &Found) -> Result<CageSpec> {
+    let mut mounts = vec![Mount::same(req.dir, false)];
+    mounts.push(Mount::same(&found.uploads_dir, true));
+    for p in &found.self_paths {
+        mounts.push(Mount::same(p, true));
+    }
+    mounts.push(Mount {
+        src: found.proxy_dir.clone(),
+        dst: PathBuf::from(PROXY_DIR_IN_CAGE),
+        read_only: true,
+    });
+    // The private home first, then what is let in over it: read-only what the
+    // harness runs or obeys, read-write this project's conversations.
+    mounts.push(Mount {
+        src: found.private_home.clone(),
+        dst: found.harness_dir.clone(),
+        read_only: false,
+    });
+    for p in &found.harness_read_only {
+        mounts.push(Mount::same(p, true));
+    }
+    mounts.push(Mount::same(&found.conversation_dir, false));
+    for p in &found.program_dirs {
+        mounts.push(Mount::same(p, true));
+    }
+    for m in &mounts {
+        for p in [&m.src, &m.dst] {
+            check_mount_path(p)?;
+        }
+    }
+    Ok(CageSpec {
+        session: req.session.to_string(),
+        container: req.container.to_string(),
+        image: req.image.to_string(),
+        network: req.network,
+        limits: req.limits.clone(),
+        mounts,
+        workdir: req.dir.to_path_buf(),
+    })
+}
+
+/// A path podman's `--mount` can carry: absolute, UTF-8, one line.
+fn check_mount_path(p: &Path) -> Result<()> {
+    let s = p.to_str().ok_or_else(|| {
+        Error::bad_input(format!(
+            "the path {} is not valid UTF-8, which podman's --mount cannot carry",
+            p.display()
+        ))
+    })?;
+    if !s.starts_with('/') || s.contains(['\n', '\r', '\0']) {
+        return Err(Error::bad_input(format!(
+            "the path {s:?} cannot be mounted: it must be absolute and on one line"
+        )));
+    }
+    Ok(())
+}
+
+/// Names passed from the invoking environment whatever the harness (seed,
+/// "Environment"): locale and time zone, and the proxy variables.
+const PASSED_NAMES: &[&str] = &[
+    "TZ",
+    "LANG",
+    "LANGUAGE",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
+];
+
+/// What goes into a cage's env file, and what was left out and why.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EnvPlan {
+    /// Sorted by name.
+    pub vars: Vec<(String, String)>,
+    /// (name, why) of variables that were asked for but cannot be written.
+    pub left_out: Vec<(String, String)>,
+}
+
+/// The facts the env file is made from.
+#[derive(Debug, Clone)]
+pub struct EnvRequest<'a> {
+    pub session: &'a str,
+    pub harness: Harness,
+    pub home: &'a Path,
+    pub harness_dir: &'a Path,
+    /// The image's own PATH.
+    pub image_path: &'a str,
+    pub pass_env: &'a [String],
+}
+
+/// The environment of an ordinary cage: fixed values, and of the invoking
+/// environment only what is named. Nothing else passes, whatever its name.
+pub fn env_plan(req: &EnvRequest<'_>, invoking: &Env) -> EnvPlan {
+    let mut chosen = std::collections::BTreeMap::<String, String>::new();
+    let named = |name: &str| {
+        PASSED_NAMES.contains(&name)
+            || name.starts_with("LC_")
+            || req.harness.settings_env().contains(&name)
+            || req.pass_env.iter().any(|p| p == name)
+    };
+    for (name, value) in invoking {
+        if named(name) {
+            chosen.insert(name.clone(), value.clone());
+        }
+    }
+    // Fixed values win over anything of the same name from outside.
+    let home = req.home.to_string_lossy().into_owned();
+    chosen.insert("HOME".into(), home);
+    chosen.insert("PATH".into(), req.image_path.to_string());
+    // Claude Code skips permissions as root only in a sandbox, which it
+    // detects by IS_SANDBOX=1 (seed, "Troubleshooting").
+    chosen.insert("IS_SANDBOX".into(), "1".into());
+    chosen.insert("SHROOMS_AGENT_SESSION".into(), req.session.to_string());
+    chosen.insert("SHROOMS_AGENT_PROXY".into(), PROXY_SOCKET_IN_CAGE.into());
+    let dir = req.harness_dir.to_string_lossy().into_owned();
+    match req.harness {
+        // Its settings file goes inside ~/.claude, since nothing beside it
+        // is mounted (seed, "What the agent inside sees").
+        Harness::Claude => chosen.insert("CLAUDE_CONFIG_DIR".into(), dir),
+        Harness::Pi => chosen.insert("PI_CODING_AGENT_DIR".into(), dir),
+    };
+    let mut plan = EnvPlan::default();
+    for (name, value) in chosen {
+        match crate::podman::envfile::unwritable(&name, &value) {
+            None => plan.vars.push((name, value)),
+            Some(why) => plan.left_out.push((name, why.to_string())),
+        }
+    }
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn found() -> Found {
+        Found {
+            harness_dir: "/home/u/.claude".into(),
+            harness_read_only: vec![
+                "/home/u/.claude/settings.json".into(),
+                "/home/u/.claude/hooks".into(),
+            ],
+            conversation_dir: "/home/u/.claude/projects/-home-u-src-web".into(),
+            private_home: "/state/cages/shrooms-web-abc123/home".into(),
+            proxy_dir: "/state/cages/shrooms-web-abc123/proxy".into(),
+            uploads_dir: "/state/uploads".into(),
+            program_dirs: vec!["/home/u/.local/share/claude/versions".into()],
+            self_paths: vec!["/usr/local/bin/shrooms-agent".into()],
+        }
+    }
+
+    fn limits() -> Limits {
+        Limits {
+            memory: "4g".into(),
+            cpus: "2".into(),
+            pids: 2048,
+        }
+    }
+
+    #[test]
+    fn mounts_in_order_and_nothing_else_of_home() {
+        let l = limits();
+        let req = Request {
+            session: "web",
+            container: "shrooms-web-abc123",
+            image: "img",
+            dir: Path::new("/home/u/src/web"),
+            network: Network::Bridge,
+            limits: &l,
+        };
+        let spec = build(&req, &found()).unwrap();
+        let got: Vec<String> = spec
+            .mounts
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} -> {} {}",
+                    m.src.display(),
+                    m.dst.display(),
+                    if m.read_only { "ro" } else { "rw" }
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                "/home/u/src/web -> /home/u/src/web rw",
+                "/state/uploads -> /state/uploads ro",
+                "/usr/local/bin/shrooms-agent -> /usr/local/bin/shrooms-agent ro",
+                "/state/cages/shrooms-web-abc123/proxy -> /run/shrooms-agent ro",
+                "/state/cages/shrooms-web-abc123/home -> /home/u/.claude rw",
+                "/home/u/.claude/settings.json -> /home/u/.claude/settings.json ro",
+                "/home/u/.claude/hooks -> /home/u/.claude/hooks ro",
+                "/home/u/.claude/projects/-home-u-src-web -> /home/u/.claude/projects/-home-u-src-web rw",
+                "/home/u/.local/share/claude/versions -> /home/u/.local/share/claude/versions ro",
+            ]
+        );
+        for m in &spec.mounts {
+            let s = m.src.to_string_lossy();
+            assert!(!s.contains(".ssh") && !s.ends_with("history.jsonl"), "{s}");
+            if s.starts_with("/home/u/") && !s.starts_with("/home/u/src/web") {
+                assert!(
+                    m.read_only || s.starts_with("/home/u/.claude/projects/-home-u-src-web"),
+                    "{s} is writable"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_multiline_path_is_refused() {
+        let l = limits();
+        let req = Request {
+            session: "web",
+            container: "c",
+            image: "img",
+            dir: Path::new("/home/u/a\nb"),
+            network: Network::Bridge,
+            limits: &l,
+        };
+        let e = build(&req, &found()).unwrap_err();
+        assert_eq!(e.kind, crate::error::Kind::BadInput);
+    }
+
+    fn env_req(harness: Harness, pass: &[String]) -> EnvRequest<'_> {
+        EnvRequest {
+            session: "web",
+            harness,
+            home: Path::new("/home/u"),
+            harness_dir: match harness {
+                Harness::Claude => Path::new("/home/u/.claude"),
+                Harness::Pi => Path::new("/home/u/.pi/agent"),
+            },
+            image_path: "/usr/local/bin:/usr/bin:/bin",
+            pass_env: pass,
+        }
+    }
+
+    fn invoking() -> Env {
+        [
+            ("PATH", "/home/u/bin:/usr/bin"),
+            ("HOME", "/elsewhere"),
+            ("USER", "u"),
+            ("DISPLAY", ":0"),
+            ("SSH_AUTH_SOCK", "/run/ssh"),
+            ("FOO_API_KEY", "sk-secret"),
+            ("ANTHROPIC_API_KEY", "sk-ant"),
+            ("CLAUDE_CODE_OAUTH_TOKEN", "oauth"),
+            ("GH_TOKEN", "gh"),
+            ("GITHUB_TOKEN", "gh2"),
+            ("TZ", "Europe/Prague"),
+            ("LANG", "cs_CZ.UTF-8"),
+            ("LC_TIME", "C"),
+            ("https_proxy", "http://proxy:3128"),
+            ("ANTHROPIC_MODEL", "opus"),
+            ("MAX_THINKING_TOKENS", "1000"),
+            ("MY_CHOICE", "yes"),
+            ("MULTI", "a\nb"),
+        ]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+    }
+
+    #[test]
+    fn golden_claude_env() {
+        let pass = vec!["MY_CHOICE".to_string(), "MULTI".to_string()];
+        let plan = env_plan(&env_req(Harness::Claude, &pass), &invoking());
+        let got: Vec<String> = plan.vars.iter().map(|(n, v)| format!("{n}={v}")).collect();
+        assert_eq!(
+            got,
+            vec![
+                "ANTHROPIC_MODEL=opus",
+                "CLAUDE_CONFIG_DIR=/home/u/.claude",
+                "HOME=/home/u",
+                "IS_SANDBOX=1",
+                "LANG=cs_CZ.UTF-8",
+                "LC_TIME=C",
+                "MAX_THINKING_TOKENS=1000",
+                "MY_CHOICE=yes",
+                "PATH=/usr/local/bin:/usr/bin:/bin",
+                "SHROOMS_AGENT_PROXY=/run/shrooms-agent/proxy.sock",
+                "SHROOMS_AGENT_SESSION=web",
+                "TZ=Europe/Prague",
+                "https_proxy=http://proxy:3128",
+            ]
+        );
+        assert_eq!(
+            plan.left_out,
+            vec![(
+                "MULTI".to_string(),
+                "its value has a line break, which podman's env file cannot carry".to_string()
+            )]
+        );
+    }
+
+    #[test]
+    fn golden_pi_env_has_no_claude_settings() {
+        let plan = env_plan(&env_req(Harness::Pi, &[]), &invoking());
+        let names: Vec<&str> = plan.vars.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            vec![
+                "HOME",
+                "IS_SANDBOX",
+                "LANG",
+                "LC_TIME",
+                "PATH",
+                "PI_CODING_AGENT_DIR",
+                "SHROOMS_AGENT_PROXY",
+                "SHROOMS_AGENT_SESSION",
+                "TZ",
+                "https_proxy",
+            ]
+        );
+    }
+
+    #[test]
+    fn no_secret_passes_unless_chosen() {
+        let plan = env_plan(&env_req(Harness::Claude, &[]), &invoking());
+        for (name, value) in &plan.vars {
+            assert!(
+                !name.ends_with("_TOKEN")
+                    && !name.ends_with("_API_KEY")
+                    && !name.starts_with("GH_")
+                    && !name.starts_with("GITHUB_")
+                    && !["USER", "DISPLAY", "SSH_AUTH_SOCK"].contains(&name.as_str()),
+                "{name} passed"
+            );
+            assert!(!value.contains("sk-"), "{name}={value}");
+        }
+    }
+}
