@@ -1,0 +1,721 @@
+_shrooms__agent() {
+    local i cur prev opts cmd
+    COMPREPLY=()
+    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+        cur="$2"
+    else
+        cur="${COMP_WORDS[COMP_CWORD]}"
+    fi
+    prev="$3"
+    cmd=""
+    opts=""
+
+    for i in "${COMP_WORDS[@]:0:COMP_CWORD}"
+    do
+        case "${cmd},${i}" in
+            ",$1")
+                cmd="shrooms__agent"
+                ;;
+            shrooms__agent,cage)
+                cmd="shrooms__agent__subcmd__cage"
+                ;;
+            shrooms__agent,completions)
+                cmd="shrooms__agent__subcmd__completions"
+                ;;
+            shrooms__agent,doctor)
+                cmd="shrooms__agent__subcmd__doctor"
+                ;;
+            shrooms__agent,help)
+                cmd="shrooms__agent__subcmd__help"
+                ;;
+            shrooms__agent,man)
+                cmd="shrooms__agent__subcmd__man"
+                ;;
+            shrooms__agent__subcmd__cage,create)
+                cmd="shrooms__agent__subcmd__cage__subcmd__create"
+                ;;
+            shrooms__agent__subcmd__cage,exec)
+                cmd="shrooms__agent__subcmd__cage__subcmd__exec"
+                ;;
+            shrooms__agent__subcmd__cage,help)
+                cmd="shrooms__agent__subcmd__cage__subcmd__help"
+                ;;
+            shrooms__agent__subcmd__cage,ls)
+                cmd="shrooms__agent__subcmd__cage__subcmd__ls"
+                ;;
+            shrooms__agent__subcmd__cage,prune)
+                cmd="shrooms__agent__subcmd__cage__subcmd__prune"
+                ;;
+            shrooms__agent__subcmd__cage,rm)
+                cmd="shrooms__agent__subcmd__cage__subcmd__rm"
+                ;;
+            shrooms__agent__subcmd__cage,run)
+                cmd="shrooms__agent__subcmd__cage__subcmd__run"
+                ;;
+            shrooms__agent__subcmd__cage,show)
+                cmd="shrooms__agent__subcmd__cage__subcmd__show"
+                ;;
+            shrooms__agent__subcmd__cage,start)
+                cmd="shrooms__agent__subcmd__cage__subcmd__start"
+                ;;
+            shrooms__agent__subcmd__cage,stop)
+                cmd="shrooms__agent__subcmd__cage__subcmd__stop"
+                ;;
+            shrooms__agent__subcmd__cage__subcmd__help,create)
+                cmd="shrooms__agent__subcmd__cage__subcmd__help__subcmd__create"
+                ;;
+            shrooms__agent__subcmd__cage__subcmd__help,exec)
+                cmd="shrooms__agent__subcmd__cage__subcmd__help__subcmd__exec"
+                ;;
+            shrooms__agent__subcmd__cage__subcmd__help,help)
+                cmd="shrooms__agent__subcmd__cage__subcmd__help__subcmd__help"
+                ;;
+            shrooms__agent__subcmd__cage__subcmd__help,ls)
+                cmd="shrooms__agent__subcmd__cage__subcmd__help__subcmd__ls"
+                ;;
+            shrooms__agent__subcmd__cage__subcmd__help,prune)
+                cmd="shrooms__agent__subcmd__cage__subcmd__help__subcmd__prune"
+                ;;
+            shrooms__agent__subcmd__cage__subcmd__help,rm)
+                cmd="shrooms__agent__subcmd__cage__subcmd__help__subcmd__rm"
+                ;;
+            shrooms__agent__subcmd__cage__subcmd__help,run)
+                cmd="shrooms__agent__subcmd__cage__subcmd__help__subcmd__run"
+                ;;
+            shrooms__agent__subcmd__cage__subcmd__help,show)
+                cmd="shrooms__agent__subcmd__cage__subcmd__help__subcmd__show"
+                ;;
+            shrooms__agent__subcmd__cage__subcmd__help,start)
+                cmd="shrooms__agent__subcmd__cage__subcmd__help__subcmd__start"
+                ;;
+            shrooms__agent__subcmd__cage__subcmd__help,stop)
+                cmd="shrooms__agent__subcmd__cage__subcmd__help__subcmd__stop"
+                ;;
+            shrooms__agent__subcmd__help,cage)
+                cmd="shrooms__agent__subcmd__help__subcmd__cage"
+                ;;
+            shrooms__agent__subcmd__help,completions)
+                cmd="shrooms__agent__subcmd__help__subcmd__completions"
+                ;;
+            shrooms__agent__subcmd__help,doctor)
+                cmd="shrooms__agent__subcmd__help__subcmd__doctor"
+                ;;
+            shrooms__agent__subcmd__help,help)
+                cmd="shrooms__agent__subcmd__help__subcmd__help"
+                ;;
+            shrooms__agent__subcmd__help,man)
+                cmd="shrooms__agent__subcmd__help__subcmd__man"
+                ;;
+            shrooms__agent__subcmd__help__subcmd__cage,create)
+                cmd="shrooms__agent__subcmd__help__subcmd__cage__subcmd__create"
+                ;;
+            shrooms__agent__subcmd__help__subcmd__cage,exec)
+                cmd="shrooms__agent__subcmd__help__subcmd__cage__subcmd__exec"
+                ;;
+            shrooms__agent__subcmd__help__subcmd__cage,ls)
+                cmd="shrooms__agent__subcmd__help__subcmd__cage__subcmd__ls"
+                ;;
+            shrooms__agent__subcmd__help__subcmd__cage,prune)
+                cmd="shrooms__agent__subcmd__help__subcmd__cage__subcmd__prune"
+                ;;
+            shrooms__agent__subcmd__help__subcmd__cage,rm)
+                cmd="shrooms__agent__subcmd__help__subcmd__cage__subcmd__rm"
+                ;;
+            shrooms__agent__subcmd__help__subcmd__cage,run)
+                cmd="shrooms__agent__subcmd__help__subcmd__cage__subcmd__run"
+                ;;
+            shrooms__agent__subcmd__help__subcmd__cage,show)
+                cmd="shrooms__agent__subcmd__help__subcmd__cage__subcmd__show"
+                ;;
+            shrooms__agent__subcmd__help__subcmd__cage,start)
+                cmd="shrooms__agent__subcmd__help__subcmd__cage__subcmd__start"
+                ;;
+            shrooms__agent__subcmd__help__subcmd__cage,stop)
+                cmd="shrooms__agent__subcmd__help__subcmd__cage__subcmd__stop"
+                ;;
+            *)
+                ;;
+        esac
+    done
+
+    case "${cmd}" in
+        shrooms__agent)
+            opts="-h -V --json --help --version cage doctor completions man help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage)
+            opts="-h --json --help create start stop rm exec run ls show prune help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__create)
+            opts="-h --dir --harness --image --dry-run --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --harness)
+                    COMPREPLY=($(compgen -W "claude pi" -- "${cur}"))
+                    return 0
+                    ;;
+                --image)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__exec)
+            opts="-h --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__help)
+            opts="create start stop rm exec run ls show prune help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__help__subcmd__create)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__help__subcmd__exec)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__help__subcmd__ls)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__help__subcmd__prune)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__help__subcmd__rm)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__help__subcmd__run)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__help__subcmd__show)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__help__subcmd__start)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__help__subcmd__stop)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__ls)
+            opts="-h --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__prune)
+            opts="-h --dry-run --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__rm)
+            opts="-h --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__run)
+            opts="-h --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__show)
+            opts="-h --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__start)
+            opts="-h --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__stop)
+            opts="-h --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__completions)
+            opts="-h --json --help bash elvish fish powershell zsh"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__doctor)
+            opts="-h --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help)
+            opts="cage doctor completions man help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__cage)
+            opts="create start stop rm exec run ls show prune"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__cage__subcmd__create)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__cage__subcmd__exec)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__cage__subcmd__ls)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__cage__subcmd__prune)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__cage__subcmd__rm)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__cage__subcmd__run)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__cage__subcmd__show)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__cage__subcmd__start)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__cage__subcmd__stop)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__completions)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__doctor)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__man)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__man)
+            opts="-h --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+    esac
+}
+
+if [[ "${BASH_VERSINFO[0]}" -eq 4 && "${BASH_VERSINFO[1]}" -ge 4 || "${BASH_VERSINFO[0]}" -gt 4 ]]; then
+    complete -F _shrooms__agent -o nosort -o bashdefault -o default shrooms-agent
+else
+    complete -F _shrooms__agent -o bashdefault -o default shrooms-agent
+fi

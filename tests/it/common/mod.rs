@@ -1,0 +1,453 @@
+//! Test support for the end-to-end tests: each test gets its own folder,
+//! home, state, config and agent port, so tests run in parallel without
+//! clashing; every container a test's sessions made is removed when the
+//! test ends, passed or failed. On failure an assertion prints the command,
+//! its stdout and stderr (ripgrep's tests/util.rs habit).
+//!
+//! These tests need real podman. A missing podman is a failure, not a skip:
+//! `scripts/test` installs it and prepares the machine.
+
+#![allow(dead_code)]
+
+use std::cell::RefCell;
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::Duration;
+
+/// The test image, built here from a static busybox (no registry is
+/// reachable): a shell, nc, unshare and `sleep`.
+pub const IMAGE: &str = "localhost/shrooms-test-busybox:latest";
+
+/// An address on the host's loopback that stands in for "the internet"
+/// (scripts/setup-host adds it); containers reach it over every network.
+pub const HOST_ADDR: &str = "203.0.113.7";
+
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_shrooms-agent"))
+}
+
+pub fn podman_program() -> &'static str {
+    static P: OnceLock<String> = OnceLock::new();
+    P.get_or_init(|| {
+        for p in ["/usr/bin/podman", "/usr/local/bin/podman"] {
+            if Path::new(p).exists() {
+                return p.to_string();
+            }
+        }
+        panic!("podman is not installed: run scripts/test, which installs it and prepares the machine")
+    })
+}
+
+fn containers_conf() -> String {
+    std::env::var("CONTAINERS_CONF").unwrap_or_else(|_| {
+        panic!("CONTAINERS_CONF is not set: run the tests through scripts/test (it writes the test run's containers.conf)")
+    })
+}
+
+/// The unprivileged user for rootless tests (made by scripts/setup-host).
+pub struct TestUser {
+    pub name: String,
+    pub uid: u32,
+    pub home: PathBuf,
+}
+
+pub fn test_user() -> &'static TestUser {
+    static U: OnceLock<TestUser> = OnceLock::new();
+    U.get_or_init(|| {
+        let name = std::env::var("SHROOMS_TEST_USER").unwrap_or_else(|_| "shrooms-test".into());
+        let out = Command::new("id").args(["-u", &name]).output().expect("id");
+        assert!(
+            out.status.success(),
+            "the test user {name} does not exist: run scripts/test (scripts/setup-host makes it)"
+        );
+        let uid: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        let run = PathBuf::from(format!("/run/user/{uid}"));
+        assert!(run.exists(), "{} is missing: run scripts/setup-host", run.display());
+        TestUser {
+            home: PathBuf::from(format!("/home/{name}")),
+            name,
+            uid,
+        }
+    })
+}
+
+/// Run podman as root, or as the test user, with the test containers.conf.
+pub fn podman(user: Option<&TestUser>, args: &[&str]) -> Output {
+    as_user(user, podman_program(), args, &[])
+}
+
+/// Run a program as root or as the test user, with a small clean environment.
+pub fn as_user(user: Option<&TestUser>, program: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = command_as(user, program, args, env);
+    c.stdin(Stdio::null());
+    c.output().expect("run")
+}
+
+pub fn command_as(user: Option<&TestUser>, program: &str, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let conf = containers_conf();
+    let base_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    let mut c = match user {
+        None => {
+            let mut c = Command::new(program);
+            c.env_clear();
+            c.env("PATH", base_path).env("HOME", "/root");
+            c
+        }
+        Some(u) => {
+            // runuser -u keeps our environment unless told; `env -i` makes
+            // it the user's own small one.
+            let mut c = Command::new("runuser");
+            c.env_clear();
+            c.args(["-u", &u.name, "--", "env", "-i"]);
+            c.arg(format!("PATH={base_path}"));
+            c.arg(format!("HOME={}", u.home.display()));
+            c.arg(format!("XDG_RUNTIME_DIR=/run/user/{}", u.uid));
+            c.arg(format!("USER={}", u.name));
+            c.arg(format!("CONTAINERS_CONF={conf}"));
+            for (k, v) in env {
+                c.arg(format!("{k}={v}"));
+            }
+            c.arg(program);
+            c.args(args);
+            c.current_dir("/tmp");
+            return c;
+        }
+    };
+    c.env("CONTAINERS_CONF", conf);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.args(args);
+    c.current_dir("/tmp");
+    c
+}
+
+/// Make sure the test image exists for root or the test user (built once
+/// per test process, in under two seconds).
+pub fn ensure_image(user: Option<&TestUser>) {
+    static ROOT: OnceLock<()> = OnceLock::new();
+    static USER: OnceLock<()> = OnceLock::new();
+    let cell = if user.is_some() { &USER } else { &ROOT };
+    cell.get_or_init(|| {
+        if podman(user, &["image", "exists", IMAGE]).status.success() {
+            return;
+        }
+        let ctx = std::env::temp_dir().join(format!("shrooms-it-image-{}", std::process::id()));
+        fs::create_dir_all(&ctx).unwrap();
+        fs::set_permissions(&ctx, fs::Permissions::from_mode(0o755)).unwrap();
+        let busybox = ["/bin/busybox", "/usr/bin/busybox"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .expect("busybox-static is not installed: run scripts/test");
+        fs::copy(busybox, ctx.join("busybox")).unwrap();
+        fs::set_permissions(ctx.join("busybox"), fs::Permissions::from_mode(0o755)).unwrap();
+        fs::write(
+            ctx.join("Containerfile"),
+            "FROM scratch\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\nCMD [\"sleep\", \"infinity\"]\n",
+        )
+        .unwrap();
+        let c = ctx.to_string_lossy().into_owned();
+        let out = podman(user, &["build", "-q", "-t", IMAGE, &c]);
+        assert!(out.status.success(), "building the test image failed:\n{}", show_output(&out));
+        let _ = fs::remove_dir_all(&ctx);
+    });
+}
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// A test's own world: folder, home, state, config, agent port.
+pub struct World {
+    pub root: PathBuf,
+    pub home: PathBuf,
+    pub state: PathBuf,
+    pub config: PathBuf,
+    pub agent_port: u16,
+    pub user: Option<&'static TestUser>,
+    sessions: RefCell<Vec<String>>,
+    extra_env: RefCell<Vec<(String, String)>>,
+}
+
+impl World {
+    /// As root (CI runs as root), with podman's bridge network.
+    pub fn new() -> World {
+        Self::make(None)
+    }
+
+    /// As the unprivileged test user, with rootless podman. Limits cannot
+    /// be enforced rootless on cgroups v1, so its config says so.
+    pub fn rootless() -> World {
+        Self::make(Some(test_user()))
+    }
+
+    fn make(user: Option<&'static TestUser>) -> World {
+        podman_program();
+        ensure_image(user);
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let root = std::env::temp_dir().join(format!("shrooms-it-{}-{n}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        let home = root.join("home");
+        let state = root.join("state");
+        fs::create_dir_all(&home).unwrap();
+        fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).unwrap();
+        let w = World {
+            config: root.join("config.toml"),
+            agent_port: free_port(),
+            root,
+            home,
+            state,
+            user,
+            sessions: RefCell::new(Vec::new()),
+            extra_env: RefCell::new(Vec::new()),
+        };
+        w.write_config("");
+        w.chown_all();
+        w
+    }
+
+    /// Write the config: the test image, this test's agent port, and `extra`.
+    pub fn write_config(&self, extra: &str) {
+        let mut text = format!(
+            "image = \"{IMAGE}\"\nagent_port = {}\n",
+            self.agent_port
+        );
+        if self.user.is_some() {
+            text.push_str("unenforced_limits = \"warn\"\n");
+        }
+        text.push_str(extra);
+        text.push('\n');
+        fs::write(&self.config, text).unwrap();
+        self.chown_all();
+    }
+
+    /// A folder in this world (made, owned by the world's user).
+    pub fn dir(&self, rel: &str) -> PathBuf {
+        let p = self.root.join(rel);
+        fs::create_dir_all(&p).unwrap();
+        self.chown_all();
+        p
+    }
+
+    /// Write a file in this world.
+    pub fn file(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.root.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, text).unwrap();
+        self.chown_all();
+        p
+    }
+
+    /// Give everything under root to the test user (rootless worlds).
+    pub fn chown_all(&self) {
+        if let Some(u) = self.user {
+            let status = Command::new("chown")
+                .args(["-R", &format!("{}:{}", u.uid, u.uid)])
+                .arg(&self.root)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+    }
+
+    /// A unique session name with this base, remembered for cleanup.
+    pub fn session(&self, base: &str) -> String {
+        let name = format!("{base}-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::SeqCst));
+        self.sessions.borrow_mut().push(name.clone());
+        name
+    }
+
+    /// Set an extra environment variable for every later command.
+    pub fn set_env(&self, k: &str, v: &str) {
+        self.extra_env.borrow_mut().push((k.into(), v.into()));
+    }
+
+    /// The binary as a Command, as this world's user, with this world's
+    /// HOME, config and state.
+    pub fn command(&self, args: &[&str]) -> Command {
+        self.command_env(args, &[])
+    }
+
+    pub fn command_env(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
+        let home = self.home.to_string_lossy().into_owned();
+        let config = self.config.to_string_lossy().into_owned();
+        let state = self.state.to_string_lossy().into_owned();
+        let extra = self.extra_env.borrow();
+        let mut all: Vec<(&str, &str)> = vec![
+            ("HOME", &home),
+            ("SHROOMS_AGENT_CONFIG", &config),
+            ("SHROOMS_AGENT_STATE_DIR", &state),
+        ];
+        for (k, v) in extra.iter() {
+            all.push((k, v));
+        }
+        all.extend_from_slice(env);
+        let b = bin();
+        let mut c = command_as(self.user, &b.to_string_lossy(), args, &all);
+        if self.user.is_none() {
+            c.env("HOME", &home);
+        }
+        c
+    }
+
+    /// Run the binary and return its output (stdin closed).
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.run_env(args, &[])
+    }
+
+    pub fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut c = self.command_env(args, env);
+        c.stdin(Stdio::null());
+        let out = c.output().expect("run shrooms-agent");
+        Run {
+            what: format!("shrooms-agent {}", args.join(" ")),
+            out,
+        }
+    }
+
+    /// `cage create NAME --dir DIR` that must succeed.
+    pub fn create(&self, name: &str, dir: &Path, extra: &[&str]) -> Run {
+        let d = dir.to_string_lossy().into_owned();
+        let mut args = vec!["cage", "create", name, "--dir", &d];
+        args.extend_from_slice(extra);
+        self.run(&args).ok()
+    }
+
+    /// `cage exec NAME -- sh -c SCRIPT`.
+    pub fn sh(&self, name: &str, script: &str) -> Run {
+        self.run(&["cage", "exec", name, "--", "sh", "-c", script])
+    }
+
+    /// podman as this world's user.
+    pub fn podman(&self, args: &[&str]) -> Output {
+        podman(self.user, args)
+    }
+
+    /// The containers labelled with a session name.
+    pub fn containers_of(&self, session: &str) -> Vec<String> {
+        let label = format!("label=xyz.vpavlin.shrooms.session={session}");
+        let out = self.podman(&["ps", "-a", "--filter", &label, "--format", "{{.Names}}"]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .filter(|l| !l.is_empty())
+            .collect()
+    }
+
+    /// The session record, as JSON.
+    pub fn record(&self, session: &str) -> serde_json::Value {
+        let text = fs::read_to_string(self.state.join("sessions").join(format!("{session}.json"))).unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+
+    pub fn container(&self, session: &str) -> String {
+        self.record(session)["cage"]["container"].as_str().unwrap().to_string()
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        for s in self.sessions.borrow().iter() {
+            for c in self.containers_of(s) {
+                let _ = self.podman(&["rm", "-f", "-t", "0", &c]);
+            }
+        }
+        let _ = fs::remove_dir_all(&self.root);
+    }
+}
+
+/// A finished command, with helpers that explain themselves on failure.
+pub struct Run {
+    pub what: String,
+    pub out: Output,
+}
+
+impl Run {
+    pub fn code(&self) -> i32 {
+        self.out.status.code().unwrap_or(-1)
+    }
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.out.stdout).into_owned()
+    }
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.out.stderr).into_owned()
+    }
+    /// Require exit 0.
+    pub fn ok(self) -> Run {
+        self.code_is(0)
+    }
+    pub fn code_is(self, code: i32) -> Run {
+        assert_eq!(self.code(), code, "{}", self.explain());
+        self
+    }
+    pub fn explain(&self) -> String {
+        format!(
+            "command: {}\nexit: {:?}\n--- stdout\n{}\n--- stderr\n{}",
+            self.what,
+            self.out.status.code(),
+            self.stdout(),
+            self.stderr()
+        )
+    }
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout()).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", self.explain()))
+    }
+}
+
+pub fn show_output(out: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A port nobody listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("0.0.0.0:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A TCP listener on every address of the host, answering "hello" to each
+/// connection until the test ends.
+pub struct Listener {
+    pub port: u16,
+}
+
+impl Listener {
+    pub fn on(port: u16) -> Listener {
+        let l = TcpListener::bind(("0.0.0.0", port)).unwrap_or_else(|e| panic!("bind {port}: {e}"));
+        thread::spawn(move || {
+            for mut s in l.incoming().flatten() {
+                let _ = s.write_all(b"hello\n");
+            }
+        });
+        Listener { port }
+    }
+    pub fn any() -> Listener {
+        Self::on(free_port())
+    }
+}
+
+/// Does a TCP connection from the host itself succeed?
+pub fn host_connects(addr: &str, port: u16) -> bool {
+    match TcpStream::connect_timeout(&format!("{addr}:{port}").parse().unwrap(), Duration::from_secs(2)) {
+        Ok(mut s) => {
+            let mut buf = [0u8; 6];
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            s.read(&mut buf).is_ok()
+        }
+        Err(_) => false,
+    }
+}
+
+/// The shell snippet that tries a TCP connection from inside a container
+/// (busybox nc has no -z: connect with stdin closed; exit 0 = connected).
+pub fn nc_probe(addr: &str, port: u16) -> String {
+    format!("nc -w 3 {addr} {port} </dev/null >/dev/null 2>&1 && echo CONNECTED-{port} || echo REFUSED-{port}")
+}

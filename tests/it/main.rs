@@ -1,0 +1,8 @@
+//! The end-to-end tests: one binary, one module per area, driving the built
+//! shrooms-agent against real podman (see common/ for the harness).
+
+mod common;
+
+mod cli;
+mod cage;
+mod rootless;
