@@ -41,7 +41,9 @@ pub fn podman_program() -> &'static str {
                 return p.to_string();
             }
         }
-        panic!("podman is not installed: run scripts/test, which installs it and prepares the machine")
+        panic!(
+            "podman is not installed: run scripts/test, which installs it and prepares the machine"
+        )
     })
 }
 
@@ -69,7 +71,11 @@ pub fn test_user() -> &'static TestUser {
         );
         let uid: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
         let run = PathBuf::from(format!("/run/user/{uid}"));
-        assert!(run.exists(), "{} is missing: run scripts/setup-host", run.display());
+        assert!(
+            run.exists(),
+            "{} is missing: run scripts/setup-host",
+            run.display()
+        );
         TestUser {
             home: PathBuf::from(format!("/home/{name}")),
             name,
@@ -84,13 +90,23 @@ pub fn podman(user: Option<&TestUser>, args: &[&str]) -> Output {
 }
 
 /// Run a program as root or as the test user, with a small clean environment.
-pub fn as_user(user: Option<&TestUser>, program: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+pub fn as_user(
+    user: Option<&TestUser>,
+    program: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Output {
     let mut c = command_as(user, program, args, env);
     c.stdin(Stdio::null());
     c.output().expect("run")
 }
 
-pub fn command_as(user: Option<&TestUser>, program: &str, args: &[&str], env: &[(&str, &str)]) -> Command {
+pub fn command_as(
+    user: Option<&TestUser>,
+    program: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Command {
     let conf = containers_conf();
     let base_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
     let mut c = match user {
@@ -105,6 +121,10 @@ pub fn command_as(user: Option<&TestUser>, program: &str, args: &[&str], env: &[
             // it the user's own small one.
             let mut c = Command::new("runuser");
             c.env_clear();
+            // With the environment cleared, the program is looked up in the
+            // child's PATH; without one that is only /bin:/usr/bin, and
+            // runuser lives in /usr/sbin.
+            c.env("PATH", base_path);
             c.args(["-u", &u.name, "--", "env", "-i"]);
             c.arg(format!("PATH={base_path}"));
             c.arg(format!("HOME={}", u.home.display()));
@@ -183,7 +203,15 @@ impl World {
     /// As the unprivileged test user, with rootless podman. Limits cannot
     /// be enforced rootless on cgroups v1, so its config says so.
     pub fn rootless() -> World {
-        Self::make(Some(test_user()))
+        let u = test_user();
+        let w = Self::make(Some(u));
+        // Rootless podman keeps its images and containers under
+        // $XDG_DATA_HOME, else $HOME/.local/share; the world's HOME is its
+        // own, so point the binary's podman at the user's real storage (the
+        // one `World::podman` and the cleanup see).
+        let data = u.home.join(".local/share");
+        w.set_env("XDG_DATA_HOME", &data.to_string_lossy());
+        w
     }
 
     fn make(user: Option<&'static TestUser>) -> World {
@@ -213,10 +241,7 @@ impl World {
 
     /// Write the config: the test image, this test's agent port, and `extra`.
     pub fn write_config(&self, extra: &str) {
-        let mut text = format!(
-            "image = \"{IMAGE}\"\nagent_port = {}\n",
-            self.agent_port
-        );
+        let mut text = format!("image = \"{IMAGE}\"\nagent_port = {}\n", self.agent_port);
         if self.user.is_some() {
             text.push_str("unenforced_limits = \"warn\"\n");
         }
@@ -257,7 +282,11 @@ impl World {
 
     /// A unique session name with this base, remembered for cleanup.
     pub fn session(&self, base: &str) -> String {
-        let name = format!("{base}-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::SeqCst));
+        let name = format!(
+            "{base}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        );
         self.sessions.borrow_mut().push(name.clone());
         name
     }
@@ -341,12 +370,16 @@ impl World {
 
     /// The session record, as JSON.
     pub fn record(&self, session: &str) -> serde_json::Value {
-        let text = fs::read_to_string(self.state.join("sessions").join(format!("{session}.json"))).unwrap();
+        let text = fs::read_to_string(self.state.join("sessions").join(format!("{session}.json")))
+            .unwrap();
         serde_json::from_str(&text).unwrap()
     }
 
     pub fn container(&self, session: &str) -> String {
-        self.record(session)["cage"]["container"].as_str().unwrap().to_string()
+        self.record(session)["cage"]["container"]
+            .as_str()
+            .unwrap()
+            .to_string()
     }
 }
 
@@ -395,7 +428,8 @@ impl Run {
         )
     }
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.stdout()).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", self.explain()))
+        serde_json::from_str(&self.stdout())
+            .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", self.explain()))
     }
 }
 
@@ -410,7 +444,11 @@ pub fn show_output(out: &Output) -> String {
 
 /// A port nobody listens on right now.
 pub fn free_port() -> u16 {
-    TcpListener::bind("0.0.0.0:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("0.0.0.0:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A TCP listener on every address of the host, answering "hello" to each
@@ -436,7 +474,10 @@ impl Listener {
 
 /// Does a TCP connection from the host itself succeed?
 pub fn host_connects(addr: &str, port: u16) -> bool {
-    match TcpStream::connect_timeout(&format!("{addr}:{port}").parse().unwrap(), Duration::from_secs(2)) {
+    match TcpStream::connect_timeout(
+        &format!("{addr}:{port}").parse().unwrap(),
+        Duration::from_secs(2),
+    ) {
         Ok(mut s) => {
             let mut buf = [0u8; 6];
             let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
@@ -449,5 +490,170 @@ pub fn host_connects(addr: &str, port: u16) -> bool {
 /// The shell snippet that tries a TCP connection from inside a container
 /// (busybox nc has no -z: connect with stdin closed; exit 0 = connected).
 pub fn nc_probe(addr: &str, port: u16) -> String {
-    format!("nc -w 3 {addr} {port} </dev/null >/dev/null 2>&1 && echo CONNECTED-{port} || echo REFUSED-{port}")
+    format!(
+        "nc -w 3 {addr} {port} </dev/null >/dev/null 2>&1 && echo CONNECTED-{port} || echo REFUSED-{port}"
+    )
+}
+
+// ---- helpers for the rootful cage tests (tests/it/cage.rs) ----
+
+/// Processes whose command line contains `needle`: (pid, command line with
+/// NULs shown as spaces). Reads every /proc/*/cmdline; processes that end
+/// while being read are skipped.
+pub fn cmdlines_containing(needle: &str) -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return found;
+    };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(bytes) = fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&bytes).replace('\0', " ");
+        if text.contains(needle) {
+            found.push((pid, text));
+        }
+    }
+    found
+}
+
+/// How many processes' command lines could be read (to show a scan saw something).
+pub fn cmdline_count() -> usize {
+    fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .is_some_and(|s| s.parse::<u32>().is_ok())
+                })
+                .filter(|e| fs::read(e.path().join("cmdline")).is_ok_and(|b| !b.is_empty()))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Wait until a path exists (true) or the time is up (false).
+pub fn wait_for_path(p: &Path, timeout: Duration) -> bool {
+    let end = std::time::Instant::now() + timeout;
+    while std::time::Instant::now() < end {
+        if p.exists() {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    p.exists()
+}
+
+/// The permission bits of a path (without following a final link).
+pub fn mode_of(p: &Path) -> u32 {
+    fs::symlink_metadata(p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+/// Every container of this podman carrying the session label: (container
+/// name, the label's value, state).
+pub fn labelled_containers(user: Option<&TestUser>) -> Vec<(String, String, String)> {
+    let out = podman(
+        user,
+        &[
+            "ps",
+            "-a",
+            "--filter",
+            "label=xyz.vpavlin.shrooms.session",
+            "--format",
+            "json",
+        ],
+    );
+    assert!(out.status.success(), "podman ps: {}", show_output(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let list: Vec<serde_json::Value> = if text.trim().is_empty() || text.trim() == "null" {
+        Vec::new()
+    } else {
+        serde_json::from_str(&text).unwrap()
+    };
+    list.iter()
+        .map(|c| {
+            (
+                c["Names"][0].as_str().unwrap_or("").to_string(),
+                c["Labels"]["xyz.vpavlin.shrooms.session"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+                c["State"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+impl World {
+    /// podman's state of a container ("created", "running", "exited"), or
+    /// None when there is no such container.
+    pub fn container_state(&self, container: &str) -> Option<String> {
+        let out = self.podman(&[
+            "inspect",
+            "--type",
+            "container",
+            "--format",
+            "{{.State.Status}}",
+            container,
+        ]);
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    /// Does the container exist?
+    pub fn container_exists(&self, container: &str) -> bool {
+        self.podman(&["container", "exists", container])
+            .status
+            .success()
+    }
+
+    /// The record file of a session.
+    pub fn record_path(&self, session: &str) -> PathBuf {
+        self.state.join("sessions").join(format!("{session}.json"))
+    }
+
+    /// The session records in this world's state (file names without `.json`).
+    pub fn record_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(self.state.join("sessions"))
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| {
+                        e.file_name()
+                            .to_str()?
+                            .strip_suffix(".json")
+                            .map(str::to_string)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    /// Start the binary with stdout and stderr piped, for a command that
+    /// must run while the test looks at something.
+    pub fn spawn_env(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
+        let mut c = self.command_env(args, env);
+        c.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c.spawn().expect("spawn shrooms-agent")
+    }
+}
+
+/// Wait for a spawned command and return it as a `Run`.
+pub fn finish(what: &str, child: std::process::Child) -> Run {
+    Run {
+        what: what.to_string(),
+        out: child.wait_with_output().expect("wait"),
+    }
 }
