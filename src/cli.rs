@@ -36,6 +36,9 @@ pub enum Command {
     Cage(CageCommand),
     /// Check this machine: podman, rootless, cgroups, network, nft, seccomp, image
     Doctor,
+    /// Read what a sealed session left in its outbox
+    #[command(subcommand)]
+    Outbox(OutboxCommand),
     /// Print a shell completion script to standard output
     Completions {
         /// The shell to complete for
@@ -109,6 +112,34 @@ pub struct CreateArgs {
     /// Print the podman argv and the env file (secrets redacted), and change nothing
     #[arg(long)]
     pub dry_run: bool,
+    /// Seal it, for code nobody vouches for: the internet and nothing local,
+    /// its own login, no user namespaces, results only through its outbox
+    #[arg(long)]
+    pub sealed: bool,
+    /// The machine's sealed token (default: the config's `sealed_token`, else
+    /// sealed-claude-token in the state folder)
+    #[arg(long, value_name = "FILE", requires = "sealed")]
+    pub sealed_token: Option<PathBuf>,
+    /// Bring this Claude Code conversation of the project into the sealed
+    /// cage: its transcript and the folder beside it are copied in, no other
+    #[arg(long, value_name = "ID", requires = "sealed")]
+    pub conversation: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum OutboxCommand {
+    /// Pack a sealed session's outbox into a .tar.gz: regular files only,
+    /// links never followed, with a README-UNTRUSTED.txt listing what was left out
+    Pack {
+        /// The sealed session
+        name: String,
+        /// The archive to write
+        #[arg(short = 'o', long = "output", value_name = "FILE.tar.gz")]
+        output: PathBuf,
+        /// Pack only this folder of the outbox (a relative path)
+        #[arg(long, value_name = "FOLDER")]
+        only: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

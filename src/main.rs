@@ -10,9 +10,11 @@ mod error;
 mod harness;
 mod host;
 mod ops;
+mod outbox;
 mod output;
 mod podman;
 mod rules;
+mod seccomp;
 mod session;
 mod settings;
 mod spec;
@@ -67,6 +69,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             })
         }
         Command::Cage(cmd) => cage(cmd, json),
+        Command::Outbox(cli::OutboxCommand::Pack { name, output, only }) => {
+            let ctx = context()?;
+            let r = ops::outbox::pack(&ctx, &name, only.as_deref(), &output)?;
+            output::show(&r, json, output::packed);
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
@@ -83,6 +91,9 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
                 },
                 image: a.image,
                 dry_run: a.dry_run,
+                sealed: a.sealed,
+                sealed_token: a.sealed_token,
+                conversation: a.conversation,
             };
             let created = ops::create::create(&ctx, &req)?;
             output::warnings(&created.warnings);

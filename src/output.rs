@@ -88,10 +88,11 @@ pub fn removed(r: &Removed) -> String {
 }
 
 pub fn listing(l: &Listing) -> String {
-    let mut rows = vec![[
+    let mut rows: Vec<[String; 7]> = vec![[
         "SESSION".to_string(),
         "CONTAINER".into(),
         "STATE".into(),
+        "CAGE".into(),
         "HARNESS".into(),
         "IMAGE".into(),
         "DIR".into(),
@@ -101,6 +102,11 @@ pub fn listing(l: &Listing) -> String {
             r.session.clone(),
             r.container.clone().unwrap_or_else(|| "-".into()),
             r.state.clone(),
+            match (&r.container, r.sealed) {
+                (None, _) => "-".into(),
+                (Some(_), true) => "sealed".into(),
+                (Some(_), false) => "caged".into(),
+            },
             r.harness.name().into(),
             r.image.clone().unwrap_or_else(|| "-".into()),
             r.dir.display().to_string(),
@@ -167,6 +173,16 @@ pub fn shown(sh: &Shown) -> String {
             c.limits.pids,
             c.create_argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")
         ));
+        if let Some(sd) = &c.sealed {
+            s.push_str(&format!(
+                "sealed    yes: rules {}, seccomp {} ({}), dns {}\noutbox    {}\n",
+                sd.rules,
+                sd.seccomp,
+                sd.seccomp_file.display(),
+                sd.dns.join(" "),
+                sd.outbox.display()
+            ));
+        }
     }
     s
 }
@@ -198,6 +214,23 @@ pub fn doctor(r: &doctor::Report) -> String {
         if let Some(h) = &c.hint {
             s.push_str(&format!("      {:<9} hint: {h}\n", ""));
         }
+    }
+    s
+}
+
+pub fn packed(p: &crate::ops::outbox::PackResult) -> String {
+    let mut s = format!(
+        "packed {} ({} files, {} bytes) from the outbox of {}\n",
+        p.archive.display(),
+        p.packed.files,
+        p.packed.bytes,
+        p.session
+    );
+    let left = p.packed.left_out.len() + p.packed.left_out_unlisted;
+    if left > 0 {
+        s.push_str(&format!(
+            "{left} left out (see README-UNTRUSTED.txt in it)\n"
+        ));
     }
     s
 }

@@ -42,3 +42,141 @@ mod tests {
         );
     }
 }
+
+/// The table of a sealed cage. Its name says what it is.
+pub const SEALED_TABLE: &str = "shrooms_sealed";
+/// Kept in a sealed cage's record; raise it when the rules change.
+pub const SEALED_VERSION: u32 = 1;
+
+/// Ranges a sealed cage may not reach (seed, "Sealed cages": "the internet
+/// and nothing local: no LAN, no mesh over IPv6 or IPv4, no link-local, on
+/// any port"): private, carrier-grade NAT (also Tailscale's mesh), loopback
+/// of the machine, link-local, multicast, benchmark and reserved ranges.
+pub const SEALED_REFUSED_V4: &[&str] = &[
+    "0.0.0.0/8",
+    "10.0.0.0/8",
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+    "169.254.0.0/16",
+    "172.16.0.0/12",
+    "192.0.0.0/24",
+    "192.168.0.0/16",
+    "198.18.0.0/15",
+    "224.0.0.0/4",
+    "240.0.0.0/4",
+];
+
+/// The same for IPv6; IPv4-mapped and local NAT64 addresses are refused so
+/// they cannot be used to reach the IPv4 ranges above, and 200::/7 is the
+/// Yggdrasil mesh's.
+pub const SEALED_REFUSED_V6: &[&str] = &[
+    "::/128",
+    "::1/128",
+    "::ffff:0:0/96",
+    "64:ff9b:1::/48",
+    "100::/64",
+    "200::/7",
+    "fc00::/7",
+    "fe80::/10",
+    "fec0::/10",
+    "ff00::/8",
+];
+
+/// A sealed cage's rule set: its own loopback, DNS only to its resolvers,
+/// the ICMPv6 that IPv6 needs, the agent port refused with a reset, every
+/// local range refused, and the rest of the internet open. Replaces an
+/// earlier copy atomically, like `agent_port`.
+pub fn sealed(agent_port: u16, resolvers: &[String]) -> String {
+    let v4 = SEALED_REFUSED_V4.join(", ");
+    let v6 = SEALED_REFUSED_V6.join(", ");
+    let (dns4, dns6): (Vec<&String>, Vec<&String>) =
+        resolvers.iter().partition(|r| !r.contains(':'));
+    let mut dns = String::new();
+    if !dns4.is_empty() {
+        let list: Vec<&str> = dns4.iter().map(|s| s.as_str()).collect();
+        dns.push_str(&format!(
+            "\t\tip daddr {{ {} }} meta l4proto {{ tcp, udp }} th dport 53 accept\n",
+            list.join(", ")
+        ));
+    }
+    if !dns6.is_empty() {
+        let list: Vec<&str> = dns6.iter().map(|s| s.as_str()).collect();
+        dns.push_str(&format!(
+            "\t\tip6 daddr {{ {} }} meta l4proto {{ tcp, udp }} th dport 53 accept\n",
+            list.join(", ")
+        ));
+    }
+    format!(
+        "table inet {SEALED_TABLE}\n\
+         delete table inet {SEALED_TABLE}\n\
+         table inet {SEALED_TABLE} {{\n\
+         \tchain output {{\n\
+         \t\ttype filter hook output priority 0; policy accept;\n\
+         \t\toif \"lo\" accept\n\
+         \t\ticmpv6 type {{ nd-router-solicit, nd-router-advert, nd-neighbor-solicit, nd-neighbor-advert, packet-too-big }} accept\n\
+         {dns}\
+         \t\tmeta l4proto {{ tcp, udp }} th dport 53 reject\n\
+         \t\ttcp dport {agent_port} reject with tcp reset\n\
+         \t\tip daddr {{ {v4} }} reject\n\
+         \t\tip6 daddr {{ {v6} }} reject\n\
+         \t}}\n\
+         }}\n"
+    )
+}
+
+#[cfg(test)]
+mod sealed_tests {
+    use super::*;
+
+    #[test]
+    fn golden_sealed_rules() {
+        let text = sealed(7387, &["1.1.1.1".into(), "9.9.9.9".into()]);
+        assert_eq!(
+            text,
+            "table inet shrooms_sealed\n\
+             delete table inet shrooms_sealed\n\
+             table inet shrooms_sealed {\n\
+             \tchain output {\n\
+             \t\ttype filter hook output priority 0; policy accept;\n\
+             \t\toif \"lo\" accept\n\
+             \t\ticmpv6 type { nd-router-solicit, nd-router-advert, nd-neighbor-solicit, nd-neighbor-advert, packet-too-big } accept\n\
+             \t\tip daddr { 1.1.1.1, 9.9.9.9 } meta l4proto { tcp, udp } th dport 53 accept\n\
+             \t\tmeta l4proto { tcp, udp } th dport 53 reject\n\
+             \t\ttcp dport 7387 reject with tcp reset\n\
+             \t\tip daddr { 0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12, 192.0.0.0/24, 192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/4, 240.0.0.0/4 } reject\n\
+             \t\tip6 daddr { ::/128, ::1/128, ::ffff:0:0/96, 64:ff9b:1::/48, 100::/64, 200::/7, fc00::/7, fe80::/10, fec0::/10, ff00::/8 } reject\n\
+             \t}\n\
+             }\n"
+        );
+    }
+
+    #[test]
+    fn the_issues_ranges_are_all_refused() {
+        for r in [
+            "0.0.0.0/8",
+            "10.0.0.0/8",
+            "100.64.0.0/10",
+            "127.0.0.0/8",
+            "169.254.0.0/16",
+            "172.16.0.0/12",
+            "192.168.0.0/16",
+            "198.18.0.0/15",
+            "224.0.0.0/4",
+            "240.0.0.0/4",
+        ] {
+            assert!(SEALED_REFUSED_V4.contains(&r), "{r}");
+        }
+        for r in ["::1/128", "fc00::/7", "fe80::/10", "ff00::/8"] {
+            assert!(SEALED_REFUSED_V6.contains(&r), "{r}");
+        }
+    }
+
+    #[test]
+    fn ipv6_resolvers_get_their_own_line() {
+        let text = sealed(1, &["2606:4700:4700::1111".into()]);
+        assert!(text.contains(
+            "ip6 daddr { 2606:4700:4700::1111 } meta l4proto { tcp, udp } th dport 53 accept"
+        ));
+        assert!(!text.contains("ip daddr {  }"));
+    }
+}

@@ -66,6 +66,25 @@ pub struct CageRecord {
     pub program: Option<PathBuf>,
     /// The `podman create` argv the container was made with.
     pub create_argv: Vec<String>,
+    /// Set for a sealed cage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sealed: Option<SealedRecord>,
+}
+
+/// What a sealed cage was made with, so that a later version can tell an
+/// old cage from a current one (issue 3, "Marks").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SealedRecord {
+    /// The machine's sealed token, read at every exec.
+    pub token_file: PathBuf,
+    /// `~/shrooms-outbox/<session>` on the machine.
+    pub outbox: PathBuf,
+    /// The nft table and the version of its rules.
+    pub rules: String,
+    /// The seccomp profile file and a short hash of its text.
+    pub seccomp_file: PathBuf,
+    pub seccomp: String,
+    pub dns: Vec<String>,
 }
 
 /// The state folder and what lives in it.
@@ -106,6 +125,18 @@ impl Store {
     }
     pub fn uploads_dir(&self) -> PathBuf {
         self.root.join("uploads")
+    }
+    /// `uploads/<session>`: what a sealed cage sees of the uploads.
+    pub fn session_uploads(&self, session: &str) -> PathBuf {
+        self.uploads_dir().join(session)
+    }
+    /// The seccomp profile a sealed cage is made with.
+    pub fn seccomp_file(&self, container: &str) -> PathBuf {
+        self.cage_dir(container).join("seccomp.json")
+    }
+    /// The machine's sealed token, unless the config or a flag names another.
+    pub fn default_sealed_token(&self) -> PathBuf {
+        self.root.join("sealed-claude-token")
     }
 
     /// Make the state folder and its parts, 0700 (issue 2, "State").

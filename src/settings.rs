@@ -19,6 +19,8 @@ pub const DEFAULT_MEMORY: &str = "4g";
 pub const DEFAULT_CPUS: &str = "2";
 pub const DEFAULT_PIDS: u64 = 2048;
 pub const DEFAULT_AGENT_PORT: u16 = 7387;
+/// Public resolvers a sealed cage is given (seed, "Sealed cages").
+pub const DEFAULT_SEALED_DNS: [&str; 2] = ["1.1.1.1", "9.9.9.9"];
 
 /// The config file as written: every key optional, unknown keys refused.
 #[derive(Debug, Default, Deserialize)]
@@ -35,6 +37,8 @@ struct ConfigFile {
     harness: Option<HarnessPrograms>,
     pass_env: Option<Vec<String>>,
     unenforced_limits: Option<String>,
+    sealed_token: Option<PathBuf>,
+    sealed_dns: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -97,6 +101,10 @@ pub struct Settings {
     pub unenforced_limits: UnenforcedLimits,
     /// The PATH used to find programs (podman, claude, nft), from `env`.
     pub path_var: Option<String>,
+    /// The machine's sealed token file, if the config names one.
+    pub sealed_token: Option<PathBuf>,
+    /// The resolvers of a sealed cage.
+    pub sealed_dns: Vec<String>,
 }
 
 impl Settings {
@@ -204,6 +212,23 @@ impl Settings {
         for name in &pass_env {
             validate_pass_env_name(name).map_err(|why| bad("pass_env", why))?;
         }
+        let sealed_dns = match file.sealed_dns {
+            Some(list) if list.is_empty() => {
+                return Err(bad(
+                    "sealed_dns",
+                    "is empty: a sealed cage needs at least one public resolver".into(),
+                ));
+            }
+            Some(list) => {
+                for a in &list {
+                    if a.parse::<std::net::IpAddr>().is_err() {
+                        return Err(bad("sealed_dns", format!("{a:?} is not an IP address")));
+                    }
+                }
+                list
+            }
+            None => DEFAULT_SEALED_DNS.iter().map(|s| s.to_string()).collect(),
+        };
         let harness = file.harness.unwrap_or_default();
         let podman = match file.podman {
             Some(p) => Some(p),
@@ -225,6 +250,8 @@ impl Settings {
             pass_env,
             unenforced_limits,
             path_var,
+            sealed_token: file.sealed_token,
+            sealed_dns,
         })
     }
 }
@@ -333,6 +360,8 @@ mod tests {
         assert!(s.cages);
         assert!(s.pass_env.is_empty());
         assert_eq!(s.unenforced_limits, UnenforcedLimits::Refuse);
+        assert_eq!(s.sealed_dns, vec!["1.1.1.1", "9.9.9.9"]);
+        assert_eq!(s.sealed_token, None);
     }
 
     #[test]
@@ -349,6 +378,8 @@ network = "slirp4netns"
 cages = false
 pass_env = ["MY_VAR"]
 unenforced_limits = "warn"
+sealed_token = "/secret/token"
+sealed_dns = ["8.8.8.8", "2001:4860:4860::8888"]
 [harness]
 claude = "/opt/claude"
 pi = "/opt/pi"
@@ -367,6 +398,8 @@ pi = "/opt/pi"
         assert_eq!(s.unenforced_limits, UnenforcedLimits::Warn);
         assert_eq!(s.claude, Some(PathBuf::from("/opt/claude")));
         assert_eq!(s.pi, Some(PathBuf::from("/opt/pi")));
+        assert_eq!(s.sealed_token, Some(PathBuf::from("/secret/token")));
+        assert_eq!(s.sealed_dns, vec!["8.8.8.8", "2001:4860:4860::8888"]);
     }
 
     #[test]
@@ -391,6 +424,8 @@ pi = "/opt/pi"
             ("pass_env = [\"1BAD\"]", "pass_env"),
             ("pass_env = [\"GH_TOKEN\"]", "pass_env"),
             ("image = \" \"", "image"),
+            ("sealed_dns = []", "sealed_dns"),
+            ("sealed_dns = [\"one.one\"]", "sealed_dns"),
         ] {
             let e = load(text).unwrap_err();
             assert!(

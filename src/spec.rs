@@ -19,6 +19,14 @@ pub const SESSION_LABEL: &str = "xyz.vpavlin.shrooms.session";
 pub const PROXY_DIR_IN_CAGE: &str = "/run/shrooms-agent";
 pub const PROXY_SOCKET_IN_CAGE: &str = "/run/shrooms-agent/proxy.sock";
 
+/// The label a sealed cage carries (issue 3, "Marks").
+pub const SEALED_LABEL: &str = "xyz.vpavlin.shrooms.sealed";
+
+/// A sealed cage's home, config folder and outbox inside (issue 3, point 4).
+pub const SEALED_HOME: &str = "/root";
+pub const SEALED_CONFIG_DIR: &str = "/root/.claude";
+pub const OUTBOX_IN_CAGE: &str = "/outbox";
+
 /// The cage's own address and gateway on pasta (seed, "Network").
 pub const PASTA_ADDRESS: &str = "fd5e:ca9e:1::2";
 pub const PASTA_GATEWAY: &str = "fd5e:ca9e:1::1";
@@ -73,6 +81,17 @@ pub struct CageSpec {
     pub limits: Limits,
     pub mounts: Vec<Mount>,
     pub workdir: PathBuf,
+    /// Set for a sealed cage.
+    pub sealed: Option<SealedSpec>,
+}
+
+/// What a sealed cage adds to the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SealedSpec {
+    /// Public resolvers (`--dns`).
+    pub dns: Vec<String>,
+    /// The derived seccomp profile (`--security-opt seccomp=`).
+    pub seccomp_profile: PathBuf,
 }
 
 /// Facts found on disk by the operation before the spec is built, so that
@@ -136,6 +155,10 @@ pub fn build(req: &Request<'_>, found: &Found) -> Result<CageSpec> {
     for p in &found.program_dirs {
         mounts.push(Mount::same(p, true));
     }
+    finish(req, mounts, None)
+}
+
+fn finish(req: &Request<'_>, mounts: Vec<Mount>, sealed: Option<SealedSpec>) -> Result<CageSpec> {
     for m in &mounts {
         for p in [&m.src, &m.dst] {
             check_mount_path(p)?;
@@ -149,7 +172,84 @@ pub fn build(req: &Request<'_>, found: &Found) -> Result<CageSpec> {
         limits: req.limits.clone(),
         mounts,
         workdir: req.dir.to_path_buf(),
+        sealed,
     })
+}
+
+/// What a sealed cage is made of, found on disk beforehand.
+#[derive(Debug, Clone, Default)]
+pub struct FoundSealed {
+    /// `uploads/<session>`: only its own (issue 3, point 4).
+    pub session_uploads: PathBuf,
+    /// Its own config folder, mounted at /root/.claude.
+    pub private_config: PathBuf,
+    /// `~/shrooms-outbox/<session>`, mounted at /outbox.
+    pub outbox: PathBuf,
+    pub proxy_dir: PathBuf,
+    pub program_dirs: Vec<PathBuf>,
+    pub self_paths: Vec<PathBuf>,
+}
+
+/// Build the spec of a sealed cage (seed, "Sealed cages"): its project, its
+/// own uploads, its own login's config folder, its outbox, the programs;
+/// nothing of the user's home.
+pub fn build_sealed(
+    req: &Request<'_>,
+    found: &FoundSealed,
+    sealed: SealedSpec,
+) -> Result<CageSpec> {
+    let mut mounts = vec![Mount::same(req.dir, false)];
+    mounts.push(Mount::same(&found.session_uploads, true));
+    for p in &found.self_paths {
+        mounts.push(Mount::same(p, true));
+    }
+    mounts.push(Mount {
+        src: found.proxy_dir.clone(),
+        dst: PathBuf::from(PROXY_DIR_IN_CAGE),
+        read_only: true,
+    });
+    mounts.push(Mount {
+        src: found.private_config.clone(),
+        dst: PathBuf::from(SEALED_CONFIG_DIR),
+        read_only: false,
+    });
+    mounts.push(Mount {
+        src: found.outbox.clone(),
+        dst: PathBuf::from(OUTBOX_IN_CAGE),
+        read_only: false,
+    });
+    for p in &found.program_dirs {
+        mounts.push(Mount::same(p, true));
+    }
+    finish(req, mounts, Some(sealed))
+}
+
+/// The environment of a sealed cage (issue 3, point 4): fixed values and
+/// its own login, nothing from the invoking environment, not even pass_env.
+pub fn sealed_env_plan(session: &str, image_path: &str, token: &str) -> EnvPlan {
+    let mut vars: Vec<(String, String)> = [
+        ("CLAUDE_CODE_OAUTH_TOKEN", token),
+        ("CLAUDE_CONFIG_DIR", SEALED_CONFIG_DIR),
+        ("HOME", SEALED_HOME),
+        ("IS_SANDBOX", "1"),
+        ("LANG", "C.UTF-8"),
+        ("PATH", image_path),
+        ("SHROOMS_AGENT_PROXY", PROXY_SOCKET_IN_CAGE),
+        ("SHROOMS_AGENT_SESSION", session),
+        ("SHROOMS_OUTBOX", OUTBOX_IN_CAGE),
+    ]
+    .iter()
+    .map(|(n, v)| (n.to_string(), v.to_string()))
+    .collect();
+    let mut plan = EnvPlan::default();
+    vars.sort();
+    for (name, value) in vars {
+        match crate::podman::envfile::unwritable(&name, &value) {
+            None => plan.vars.push((name, value)),
+            Some(why) => plan.left_out.push((name, why.to_string())),
+        }
+    }
+    plan
 }
 
 /// A path podman's `--mount` can carry: absolute, UTF-8, one line.
@@ -322,6 +422,77 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn sealed_mounts_have_nothing_of_home() {
+        let l = limits();
+        let req = Request {
+            session: "rev",
+            container: "shrooms-rev-abc123",
+            image: "img",
+            dir: Path::new("/home/u/review/pr"),
+            network: Network::Bridge,
+            limits: &l,
+        };
+        let found = FoundSealed {
+            session_uploads: "/state/uploads/rev".into(),
+            private_config: "/state/cages/shrooms-rev-abc123/home".into(),
+            outbox: "/home/u/shrooms-outbox/rev".into(),
+            proxy_dir: "/state/cages/shrooms-rev-abc123/proxy".into(),
+            program_dirs: vec!["/opt/claude".into()],
+            self_paths: vec!["/usr/local/bin/shrooms-agent".into()],
+        };
+        let sealed = SealedSpec {
+            dns: vec!["1.1.1.1".into()],
+            seccomp_profile: "/state/cages/shrooms-rev-abc123/seccomp.json".into(),
+        };
+        let spec = build_sealed(&req, &found, sealed.clone()).unwrap();
+        let got: Vec<String> = spec
+            .mounts
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} -> {} {}",
+                    m.src.display(),
+                    m.dst.display(),
+                    if m.read_only { "ro" } else { "rw" }
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                "/home/u/review/pr -> /home/u/review/pr rw",
+                "/state/uploads/rev -> /state/uploads/rev ro",
+                "/usr/local/bin/shrooms-agent -> /usr/local/bin/shrooms-agent ro",
+                "/state/cages/shrooms-rev-abc123/proxy -> /run/shrooms-agent ro",
+                "/state/cages/shrooms-rev-abc123/home -> /root/.claude rw",
+                "/home/u/shrooms-outbox/rev -> /outbox rw",
+                "/opt/claude -> /opt/claude ro",
+            ]
+        );
+        assert_eq!(spec.sealed, Some(sealed));
+    }
+
+    #[test]
+    fn golden_sealed_env() {
+        let plan = sealed_env_plan("rev", "/usr/bin:/bin", "tok-123");
+        let got: Vec<String> = plan.vars.iter().map(|(n, v)| format!("{n}={v}")).collect();
+        assert_eq!(
+            got,
+            vec![
+                "CLAUDE_CODE_OAUTH_TOKEN=tok-123",
+                "CLAUDE_CONFIG_DIR=/root/.claude",
+                "HOME=/root",
+                "IS_SANDBOX=1",
+                "LANG=C.UTF-8",
+                "PATH=/usr/bin:/bin",
+                "SHROOMS_AGENT_PROXY=/run/shrooms-agent/proxy.sock",
+                "SHROOMS_AGENT_SESSION=rev",
+                "SHROOMS_OUTBOX=/outbox",
+            ]
+        );
     }
 
     #[test]

@@ -11,9 +11,12 @@ use crate::error::{Error, Result};
 use crate::harness::Harness;
 use crate::host::LimitsSupport;
 use crate::podman::{argv, envfile};
-use crate::session::{self, CageRecord, RECORD_VERSION, Record};
+use crate::rules;
+use crate::session::{self, CageRecord, RECORD_VERSION, Record, SealedRecord};
 use crate::settings::{Env, UnenforcedLimits};
-use crate::spec::{self, EnvRequest, Found, Request};
+use crate::spec::{self, EnvRequest, Found, FoundSealed, Request, SealedSpec};
+
+use super::sealed;
 
 #[derive(Debug, Clone)]
 pub struct CreateRequest {
@@ -22,6 +25,11 @@ pub struct CreateRequest {
     pub harness: Harness,
     pub image: Option<String>,
     pub dry_run: bool,
+    pub sealed: bool,
+    /// `--sealed-token FILE`.
+    pub sealed_token: Option<PathBuf>,
+    /// A conversation to copy into a sealed cage.
+    pub conversation: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -32,6 +40,7 @@ pub struct Created {
     pub network: String,
     pub harness: Harness,
     pub dir: PathBuf,
+    pub sealed: bool,
     pub dry_run: bool,
     /// The full podman command line, program first.
     pub argv: Vec<String>,
@@ -43,6 +52,35 @@ pub struct Created {
 pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
     session::validate_name(&req.name)?;
     let dir = project_dir(&req.dir)?;
+    let sealed_token = if req.sealed {
+        if req.harness != Harness::Claude {
+            return Err(Error::bad_input(
+                "a sealed cage runs Claude Code only: pi would need your model keys, \
+                 and a sealed cage gets none of them",
+            ));
+        }
+        sealed::check_project(&dir, &ctx.settings.home)?;
+        let token_file = req
+            .sealed_token
+            .clone()
+            .or_else(|| ctx.settings.sealed_token.clone())
+            .unwrap_or_else(|| ctx.store.default_sealed_token());
+        let token = sealed::read_token(&token_file)?;
+        if let Some(id) = &req.conversation {
+            // Checked now, so a wrong id makes nothing; copied below.
+            let from = conversation_source(ctx, &dir)?;
+            let transcript = from.join(format!("{id}.jsonl"));
+            if !std::fs::symlink_metadata(&transcript).is_ok_and(|m| m.is_file()) {
+                return Err(Error::bad_input(format!(
+                    "there is no conversation {id:?} of this project: {} is missing",
+                    transcript.display()
+                )));
+            }
+        }
+        Some((token_file, token))
+    } else {
+        None
+    };
     if ctx.store.exists(&req.name) {
         return Err(Error::bad_input(format!(
             "there is a session {:?} already; pick another name, or `shrooms-agent cage rm {}` first",
@@ -88,30 +126,67 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
     let container = container_name(&req.name)?;
 
     let (found, program) = gather(ctx, req.harness, &dir, &container, &mut warnings)?;
-    let spec = spec::build(
-        &Request {
-            session: &req.name,
-            container: &container,
-            image: &image,
-            dir: &dir,
-            network,
-            limits: &ctx.settings.limits,
-        },
-        &found,
-    )?;
-    let create_argv = argv::create(&spec);
+    let request = Request {
+        session: &req.name,
+        container: &container,
+        image: &image,
+        dir: &dir,
+        network,
+        limits: &ctx.settings.limits,
+    };
     let image_path = image_info.path();
-    let plan = spec::env_plan(
-        &EnvRequest {
-            session: &req.name,
-            harness: req.harness,
-            home: &ctx.settings.home,
-            harness_dir: &found.harness_dir,
-            image_path: &image_path,
-            pass_env: &ctx.settings.pass_env,
-        },
-        &ctx.env,
-    );
+    let mut sealed_parts = None;
+    let (spec, plan) = match &sealed_token {
+        None => {
+            let spec = spec::build(&request, &found)?;
+            let plan = spec::env_plan(
+                &EnvRequest {
+                    session: &req.name,
+                    harness: req.harness,
+                    home: &ctx.settings.home,
+                    harness_dir: &found.harness_dir,
+                    image_path: &image_path,
+                    pass_env: &ctx.settings.pass_env,
+                },
+                &ctx.env,
+            );
+            (spec, plan)
+        }
+        Some((token_file, token)) => {
+            let profile_path = crate::seccomp::default_profile()?;
+            let profile = crate::seccomp::sealed_from_file(&profile_path)?;
+            let outbox = sealed::outbox_dir(&ctx.settings.home, &req.name);
+            let found_sealed = FoundSealed {
+                session_uploads: ctx.store.session_uploads(&req.name),
+                private_config: found.private_home.clone(),
+                outbox: outbox.clone(),
+                proxy_dir: found.proxy_dir.clone(),
+                program_dirs: found.program_dirs.clone(),
+                self_paths: found.self_paths.clone(),
+            };
+            let seccomp_file = ctx.store.seccomp_file(&container);
+            let spec = spec::build_sealed(
+                &request,
+                &found_sealed,
+                SealedSpec {
+                    dns: ctx.settings.sealed_dns.clone(),
+                    seccomp_profile: seccomp_file.clone(),
+                },
+            )?;
+            let plan = spec::sealed_env_plan(&req.name, &image_path, token);
+            let record = SealedRecord {
+                token_file: token_file.clone(),
+                outbox,
+                rules: format!("{} v{}", rules::SEALED_TABLE, rules::SEALED_VERSION),
+                seccomp_file,
+                seccomp: crate::seccomp::fingerprint(&profile),
+                dns: ctx.settings.sealed_dns.clone(),
+            };
+            sealed_parts = Some((record, profile));
+            (spec, plan)
+        }
+    };
+    let create_argv = argv::create(&spec);
     for (name, why) in &plan.left_out {
         warnings.push(format!(
             "{name} is left out of the cage's environment: {why}"
@@ -126,6 +201,7 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
         network: network.name().to_string(),
         harness: req.harness,
         dir: dir.clone(),
+        sealed: req.sealed,
         dry_run: req.dry_run,
         argv: full_argv,
         env_file: envfile::render_redacted(&plan.vars),
@@ -148,9 +224,35 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
         undo.dirs.push(ctx.store.cage_dir(&container));
         session::make_private_dir(&found.private_home)?;
         session::make_private_dir(&found.proxy_dir)?;
-        if !found.conversation_dir.exists() {
-            undo.dirs.push(found.conversation_dir.clone());
-            session::make_private_dir(&found.conversation_dir)?;
+        match &sealed_parts {
+            // A sealed cage has no conversation folder of the user's: its
+            // config folder is its own.
+            Some((record, profile)) => {
+                session::write_atomic(&record.seccomp_file, profile.as_bytes(), 0o600)?;
+                let uploads = ctx.store.session_uploads(&req.name);
+                if !uploads.exists() {
+                    undo.dirs.push(uploads.clone());
+                    session::make_private_dir(&uploads)?;
+                }
+                // An outbox of an earlier session of this name holds its
+                // results: it is kept, never removed by an undo.
+                if !record.outbox.exists() {
+                    undo.dirs.push(record.outbox.clone());
+                }
+                crate::outbox::make_outbox(&record.outbox)?;
+                if let Some(id) = &req.conversation {
+                    let from = conversation_source(ctx, &dir)?;
+                    let folder = from.file_name().unwrap_or_default();
+                    let to = found.private_home.join("projects").join(folder);
+                    sealed::copy_conversation(&from, id, &to)?;
+                }
+            }
+            None => {
+                if !found.conversation_dir.exists() {
+                    undo.dirs.push(found.conversation_dir.clone());
+                    session::make_private_dir(&found.conversation_dir)?;
+                }
+            }
         }
         host.podman.create(&create_argv)?;
         undo.container = Some(container.clone());
@@ -166,9 +268,13 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
                 network,
                 limits: ctx.settings.limits.clone(),
                 image_path: image_path.clone(),
-                harness_dir: found.harness_dir.clone(),
+                harness_dir: match sealed_parts {
+                    Some(_) => PathBuf::from(spec::SEALED_CONFIG_DIR),
+                    None => found.harness_dir.clone(),
+                },
                 program,
                 create_argv: create_argv.clone(),
+                sealed: sealed_parts.as_ref().map(|(r, _)| r.clone()),
             }),
         };
         ctx.store.save(&record)
@@ -198,6 +304,16 @@ impl Undo {
             let _ = session::remove_dir_if_there(d);
         }
     }
+}
+
+/// This project's Claude Code conversation folder on the machine.
+fn conversation_source(ctx: &Context, dir: &Path) -> Result<PathBuf> {
+    let config = Harness::Claude.config_dir(&ctx.settings.home, &ctx.env);
+    Harness::Claude
+        .conversation_dir(&config, dir)
+        .ok_or_else(|| {
+            Error::bad_input("the project's path is too long to name its conversation folder")
+        })
 }
 
 /// The project folder: it must exist and be a folder; kept canonical.

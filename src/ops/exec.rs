@@ -64,17 +64,24 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
     };
     let host = ctx.host_for_session()?;
     let lock = ctx.store.lock(name)?;
-    let plan = spec::env_plan(
-        &EnvRequest {
-            session: &record.name,
-            harness: record.harness,
-            home: &ctx.settings.home,
-            harness_dir: &cage.harness_dir,
-            image_path: &cage.image_path,
-            pass_env: &ctx.settings.pass_env,
-        },
-        &ctx.env,
-    );
+    let plan = match &cage.sealed {
+        // Its own login, read again at every exec, and nothing else.
+        Some(s) => {
+            let token = super::sealed::read_token(&s.token_file)?;
+            spec::sealed_env_plan(&record.name, &cage.image_path, &token)
+        }
+        None => spec::env_plan(
+            &EnvRequest {
+                session: &record.name,
+                harness: record.harness,
+                home: &ctx.settings.home,
+                harness_dir: &cage.harness_dir,
+                image_path: &cage.image_path,
+                pass_env: &ctx.settings.pass_env,
+            },
+            &ctx.env,
+        ),
+    };
     let env_file = ctx.store.env_file(&cage.container);
     ctx.store.ensure()?;
     session::write_atomic(&env_file, envfile::render(&plan.vars).as_bytes(), 0o600)?;

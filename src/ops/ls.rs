@@ -22,6 +22,8 @@ pub struct Row {
     pub dir: PathBuf,
     pub harness: Harness,
     pub network: Option<String>,
+    /// A sealed cage (issue 3, "Marks").
+    pub sealed: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -65,6 +67,7 @@ pub fn join(records: &[crate::session::Record], ps: &[PsEntry]) -> Listing {
                 dir: r.dir.clone(),
                 harness: r.harness,
                 network: cage.map(|c| c.network.name().to_string()),
+                sealed: cage.is_some_and(|c| c.sealed.is_some()),
             }
         })
         .collect();
@@ -115,6 +118,7 @@ mod tests {
                 harness_dir: "/h/.claude".into(),
                 program: None,
                 create_argv: vec![],
+                sealed: None,
             }),
         }
     }

@@ -7,8 +7,10 @@ pub mod create;
 pub mod doctor;
 pub mod exec;
 pub mod ls;
+pub mod outbox;
 pub mod prune;
 pub mod rm;
+pub mod sealed;
 pub mod show;
 pub mod start;
 pub mod stop;
@@ -90,10 +92,14 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<()>
     if !state.running {
         host.podman.start(&cage.container)?;
     }
-    if let Err(e) = host.set_rules(&cage.container, &rules::agent_port(ctx.settings.agent_port)) {
+    let rule_set = match &cage.sealed {
+        Some(s) => rules::sealed(ctx.settings.agent_port, &s.dns),
+        None => rules::agent_port(ctx.settings.agent_port),
+    };
+    if let Err(e) = host.set_rules(&cage.container, &rule_set) {
         let _ = host.podman.stop(&cage.container);
         return Err(e.context(format!(
-            "closing the agent port in {} failed, so it was stopped again",
+            "setting the network rules in {} failed, so it was stopped again",
             cage.container
         )));
     }

@@ -4,7 +4,9 @@
 
 use std::path::Path;
 
-use crate::spec::{CageSpec, Mount, Network, PASTA_ADDRESS, PASTA_GATEWAY, SESSION_LABEL};
+use crate::spec::{
+    CageSpec, Mount, Network, PASTA_ADDRESS, PASTA_GATEWAY, SEALED_LABEL, SESSION_LABEL, SealedSpec,
+};
 
 /// `podman create ...` for a cage (issue 2, "The CageSpec").
 pub fn create(spec: &CageSpec) -> Vec<String> {
@@ -15,6 +17,9 @@ pub fn create(spec: &CageSpec) -> Vec<String> {
         format!("{SESSION_LABEL}={}", spec.session),
     ]);
     a.extend(network(spec.network));
+    if let Some(s) = &spec.sealed {
+        a.extend(sealed(s));
+    }
     // SELinux relabelling of a bind mount would change the labels of the
     // user's own project folder on the machine; the cage is contained by
     // the user namespace instead.
@@ -33,6 +38,20 @@ pub fn create(spec: &CageSpec) -> Vec<String> {
     }
     a.push(spec.image.clone());
     a.extend(["sleep".into(), "infinity".into()]);
+    a
+}
+
+/// What a sealed cage adds (seed, "Sealed cages"): its mark, public
+/// resolvers, and the seccomp profile without user namespaces.
+pub fn sealed(s: &SealedSpec) -> Vec<String> {
+    let mut a = vec!["--label".into(), format!("{SEALED_LABEL}=true")];
+    for d in &s.dns {
+        a.extend(["--dns".into(), d.clone()]);
+    }
+    a.extend([
+        "--security-opt".into(),
+        format!("seccomp={}", path(&s.seccomp_profile)),
+    ]);
     a
 }
 
@@ -153,7 +172,29 @@ mod tests {
                 },
             ],
             workdir: PathBuf::from("/home/u/src/web"),
+            sealed: None,
         }
+    }
+
+    #[test]
+    fn golden_create_sealed() {
+        let mut s = spec(Network::Bridge);
+        s.mounts.truncate(1);
+        s.sealed = Some(SealedSpec {
+            dns: vec!["1.1.1.1".into(), "9.9.9.9".into()],
+            seccomp_profile: "/s/cages/c/seccomp.json".into(),
+        });
+        assert_eq!(
+            create(&s).join(" "),
+            "create --name shrooms-web-abc123 --label xyz.vpavlin.shrooms.session=web \
+             --network bridge --label xyz.vpavlin.shrooms.sealed=true \
+             --dns 1.1.1.1 --dns 9.9.9.9 --security-opt seccomp=/s/cages/c/seccomp.json \
+             --security-opt label=disable --cap-drop NET_ADMIN \
+             --memory 4g --cpus 2 --pids-limit 2048 --stop-signal SIGKILL \
+             --workdir /home/u/src/web \
+             --mount type=bind,src=/home/u/src/web,dst=/home/u/src/web \
+             localhost/shrooms-workbench:latest sleep infinity"
+        );
     }
 
     #[test]

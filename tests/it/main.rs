@@ -3,6 +3,7 @@
 
 mod common;
 
-mod cli;
 mod cage;
+mod cli;
 mod rootless;
+mod sealed;

@@ -29,6 +29,10 @@ pub const IMAGE: &str = "localhost/shrooms-test-busybox:latest";
 /// (scripts/setup-host adds it); containers reach it over every network.
 pub const HOST_ADDR: &str = "203.0.113.7";
 
+/// A private address on the host's loopback that stands in for "the LAN"
+/// (scripts/setup-host adds it too).
+pub const LAN_ADDR: &str = "10.199.77.1";
+
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_shrooms-agent"))
 }

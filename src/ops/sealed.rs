@@ -1,0 +1,303 @@
+//! The checks and paths particular to sealed cages (seed, "Sealed cages:
+//! for code nobody vouches for"; issue 3, points 2 and 3).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// Folders whose presence marks a home, not a project: a sealed cage's
+/// project is mounted read-write, so it must hold none of them.
+pub const HOME_MARKS: [&str; 5] = [".ssh", ".gnupg", ".aws", ".config/gh", ".claude"];
+
+/// Refuse a project that is the home directory, a folder above it, or a
+/// folder holding a home's secrets. `dir` is canonical (links resolved), so
+/// a link to the home folder is refused too.
+pub fn check_project(dir: &Path, home: &Path) -> Result<()> {
+    let home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
+    let why =
+        "a sealed cage's project is mounted read-write, where the code under review can write";
+    if dir == home {
+        return Err(Error::bad_input(format!(
+            "{} is your home directory; {why}: give it a project folder of its own",
+            dir.display()
+        )));
+    }
+    if home.starts_with(dir) {
+        return Err(Error::bad_input(format!(
+            "{} holds your home directory; {why}: give it a project folder of its own",
+            dir.display()
+        )));
+    }
+    for mark in HOME_MARKS {
+        if std::fs::symlink_metadata(dir.join(mark)).is_ok() {
+            return Err(Error::bad_input(format!(
+                "{} holds {mark}, like a home directory; {why}: give it a folder without it",
+                dir.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Read the machine's sealed token (seed, "Giving a machine its sealed
+/// token, once"): it must exist, be non-empty and be readable only by its
+/// owner.
+pub fn read_token(path: &Path) -> Result<String> {
+    let how = format!(
+        "make it once with `claude setup-token`, then paste the token it prints into \
+         `install -m 600 /dev/stdin {}` and press Ctrl-D",
+        path.display()
+    );
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::bad_input(format!(
+                "there is no sealed token at {}: {how}",
+                path.display()
+            )));
+        }
+        Err(e) => {
+            return Err(Error::bad_input(format!(
+                "the sealed token {}: {e}",
+                path.display()
+            )));
+        }
+    };
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o044 != 0 {
+        return Err(Error::bad_input(format!(
+            "the sealed token {} can be read by others (mode {mode:04o}): `chmod 600 {}`",
+            path.display(),
+            path.display()
+        )));
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::bad_input(format!("the sealed token {}: {e}", path.display())))?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(Error::bad_input(format!(
+            "the sealed token {} is empty: {how}",
+            path.display()
+        )));
+    }
+    if token.contains(['\n', '\r']) {
+        return Err(Error::bad_input(format!(
+            "the sealed token {} has more than one line: it should hold the one token \
+             `claude setup-token` printed",
+            path.display()
+        )));
+    }
+    Ok(token.to_string())
+}
+
+/// `~/shrooms-outbox/<session>` (seed, "an outbox").
+pub fn outbox_dir(home: &Path, session: &str) -> PathBuf {
+    home.join("shrooms-outbox").join(session)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn temp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("shrooms-sealed-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn projects_that_are_homes_are_refused() {
+        let root = temp("proj");
+        let home = root.join("home/u");
+        let project = home.join("src/p");
+        fs::create_dir_all(&project).unwrap();
+        assert!(check_project(&project, &home).is_ok());
+        assert!(check_project(&home, &home).is_err());
+        assert!(check_project(&root.join("home"), &home).is_err());
+        assert!(check_project(Path::new("/"), &home).is_err());
+        for mark in HOME_MARKS {
+            let p = root.join(format!("with{}", mark.replace('/', "_")));
+            fs::create_dir_all(p.join(mark)).unwrap();
+            let e = check_project(&p, &home).unwrap_err();
+            assert!(e.message.contains(mark), "{}", e.message);
+        }
+        fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn tokens() {
+        let root = temp("token");
+        let t = root.join("tok");
+        let e = read_token(&t).unwrap_err();
+        assert!(
+            e.message.contains("claude setup-token")
+                && e.message.contains("install -m 600 /dev/stdin")
+        );
+        fs::write(&t, "secret\n").unwrap();
+        fs::set_permissions(&t, fs::Permissions::from_mode(0o640)).unwrap();
+        let e = read_token(&t).unwrap_err();
+        assert!(
+            e.message.contains(&format!("chmod 600 {}", t.display())),
+            "{}",
+            e.message
+        );
+        fs::set_permissions(&t, fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(read_token(&t).unwrap(), "secret");
+        fs::write(&t, "  \n").unwrap();
+        assert!(read_token(&t).unwrap_err().message.contains("is empty"));
+        fs::remove_dir_all(root).unwrap();
+    }
+}
+
+/// What was copied of a conversation.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CopiedConversation {
+    pub files: usize,
+    /// Names not copied (links, devices, anything not a regular file).
+    pub skipped: Vec<String>,
+}
+
+/// Copy one Claude Code conversation into a sealed cage's config folder
+/// (issue 3, point 5: "that one transcript (and the folder Claude Code
+/// keeps beside it) is copied into the sealed config folder once, and no
+/// other"): `<from>/<id>.jsonl` and `<from>/<id>/`, regular files only, no
+/// link followed (each file is opened with O_NOFOLLOW).
+pub fn copy_conversation(from: &Path, id: &str, to: &Path) -> Result<CopiedConversation> {
+    let id_ok = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if !id_ok {
+        return Err(Error::bad_input(format!(
+            "{id:?} is not a conversation id (letters, digits, - and _)"
+        )));
+    }
+    let transcript = from.join(format!("{id}.jsonl"));
+    let meta = std::fs::symlink_metadata(&transcript).map_err(|_| {
+        Error::bad_input(format!(
+            "there is no conversation {id} of this project: {} is missing",
+            transcript.display()
+        ))
+    })?;
+    if !meta.file_type().is_file() {
+        return Err(Error::bad_input(format!(
+            "{} is not a regular file, so it is not copied",
+            transcript.display()
+        )));
+    }
+    crate::session::make_private_dir(to)?;
+    let mut copied = CopiedConversation::default();
+    copy_file_nofollow(&transcript, &to.join(format!("{id}.jsonl")))?;
+    copied.files += 1;
+    let beside = from.join(id);
+    if std::fs::symlink_metadata(&beside).is_ok_and(|m| m.is_dir()) {
+        copy_tree(&beside, &to.join(id), id, 0, &mut copied)?;
+    }
+    Ok(copied)
+}
+
+fn copy_tree(
+    from: &Path,
+    to: &Path,
+    rel: &str,
+    depth: usize,
+    copied: &mut CopiedConversation,
+) -> Result<()> {
+    const MAX_DEPTH: usize = 16;
+    if depth > MAX_DEPTH {
+        copied
+            .skipped
+            .push(format!("{rel} (deeper than {MAX_DEPTH} levels)"));
+        return Ok(());
+    }
+    crate::session::make_private_dir(to)?;
+    let entries = std::fs::read_dir(from)
+        .map_err(|e| Error::failed(format!("reading {}: {e}", from.display())))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let rel_name = format!("{rel}/{}", name.to_string_lossy());
+        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+            continue;
+        };
+        let ft = meta.file_type();
+        if ft.is_dir() {
+            copy_tree(&entry.path(), &to.join(&name), &rel_name, depth + 1, copied)?;
+        } else if ft.is_file() {
+            match copy_file_nofollow(&entry.path(), &to.join(&name)) {
+                Ok(()) => copied.files += 1,
+                Err(_) => copied.skipped.push(rel_name),
+            }
+        } else {
+            copied.skipped.push(rel_name);
+        }
+    }
+    Ok(())
+}
+
+/// Copy a regular file without following a link at its name, 0600.
+fn copy_file_nofollow(from: &Path, to: &Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut src = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(from)
+        .map_err(|e| Error::failed(format!("opening {}: {e}", from.display())))?;
+    let meta = src
+        .metadata()
+        .map_err(|e| Error::failed(format!("{}: {e}", from.display())))?;
+    if !meta.is_file() {
+        return Err(Error::failed(format!(
+            "{} is not a regular file",
+            from.display()
+        )));
+    }
+    let mut dst = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(to)
+        .map_err(|e| Error::failed(format!("writing {}: {e}", to.display())))?;
+    std::io::copy(&mut src, &mut dst)
+        .map_err(|e| Error::failed(format!("copying {}: {e}", from.display())))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod conversation_tests {
+    use super::*;
+    use std::fs;
+
+    #[test]
+    fn one_conversation_regular_files_only() {
+        let root = std::env::temp_dir().join(format!("shrooms-conv-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        let from = root.join("projects/-p");
+        fs::create_dir_all(from.join("abc/subagents")).unwrap();
+        fs::write(from.join("abc.jsonl"), "mine").unwrap();
+        fs::write(from.join("abc/subagents/agent-1.jsonl"), "sub").unwrap();
+        fs::write(from.join("other.jsonl"), "not mine").unwrap();
+        fs::write(root.join("secret"), "secret").unwrap();
+        std::os::unix::fs::symlink(root.join("secret"), from.join("abc/link")).unwrap();
+        let to = root.join("sealed/projects/-p");
+        let c = copy_conversation(&from, "abc", &to).unwrap();
+        assert_eq!(c.files, 2);
+        assert_eq!(c.skipped, vec!["abc/link".to_string()]);
+        assert_eq!(fs::read_to_string(to.join("abc.jsonl")).unwrap(), "mine");
+        assert_eq!(
+            fs::read_to_string(to.join("abc/subagents/agent-1.jsonl")).unwrap(),
+            "sub"
+        );
+        assert!(!to.join("other.jsonl").exists());
+        assert!(fs::symlink_metadata(to.join("abc/link")).is_err());
+        // a transcript that is a link is refused, not followed
+        std::os::unix::fs::symlink(root.join("secret"), from.join("lnk.jsonl")).unwrap();
+        assert!(copy_conversation(&from, "lnk", &root.join("x")).is_err());
+        assert!(copy_conversation(&from, "../x", &root.join("x")).is_err());
+        assert!(copy_conversation(&from, "missing", &root.join("x")).is_err());
+        fs::remove_dir_all(root).unwrap();
+    }
+}

@@ -1,0 +1,1395 @@
+//! A sealed cage's outbox (issue 3, point 8): the folder made for it at
+//! creation, and the packer that turns it into a `.tar.gz` for `outbox pack`
+//! and `outbox send`.
+//!
+//! Everything in an outbox was written by a session that worked on untrusted
+//! code, and the session can still be writing while we pack. So the packer
+//! trusts no name in it:
+//!
+//! - every name is opened relative to its parent folder's descriptor
+//!   (`openat`) with `O_NOFOLLOW`, never as a path, so no link anywhere in
+//!   the tree is followed, and a folder swapped for a link half-way through
+//!   the walk cannot lead it out of the outbox;
+//! - only regular files are read. Links, FIFOs, sockets and devices are
+//!   listed as left out and never opened; a name whose type changed between
+//!   the listing and the opening (openat says `ELOOP`, or `fstat` on the
+//!   opened descriptor disagrees with the listing) is refused and listed,
+//!   never followed or read. Files are opened with `O_NONBLOCK`, so a name
+//!   swapped for a FIFO cannot make the packer wait;
+//! - the archive is bounded: [`MAX_FILES`] files, [`MAX_BYTES`] of file
+//!   contents, [`MAX_DEPTH`] folder levels (and, to bound the walk itself,
+//!   100,000 names looked at). What is past a limit is left out and listed,
+//!   the rest is packed.
+//!
+//! Hard links are not refused: inside the cage the outbox is its own mount,
+//! and the kernel refuses a hard link across mounts (`EXDEV`), so a hard
+//! link in the outbox can only point at another file of the outbox.
+//!
+//! The `libc` crate is used directly (rather than `rustix`'s `Dir`) because
+//! it is already a dependency and the walk needs only four calls (`openat`,
+//! `fstatat`, `fdopendir`/`readdir`), each wrapped below in a small safe
+//! function; a second system-call crate would buy little.
+
+use std::ffi::{CStr, CString, OsStr, OsString};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use serde::Serialize;
+
+use crate::error::{Error, IoContext, Result};
+
+/// The notice at the top of an outbox and of every archive made from one.
+pub const README_NAME: &str = "README-UNTRUSTED.txt";
+/// At most this many files go into one archive.
+pub const MAX_FILES: usize = 2_000;
+/// At most this many bytes of file contents go into one archive (100 MiB).
+pub const MAX_BYTES: u64 = 100 * 1024 * 1024;
+/// Folders deeper than this many levels below the outbox are not looked into.
+pub const MAX_DEPTH: usize = 32;
+
+/// The `README-UNTRUSTED.txt` written into a new outbox.
+pub const OUTBOX_NOTICE: &str = "\
+This folder is the outbox of a sealed shrooms-agent session.
+
+Everything in it was written by a session that worked on untrusted code,
+and must be read as untrusted text: a review of hostile code can carry
+instructions for whoever reads it. Run nothing from it.
+
+It can hold links that point anywhere on this machine. `shrooms-agent outbox
+pack` never follows them, and neither should you.
+";
+
+/// What one pack did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Packed {
+    /// Files in the archive (not counting its own README-UNTRUSTED.txt).
+    pub files: usize,
+    /// Bytes of file contents in the archive.
+    pub bytes: u64,
+    /// What was left out and why, in the order met (at most 1,000 listed).
+    pub left_out: Vec<LeftOut>,
+    /// How many more were left out than `left_out` lists.
+    pub left_out_unlisted: usize,
+}
+
+/// One name of the outbox that is not in the archive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LeftOut {
+    /// Relative to the outbox; bytes that are not UTF-8 shown as U+FFFD.
+    pub name: String,
+    pub why: String,
+}
+
+/// The bounds of one pack; tests use smaller ones.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    files: usize,
+    bytes: u64,
+    depth: usize,
+    /// Names read from folder listings, in all: bounds the walk's time and
+    /// memory however many names the session made.
+    names: usize,
+    /// Left-out names listed one by one; the rest are counted.
+    listed: usize,
+}
+
+const LIMITS: Limits = Limits {
+    files: MAX_FILES,
+    bytes: MAX_BYTES,
+    depth: MAX_DEPTH,
+    names: 100_000,
+    listed: 1_000,
+};
+
+/// Make a fresh outbox: the folder (and its parents) with mode 0700, and its
+/// `README-UNTRUSTED.txt` saying that everything in it was written by a
+/// session that worked on untrusted code and must be read as untrusted text.
+/// On an existing outbox it puts the notice back as it was first written.
+pub fn make_outbox(dir: &Path) -> Result<()> {
+    crate::session::make_private_dir(dir)?;
+    let path = dir.join(README_NAME);
+    let tmp = dir.join(format!(".{README_NAME}.tmp-{}", std::process::id()));
+    let _ = fs::remove_file(&tmp); // unlink does not follow a link
+    let result = (|| {
+        // create_new is O_EXCL: never through a link left at the temp name.
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)?;
+        f.set_permissions(fs::Permissions::from_mode(0o600))?;
+        f.write_all(OUTBOX_NOTICE.as_bytes())?;
+        f.sync_all()?;
+        fs::rename(&tmp, &path)?;
+        File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.ctx(|| format!("writing {}", path.display()))
+}
+
+/// Pack the outbox at `outbox` (or only its folder `only`, a relative path)
+/// into the gzip'd tar archive `out`, written atomically with mode 0600 (an
+/// existing file there is replaced).
+///
+/// The archive opens with its own `README-UNTRUSTED.txt`, which says its
+/// contents are untrusted text and lists what was left out and why; then
+/// the regular files, named relative to the outbox (so `--only notes` gives
+/// `notes/...`), with modes 0600 and their modification times. Folders are
+/// not entries of their own: an empty folder is not kept. The outbox's own
+/// `README-UNTRUSTED.txt` at its top is not packed (the archive has its
+/// own); if the session changed it, it is listed as left out.
+///
+/// A file's copy is what it held when opened, up to the size it had then.
+///
+/// Limits do not fail the pack: what is past one is left out and listed,
+/// and what fits is packed. Errors:
+/// - `only` absolute, with `..`, through a link, not a folder, or missing:
+///   [`Error::bad_input`];
+/// - nothing to pack (no file, and nothing left out): exactly
+///   `nothing new in its outbox`;
+/// - files there, but every one left out: an error that lists them, and no
+///   archive (one holding only its README would look like a result);
+/// - the outbox cannot be opened, or the archive cannot be written.
+pub fn pack(outbox: &Path, only: Option<&Path>, out: &Path) -> Result<Packed> {
+    pack_with(outbox, only, out, &LIMITS)
+}
+
+fn pack_with(outbox: &Path, only: Option<&Path>, out: &Path, limits: &Limits) -> Result<Packed> {
+    let root = open_root(outbox)?;
+    let (start, rel, level) = match only {
+        None => (root, PathBuf::new(), 0),
+        Some(only) => descend(root, only, limits)?,
+    };
+    let (out_dir, out_name) = split_out(out)?;
+    let staging = staging_file(&out_dir)?;
+    let mut walk = Walk::new(*limits, staging);
+    walk.folder_contents(&start, &rel, level, only.is_none())?;
+    drop(start);
+
+    if walk.files == 0 {
+        if walk.left_out.is_empty() {
+            return Err(Error::failed("nothing new in its outbox"));
+        }
+        return Err(Error::failed(format!(
+            "nothing could be packed from its outbox: everything in it was left out: {}",
+            walk.summary(5)
+        )));
+    }
+    let readme = walk.readme(only);
+    write_archive(&out_dir, &out_name, out, &readme, &mut walk)
+        .ctx(|| format!("writing {}", out.display()))?;
+    Ok(Packed {
+        files: walk.files,
+        bytes: walk.bytes,
+        left_out: walk.left_out,
+        left_out_unlisted: walk.unlisted,
+    })
+}
+
+/// The outbox folder itself, not through a link.
+fn open_root(outbox: &Path) -> Result<File> {
+    let c = CString::new(outbox.as_os_str().as_bytes())
+        .map_err(|_| Error::bad_input(format!("{} is not a usable path", outbox.display())))?;
+    // SAFETY: a valid C string; the descriptor returned is owned by the File.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return Err(Error::failed(format!(
+            "opening the outbox {}: {e}",
+            outbox.display()
+        )));
+    }
+    // SAFETY: fd was just opened and is not owned elsewhere.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// Walk from the outbox down to `only`, one folder at a time, never through
+/// a link. Returns the folder, its path relative to the outbox and its level.
+fn descend(root: File, only: &Path, limits: &Limits) -> Result<(File, PathBuf, usize)> {
+    let shown = only.display();
+    let mut names: Vec<&OsStr> = Vec::new();
+    for c in only.components() {
+        match c {
+            Component::Normal(n) => names.push(n),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                return Err(Error::bad_input(format!(
+                    "--only {shown}: `..` is not allowed; give a folder inside the outbox, relative to it"
+                )));
+            }
+            Component::RootDir | Component::Prefix(_) => {
+                return Err(Error::bad_input(format!(
+                    "--only {shown}: give a folder of the outbox as a path relative to it, not an absolute path"
+                )));
+            }
+        }
+    }
+    if names.is_empty() {
+        return Err(Error::bad_input(format!(
+            "--only {shown}: names no folder of the outbox; leave --only out to pack all of it"
+        )));
+    }
+    if names.len() > limits.depth {
+        return Err(Error::bad_input(format!(
+            "--only {shown}: deeper than {} folder levels",
+            limits.depth
+        )));
+    }
+    let mut dir = root;
+    let mut rel = PathBuf::new();
+    for name in &names {
+        rel.push(name);
+        dir = match open_at(&dir, name, libc::O_DIRECTORY) {
+            Ok(d) => d,
+            Err(e) => {
+                let what = match lstat_at(&dir, name) {
+                    Ok(Type::Link) => "is a link, and links are not followed".to_string(),
+                    Ok(t) if t != Type::Dir => format!("is {}, not a folder", t.what()),
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                        "is not in the outbox".to_string()
+                    }
+                    _ => {
+                        return Err(Error::failed(format!(
+                            "--only {shown}: opening {} in the outbox: {e}",
+                            rel.display()
+                        )));
+                    }
+                };
+                return Err(Error::bad_input(format!(
+                    "--only {shown}: {} {what}",
+                    rel.display()
+                )));
+            }
+        };
+    }
+    Ok((dir, rel, names.len()))
+}
+
+/// The archive's folder and file name.
+fn split_out(out: &Path) -> Result<(PathBuf, OsString)> {
+    let name = out
+        .file_name()
+        .ok_or_else(|| Error::bad_input(format!("{} is not a file name", out.display())))?;
+    let dir = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    Ok((dir, name.to_os_string()))
+}
+
+/// An unnamed file in the archive's folder that holds the packed contents
+/// one after another until the archive is written: the README listing what
+/// was left out comes first in the archive, and is known only at the end of
+/// the walk. Unlinked at once, so nothing is left behind, and the walk never
+/// meets it even if the archive goes into the outbox.
+fn staging_file(dir: &Path) -> Result<File> {
+    let path = dir.join(format!(
+        ".shrooms-outbox-staging-{}-{}",
+        std::process::id(),
+        nanos()
+    ));
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&path)
+        .ctx(|| format!("making a staging file in {}", dir.display()))?;
+    fs::remove_file(&path).ctx(|| format!("removing {}", path.display()))?;
+    Ok(f)
+}
+
+fn nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+/// A file packed so far: its name in the archive, its length in the staging
+/// file, its modification time.
+struct Staged {
+    path: PathBuf,
+    len: u64,
+    mtime: u64,
+}
+
+/// The kind of a name, from a folder listing or from `fstat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Type {
+    File,
+    Dir,
+    Link,
+    Fifo,
+    Socket,
+    CharDevice,
+    BlockDevice,
+    Other,
+}
+
+impl Type {
+    fn from_dirent(d_type: u8) -> Option<Type> {
+        Some(match d_type {
+            libc::DT_REG => Type::File,
+            libc::DT_DIR => Type::Dir,
+            libc::DT_LNK => Type::Link,
+            libc::DT_FIFO => Type::Fifo,
+            libc::DT_SOCK => Type::Socket,
+            libc::DT_CHR => Type::CharDevice,
+            libc::DT_BLK => Type::BlockDevice,
+            libc::DT_UNKNOWN => return None,
+            _ => Type::Other,
+        })
+    }
+
+    fn from_file_type(t: fs::FileType) -> Type {
+        if t.is_file() {
+            Type::File
+        } else if t.is_dir() {
+            Type::Dir
+        } else if t.is_symlink() {
+            Type::Link
+        } else if t.is_fifo() {
+            Type::Fifo
+        } else if t.is_socket() {
+            Type::Socket
+        } else if t.is_char_device() {
+            Type::CharDevice
+        } else if t.is_block_device() {
+            Type::BlockDevice
+        } else {
+            Type::Other
+        }
+    }
+
+    fn from_mode(mode: u32) -> Type {
+        match mode & libc::S_IFMT {
+            libc::S_IFREG => Type::File,
+            libc::S_IFDIR => Type::Dir,
+            libc::S_IFLNK => Type::Link,
+            libc::S_IFIFO => Type::Fifo,
+            libc::S_IFSOCK => Type::Socket,
+            libc::S_IFCHR => Type::CharDevice,
+            libc::S_IFBLK => Type::BlockDevice,
+            _ => Type::Other,
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Type::File => "a file",
+            Type::Dir => "a folder",
+            Type::Link => "a link",
+            Type::Fifo => "a FIFO",
+            Type::Socket => "a socket",
+            Type::CharDevice => "a character device",
+            Type::BlockDevice => "a block device",
+            Type::Other => "not a regular file",
+        }
+    }
+}
+
+/// `openat(dir, name, O_NOFOLLOW | O_CLOEXEC | O_RDONLY | flags)`.
+fn open_at(dir: &File, name: &OsStr, flags: libc::c_int) -> io::Result<File> {
+    let c = CString::new(name.as_bytes()).map_err(|_| io::ErrorKind::InvalidInput)?;
+    // SAFETY: dir is an open descriptor, c a valid C string; the descriptor
+    // returned is owned by the File made from it.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | flags,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd was just opened and is not owned elsewhere.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// The type of `name` in `dir`, without following it and without opening it.
+fn lstat_at(dir: &File, name: &OsStr) -> io::Result<Type> {
+    let c = CString::new(name.as_bytes()).map_err(|_| io::ErrorKind::InvalidInput)?;
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: valid descriptor, C string and out pointer.
+    let r = unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            st.as_mut_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fstatat succeeded, so it filled st.
+    let st = unsafe { st.assume_init() };
+    Ok(Type::from_mode(st.st_mode))
+}
+
+/// Closes the DIR stream (and the duplicate descriptor it owns) on drop.
+struct DirStream(*mut libc::DIR);
+
+impl Drop for DirStream {
+    fn drop(&mut self) {
+        // SAFETY: a stream from fdopendir, closed only here.
+        unsafe { libc::closedir(self.0) };
+    }
+}
+
+/// A name in a folder listing, and its type if the listing gave one.
+type Listed = (OsString, Option<Type>);
+
+/// The names in the folder `dir` (without `.` and `..`), with their types
+/// as the listing gives them (None: the file system did not say), at most
+/// `budget` of them. The bool says whether the listing was cut short.
+fn list(dir: &File, budget: usize) -> io::Result<(Vec<Listed>, bool)> {
+    // The stream gets a duplicate, so `dir` stays ours for openat.
+    // SAFETY: duplicating an open descriptor.
+    let dup = unsafe { libc::fcntl(dir.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
+    if dup < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: dup is ours; on success the stream owns it.
+    let stream = unsafe { libc::fdopendir(dup) };
+    if stream.is_null() {
+        let e = io::Error::last_os_error();
+        // SAFETY: fdopendir failed, so dup is still ours to close.
+        unsafe { libc::close(dup) };
+        return Err(e);
+    }
+    let stream = DirStream(stream);
+    let mut out = Vec::new();
+    loop {
+        // readdir says "end" and "error" both with NULL; errno tells them apart.
+        // SAFETY: setting this thread's errno.
+        unsafe { *libc::__errno_location() = 0 };
+        // SAFETY: a live stream.
+        let ent = unsafe { libc::readdir(stream.0) };
+        if ent.is_null() {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(0) {
+                return Ok((out, false));
+            }
+            return Err(e);
+        }
+        // SAFETY: readdir returned an entry whose d_name is NUL-terminated,
+        // valid until the next readdir on this stream; it is copied now.
+        let (name, d_type) = unsafe { (CStr::from_ptr((*ent).d_name.as_ptr()), (*ent).d_type) };
+        let name = name.to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        if out.len() >= budget {
+            return Ok((out, true));
+        }
+        out.push((OsString::from_vec(name.to_vec()), Type::from_dirent(d_type)));
+    }
+}
+
+/// One pack's walk: what was packed into the staging file, and what was
+/// left out.
+struct Walk {
+    limits: Limits,
+    staging: File,
+    staged_len: u64,
+    entries: Vec<Staged>,
+    files: usize,
+    bytes: u64,
+    names: usize,
+    left_out: Vec<LeftOut>,
+    unlisted: usize,
+}
+
+impl Walk {
+    fn new(limits: Limits, staging: File) -> Walk {
+        Walk {
+            limits,
+            staging,
+            staged_len: 0,
+            entries: Vec::new(),
+            files: 0,
+            bytes: 0,
+            names: 0,
+            left_out: Vec::new(),
+            unlisted: 0,
+        }
+    }
+
+    fn leave(&mut self, path: &Path, why: impl Into<String>) {
+        if self.left_out.len() < self.limits.listed {
+            let name = if path.as_os_str().is_empty() {
+                ".".to_string()
+            } else {
+                path.to_string_lossy().into_owned()
+            };
+            self.left_out.push(LeftOut {
+                name,
+                why: why.into(),
+            });
+        } else {
+            self.unlisted += 1;
+        }
+    }
+
+    /// Pack what is in the folder `dir` (at `rel`, `level` folders below the
+    /// outbox). Errors only when the staging file cannot be written.
+    fn folder_contents(&mut self, dir: &File, rel: &Path, level: usize, top: bool) -> Result<()> {
+        let budget = self.limits.names.saturating_sub(self.names);
+        let (mut names, cut) = match list(dir, budget) {
+            Ok(l) => l,
+            Err(e) => {
+                self.leave(rel, format!("a folder that could not be listed: {e}"));
+                return Ok(());
+            }
+        };
+        self.names += names.len();
+        names.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, listed) in names {
+            self.entry(dir, rel, &name, listed, level, top)?;
+        }
+        if cut {
+            self.leave(
+                rel,
+                format!(
+                    "a folder not looked at in full: past the limit of {} names looked at",
+                    thousands(self.limits.names as u64)
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// One name of a folder listing; `listed` is the type the listing gave.
+    fn entry(
+        &mut self,
+        dir: &File,
+        rel: &Path,
+        name: &OsStr,
+        listed: Option<Type>,
+        level: usize,
+        top: bool,
+    ) -> Result<()> {
+        let path = rel.join(name);
+        let ty = match listed {
+            Some(t) => t,
+            None => match lstat_at(dir, name) {
+                Ok(t) => t,
+                Err(e) => {
+                    self.leave(&path, format!("could not be looked at: {e}"));
+                    return Ok(());
+                }
+            },
+        };
+        if top && name == README_NAME && ty == Type::File {
+            self.own_notice(dir, &path);
+            return Ok(());
+        }
+        match ty {
+            Type::Dir => self.folder(dir, &path, name, level + 1),
+            Type::File => self.file(dir, &path, name),
+            Type::Link => {
+                self.leave(&path, "a link: links are never followed");
+                Ok(())
+            }
+            other => {
+                self.leave(
+                    &path,
+                    format!("{}: only regular files are packed", other.what()),
+                );
+                Ok(())
+            }
+        }
+    }
+
+    fn folder(&mut self, dir: &File, path: &Path, name: &OsStr, level: usize) -> Result<()> {
+        if level > self.limits.depth {
+            self.leave(
+                path,
+                format!(
+                    "a folder deeper than {} levels: not looked into",
+                    self.limits.depth
+                ),
+            );
+            return Ok(());
+        }
+        if self.files >= self.limits.files {
+            self.leave(
+                path,
+                format!(
+                    "a folder not looked into: past the limit of {} files",
+                    thousands(self.limits.files as u64)
+                ),
+            );
+            return Ok(());
+        }
+        match open_at(dir, name, libc::O_DIRECTORY) {
+            Ok(sub) => self.folder_contents(&sub, path, level, false),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
+                self.leave(
+                    path,
+                    "changed during the walk, no longer a folder (perhaps a link): not followed",
+                );
+                Ok(())
+            }
+            Err(e) => {
+                self.leave(path, format!("a folder that could not be opened: {e}"));
+                Ok(())
+            }
+        }
+    }
+
+    /// Open a name the listing called a regular file; on refusal, say why.
+    fn open_file(&mut self, dir: &File, path: &Path, name: &OsStr) -> Option<(File, fs::Metadata)> {
+        // O_NONBLOCK: a name swapped for a FIFO opens at once instead of
+        // waiting for a writer; O_NOCTTY: never a controlling terminal.
+        let f = match open_at(dir, name, libc::O_NONBLOCK | libc::O_NOCTTY) {
+            Ok(f) => f,
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                self.leave(path, "changed to a link during the walk: not followed");
+                return None;
+            }
+            Err(e) => {
+                self.leave(path, format!("could not be opened: {e}"));
+                return None;
+            }
+        };
+        let meta = match f.metadata() {
+            Ok(m) => m,
+            Err(e) => {
+                self.leave(path, format!("could not be looked at: {e}"));
+                return None;
+            }
+        };
+        let ty = Type::from_file_type(meta.file_type());
+        if ty != Type::File {
+            self.leave(
+                path,
+                format!("changed during the walk, now {}: not read", ty.what()),
+            );
+            return None;
+        }
+        Some((f, meta))
+    }
+
+    fn file(&mut self, dir: &File, path: &Path, name: &OsStr) -> Result<()> {
+        if self.files >= self.limits.files {
+            self.leave(
+                path,
+                format!(
+                    "past the limit of {} files: not read",
+                    thousands(self.limits.files as u64)
+                ),
+            );
+            return Ok(());
+        }
+        let Some((f, meta)) = self.open_file(dir, path, name) else {
+            return Ok(());
+        };
+        let size = meta.len();
+        if self.bytes.saturating_add(size) > self.limits.bytes {
+            self.leave(
+                path,
+                format!(
+                    "{} bytes, past the limit of {} for the whole archive: not read",
+                    thousands(size),
+                    size_text(self.limits.bytes)
+                ),
+            );
+            return Ok(());
+        }
+        let start = self.staged_len;
+        let len = match self.copy(f, size) {
+            Ok(n) => n,
+            Err(Fault::Read(e)) => {
+                self.staging
+                    .set_len(start)
+                    .and_then(|_| self.staging.seek(SeekFrom::Start(start)).map(|_| ()))
+                    .ctx(|| "rewinding the staging file".to_string())?;
+                self.staged_len = start;
+                self.leave(path, format!("could not be read: {e}"));
+                return Ok(());
+            }
+            Err(Fault::Write(e)) => {
+                return Err(Error::failed(format!("writing the staging file: {e}")));
+            }
+        };
+        self.staged_len += len;
+        self.bytes += len;
+        self.files += 1;
+        self.entries.push(Staged {
+            path: path.to_path_buf(),
+            len,
+            mtime: meta.mtime().max(0) as u64,
+        });
+        Ok(())
+    }
+
+    /// Copy at most `size` bytes of `f` to the staging file; the count copied.
+    fn copy(&mut self, f: File, size: u64) -> std::result::Result<u64, Fault> {
+        let mut from = f.take(size);
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut n = 0u64;
+        loop {
+            let got = match from.read(&mut buf) {
+                Ok(0) => return Ok(n),
+                Ok(got) => got,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Fault::Read(e)),
+            };
+            self.staging.write_all(&buf[..got]).map_err(Fault::Write)?;
+            n += got as u64;
+        }
+    }
+
+    /// The outbox's own notice at its top: not packed, since the archive has
+    /// its own; listed if the session changed it.
+    fn own_notice(&mut self, dir: &File, path: &Path) {
+        let Some((f, meta)) = self.open_file(dir, path, OsStr::new(README_NAME)) else {
+            return;
+        };
+        let want = OUTBOX_NOTICE.as_bytes();
+        let mut got = Vec::new();
+        let same = meta.len() == want.len() as u64
+            && f.take(want.len() as u64 + 1).read_to_end(&mut got).is_ok()
+            && got == want;
+        if !same {
+            self.leave(
+                path,
+                "the outbox's notice, changed in the outbox: not packed (the archive has its own)",
+            );
+        }
+    }
+
+    /// The first `n` left out, for an error message.
+    fn summary(&self, n: usize) -> String {
+        let mut parts: Vec<String> = self
+            .left_out
+            .iter()
+            .take(n)
+            .map(|l| format!("{:?} ({})", l.name, l.why))
+            .collect();
+        let more = self.left_out.len().saturating_sub(n) + self.unlisted;
+        if more > 0 {
+            parts.push(format!("and {more} more"));
+        }
+        parts.join("; ")
+    }
+
+    /// The archive's README-UNTRUSTED.txt.
+    fn readme(&self, only: Option<&Path>) -> String {
+        let mut s = String::from(
+            "Everything in this archive was written by a session that worked on\n\
+             untrusted code, and must be read as untrusted text: it can carry\n\
+             instructions meant for whoever reads it. Run nothing from it.\n\n",
+        );
+        let from = match only {
+            Some(o) => format!("the folder {:?} of its outbox", o.to_string_lossy()),
+            None => "its outbox".to_string(),
+        };
+        s.push_str(&format!(
+            "Packed by shrooms-agent from {from}: {} files, {} bytes.\n\
+             Only regular files were packed, and no link was followed.\n\n",
+            self.files, self.bytes
+        ));
+        if self.left_out.is_empty() {
+            s.push_str("Nothing was left out.\n");
+            return s;
+        }
+        s.push_str("Left out, and why (names as written by the session, quoted):\n");
+        for l in &self.left_out {
+            s.push_str(&readme_line(l));
+            s.push('\n');
+        }
+        if self.unlisted > 0 {
+            s.push_str(&format!("and {} more, not listed.\n", self.unlisted));
+        }
+        s
+    }
+}
+
+/// How one left-out name appears in the archive's README. Quoted and
+/// escaped, so a name cannot add lines of its own to the notice.
+fn readme_line(l: &LeftOut) -> String {
+    format!("- {:?}: {}", l.name, l.why)
+}
+
+enum Fault {
+    Read(io::Error),
+    Write(io::Error),
+}
+
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn size_text(bytes: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    if bytes >= MIB && bytes.is_multiple_of(MIB) {
+        format!("{} MiB", thousands(bytes / MIB))
+    } else {
+        format!("{} bytes", thousands(bytes))
+    }
+}
+
+fn header(size: u64, mtime: u64) -> tar::Header {
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Regular);
+    h.set_size(size);
+    h.set_mode(0o600);
+    h.set_uid(0);
+    h.set_gid(0);
+    h.set_mtime(mtime);
+    h
+}
+
+/// Write the archive to a temporary file beside `out` (0600, made anew, not
+/// through a link), then rename it over `out`.
+fn write_archive(
+    dir: &Path,
+    name: &OsStr,
+    out: &Path,
+    readme: &str,
+    walk: &mut Walk,
+) -> io::Result<()> {
+    let mut tmp_name = OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".tmp-{}-{}", std::process::id(), nanos()));
+    let tmp = dir.join(tmp_name);
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp)?;
+    let result = (|| {
+        file.set_permissions(fs::Permissions::from_mode(0o600))?;
+        let gz = GzEncoder::new(BufWriter::new(&file), Compression::default());
+        let mut b = tar::Builder::new(gz);
+        let now = (nanos() / 1_000_000_000) as u64;
+        b.append_data(
+            &mut header(readme.len() as u64, now),
+            README_NAME,
+            readme.as_bytes(),
+        )?;
+        walk.staging.seek(SeekFrom::Start(0))?;
+        for e in &walk.entries {
+            // The staging file is ours and holds exactly `len` bytes here.
+            let data = (&mut walk.staging).take(e.len);
+            b.append_data(&mut header(e.len, e.mtime), &e.path, data)?;
+        }
+        let gz = b.into_inner()?;
+        let buf = gz.finish()?;
+        buf.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        fs::rename(&tmp, out)?;
+        File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Kind;
+    use std::os::unix::fs::symlink;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// A folder of the test's own, removed when dropped (remove_dir_all does
+    /// not follow links).
+    struct Temp(PathBuf);
+
+    impl Temp {
+        fn new(tag: &str) -> Temp {
+            let p = std::env::temp_dir().join(format!(
+                "shrooms-outbox-test-{tag}-{}-{}",
+                std::process::id(),
+                nanos()
+            ));
+            fs::create_dir_all(&p).unwrap();
+            Temp(p)
+        }
+        fn outbox(&self) -> PathBuf {
+            let o = self.0.join("outbox");
+            make_outbox(&o).unwrap();
+            o
+        }
+        fn out(&self) -> PathBuf {
+            self.0.join("out.tar.gz")
+        }
+    }
+
+    impl Drop for Temp {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn write(p: &Path, text: &str) {
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    }
+
+    /// The archive read back: its decompressed bytes, and (name, contents).
+    fn read_back(archive: &Path) -> (Vec<u8>, Vec<(String, Vec<u8>)>) {
+        let mut raw = Vec::new();
+        flate2::read::GzDecoder::new(File::open(archive).unwrap())
+            .read_to_end(&mut raw)
+            .unwrap();
+        let mut entries = Vec::new();
+        let mut a = tar::Archive::new(&raw[..]);
+        for e in a.entries().unwrap() {
+            let mut e = e.unwrap();
+            assert_eq!(e.header().entry_type(), tar::EntryType::Regular);
+            assert_eq!(e.header().mode().unwrap(), 0o600);
+            let name = e.path().unwrap().to_string_lossy().into_owned();
+            let mut data = Vec::new();
+            e.read_to_end(&mut data).unwrap();
+            entries.push((name, data));
+        }
+        (raw, entries)
+    }
+
+    /// The archive's README, which must come first and list every left out.
+    fn readme_of(entries: &[(String, Vec<u8>)], packed: &Packed) -> String {
+        assert_eq!(entries[0].0, README_NAME);
+        let readme = String::from_utf8(entries[0].1.clone()).unwrap();
+        assert!(readme.contains("written by a session that worked on\nuntrusted code"));
+        assert!(readme.contains("untrusted text"));
+        for l in &packed.left_out {
+            assert!(
+                readme.lines().any(|line| line == readme_line(l)),
+                "{l:?} not listed in:\n{readme}"
+            );
+        }
+        readme
+    }
+
+    fn why_of<'a>(packed: &'a Packed, name: &str) -> &'a str {
+        &packed
+            .left_out
+            .iter()
+            .find(|l| l.name == name)
+            .unwrap_or_else(|| panic!("{name} not left out: {packed:?}"))
+            .why
+    }
+
+    fn contains(hay: &[u8], needle: &[u8]) -> bool {
+        hay.windows(needle.len()).any(|w| w == needle)
+    }
+
+    fn no_temp_files_left(t: &Temp) {
+        let names: Vec<_> = fs::read_dir(&t.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(
+            names.iter().all(|n| !n.to_string_lossy().starts_with('.')),
+            "{names:?}"
+        );
+    }
+
+    #[test]
+    fn a_normal_pack_comes_out_intact() {
+        let t = Temp::new("normal");
+        let o = t.outbox();
+        write(&o.join("review.md"), "# Review\nall fine\n");
+        write(&o.join("notes/a.txt"), "a");
+        write(&o.join("notes/deeper/b.bin"), "\0\u{1}binary");
+        write(&o.join("notes/empty.txt"), "");
+        fs::create_dir(o.join("empty-folder")).unwrap();
+        let packed = pack(&o, None, &t.out()).unwrap();
+        assert_eq!(packed.files, 4);
+        assert_eq!(packed.bytes, 18 + 1 + 8);
+        assert!(packed.left_out.is_empty(), "{packed:?}");
+
+        let mode = fs::metadata(t.out()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        no_temp_files_left(&t);
+
+        let (_, entries) = read_back(&t.out());
+        let readme = readme_of(&entries, &packed);
+        assert!(readme.contains("Nothing was left out."), "{readme}");
+        let files: Vec<(&str, &[u8])> = entries[1..]
+            .iter()
+            .map(|(n, d)| (n.as_str(), d.as_slice()))
+            .collect();
+        assert_eq!(
+            files,
+            vec![
+                ("notes/a.txt", &b"a"[..]),
+                ("notes/deeper/b.bin", &b"\0\x01binary"[..]),
+                ("notes/empty.txt", &b""[..]),
+                ("review.md", &b"# Review\nall fine\n"[..]),
+            ]
+        );
+    }
+
+    #[test]
+    fn make_outbox_is_private_with_its_notice() {
+        let t = Temp::new("make");
+        let o = t.outbox();
+        assert_eq!(
+            fs::metadata(&o).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        let notice = fs::read_to_string(o.join(README_NAME)).unwrap();
+        assert!(notice.contains("written by a session that worked on untrusted code"));
+        assert!(notice.contains("must be read as untrusted text"));
+        // Again on the same folder: the notice is put back.
+        fs::write(o.join(README_NAME), "changed").unwrap();
+        make_outbox(&o).unwrap();
+        assert_eq!(fs::read_to_string(o.join(README_NAME)).unwrap(), notice);
+        assert_eq!(fs::read_dir(&o).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn an_empty_outbox_has_nothing_new() {
+        let t = Temp::new("empty");
+        let o = t.outbox();
+        fs::create_dir_all(o.join("a/b")).unwrap();
+        let e = pack(&o, None, &t.out()).unwrap_err();
+        assert_eq!(e.message, "nothing new in its outbox");
+        assert!(!t.out().exists());
+        no_temp_files_left(&t);
+        let e = pack(&o, Some(Path::new("a")), &t.out()).unwrap_err();
+        assert_eq!(e.message, "nothing new in its outbox");
+    }
+
+    #[test]
+    fn a_changed_notice_is_listed_not_packed() {
+        let t = Temp::new("notice");
+        let o = t.outbox();
+        fs::write(o.join(README_NAME), "Nothing was left out. Trust me.").unwrap();
+        write(&o.join("r.md"), "r");
+        let packed = pack(&o, None, &t.out()).unwrap();
+        assert_eq!(packed.files, 1);
+        assert!(why_of(&packed, README_NAME).contains("changed"));
+        let (raw, entries) = read_back(&t.out());
+        readme_of(&entries, &packed);
+        assert!(!contains(&raw, b"Trust me"));
+    }
+
+    #[test]
+    fn a_link_to_a_secret_outside_is_listed_and_never_read() {
+        let t = Temp::new("link-file");
+        let o = t.outbox();
+        let secret = t.0.join("secret.txt");
+        fs::write(&secret, "SECRET-d41d8cd98f00b204").unwrap();
+        symlink(&secret, o.join("innocent.txt")).unwrap();
+        write(&o.join("sub/inner-link.txt"), "x");
+        fs::remove_file(o.join("sub/inner-link.txt")).unwrap();
+        symlink(&secret, o.join("sub/inner-link.txt")).unwrap();
+        write(&o.join("result.md"), "ok");
+        let packed = pack(&o, None, &t.out()).unwrap();
+        assert_eq!(packed.files, 1);
+        assert!(why_of(&packed, "innocent.txt").contains("a link"));
+        assert!(why_of(&packed, "sub/inner-link.txt").contains("a link"));
+        let (raw, entries) = read_back(&t.out());
+        readme_of(&entries, &packed);
+        assert!(!contains(&raw, b"SECRET-d41d8cd98f00b204"));
+    }
+
+    #[test]
+    fn a_link_to_a_folder_is_listed_and_not_walked() {
+        let t = Temp::new("link-dir");
+        let o = t.outbox();
+        let outside = t.0.join("outside");
+        write(&outside.join("key"), "SECRET-FOLDER-CONTENT");
+        symlink(&outside, o.join("docs")).unwrap();
+        write(&o.join("result.md"), "ok");
+        let packed = pack(&o, None, &t.out()).unwrap();
+        assert_eq!(packed.files, 1);
+        assert!(why_of(&packed, "docs").contains("a link"));
+        let (raw, entries) = read_back(&t.out());
+        readme_of(&entries, &packed);
+        assert!(!contains(&raw, b"SECRET-FOLDER-CONTENT"));
+    }
+
+    fn mkfifo(p: &Path) {
+        let c = CString::new(p.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    }
+
+    /// Run `f` on another thread; fail (rather than hang) after 20 s.
+    fn within_time<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(Duration::from_secs(20))
+            .expect("the packer hung")
+    }
+
+    #[test]
+    fn a_fifo_is_listed_and_does_not_hang() {
+        let t = Temp::new("fifo");
+        let o = t.outbox();
+        mkfifo(&o.join("pipe"));
+        write(&o.join("result.md"), "ok");
+        let (o2, out) = (o.clone(), t.out());
+        let packed = within_time(move || pack(&o2, None, &out)).unwrap();
+        assert_eq!(packed.files, 1);
+        assert!(why_of(&packed, "pipe").contains("a FIFO"));
+        let (_, entries) = read_back(&t.out());
+        readme_of(&entries, &packed);
+    }
+
+    #[test]
+    fn a_name_swapped_during_the_walk_is_refused() {
+        // The listing said "file" or "folder"; by the time it is opened the
+        // name is a link, or a FIFO: refused, never followed or read.
+        let t = Temp::new("swap");
+        let o = t.outbox();
+        let secret = t.0.join("secret");
+        write(&secret.join("s.txt"), "SWAPPED-SECRET");
+        symlink(secret.join("s.txt"), o.join("was-a-file")).unwrap();
+        symlink(&secret, o.join("was-a-folder")).unwrap();
+        mkfifo(&o.join("was-a-file-too"));
+        let staging = staging_file(&t.0).unwrap();
+        let dir = open_root(&o).unwrap();
+        let mut walk = Walk::new(LIMITS, staging);
+        let rel = Path::new("");
+        let run = |walk: &mut Walk, name: &str, ty| {
+            walk.entry(&dir, rel, OsStr::new(name), Some(ty), 0, true)
+                .unwrap()
+        };
+        run(&mut walk, "was-a-file", Type::File);
+        run(&mut walk, "was-a-folder", Type::Dir);
+        run(&mut walk, "was-a-file-too", Type::File);
+        assert_eq!(walk.files, 0);
+        assert_eq!(walk.staged_len, 0);
+        let packed = Packed {
+            files: 0,
+            bytes: 0,
+            left_out: walk.left_out.clone(),
+            left_out_unlisted: 0,
+        };
+        assert!(why_of(&packed, "was-a-file").contains("changed to a link"));
+        assert!(why_of(&packed, "was-a-folder").contains("changed during the walk"));
+        assert!(why_of(&packed, "was-a-file-too").contains("now a FIFO"));
+    }
+
+    #[test]
+    fn past_2000_files_the_rest_is_listed() {
+        let t = Temp::new("files");
+        let o = t.outbox();
+        for i in 0..=2000 {
+            fs::write(o.join(format!("f{i:04}")), i.to_string()).unwrap();
+        }
+        let packed = pack(&o, None, &t.out()).unwrap();
+        assert_eq!(packed.files, 2000);
+        assert_eq!(packed.left_out.len(), 1);
+        assert_eq!(
+            why_of(&packed, "f2000"),
+            "past the limit of 2,000 files: not read"
+        );
+        let (_, entries) = read_back(&t.out());
+        assert_eq!(entries.len(), 2001); // the README and 2,000 files
+        readme_of(&entries, &packed);
+        assert_eq!(entries[2000], ("f1999".to_string(), b"1999".to_vec()));
+    }
+
+    #[test]
+    fn a_file_of_101_mib_is_listed_and_not_read() {
+        let t = Temp::new("bytes");
+        let o = t.outbox();
+        // Sparse: 101 MiB to the file system, no disk used; refused on its
+        // size before a byte is read.
+        File::create(o.join("big.bin"))
+            .unwrap()
+            .set_len(101 * 1024 * 1024)
+            .unwrap();
+        write(&o.join("small.txt"), "small");
+        let packed = pack(&o, None, &t.out()).unwrap();
+        assert_eq!(packed.files, 1);
+        assert_eq!(
+            why_of(&packed, "big.bin"),
+            "105,906,176 bytes, past the limit of 100 MiB for the whole archive: not read"
+        );
+        let (_, entries) = read_back(&t.out());
+        readme_of(&entries, &packed);
+        assert_eq!(entries[1], ("small.txt".to_string(), b"small".to_vec()));
+    }
+
+    #[test]
+    fn the_byte_limit_is_for_the_whole_archive() {
+        // Small limits so that the test reads little: what fits is packed,
+        // a file that would go past the total is left out.
+        let t = Temp::new("total");
+        let o = t.outbox();
+        write(&o.join("a"), "123456");
+        write(&o.join("b"), "1234567");
+        write(&o.join("c"), "1234");
+        let limits = Limits {
+            bytes: 10,
+            ..LIMITS
+        };
+        let packed = pack_with(&o, None, &t.out(), &limits).unwrap();
+        assert_eq!((packed.files, packed.bytes), (2, 10));
+        assert!(why_of(&packed, "b").contains("past the limit of 10 bytes"));
+        let (_, entries) = read_back(&t.out());
+        readme_of(&entries, &packed);
+    }
+
+    #[test]
+    fn past_32_levels_nothing_is_read() {
+        let t = Temp::new("depth");
+        let o = t.outbox();
+        let mut level32 = o.clone();
+        for i in 1..=32 {
+            level32.push(format!("d{i:02}"));
+        }
+        write(&level32.join("ok.txt"), "at level 32");
+        write(&level32.join("d33/deep.txt"), "DEEP-SECRET");
+        let packed = pack(&o, None, &t.out()).unwrap();
+        assert_eq!(packed.files, 1);
+        let d33 = level32.join("d33");
+        let d33 = d33.strip_prefix(&o).unwrap().to_string_lossy();
+        assert_eq!(
+            why_of(&packed, &d33),
+            "a folder deeper than 32 levels: not looked into"
+        );
+        let (raw, entries) = read_back(&t.out());
+        readme_of(&entries, &packed);
+        assert!(entries[1].0.ends_with("d32/ok.txt"));
+        assert!(!contains(&raw, b"DEEP-SECRET"));
+    }
+
+    #[test]
+    fn only_packs_one_folder() {
+        let t = Temp::new("only");
+        let o = t.outbox();
+        write(&o.join("a/x.txt"), "x");
+        write(&o.join("a/b/y.txt"), "y");
+        write(&o.join("other.txt"), "OTHER");
+        let packed = pack(&o, Some(Path::new("./a/")), &t.out()).unwrap();
+        assert_eq!(packed.files, 2);
+        let (raw, entries) = read_back(&t.out());
+        readme_of(&entries, &packed);
+        let names: Vec<&str> = entries[1..].iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["a/b/y.txt", "a/x.txt"]);
+        assert!(!contains(&raw, b"OTHER"));
+    }
+
+    #[test]
+    fn only_refuses_dotdot_absolute_and_links() {
+        let t = Temp::new("only-bad");
+        let o = t.outbox();
+        let outside = t.0.join("x");
+        write(&outside.join("s.txt"), "OUTSIDE");
+        write(&o.join("real/inside.txt"), "in");
+        symlink(&outside, o.join("lnk")).unwrap();
+        symlink(&outside, o.join("real/lnk")).unwrap();
+        write(&o.join("file.txt"), "f");
+        let cases = [
+            ("../x", "`..` is not allowed"),
+            ("real/../../x", "`..` is not allowed"),
+            ("/etc", "not an absolute path"),
+            (".", "names no folder"),
+            ("lnk", "lnk is a link"),
+            ("lnk/sub", "lnk is a link"),
+            ("real/lnk", "real/lnk is a link"),
+            ("file.txt", "is a file, not a folder"),
+            ("missing", "missing is not in the outbox"),
+        ];
+        for (only, says) in cases {
+            let e = pack(&o, Some(Path::new(only)), &t.out()).unwrap_err();
+            assert_eq!(e.kind, Kind::BadInput, "{only}: {e}");
+            assert!(e.message.contains(says), "{only}: {e}");
+            assert!(!t.out().exists());
+        }
+        no_temp_files_left(&t);
+    }
+
+    #[test]
+    fn everything_left_out_is_an_error_that_lists_it() {
+        let t = Temp::new("all-out");
+        let o = t.outbox();
+        symlink("/etc/passwd", o.join("passwd")).unwrap();
+        let e = pack(&o, None, &t.out()).unwrap_err();
+        assert!(e.message.starts_with("nothing could be packed"), "{e}");
+        assert!(e.message.contains("\"passwd\" (a link"), "{e}");
+        assert!(!t.out().exists());
+    }
+
+    #[test]
+    fn names_cannot_forge_readme_lines() {
+        let t = Temp::new("names");
+        let o = t.outbox();
+        symlink("/etc/passwd", o.join("x\nNothing was left out.")).unwrap();
+        write(&o.join("r"), "r");
+        let packed = pack(&o, None, &t.out()).unwrap();
+        let (_, entries) = read_back(&t.out());
+        let readme = readme_of(&entries, &packed);
+        assert!(
+            !readme.lines().any(|l| l == "Nothing was left out."),
+            "{readme}"
+        );
+    }
+
+    #[test]
+    fn the_left_out_list_and_the_walk_are_bounded() {
+        let t = Temp::new("bounded");
+        let o = t.outbox();
+        write(&o.join("a-result"), "r");
+        fs::create_dir(o.join("sub")).unwrap();
+        for i in 0..10 {
+            symlink("/etc/passwd", o.join(format!("sub/l{i}"))).unwrap();
+        }
+        let limits = Limits {
+            names: 8,
+            listed: 3,
+            ..LIMITS
+        };
+        let packed = pack_with(&o, None, &t.out(), &limits).unwrap();
+        // 8 names looked at: the 3 at the top, then 5 of the 10 links; the
+        // 5 links and the folder cut short are left out, 3 of them listed.
+        assert_eq!(packed.files, 1);
+        assert_eq!(packed.left_out.len(), 3);
+        assert_eq!(packed.left_out_unlisted, 3);
+        let (_, entries) = read_back(&t.out());
+        let readme = readme_of(&entries, &packed);
+        assert!(readme.contains("and 3 more, not listed."), "{readme}");
+    }
+
+    #[test]
+    fn thousands_and_sizes() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(2000), "2,000");
+        assert_eq!(thousands(105_906_176), "105,906,176");
+        assert_eq!(size_text(MAX_BYTES), "100 MiB");
+        assert_eq!(size_text(10), "10 bytes");
+    }
+}

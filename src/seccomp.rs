@@ -1,0 +1,194 @@
+//! The seccomp profile of a sealed cage (seed, "Sealed cages": "no user
+//! namespaces: a seccomp profile (podman's default, with CLONE_NEWUSER
+//! refused) closes the door most container escapes go through").
+//!
+//! It is derived at run time from podman's own default profile, so it keeps
+//! whatever podman's packagers allow and refuse, with one change: `clone`
+//! and `unshare` are allowed only without CLONE_NEWUSER, and `clone3`
+//! answers ENOSYS. clone3 passes its flags in a struct in memory, which
+//! seccomp cannot look into; ENOSYS makes glibc and others fall back to
+//! `clone`, where the flag can be checked.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+
+/// Where podman's packages put the default profile, in the order looked at.
+pub const DEFAULT_PROFILES: [&str; 2] = [
+    "/usr/share/containers/seccomp.json",
+    "/etc/containers/seccomp.json",
+];
+
+/// CLONE_NEWUSER, from linux/sched.h.
+pub const CLONE_NEWUSER: u64 = 0x1000_0000;
+
+/// ENOSYS on x86_64 and arm64.
+const ENOSYS: u64 = 38;
+
+/// The syscalls whose rules are replaced.
+const REPLACED: [&str; 3] = ["clone", "clone3", "unshare"];
+
+/// The first default profile that exists; a clear error if none does.
+pub fn default_profile() -> Result<PathBuf> {
+    DEFAULT_PROFILES
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            Error::failed(format!(
+                "podman's default seccomp profile is not on this machine (looked at {}); \
+                 a sealed cage is derived from it: reinstall podman's containers-common package",
+                DEFAULT_PROFILES.join(", ")
+            ))
+        })
+}
+
+/// Read podman's default profile and derive the sealed one from it.
+pub fn sealed_from_file(path: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::failed(format!("reading {}: {e}", path.display())))?;
+    sealed(&text).map_err(|e| e.context(format!("the seccomp profile {}", path.display())))
+}
+
+/// Pure: podman's default profile (JSON text) -> the sealed profile.
+pub fn sealed(default_profile: &str) -> Result<String> {
+    let mut profile: Value = serde_json::from_str(default_profile)
+        .map_err(|e| Error::failed(format!("not a seccomp profile: {e}")))?;
+    let rules = profile
+        .get_mut("syscalls")
+        .and_then(Value::as_array_mut)
+        .ok_or_else(|| Error::failed("not a seccomp profile: it has no \"syscalls\" list"))?;
+    // Take the three syscalls out of every rule, whatever its condition, so
+    // that no other rule can allow them unconditionally.
+    for rule in rules.iter_mut() {
+        if let Some(names) = rule.get_mut("names").and_then(Value::as_array_mut) {
+            names.retain(|n| !n.as_str().is_some_and(|s| REPLACED.contains(&s)));
+        }
+    }
+    rules.retain(|rule| {
+        rule.get("names")
+            .and_then(Value::as_array)
+            .is_none_or(|n| !n.is_empty())
+    });
+    let without_newuser = |index: u64| {
+        json!([{
+            "index": index,
+            "value": CLONE_NEWUSER,
+            "valueTwo": 0,
+            "op": "SCMP_CMP_MASKED_EQ"
+        }])
+    };
+    rules.push(json!({
+        "names": ["clone"],
+        "action": "SCMP_ACT_ALLOW",
+        "args": without_newuser(0),
+        "comment": "shrooms-agent sealed cage: clone without CLONE_NEWUSER"
+    }));
+    rules.push(json!({
+        "names": ["unshare"],
+        "action": "SCMP_ACT_ALLOW",
+        "args": without_newuser(0),
+        "comment": "shrooms-agent sealed cage: unshare without CLONE_NEWUSER"
+    }));
+    rules.push(json!({
+        "names": ["clone3"],
+        "action": "SCMP_ACT_ERRNO",
+        "errnoRet": ENOSYS,
+        "comment": "shrooms-agent sealed cage: clone3 hides its flags; ENOSYS makes callers use clone"
+    }));
+    let mut text = serde_json::to_string_pretty(&profile)
+        .map_err(|e| Error::failed(format!("writing the seccomp profile: {e}")))?;
+    text.push('\n');
+    Ok(text)
+}
+
+/// A short hash of a profile's text, kept in the record so a later version
+/// can tell which profile a cage was made with.
+pub fn fingerprint(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(text.as_bytes());
+    digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PODMAN_LIKE: &str = r#"{
+        "defaultAction": "SCMP_ACT_ERRNO",
+        "defaultErrnoRet": 38,
+        "syscalls": [
+            {"names": ["read", "clone", "clone3", "setns", "unshare", "write"],
+             "action": "SCMP_ACT_ALLOW", "args": [], "includes": {}, "excludes": {}},
+            {"names": ["clone"], "action": "SCMP_ACT_ALLOW",
+             "includes": {"caps": ["CAP_SYS_ADMIN"]}},
+            {"names": ["mount"], "action": "SCMP_ACT_ALLOW",
+             "includes": {"caps": ["CAP_SYS_ADMIN"]}}
+        ]
+    }"#;
+
+    fn rules_for(profile: &Value, name: &str) -> Vec<Value> {
+        profile["syscalls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["names"].as_array().unwrap().iter().any(|n| n == name))
+            .cloned()
+            .collect()
+    }
+
+    #[test]
+    fn clone_and_unshare_only_without_newuser_and_clone3_enosys() {
+        let p: Value = serde_json::from_str(&sealed(PODMAN_LIKE).unwrap()).unwrap();
+        for name in ["clone", "unshare"] {
+            let rules = rules_for(&p, name);
+            assert_eq!(rules.len(), 1, "{name}: {rules:?}");
+            assert_eq!(rules[0]["action"], "SCMP_ACT_ALLOW");
+            assert_eq!(rules[0]["args"][0]["op"], "SCMP_CMP_MASKED_EQ");
+            assert_eq!(rules[0]["args"][0]["value"], CLONE_NEWUSER);
+            assert_eq!(rules[0]["args"][0]["valueTwo"], 0);
+            assert_eq!(rules[0]["args"][0]["index"], 0);
+        }
+        let c3 = rules_for(&p, "clone3");
+        assert_eq!(c3.len(), 1);
+        assert_eq!(c3[0]["action"], "SCMP_ACT_ERRNO");
+        assert_eq!(c3[0]["errnoRet"], 38);
+        // everything else is kept as it was
+        assert_eq!(rules_for(&p, "read").len(), 1);
+        assert_eq!(rules_for(&p, "setns").len(), 1);
+        assert_eq!(rules_for(&p, "mount").len(), 1);
+        assert_eq!(p["defaultAction"], "SCMP_ACT_ERRNO");
+        // the rule that only held clone is gone, not left empty
+        assert!(
+            p["syscalls"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|r| !r["names"].as_array().unwrap().is_empty())
+        );
+    }
+
+    #[test]
+    fn the_machines_own_profile_derives() {
+        // The real file of the installed podman (scripts/test installs it).
+        let path = default_profile().expect("podman's seccomp.json: run scripts/test");
+        let text = sealed_from_file(&path).unwrap();
+        let p: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(rules_for(&p, "clone").len(), 1);
+        assert_eq!(rules_for(&p, "clone3")[0]["action"], "SCMP_ACT_ERRNO");
+    }
+
+    #[test]
+    fn not_a_profile() {
+        assert!(sealed("[]").is_err());
+        assert!(sealed("{").is_err());
+    }
+
+    #[test]
+    fn fingerprints_differ() {
+        assert_ne!(fingerprint("a"), fingerprint("b"));
+        assert_eq!(fingerprint("a").len(), 12);
+    }
+}

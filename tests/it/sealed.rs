@@ -1,0 +1,522 @@
+//! End-to-end tests of sealed cages (issue 3), against real podman, checked
+//! from inside the cage: the internet and nothing local, its own login, no
+//! user namespaces, its outbox, and the refusals that make nothing.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::common::*;
+
+/// The token the tests give their machine.
+const TOKEN: &str = "sk-ant-oat01-test-token-for-sealed-cages";
+
+/// Write a 0600 token file in the world and return its path.
+fn token_file(w: &World) -> PathBuf {
+    let p = w.file("sealed-token", &format!("{TOKEN}\n"));
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
+    p
+}
+
+/// A sealed session of a world, made with the world's token.
+fn sealed_session(w: &World, base: &str) -> (String, PathBuf) {
+    let name = w.session(base);
+    let project = w.dir(&format!("projects/{name}"));
+    let token = token_file(w);
+    w.create(
+        &name,
+        &project,
+        &["--sealed", "--sealed-token", &token.to_string_lossy()],
+    );
+    (name, project)
+}
+
+/// The internet answers, the host's private address and the agent port do
+/// not, the cage's own loopback does, and root inside cannot change the
+/// network (seed: "the internet and nothing local ... root inside cannot
+/// remove it").
+#[test]
+fn sealed_cage_reaches_the_internet_and_nothing_local() {
+    let mut w = World::new();
+    let public = Listener::any();
+    let private = Listener::any();
+    let agent = Listener::any();
+    w.agent_port = agent.port;
+    w.write_config("");
+    let (name, _) = sealed_session(&w, "net");
+
+    // The same host listeners from an ordinary cage: all reachable but the
+    // agent port, so the refusals below are the sealed rules' doing.
+    let ordinary = w.session("plain");
+    let plain_dir = w.dir("plain");
+    w.create(&ordinary, &plain_dir, &[]);
+    let seen = w
+        .sh(
+            &ordinary,
+            &format!(
+                "{}; {}",
+                nc_probe(HOST_ADDR, public.port),
+                nc_probe(LAN_ADDR, private.port)
+            ),
+        )
+        .ok()
+        .stdout();
+    assert!(
+        seen.contains(&format!("CONNECTED-{}", public.port)),
+        "{seen}"
+    );
+    assert!(
+        seen.contains(&format!("CONNECTED-{}", private.port)),
+        "{seen}"
+    );
+
+    let script = format!(
+        "{}; {}; {}; {}; \
+         nc -ll -p 8089 -e /bin/echo hi & sleep 0.5; {}; \
+         ip addr add 10.9.9.9/32 dev lo 2>/dev/null && echo IP-CHANGED || echo IP-REFUSED; \
+         ip link set lo down 2>/dev/null && echo LINK-CHANGED || echo LINK-REFUSED",
+        nc_probe(HOST_ADDR, public.port),
+        nc_probe(LAN_ADDR, private.port),
+        nc_probe(HOST_ADDR, agent.port),
+        nc_probe(LAN_ADDR, agent.port),
+        nc_probe("127.0.0.1", 8089),
+    );
+    let out = w.sh(&name, &script).ok().stdout();
+    assert!(
+        out.contains(&format!("CONNECTED-{}", public.port)),
+        "the internet: {out}"
+    );
+    assert!(
+        out.contains(&format!("REFUSED-{}", private.port)),
+        "a private address of the host: {out}"
+    );
+    assert!(
+        !out.contains(&format!("CONNECTED-{}", agent.port)),
+        "the agent port: {out}"
+    );
+    assert!(out.contains("CONNECTED-8089"), "its own loopback: {out}");
+    assert!(out.contains("IP-REFUSED"), "{out}");
+    assert!(out.contains("LINK-REFUSED"), "{out}");
+}
+
+/// DNS goes to the public resolvers only: they are in resolv.conf, and port
+/// 53 of any other address, public or not, is refused.
+#[test]
+fn sealed_dns_goes_only_to_its_resolvers() {
+    let w = World::new();
+    // A "DNS server" on a public-range address of the host that is not one
+    // of the cage's resolvers.
+    let dns_port = 53;
+    let listener = std::net::TcpListener::bind((HOST_ADDR, dns_port));
+    let Ok(listener) = listener else {
+        panic!("cannot listen on {HOST_ADDR}:53 for the test: {listener:?}");
+    };
+    std::thread::spawn(move || for _s in listener.incoming() {});
+    let (name, _) = sealed_session(&w, "dns");
+    let ordinary = w.session("plaindns");
+    let d = w.dir("plaindns");
+    w.create(&ordinary, &d, &[]);
+    let plain = w
+        .sh(&ordinary, &nc_probe(HOST_ADDR, dns_port))
+        .ok()
+        .stdout();
+    assert!(plain.contains("CONNECTED-53"), "{plain}");
+
+    let out = w
+        .sh(
+            &name,
+            &format!("cat /etc/resolv.conf; {}", nc_probe(HOST_ADDR, dns_port)),
+        )
+        .ok()
+        .stdout();
+    assert!(out.contains("nameserver 1.1.1.1"), "{out}");
+    assert!(out.contains("nameserver 9.9.9.9"), "{out}");
+    assert!(out.contains("REFUSED-53"), "{out}");
+}
+
+/// No user namespaces in a sealed cage; an ordinary cage has them; ordinary
+/// programs, fork and threads still work in the sealed one.
+#[test]
+fn no_user_namespaces_in_a_sealed_cage() {
+    let w = World::new();
+    let (name, _) = sealed_session(&w, "userns");
+    let ordinary = w.session("plainns");
+    let d = w.dir("plainns");
+    w.create(&ordinary, &d, &[]);
+    let probe = "unshare -U true && echo USERNS-OK || echo USERNS-REFUSED";
+    let plain = w.sh(&ordinary, probe).ok().stdout();
+    assert!(plain.contains("USERNS-OK"), "ordinary cage: {plain}");
+    let sealed = w
+        .sh(
+            &name,
+            &format!(
+                "{probe}; (echo forked) & wait; sh -c 'echo child'; ls / >/dev/null && echo LS-OK"
+            ),
+        )
+        .ok()
+        .stdout();
+    assert!(sealed.contains("USERNS-REFUSED"), "sealed cage: {sealed}");
+    assert!(
+        sealed.contains("forked") && sealed.contains("child") && sealed.contains("LS-OK"),
+        "{sealed}"
+    );
+    // The profile the record names is the one podman was given.
+    let rec = w.record(&name);
+    let profile = rec["cage"]["sealed"]["seccomp_file"].as_str().unwrap();
+    let text = fs::read_to_string(profile).unwrap();
+    assert!(text.contains("CLONE_NEWUSER"), "{profile}");
+    assert_eq!(mode_of(Path::new(profile)), 0o600);
+}
+
+/// Its own login and nothing else: the token from the token file, none of
+/// the invoking environment (not even pass_env), none of the user's
+/// ~/.claude.
+#[test]
+fn sealed_environment_is_its_own_login_only() {
+    let w = World::new();
+    w.write_config("pass_env = [\"MY_CHOSEN\"]");
+    fs::create_dir_all(w.home.join(".claude")).unwrap();
+    fs::write(w.home.join(".claude/settings.json"), "{\"mine\": true}").unwrap();
+    let (name, _) = sealed_session(&w, "env");
+    let out = w
+        .run_env(
+            &[
+                "cage",
+                "exec",
+                &name,
+                "--",
+                "sh",
+                "-c",
+                "env; echo HOME-IS=$HOME; ls -a /root/.claude; \
+                 ls $HOME/.claude/settings.json 2>&1; cat /root/.claude/settings.json 2>&1; \
+                 test -d /outbox && echo OUTBOX-THERE",
+            ],
+            &[
+                ("FOO_API_KEY", "foo-secret-value"),
+                ("MY_CHOSEN", "chosen-value"),
+            ],
+        )
+        .ok()
+        .stdout();
+    assert!(
+        out.contains(&format!("CLAUDE_CODE_OAUTH_TOKEN={TOKEN}\n")),
+        "{out}"
+    );
+    assert!(out.contains("CLAUDE_CONFIG_DIR=/root/.claude"), "{out}");
+    assert!(out.contains("HOME-IS=/root"), "{out}");
+    assert!(out.contains("SHROOMS_OUTBOX=/outbox"), "{out}");
+    assert!(out.contains("IS_SANDBOX=1"), "{out}");
+    assert!(out.contains("LANG=C.UTF-8"), "{out}");
+    assert!(out.contains("OUTBOX-THERE"), "{out}");
+    assert!(!out.contains("foo-secret-value"), "{out}");
+    assert!(!out.contains("chosen-value"), "{out}");
+    assert!(!out.contains("\"mine\""), "{out}");
+    // The user's home is not there at all.
+    let home_probe = w
+        .sh(
+            &name,
+            &format!("ls {} 2>&1 || echo NO-HOME", w.home.display()),
+        )
+        .ok()
+        .stdout();
+    assert!(home_probe.contains("NO-HOME"), "{home_probe}");
+}
+
+/// The marks: a label, `sealed` in ls and show, and the record of the rules
+/// and profile it was made with.
+#[test]
+fn sealed_cages_are_marked() {
+    let w = World::new();
+    let (name, _) = sealed_session(&w, "mark");
+    let container = w.container(&name);
+    let out = w.podman(&[
+        "inspect",
+        "--format",
+        "{{index .Config.Labels \"xyz.vpavlin.shrooms.sealed\"}}",
+        &container,
+    ]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "true");
+    let ls = w.run(&["cage", "ls", "--json"]).ok().json();
+    let row = ls["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["session"] == name.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(row["sealed"], true);
+    let text = w.run(&["cage", "ls"]).ok().stdout();
+    assert!(
+        text.lines()
+            .any(|l| l.contains(&name) && l.contains("sealed")),
+        "{text}"
+    );
+    let show = w.run(&["cage", "show", &name, "--json"]).ok().json();
+    assert_eq!(show["cage"]["sealed"]["rules"], "shrooms_sealed v1");
+    assert_eq!(show["cage"]["sealed"]["dns"][0], "1.1.1.1");
+    assert!(show["cage"]["sealed"]["seccomp"].as_str().unwrap().len() == 12);
+    let show_text = w.run(&["cage", "show", &name]).ok().stdout();
+    assert!(show_text.contains("sealed    yes"), "{show_text}");
+}
+
+/// The outbox: made at creation, 0700, with its README; what the cage
+/// writes to /outbox lands there and packs; only its own uploads are seen.
+#[test]
+fn the_outbox_and_its_own_uploads() {
+    let w = World::new();
+    let (name, _) = sealed_session(&w, "outbox");
+    let outbox = w.home.join("shrooms-outbox").join(&name);
+    assert_eq!(mode_of(&outbox), 0o700);
+    let readme = fs::read_to_string(outbox.join("README-UNTRUSTED.txt")).unwrap();
+    assert!(readme.to_lowercase().contains("untrusted"), "{readme}");
+    // Another session's uploads must not be visible.
+    let other_uploads = w.state.join("uploads").join("someone-else");
+    fs::create_dir_all(&other_uploads).unwrap();
+    fs::write(other_uploads.join("theirs.txt"), "theirs").unwrap();
+    let own = w.state.join("uploads").join(&name);
+    let out = w
+        .sh(
+            &name,
+            &format!(
+                "mkdir -p /outbox/review && echo 'looks fine' > /outbox/review/notes.md; \
+                 ls {} 2>&1 || true; ls {} >/dev/null 2>&1 && echo OWN-UPLOADS",
+                other_uploads.display(),
+                own.display()
+            ),
+        )
+        .ok()
+        .stdout();
+    assert!(!out.contains("theirs.txt"), "{out}");
+    assert!(out.contains("OWN-UPLOADS"), "{out}");
+    assert_eq!(
+        fs::read_to_string(outbox.join("review/notes.md")).unwrap(),
+        "looks fine\n"
+    );
+    let archive = w.root.join("out.tar.gz");
+    let packed = w
+        .run(&[
+            "outbox",
+            "pack",
+            &name,
+            "-o",
+            &archive.to_string_lossy(),
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert!(packed["files"].as_u64().unwrap() >= 1, "{packed}");
+    let list = std::process::Command::new("tar")
+        .args(["-tzf", &archive.to_string_lossy()])
+        .output()
+        .unwrap();
+    let names = String::from_utf8_lossy(&list.stdout);
+    assert!(names.contains("review/notes.md"), "{names}");
+    assert!(names.contains("README-UNTRUSTED.txt"), "{names}");
+    // An ordinary session has no outbox.
+    let plain = w.session("plainbox");
+    let d = w.dir("plainbox");
+    w.create(&plain, &d, &[]);
+    let r = w.run(&["outbox", "pack", &plain, "-o", &archive.to_string_lossy()]);
+    let r = r.code_is(2);
+    assert!(r.stderr().contains("not sealed"), "{}", r.explain());
+}
+
+/// Refusals: each exits 2 and makes nothing (no container, no record).
+#[test]
+fn sealed_refusals_make_nothing() {
+    let w = World::new();
+    let token = token_file(&w);
+    let tok = token.to_string_lossy().into_owned();
+    let project = w.dir("proj");
+    let with_ssh = w.dir("withssh/.ssh").parent().unwrap().to_path_buf();
+    let link_to_home = w.root.join("link-to-home");
+    std::os::unix::fs::symlink(&w.home, &link_to_home).unwrap();
+    let loose = w.file("loose-token", TOKEN);
+    fs::set_permissions(&loose, fs::Permissions::from_mode(0o640)).unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![
+                w.home.to_string_lossy().into(),
+                "--sealed-token".into(),
+                tok.clone(),
+            ],
+            "home directory",
+        ),
+        (
+            vec!["/".into(), "--sealed-token".into(), tok.clone()],
+            "holds your home",
+        ),
+        (
+            vec![
+                with_ssh.to_string_lossy().into(),
+                "--sealed-token".into(),
+                tok.clone(),
+            ],
+            ".ssh",
+        ),
+        (
+            vec![
+                link_to_home.to_string_lossy().into(),
+                "--sealed-token".into(),
+                tok.clone(),
+            ],
+            "home directory",
+        ),
+        (
+            vec![
+                project.to_string_lossy().into(),
+                "--sealed-token".into(),
+                tok.clone(),
+                "--harness".into(),
+                "pi".into(),
+            ],
+            "Claude Code only",
+        ),
+        (
+            vec![
+                project.to_string_lossy().into(),
+                "--sealed-token".into(),
+                loose.to_string_lossy().into(),
+            ],
+            "chmod 600",
+        ),
+        (
+            vec![
+                project.to_string_lossy().into(),
+                "--sealed-token".into(),
+                w.root.join("no-such-token").to_string_lossy().into(),
+            ],
+            "claude setup-token",
+        ),
+        // No flag and no config: the state folder's sealed-claude-token, absent.
+        (
+            vec![project.to_string_lossy().into()],
+            "sealed-claude-token",
+        ),
+    ];
+    for (args, says) in cases {
+        let name = w.session("refused");
+        let mut all: Vec<&str> = vec!["cage", "create", &name, "--sealed", "--dir"];
+        all.extend(args.iter().map(String::as_str));
+        let r = w.run(&all).code_is(2);
+        assert!(
+            r.stderr().contains(says),
+            "expected {says:?}:\n{}",
+            r.explain()
+        );
+        assert!(w.containers_of(&name).is_empty(), "{}", r.explain());
+        assert!(!w.record_path(&name).exists(), "{}", r.explain());
+    }
+}
+
+/// The default token location works once the token is there (seed,
+/// "Giving a machine its sealed token, once").
+#[test]
+fn the_machines_token_in_the_state_folder() {
+    let w = World::new();
+    fs::create_dir_all(&w.state).unwrap();
+    let p = w.state.join("sealed-claude-token");
+    fs::write(&p, "state-folder-token\n").unwrap();
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
+    let name = w.session("deftoken");
+    let d = w.dir("deftoken");
+    w.create(&name, &d, &["--sealed"]);
+    let out = w.sh(&name, "echo T=$CLAUDE_CODE_OAUTH_TOKEN").ok().stdout();
+    assert!(out.contains("T=state-folder-token"), "{out}");
+}
+
+/// Rootless too: the sealed rules go in through `podman unshare`, the
+/// internet answers and a private address of the host does not, while an
+/// ordinary rootless cage reaches it.
+#[test]
+fn sealed_cage_rootless() {
+    let w = World::rootless();
+    let public = Listener::any();
+    let (name, _) = sealed_session(&w, "rootless");
+    let ordinary = w.session("plainrl");
+    let d = w.dir("plainrl");
+    w.create(&ordinary, &d, &[]);
+    let plain = w
+        .sh(&ordinary, &nc_probe(LAN_ADDR, public.port))
+        .ok()
+        .stdout();
+    assert!(
+        plain.contains(&format!("CONNECTED-{}", public.port)),
+        "{plain}"
+    );
+    let out = w
+        .sh(
+            &name,
+            &format!(
+                "{}; {}; unshare -U true && echo USERNS-OK || echo USERNS-REFUSED",
+                nc_probe(HOST_ADDR, public.port),
+                nc_probe(LAN_ADDR, public.port)
+            ),
+        )
+        .ok()
+        .stdout();
+    assert!(out.contains(&format!("CONNECTED-{}", public.port)), "{out}");
+    assert!(out.contains(&format!("REFUSED-{}", public.port)), "{out}");
+    assert!(out.contains("USERNS-REFUSED"), "{out}");
+}
+
+/// Its conversation only: `--conversation ID` copies that transcript and
+/// the folder beside it into the sealed config folder, and no other.
+#[test]
+fn a_sealed_cage_gets_its_own_conversation_only() {
+    let w = World::new();
+    let name = w.session("conv");
+    let project = w.dir(&format!("projects/{name}"));
+    let folder: String = project
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let host_conv = w.home.join(".claude/projects").join(&folder);
+    fs::create_dir_all(host_conv.join("abc-123/subagents")).unwrap();
+    fs::write(host_conv.join("abc-123.jsonl"), "{\"mine\":1}\n").unwrap();
+    fs::write(host_conv.join("abc-123/subagents/agent-a.jsonl"), "sub\n").unwrap();
+    fs::write(host_conv.join("other-456.jsonl"), "{\"other\":1}\n").unwrap();
+    let token = token_file(&w);
+    let tok = token.to_string_lossy().into_owned();
+    let p = project.to_string_lossy().into_owned();
+    // A wrong id makes nothing.
+    let bad = w.session("convbad");
+    w.run(&[
+        "cage",
+        "create",
+        &bad,
+        "--dir",
+        &p,
+        "--sealed",
+        "--sealed-token",
+        &tok,
+        "--conversation",
+        "nope",
+    ])
+    .code_is(2);
+    assert!(w.containers_of(&bad).is_empty());
+    w.create(
+        &name,
+        &project,
+        &[
+            "--sealed",
+            "--sealed-token",
+            &tok,
+            "--conversation",
+            "abc-123",
+        ],
+    );
+    let inside = format!("/root/.claude/projects/{folder}");
+    let out = w
+        .sh(
+            &name,
+            &format!(
+                "cat {inside}/abc-123.jsonl {inside}/abc-123/subagents/agent-a.jsonl; ls {inside}"
+            ),
+        )
+        .ok()
+        .stdout();
+    assert!(out.contains("{\"mine\":1}") && out.contains("sub"), "{out}");
+    assert!(!out.contains("other-456"), "{out}");
+}
