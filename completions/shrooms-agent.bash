@@ -31,6 +31,9 @@ _shrooms__agent() {
             shrooms__agent,man)
                 cmd="shrooms__agent__subcmd__man"
                 ;;
+            shrooms__agent,outbox)
+                cmd="shrooms__agent__subcmd__outbox"
+                ;;
             shrooms__agent__subcmd__cage,create)
                 cmd="shrooms__agent__subcmd__cage__subcmd__create"
                 ;;
@@ -106,6 +109,9 @@ _shrooms__agent() {
             shrooms__agent__subcmd__help,man)
                 cmd="shrooms__agent__subcmd__help__subcmd__man"
                 ;;
+            shrooms__agent__subcmd__help,outbox)
+                cmd="shrooms__agent__subcmd__help__subcmd__outbox"
+                ;;
             shrooms__agent__subcmd__help__subcmd__cage,create)
                 cmd="shrooms__agent__subcmd__help__subcmd__cage__subcmd__create"
                 ;;
@@ -133,6 +139,21 @@ _shrooms__agent() {
             shrooms__agent__subcmd__help__subcmd__cage,stop)
                 cmd="shrooms__agent__subcmd__help__subcmd__cage__subcmd__stop"
                 ;;
+            shrooms__agent__subcmd__help__subcmd__outbox,pack)
+                cmd="shrooms__agent__subcmd__help__subcmd__outbox__subcmd__pack"
+                ;;
+            shrooms__agent__subcmd__outbox,help)
+                cmd="shrooms__agent__subcmd__outbox__subcmd__help"
+                ;;
+            shrooms__agent__subcmd__outbox,pack)
+                cmd="shrooms__agent__subcmd__outbox__subcmd__pack"
+                ;;
+            shrooms__agent__subcmd__outbox__subcmd__help,help)
+                cmd="shrooms__agent__subcmd__outbox__subcmd__help__subcmd__help"
+                ;;
+            shrooms__agent__subcmd__outbox__subcmd__help,pack)
+                cmd="shrooms__agent__subcmd__outbox__subcmd__help__subcmd__pack"
+                ;;
             *)
                 ;;
         esac
@@ -140,7 +161,7 @@ _shrooms__agent() {
 
     case "${cmd}" in
         shrooms__agent)
-            opts="-h -V --json --help --version cage doctor completions man help"
+            opts="-h -V --json --help --version cage doctor outbox completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -168,7 +189,7 @@ _shrooms__agent() {
             return 0
             ;;
         shrooms__subcmd__agent__subcmd__cage__subcmd__create)
-            opts="-h --dir --harness --image --dry-run --json --help"
+            opts="-h --dir --harness --image --dry-run --sealed --sealed-token --conversation --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -183,6 +204,14 @@ _shrooms__agent() {
                     return 0
                     ;;
                 --image)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sealed-token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --conversation)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -488,7 +517,7 @@ _shrooms__agent() {
             return 0
             ;;
         shrooms__subcmd__agent__subcmd__help)
-            opts="cage doctor completions man help"
+            opts="cage doctor outbox completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -697,6 +726,34 @@ _shrooms__agent() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__outbox)
+            opts="pack"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__outbox__subcmd__pack)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         shrooms__subcmd__agent__subcmd__man)
             opts="-h --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -704,6 +761,88 @@ _shrooms__agent() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__outbox)
+            opts="-h --json --help pack help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__outbox__subcmd__help)
+            opts="pack help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__outbox__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__outbox__subcmd__help__subcmd__pack)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__outbox__subcmd__pack)
+            opts="-o -h --output --only --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --only)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
