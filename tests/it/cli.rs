@@ -7,12 +7,21 @@ use crate::common::*;
 fn completions_and_man_page_are_current() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     for (args, file) in [
-        (vec!["completions", "bash"], "completions/shrooms-agent.bash"),
+        (
+            vec!["completions", "bash"],
+            "completions/shrooms-agent.bash",
+        ),
         (vec!["completions", "zsh"], "completions/_shrooms-agent"),
-        (vec!["completions", "fish"], "completions/shrooms-agent.fish"),
+        (
+            vec!["completions", "fish"],
+            "completions/shrooms-agent.fish",
+        ),
         (vec!["man"], "man/shrooms-agent.1"),
     ] {
-        let out = std::process::Command::new(bin()).args(&args).output().unwrap();
+        let out = std::process::Command::new(bin())
+            .args(&args)
+            .output()
+            .unwrap();
         assert!(out.status.success());
         let committed = std::fs::read(root.join(file)).unwrap_or_default();
         assert!(
