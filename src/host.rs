@@ -145,23 +145,26 @@ pub fn limits_support(rootless: bool, cgroup_v2: bool, controllers: &[String]) -
 }
 
 /// Pure: which network a cage gets (issue 2, "Network"). `auto` is pasta
-/// with the cage's own address where podman has it (4.4+) and passt is
-/// installed; otherwise slirp4netns when rootless, podman's bridge as root.
+/// with the cage's own address where podman has it (4.4+), passt is
+/// installed and podman is rootless; otherwise slirp4netns when rootless,
+/// podman's bridge as root. podman refuses pasta as root ("pasta networking
+/// is only supported for rootless mode", podman #17840, seen on 5.4.2).
 pub fn choose_network(
     choice: NetworkChoice,
     version: Version,
     rootless: bool,
     pasta_installed: bool,
 ) -> Result<Network> {
-    let pasta_ok = version >= PASTA_SINCE && pasta_installed;
+    let pasta_ok = version >= PASTA_SINCE && pasta_installed && rootless;
     match choice {
         NetworkChoice::Auto if pasta_ok => Ok(Network::Pasta),
         NetworkChoice::Auto if rootless => Ok(Network::Slirp4netns),
         NetworkChoice::Auto => Ok(Network::Bridge),
         NetworkChoice::Pasta if pasta_ok => Ok(Network::Pasta),
         NetworkChoice::Pasta => Err(Error::bad_input(format!(
-            "network = \"pasta\" needs podman {PASTA_SINCE} or later and pasta (the passt package); \
-             this machine has podman {version}{}: set network = \"auto\"",
+            "network = \"pasta\" needs rootless podman {PASTA_SINCE} or later and pasta (the passt \
+             package); this machine has {} podman {version}{}: set network = \"auto\"",
+            if rootless { "rootless" } else { "rootful" },
             if pasta_installed { "" } else { " and no pasta" }
         ))),
         NetworkChoice::Slirp4netns => Ok(Network::Slirp4netns),
@@ -212,7 +215,7 @@ mod tests {
         );
         assert_eq!(
             choose_network(Auto, v54, false, true).unwrap(),
-            Network::Pasta
+            Network::Bridge
         );
         assert_eq!(
             choose_network(Auto, v54, true, false).unwrap(),
@@ -236,6 +239,11 @@ mod tests {
         );
         let e = choose_network(Pasta, v43, true, true).unwrap_err();
         assert!(e.message.contains("podman 4.4.0 or later"), "{}", e.message);
+        assert!(choose_network(Pasta, v54, false, true).is_err());
+        assert_eq!(
+            choose_network(Pasta, v54, true, true).unwrap(),
+            Network::Pasta
+        );
     }
 
     #[test]

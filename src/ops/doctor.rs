@@ -206,8 +206,9 @@ fn network_check(host: &Host, choice: NetworkChoice) -> Check {
                     "pasta with the cage's own address fd5e:ca9e:1::2".to_string()
                 }
                 (NetworkChoice::Auto, _) => format!(
-                    "{} (pasta needs podman {PASTA_SINCE} or later and the passt package; this podman is {}{})",
+                    "{} (pasta needs rootless podman {PASTA_SINCE} or later and the passt package; this is {} podman {}{})",
                     n.name(),
+                    if host.rootless { "rootless" } else { "rootful" },
                     host.version,
                     if host.pasta.is_some() {
                         ""

@@ -1,3 +1,833 @@
-//! End-to-end tests of ordinary cages, as root, against real podman.
+//! End-to-end tests of ordinary cages, as root, against real podman (issue
+//! 2, points 3 to 8). One test per promise; each looks at what really
+//! happened (podman's state, files on the host, what a command inside saw).
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::common::*;
+
+/// A rootful world that shares root's podman with the other tests.
+fn world() -> World {
+    World::new()
+}
+
+/// A rootful world that has root's podman to itself (see `World::alone`).
+fn world_alone() -> World {
+    World::alone()
+}
+
+/// A project folder in the world, as its canonical path.
+fn project(w: &World, rel: &str) -> PathBuf {
+    fs::canonicalize(w.dir(rel)).unwrap()
+}
+
+/// A session of the world with a project folder, created.
+fn created(w: &World, base: &str) -> (String, PathBuf) {
+    let name = w.session(base);
+    let dir = project(w, &format!("{base}-project"));
+    w.create(&name, &dir, &[]);
+    (name, dir)
+}
+
+/// Claude Code's folder name for a project, written out again here from its
+/// rule (every character but an ASCII letter or digit becomes `-`), so the
+/// test does not just repeat the code under test.
+fn claude_folder(dir: &Path) -> String {
+    dir.to_str()
+        .unwrap()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}
+
+fn s(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+/// Promise 1: create makes a labelled, named container that is made but not
+/// started, and a record; ls and show list it; exec, stop and start work;
+/// rm removes the container, the env file, the private folders and the record.
+#[test]
+fn create_ls_show_exec_stop_start_rm() {
+    let w = world();
+    let name = w.session("life");
+    let dir = project(&w, "project");
+    w.create(&name, &dir, &[]);
+
+    let mine: Vec<_> = labelled_containers(None)
+        .into_iter()
+        .filter(|(_, session, _)| *session == name)
+        .collect();
+    assert_eq!(mine.len(), 1, "one container labelled {name}: {mine:?}");
+    let (container, _, state) = &mine[0];
+    assert_eq!(state, "created", "made, not started");
+    let hex = container
+        .strip_prefix(&format!("shrooms-{name}-"))
+        .unwrap_or_else(|| panic!("{container} is not shrooms-{name}-<hex>"));
+    assert!(
+        hex.len() == 6
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+        "{container}: not 6 hex digits at the end"
+    );
+    assert!(w.record_path(&name).is_file());
+    assert_eq!(&w.container(&name), container);
+
+    let ls = w.run(&["cage", "ls"]).ok();
+    let row = ls
+        .stdout()
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name.as_str()))
+        .map(str::to_string)
+        .unwrap_or_else(|| panic!("cage ls does not list {name}:\n{}", ls.explain()));
+    assert!(
+        row.contains(container.as_str()) && row.contains("created"),
+        "{row}"
+    );
+
+    let ls = w.run(&["cage", "ls", "--json"]).ok().json();
+    let row = ls["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["session"] == name.as_str())
+        .unwrap_or_else(|| panic!("cage ls --json does not list {name}: {ls:#}"));
+    assert_eq!(row["container"], container.as_str());
+    assert_eq!(row["state"], "created");
+    assert_eq!(row["dir"], s(&dir).as_str());
+    assert!(
+        !ls["leftovers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["container"] == container.as_str()),
+        "its own container is listed as a leftover: {ls:#}"
+    );
+
+    let show = w.run(&["cage", "show", &name, "--json"]).ok().json();
+    assert_eq!(show["state"], "created");
+    let argv: Vec<&str> = show["cage"]["create_argv"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no argv in cage show: {show:#}"))
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(argv[0], "create");
+    let label = format!("xyz.vpavlin.shrooms.session={name}");
+    assert!(
+        argv.windows(2).any(|p| p == ["--name", container.as_str()]),
+        "{argv:?}"
+    );
+    assert!(
+        argv.windows(2).any(|p| p == ["--label", label.as_str()]),
+        "{argv:?}"
+    );
+    assert!(argv.ends_with(&[IMAGE, "sleep", "infinity"]), "{argv:?}");
+
+    let r = w
+        .sh(&name, "echo \"in $SHROOMS_AGENT_SESSION at $(pwd)\"")
+        .ok();
+    assert_eq!(r.stdout().trim(), format!("in {name} at {}", dir.display()));
+    assert_ne!(
+        w.container_state(container).as_deref(),
+        Some("running"),
+        "exec stops the cage"
+    );
+
+    w.run(&["cage", "start", &name]).ok();
+    assert_eq!(w.container_state(container).as_deref(), Some("running"));
+    let show = w.run(&["cage", "show", &name, "--json"]).ok().json();
+    assert_eq!(show["state"], "running");
+    assert_eq!(show["running"], true);
+
+    w.run(&["cage", "stop", &name]).ok();
+    let stopped = w.container_state(container);
+    assert!(
+        stopped.is_some() && stopped.as_deref() != Some("running"),
+        "{stopped:?}"
+    );
+
+    w.run(&["cage", "start", &name]).ok();
+    assert_eq!(w.container_state(container).as_deref(), Some("running"));
+
+    let env_file = w.state.join("cages").join(format!("{container}.env"));
+    let private = w.state.join("cages").join(container);
+    assert!(env_file.is_file(), "exec wrote no env file");
+    assert!(private.is_dir(), "no private folder {}", private.display());
+    w.run(&["cage", "rm", &name]).ok();
+    assert!(
+        !w.container_exists(container),
+        "the container is still there"
+    );
+    assert!(!env_file.exists(), "the env file is still there");
+    assert!(!private.exists(), "the private folder is still there");
+    assert!(!w.record_path(&name).exists(), "the record is still there");
+    let ls = w.run(&["cage", "ls", "--json"]).ok().json();
+    assert!(
+        !ls["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["session"] == name.as_str()),
+        "{ls:#}"
+    );
+}
+
+/// Promise 2: the project is mounted read-write at its own path: what the
+/// host put there is seen inside, and a file written inside lands on the host.
+#[test]
+fn the_project_is_writable_and_lands_on_the_host() {
+    let w = world();
+    let (name, dir) = created(&w, "proj");
+    fs::write(dir.join("from-host.txt"), "put there by the host\n").unwrap();
+    let inside = dir.join("from-cage.txt");
+    let r = w
+        .sh(
+            &name,
+            &format!(
+                "cat from-host.txt && echo \"written in {name}\" > {}",
+                inside.display()
+            ),
+        )
+        .ok();
+    assert_eq!(r.stdout(), "put there by the host\n");
+    assert_eq!(
+        fs::read_to_string(&inside).unwrap_or_else(|e| panic!("{}: {e}", inside.display())),
+        format!("written in {name}\n")
+    );
+}
+
+/// Promise 3: of the home directory the cage sees only its private
+/// ~/.claude: no ~/.ssh, no other project's conversations, no history.jsonl;
+/// its own project's conversation folder is there, writable, and shared
+/// with the host.
+#[test]
+fn the_home_directory_is_hidden_but_the_projects_conversations() {
+    let w = world();
+    w.file(
+        "home/.ssh/id_ed25519",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\n",
+    );
+    w.file(
+        "home/.claude/projects/-other-project/x.jsonl",
+        "{\"other\":true}\n",
+    );
+    w.file(
+        "home/.claude/history.jsonl",
+        "{\"display\":\"secret prompt\"}\n",
+    );
+    let name = w.session("home");
+    let dir = project(&w, "home-project");
+    let conv = w.home.join(".claude/projects").join(claude_folder(&dir));
+    fs::create_dir_all(&conv).unwrap();
+    fs::write(conv.join("earlier.jsonl"), "{\"earlier\":true}\n").unwrap();
+    w.create(&name, &dir, &[]);
+
+    let h = s(&w.home);
+    let c = s(&conv);
+    let script = format!(
+        "for p in {h}/.ssh {h}/.ssh/id_ed25519 {h}/.claude/projects/-other-project \
+         {h}/.claude/projects/-other-project/x.jsonl {h}/.claude/history.jsonl; do \
+           if test -e $p; then echo PRESENT $p; fi; done; \
+         echo HOME-HAS $(ls -A {h}); \
+         cat {c}/earlier.jsonl; \
+         echo '{{\"new\":true}}' > {c}/new.jsonl && echo WROTE"
+    );
+    let r = w.sh(&name, &script).ok();
+    let out = r.stdout();
+    assert!(!out.contains("PRESENT"), "seen inside:\n{}", r.explain());
+    assert!(
+        out.contains("HOME-HAS .claude\n"),
+        "the home holds more than .claude:\n{}",
+        r.explain()
+    );
+    assert!(
+        out.contains("{\"earlier\":true}"),
+        "its conversations are not there:\n{}",
+        r.explain()
+    );
+    assert!(out.contains("WROTE"), "{}", r.explain());
+    assert_eq!(
+        fs::read_to_string(conv.join("new.jsonl")).unwrap(),
+        "{\"new\":true}\n"
+    );
+    // The host's own files stayed as they were.
+    assert!(w.home.join(".ssh/id_ed25519").exists());
+    assert!(w.home.join(".claude/history.jsonl").exists());
+}
+
+/// Promise 4: the harness's host code (settings.json, hooks/) is visible
+/// inside, and read-only: writing fails and the host files are unchanged.
+#[test]
+fn host_code_files_are_read_only() {
+    let w = world();
+    let settings = w.file("home/.claude/settings.json", "{\"hooks\":{}}\n");
+    let hook = w.file("home/.claude/hooks/guard.sh", "#!/bin/sh\nexit 0\n");
+    let (name, _) = created(&w, "ro");
+    let (st, hk) = (s(&settings), s(&hook));
+    let hooks = s(hook.parent().unwrap());
+    let script = format!(
+        "cat {st}; cat {hk}; \
+         echo '{{\"hooks\":\"planted\"}}' > {st} && echo WROTE-SETTINGS; \
+         echo 'curl evil' >> {hk} && echo WROTE-HOOK; \
+         touch {hooks}/planted.sh && echo PLANTED; \
+         rm -f {st} 2>/dev/null; test -e {st} || echo REMOVED; \
+         true"
+    );
+    let r = w.sh(&name, &script).ok();
+    let out = r.stdout();
+    assert!(
+        out.starts_with("{\"hooks\":{}}\n#!/bin/sh\nexit 0\n"),
+        "the files are not visible inside:\n{}",
+        r.explain()
+    );
+    for bad in ["WROTE-SETTINGS", "WROTE-HOOK", "PLANTED", "REMOVED"] {
+        assert!(!out.contains(bad), "{bad}:\n{}", r.explain());
+    }
+    assert!(
+        r.stderr().contains("Read-only file system"),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(fs::read_to_string(&settings).unwrap(), "{\"hooks\":{}}\n");
+    assert_eq!(fs::read_to_string(&hook).unwrap(), "#!/bin/sh\nexit 0\n");
+    assert!(!hook.with_file_name("planted.sh").exists());
+}
+
+/// Promise 5: a secret in the caller's environment does not reach the cage,
+/// a variable named in pass_env does, and neither value stands on any
+/// process's command line while the exec runs.
+#[test]
+fn secrets_stay_out_and_no_value_is_on_a_command_line() {
+    let w = world();
+    w.write_config("pass_env = [\"MY_CHOSEN_VAR\"]");
+    let (name, dir) = created(&w, "env");
+    let container = w.container(&name);
+    let secret = format!("sk-test-secret-{}-{}", std::process::id(), w.agent_port);
+    let chosen = format!("chosen-value-{}-{}", std::process::id(), w.agent_port);
+    let env = [
+        ("FOO_API_KEY", secret.as_str()),
+        ("MY_CHOSEN_VAR", chosen.as_str()),
+    ];
+
+    let r = w.run_env(&["cage", "exec", &name, "--", "env"], &env).ok();
+    let out = r.stdout();
+    assert!(
+        !out.contains("FOO_API_KEY") && !out.contains(&secret),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        out.lines().any(|l| l == format!("MY_CHOSEN_VAR={chosen}")),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        out.lines()
+            .any(|l| l == format!("SHROOMS_AGENT_SESSION={name}")),
+        "{}",
+        r.explain()
+    );
+
+    let started = dir.join("exec-started");
+    let script = format!("touch {}; sleep 3", started.display());
+    let child = w.spawn_env(&["cage", "exec", &name, "--", "sh", "-c", &script], &env);
+    assert!(
+        wait_for_path(&started, Duration::from_secs(30)),
+        "the exec did not start"
+    );
+    // The scan sees the running podman exec's own command line...
+    let execs = cmdlines_containing(&container);
+    assert!(
+        execs.iter().any(|(_, c)| c.contains("--env-file")),
+        "no podman exec of {container} among {} processes: {execs:?}",
+        cmdline_count()
+    );
+    // ... and no value of the environment on any command line.
+    for _ in 0..5 {
+        assert_eq!(
+            cmdlines_containing(&secret),
+            vec![],
+            "the secret is on a command line"
+        );
+        assert_eq!(
+            cmdlines_containing(&chosen),
+            vec![],
+            "a pass_env value is on a command line"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    finish("cage exec (sleep 3)", child).ok();
+}
+
+/// Promise 6: the env file is 0600 in a 0700 folder.
+#[test]
+fn the_env_file_is_private() {
+    let w = world();
+    let (name, _) = created(&w, "mode");
+    let container = w.container(&name);
+    w.sh(&name, "true").ok();
+    let env_file = w.state.join("cages").join(format!("{container}.env"));
+    let text = fs::read_to_string(&env_file).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l == format!("SHROOMS_AGENT_SESSION={name}")),
+        "{text}"
+    );
+    assert_eq!(mode_of(&env_file), 0o600, "{}", env_file.display());
+    assert_eq!(mode_of(env_file.parent().unwrap()), 0o700);
+    assert_eq!(mode_of(&w.state), 0o700);
+}
+
+/// Promise 7: the host's agent port is reachable from a plain container but
+/// refused from a cage, also after a stop and a new start (a new network
+/// namespace); another port stays reachable from the cage.
+#[test]
+fn the_agent_port_is_closed_in_the_cage_only() {
+    let w = world();
+    let _agent = Listener::on(w.agent_port);
+    let other = Listener::any();
+    let (name, _) = created(&w, "port");
+    let container = w.container(&name);
+
+    let plain = w.podman(&[
+        "run",
+        "--rm",
+        "--network",
+        "bridge",
+        IMAGE,
+        "sh",
+        "-c",
+        &nc_probe(HOST_ADDR, w.agent_port),
+    ]);
+    let plain_out = String::from_utf8_lossy(&plain.stdout);
+    assert!(
+        plain_out.contains(&format!("CONNECTED-{}", w.agent_port)),
+        "a plain container does not reach the listener, so the test proves nothing:\n{}",
+        show_output(&plain)
+    );
+
+    // nc's own message tells "refused" (the rule's reset) from a timeout.
+    let probe = format!(
+        "nc -w 3 {HOST_ADDR} {} </dev/null 2>&1; {}",
+        w.agent_port,
+        nc_probe(HOST_ADDR, other.port)
+    );
+    let check = |r: &Run, when: &str| {
+        let out = r.stdout();
+        assert!(
+            out.contains("Connection refused"),
+            "{when}: agent port not refused:\n{}",
+            r.explain()
+        );
+        assert!(
+            out.contains(&format!("CONNECTED-{}", other.port)),
+            "{when}: the other port is not reachable:\n{}",
+            r.explain()
+        );
+    };
+    check(&w.sh(&name, &probe).ok(), "first exec");
+    w.run(&["cage", "stop", &name]).ok();
+    check(&w.sh(&name, &probe).ok(), "exec after stop");
+    // `cage start` closes it too, for anything run in the cage afterwards.
+    w.run(&["cage", "start", &name]).ok();
+    let direct = w.podman(&["exec", &container, "sh", "-c", &probe]);
+    check(
+        &Run {
+            what: "podman exec after cage start".into(),
+            out: direct,
+        },
+        "after cage start",
+    );
+}
+
+/// Promise 8: bad session names, a missing project folder and a name in use
+/// exit 2 and make nothing (and leave the first session of a name intact).
+#[test]
+fn bad_input_exits_2_and_makes_nothing() {
+    let w = world();
+    let dir = project(&w, "bad-project");
+    let d = s(&dir);
+    let long = "a".repeat(64);
+    for bad in ["-x", ".x", "a b", "a/b", long.as_str(), ""] {
+        // After `--`, so the name reaches the tool and not clap's option parser.
+        let r = w
+            .run(&["cage", "create", "--dir", &d, "--", bad])
+            .code_is(2);
+        assert!(
+            r.stderr().contains("is not a session name"),
+            "{bad:?}:\n{}",
+            r.explain()
+        );
+        let made: Vec<_> = labelled_containers(None)
+            .into_iter()
+            .filter(|(_, l, _)| l == bad)
+            .collect();
+        assert!(made.is_empty(), "{bad:?} made {made:?}");
+        assert_eq!(
+            w.record_names(),
+            Vec::<String>::new(),
+            "{bad:?} left a record"
+        );
+    }
+
+    let name = w.session("bad");
+    let missing = w.root.join("no-such-folder");
+    let r = w
+        .run(&["cage", "create", &name, "--dir", &s(&missing)])
+        .code_is(2);
+    assert!(r.stderr().contains("no-such-folder"), "{}", r.explain());
+    assert!(w.containers_of(&name).is_empty());
+    assert!(!w.record_path(&name).exists());
+
+    w.create(&name, &dir, &[]);
+    let record = fs::read_to_string(w.record_path(&name)).unwrap();
+    let first = w.containers_of(&name);
+    assert_eq!(first.len(), 1);
+    let other = project(&w, "other-project");
+    let r = w
+        .run(&["cage", "create", &name, "--dir", &s(&other)])
+        .code_is(2);
+    assert!(r.stderr().contains("already"), "{}", r.explain());
+    assert_eq!(w.containers_of(&name), first, "the first container changed");
+    assert_eq!(fs::read_to_string(w.record_path(&name)).unwrap(), record);
+    assert_eq!(w.container_state(&first[0]).as_deref(), Some("created"));
+}
+
+/// Promise 9: while one exec holds a session, a second exits 3 and says the
+/// session is busy; the first finishes normally.
+#[test]
+fn a_second_exec_on_a_busy_session_exits_3() {
+    let w = world();
+    let (name, dir) = created(&w, "busy");
+    let started = dir.join("first-started");
+    let script = format!("touch {}; sleep 3", started.display());
+    let first = w.spawn_env(&["cage", "exec", &name, "--", "sh", "-c", &script], &[]);
+    assert!(
+        wait_for_path(&started, Duration::from_secs(30)),
+        "the first exec did not start"
+    );
+    let second = w.sh(&name, "echo SECOND-RAN").code_is(3);
+    assert!(second.stderr().contains("busy"), "{}", second.explain());
+    assert!(!second.stdout().contains("SECOND-RAN"));
+    finish("the first cage exec (sleep 3)", first).ok();
+    // And once it is done, the session is free again.
+    assert_eq!(w.sh(&name, "echo again").ok().stdout(), "again\n");
+}
+
+/// Promise 10: exec returns the command's exit status, and what the command
+/// left running ends with it (the cage is stopped).
+#[test]
+fn exec_returns_the_status_and_stops_what_was_left_running() {
+    let w = world();
+    let (name, _) = created(&w, "status");
+    let container = w.container(&name);
+    // A duration no other process on the machine is likely to sleep for.
+    let secs = 100_000 + u32::from(w.agent_port);
+    let needle = format!("sleep {secs}");
+    let r = w
+        .sh(&name, &format!("{needle} & echo LEFT-RUNNING; exit 7"))
+        .code_is(7);
+    assert!(r.stdout().contains("LEFT-RUNNING"), "{}", r.explain());
+    let state = w.container_state(&container);
+    assert!(
+        state.is_some() && state.as_deref() != Some("running"),
+        "{state:?}"
+    );
+    assert_eq!(
+        cmdlines_containing(&needle),
+        vec![],
+        "the background process survived"
+    );
+    assert_eq!(w.sh(&name, "exit 0").code(), 0);
+    assert_eq!(w.sh(&name, "exit 42").code(), 42);
+}
+
+/// Promise 11: --dry-run prints the podman command line and the env file,
+/// with a secret-looking pass_env value redacted, and makes nothing.
+#[test]
+fn dry_run_shows_argv_and_env_redacted_and_makes_nothing() {
+    let w = world();
+    w.write_config("pass_env = [\"FOO_API_KEY\", \"MY_PLAIN_VAR\"]");
+    let name = w.session("dry");
+    let dir = project(&w, "dry-project");
+    let secret = format!("sk-dry-run-{}-{}", std::process::id(), w.agent_port);
+    let r = w
+        .run_env(
+            &["cage", "create", &name, "--dir", &s(&dir), "--dry-run"],
+            &[("FOO_API_KEY", &secret), ("MY_PLAIN_VAR", "plain-value")],
+        )
+        .ok();
+    let out = r.stdout();
+    let argv_line = out
+        .lines()
+        .find(|l| l.contains(" create --name "))
+        .unwrap_or_else(|| panic!("no podman create line:\n{}", r.explain()));
+    assert!(argv_line.starts_with(podman_program()), "{argv_line}");
+    assert!(
+        argv_line.contains(&format!("--name shrooms-{name}-")),
+        "{argv_line}"
+    );
+    assert!(
+        argv_line.contains(&format!("--label xyz.vpavlin.shrooms.session={name}")),
+        "{argv_line}"
+    );
+    assert!(
+        argv_line.contains(&format!("type=bind,src={d},dst={d}", d = dir.display())),
+        "{argv_line}"
+    );
+    assert!(
+        argv_line.ends_with(&format!("{IMAGE} sleep infinity")),
+        "{argv_line}"
+    );
+    assert!(
+        out.lines().any(|l| l == "FOO_API_KEY=<redacted>"),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        out.lines().any(|l| l == "MY_PLAIN_VAR=plain-value"),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        out.lines()
+            .any(|l| l == format!("SHROOMS_AGENT_SESSION={name}")),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        !out.contains(&secret) && !r.stderr().contains(&secret),
+        "{}",
+        r.explain()
+    );
+
+    assert!(w.containers_of(&name).is_empty(), "a container was made");
+    assert!(!w.record_path(&name).exists(), "a record was made");
+    assert!(!w.state.join("cages").exists(), "the state was touched");
+}
+
+/// Promise 12: no cages on this machine (`cages = false`, or no podman):
+/// create fails with the seed's words; a caged session on such a machine
+/// fails with the other sentence.
+#[test]
+fn no_podman_says_so_in_the_seeds_words() {
+    let w = world();
+    let dir = project(&w, "nopodman-project");
+    let expect = "shrooms-agent: error: this machine has no podman to cage sessions with";
+    for config in ["cages = false", "podman = \"/nonexistent/podman\""] {
+        w.write_config(config);
+        let name = w.session("nopodman");
+        let r = w
+            .run(&["cage", "create", &name, "--dir", &s(&dir)])
+            .code_is(1);
+        assert_eq!(r.stderr().trim_end(), expect, "{config}:\n{}", r.explain());
+        assert!(!w.record_path(&name).exists());
+        assert!(w.containers_of(&name).is_empty());
+    }
+
+    w.write_config("");
+    let (name, _) = created(&w, "nopodman-caged");
+    w.write_config("podman = \"/nonexistent/podman\"");
+    let r = w.sh(&name, "echo RAN").code_is(1);
+    assert_eq!(
+        r.stderr().trim_end(),
+        "shrooms-agent: error: this session is caged, and this machine has no podman to cage it with",
+        "{}",
+        r.explain()
+    );
+    assert!(!r.stdout().contains("RAN"));
+}
+
+/// Promise 13: an unknown config key and a bad value each exit 2 and name
+/// the key and the file.
+#[test]
+fn config_errors_name_the_key_and_the_file() {
+    let w = world();
+    let file = s(&w.config);
+    for (config, key) in [
+        ("colour = \"blue\"", "colour"),
+        ("memory = \"lots\"", "memory"),
+    ] {
+        w.write_config(config);
+        for args in [&["cage", "ls"][..], &["doctor"][..]] {
+            let r = w.run(args).code_is(2);
+            let err = r.stderr();
+            assert!(
+                err.contains(key) && err.contains(&file),
+                "{config}:\n{}",
+                r.explain()
+            );
+        }
+    }
+}
+
+/// Promise 14: `cage run` runs the configured claude program, its symlink
+/// resolved and its folder mounted read-only.
+#[test]
+fn run_runs_the_configured_claude_through_its_link() {
+    let w = world();
+    let program = w.file(
+        "claude-install/versions/fakeclaude",
+        "#!/bin/sh\necho \"fake claude $@\"\n",
+    );
+    fs::set_permissions(&program, fs::Permissions::from_mode(0o755)).unwrap();
+    let link = w.dir("bin").join("claude");
+    std::os::unix::fs::symlink(&program, &link).unwrap();
+    w.write_config(&format!("[harness]\nclaude = \"{}\"", link.display()));
+    let (name, _) = created(&w, "run");
+
+    let r = w.run(&["cage", "run", &name, "--", "--hello"]).ok();
+    assert_eq!(r.stdout(), "fake claude --hello\n", "{}", r.explain());
+    let show = w.run(&["cage", "show", &name, "--json"]).ok().json();
+    assert_eq!(
+        show["cage"]["program"],
+        s(&fs::canonicalize(&program).unwrap()).as_str()
+    );
+
+    let versions = s(program.parent().unwrap());
+    let r = w
+        .sh(
+            &name,
+            &format!("touch {versions}/planted && echo PLANTED; true"),
+        )
+        .ok();
+    assert!(!r.stdout().contains("PLANTED"), "{}", r.explain());
+    assert!(
+        r.stderr().contains("Read-only file system"),
+        "{}",
+        r.explain()
+    );
+    assert!(!program.with_file_name("planted").exists());
+}
+
+/// Promise 15: as root the configured limits are enforced: the cage's
+/// cgroup carries the memory and pids limits.
+#[test]
+fn limits_are_enforced() {
+    let w = world();
+    w.write_config("memory = \"256m\"\npids = 321");
+    let (name, _) = created(&w, "limits");
+    let r = w
+        .sh(
+            &name,
+            "cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/pids/pids.max",
+        )
+        .ok();
+    let out = r.stdout();
+    let lines: Vec<&str> = out.lines().map(str::trim).collect();
+    assert_eq!(lines, vec!["268435456", "321"], "{}", r.explain());
+}
+
+/// Promise 16: prune removes labelled containers with no session and env
+/// files of no session (and --dry-run only lists them); a real session's
+/// container is untouched.
+#[test]
+fn prune_removes_leftovers_only() {
+    let w = world_alone();
+    // Every rootful test of this process is over (the lock is ours), so a
+    // labelled container now is another process's, perhaps a real user's:
+    // refuse to prune it away.
+    let foreign = labelled_containers(None);
+    assert!(
+        foreign.is_empty(),
+        "root's podman has labelled containers this test did not make, which `cage prune` \
+         would remove: {foreign:?}; remove them (podman rm -f) and run again"
+    );
+    let (name, _) = created(&w, "keep");
+    let kept = w.container(&name);
+    w.sh(&name, "true").ok(); // so that it has an env file too
+    let gone = w.session("gone");
+    let leftover = format!("shrooms-{gone}-abcdef");
+    let label = format!("xyz.vpavlin.shrooms.session={gone}");
+    let made = w.podman(&[
+        "create", "--label", &label, "--name", &leftover, IMAGE, "sleep", "infinity",
+    ]);
+    assert!(made.status.success(), "{}", show_output(&made));
+    let stray = w.state.join("cages").join("shrooms-gone-123456.env");
+    fs::write(&stray, "X=1\n").unwrap();
+
+    let ls = w.run(&["cage", "ls", "--json"]).ok().json();
+    let leftovers: Vec<(&str, &str)> = ls["leftovers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["container"].as_str().unwrap(),
+                l["session"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(leftovers, vec![(leftover.as_str(), gone.as_str())]);
+
+    let dry = w.run(&["cage", "prune", "--dry-run", "--json"]).ok().json();
+    assert_eq!(dry["containers"], serde_json::json!([leftover]));
+    assert_eq!(dry["files"], serde_json::json!([s(&stray)]));
+    assert!(
+        w.container_exists(&leftover),
+        "--dry-run removed the container"
+    );
+    assert!(stray.exists(), "--dry-run removed the file");
+
+    let pruned = w.run(&["cage", "prune", "--json"]).ok().json();
+    assert_eq!(pruned["containers"], serde_json::json!([leftover]));
+    assert_eq!(pruned["files"], serde_json::json!([s(&stray)]));
+    assert!(
+        !w.container_exists(&leftover),
+        "the leftover is still there"
+    );
+    assert!(!stray.exists(), "the stray env file is still there");
+    assert!(
+        w.container_exists(&kept),
+        "the session's own container was removed"
+    );
+    let env_file = w.state.join("cages").join(format!("{kept}.env"));
+    assert!(env_file.exists(), "the session's env file was removed");
+    assert!(
+        w.state.join("cages").join(&kept).is_dir(),
+        "the session's folder was removed"
+    );
+    assert_eq!(w.sh(&name, "echo still-here").ok().stdout(), "still-here\n");
+}
+
+/// Promise 17: doctor tells the truth here: all well with the test image
+/// (podman and nft pass), a FAIL for an image that is not there.
+#[test]
+fn doctor_passes_here_and_fails_on_a_missing_image() {
+    let w = world();
+    let r = w.run(&["doctor"]).ok();
+    let out = r.stdout();
+    for check in ["podman", "nft", "image"] {
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("pass") && l.split_whitespace().nth(1) == Some(check)),
+            "no pass line for {check}:\n{}",
+            r.explain()
+        );
+    }
+    assert!(!out.contains("FAIL"), "{}", r.explain());
+
+    // The world's config names the test image; this one names another.
+    fs::write(
+        &w.config,
+        format!(
+            "image = \"localhost/nope:1\"\nagent_port = {}\n",
+            w.agent_port
+        ),
+    )
+    .unwrap();
+    let r = w.run(&["doctor"]).code_is(1);
+    let out = r.stdout();
+    let fail: Vec<&str> = out.lines().filter(|l| l.starts_with("FAIL")).collect();
+    assert_eq!(fail.len(), 1, "{}", r.explain());
+    assert!(
+        fail[0].split_whitespace().nth(1) == Some("image") && fail[0].contains("localhost/nope:1"),
+        "{}",
+        r.explain()
+    );
+}

@@ -165,7 +165,8 @@ fn limits_that_cannot_be_enforced_are_refused_unless_the_config_says_warn() {
 /// A whole rootless session (seed: "Files the agent writes into the project
 /// belong to your user outside, even though it wrote them as root"): root
 /// inside, the file lands on the host owned by the user, `~/.ssh` is not
-/// there, the cage gets slirp4netns, and it is stopped when the command ends.
+/// there, the cage gets the rootless network of its podman (slirp4netns on
+/// 4.3, pasta on 5), and it is stopped when the command ends.
 #[test]
 fn a_rootless_session_writes_as_root_inside_and_as_the_user_outside() {
     let w = World::rootless();
@@ -174,9 +175,10 @@ fn a_rootless_session_writes_as_root_inside_and_as_the_user_outside() {
     w.file("home/.ssh/id_ed25519", "PRIVATE KEY\n");
     let name = w.session("whole");
     w.create(&name, &proj, &[]);
+    let network = rootless_network();
     assert_eq!(
         w.record(&name)["cage"]["network"],
-        "slirp4netns",
+        network,
         "{}",
         w.record(&name)
     );
@@ -185,7 +187,7 @@ fn a_rootless_session_writes_as_root_inside_and_as_the_user_outside() {
         shown
             .stdout()
             .lines()
-            .any(|l| l.starts_with("network") && l.ends_with("slirp4netns")),
+            .any(|l| l.starts_with("network") && l.ends_with(network)),
         "{}",
         shown.explain()
     );
@@ -412,4 +414,29 @@ fn cage_rm_as_the_user_removes_everything_of_the_session() {
     assert!(!ls.stdout().contains(&name), "{}", ls.explain());
     let again = w.run(&["cage", "rm", &name]);
     assert_ne!(again.code(), 0, "{}", again.explain());
+}
+
+/// The network `auto` gives a rootless cage, checked from inside: on
+/// podman 5 (the podman-5 lane) pasta with the cage's own address
+/// fd5e:ca9e:1::2 and its default route via fd5e:ca9e:1::1; on Debian 12's
+/// podman 4.3, which has no pasta, slirp4netns.
+#[test]
+fn the_rootless_network_is_the_one_auto_promises() {
+    let w = World::rootless();
+    let proj = w.dir("proj");
+    let name = w.session("net");
+    w.create(&name, &proj, &[]);
+    let out = w
+        .sh(&name, "ip -6 addr show; ip -6 route show; ip -4 addr show")
+        .ok()
+        .stdout();
+    if podman5_lane() {
+        assert_eq!(w.record(&name)["cage"]["network"], "pasta");
+        assert!(out.contains("inet6 fd5e:ca9e:1::2/64"), "{out}");
+        assert!(out.contains("default via fd5e:ca9e:1::1"), "{out}");
+    } else {
+        assert_eq!(w.record(&name)["cage"]["network"], "slirp4netns");
+        // slirp4netns's fixed address for the container
+        assert!(out.contains("inet 10.0.2.100/24"), "{out}");
+    }
 }

@@ -16,8 +16,8 @@ use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread;
 use std::time::Duration;
 
@@ -186,6 +186,19 @@ pub fn ensure_image(user: Option<&TestUser>) {
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
+/// `cage ls` and `cage prune` see every labelled container of root's podman,
+/// not only one world's: to a prune test, another test's cage is a
+/// leftover. So every rootful world holds this lock shared, and a world
+/// made with `World::alone` holds it alone. (Rootless worlds use the test
+/// user's own podman storage, which root's podman does not list.)
+static ROOT_PODMAN: RwLock<()> = RwLock::new(());
+
+#[allow(dead_code)] // the guards are held for their Drop only
+enum Hold {
+    Shared(RwLockReadGuard<'static, ()>),
+    Alone(RwLockWriteGuard<'static, ()>),
+}
+
 /// A test's own world: folder, home, state, config, agent port.
 pub struct World {
     pub root: PathBuf,
@@ -196,19 +209,29 @@ pub struct World {
     pub user: Option<&'static TestUser>,
     sessions: RefCell<Vec<String>>,
     extra_env: RefCell<Vec<(String, String)>>,
+    /// Released after `drop` has removed the world's containers.
+    _hold: Option<Hold>,
 }
 
 impl World {
     /// As root (CI runs as root), with podman's bridge network.
     pub fn new() -> World {
-        Self::make(None)
+        let hold = Hold::Shared(ROOT_PODMAN.read().unwrap_or_else(|e| e.into_inner()));
+        Self::make(None, Some(hold))
+    }
+
+    /// As root, with root's podman to itself: no other rootful world of
+    /// this process exists meanwhile (for `cage prune`).
+    pub fn alone() -> World {
+        let hold = Hold::Alone(ROOT_PODMAN.write().unwrap_or_else(|e| e.into_inner()));
+        Self::make(None, Some(hold))
     }
 
     /// As the unprivileged test user, with rootless podman. Limits cannot
     /// be enforced rootless on cgroups v1, so its config says so.
     pub fn rootless() -> World {
         let u = test_user();
-        let w = Self::make(Some(u));
+        let w = Self::make(Some(u), None);
         // Rootless podman keeps its images and containers under
         // $XDG_DATA_HOME, else $HOME/.local/share; the world's HOME is its
         // own, so point the binary's podman at the user's real storage (the
@@ -218,7 +241,7 @@ impl World {
         w
     }
 
-    fn make(user: Option<&'static TestUser>) -> World {
+    fn make(user: Option<&'static TestUser>, hold: Option<Hold>) -> World {
         podman_program();
         ensure_image(user);
         let n = COUNTER.fetch_add(1, Ordering::SeqCst);
@@ -237,6 +260,7 @@ impl World {
             user,
             sessions: RefCell::new(Vec::new()),
             extra_env: RefCell::new(Vec::new()),
+            _hold: hold,
         };
         w.write_config("");
         w.chown_all();
@@ -659,5 +683,20 @@ pub fn finish(what: &str, child: std::process::Child) -> Run {
     Run {
         what: what.to_string(),
         out: child.wait_with_output().expect("wait"),
+    }
+}
+
+/// Is this run the podman-5 lane (scripts/test-podman5)?
+pub fn podman5_lane() -> bool {
+    std::env::var_os("SHROOMS_PODMAN5_LANE").is_some()
+}
+
+/// The network a rootless cage gets here: pasta where podman has it (the
+/// podman-5 lane), slirp4netns on Debian 12's podman 4.3.
+pub fn rootless_network() -> &'static str {
+    if podman5_lane() {
+        "pasta"
+    } else {
+        "slirp4netns"
     }
 }
