@@ -28,6 +28,9 @@ _shrooms__agent() {
             shrooms__agent,help)
                 cmd="shrooms__agent__subcmd__help"
                 ;;
+            shrooms__agent,image)
+                cmd="shrooms__agent__subcmd__image"
+                ;;
             shrooms__agent,man)
                 cmd="shrooms__agent__subcmd__man"
                 ;;
@@ -43,8 +46,17 @@ _shrooms__agent() {
             shrooms__agent__subcmd__cage,help)
                 cmd="shrooms__agent__subcmd__cage__subcmd__help"
                 ;;
+            shrooms__agent__subcmd__cage,history)
+                cmd="shrooms__agent__subcmd__cage__subcmd__history"
+                ;;
+            shrooms__agent__subcmd__cage,limits)
+                cmd="shrooms__agent__subcmd__cage__subcmd__limits"
+                ;;
             shrooms__agent__subcmd__cage,ls)
                 cmd="shrooms__agent__subcmd__cage__subcmd__ls"
+                ;;
+            shrooms__agent__subcmd__cage,move)
+                cmd="shrooms__agent__subcmd__cage__subcmd__move"
                 ;;
             shrooms__agent__subcmd__cage,prune)
                 cmd="shrooms__agent__subcmd__cage__subcmd__prune"
@@ -73,8 +85,17 @@ _shrooms__agent() {
             shrooms__agent__subcmd__cage__subcmd__help,help)
                 cmd="shrooms__agent__subcmd__cage__subcmd__help__subcmd__help"
                 ;;
+            shrooms__agent__subcmd__cage__subcmd__help,history)
+                cmd="shrooms__agent__subcmd__cage__subcmd__help__subcmd__history"
+                ;;
+            shrooms__agent__subcmd__cage__subcmd__help,limits)
+                cmd="shrooms__agent__subcmd__cage__subcmd__help__subcmd__limits"
+                ;;
             shrooms__agent__subcmd__cage__subcmd__help,ls)
                 cmd="shrooms__agent__subcmd__cage__subcmd__help__subcmd__ls"
+                ;;
+            shrooms__agent__subcmd__cage__subcmd__help,move)
+                cmd="shrooms__agent__subcmd__cage__subcmd__help__subcmd__move"
                 ;;
             shrooms__agent__subcmd__cage__subcmd__help,prune)
                 cmd="shrooms__agent__subcmd__cage__subcmd__help__subcmd__prune"
@@ -106,6 +127,9 @@ _shrooms__agent() {
             shrooms__agent__subcmd__help,help)
                 cmd="shrooms__agent__subcmd__help__subcmd__help"
                 ;;
+            shrooms__agent__subcmd__help,image)
+                cmd="shrooms__agent__subcmd__help__subcmd__image"
+                ;;
             shrooms__agent__subcmd__help,man)
                 cmd="shrooms__agent__subcmd__help__subcmd__man"
                 ;;
@@ -118,8 +142,17 @@ _shrooms__agent() {
             shrooms__agent__subcmd__help__subcmd__cage,exec)
                 cmd="shrooms__agent__subcmd__help__subcmd__cage__subcmd__exec"
                 ;;
+            shrooms__agent__subcmd__help__subcmd__cage,history)
+                cmd="shrooms__agent__subcmd__help__subcmd__cage__subcmd__history"
+                ;;
+            shrooms__agent__subcmd__help__subcmd__cage,limits)
+                cmd="shrooms__agent__subcmd__help__subcmd__cage__subcmd__limits"
+                ;;
             shrooms__agent__subcmd__help__subcmd__cage,ls)
                 cmd="shrooms__agent__subcmd__help__subcmd__cage__subcmd__ls"
+                ;;
+            shrooms__agent__subcmd__help__subcmd__cage,move)
+                cmd="shrooms__agent__subcmd__help__subcmd__cage__subcmd__move"
                 ;;
             shrooms__agent__subcmd__help__subcmd__cage,prune)
                 cmd="shrooms__agent__subcmd__help__subcmd__cage__subcmd__prune"
@@ -139,8 +172,41 @@ _shrooms__agent() {
             shrooms__agent__subcmd__help__subcmd__cage,stop)
                 cmd="shrooms__agent__subcmd__help__subcmd__cage__subcmd__stop"
                 ;;
+            shrooms__agent__subcmd__help__subcmd__image,build)
+                cmd="shrooms__agent__subcmd__help__subcmd__image__subcmd__build"
+                ;;
+            shrooms__agent__subcmd__help__subcmd__image,build-worker)
+                cmd="shrooms__agent__subcmd__help__subcmd__image__subcmd__build__subcmd__worker"
+                ;;
+            shrooms__agent__subcmd__help__subcmd__image,status)
+                cmd="shrooms__agent__subcmd__help__subcmd__image__subcmd__status"
+                ;;
             shrooms__agent__subcmd__help__subcmd__outbox,pack)
                 cmd="shrooms__agent__subcmd__help__subcmd__outbox__subcmd__pack"
+                ;;
+            shrooms__agent__subcmd__image,build)
+                cmd="shrooms__agent__subcmd__image__subcmd__build"
+                ;;
+            shrooms__agent__subcmd__image,build-worker)
+                cmd="shrooms__agent__subcmd__image__subcmd__build__subcmd__worker"
+                ;;
+            shrooms__agent__subcmd__image,help)
+                cmd="shrooms__agent__subcmd__image__subcmd__help"
+                ;;
+            shrooms__agent__subcmd__image,status)
+                cmd="shrooms__agent__subcmd__image__subcmd__status"
+                ;;
+            shrooms__agent__subcmd__image__subcmd__help,build)
+                cmd="shrooms__agent__subcmd__image__subcmd__help__subcmd__build"
+                ;;
+            shrooms__agent__subcmd__image__subcmd__help,build-worker)
+                cmd="shrooms__agent__subcmd__image__subcmd__help__subcmd__build__subcmd__worker"
+                ;;
+            shrooms__agent__subcmd__image__subcmd__help,help)
+                cmd="shrooms__agent__subcmd__image__subcmd__help__subcmd__help"
+                ;;
+            shrooms__agent__subcmd__image__subcmd__help,status)
+                cmd="shrooms__agent__subcmd__image__subcmd__help__subcmd__status"
                 ;;
             shrooms__agent__subcmd__outbox,help)
                 cmd="shrooms__agent__subcmd__outbox__subcmd__help"
@@ -161,7 +227,7 @@ _shrooms__agent() {
 
     case "${cmd}" in
         shrooms__agent)
-            opts="-h -V --json --help --version cage doctor outbox completions man help"
+            opts="-h -V --json --help --version cage doctor image outbox completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -175,7 +241,7 @@ _shrooms__agent() {
             return 0
             ;;
         shrooms__subcmd__agent__subcmd__cage)
-            opts="-h --json --help create start stop rm exec run ls show prune help"
+            opts="-h --json --help create start stop rm move limits history exec run ls show prune help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -189,7 +255,7 @@ _shrooms__agent() {
             return 0
             ;;
         shrooms__subcmd__agent__subcmd__cage__subcmd__create)
-            opts="-h --dir --harness --image --dry-run --sealed --sealed-token --conversation --json --help"
+            opts="-h --dir --harness --dry-run --image --github --nix --shared --mesh --sealed --sealed-token --conversation --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -204,6 +270,10 @@ _shrooms__agent() {
                     return 0
                     ;;
                 --image)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mesh)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -237,7 +307,7 @@ _shrooms__agent() {
             return 0
             ;;
         shrooms__subcmd__agent__subcmd__cage__subcmd__help)
-            opts="create start stop rm exec run ls show prune help"
+            opts="create start stop rm move limits history exec run ls show prune help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -292,7 +362,49 @@ _shrooms__agent() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__help__subcmd__history)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__help__subcmd__limits)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         shrooms__subcmd__agent__subcmd__cage__subcmd__help__subcmd__ls)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__help__subcmd__move)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -390,6 +502,50 @@ _shrooms__agent() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__history)
+            opts="-h --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__limits)
+            opts="-h --memory --cpus --pids --reset --by --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --memory)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cpus)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pids)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --by)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         shrooms__subcmd__agent__subcmd__cage__subcmd__ls)
             opts="-h --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -397,6 +553,40 @@ _shrooms__agent() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__move)
+            opts="-h --out --by --image --github --nix --shared --mesh --sealed --sealed-token --conversation --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --by)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --image)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mesh)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sealed-token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --conversation)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -475,7 +665,7 @@ _shrooms__agent() {
             return 0
             ;;
         shrooms__subcmd__agent__subcmd__cage__subcmd__stop)
-            opts="-h --json --help"
+            opts="-h --all --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -517,7 +707,7 @@ _shrooms__agent() {
             return 0
             ;;
         shrooms__subcmd__agent__subcmd__help)
-            opts="cage doctor outbox completions man help"
+            opts="cage doctor image outbox completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -531,7 +721,7 @@ _shrooms__agent() {
             return 0
             ;;
         shrooms__subcmd__agent__subcmd__help__subcmd__cage)
-            opts="create start stop rm exec run ls show prune"
+            opts="create start stop rm move limits history exec run ls show prune"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -572,7 +762,49 @@ _shrooms__agent() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__cage__subcmd__history)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__cage__subcmd__limits)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         shrooms__subcmd__agent__subcmd__help__subcmd__cage__subcmd__ls)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__cage__subcmd__move)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -712,6 +944,62 @@ _shrooms__agent() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__image)
+            opts="build status build-worker"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__image__subcmd__build)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__image__subcmd__build__subcmd__worker)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__image__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         shrooms__subcmd__agent__subcmd__help__subcmd__man)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -743,6 +1031,140 @@ _shrooms__agent() {
         shrooms__subcmd__agent__subcmd__help__subcmd__outbox__subcmd__pack)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__image)
+            opts="-h --json --help build status build-worker help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__image__subcmd__build)
+            opts="-h --wait --containerfile --json --help workbench desktop all"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --containerfile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__image__subcmd__build__subcmd__worker)
+            opts="-h --job --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --job)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__image__subcmd__help)
+            opts="build status build-worker help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__image__subcmd__help__subcmd__build)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__image__subcmd__help__subcmd__build__subcmd__worker)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__image__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__image__subcmd__help__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__image__subcmd__status)
+            opts="-h --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -36,6 +36,9 @@ pub enum Command {
     Cage(CageCommand),
     /// Check this machine: podman, rootless, cgroups, network, nft, seccomp, image
     Doctor,
+    /// Build our images (workbench, desktop) and show how they stand
+    #[command(subcommand)]
+    Image(ImageCommand),
     /// Read what a sealed session left in its outbox
     #[command(subcommand)]
     Outbox(OutboxCommand),
@@ -55,9 +58,20 @@ pub enum CageCommand {
     /// Start a session's container and close the agent port inside it
     Start(NameArg),
     /// Stop a session's container, and everything running in it
-    Stop(NameArg),
-    /// Remove a session: its container, env file, private folders and record
+    Stop(StopArgs),
+    /// Remove a session: its container, env file, private folders, history and record
     Rm(NameArg),
+    /// Move a session into a fresh cage with new options, or out of its cage
+    #[command(
+        after_help = "Only while the session is idle: while an exec or run holds it, or a process \
+        other than `sleep infinity` runs in its cage, it exits 3. The old container is deleted, \
+        and everything that was installed in it."
+    )]
+    Move(MoveArgs),
+    /// Set a session's memory, CPUs and process limits, running or not
+    Limits(LimitsArgs),
+    /// What happened to a session: creation, moves, limits (when, who, what)
+    History(NameArg),
     /// Run a command in a session's cage; the cage stops when it ends
     #[command(
         after_help = "The cage is started if it is stopped, and stopped when CMD ends: what CMD left running ends with it.\n\
@@ -97,6 +111,51 @@ pub struct NameArg {
 }
 
 #[derive(Debug, Args)]
+pub struct StopArgs {
+    /// The session
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub name: Option<String>,
+    /// Stop every cage of this user
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MoveArgs {
+    /// The session
+    pub name: String,
+    /// Take the session out of its cage: its harness runs on the machine again
+    #[arg(long, conflicts_with_all = ["image", "github", "nix", "shared", "meshes", "sealed"])]
+    pub out: bool,
+    /// Who moved it, for the history (default: the user running this)
+    #[arg(long, value_name = "WHO")]
+    pub by: Option<String>,
+    #[command(flatten)]
+    pub cage: CageArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct LimitsArgs {
+    /// The session
+    pub name: String,
+    /// Memory, in podman's units: 512m, 16g
+    #[arg(long, value_name = "SIZE")]
+    pub memory: Option<String>,
+    /// CPUs: a positive number, up to the machine's
+    #[arg(long, value_name = "N")]
+    pub cpus: Option<String>,
+    /// Processes: a positive whole number
+    #[arg(long, value_name = "N")]
+    pub pids: Option<String>,
+    /// Back to the machine's limits (the config's)
+    #[arg(long, conflicts_with_all = ["memory", "cpus", "pids"])]
+    pub reset: bool,
+    /// Who changed them, for the history (default: the user running this)
+    #[arg(long, value_name = "WHO")]
+    pub by: Option<String>,
+}
+
+#[derive(Debug, Args)]
 pub struct CreateArgs {
     /// The session's name: 1 to 63 of A-Z a-z 0-9 _ . - , not starting with - or .
     pub name: String,
@@ -106,12 +165,33 @@ pub struct CreateArgs {
     /// The harness the session runs
     #[arg(long, value_enum, default_value_t = HarnessArg::Claude)]
     pub harness: HarnessArg,
-    /// The image (default: the config's `image`, else localhost/shrooms-workbench:latest)
-    #[arg(long, value_name = "IMAGE")]
-    pub image: Option<String>,
     /// Print the podman argv and the env file (secrets redacted), and change nothing
     #[arg(long)]
     pub dry_run: bool,
+    #[command(flatten)]
+    pub cage: CageArgs,
+}
+
+/// How a cage is made: its image and the options that widen or seal it.
+#[derive(Debug, Args, Default)]
+pub struct CageArgs {
+    /// The image (default: the config's `image`, else localhost/shrooms-workbench:latest)
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+    /// Mount your GitHub login (~/.config/gh) read-only and pass GH_* and GITHUB_*:
+    /// the session can push, and open pull requests, as you
+    #[arg(long)]
+    pub github: bool,
+    /// Give it the machine's nix: the store, your profile, your nix settings
+    #[arg(long)]
+    pub nix: bool,
+    /// Mount the shared folder at /shared, which every caged session given it sees
+    #[arg(long)]
+    pub shared: bool,
+    /// A mesh the session is limited to (repeat for more): the shared folder is
+    /// then the one of that set of meshes
+    #[arg(long = "mesh", value_name = "LABEL")]
+    pub meshes: Vec<String>,
     /// Seal it, for code nobody vouches for: the internet and nothing local,
     /// its own login, no user namespaces, results only through its outbox
     #[arg(long)]
@@ -146,4 +226,47 @@ pub enum OutboxCommand {
 pub enum HarnessArg {
     Claude,
     Pi,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ImageCommand {
+    /// Build an image of ours from the Containerfile compiled in (or --containerfile),
+    /// labelled with its hash; in the background unless --wait
+    #[command(
+        after_help = "Images: workbench is <images_repo>:latest, desktop is <images_repo>:desktop \
+        (images_repo defaults to localhost/shrooms-workbench).\n\
+        An image whose label is the Containerfile's hash already is not built again. \
+        One build at a time per image: another `image build --wait` waits for it and reports its result."
+    )]
+    Build(ImageBuildArgs),
+    /// Show the machine's image and ours: present, current, being built, the last build's error
+    Status,
+    /// Build in the background, for `image build` and `cage create` (not for use by hand)
+    #[command(hide = true)]
+    BuildWorker {
+        /// STAGE:FD: an image and the descriptor of its build lock, held for it
+        #[arg(long = "job", required = true, value_name = "STAGE:FD")]
+        jobs: Vec<String>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ImageBuildArgs {
+    /// Which image
+    #[arg(value_enum, default_value_t = ImageWhich::Workbench)]
+    pub which: ImageWhich,
+    /// Build in the foreground, show its progress, and return its result
+    #[arg(long)]
+    pub wait: bool,
+    /// Build from this Containerfile instead of the one compiled in (its stages
+    /// must be named workbench and desktop); the label carries its hash
+    #[arg(long, value_name = "FILE")]
+    pub containerfile: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ImageWhich {
+    Workbench,
+    Desktop,
+    All,
 }

@@ -16,9 +16,7 @@ pub enum Kind {
     NotFound,
     /// Another command holds the session.
     Busy,
-    /// Not ready yet (an image being built); try again later. Documented
-    /// now so scripts can rely on the code; made by image builds (issue 4).
-    #[allow(dead_code)]
+    /// Not ready yet (an image being built); try again later (issue 4).
     NotReady,
 }
 

@@ -42,6 +42,9 @@ impl std::fmt::Display for Version {
 /// pasta as a network mode came with podman 4.4 (PR #16141).
 pub const PASTA_SINCE: Version = Version(4, 4, 0);
 
+/// `podman update` changes persist and apply to a stopped container from 5.1.
+pub const UPDATE_PERSISTS_SINCE: Version = Version(5, 1, 0);
+
 /// Whether podman will enforce a cage's limits here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LimitsSupport {
@@ -67,6 +70,10 @@ pub struct Host {
     pub nft: Option<PathBuf>,
     pub nsenter: Option<PathBuf>,
     pub runtime: String,
+    /// podman's volume folder (`store.volumePath`).
+    pub volume_path: Option<PathBuf>,
+    /// CPUs this machine has, the most a cage can be given.
+    pub cpus: usize,
 }
 
 impl Host {
@@ -109,8 +116,32 @@ impl Host {
                 .as_ref()
                 .map(|r| r.name.clone())
                 .unwrap_or_default(),
+            volume_path: non_empty(&info.store.volume_path),
+            cpus: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
             podman,
         }
+    }
+
+    /// Does `podman update` persist, and work on a stopped container? From
+    /// 5.1 (podman-on-these-machines.md); before, limits are kept by the
+    /// tool and applied again after every start.
+    pub fn update_persists(&self) -> bool {
+        self.version >= UPDATE_PERSISTS_SINCE
+    }
+
+    /// Where a volume's files are on the machine (seed, "The shared
+    /// folder": podman's volume folder, then VOLUME/_data).
+    pub fn shared_path(&self, volume: &str) -> Option<PathBuf> {
+        self.volume_path
+            .as_ref()
+            .map(|v| v.join(volume).join("_data"))
+    }
+
+    /// `podman update --pids-limit` came with 4.4.
+    pub fn update_has_pids(&self) -> bool {
+        self.version >= PASTA_SINCE
     }
 
     /// Whether podman will enforce limits for cages here.

@@ -9,6 +9,7 @@ mod cli;
 mod error;
 mod harness;
 mod host;
+mod images;
 mod ops;
 mod outbox;
 mod output;
@@ -69,6 +70,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             })
         }
         Command::Cage(cmd) => cage(cmd, json),
+        Command::Image(cmd) => image(cmd, json),
         Command::Outbox(cli::OutboxCommand::Pack { name, output, only }) => {
             let ctx = context()?;
             let r = ops::outbox::pack(&ctx, &name, only.as_deref(), &output)?;
@@ -89,11 +91,8 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
                     HarnessArg::Claude => harness::Harness::Claude,
                     HarnessArg::Pi => harness::Harness::Pi,
                 },
-                image: a.image,
+                choice: choice(a.cage),
                 dry_run: a.dry_run,
-                sealed: a.sealed,
-                sealed_token: a.sealed_token,
-                conversation: a.conversation,
             };
             let created = ops::create::create(&ctx, &req)?;
             output::warnings(&created.warnings);
@@ -105,15 +104,42 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
                 format!("started {} ({})\n", r.session, r.container)
             });
         }
-        CageCommand::Stop(a) => {
-            let r = ops::stop::stop(&ctx, &a.name)?;
-            output::show(&r, json, |r| {
-                if r.was_running {
-                    format!("stopped {} ({})\n", r.session, r.container)
-                } else {
-                    format!("{} ({}) was not running\n", r.session, r.container)
-                }
-            });
+        CageCommand::Stop(a) => match a.name {
+            Some(name) if !a.all => {
+                let r = ops::stop::stop(&ctx, &name)?;
+                output::show(&r, json, output::stopped);
+            }
+            _ => {
+                let r = ops::stop::stop_all(&ctx)?;
+                output::show(&r, json, |list| list.iter().map(output::stopped).collect());
+            }
+        },
+        CageCommand::Move(a) => {
+            let req = ops::moves::MoveRequest {
+                name: a.name,
+                out: a.out,
+                choice: choice(a.cage),
+                by: a.by,
+            };
+            let r = ops::moves::move_session(&ctx, &req)?;
+            output::warnings(&r.warnings);
+            output::show(&r, json, |r| format!("{}: {}\n", r.session, r.what));
+        }
+        CageCommand::Limits(a) => {
+            let req = ops::limits::LimitsRequest {
+                name: a.name,
+                memory: a.memory,
+                cpus: a.cpus,
+                pids: a.pids,
+                reset: a.reset,
+                by: a.by,
+            };
+            let r = ops::limits::limits(&ctx, &req)?;
+            output::show(&r, json, output::limits);
+        }
+        CageCommand::History(a) => {
+            let r = ops::history::history(&ctx, &a.name)?;
+            output::show(&r, json, output::history);
         }
         CageCommand::Rm(a) => {
             let r = ops::rm::rm(&ctx, &a.name)?;
@@ -125,6 +151,12 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
         }
         CageCommand::Run { name, args } => {
             let args = strings(args)?;
+            if ops::exec::is_uncaged(&ctx, &name)? {
+                let uncaged = ops::exec::prepare_uncaged(&ctx, &name, args)?;
+                output::warnings(std::slice::from_ref(&uncaged.notice));
+                let code = uncaged.run()?;
+                return Ok(ExitCode::from(code.clamp(0, 255) as u8));
+            }
             return exec(&ctx, &name, ops::exec::What::Harness(args));
         }
         CageCommand::Ls => {
@@ -143,6 +175,34 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn image(cmd: cli::ImageCommand, json: bool) -> Result<ExitCode> {
+    let ctx = context()?;
+    match cmd {
+        cli::ImageCommand::Build(a) => {
+            let stages = match a.which {
+                cli::ImageWhich::Workbench => vec![images::Stage::Workbench],
+                cli::ImageWhich::Desktop => vec![images::Stage::Desktop],
+                cli::ImageWhich::All => images::Stage::ALL.to_vec(),
+            };
+            let req = ops::image::BuildRequest {
+                stages,
+                wait: a.wait,
+                containerfile: a.containerfile,
+            };
+            // SAFETY: isatty on fd 2.
+            let tty = unsafe { libc::isatty(2) } == 1;
+            let r = ops::image::build(&ctx, &req, &mut |e| output::image_event(&e, tty))?;
+            output::show(&r, json, output::image_built);
+        }
+        cli::ImageCommand::Status => {
+            let r = ops::image::status(&ctx)?;
+            output::show(&r, json, output::image_status);
+        }
+        cli::ImageCommand::BuildWorker { jobs } => ops::image::worker(&ctx, &jobs)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn exec(ctx: &Context, name: &str, what: ops::exec::What) -> Result<ExitCode> {
     // SAFETY: isatty on fd 0.
     let tty = unsafe { libc::isatty(0) } == 1;
@@ -153,6 +213,20 @@ fn exec(ctx: &Context, name: &str, what: ops::exec::What) -> Result<ExitCode> {
         output::warnings(&[format!("the cage could not be stopped afterwards: {e}")]);
     }
     Ok(ExitCode::from(ended.code.clamp(0, 255) as u8))
+}
+
+/// The cage flags as the operations take them.
+fn choice(a: cli::CageArgs) -> ops::make::CageChoice {
+    ops::make::CageChoice {
+        image: a.image,
+        sealed: a.sealed,
+        sealed_token: a.sealed_token,
+        conversation: a.conversation,
+        github: a.github,
+        nix: a.nix,
+        shared: a.shared,
+        meshes: a.meshes,
+    }
 }
 
 /// Command words must be UTF-8 to go into podman's argument list as text.

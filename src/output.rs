@@ -173,6 +173,9 @@ pub fn shown(sh: &Shown) -> String {
             c.limits.pids,
             c.create_argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")
         ));
+        if let Some(p) = &sh.shared_path {
+            s.push_str(&format!("shared    {}\n", p.display()));
+        }
         if let Some(sd) = &c.sealed {
             s.push_str(&format!(
                 "sealed    yes: rules {}, seccomp {} ({}), dns {}\noutbox    {}\n",
@@ -233,4 +236,108 @@ pub fn packed(p: &crate::ops::outbox::PackResult) -> String {
         ));
     }
     s
+}
+
+pub fn stopped(r: &crate::ops::stop::Stopped) -> String {
+    if r.was_running {
+        format!("stopped {} ({})\n", r.session, r.container)
+    } else {
+        format!("{} ({}) was not running\n", r.session, r.container)
+    }
+}
+
+pub fn limits(r: &crate::ops::limits::LimitsChanged) -> String {
+    format!(
+        "{}: memory {}, cpus {}, pids {} (applied {})\n",
+        r.session, r.after.memory, r.after.cpus, r.after.pids, r.applied
+    )
+}
+
+pub fn history(h: &crate::ops::history::History) -> String {
+    let mut s = String::new();
+    for e in &h.entries {
+        s.push_str(&format!("{}  {}  {}\n", e.when, e.who, e.what));
+    }
+    if s.is_empty() {
+        s = format!("no history for {}\n", h.session);
+    }
+    s
+}
+
+/// A foreground image build's progress, on stderr: podman's own lines on a
+/// terminal, else one line per build step (issue 4, point 3).
+pub fn image_event(e: &crate::ops::image::Event, tty: bool) {
+    use crate::ops::image::Event;
+    match e {
+        Event::Waiting(name) => eprintln!(
+            "shrooms-agent: {name} is being built by another shrooms-agent; waiting for it"
+        ),
+        Event::Line(l) if tty || crate::images::is_step_line(l) => eprintln!("{l}"),
+        Event::Line(_) => {}
+    }
+}
+
+pub fn image_built(r: &crate::ops::image::BuildReport) -> String {
+    use crate::ops::image::Outcome;
+    let mut s = String::new();
+    for b in &r.images {
+        let short = &b.hash[..b.hash.len().min(12)];
+        s.push_str(&match b.outcome {
+            Outcome::Built => format!("built {} (Containerfile {short})\n", b.name),
+            Outcome::Current => format!(
+                "{} is current (Containerfile {short}): nothing to build\n",
+                b.name
+            ),
+            Outcome::BuiltByAnother => format!(
+                "{} was built by another shrooms-agent while this one waited (Containerfile {short})\n",
+                b.name
+            ),
+            Outcome::Started => format!(
+                "building {} in the background (log: {}); `shrooms-agent image status` shows when it is ready\n",
+                b.name,
+                b.log.display()
+            ),
+            Outcome::Building => format!(
+                "{} is being built already; `shrooms-agent image status` shows when it is ready\n",
+                b.name
+            ),
+        });
+    }
+    s
+}
+
+pub fn image_status(r: &crate::ops::image::StatusReport) -> String {
+    let yes = |b: bool| if b { "yes" } else { "no" }.to_string();
+    let mut rows: Vec<[String; 6]> = vec![[
+        "IMAGE".to_string(),
+        "OF".into(),
+        "PRESENT".into(),
+        "CURRENT".into(),
+        "BUILDING".into(),
+        "ERROR".into(),
+    ]];
+    for i in &r.images {
+        let of = match (i.stage, i.machine) {
+            (Some(s), true) => format!("{}, the machine's", s.name()),
+            (Some(s), false) => s.name().to_string(),
+            (None, _) => "the machine's".into(),
+        };
+        rows.push([
+            i.name.clone(),
+            of,
+            yes(i.present),
+            if i.stage.is_some() {
+                yes(i.current)
+            } else {
+                "-".into()
+            },
+            if i.stage.is_some() {
+                yes(i.building)
+            } else {
+                "-".into()
+            },
+            i.error.clone().unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    table(&rows)
 }

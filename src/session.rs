@@ -69,6 +69,18 @@ pub struct CageRecord {
     /// Set for a sealed cage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sealed: Option<SealedRecord>,
+    /// The options that widen it.
+    #[serde(default)]
+    pub options: crate::spec::Options,
+}
+
+/// One line of a session's history (`cage history`): when, who, what.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    /// Unix seconds.
+    pub when: u64,
+    pub who: String,
+    pub what: String,
 }
 
 /// What a sealed cage was made with, so that a later version can tell an
@@ -180,10 +192,51 @@ impl Store {
         write_atomic(&self.record_path(&record.name), text.as_bytes(), 0o600)
     }
 
-    /// Remove a session's record and its lock file.
+    /// Remove a session's record, history and lock file.
     pub fn remove(&self, name: &str) -> Result<()> {
         remove_file_if_there(&self.record_path(name))?;
+        remove_file_if_there(&self.history_path(name))?;
+        remove_file_if_there(&self.sessions_dir().join(format!("{name}.record.lock")))?;
         remove_file_if_there(&self.lock_path(name))
+    }
+
+    pub fn history_path(&self, name: &str) -> PathBuf {
+        self.sessions_dir().join(format!("{name}.history.jsonl"))
+    }
+
+    /// Append a line to a session's history (called under its lock).
+    pub fn append_history(&self, name: &str, entry: &HistoryEntry) -> Result<()> {
+        let path = self.history_path(name);
+        let mut line = serde_json::to_string(entry)
+            .map_err(|e| Error::failed(format!("writing the history: {e}")))?;
+        line.push('\n');
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&path)
+            .ctx(|| format!("opening {}", path.display()))?;
+        f.write_all(line.as_bytes())
+            .and_then(|_| f.sync_all())
+            .ctx(|| format!("writing {}", path.display()))
+    }
+
+    /// A session's history, oldest first.
+    pub fn history(&self, name: &str) -> Result<Vec<HistoryEntry>> {
+        let path = self.history_path(name);
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(Error::failed(format!("reading {}: {e}", path.display()))),
+        };
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                serde_json::from_str(l).map_err(|e| {
+                    Error::failed(format!("the history {} is damaged: {e}", path.display()))
+                })
+            })
+            .collect()
     }
 
     /// Every session's record, sorted by name.
@@ -198,7 +251,11 @@ impl Store {
         for entry in entries {
             let entry = entry.ctx(|| format!("reading {}", dir.display()))?;
             let file = entry.file_name();
-            let Some(name) = file.to_str().and_then(|f| f.strip_suffix(".json")) else {
+            let Some(name) = file
+                .to_str()
+                .filter(|f| !f.ends_with(".history.jsonl"))
+                .and_then(|f| f.strip_suffix(".json"))
+            else {
                 continue;
             };
             if validate_name(name).is_ok() {
@@ -206,6 +263,37 @@ impl Store {
             }
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// Change a session's record: load it, change it, save it, under a
+    /// short lock of its own (waited for), so that two writers (a `cage
+    /// limits` beside a `cage move`) never lose each other's change.
+    pub fn update<T>(
+        &self,
+        name: &str,
+        change: impl FnOnce(&mut Record) -> Result<T>,
+    ) -> Result<T> {
+        validate_name(name)?;
+        let path = self.sessions_dir().join(format!("{name}.record.lock"));
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&path)
+            .ctx(|| format!("opening {}", path.display()))?;
+        // SAFETY: flock on a file descriptor we own; released when it closes.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(Error::failed(format!(
+                "locking {}: {}",
+                path.display(),
+                std::io::Error::last_os_error()
+            )));
+        }
+        let mut record = self.load(name)?;
+        let out = change(&mut record)?;
+        self.save(&record)?;
         Ok(out)
     }
 

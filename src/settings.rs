@@ -14,7 +14,6 @@ use crate::error::{Error, Result};
 /// environment (design.md, "Pitfalls": tests that change it race).
 pub type Env = BTreeMap<String, String>;
 
-pub const DEFAULT_IMAGE: &str = "localhost/shrooms-workbench:latest";
 pub const DEFAULT_MEMORY: &str = "4g";
 pub const DEFAULT_CPUS: &str = "2";
 pub const DEFAULT_PIDS: u64 = 2048;
@@ -39,6 +38,7 @@ struct ConfigFile {
     unenforced_limits: Option<String>,
     sealed_token: Option<PathBuf>,
     sealed_dns: Option<Vec<String>>,
+    images_repo: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -105,6 +105,12 @@ pub struct Settings {
     pub sealed_token: Option<PathBuf>,
     /// The resolvers of a sealed cage.
     pub sealed_dns: Vec<String>,
+    /// Where our images are tagged: `<repo>:latest`, `<repo>:desktop` (issue 4).
+    pub images_repo: String,
+    /// The machine's nix (`/nix`; `$SHROOMS_AGENT_NIX_ROOT` for tests).
+    pub nix_root: PathBuf,
+    /// Who runs the tool, for the history (`--by` overrides).
+    pub user: String,
 }
 
 impl Settings {
@@ -203,10 +209,18 @@ impl Settings {
                 ));
             }
         };
+        let images_repo = match file.images_repo {
+            Some(r) => {
+                crate::images::validate_repo(&r).map_err(|why| bad("images_repo", why))?;
+                r
+            }
+            None => crate::images::DEFAULT_REPO.to_string(),
+        };
         let image = match file.image {
             Some(i) if i.trim().is_empty() => return Err(bad("image", "is empty".into())),
             Some(i) => i,
-            None => DEFAULT_IMAGE.to_string(),
+            // The workbench (seed, "Choosing an image"), wherever it is tagged.
+            None => crate::images::image_name(&images_repo, crate::images::Stage::Workbench),
         };
         let pass_env = file.pass_env.unwrap_or_default();
         for name in &pass_env {
@@ -252,6 +266,20 @@ impl Settings {
             path_var,
             sealed_token: file.sealed_token,
             sealed_dns,
+            images_repo,
+            nix_root: env
+                .get("SHROOMS_AGENT_NIX_ROOT")
+                .filter(|p| p.starts_with('/'))
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("/nix")),
+            user: env
+                .get("USER")
+                .or_else(|| env.get("LOGNAME"))
+                .cloned()
+                .unwrap_or_else(|| {
+                    // SAFETY: getuid cannot fail.
+                    format!("uid {}", unsafe { libc::getuid() })
+                }),
         })
     }
 }
@@ -346,7 +374,7 @@ mod tests {
     #[test]
     fn defaults_when_the_file_is_empty() {
         let s = load("").unwrap();
-        assert_eq!(s.image, DEFAULT_IMAGE);
+        assert_eq!(s.image, "localhost/shrooms-workbench:latest");
         assert_eq!(
             s.limits,
             Limits {
@@ -403,6 +431,17 @@ pi = "/opt/pi"
     }
 
     #[test]
+    fn images_repo_names_the_workbench_unless_image_is_set() {
+        let s = load("").unwrap();
+        assert_eq!(s.images_repo, "localhost/shrooms-workbench");
+        let s = load("images_repo = \"localhost/mine\"").unwrap();
+        assert_eq!(s.images_repo, "localhost/mine");
+        assert_eq!(s.image, "localhost/mine:latest");
+        let s = load("images_repo = \"localhost/mine\"\nimage = \"x:1\"").unwrap();
+        assert_eq!(s.image, "x:1");
+    }
+
+    #[test]
     fn an_unknown_key_names_the_key_and_the_file() {
         let e = load("imagee = \"x\"\n").unwrap_err();
         assert_eq!(e.kind, crate::error::Kind::BadInput);
@@ -425,6 +464,8 @@ pi = "/opt/pi"
             ("pass_env = [\"GH_TOKEN\"]", "pass_env"),
             ("image = \" \"", "image"),
             ("sealed_dns = []", "sealed_dns"),
+            ("images_repo = \"localhost/wb:latest\"", "images_repo"),
+            ("images_repo = \"\"", "images_repo"),
             ("sealed_dns = [\"one.one\"]", "sealed_dns"),
         ] {
             let e = load(text).unwrap_err();

@@ -27,6 +27,57 @@ pub const SEALED_HOME: &str = "/root";
 pub const SEALED_CONFIG_DIR: &str = "/root/.claude";
 pub const OUTBOX_IN_CAGE: &str = "/outbox";
 
+/// Where the shared folder appears inside (seed, "The shared folder").
+pub const SHARED_IN_CAGE: &str = "/shared";
+/// The label of the volumes the tool makes for the shared folder.
+pub const SHARED_LABEL: &str = "xyz.vpavlin.shrooms.shared";
+
+/// The options that widen a cage (seed, "Three options widen it further"),
+/// fixed when its container is made.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Options {
+    /// ~/.config/gh read-only, and GH_* / GITHUB_* passed.
+    #[serde(default)]
+    pub github: bool,
+    /// The machine's nix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nix: Option<NixOption>,
+    /// The shared folder's volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared: Option<String>,
+    /// The meshes the session is limited to (none: every mesh).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub meshes: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NixOption {
+    /// A multi-user nix (its daemon does the builds) or a single-user one.
+    pub multi_user: bool,
+    /// The profile's bin folders, put in front of the image's PATH.
+    pub path: Vec<String>,
+}
+
+/// What the options need from the machine, found beforehand.
+#[derive(Debug, Clone, Default)]
+pub struct FoundOptions {
+    /// ~/.config/gh, with --github.
+    pub gh_dir: Option<PathBuf>,
+    pub nix: Option<FoundNix>,
+    /// The shared folder's volume, checked or made.
+    pub shared_volume: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct FoundNix {
+    /// The machine's /nix (a test's fake tree elsewhere).
+    pub root: PathBuf,
+    pub multi_user: bool,
+    /// ~/.local/state/nix and ~/.config/nix, where they exist.
+    pub state_dir: Option<PathBuf>,
+    pub config_dir: Option<PathBuf>,
+}
+
 /// The cage's own address and gateway on pasta (seed, "Network").
 pub const PASTA_ADDRESS: &str = "fd5e:ca9e:1::2";
 pub const PASTA_GATEWAY: &str = "fd5e:ca9e:1::1";
@@ -83,6 +134,8 @@ pub struct CageSpec {
     pub workdir: PathBuf,
     /// Set for a sealed cage.
     pub sealed: Option<SealedSpec>,
+    /// Named volumes: (volume, path inside).
+    pub volumes: Vec<(String, PathBuf)>,
 }
 
 /// What a sealed cage adds to the command line.
@@ -130,7 +183,7 @@ pub struct Request<'a> {
 
 /// Build the spec of an ordinary cage (seed, "A private harness home" and
 /// "What the agent inside sees"): every path at the machine's own path.
-pub fn build(req: &Request<'_>, found: &Found) -> Result<CageSpec> {
+pub fn build(req: &Request<'_>, found: &Found, options: &FoundOptions) -> Result<CageSpec> {
     let mut mounts = vec![Mount::same(req.dir, false)];
     mounts.push(Mount::same(&found.uploads_dir, true));
     for p in &found.self_paths {
@@ -155,10 +208,46 @@ pub fn build(req: &Request<'_>, found: &Found) -> Result<CageSpec> {
     for p in &found.program_dirs {
         mounts.push(Mount::same(p, true));
     }
-    finish(req, mounts, None)
+    if let Some(gh) = &options.gh_dir {
+        mounts.push(Mount::same(gh, true));
+    }
+    if let Some(nix) = &options.nix {
+        // A multi-user nix's store is the daemon's: read-only, and builds go
+        // through its socket. A single-user nix has no daemon, so the cage
+        // writes /nix itself (seed, "Three options widen it further").
+        mounts.push(Mount {
+            src: nix.root.clone(),
+            dst: PathBuf::from("/nix"),
+            read_only: nix.multi_user,
+        });
+        if nix.multi_user {
+            mounts.push(Mount {
+                src: nix.root.join("var/nix/daemon-socket"),
+                dst: PathBuf::from("/nix/var/nix/daemon-socket"),
+                read_only: false,
+            });
+        }
+        if let Some(d) = &nix.state_dir {
+            mounts.push(Mount::same(d, false));
+        }
+        if let Some(d) = &nix.config_dir {
+            mounts.push(Mount::same(d, true));
+        }
+    }
+    let volumes = options
+        .shared_volume
+        .iter()
+        .map(|v| (v.clone(), PathBuf::from(SHARED_IN_CAGE)))
+        .collect();
+    finish(req, mounts, None, volumes)
 }
 
-fn finish(req: &Request<'_>, mounts: Vec<Mount>, sealed: Option<SealedSpec>) -> Result<CageSpec> {
+fn finish(
+    req: &Request<'_>,
+    mounts: Vec<Mount>,
+    sealed: Option<SealedSpec>,
+    volumes: Vec<(String, PathBuf)>,
+) -> Result<CageSpec> {
     for m in &mounts {
         for p in [&m.src, &m.dst] {
             check_mount_path(p)?;
@@ -173,6 +262,7 @@ fn finish(req: &Request<'_>, mounts: Vec<Mount>, sealed: Option<SealedSpec>) -> 
         mounts,
         workdir: req.dir.to_path_buf(),
         sealed,
+        volumes,
     })
 }
 
@@ -221,7 +311,7 @@ pub fn build_sealed(
     for p in &found.program_dirs {
         mounts.push(Mount::same(p, true));
     }
-    finish(req, mounts, Some(sealed))
+    finish(req, mounts, Some(sealed), Vec::new())
 }
 
 /// The environment of a sealed cage (issue 3, point 4): fixed values and
@@ -303,6 +393,7 @@ pub struct EnvRequest<'a> {
     /// The image's own PATH.
     pub image_path: &'a str,
     pub pass_env: &'a [String],
+    pub options: &'a Options,
 }
 
 /// The environment of an ordinary cage: fixed values, and of the invoking
@@ -314,6 +405,9 @@ pub fn env_plan(req: &EnvRequest<'_>, invoking: &Env) -> EnvPlan {
             || name.starts_with("LC_")
             || req.harness.settings_env().contains(&name)
             || req.pass_env.iter().any(|p| p == name)
+            // GitHub's variables reach only a cage given the GitHub login
+            // (seed, "use the keys in its environment").
+            || (req.options.github && (name.starts_with("GH_") || name.starts_with("GITHUB_")))
     };
     for (name, value) in invoking {
         if named(name) {
@@ -323,7 +417,17 @@ pub fn env_plan(req: &EnvRequest<'_>, invoking: &Env) -> EnvPlan {
     // Fixed values win over anything of the same name from outside.
     let home = req.home.to_string_lossy().into_owned();
     chosen.insert("HOME".into(), home);
-    chosen.insert("PATH".into(), req.image_path.to_string());
+    let path = match &req.options.nix {
+        Some(nix) if !nix.path.is_empty() => format!("{}:{}", nix.path.join(":"), req.image_path),
+        _ => req.image_path.to_string(),
+    };
+    chosen.insert("PATH".into(), path);
+    if req.options.nix.as_ref().is_some_and(|n| n.multi_user) {
+        chosen.insert("NIX_REMOTE".into(), "daemon".into());
+    }
+    if req.options.shared.is_some() {
+        chosen.insert("SHROOMS_SHARED".into(), SHARED_IN_CAGE.into());
+    }
     // Claude Code skips permissions as root only in a sandbox, which it
     // detects by IS_SANDBOX=1 (seed, "Troubleshooting").
     chosen.insert("IS_SANDBOX".into(), "1".into());
@@ -385,7 +489,7 @@ mod tests {
             network: Network::Bridge,
             limits: &l,
         };
-        let spec = build(&req, &found()).unwrap();
+        let spec = build(&req, &found(), &FoundOptions::default()).unwrap();
         let got: Vec<String> = spec
             .mounts
             .iter()
@@ -506,9 +610,16 @@ mod tests {
             network: Network::Bridge,
             limits: &l,
         };
-        let e = build(&req, &found()).unwrap_err();
+        let e = build(&req, &found(), &FoundOptions::default()).unwrap_err();
         assert_eq!(e.kind, crate::error::Kind::BadInput);
     }
+
+    static NO_OPTIONS: Options = Options {
+        github: false,
+        nix: None,
+        shared: None,
+        meshes: Vec::new(),
+    };
 
     fn env_req(harness: Harness, pass: &[String]) -> EnvRequest<'_> {
         EnvRequest {
@@ -521,7 +632,139 @@ mod tests {
             },
             image_path: "/usr/local/bin:/usr/bin:/bin",
             pass_env: pass,
+            options: &NO_OPTIONS,
         }
+    }
+
+    #[test]
+    fn github_variables_pass_only_with_github() {
+        let without = env_plan(&env_req(Harness::Claude, &[]), &invoking());
+        assert!(
+            !without
+                .vars
+                .iter()
+                .any(|(n, _)| n.starts_with("GH_") || n.starts_with("GITHUB_"))
+        );
+        let options = Options {
+            github: true,
+            ..Options::default()
+        };
+        let mut req = env_req(Harness::Claude, &[]);
+        req.options = &options;
+        let with = env_plan(&req, &invoking());
+        let names: Vec<&str> = with.vars.iter().map(|(n, _)| n.as_str()).collect();
+        assert!(
+            names.contains(&"GH_TOKEN") && names.contains(&"GITHUB_TOKEN"),
+            "{names:?}"
+        );
+        // and still no other key
+        assert!(!names.contains(&"FOO_API_KEY") && !names.contains(&"ANTHROPIC_API_KEY"));
+    }
+
+    #[test]
+    fn golden_nix_and_shared_env() {
+        let options = Options {
+            nix: Some(NixOption {
+                multi_user: true,
+                path: vec![
+                    "/home/u/.local/state/nix/profiles/profile/bin".into(),
+                    "/nix/var/nix/profiles/default/bin".into(),
+                ],
+            }),
+            shared: Some("shrooms-shared".into()),
+            ..Options::default()
+        };
+        let mut req = env_req(Harness::Claude, &[]);
+        req.options = &options;
+        let plan = env_plan(&req, &invoking());
+        let get = |n: &str| {
+            plan.vars
+                .iter()
+                .find(|(k, _)| k == n)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(
+            get("PATH").unwrap(),
+            "/home/u/.local/state/nix/profiles/profile/bin:/nix/var/nix/profiles/default/bin:\
+             /usr/local/bin:/usr/bin:/bin"
+        );
+        assert_eq!(get("NIX_REMOTE").unwrap(), "daemon");
+        assert_eq!(get("SHROOMS_SHARED").unwrap(), "/shared");
+        let single = Options {
+            nix: Some(NixOption {
+                multi_user: false,
+                path: vec![],
+            }),
+            ..Options::default()
+        };
+        req.options = &single;
+        let plan = env_plan(&req, &invoking());
+        assert!(!plan.vars.iter().any(|(n, _)| n == "NIX_REMOTE"));
+    }
+
+    #[test]
+    fn golden_option_mounts() {
+        let l = limits();
+        let req = Request {
+            session: "web",
+            container: "c",
+            image: "img",
+            dir: Path::new("/home/u/src/web"),
+            network: Network::Bridge,
+            limits: &l,
+        };
+        let opts = FoundOptions {
+            gh_dir: Some("/home/u/.config/gh".into()),
+            nix: Some(FoundNix {
+                root: "/nix".into(),
+                multi_user: true,
+                state_dir: Some("/home/u/.local/state/nix".into()),
+                config_dir: Some("/home/u/.config/nix".into()),
+            }),
+            shared_volume: Some("shrooms-shared".into()),
+        };
+        let spec = build(&req, &found(), &opts).unwrap();
+        let tail: Vec<String> = spec.mounts[spec.mounts.len() - 5..]
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} -> {} {}",
+                    m.src.display(),
+                    m.dst.display(),
+                    if m.read_only { "ro" } else { "rw" }
+                )
+            })
+            .collect();
+        assert_eq!(
+            tail,
+            vec![
+                "/home/u/.config/gh -> /home/u/.config/gh ro",
+                "/nix -> /nix ro",
+                "/nix/var/nix/daemon-socket -> /nix/var/nix/daemon-socket rw",
+                "/home/u/.local/state/nix -> /home/u/.local/state/nix rw",
+                "/home/u/.config/nix -> /home/u/.config/nix ro",
+            ]
+        );
+        assert_eq!(
+            spec.volumes,
+            vec![("shrooms-shared".to_string(), PathBuf::from("/shared"))]
+        );
+        // single-user: the store is written by the cage, no daemon socket
+        let single = FoundOptions {
+            nix: Some(FoundNix {
+                root: "/nix".into(),
+                multi_user: false,
+                state_dir: None,
+                config_dir: None,
+            }),
+            ..FoundOptions::default()
+        };
+        let spec = build(&req, &found(), &single).unwrap();
+        let last = spec.mounts.last().unwrap();
+        assert_eq!(
+            (last.dst.to_str().unwrap(), last.read_only),
+            ("/nix", false)
+        );
     }
 
     fn invoking() -> Env {

@@ -96,6 +96,7 @@ pub fn doctor(ctx: &Context) -> Report {
         )
     });
     checks.push(limits_check(host, s.unenforced_limits));
+    checks.push(check("update", Status::Pass, update_behaviour(host), None));
     checks.push(network_check(host, s.network));
     checks.push(match (&host.nft, &host.nsenter) {
         (Some(nft), Some(ns)) => check(
@@ -140,16 +141,36 @@ pub fn doctor(ctx: &Context) -> Report {
             Some("reinstall podman's containers-common package"),
         ),
     });
-    checks.push(match host.podman.image(&s.image) {
-        Ok(Some(_)) => check("image", Status::Pass, format!("{} is here", s.image), None),
-        Ok(None) => check(
-            "image",
-            Status::Fail,
-            format!("there is no image {} on this machine", s.image),
-            Some("build or pull it (podman build -t / podman pull), or set `image` in the config"),
-        ),
-        Err(e) => check("image", Status::Fail, e.message, None),
-    });
+    // The shared folder of sessions on every mesh (seed, "The shared folder").
+    let shared = crate::ops::make::shared_volume_name(&[]);
+    checks.push(
+        match (host.podman.volume(&shared), host.shared_path(&shared)) {
+            (Ok(Some(_)), Some(p)) => check(
+                "shared",
+                Status::Pass,
+                format!("the shared folder {shared} is at {}", p.display()),
+                None,
+            ),
+            (Ok(None), Some(p)) => check(
+                "shared",
+                Status::Pass,
+                format!(
+                    "the shared folder {shared} is made with the first --shared cage, at {}",
+                    p.display()
+                ),
+                None,
+            ),
+            (Ok(_), None) => check(
+                "shared",
+                Status::Warn,
+                "podman reports no volume folder".into(),
+                None,
+            ),
+            (Err(e), _) => check("shared", Status::Warn, e.message, None),
+        },
+    );
+    // The same facts as `image status` (issue 4): ours missing is a warning.
+    checks.push(super::image::doctor_check(ctx, host));
     Report { checks }
 }
 
@@ -195,6 +216,28 @@ fn limits_check(host: &Host, policy: UnenforcedLimits) -> Check {
             ),
             Some("delegate them (systemd: Delegate=memory cpu pids in user@.service)"),
         ),
+    }
+}
+
+/// How `cage limits` works with this podman (README, "Limits, moving, history").
+fn update_behaviour(host: &Host) -> String {
+    if host.update_persists() {
+        format!(
+            "podman {}: `cage limits` uses podman update, which persists and works on a stopped cage",
+            host.version
+        )
+    } else if host.update_has_pids() {
+        format!(
+            "podman {}: `cage limits` updates a running cage and sets the limits again after every start \
+             (podman update does not persist before 5.1)",
+            host.version
+        )
+    } else {
+        format!(
+            "podman {}: `cage limits` updates a running cage and sets the limits again after every start; \
+             --pids needs podman 4.4 (update --pids-limit)",
+            host.version
+        )
     }
 }
 

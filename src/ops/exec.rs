@@ -41,6 +41,56 @@ pub struct Ended {
     pub stop_error: Option<Error>,
 }
 
+/// `cage run` on a session taken out of its cage: its harness on the
+/// machine itself, in its folder (seed: "taking the session out of the
+/// cage ... work as before").
+pub fn prepare_uncaged(ctx: &Context, name: &str, args: Vec<String>) -> Result<Uncaged> {
+    let record = ctx.store.load(name)?;
+    if record.cage.is_some() {
+        return Err(Error::bad_input(format!("session {name} is in a cage")));
+    }
+    let lock = ctx.store.lock(name)?;
+    let (configured, program) = match record.harness {
+        crate::harness::Harness::Claude => (ctx.settings.claude.clone(), "claude"),
+        crate::harness::Harness::Pi => (ctx.settings.pi.clone(), "pi"),
+    };
+    let path = configured
+        .or_else(|| crate::settings::find_program(program, ctx.settings.path_var.as_deref()))
+        .ok_or_else(|| {
+            Error::failed(format!(
+                "there is no {program} program on this machine: install it, or set [harness] {program} in the config"
+            ))
+        })?;
+    Ok(Uncaged {
+        notice: format!(
+            "session {name} is not in a cage: running {} on this machine, in {}",
+            path.display(),
+            record.dir.display()
+        ),
+        process: Process::new(&path, program).args(args).cwd(&record.dir),
+        _lock: lock,
+    })
+}
+
+/// A harness to run on the machine, out of any cage.
+pub struct Uncaged {
+    /// Said on stderr before it runs.
+    pub notice: String,
+    process: Process,
+    _lock: SessionLock,
+}
+
+impl Uncaged {
+    pub fn run(self) -> Result<i32> {
+        self.process.interactive()
+    }
+}
+
+/// Is the session out of its cage? (`cage run` then runs on the machine.)
+pub fn is_uncaged(ctx: &Context, name: &str) -> Result<bool> {
+    Ok(ctx.store.load(name)?.cage.is_none())
+}
+
 pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Result<Prepared<'a>> {
     let record = ctx.store.load(name)?;
     let cage = cage_of(&record)?;
@@ -78,6 +128,7 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
                 harness_dir: &cage.harness_dir,
                 image_path: &cage.image_path,
                 pass_env: &ctx.settings.pass_env,
+                options: &cage.options,
             },
             &ctx.env,
         ),

@@ -119,6 +119,7 @@ mod tests {
                 program: None,
                 create_argv: vec![],
                 sealed: None,
+                options: Default::default(),
             }),
         }
     }

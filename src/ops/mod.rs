@@ -6,7 +6,12 @@
 pub mod create;
 pub mod doctor;
 pub mod exec;
+pub mod history;
+pub mod image;
+pub mod limits;
 pub mod ls;
+pub mod make;
+pub mod moves;
 pub mod outbox;
 pub mod prune;
 pub mod rm;
@@ -91,6 +96,22 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<()>
     })?;
     if !state.running {
         host.podman.start(&cage.container)?;
+        // Before podman 5.1 `podman update` does not persist: a start brings
+        // back the limits the container was made with, so the session's own
+        // are set again (podman-on-these-machines.md, seen on 4.3.1).
+        if !host.update_persists()
+            && limits_in_argv(&cage.create_argv).as_ref() != Some(&cage.limits)
+        {
+            let update =
+                crate::podman::argv::update(&cage.container, &cage.limits, host.update_has_pids());
+            if let Err(e) = host.podman.update(&update) {
+                let _ = host.podman.stop(&cage.container);
+                return Err(e.context(format!(
+                    "setting the session's limits again in {} failed, so it was stopped again",
+                    cage.container
+                )));
+            }
+        }
     }
     let rule_set = match &cage.sealed {
         Some(s) => rules::sealed(ctx.settings.agent_port, &s.dns),
@@ -104,6 +125,21 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<()>
         )));
     }
     Ok(())
+}
+
+/// The limits a `podman create` argv made a container with.
+pub fn limits_in_argv(argv: &[String]) -> Option<crate::settings::Limits> {
+    let value = |flag: &str| {
+        argv.iter()
+            .position(|a| a == flag)
+            .and_then(|i| argv.get(i + 1))
+            .cloned()
+    };
+    Some(crate::settings::Limits {
+        memory: value("--memory")?,
+        cpus: value("--cpus")?,
+        pids: value("--pids-limit")?.parse().ok()?,
+    })
 }
 
 /// The program to run and the folder to mount for a harness program found

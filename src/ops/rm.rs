@@ -8,7 +8,6 @@ use serde::Serialize;
 
 use super::Context;
 use crate::error::Result;
-use crate::session;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Removed {
@@ -27,25 +26,15 @@ pub fn rm(ctx: &Context, name: &str) -> Result<Removed> {
             // The container goes first: if podman cannot remove it, the
             // record stays, so the session can be removed again later.
             let host = ctx.host_for_session()?;
-            host.podman.rm_force(&cage.container)?;
-            for f in [
-                ctx.store.env_file(&cage.container),
-                ctx.store.cage_dir(&cage.container),
-            ] {
-                if f.exists() {
-                    if f.is_dir() {
-                        session::remove_dir_if_there(&f)?;
-                    } else {
-                        session::remove_file_if_there(&f)?;
-                    }
-                    files.push(f);
-                }
-            }
+            files.extend(super::make::remove_cage(ctx, host, cage)?);
             Some(cage.container.clone())
         }
         None => None,
     };
     files.push(ctx.store.record_path(name));
+    if ctx.store.history_path(name).exists() {
+        files.push(ctx.store.history_path(name));
+    }
     ctx.store.remove(name)?;
     Ok(Removed {
         session: record.name,

@@ -15,17 +15,26 @@ pub struct Shown {
     /// "uncaged" out of a cage.
     pub state: String,
     pub running: bool,
+    /// The shared folder on the machine (podman's volume folder, then
+    /// VOLUME/_data), for a cage given one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shared_path: Option<std::path::PathBuf>,
 }
 
 pub fn show(ctx: &Context, name: &str) -> Result<Shown> {
     let record = ctx.store.load(name)?;
-    let (state, running) = match &record.cage {
-        None => ("uncaged".to_string(), false),
+    let (state, running, shared_path) = match &record.cage {
+        None => ("uncaged".to_string(), false, None),
         Some(cage) => {
             let host = ctx.host_for_session()?;
+            let shared = cage
+                .options
+                .shared
+                .as_ref()
+                .and_then(|v| host.shared_path(v));
             match host.podman.container(&cage.container)? {
-                Some(s) => (s.status.clone(), s.running),
-                None => ("missing".to_string(), false),
+                Some(s) => (s.status.clone(), s.running, shared),
+                None => ("missing".to_string(), false, shared),
             }
         }
     };
@@ -33,5 +42,6 @@ pub fn show(ctx: &Context, name: &str) -> Result<Shown> {
         record,
         state,
         running,
+        shared_path,
     })
 }

@@ -15,6 +15,17 @@ pub struct Stopped {
     pub was_running: bool,
 }
 
+/// `cage stop --all`: every cage of this user that runs.
+pub fn stop_all(ctx: &Context) -> Result<Vec<Stopped>> {
+    let mut out = Vec::new();
+    for record in ctx.store.list()? {
+        if record.cage.is_some() {
+            out.push(stop(ctx, &record.name)?);
+        }
+    }
+    Ok(out)
+}
+
 pub fn stop(ctx: &Context, name: &str) -> Result<Stopped> {
     let record = ctx.store.load(name)?;
     let cage = cage_of(&record)?;

@@ -36,6 +36,12 @@ pub fn create(spec: &CageSpec) -> Vec<String> {
     for m in &spec.mounts {
         a.extend(["--mount".into(), mount(m)]);
     }
+    for (volume, dst) in &spec.volumes {
+        a.extend([
+            "--mount".into(),
+            format!("type=volume,src={volume},dst={}", path(dst)),
+        ]);
+    }
     a.push(spec.image.clone());
     a.extend(["sleep".into(), "infinity".into()]);
     a
@@ -107,6 +113,24 @@ fn path(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
 
+/// `podman update` of a container's limits, all in one call: a podman 5
+/// bug reset the limits not passed (podman #24610). `--pids-limit` for
+/// update came with podman 4.4.
+pub fn update(container: &str, l: &crate::settings::Limits, with_pids: bool) -> Vec<String> {
+    let mut a: Vec<String> = vec!["update".into()];
+    a.extend([
+        "--memory".into(),
+        l.memory.clone(),
+        "--cpus".into(),
+        l.cpus.clone(),
+    ]);
+    if with_pids {
+        a.extend(["--pids-limit".into(), l.pids.to_string()]);
+    }
+    a.push(container.into());
+    a
+}
+
 /// `podman exec` of a command in a cage (issue 2, "cage exec").
 pub fn exec(
     container: &str,
@@ -173,7 +197,37 @@ mod tests {
             ],
             workdir: PathBuf::from("/home/u/src/web"),
             sealed: None,
+            volumes: vec![],
         }
+    }
+
+    #[test]
+    fn golden_shared_volume() {
+        let mut s = spec(Network::Bridge);
+        s.mounts.clear();
+        s.volumes = vec![("shrooms-shared".into(), "/shared".into())];
+        let a = create(&s).join(" ");
+        assert!(
+            a.ends_with("--mount type=volume,src=shrooms-shared,dst=/shared localhost/shrooms-workbench:latest sleep infinity"),
+            "{a}"
+        );
+    }
+
+    #[test]
+    fn golden_update() {
+        let l = crate::settings::Limits {
+            memory: "1g".into(),
+            cpus: "1.5".into(),
+            pids: 100,
+        };
+        assert_eq!(
+            update("c", &l, true).join(" "),
+            "update --memory 1g --cpus 1.5 --pids-limit 100 c"
+        );
+        assert_eq!(
+            update("c", &l, false).join(" "),
+            "update --memory 1g --cpus 1.5 c"
+        );
     }
 
     #[test]

@@ -106,6 +106,24 @@ impl PsEntry {
     }
 }
 
+/// One entry of `podman volume inspect --format json`: a plain local volume
+/// has `Options: {}`; one defined as a bind has `{"device": "/path", "o":
+/// "bind", "type": "none"}` (podman-on-these-machines.md).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct VolumeInspect {
+    #[serde(rename = "Name")]
+    pub name: String,
+    #[serde(rename = "Driver")]
+    pub driver: String,
+    #[serde(rename = "Mountpoint")]
+    pub mountpoint: String,
+    #[serde(rename = "Labels")]
+    pub labels: Option<BTreeMap<String, String>>,
+    #[serde(rename = "Options")]
+    pub options: Option<BTreeMap<String, String>>,
+}
+
 /// One entry of `podman image inspect --format json`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]

@@ -111,6 +111,55 @@ impl Podman {
         Ok(list.into_iter().next().map(|c| c.state))
     }
 
+    /// `podman update` of a container's limits.
+    pub fn update(&self, argv: &[String]) -> Result<()> {
+        self.run(argv, QUICK).map(drop)
+    }
+
+    /// The processes in a running container: `podman top NAME args` prints
+    /// a header and one row per process (no JSON; 4.3 and 5.x alike).
+    pub fn top_args(&self, container: &str) -> Result<Vec<String>> {
+        let out = self.run(&Self::strs(&["top", container, "args"]), QUICK)?;
+        Ok(out
+            .stdout
+            .lines()
+            .skip(1)
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty())
+            .collect())
+    }
+
+    /// A volume, or None when there is none of that name.
+    pub fn volume(&self, name: &str) -> Result<Option<inspect::VolumeInspect>> {
+        let out = self
+            .process(&Self::strs(&[
+                "volume", "inspect", "--format", "json", name,
+            ]))
+            .timeout(QUICK)
+            .capture()?;
+        if !out.success() {
+            if out.stderr.contains("no such volume") || out.stderr.contains("no volume with name") {
+                return Ok(None);
+            }
+            return Err(Error::failed(format!(
+                "podman volume: {}",
+                out.last_stderr_line()
+            )));
+        }
+        let list: Vec<inspect::VolumeInspect> = serde_json::from_str(&out.stdout)
+            .map_err(|e| Error::failed(format!("podman volume inspect: unexpected output: {e}")))?;
+        Ok(list.into_iter().next())
+    }
+
+    /// Make a local volume with a label.
+    pub fn volume_create(&self, name: &str, label: &str) -> Result<()> {
+        self.run(
+            &Self::strs(&["volume", "create", "--label", label, name]),
+            QUICK,
+        )
+        .map(drop)
+    }
+
     /// Every container carrying the session label.
     pub fn ps_cages(&self) -> Result<Vec<inspect::PsEntry>> {
         let out = self.run(&argv::ps_cages(), QUICK)?;

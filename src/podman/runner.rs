@@ -17,8 +17,12 @@ pub struct Process {
     args: Vec<String>,
     stdin: Option<Vec<u8>>,
     timeout: Option<Duration>,
+    /// The working folder (default /).
+    cwd: Option<PathBuf>,
     /// How failures are named: "podman create", "nft".
     label: String,
+    /// Sent SIGTERM when the thread that started it ends (`die_with_parent`).
+    die_with_parent: bool,
 }
 
 /// What a finished process printed.
@@ -51,7 +55,9 @@ impl Process {
             args: Vec::new(),
             stdin: None,
             timeout: None,
+            cwd: None,
             label: label.into(),
+            die_with_parent: false,
         }
     }
     pub fn args<I, S>(mut self, args: I) -> Process
@@ -66,19 +72,52 @@ impl Process {
         self.stdin = Some(bytes.into());
         self
     }
+    pub fn cwd(mut self, dir: impl Into<PathBuf>) -> Process {
+        self.cwd = Some(dir.into());
+        self
+    }
     pub fn timeout(mut self, t: Duration) -> Process {
         self.timeout = Some(t);
+        self
+    }
+    /// End it (SIGTERM) when this process ends, even by SIGKILL: an image
+    /// build must not go on unseen once the process holding its lock is gone
+    /// (issue 4, point 4). Linux sends it when the spawning *thread* ends, so
+    /// only for processes waited for on the thread that started them.
+    pub fn die_with_parent(mut self) -> Process {
+        self.die_with_parent = true;
         self
     }
 
     fn expression(&self) -> duct::Expression {
         // Rootless podman fails where it cannot read its working folder
         // ("cannot chdir"); every path we pass is absolute, so use /.
-        let mut e = duct::cmd(&self.program, &self.args).unchecked().dir("/");
+        let cwd = self.cwd.clone().unwrap_or_else(|| PathBuf::from("/"));
+        let mut e = duct::cmd(&self.program, &self.args).unchecked().dir(cwd);
         e = match &self.stdin {
             Some(b) => e.stdin_bytes(b.clone()),
             None => e.stdin_null(),
         };
+        if self.die_with_parent {
+            // SAFETY: getpid cannot fail.
+            let parent = unsafe { libc::getpid() };
+            e = e.before_spawn(move |cmd| {
+                use std::os::unix::process::CommandExt;
+                // SAFETY: prctl, getppid and kill are async-signal-safe; the
+                // closure allocates nothing.
+                unsafe {
+                    cmd.pre_exec(move || {
+                        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                        // The parent may have died before prctl took effect.
+                        if libc::getppid() != parent {
+                            libc::kill(libc::getpid(), libc::SIGTERM);
+                        }
+                        Ok(())
+                    });
+                }
+                Ok(())
+            });
+        }
         e
     }
 
@@ -138,13 +177,52 @@ impl Process {
         }
     }
 
+    /// Run it with stderr joined to stdout, handing each line to `on_line`
+    /// as it comes (an image build's progress), and return its exit code
+    /// (None: ended by a signal). No timeout: a build takes what it takes.
+    pub fn stream(&self, on_line: &mut dyn FnMut(&str)) -> Result<Option<i32>> {
+        use std::io::BufRead;
+        let reader = self
+            .expression()
+            .stderr_to_stdout()
+            .reader()
+            .map_err(|e| self.could_not_start(e))?;
+        let mut lines = std::io::BufReader::new(&reader);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match lines.read_until(b'\n', &mut buf) {
+                Ok(0) => break,
+                Ok(_) => {
+                    let line = String::from_utf8_lossy(&buf);
+                    on_line(line.trim_end_matches(['\n', '\r']));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    return Err(Error::failed(format!(
+                        "{}: reading its output: {e}",
+                        self.label
+                    )));
+                }
+            }
+        }
+        let output = loop {
+            match reader.try_wait().map_err(|e| self.could_not_start(e))? {
+                Some(o) => break o.clone(),
+                None => std::thread::sleep(Duration::from_millis(20)),
+            }
+        };
+        Ok(output.status.code())
+    }
+
     /// Run it with the terminal passed through (stdin, stdout and stderr
     /// inherited) and return its exit code. While it runs, SIGINT, SIGQUIT,
     /// SIGTERM and SIGHUP do not end this process: the child gets the
     /// terminal's signals itself, and a SIGTERM or SIGHUP sent to us alone is
     /// passed on to it, so the caller can always clean up after it.
     pub fn interactive(&self) -> Result<i32> {
-        let e = duct::cmd(&self.program, &self.args).unchecked().dir("/");
+        let cwd = self.cwd.clone().unwrap_or_else(|| PathBuf::from("/"));
+        let e = duct::cmd(&self.program, &self.args).unchecked().dir(cwd);
         let guard = SignalGuard::install();
         let handle = e.start().map_err(|e| self.could_not_start(e))?;
         let output = loop {
@@ -170,6 +248,63 @@ impl Process {
         drop(guard);
         Ok(exit_code(&output.status))
     }
+}
+
+/// Start a program that outlives this one (issue 4: an image build in the
+/// background): in a session of its own (setsid), so no terminal's hangup
+/// reaches it; working folder /; stdin from /dev/null; stdout and stderr
+/// appended to `log`. `keep_fds` are passed to it open (a build lock held
+/// for it); every other descriptor of ours is close-on-exec. Returns its
+/// pid, which is also its process group. A thread reaps it if it ends
+/// while we still run.
+pub fn spawn_detached(
+    program: &Path,
+    args: &[String],
+    log: &Path,
+    keep_fds: &[std::os::fd::RawFd],
+) -> Result<u32> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::process::CommandExt;
+    let label = format!("starting {}", program.display());
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(log)
+        .map_err(|e| Error::failed(format!("{label}: opening {}: {e}", log.display())))?;
+    let err = out
+        .try_clone()
+        .map_err(|e| Error::failed(format!("{label}: {e}")))?;
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args)
+        .current_dir("/")
+        .stdin(std::process::Stdio::null())
+        .stdout(out)
+        .stderr(err);
+    let fds = keep_fds.to_vec();
+    // SAFETY: setsid and fcntl are async-signal-safe; nothing is allocated.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            for &fd in &fds {
+                let flags = libc::fcntl(fd, libc::F_GETFD);
+                if flags == -1 || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Error::failed(format!("{label}: {e}")))?;
+    let pid = child.id();
+    std::thread::spawn(move || {
+        let _ = child.wait();
+    });
+    Ok(pid)
 }
 
 /// The exit code a shell would report: the code, or 128 + the signal.
@@ -318,6 +453,51 @@ mod tests {
             .run()
             .unwrap_err();
         assert_eq!(e.message, "sleep: no answer within 200ms");
+    }
+
+    #[test]
+    fn stream_hands_over_each_line_of_both_outputs() {
+        let mut lines = Vec::new();
+        let code = Process::new("/bin/sh", "sh")
+            .args(["-c", "echo one; echo two >&2; printf three; exit 3"])
+            .die_with_parent()
+            .stream(&mut |l| lines.push(l.to_string()))
+            .unwrap();
+        assert_eq!(code, Some(3));
+        assert_eq!(lines, ["one", "two", "three"]);
+    }
+
+    #[test]
+    fn spawn_detached_makes_a_session_and_passes_only_the_fds_asked() {
+        use std::os::fd::AsRawFd;
+        let dir = std::env::temp_dir().join(format!("shrooms-detach-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("log");
+        let kept = std::fs::File::create(dir.join("kept")).unwrap();
+        let other = std::fs::File::create(dir.join("other")).unwrap();
+        let (k, o) = (kept.as_raw_fd(), other.as_raw_fd());
+        let script = format!(
+            "read -r pid comm state ppid pgrp sid rest < /proc/$$/stat; \
+             echo \"$pid $sid $pgrp\"; [ -e /proc/$$/fd/{k} ] && echo kept; \
+             [ -e /proc/$$/fd/{o} ] && echo leaked; pwd; echo done"
+        );
+        let pid = spawn_detached(
+            Path::new("/bin/sh"),
+            &["-c".to_string(), script],
+            &log,
+            &[k],
+        )
+        .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let text = loop {
+            let t = std::fs::read_to_string(&log).unwrap_or_default();
+            if t.contains("done") || std::time::Instant::now() > deadline {
+                break t;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(text, format!("{pid} {pid} {pid}\nkept\n/\ndone\n"));
     }
 
     #[test]

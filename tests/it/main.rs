@@ -5,5 +5,7 @@ mod common;
 
 mod cage;
 mod cli;
+mod images;
+mod options;
 mod rootless;
 mod sealed;

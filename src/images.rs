@@ -1,0 +1,695 @@
+//! Our two images, the workbench and the desktop (seed, "Choosing an
+//! image"; issue 4): their names, the Containerfile they are built from,
+//! the label that says which one, the `podman build` command line, the
+//! record a build leaves in the state folder, and the decisions made from
+//! what podman and that record say. Pure: `ops::image` does the I/O.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// The Containerfile of both images, compiled in.
+pub const CONTAINERFILE: &str = include_str!("../assets/workbench.Containerfile");
+
+/// The label an image of ours carries: the sha256 of the Containerfile text
+/// it was built from.
+pub const LABEL: &str = "xyz.vpavlin.shrooms.containerfile";
+
+/// Where our images are tagged unless the config's `images_repo` says otherwise.
+pub const DEFAULT_REPO: &str = "localhost/shrooms-workbench";
+
+/// The seed's words for a message sent while the image is built.
+pub const BEING_BUILT: &str = "the image for this session's cage is being built (a few minutes, the first time); send again then";
+
+/// One of the Containerfile's two stages, and so one of our two images.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    Workbench,
+    Desktop,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 2] = [Stage::Workbench, Stage::Desktop];
+
+    /// The stage's name in the Containerfile (`--target`), and in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Workbench => "workbench",
+            Stage::Desktop => "desktop",
+        }
+    }
+
+    /// The tag of its image.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Stage::Workbench => "latest",
+            Stage::Desktop => "desktop",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Stage> {
+        Stage::ALL.into_iter().find(|st| st.name() == s)
+    }
+}
+
+/// `<repo>:latest` or `<repo>:desktop`.
+pub fn image_name(repo: &str, stage: Stage) -> String {
+    format!("{repo}:{}", stage.tag())
+}
+
+/// Which of ours an image name is, if it is one: the exact name, the repo
+/// without a tag (podman reads that as `:latest`), or a short name podman
+/// resolves to a local `localhost/` one.
+pub fn stage_of(repo: &str, image: &str) -> Option<Stage> {
+    let image = image.trim();
+    let full = if !image.contains('/') && repo.starts_with("localhost/") {
+        format!("localhost/{image}")
+    } else {
+        image.to_string()
+    };
+    let full = if has_tag(&full) || full.contains('@') {
+        full
+    } else {
+        format!("{full}:latest")
+    };
+    Stage::ALL
+        .into_iter()
+        .find(|st| image_name(repo, *st) == full)
+}
+
+/// Does a reference carry a tag (a `:` after its last `/`)?
+fn has_tag(reference: &str) -> bool {
+    let last = reference.rsplit('/').next().unwrap_or(reference);
+    last.contains(':')
+}
+
+/// The sha256 of a Containerfile's text, as lowercase hex.
+pub fn hash(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The hash of the embedded Containerfile: what this binary's images carry.
+pub fn embedded_hash() -> String {
+    hash(CONTAINERFILE)
+}
+
+/// `podman build` for one stage (issue 4, point 3), without the program: on
+/// the machine's network, the Containerfile on standard input, an empty
+/// folder as the context (nothing is COPYed in).
+pub fn build_argv(stage: Stage, name: &str, hash: &str, context: &Path) -> Vec<String> {
+    vec![
+        "build".into(),
+        "--network".into(),
+        "host".into(),
+        "--target".into(),
+        stage.name().into(),
+        "--label".into(),
+        format!("{LABEL}={hash}"),
+        "-t".into(),
+        name.into(),
+        "-f".into(),
+        "-".into(),
+        context.to_string_lossy().into_owned(),
+    ]
+}
+
+/// The text given to `podman build`: the Containerfile with `LABEL
+/// <LABEL>=<hash>` as the last instruction of each stage. `--label` alone is
+/// not enough on podman 4.3: when every step of a single-stage target is
+/// in the build cache, the cached image is tagged as it is, with the label
+/// of the build that made it, so a Containerfile changed outside the target
+/// stage (a comment, the desktop stage) would leave the workbench stale
+/// forever. As an instruction, the label is part of the cache key; only
+/// that last, empty layer is made again. Lines that continue an
+/// instruction (`\`) are never taken for a FROM; heredocs are not read.
+pub fn labelled(text: &str, hash: &str) -> String {
+    let label = format!("LABEL {LABEL}={hash}\n");
+    let mut out = String::with_capacity(text.len() + 4 * label.len());
+    let mut stages = 0;
+    let mut continued = false;
+    for line in text.lines() {
+        let t = line.trim();
+        let is_from = !continued
+            && t.split_whitespace()
+                .next()
+                .is_some_and(|w| w.eq_ignore_ascii_case("FROM"));
+        if is_from {
+            if stages > 0 {
+                out.push_str(&label);
+            }
+            stages += 1;
+        }
+        out.push_str(line);
+        out.push('\n');
+        // Comments and empty lines inside a continued instruction do not end it.
+        if !t.is_empty() && !t.starts_with('#') {
+            continued = t.ends_with('\\');
+        }
+    }
+    if stages > 0 {
+        out.push_str(&label);
+    }
+    out
+}
+
+/// Is this line of `podman build`'s output the start of a step? (`STEP 2/5:
+/// RUN ...`, `[1/2] STEP 2/5: ...` in a multi-stage build.) Shown as the
+/// progress of a build whose output is not a terminal.
+pub fn is_step_line(line: &str) -> bool {
+    let rest = match line.strip_prefix('[') {
+        Some(r) => match r.split_once("] ") {
+            Some((_, after)) => after,
+            None => return false,
+        },
+        None => line,
+    };
+    let Some(rest) = rest.strip_prefix("STEP ") else {
+        return false;
+    };
+    let Some((n, _)) = rest.split_once(':') else {
+        return false;
+    };
+    match n.split_once('/') {
+        Some((a, b)) => {
+            !a.is_empty()
+                && !b.is_empty()
+                && a.bytes().all(|c| c.is_ascii_digit())
+                && b.bytes().all(|c| c.is_ascii_digit())
+        }
+        None => false,
+    }
+}
+
+/// The config's `images_repo`: an image name without a tag or digest, in
+/// the lowercase letters, digits and separators podman takes.
+pub fn validate_repo(repo: &str) -> Result<(), String> {
+    let example = "like \"localhost/shrooms-workbench\"";
+    if repo.trim().is_empty() {
+        return Err(format!(
+            "is empty: give an image name without a tag, {example}"
+        ));
+    }
+    if repo.contains('@') || has_tag(repo) {
+        return Err(format!(
+            "{repo:?} has a tag or digest: give the name without one ({example}); \
+             the tags are `latest` (workbench) and `desktop`"
+        ));
+    }
+    let parts: Vec<&str> = repo.split('/').collect();
+    for (i, part) in parts.iter().enumerate() {
+        // The first part may be a registry with a port ("host:5000").
+        let allowed = |c: char| {
+            c.is_ascii_lowercase()
+                || c.is_ascii_digit()
+                || "._-".contains(c)
+                || (i == 0 && parts.len() > 1 && c == ':')
+        };
+        if part.is_empty() || !part.chars().all(allowed) {
+            return Err(format!(
+                "{repo:?} is not an image name: use lowercase letters, digits, `.`, `_`, `-` \
+                 and `/` ({example})"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What the state folder records about one of our images
+/// (`images/<stage>.json`), written under its build lock.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BuildRecord {
+    /// When the last build started (Unix seconds); cleared when it ends.
+    /// Whether a build runs is told by the lock, never by this: a build
+    /// whose process died leaves it set.
+    pub building_since: Option<u64>,
+    /// The hash of the Containerfile being built.
+    pub building_hash: Option<String>,
+    /// Built from `--containerfile`, not the embedded file.
+    pub building_custom: bool,
+    /// The process that builds (for a look with `ps`, and the tests).
+    pub pid: Option<u32>,
+    /// The hash the image was last built from successfully.
+    pub built_hash: Option<String>,
+    /// ... from `--containerfile`: then that hash, not the embedded file's,
+    /// is what the image is compared with (an owner's own variant is never
+    /// built over by the embedded one).
+    pub built_custom: bool,
+    pub built_at: Option<u64>,
+    /// The last line of the last build, if it failed; cleared when a build starts.
+    pub error: Option<String>,
+    pub error_hash: Option<String>,
+    pub failed_at: Option<u64>,
+    /// `cage create` has said so once: the next one builds again.
+    pub error_reported: bool,
+}
+
+impl BuildRecord {
+    /// A build starts: what it builds, and no error of an earlier one.
+    pub fn start(&mut self, hash: &str, custom: bool, now: u64) {
+        self.building_since = Some(now);
+        self.building_hash = Some(hash.to_string());
+        self.building_custom = custom;
+        self.pid = None;
+        self.error = None;
+        self.error_hash = None;
+        self.failed_at = None;
+        self.error_reported = false;
+    }
+
+    fn stop(&mut self) {
+        self.building_since = None;
+        self.building_hash = None;
+        self.building_custom = false;
+        self.pid = None;
+    }
+
+    pub fn succeeded(&mut self, hash: &str, custom: bool, now: u64) {
+        self.stop();
+        self.built_hash = Some(hash.to_string());
+        self.built_custom = custom;
+        self.built_at = Some(now);
+    }
+
+    pub fn failed(&mut self, hash: &str, line: &str, now: u64) {
+        self.stop();
+        self.error = Some(line.to_string());
+        self.error_hash = Some(hash.to_string());
+        self.failed_at = Some(now);
+        self.error_reported = false;
+    }
+
+    /// The hash our image must carry to be current: the last
+    /// `--containerfile` build's, else this binary's embedded file's.
+    pub fn wanted_hash(&self, embedded: &str) -> String {
+        match (&self.built_hash, self.built_custom) {
+            (Some(h), true) => h.clone(),
+            _ => embedded.to_string(),
+        }
+    }
+}
+
+/// One image as `image status` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImageStatus {
+    pub name: String,
+    /// The machine's image: the config's `image`.
+    pub machine: bool,
+    /// Which of ours it is, if it is one.
+    pub stage: Option<Stage>,
+    pub present: bool,
+    /// Ours: its label is the hash it should carry. Not ours: there is
+    /// nothing to compare, so it is current when it is present.
+    pub current: bool,
+    /// Ours: a build of it runs now (its lock is held).
+    pub building: bool,
+    pub building_since: Option<u64>,
+    /// The last line of its last build, when that failed.
+    pub error: Option<String>,
+    /// The hash its label carries, and the one it should.
+    pub label: Option<String>,
+    pub wanted: Option<String>,
+}
+
+/// What podman says of an image that is on the machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Present {
+    pub id: String,
+    pub label: Option<String>,
+}
+
+/// An image's status from what podman, the lock and the record say.
+pub fn derive(
+    name: &str,
+    machine: bool,
+    stage: Option<Stage>,
+    image: Option<&Present>,
+    building: bool,
+    record: &BuildRecord,
+    embedded: &str,
+) -> ImageStatus {
+    let present = image.is_some();
+    let label = image.and_then(|i| i.label.clone());
+    match stage {
+        None => ImageStatus {
+            name: name.to_string(),
+            machine,
+            stage,
+            present,
+            current: present,
+            building: false,
+            building_since: None,
+            error: None,
+            label,
+            wanted: None,
+        },
+        Some(_) => {
+            let wanted = record.wanted_hash(embedded);
+            ImageStatus {
+                name: name.to_string(),
+                machine,
+                stage,
+                present,
+                current: present && label.as_deref() == Some(wanted.as_str()),
+                building,
+                building_since: if building {
+                    record.building_since
+                } else {
+                    None
+                },
+                error: if building { None } else { record.error.clone() },
+                label,
+                wanted: Some(wanted),
+            }
+        }
+    }
+}
+
+/// What `cage create` does about its image (issue 4, point 6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ForCage {
+    /// Make the cage from it.
+    Use,
+    /// Ours, present but stale: build it again in the background, and make
+    /// the cage from the old one meanwhile ("The old image serves until the
+    /// new one is ready").
+    UseAndRebuild,
+    /// Ours, missing, a build runs: not ready yet.
+    Wait,
+    /// Ours, missing, the last build failed and nobody has been told:
+    /// say so (and the next call builds again).
+    Report(String),
+    /// Ours, missing, no build runs: start one; not ready yet.
+    Build,
+    /// Not ours and missing: never built or pulled.
+    Missing,
+    /// Not ours and present: it must have `sleep` on its PATH.
+    CheckSleep,
+}
+
+pub fn for_cage(status: &ImageStatus, record: &BuildRecord) -> ForCage {
+    match (status.stage, status.present) {
+        (None, false) => ForCage::Missing,
+        (None, true) => ForCage::CheckSleep,
+        (Some(_), true) if status.current || status.building => ForCage::Use,
+        (Some(_), true) => ForCage::UseAndRebuild,
+        (Some(_), false) if status.building => ForCage::Wait,
+        (Some(_), false) => match &record.error {
+            Some(line) if !record.error_reported => ForCage::Report(line.clone()),
+            _ => ForCage::Build,
+        },
+    }
+}
+
+/// `building the workbench image: <its last line>`.
+pub fn failure_message(stage: Stage, line: &str) -> String {
+    format!("building the {} image: {line}", stage.name())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REPO: &str = "localhost/shrooms-workbench";
+
+    #[test]
+    fn names_and_which_are_ours() {
+        assert_eq!(
+            image_name(REPO, Stage::Workbench),
+            "localhost/shrooms-workbench:latest"
+        );
+        assert_eq!(
+            image_name(REPO, Stage::Desktop),
+            "localhost/shrooms-workbench:desktop"
+        );
+        for (image, stage) in [
+            ("localhost/shrooms-workbench:latest", Some(Stage::Workbench)),
+            ("localhost/shrooms-workbench", Some(Stage::Workbench)),
+            ("shrooms-workbench:latest", Some(Stage::Workbench)),
+            ("shrooms-workbench:desktop", Some(Stage::Desktop)),
+            ("localhost/shrooms-workbench:desktop", Some(Stage::Desktop)),
+            ("localhost/shrooms-workbench:other", None),
+            ("docker.io/library/shrooms-workbench:latest", None),
+            ("localhost/shrooms-workbench-x:latest", None),
+            ("localhost/mine:1", None),
+        ] {
+            assert_eq!(stage_of(REPO, image), stage, "{image}");
+        }
+        assert_eq!(
+            stage_of("localhost/shrooms-it-7", "localhost/shrooms-it-7:desktop"),
+            Some(Stage::Desktop)
+        );
+        assert_eq!(
+            stage_of("localhost/shrooms-it-7", "localhost/shrooms-workbench"),
+            None
+        );
+    }
+
+    #[test]
+    fn the_hash_is_sha256_hex_of_the_text() {
+        assert_eq!(
+            hash("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(embedded_hash().len(), 64);
+        assert_ne!(hash("FROM a\n"), hash("FROM a\n\n"));
+    }
+
+    #[test]
+    fn the_embedded_containerfile_has_both_stages() {
+        assert!(CONTAINERFILE.contains("FROM docker.io/library/node:22-bookworm AS workbench"));
+        assert!(CONTAINERFILE.contains("FROM workbench AS desktop"));
+        assert!(CONTAINERFILE.contains("ENV APPIMAGE_EXTRACT_AND_RUN=1"));
+        assert!(CONTAINERFILE.contains("CMD [\"sleep\", \"infinity\"]"));
+        assert!(!CONTAINERFILE.to_lowercase().contains("claude-code"));
+    }
+
+    #[test]
+    fn build_argv_golden() {
+        let argv = build_argv(
+            Stage::Desktop,
+            "localhost/shrooms-workbench:desktop",
+            "abc123",
+            Path::new("/state/images/context"),
+        );
+        assert_eq!(
+            argv.join(" "),
+            "build --network host --target desktop \
+             --label xyz.vpavlin.shrooms.containerfile=abc123 \
+             -t localhost/shrooms-workbench:desktop -f - /state/images/context"
+        );
+    }
+
+    #[test]
+    fn every_stage_ends_with_the_label() {
+        let text = "# syntax comment\nARG X=1\nFROM a AS workbench\nRUN echo \\\n  from here\n\
+                    from   b AS desktop\nENV A=1";
+        assert_eq!(
+            labelled(text, "h1"),
+            "# syntax comment\nARG X=1\nFROM a AS workbench\nRUN echo \\\n  from here\n\
+             LABEL xyz.vpavlin.shrooms.containerfile=h1\n\
+             from   b AS desktop\nENV A=1\n\
+             LABEL xyz.vpavlin.shrooms.containerfile=h1\n"
+        );
+        let embedded = labelled(CONTAINERFILE, "h");
+        assert_eq!(
+            embedded
+                .matches("LABEL xyz.vpavlin.shrooms.containerfile=h\n")
+                .count(),
+            2
+        );
+        assert!(
+            embedded
+                .contains("LABEL xyz.vpavlin.shrooms.containerfile=h\nFROM workbench AS desktop\n")
+        );
+        assert_eq!(labelled("# nothing\n", "h"), "# nothing\n");
+    }
+
+    #[test]
+    fn step_lines() {
+        for yes in [
+            "STEP 1/3: FROM localhost/x AS workbench",
+            "[1/2] STEP 2/2: RUN echo hi",
+            "[2/2] STEP 10/12: ENV A=1",
+        ] {
+            assert!(is_step_line(yes), "{yes}");
+        }
+        for no in [
+            "--> 006d55b27b3",
+            "[2/2] COMMIT localhost/x:desktop",
+            "STEP one",
+            "Successfully tagged localhost/x:latest",
+            "Error: building at STEP \"RUN false\": exit status 1",
+            "",
+        ] {
+            assert!(!is_step_line(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn repos() {
+        for ok in [
+            "localhost/shrooms-workbench",
+            "localhost/shrooms-it-1-2",
+            "registry.example:5000/me/wb",
+            "wb",
+        ] {
+            assert_eq!(validate_repo(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "",
+            " ",
+            "localhost/wb:latest",
+            "localhost/wb@sha256:abc",
+            "Localhost/WB",
+            "localhost//wb",
+            "localhost/wb/",
+            "local host/wb",
+        ] {
+            assert!(validate_repo(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    fn present(label: Option<&str>) -> Present {
+        Present {
+            id: "id1".into(),
+            label: label.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn status_of_ours() {
+        let emb = "E";
+        let rec = BuildRecord::default();
+        let name = "localhost/shrooms-workbench:latest";
+        let w = Some(Stage::Workbench);
+
+        let s = derive(name, true, w, None, false, &rec, emb);
+        assert!(!s.present && !s.current && !s.building && s.error.is_none());
+        assert_eq!(s.wanted.as_deref(), Some("E"));
+
+        let s = derive(name, true, w, Some(&present(Some("E"))), false, &rec, emb);
+        assert!(s.present && s.current);
+
+        let s = derive(name, true, w, Some(&present(Some("old"))), false, &rec, emb);
+        assert!(s.present && !s.current);
+        let s = derive(name, true, w, Some(&present(None)), false, &rec, emb);
+        assert!(!s.current, "an image without the label is stale");
+
+        // A --containerfile build is current by its own hash.
+        let mut custom = BuildRecord::default();
+        custom.succeeded("C", true, 5);
+        let s = derive(
+            name,
+            true,
+            w,
+            Some(&present(Some("C"))),
+            false,
+            &custom,
+            emb,
+        );
+        assert!(s.current);
+        assert_eq!(s.wanted.as_deref(), Some("C"));
+        // ... and the embedded file's build after it by the embedded hash.
+        custom.succeeded("E", false, 6);
+        let s = derive(
+            name,
+            true,
+            w,
+            Some(&present(Some("C"))),
+            false,
+            &custom,
+            emb,
+        );
+        assert!(!s.current);
+    }
+
+    #[test]
+    fn building_comes_from_the_lock_not_the_record() {
+        let mut rec = BuildRecord::default();
+        rec.start("E", false, 100);
+        let name = "n:latest";
+        let w = Some(Stage::Workbench);
+        let s = derive(name, false, w, None, true, &rec, "E");
+        assert!(s.building);
+        assert_eq!(s.building_since, Some(100));
+        // The builder died: its record still says so, the lock does not.
+        let s = derive(name, false, w, None, false, &rec, "E");
+        assert!(!s.building);
+        assert_eq!(s.building_since, None);
+        assert_eq!(s.error, None);
+    }
+
+    #[test]
+    fn errors_are_shown_until_a_build_starts() {
+        let mut rec = BuildRecord::default();
+        rec.failed("E", "Error: boom", 7);
+        let w = Some(Stage::Workbench);
+        let s = derive("n", false, w, None, false, &rec, "E");
+        assert_eq!(s.error.as_deref(), Some("Error: boom"));
+        let s = derive("n", false, w, None, true, &rec, "E");
+        assert_eq!(s.error, None, "not while a build runs");
+        rec.start("E", false, 8);
+        assert_eq!(rec.error, None);
+        assert!(!rec.error_reported);
+    }
+
+    #[test]
+    fn not_ours() {
+        let rec = BuildRecord::default();
+        let s = derive("localhost/mine:1", true, None, None, false, &rec, "E");
+        assert!(!s.present && !s.current && s.wanted.is_none());
+        let s = derive(
+            "localhost/mine:1",
+            true,
+            None,
+            Some(&present(None)),
+            false,
+            &rec,
+            "E",
+        );
+        assert!(s.present && s.current);
+    }
+
+    #[test]
+    fn what_cage_create_does() {
+        let w = Some(Stage::Workbench);
+        let mut rec = BuildRecord::default();
+        let st = |img: Option<&Present>, building: bool, rec: &BuildRecord| {
+            derive("n", true, w, img, building, rec, "E")
+        };
+        let cur = present(Some("E"));
+        let old = present(Some("O"));
+        assert_eq!(for_cage(&st(Some(&cur), false, &rec), &rec), ForCage::Use);
+        assert_eq!(
+            for_cage(&st(Some(&old), false, &rec), &rec),
+            ForCage::UseAndRebuild
+        );
+        assert_eq!(for_cage(&st(Some(&old), true, &rec), &rec), ForCage::Use);
+        assert_eq!(for_cage(&st(None, true, &rec), &rec), ForCage::Wait);
+        assert_eq!(for_cage(&st(None, false, &rec), &rec), ForCage::Build);
+        rec.failed("E", "Error: boom", 1);
+        assert_eq!(
+            for_cage(&st(None, false, &rec), &rec),
+            ForCage::Report("Error: boom".into())
+        );
+        rec.error_reported = true;
+        assert_eq!(for_cage(&st(None, false, &rec), &rec), ForCage::Build);
+
+        let foreign = |img: Option<&Present>| derive("m:1", true, None, img, false, &rec, "E");
+        assert_eq!(for_cage(&foreign(None), &rec), ForCage::Missing);
+        assert_eq!(
+            for_cage(&foreign(Some(&present(None))), &rec),
+            ForCage::CheckSleep
+        );
+        assert_eq!(
+            failure_message(Stage::Desktop, "Error: x"),
+            "building the desktop image: Error: x"
+        );
+    }
+}

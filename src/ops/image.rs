@@ -1,0 +1,860 @@
+//! Our images (issue 4; seed, "Choosing an image"): `image build`, `image
+//! status`, the background build worker, and what `cage create` and
+//! `doctor` ask about an image. The pure parts (names, hash, argv, the
+//! record, the decisions) are in `crate::images`.
+//!
+//! One build at a time per image, across processes: the process that builds
+//! holds an flock on `<state>/images/<stage>.lock` for the whole build.
+//! Whether a build runs is asked of that lock, never of a file, so a build
+//! whose process died is not reported as building: the kernel released its
+//! lock. A background build is a detached `shrooms-agent image
+//! build-worker`, handed the lock already taken, so that the build is
+//! reported as running from the moment `image build` returns.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::Context;
+use super::doctor::{Check, Status as CheckStatus};
+use crate::error::{Error, IoContext, Kind, Result};
+use crate::host::Host;
+use crate::images::{self, BuildRecord, ForCage, ImageStatus, Present, Stage};
+use crate::podman::inspect::ImageInspect;
+use crate::podman::runner;
+use crate::session::{make_private_dir, write_atomic};
+
+/// `<state>/images/`: per stage a lock, a record, a log, and the text of
+/// the Containerfile a background build reads; and the empty build context.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn of(ctx: &Context) -> Dir {
+        Dir(ctx.settings.state_dir.join("images"))
+    }
+    fn ensure(&self) -> Result<()> {
+        if let Some(state) = self.0.parent() {
+            make_private_dir(state)?;
+        }
+        make_private_dir(&self.0)?;
+        make_private_dir(&self.context())
+    }
+    fn lock(&self, s: Stage) -> PathBuf {
+        self.0.join(format!("{}.lock", s.name()))
+    }
+    fn record(&self, s: Stage) -> PathBuf {
+        self.0.join(format!("{}.json", s.name()))
+    }
+    fn log(&self, s: Stage) -> PathBuf {
+        self.0.join(format!("{}.log", s.name()))
+    }
+    fn text(&self, s: Stage) -> PathBuf {
+        self.0.join(format!("{}.Containerfile", s.name()))
+    }
+    /// The build context: an empty folder (nothing is COPYed in).
+    fn context(&self) -> PathBuf {
+        self.0.join("context")
+    }
+    /// Where a background worker's own stdout and stderr go.
+    fn worker_log(&self) -> PathBuf {
+        self.0.join("worker.log")
+    }
+}
+
+/// An image's build lock, held.
+struct BuildLock {
+    file: File,
+}
+
+impl BuildLock {
+    fn open(path: &Path) -> Result<File> {
+        OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(path)
+            .ctx(|| format!("opening {}", path.display()))
+    }
+
+    fn flock(file: &File, how: libc::c_int) -> std::io::Result<()> {
+        loop {
+            // SAFETY: flock on a file descriptor we own.
+            if unsafe { libc::flock(file.as_raw_fd(), how) } == 0 {
+                return Ok(());
+            }
+            let err = std::io::Error::last_os_error();
+            if err.kind() != std::io::ErrorKind::Interrupted {
+                return Err(err);
+            }
+        }
+    }
+
+    /// Take it if nobody holds it; None when a build runs.
+    fn try_take(path: &Path) -> Result<Option<BuildLock>> {
+        let file = Self::open(path)?;
+        match Self::flock(&file, libc::LOCK_EX | libc::LOCK_NB) {
+            Ok(()) => Ok(Some(BuildLock { file })),
+            Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(None),
+            Err(e) => Err(Error::failed(format!("locking {}: {e}", path.display()))),
+        }
+    }
+
+    /// Wait for it.
+    fn take(path: &Path) -> Result<BuildLock> {
+        let file = Self::open(path)?;
+        Self::flock(&file, libc::LOCK_EX)
+            .map_err(|e| Error::failed(format!("locking {}: {e}", path.display())))?;
+        Ok(BuildLock { file })
+    }
+
+    /// The lock a spawning process took and passed on as descriptor `fd`.
+    /// Made close-on-exec again at once, so that podman and what it starts
+    /// never hold it (an orphaned RUN step would keep a dead build
+    /// "running").
+    fn inherited(fd: RawFd, path: &Path) -> Result<BuildLock> {
+        // SAFETY: fcntl on a descriptor number; checked before it is owned.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        if flags == -1 {
+            return Err(Error::failed(format!(
+                "the build lock descriptor {fd} was not passed on"
+            )));
+        }
+        // SAFETY: as above; from here on the File owns the descriptor.
+        let file = unsafe {
+            libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            File::from_raw_fd(fd)
+        };
+        let same = match (file.metadata(), fs::metadata(path)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        };
+        if !same {
+            return Err(Error::failed(format!(
+                "descriptor {fd} is not the build lock {}",
+                path.display()
+            )));
+        }
+        // Our open file description holds it already: this cannot block,
+        // and fails only if it was not held for us.
+        Self::flock(&file, libc::LOCK_EX | libc::LOCK_NB).map_err(|e| {
+            Error::failed(format!(
+                "the build lock {} is not ours: {e}",
+                path.display()
+            ))
+        })?;
+        Ok(BuildLock { file })
+    }
+
+    fn fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+}
+
+/// Does a build of this image run now? Asked of the lock: taken and let go
+/// at once when free.
+fn building(path: &Path) -> Result<bool> {
+    if !path.exists() {
+        return Ok(false);
+    }
+    Ok(BuildLock::try_take(path)?.is_none())
+}
+
+fn read_record(path: &Path) -> BuildRecord {
+    // A damaged record is read as none: it only informs, the lock and the
+    // image decide.
+    fs::read_to_string(path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default()
+}
+
+/// Written only by the holder of the image's lock.
+fn write_record(path: &Path, record: &BuildRecord) -> Result<()> {
+    let mut text = serde_json::to_string_pretty(record)
+        .map_err(|e| Error::failed(format!("writing {}: {e}", path.display())))?;
+    text.push('\n');
+    write_atomic(path, text.as_bytes(), 0o600)
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn present_of(inspect: &ImageInspect) -> Present {
+    Present {
+        id: inspect.id.clone(),
+        label: inspect
+            .config
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(images::LABEL))
+            .cloned(),
+    }
+}
+
+/// What podman, the lock and the record say of one image.
+struct Observed {
+    status: ImageStatus,
+    record: BuildRecord,
+    inspect: Option<ImageInspect>,
+}
+
+fn observe(
+    host: &Host,
+    dir: &Dir,
+    name: &str,
+    machine: bool,
+    stage: Option<Stage>,
+) -> Result<Observed> {
+    let inspect = host.podman.image(name)?;
+    let present = inspect.as_ref().map(present_of);
+    let (is_building, record) = match stage {
+        Some(s) => (building(&dir.lock(s))?, read_record(&dir.record(s))),
+        None => (false, BuildRecord::default()),
+    };
+    let status = images::derive(
+        name,
+        machine,
+        stage,
+        present.as_ref(),
+        is_building,
+        &record,
+        &images::embedded_hash(),
+    );
+    Ok(Observed {
+        status,
+        record,
+        inspect,
+    })
+}
+
+// ---- image status ----------------------------------------------------------
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusReport {
+    pub images: Vec<ImageStatus>,
+}
+
+/// The machine's image (the config's `image`) and our two. The machine's
+/// image is listed once: when it is one of ours, that entry says so.
+pub fn status(ctx: &Context) -> Result<StatusReport> {
+    let host = ctx.host()?;
+    let dir = Dir::of(ctx);
+    let repo = &ctx.settings.images_repo;
+    let machine = &ctx.settings.image;
+    let machine_stage = images::stage_of(repo, machine);
+    let mut list = Vec::new();
+    if machine_stage.is_none() {
+        list.push(observe(host, &dir, machine, true, None)?.status);
+    }
+    for s in Stage::ALL {
+        let name = images::image_name(repo, s);
+        list.push(observe(host, &dir, &name, machine_stage == Some(s), Some(s))?.status);
+    }
+    Ok(StatusReport { images: list })
+}
+
+/// `doctor`'s image line, from the same facts as `image status`: a missing
+/// image of ours is built on first use, so it is a warning; a missing image
+/// of the owner's is a failure, since nothing here will make it.
+pub fn doctor_check(ctx: &Context, host: &Host) -> Check {
+    let repo = &ctx.settings.images_repo;
+    let image = &ctx.settings.image;
+    let stage = images::stage_of(repo, image);
+    let name = match stage {
+        Some(s) => images::image_name(repo, s),
+        None => image.clone(),
+    };
+    let check = |status, detail: String, hint: Option<&str>| Check {
+        name: "image",
+        status,
+        detail,
+        hint: hint.map(str::to_string),
+    };
+    let build_hint = Some("or now: shrooms-agent image build --wait");
+    match observe(host, &Dir::of(ctx), &name, true, stage) {
+        Err(e) => check(CheckStatus::Fail, e.message, None),
+        Ok(o) => {
+            let s = o.status;
+            match (stage, s.present) {
+                (None, true) => check(CheckStatus::Pass, format!("{name} is here"), None),
+                (None, false) => check(
+                    CheckStatus::Fail,
+                    format!("there is no image {name} on this machine"),
+                    Some(
+                        "build or pull it (podman build -t / podman pull), or set `image` in the config",
+                    ),
+                ),
+                (Some(_), true) if s.current => check(
+                    CheckStatus::Pass,
+                    format!("{name} is here and current"),
+                    None,
+                ),
+                (Some(_), true) if s.building => check(
+                    CheckStatus::Warn,
+                    format!("{name} is being built again; the old one serves until it is ready"),
+                    None,
+                ),
+                (Some(_), true) => check(
+                    CheckStatus::Warn,
+                    format!(
+                        "{name} is older than this shrooms-agent's Containerfile: it is built again \
+                         at the next `cage create`, and the old one serves until then"
+                    ),
+                    build_hint,
+                ),
+                (Some(_), false) if s.building => {
+                    check(CheckStatus::Warn, format!("{name} is being built"), None)
+                }
+                (Some(st), false) => match &s.error {
+                    Some(line) => check(
+                        CheckStatus::Fail,
+                        format!("{name} is missing: {}", images::failure_message(st, line)),
+                        Some("`shrooms-agent image build --wait` builds it again and shows how"),
+                    ),
+                    None => check(
+                        CheckStatus::Warn,
+                        format!("{name} is not built yet: it will be built on first use"),
+                        build_hint,
+                    ),
+                },
+            }
+        }
+    }
+}
+
+// ---- cage create -------------------------------------------------------------
+
+fn not_ready() -> Error {
+    Error::new(Kind::NotReady, images::BEING_BUILT)
+}
+
+/// The image a cage is made from (issue 4, point 6; asked by `make::plan`
+/// for `cage create` and `cage move`), or the reason it cannot be yet.
+/// Ours, missing: a build starts in the background and this fails with the
+/// seed's "being built" (exit 4); after a failed build, it fails once with
+/// that build's last line, and the next call builds again. Ours, stale:
+/// rebuilt in the background, the old one used meanwhile. Not ours: never
+/// built or pulled, and it must have `sleep` on its PATH.
+///
+/// A `--dry-run` starts a needed build too: the plan it shows is the same
+/// one (`make::plan` does not know it is a dry run), and the build is what
+/// the real command would need first.
+pub fn for_cage(
+    ctx: &Context,
+    host: &Host,
+    image: &str,
+    warnings: &mut Vec<String>,
+) -> Result<ImageInspect> {
+    let repo = &ctx.settings.images_repo;
+    let stage = images::stage_of(repo, image);
+    let dir = Dir::of(ctx);
+    let name = match stage {
+        Some(s) => images::image_name(repo, s),
+        None => image.to_string(),
+    };
+    let o = observe(host, &dir, &name, false, stage)?;
+    let decision = images::for_cage(&o.status, &o.record);
+    match (decision, stage, o.inspect) {
+        (ForCage::Use, _, Some(i)) => Ok(i),
+        (ForCage::CheckSleep, _, Some(i)) => {
+            check_sleep(host, image)?;
+            Ok(i)
+        }
+        (ForCage::UseAndRebuild, Some(s), Some(i)) => {
+            match rebuild_in_background(&dir, s) {
+                Ok(()) => warnings.push(format!(
+                    "the image {name} is older than this shrooms-agent's Containerfile: it is \
+                     being built again in the background, and this cage is made from the old one"
+                )),
+                Err(e) => warnings.push(format!(
+                    "the image {name} is older than this shrooms-agent's Containerfile, and \
+                     its new build could not start: {}",
+                    e.message
+                )),
+            }
+            Ok(i)
+        }
+        (ForCage::Wait, _, _) => Err(not_ready()),
+        (ForCage::Report(_) | ForCage::Build, Some(s), _) => {
+            dir.ensure()?;
+            let Some(lock) = BuildLock::try_take(&dir.lock(s))? else {
+                return Err(not_ready());
+            };
+            // Under the lock, the record cannot change: read it again.
+            let mut record = read_record(&dir.record(s));
+            if let (Some(line), false) = (record.error.clone(), record.error_reported) {
+                record.error_reported = true;
+                write_record(&dir.record(s), &record)?;
+                return Err(Error::failed(images::failure_message(s, &line)));
+            }
+            start_background(&dir, vec![(s, lock)], images::CONTAINERFILE, false)?;
+            Err(not_ready())
+        }
+        _ => Err(Error::failed(format!(
+            "there is no image {image} on this machine for this session's cage"
+        ))),
+    }
+}
+
+/// A stale image of ours: build it again from the embedded Containerfile,
+/// unless a build runs already.
+fn rebuild_in_background(dir: &Dir, stage: Stage) -> Result<()> {
+    dir.ensure()?;
+    if let Some(lock) = BuildLock::try_take(&dir.lock(stage))? {
+        start_background(dir, vec![(stage, lock)], images::CONTAINERFILE, false)?;
+    }
+    Ok(())
+}
+
+/// Seed, "Choosing an image": a cage's container runs `sleep infinity`, so
+/// an image of the owner's needs `sleep` on its PATH. Asked of the image
+/// itself, in a container with no network that is removed at once.
+fn check_sleep(host: &Host, image: &str) -> Result<()> {
+    let args: Vec<String> = [
+        "run",
+        "--rm",
+        "--pull=never",
+        "--network",
+        "none",
+        "--cap-drop",
+        "all",
+        "--entrypoint",
+        "sleep",
+        image,
+        "0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let out = host
+        .podman
+        .process(&args)
+        .timeout(Duration::from_secs(120))
+        .capture()?;
+    match out.code {
+        Some(0) => Ok(()),
+        // The runtime's "executable file not found" (127) or "not executable" (126).
+        Some(126 | 127) => Err(Error::bad_input(format!(
+            "the image {image} has no `sleep` on its PATH: a cage's container runs \
+             `sleep infinity`, so no cage can be made from it; add one (busybox or coreutils) \
+             to the image, or choose another"
+        ))),
+        _ => Err(Error::failed(format!(
+            "checking that the image {image} has `sleep`: podman run: {}",
+            out.last_stderr_line()
+        ))),
+    }
+}
+
+// ---- image build -------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+pub struct BuildRequest {
+    pub stages: Vec<Stage>,
+    /// Build in the foreground and return its result.
+    pub wait: bool,
+    /// Instead of the embedded Containerfile.
+    pub containerfile: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Built now, by this command.
+    Built,
+    /// Its label is this Containerfile's hash already: nothing was done.
+    Current,
+    /// A background build was started.
+    Started,
+    /// A build ran already (without --wait: nothing more was done).
+    Building,
+    /// Another process built it while this one waited (--wait).
+    BuiltByAnother,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BuildResult {
+    pub stage: Stage,
+    pub name: String,
+    /// The hash of the Containerfile asked for.
+    pub hash: String,
+    pub outcome: Outcome,
+    /// Where the build's output goes.
+    pub log: PathBuf,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BuildReport {
+    pub images: Vec<BuildResult>,
+}
+
+/// What a foreground build shows as it goes.
+pub enum Event<'a> {
+    /// Another process builds this image; this one waits for it.
+    Waiting(&'a str),
+    /// A line of podman's output.
+    Line(&'a str),
+}
+
+pub fn build(
+    ctx: &Context,
+    req: &BuildRequest,
+    on_event: &mut dyn FnMut(Event),
+) -> Result<BuildReport> {
+    let host = ctx.host()?;
+    let (text, custom) = match &req.containerfile {
+        Some(p) => {
+            let t = fs::read_to_string(p)
+                .map_err(|e| Error::bad_input(format!("the Containerfile {}: {e}", p.display())))?;
+            (t, true)
+        }
+        None => (images::CONTAINERFILE.to_string(), false),
+    };
+    let hash = images::hash(&text);
+    let dir = Dir::of(ctx);
+    dir.ensure()?;
+    let repo = &ctx.settings.images_repo;
+    let result = |s: Stage, outcome| BuildResult {
+        stage: s,
+        name: images::image_name(repo, s),
+        hash: hash.clone(),
+        outcome,
+        log: dir.log(s),
+    };
+    let mut out = Vec::new();
+    if req.wait {
+        for &s in &req.stages {
+            let name = images::image_name(repo, s);
+            let outcome = build_waiting(host, &dir, s, &name, &text, custom, on_event)?;
+            out.push(result(s, outcome));
+        }
+        return Ok(BuildReport { images: out });
+    }
+    let mut jobs = Vec::new();
+    for &s in &req.stages {
+        let name = images::image_name(repo, s);
+        match BuildLock::try_take(&dir.lock(s))? {
+            None => out.push(result(s, Outcome::Building)),
+            Some(lock) => {
+                if is_current(host, &name, &hash)? {
+                    note_current(&dir, s, &hash, custom)?;
+                    out.push(result(s, Outcome::Current));
+                } else {
+                    out.push(result(s, Outcome::Started));
+                    jobs.push((s, lock));
+                }
+            }
+        }
+    }
+    if !jobs.is_empty() {
+        start_background(&dir, jobs, &text, custom)?;
+    }
+    Ok(BuildReport { images: out })
+}
+
+fn is_current(host: &Host, name: &str, hash: &str) -> Result<bool> {
+    Ok(host
+        .podman
+        .image(name)?
+        .is_some_and(|i| present_of(&i).label.as_deref() == Some(hash)))
+}
+
+/// The image carries this hash: record it as built from it (under the lock),
+/// so that `image status` compares with the right Containerfile.
+fn note_current(dir: &Dir, s: Stage, hash: &str, custom: bool) -> Result<()> {
+    let mut record = read_record(&dir.record(s));
+    if record.built_hash.as_deref() != Some(hash) || record.built_custom != custom {
+        record.built_hash = Some(hash.to_string());
+        record.built_custom = custom;
+        write_record(&dir.record(s), &record)?;
+    }
+    Ok(())
+}
+
+/// `image build --wait` of one image: build it here, or wait for the build
+/// that runs and take its result.
+fn build_waiting(
+    host: &Host,
+    dir: &Dir,
+    s: Stage,
+    name: &str,
+    text: &str,
+    custom: bool,
+    on_event: &mut dyn FnMut(Event),
+) -> Result<Outcome> {
+    let hash = images::hash(text);
+    let (_lock, waited_since) = match BuildLock::try_take(&dir.lock(s))? {
+        Some(l) => (l, None),
+        None => {
+            on_event(Event::Waiting(name));
+            let since = now();
+            (BuildLock::take(&dir.lock(s))?, Some(since))
+        }
+    };
+    if is_current(host, name, &hash)? {
+        note_current(dir, s, &hash, custom)?;
+        return Ok(match waited_since {
+            Some(_) => Outcome::BuiltByAnother,
+            None => Outcome::Current,
+        });
+    }
+    if let Some(since) = waited_since {
+        // The build waited for was of this same file and failed: that is
+        // this command's result too.
+        let record = read_record(&dir.record(s));
+        if let (Some(line), Some(h), Some(at)) =
+            (&record.error, &record.error_hash, record.failed_at)
+            && *h == hash
+            && at >= since
+        {
+            return Err(Error::failed(images::failure_message(s, line)));
+        }
+    }
+    build_now(host, dir, s, name, text, custom, &mut |l| {
+        on_event(Event::Line(l))
+    })?;
+    Ok(Outcome::Built)
+}
+
+/// Build one image here and now; the caller holds its lock. The record
+/// says so while it runs and keeps the result; podman's output goes to
+/// `<stage>.log` and to `on_line`. podman dies with this process, so that a
+/// build whose process was killed does not go on unseen.
+fn build_now(
+    host: &Host,
+    dir: &Dir,
+    s: Stage,
+    name: &str,
+    text: &str,
+    custom: bool,
+    on_line: &mut dyn FnMut(&str),
+) -> Result<()> {
+    let hash = images::hash(text);
+    let record_path = dir.record(s);
+    let mut record = read_record(&record_path);
+    record.start(&hash, custom, now());
+    record.pid = Some(std::process::id());
+    write_record(&record_path, &record)?;
+
+    let old = host.podman.image(name).ok().flatten().map(|i| i.id);
+    let mut log = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(dir.log(s))
+        .ok();
+    let argv = images::build_argv(s, name, &hash, &dir.context());
+    let mut last = String::new();
+    let ran = host
+        .podman
+        .process(&argv)
+        .stdin(images::labelled(text, &hash))
+        .die_with_parent()
+        .stream(&mut |line| {
+            if let Some(f) = log.as_mut() {
+                let _ = writeln!(f, "{line}");
+            }
+            if !line.trim().is_empty() {
+                last = line.trim().to_string();
+            }
+            on_line(line);
+        });
+    let mut record = read_record(&record_path);
+    let made = match ran {
+        Ok(Some(0)) => host.podman.image(name).map(|i| i.map(|i| present_of(&i))),
+        _ => Ok(None),
+    };
+    let why = match (ran, made) {
+        (Ok(Some(0)), Ok(Some(new))) if new.label.as_deref() == Some(hash.as_str()) => {
+            record.succeeded(&hash, custom, now());
+            write_record(&record_path, &record)?;
+            // The old image lost its tag to the new one: remove it unless a
+            // container still uses it (then podman refuses, and it stays for
+            // that container: "Containers already made keep the image they
+            // were made from").
+            let new = Some(new.id);
+            if let Some(old) = old
+                && Some(&old) != new.as_ref()
+            {
+                let args = vec!["image".to_string(), "rm".into(), old];
+                let _ = host
+                    .podman
+                    .process(&args)
+                    .timeout(Duration::from_secs(60))
+                    .capture();
+            }
+            return Ok(());
+        }
+        (Ok(Some(0)), Ok(Some(new))) => format!(
+            "podman build tagged {name} with the label {}={}, not {hash}",
+            images::LABEL,
+            new.label.as_deref().unwrap_or("(none)")
+        ),
+        (Ok(Some(0)), Ok(None)) => format!("podman build succeeded, but there is no {name}"),
+        (Ok(Some(0)), Err(e)) => e.message,
+        (Ok(code), _) if last.is_empty() => format!(
+            "podman build ended with {}",
+            code.map(|c| format!("status {c}"))
+                .unwrap_or_else(|| "a signal".into())
+        ),
+        (Ok(_), _) => last,
+        (Err(e), _) => e.message,
+    };
+    record.failed(&hash, &why, now());
+    write_record(&record_path, &record)?;
+    Err(Error::failed(images::failure_message(s, &why)))
+}
+
+/// Start a detached worker that builds these images, handing it their
+/// locks (taken by the caller), and return once it runs: from then on the
+/// builds are reported as running. Only the worker writes the records
+/// after this.
+fn start_background(
+    dir: &Dir,
+    jobs: Vec<(Stage, BuildLock)>,
+    text: &str,
+    custom: bool,
+) -> Result<u32> {
+    let hash = images::hash(text);
+    for (s, _) in &jobs {
+        write_atomic(&dir.text(*s), text.as_bytes(), 0o600)?;
+        let mut record = read_record(&dir.record(*s));
+        record.start(&hash, custom, now());
+        write_record(&dir.record(*s), &record)?;
+    }
+    let started = std::env::current_exe()
+        .map_err(|e| {
+            Error::failed(format!(
+                "finding this program to build in the background: {e}"
+            ))
+        })
+        .and_then(|program| {
+            let mut args = vec!["image".to_string(), "build-worker".into()];
+            for (s, lock) in &jobs {
+                args.push("--job".into());
+                args.push(format!("{}:{}", s.name(), lock.fd()));
+            }
+            let fds: Vec<RawFd> = jobs.iter().map(|(_, l)| l.fd()).collect();
+            runner::spawn_detached(&program, &args, &dir.worker_log(), &fds)
+        });
+    match started {
+        Ok(pid) => Ok(pid),
+        Err(e) => {
+            // Nobody else has the locks yet: the records are still ours.
+            for (s, _) in &jobs {
+                let mut record = read_record(&dir.record(*s));
+                record.failed(&hash, &e.message, now());
+                write_record(&dir.record(*s), &record)?;
+            }
+            Err(e)
+        }
+    }
+}
+
+/// `STAGE:FD`, as `start_background` passes a job to the worker.
+pub fn parse_job(job: &str) -> Result<(Stage, RawFd)> {
+    let bad = || Error::bad_input(format!("{job:?} is not STAGE:FD"));
+    let (s, fd) = job.split_once(':').ok_or_else(bad)?;
+    let stage = Stage::parse(s).ok_or_else(bad)?;
+    let fd: RawFd = fd.parse().map_err(|_| bad())?;
+    if fd < 3 {
+        return Err(bad());
+    }
+    Ok((stage, fd))
+}
+
+/// The hidden `image build-worker`: build each image whose lock it was
+/// handed, in order, from the text `start_background` left for it.
+pub fn worker(ctx: &Context, jobs: &[String]) -> Result<()> {
+    let dir = Dir::of(ctx);
+    let mut locks = Vec::new();
+    // Every lock first: each is made close-on-exec before podman starts.
+    for job in jobs {
+        let (s, fd) = parse_job(job)?;
+        locks.push((s, BuildLock::inherited(fd, &dir.lock(s))?));
+    }
+    let host = ctx.host()?;
+    let repo = &ctx.settings.images_repo;
+    let mut errors = Vec::new();
+    for (s, lock) in locks {
+        let record = read_record(&dir.record(s));
+        let built = fs::read_to_string(dir.text(s))
+            .map_err(|e| Error::failed(format!("reading {}: {e}", dir.text(s).display())))
+            .and_then(|text| {
+                let name = images::image_name(repo, s);
+                build_now(
+                    host,
+                    &dir,
+                    s,
+                    &name,
+                    &text,
+                    record.building_custom,
+                    &mut |_| {},
+                )
+            });
+        drop(lock);
+        if let Err(e) = built {
+            errors.push(e.message);
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::failed(errors.join("; ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs() {
+        assert_eq!(parse_job("workbench:3").unwrap(), (Stage::Workbench, 3));
+        assert_eq!(parse_job("desktop:17").unwrap(), (Stage::Desktop, 17));
+        for bad in ["workbench", "x:3", "desktop:1", "desktop:-4", "desktop:"] {
+            assert!(parse_job(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_lock_tells_whether_a_build_runs() {
+        let d = std::env::temp_dir().join(format!("shrooms-lock-test-{}", std::process::id()));
+        fs::create_dir_all(&d).unwrap();
+        let p = d.join("workbench.lock");
+        assert!(!building(&p).unwrap(), "no lock file: nothing runs");
+        let held = BuildLock::try_take(&p).unwrap().expect("free");
+        assert!(building(&p).unwrap());
+        assert!(BuildLock::try_take(&p).unwrap().is_none());
+        drop(held);
+        assert!(!building(&p).unwrap(), "released when its holder lets go");
+        assert!(BuildLock::try_take(&p).unwrap().is_some());
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn records_survive_damage() {
+        let d = std::env::temp_dir().join(format!("shrooms-rec-test-{}", std::process::id()));
+        fs::create_dir_all(&d).unwrap();
+        let p = d.join("workbench.json");
+        assert_eq!(read_record(&p), BuildRecord::default());
+        let mut r = BuildRecord::default();
+        r.failed("h", "Error: x", 3);
+        write_record(&p, &r).unwrap();
+        assert_eq!(read_record(&p), r);
+        fs::write(&p, "{not json").unwrap();
+        assert_eq!(read_record(&p), BuildRecord::default());
+        let _ = fs::remove_dir_all(&d);
+    }
+}

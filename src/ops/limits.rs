@@ -1,0 +1,201 @@
+//! `cage limits`: a session's memory, CPUs and processes, set on its cage as
+//! it is, running or not, without making it again, so what was installed in
+//! it stays (seed, "A cage's memory and CPUs").
+//!
+//! podman 5.1 and later: `podman update`, which persists and works on a
+//! stopped container. Before: a running cage is updated now, and the
+//! record's limits are set again after every start (`ensure_running`),
+//! since a start brings back the limits the container was made with.
+//! podman 4.3's `update` has no `--pids-limit` (it came with 4.4): a change
+//! of the process limit there is refused, not done by making the container
+//! again behind the user's back.
+
+use serde::Serialize;
+
+use super::{Context, cage_of};
+use crate::error::{Error, Result};
+use crate::host::PASTA_SINCE;
+use crate::podman::argv;
+use crate::session::HistoryEntry;
+use crate::settings::{Limits, validate_cpus, validate_memory};
+
+#[derive(Debug, Clone, Default)]
+pub struct LimitsRequest {
+    pub name: String,
+    pub memory: Option<String>,
+    pub cpus: Option<String>,
+    pub pids: Option<String>,
+    pub reset: bool,
+    pub by: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LimitsChanged {
+    pub session: String,
+    pub before: Limits,
+    pub after: Limits,
+    /// "now" when the running cage was updated, "at its next start" when
+    /// it is stopped and set again then, "now and at every start" on podman 5.1+.
+    pub applied: String,
+}
+
+/// The new limits from the old ones and the request (pure).
+pub fn new_limits(
+    before: &Limits,
+    defaults: &Limits,
+    req: &LimitsRequest,
+    machine_cpus: usize,
+) -> Result<Limits> {
+    if req.reset {
+        return Ok(defaults.clone());
+    }
+    if req.memory.is_none() && req.cpus.is_none() && req.pids.is_none() {
+        return Err(Error::bad_input(
+            "say what to change: --memory, --cpus, --pids, or --reset for the machine's limits",
+        ));
+    }
+    let mut after = before.clone();
+    if let Some(m) = &req.memory {
+        after.memory =
+            validate_memory(m).map_err(|why| Error::bad_input(format!("--memory: {why}")))?;
+    }
+    if let Some(c) = &req.cpus {
+        let cpus = validate_cpus(c).map_err(|why| Error::bad_input(format!("--cpus: {why}")))?;
+        let n: f64 = cpus.parse().unwrap_or(f64::MAX);
+        if n > machine_cpus as f64 {
+            return Err(Error::bad_input(format!(
+                "--cpus: {c} is more than this machine's {machine_cpus} CPUs"
+            )));
+        }
+        after.cpus = cpus;
+    }
+    if let Some(p) = &req.pids {
+        after.pids = p
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| {
+                Error::bad_input(format!("--pids: {p:?} is not a positive whole number"))
+            })?;
+    }
+    Ok(after)
+}
+
+pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
+    let record = ctx.store.load(&req.name)?;
+    let cage = cage_of(&record)?.clone();
+    let host = ctx.host_for_session()?;
+    let after = new_limits(&cage.limits, &ctx.settings.limits, req, host.cpus)?;
+    if after.pids != cage.limits.pids && !host.update_has_pids() {
+        return Err(Error::bad_input(format!(
+            "changing a cage's process limit needs podman {PASTA_SINCE} or later \
+             (`podman update --pids-limit`); this machine has podman {}: \
+             change --memory and --cpus only, or move the session into a new cage",
+            host.version
+        )));
+    }
+    let running = host
+        .podman
+        .container(&cage.container)?
+        .is_some_and(|s| s.running);
+    let applied = if host.update_persists() {
+        host.podman
+            .update(&argv::update(&cage.container, &after, true))?;
+        "now and at every start"
+    } else if running {
+        host.podman.update(&argv::update(
+            &cage.container,
+            &after,
+            host.update_has_pids(),
+        ))?;
+        "now, and again at every start"
+    } else {
+        "at its next start"
+    };
+    let before = cage.limits.clone();
+    let container = cage.container.clone();
+    let kept = after.clone();
+    ctx.store.update(&req.name, move |r| {
+        match r.cage.as_mut() {
+            Some(c) if c.container == container => c.limits = kept,
+            _ => {
+                return Err(Error::busy(format!(
+                    "session {} was moved meanwhile; set its limits again",
+                    r.name
+                )));
+            }
+        }
+        Ok(())
+    })?;
+    let what = format!(
+        "limits: memory {} -> {}, cpus {} -> {}, pids {} -> {}",
+        before.memory, after.memory, before.cpus, after.cpus, before.pids, after.pids
+    );
+    ctx.store.append_history(
+        &req.name,
+        &HistoryEntry {
+            when: super::create::now(),
+            who: req.by.clone().unwrap_or_else(|| ctx.settings.user.clone()),
+            what,
+        },
+    )?;
+    Ok(LimitsChanged {
+        session: record.name,
+        before,
+        after,
+        applied: applied.into(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn l(m: &str, c: &str, p: u64) -> Limits {
+        Limits {
+            memory: m.into(),
+            cpus: c.into(),
+            pids: p,
+        }
+    }
+
+    #[test]
+    fn new_limits_rules() {
+        let before = l("4g", "2", 2048);
+        let defaults = l("4g", "2", 2048);
+        let req = |m: Option<&str>, c: Option<&str>, p: Option<&str>| LimitsRequest {
+            memory: m.map(Into::into),
+            cpus: c.map(Into::into),
+            pids: p.map(Into::into),
+            ..LimitsRequest::default()
+        };
+        assert_eq!(
+            new_limits(&before, &defaults, &req(Some("16g"), Some("8"), None), 8).unwrap(),
+            l("16g", "8", 2048)
+        );
+        assert_eq!(
+            new_limits(&before, &defaults, &req(None, None, Some("100")), 8).unwrap(),
+            l("4g", "2", 100)
+        );
+        for (m, c, p) in [
+            (Some("16x"), None, None),
+            (None, Some("9"), None),
+            (None, Some("-1"), None),
+            (None, None, Some("0")),
+            (None, None, Some("ten")),
+            (None, None, None),
+        ] {
+            let e = new_limits(&before, &defaults, &req(m, c, p), 8).unwrap_err();
+            assert_eq!(e.kind, crate::error::Kind::BadInput, "{m:?} {c:?} {p:?}");
+        }
+        let reset = LimitsRequest {
+            reset: true,
+            ..LimitsRequest::default()
+        };
+        assert_eq!(
+            new_limits(&l("1g", "1", 5), &defaults, &reset, 8).unwrap(),
+            defaults
+        );
+    }
+}

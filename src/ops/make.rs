@@ -1,0 +1,654 @@
+//! Making a cage for a session: everything `cage create` and `cage move`
+//! share. `plan` looks at the machine and decides (it changes nothing, so
+//! `--dry-run` is a plan shown); `CagePlan::make` carries it out, undoing
+//! its own steps when a later one fails: never a half-made cage.
+
+use std::path::{Path, PathBuf};
+
+use super::{Context, program_mount, sealed};
+use crate::error::{Error, Result};
+use crate::harness::Harness;
+use crate::host::{Host, LimitsSupport};
+use crate::podman::{argv, envfile};
+use crate::rules;
+use crate::session::{self, CageRecord, SealedRecord};
+use crate::settings::{Env, UnenforcedLimits};
+use crate::spec::{
+    self, CageSpec, EnvPlan, EnvRequest, Found, FoundNix, FoundOptions, FoundSealed, NixOption,
+    Options, Request, SHARED_LABEL, SealedSpec,
+};
+
+/// How a session's cage is to be made: the image and the options.
+#[derive(Debug, Clone, Default)]
+pub struct CageChoice {
+    pub image: Option<String>,
+    pub sealed: bool,
+    /// `--sealed-token FILE`.
+    pub sealed_token: Option<PathBuf>,
+    /// A conversation to copy into a sealed cage.
+    pub conversation: Option<String>,
+    pub github: bool,
+    pub nix: bool,
+    pub shared: bool,
+    pub meshes: Vec<String>,
+}
+
+/// A cage decided, not yet made.
+pub struct CagePlan {
+    pub session: String,
+    pub dir: PathBuf,
+    pub container: String,
+    pub image: String,
+    pub image_path: String,
+    pub spec: CageSpec,
+    pub create_argv: Vec<String>,
+    pub env: EnvPlan,
+    pub warnings: Vec<String>,
+    found: Found,
+    program: Option<PathBuf>,
+    options: Options,
+    /// The shared volume must be made (it does not exist yet).
+    make_volume: bool,
+    sealed: Option<(SealedRecord, String)>,
+    conversation: Option<String>,
+}
+
+/// Decide a cage for a session. Checks everything that can be checked
+/// before anything changes.
+pub fn plan(
+    ctx: &Context,
+    host: &Host,
+    session: &str,
+    dir: &Path,
+    harness: Harness,
+    choice: &CageChoice,
+) -> Result<CagePlan> {
+    let mut warnings = Vec::new();
+    if choice.sealed {
+        // Seed, "Sealed cages": "GitHub, nix and the shared folder are not
+        // offered". Refused by name, not dropped.
+        for (on, flag) in [
+            (choice.github, "--github"),
+            (choice.nix, "--nix"),
+            (choice.shared, "--shared"),
+        ] {
+            if on {
+                return Err(Error::bad_input(format!(
+                    "{flag} widens a cage, and a sealed cage is not widened: leave out {flag} or --sealed"
+                )));
+            }
+        }
+        if harness != Harness::Claude {
+            return Err(Error::bad_input(
+                "a sealed cage runs Claude Code only: pi would need your model keys, \
+                 and a sealed cage gets none of them",
+            ));
+        }
+        sealed::check_project(dir, &ctx.settings.home)?;
+    }
+    for m in &choice.meshes {
+        validate_mesh(m)?;
+    }
+    let sealed_token = if choice.sealed {
+        let token_file = choice
+            .sealed_token
+            .clone()
+            .or_else(|| ctx.settings.sealed_token.clone())
+            .unwrap_or_else(|| ctx.store.default_sealed_token());
+        let token = sealed::read_token(&token_file)?;
+        if let Some(id) = &choice.conversation {
+            let from = conversation_source(ctx, dir)?;
+            let transcript = from.join(format!("{id}.jsonl"));
+            if !std::fs::symlink_metadata(&transcript).is_ok_and(|m| m.is_file()) {
+                return Err(Error::bad_input(format!(
+                    "there is no conversation {id:?} of this project: {} is missing",
+                    transcript.display()
+                )));
+            }
+        }
+        Some((token_file, token))
+    } else {
+        None
+    };
+    check_limits(ctx, host, &mut warnings)?;
+    let network = host.network(ctx.settings.network)?;
+    let image = choice
+        .image
+        .clone()
+        .unwrap_or_else(|| ctx.settings.image.clone());
+    // Ours: built when missing, rebuilt when stale; not ours: must be here
+    // and have `sleep` (issue 4, point 6).
+    let image_info = super::image::for_cage(ctx, host, &image, &mut warnings)?;
+    let image_path = image_info.path();
+    let container = container_name(session)?;
+    let (found, program) = gather(ctx, harness, dir, &container, &mut warnings)?;
+    let (found_options, options, make_volume) = options(ctx, host, choice)?;
+    let request = Request {
+        session,
+        container: &container,
+        image: &image,
+        dir,
+        network,
+        limits: &ctx.settings.limits,
+    };
+    let (spec, env, sealed_parts) = match &sealed_token {
+        None => {
+            let spec = spec::build(&request, &found, &found_options)?;
+            let env = spec::env_plan(
+                &EnvRequest {
+                    session,
+                    harness,
+                    home: &ctx.settings.home,
+                    harness_dir: &found.harness_dir,
+                    image_path: &image_path,
+                    pass_env: &ctx.settings.pass_env,
+                    options: &options,
+                },
+                &ctx.env,
+            );
+            (spec, env, None)
+        }
+        Some((token_file, token)) => {
+            let profile_path = crate::seccomp::default_profile()?;
+            let profile = crate::seccomp::sealed_from_file(&profile_path)?;
+            let outbox = sealed::outbox_dir(&ctx.settings.home, session);
+            let found_sealed = FoundSealed {
+                session_uploads: ctx.store.session_uploads(session),
+                private_config: found.private_home.clone(),
+                outbox: outbox.clone(),
+                proxy_dir: found.proxy_dir.clone(),
+                program_dirs: found.program_dirs.clone(),
+                self_paths: found.self_paths.clone(),
+            };
+            let seccomp_file = ctx.store.seccomp_file(&container);
+            let spec = spec::build_sealed(
+                &request,
+                &found_sealed,
+                SealedSpec {
+                    dns: ctx.settings.sealed_dns.clone(),
+                    seccomp_profile: seccomp_file.clone(),
+                },
+            )?;
+            let env = spec::sealed_env_plan(session, &image_path, token);
+            let record = SealedRecord {
+                token_file: token_file.clone(),
+                outbox,
+                rules: format!("{} v{}", rules::SEALED_TABLE, rules::SEALED_VERSION),
+                seccomp_file,
+                seccomp: crate::seccomp::fingerprint(&profile),
+                dns: ctx.settings.sealed_dns.clone(),
+            };
+            (spec, env, Some((record, profile)))
+        }
+    };
+    for (name, why) in &env.left_out {
+        warnings.push(format!(
+            "{name} is left out of the cage's environment: {why}"
+        ));
+    }
+    Ok(CagePlan {
+        session: session.to_string(),
+        dir: dir.to_path_buf(),
+        create_argv: argv::create(&spec),
+        container,
+        image,
+        image_path,
+        spec,
+        env,
+        warnings,
+        found,
+        program,
+        options,
+        make_volume,
+        sealed: sealed_parts,
+        conversation: choice.conversation.clone(),
+    })
+}
+
+impl CagePlan {
+    /// The env file as `exec` would write it now, secrets shown as `<redacted>`.
+    pub fn env_redacted(&self) -> String {
+        envfile::render_redacted(&self.env.vars)
+    }
+
+    pub fn is_sealed(&self) -> bool {
+        self.sealed.is_some()
+    }
+
+    /// Make it: folders, the shared volume, the container. Returns the
+    /// cage's record; on failure, what was made is taken back.
+    pub fn make(&self, ctx: &Context, host: &Host) -> Result<CageRecord> {
+        ctx.store.ensure()?;
+        let mut undo = Undo::default();
+        let made = self.make_steps(ctx, host, &mut undo);
+        if made.is_err() {
+            undo.run(host);
+        }
+        made
+    }
+
+    fn make_steps(&self, ctx: &Context, host: &Host, undo: &mut Undo) -> Result<CageRecord> {
+        undo.dirs.push(ctx.store.cage_dir(&self.container));
+        session::make_private_dir(&self.found.private_home)?;
+        session::make_private_dir(&self.found.proxy_dir)?;
+        match &self.sealed {
+            // A sealed cage has no conversation folder of the user's: its
+            // config folder is its own.
+            Some((record, profile)) => {
+                session::write_atomic(&record.seccomp_file, profile.as_bytes(), 0o600)?;
+                let uploads = ctx.store.session_uploads(&self.session);
+                if !uploads.exists() {
+                    undo.dirs.push(uploads.clone());
+                    session::make_private_dir(&uploads)?;
+                }
+                // An outbox of an earlier session of this name holds its
+                // results: it is kept, never removed by an undo.
+                if !record.outbox.exists() {
+                    undo.dirs.push(record.outbox.clone());
+                }
+                crate::outbox::make_outbox(&record.outbox)?;
+                if let Some(id) = &self.conversation {
+                    let from = conversation_source(ctx, &self.dir)?;
+                    let folder = from.file_name().unwrap_or_default();
+                    let to = self.found.private_home.join("projects").join(folder);
+                    sealed::copy_conversation(&from, id, &to)?;
+                }
+            }
+            None => {
+                if !self.found.conversation_dir.exists() {
+                    undo.dirs.push(self.found.conversation_dir.clone());
+                    session::make_private_dir(&self.found.conversation_dir)?;
+                }
+            }
+        }
+        if let (true, Some(volume)) = (self.make_volume, &self.options.shared) {
+            // A shared folder is for every session given it: once made, it
+            // is not taken back by an undo.
+            host.podman
+                .volume_create(volume, &format!("{SHARED_LABEL}=true"))?;
+        }
+        host.podman.create(&self.create_argv)?;
+        undo.container = Some(self.container.clone());
+        Ok(CageRecord {
+            container: self.container.clone(),
+            image: self.image.clone(),
+            network: self.spec.network,
+            limits: ctx.settings.limits.clone(),
+            image_path: self.image_path.clone(),
+            harness_dir: match self.sealed {
+                Some(_) => PathBuf::from(spec::SEALED_CONFIG_DIR),
+                None => self.found.harness_dir.clone(),
+            },
+            program: self.program.clone(),
+            create_argv: self.create_argv.clone(),
+            sealed: self.sealed.as_ref().map(|(r, _)| r.clone()),
+            options: self.options.clone(),
+        })
+    }
+}
+
+/// Remove a cage: the container (and everything installed in it), its env
+/// file and its private folders. Returns what was removed besides the
+/// container.
+pub fn remove_cage(ctx: &Context, host: &Host, cage: &CageRecord) -> Result<Vec<PathBuf>> {
+    host.podman.rm_force(&cage.container)?;
+    let mut files = Vec::new();
+    for f in [
+        ctx.store.env_file(&cage.container),
+        ctx.store.cage_dir(&cage.container),
+    ] {
+        if f.is_dir() {
+            session::remove_dir_if_there(&f)?;
+            files.push(f);
+        } else if f.exists() {
+            session::remove_file_if_there(&f)?;
+            files.push(f);
+        }
+    }
+    Ok(files)
+}
+
+/// What to take back when a step fails.
+#[derive(Default)]
+struct Undo {
+    container: Option<String>,
+    dirs: Vec<PathBuf>,
+}
+
+impl Undo {
+    fn run(&self, host: &Host) {
+        if let Some(c) = &self.container {
+            let _ = host.podman.rm_force(c);
+        }
+        for d in self.dirs.iter().rev() {
+            let _ = session::remove_dir_if_there(d);
+        }
+    }
+}
+
+/// Refuse (or warn, as configured) where podman would not enforce limits.
+fn check_limits(ctx: &Context, host: &Host, warnings: &mut Vec<String>) -> Result<()> {
+    match host.limits_support() {
+        LimitsSupport::Enforced => Ok(()),
+        LimitsSupport::IgnoredRootlessV1 => match ctx.settings.unenforced_limits {
+            UnenforcedLimits::Refuse => Err(Error::failed(
+                "podman cannot enforce a cage's limits here: it is rootless on cgroups v1, where \
+                 \"Resource limits are not supported and ignored\"; use a machine with cgroups v2, \
+                 or set unenforced_limits = \"warn\" in the config to make cages without limits",
+            )),
+            UnenforcedLimits::Warn => {
+                warnings.push(
+                    "the cage's limits are not enforced: podman is rootless on cgroups v1 \
+                     (unenforced_limits = \"warn\")"
+                        .to_string(),
+                );
+                Ok(())
+            }
+        },
+        LimitsSupport::MissingControllers(missing) => Err(Error::failed(format!(
+            "podman cannot apply a cage's limits: the cgroup controllers {} are not delegated \
+             to your user (see the README, \"Requirements\")",
+            missing.join(", ")
+        ))),
+    }
+}
+
+/// A mesh label: what a volume name can hold.
+fn validate_mesh(m: &str) -> Result<()> {
+    let ok = !m.is_empty()
+        && m.len() <= 32
+        && m.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+        && !m.starts_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::bad_input(format!(
+            "{m:?} is not a mesh label: use 1 to 32 of a-z 0-9 - _, not starting with -"
+        )))
+    }
+}
+
+/// The shared folder's volume for a set of meshes (seed, "The shared
+/// folder"): `shrooms-shared` for every mesh, else `shrooms-shared-<labels
+/// sorted and joined>-<short hash of the sorted list>`, so the name is
+/// stable and two different sets never share one.
+pub fn shared_volume_name(meshes: &[String]) -> String {
+    if meshes.is_empty() {
+        return "shrooms-shared".into();
+    }
+    let mut sorted: Vec<&str> = meshes.iter().map(String::as_str).collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(sorted.join("\n").as_bytes());
+    let hash: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    format!("shrooms-shared-{}-{hash}", sorted.join("-"))
+}
+
+/// The options' facts on the machine, and whether the shared volume must
+/// be made.
+fn options(
+    ctx: &Context,
+    host: &Host,
+    choice: &CageChoice,
+) -> Result<(FoundOptions, Options, bool)> {
+    let home = &ctx.settings.home;
+    let mut found = FoundOptions::default();
+    let mut options = Options {
+        github: choice.github,
+        meshes: choice.meshes.clone(),
+        ..Options::default()
+    };
+    if choice.github {
+        let gh = home.join(".config/gh");
+        if !gh.is_dir() {
+            return Err(Error::bad_input(format!(
+                "--github mounts your GitHub login, {}, which is not there: `gh auth login` first",
+                gh.display()
+            )));
+        }
+        found.gh_dir = Some(gh);
+    }
+    if choice.nix {
+        let root = &ctx.settings.nix_root;
+        if !root.join("store").is_dir() {
+            return Err(Error::bad_input(format!(
+                "--nix gives a cage this machine's nix, and it has none: {} is not there",
+                root.join("store").display()
+            )));
+        }
+        let multi_user = root.join("var/nix/daemon-socket").exists();
+        let state_dir = home.join(".local/state/nix");
+        let config_dir = home.join(".config/nix");
+        // The profile's bin folders, as they are seen inside: the user's
+        // profile under ~/.local/state/nix (mounted), the old per-user one
+        // and the default one under /nix.
+        let mut path = Vec::new();
+        if let Ok(target) = std::fs::read_link(home.join(".nix-profile"))
+            && target.is_absolute()
+        {
+            path.push(format!("{}/bin", target.display()));
+        }
+        for p in [
+            format!("{}/profiles/profile/bin", state_dir.display()),
+            "/nix/var/nix/profiles/default/bin".to_string(),
+        ] {
+            if !path.contains(&p) {
+                path.push(p);
+            }
+        }
+        found.nix = Some(FoundNix {
+            root: root.clone(),
+            multi_user,
+            state_dir: state_dir.is_dir().then_some(state_dir),
+            config_dir: config_dir.is_dir().then_some(config_dir),
+        });
+        options.nix = Some(NixOption { multi_user, path });
+    }
+    let mut make_volume = false;
+    if choice.shared {
+        let name = shared_volume_name(&choice.meshes);
+        match host.podman.volume(&name)? {
+            None => make_volume = true,
+            Some(v) => check_shared_volume(&v)?,
+        }
+        found.shared_volume = Some(name.clone());
+        options.shared = Some(name);
+    }
+    Ok((found, options, make_volume))
+}
+
+/// The tool makes the shared volume itself and refuses one of that name
+/// defined any other way (seed, "The shared folder").
+fn check_shared_volume(v: &crate::podman::inspect::VolumeInspect) -> Result<()> {
+    let ours = v
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.get(SHARED_LABEL).is_some_and(|x| x == "true"));
+    let options = v.options.clone().unwrap_or_default();
+    let why = if v.driver != "local" {
+        Some(format!(
+            "its driver is {:?}, not podman's local one",
+            v.driver
+        ))
+    } else if !options.is_empty() {
+        let device = options.get("device").cloned().unwrap_or_default();
+        Some(if options.get("o").is_some_and(|o| o.contains("bind")) {
+            format!("it is a bind to {device:?}, a folder of the machine")
+        } else {
+            format!("it has options {options:?}")
+        })
+    } else if !ours {
+        Some("shrooms-agent did not make it (it lacks the label xyz.vpavlin.shrooms.shared)".into())
+    } else {
+        None
+    };
+    match why {
+        None => Ok(()),
+        Some(why) => Err(Error::bad_input(format!(
+            "the volume {} cannot be the shared folder: {why}; it is left as it is: \
+             remove it (podman volume rm {}) if it is not needed",
+            v.name, v.name
+        ))),
+    }
+}
+
+/// `shrooms-<session>-<6 random hex>`, chosen once (seed, "Checking on a
+/// cage from a shell"): a renamed session keeps its container, a new session
+/// of an old name gets its own.
+fn container_name(session: &str) -> Result<String> {
+    let mut bytes = [0u8; 3];
+    // SAFETY: getrandom(2) fills the buffer we own.
+    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if n != bytes.len() as isize {
+        return Err(Error::failed("getrandom failed"));
+    }
+    Ok(format!(
+        "shrooms-{session}-{:02x}{:02x}{:02x}",
+        bytes[0], bytes[1], bytes[2]
+    ))
+}
+
+/// This project's Claude Code conversation folder on the machine.
+fn conversation_source(ctx: &Context, dir: &Path) -> Result<PathBuf> {
+    let config = Harness::Claude.config_dir(&ctx.settings.home, &ctx.env);
+    Harness::Claude
+        .conversation_dir(&config, dir)
+        .ok_or_else(|| {
+            Error::bad_input("the project's path is too long to name its conversation folder")
+        })
+}
+
+/// Look at the machine for what the spec needs: which of the harness's
+/// files exist, its conversation folder, its program.
+fn gather(
+    ctx: &Context,
+    harness: Harness,
+    dir: &Path,
+    container: &str,
+    warnings: &mut Vec<String>,
+) -> Result<(Found, Option<PathBuf>)> {
+    let home = ctx.settings.home.clone();
+    let env: &Env = &ctx.env;
+    let harness_dir = harness.config_dir(&home, env);
+    let harness_read_only = harness
+        .read_only_entries()
+        .iter()
+        .map(|e| harness_dir.join(e))
+        // metadata follows links: a dangling one is left out, as podman would fail on it.
+        .filter(|p| std::fs::metadata(p).is_ok())
+        .collect();
+    let conversation_dir = harness.conversation_dir(&harness_dir, dir).ok_or_else(|| {
+        Error::bad_input(format!(
+            "the project folder's path is too long for Claude Code's conversation folder \
+             (over 200 characters once named), whose name cannot be known from outside: \
+             use a shorter path for {}",
+            dir.display()
+        ))
+    })?;
+    let configured = match harness {
+        Harness::Claude => ctx.settings.claude.clone(),
+        Harness::Pi => ctx.settings.pi.clone(),
+    };
+    let found_program = configured.or_else(|| match harness {
+        Harness::Claude => {
+            crate::settings::find_program("claude", ctx.settings.path_var.as_deref())
+        }
+        // Seed, "Choosing an image": a caged pi session runs the pi
+        // installed in the image, unless the config names one.
+        Harness::Pi => None,
+    });
+    let mut program_dirs = Vec::new();
+    let program = match found_program {
+        Some(p) => {
+            let (resolved, mount) = program_mount(&p)?;
+            program_dirs.push(mount);
+            Some(resolved)
+        }
+        None if harness == Harness::Claude => {
+            warnings.push(
+                "no claude program found on PATH: `cage run` will need one \
+                 (set [harness] claude in the config and make the cage again)"
+                    .to_string(),
+            );
+            None
+        }
+        None => None,
+    };
+    let found = Found {
+        harness_dir,
+        harness_read_only,
+        conversation_dir,
+        private_home: ctx.store.private_home(container),
+        proxy_dir: ctx.store.proxy_dir(container),
+        uploads_dir: ctx.store.uploads_dir(),
+        program_dirs,
+        self_paths: ctx.self_paths.clone(),
+    };
+    Ok((found, program))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_volume_names() {
+        assert_eq!(shared_volume_name(&[]), "shrooms-shared");
+        let a = shared_volume_name(&["office".into(), "home".into()]);
+        let b = shared_volume_name(&["home".into(), "office".into()]);
+        assert_eq!(a, b);
+        assert!(a.starts_with("shrooms-shared-home-office-"), "{a}");
+        assert_eq!(a.len(), "shrooms-shared-home-office-".len() + 8);
+        assert_ne!(shared_volume_name(&["home".into()]), a);
+        // a set that joins to the same text still gets another hash
+        assert_ne!(
+            shared_volume_name(&["a-b".into()]),
+            shared_volume_name(&["a".into(), "b".into()])
+        );
+    }
+
+    #[test]
+    fn mesh_labels() {
+        assert!(validate_mesh("home").is_ok());
+        assert!(validate_mesh("my_mesh-2").is_ok());
+        for bad in ["", "Home", "a b", "-x", "a/b", &"a".repeat(33)] {
+            assert!(validate_mesh(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    fn volume(
+        driver: &str,
+        labelled: bool,
+        options: &[(&str, &str)],
+    ) -> crate::podman::inspect::VolumeInspect {
+        serde_json::from_value(serde_json::json!({
+            "Name": "shrooms-shared",
+            "Driver": driver,
+            "Labels": if labelled { serde_json::json!({SHARED_LABEL: "true"}) } else { serde_json::json!({}) },
+            "Options": options.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<std::collections::BTreeMap<_, _>>(),
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_our_own_plain_volume_is_the_shared_folder() {
+        assert!(check_shared_volume(&volume("local", true, &[])).is_ok());
+        let e = check_shared_volume(&volume("local", false, &[])).unwrap_err();
+        assert!(e.message.contains("did not make it"), "{}", e.message);
+        let e = check_shared_volume(&volume(
+            "local",
+            true,
+            &[("device", "/home/u/data"), ("o", "bind"), ("type", "none")],
+        ))
+        .unwrap_err();
+        assert!(
+            e.message.contains("a bind to \"/home/u/data\""),
+            "{}",
+            e.message
+        );
+        let e = check_shared_volume(&volume("nfs", true, &[])).unwrap_err();
+        assert!(e.message.contains("driver"), "{}", e.message);
+    }
+}

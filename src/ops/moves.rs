@@ -1,0 +1,138 @@
+//! `cage move`: a session into a fresh cage with new options, or out of its
+//! cage (seed, "Moving a session in and out"). Only while idle. The new
+//! container is made before the old one is deleted, so a failure leaves the
+//! session as it was; the conversation continues, since every path in a
+//! cage is the machine's own.
+
+use serde::Serialize;
+
+use super::make::{self, CageChoice};
+use super::{Context, create};
+use crate::error::{Error, Result};
+use crate::host::Host;
+use crate::session::{CageRecord, HistoryEntry};
+
+#[derive(Debug, Clone, Default)]
+pub struct MoveRequest {
+    pub name: String,
+    /// Take it out of its cage.
+    pub out: bool,
+    pub choice: CageChoice,
+    /// Who moved it (default: the user running the tool).
+    pub by: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Moved {
+    pub session: String,
+    /// The container it had, now deleted.
+    pub from: Option<String>,
+    /// The container it has now; None when taken out.
+    pub to: Option<String>,
+    /// The history entry written.
+    pub what: String,
+    pub warnings: Vec<String>,
+}
+
+pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
+    let record = ctx.store.load(&req.name)?;
+    let _lock = ctx.store.lock(&req.name)?;
+    let old = record.cage.clone();
+    let host = match (&old, req.out) {
+        (None, true) => {
+            return Err(Error::bad_input(format!(
+                "session {} is not in a cage, so it cannot be taken out of one",
+                req.name
+            )));
+        }
+        (Some(_), _) => ctx.host_for_session()?,
+        (None, false) => ctx.host()?,
+    };
+    if let Some(cage) = &old {
+        check_idle(host, &req.name, cage)?;
+    }
+    let mut warnings = Vec::new();
+    let (to, what) = if req.out {
+        (None, "taken out of its cage".to_string())
+    } else {
+        let plan = make::plan(
+            ctx,
+            host,
+            &record.name,
+            &record.dir,
+            record.harness,
+            &req.choice,
+        )?;
+        warnings.extend(plan.warnings.iter().cloned());
+        let cage = plan.make(ctx, host)?;
+        let name = cage.container.clone();
+        let mut moved = record.clone();
+        moved.cage = Some(cage);
+        let what = match &old {
+            None => format!("moved into a cage ({})", create::describe(&moved)),
+            Some(_) => format!("given a new cage ({})", create::describe(&moved)),
+        };
+        (Some((name, moved.cage.unwrap())), what)
+    };
+    let new_cage = to.as_ref().map(|(_, c)| c.clone());
+    let saved = ctx.store.update(&req.name, |r| {
+        r.cage = new_cage;
+        Ok(())
+    });
+    if let Err(e) = saved {
+        // The record still names the old cage: take the new one back.
+        if let Some((_, cage)) = &to {
+            let _ = make::remove_cage(ctx, host, cage);
+        }
+        return Err(e);
+    }
+    if let Some(cage) = &old
+        && let Err(e) = make::remove_cage(ctx, host, cage)
+    {
+        warnings.push(format!(
+            "the old container {} could not be removed ({e}); `shrooms-agent cage prune` removes it later",
+            cage.container
+        ));
+    }
+    ctx.store.append_history(
+        &req.name,
+        &HistoryEntry {
+            when: create::now(),
+            who: req.by.clone().unwrap_or_else(|| ctx.settings.user.clone()),
+            what: what.clone(),
+        },
+    )?;
+    Ok(Moved {
+        session: record.name,
+        from: old.map(|c| c.container),
+        to: to.map(|(n, _)| n),
+        what,
+        warnings,
+    })
+}
+
+/// Idle: no command holds the session (the lock, taken by the caller) and
+/// nothing but `sleep infinity` runs in its cage.
+fn check_idle(host: &Host, session: &str, cage: &CageRecord) -> Result<()> {
+    let running = host
+        .podman
+        .container(&cage.container)?
+        .is_some_and(|s| s.running);
+    if !running {
+        return Ok(());
+    }
+    let busy: Vec<String> = host
+        .podman
+        .top_args(&cage.container)?
+        .into_iter()
+        .filter(|args| args != "sleep infinity")
+        .collect();
+    if busy.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::busy(format!(
+            "session {session} is busy: {} runs in its cage; move it once it is idle",
+            busy.join(", ")
+        )))
+    }
+}

@@ -1,0 +1,538 @@
+//! End-to-end tests of the options that widen a cage, of limits, of moving
+//! and of the history (issue 5), against real podman.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::common::*;
+
+/// A fake harness program that says where it runs.
+fn fake_claude(w: &World) -> std::path::PathBuf {
+    let p = w.file(
+        "claude-install/claude",
+        "#!/bin/sh\necho \"fake claude in $(pwd) with $*\"\n",
+    );
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+/// --github: ~/.config/gh read-only and GH_* / GITHUB_* passed; without it,
+/// neither.
+#[test]
+fn github_login_only_with_github() {
+    let w = World::new();
+    w.file("home/.config/gh/hosts.yml", "github.com:\n  user: me\n");
+    let gh = w.home.join(".config/gh");
+    let with = w.session("gh");
+    let d1 = w.dir("gh");
+    w.create(&with, &d1, &["--github"]);
+    let without = w.session("nogh");
+    let d2 = w.dir("nogh");
+    w.create(&without, &d2, &[]);
+    let script = format!(
+        "echo T=$GH_TOKEN G=$GITHUB_TOKEN; cat {gh}/hosts.yml 2>&1; \
+         echo x > {gh}/hosts.yml 2>/dev/null && echo WROTE || echo READ-ONLY",
+        gh = gh.display()
+    );
+    let env = [
+        ("GH_TOKEN", "ghp_test_value"),
+        ("GITHUB_TOKEN", "gh2_value"),
+    ];
+    let out = w
+        .run_env(&["cage", "exec", &with, "--", "sh", "-c", &script], &env)
+        .ok()
+        .stdout();
+    assert!(out.contains("T=ghp_test_value G=gh2_value"), "{out}");
+    assert!(out.contains("user: me"), "{out}");
+    assert!(out.contains("READ-ONLY"), "{out}");
+    let out = w
+        .run_env(&["cage", "exec", &without, "--", "sh", "-c", &script], &env)
+        .ok()
+        .stdout();
+    assert!(out.contains("T= G="), "{out}");
+    assert!(!out.contains("user: me"), "{out}");
+    assert_eq!(
+        fs::read_to_string(gh.join("hosts.yml")).unwrap(),
+        "github.com:\n  user: me\n"
+    );
+    // GitHub's variables cannot come through pass_env.
+    w.write_config("pass_env = [\"GH_TOKEN\"]");
+    let r = w.run(&["cage", "ls"]).code_is(2);
+    assert!(r.stderr().contains("pass_env"), "{}", r.explain());
+}
+
+/// --nix with a fake nix tree: /nix (read-only for a multi-user nix), the
+/// daemon, NIX_REMOTE=daemon, and the profile's bin first on PATH.
+#[test]
+fn nix_gives_the_machines_nix() {
+    let w = World::new();
+    let nix = w.dir("fake/nix");
+    fs::create_dir_all(nix.join("store")).unwrap();
+    fs::create_dir_all(nix.join("var/nix")).unwrap();
+    fs::write(nix.join("var/nix/daemon-socket"), "").unwrap();
+    let hello = w.file(
+        "fake/nix/var/nix/profiles/default/bin/hello",
+        "#!/bin/sh\necho hello from nix\n",
+    );
+    fs::set_permissions(&hello, fs::Permissions::from_mode(0o755)).unwrap();
+    // Without a nix on the machine, --nix is refused.
+    w.set_env(
+        "SHROOMS_AGENT_NIX_ROOT",
+        &w.root.join("no-nix").to_string_lossy(),
+    );
+    let refused = w.session("nonix");
+    let d = w.dir("nonix");
+    let r = w
+        .run(&[
+            "cage",
+            "create",
+            &refused,
+            "--dir",
+            &d.to_string_lossy(),
+            "--nix",
+        ])
+        .code_is(2);
+    assert!(r.stderr().contains("has none"), "{}", r.explain());
+    assert!(w.containers_of(&refused).is_empty());
+
+    let w2 = World::new();
+    let nix = w2.dir("fake/nix");
+    fs::create_dir_all(nix.join("store")).unwrap();
+    fs::create_dir_all(nix.join("var/nix")).unwrap();
+    fs::write(nix.join("var/nix/daemon-socket"), "").unwrap();
+    let hello = w2.file(
+        "fake/nix/var/nix/profiles/default/bin/hello",
+        "#!/bin/sh\necho hello from nix\n",
+    );
+    fs::set_permissions(&hello, fs::Permissions::from_mode(0o755)).unwrap();
+    w2.set_env("SHROOMS_AGENT_NIX_ROOT", &nix.to_string_lossy());
+    let name = w2.session("nix");
+    let d = w2.dir("nix");
+    w2.create(&name, &d, &["--nix"]);
+    let out = w2
+        .sh(
+            &name,
+            "echo PATH=$PATH; echo REMOTE=$NIX_REMOTE; hello; \
+             touch /nix/store/x 2>/dev/null && echo STORE-WRITABLE || echo STORE-READ-ONLY",
+        )
+        .ok()
+        .stdout();
+    let state_bin = format!(
+        "{}/.local/state/nix/profiles/profile/bin",
+        w2.home.display()
+    );
+    assert!(
+        out.contains(&format!(
+            "PATH={state_bin}:/nix/var/nix/profiles/default/bin:/usr/local/sbin"
+        )),
+        "{out}"
+    );
+    assert!(out.contains("REMOTE=daemon"), "{out}");
+    assert!(out.contains("hello from nix"), "{out}");
+    assert!(out.contains("STORE-READ-ONLY"), "{out}");
+    let rec = w2.record(&name);
+    assert_eq!(rec["cage"]["options"]["nix"]["multi_user"], true);
+}
+
+/// The shared folder: one volume for sessions on every mesh, another for a
+/// set of meshes; a volume of that name defined another way is refused and
+/// left as it is.
+#[test]
+fn the_shared_folder_is_one_per_set_of_meshes() {
+    let w = World::new();
+    let all = "shrooms-shared";
+    let home_mesh = shared_name_for(&w, "home");
+    let made_here: Vec<String> = [all.to_string(), home_mesh.clone()]
+        .into_iter()
+        .filter(|v| !w.podman(&["volume", "exists", v]).status.success())
+        .collect();
+    let a = w.session("sha");
+    let b = w.session("shb");
+    let h = w.session("shh");
+    for (n, extra) in [
+        (&a, vec!["--shared"]),
+        (&b, vec!["--shared"]),
+        (&h, vec!["--shared", "--mesh", "home"]),
+    ] {
+        let d = w.dir(n);
+        w.create(n, &d, &extra);
+    }
+    let marker = format!("from-{a}");
+    w.sh(
+        &a,
+        &format!("echo {marker} > /shared/{marker}; echo S=$SHROOMS_SHARED"),
+    )
+    .ok();
+    let seen_b = w.sh(&b, "ls /shared").ok().stdout();
+    assert!(seen_b.contains(&marker), "{seen_b}");
+    let seen_h = w.sh(&h, "ls /shared").ok().stdout();
+    assert!(!seen_h.contains(&marker), "{seen_h}");
+    assert_eq!(
+        w.record(&h)["cage"]["options"]["shared"],
+        home_mesh.as_str()
+    );
+    // show gives the folder on the machine, and it holds the file
+    let shown = w.run(&["cage", "show", &a, "--json"]).ok().json();
+    let path = shown["shared_path"].as_str().unwrap().to_string();
+    assert!(path.ends_with(&format!("{all}/_data")), "{path}");
+    assert!(Path::new(&path).join(&marker).exists());
+    let _ = fs::remove_file(Path::new(&path).join(&marker));
+
+    // A bind volume of a mesh's name is refused and left untouched.
+    let mesh = format!("t{}", std::process::id());
+    let bind_name = shared_name_for(&w, &mesh);
+    let target = w.dir("bind-target");
+    let made = w.podman(&[
+        "volume",
+        "create",
+        "--opt",
+        "type=none",
+        "--opt",
+        "o=bind",
+        "--opt",
+        &format!("device={}", target.display()),
+        &bind_name,
+    ]);
+    assert!(made.status.success(), "{}", show_output(&made));
+    let before = w.podman(&["volume", "inspect", &bind_name]);
+    let refused = w.session("shbind");
+    let d = w.dir("shbind");
+    let r = w
+        .run(&[
+            "cage",
+            "create",
+            &refused,
+            "--dir",
+            &d.to_string_lossy(),
+            "--shared",
+            "--mesh",
+            &mesh,
+        ])
+        .code_is(2);
+    assert!(r.stderr().contains("a bind to"), "{}", r.explain());
+    assert!(w.containers_of(&refused).is_empty());
+    let after = w.podman(&["volume", "inspect", &bind_name]);
+    assert_eq!(before.stdout, after.stdout);
+    let _ = w.podman(&["volume", "rm", "-f", &bind_name]);
+    // Tidy up what this test made (the containers go with the world first).
+    for s in [&a, &b, &h] {
+        w.run(&["cage", "rm", s]).ok();
+    }
+    for v in made_here {
+        let _ = w.podman(&["volume", "rm", "-f", &v]);
+    }
+}
+
+/// The volume name the tool gives a set of meshes, from its dry run.
+fn shared_name_for(w: &World, mesh: &str) -> String {
+    let n = w.session("dry");
+    let d = w.dir(&n);
+    let out = w
+        .run(&[
+            "cage",
+            "create",
+            &n,
+            "--dir",
+            &d.to_string_lossy(),
+            "--shared",
+            "--mesh",
+            mesh,
+            "--dry-run",
+        ])
+        .ok()
+        .stdout();
+    let i = out.find("type=volume,src=").expect(&out) + "type=volume,src=".len();
+    out[i..].split(',').next().unwrap().to_string()
+}
+
+/// The memory limit the cage's cgroup says (cgroups v1 or v2).
+fn memory_limit(w: &World, container: &str) -> String {
+    let out = w.podman(&[
+        "exec",
+        container,
+        "sh",
+        "-c",
+        "cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max",
+    ]);
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn pids_limit(w: &World, container: &str) -> String {
+    let out = w.podman(&[
+        "exec",
+        container,
+        "sh",
+        "-c",
+        "cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max",
+    ]);
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Limits set on a running cage take effect at once and hold after a stop
+/// and a start, with what was installed still there; set on a stopped cage
+/// they hold from its next start; bad values are refused.
+#[test]
+fn limits_change_running_or_not_without_remaking() {
+    let w = World::new();
+    w.write_config("memory = \"256m\"");
+    let name = w.session("lim");
+    let d = w.dir("lim");
+    w.create(&name, &d, &[]);
+    let c = w.container(&name);
+    w.run(&["cage", "start", &name]).ok();
+    assert_eq!(memory_limit(&w, &c), "268435456");
+    let out = w.podman(&["exec", &c, "sh", "-c", "echo installed > /installed"]);
+    assert!(out.status.success());
+    // running: at once
+    let r = w
+        .run(&["cage", "limits", &name, "--memory", "300m", "--json"])
+        .ok()
+        .json();
+    assert_eq!(r["after"]["memory"], "300m");
+    assert_eq!(memory_limit(&w, &c), "314572800");
+    // after a stop and a start, the same container, still limited, still installed
+    w.run(&["cage", "stop", &name]).ok();
+    w.run(&["cage", "start", &name]).ok();
+    assert_eq!(w.container(&name), c);
+    assert_eq!(memory_limit(&w, &c), "314572800");
+    let kept = w.podman(&["exec", &c, "cat", "/installed"]);
+    assert_eq!(String::from_utf8_lossy(&kept.stdout), "installed\n");
+    // stopped: from the next start
+    w.run(&["cage", "stop", &name]).ok();
+    w.run(&["cage", "limits", &name, "--memory", "200m", "--cpus", "1"])
+        .ok();
+    let seen = w
+        .sh(&name, "cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max")
+        .ok()
+        .stdout();
+    assert_eq!(seen.trim(), "209715200");
+    // the process limit: podman 4.4+ updates it; 4.3 refuses, saying which version
+    w.run(&["cage", "start", &name]).ok();
+    let before = pids_limit(&w, &c);
+    assert_eq!(before, "2048");
+    let r = w.run(&["cage", "limits", &name, "--pids", "99"]);
+    if podman5_lane() {
+        r.ok();
+        assert_eq!(pids_limit(&w, &c), "99");
+    } else {
+        let r = r.code_is(2);
+        assert!(
+            r.stderr().contains("podman 4.4.0 or later"),
+            "{}",
+            r.explain()
+        );
+        assert_eq!(pids_limit(&w, &c), before);
+    }
+    // bad values, each exit 2, nothing changed
+    for bad in [
+        vec!["--memory", "12x"],
+        vec!["--cpus", "0"],
+        vec!["--cpus", "999"],
+        vec!["--pids", "-3"],
+        vec![],
+    ] {
+        let mut args = vec!["cage", "limits", name.as_str()];
+        args.extend(bad.iter().copied());
+        w.run(&args).code_is(2);
+    }
+    assert_eq!(w.record(&name)["cage"]["limits"]["memory"], "200m");
+    // --reset: back to the machine's
+    w.run(&["cage", "limits", &name, "--reset"]).ok();
+    assert_eq!(memory_limit(&w, &c), "268435456");
+    let hist = w.run(&["cage", "history", &name, "--json"]).ok().json();
+    let whats: Vec<String> = hist["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["what"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        whats.iter().any(|w| w.contains("memory 256m -> 300m")),
+        "{whats:?}"
+    );
+    w.run(&["cage", "stop", &name]).ok();
+}
+
+/// Move in, change, out and back in: each step a fresh container (what was
+/// installed is gone, the project stays), the history records each step and
+/// who made it, and a move while the session is busy changes nothing.
+#[test]
+fn move_in_change_out_and_back() {
+    let w = World::new();
+    let claude = fake_claude(&w);
+    w.write_config(&format!("[harness]\nclaude = \"{}\"", claude.display()));
+    w.file("home/.config/gh/hosts.yml", "github.com: {}\n");
+    let name = w.session("mv");
+    let d = w.dir("mv");
+    w.create(&name, &d, &[]);
+    let c1 = w.container(&name);
+    w.sh(&name, "echo kept > project-file; echo gone > /installed")
+        .ok();
+
+    // busy: an exec holds the session
+    let child = w.spawn_env(&["cage", "exec", &name, "--", "sleep", "3"], &[]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let r = w.run(&["cage", "move", &name, "--github"]).code_is(3);
+    assert!(r.stderr().contains("busy"), "{}", r.explain());
+    finish("exec", child).ok();
+    assert_eq!(w.container(&name), c1);
+    // busy: something other than `sleep infinity` runs in the cage
+    w.run(&["cage", "start", &name]).ok();
+    let bg = w.podman(&["exec", "-d", &c1, "sleep", "600"]);
+    assert!(bg.status.success());
+    let r = w.run(&["cage", "move", &name, "--github"]).code_is(3);
+    assert!(r.stderr().contains("sleep 600"), "{}", r.explain());
+    assert_eq!(w.container(&name), c1);
+    w.run(&["cage", "stop", &name]).ok();
+
+    // change: a new container with the new option
+    w.run(&["cage", "move", &name, "--github", "--by", "tester"])
+        .ok();
+    let c2 = w.container(&name);
+    assert_ne!(c1, c2);
+    assert!(!w.container_exists(&c1));
+    assert_eq!(w.record(&name)["cage"]["options"]["github"], true);
+    let out = w
+        .sh(
+            &name,
+            "cat project-file; cat /installed 2>/dev/null || echo NOT-INSTALLED",
+        )
+        .ok()
+        .stdout();
+    assert!(
+        out.contains("kept") && out.contains("NOT-INSTALLED"),
+        "{out}"
+    );
+
+    // out: no container; `cage run` runs the harness on the machine
+    w.run(&["cage", "move", &name, "--out"]).ok();
+    assert!(!w.container_exists(&c2));
+    assert!(w.record(&name)["cage"].is_null());
+    assert!(w.containers_of(&name).is_empty());
+    let r = w.run(&["cage", "run", &name, "--", "--resume"]).ok();
+    assert!(
+        r.stdout().contains(&format!(
+            "fake claude in {} with --resume",
+            d.canonicalize().unwrap().display()
+        )),
+        "{}",
+        r.explain()
+    );
+    assert!(r.stderr().contains("not in a cage"), "{}", r.explain());
+    let ls = w.run(&["cage", "ls", "--json"]).ok().json();
+    let row = ls["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["session"] == name.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(row["state"], "uncaged");
+    w.run(&["cage", "move", &name, "--out"]).code_is(2);
+
+    // back in
+    w.run(&["cage", "move", &name]).ok();
+    let c3 = w.container(&name);
+    assert!(c3 != c1 && c3 != c2);
+    assert_eq!(w.record(&name)["cage"]["options"]["github"], false);
+    w.sh(&name, "cat project-file").ok();
+
+    let hist = w.run(&["cage", "history", &name, "--json"]).ok().json();
+    let entries = hist["entries"].as_array().unwrap();
+    let whats: Vec<&str> = entries
+        .iter()
+        .map(|e| e["what"].as_str().unwrap())
+        .collect();
+    assert_eq!(whats.len(), 4, "{whats:?}");
+    assert!(whats[0].starts_with("created in a cage"), "{whats:?}");
+    assert!(
+        whats[1].starts_with("given a new cage") && whats[1].contains("github"),
+        "{whats:?}"
+    );
+    assert_eq!(whats[2], "taken out of its cage");
+    assert!(whats[3].starts_with("moved into a cage"), "{whats:?}");
+    assert_eq!(entries[1]["who"], "tester");
+
+    // rm removes the history too, and says what it removed
+    let r = w.run(&["cage", "rm", &name]).ok();
+    assert!(r.stdout().contains("history"), "{}", r.explain());
+    assert!(
+        !w.state
+            .join("sessions")
+            .join(format!("{name}.history.jsonl"))
+            .exists()
+    );
+}
+
+/// `cage stop --all` stops every running cage of this user.
+#[test]
+fn stop_all() {
+    let w = World::new();
+    let a = w.session("sta");
+    let b = w.session("stb");
+    for n in [&a, &b] {
+        let d = w.dir(n);
+        w.create(n, &d, &[]);
+        w.run(&["cage", "start", n]).ok();
+    }
+    let r = w.run(&["cage", "stop", "--all", "--json"]).ok().json();
+    assert!(r.as_array().unwrap().len() >= 2, "{r}");
+    for n in [&a, &b] {
+        assert_eq!(
+            w.container_state(&w.container(n)).as_deref(),
+            Some("exited")
+        );
+    }
+}
+
+/// A sealed cage is not widened: each option is refused by name.
+#[test]
+fn sealed_refuses_the_options_by_name() {
+    let w = World::new();
+    let tok = w.file("tok", "t\n");
+    fs::set_permissions(&tok, fs::Permissions::from_mode(0o600)).unwrap();
+    let d = w.dir("p");
+    for flag in ["--github", "--nix", "--shared"] {
+        let n = w.session("sealopt");
+        let r = w
+            .run(&[
+                "cage",
+                "create",
+                &n,
+                "--dir",
+                &d.to_string_lossy(),
+                "--sealed",
+                "--sealed-token",
+                &tok.to_string_lossy(),
+                flag,
+            ])
+            .code_is(2);
+        assert!(r.stderr().contains(flag), "{}", r.explain());
+        assert!(w.containers_of(&n).is_empty());
+    }
+}
+
+/// `doctor` says which limits behaviour applies with this podman.
+#[test]
+fn doctor_says_how_limits_work_here() {
+    let w = World::new();
+    let r = w.run(&["doctor", "--json"]).json();
+    let update = r["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "update")
+        .unwrap()
+        .clone();
+    let detail = update["detail"].as_str().unwrap();
+    if podman5_lane() {
+        assert!(
+            detail.contains("persists and works on a stopped cage"),
+            "{detail}"
+        );
+    } else {
+        assert!(detail.contains("--pids needs podman 4.4"), "{detail}");
+    }
+}
