@@ -520,3 +520,50 @@ fn a_sealed_cage_gets_its_own_conversation_only() {
     assert!(out.contains("{\"mine\":1}") && out.contains("sub"), "{out}");
     assert!(!out.contains("other-456"), "{out}");
 }
+
+/// A session moved into a sealed cage (the same spec as `create --sealed`)
+/// keeps its conversation, and nothing else of the user's comes along.
+#[test]
+fn moving_a_session_into_a_sealed_cage() {
+    let w = World::new();
+    let name = w.session("mvseal");
+    let project = w.dir(&format!("projects/{name}"));
+    let folder: String = project
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    w.create(&name, &project, &[]);
+    // The ordinary cage writes its conversation into the user's folder.
+    w.sh(
+        &name,
+        &format!("echo '{{\"turn\":1}}' > $HOME/.claude/projects/{folder}/conv-1.jsonl"),
+    )
+    .ok();
+    let host_conv = w.home.join(".claude/projects").join(&folder);
+    assert!(host_conv.join("conv-1.jsonl").exists());
+    fs::write(host_conv.join("conv-2.jsonl"), "other\n").unwrap();
+    let token = token_file(&w);
+    w.run(&[
+        "cage",
+        "move",
+        &name,
+        "--sealed",
+        "--sealed-token",
+        &token.to_string_lossy(),
+        "--conversation",
+        "conv-1",
+    ])
+    .ok();
+    assert!(w.record(&name)["cage"]["sealed"].is_object());
+    let out = w
+        .sh(
+            &name,
+            &format!("echo HOME=$HOME; ls /root/.claude/projects/{folder}; cat /root/.claude/projects/{folder}/conv-1.jsonl"),
+        )
+        .ok()
+        .stdout();
+    assert!(out.contains("HOME=/root"), "{out}");
+    assert!(out.contains("{\"turn\":1}"), "{out}");
+    assert!(!out.contains("conv-2"), "{out}");
+}

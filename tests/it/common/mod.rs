@@ -33,8 +33,13 @@ pub const HOST_ADDR: &str = "203.0.113.7";
 /// (scripts/setup-host adds it too).
 pub const LAN_ADDR: &str = "10.199.77.1";
 
+/// The binary under test: cargo's build, or the one `SHROOMS_AGENT_TEST_BIN`
+/// names (the podman-5 lane runs the suite against the release build).
 pub fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_shrooms-agent"))
+    match std::env::var_os("SHROOMS_AGENT_TEST_BIN") {
+        Some(p) => PathBuf::from(p),
+        None => PathBuf::from(env!("CARGO_BIN_EXE_shrooms-agent")),
+    }
 }
 
 pub fn podman_program() -> &'static str {
