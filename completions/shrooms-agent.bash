@@ -25,6 +25,9 @@ _shrooms__agent() {
             shrooms__agent,doctor)
                 cmd="shrooms__agent__subcmd__doctor"
                 ;;
+            shrooms__agent,files)
+                cmd="shrooms__agent__subcmd__files"
+                ;;
             shrooms__agent,help)
                 cmd="shrooms__agent__subcmd__help"
                 ;;
@@ -36,6 +39,9 @@ _shrooms__agent() {
                 ;;
             shrooms__agent,outbox)
                 cmd="shrooms__agent__subcmd__outbox"
+                ;;
+            shrooms__agent,serve)
+                cmd="shrooms__agent__subcmd__serve"
                 ;;
             shrooms__agent__subcmd__cage,create)
                 cmd="shrooms__agent__subcmd__cage__subcmd__create"
@@ -115,6 +121,30 @@ _shrooms__agent() {
             shrooms__agent__subcmd__cage__subcmd__help,stop)
                 cmd="shrooms__agent__subcmd__cage__subcmd__help__subcmd__stop"
                 ;;
+            shrooms__agent__subcmd__files,allow)
+                cmd="shrooms__agent__subcmd__files__subcmd__allow"
+                ;;
+            shrooms__agent__subcmd__files,deny)
+                cmd="shrooms__agent__subcmd__files__subcmd__deny"
+                ;;
+            shrooms__agent__subcmd__files,help)
+                cmd="shrooms__agent__subcmd__files__subcmd__help"
+                ;;
+            shrooms__agent__subcmd__files,list)
+                cmd="shrooms__agent__subcmd__files__subcmd__list"
+                ;;
+            shrooms__agent__subcmd__files__subcmd__help,allow)
+                cmd="shrooms__agent__subcmd__files__subcmd__help__subcmd__allow"
+                ;;
+            shrooms__agent__subcmd__files__subcmd__help,deny)
+                cmd="shrooms__agent__subcmd__files__subcmd__help__subcmd__deny"
+                ;;
+            shrooms__agent__subcmd__files__subcmd__help,help)
+                cmd="shrooms__agent__subcmd__files__subcmd__help__subcmd__help"
+                ;;
+            shrooms__agent__subcmd__files__subcmd__help,list)
+                cmd="shrooms__agent__subcmd__files__subcmd__help__subcmd__list"
+                ;;
             shrooms__agent__subcmd__help,cage)
                 cmd="shrooms__agent__subcmd__help__subcmd__cage"
                 ;;
@@ -123,6 +153,9 @@ _shrooms__agent() {
                 ;;
             shrooms__agent__subcmd__help,doctor)
                 cmd="shrooms__agent__subcmd__help__subcmd__doctor"
+                ;;
+            shrooms__agent__subcmd__help,files)
+                cmd="shrooms__agent__subcmd__help__subcmd__files"
                 ;;
             shrooms__agent__subcmd__help,help)
                 cmd="shrooms__agent__subcmd__help__subcmd__help"
@@ -135,6 +168,9 @@ _shrooms__agent() {
                 ;;
             shrooms__agent__subcmd__help,outbox)
                 cmd="shrooms__agent__subcmd__help__subcmd__outbox"
+                ;;
+            shrooms__agent__subcmd__help,serve)
+                cmd="shrooms__agent__subcmd__help__subcmd__serve"
                 ;;
             shrooms__agent__subcmd__help__subcmd__cage,create)
                 cmd="shrooms__agent__subcmd__help__subcmd__cage__subcmd__create"
@@ -172,6 +208,15 @@ _shrooms__agent() {
             shrooms__agent__subcmd__help__subcmd__cage,stop)
                 cmd="shrooms__agent__subcmd__help__subcmd__cage__subcmd__stop"
                 ;;
+            shrooms__agent__subcmd__help__subcmd__files,allow)
+                cmd="shrooms__agent__subcmd__help__subcmd__files__subcmd__allow"
+                ;;
+            shrooms__agent__subcmd__help__subcmd__files,deny)
+                cmd="shrooms__agent__subcmd__help__subcmd__files__subcmd__deny"
+                ;;
+            shrooms__agent__subcmd__help__subcmd__files,list)
+                cmd="shrooms__agent__subcmd__help__subcmd__files__subcmd__list"
+                ;;
             shrooms__agent__subcmd__help__subcmd__image,build)
                 cmd="shrooms__agent__subcmd__help__subcmd__image__subcmd__build"
                 ;;
@@ -183,6 +228,9 @@ _shrooms__agent() {
                 ;;
             shrooms__agent__subcmd__help__subcmd__outbox,pack)
                 cmd="shrooms__agent__subcmd__help__subcmd__outbox__subcmd__pack"
+                ;;
+            shrooms__agent__subcmd__help__subcmd__outbox,send)
+                cmd="shrooms__agent__subcmd__help__subcmd__outbox__subcmd__send"
                 ;;
             shrooms__agent__subcmd__image,build)
                 cmd="shrooms__agent__subcmd__image__subcmd__build"
@@ -214,11 +262,17 @@ _shrooms__agent() {
             shrooms__agent__subcmd__outbox,pack)
                 cmd="shrooms__agent__subcmd__outbox__subcmd__pack"
                 ;;
+            shrooms__agent__subcmd__outbox,send)
+                cmd="shrooms__agent__subcmd__outbox__subcmd__send"
+                ;;
             shrooms__agent__subcmd__outbox__subcmd__help,help)
                 cmd="shrooms__agent__subcmd__outbox__subcmd__help__subcmd__help"
                 ;;
             shrooms__agent__subcmd__outbox__subcmd__help,pack)
                 cmd="shrooms__agent__subcmd__outbox__subcmd__help__subcmd__pack"
+                ;;
+            shrooms__agent__subcmd__outbox__subcmd__help,send)
+                cmd="shrooms__agent__subcmd__outbox__subcmd__help__subcmd__send"
                 ;;
             *)
                 ;;
@@ -227,7 +281,7 @@ _shrooms__agent() {
 
     case "${cmd}" in
         shrooms__agent)
-            opts="-h -V --json --help --version cage doctor image outbox completions man help"
+            opts="-h -V --json --help --version cage doctor image outbox files serve completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -706,8 +760,134 @@ _shrooms__agent() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        shrooms__subcmd__agent__subcmd__files)
+            opts="-h --json --help allow deny list help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__files__subcmd__allow)
+            opts="-h --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__files__subcmd__deny)
+            opts="-h --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__files__subcmd__help)
+            opts="allow deny list help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__files__subcmd__help__subcmd__allow)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__files__subcmd__help__subcmd__deny)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__files__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__files__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__files__subcmd__list)
+            opts="-h --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         shrooms__subcmd__agent__subcmd__help)
-            opts="cage doctor image outbox completions man help"
+            opts="cage doctor image outbox files serve completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -930,6 +1110,62 @@ _shrooms__agent() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__files)
+            opts="allow deny list"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__files__subcmd__allow)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__files__subcmd__deny)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__files__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         shrooms__subcmd__agent__subcmd__help__subcmd__help)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1015,7 +1251,7 @@ _shrooms__agent() {
             return 0
             ;;
         shrooms__subcmd__agent__subcmd__help__subcmd__outbox)
-            opts="pack"
+            opts="pack send"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1031,6 +1267,34 @@ _shrooms__agent() {
         shrooms__subcmd__agent__subcmd__help__subcmd__outbox__subcmd__pack)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__outbox__subcmd__send)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__serve)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1191,7 +1455,7 @@ _shrooms__agent() {
             return 0
             ;;
         shrooms__subcmd__agent__subcmd__outbox)
-            opts="-h --json --help pack help"
+            opts="-h --json --help pack send help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1205,7 +1469,7 @@ _shrooms__agent() {
             return 0
             ;;
         shrooms__subcmd__agent__subcmd__outbox__subcmd__help)
-            opts="pack help"
+            opts="pack send help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1246,6 +1510,20 @@ _shrooms__agent() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        shrooms__subcmd__agent__subcmd__outbox__subcmd__help__subcmd__send)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         shrooms__subcmd__agent__subcmd__outbox__subcmd__pack)
             opts="-o -h --output --only --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1262,6 +1540,46 @@ _shrooms__agent() {
                     return 0
                     ;;
                 --only)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__outbox__subcmd__send)
+            opts="-h --only --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --only)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__serve)
+            opts="-h --listen --token-file --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -39,9 +39,20 @@ pub enum Command {
     /// Build our images (workbench, desktop) and show how they stand
     #[command(subcommand)]
     Image(ImageCommand),
-    /// Read what a sealed session left in its outbox
+    /// Read what a sealed session left in its outbox, or send it to a session
     #[command(subcommand)]
     Outbox(OutboxCommand),
+    /// Whom a session takes files from (MACHINE/SESSION), and who was refused
+    #[command(subcommand)]
+    Files(FilesCommand),
+    /// Serve the same operations over HTTP, for the apps and other machines
+    #[command(
+        after_help = "Routes: GET /v1/harnesses, GET|POST /v1/sessions, GET|DELETE /v1/sessions/NAME, \
+        POST /v1/sessions/NAME/cage, /cage/limits, /outbox/send, /drop, POST /v1/images/build, \
+        GET /v1/openapi.json (the whole description). One log line per request on stderr. \
+        SIGTERM or Ctrl-C: stops accepting, finishes what is in flight, exits 0."
+    )]
+    Serve(ServeArgs),
     /// Print a shell completion script to standard output
     Completions {
         /// The shell to complete for
@@ -220,6 +231,54 @@ pub enum OutboxCommand {
         #[arg(long, value_name = "FOLDER")]
         only: Option<PathBuf>,
     },
+    /// Pack a sealed session's outbox and send it to a session on a machine
+    /// (the config's [machines], or this one): it arrives in that session's
+    /// uploads, if that session takes files from this one
+    Send {
+        /// The sealed session
+        name: String,
+        /// Where to: MACHINE/SESSION
+        #[arg(value_name = "MACHINE/SESSION")]
+        to: String,
+        /// Send only this folder of the outbox (a relative path)
+        #[arg(long, value_name = "FOLDER")]
+        only: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FilesCommand {
+    /// Take files from a sender: MACHINE/SESSION, or MACHINE/* for all of its sessions
+    Allow {
+        /// The receiving session
+        name: String,
+        #[arg(value_name = "MACHINE/SESSION")]
+        from: String,
+    },
+    /// Take no more files from a sender
+    Deny {
+        /// The receiving session
+        name: String,
+        #[arg(value_name = "MACHINE/SESSION")]
+        from: String,
+    },
+    /// Show whom a session takes files from, and the last ten refused
+    List {
+        /// The session
+        name: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The address to listen on (default: 127.0.0.1 and the config's agent_port, 7387).
+    /// An address other than loopback needs --token-file
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Option<String>,
+    /// A file holding a token: every request must then carry
+    /// `Authorization: Bearer <token>`
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

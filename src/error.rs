@@ -18,19 +18,27 @@ pub enum Kind {
     Busy,
     /// Not ready yet (an image being built); try again later (issue 4).
     NotReady,
+    /// Not allowed: a session that takes no files from this sender (issue 6).
+    Forbidden,
+    /// Too large: an upload or an archive over its bound (issue 6).
+    TooLarge,
 }
 
 impl Kind {
     /// The process exit code of this kind (documented in the README and man page).
     pub fn exit_code(self) -> u8 {
         match self {
-            Kind::Failed => 1,
-            Kind::BadInput | Kind::NotFound => 2,
+            Kind::Failed | Kind::Forbidden => 1,
+            Kind::BadInput | Kind::NotFound | Kind::TooLarge => 2,
             Kind::Busy => 3,
             Kind::NotReady => 4,
         }
     }
 }
+
+/// How long a client is told to wait (`Retry-After`, seconds) when a
+/// request cannot be served yet: an image being built, or no podman.
+pub const RETRY_AFTER_SECS: u32 = 30;
 
 /// An error with a message meant for the person who ran the command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +68,40 @@ impl Error {
     pub fn busy(message: impl Into<String>) -> Self {
         Self::new(Kind::Busy, message)
     }
+    /// The HTTP status `serve` answers this error with (issue 6, "Status
+    /// codes"). "No podman" is a machine that cannot serve the request now,
+    /// not a failure of it: 503, like an image being built.
+    pub fn http_status(&self) -> u16 {
+        match self.kind {
+            Kind::BadInput => 400,
+            Kind::Forbidden => 403,
+            Kind::NotFound => 404,
+            Kind::Busy => 409,
+            Kind::TooLarge => 413,
+            Kind::NotReady => 503,
+            Kind::Failed if self.is_no_podman() => 503,
+            Kind::Failed => 500,
+        }
+    }
+
+    /// Seconds for `Retry-After`, for the errors answered with 503.
+    pub fn retry_after(&self) -> Option<u32> {
+        (self.http_status() == 503).then_some(RETRY_AFTER_SECS)
+    }
+
+    /// The seed's "no podman" words, for a new cage or a caged session.
+    fn is_no_podman(&self) -> bool {
+        self.message.ends_with(crate::host::NO_PODMAN)
+            || self.message.ends_with(crate::host::NO_PODMAN_FOR_SESSION)
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(Kind::Forbidden, message)
+    }
+    pub fn too_large(message: impl Into<String>) -> Self {
+        Self::new(Kind::TooLarge, message)
+    }
+
     /// Prefix the message with what was being done, keeping the kind.
     pub fn context(self, what: impl fmt::Display) -> Self {
         Error {
@@ -105,6 +147,31 @@ mod tests {
         assert_eq!(Kind::NotFound.exit_code(), 2);
         assert_eq!(Kind::Busy.exit_code(), 3);
         assert_eq!(Kind::NotReady.exit_code(), 4);
+        assert_eq!(Kind::Forbidden.exit_code(), 1);
+        assert_eq!(Kind::TooLarge.exit_code(), 2);
+    }
+
+    #[test]
+    fn http_statuses() {
+        let status = |e: Error| (e.http_status(), e.retry_after());
+        assert_eq!(status(Error::bad_input("x")), (400, None));
+        assert_eq!(status(Error::forbidden("x")), (403, None));
+        assert_eq!(status(Error::not_found("x")), (404, None));
+        assert_eq!(status(Error::busy("x")), (409, None));
+        assert_eq!(status(Error::too_large("x")), (413, None));
+        assert_eq!(
+            status(Error::new(Kind::NotReady, "x")),
+            (503, Some(RETRY_AFTER_SECS))
+        );
+        assert_eq!(status(Error::failed("x")), (500, None));
+        assert_eq!(
+            status(Error::failed(crate::host::NO_PODMAN)),
+            (503, Some(RETRY_AFTER_SECS))
+        );
+        assert_eq!(
+            status(Error::failed(crate::host::NO_PODMAN_FOR_SESSION).context("moving s")),
+            (503, Some(RETRY_AFTER_SECS))
+        );
     }
 
     #[test]

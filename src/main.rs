@@ -16,6 +16,7 @@ mod output;
 mod podman;
 mod rules;
 mod seccomp;
+mod serve;
 mod session;
 mod settings;
 mod spec;
@@ -77,6 +78,28 @@ fn run(cli: Cli) -> Result<ExitCode> {
             output::show(&r, json, output::packed);
             Ok(ExitCode::SUCCESS)
         }
+        Command::Outbox(cli::OutboxCommand::Send { name, to, only }) => {
+            let ctx = context()?;
+            let req = ops::outbox::SendRequest { name, to, only };
+            let r = ops::outbox::send(&ctx, &req)?;
+            output::show(&r, json, |r| format!("{}\n", r.result));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Files(cmd) => {
+            let ctx = context()?;
+            let r = match cmd {
+                cli::FilesCommand::Allow { name, from } => ops::files::allow(&ctx, &name, &from)?,
+                cli::FilesCommand::Deny { name, from } => ops::files::deny(&ctx, &name, &from)?,
+                cli::FilesCommand::List { name } => ops::files::list(&ctx, &name)?,
+            };
+            output::show(&r, json, output::files);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Serve(a) => {
+            let ctx = context()?;
+            serve::run(ctx, a.listen.as_deref(), a.token_file.as_deref())?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
@@ -93,6 +116,7 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
                 },
                 choice: choice(a.cage),
                 dry_run: a.dry_run,
+                auto_approve: false,
             };
             let created = ops::create::create(&ctx, &req)?;
             output::warnings(&created.warnings);

@@ -238,6 +238,25 @@ pub fn packed(p: &crate::ops::outbox::PackResult) -> String {
     s
 }
 
+pub fn files(f: &crate::ops::files::FilesList) -> String {
+    let mut s = String::new();
+    if f.files.allow.is_empty() {
+        s.push_str(&format!("{} takes files from nobody\n", f.session));
+    } else {
+        s.push_str(&format!("{} takes files from:\n", f.session));
+        for a in &f.files.allow {
+            s.push_str(&format!("  {a}\n"));
+        }
+    }
+    if !f.files.refused.is_empty() {
+        s.push_str("refused (when, from), newest last:\n");
+        for r in &f.files.refused {
+            s.push_str(&format!("  {}  {}\n", r.when, r.from));
+        }
+    }
+    s
+}
+
 pub fn stopped(r: &crate::ops::stop::Stopped) -> String {
     if r.was_running {
         format!("stopped {} ({})\n", r.session, r.container)

@@ -48,6 +48,49 @@ pub struct Record {
     pub created: u64,
     /// The session's cage; None once taken out of it.
     pub cage: Option<CageRecord>,
+    /// Kept for the apps (issue 6: "`auto_approve` is kept in the record").
+    #[serde(default)]
+    pub auto_approve: bool,
+    /// Whom it takes files from, and who tried and was refused (issue 6, point 4).
+    #[serde(default)]
+    pub files: FilesPolicy,
+}
+
+/// Whom a session takes files from (`files allow`), and the last refused.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FilesPolicy {
+    /// `MACHINE/SESSION` or `MACHINE/*`.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// The refused senders, oldest first, at most [`REFUSED_KEPT`].
+    #[serde(default)]
+    pub refused: Vec<Refused>,
+}
+
+/// At most this many refused senders are remembered, the newest.
+pub const REFUSED_KEPT: usize = 10;
+
+/// One refused drop: when (Unix seconds) and from whom (`MACHINE/SESSION`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refused {
+    pub when: u64,
+    pub from: String,
+}
+
+impl FilesPolicy {
+    /// Does it take files from `machine`/`session`?
+    pub fn allows(&self, machine: &str, session: &str) -> bool {
+        let exact = format!("{machine}/{session}");
+        let any = format!("{machine}/*");
+        self.allow.iter().any(|a| *a == exact || *a == any)
+    }
+
+    /// Remember a refusal, keeping the newest [`REFUSED_KEPT`].
+    pub fn remember_refused(&mut self, when: u64, from: String) {
+        self.refused.push(Refused { when, from });
+        let extra = self.refused.len().saturating_sub(REFUSED_KEPT);
+        self.refused.drain(..extra);
+    }
 }
 
 /// A session's cage, fixed when its container is made.
@@ -441,6 +484,8 @@ mod tests {
             harness: Harness::Claude,
             created: 1,
             cage: None,
+            auto_approve: false,
+            files: FilesPolicy::default(),
         }
     }
 
@@ -467,6 +512,33 @@ mod tests {
             crate::error::Kind::NotFound
         );
         fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn files_policy_allows_and_remembers_the_newest_refusals() {
+        let mut p = FilesPolicy {
+            allow: vec!["alpha/review".into(), "beta/*".into()],
+            ..FilesPolicy::default()
+        };
+        assert!(p.allows("alpha", "review"));
+        assert!(!p.allows("alpha", "other"));
+        assert!(p.allows("beta", "anything"));
+        assert!(!p.allows("gamma", "review"));
+        for i in 0..15 {
+            p.remember_refused(i, format!("gamma/s{i}"));
+        }
+        assert_eq!(p.refused.len(), REFUSED_KEPT);
+        assert_eq!(p.refused[0].from, "gamma/s5");
+        assert_eq!(p.refused[9].from, "gamma/s14");
+    }
+
+    #[test]
+    fn an_older_record_without_the_new_fields_reads() {
+        let text =
+            r#"{"version":1,"name":"a","dir":"/p","harness":"claude","created":1,"cage":null}"#;
+        let r: Record = serde_json::from_str(text).unwrap();
+        assert!(!r.auto_approve);
+        assert_eq!(r.files, FilesPolicy::default());
     }
 
     #[test]

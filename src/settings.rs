@@ -39,6 +39,37 @@ struct ConfigFile {
     sealed_token: Option<PathBuf>,
     sealed_dns: Option<Vec<String>>,
     images_repo: Option<String>,
+    machine_name: Option<String>,
+    machines: Option<BTreeMap<String, MachineEntry>>,
+}
+
+/// A `[machines]` entry: `name = "http://host:port"`, or a table with the
+/// address and the file holding that machine's `serve` token.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum MachineEntry {
+    Url(String),
+    Table(MachineTable),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MachineTable {
+    url: String,
+    token_file: Option<PathBuf>,
+}
+
+/// Another machine's `serve`, as `outbox send` reaches it and as a drop
+/// from it is recognised (issue 6, points 3 and 4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Machine {
+    /// `http://host:port`, as written (without a trailing `/`).
+    pub url: String,
+    /// The host part: a name, an IPv4 address, or an IPv6 one without brackets.
+    pub host: String,
+    pub port: u16,
+    /// Its `serve --token-file` token, sent as `Authorization: Bearer`.
+    pub token_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -111,6 +142,10 @@ pub struct Settings {
     pub nix_root: PathBuf,
     /// Who runs the tool, for the history (`--by` overrides).
     pub user: String,
+    /// This machine's name among the machines (`machine_name`; default the host name).
+    pub machine_name: String,
+    /// The other machines' `serve`s, by name (`[machines]`).
+    pub machines: BTreeMap<String, Machine>,
 }
 
 impl Settings {
@@ -243,6 +278,24 @@ impl Settings {
             }
             None => DEFAULT_SEALED_DNS.iter().map(|s| s.to_string()).collect(),
         };
+        let machine_name = match file.machine_name {
+            Some(n) => {
+                validate_machine_name(&n).map_err(|why| bad("machine_name", why))?;
+                n
+            }
+            None => host_name(),
+        };
+        let mut machines = BTreeMap::new();
+        for (name, entry) in file.machines.unwrap_or_default() {
+            validate_machine_name(&name).map_err(|why| bad("machines", why))?;
+            let (url, token_file) = match entry {
+                MachineEntry::Url(u) => (u, None),
+                MachineEntry::Table(t) => (t.url, t.token_file),
+            };
+            let machine = parse_machine_url(&url, token_file)
+                .map_err(|why| bad("machines", format!("{name}: {why}")))?;
+            machines.insert(name, machine);
+        }
         let harness = file.harness.unwrap_or_default();
         let podman = match file.podman {
             Some(p) => Some(p),
@@ -280,6 +333,8 @@ impl Settings {
                     // SAFETY: getuid cannot fail.
                     format!("uid {}", unsafe { libc::getuid() })
                 }),
+            machine_name,
+            machines,
         })
     }
 }
@@ -335,6 +390,89 @@ pub fn validate_cpus(c: &str) -> Result<String, String> {
         _ => Err(format!(
             "{c:?} is not a number of CPUs: use a positive number, like \"2\" or \"1.5\""
         )),
+    }
+}
+
+/// A machine's name: what a session name may be (it goes into folder names,
+/// `from-<machine>_<session>`), without `_`, which separates the two there.
+pub fn validate_machine_name(name: &str) -> Result<(), String> {
+    let ok = (1..=63).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-'))
+        && !name.starts_with(['-', '.']);
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name:?} is not a machine name: use 1 to 63 of A-Z a-z 0-9 . -, not starting with - or ."
+        ))
+    }
+}
+
+/// `http://host:port` (a trailing `/` is let go; the port defaults to 7387).
+/// Only plain HTTP: `serve` speaks nothing else; a mesh carries it.
+pub fn parse_machine_url(url: &str, token_file: Option<PathBuf>) -> Result<Machine, String> {
+    let why = || {
+        format!("{url:?} is not an address of a machine's serve: write it as \"http://host:port\"")
+    };
+    let rest = url.strip_prefix("http://").ok_or_else(why)?;
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    if rest.is_empty() || rest.contains(['/', '?', '#', '@', ' ']) {
+        return Err(why());
+    }
+    let (host, port) = if let Some(v6) = rest.strip_prefix('[') {
+        let (h, after) = v6.split_once(']').ok_or_else(why)?;
+        if h.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(why());
+        }
+        let port = match after {
+            "" => None,
+            p => Some(p.strip_prefix(':').ok_or_else(why)?),
+        };
+        (h.to_string(), port)
+    } else {
+        match rest.split_once(':') {
+            Some((h, p)) => (h.to_string(), Some(p)),
+            None => (rest.to_string(), None),
+        }
+    };
+    let host_ok = !host.is_empty()
+        && (host.contains(':')
+            || host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-')));
+    if !host_ok {
+        return Err(why());
+    }
+    let port = match port {
+        None => DEFAULT_AGENT_PORT,
+        Some(p) => p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(why)?,
+    };
+    Ok(Machine {
+        url: url.trim_end_matches('/').to_string(),
+        host,
+        port,
+        token_file,
+    })
+}
+
+/// The host name (gethostname), up to its first dot, or "localhost".
+fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into our buffer.
+    let r = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let name = if r == 0 {
+        let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+        String::from_utf8_lossy(&buf[..end]).into_owned()
+    } else {
+        String::new()
+    };
+    let short = name.split('.').next().unwrap_or("").to_string();
+    if validate_machine_name(&short).is_ok() {
+        short
+    } else {
+        "localhost".into()
     }
 }
 
@@ -482,6 +620,66 @@ pi = "/opt/pi"
     fn a_wrongly_typed_value_is_refused() {
         let e = load("cages = \"yes\"").unwrap_err();
         assert!(e.message.contains("cages"), "{}", e.message);
+    }
+
+    #[test]
+    fn machines_and_this_machines_name() {
+        let s = load(
+            r#"
+machine_name = "alpha"
+[machines]
+beta = "http://127.0.0.1:7400"
+gamma = "http://gamma.mesh/"
+delta = { url = "http://[fd00::1]:9000", token_file = "/t/delta" }
+"#,
+        )
+        .unwrap();
+        assert_eq!(s.machine_name, "alpha");
+        assert_eq!(
+            s.machines["beta"],
+            Machine {
+                url: "http://127.0.0.1:7400".into(),
+                host: "127.0.0.1".into(),
+                port: 7400,
+                token_file: None
+            }
+        );
+        assert_eq!(s.machines["gamma"].url, "http://gamma.mesh");
+        assert_eq!(s.machines["gamma"].port, 7387);
+        assert_eq!(s.machines["delta"].host, "fd00::1");
+        assert_eq!(s.machines["delta"].port, 9000);
+        assert_eq!(
+            s.machines["delta"].token_file,
+            Some(PathBuf::from("/t/delta"))
+        );
+        // The default name is the host's.
+        let s = load("").unwrap();
+        assert!(validate_machine_name(&s.machine_name).is_ok());
+        assert!(s.machines.is_empty());
+    }
+
+    #[test]
+    fn bad_machines_name_the_key() {
+        for (text, key) in [
+            ("machine_name = \"a_b\"", "machine_name"),
+            ("machine_name = \"\"", "machine_name"),
+            ("[machines]\nbeta = \"https://b:1\"", "machines"),
+            ("[machines]\nbeta = \"http://b:1/path\"", "machines"),
+            ("[machines]\nbeta = \"http://b:0\"", "machines"),
+            ("[machines]\nbeta = \"http://b:x\"", "machines"),
+            ("[machines]\nbeta = \"http://user@b:1\"", "machines"),
+            ("[machines]\nbeta = \"http://[nope]:1\"", "machines"),
+            ("[machines]\n\"b/c\" = \"http://b:1\"", "machines"),
+        ] {
+            let e = load(text).unwrap_err();
+            assert!(
+                e.message.contains(&format!("key `{key}`")),
+                "{text}: {}",
+                e.message
+            );
+        }
+        let e = load("[machines]\nbeta = { url = \"http://b:1\", token = \"x\" }").unwrap_err();
+        assert!(e.message.contains("beta = "), "{}", e.message);
     }
 
     #[test]

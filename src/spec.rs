@@ -454,6 +454,19 @@ pub fn env_plan(req: &EnvRequest<'_>, invoking: &Env) -> EnvPlan {
 mod tests {
     use super::*;
 
+    fn show_mount(m: &Mount) -> String {
+        format!(
+            "{} -> {} {}",
+            m.src.display(),
+            m.dst.display(),
+            if m.read_only { "ro" } else { "rw" }
+        )
+    }
+
+    fn show_mounts(mounts: &[Mount]) -> Vec<String> {
+        mounts.iter().map(show_mount).collect()
+    }
+
     fn found() -> Found {
         Found {
             harness_dir: "/home/u/.claude".into(),
@@ -490,18 +503,7 @@ mod tests {
             limits: &l,
         };
         let spec = build(&req, &found(), &FoundOptions::default()).unwrap();
-        let got: Vec<String> = spec
-            .mounts
-            .iter()
-            .map(|m| {
-                format!(
-                    "{} -> {} {}",
-                    m.src.display(),
-                    m.dst.display(),
-                    if m.read_only { "ro" } else { "rw" }
-                )
-            })
-            .collect();
+        let got = show_mounts(&spec.mounts);
         assert_eq!(
             got,
             vec![
@@ -552,18 +554,7 @@ mod tests {
             seccomp_profile: "/state/cages/shrooms-rev-abc123/seccomp.json".into(),
         };
         let spec = build_sealed(&req, &found, sealed.clone()).unwrap();
-        let got: Vec<String> = spec
-            .mounts
-            .iter()
-            .map(|m| {
-                format!(
-                    "{} -> {} {}",
-                    m.src.display(),
-                    m.dst.display(),
-                    if m.read_only { "ro" } else { "rw" }
-                )
-            })
-            .collect();
+        let got = show_mounts(&spec.mounts);
         assert_eq!(
             got,
             vec![
@@ -726,14 +717,7 @@ mod tests {
         let spec = build(&req, &found(), &opts).unwrap();
         let tail: Vec<String> = spec.mounts[spec.mounts.len() - 5..]
             .iter()
-            .map(|m| {
-                format!(
-                    "{} -> {} {}",
-                    m.src.display(),
-                    m.dst.display(),
-                    if m.read_only { "ro" } else { "rw" }
-                )
-            })
+            .map(show_mount)
             .collect();
         assert_eq!(
             tail,

@@ -19,6 +19,8 @@ pub struct CreateRequest {
     pub harness: Harness,
     pub choice: CageChoice,
     pub dry_run: bool,
+    /// Kept in the record for the apps.
+    pub auto_approve: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -76,6 +78,8 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
         harness: req.harness,
         created: now(),
         cage: Some(cage),
+        auto_approve: req.auto_approve,
+        files: Default::default(),
     };
     let saved = ctx.store.save(&record).and_then(|_| {
         ctx.store.append_history(

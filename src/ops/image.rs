@@ -157,12 +157,20 @@ impl BuildLock {
 }
 
 /// Does a build of this image run now? Asked of the lock: taken and let go
-/// at once when free.
+/// at once when free. Taken shared, so that two processes asking at once
+/// (`image status` beside `serve`) do not see each other as a build.
 fn building(path: &Path) -> Result<bool> {
-    if !path.exists() {
-        return Ok(false);
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(Error::failed(format!("opening {}: {e}", path.display()))),
+    };
+    match BuildLock::flock(&file, libc::LOCK_SH | libc::LOCK_NB) {
+        // Let go when `file` is closed.
+        Ok(()) => Ok(false),
+        Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(true),
+        Err(e) => Err(Error::failed(format!("locking {}: {e}", path.display()))),
     }
-    Ok(BuildLock::try_take(path)?.is_none())
 }
 
 fn read_record(path: &Path) -> BuildRecord {
@@ -784,14 +792,17 @@ pub fn worker(ctx: &Context, jobs: &[String]) -> Result<()> {
         let (s, fd) = parse_job(job)?;
         locks.push((s, BuildLock::inherited(fd, &dir.lock(s))?));
     }
-    let host = ctx.host()?;
     let repo = &ctx.settings.images_repo;
     let mut errors = Vec::new();
     for (s, lock) in locks {
         let record = read_record(&dir.record(s));
-        let built = fs::read_to_string(dir.text(s))
-            .map_err(|e| Error::failed(format!("reading {}: {e}", dir.text(s).display())))
-            .and_then(|text| {
+        let prepared = ctx.host().and_then(|host| {
+            fs::read_to_string(dir.text(s))
+                .map(|text| (host, text))
+                .map_err(|e| Error::failed(format!("reading {}: {e}", dir.text(s).display())))
+        });
+        let built = match prepared {
+            Ok((host, text)) => {
                 let name = images::image_name(repo, s);
                 build_now(
                     host,
@@ -802,7 +813,16 @@ pub fn worker(ctx: &Context, jobs: &[String]) -> Result<()> {
                     record.building_custom,
                     &mut |_| {},
                 )
-            });
+            }
+            // No build ran: the record says why, or the next `cage create`
+            // would only start another worker that fails the same way.
+            Err(e) => {
+                let mut record = record;
+                let hash = record.building_hash.clone().unwrap_or_default();
+                record.failed(&hash, &e.message, now());
+                write_record(&dir.record(s), &record).and(Err(e))
+            }
+        };
         drop(lock);
         if let Err(e) = built {
             errors.push(e.message);
@@ -839,6 +859,11 @@ mod tests {
         assert!(BuildLock::try_take(&p).unwrap().is_none());
         drop(held);
         assert!(!building(&p).unwrap(), "released when its holder lets go");
+        // One asking does not look like a build to another.
+        let asking = File::open(&p).unwrap();
+        BuildLock::flock(&asking, libc::LOCK_SH | libc::LOCK_NB).unwrap();
+        assert!(!building(&p).unwrap());
+        drop(asking);
         assert!(BuildLock::try_take(&p).unwrap().is_some());
         let _ = fs::remove_dir_all(&d);
     }

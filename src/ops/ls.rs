@@ -121,6 +121,8 @@ mod tests {
                 sealed: None,
                 options: Default::default(),
             }),
+            auto_approve: false,
+            files: Default::default(),
         }
     }
 

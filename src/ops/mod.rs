@@ -1,11 +1,12 @@
 //! The operations: one file per verb. Each loads what it needs, takes the
 //! session's lock, decides, acts, and returns a typed result or a typed
-//! error. None of them prints: the CLI (`main.rs`) and, later, `serve` are
+//! error. None of them prints: the CLI (`main.rs`) and `serve` (HTTP) are
 //! the faces that show results.
 
 pub mod create;
 pub mod doctor;
 pub mod exec;
+pub mod files;
 pub mod history;
 pub mod image;
 pub mod limits;
@@ -50,6 +51,13 @@ impl Context {
             host: OnceCell::new(),
             self_paths,
         }
+    }
+
+    /// The same, with the host's facts known already (`serve` keeps them
+    /// from its last look, so a request does not ask podman about itself).
+    pub fn with_host(self, host: Host) -> Context {
+        let _ = self.host.set(host);
+        self
     }
 
     /// The host's facts; fails with the seed's words where there are no cages.

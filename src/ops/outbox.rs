@@ -1,5 +1,7 @@
 //! `outbox pack`: a sealed session's outbox as a .tar.gz, through the one
-//! packer (`crate::outbox`), which never follows a link.
+//! packer (`crate::outbox`), which never follows a link; and `outbox send`
+//! (issue 6, point 3), which packs the same way and posts the archive to a
+//! session on another machine's `serve` (or this machine's, on loopback).
 
 use std::path::{Path, PathBuf};
 
@@ -18,15 +20,284 @@ pub struct PackResult {
 
 pub fn pack(ctx: &Context, name: &str, only: Option<&Path>, output: &Path) -> Result<PackResult> {
     let record = ctx.store.load(name)?;
-    let sealed = cage_of(&record)?.sealed.as_ref().ok_or_else(|| {
-        Error::bad_input(format!(
-            "session {name} is not sealed: only a sealed cage has an outbox"
-        ))
-    })?;
-    let packed = crate::outbox::pack(&sealed.outbox, only, output)?;
+    let outbox = outbox_of(&record)?;
+    let packed = crate::outbox::pack(&outbox, only, output)?;
     Ok(PackResult {
         session: record.name.clone(),
         archive: output.to_path_buf(),
         packed,
     })
+}
+
+/// A sealed session's outbox, or the error for a session that has none.
+fn outbox_of(record: &crate::session::Record) -> Result<PathBuf> {
+    let sealed = cage_of(record)?.sealed.as_ref().ok_or_else(|| {
+        Error::bad_input(format!(
+            "session {} is not sealed: only a sealed cage has an outbox",
+            record.name
+        ))
+    })?;
+    Ok(sealed.outbox.clone())
+}
+
+/// The most a machine takes in one file, so the most `send` posts.
+pub const MAX_SEND: u64 = super::files::MAX_FILE;
+
+#[derive(Debug, Clone)]
+pub struct SendRequest {
+    pub name: String,
+    /// `MACHINE/SESSION`.
+    pub to: String,
+    pub only: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Sent {
+    pub session: String,
+    pub to: String,
+    /// The archive's name, `<session>-outbox-<YYYYMMDD-HHMMSS>.tar.gz`.
+    pub archive: String,
+    /// Where the receiving machine put it.
+    pub path: String,
+    pub size: u64,
+    #[serde(flatten)]
+    pub packed: crate::outbox::Packed,
+    /// `sent NAME (N files) to MACHINE/SESSION[; N left out (...)]`.
+    pub result: String,
+}
+
+/// The answer a receiving `serve` gives a drop.
+#[derive(Debug, serde::Deserialize)]
+struct DropAnswer {
+    path: String,
+    size: u64,
+}
+
+/// `outbox send`: pack the outbox (or one folder of it) into a temporary
+/// archive in the state folder, post it to MACHINE's `serve` at
+/// `/v1/sessions/SESSION/drop`, and remove it. Nothing is sent when the
+/// session is not sealed, the machine is unknown, the outbox has nothing
+/// to pack, or the archive is over 100 MiB.
+pub fn send(ctx: &Context, req: &SendRequest) -> Result<Sent> {
+    let record = ctx.store.load(&req.name)?;
+    let outbox = outbox_of(&record)?;
+    let (machine, session) = super::files::parse_target(&req.to)?;
+    let (url, token) = machine_address(ctx, &machine)?;
+    let archive = format!(
+        "{}-outbox-{}.tar.gz",
+        record.name,
+        timestamp(super::create::now())
+    );
+    let tmp_root = ctx.settings.state_dir.join("tmp");
+    crate::session::make_private_dir(&tmp_root)?;
+    let tmp = tmp_root.join(format!("send-{}-{}", std::process::id(), unique()));
+    crate::session::make_private_dir(&tmp)?;
+    let path = tmp.join(&archive);
+    let result = pack_and_post(
+        &outbox,
+        req,
+        &path,
+        &archive,
+        &url,
+        token.as_deref(),
+        &record.name,
+    );
+    let _ = crate::session::remove_dir_if_there(&tmp);
+    let (packed, answer) = result.map_err(|e| {
+        if e.message == "nothing new in its outbox" {
+            Error::bad_input(format!(
+                "session {}: nothing new in its outbox",
+                record.name
+            ))
+        } else {
+            e
+        }
+    })?;
+    let left = packed.left_out.len() + packed.left_out_unlisted;
+    let mut line = format!(
+        "sent {archive} ({} files) to {machine}/{session}",
+        packed.files
+    );
+    if left > 0 {
+        line.push_str(&format!(
+            "; {left} left out (see {} in it)",
+            crate::outbox::README_NAME
+        ));
+    }
+    Ok(Sent {
+        session: record.name,
+        to: format!("{machine}/{session}"),
+        archive,
+        path: answer.path,
+        size: answer.size,
+        packed,
+        result: line,
+    })
+}
+
+fn pack_and_post(
+    outbox: &Path,
+    req: &SendRequest,
+    path: &Path,
+    archive: &str,
+    url: &str,
+    token: Option<&str>,
+    from: &str,
+) -> Result<(crate::outbox::Packed, DropAnswer)> {
+    let packed = crate::outbox::pack(outbox, req.only.as_deref(), path)?;
+    let size = std::fs::metadata(path)
+        .map_err(|e| Error::failed(format!("reading {}: {e}", path.display())))?
+        .len();
+    if size > MAX_SEND {
+        return Err(Error::too_large(format!(
+            "the archive is {} MiB, over the {} MiB a machine takes in one file; \
+             send a part of the outbox with --only FOLDER",
+            size.div_ceil(1024 * 1024),
+            MAX_SEND / 1024 / 1024
+        )));
+    }
+    let (_, session) = super::files::parse_target(&req.to)?;
+    let answer = post(url, token, &session, archive, from, path)?;
+    Ok((packed, answer))
+}
+
+/// The machine's `serve`: this machine's own on loopback, else the one in
+/// `[machines]`, with its token if it has one.
+fn machine_address(ctx: &Context, machine: &str) -> Result<(String, Option<String>)> {
+    let s = &ctx.settings;
+    if let Some(m) = s.machines.get(machine) {
+        let token = match &m.token_file {
+            None => None,
+            Some(f) => Some(
+                std::fs::read_to_string(f)
+                    .map_err(|e| {
+                        Error::bad_input(format!(
+                            "the token file {} of machine {machine}: {e}",
+                            f.display()
+                        ))
+                    })?
+                    .trim()
+                    .to_string(),
+            ),
+        };
+        return Ok((m.url.clone(), token));
+    }
+    if machine == s.machine_name {
+        return Ok((format!("http://127.0.0.1:{}", s.agent_port), None));
+    }
+    let known: Vec<&str> = std::iter::once(s.machine_name.as_str())
+        .chain(s.machines.keys().map(String::as_str))
+        .collect();
+    Err(Error::bad_input(format!(
+        "there is no machine {machine:?}: this one is {}, and the config's [machines] names {}; \
+         add it there as {machine} = \"http://host:port\"",
+        s.machine_name,
+        if known.len() > 1 {
+            known[1..].join(", ")
+        } else {
+            "none".into()
+        }
+    )))
+}
+
+/// POST the archive to `<url>/v1/sessions/<session>/drop?name=<archive>`.
+fn post(
+    url: &str,
+    token: Option<&str>,
+    session: &str,
+    archive: &str,
+    from: &str,
+    path: &Path,
+) -> Result<DropAnswer> {
+    use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
+    let address = format!(
+        "{url}/v1/sessions/{session}/drop?name={}",
+        utf8_percent_encode(archive, NON_ALPHANUMERIC)
+    );
+    let file = std::fs::File::open(path)
+        .map_err(|e| Error::failed(format!("opening {}: {e}", path.display())))?;
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_connect(Some(std::time::Duration::from_secs(10)))
+        .timeout_global(Some(std::time::Duration::from_secs(600)))
+        .build()
+        .into();
+    let mut request = agent
+        .post(&address)
+        .header("Content-Type", "application/gzip")
+        .header("X-Shrooms-From-Session", from);
+    if let Some(t) = token {
+        request = request.header("Authorization", format!("Bearer {t}"));
+    }
+    let mut response = request
+        .send(file)
+        .map_err(|e| Error::failed(format!("sending to {url}: {e}")))?;
+    let status = response.status().as_u16();
+    let text = response
+        .body_mut()
+        .with_config()
+        .limit(64 * 1024)
+        .read_to_string()
+        .unwrap_or_default();
+    if status == 201 {
+        return serde_json::from_str(&text).map_err(|e| {
+            Error::failed(format!("{url} answered the drop with something else ({e})"))
+        });
+    }
+    let said = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v["error"].as_str().map(str::to_string))
+        .unwrap_or_else(|| format!("HTTP {status}"));
+    let message = format!("{url} did not take it: {said}");
+    Err(match status {
+        401 | 403 => Error::forbidden(message),
+        404 => Error::not_found(message),
+        409 => Error::busy(message),
+        413 => Error::too_large(message),
+        503 => Error::new(crate::error::Kind::NotReady, message),
+        400 => Error::bad_input(message),
+        _ => Error::failed(message),
+    })
+}
+
+/// A number unlike any other this process uses, for temporary names.
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::SeqCst)
+}
+
+/// Unix seconds as `YYYYMMDD-HHMMSS`, in UTC.
+pub fn timestamp(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_in_utc() {
+        assert_eq!(timestamp(0), "19700101-000000");
+        assert_eq!(timestamp(951_782_400), "20000229-000000");
+        assert_eq!(timestamp(1_767_225_599), "20251231-235959");
+        assert_eq!(timestamp(1_782_994_245), "20260702-121045");
+    }
 }

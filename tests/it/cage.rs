@@ -32,17 +32,6 @@ fn created(w: &World, base: &str) -> (String, PathBuf) {
     (name, dir)
 }
 
-/// Claude Code's folder name for a project, written out again here from its
-/// rule (every character but an ASCII letter or digit becomes `-`), so the
-/// test does not just repeat the code under test.
-fn claude_folder(dir: &Path) -> String {
-    dir.to_str()
-        .unwrap()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect()
-}
-
 fn s(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }

@@ -9,3 +9,4 @@ mod images;
 mod options;
 mod rootless;
 mod sealed;
+mod serve;

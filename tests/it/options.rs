@@ -97,16 +97,8 @@ fn nix_gives_the_machines_nix() {
     assert!(r.stderr().contains("has none"), "{}", r.explain());
     assert!(w.containers_of(&refused).is_empty());
 
-    let w2 = World::new();
-    let nix = w2.dir("fake/nix");
-    fs::create_dir_all(nix.join("store")).unwrap();
-    fs::create_dir_all(nix.join("var/nix")).unwrap();
-    fs::write(nix.join("var/nix/daemon-socket"), "").unwrap();
-    let hello = w2.file(
-        "fake/nix/var/nix/profiles/default/bin/hello",
-        "#!/bin/sh\necho hello from nix\n",
-    );
-    fs::set_permissions(&hello, fs::Permissions::from_mode(0o755)).unwrap();
+    // With one (a later setting wins), the cage gets it.
+    let w2 = w;
     w2.set_env("SHROOMS_AGENT_NIX_ROOT", &nix.to_string_lossy());
     let name = w2.session("nix");
     let d = w2.dir("nix");

@@ -467,11 +467,7 @@ fn a_sealed_cage_gets_its_own_conversation_only() {
     let w = World::new();
     let name = w.session("conv");
     let project = w.dir(&format!("projects/{name}"));
-    let folder: String = project
-        .to_string_lossy()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
+    let folder = claude_folder(&project);
     let host_conv = w.home.join(".claude/projects").join(&folder);
     fs::create_dir_all(host_conv.join("abc-123/subagents")).unwrap();
     fs::write(host_conv.join("abc-123.jsonl"), "{\"mine\":1}\n").unwrap();
@@ -528,11 +524,7 @@ fn moving_a_session_into_a_sealed_cage() {
     let w = World::new();
     let name = w.session("mvseal");
     let project = w.dir(&format!("projects/{name}"));
-    let folder: String = project
-        .to_string_lossy()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
+    let folder = claude_folder(&project);
     w.create(&name, &project, &[]);
     // The ordinary cage writes its conversation into the user's folder.
     w.sh(

@@ -705,3 +705,212 @@ pub fn rootless_network() -> &'static str {
         "slirp4netns"
     }
 }
+
+// ---- `serve` (tests/it/serve.rs) ----
+
+/// A running `shrooms-agent serve` of a world, on a free loopback port; its
+/// log (stderr) in a file of the world. Stopped with SIGTERM when dropped
+/// (drop it before its world).
+pub struct Serve {
+    pub port: u16,
+    pub url: String,
+    pub log: PathBuf,
+    child: Option<std::process::Child>,
+}
+
+impl World {
+    /// Start `serve --listen 127.0.0.1:<free port>` with `args` and `env`,
+    /// and wait until it accepts connections.
+    pub fn serve(&self, args: &[&str], env: &[(&str, &str)]) -> Serve {
+        self.serve_at(free_port(), args, env)
+    }
+
+    /// The same, on a port chosen before (one another world's config names).
+    pub fn serve_at(&self, port: u16, args: &[&str], env: &[(&str, &str)]) -> Serve {
+        let listen = format!("127.0.0.1:{port}");
+        let mut all = vec!["serve", "--listen", &listen];
+        all.extend_from_slice(args);
+        let log = self.root.join(format!("serve-{port}.log"));
+        let out = fs::File::create(&log).unwrap();
+        let mut c = self.command_env(&all, env);
+        c.stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out);
+        let child = c.spawn().expect("spawn shrooms-agent serve");
+        let mut s = Serve {
+            port,
+            url: format!("http://127.0.0.1:{port}"),
+            log,
+            child: Some(child),
+        };
+        let end = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return s;
+            }
+            if let Some(status) = s.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("serve ended with {status}:\n{}", s.log_text());
+            }
+            assert!(
+                std::time::Instant::now() < end,
+                "serve did not listen within 30 s:\n{}",
+                s.log_text()
+            );
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Serve {
+    pub fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("serve was stopped").id()
+    }
+
+    /// Is it still running?
+    pub fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().unwrap().is_none())
+    }
+
+    /// SIGTERM, and its exit status (within `timeout`, else SIGKILL and a panic).
+    pub fn stop(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("serve was stopped already");
+        // SAFETY: kill(2) on the pid of a child we have not reaped.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let end = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            if std::time::Instant::now() >= end {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "serve did not end within {timeout:?} of SIGTERM:\n{}",
+                    self.log_text()
+                );
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: as in `stop`.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            for _ in 0..300 {
+                if child.try_wait().ok().flatten().is_some() {
+                    return;
+                }
+                thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// An HTTP answer, for assertions that explain themselves.
+#[derive(Debug)]
+pub struct Reply {
+    pub what: String,
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {self:#?}"))
+    }
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    /// Require this status.
+    pub fn is(self, status: u16) -> Reply {
+        assert_eq!(self.status, status, "{self:#?}");
+        self
+    }
+    /// The `error` of an error body.
+    pub fn error(&self) -> String {
+        self.json()["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no error in {self:#?}"))
+            .to_string()
+    }
+}
+
+/// A request with a real HTTP client (ureq); any status is an answer.
+pub fn http(method: &str, url: &str, body: Option<&str>, headers: &[(&str, &str)]) -> Reply {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(120)))
+        .build()
+        .into();
+    let mut req = ureq::http::Request::builder().method(method).uri(url);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let result = match body {
+        Some(b) => agent.run(req.body(b.to_string()).unwrap()),
+        None => agent.run(req.body(()).unwrap()),
+    };
+    let mut resp = result.unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+    let headers = resp
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
+        .collect();
+    let status = resp.status().as_u16();
+    let body = resp
+        .body_mut()
+        .with_config()
+        .limit(64 * 1024 * 1024)
+        .read_to_string()
+        .unwrap_or_default();
+    Reply {
+        what: format!("{method} {url}"),
+        status,
+        headers,
+        body,
+    }
+}
+
+pub fn get(url: &str) -> Reply {
+    http("GET", url, None, &[])
+}
+
+pub fn post(url: &str, body: &str) -> Reply {
+    http("POST", url, Some(body), &[])
+}
+
+/// Send raw bytes on a fresh connection and read the answer until it closes.
+pub fn raw(port: u16, bytes: &[u8], timeout: Duration) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(timeout)).unwrap();
+    let _ = s.write_all(bytes);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Claude Code's folder name for a project, written out again here from its
+/// rule (every character but an ASCII letter or digit becomes `-`), so the
+/// tests do not just repeat the code under test.
+pub fn claude_folder(dir: &Path) -> String {
+    dir.to_str()
+        .unwrap()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}

@@ -1,0 +1,349 @@
+//! Files between agents (issue 6, point 4; seed, "Files between agents"):
+//! whom a session takes files from (`files allow`, `files deny`, `files
+//! list`, kept in its record), and the receiving end of a drop, which
+//! `serve` calls for `POST /v1/sessions/{name}/drop`.
+//!
+//! A drop is refused unless its sender is in the session's allow list, and
+//! the refusal is remembered (the newest ten) so `files list` shows who
+//! tried. The sender's machine is told by `serve` from where the request
+//! came from, never from a header the sender chose. Accepted files go to
+//! `uploads/<session>/drop/from-<machine>_<session>/<name>`, written as they
+//! arrive, never over another file, and removed if the upload breaks off.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::Context;
+use crate::error::{Error, IoContext, Result};
+use crate::session::{self, FilesPolicy};
+use crate::settings::validate_machine_name;
+
+/// At most this much in one file (100 MiB).
+pub const MAX_FILE: u64 = 100 * 1024 * 1024;
+/// At most this much from one sender to one session, in all (1 GiB).
+pub const MAX_SENDER: u64 = 1024 * 1024 * 1024;
+
+/// A sender: `MACHINE/SESSION`, or `MACHINE/*` for every session of it.
+fn parse_sender(text: &str, wildcard: bool) -> Result<(String, String)> {
+    let bad = || {
+        Error::bad_input(format!(
+            "{text:?} is not a sender: write it as MACHINE/SESSION{}",
+            if wildcard { " or MACHINE/*" } else { "" }
+        ))
+    };
+    let (machine, s) = text.split_once('/').ok_or_else(bad)?;
+    validate_machine_name(machine).map_err(Error::bad_input)?;
+    if !(wildcard && s == "*") {
+        session::validate_name(s)?;
+    }
+    Ok((machine.to_string(), s.to_string()))
+}
+
+/// Parse `MACHINE/SESSION` (no wildcard): where `outbox send` sends to.
+pub fn parse_target(text: &str) -> Result<(String, String)> {
+    parse_sender(text, false)
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FilesList {
+    pub session: String,
+    #[serde(flatten)]
+    pub files: FilesPolicy,
+}
+
+/// `files allow SESSION MACHINE/SESSION` (or `MACHINE/*`).
+pub fn allow(ctx: &Context, name: &str, sender: &str) -> Result<FilesList> {
+    let (m, s) = parse_sender(sender, true)?;
+    let entry = format!("{m}/{s}");
+    ctx.store.update(name, |r| {
+        if !r.files.allow.contains(&entry) {
+            r.files.allow.push(entry);
+        }
+        Ok(FilesList {
+            session: r.name.clone(),
+            files: r.files.clone(),
+        })
+    })
+}
+
+/// `files deny SESSION MACHINE/SESSION`: take a sender off the allow list.
+pub fn deny(ctx: &Context, name: &str, sender: &str) -> Result<FilesList> {
+    let (m, s) = parse_sender(sender, true)?;
+    let entry = format!("{m}/{s}");
+    ctx.store.update(name, |r| {
+        if !r.files.allow.contains(&entry) {
+            return Err(Error::bad_input(format!(
+                "session {} does not take files from {entry}: `shrooms-agent files list {}` shows whom it does",
+                r.name, r.name
+            )));
+        }
+        r.files.allow.retain(|a| *a != entry);
+        Ok(FilesList {
+            session: r.name.clone(),
+            files: r.files.clone(),
+        })
+    })
+}
+
+/// `files list SESSION`.
+pub fn list(ctx: &Context, name: &str) -> Result<FilesList> {
+    let r = ctx.store.load(name)?;
+    Ok(FilesList {
+        session: r.name,
+        files: r.files,
+    })
+}
+
+/// A drop, as `serve` was given it.
+pub struct Drop<'a> {
+    /// The receiving session.
+    pub session: &'a str,
+    /// The sender's machine, told from the peer's address; None when the
+    /// address is no machine's of the config.
+    pub from_machine: Result<String, String>,
+    /// `X-Shrooms-From-Session`.
+    pub from_session: Option<&'a str>,
+    /// The `name` the sender gave.
+    pub name: &'a str,
+    /// The body's length (Content-Length).
+    pub length: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Received {
+    pub path: PathBuf,
+    pub size: u64,
+}
+
+/// Receive a file: check the sender, then stream exactly `length` bytes of
+/// `body` into a new file. A refusal is remembered in the session's record.
+pub fn receive(ctx: &Context, d: &Drop, body: &mut dyn Read) -> Result<Received> {
+    let record = ctx.store.load(d.session)?;
+    let from_session = d.from_session.ok_or_else(|| {
+        Error::bad_input("a drop names its sender's session in the header X-Shrooms-From-Session")
+    })?;
+    session::validate_name(from_session)
+        .map_err(|e| e.context("the header X-Shrooms-From-Session"))?;
+    let machine = match &d.from_machine {
+        Ok(m) => m.clone(),
+        Err(why) => return Err(Error::forbidden(why.clone())),
+    };
+    if d.name.is_empty() {
+        return Err(Error::bad_input(
+            "a drop names its file: add ?name=FILE to the address",
+        ));
+    }
+    if !record.files.allows(&machine, from_session) {
+        let from = format!("{machine}/{from_session}");
+        let when = super::create::now();
+        let remembered = from.clone();
+        ctx.store.update(d.session, move |r| {
+            r.files.remember_refused(when, remembered);
+            Ok(())
+        })?;
+        return Err(Error::forbidden(format!(
+            "session {} takes no files from {from}; `shrooms-agent files allow {} {from}` lets them in",
+            d.session, d.session
+        )));
+    }
+    if d.length > MAX_FILE {
+        return Err(Error::too_large(format!(
+            "the file is {} bytes, over the {} MiB a session takes in one file",
+            d.length,
+            MAX_FILE / 1024 / 1024
+        )));
+    }
+    let folder = ctx
+        .store
+        .session_uploads(d.session)
+        .join("drop")
+        .join(format!("from-{machine}_{from_session}"));
+    let already = folder_size(&folder);
+    if already + d.length > MAX_SENDER {
+        return Err(Error::too_large(format!(
+            "{machine}/{from_session} has sent {already} bytes to session {} already; with this \
+             file that is over the {} GiB a sender may leave",
+            d.session,
+            MAX_SENDER / 1024 / 1024 / 1024
+        )));
+    }
+    ctx.store.ensure()?;
+    for dir in [
+        ctx.store.session_uploads(d.session),
+        ctx.store.session_uploads(d.session).join("drop"),
+        folder.clone(),
+    ] {
+        session::make_private_dir(&dir)?;
+    }
+    let safe = safe_name(d.name);
+    let (path, mut file) = create_new(&folder, &safe)?;
+    match copy_exactly(body, &mut file, d.length) {
+        Ok(()) => {}
+        Err(e) => {
+            drop(file);
+            let _ = fs::remove_file(&path);
+            return Err(Error::bad_input(format!(
+                "the upload broke off ({e}); nothing was kept"
+            )));
+        }
+    }
+    if let Err(e) = file.sync_all() {
+        drop(file);
+        let _ = fs::remove_file(&path);
+        return Err(Error::failed(format!("writing {}: {e}", path.display())));
+    }
+    Ok(Received {
+        path,
+        size: d.length,
+    })
+}
+
+/// Copy exactly `n` bytes; fewer (the sender stopped) is an error.
+fn copy_exactly(from: &mut dyn Read, to: &mut File, n: u64) -> io::Result<()> {
+    let copied = io::copy(&mut from.take(n), to)?;
+    if copied < n {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("{copied} of {n} bytes arrived"),
+        ));
+    }
+    Ok(())
+}
+
+/// Bytes of the regular files directly in a sender's folder.
+fn folder_size(dir: &Path) -> u64 {
+    fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.metadata().ok())
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// A name made safe for one file in one folder: the last part after any
+/// `/` or `\`, no control characters, no leading dots, at most 200 bytes;
+/// "file" when nothing is left.
+pub fn safe_name(name: &str) -> String {
+    let last = name.rsplit(['/', '\\']).next().unwrap_or("");
+    let cleaned: String = last
+        .chars()
+        .map(|c| if c.is_control() { '_' } else { c })
+        .collect();
+    let mut out = cleaned.trim_start_matches('.').trim().to_string();
+    while out.len() > 200 {
+        out.pop();
+    }
+    if out.is_empty() { "file".into() } else { out }
+}
+
+/// `name`, else `name-1.ext`, `name-2.ext`...: made with O_EXCL, never
+/// through a link, never over a file that is there.
+fn create_new(folder: &Path, name: &str) -> Result<(PathBuf, File)> {
+    let (stem, ext) = split_ext(name);
+    for i in 0..10_000u32 {
+        let candidate = if i == 0 {
+            name.to_string()
+        } else {
+            format!("{stem}-{i}{ext}")
+        };
+        let path = folder.join(&candidate);
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+        {
+            Ok(f) => {
+                f.set_permissions(fs::Permissions::from_mode(0o600))
+                    .ctx(|| format!("setting the mode of {}", path.display()))?;
+                return Ok((path, f));
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(Error::failed(format!("making {}: {e}", path.display()))),
+        }
+    }
+    Err(Error::failed(format!(
+        "{} holds 10,000 files named like {name:?} already",
+        folder.display()
+    )))
+}
+
+/// `a.tar.gz` -> (`a`, `.tar.gz`); `a.txt` -> (`a`, `.txt`); `a` -> (`a`, ``).
+fn split_ext(name: &str) -> (&str, &str) {
+    for double in [".tar.gz", ".tar.xz", ".tar.bz2", ".tar.zst"] {
+        if let Some(stem) = name.strip_suffix(double)
+            && !stem.is_empty()
+        {
+            return (stem, &name[stem.len()..]);
+        }
+    }
+    match name.rfind('.') {
+        Some(i) if i > 0 => (&name[..i], &name[i..]),
+        _ => (name, ""),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn safe_names() {
+        assert_eq!(safe_name("notes.txt"), "notes.txt");
+        assert_eq!(safe_name("../../etc/passwd"), "passwd");
+        assert_eq!(safe_name("..."), "file");
+        assert_eq!(safe_name(".bashrc"), "bashrc");
+        assert_eq!(safe_name("a\\b\\..c"), "c");
+        assert_eq!(safe_name("x\ny"), "x_y");
+        assert_eq!(safe_name(""), "file");
+        assert_eq!(safe_name("dir/"), "file");
+        assert!(safe_name(&"é".repeat(300)).len() <= 200);
+    }
+
+    #[test]
+    fn extensions() {
+        assert_eq!(split_ext("a.tar.gz"), ("a", ".tar.gz"));
+        assert_eq!(split_ext("a.txt"), ("a", ".txt"));
+        assert_eq!(split_ext("a"), ("a", ""));
+        assert_eq!(split_ext(".tar.gz"), (".tar", ".gz"));
+    }
+
+    #[test]
+    fn never_over_another_file() {
+        let dir = std::env::temp_dir().join(format!("shrooms-files-test-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let (a, _) = create_new(&dir, "r.tar.gz").unwrap();
+        let (b, _) = create_new(&dir, "r.tar.gz").unwrap();
+        let (c, _) = create_new(&dir, "r.tar.gz").unwrap();
+        assert_eq!(a.file_name().unwrap(), "r.tar.gz");
+        assert_eq!(b.file_name().unwrap(), "r-1.tar.gz");
+        assert_eq!(c.file_name().unwrap(), "r-2.tar.gz");
+        // A link at the name is not written through.
+        std::os::unix::fs::symlink("/etc/hostname", dir.join("l")).unwrap();
+        let (d, _) = create_new(&dir, "l").unwrap();
+        assert_eq!(d.file_name().unwrap(), "l-1");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn senders() {
+        assert_eq!(
+            parse_sender("alpha/review", true).unwrap(),
+            ("alpha".into(), "review".into())
+        );
+        assert_eq!(parse_sender("alpha/*", true).unwrap().1, "*");
+        assert!(parse_target("alpha/*").is_err());
+        assert!(parse_sender("alpha", true).is_err());
+        assert!(parse_sender("al_pha/x", true).is_err());
+        assert!(parse_sender("alpha/x/y", true).is_err());
+    }
+}

@@ -1,0 +1,325 @@
+//! `serve`: the operations over HTTP (issue 6), for the apps and for other
+//! machines' `outbox send`. A thin face (design.md, "CLI and HTTP as thin
+//! faces over typed operations"): `routes` parses a request, calls the
+//! operation the CLI calls, on the same state under the same locks, and
+//! maps its typed result or error to a response.
+//!
+//! - `http`: reading a request (httparse) and writing a response, one
+//!   request per connection;
+//! - `routes`: the routes;
+//! - `state`: what `GET /v1/harnesses` says, looked at in the background.
+//!
+//! The listener is non-blocking and looked at every 50 ms, so SIGTERM and
+//! Ctrl-C (flags set by `signal-hook`) are seen soon: then it stops
+//! accepting, the workers finish what is queued and in flight, and `serve`
+//! exits 0. Connections go to a bounded pool: [`WORKERS`] threads and a
+//! queue of [`QUEUE`]; when the queue is full, a connection is answered 503
+//! at once. Every read has a deadline, so a slow or half-sent request holds
+//! one worker for at most [`http::READ_TIMEOUT`]. A panic in a request is
+//! caught and answered 500; the worker goes on.
+//!
+//! A `Context` holds a `OnceCell` and is not `Sync`, so each request gets
+//! its own, given the host the state thread found (no `podman info` per
+//! request).
+
+mod http;
+mod routes;
+mod state;
+
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::host::Host;
+use crate::ops::Context;
+use crate::settings::{Env, Settings};
+use http::{Conn, HeadError, Response};
+
+/// Worker threads: requests served at once.
+pub const WORKERS: usize = 8;
+/// Connections waiting for a worker; past this, 503 at once.
+pub const QUEUE: usize = 256;
+
+/// What every request's context is made from.
+pub struct Base {
+    pub settings: Settings,
+    pub env: Env,
+    pub self_paths: Vec<PathBuf>,
+}
+
+impl Base {
+    pub fn context(&self, host: Option<Host>) -> Context {
+        let ctx = Context::new(
+            self.settings.clone(),
+            self.env.clone(),
+            self.self_paths.clone(),
+        );
+        match host {
+            Some(h) => ctx.with_host(h),
+            None => ctx,
+        }
+    }
+}
+
+/// What the workers share.
+pub struct Shared {
+    pub base: Arc<Base>,
+    /// `--token-file`'s token: every request must carry it.
+    token: Option<Vec<u8>>,
+    pub state: Arc<state::State>,
+    /// `SHROOMS_AGENT_TEST_PANIC_ROUTE=1`: `GET /v1/_test/panic` panics (tests only).
+    pub test_panic: bool,
+}
+
+impl Shared {
+    /// A request's own context.
+    pub fn context(&self) -> Context {
+        self.base.context(self.state.host())
+    }
+
+    /// The machine a request came from, by its address (issue 6: "known
+    /// from where the request came from ..., never from a header"): the
+    /// `[machines]` entry whose host resolves to it, else this machine
+    /// when it came over loopback.
+    pub fn machine_of(&self, ip: IpAddr) -> std::result::Result<String, String> {
+        let ip = canonical(ip);
+        let s = &self.base.settings;
+        let matches: Vec<&String> = s
+            .machines
+            .iter()
+            .filter(|(_, m)| {
+                (m.host.as_str(), m.port)
+                    .to_socket_addrs()
+                    .map(|mut addrs| addrs.any(|a| canonical(a.ip()) == ip))
+                    .unwrap_or(false)
+            })
+            .map(|(name, _)| name)
+            .collect();
+        match matches.as_slice() {
+            [one] => Ok((*one).clone()),
+            [] if ip.is_loopback() => Ok(s.machine_name.clone()),
+            [] => Err(format!(
+                "{ip} is the address of no machine in this machine's [machines]: \
+                 files are taken only from machines it names"
+            )),
+            many => Err(format!(
+                "{ip} is the address of several machines in [machines] ({}): \
+                 it cannot tell which one sent this",
+                many.iter()
+                    .map(|m| m.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+    }
+}
+
+/// `::ffff:10.0.0.1` is `10.0.0.1`.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map(IpAddr::V4)
+            .unwrap_or(IpAddr::V6(v6)),
+        v4 => v4,
+    }
+}
+
+/// `serve [--listen ADDR:PORT] [--token-file FILE]`, until SIGTERM or SIGINT.
+pub fn run(ctx: Context, listen: Option<&str>, token_file: Option<&Path>) -> Result<()> {
+    let addr: SocketAddr = match listen {
+        None => SocketAddr::from(([127, 0, 0, 1], ctx.settings.agent_port)),
+        Some(l) => l.parse().map_err(|_| {
+            Error::bad_input(format!(
+                "--listen {l:?}: give an address and a port, like 127.0.0.1:7387 or [::1]:7387"
+            ))
+        })?,
+    };
+    let token = match token_file {
+        Some(f) => Some(read_token(f)?),
+        None if !addr.ip().is_loopback() => {
+            return Err(Error::bad_input(format!(
+                "--listen {addr} is reachable from other machines: give --token-file FILE \
+                 too, so that every request must carry that token"
+            )));
+        }
+        None => None,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(signal, stop.clone())
+            .map_err(|e| Error::failed(format!("handling signal {signal}: {e}")))?;
+    }
+    let listener =
+        TcpListener::bind(addr).map_err(|e| Error::failed(format!("listening on {addr}: {e}")))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| Error::failed(format!("listening on {addr}: {e}")))?;
+    let test_panic = ctx
+        .env
+        .get("SHROOMS_AGENT_TEST_PANIC_ROUTE")
+        .is_some_and(|v| v == "1");
+    let base = Arc::new(Base {
+        settings: ctx.settings,
+        env: ctx.env,
+        self_paths: ctx.self_paths,
+    });
+    let (state, state_thread) = state::State::start(base.clone(), stop.clone());
+    let shared = Arc::new(Shared {
+        base,
+        token,
+        state,
+        test_panic,
+    });
+    let (tx, rx) = sync_channel::<(TcpStream, SocketAddr)>(QUEUE);
+    let rx = Arc::new(Mutex::new(rx));
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|i| {
+            let rx = rx.clone();
+            let shared = shared.clone();
+            thread::Builder::new()
+                .name(format!("serve-{i}"))
+                .spawn(move || worker(&rx, &shared))
+                .map_err(|e| Error::failed(format!("starting a worker: {e}")))
+        })
+        .collect::<Result<_>>()?;
+    eprintln!("shrooms-agent serve: listening on http://{addr}");
+    while !stop.load(Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nonblocking(false);
+                match tx.try_send((stream, peer)) {
+                    Ok(()) => {}
+                    Err(TrySendError::Full((stream, _))) => {
+                        eprintln!("- - 503 0ms (the queue is full)");
+                        Conn::refuse_busy(stream);
+                    }
+                    Err(TrySendError::Disconnected(_)) => break,
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                // Out of descriptors, say: wait rather than spin.
+                eprintln!("shrooms-agent serve: accepting: {e}");
+                thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+    eprintln!("shrooms-agent serve: stopping: finishing the requests in flight");
+    drop(listener);
+    drop(tx);
+    for w in workers {
+        let _ = w.join();
+    }
+    stop.store(true, Ordering::SeqCst);
+    let _ = state_thread.join();
+    eprintln!("shrooms-agent serve: stopped");
+    Ok(())
+}
+
+/// The token: the file's first line, trimmed; it must not be empty.
+fn read_token(file: &Path) -> Result<Vec<u8>> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| Error::bad_input(format!("--token-file {}: {e}", file.display())))?;
+    let token = text.lines().next().unwrap_or("").trim();
+    if token.is_empty() {
+        return Err(Error::bad_input(format!(
+            "--token-file {}: the file is empty; put a long random token in it",
+            file.display()
+        )));
+    }
+    Ok(token.as_bytes().to_vec())
+}
+
+fn worker(rx: &Mutex<Receiver<(TcpStream, SocketAddr)>>, shared: &Shared) {
+    loop {
+        let job = {
+            let rx = rx.lock().unwrap_or_else(|e| e.into_inner());
+            rx.recv()
+        };
+        let Ok((stream, peer)) = job else {
+            return;
+        };
+        // A panic anywhere in a request ends that request, not the worker.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            handle(stream, peer, shared)
+        }));
+    }
+}
+
+/// One connection: read, check the token, route, answer, log one line.
+fn handle(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
+    let start = Instant::now();
+    let mut conn = Conn::new(stream);
+    let req = match conn.read_head(peer) {
+        Ok(r) => r,
+        Err(HeadError::Closed) | Err(HeadError::Io) => return,
+        Err(HeadError::Timeout) => {
+            let r = Response::error(408, "the request did not arrive in time");
+            let _ = conn.respond(&r);
+            log("-", "-", 408, start);
+            return;
+        }
+        Err(HeadError::Bad(why)) => {
+            let r = Response::error(400, &why);
+            let _ = conn.respond(&r);
+            log("-", "-", 400, start);
+            return;
+        }
+    };
+    let response = if let Some(token) = &shared.token
+        && !authorized(&req, token)
+    {
+        Response::error(
+            401,
+            "this serve needs its token: send Authorization: Bearer <token>",
+        )
+        .with_header("WWW-Authenticate", "Bearer")
+    } else {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            routes::route(&req, &mut conn, shared)
+        }))
+        .unwrap_or_else(|_| {
+            Response::error(500, "the request failed inside serve (a bug); see its log")
+        })
+    };
+    let _ = conn.respond(&response);
+    let method: String = req.method.chars().take(16).collect();
+    log(&method, &req.for_log(), response.status, start);
+}
+
+fn authorized(req: &http::Request, token: &[u8]) -> bool {
+    let Some(value) = req.header("authorization") else {
+        return false;
+    };
+    let Some(given) = value.strip_prefix(b"Bearer ") else {
+        return false;
+    };
+    http::same_secret(given.trim_ascii(), token)
+}
+
+/// Method, path (query names only), status, milliseconds: no body, no header value.
+fn log(method: &str, path: &str, status: u16, start: Instant) {
+    eprintln!("{method} {path} {status} {}ms", start.elapsed().as_millis());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mapped_addresses_are_plain() {
+        let ip: IpAddr = "::ffff:10.1.2.3".parse().unwrap();
+        assert_eq!(canonical(ip), "10.1.2.3".parse::<IpAddr>().unwrap());
+        let ip: IpAddr = "fd00::1".parse().unwrap();
+        assert_eq!(canonical(ip), ip);
+    }
+}

@@ -1,0 +1,788 @@
+//! End-to-end tests of our images (issue 4), as root, against real podman.
+//! No registry is reachable here, so the images are built with
+//! `--containerfile` from small Containerfiles `FROM` the test busybox image,
+//! with the same stage names as the embedded one. Each test tags its images
+//! in a repository of its own (`images_repo`), since root's podman is shared
+//! by every test, and removes them when it ends.
+
+use std::cell::RefCell;
+use std::fs;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::*;
+
+const BEING_BUILT: &str = "the image for this session's cage is being built (a few minutes, the first time); send again then";
+
+static N: AtomicUsize = AtomicUsize::new(0);
+
+fn unique() -> String {
+    format!(
+        "{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+fn sha256(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A rootful world whose images go to a repository of its own, removed at
+/// the end with everything its builds left: a build still running is
+/// killed, buildah's working containers of a killed build are removed.
+struct Images {
+    w: World,
+    repo: String,
+    /// More images to remove (old ones a cage kept, test-made ones).
+    extra: RefCell<Vec<String>>,
+    /// Prefixes of buildah working-container names to remove.
+    working: RefCell<Vec<String>>,
+}
+
+impl Images {
+    fn new() -> Images {
+        let w = World::new();
+        let repo = format!("localhost/shrooms-it-{}", unique());
+        w.write_config(&format!("images_repo = \"{repo}\""));
+        Images {
+            w,
+            repo,
+            extra: RefCell::new(Vec::new()),
+            working: RefCell::new(Vec::new()),
+        }
+    }
+
+    fn name(&self, stage: &str) -> String {
+        match stage {
+            "workbench" => format!("{}:latest", self.repo),
+            "desktop" => format!("{}:desktop", self.repo),
+            other => panic!("no stage {other}"),
+        }
+    }
+
+    /// A Containerfile of our two stages that builds offline; `run` is the
+    /// workbench's RUN line. The repository's name in it keeps its layers
+    /// out of every other test's build cache.
+    fn containerfile(&self, rel: &str, run: &str) -> (PathBuf, String) {
+        let text = format!(
+            "FROM {IMAGE} AS workbench\n\
+             RUN echo {repo} > /repo\n\
+             {run}\n\
+             FROM workbench AS desktop\n\
+             ENV APPIMAGE_EXTRACT_AND_RUN=1\n",
+            repo = self.repo
+        );
+        (self.w.file(rel, &text), text)
+    }
+
+    fn build(&self, args: &[&str]) -> Run {
+        let mut all = vec!["image", "build"];
+        all.extend_from_slice(args);
+        self.w.run(&all)
+    }
+
+    fn status(&self) -> Value {
+        self.w.run(&["image", "status", "--json"]).ok().json()
+    }
+
+    /// `image status --json`'s entry for one of ours.
+    fn entry(&self, stage: &str) -> Value {
+        let name = self.name(stage);
+        let all = self.status();
+        all["images"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name.as_str())
+            .unwrap_or_else(|| panic!("no {name} in image status: {all:#}"))
+            .clone()
+    }
+
+    fn record(&self, stage: &str) -> Value {
+        let p = self.w.state.join("images").join(format!("{stage}.json"));
+        fs::read_to_string(&p)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(Value::Null)
+    }
+
+    /// Wait until `image status` says no build of it runs.
+    fn wait_built(&self, stage: &str, timeout: Duration) -> Value {
+        let end = Instant::now() + timeout;
+        loop {
+            let e = self.entry(stage);
+            if e["building"] == false {
+                return e;
+            }
+            assert!(
+                Instant::now() < end,
+                "still building after {timeout:?}: {e:#}"
+            );
+            thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn inspect(&self, image: &str, format: &str) -> Option<String> {
+        let out = self
+            .w
+            .podman(&["image", "inspect", "--format", format, image]);
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    fn label(&self, image: &str) -> Option<String> {
+        self.inspect(
+            image,
+            "{{index .Config.Labels \"xyz.vpavlin.shrooms.containerfile\"}}",
+        )
+    }
+
+    fn id(&self, image: &str) -> Option<String> {
+        self.inspect(image, "{{.Id}}")
+    }
+
+    fn project(&self, rel: &str) -> String {
+        fs::canonicalize(self.w.dir(rel))
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
+impl Drop for Images {
+    fn drop(&mut self) {
+        // A build that still runs (a background one started by `cage
+        // create` fails here within a second: no registry) is waited for a
+        // little, then killed with its process group.
+        for stage in ["workbench", "desktop"] {
+            let end = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < end {
+                let r = self.w.run(&["image", "status", "--json"]);
+                let building = r.code() == 0
+                    && r.json()["images"]
+                        .as_array()
+                        .is_some_and(|l| l.iter().any(|e| e["building"] == true));
+                if !building {
+                    break;
+                }
+                thread::sleep(Duration::from_millis(200));
+            }
+            if let Some(pid) = self.record(stage)["pid"].as_i64() {
+                // SAFETY: kill(2); the worker leads its own process group.
+                unsafe {
+                    libc::kill(-(pid as i32), libc::SIGKILL);
+                }
+            }
+        }
+        let out = self
+            .w
+            .podman(&["ps", "-a", "--external", "--format", "{{.ID}} {{.Names}}"]);
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let mut parts = line.split_whitespace();
+            let (Some(id), Some(name)) = (parts.next(), parts.next()) else {
+                continue;
+            };
+            if self.working.borrow().iter().any(|p| name.starts_with(p)) {
+                let _ = self.w.podman(&["rm", "-f", id]);
+            }
+        }
+        let mut images = vec![self.name("desktop"), self.name("workbench")];
+        images.extend(self.extra.borrow().iter().cloned());
+        for i in images {
+            let _ = self.w.podman(&["rmi", "-f", &i]);
+        }
+    }
+}
+
+/// The last error line of a run, for messages.
+fn error_line(r: &Run) -> String {
+    r.stderr()
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("shrooms-agent: error: "))
+        .unwrap_or("")
+        .trim_start_matches("shrooms-agent: error: ")
+        .to_string()
+}
+
+/// Issue 4, points 2 and 3: a build with --containerfile tags the image with
+/// the file's hash; the same file again builds nothing; a changed file
+/// builds again, while a cage made from the old image keeps it and runs.
+#[test]
+fn a_build_is_labelled_with_its_hash_and_repeated_only_for_a_changed_file() {
+    let im = Images::new();
+    let latest = im.name("workbench");
+    let (cf, text) = im.containerfile("cf1", "RUN echo first > /marker");
+    let cf = cf.to_string_lossy().into_owned();
+
+    let r = im.build(&["--wait", "--containerfile", &cf]).ok();
+    assert!(
+        r.stdout().starts_with(&format!("built {latest} ")),
+        "{}",
+        r.explain()
+    );
+    // Not a terminal: one line per step, not podman's every line.
+    assert!(r.stderr().contains("STEP 2/"), "{}", r.explain());
+    assert!(!r.stderr().contains("COMMIT"), "{}", r.explain());
+    assert_eq!(im.label(&latest), Some(sha256(&text)));
+    let first = im.id(&latest).expect("the image is there");
+
+    // The same file: nothing is built, in the foreground or the background.
+    for args in [
+        &["--wait", "--containerfile", &cf][..],
+        &["--containerfile", &cf][..],
+    ] {
+        let mut a = args.to_vec();
+        a.push("--json");
+        let r = im.build(&a).ok();
+        assert_eq!(
+            r.json()["images"][0]["outcome"],
+            "current",
+            "{}",
+            r.explain()
+        );
+        assert_eq!(im.id(&latest).as_deref(), Some(first.as_str()));
+    }
+    let r = im.build(&["--containerfile", &cf]).ok();
+    assert!(
+        r.stdout().contains("is current") && r.stdout().contains("nothing to build"),
+        "{}",
+        r.explain()
+    );
+    let e = im.entry("workbench");
+    assert_eq!(
+        (&e["present"], &e["current"], &e["building"]),
+        (&Value::Bool(true), &Value::Bool(true), &Value::Bool(false)),
+        "{e:#}"
+    );
+
+    // A cage from it.
+    let old_cage = im.w.session("old");
+    let dir = im.project("p-old");
+    im.w.create(&old_cage, Path::new(&dir), &["--image", &latest]);
+    assert_eq!(im.w.sh(&old_cage, "cat /marker").ok().stdout(), "first\n");
+
+    // A changed file builds again.
+    let (cf2, text2) = im.containerfile("cf2", "RUN echo second > /marker");
+    let r = im
+        .build(&["--wait", "--containerfile", &cf2.to_string_lossy()])
+        .ok();
+    assert!(r.stdout().starts_with("built "), "{}", r.explain());
+    assert_eq!(im.label(&latest), Some(sha256(&text2)));
+    let second = im.id(&latest).unwrap();
+    assert_ne!(second, first);
+    // The old image stays while its cage uses it; removed at the end.
+    im.extra.borrow_mut().push(first.clone());
+
+    // The old cage still runs, on the old image.
+    assert_eq!(im.w.sh(&old_cage, "cat /marker").ok().stdout(), "first\n");
+    let container = im.w.container(&old_cage);
+    let out = im.w.podman(&[
+        "inspect",
+        "--type",
+        "container",
+        "--format",
+        "{{.Image}}",
+        &container,
+    ]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), first);
+    // A new cage gets the new one.
+    let new_cage = im.w.session("new");
+    let dir = im.project("p-new");
+    im.w.create(&new_cage, Path::new(&dir), &["--image", &latest]);
+    assert_eq!(im.w.sh(&new_cage, "cat /marker").ok().stdout(), "second\n");
+}
+
+/// A TCP listener that counts the connections it is given.
+fn counting_listener() -> (u16, Arc<AtomicUsize>) {
+    let l = TcpListener::bind((HOST_ADDR, 0)).unwrap();
+    let port = l.local_addr().unwrap().port();
+    let count = Arc::new(AtomicUsize::new(0));
+    let c = count.clone();
+    thread::spawn(move || {
+        for s in l.incoming() {
+            if s.is_ok() {
+                c.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    });
+    (port, count)
+}
+
+/// Issue 4, point 4: two `image build --wait` at once run one build (its
+/// RUN step reaches the host once), and both report its result.
+#[test]
+fn two_waiting_builds_run_one_build_and_both_succeed() {
+    let im = Images::new();
+    let (port, count) = counting_listener();
+    let (cf, text) = im.containerfile(
+        "cf",
+        &format!("RUN nc -w 2 {HOST_ADDR} {port} </dev/null || true; sleep 3"),
+    );
+    let cf = cf.to_string_lossy().into_owned();
+    let args = ["image", "build", "--wait", "--containerfile", &cf];
+    let a = im.w.spawn_env(&args, &[]);
+    let b = im.w.spawn_env(&args, &[]);
+    let a = finish("image build --wait (a)", a).ok();
+    let b = finish("image build --wait (b)", b).ok();
+
+    assert_eq!(
+        count.load(Ordering::SeqCst),
+        1,
+        "the build ran more or less than once:\n{}\n{}",
+        a.explain(),
+        b.explain()
+    );
+    let built: Vec<&Run> = [&a, &b]
+        .into_iter()
+        .filter(|r| r.stdout().starts_with("built "))
+        .collect();
+    assert_eq!(built.len(), 1, "{}\n{}", a.explain(), b.explain());
+    let other = if built[0].stdout() == a.stdout() {
+        &b
+    } else {
+        &a
+    };
+    assert!(
+        other
+            .stdout()
+            .contains("was built by another shrooms-agent while this one waited"),
+        "{}",
+        other.explain()
+    );
+    assert!(
+        other
+            .stderr()
+            .contains("is being built by another shrooms-agent; waiting"),
+        "{}",
+        other.explain()
+    );
+    assert_eq!(im.label(&im.name("workbench")), Some(sha256(&text)));
+}
+
+/// Issue 4, point 6: one of our images missing makes `cage create` start
+/// its build and fail with the seed's words, exit 4, and no container.
+#[test]
+fn our_missing_image_starts_a_build_and_is_refused_with_exit_4() {
+    let im = Images::new();
+    let name = im.w.session("missing");
+    let dir = im.project("p");
+    let latest = im.name("workbench");
+    let r =
+        im.w.run(&["cage", "create", &name, "--dir", &dir, "--image", &latest])
+            .code_is(4);
+    assert_eq!(error_line(&r), BEING_BUILT, "{}", r.explain());
+    assert!(im.w.containers_of(&name).is_empty());
+    assert!(!im.w.record_path(&name).exists());
+    // A build of it was started: it runs, or it has run (the embedded
+    // Containerfile cannot be built here, with no registry: it fails).
+    let rec = im.record("workbench");
+    assert!(
+        rec["building_since"].is_u64() || rec["error"].is_string(),
+        "{rec:#}"
+    );
+    let e = im.wait_built("workbench", Duration::from_secs(60));
+    assert!(
+        e["present"] == true || e["error"].is_string(),
+        "no build ran: {e:#}"
+    );
+    // The machine's config image is never built: only ours.
+    assert_eq!(
+        im.w.run(&["image", "status", "--json"]).ok().json()["images"][0]["name"],
+        IMAGE
+    );
+}
+
+/// Issue 4, point 6: a failed build fails `cage create` once with its last
+/// line (exit 1, no container); the next one builds again (exit 4).
+#[test]
+fn a_failed_build_is_reported_then_tried_again() {
+    let im = Images::new();
+    // Failing at its first step, the build leaves no layer behind.
+    let cf = im.w.file(
+        "bad",
+        &format!("FROM {IMAGE} AS workbench\nRUN echo {}; false\n", im.repo),
+    );
+    let r = im
+        .build(&["--wait", "--containerfile", &cf.to_string_lossy()])
+        .code_is(1);
+    let line = error_line(&r);
+    assert!(
+        line.starts_with("building the workbench image: Error: ") && line.contains("false"),
+        "{}",
+        r.explain()
+    );
+    let e = im.entry("workbench");
+    assert_eq!(e["present"], false, "{e:#}");
+    assert_eq!(e["building"], false, "{e:#}");
+    let error = e["error"].as_str().expect("the error is set").to_string();
+    assert!(line.ends_with(&error), "{line} / {error}");
+
+    let name = im.w.session("failed");
+    let dir = im.project("p");
+    let latest = im.name("workbench");
+    let create = ["cage", "create", &name, "--dir", &dir, "--image", &latest];
+    let r = im.w.run(&create).code_is(1);
+    assert_eq!(error_line(&r), line, "{}", r.explain());
+    assert!(im.w.containers_of(&name).is_empty());
+    assert!(!im.w.record_path(&name).exists());
+
+    // Sending again tries the build again.
+    let r = im.w.run(&create).code_is(4);
+    assert_eq!(error_line(&r), BEING_BUILT, "{}", r.explain());
+    assert!(im.w.containers_of(&name).is_empty());
+    im.wait_built("workbench", Duration::from_secs(60));
+}
+
+/// Issue 4, point 6: an image that is not ours is never built or pulled:
+/// missing, `cage create` fails with the message it always had.
+#[test]
+fn a_missing_image_not_ours_is_refused_and_never_built() {
+    let im = Images::new();
+    let name = im.w.session("foreign");
+    let dir = im.project("p");
+    let image = format!("localhost/shrooms-it-nope-{}:1", unique());
+    let r =
+        im.w.run(&["cage", "create", &name, "--dir", &dir, "--image", &image])
+            .code_is(1);
+    assert_eq!(
+        error_line(&r),
+        format!("there is no image {image} on this machine for this session's cage"),
+        "{}",
+        r.explain()
+    );
+    assert!(im.w.containers_of(&name).is_empty());
+    assert!(!im.w.record_path(&name).exists());
+    assert!(im.id(&image).is_none());
+    let records: Vec<_> = fs::read_dir(im.w.state.join("images"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(records.is_empty(), "a build was started: {records:?}");
+}
+
+/// Seed, "Choosing an image": the container runs `sleep infinity`, so an
+/// image without `sleep` on its PATH is refused at `cage create` (exit 2).
+#[test]
+fn an_image_without_sleep_is_refused() {
+    let im = Images::new();
+    let image = format!("localhost/shrooms-it-nosleep-{}:1", unique());
+    let ctx = im.w.dir("nosleep");
+    fs::write(ctx.join("hello.txt"), "hello\n").unwrap();
+    fs::write(
+        ctx.join("Containerfile"),
+        "FROM scratch\nCOPY hello.txt /hello.txt\n",
+    )
+    .unwrap();
+    im.extra.borrow_mut().push(image.clone());
+    let out =
+        im.w.podman(&["build", "-q", "-t", &image, &ctx.to_string_lossy()]);
+    assert!(out.status.success(), "{}", show_output(&out));
+
+    let name = im.w.session("nosleep");
+    let dir = im.project("p");
+    let r =
+        im.w.run(&["cage", "create", &name, "--dir", &dir, "--image", &image])
+            .code_is(2);
+    let line = error_line(&r);
+    assert!(
+        line.starts_with(&format!("the image {image} has no `sleep` on its PATH"))
+            && line.contains("sleep infinity"),
+        "{}",
+        r.explain()
+    );
+    assert!(im.w.containers_of(&name).is_empty());
+    assert!(!im.w.record_path(&name).exists());
+}
+
+/// Issue 4, point 5: `image status --json` while a build runs, after it,
+/// and after a failed one; `doctor` says the same.
+#[test]
+fn image_status_during_and_after_builds_and_doctor_agrees() {
+    let im = Images::new();
+    // The machine's image is the workbench of this world's repository
+    // (`write_config` names the test image: written here instead).
+    fs::write(
+        &im.w.config,
+        format!(
+            "images_repo = \"{}\"\nagent_port = {}\n",
+            im.repo, im.w.agent_port
+        ),
+    )
+    .unwrap();
+    let doctor_image = |w: &World| {
+        let r = w.run(&["doctor"]);
+        r.stdout()
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some("image"))
+            .unwrap_or_else(|| panic!("no image line:\n{}", r.explain()))
+            .to_string()
+    };
+    let e = im.entry("workbench");
+    assert_eq!(e["machine"], true, "{e:#}");
+    assert_eq!(
+        (&e["present"], &e["building"]),
+        (&Value::Bool(false), &Value::Bool(false))
+    );
+    let d = doctor_image(&im.w);
+    assert!(
+        d.starts_with("warn") && d.contains("will be built on first use"),
+        "{d}"
+    );
+
+    let (cf, text) = im.containerfile("slow", "RUN sleep 3");
+    let r = im
+        .build(&["--containerfile", &cf.to_string_lossy(), "--json"])
+        .ok();
+    assert_eq!(
+        r.json()["images"][0]["outcome"],
+        "started",
+        "{}",
+        r.explain()
+    );
+    let e = im.entry("workbench");
+    assert_eq!(e["building"], true, "{e:#}");
+    assert!(e["building_since"].is_u64(), "{e:#}");
+    assert_eq!(e["present"], false, "{e:#}");
+    assert!(e["error"].is_null(), "{e:#}");
+    assert!(doctor_image(&im.w).contains("is being built"));
+    // A second `image build` meanwhile starts nothing.
+    let r = im
+        .build(&["--containerfile", &cf.to_string_lossy(), "--json"])
+        .ok();
+    assert_eq!(
+        r.json()["images"][0]["outcome"],
+        "building",
+        "{}",
+        r.explain()
+    );
+
+    let e = im.wait_built("workbench", Duration::from_secs(60));
+    assert_eq!(
+        (&e["present"], &e["current"], &e["building"]),
+        (&Value::Bool(true), &Value::Bool(true), &Value::Bool(false)),
+        "{e:#}"
+    );
+    assert!(e["error"].is_null(), "{e:#}");
+    assert_eq!(e["label"].as_str(), Some(sha256(&text).as_str()));
+    let d = doctor_image(&im.w);
+    assert!(d.starts_with("pass") && d.contains("current"), "{d}");
+
+    // A failed build: its error, and the image that was there stays.
+    let (bad, _) = im.containerfile("bad", "RUN echo broken >&2; false");
+    im.build(&["--containerfile", &bad.to_string_lossy()]).ok();
+    let e = im.wait_built("workbench", Duration::from_secs(60));
+    let error = e["error"].as_str().unwrap_or_else(|| panic!("{e:#}"));
+    assert!(error.contains("false"), "{e:#}");
+    assert_eq!(e["present"], true, "{e:#}");
+    let log = fs::read_to_string(im.w.state.join("images/workbench.log")).unwrap();
+    assert!(log.contains("broken"), "{log}");
+}
+
+/// Has a process ended (gone, or a zombie nobody reaped yet)?
+fn ended(pid: u32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(s) => s
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < end, "{what}: not within {timeout:?}");
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Issue 4, point 4: a build whose process is killed midway is not
+/// reported as building by the next call, and its podman went with it;
+/// the background worker and a `--wait` build alike.
+#[test]
+fn a_killed_build_is_not_reported_as_building() {
+    let im = Images::new();
+    // A base of this test's own name, so that buildah's working container
+    // left by a killed build is known by name ("<base>-working-container").
+    let base_repo = format!("{}-base", im.repo);
+    let base = format!("{base_repo}:latest");
+    let out = im.w.podman(&["tag", IMAGE, &base]);
+    assert!(out.status.success(), "{}", show_output(&out));
+    im.extra.borrow_mut().push(base.clone());
+    im.working.borrow_mut().push(format!(
+        "{}-working-container",
+        base_repo.rsplit('/').next().unwrap()
+    ));
+    let latest = im.name("workbench");
+    let text = format!(
+        "FROM {base} AS workbench\nRUN echo {} && sleep 4\n",
+        im.repo
+    );
+    let cf = im.w.file("slow", &text).to_string_lossy().into_owned();
+    let podman_builds = || {
+        cmdlines_containing(&latest)
+            .into_iter()
+            .filter(|(_, c)| c.contains(" build "))
+            .count()
+    };
+
+    // In the background: kill the worker.
+    im.build(&["--containerfile", &cf]).ok();
+    assert_eq!(im.entry("workbench")["building"], true);
+    let mut pid = 0;
+    wait_until(
+        "the worker records its pid",
+        Duration::from_secs(10),
+        || {
+            pid = im.record("workbench")["pid"].as_u64().unwrap_or(0) as u32;
+            pid != 0 && podman_builds() > 0
+        },
+    );
+    // SAFETY: kill(2) of the worker alone (not its group): podman must end
+    // because its parent did.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGKILL);
+    }
+    wait_until("the worker ends", Duration::from_secs(10), || ended(pid));
+    let e = im.entry("workbench");
+    assert_eq!(e["building"], false, "{e:#}");
+    assert!(e["building_since"].is_null(), "{e:#}");
+    wait_until(
+        "podman build ends with its parent",
+        Duration::from_secs(15),
+        || podman_builds() == 0,
+    );
+    assert!(im.id(&latest).is_none());
+
+    // In the foreground: kill `image build --wait`.
+    let mut child =
+        im.w.spawn_env(&["image", "build", "--wait", "--containerfile", &cf], &[]);
+    let child_pid = child.id();
+    wait_until("the --wait build runs", Duration::from_secs(10), || {
+        im.record("workbench")["pid"].as_u64() == Some(child_pid as u64) && podman_builds() > 0
+    });
+    assert_eq!(im.entry("workbench")["building"], true);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let e = im.entry("workbench");
+    assert_eq!(e["building"], false, "{e:#}");
+    wait_until(
+        "podman build ends with its parent",
+        Duration::from_secs(15),
+        || podman_builds() == 0,
+    );
+
+    // And the next build is not held up by either.
+    let r = im.build(&["--wait", "--containerfile", &cf]).ok();
+    assert!(r.stdout().starts_with("built "), "{}", r.explain());
+}
+
+/// Issue 4, point 7: the desktop image, built from a local Containerfile
+/// with the same stage names, gives a cage APPIMAGE_EXTRACT_AND_RUN=1.
+#[test]
+fn a_desktop_cage_runs_appimages_extracted() {
+    let im = Images::new();
+    let (cf, text) = im.containerfile("cf", "RUN echo desk > /marker");
+    let r = im
+        .build(&[
+            "desktop",
+            "--wait",
+            "--containerfile",
+            &cf.to_string_lossy(),
+        ])
+        .ok();
+    let desktop = im.name("desktop");
+    assert!(
+        r.stdout().starts_with(&format!("built {desktop} ")),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(im.label(&desktop), Some(sha256(&text)));
+    let e = im.entry("desktop");
+    assert_eq!(
+        (&e["present"], &e["current"]),
+        (&Value::Bool(true), &Value::Bool(true))
+    );
+
+    let name = im.w.session("desk");
+    let dir = im.project("p");
+    im.w.create(&name, Path::new(&dir), &["--image", &desktop]);
+    assert_eq!(
+        im.w.sh(&name, "echo $APPIMAGE_EXTRACT_AND_RUN; cat /marker")
+            .ok()
+            .stdout(),
+        "1\ndesk\n"
+    );
+}
+
+/// Issue 4, point 2: an image of ours whose label is not the hash it should
+/// carry is stale: `cage create` starts its build again in the background
+/// and makes the cage from the old one meanwhile ("The old image serves
+/// until the new one is ready").
+#[test]
+fn a_stale_image_serves_while_it_is_built_again() {
+    let im = Images::new();
+    let latest = im.name("workbench");
+    // Ours by name, without the label: stale.
+    let out = im.w.podman(&["tag", IMAGE, &latest]);
+    assert!(out.status.success(), "{}", show_output(&out));
+    let e = im.entry("workbench");
+    assert_eq!(
+        (&e["present"], &e["current"]),
+        (&Value::Bool(true), &Value::Bool(false)),
+        "{e:#}"
+    );
+
+    let name = im.w.session("stale");
+    let dir = im.project("p");
+    let r = im.w.create(&name, Path::new(&dir), &["--image", &latest]);
+    assert!(
+        r.stderr().contains(&format!(
+            "the image {latest} is older than this shrooms-agent's Containerfile: it is being \
+             built again in the background, and this cage is made from the old one"
+        )),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(im.w.sh(&name, "echo served").ok().stdout(), "served\n");
+    let container = im.w.container(&name);
+    let out = im.w.podman(&[
+        "inspect",
+        "--type",
+        "container",
+        "--format",
+        "{{.Image}}",
+        &container,
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        im.id(IMAGE).unwrap()
+    );
+    // The rebuild ran from the embedded Containerfile (which cannot be
+    // built here: no registry), and the old image is still there.
+    let rec = im.record("workbench");
+    assert!(
+        rec["building_since"].is_u64() || rec["error"].is_string(),
+        "{rec:#}"
+    );
+    let e = im.wait_built("workbench", Duration::from_secs(60));
+    assert_eq!(e["present"], true, "{e:#}");
+    assert_eq!(
+        e["wanted"].as_str().map(str::len),
+        Some(64),
+        "compared with the embedded file's hash: {e:#}"
+    );
+}

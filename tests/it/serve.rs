@@ -1,0 +1,706 @@
+//! End-to-end tests of `serve` (issue 6), as root against real podman: every
+//! route with a real HTTP client, the seed's curl examples as they are
+//! written, each status code's error case, the CLI and `serve` on one state,
+//! two machines sending an outbox between them, and robustness (malformed
+//! bodies, large bodies, a request that stops half-way, 200 at once, SIGTERM).
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::*;
+
+const NO_PODMAN: &str = "this machine has no podman to cage sessions with";
+
+fn cpus() -> usize {
+    thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+/// Wait until `f` holds, or fail saying `what`.
+fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < end, "{what}: not within {timeout:?}");
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Every route's happy path and the seed's curl examples, on the state the
+/// CLI uses: a session made over HTTP is in `cage ls`, one removed over
+/// HTTP is gone from it; a move while `cage exec` holds the session is 409.
+#[test]
+fn routes_over_http_share_the_cli_state() {
+    let w = World::new();
+    let nix = w.root.join("fake-nix");
+    let s = w.serve(&[], &[("SHROOMS_AGENT_NIX_ROOT", &nix.to_string_lossy())]);
+    let u = &s.url;
+
+    // GET /v1/harnesses: the cage object, from what serve knows.
+    let h = get(&format!("{u}/v1/harnesses")).is(200).json();
+    let names: Vec<&str> = h["harnesses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["claude", "pi"], "{h:#}");
+    assert_eq!(h["cage"]["available"], true, "{h:#}");
+    assert_eq!(h["cage"]["image"], IMAGE, "{h:#}");
+    assert_eq!(h["cage"]["images"][0], IMAGE, "{h:#}");
+    assert_eq!(
+        h["cage"]["images"][1], "localhost/shrooms-workbench:latest",
+        "{h:#}"
+    );
+    assert_eq!(
+        h["cage"]["images"][2], "localhost/shrooms-workbench:desktop",
+        "{h:#}"
+    );
+    assert_eq!(h["cage"]["ready"], true, "{h:#}");
+    assert_eq!(h["cage"]["nix"], false, "{h:#}");
+    assert_eq!(h["cage"]["sealed"], false, "{h:#}");
+    assert_eq!(h["cage"]["shared"], true, "{h:#}");
+    assert_eq!(h["cage"]["shared_in"], "/shared", "{h:#}");
+    assert!(h["cage"]["shared_root"].is_string(), "{h:#}");
+
+    // GET /v1/openapi.json: the file in assets/, as it is.
+    let doc = get(&format!("{u}/v1/openapi.json")).is(200);
+    let want =
+        fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/openapi.json")).unwrap();
+    assert_eq!(doc.body, want);
+    assert_eq!(doc.json()["openapi"], "3.0.3");
+
+    // POST /v1/sessions: the seed's example, with `dir` under ~/ and the
+    // GitHub login there.
+    let name = w.session("webapp");
+    fs::create_dir_all(w.home.join("src/webapp")).unwrap();
+    fs::create_dir_all(w.home.join(".config/gh")).unwrap();
+    let body = format!(
+        r#"{{"name": "{name}", "dir": "~/src/webapp", "auto_approve": true,
+       "cage": {{"image": "{IMAGE}", "github": true}}}}"#
+    );
+    let made = post(&format!("{u}/v1/sessions"), &body).is(201).json();
+    assert_eq!(made["name"], name.as_str(), "{made:#}");
+    assert_eq!(made["auto_approve"], true, "{made:#}");
+    assert_eq!(made["cage"]["options"]["github"], true, "{made:#}");
+    assert_eq!(made["state"], "created", "{made:#}");
+    let dir = fs::canonicalize(w.home.join("src/webapp")).unwrap();
+    assert_eq!(made["dir"], dir.to_string_lossy().as_ref(), "{made:#}");
+    assert!(made["warnings"].is_array(), "{made:#}");
+    assert_eq!(w.record(&name)["auto_approve"], true);
+
+    // The CLI sees it, on the same state.
+    let ls = w.run(&["cage", "ls", "--json"]).ok().json();
+    assert!(
+        ls["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["session"] == name.as_str()),
+        "{ls:#}"
+    );
+    let shown = get(&format!("{u}/v1/sessions/{name}")).is(200).json();
+    let cli = w.run(&["cage", "show", &name, "--json"]).ok().json();
+    assert_eq!(shown, cli, "GET /v1/sessions/NAME is `cage show --json`");
+    let list = get(&format!("{u}/v1/sessions")).is(200).json();
+    assert_eq!(list["sessions"][0], cli, "{list:#}");
+
+    // Move with {"cage": {"nix": true}}: no nix on this machine, 400 ...
+    let into_nix = r#"{"cage": {"nix": true}}"#;
+    let r = post(&format!("{u}/v1/sessions/{name}/cage"), into_nix).is(400);
+    assert!(r.error().contains("it has none"), "{r:#?}");
+    // ... and with one (a store folder), 200 and a new cage with nix.
+    fs::create_dir_all(nix.join("store")).unwrap();
+    let old = w.container(&name);
+    let moved = post(&format!("{u}/v1/sessions/{name}/cage"), into_nix)
+        .is(200)
+        .json();
+    assert!(moved["cage"]["options"]["nix"].is_object(), "{moved:#}");
+    assert_ne!(moved["cage"]["container"], old.as_str(), "{moved:#}");
+    assert!(!w.container_exists(&old));
+    // GET /v1/harnesses sees the nix within a few seconds.
+    wait_until("harnesses says nix", Duration::from_secs(15), || {
+        get(&format!("{u}/v1/harnesses")).json()["cage"]["nix"] == true
+    });
+    let history = w.run(&["cage", "history", &name, "--json"]).ok().json();
+    let last = &history["entries"].as_array().unwrap().last().unwrap()["who"];
+    assert!(last.as_str().unwrap().contains("over HTTP"), "{history:#}");
+
+    // {"cage": null}: out of its cage; and back in with {}.
+    let out = post(&format!("{u}/v1/sessions/{name}/cage"), r#"{"cage": null}"#)
+        .is(200)
+        .json();
+    assert_eq!(out["cage"], Value::Null, "{out:#}");
+    assert_eq!(out["state"], "uncaged", "{out:#}");
+    post(&format!("{u}/v1/sessions/{name}/cage"), r#"{"cage": {}}"#).is(200);
+
+    // Limits: the seed's example is refused where the machine has fewer
+    // than 8 CPUs, and taken with what it has.
+    let seed_limits = r#"{"memory": "16g", "cpus": "8"}"#;
+    let r = post(&format!("{u}/v1/sessions/{name}/cage/limits"), seed_limits);
+    if cpus() < 8 {
+        let r = r.is(400);
+        assert!(r.error().contains("more than this machine's"), "{r:#?}");
+    } else {
+        r.is(200);
+    }
+    let l = post(
+        &format!("{u}/v1/sessions/{name}/cage/limits"),
+        r#"{"memory": "16g", "cpus": "1"}"#,
+    )
+    .is(200)
+    .json();
+    assert_eq!(l["after"]["memory"], "16g", "{l:#}");
+    assert_eq!(l["after"]["cpus"], "1", "{l:#}");
+    // Numbers read as well.
+    let l = post(
+        &format!("{u}/v1/sessions/{name}/cage/limits"),
+        r#"{"memory": "512m", "cpus": 1}"#,
+    )
+    .is(200)
+    .json();
+    assert_eq!(l["after"]["cpus"], "1", "{l:#}");
+    assert_eq!(w.record(&name)["cage"]["limits"]["memory"], "512m");
+
+    // 409: a move while `cage exec` holds the session.
+    let exec = w.spawn_env(&["cage", "exec", &name, "--", "sleep", "6"], &[]);
+    let lock_held = || w.run(&["cage", "exec", &name, "--", "true"]).code() == 3;
+    wait_until(
+        "cage exec holds the session",
+        Duration::from_secs(20),
+        lock_held,
+    );
+    let r = post(&format!("{u}/v1/sessions/{name}/cage"), r#"{"cage": null}"#).is(409);
+    assert!(r.error().contains("busy"), "{r:#?}");
+    finish("cage exec", exec).ok();
+
+    // DELETE: what `cage rm` does.
+    let container = w.container(&name);
+    let r = http("DELETE", &format!("{u}/v1/sessions/{name}"), None, &[]).is(204);
+    assert!(r.body.is_empty(), "{r:#?}");
+    assert!(!w.container_exists(&container));
+    get(&format!("{u}/v1/sessions/{name}")).is(404);
+    let ls = w.run(&["cage", "ls", "--json"]).ok().json();
+    assert!(
+        !ls["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["session"] == name.as_str()),
+        "{ls:#}"
+    );
+    // One log line per request: method, path, status, milliseconds.
+    let log = s.log_text();
+    assert!(
+        log.lines().any(
+            |l| l.starts_with(&format!("DELETE /v1/sessions/{name} 204 ")) && l.ends_with("ms")
+        ),
+        "{log}"
+    );
+}
+
+/// The error cases, one per status code: 400, 401, 404, 405, 413, 500,
+/// 503 with Retry-After; and a non-loopback address without a token is
+/// refused.
+#[test]
+fn each_status_code_has_its_error_case() {
+    let w = World::new();
+    let s = w.serve(&[], &[("SHROOMS_AGENT_TEST_PANIC_ROUTE", "1")]);
+    let u = &s.url;
+    // 400: not JSON; an unknown field, named; a missing one.
+    let r = post(
+        &format!("{u}/v1/sessions"),
+        r#"{"name": "x", "dir": "/tmp""#,
+    )
+    .is(400);
+    assert!(r.error().starts_with("the body: "), "{r:#?}");
+    let r = post(
+        &format!("{u}/v1/sessions"),
+        r#"{"name": "x", "dir": "/tmp", "colour": "red"}"#,
+    )
+    .is(400);
+    assert!(r.error().contains("unknown field `colour`"), "{r:#?}");
+    let r = post(&format!("{u}/v1/sessions"), r#"{"dir": "/tmp"}"#).is(400);
+    assert!(r.error().contains("missing field `name`"), "{r:#?}");
+    // The CLI's words: a name that is no session name, a relative dir.
+    let r = post(
+        &format!("{u}/v1/sessions"),
+        r#"{"name": "-x", "dir": "/tmp"}"#,
+    )
+    .is(400);
+    assert!(r.error().contains("is not a session name"), "{r:#?}");
+    let r = post(
+        &format!("{u}/v1/sessions"),
+        r#"{"name": "x", "dir": "tmp"}"#,
+    )
+    .is(400);
+    assert!(r.error().contains("absolute path"), "{r:#?}");
+    let r = post(&format!("{u}/v1/images/build"), r#"{"image": "nope"}"#).is(400);
+    assert!(r.error().contains("not an image of ours"), "{r:#?}");
+    // 404: no such route, no such session.
+    let r = get(&format!("{u}/v1/nothing")).is(404);
+    assert!(r.error().contains("no such route"), "{r:#?}");
+    let r = get(&format!("{u}/v1/sessions/nobody")).is(404);
+    assert!(
+        r.error().contains("there is no session \"nobody\""),
+        "{r:#?}"
+    );
+    http("DELETE", &format!("{u}/v1/sessions/nobody"), None, &[]).is(404);
+    post(&format!("{u}/v1/sessions/nobody/cage"), r#"{"cage": null}"#).is(404);
+    // 405, with Allow.
+    let r = http("PUT", &format!("{u}/v1/sessions"), Some("{}"), &[]).is(405);
+    assert_eq!(r.header("allow"), Some("GET, POST"), "{r:#?}");
+    let r = http("GET", &format!("{u}/v1/images/build"), None, &[]).is(405);
+    assert_eq!(r.header("allow"), Some("POST"), "{r:#?}");
+    // 413: a JSON body of 2 MiB.
+    let big = format!("{{\"name\": \"{}\"}}", "a".repeat(2 * 1024 * 1024));
+    let r = post(&format!("{u}/v1/sessions"), &big).is(413);
+    assert!(r.error().contains("at most"), "{r:#?}");
+    // 500: a panic in a request; the server goes on.
+    let r = get(&format!("{u}/v1/_test/panic")).is(500);
+    assert!(r.error().contains("a bug"), "{r:#?}");
+    get(&format!("{u}/v1/harnesses")).is(200);
+
+    // 503 with Retry-After: an image of ours that is not there yet (its
+    // build starts in the background); the seed's example as it is written.
+    let repo = format!("localhost/shrooms-it-serve-{}", std::process::id());
+    w.write_config(&format!("images_repo = \"{repo}\""));
+    let s2 = w.serve(&[], &[]);
+    let webapp = w.session("webapp");
+    fs::create_dir_all(w.home.join("src/webapp")).unwrap();
+    let seed = format!(
+        r#"{{"name": "{webapp}", "dir": "~/src/webapp", "auto_approve": true,
+       "cage": {{"image": "{repo}:desktop", "github": true}}}}"#
+    );
+    let r = post(&format!("{}/v1/sessions", s2.url), &seed).is(503);
+    assert!(r.error().contains("is being built"), "{r:#?}");
+    assert_eq!(r.header("retry-after"), Some("30"), "{r:#?}");
+    assert!(!w.record_path(&webapp).exists());
+    // POST /v1/images/build: 202, a build started or running.
+    let b = post(
+        &format!("{}/v1/images/build", s2.url),
+        r#"{"image": "workbench"}"#,
+    )
+    .is(202)
+    .json();
+    assert_eq!(b["images"][0]["stage"], "workbench", "{b:#}");
+    assert!(
+        ["started", "building"].contains(&b["images"][0]["outcome"].as_str().unwrap()),
+        "{b:#}"
+    );
+    // The builds cannot succeed here (no registry); wait for them to end.
+    wait_until("the builds end", Duration::from_secs(120), || {
+        let st = w.run(&["image", "status", "--json"]).ok().json();
+        st["images"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["building"] == false)
+    });
+    drop(s2);
+
+    // 503 with Retry-After: no podman (`cages = false`), in the seed's words.
+    w.write_config("cages = false");
+    let s3 = w.serve(&[], &[]);
+    let h = get(&format!("{}/v1/harnesses", s3.url)).is(200).json();
+    assert_eq!(h["cage"]["available"], false, "{h:#}");
+    assert_eq!(h["cage"]["shared_root"], Value::Null, "{h:#}");
+    let r = post(
+        &format!("{}/v1/sessions", s3.url),
+        &format!(
+            r#"{{"name": "{}", "dir": "/tmp", "cage": {{}}}}"#,
+            w.session("np")
+        ),
+    )
+    .is(503);
+    assert_eq!(r.error(), NO_PODMAN, "{r:#?}");
+    assert!(r.header("retry-after").is_some(), "{r:#?}");
+    drop(s3);
+    w.write_config("");
+
+    // 401: with --token-file, every request needs the token.
+    let token = w.file("token", "s3cret-token\n");
+    fs::set_permissions(&token, fs::Permissions::from_mode(0o600)).unwrap();
+    let s4 = w.serve(&["--token-file", &token.to_string_lossy()], &[]);
+    let url = format!("{}/v1/harnesses", s4.url);
+    let r = get(&url).is(401);
+    assert!(r.error().contains("token"), "{r:#?}");
+    http("GET", &url, None, &[("Authorization", "Bearer wrong")]).is(401);
+    http(
+        "GET",
+        &url,
+        None,
+        &[("Authorization", "Bearer s3cret-token-x")],
+    )
+    .is(401);
+    http(
+        "GET",
+        &url,
+        None,
+        &[("Authorization", "Basic s3cret-token")],
+    )
+    .is(401);
+    http(
+        "GET",
+        &url,
+        None,
+        &[("Authorization", "Bearer s3cret-token")],
+    )
+    .is(200);
+    // The log has no header value.
+    assert!(!s4.log_text().contains("s3cret"), "{}", s4.log_text());
+    drop(s4);
+
+    // A non-loopback address without --token-file is refused (exit 2).
+    let r = w
+        .run(&["serve", "--listen", &format!("0.0.0.0:{}", free_port())])
+        .code_is(2);
+    assert!(r.stderr().contains("--token-file"), "{}", r.explain());
+}
+
+/// Malformed JSON, a 2 MiB body, a request that sends its headers and
+/// stops, 200 requests at once: each is answered, and the server stays up;
+/// SIGTERM ends it with exit 0 after what is in flight.
+#[test]
+fn serve_stays_up_under_bad_and_many_requests() {
+    let w = World::new();
+    let mut s = w.serve(&[], &[]);
+    let u = s.url.clone();
+    // Malformed JSON.
+    for bad in ["{", "[1,", "\u{0}", "null", "\"x\"", "{\"name\": 1}"] {
+        post(&format!("{u}/v1/sessions"), bad).is(400);
+    }
+    // Not HTTP at all.
+    let answer = raw(s.port, b"HELLO\r\n\r\n", Duration::from_secs(15));
+    assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+    // 2 MiB of body over a raw connection: 413 without it being read as JSON.
+    let mut req = format!(
+        "POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+        2 * 1024 * 1024
+    )
+    .into_bytes();
+    req.extend(std::iter::repeat_n(b'x', 2 * 1024 * 1024));
+    let answer = raw(s.port, &req, Duration::from_secs(15));
+    assert!(answer.starts_with("HTTP/1.1 413 "), "{answer}");
+
+    // Headers sent, body promised, then nothing: the others are answered
+    // meanwhile, and the stalled one gets 408 within the read timeout.
+    let mut stalled = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    stalled
+        .write_all(b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"na")
+        .unwrap();
+    let mut half = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    half.write_all(b"GET /v1/harn").unwrap();
+    let started = Instant::now();
+    for _ in 0..5 {
+        get(&format!("{u}/v1/harnesses")).is(200);
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "others were held up: {:?}",
+        started.elapsed()
+    );
+    stalled
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut answer = String::new();
+    let _ = stalled.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 408 "), "{answer}");
+    let waited = started.elapsed();
+    assert!(waited < Duration::from_secs(15), "{waited:?}");
+    half.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut answer = String::new();
+    let _ = half.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 408 "), "{answer}");
+
+    // 200 at once.
+    let handles: Vec<_> = (0..200)
+        .map(|_| {
+            let url = format!("{u}/v1/harnesses");
+            thread::spawn(move || {
+                let r = get(&url);
+                (
+                    r.status,
+                    r.json()["cage"]["image"].as_str().map(str::to_string),
+                )
+            })
+        })
+        .collect();
+    for h in handles {
+        let (status, image) = h.join().unwrap();
+        assert_eq!(status, 200);
+        assert_eq!(image.as_deref(), Some(IMAGE));
+    }
+    assert!(s.running());
+    get(&format!("{u}/v1/harnesses")).is(200);
+
+    // SIGTERM with a request in flight (a slow body): it is finished, then exit 0.
+    let mut slow = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    slow.write_all(b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 8\r\n\r\n{\"a\"")
+        .unwrap();
+    thread::sleep(Duration::from_millis(300));
+    let pid = s.pid();
+    let finisher = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(700));
+        let _ = slow.write_all(b": 1}");
+        slow.set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut answer = String::new();
+        let _ = slow.read_to_string(&mut answer);
+        answer
+    });
+    let status = s.stop(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0), "serve {pid}:\n{}", s.log_text());
+    let answer = finisher.join().unwrap();
+    assert!(
+        answer.starts_with("HTTP/1.1 400 "),
+        "the request in flight was not finished: {answer:?}"
+    );
+    assert!(s.log_text().contains("stopped"), "{}", s.log_text());
+    // It no longer listens.
+    assert!(TcpStream::connect(("127.0.0.1", s.port)).is_err());
+}
+
+/// A world that is one machine: its name, and the other machines' serves.
+fn machine(name: &str, others: &[(&str, u16)]) -> (World, u16) {
+    let w = World::new();
+    let port = free_port();
+    let mut extra = format!("machine_name = \"{name}\"\n[machines]\n");
+    for (n, p) in others {
+        extra.push_str(&format!("{n} = \"http://127.0.0.1:{p}\"\n"));
+    }
+    w.write_config(&extra);
+    (w, port)
+}
+
+/// Its serve, on the port the other machine's config names.
+fn serve_on(w: &World, port: u16) -> Serve {
+    w.serve_at(port, &[], &[])
+}
+
+/// Names in a .tar.gz, and the bytes of each regular file.
+fn untar(path: &Path) -> Vec<(String, Vec<u8>)> {
+    let f = fs::File::open(path).unwrap();
+    let mut a = tar::Archive::new(flate2::read::GzDecoder::new(f));
+    let mut out = Vec::new();
+    for e in a.entries().unwrap() {
+        let mut e = e.unwrap();
+        let name = e.path().unwrap().to_string_lossy().into_owned();
+        let mut bytes = Vec::new();
+        e.read_to_end(&mut bytes).unwrap();
+        out.push((name, bytes));
+    }
+    out
+}
+
+fn files_in(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Two serves on two loopback ports as two machines: a sealed session on
+/// alpha sends its outbox to a session on beta; refused (403, remembered)
+/// until beta's session allows it, then accepted; the files arrive intact,
+/// and a link in the outbox never leaves alpha.
+#[test]
+fn outbox_send_between_two_machines() {
+    let port_a = free_port();
+    let port_b = free_port();
+    let (a, _) = machine("alpha", &[("beta", port_b)]);
+    let (b, _) = machine("beta", &[("alpha", port_a)]);
+    let _sa = serve_on(&a, port_a);
+    let sb = serve_on(&b, port_b);
+
+    // A sealed session on alpha, with files and a link in its outbox.
+    let sealed = a.session("review");
+    let project = a.dir(&format!("projects/{sealed}"));
+    let token = a.file("sealed-token", "sk-ant-oat01-test-token\n");
+    fs::set_permissions(&token, fs::Permissions::from_mode(0o600)).unwrap();
+    a.create(
+        &sealed,
+        &project,
+        &["--sealed", "--sealed-token", &token.to_string_lossy()],
+    );
+    let outbox = a.home.join("shrooms-outbox").join(&sealed);
+    assert!(outbox.is_dir());
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    fs::write(outbox.join("report.md"), "# Review\nall good\n").unwrap();
+    fs::create_dir_all(outbox.join("logs")).unwrap();
+    fs::write(outbox.join("logs/run.bin"), &data).unwrap();
+    fs::create_dir_all(outbox.join("empty")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", outbox.join("passwd-link")).unwrap();
+
+    // A session on beta to receive.
+    let receiver = b.session("inbox");
+    let rdir = b.dir("receiver");
+    b.create(&receiver, &rdir, &[]);
+    let to = format!("beta/{receiver}");
+
+    // Refused before `files allow`: 403 on beta, an error here, remembered there.
+    let r = a.run(&["outbox", "send", &sealed, &to]).code_is(1);
+    assert!(
+        r.stderr()
+            .contains(&format!("takes no files from alpha/{sealed}")),
+        "{}",
+        r.explain()
+    );
+    let listed = b.run(&["files", "list", &receiver, "--json"]).ok().json();
+    assert_eq!(
+        listed["refused"][0]["from"],
+        format!("alpha/{sealed}"),
+        "{listed:#}"
+    );
+    assert!(listed["allow"].as_array().unwrap().is_empty(), "{listed:#}");
+    let text = b.run(&["files", "list", &receiver]).ok().stdout();
+    assert!(text.contains(&format!("alpha/{sealed}")), "{text}");
+    let drop_dir = b.state.join("uploads").join(&receiver).join("drop");
+    assert!(files_in(&drop_dir.join(format!("from-alpha_{sealed}"))).is_empty());
+    assert!(
+        sb.log_text()
+            .contains(&format!("POST /v1/sessions/{receiver}/drop?name 403 "))
+    );
+
+    // Allowed: accepted.
+    b.run(&["files", "allow", &receiver, &format!("alpha/{sealed}")])
+        .ok();
+    let r = a.run(&["outbox", "send", &sealed, &to]).ok();
+    let line = r.stdout();
+    assert!(
+        line.starts_with(&format!("sent {sealed}-outbox-"))
+            && line.contains(".tar.gz (2 files) to "),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        line.trim_end().ends_with(&format!(
+            "to {to}; 1 left out (see README-UNTRUSTED.txt in it)"
+        )),
+        "{}",
+        r.explain()
+    );
+    let folder = drop_dir.join(format!("from-alpha_{sealed}"));
+    let got = files_in(&folder);
+    assert_eq!(got.len(), 1, "{got:?}");
+    let archive = &got[0];
+    let archive_name = archive.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(line.contains(&archive_name), "{line} / {archive_name}");
+    assert_eq!(mode_of(archive), 0o600);
+    assert_eq!(mode_of(&folder), 0o700);
+    assert_eq!(mode_of(&drop_dir), 0o700);
+    // Intact, and the link left out, listed in its README.
+    let entries = untar(archive);
+    let find = |n: &str| {
+        entries
+            .iter()
+            .find(|(name, _)| name == n)
+            .map(|(_, b)| b.clone())
+    };
+    assert_eq!(find("report.md").unwrap(), b"# Review\nall good\n");
+    assert_eq!(find("logs/run.bin").unwrap(), data);
+    assert!(
+        !entries.iter().any(|(n, _)| n.contains("passwd-link")),
+        "{:?}",
+        entries.iter().map(|e| &e.0).collect::<Vec<_>>()
+    );
+    let readme = String::from_utf8(find("README-UNTRUSTED.txt").unwrap()).unwrap();
+    assert!(readme.contains("passwd-link"), "{readme}");
+    assert!(!entries.iter().any(|(_, b)| b.starts_with(b"root:")));
+
+    // Over HTTP, one folder: the same operation; never over the first file.
+    let r = post(
+        &format!("{}/v1/sessions/{sealed}/outbox/send", _sa.url),
+        &format!(r#"{{"to": "{to}", "only": "logs"}}"#),
+    )
+    .is(200)
+    .json();
+    let result = r["result"].as_str().unwrap();
+    assert!(result.contains("(1 files) to "), "{r:#}");
+    assert!(!result.contains("left out"), "{r:#}");
+    assert_eq!(files_in(&folder).len(), 2);
+    assert!(files_in(&folder).contains(archive));
+
+    // Refusals that send nothing: an empty folder, no such machine, a
+    // session that is not sealed, no such session.
+    let r = a
+        .run(&["outbox", "send", "--only", "empty", &sealed, &to])
+        .code_is(2);
+    assert!(
+        r.stderr().contains("nothing new in its outbox"),
+        "{}",
+        r.explain()
+    );
+    let r = a.run(&["outbox", "send", &sealed, "gamma/x"]).code_is(2);
+    assert!(
+        r.stderr().contains("there is no machine \"gamma\""),
+        "{}",
+        r.explain()
+    );
+    let plain = a.session("plain");
+    let pdir = a.dir("plain");
+    a.create(&plain, &pdir, &[]);
+    let r = a.run(&["outbox", "send", &plain, &to]).code_is(2);
+    assert!(r.stderr().contains("is not sealed"), "{}", r.explain());
+    let r = a
+        .run(&["outbox", "send", &sealed, "beta/nobody"])
+        .code_is(2);
+    assert!(
+        r.stderr().contains("there is no session \"nobody\""),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(files_in(&folder).len(), 2);
+
+    // A drop straight to beta: its name made safe; one that breaks off
+    // leaves nothing.
+    let body = b"hello";
+    let req = format!(
+        "POST /v1/sessions/{receiver}/drop?name=..%2F..%2F.evil.txt HTTP/1.1\r\nHost: x\r\n\
+         X-Shrooms-From-Session: {sealed}\r\nContent-Type: application/gzip\r\nContent-Length: {}\r\n\r\nhello",
+        body.len()
+    );
+    let answer = raw(port_b, req.as_bytes(), Duration::from_secs(15));
+    assert!(answer.starts_with("HTTP/1.1 201 "), "{answer}");
+    assert!(folder.join("evil.txt").is_file(), "{:?}", files_in(&folder));
+    assert_eq!(fs::read(folder.join("evil.txt")).unwrap(), body);
+    let mut s = TcpStream::connect(("127.0.0.1", port_b)).unwrap();
+    write!(
+        s,
+        "POST /v1/sessions/{receiver}/drop?name=cut.bin HTTP/1.1\r\nHost: x\r\n\
+         X-Shrooms-From-Session: {sealed}\r\nContent-Length: 100000\r\n\r\n"
+    )
+    .unwrap();
+    s.write_all(&[7u8; 1000]).unwrap();
+    drop(s);
+    wait_until(
+        "the broken upload is answered",
+        Duration::from_secs(20),
+        || {
+            sb.log_text()
+                .lines()
+                .any(|l| l.starts_with(&format!("POST /v1/sessions/{receiver}/drop?name 400 ")))
+        },
+    );
+    assert!(!folder.join("cut.bin").exists(), "{:?}", files_in(&folder));
+
+    // `files deny`: refused again, and remembered again.
+    b.run(&["files", "deny", &receiver, &format!("alpha/{sealed}")])
+        .ok();
+    a.run(&["outbox", "send", &sealed, &to]).code_is(1);
+    let listed = b.run(&["files", "list", &receiver, "--json"]).ok().json();
+    assert_eq!(listed["refused"].as_array().unwrap().len(), 2, "{listed:#}");
+    // MACHINE/* lets every session of alpha in.
+    b.run(&["files", "allow", &receiver, "alpha/*"]).ok();
+    a.run(&["outbox", "send", &sealed, &to]).ok();
+    assert_eq!(files_in(&folder).len(), 4);
+}
