@@ -47,7 +47,15 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
         return Err(already(&req.name));
     }
     let host = ctx.host()?;
-    let plan = make::plan(ctx, host, &req.name, &dir, req.harness, &req.choice)?;
+    let plan = make::plan(
+        ctx,
+        host,
+        &req.name,
+        &dir,
+        req.harness,
+        &req.choice,
+        req.dry_run,
+    )?;
     let mut argv = vec![host.podman.program().to_string_lossy().into_owned()];
     argv.extend(plan.create_argv.iter().cloned());
     let result = Created {

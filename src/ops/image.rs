@@ -354,13 +354,13 @@ fn not_ready() -> Error {
 /// rebuilt in the background, the old one used meanwhile. Not ours: never
 /// built or pulled, and it must have `sleep` on its PATH.
 ///
-/// A `--dry-run` starts a needed build too: the plan it shows is the same
-/// one (`make::plan` does not know it is a dry run), and the build is what
-/// the real command would need first.
+/// A `--dry-run` changes nothing: it starts no build and marks no failure
+/// as reported; it says what the real command would meet.
 pub fn for_cage(
     ctx: &Context,
     host: &Host,
     image: &str,
+    dry_run: bool,
     warnings: &mut Vec<String>,
 ) -> Result<ImageInspect> {
     let repo = &ctx.settings.images_repo;
@@ -378,6 +378,14 @@ pub fn for_cage(
             check_sleep(host, image)?;
             Ok(i)
         }
+        (ForCage::UseAndRebuild, Some(_), Some(i)) if dry_run => {
+            warnings.push(format!(
+                "the image {name} is older than this shrooms-agent's Containerfile: the real \
+                 command builds it again in the background and uses the old one meanwhile"
+            ));
+            Ok(i)
+        }
+        (ForCage::Report(_) | ForCage::Build, Some(_), _) if dry_run => Err(not_ready()),
         (ForCage::UseAndRebuild, Some(s), Some(i)) => {
             match rebuild_in_background(&dir, s) {
                 Ok(()) => warnings.push(format!(

@@ -54,7 +54,8 @@ pub struct CagePlan {
 }
 
 /// Decide a cage for a session. Checks everything that can be checked
-/// before anything changes.
+/// before anything changes; with `dry_run`, changes nothing at all (no
+/// image build is started).
 pub fn plan(
     ctx: &Context,
     host: &Host,
@@ -62,6 +63,7 @@ pub fn plan(
     dir: &Path,
     harness: Harness,
     choice: &CageChoice,
+    dry_run: bool,
 ) -> Result<CagePlan> {
     let mut warnings = Vec::new();
     if choice.sealed {
@@ -118,7 +120,7 @@ pub fn plan(
         .unwrap_or_else(|| ctx.settings.image.clone());
     // Ours: built when missing, rebuilt when stale; not ours: must be here
     // and have `sleep` (issue 4, point 6).
-    let image_info = super::image::for_cage(ctx, host, &image, &mut warnings)?;
+    let image_info = super::image::for_cage(ctx, host, &image, dry_run, &mut warnings)?;
     let image_path = image_info.path();
     let container = container_name(session)?;
     let (found, program) = gather(ctx, harness, dir, &container, &mut warnings)?;

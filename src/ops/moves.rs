@@ -62,6 +62,7 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
             &record.dir,
             record.harness,
             &req.choice,
+            false,
         )?;
         warnings.extend(plan.warnings.iter().cloned());
         let cage = plan.make(ctx, host)?;

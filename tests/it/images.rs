@@ -380,6 +380,24 @@ fn our_missing_image_starts_a_build_and_is_refused_with_exit_4() {
     let name = im.w.session("missing");
     let dir = im.project("p");
     let latest = im.name("workbench");
+    // A dry run says so too, and starts nothing.
+    let r =
+        im.w.run(&[
+            "cage",
+            "create",
+            &name,
+            "--dir",
+            &dir,
+            "--image",
+            &latest,
+            "--dry-run",
+        ])
+        .code_is(4);
+    assert_eq!(error_line(&r), BEING_BUILT, "{}", r.explain());
+    assert!(
+        !im.w.state.join("images/workbench.json").exists(),
+        "a dry run started a build"
+    );
     let r =
         im.w.run(&["cage", "create", &name, "--dir", &dir, "--image", &latest])
             .code_is(4);
