@@ -16,8 +16,8 @@ use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread;
 use std::time::Duration;
 
@@ -164,11 +164,23 @@ pub fn ensure_image(user: Option<&TestUser>) {
     static ROOT: OnceLock<()> = OnceLock::new();
     static USER: OnceLock<()> = OnceLock::new();
     let cell = if user.is_some() { &USER } else { &ROOT };
-    cell.get_or_init(|| {
-        if podman(user, &["image", "exists", IMAGE]).status.success() {
+    cell.get_or_init(|| build_test_image(user, &[]));
+}
+
+/// Build the test image in a podman storage (the default one, or the one
+/// `env` names), unless it is there.
+pub fn build_test_image(user: Option<&TestUser>, env: &[(&str, String)]) {
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let podman = |args: &[&str]| as_user(user, podman_program(), args, &env);
+    {
+        if podman(&["image", "exists", IMAGE]).status.success() {
             return;
         }
-        let ctx = std::env::temp_dir().join(format!("shrooms-it-image-{}", std::process::id()));
+        let ctx = std::env::temp_dir().join(format!(
+            "shrooms-it-image-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        ));
         fs::create_dir_all(&ctx).unwrap();
         fs::set_permissions(&ctx, fs::Permissions::from_mode(0o755)).unwrap();
         let busybox = ["/bin/busybox", "/usr/bin/busybox"]
@@ -183,26 +195,17 @@ pub fn ensure_image(user: Option<&TestUser>) {
         )
         .unwrap();
         let c = ctx.to_string_lossy().into_owned();
-        let out = podman(user, &["build", "-q", "-t", IMAGE, &c]);
-        assert!(out.status.success(), "building the test image failed:\n{}", show_output(&out));
+        let out = podman(&["build", "-q", "-t", IMAGE, &c]);
+        assert!(
+            out.status.success(),
+            "building the test image failed:\n{}",
+            show_output(&out)
+        );
         let _ = fs::remove_dir_all(&ctx);
-    });
+    }
 }
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
-
-/// `cage ls` and `cage prune` see every labelled container of root's podman,
-/// not only one world's: to a prune test, another test's cage is a
-/// leftover. So every rootful world holds this lock shared, and a world
-/// made with `World::alone` holds it alone. (Rootless worlds use the test
-/// user's own podman storage, which root's podman does not list.)
-static ROOT_PODMAN: RwLock<()> = RwLock::new(());
-
-#[allow(dead_code)] // the guards are held for their Drop only
-enum Hold {
-    Shared(RwLockReadGuard<'static, ()>),
-    Alone(RwLockWriteGuard<'static, ()>),
-}
 
 /// A test's own world: folder, home, state, config, agent port.
 pub struct World {
@@ -214,29 +217,53 @@ pub struct World {
     pub user: Option<&'static TestUser>,
     sessions: RefCell<Vec<String>>,
     extra_env: RefCell<Vec<(String, String)>>,
-    /// Released after `drop` has removed the world's containers.
-    _hold: Option<Hold>,
+    /// A podman storage of the world's own (`World::alone`): the
+    /// CONTAINERS_STORAGE_CONF every podman call of the world gets.
+    storage_conf: Option<PathBuf>,
 }
 
 impl World {
     /// As root (CI runs as root), with podman's bridge network.
     pub fn new() -> World {
-        let hold = Hold::Shared(ROOT_PODMAN.read().unwrap_or_else(|e| e.into_inner()));
-        Self::make(None, Some(hold))
+        Self::make(None)
     }
 
-    /// As root, with root's podman to itself: no other rootful world of
-    /// this process exists meanwhile (for `cage prune`).
+    /// As root, with a podman storage of its own, so that `cage ls` and
+    /// `cage prune` see this world's containers only: in root's shared
+    /// storage, every other test's cage (and any left by earlier runs on
+    /// this machine) would be a leftover to them.
     pub fn alone() -> World {
-        let hold = Hold::Alone(ROOT_PODMAN.write().unwrap_or_else(|e| e.into_inner()));
-        Self::make(None, Some(hold))
+        let mut w = Self::make(None);
+        let storage = w.root.join("storage");
+        let conf = w.root.join("storage.conf");
+        fs::write(
+            &conf,
+            format!(
+                "[storage]\ndriver = \"overlay\"\ngraphroot = \"{}/graph\"\nrunroot = \"{}/run\"\n",
+                storage.display(),
+                storage.display()
+            ),
+        )
+        .unwrap();
+        w.set_env("CONTAINERS_STORAGE_CONF", &conf.to_string_lossy());
+        w.storage_conf = Some(conf);
+        build_test_image(None, w.podman_env().as_slice());
+        w
+    }
+
+    /// The environment of this world's podman calls.
+    fn podman_env(&self) -> Vec<(&str, String)> {
+        self.storage_conf
+            .iter()
+            .map(|c| ("CONTAINERS_STORAGE_CONF", c.to_string_lossy().into_owned()))
+            .collect()
     }
 
     /// As the unprivileged test user, with rootless podman. Limits cannot
     /// be enforced rootless on cgroups v1, so its config says so.
     pub fn rootless() -> World {
         let u = test_user();
-        let w = Self::make(Some(u), None);
+        let w = Self::make(Some(u));
         // Rootless podman keeps its images and containers under
         // $XDG_DATA_HOME, else $HOME/.local/share; the world's HOME is its
         // own, so point the binary's podman at the user's real storage (the
@@ -246,7 +273,7 @@ impl World {
         w
     }
 
-    fn make(user: Option<&'static TestUser>, hold: Option<Hold>) -> World {
+    fn make(user: Option<&'static TestUser>) -> World {
         podman_program();
         ensure_image(user);
         let n = COUNTER.fetch_add(1, Ordering::SeqCst);
@@ -265,7 +292,7 @@ impl World {
             user,
             sessions: RefCell::new(Vec::new()),
             extra_env: RefCell::new(Vec::new()),
-            _hold: hold,
+            storage_conf: None,
         };
         w.write_config("");
         w.chown_all();
@@ -387,7 +414,9 @@ impl World {
 
     /// podman as this world's user.
     pub fn podman(&self, args: &[&str]) -> Output {
-        podman(self.user, args)
+        let env = self.podman_env();
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        as_user(self.user, podman_program(), args, &env)
     }
 
     /// The containers labelled with a session name.
@@ -422,6 +451,14 @@ impl Drop for World {
             for c in self.containers_of(s) {
                 let _ = self.podman(&["rm", "-f", "-t", "0", &c]);
             }
+        }
+        if self.storage_conf.is_some() {
+            // The world's own storage: everything in it goes, then its
+            // overlay mount, so that the folder can be removed.
+            let _ = self.podman(&["rm", "-a", "-f", "-t", "0"]);
+            let _ = self.podman(&["rmi", "-a", "-f"]);
+            let graph = self.root.join("storage/graph/overlay");
+            let _ = Command::new("umount").arg("-l").arg(&graph).status();
         }
         let _ = fs::remove_dir_all(&self.root);
     }
