@@ -152,7 +152,10 @@ pub fn run(ctx: Context, listen: Option<&str>, token_file: Option<&Path>) -> Res
     };
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(signal, stop.clone())
+        // The first signal asks for a clean stop; a second one, while
+        // requests are still being finished, ends the process at once (1).
+        signal_hook::flag::register_conditional_shutdown(signal, 1, stop.clone())
+            .and_then(|_| signal_hook::flag::register(signal, stop.clone()))
             .map_err(|e| Error::failed(format!("handling signal {signal}: {e}")))?;
     }
     let listener =

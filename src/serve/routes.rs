@@ -201,10 +201,9 @@ struct CreateBody {
 }
 
 /// `dir`: absolute, or under the home with `~/`.
-fn project_dir(shared: &Shared, dir: &str) -> Result<PathBuf, Error> {
-    let home = &shared.base.settings.home;
+fn project_dir(home: &std::path::Path, dir: &str) -> Result<PathBuf, Error> {
     if dir == "~" {
-        return Ok(home.clone());
+        return Ok(home.to_path_buf());
     }
     if let Some(rest) = dir.strip_prefix("~/") {
         return Ok(home.join(rest));
@@ -219,7 +218,7 @@ fn project_dir(shared: &Shared, dir: &str) -> Result<PathBuf, Error> {
 
 fn create(req: &Request, conn: &mut Conn, shared: &Shared) -> Result<Response, Fail> {
     let body: CreateBody = json_body(req, conn)?;
-    let dir = project_dir(shared, &body.dir)?;
+    let dir = project_dir(&shared.base.settings.home, &body.dir)?;
     let ctx = shared.context();
     let request = ops::create::CreateRequest {
         name: body.name.clone(),
@@ -229,7 +228,8 @@ fn create(req: &Request, conn: &mut Conn, shared: &Shared) -> Result<Response, F
         dry_run: false,
         auto_approve: body.auto_approve.unwrap_or(false),
     };
-    let created = ops::create::create(&ctx, &request)?;
+    let named = request.choice.image.is_some();
+    let created = ops::create::create(&ctx, &request).map_err(|e| image_refused(e, named))?;
     let shown = ops::show::show(&ctx, &body.name)?;
     Ok(Response::json(
         201,
@@ -238,6 +238,23 @@ fn create(req: &Request, conn: &mut Conn, shared: &Shared) -> Result<Response, F
             warnings: created.warnings,
         },
     ))
+}
+
+/// An image the request named that podman cannot find or even parse is
+/// the request's fault: 400, not 500. `ops::image::for_cage` calls it a
+/// failure (exit 1), since on the command line the image is the config's
+/// as often as the user's; over HTTP it was named in the body.
+fn image_refused(e: Error, named: bool) -> Error {
+    let not_a_name = e.message.starts_with("podman image: ")
+        && ["reference format", "repository name must"]
+            .iter()
+            .any(|w| e.message.contains(w));
+    let about_image = e.message.starts_with("there is no image ") || not_a_name;
+    if named && e.kind == crate::error::Kind::Failed && about_image {
+        Error::bad_input(e.message)
+    } else {
+        e
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -266,7 +283,8 @@ fn move_cage(
         choice: cage.map(CageBody::choice).unwrap_or_default(),
         by: Some(by(shared, req)),
     };
-    let moved = ops::moves::move_session(&ctx, &request)?;
+    let named = request.choice.image.is_some();
+    let moved = ops::moves::move_session(&ctx, &request).map_err(|e| image_refused(e, named))?;
     let shown = ops::show::show(&ctx, name)?;
     Ok(Response::json(
         200,
@@ -399,4 +417,73 @@ fn build(req: &Request, conn: &mut Conn, shared: &Shared) -> Result<Response, Fa
     let report = ops::image::build(&shared.context(), &request, &mut |_| {})?;
     shared.state.poke();
     Ok(Response::json(202, &report))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dirs_absolute_or_under_home() {
+        let home = std::path::Path::new("/home/u");
+        assert_eq!(
+            project_dir(home, "~/src/webapp").unwrap(),
+            PathBuf::from("/home/u/src/webapp")
+        );
+        assert_eq!(project_dir(home, "~").unwrap(), PathBuf::from("/home/u"));
+        assert_eq!(
+            project_dir(home, "/srv/x").unwrap(),
+            PathBuf::from("/srv/x")
+        );
+        for bad in ["src", "~other/x", ""] {
+            assert_eq!(
+                project_dir(home, bad).unwrap_err().kind,
+                crate::error::Kind::BadInput,
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_move_says_where_or_is_refused() {
+        let parse = |t: &str| serde_json::from_str::<MoveBody>(t);
+        assert!(parse("{}").unwrap().cage.is_none());
+        assert!(matches!(
+            parse(r#"{"cage": null}"#).unwrap().cage,
+            Some(None)
+        ));
+        let into = parse(r#"{"cage": {"nix": true}}"#)
+            .unwrap()
+            .cage
+            .unwrap()
+            .unwrap();
+        assert!(into.choice().nix);
+        let e = parse(r#"{"cage": {"nix": true, "gpu": 1}}"#).unwrap_err();
+        assert!(e.to_string().contains("unknown field `gpu`"), "{e}");
+        let e = parse(r#"{"where": null}"#).unwrap_err();
+        assert!(e.to_string().contains("unknown field `where`"), "{e}");
+    }
+
+    #[test]
+    fn limits_take_strings_and_numbers() {
+        let l: LimitsBody =
+            serde_json::from_str(r#"{"memory": "16g", "cpus": 1.5, "pids": 100}"#).unwrap();
+        assert_eq!(l.memory.unwrap().text(), "16g");
+        assert_eq!(l.cpus.unwrap().text(), "1.5");
+        assert_eq!(l.pids.unwrap().text(), "100");
+        assert!(serde_json::from_str::<LimitsBody>(r#"{"cpus": true}"#).is_err());
+    }
+
+    #[test]
+    fn a_named_image_that_is_not_there_is_bad_input() {
+        use crate::error::Kind;
+        let missing =
+            Error::failed("there is no image x:1 on this machine for this session's cage");
+        assert_eq!(image_refused(missing.clone(), true).kind, Kind::BadInput);
+        assert_eq!(image_refused(missing, false).kind, Kind::Failed);
+        let bad = Error::failed("podman image: Error: inspecting object: invalid reference format");
+        assert_eq!(image_refused(bad, true).kind, Kind::BadInput);
+        let broken = Error::failed("podman image: Error: database is locked");
+        assert_eq!(image_refused(broken, true).kind, Kind::Failed);
+    }
 }

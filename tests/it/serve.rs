@@ -170,13 +170,23 @@ fn routes_over_http_share_the_cli_state() {
     assert_eq!(w.record(&name)["cage"]["limits"]["memory"], "512m");
 
     // 409: a move while `cage exec` holds the session.
-    let exec = w.spawn_env(&["cage", "exec", &name, "--", "sleep", "6"], &[]);
-    let lock_held = || w.run(&["cage", "exec", &name, "--", "true"]).code() == 3;
-    wait_until(
-        "cage exec holds the session",
-        Duration::from_secs(20),
-        lock_held,
-    );
+    let mut exec = w.spawn_env(&["cage", "exec", &name, "--", "sleep", "6"], &[]);
+    // Its `sleep 6` runs in the cage only while it holds the session's lock.
+    let container = w.container(&name);
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let top = w.podman(&["top", &container, "args"]);
+        if String::from_utf8_lossy(&top.stdout).contains("sleep 6") {
+            break;
+        }
+        if exec.try_wait().unwrap().is_some() || Instant::now() > end {
+            panic!(
+                "cage exec did not start:\n{}",
+                finish("cage exec", exec).explain()
+            );
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
     let r = post(&format!("{u}/v1/sessions/{name}/cage"), r#"{"cage": null}"#).is(409);
     assert!(r.error().contains("busy"), "{r:#?}");
     finish("cage exec", exec).ok();
@@ -242,6 +252,16 @@ fn each_status_code_has_its_error_case() {
     )
     .is(400);
     assert!(r.error().contains("absolute path"), "{r:#?}");
+    // An image named in the body that is not on the machine is the
+    // request's fault.
+    for image in ["localhost/nothing-here:1", "Not A Name"] {
+        let body = format!(
+            r#"{{"name": "{}", "dir": "/tmp", "cage": {{"image": "{image}"}}}}"#,
+            w.session("noimage")
+        );
+        let r = post(&format!("{u}/v1/sessions"), &body).is(400);
+        assert!(r.error().contains("image"), "{r:#?}");
+    }
     let r = post(&format!("{u}/v1/images/build"), r#"{"image": "nope"}"#).is(400);
     assert!(r.error().contains("not an image of ours"), "{r:#?}");
     // 404: no such route, no such session.
