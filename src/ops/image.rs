@@ -360,6 +360,7 @@ pub fn for_cage(
     ctx: &Context,
     host: &Host,
     image: &str,
+    named: bool,
     dry_run: bool,
     warnings: &mut Vec<String>,
 ) -> Result<ImageInspect> {
@@ -416,9 +417,17 @@ pub fn for_cage(
             start_background(&dir, vec![(s, lock)], images::CONTAINERFILE, false)?;
             Err(not_ready())
         }
-        _ => Err(Error::failed(format!(
-            "there is no image {image} on this machine for this session's cage"
-        ))),
+        _ => {
+            let message =
+                format!("there is no image {image} on this machine for this session's cage");
+            // Named by the request (--image, a body's "image"), it is bad
+            // input; the config's own image missing is the machine's failure.
+            Err(if named {
+                Error::bad_input(message)
+            } else {
+                Error::failed(message)
+            })
+        }
     }
 }
 

@@ -120,7 +120,8 @@ pub fn plan(
         .unwrap_or_else(|| ctx.settings.image.clone());
     // Ours: built when missing, rebuilt when stale; not ours: must be here
     // and have `sleep` (issue 4, point 6).
-    let image_info = super::image::for_cage(ctx, host, &image, dry_run, &mut warnings)?;
+    let named = choice.image.is_some();
+    let image_info = super::image::for_cage(ctx, host, &image, named, dry_run, &mut warnings)?;
     let image_path = image_info.path();
     let container = container_name(session)?;
     let (found, program) = gather(ctx, harness, dir, &container, &mut warnings)?;

@@ -186,10 +186,17 @@ impl Podman {
             {
                 return Ok(None);
             }
-            return Err(Error::failed(format!(
-                "podman image: {}",
-                out.last_stderr_line()
-            )));
+            // A name podman cannot even read is the name's fault.
+            let line = out.last_stderr_line();
+            let malformed = ["invalid reference format", "repository name must"]
+                .iter()
+                .any(|w| line.contains(w));
+            let message = format!("podman image: {line}");
+            return Err(if malformed {
+                Error::bad_input(format!("{message}: {image:?} is not an image name"))
+            } else {
+                Error::failed(message)
+            });
         }
         let list: Vec<inspect::ImageInspect> = serde_json::from_str(&out.stdout)
             .map_err(|e| Error::failed(format!("podman image inspect: unexpected output: {e}")))?;

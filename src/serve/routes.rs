@@ -228,8 +228,7 @@ fn create(req: &Request, conn: &mut Conn, shared: &Shared) -> Result<Response, F
         dry_run: false,
         auto_approve: body.auto_approve.unwrap_or(false),
     };
-    let named = request.choice.image.is_some();
-    let created = ops::create::create(&ctx, &request).map_err(|e| image_refused(e, named))?;
+    let created = ops::create::create(&ctx, &request)?;
     let shown = ops::show::show(&ctx, &body.name)?;
     Ok(Response::json(
         201,
@@ -238,23 +237,6 @@ fn create(req: &Request, conn: &mut Conn, shared: &Shared) -> Result<Response, F
             warnings: created.warnings,
         },
     ))
-}
-
-/// An image the request named that podman cannot find or even parse is
-/// the request's fault: 400, not 500. `ops::image::for_cage` calls it a
-/// failure (exit 1), since on the command line the image is the config's
-/// as often as the user's; over HTTP it was named in the body.
-fn image_refused(e: Error, named: bool) -> Error {
-    let not_a_name = e.message.starts_with("podman image: ")
-        && ["reference format", "repository name must"]
-            .iter()
-            .any(|w| e.message.contains(w));
-    let about_image = e.message.starts_with("there is no image ") || not_a_name;
-    if named && e.kind == crate::error::Kind::Failed && about_image {
-        Error::bad_input(e.message)
-    } else {
-        e
-    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -283,8 +265,7 @@ fn move_cage(
         choice: cage.map(CageBody::choice).unwrap_or_default(),
         by: Some(by(shared, req)),
     };
-    let named = request.choice.image.is_some();
-    let moved = ops::moves::move_session(&ctx, &request).map_err(|e| image_refused(e, named))?;
+    let moved = ops::moves::move_session(&ctx, &request)?;
     let shown = ops::show::show(&ctx, name)?;
     Ok(Response::json(
         200,
@@ -472,18 +453,5 @@ mod tests {
         assert_eq!(l.cpus.unwrap().text(), "1.5");
         assert_eq!(l.pids.unwrap().text(), "100");
         assert!(serde_json::from_str::<LimitsBody>(r#"{"cpus": true}"#).is_err());
-    }
-
-    #[test]
-    fn a_named_image_that_is_not_there_is_bad_input() {
-        use crate::error::Kind;
-        let missing =
-            Error::failed("there is no image x:1 on this machine for this session's cage");
-        assert_eq!(image_refused(missing.clone(), true).kind, Kind::BadInput);
-        assert_eq!(image_refused(missing, false).kind, Kind::Failed);
-        let bad = Error::failed("podman image: Error: inspecting object: invalid reference format");
-        assert_eq!(image_refused(bad, true).kind, Kind::BadInput);
-        let broken = Error::failed("podman image: Error: database is locked");
-        assert_eq!(image_refused(broken, true).kind, Kind::Failed);
     }
 }

@@ -474,7 +474,7 @@ fn a_missing_image_not_ours_is_refused_and_never_built() {
     let image = format!("localhost/shrooms-it-nope-{}:1", unique());
     let r =
         im.w.run(&["cage", "create", &name, "--dir", &dir, "--image", &image])
-            .code_is(1);
+            .code_is(2);
     assert_eq!(
         error_line(&r),
         format!("there is no image {image} on this machine for this session's cage"),
