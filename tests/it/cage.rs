@@ -807,3 +807,37 @@ fn doctor_passes_here_and_fails_on_a_missing_image() {
         r.explain()
     );
 }
+
+/// The terminal is passed through: on a terminal, `cage exec` adds `-t`, so
+/// the command inside has one too; without one (as in every other test),
+/// it has none.
+#[test]
+fn exec_passes_the_terminal_through() {
+    let w = world();
+    let (name, _) = created(&w, "tty");
+    let probe = "test -t 0 && echo HAS-A-TTY || echo NO-TTY";
+    // Without a terminal.
+    let out = w.sh(&name, probe).ok().stdout();
+    assert!(out.contains("NO-TTY"), "{out}");
+    // On one: `script` gives the command a pseudo-terminal.
+    let inner = w.command(&["cage", "exec", &name, "--", "sh", "-c", probe]);
+    let words: Vec<String> = std::iter::once(inner.get_program().to_string_lossy().into_owned())
+        .chain(inner.get_args().map(|a| a.to_string_lossy().into_owned()))
+        .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
+        .collect();
+    let mut outer = std::process::Command::new("script");
+    outer.env_clear();
+    for (k, v) in inner.get_envs() {
+        if let Some(v) = v {
+            outer.env(k, v);
+        }
+    }
+    outer
+        .args(["-qec", &words.join(" "), "/dev/null"])
+        .current_dir("/tmp")
+        .stdin(std::process::Stdio::null());
+    let out = outer.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", show_output(&out));
+    assert!(text.contains("HAS-A-TTY"), "{text}");
+}
