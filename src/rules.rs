@@ -66,14 +66,18 @@ pub const SEALED_REFUSED_V4: &[&str] = &[
     "240.0.0.0/4",
 ];
 
-/// The same for IPv6; IPv4-mapped and local NAT64 addresses are refused so
-/// they cannot be used to reach the IPv4 ranges above, and 200::/7 is the
-/// Yggdrasil mesh's.
+/// The same for IPv6; IPv4-mapped, NAT64 (64:ff9b::/96 translates to IPv4
+/// on an IPv6-only network, the LAN's included), 6to4 and Teredo addresses
+/// are refused so they cannot be used to reach the IPv4 ranges above, and
+/// 200::/7 is the Yggdrasil mesh's.
 pub const SEALED_REFUSED_V6: &[&str] = &[
     "::/128",
     "::1/128",
     "::ffff:0:0/96",
+    "64:ff9b::/96",
     "64:ff9b:1::/48",
+    "2001::/32",
+    "2002::/16",
     "100::/64",
     "200::/7",
     "fc00::/7",
@@ -84,9 +88,16 @@ pub const SEALED_REFUSED_V6: &[&str] = &[
 
 /// A sealed cage's rule set: its own loopback, DNS only to its resolvers,
 /// the ICMPv6 that IPv6 needs, the agent port refused with a reset, every
-/// local range refused, and the rest of the internet open. Replaces an
-/// earlier copy atomically, like `agent_port`.
-pub fn sealed(agent_port: u16, resolvers: &[String]) -> String {
+/// local range refused, and the rest of the internet open. `local_v4` and
+/// `local_v6` are the machine's own networks (`netif::local_prefixes`),
+/// refused one rule each: they may overlap the fixed ranges, which one set
+/// cannot hold. Replaces an earlier copy atomically, like `agent_port`.
+pub fn sealed(
+    agent_port: u16,
+    resolvers: &[String],
+    local_v4: &[String],
+    local_v6: &[String],
+) -> String {
     let v4 = SEALED_REFUSED_V4.join(", ");
     let v6 = SEALED_REFUSED_V6.join(", ");
     let (dns4, dns6): (Vec<&String>, Vec<&String>) =
@@ -106,6 +117,13 @@ pub fn sealed(agent_port: u16, resolvers: &[String]) -> String {
             list.join(", ")
         ));
     }
+    let mut local = String::new();
+    for p in local_v4 {
+        local.push_str(&format!("\t\tip daddr {p} reject\n"));
+    }
+    for p in local_v6 {
+        local.push_str(&format!("\t\tip6 daddr {p} reject\n"));
+    }
     format!(
         "table inet {SEALED_TABLE}\n\
          delete table inet {SEALED_TABLE}\n\
@@ -119,6 +137,7 @@ pub fn sealed(agent_port: u16, resolvers: &[String]) -> String {
          \t\ttcp dport {agent_port} reject with tcp reset\n\
          \t\tip daddr {{ {v4} }} reject\n\
          \t\tip6 daddr {{ {v6} }} reject\n\
+         {local}\
          \t}}\n\
          }}\n"
     )
@@ -130,7 +149,12 @@ mod sealed_tests {
 
     #[test]
     fn golden_sealed_rules() {
-        let text = sealed(7387, &["1.1.1.1".into(), "9.9.9.9".into()]);
+        let text = sealed(
+            7387,
+            &["1.1.1.1".into(), "9.9.9.9".into()],
+            &["198.51.100.0/24".into()],
+            &["2a02:1:2:3::/64".into()],
+        );
         assert_eq!(
             text,
             "table inet shrooms_sealed\n\
@@ -144,7 +168,9 @@ mod sealed_tests {
              \t\tmeta l4proto { tcp, udp } th dport 53 reject\n\
              \t\ttcp dport 7387 reject with tcp reset\n\
              \t\tip daddr { 0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12, 192.0.0.0/24, 192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/4, 240.0.0.0/4 } reject\n\
-             \t\tip6 daddr { ::/128, ::1/128, ::ffff:0:0/96, 64:ff9b:1::/48, 100::/64, 200::/7, fc00::/7, fe80::/10, fec0::/10, ff00::/8 } reject\n\
+             \t\tip6 daddr { ::/128, ::1/128, ::ffff:0:0/96, 64:ff9b::/96, 64:ff9b:1::/48, 2001::/32, 2002::/16, 100::/64, 200::/7, fc00::/7, fe80::/10, fec0::/10, ff00::/8 } reject\n\
+             \t\tip daddr 198.51.100.0/24 reject\n\
+             \t\tip6 daddr 2a02:1:2:3::/64 reject\n\
              \t}\n\
              }\n"
         );
@@ -173,7 +199,7 @@ mod sealed_tests {
 
     #[test]
     fn ipv6_resolvers_get_their_own_line() {
-        let text = sealed(1, &["2606:4700:4700::1111".into()]);
+        let text = sealed(1, &["2606:4700:4700::1111".into()], &[], &[]);
         assert!(text.contains(
             "ip6 daddr { 2606:4700:4700::1111 } meta l4proto { tcp, udp } th dport 53 accept"
         ));

@@ -122,7 +122,11 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<()>
         }
     }
     let rule_set = match &cage.sealed {
-        Some(s) => rules::sealed(ctx.settings.agent_port, &s.dns),
+        // The machine's own networks, read now: interfaces change.
+        Some(s) => {
+            let (v4, v6) = crate::netif::local_prefixes();
+            rules::sealed(ctx.settings.agent_port, &s.dns, &v4, &v6)
+        }
         None => rules::agent_port(ctx.settings.agent_port),
     };
     if let Err(e) = host.set_rules(&cage.container, &rule_set) {

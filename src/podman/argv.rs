@@ -32,6 +32,10 @@ pub fn create(spec: &CageSpec) -> Vec<String> {
     // ignores SIGTERM; a stop would wait out podman's 10 s for nothing. What
     // the session started dies with PID 1 either way.
     a.extend(["--stop-signal".into(), "SIGKILL".into()]);
+    // The image's ENTRYPOINT would run before the network rules are set
+    // (they need the running container's PID), with the network open; a
+    // cage runs `sleep infinity` and nothing else of the image's.
+    a.extend(["--entrypoint".into(), String::new()]);
     a.extend(["--workdir".into(), path(&spec.workdir)]);
     for m in &spec.mounts {
         a.extend(["--mount".into(), mount(m)]);
@@ -244,7 +248,7 @@ mod tests {
              --network bridge --label xyz.vpavlin.shrooms.sealed=true \
              --dns 1.1.1.1 --dns 9.9.9.9 --security-opt seccomp=/s/cages/c/seccomp.json \
              --security-opt label=disable --cap-drop NET_ADMIN \
-             --memory 4g --cpus 2 --pids-limit 2048 --stop-signal SIGKILL \
+             --memory 4g --cpus 2 --pids-limit 2048 --stop-signal SIGKILL --entrypoint  \
              --workdir /home/u/src/web \
              --mount type=bind,src=/home/u/src/web,dst=/home/u/src/web \
              localhost/shrooms-workbench:latest sleep infinity"
@@ -258,7 +262,7 @@ mod tests {
             "create --name shrooms-web-abc123 --label xyz.vpavlin.shrooms.session=web \
              --network pasta:-a,fd5e:ca9e:1::2,-g,fd5e:ca9e:1::1 \
              --security-opt label=disable --cap-drop NET_ADMIN \
-             --memory 4g --cpus 2 --pids-limit 2048 --stop-signal SIGKILL \
+             --memory 4g --cpus 2 --pids-limit 2048 --stop-signal SIGKILL --entrypoint  \
              --workdir /home/u/src/web \
              --mount type=bind,src=/home/u/src/web,dst=/home/u/src/web \
              --mount type=bind,src=/s/proxy,dst=/run/shrooms-agent,ro=true \

@@ -841,3 +841,37 @@ fn exec_passes_the_terminal_through() {
     assert!(out.status.success(), "{}", show_output(&out));
     assert!(text.contains("HAS-A-TTY"), "{text}");
 }
+
+/// A cage runs `sleep infinity` and nothing of the image's ENTRYPOINT: an
+/// entrypoint would run before the network rules are set.
+#[test]
+fn the_images_entrypoint_does_not_run() {
+    let w = world();
+    let ctx = w.dir("ep-image");
+    fs::write(
+        ctx.join("Containerfile"),
+        format!(
+            "FROM {IMAGE}\nENTRYPOINT [\"/bin/sh\", \"-c\", \"echo ran > /entrypoint-ran; exec \\\"$@\\\"\", \"--\"]\n"
+        ),
+    )
+    .unwrap();
+    let image = format!("localhost/shrooms-it-entrypoint-{}", std::process::id());
+    let built = w.podman(&["build", "-q", "-t", &image, &s(&ctx)]);
+    assert!(built.status.success(), "{}", show_output(&built));
+    let name = w.session("ep");
+    let d = project(&w, "ep-project");
+    w.create(&name, &d, &["--image", &image]);
+    let out = w
+        .sh(
+            &name,
+            "ls /entrypoint-ran 2>/dev/null && echo RAN || echo NOT-RUN",
+        )
+        .ok()
+        .stdout();
+    // The same image run plainly does run it (the test can tell).
+    let plain = w.podman(&["run", "--rm", &image, "cat", "/entrypoint-ran"]);
+    w.run(&["cage", "rm", &name]).ok();
+    let _ = w.podman(&["rmi", "-f", &image]);
+    assert!(out.contains("NOT-RUN"), "{out}");
+    assert_eq!(String::from_utf8_lossy(&plain.stdout), "ran\n");
+}

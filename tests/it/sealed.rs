@@ -559,3 +559,32 @@ fn moving_a_session_into_a_sealed_cage() {
     assert!(out.contains("{\"turn\":1}"), "{out}");
     assert!(!out.contains("conv-2"), "{out}");
 }
+
+/// The machine's own networks are local too, whatever their prefix: an
+/// address of the host on a non-loopback interface with a non-private
+/// prefix (198.51.100.1/24 on shr-lan0, like a LAN's global IPv6 /64) is
+/// reachable from an ordinary cage and refused from a sealed one, rootful
+/// and rootless.
+#[test]
+fn the_machines_own_networks_are_refused() {
+    for w in [World::new(), World::rootless()] {
+        let own = Listener::any();
+        let ordinary = w.session("ownnet");
+        let d = w.dir("ownnet");
+        w.create(&ordinary, &d, &[]);
+        let plain = w
+            .sh(&ordinary, &nc_probe(LINK_ADDR, own.port))
+            .ok()
+            .stdout();
+        assert!(
+            plain.contains(&format!("CONNECTED-{}", own.port)),
+            "ordinary cage: {plain}"
+        );
+        let (name, _) = sealed_session(&w, "ownnets");
+        let out = w.sh(&name, &nc_probe(LINK_ADDR, own.port)).ok().stdout();
+        assert!(
+            out.contains(&format!("REFUSED-{}", own.port)),
+            "sealed cage: {out}"
+        );
+    }
+}

@@ -33,6 +33,11 @@ pub const HOST_ADDR: &str = "203.0.113.7";
 /// (scripts/setup-host adds it too).
 pub const LAN_ADDR: &str = "10.199.77.1";
 
+/// An address of the host on a network of its own whose prefix is not a
+/// private one (198.51.100.1/24 on the veth shr-lan0, made by
+/// scripts/setup-host): "local" only because it is the machine's own.
+pub const LINK_ADDR: &str = "198.51.100.1";
+
 /// The binary under test: cargo's build, or the one `SHROOMS_AGENT_TEST_BIN`
 /// names (the podman-5 lane runs the suite against the release build).
 pub fn bin() -> PathBuf {
