@@ -141,6 +141,10 @@ pub struct MoveArgs {
     /// Who moved it, for the history (default: the user running this)
     #[arg(long, value_name = "WHO")]
     pub by: Option<String>,
+    /// Take a sealed session out of its seal (refused without it: its folder
+    /// is untrusted after a sealed session)
+    #[arg(long)]
+    pub unseal: bool,
     #[command(flatten)]
     pub cage: CageArgs,
 }

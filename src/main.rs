@@ -145,6 +145,7 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
                 out: a.out,
                 choice: choice(a.cage),
                 by: a.by,
+                unseal: a.unseal,
             };
             let r = ops::moves::move_session(&ctx, &req)?;
             output::warnings(&r.warnings);

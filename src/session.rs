@@ -340,6 +340,31 @@ impl Store {
         Ok(out)
     }
 
+    /// Take the session's lock, then read its record: what a command does
+    /// is decided on the record as it is under the lock, never on one read
+    /// before another command changed it. A lock file made for a name that
+    /// has no session is removed again.
+    pub fn lock_and_load(&self, name: &str) -> Result<(SessionLock, Record)> {
+        validate_name(name)?;
+        if !self.exists(name) {
+            // Say so without leaving a lock file behind for the name.
+            return Err(self
+                .load(name)
+                .err()
+                .unwrap_or_else(|| Error::not_found(name)));
+        }
+        let lock = self.lock(name)?;
+        match self.load(name) {
+            Ok(r) => Ok((lock, r)),
+            Err(e) => {
+                if e.kind == crate::error::Kind::NotFound {
+                    let _ = remove_file_if_there(&self.lock_path(name));
+                }
+                Err(e)
+            }
+        }
+    }
+
     /// Take the session's lock, or fail at once with `Busy`: a command that
     /// would wait behind a long `exec` is better told so.
     pub fn lock(&self, name: &str) -> Result<SessionLock> {

@@ -45,11 +45,10 @@ pub struct Ended {
 /// machine itself, in its folder (seed: "taking the session out of the
 /// cage ... work as before").
 pub fn prepare_uncaged(ctx: &Context, name: &str, args: Vec<String>) -> Result<Uncaged> {
-    let record = ctx.store.load(name)?;
+    let (lock, record) = ctx.store.lock_and_load(name)?;
     if record.cage.is_some() {
         return Err(Error::bad_input(format!("session {name} is in a cage")));
     }
-    let lock = ctx.store.lock(name)?;
     let (configured, program) = match record.harness {
         crate::harness::Harness::Claude => (ctx.settings.claude.clone(), "claude"),
         crate::harness::Harness::Pi => (ctx.settings.pi.clone(), "pi"),
@@ -92,7 +91,7 @@ pub fn is_uncaged(ctx: &Context, name: &str) -> Result<bool> {
 }
 
 pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Result<Prepared<'a>> {
-    let record = ctx.store.load(name)?;
+    let (lock, record) = ctx.store.lock_and_load(name)?;
     let cage = cage_of(&record)?;
     let cmd = match what {
         What::Command(cmd) => cmd,
@@ -113,7 +112,6 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
         }
     };
     let host = ctx.host_for_session()?;
-    let lock = ctx.store.lock(name)?;
     let plan = match &cage.sealed {
         // Its own login, read again at every exec, and nothing else.
         Some(s) => {

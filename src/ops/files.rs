@@ -228,20 +228,31 @@ fn folder_size(dir: &Path) -> u64 {
 }
 
 /// A name made safe for one file in one folder: the last part after any
-/// `/` or `\`, no control characters, no leading dots, at most 200 bytes;
-/// "file" when nothing is left.
+/// `/` or `\`, no control characters, no leading dots or spaces (trimmed
+/// first, then the dots stripped, until neither is left: ` ..` and
+/// ` .bashrc` are no hidden names), no trailing spaces, at most 200 bytes;
+/// [`FALLBACK_NAME`] when nothing is left.
 pub fn safe_name(name: &str) -> String {
     let last = name.rsplit(['/', '\\']).next().unwrap_or("");
-    let cleaned: String = last
+    let mut out: String = last
+        .trim_start_matches(|c: char| c == '.' || c.is_whitespace())
+        .trim_end()
         .chars()
         .map(|c| if c.is_control() { '_' } else { c })
         .collect();
-    let mut out = cleaned.trim_start_matches('.').trim().to_string();
     while out.len() > 200 {
         out.pop();
     }
-    if out.is_empty() { "file".into() } else { out }
+    let out = out.trim_end();
+    if out.is_empty() {
+        FALLBACK_NAME.into()
+    } else {
+        out.to_string()
+    }
 }
+
+/// The name of a file whose given name leaves nothing once made safe.
+pub const FALLBACK_NAME: &str = "file";
 
 /// `name`, else `name-1.ext`, `name-2.ext`...: made with O_EXCL, never
 /// through a link, never over a file that is there.
@@ -306,6 +317,34 @@ mod tests {
         assert_eq!(safe_name(""), "file");
         assert_eq!(safe_name("dir/"), "file");
         assert!(safe_name(&"é".repeat(300)).len() <= 200);
+    }
+
+    /// Spaces before the dots do not keep a name hidden, or `..`.
+    #[test]
+    fn safe_names_trim_before_stripping_dots() {
+        assert_eq!(safe_name(" .."), "file");
+        assert_eq!(safe_name(" .bashrc"), "bashrc");
+        assert_eq!(safe_name(" . .bashrc"), "bashrc");
+        assert_eq!(safe_name("\t..\u{a0}.profile "), "profile");
+        assert_eq!(safe_name(" . "), "file");
+        assert_eq!(safe_name("   "), "file");
+        assert_eq!(safe_name("x/ .."), "file");
+        assert_eq!(safe_name("\n.x"), "x");
+        assert_eq!(safe_name("\u{1}.x"), "_.x");
+        assert_eq!(safe_name(" notes .txt "), "notes .txt");
+        assert_eq!(
+            safe_name(&format!("{}.txt", "a".repeat(199))),
+            "a".repeat(199) + "."
+        );
+        for name in [" ..", " .bashrc", "..", ".", " . . ", "\n.x", "./.."] {
+            let safe = safe_name(name);
+            assert!(!safe.starts_with('.'), "{name:?} -> {safe:?}");
+            assert!(
+                !safe.starts_with(char::is_whitespace),
+                "{name:?} -> {safe:?}"
+            );
+            assert_ne!(safe, "..");
+        }
     }
 
     #[test]

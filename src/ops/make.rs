@@ -86,8 +86,14 @@ pub fn plan(
                  and a sealed cage gets none of them",
             ));
         }
-        sealed::check_project(dir, &ctx.settings.home)?;
+        sealed::check_project(dir, &ctx.settings.home, &ctx.settings.state_dir)?;
     }
+    sealed::check_any_project(
+        dir,
+        &ctx.settings.home,
+        &ctx.settings.state_dir,
+        "the project is mounted read-write, and a cage of your whole home keeps nothing out",
+    )?;
     for m in &choice.meshes {
         validate_mesh(m)?;
     }
@@ -270,8 +276,10 @@ impl CagePlan {
             host.podman
                 .volume_create(volume, &format!("{SHARED_LABEL}=true"))?;
         }
-        host.podman.create(&self.create_argv)?;
+        // Taken back even if podman create fails late (a time-out after the
+        // container was made); `rm -f --ignore` of nothing is harmless.
         undo.container = Some(self.container.clone());
+        host.podman.create(&self.create_argv)?;
         Ok(CageRecord {
             container: self.container.clone(),
             image: self.image.clone(),
@@ -301,7 +309,15 @@ pub fn remove_cage(ctx: &Context, host: &Host, cage: &CageRecord) -> Result<Vec<
         ctx.store.cage_dir(&cage.container),
     ] {
         if f.is_dir() {
-            session::remove_dir_if_there(&f)?;
+            if let Err(e) = session::remove_dir_if_there(&f) {
+                // Rootless, what the cage's root made under another of its
+                // uids belongs to a subordinate uid of the user, which only
+                // the user namespace can remove.
+                if !host.rootless {
+                    return Err(e);
+                }
+                host.podman.unshare_rm(&f)?;
+            }
             files.push(f);
         } else if f.exists() {
             session::remove_file_if_there(&f)?;
@@ -565,7 +581,7 @@ fn gather(
     let mut program_dirs = Vec::new();
     let program = match found_program {
         Some(p) => {
-            let (resolved, mount) = program_mount(&p)?;
+            let (resolved, mount) = program_mount(&p, harness.name())?;
             program_dirs.push(mount);
             Some(resolved)
         }

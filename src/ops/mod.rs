@@ -154,27 +154,80 @@ pub fn limits_in_argv(argv: &[String]) -> Option<crate::settings::Limits> {
     })
 }
 
-/// The program to run and the folder to mount for a harness program found
-/// on the machine, symlinks resolved. A program that sits directly in a
-/// system folder is mounted alone, so the image's own /usr/bin is not hidden.
-pub fn program_mount(program: &Path) -> Result<(PathBuf, PathBuf)> {
+/// The program to run and what to mount for a harness program found on the
+/// machine, symlinks resolved. Its folder is mounted only where the folder
+/// is the harness's own (its name, or its parent's, names the harness:
+/// Claude Code's `~/.local/share/claude/versions`, npm's
+/// `node_modules/@anthropic-ai/claude-code`), since a program may need the
+/// files beside it; anywhere else (`~/bin`, `/usr/bin`, the home itself) the
+/// program alone, so nothing else of that folder reaches the cage.
+pub fn program_mount(program: &Path, harness: &str) -> Result<(PathBuf, PathBuf)> {
     let resolved = std::fs::canonicalize(program)
         .map_err(|e| Error::bad_input(format!("the harness program {}: {e}", program.display())))?;
     let parent = resolved.parent().unwrap_or(Path::new("/")).to_path_buf();
-    const SYSTEM: [&str; 8] = [
-        "/bin",
-        "/sbin",
-        "/usr/bin",
-        "/usr/sbin",
-        "/usr/local/bin",
-        "/usr/local/sbin",
-        "/usr/lib",
-        "/",
-    ];
-    let mount = if SYSTEM.iter().any(|s| parent == Path::new(s)) {
-        resolved.clone()
-    } else {
-        parent
+    Ok((resolved.clone(), mount_for(&resolved, &parent, harness)))
+}
+
+/// Pure: the file or its folder, as `program_mount` says.
+fn mount_for(program: &Path, parent: &Path, harness: &str) -> PathBuf {
+    let names_harness = |p: &Path| {
+        p.file_name()
+            .is_some_and(|n| n.to_string_lossy().to_lowercase().contains(harness))
     };
-    Ok((resolved, mount))
+    let own = names_harness(parent) || parent.parent().is_some_and(names_harness);
+    if own {
+        parent.to_path_buf()
+    } else {
+        program.to_path_buf()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_programs_folder_only_where_it_is_the_harnesss_own() {
+        let m = |p: &str| {
+            let p = Path::new(p);
+            mount_for(p, p.parent().unwrap(), "claude")
+        };
+        assert_eq!(
+            m("/home/u/.local/share/claude/versions/2.1.0"),
+            Path::new("/home/u/.local/share/claude/versions")
+        );
+        assert_eq!(
+            m("/usr/local/lib/node_modules/@anthropic-ai/claude-code/cli.js"),
+            Path::new("/usr/local/lib/node_modules/@anthropic-ai/claude-code")
+        );
+        assert_eq!(m("/home/u/claude"), Path::new("/home/u/claude"));
+        assert_eq!(m("/home/u/bin/claude"), Path::new("/home/u/bin/claude"));
+        assert_eq!(m("/usr/bin/claude"), Path::new("/usr/bin/claude"));
+    }
+
+    #[test]
+    fn limits_in_an_argv() {
+        let argv: Vec<String> = [
+            "create",
+            "--memory",
+            "1g",
+            "--cpus",
+            "2",
+            "--pids-limit",
+            "9",
+            "img",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(
+            limits_in_argv(&argv),
+            Some(crate::settings::Limits {
+                memory: "1g".into(),
+                cpus: "2".into(),
+                pids: 9
+            })
+        );
+        assert_eq!(limits_in_argv(&argv[..3]), None);
+    }
 }

@@ -20,6 +20,9 @@ pub struct MoveRequest {
     pub choice: CageChoice,
     /// Who moved it (default: the user running the tool).
     pub by: Option<String>,
+    /// Take a sealed session out of its seal (out of its cage, or into an
+    /// ordinary one): refused without it.
+    pub unseal: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -35,8 +38,7 @@ pub struct Moved {
 }
 
 pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
-    let record = ctx.store.load(&req.name)?;
-    let _lock = ctx.store.lock(&req.name)?;
+    let (_lock, record) = ctx.store.lock_and_load(&req.name)?;
     let old = record.cage.clone();
     let host = match (&old, req.out) {
         (None, true) => {
@@ -48,6 +50,19 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
         (Some(_), _) => ctx.host_for_session()?,
         (None, false) => ctx.host()?,
     };
+    // Seed, "After a sealed session": the folder is untrusted; run nothing
+    // from it outside a cage. Out of the seal, the harness would run there
+    // with the user's settings and hooks, or as the user itself.
+    let sealed_now = old.as_ref().is_some_and(|c| c.sealed.is_some());
+    if sealed_now && (req.out || !req.choice.sealed) && !req.unseal {
+        return Err(Error::bad_input(format!(
+            "session {} is sealed, and its folder is untrusted after a sealed session: what the \
+             code under review left there (a git hook, a Makefile, an .envrc) would run as you \
+             outside the seal; read it, then delete it or clone again. To take the session out \
+             of its seal all the same, pass --unseal",
+            req.name
+        )));
+    }
     if let Some(cage) = &old {
         check_idle(host, &req.name, cage)?;
     }

@@ -1,7 +1,11 @@
 //! `outbox pack`: a sealed session's outbox as a .tar.gz, through the one
 //! packer (`crate::outbox`), which never follows a link; and `outbox send`
 //! (issue 6, point 3), which packs the same way and posts the archive to a
-//! session on another machine's `serve` (or this machine's, on loopback).
+//! session on another machine's `serve`. To a session of this machine it
+//! calls the receiving end of a drop (`files::receive`, what `serve`'s drop
+//! route calls) itself, with this machine as the sender's: no HTTP to its
+//! own `serve`, which may not run, may want a token, and whose workers may
+//! all be waiting on sends like this one.
 
 use std::path::{Path, PathBuf};
 
@@ -73,16 +77,26 @@ struct DropAnswer {
     size: u64,
 }
 
+/// Where an archive goes.
+#[derive(Debug, PartialEq, Eq)]
+enum Destination {
+    /// A session of this machine: stored by `files::receive` here.
+    Here,
+    /// Another machine's `serve`, with its token if it has one.
+    Serve { url: String, token: Option<String> },
+}
+
 /// `outbox send`: pack the outbox (or one folder of it) into a temporary
-/// archive in the state folder, post it to MACHINE's `serve` at
-/// `/v1/sessions/SESSION/drop`, and remove it. Nothing is sent when the
+/// archive in the state folder, hand it to the session (this machine's:
+/// directly; another machine's: posted to its `serve` at
+/// `/v1/sessions/SESSION/drop`), and remove it. Nothing is sent when the
 /// session is not sealed, the machine is unknown, the outbox has nothing
 /// to pack, or the archive is over 100 MiB.
 pub fn send(ctx: &Context, req: &SendRequest) -> Result<Sent> {
     let record = ctx.store.load(&req.name)?;
     let outbox = outbox_of(&record)?;
     let (machine, session) = super::files::parse_target(&req.to)?;
-    let (url, token) = machine_address(ctx, &machine)?;
+    let destination = destination(ctx, &machine)?;
     let archive = format!(
         "{}-outbox-{}.tar.gz",
         record.name,
@@ -93,13 +107,13 @@ pub fn send(ctx: &Context, req: &SendRequest) -> Result<Sent> {
     let tmp = tmp_root.join(format!("send-{}-{}", std::process::id(), unique()));
     crate::session::make_private_dir(&tmp)?;
     let path = tmp.join(&archive);
-    let result = pack_and_post(
+    let result = pack_and_deliver(
+        ctx,
         &outbox,
         req,
         &path,
         &archive,
-        &url,
-        token.as_deref(),
+        &destination,
         &record.name,
     );
     let _ = crate::session::remove_dir_if_there(&tmp);
@@ -135,13 +149,13 @@ pub fn send(ctx: &Context, req: &SendRequest) -> Result<Sent> {
     })
 }
 
-fn pack_and_post(
+fn pack_and_deliver(
+    ctx: &Context,
     outbox: &Path,
     req: &SendRequest,
     path: &Path,
     archive: &str,
-    url: &str,
-    token: Option<&str>,
+    destination: &Destination,
     from: &str,
 ) -> Result<(crate::outbox::Packed, DropAnswer)> {
     let packed = crate::outbox::pack(outbox, req.only.as_deref(), path)?;
@@ -157,14 +171,52 @@ fn pack_and_post(
         )));
     }
     let (_, session) = super::files::parse_target(&req.to)?;
-    let answer = post(url, token, &session, archive, from, path)?;
+    let answer = match destination {
+        Destination::Here => deliver_here(ctx, &session, archive, from, path, size)?,
+        Destination::Serve { url, token } => {
+            post(url, token.as_deref(), &session, archive, from, path)?
+        }
+    };
     Ok((packed, answer))
 }
 
-/// The machine's `serve`: this machine's own on loopback, else the one in
-/// `[machines]`, with its token if it has one.
-fn machine_address(ctx: &Context, machine: &str) -> Result<(String, Option<String>)> {
+/// Hand the archive to a session of this machine: what `serve`'s drop
+/// route does with a request (the same `files::receive`, so the same
+/// checks, refusals remembered, names, modes and bounds), with this
+/// machine as the sender's machine.
+fn deliver_here(
+    ctx: &Context,
+    session: &str,
+    archive: &str,
+    from: &str,
+    path: &Path,
+    size: u64,
+) -> Result<DropAnswer> {
+    let mut file = std::fs::File::open(path)
+        .map_err(|e| Error::failed(format!("opening {}: {e}", path.display())))?;
+    let drop = super::files::Drop {
+        session,
+        from_machine: Ok(ctx.settings.machine_name.clone()),
+        from_session: Some(from),
+        name: archive,
+        length: size,
+    };
+    let received = super::files::receive(ctx, &drop, &mut file)?;
+    Ok(DropAnswer {
+        path: received.path.to_string_lossy().into_owned(),
+        size: received.size,
+    })
+}
+
+/// Where MACHINE is: this machine (its `machine_name`, even if
+/// `[machines]` names it too), else the `serve` that `[machines]` names,
+/// with its token if it has one. (A `[machines]` address on loopback is
+/// not taken for this machine: it may be a tunnel to another.)
+fn destination(ctx: &Context, machine: &str) -> Result<Destination> {
     let s = &ctx.settings;
+    if machine == s.machine_name {
+        return Ok(Destination::Here);
+    }
     if let Some(m) = s.machines.get(machine) {
         let token = match &m.token_file {
             None => None,
@@ -180,10 +232,10 @@ fn machine_address(ctx: &Context, machine: &str) -> Result<(String, Option<Strin
                     .to_string(),
             ),
         };
-        return Ok((m.url.clone(), token));
-    }
-    if machine == s.machine_name {
-        return Ok((format!("http://127.0.0.1:{}", s.agent_port), None));
+        return Ok(Destination::Serve {
+            url: m.url.clone(),
+            token,
+        });
     }
     let known: Vec<&str> = std::iter::once(s.machine_name.as_str())
         .chain(s.machines.keys().map(String::as_str))
@@ -200,7 +252,9 @@ fn machine_address(ctx: &Context, machine: &str) -> Result<(String, Option<Strin
     )))
 }
 
-/// POST the archive to `<url>/v1/sessions/<session>/drop?name=<archive>`.
+/// POST the archive to `<url>/v1/sessions/<session>/drop?name=<archive>`,
+/// with `Expect: 100-continue`: a receiver that refuses it (403, 413...)
+/// says so before the archive is sent.
 fn post(
     url: &str,
     token: Option<&str>,
@@ -225,6 +279,7 @@ fn post(
     let mut request = agent
         .post(&address)
         .header("Content-Type", "application/gzip")
+        .header("Expect", "100-continue")
         .header("X-Shrooms-From-Session", from);
     if let Some(t) = token {
         request = request.header("Authorization", format!("Bearer {t}"));

@@ -61,9 +61,22 @@ pub fn prune(ctx: &Context, dry_run: bool) -> Result<Pruned> {
             }
             // Skip a container still being made (its session locked).
             let session_name = session_of_container(container);
-            if let Some(s) = &session_name
-                && ctx.store.lock(s).is_err()
-            {
+            // A container being made or moved has its files before its
+            // record: skip a session that is locked, and look at its record
+            // again under the lock.
+            let _lock = match &session_name {
+                Some(s) => match ctx.store.lock(s) {
+                    Ok(l) => Some(l),
+                    Err(_) => continue,
+                },
+                None => None,
+            };
+            let owned = session_name
+                .as_ref()
+                .and_then(|s| ctx.store.load(s).ok())
+                .and_then(|r| r.cage)
+                .is_some_and(|c| c.container == container);
+            if owned {
                 continue;
             }
             let path = entry.path();

@@ -18,8 +18,7 @@ pub struct Removed {
 }
 
 pub fn rm(ctx: &Context, name: &str) -> Result<Removed> {
-    let record = ctx.store.load(name)?;
-    let _lock = ctx.store.lock(name)?;
+    let (_lock, record) = ctx.store.lock_and_load(name)?;
     let mut files = Vec::new();
     let container = match &record.cage {
         Some(cage) => {

@@ -10,13 +10,14 @@ use crate::error::{Error, Result};
 /// project is mounted read-write, so it must hold none of them.
 pub const HOME_MARKS: [&str; 5] = [".ssh", ".gnupg", ".aws", ".config/gh", ".claude"];
 
-/// Refuse a project that is the home directory, a folder above it, or a
-/// folder holding a home's secrets. `dir` is canonical (links resolved), so
-/// a link to the home folder is refused too.
-pub fn check_project(dir: &Path, home: &Path) -> Result<()> {
+/// Refuse, for any cage, a project that would lend it what a cage keeps
+/// out: the home directory or a folder above it, and a folder that holds
+/// or is inside the tool's state folder (other cages' env files, the sealed
+/// token). `dir` is canonical (links resolved), so a link is judged by
+/// where it leads.
+pub fn check_any_project(dir: &Path, home: &Path, state: &Path, why: &str) -> Result<()> {
     let home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
-    let why =
-        "a sealed cage's project is mounted read-write, where the code under review can write";
+    let state = std::fs::canonicalize(state).unwrap_or_else(|_| state.to_path_buf());
     if dir == home {
         return Err(Error::bad_input(format!(
             "{} is your home directory; {why}: give it a project folder of its own",
@@ -28,6 +29,46 @@ pub fn check_project(dir: &Path, home: &Path) -> Result<()> {
             "{} holds your home directory; {why}: give it a project folder of its own",
             dir.display()
         )));
+    }
+    if state.starts_with(dir) || dir.starts_with(&state) {
+        return Err(Error::bad_input(format!(
+            "{} holds or is inside shrooms-agent's state folder {}, with every cage's keys; \
+             {why}: give it a project folder of its own",
+            dir.display(),
+            state.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Refuse a sealed cage's project where the code under review could reach
+/// a home's secrets (issue 3, point 2): anything `check_any_project`
+/// refuses, a folder inside a hidden folder of the home (~/.ssh, ~/.config,
+/// ~/.claude, ~/.local ...), inside the outboxes, or holding a home's
+/// secrets.
+pub fn check_project(dir: &Path, home: &Path, state: &Path) -> Result<()> {
+    let why =
+        "a sealed cage's project is mounted read-write, where the code under review can write";
+    check_any_project(dir, home, state, why)?;
+    let home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
+    if let Ok(rel) = dir.strip_prefix(&home) {
+        let hidden = rel
+            .components()
+            .find(|c| c.as_os_str().to_string_lossy().starts_with('.'));
+        if let Some(h) = hidden {
+            return Err(Error::bad_input(format!(
+                "{} is inside {}, a hidden folder of your home, where settings and keys live; \
+                 {why}: give it a project folder of its own",
+                dir.display(),
+                home.join(h.as_os_str()).display()
+            )));
+        }
+        if rel.starts_with("shrooms-outbox") {
+            return Err(Error::bad_input(format!(
+                "{} is inside the sealed cages' outboxes; {why}: give it a project folder of its own",
+                dir.display()
+            )));
+        }
     }
     for mark in HOME_MARKS {
         if std::fs::symlink_metadata(dir.join(mark)).is_ok() {
@@ -65,9 +106,9 @@ pub fn read_token(path: &Path) -> Result<String> {
         }
     };
     let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o044 != 0 {
+    if mode & 0o066 != 0 {
         return Err(Error::bad_input(format!(
-            "the sealed token {} can be read by others (mode {mode:04o}): `chmod 600 {}`",
+            "the sealed token {} can be read or changed by others (mode {mode:04o}): `chmod 600 {}`",
             path.display(),
             path.display()
         )));
@@ -114,14 +155,32 @@ mod tests {
         let home = root.join("home/u");
         let project = home.join("src/p");
         fs::create_dir_all(&project).unwrap();
-        assert!(check_project(&project, &home).is_ok());
-        assert!(check_project(&home, &home).is_err());
-        assert!(check_project(&root.join("home"), &home).is_err());
-        assert!(check_project(Path::new("/"), &home).is_err());
+        let state = home.join(".local/share/shrooms-agent");
+        fs::create_dir_all(&state).unwrap();
+        for inside in [
+            ".ssh/x",
+            ".config",
+            ".claude/projects",
+            ".local/share",
+            "shrooms-outbox/s",
+        ] {
+            let p = home.join(inside);
+            fs::create_dir_all(&p).unwrap();
+            let e = check_project(&p, &home, &state).unwrap_err();
+            assert_eq!(e.kind, crate::error::Kind::BadInput, "{inside}");
+        }
+        let e = check_any_project(&state, &home, &state, "why").unwrap_err();
+        assert!(e.message.contains("state folder"), "{}", e.message);
+        assert!(check_any_project(&project, &home, &state, "why").is_ok());
+        assert!(check_any_project(&home, &home, &state, "why").is_err());
+        assert!(check_project(&project, &home, &state).is_ok());
+        assert!(check_project(&home, &home, &state).is_err());
+        assert!(check_project(&root.join("home"), &home, &state).is_err());
+        assert!(check_project(Path::new("/"), &home, &state).is_err());
         for mark in HOME_MARKS {
             let p = root.join(format!("with{}", mark.replace('/', "_")));
             fs::create_dir_all(p.join(mark)).unwrap();
-            let e = check_project(&p, &home).unwrap_err();
+            let e = check_project(&p, &home, &state).unwrap_err();
             assert!(e.message.contains(mark), "{}", e.message);
         }
         fs::remove_dir_all(root).unwrap();
@@ -143,6 +202,13 @@ mod tests {
             e.message.contains(&format!("chmod 600 {}", t.display())),
             "{}",
             e.message
+        );
+        fs::set_permissions(&t, fs::Permissions::from_mode(0o602)).unwrap();
+        assert!(
+            read_token(&t)
+                .unwrap_err()
+                .message
+                .contains("changed by others")
         );
         fs::set_permissions(&t, fs::Permissions::from_mode(0o600)).unwrap();
         assert_eq!(read_token(&t).unwrap(), "secret");

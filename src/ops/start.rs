@@ -12,10 +12,9 @@ pub struct Started {
 }
 
 pub fn start(ctx: &Context, name: &str) -> Result<Started> {
-    let record = ctx.store.load(name)?;
+    let (_lock, record) = ctx.store.lock_and_load(name)?;
     let cage = cage_of(&record)?;
     let host = ctx.host_for_session()?;
-    let _lock = ctx.store.lock(name)?;
     ensure_running(ctx, host, &record)?;
     Ok(Started {
         session: record.name.clone(),

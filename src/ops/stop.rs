@@ -27,10 +27,9 @@ pub fn stop_all(ctx: &Context) -> Result<Vec<Stopped>> {
 }
 
 pub fn stop(ctx: &Context, name: &str) -> Result<Stopped> {
-    let record = ctx.store.load(name)?;
+    let (_lock, record) = ctx.store.lock_and_load(name)?;
     let cage = cage_of(&record)?;
     let host = ctx.host_for_session()?;
-    let _lock = ctx.store.lock(name)?;
     let running = host
         .podman
         .container(&cage.container)?

@@ -111,6 +111,19 @@ impl Podman {
         Ok(list.into_iter().next().map(|c| c.state))
     }
 
+    /// Remove a folder inside the user namespace (`podman unshare rm -rf`),
+    /// for files a rootless cage made under its other uids.
+    pub fn unshare_rm(&self, path: &Path) -> Result<()> {
+        let args = vec![
+            "unshare".to_string(),
+            "rm".to_string(),
+            "-rf".to_string(),
+            "--".to_string(),
+            path.to_string_lossy().into_owned(),
+        ];
+        self.run(&args, SLOW).map(drop)
+    }
+
     /// `podman update` of a container's limits.
     pub fn update(&self, argv: &[String]) -> Result<()> {
         self.run(argv, QUICK).map(drop)

@@ -4,7 +4,14 @@
 //! dependencies of its own, fuzzed, and the parser under hyper, so the part
 //! of HTTP that is easy to get wrong is not written here. What is written
 //! here is the little `serve` needs around it: reading with a deadline,
-//! a body only by its Content-Length (no chunked bodies), and a response.
+//! a body only by its Content-Length (no chunked bodies), `100 Continue`
+//! for a client that waits for it, and a response.
+//!
+//! Every connection has one deadline for all it reads: [`READ_TIMEOUT`]
+//! for the head and a JSON body; an upload's is longer, scaled to its
+//! length ([`upload_time`]). An error answer closes the connection without
+//! reading the rest of the body: a client that announced a large body and
+//! stalled holds a worker no longer than it takes to answer it.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -14,8 +21,15 @@ use serde::Serialize;
 
 /// The request line and headers together may be at most this long.
 pub const MAX_HEAD: usize = 16 * 1024;
-/// A request's head, and a JSON body, must arrive within this time.
+/// A request's head and a JSON body must arrive within this time, in all,
+/// from when a worker takes the connection; and no read of an upload may
+/// wait longer than this for its next bytes.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// An upload may take this long, plus a second for each [`UPLOAD_RATE`]
+/// bytes of it.
+pub const UPLOAD_GRACE: Duration = Duration::from_secs(30);
+/// The slowest an upload may arrive, on average: 256 KiB a second.
+pub const UPLOAD_RATE: u64 = 256 * 1024;
 /// A response must be taken within this time.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -32,6 +46,10 @@ pub struct Request {
     pub content_length: Option<u64>,
     /// A Transfer-Encoding was sent (not taken: a body needs Content-Length).
     pub transfer_encoding: bool,
+    /// `Expect: 100-continue` (HTTP/1.1): the client sends the body only
+    /// once told to go on, so a request refused before its body is read
+    /// never sends it.
+    pub expect_continue: bool,
     pub peer: SocketAddr,
 }
 
@@ -88,27 +106,58 @@ pub enum HeadError {
     Io,
 }
 
+/// How long an upload of `len` bytes may take in all: [`UPLOAD_GRACE`]
+/// (`grace`), plus a second for each [`UPLOAD_RATE`] bytes.
+pub fn upload_time(len: u64, grace: Duration) -> Duration {
+    grace + Duration::from_secs(len.div_ceil(UPLOAD_RATE))
+}
+
 /// One connection: the stream, and the bytes read past the head.
 pub struct Conn {
     stream: TcpStream,
     buf: Vec<u8>,
     /// Body bytes the client announced and nobody has read yet.
     pub unread: u64,
+    /// When a worker took the connection.
+    start: Instant,
+    /// Everything read from the client must have arrived by then.
+    deadline: Instant,
+    /// `100 Continue` is owed before the body is read.
+    continue_owed: bool,
+    /// A read of the body ran out of time.
+    timed_out: bool,
 }
 
 impl Conn {
     pub fn new(stream: TcpStream) -> Conn {
         let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+        let start = Instant::now();
         Conn {
             stream,
             buf: Vec::new(),
             unread: 0,
+            start,
+            deadline: start + READ_TIMEOUT,
+            continue_owed: false,
+            timed_out: false,
         }
     }
 
-    /// Read the request line and headers, within [`READ_TIMEOUT`] in all.
+    /// Let the reads of this connection go on until `total` after a worker
+    /// took it (an upload's [`upload_time`]), instead of [`READ_TIMEOUT`].
+    pub fn allow(&mut self, total: Duration) {
+        self.deadline = self.start + total;
+    }
+
+    /// A read of the body ran out of the connection's time.
+    pub fn timed_out(&self) -> bool {
+        self.timed_out
+    }
+
+    /// Read the request line and headers, within the connection's deadline
+    /// ([`READ_TIMEOUT`] in all).
     pub fn read_head(&mut self, peer: SocketAddr) -> Result<Request, HeadError> {
-        let deadline = Instant::now() + READ_TIMEOUT;
+        let deadline = self.deadline;
         let mut chunk = [0u8; 4096];
         loop {
             if !self.buf.is_empty() {
@@ -119,6 +168,7 @@ impl Conn {
                         let parsed = owned(&req, peer)?;
                         self.buf.drain(..n);
                         self.unread = parsed.content_length.unwrap_or(0);
+                        self.continue_owed = parsed.expect_continue;
                         return Ok(parsed);
                     }
                     Ok(httparse::Status::Partial) => {}
@@ -143,11 +193,10 @@ impl Conn {
     }
 
     /// The whole body (its Content-Length, at most `max` bytes, checked by
-    /// the caller), within [`READ_TIMEOUT`] in all.
+    /// the caller), within the connection's deadline.
     pub fn read_body(&mut self, len: u64) -> io::Result<Vec<u8>> {
-        let deadline = Instant::now() + READ_TIMEOUT;
         let mut out = Vec::with_capacity(len as usize);
-        let mut reader = self.body(len, Some(deadline));
+        let mut reader = self.body(len);
         reader.read_to_end(&mut out)?;
         if (out.len() as u64) < len {
             return Err(io::Error::new(
@@ -158,24 +207,29 @@ impl Conn {
         Ok(out)
     }
 
-    /// The body as a reader of `len` bytes: with a deadline for all of it,
-    /// or (`None`, for uploads) with [`READ_TIMEOUT`] for each read.
-    pub fn body(&mut self, len: u64, deadline: Option<Instant>) -> Body<'_> {
+    /// The body as a reader of `len` bytes, all of which must arrive
+    /// before the connection's deadline, and each read within
+    /// [`READ_TIMEOUT`]. The first read tells a client that waits for it
+    /// to go on (`100 Continue`).
+    pub fn body(&mut self, len: u64) -> Body<'_> {
         Body {
             conn: self,
             left: len,
-            deadline,
         }
     }
 
-    /// Write a response and close the connection. A body the client sent
-    /// and nobody read is drained first (a bounded amount, briefly), so the
-    /// client reads the answer rather than a reset connection.
+    /// Write a response, shut the connection down and close it.
+    ///
+    /// A body nobody read (an error answered before it: 401, 403, 413...)
+    /// is not read: only what has arrived of it already is thrown away,
+    /// without waiting for more, so that a client which announced a large
+    /// body and stalled holds the worker no longer than the answer takes.
+    /// (A client that sent `Expect: 100-continue` sent no body at all.)
     pub fn respond(&mut self, r: &Response) -> io::Result<()> {
         let result = self.write_response(r);
         let _ = self.stream.flush();
         let _ = self.stream.shutdown(Shutdown::Write);
-        self.drain();
+        self.discard_arrived();
         result
     }
 
@@ -196,32 +250,35 @@ impl Conn {
         Ok(())
     }
 
-    fn drain(&mut self) {
-        const MAX_DRAIN: u64 = 101 * 1024 * 1024;
-        let left = self.unread.saturating_sub(self.buf.len() as u64);
-        if left == 0 {
+    /// Drop what has arrived of the body already, at most [`MAX_DRAIN`]
+    /// bytes, waiting for nothing: closing with unread bytes would reset
+    /// the connection, and the client might lose the answer with it.
+    fn discard_arrived(&mut self) {
+        // (Also when `100 Continue` was never sent: a client may send its
+        // body without waiting for it.)
+        if self.unread <= self.buf.len() as u64 {
             return;
         }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let mut budget = left.min(MAX_DRAIN);
+        if self.stream.set_nonblocking(true).is_err() {
+            return;
+        }
+        let mut budget = MAX_DRAIN;
         let mut chunk = vec![0u8; 64 * 1024];
-        let _ = self.stream.set_read_timeout(Some(Duration::from_secs(2)));
-        while budget > 0 && Instant::now() < deadline {
+        while budget > 0 {
             match self.stream.read(&mut chunk) {
-                Ok(0) | Err(_) => break,
+                Ok(0) => break,
                 Ok(n) => budget = budget.saturating_sub(n as u64),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
             }
         }
     }
 
     /// Answer at once and close, reading nothing: the pool is full.
     pub fn refuse_busy(stream: TcpStream) {
-        let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-        let mut c = Conn {
-            stream,
-            buf: Vec::new(),
-            unread: 0,
-        };
+        let mut c = Conn::new(stream);
+        // The listener's own thread writes this: briefly.
+        let _ = c.stream.set_write_timeout(Some(Duration::from_secs(1)));
         let mut r = Response::error(503, "the server is busy; try again in a moment");
         r.headers.push(("Retry-After".into(), "1".into()));
         let _ = c.write_response(&r);
@@ -229,17 +286,25 @@ impl Conn {
     }
 }
 
+/// At most this much of an unread body is thrown away before closing.
+const MAX_DRAIN: u64 = 2 * 1024 * 1024;
+
 /// A request's body: the bytes read past the head, then the stream.
 pub struct Body<'a> {
     conn: &'a mut Conn,
     left: u64,
-    deadline: Option<Instant>,
 }
 
 impl Read for Body<'_> {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
         if self.left == 0 || out.is_empty() {
             return Ok(0);
+        }
+        if self.conn.continue_owed {
+            self.conn.continue_owed = false;
+            self.conn
+                .stream
+                .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
         }
         let want = out.len().min(self.left.min(usize::MAX as u64) as usize);
         let n = if !self.conn.buf.is_empty() {
@@ -248,10 +313,12 @@ impl Read for Body<'_> {
             self.conn.buf.drain(..n);
             n
         } else {
-            let deadline = self
-                .deadline
-                .unwrap_or_else(|| Instant::now() + READ_TIMEOUT);
-            read_until(&mut self.conn.stream, &mut out[..want], deadline)?
+            let deadline = self.conn.deadline.min(Instant::now() + READ_TIMEOUT);
+            read_until(&mut self.conn.stream, &mut out[..want], deadline).inspect_err(|e| {
+                if is_timeout(e) {
+                    self.conn.timed_out = true;
+                }
+            })?
         };
         self.left -= n as u64;
         self.conn.unread = self.conn.unread.saturating_sub(n as u64);
@@ -294,6 +361,7 @@ fn owned(req: &httparse::Request, peer: SocketAddr) -> Result<Request, HeadError
     let mut headers = Vec::new();
     let mut content_length = None;
     let mut transfer_encoding = false;
+    let mut expect_continue = false;
     for h in req.headers.iter() {
         let name = h.name.to_ascii_lowercase();
         if name == "content-length" {
@@ -309,6 +377,10 @@ fn owned(req: &httparse::Request, peer: SocketAddr) -> Result<Request, HeadError
         if name == "transfer-encoding" {
             transfer_encoding = true;
         }
+        if name == "expect" && h.value.trim_ascii().eq_ignore_ascii_case(b"100-continue") {
+            // Only an HTTP/1.1 client understands 100 (RFC 9110, 10.1.1).
+            expect_continue = req.version == Some(1);
+        }
         headers.push((name, h.value.to_vec()));
     }
     Ok(Request {
@@ -318,6 +390,7 @@ fn owned(req: &httparse::Request, peer: SocketAddr) -> Result<Request, HeadError
         headers,
         content_length,
         transfer_encoding,
+        expect_continue,
         peer,
     })
 }
@@ -464,6 +537,159 @@ mod tests {
         assert!(same_secret(b"", b""));
     }
 
+    /// A connection to a listener of this test, and the server's end.
+    fn pair() -> (TcpStream, Conn, SocketAddr) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (server, peer) = l.accept().unwrap();
+        (client, Conn::new(server), peer)
+    }
+
+    fn read_all(mut s: &TcpStream) -> String {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[test]
+    fn uploads_may_take_longer_the_longer_they_are() {
+        let g = Duration::from_secs(30);
+        assert_eq!(upload_time(0, g), g);
+        assert_eq!(upload_time(1, g), Duration::from_secs(31));
+        assert_eq!(upload_time(256 * 1024, g), Duration::from_secs(31));
+        assert_eq!(upload_time(256 * 1024 + 1, g), Duration::from_secs(32));
+        assert_eq!(
+            upload_time(100 * 1024 * 1024, g),
+            Duration::from_secs(30 + 400)
+        );
+    }
+
+    /// Headers announcing 100 MiB, then nothing: the error answer is
+    /// written and the connection closed at once, the body not waited for.
+    #[test]
+    fn an_error_answer_does_not_wait_for_the_body() {
+        let (mut client, mut conn, peer) = pair();
+        client
+            .write_all(b"POST /v1/sessions/x/drop?name=a HTTP/1.1\r\nHost: x\r\nContent-Length: 104857600\r\n\r\nsome")
+            .unwrap();
+        let req = conn.read_head(peer).unwrap();
+        assert_eq!(req.content_length, Some(104_857_600));
+        let started = Instant::now();
+        conn.respond(&Response::error(401, "no token")).unwrap();
+        drop(conn);
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+        let answer = read_all(&client);
+        assert!(answer.starts_with("HTTP/1.1 401 "), "{answer}");
+        assert!(answer.ends_with("{\"error\":\"no token\"}\n"), "{answer}");
+    }
+
+    /// A body that trickles in runs out of the connection's time: the read
+    /// fails as a timeout, and the connection knows it.
+    #[test]
+    fn a_trickled_body_runs_out_of_time() {
+        let (mut client, mut conn, peer) = pair();
+        client
+            .write_all(b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
+            .unwrap();
+        let trickle = std::thread::spawn(move || {
+            for _ in 0..40 {
+                if client.write_all(b"x").is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let req = conn.read_head(peer).unwrap();
+        conn.allow(Duration::from_millis(400));
+        let started = Instant::now();
+        let mut out = Vec::new();
+        let e = conn
+            .body(req.content_length.unwrap())
+            .read_to_end(&mut out)
+            .unwrap_err();
+        assert!(is_timeout(&e), "{e}");
+        assert!(conn.timed_out());
+        assert!(!out.is_empty() && out.len() < 1000, "{}", out.len());
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        drop(conn);
+        trickle.join().unwrap();
+    }
+
+    /// The head, and a JSON body, share one deadline.
+    #[test]
+    fn the_head_and_body_share_one_deadline() {
+        let (mut client, mut conn, peer) = pair();
+        client
+            .write_all(b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{")
+            .unwrap();
+        let _req = conn.read_head(peer).unwrap();
+        conn.allow(Duration::from_millis(300));
+        let started = Instant::now();
+        let e = conn.read_body(10).unwrap_err();
+        assert!(is_timeout(&e), "{e}");
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    /// `Expect: 100-continue`: told to go on when the body is read; an
+    /// answer before that is the only one, and no body is waited for.
+    #[test]
+    fn continue_only_when_the_body_is_read() {
+        let (mut client, mut conn, peer) = pair();
+        client
+            .write_all(
+                b"POST /x HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n",
+            )
+            .unwrap();
+        let req = conn.read_head(peer).unwrap();
+        assert!(req.expect_continue);
+        let reader = std::thread::spawn(move || {
+            client
+                .set_read_timeout(Some(Duration::from_secs(5)))
+                .unwrap();
+            let mut got = [0u8; 25];
+            client.read_exact(&mut got).unwrap();
+            assert_eq!(&got, b"HTTP/1.1 100 Continue\r\n\r\n");
+            client.write_all(b"{}").unwrap();
+            read_all(&client)
+        });
+        assert_eq!(conn.read_body(2).unwrap(), b"{}");
+        conn.respond(&Response::json(200, &serde_json::json!({"ok": true})))
+            .unwrap();
+        drop(conn);
+        let answer = reader.join().unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+
+        // Refused before the body: no 100, the answer, closed.
+        let (mut client, mut conn, peer) = pair();
+        client
+            .write_all(b"POST /x HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5000000\r\n\r\n")
+            .unwrap();
+        conn.read_head(peer).unwrap();
+        conn.respond(&Response::error(413, "too large")).unwrap();
+        drop(conn);
+        let answer = read_all(&client);
+        assert!(answer.starts_with("HTTP/1.1 413 "), "{answer}");
+        // HTTP/1.0 knows no 100.
+        let (mut client, mut conn, peer) = pair();
+        client
+            .write_all(b"POST /x HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n")
+            .unwrap();
+        assert!(!conn.read_head(peer).unwrap().expect_continue);
+    }
+
     #[test]
     fn the_log_shows_no_query_values() {
         let r = Request {
@@ -473,6 +699,7 @@ mod tests {
             headers: vec![],
             content_length: None,
             transfer_encoding: false,
+            expect_continue: false,
             peer: "127.0.0.1:1".parse().unwrap(),
         };
         assert_eq!(r.for_log(), "/v1/sessions/x/drop?name&note");

@@ -14,8 +14,11 @@
 //! accepting, the workers finish what is queued and in flight, and `serve`
 //! exits 0. Connections go to a bounded pool: [`WORKERS`] threads and a
 //! queue of [`QUEUE`]; when the queue is full, a connection is answered 503
-//! at once. Every read has a deadline, so a slow or half-sent request holds
-//! one worker for at most [`http::READ_TIMEOUT`]. A panic in a request is
+//! at once. Every connection has one deadline for all its reads, so a slow
+//! or half-sent request holds one worker for at most [`http::READ_TIMEOUT`]
+//! (an upload: [`http::upload_time`] of its length, at least 256 KiB a
+//! second); an error answer (a missing token, say) closes the connection
+//! without reading the body that was announced. A panic in a request is
 //! caught and answered 500; the worker goes on.
 //!
 //! A `Context` holds a `OnceCell` and is not `Sync`, so each request gets
@@ -74,6 +77,9 @@ pub struct Shared {
     pub state: Arc<state::State>,
     /// `SHROOMS_AGENT_TEST_PANIC_ROUTE=1`: `GET /v1/_test/panic` panics (tests only).
     pub test_panic: bool,
+    /// An upload's time before its length counts ([`http::UPLOAD_GRACE`];
+    /// `SHROOMS_AGENT_TEST_UPLOAD_GRACE_MS` makes it shorter, for tests).
+    pub upload_grace: Duration,
 }
 
 impl Shared {
@@ -167,6 +173,12 @@ pub fn run(ctx: Context, listen: Option<&str>, token_file: Option<&Path>) -> Res
         .env
         .get("SHROOMS_AGENT_TEST_PANIC_ROUTE")
         .is_some_and(|v| v == "1");
+    let upload_grace = ctx
+        .env
+        .get("SHROOMS_AGENT_TEST_UPLOAD_GRACE_MS")
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(Duration::from_millis)
+        .unwrap_or(http::UPLOAD_GRACE);
     let base = Arc::new(Base {
         settings: ctx.settings,
         env: ctx.env,
@@ -178,6 +190,7 @@ pub fn run(ctx: Context, listen: Option<&str>, token_file: Option<&Path>) -> Res
         token,
         state,
         test_panic,
+        upload_grace,
     });
     let (tx, rx) = sync_channel::<(TcpStream, SocketAddr)>(QUEUE);
     let rx = Arc::new(Mutex::new(rx));
@@ -228,14 +241,27 @@ pub fn run(ctx: Context, listen: Option<&str>, token_file: Option<&Path>) -> Res
     Ok(())
 }
 
-/// The token: the file's first line, trimmed; it must not be empty.
+/// The token: the file's first line, trimmed; it must not be empty, and
+/// the file must be readable and writable by its owner only.
 fn read_token(file: &Path) -> Result<Vec<u8>> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(file)
+        .map_err(|e| Error::bad_input(format!("--token-file {}: {e}", file.display())))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(Error::bad_input(format!(
+            "--token-file {f}: the file is open to others (mode {mode:03o}); \
+             a token must be its owner's only: chmod 600 {f}",
+            f = file.display()
+        )));
+    }
     let text = std::fs::read_to_string(file)
         .map_err(|e| Error::bad_input(format!("--token-file {}: {e}", file.display())))?;
     let token = text.lines().next().unwrap_or("").trim();
     if token.is_empty() {
         return Err(Error::bad_input(format!(
-            "--token-file {}: the file is empty; put a long random token in it",
+            "--token-file {}: the file is empty (the token is its first line); \
+             put a long random token in it",
             file.display()
         )));
     }
@@ -317,6 +343,76 @@ fn log(method: &str, path: &str, status: u16, start: Instant) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A token file in a folder of its own, with this mode.
+    fn token_file(name: &str, text: &str, mode: u32) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let dir =
+            std::env::temp_dir().join(format!("shrooms-serve-token-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("token");
+        std::fs::write(&f, text).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+        f
+    }
+
+    #[test]
+    fn token_files_must_be_private_and_not_empty() {
+        let f = token_file("ok", "s3cret\nignored\n", 0o600);
+        assert_eq!(read_token(&f).unwrap(), b"s3cret");
+        let f = token_file("owner-read-only", "  s3cret  \n", 0o400);
+        assert_eq!(read_token(&f).unwrap(), b"s3cret");
+        for (name, mode) in [
+            ("group-read", 0o640),
+            ("others-read", 0o604),
+            ("group-write", 0o620),
+            ("all", 0o666),
+        ] {
+            let f = token_file(name, "s3cret\n", mode);
+            let e = read_token(&f).unwrap_err();
+            assert_eq!(e.kind, crate::error::Kind::BadInput, "{name}");
+            assert_eq!(e.kind.exit_code(), 2);
+            assert!(
+                e.message.contains(&f.display().to_string())
+                    && e.message.contains(&format!("chmod 600 {}", f.display())),
+                "{name}: {}",
+                e.message
+            );
+        }
+        for (name, text) in [
+            ("empty", ""),
+            ("blank", "  \n\n"),
+            ("blank-first", "\ns3cret\n"),
+        ] {
+            let f = token_file(name, text, 0o600);
+            let e = read_token(&f).unwrap_err();
+            assert_eq!(e.kind.exit_code(), 2, "{name}");
+            assert!(
+                e.message.contains(&f.display().to_string()) && e.message.contains("empty"),
+                "{name}: {}",
+                e.message
+            );
+        }
+        let missing = std::env::temp_dir().join("shrooms-serve-token-nothing-here");
+        assert_eq!(read_token(&missing).unwrap_err().kind.exit_code(), 2);
+        for name in [
+            "ok",
+            "owner-read-only",
+            "group-read",
+            "others-read",
+            "group-write",
+            "all",
+            "empty",
+            "blank",
+            "blank-first",
+        ] {
+            let _ = std::fs::remove_dir_all(
+                std::env::temp_dir()
+                    .join(format!("shrooms-serve-token-{}-{name}", std::process::id())),
+            );
+        }
+    }
 
     #[test]
     fn mapped_addresses_are_plain() {

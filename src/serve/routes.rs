@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::Shared;
-use super::http::{Conn, Request, Response, decode};
+use super::http::{Conn, Request, Response, decode, upload_time};
 use crate::error::Error;
 use crate::harness::Harness;
 use crate::ops;
@@ -264,6 +264,9 @@ fn move_cage(
         out: cage.is_none(),
         choice: cage.map(CageBody::choice).unwrap_or_default(),
         by: Some(by(shared, req)),
+        // Over HTTP a sealed session is never taken out of its seal: that
+        // is the owner's decision, at the machine (`cage move --unseal`).
+        unseal: false,
     };
     let moved = ops::moves::move_session(&ctx, &request)?;
     let shown = ops::show::show(&ctx, name)?;
@@ -366,9 +369,22 @@ fn drop_file(
         length,
     };
     let ctx = shared.context();
-    let mut body = conn.body(length, None);
-    let received = ops::files::receive(&ctx, &drop, &mut body)?;
-    Ok(Response::json(201, &received))
+    // All of it must arrive at a rate of at least 256 KiB a second (after
+    // a grace), so a sender that trickles cannot hold a worker for long.
+    conn.allow(upload_time(
+        length.min(ops::files::MAX_FILE),
+        shared.upload_grace,
+    ));
+    let mut body = conn.body(length);
+    match ops::files::receive(&ctx, &drop, &mut body) {
+        Ok(received) => Ok(Response::json(201, &received)),
+        // Out of time: the partial file is removed by `receive`.
+        Err(e) if conn.timed_out() => Err(Fail::Http(Response::error(
+            408,
+            &format!("the file did not arrive in time: {}", e.message),
+        ))),
+        Err(e) => Err(Fail::Op(e)),
+    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -528,3 +528,24 @@ fn doctor_says_how_limits_work_here() {
         assert!(detail.contains("--pids needs podman 4.4"), "{detail}");
     }
 }
+
+/// No cage of the whole home, sealed or not: the project is mounted
+/// read-write, so a cage of home would keep nothing out; nor of a folder
+/// holding the state folder, where every cage's keys are.
+#[test]
+fn no_cage_of_the_home_or_the_state_folder() {
+    let w = World::new();
+    fs::create_dir_all(&w.state).unwrap();
+    for (dir, says) in [
+        (w.home.clone(), "home directory"),
+        (w.root.clone(), "holds your home"),
+        (w.state.clone(), "state folder"),
+    ] {
+        let n = w.session("homecage");
+        let r = w
+            .run(&["cage", "create", &n, "--dir", &dir.to_string_lossy()])
+            .code_is(2);
+        assert!(r.stderr().contains(says), "{}", r.explain());
+        assert!(w.containers_of(&n).is_empty());
+    }
+}

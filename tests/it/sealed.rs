@@ -588,3 +588,22 @@ fn the_machines_own_networks_are_refused() {
         );
     }
 }
+
+/// A sealed session is not taken out of its seal by accident (seed, "After
+/// a sealed session"): moving it out, or into an ordinary cage, is refused
+/// without --unseal and changes nothing; with it, it is done.
+#[test]
+fn a_sealed_session_leaves_its_seal_only_with_unseal() {
+    let w = World::new();
+    let (name, _) = sealed_session(&w, "unseal");
+    let container = w.container(&name);
+    for args in [vec!["--out"], vec!["--github"], vec![]] {
+        let mut all = vec!["cage", "move", name.as_str()];
+        all.extend(args.iter().copied());
+        let r = w.run(&all).code_is(2);
+        assert!(r.stderr().contains("--unseal"), "{}", r.explain());
+        assert_eq!(w.container(&name), container);
+    }
+    w.run(&["cage", "move", &name, "--out", "--unseal"]).ok();
+    assert!(w.record(&name)["cage"].is_null());
+}

@@ -254,10 +254,12 @@ fn each_status_code_has_its_error_case() {
     assert!(r.error().contains("absolute path"), "{r:#?}");
     // An image named in the body that is not on the machine is the
     // request's fault.
+    let project = w.dir("noimage-project");
     for image in ["localhost/nothing-here:1", "Not A Name"] {
         let body = format!(
-            r#"{{"name": "{}", "dir": "/tmp", "cage": {{"image": "{image}"}}}}"#,
-            w.session("noimage")
+            r#"{{"name": "{}", "dir": "{}", "cage": {{"image": "{image}"}}}}"#,
+            w.session("noimage"),
+            project.display()
         );
         let r = post(&format!("{u}/v1/sessions"), &body).is(400);
         assert!(r.error().contains("image"), "{r:#?}");
@@ -723,4 +725,333 @@ fn outbox_send_between_two_machines() {
     b.run(&["files", "allow", &receiver, "alpha/*"]).ok();
     a.run(&["outbox", "send", &sealed, &to]).ok();
     assert_eq!(files_in(&folder).len(), 4);
+}
+
+/// A `serve` that wants a token, and a token file it takes (mode 0600).
+fn serve_with_token(w: &World, env: &[(&str, &str)]) -> (Serve, String) {
+    let token = "s3cret-token";
+    let file = w.file("serve-token", &format!("{token}\n"));
+    fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).unwrap();
+    let s = w.serve(&["--token-file", &file.to_string_lossy()], env);
+    (s, format!("Bearer {token}"))
+}
+
+/// Clients without the token that send headers announcing a large body
+/// and then stall, dripping a byte of it every half second (which kept a
+/// drain of the body going for 30 s), are each answered 401 and closed at
+/// once, the body not waited for: ten of them (more than the workers) do
+/// not hold up a request that carries the token.
+#[test]
+fn stalled_clients_without_the_token_do_not_hold_the_workers() {
+    let w = World::new();
+    let (s, auth) = serve_with_token(&w, &[]);
+    let heads = [
+        format!(
+            "POST /v1/sessions/x/drop?name=big.bin HTTP/1.1\r\nHost: x\r\n\
+             X-Shrooms-From-Session: y\r\nContent-Length: {}\r\n\r\n",
+            100 * 1024 * 1024
+        ),
+        format!(
+            "POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{{\"na",
+            1024 * 1024
+        ),
+        format!(
+            "GET /v1/harnesses HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+            50 * 1024 * 1024
+        ),
+    ];
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut drips = Vec::new();
+    let stalled: Vec<TcpStream> = (0..10)
+        .map(|i| {
+            let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+            c.write_all(heads[i % heads.len()].as_bytes()).unwrap();
+            let mut w = c.try_clone().unwrap();
+            let stop = stop.clone();
+            drips.push(thread::spawn(move || {
+                let end = Instant::now() + Duration::from_secs(40);
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) && Instant::now() < end {
+                    thread::sleep(Duration::from_millis(500));
+                    if w.write_all(b"x").is_err() {
+                        return;
+                    }
+                }
+            }));
+            c
+        })
+        .collect();
+    // Let the workers take them.
+    thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let r = http(
+        "GET",
+        &format!("{}/v1/harnesses", s.url),
+        None,
+        &[("Authorization", &auth)],
+    )
+    .is(200);
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(3),
+        "the request with the token waited {took:?} behind stalled ones:\n{}",
+        s.log_text()
+    );
+    assert_eq!(r.json()["cage"]["image"], IMAGE, "{r:#?}");
+    // Each stalled one has its 401 and a closed connection already,
+    // while it still has not sent a byte of its body.
+    for (i, c) in stalled.iter().enumerate() {
+        let answer = read_until_closed(c, Duration::from_secs(5));
+        assert!(answer.starts_with("HTTP/1.1 401 "), "{i}: {answer:?}");
+        assert!(answer.contains("\"error\""), "{i}: {answer:?}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for d in drips {
+        d.join().unwrap();
+    }
+    wait_until("ten 401s in the log", Duration::from_secs(5), || {
+        s.log_text().lines().filter(|l| l.contains(" 401 ")).count() >= 10
+    });
+}
+
+/// An upload that trickles in slower than its length allows (here a grace
+/// of one second, plus a second per 256 KiB) is answered 408 and its
+/// partial file removed; the server goes on.
+#[test]
+fn a_trickled_upload_runs_out_of_time_and_leaves_nothing() {
+    let w = World::new();
+    w.write_config("machine_name = \"alpha\"");
+    let receiver = w.session("inbox");
+    let rdir = w.dir("receiver");
+    w.create(&receiver, &rdir, &[]);
+    w.run(&["files", "allow", &receiver, "alpha/trickler"]).ok();
+    let s = w.serve(&[], &[("SHROOMS_AGENT_TEST_UPLOAD_GRACE_MS", "1000")]);
+    let folder = w
+        .state
+        .join("uploads")
+        .join(&receiver)
+        .join("drop/from-alpha_trickler");
+
+    // 300 KiB may take 1 + 2 seconds; a KiB every 100 ms would take 30.
+    let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    write!(
+        c,
+        "POST /v1/sessions/{receiver}/drop?name=slow.bin HTTP/1.1\r\nHost: x\r\n\
+         X-Shrooms-From-Session: trickler\r\nContent-Length: {}\r\n\r\n",
+        300 * 1024
+    )
+    .unwrap();
+    let started = Instant::now();
+    let mut writer = c.try_clone().unwrap();
+    let trickle = thread::spawn(move || {
+        for _ in 0..300 {
+            if writer.write_all(&[b'x'; 1024]).is_err() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+    });
+    // It is written as it arrives ...
+    wait_until("the partial file", Duration::from_secs(3), || {
+        folder.join("slow.bin").is_file()
+    });
+    // ... and cut off when its time is up.
+    let answer = read_until_closed(&c, Duration::from_secs(15));
+    let took = started.elapsed();
+    assert!(answer.starts_with("HTTP/1.1 408 "), "{answer:?}");
+    assert!(answer.contains("did not arrive in time"), "{answer:?}");
+    assert!(
+        took >= Duration::from_millis(2500) && took < Duration::from_secs(8),
+        "{took:?}"
+    );
+    assert!(files_in(&folder).is_empty(), "{:?}", files_in(&folder));
+    drop(c);
+    trickle.join().unwrap();
+    assert!(
+        s.log_text()
+            .contains(&format!("POST /v1/sessions/{receiver}/drop?name 408 ")),
+        "{}",
+        s.log_text()
+    );
+    // A whole file in time is still taken.
+    let req = format!(
+        "POST /v1/sessions/{receiver}/drop?name=quick.bin HTTP/1.1\r\nHost: x\r\n\
+         X-Shrooms-From-Session: trickler\r\nContent-Length: 5\r\n\r\nhello"
+    );
+    let answer = raw(s.port, req.as_bytes(), Duration::from_secs(15));
+    assert!(answer.starts_with("HTTP/1.1 201 "), "{answer}");
+    assert_eq!(fs::read(folder.join("quick.bin")).unwrap(), b"hello");
+}
+
+/// `outbox send` to a session of this same machine stores the archive
+/// with the drop's own operation, with this machine as the sender's: no
+/// `serve` needs to run; refused (and remembered) until `files allow`.
+/// Through a `serve` that wants a token, the send route does the same
+/// (no request to itself, so no 401), and many sends at once, more than
+/// its workers, all finish.
+#[test]
+fn outbox_send_to_this_machine_needs_no_serve() {
+    let w = World::new();
+    w.write_config("machine_name = \"alpha\"");
+    let sealed = w.session("review");
+    let project = w.dir(&format!("projects/{sealed}"));
+    let token = w.file("sealed-token", "sk-ant-oat01-test-token\n");
+    fs::set_permissions(&token, fs::Permissions::from_mode(0o600)).unwrap();
+    w.create(
+        &sealed,
+        &project,
+        &["--sealed", "--sealed-token", &token.to_string_lossy()],
+    );
+    let outbox = w.home.join("shrooms-outbox").join(&sealed);
+    fs::write(outbox.join("report.md"), "# Review\nall good\n").unwrap();
+    let receiver = w.session("inbox");
+    let rdir = w.dir("receiver");
+    w.create(&receiver, &rdir, &[]);
+    let to = format!("alpha/{receiver}");
+    let folder = w
+        .state
+        .join("uploads")
+        .join(&receiver)
+        .join(format!("drop/from-alpha_{sealed}"));
+
+    // No serve anywhere: nothing listens on this machine's agent port.
+    assert!(TcpStream::connect(("127.0.0.1", w.agent_port)).is_err());
+
+    // Refused before `files allow`, and remembered.
+    let r = w.run(&["outbox", "send", &sealed, &to]).code_is(1);
+    assert!(
+        r.stderr()
+            .contains(&format!("takes no files from alpha/{sealed}")),
+        "{}",
+        r.explain()
+    );
+    let listed = w.run(&["files", "list", &receiver, "--json"]).ok().json();
+    assert_eq!(
+        listed["refused"][0]["from"],
+        format!("alpha/{sealed}"),
+        "{listed:#}"
+    );
+    assert!(files_in(&folder).is_empty(), "{:?}", files_in(&folder));
+
+    // Allowed: stored, as a drop over HTTP would be.
+    w.run(&["files", "allow", &receiver, &format!("alpha/{sealed}")])
+        .ok();
+    let r = w.run(&["outbox", "send", &sealed, &to]).ok();
+    let line = r.stdout();
+    assert!(
+        line.starts_with(&format!("sent {sealed}-outbox-"))
+            && line
+                .trim_end()
+                .ends_with(&format!(".tar.gz (1 files) to {to}")),
+        "{}",
+        r.explain()
+    );
+    let got = files_in(&folder);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        line.contains(&*got[0].file_name().unwrap().to_string_lossy()),
+        "{line} / {got:?}"
+    );
+    assert_eq!(mode_of(&got[0]), 0o600);
+    assert_eq!(mode_of(&folder), 0o700);
+    let entries = untar(&got[0]);
+    assert!(
+        entries
+            .iter()
+            .any(|(n, b)| n == "report.md" && b == b"# Review\nall good\n"),
+        "{:?}",
+        entries.iter().map(|e| &e.0).collect::<Vec<_>>()
+    );
+    let json = w
+        .run(&["outbox", "send", &sealed, &to, "--json"])
+        .ok()
+        .json();
+    assert_eq!(json["to"], to.as_str(), "{json:#}");
+    assert!(
+        folder.join(json["path"].as_str().unwrap()).is_file(),
+        "{json:#}"
+    );
+
+    // Through a serve that wants a token: the route, and 12 at once.
+    let (s, auth) = serve_with_token(&w, &[]);
+    let url = format!("{}/v1/sessions/{sealed}/outbox/send", s.url);
+    let body = format!(r#"{{"to": "{to}"}}"#);
+    let r = http("POST", &url, Some(&body), &[("Authorization", &auth)])
+        .is(200)
+        .json();
+    assert!(
+        r["result"].as_str().unwrap().contains(&format!("to {to}")),
+        "{r:#}"
+    );
+    let started = Instant::now();
+    let sends: Vec<_> = (0..12)
+        .map(|_| {
+            let (url, body, auth) = (url.clone(), body.clone(), auth.clone());
+            thread::spawn(move || {
+                http("POST", &url, Some(&body), &[("Authorization", &auth)]).status
+            })
+        })
+        .collect();
+    for h in sends {
+        assert_eq!(h.join().unwrap(), 200, "{}", s.log_text());
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(files_in(&folder).len(), 2 + 1 + 12);
+    // None of them went through HTTP.
+    assert!(!s.log_text().contains("/drop"), "{}", s.log_text());
+}
+
+/// A token file others may read or write, or an empty one, is refused
+/// (exit 2), naming the file and how to fix it.
+#[test]
+fn serve_refuses_a_token_file_open_to_others_or_empty() {
+    let w = World::new();
+    let listen = format!("127.0.0.1:{}", free_port());
+    for (name, text, mode) in [
+        ("group-read", "s3cret\n", 0o640),
+        ("others-read", "s3cret\n", 0o644),
+        ("others-write", "s3cret\n", 0o602),
+    ] {
+        let f = w.file(name, text);
+        fs::set_permissions(&f, fs::Permissions::from_mode(mode)).unwrap();
+        let f = f.to_string_lossy().into_owned();
+        let r = serve_briefly(&w, &listen, &f).code_is(2);
+        assert!(
+            r.stderr().contains(&f) && r.stderr().contains(&format!("chmod 600 {f}")),
+            "{name}: {}",
+            r.explain()
+        );
+    }
+    let f = w.file("empty", "");
+    fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).unwrap();
+    let f = f.to_string_lossy().into_owned();
+    let r = serve_briefly(&w, &listen, &f).code_is(2);
+    assert!(
+        r.stderr().contains(&f) && r.stderr().contains("empty"),
+        "{}",
+        r.explain()
+    );
+    // Nothing was listening meanwhile.
+    assert!(TcpStream::connect(&listen).is_err());
+}
+
+/// `serve --listen LISTEN --token-file FILE`, stopped (SIGKILL) if it is
+/// still running after 15 s: a serve that took the file would never end.
+fn serve_briefly(w: &World, listen: &str, file: &str) -> Run {
+    let mut child = w.spawn_env(&["serve", "--listen", listen, "--token-file", file], &[]);
+    let end = Instant::now() + Duration::from_secs(15);
+    while child.try_wait().unwrap().is_none() && Instant::now() < end {
+        thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    finish(&format!("serve --token-file {file}"), child)
 }

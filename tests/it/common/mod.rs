@@ -956,3 +956,13 @@ pub fn claude_folder(dir: &Path) -> String {
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect()
 }
+
+/// Read what a server writes on a connection until it closes it (or the
+/// timeout passes, or it resets the connection).
+pub fn read_until_closed(s: &TcpStream, timeout: Duration) -> String {
+    s.set_read_timeout(Some(timeout)).unwrap();
+    let mut out = Vec::new();
+    let mut r = s;
+    let _ = r.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
