@@ -411,9 +411,75 @@ pub fn failure_message(stage: Stage, line: &str) -> String {
     format!("building the {} image: {line}", stage.name())
 }
 
+/// podman's own last line of a failed build names only the step ("Error:
+/// building at STEP \"RUN ...\": ... exit status 6"); the cause is the
+/// step's own last line before it (curl's, npm's). Lines that are podman's
+/// progress are not a cause.
+pub fn may_be_the_cause(line: &str) -> bool {
+    !(line.starts_with("STEP ")
+        || line.starts_with("--> ")
+        || line.starts_with("COMMIT")
+        || line.starts_with("Successfully tagged")
+        // podman's own warnings ("Using cgroups-v1 which is deprecated")
+        || line.starts_with("time=")
+        || line.starts_with("WARN")
+        || line.contains("level=warning")
+        || is_podmans_step_error(line))
+}
+
+fn is_podmans_step_error(line: &str) -> bool {
+    line.starts_with("Error: building at STEP") || line.starts_with("error building at STEP")
+}
+
+/// The line a failed build is reported with: podman's last line, with the
+/// step's own cause in front when podman's names only the step.
+pub fn failure_line(cause: &str, last: &str) -> String {
+    if is_podmans_step_error(last) && !cause.is_empty() && cause != last {
+        format!("{cause} ({last})")
+    } else {
+        last.to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cause_of_a_failed_step_comes_first() {
+        let step = "Error: building at STEP \"RUN curl x\": while running runtime: exit status 6";
+        let lines = [
+            "STEP 1/3: FROM base",
+            "STEP 2/3: RUN curl x",
+            "curl: (6) Could not resolve host: cli.github.com",
+            step,
+        ];
+        let mut cause = String::new();
+        for l in lines {
+            if may_be_the_cause(l) {
+                cause = l.to_string();
+            }
+        }
+        assert_eq!(
+            failure_line(&cause, step),
+            format!("curl: (6) Could not resolve host: cli.github.com ({step})")
+        );
+        // A step that says nothing of its own: podman's line alone.
+        let mut cause = String::new();
+        for l in ["STEP 1/2: FROM base", "STEP 2/2: RUN false", step] {
+            if may_be_the_cause(l) {
+                cause = l.to_string();
+            }
+        }
+        assert_eq!(failure_line(&cause, step), step);
+        assert_eq!(
+            failure_line("x", "Error: no such file"),
+            "Error: no such file"
+        );
+        assert!(!may_be_the_cause(
+            "time=\"2026-11-29\" level=warning msg=\"Using cgroups-v1 which is deprecated\""
+        ));
+    }
 
     const REPO: &str = "localhost/shrooms-workbench";
 

@@ -681,6 +681,7 @@ fn build_now(
         .ok();
     let argv = images::build_argv(s, name, &hash, &dir.context());
     let mut last = String::new();
+    let mut cause = String::new();
     let ran = host
         .podman
         .process(&argv)
@@ -692,9 +693,13 @@ fn build_now(
             }
             if !line.trim().is_empty() {
                 last = line.trim().to_string();
+                if images::may_be_the_cause(&last) {
+                    cause = last.clone();
+                }
             }
             on_line(line);
         });
+    let last = images::failure_line(&cause, &last);
     let mut record = read_record(&record_path);
     let made = match ran {
         Ok(Some(0)) => host.podman.image(name).map(|i| i.map(|i| present_of(&i))),

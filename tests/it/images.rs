@@ -437,8 +437,12 @@ fn a_failed_build_is_reported_then_tried_again() {
         .build(&["--wait", "--containerfile", &cf.to_string_lossy()])
         .code_is(1);
     let line = error_line(&r);
+    // The step's own last line first (what it printed), then podman's.
     assert!(
-        line.starts_with("building the workbench image: Error: ") && line.contains("false"),
+        line.starts_with(&format!(
+            "building the workbench image: {} (Error: ",
+            im.repo
+        )) && line.contains("false"),
         "{}",
         r.explain()
     );
