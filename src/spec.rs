@@ -181,19 +181,30 @@ pub struct Request<'a> {
     pub limits: &'a Limits,
 }
 
-/// Build the spec of an ordinary cage (seed, "A private harness home" and
-/// "What the agent inside sees"): every path at the machine's own path.
-pub fn build(req: &Request<'_>, found: &Found, options: &FoundOptions) -> Result<CageSpec> {
-    let mut mounts = vec![Mount::same(req.dir, false)];
-    mounts.push(Mount::same(&found.uploads_dir, true));
-    for p in &found.self_paths {
+/// What every cage gets first: its project read-write, its uploads, the
+/// shrooms-agent program and its proxy folder read-only.
+fn common_mounts(dir: &Path, uploads: &Path, self_paths: &[PathBuf], proxy: &Path) -> Vec<Mount> {
+    let mut mounts = vec![Mount::same(dir, false), Mount::same(uploads, true)];
+    for p in self_paths {
         mounts.push(Mount::same(p, true));
     }
     mounts.push(Mount {
-        src: found.proxy_dir.clone(),
+        src: proxy.to_path_buf(),
         dst: PathBuf::from(PROXY_DIR_IN_CAGE),
         read_only: true,
     });
+    mounts
+}
+
+/// Build the spec of an ordinary cage (seed, "A private harness home" and
+/// "What the agent inside sees"): every path at the machine's own path.
+pub fn build(req: &Request<'_>, found: &Found, options: &FoundOptions) -> Result<CageSpec> {
+    let mut mounts = common_mounts(
+        req.dir,
+        &found.uploads_dir,
+        &found.self_paths,
+        &found.proxy_dir,
+    );
     // The private home first, then what is let in over it: read-only what the
     // harness runs or obeys, read-write this project's conversations.
     mounts.push(Mount {
@@ -288,16 +299,12 @@ pub fn build_sealed(
     found: &FoundSealed,
     sealed: SealedSpec,
 ) -> Result<CageSpec> {
-    let mut mounts = vec![Mount::same(req.dir, false)];
-    mounts.push(Mount::same(&found.session_uploads, true));
-    for p in &found.self_paths {
-        mounts.push(Mount::same(p, true));
-    }
-    mounts.push(Mount {
-        src: found.proxy_dir.clone(),
-        dst: PathBuf::from(PROXY_DIR_IN_CAGE),
-        read_only: true,
-    });
+    let mut mounts = common_mounts(
+        req.dir,
+        &found.session_uploads,
+        &found.self_paths,
+        &found.proxy_dir,
+    );
     mounts.push(Mount {
         src: found.private_config.clone(),
         dst: PathBuf::from(SEALED_CONFIG_DIR),
