@@ -10,6 +10,7 @@ mod error;
 mod harness;
 mod host;
 mod images;
+mod lock;
 mod netif;
 mod ops;
 mod outbox;

@@ -6,7 +6,6 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -318,22 +317,7 @@ impl Store {
         change: impl FnOnce(&mut Record) -> Result<T>,
     ) -> Result<T> {
         validate_name(name)?;
-        let path = self.sessions_dir().join(format!("{name}.record.lock"));
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(&path)
-            .ctx(|| format!("opening {}", path.display()))?;
-        // SAFETY: flock on a file descriptor we own; released when it closes.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(Error::failed(format!(
-                "locking {}: {}",
-                path.display(),
-                std::io::Error::last_os_error()
-            )));
-        }
+        let _held = crate::lock::take(&self.sessions_dir().join(format!("{name}.record.lock")))?;
         let mut record = self.load(name)?;
         let out = change(&mut record)?;
         self.save(&record)?;
@@ -370,27 +354,13 @@ impl Store {
     pub fn lock(&self, name: &str) -> Result<SessionLock> {
         validate_name(name)?;
         make_private_dir(&self.sessions_dir())?;
-        let path = self.lock_path(name);
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(&path)
-            .ctx(|| format!("opening {}", path.display()))?;
-        // SAFETY: flock on a file descriptor we own.
-        let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if r != 0 {
-            let err = std::io::Error::last_os_error();
-            if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                return Err(Error::busy(format!(
-                    "session {name} is busy: another shrooms-agent command (an exec or run) is using it; \
-                     try again when it ends"
-                )));
-            }
-            return Err(Error::failed(format!("locking {}: {err}", path.display())));
+        match crate::lock::try_take(&self.lock_path(name))? {
+            Some(file) => Ok(SessionLock { _file: file }),
+            None => Err(Error::busy(format!(
+                "session {name} is busy: another shrooms-agent command (an exec or run) is using it; \
+                 try again when it ends"
+            ))),
         }
-        Ok(SessionLock { _file: file })
     }
 }
 

@@ -22,9 +22,10 @@ use serde::Serialize;
 
 use super::Context;
 use super::doctor::{Check, Status as CheckStatus};
-use crate::error::{Error, IoContext, Kind, Result};
+use crate::error::{Error, Kind, Result};
 use crate::host::Host;
 use crate::images::{self, BuildRecord, ForCage, ImageStatus, Present, Stage};
+use crate::lock;
 use crate::podman::inspect::ImageInspect;
 use crate::podman::runner;
 use crate::session::{make_private_dir, write_atomic};
@@ -72,45 +73,14 @@ struct BuildLock {
 }
 
 impl BuildLock {
-    fn open(path: &Path) -> Result<File> {
-        OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(path)
-            .ctx(|| format!("opening {}", path.display()))
-    }
-
-    fn flock(file: &File, how: libc::c_int) -> std::io::Result<()> {
-        loop {
-            // SAFETY: flock on a file descriptor we own.
-            if unsafe { libc::flock(file.as_raw_fd(), how) } == 0 {
-                return Ok(());
-            }
-            let err = std::io::Error::last_os_error();
-            if err.kind() != std::io::ErrorKind::Interrupted {
-                return Err(err);
-            }
-        }
-    }
-
     /// Take it if nobody holds it; None when a build runs.
     fn try_take(path: &Path) -> Result<Option<BuildLock>> {
-        let file = Self::open(path)?;
-        match Self::flock(&file, libc::LOCK_EX | libc::LOCK_NB) {
-            Ok(()) => Ok(Some(BuildLock { file })),
-            Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(None),
-            Err(e) => Err(Error::failed(format!("locking {}: {e}", path.display()))),
-        }
+        Ok(lock::try_take(path)?.map(|file| BuildLock { file }))
     }
 
     /// Wait for it.
     fn take(path: &Path) -> Result<BuildLock> {
-        let file = Self::open(path)?;
-        Self::flock(&file, libc::LOCK_EX)
-            .map_err(|e| Error::failed(format!("locking {}: {e}", path.display())))?;
-        Ok(BuildLock { file })
+        lock::take(path).map(|file| BuildLock { file })
     }
 
     /// The lock a spawning process took and passed on as descriptor `fd`.
@@ -142,7 +112,7 @@ impl BuildLock {
         }
         // Our open file description holds it already: this cannot block,
         // and fails only if it was not held for us.
-        Self::flock(&file, libc::LOCK_EX | libc::LOCK_NB).map_err(|e| {
+        lock::flock(&file, libc::LOCK_EX | libc::LOCK_NB).map_err(|e| {
             Error::failed(format!(
                 "the build lock {} is not ours: {e}",
                 path.display()
@@ -165,7 +135,7 @@ fn building(path: &Path) -> Result<bool> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(Error::failed(format!("opening {}: {e}", path.display()))),
     };
-    match BuildLock::flock(&file, libc::LOCK_SH | libc::LOCK_NB) {
+    match lock::flock(&file, libc::LOCK_SH | libc::LOCK_NB) {
         // Let go when `file` is closed.
         Ok(()) => Ok(false),
         Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(true),
@@ -883,7 +853,7 @@ mod tests {
         assert!(!building(&p).unwrap(), "released when its holder lets go");
         // One asking does not look like a build to another.
         let asking = File::open(&p).unwrap();
-        BuildLock::flock(&asking, libc::LOCK_SH | libc::LOCK_NB).unwrap();
+        lock::flock(&asking, libc::LOCK_SH | libc::LOCK_NB).unwrap();
         assert!(!building(&p).unwrap());
         drop(asking);
         assert!(BuildLock::try_take(&p).unwrap().is_some());
