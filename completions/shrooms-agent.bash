@@ -220,9 +220,6 @@ _shrooms__agent() {
             shrooms__agent__subcmd__help__subcmd__image,build)
                 cmd="shrooms__agent__subcmd__help__subcmd__image__subcmd__build"
                 ;;
-            shrooms__agent__subcmd__help__subcmd__image,build-worker)
-                cmd="shrooms__agent__subcmd__help__subcmd__image__subcmd__build__subcmd__worker"
-                ;;
             shrooms__agent__subcmd__help__subcmd__image,status)
                 cmd="shrooms__agent__subcmd__help__subcmd__image__subcmd__status"
                 ;;
@@ -235,9 +232,6 @@ _shrooms__agent() {
             shrooms__agent__subcmd__image,build)
                 cmd="shrooms__agent__subcmd__image__subcmd__build"
                 ;;
-            shrooms__agent__subcmd__image,build-worker)
-                cmd="shrooms__agent__subcmd__image__subcmd__build__subcmd__worker"
-                ;;
             shrooms__agent__subcmd__image,help)
                 cmd="shrooms__agent__subcmd__image__subcmd__help"
                 ;;
@@ -246,9 +240,6 @@ _shrooms__agent() {
                 ;;
             shrooms__agent__subcmd__image__subcmd__help,build)
                 cmd="shrooms__agent__subcmd__image__subcmd__help__subcmd__build"
-                ;;
-            shrooms__agent__subcmd__image__subcmd__help,build-worker)
-                cmd="shrooms__agent__subcmd__image__subcmd__help__subcmd__build__subcmd__worker"
                 ;;
             shrooms__agent__subcmd__image__subcmd__help,help)
                 cmd="shrooms__agent__subcmd__image__subcmd__help__subcmd__help"
@@ -1181,7 +1172,7 @@ _shrooms__agent() {
             return 0
             ;;
         shrooms__subcmd__agent__subcmd__help__subcmd__image)
-            opts="build status build-worker"
+            opts="build status"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1195,20 +1186,6 @@ _shrooms__agent() {
             return 0
             ;;
         shrooms__subcmd__agent__subcmd__help__subcmd__image__subcmd__build)
-            opts=""
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        shrooms__subcmd__agent__subcmd__help__subcmd__image__subcmd__build__subcmd__worker)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1307,7 +1284,7 @@ _shrooms__agent() {
             return 0
             ;;
         shrooms__subcmd__agent__subcmd__image)
-            opts="-h --json --help build status build-worker help"
+            opts="-h --json --help build status help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1338,26 +1315,8 @@ _shrooms__agent() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        shrooms__subcmd__agent__subcmd__image__subcmd__build__subcmd__worker)
-            opts="-h --job --json --help"
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                --job)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
         shrooms__subcmd__agent__subcmd__image__subcmd__help)
-            opts="build status build-worker help"
+            opts="build status help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1371,20 +1330,6 @@ _shrooms__agent() {
             return 0
             ;;
         shrooms__subcmd__agent__subcmd__image__subcmd__help__subcmd__build)
-            opts=""
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        shrooms__subcmd__agent__subcmd__image__subcmd__help__subcmd__build__subcmd__worker)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -29,6 +29,37 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The command line as the shell completions show it: without hidden
+/// subcommands (the internal `image build-worker`). clap_complete lists hidden
+/// subcommands (clap-rs/clap#1335) and `Command` has no way to remove one, so
+/// a command that has any is put together again from its visible parts.
+pub fn completion_command() -> clap::Command {
+    fn visible(cmd: clap::Command) -> clap::Command {
+        let has_hidden = cmd.get_subcommands().any(|s| s.is_hide_set());
+        let cmd = if has_hidden {
+            let mut fresh = clap::Command::new(cmd.get_name().to_string())
+                .args(cmd.get_arguments().cloned())
+                .subcommands(cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned())
+                .subcommand_required(cmd.is_subcommand_required_set())
+                .arg_required_else_help(cmd.is_arg_required_else_help_set());
+            if let Some(about) = cmd.get_about() {
+                fresh = fresh.about(about.clone());
+            }
+            fresh
+        } else {
+            cmd
+        };
+        let names: Vec<String> = cmd
+            .get_subcommands()
+            .map(|s| s.get_name().to_string())
+            .collect();
+        names
+            .iter()
+            .fold(cmd, |cmd, name| cmd.mut_subcommand(name, visible))
+    }
+    visible(<Cli as clap::CommandFactory>::command())
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Make, run, inspect and remove caged sessions

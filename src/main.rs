@@ -50,7 +50,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Completions { shell } => {
             let mut out = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "shrooms-agent", &mut out);
+            clap_complete::generate(
+                shell,
+                &mut cli::completion_command(),
+                "shrooms-agent",
+                &mut out,
+            );
             output::raw(&out);
             Ok(ExitCode::SUCCESS)
         }

@@ -28,5 +28,12 @@ fn completions_and_man_page_are_current() {
             committed == out.stdout,
             "{file} is stale: run scripts/generate-docs and commit the result"
         );
+        // The internal worker is hidden from --help; completions and the man
+        // page must not offer it either.
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(!text.contains("build-worker"), "{file} offers build-worker");
+        if args[0] == "completions" {
+            assert!(text.contains("status"), "{file} lost `image status`");
+        }
     }
 }
