@@ -111,13 +111,21 @@ pub struct Drop<'a> {
     pub name: &'a str,
     /// The body's length (Content-Length).
     pub length: u64,
+    /// The sender's `note`, kept beside the file when there is one.
+    pub note: Option<&'a str>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Received {
     pub path: PathBuf,
     pub size: u64,
+    /// `<path>.note`: the sender's note, when the drop carried one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<PathBuf>,
 }
+
+/// At most this much in a drop's note (4 KiB).
+pub const MAX_NOTE: usize = 4096;
 
 /// Receive a file: check the sender, then stream exactly `length` bytes of
 /// `body` into a new file. A refusal is remembered in the session's record.
@@ -148,6 +156,12 @@ pub fn receive(ctx: &Context, d: &Drop, body: &mut dyn Read) -> Result<Received>
         return Err(Error::forbidden(format!(
             "session {} takes no files from {from}; `shrooms-agent files allow {} {from}` lets them in",
             d.session, d.session
+        )));
+    }
+    let note = d.note.filter(|n| !n.is_empty());
+    if note.is_some_and(|n| n.len() > MAX_NOTE) {
+        return Err(Error::bad_input(format!(
+            "the note is over {MAX_NOTE} bytes: shorten it, or send it as a file"
         )));
     }
     if d.length > MAX_FILE {
@@ -196,10 +210,45 @@ pub fn receive(ctx: &Context, d: &Drop, body: &mut dyn Read) -> Result<Received>
         let _ = fs::remove_file(&path);
         return Err(Error::failed(format!("writing {}: {e}", path.display())));
     }
+    let note = match note {
+        None => None,
+        Some(text) => match write_note(&path, text) {
+            Ok(note) => Some(note),
+            Err(e) => {
+                // All or nothing: a file whose note was lost is not kept.
+                let _ = fs::remove_file(&path);
+                return Err(e);
+            }
+        },
+    };
     Ok(Received {
         path,
         size: d.length,
+        note,
     })
+}
+
+/// Keep a drop's note beside its file, as `<file>.note` (0600). The file's
+/// own name was new, so a note of that name can only exist if a sender
+/// named a file `x.note` before; then the note is not written over it.
+fn write_note(file: &Path, text: &str) -> Result<PathBuf> {
+    let mut name = file.as_os_str().to_owned();
+    name.push(".note");
+    let path = PathBuf::from(name);
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&path)
+        .ctx(|| format!("making {}", path.display()))?;
+    let written = io::Write::write_all(&mut f, text.as_bytes()).and_then(|()| f.sync_all());
+    if let Err(e) = written {
+        drop(f);
+        let _ = fs::remove_file(&path);
+        return Err(Error::failed(format!("writing {}: {e}", path.display())));
+    }
+    Ok(path)
 }
 
 /// Copy exactly `n` bytes; fewer (the sender stopped) is an error.

@@ -200,6 +200,7 @@ fn deliver_here(
         from_session: Some(from),
         name: archive,
         length: size,
+        note: None,
     };
     let received = super::files::receive(ctx, &drop, &mut file)?;
     Ok(DropAnswer {

@@ -355,11 +355,6 @@ fn drop_file(
         .content_length
         .ok_or_else(|| Error::bad_input("a file needs Content-Length"))?;
     let file_name = req.query("name").unwrap_or("");
-    if let Some(note) = req.query("note")
-        && note.len() > 4096
-    {
-        return Err(Error::bad_input("the note is over 4096 bytes").into());
-    }
     let from_session = req.header_str("x-shrooms-from-session");
     let drop = ops::files::Drop {
         session: name,
@@ -367,6 +362,7 @@ fn drop_file(
         from_session,
         name: file_name,
         length,
+        note: req.query("note"),
     };
     let ctx = shared.context();
     // All of it must arrive at a rate of at least 256 KiB a second (after

@@ -695,6 +695,34 @@ fn outbox_send_between_two_machines() {
     assert!(answer.starts_with("HTTP/1.1 201 "), "{answer}");
     assert!(folder.join("evil.txt").is_file(), "{:?}", files_in(&folder));
     assert_eq!(fs::read(folder.join("evil.txt")).unwrap(), body);
+    assert!(!answer.contains("\"note\""), "{answer}");
+    // A note travels with its file, as <name>.note; one over 4096 bytes
+    // is refused and nothing is kept.
+    let req = format!(
+        "POST /v1/sessions/{receiver}/drop?name=findings.txt&note=read%20me%20first HTTP/1.1\r\n\
+         Host: x\r\nX-Shrooms-From-Session: {sealed}\r\nContent-Length: 5\r\n\r\nhello"
+    );
+    let answer = raw(port_b, req.as_bytes(), Duration::from_secs(15));
+    assert!(answer.starts_with("HTTP/1.1 201 "), "{answer}");
+    assert!(answer.contains("findings.txt.note"), "{answer}");
+    assert_eq!(
+        fs::read_to_string(folder.join("findings.txt.note")).unwrap(),
+        "read me first"
+    );
+    let mode = fs::metadata(folder.join("findings.txt.note"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    let long = "n".repeat(4097);
+    let req = format!(
+        "POST /v1/sessions/{receiver}/drop?name=long.txt&note={long} HTTP/1.1\r\n\
+         Host: x\r\nX-Shrooms-From-Session: {sealed}\r\nContent-Length: 5\r\n\r\nhello"
+    );
+    let answer = raw(port_b, req.as_bytes(), Duration::from_secs(15));
+    assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+    assert!(answer.contains("the note is over 4096 bytes"), "{answer}");
+    assert!(!folder.join("long.txt").exists(), "{:?}", files_in(&folder));
     let mut s = TcpStream::connect(("127.0.0.1", port_b)).unwrap();
     write!(
         s,
@@ -724,7 +752,7 @@ fn outbox_send_between_two_machines() {
     // MACHINE/* lets every session of alpha in.
     b.run(&["files", "allow", &receiver, "alpha/*"]).ok();
     a.run(&["outbox", "send", &sealed, &to]).ok();
-    assert_eq!(files_in(&folder).len(), 4);
+    assert_eq!(files_in(&folder).len(), 6);
 }
 
 /// A `serve` that wants a token, and a token file it takes (mode 0600).
