@@ -1083,3 +1083,94 @@ fn serve_briefly(w: &World, listen: &str, file: &str) -> Run {
     let _ = child.kill();
     finish(&format!("serve --token-file {file}"), child)
 }
+
+/// The user unit in `assets/` (issue 6: "serve can be left running under
+/// systemd"): systemd's own checker takes it with no complaint, with the
+/// binary where its ExecStart looks (`%h/.cargo/bin`), and its ExecStart,
+/// run as systemd would (that PATH, that HOME, no terminal), serves the
+/// config's agent_port and ends with exit 0 on its KillSignal.
+#[test]
+fn the_systemd_unit_verifies_and_its_exec_start_serves() {
+    let w = World::new();
+    let unit_text = fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/shrooms-agent.service"),
+    )
+    .unwrap();
+    let bin_dir = w.home.join(".cargo/bin");
+    fs::create_dir_all(&bin_dir).unwrap();
+    std::os::unix::fs::symlink(bin(), bin_dir.join("shrooms-agent")).unwrap();
+    let unit = w.root.join("shrooms-agent.service");
+    fs::write(&unit, &unit_text).unwrap();
+    // --man=no: the man page is not installed on the test machine.
+    let out = std::process::Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(&unit)
+        .env("HOME", &w.home)
+        .output()
+        .expect("systemd-analyze (scripts/setup-host installs systemd)");
+    let complaints = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && complaints.trim().is_empty(),
+        "systemd-analyze verify: {:?}\n{complaints}",
+        out.status
+    );
+
+    // What systemd would run: ExecStart's words with %h expanded, in the
+    // environment the unit sets.
+    let value = |key: &str| -> String {
+        let lines: Vec<&str> = unit_text
+            .lines()
+            .filter_map(|l| l.strip_prefix(&format!("{key}=")))
+            .collect();
+        assert_eq!(lines.len(), 1, "one {key}= in the unit: {lines:?}");
+        lines[0].replace("%h", &w.home.to_string_lossy())
+    };
+    let exec: Vec<String> = value("ExecStart")
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    let path = value("Environment")
+        .strip_prefix("PATH=")
+        .expect("the unit's Environment sets PATH")
+        .to_string();
+    assert_eq!(value("KillSignal"), "SIGTERM");
+    let mut child = std::process::Command::new(&exec[0])
+        .args(&exec[1..])
+        .env_clear()
+        .env("HOME", &w.home)
+        .env("PATH", &path)
+        .env("SHROOMS_AGENT_CONFIG", &w.config)
+        .env("SHROOMS_AGENT_STATE_DIR", &w.state)
+        .env(
+            "CONTAINERS_CONF",
+            std::env::var_os("CONTAINERS_CONF").unwrap_or_default(),
+        )
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{}", w.agent_port);
+    wait_until("the unit's serve listens", Duration::from_secs(20), || {
+        TcpStream::connect(("127.0.0.1", w.agent_port)).is_ok()
+    });
+    get(&format!("{url}/v1/harnesses")).is(200);
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let end = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < end, "serve outlived TimeoutStopSec");
+        thread::sleep(Duration::from_millis(50));
+    };
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert!(log.contains("GET /v1/harnesses 200 "), "{log}");
+}
