@@ -312,6 +312,10 @@ fn handle(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
             "this serve needs its token: send Authorization: Bearer <token>",
         )
         .with_header("WWW-Authenticate", "Bearer")
+    } else if shared.token.is_none()
+        && let Some(why) = from_a_web_page(&req)
+    {
+        Response::error(403, &why)
     } else {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             routes::route(&req, &mut conn, shared)
@@ -329,10 +333,69 @@ fn authorized(req: &http::Request, token: &[u8]) -> bool {
     let Some(value) = req.header("authorization") else {
         return false;
     };
-    let Some(given) = value.strip_prefix(b"Bearer ") else {
+    // The scheme's name is case-insensitive (RFC 9110, 11.1).
+    let Some((scheme, given)) = value.split_at_checked(7) else {
         return false;
     };
-    http::same_secret(given.trim_ascii(), token)
+    scheme.eq_ignore_ascii_case(b"Bearer ") && http::same_secret(given.trim_ascii(), token)
+}
+
+/// Why a request to a serve without a token looks like it came from a web
+/// page, which must not drive it: without a token, anything that can reach
+/// loopback is trusted, and a browser can be made to reach it by any page
+/// (cross-site requests; a form needs no CORS preflight) or by a name that
+/// a page's DNS points at 127.0.0.1 (DNS rebinding). Browsers always send
+/// `Origin` on a cross-site request and on every POST, and `Host` is the
+/// name the page used; curl and programs send no `Origin`, and address
+/// loopback by number or as localhost. With a token none of this matters:
+/// a page does not have it.
+fn from_a_web_page(req: &http::Request) -> Option<String> {
+    if let Some(origin) = req.header("origin") {
+        return Some(format!(
+            "serve takes no requests from web pages without a token (this one came from \
+             Origin: {}); call it from a program, or start serve with --token-file FILE",
+            String::from_utf8_lossy(origin)
+                .chars()
+                .take(100)
+                .collect::<String>()
+        ));
+    }
+    if let Some(site) = req.header("sec-fetch-site")
+        && !matches!(site, b"none" | b"same-origin")
+    {
+        return Some(
+            "serve takes no requests from web pages without a token (Sec-Fetch-Site says \
+             this one is); call it from a program, or start serve with --token-file FILE"
+                .into(),
+        );
+    }
+    let host = req.header_str("host").unwrap_or("");
+    if !loopback_host(host) {
+        return Some(format!(
+            "serve without a token answers requests addressed to an IP address or localhost \
+             only (this one was to Host: {}), so that no web page can reach it through a \
+             name of its own; use http://127.0.0.1:PORT, or start serve with --token-file FILE",
+            host.chars().take(100).collect::<String>()
+        ));
+    }
+    None
+}
+
+/// A `Host` value that no web page's DNS can have chosen: an IP address
+/// (with or without a port) or `localhost`.
+fn loopback_host(host: &str) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        // [v6] or [v6]:port
+        match rest.split_once(']') {
+            Some((v6, tail)) if tail.is_empty() || tail.starts_with(':') => {
+                return v6.parse::<std::net::Ipv6Addr>().is_ok();
+            }
+            _ => return false,
+        }
+    } else {
+        host.rsplit_once(':').map_or(host, |(name, _)| name)
+    };
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::Ipv4Addr>().is_ok()
 }
 
 /// Method, path (query names only), status, milliseconds: no body, no header value.
@@ -355,6 +418,34 @@ mod tests {
         std::fs::write(&f, text).unwrap();
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
         f
+    }
+
+    #[test]
+    fn only_numbers_and_localhost_are_loopback_hosts() {
+        for ok in [
+            "127.0.0.1",
+            "127.0.0.1:7387",
+            "localhost",
+            "LocalHost:7387",
+            "[::1]",
+            "[::1]:7387",
+            "10.1.2.3:80",
+            "[fd5e:ca9e:1::2]:7387",
+        ] {
+            assert!(loopback_host(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "attacker.example",
+            "attacker.example:7387",
+            "localhost.attacker.example",
+            "127.0.0.1.nip.io:7387",
+            "[::1",
+            "[::1]x",
+            "[evil]:80",
+        ] {
+            assert!(!loopback_host(bad), "{bad}");
+        }
     }
 
     #[test]

@@ -404,7 +404,7 @@ fn serve_stays_up_under_bad_and_many_requests() {
     assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
     // 2 MiB of body over a raw connection: 413 without it being read as JSON.
     let mut req = format!(
-        "POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+        "POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n",
         2 * 1024 * 1024
     )
     .into_bytes();
@@ -416,7 +416,9 @@ fn serve_stays_up_under_bad_and_many_requests() {
     // meanwhile, and the stalled one gets 408 within the read timeout.
     let mut stalled = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
     stalled
-        .write_all(b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"na")
+        .write_all(
+            b"POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"na",
+        )
         .unwrap();
     let mut half = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
     half.write_all(b"GET /v1/harn").unwrap();
@@ -466,8 +468,10 @@ fn serve_stays_up_under_bad_and_many_requests() {
 
     // SIGTERM with a request in flight (a slow body): it is finished, then exit 0.
     let mut slow = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
-    slow.write_all(b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 8\r\n\r\n{\"a\"")
-        .unwrap();
+    slow.write_all(
+        b"POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 8\r\n\r\n{\"a\"",
+    )
+    .unwrap();
     thread::sleep(Duration::from_millis(300));
     let pid = s.pid();
     let finisher = thread::spawn(move || {
@@ -687,7 +691,7 @@ fn outbox_send_between_two_machines() {
     // leaves nothing.
     let body = b"hello";
     let req = format!(
-        "POST /v1/sessions/{receiver}/drop?name=..%2F..%2F.evil.txt HTTP/1.1\r\nHost: x\r\n\
+        "POST /v1/sessions/{receiver}/drop?name=..%2F..%2F.evil.txt HTTP/1.1\r\nHost: 127.0.0.1\r\n\
          X-Shrooms-From-Session: {sealed}\r\nContent-Type: application/gzip\r\nContent-Length: {}\r\n\r\nhello",
         body.len()
     );
@@ -700,7 +704,7 @@ fn outbox_send_between_two_machines() {
     // is refused and nothing is kept.
     let req = format!(
         "POST /v1/sessions/{receiver}/drop?name=findings.txt&note=read%20me%20first HTTP/1.1\r\n\
-         Host: x\r\nX-Shrooms-From-Session: {sealed}\r\nContent-Length: 5\r\n\r\nhello"
+         Host: 127.0.0.1\r\nX-Shrooms-From-Session: {sealed}\r\nContent-Length: 5\r\n\r\nhello"
     );
     let answer = raw(port_b, req.as_bytes(), Duration::from_secs(15));
     assert!(answer.starts_with("HTTP/1.1 201 "), "{answer}");
@@ -717,7 +721,7 @@ fn outbox_send_between_two_machines() {
     let long = "n".repeat(4097);
     let req = format!(
         "POST /v1/sessions/{receiver}/drop?name=long.txt&note={long} HTTP/1.1\r\n\
-         Host: x\r\nX-Shrooms-From-Session: {sealed}\r\nContent-Length: 5\r\n\r\nhello"
+         Host: 127.0.0.1\r\nX-Shrooms-From-Session: {sealed}\r\nContent-Length: 5\r\n\r\nhello"
     );
     let answer = raw(port_b, req.as_bytes(), Duration::from_secs(15));
     assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
@@ -726,7 +730,7 @@ fn outbox_send_between_two_machines() {
     let mut s = TcpStream::connect(("127.0.0.1", port_b)).unwrap();
     write!(
         s,
-        "POST /v1/sessions/{receiver}/drop?name=cut.bin HTTP/1.1\r\nHost: x\r\n\
+        "POST /v1/sessions/{receiver}/drop?name=cut.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n\
          X-Shrooms-From-Session: {sealed}\r\nContent-Length: 100000\r\n\r\n"
     )
     .unwrap();
@@ -775,17 +779,17 @@ fn stalled_clients_without_the_token_do_not_hold_the_workers() {
     let (s, auth) = serve_with_token(&w, &[]);
     let heads = [
         format!(
-            "POST /v1/sessions/x/drop?name=big.bin HTTP/1.1\r\nHost: x\r\n\
+            "POST /v1/sessions/x/drop?name=big.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n\
              X-Shrooms-From-Session: y\r\nContent-Length: {}\r\n\r\n",
             100 * 1024 * 1024
         ),
         format!(
-            "POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+            "POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
              Content-Length: {}\r\n\r\n{{\"na",
             1024 * 1024
         ),
         format!(
-            "GET /v1/harnesses HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+            "GET /v1/harnesses HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n",
             50 * 1024 * 1024
         ),
     ];
@@ -869,7 +873,7 @@ fn a_trickled_upload_runs_out_of_time_and_leaves_nothing() {
     let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
     write!(
         c,
-        "POST /v1/sessions/{receiver}/drop?name=slow.bin HTTP/1.1\r\nHost: x\r\n\
+        "POST /v1/sessions/{receiver}/drop?name=slow.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n\
          X-Shrooms-From-Session: trickler\r\nContent-Length: {}\r\n\r\n",
         300 * 1024
     )
@@ -908,7 +912,7 @@ fn a_trickled_upload_runs_out_of_time_and_leaves_nothing() {
     );
     // A whole file in time is still taken.
     let req = format!(
-        "POST /v1/sessions/{receiver}/drop?name=quick.bin HTTP/1.1\r\nHost: x\r\n\
+        "POST /v1/sessions/{receiver}/drop?name=quick.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n\
          X-Shrooms-From-Session: trickler\r\nContent-Length: 5\r\n\r\nhello"
     );
     let answer = raw(s.port, req.as_bytes(), Duration::from_secs(15));
@@ -1173,4 +1177,83 @@ fn the_systemd_unit_verifies_and_its_exec_start_serves() {
         .unwrap();
     assert_eq!(status.code(), Some(0), "{log}");
     assert!(log.contains("GET /v1/harnesses 200 "), "{log}");
+}
+
+/// Without a token, serve is driven by anything on loopback, so it must not
+/// be by a web page: a request carrying `Origin` (every cross-site request
+/// and every POST from a browser) or `Sec-Fetch-Site: cross-site`, or one
+/// addressed to a name (DNS rebinding), is refused 403 and does nothing;
+/// the same with the token is served. `Bearer` is taken in any case.
+#[test]
+fn web_pages_cannot_drive_a_serve_without_a_token() {
+    let w = World::new();
+    let s = w.serve(&[], &[]);
+    let u = &s.url;
+    let dir = w.dir("page");
+    let body = format!(
+        r#"{{"name": "{}", "dir": "{}", "cage": {{}}}}"#,
+        w.session("page"),
+        dir.display()
+    );
+    // A form's POST: text/plain, with the page's Origin.
+    let r = http(
+        "POST",
+        &format!("{u}/v1/sessions"),
+        Some(&body),
+        &[
+            ("Origin", "http://attacker.example"),
+            ("Content-Type", "text/plain"),
+        ],
+    )
+    .is(403);
+    assert!(
+        r.error().contains("Origin: http://attacker.example"),
+        "{r:#?}"
+    );
+    let r = http(
+        "GET",
+        &format!("{u}/v1/sessions"),
+        None,
+        &[("Sec-Fetch-Site", "cross-site")],
+    )
+    .is(403);
+    assert!(r.error().contains("web pages"), "{r:#?}");
+    // DNS rebinding: the page's own name, pointed at 127.0.0.1.
+    let answer = raw(
+        s.port,
+        format!(
+            "GET /v1/sessions HTTP/1.1\r\nHost: rebind.attacker.example:{}\r\n\r\n",
+            s.port
+        )
+        .as_bytes(),
+        Duration::from_secs(15),
+    );
+    assert!(answer.starts_with("HTTP/1.1 403 "), "{answer}");
+    assert!(answer.contains("Host: rebind.attacker.example"), "{answer}");
+    // Nothing was made; a program's request (no Origin, a number or
+    // localhost as the host) is served.
+    assert!(w.record_names().is_empty(), "{:?}", w.record_names());
+    get(&format!("{u}/v1/sessions")).is(200);
+    let answer = raw(
+        s.port,
+        format!(
+            "GET /v1/harnesses HTTP/1.1\r\nHost: localhost:{}\r\n\r\n",
+            s.port
+        )
+        .as_bytes(),
+        Duration::from_secs(15),
+    );
+    assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+    drop(s);
+
+    // With a token, a page cannot have it: Origin is no reason to refuse.
+    let (s, auth) = serve_with_token(&w, &[]);
+    let lower = auth.replacen("Bearer", "bearer", 1);
+    http(
+        "GET",
+        &format!("{}/v1/harnesses", s.url),
+        None,
+        &[("Authorization", &lower), ("Origin", "tauri://localhost")],
+    )
+    .is(200);
 }
