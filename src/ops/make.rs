@@ -581,7 +581,7 @@ fn gather(
     let mut program_dirs = Vec::new();
     let program = match found_program {
         Some(p) => {
-            let (resolved, mount) = program_mount(&p, harness.name())?;
+            let (resolved, mount) = program_mount(&p, harness.name(), &ctx.settings.home)?;
             program_dirs.push(mount);
             Some(resolved)
         }

@@ -161,18 +161,31 @@ pub fn limits_in_argv(argv: &[String]) -> Option<crate::settings::Limits> {
 /// `node_modules/@anthropic-ai/claude-code`), since a program may need the
 /// files beside it; anywhere else (`~/bin`, `/usr/bin`, the home itself) the
 /// program alone, so nothing else of that folder reaches the cage.
-pub fn program_mount(program: &Path, harness: &str) -> Result<(PathBuf, PathBuf)> {
+pub fn program_mount(program: &Path, harness: &str, home: &Path) -> Result<(PathBuf, PathBuf)> {
     let resolved = std::fs::canonicalize(program)
         .map_err(|e| Error::bad_input(format!("the harness program {}: {e}", program.display())))?;
+    let home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
     let parent = resolved.parent().unwrap_or(Path::new("/")).to_path_buf();
-    Ok((resolved.clone(), mount_for(&resolved, &parent, harness)))
+    Ok((
+        resolved.clone(),
+        mount_for(&resolved, &parent, harness, &home),
+    ))
 }
 
-/// Pure: the file or its folder, as `program_mount` says.
-fn mount_for(program: &Path, parent: &Path, harness: &str) -> PathBuf {
+/// Pure: the file or its folder, as `program_mount` says. A folder is the
+/// harness's own when a word of its name is the harness's name
+/// (`claude-code`, `pi-coding-agent`; not `pihome` or `philip`), and never
+/// when it is the home or above it: a user named `pi` or `claude` must not
+/// lend a cage the home, or `~/bin` beside a program there.
+fn mount_for(program: &Path, parent: &Path, harness: &str, home: &Path) -> PathBuf {
     let names_harness = |p: &Path| {
-        p.file_name()
-            .is_some_and(|n| n.to_string_lossy().to_lowercase().contains(harness))
+        !home.starts_with(p)
+            && p.file_name().is_some_and(|n| {
+                n.to_string_lossy()
+                    .to_lowercase()
+                    .split(|c: char| !c.is_ascii_alphanumeric())
+                    .any(|word| word == harness)
+            })
     };
     let own = names_harness(parent) || parent.parent().is_some_and(names_harness);
     if own {
@@ -190,7 +203,7 @@ mod tests {
     fn the_programs_folder_only_where_it_is_the_harnesss_own() {
         let m = |p: &str| {
             let p = Path::new(p);
-            mount_for(p, p.parent().unwrap(), "claude")
+            mount_for(p, p.parent().unwrap(), "claude", Path::new("/home/u"))
         };
         assert_eq!(
             m("/home/u/.local/share/claude/versions/2.1.0"),
@@ -203,6 +216,35 @@ mod tests {
         assert_eq!(m("/home/u/claude"), Path::new("/home/u/claude"));
         assert_eq!(m("/home/u/bin/claude"), Path::new("/home/u/bin/claude"));
         assert_eq!(m("/usr/bin/claude"), Path::new("/usr/bin/claude"));
+        // The home is never the program's folder, nor a word inside a name.
+        let at = |p: &str, harness: &str, home: &str| {
+            let p = Path::new(p);
+            mount_for(p, p.parent().unwrap(), harness, Path::new(home))
+        };
+        assert_eq!(
+            at("/home/pi/pi", "pi", "/home/pi"),
+            Path::new("/home/pi/pi")
+        );
+        assert_eq!(
+            at("/home/claude/bin/claude", "claude", "/home/claude"),
+            Path::new("/home/claude/bin/claude")
+        );
+        assert_eq!(
+            at("/srv/pihome/pi", "pi", "/srv/pihome"),
+            Path::new("/srv/pihome/pi")
+        );
+        assert_eq!(
+            at("/opt/philip/tools/pi", "pi", "/home/u"),
+            Path::new("/opt/philip/tools/pi")
+        );
+        assert_eq!(
+            at(
+                "/usr/lib/node_modules/@mariozechner/pi-coding-agent/dist/cli.js",
+                "pi",
+                "/home/u"
+            ),
+            Path::new("/usr/lib/node_modules/@mariozechner/pi-coding-agent/dist")
+        );
     }
 
     #[test]

@@ -25,8 +25,13 @@ pub fn create(spec: &CageSpec) -> Vec<String> {
     // the user namespace instead.
     a.extend(["--security-opt".into(), "label=disable".into()]);
     // Without NET_ADMIN, root inside cannot remove the agent-port rule set
-    // from outside (seed: "by a rule its root cannot remove").
+    // from outside (seed: "by a rule its root cannot remove"). Without
+    // NET_RAW it cannot go around the rules: frames sent on an AF_PACKET
+    // socket skip nftables' output hook (a raw SYN from a cage reached the
+    // agent port, and a sealed cage's LAN, in a review). podman's built-in
+    // defaults grant NET_RAW; Debian's containers.conf happens not to.
     a.extend(["--cap-drop".into(), "NET_ADMIN".into()]);
+    a.extend(["--cap-drop".into(), "NET_RAW".into()]);
     a.extend(limits(&spec.limits));
     // The container's only own process is `sleep infinity`, which as PID 1
     // ignores SIGTERM; a stop would wait out podman's 10 s for nothing. What
@@ -247,7 +252,7 @@ mod tests {
             "create --name shrooms-web-abc123 --label xyz.vpavlin.shrooms.session=web \
              --network bridge --label xyz.vpavlin.shrooms.sealed=true \
              --dns 1.1.1.1 --dns 9.9.9.9 --security-opt seccomp=/s/cages/c/seccomp.json \
-             --security-opt label=disable --cap-drop NET_ADMIN \
+             --security-opt label=disable --cap-drop NET_ADMIN --cap-drop NET_RAW \
              --memory 4g --cpus 2 --pids-limit 2048 --stop-signal SIGKILL --entrypoint  \
              --workdir /home/u/src/web \
              --mount type=bind,src=/home/u/src/web,dst=/home/u/src/web \
@@ -261,7 +266,7 @@ mod tests {
             create(&spec(Network::Pasta)).join(" "),
             "create --name shrooms-web-abc123 --label xyz.vpavlin.shrooms.session=web \
              --network pasta:-a,fd5e:ca9e:1::2,-g,fd5e:ca9e:1::1 \
-             --security-opt label=disable --cap-drop NET_ADMIN \
+             --security-opt label=disable --cap-drop NET_ADMIN --cap-drop NET_RAW \
              --memory 4g --cpus 2 --pids-limit 2048 --stop-signal SIGKILL --entrypoint  \
              --workdir /home/u/src/web \
              --mount type=bind,src=/home/u/src/web,dst=/home/u/src/web \

@@ -244,6 +244,7 @@ fn the_agent_port_is_closed_in_a_rootless_cage_and_root_inside_cannot_reopen_it(
 
     let script = format!(
         "{}; {}; echo cap=$(grep CapEff /proc/self/status | awk '{{print $2}}'); \
+         echo bnd=$(grep CapBnd /proc/self/status | awk '{{print $2}}'); \
          if e=$(ip addr add 10.9.9.9/32 dev lo 2>&1); then echo ipaddr=allowed; else echo \"ipaddr=denied: $e\"; fi; \
          if e=$(ip link set lo down 2>&1); then echo iplink=allowed; else echo \"iplink=denied: $e\"; fi",
         nc_probe(HOST_ADDR, agent.port),
@@ -262,13 +263,18 @@ fn the_agent_port_is_closed_in_a_rootless_cage_and_root_inside_cannot_reopen_it(
         run.explain()
     );
 
-    let cap = u64::from_str_radix(&field(&run, "cap"), 16).expect("CapEff in hex");
-    const CAP_NET_ADMIN: u32 = 12;
-    assert_eq!(
-        cap & (1 << CAP_NET_ADMIN),
-        0,
-        "NET_ADMIN in CapEff {cap:016x}"
-    );
+    // Neither held nor to be had (the bounding set): NET_ADMIN would
+    // change the rules, NET_RAW would send frames around them.
+    for set in ["cap", "bnd"] {
+        let cap = u64::from_str_radix(&field(&run, set), 16).expect("a capability set in hex");
+        const CAP_NET_ADMIN: u32 = 12;
+        const CAP_NET_RAW: u32 = 13;
+        assert_eq!(
+            cap & (1 << CAP_NET_ADMIN | 1 << CAP_NET_RAW),
+            0,
+            "NET_ADMIN or NET_RAW in {set} {cap:016x}"
+        );
+    }
     for key in ["ipaddr", "iplink"] {
         let got = field(&run, key);
         assert!(
