@@ -112,7 +112,13 @@ const LIMITS: Limits = Limits {
 /// session that worked on untrusted code and must be read as untrusted text.
 /// On an existing outbox it puts the notice back as it was first written.
 pub fn make_outbox(dir: &Path) -> Result<()> {
-    crate::session::make_private_dir(dir)?;
+    // ~/shrooms-outbox and ~/shrooms-outbox/<session> must be folders, not
+    // links: a link there would be followed by the chmod and the mount, and
+    // lend the sealed cage (read-write, at /outbox) whatever it points at.
+    if let Some(parent) = dir.parent() {
+        crate::session::make_private_dir_here(parent)?;
+    }
+    crate::session::make_private_dir_here(dir)?;
     let path = dir.join(README_NAME);
     let tmp = dir.join(format!(".{README_NAME}.tmp-{}", std::process::id()));
     let _ = fs::remove_file(&tmp); // unlink does not follow a link

@@ -160,6 +160,12 @@ impl Store {
     fn lock_path(&self, name: &str) -> PathBuf {
         self.sessions_dir().join(format!("{name}.lock"))
     }
+    /// The record's own lock. Named with `@`, which no session's name has:
+    /// `<name>.record.lock` was session `<name>.record`'s session lock too,
+    /// so the two shared a lock, and `cage rm <name>` deleted the other's.
+    fn record_lock_path(&self, name: &str) -> PathBuf {
+        self.sessions_dir().join(format!("{name}@record.lock"))
+    }
     pub fn cages_dir(&self) -> PathBuf {
         self.root.join("cages")
     }
@@ -238,7 +244,7 @@ impl Store {
     pub fn remove(&self, name: &str) -> Result<()> {
         remove_file_if_there(&self.record_path(name))?;
         remove_file_if_there(&self.history_path(name))?;
-        remove_file_if_there(&self.sessions_dir().join(format!("{name}.record.lock")))?;
+        remove_file_if_there(&self.record_lock_path(name))?;
         remove_file_if_there(&self.lock_path(name))
     }
 
@@ -317,7 +323,7 @@ impl Store {
         change: impl FnOnce(&mut Record) -> Result<T>,
     ) -> Result<T> {
         validate_name(name)?;
-        let _held = crate::lock::take(&self.sessions_dir().join(format!("{name}.record.lock")))?;
+        let _held = crate::lock::take(&self.record_lock_path(name))?;
         let mut record = self.load(name)?;
         let out = change(&mut record)?;
         self.save(&record)?;
@@ -379,6 +385,38 @@ pub fn make_private_dir(dir: &Path) -> Result<()> {
         .mode(0o700)
         .create(dir)
         .ctx(|| format!("making {}", dir.display()))?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+        .ctx(|| format!("setting the mode of {}", dir.display()))
+}
+
+/// Make a folder whose parent exists, mode 0700, or take the one there if
+/// it is a real folder of this user's: never a link, which `mkdir -p` and
+/// chmod would follow. Used where a link could have been left by someone
+/// else (the outboxes).
+pub fn make_private_dir_here(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    match fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(Error::failed(format!("making {}: {e}", dir.display()))),
+    }
+    let meta = fs::symlink_metadata(dir).ctx(|| format!("looking at {}", dir.display()))?;
+    if !meta.file_type().is_dir() {
+        return Err(Error::bad_input(format!(
+            "{} is a link or a file, not a folder; it must be a folder of its own: \
+             move it away and try again",
+            dir.display()
+        )));
+    }
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let me = unsafe { libc::getuid() };
+    if meta.uid() != me {
+        return Err(Error::bad_input(format!(
+            "{} belongs to uid {}, not to you; move it away and try again",
+            dir.display(),
+            meta.uid()
+        )));
+    }
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
         .ctx(|| format!("setting the mode of {}", dir.display()))
 }
@@ -545,5 +583,27 @@ mod tests {
         drop(first);
         assert!(store.lock("s").is_ok());
         fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn no_session_shares_a_lock_file_with_another_sessions_record() {
+        let (store, dir) = temp_store();
+        let names = ["a", "a.record", "a.json", "a.history", "a.lock"];
+        let mut files: Vec<PathBuf> = names
+            .iter()
+            .flat_map(|n| {
+                [
+                    store.record_path(n),
+                    store.lock_path(n),
+                    store.record_lock_path(n),
+                    store.history_path(n),
+                ]
+            })
+            .collect();
+        let all = files.len();
+        files.sort();
+        files.dedup();
+        assert_eq!(files.len(), all, "two sessions share a file: {files:?}");
+        let _ = fs::remove_dir_all(dir);
     }
 }

@@ -92,8 +92,18 @@ pub fn plan(
         dir,
         &ctx.settings.home,
         &ctx.settings.state_dir,
-        "the project is mounted read-write, and a cage of your whole home keeps nothing out",
+        "the project is mounted read-write, where the cage can write",
     )?;
+    let s = &ctx.settings;
+    let guarded: Vec<PathBuf> = std::iter::once(s.config_path.clone())
+        .chain(s.sealed_token.clone())
+        .chain(s.machines.values().filter_map(|m| m.token_file.clone()))
+        // The program mounted read-only into every cage: under a project,
+        // a cage could put a link in its place, which the next start of
+        // any cage would mount.
+        .chain(ctx.self_paths.iter().cloned())
+        .collect();
+    sealed::check_kept_out(dir, &s.home, &guarded)?;
     for m in &choice.meshes {
         validate_mesh(m)?;
     }

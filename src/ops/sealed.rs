@@ -41,6 +41,64 @@ pub fn check_any_project(dir: &Path, home: &Path, state: &Path, why: &str) -> Re
     Ok(())
 }
 
+/// Folders of the home that no cage's project may be or be inside, and
+/// what they hold: a cage there would read every project's conversations,
+/// keys or logins, or write what the machine later obeys.
+pub const KEPT_OUT: [(&str, &str); 8] = [
+    ("shrooms-outbox", "the sealed cages' outboxes"),
+    (
+        ".claude",
+        "Claude Code's folder, with every project's conversations",
+    ),
+    (".pi", "pi's folder, with every project's sessions"),
+    (".ssh", "your SSH keys"),
+    (".gnupg", "your GnuPG keys"),
+    (".aws", "your AWS keys"),
+    (".config/gh", "your GitHub login"),
+    (".config/shrooms-agent", "shrooms-agent's config"),
+];
+
+/// Refuse, for any cage, a project inside one of [`KEPT_OUT`], or one that
+/// holds a file the machine obeys or a token (`guarded`: the config file,
+/// token files), wherever links lead: with a dotfiles repository, the
+/// config can be a link into the very folder a cage would write, and a
+/// cage could then name its own program as `podman`.
+pub fn check_kept_out(dir: &Path, home: &Path, guarded: &[PathBuf]) -> Result<()> {
+    let home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
+    for (folder, holds) in KEPT_OUT {
+        let path = home.join(folder);
+        let path = std::fs::canonicalize(&path).unwrap_or(path);
+        if dir.starts_with(&path) {
+            return Err(Error::bad_input(format!(
+                "{} is {}{}, which holds {holds}; a cage's project is mounted read-write: \
+                 give it a project folder of its own",
+                dir.display(),
+                if dir == path { "" } else { "inside " },
+                path.display()
+            )));
+        }
+    }
+    for file in guarded {
+        let Ok(real) = std::fs::canonicalize(file) else {
+            continue;
+        };
+        if real.starts_with(dir) {
+            return Err(Error::bad_input(format!(
+                "{} holds {}{}, which shrooms-agent reads and a cage could change; \
+                 give it a project folder without it, or keep that file elsewhere",
+                dir.display(),
+                real.display(),
+                if real == *file {
+                    String::new()
+                } else {
+                    format!(" (where {} leads)", file.display())
+                }
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Refuse a sealed cage's project where the code under review could reach
 /// a home's secrets (issue 3, point 2): anything `check_any_project`
 /// refuses, a folder inside a hidden folder of the home (~/.ssh, ~/.config,
@@ -61,12 +119,6 @@ pub fn check_project(dir: &Path, home: &Path, state: &Path) -> Result<()> {
                  {why}: give it a project folder of its own",
                 dir.display(),
                 home.join(h.as_os_str()).display()
-            )));
-        }
-        if rel.starts_with("shrooms-outbox") {
-            return Err(Error::bad_input(format!(
-                "{} is inside the sealed cages' outboxes; {why}: give it a project folder of its own",
-                dir.display()
             )));
         }
     }
@@ -157,13 +209,7 @@ mod tests {
         fs::create_dir_all(&project).unwrap();
         let state = home.join(".local/share/shrooms-agent");
         fs::create_dir_all(&state).unwrap();
-        for inside in [
-            ".ssh/x",
-            ".config",
-            ".claude/projects",
-            ".local/share",
-            "shrooms-outbox/s",
-        ] {
+        for inside in [".ssh/x", ".config", ".claude/projects", ".local/share"] {
             let p = home.join(inside);
             fs::create_dir_all(&p).unwrap();
             let e = check_project(&p, &home, &state).unwrap_err();
@@ -183,6 +229,36 @@ mod tests {
             let e = check_project(&p, &home, &state).unwrap_err();
             assert!(e.message.contains(mark), "{}", e.message);
         }
+        fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn no_cage_is_given_a_folder_kept_out_or_a_file_the_machine_obeys() {
+        let root = temp("kept");
+        let home = root.join("home/u");
+        let project = home.join("dotfiles");
+        fs::create_dir_all(&project).unwrap();
+        let project = fs::canonicalize(&project).unwrap();
+        for (folder, _) in KEPT_OUT {
+            for p in [home.join(folder), home.join(folder).join("deeper")] {
+                fs::create_dir_all(&p).unwrap();
+                let p = fs::canonicalize(&p).unwrap();
+                let e = check_kept_out(&p, &home, &[]).unwrap_err();
+                assert_eq!(e.kind, crate::error::Kind::BadInput, "{}", p.display());
+                assert!(e.message.contains(folder), "{}", e.message);
+            }
+        }
+        assert!(check_kept_out(&project, &home, &[]).is_ok());
+        // The config, a link into the project (a dotfiles setup).
+        fs::write(project.join("config.toml"), "").unwrap();
+        let config = home.join(".config/shrooms-agent/config.toml");
+        std::os::unix::fs::symlink(project.join("config.toml"), &config).unwrap();
+        let e = check_kept_out(&project, &home, std::slice::from_ref(&config)).unwrap_err();
+        assert!(e.message.contains("where"), "{}", e.message);
+        // A guarded file elsewhere, or one that does not exist, is no reason.
+        let elsewhere = root.join("token");
+        fs::write(&elsewhere, "t").unwrap();
+        assert!(check_kept_out(&project, &home, &[elsewhere, root.join("none")]).is_ok());
         fs::remove_dir_all(root).unwrap();
     }
 

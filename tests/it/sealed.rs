@@ -607,3 +607,81 @@ fn a_sealed_session_leaves_its_seal_only_with_unseal() {
     w.run(&["cage", "move", &name, "--out", "--unseal"]).ok();
     assert!(w.record(&name)["cage"].is_null());
 }
+
+/// No cage, sealed or not, is given a folder that holds what cages keep out
+/// (a harness's folder, keys, the outboxes, the config folder), a project
+/// holding the config that a link leads to, or an outbox that is a link:
+/// each is refused (exit 2), nothing is made, and the link's target is
+/// left as it was (a review planted `~/shrooms-outbox/<session>` as a link
+/// to a secret folder, and the sealed cage got it read-write at /outbox).
+#[test]
+fn no_cage_is_given_what_cages_keep_out() {
+    let w = World::new();
+    let token = token_file(&w);
+    let tok = token.to_string_lossy().into_owned();
+    let conversations = w.dir_in_home(".claude/projects");
+    let dotfiles = w.dir_in_home("dotfiles");
+    fs::write(dotfiles.join("config.toml"), fs::read(&w.config).unwrap()).unwrap();
+    let linked_config = w.root.join("linked-config.toml");
+    std::os::unix::fs::symlink(dotfiles.join("config.toml"), &linked_config).unwrap();
+    let outbox_dir = w.dir_in_home("shrooms-outbox/x");
+    for (dir, extra, env, says) in [
+        (&conversations, vec![], None, ".claude"),
+        (&outbox_dir, vec![], None, "outboxes"),
+        (&dotfiles, vec![], Some(linked_config.clone()), "where"),
+        (
+            &conversations,
+            vec!["--sealed", "--sealed-token", &tok],
+            None,
+            ".claude",
+        ),
+    ] {
+        let name = w.session("kept");
+        let d = dir.to_string_lossy().into_owned();
+        let mut args = vec!["cage", "create", &name, "--dir", &d];
+        args.extend(extra.iter().copied());
+        let config = env.as_ref().map(|c| c.to_string_lossy().into_owned());
+        let env: Vec<(&str, &str)> = config
+            .as_deref()
+            .map(|c| vec![("SHROOMS_AGENT_CONFIG", c)])
+            .unwrap_or_default();
+        let r = w.run_env(&args, &env).code_is(2);
+        assert!(
+            r.stderr().contains(says),
+            "expected {says:?}:\n{}",
+            r.explain()
+        );
+        assert!(w.containers_of(&name).is_empty(), "{}", r.explain());
+        assert!(!w.record_path(&name).exists(), "{}", r.explain());
+    }
+
+    // The outbox a link to a secret folder: refused, the folder untouched.
+    let secret = w.dir("secret");
+    fs::write(secret.join("id_key"), "key").unwrap();
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o755)).unwrap();
+    let name = w.session("linked");
+    std::os::unix::fs::symlink(&secret, w.home.join("shrooms-outbox").join(&name)).unwrap();
+    let project = w.dir("proj");
+    let r = w
+        .run(&[
+            "cage",
+            "create",
+            &name,
+            "--dir",
+            &project.to_string_lossy(),
+            "--sealed",
+            "--sealed-token",
+            &tok,
+        ])
+        .code_is(2);
+    assert!(r.stderr().contains("is a link"), "{}", r.explain());
+    assert!(w.containers_of(&name).is_empty(), "{}", r.explain());
+    assert!(!w.record_path(&name).exists(), "{}", r.explain());
+    let mode = fs::metadata(&secret).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o755, "the link's target was changed");
+    let names: Vec<_> = fs::read_dir(&secret)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("id_key")]);
+}

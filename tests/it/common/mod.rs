@@ -324,6 +324,14 @@ impl World {
         p
     }
 
+    /// A folder in the world's home (made with its parents).
+    pub fn dir_in_home(&self, rel: &str) -> PathBuf {
+        let p = self.home.join(rel);
+        fs::create_dir_all(&p).unwrap();
+        self.chown_all();
+        p
+    }
+
     /// Write a file in this world.
     pub fn file(&self, rel: &str, text: &str) -> PathBuf {
         let p = self.root.join(rel);
