@@ -300,7 +300,7 @@ _shrooms__agent() {
             return 0
             ;;
         shrooms__subcmd__agent__subcmd__cage__subcmd__create)
-            opts="-h --dir --harness --dry-run --image --github --nix --shared --mesh --sealed --sealed-token --conversation --json --help"
+            opts="-h --dir --harness --dry-run --unseal --image --github --nix --shared --mesh --sealed --sealed-token --conversation --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -214,6 +214,10 @@ pub struct CreateArgs {
     /// Print the podman argv and the env file (secrets redacted), and change nothing
     #[arg(long)]
     pub dry_run: bool,
+    /// Give an ordinary cage to a folder a sealed session worked in (refused
+    /// without it: the folder is untrusted after a sealed session)
+    #[arg(long, conflicts_with = "sealed")]
+    pub unseal: bool,
     #[command(flatten)]
     pub cage: CageArgs,
 }

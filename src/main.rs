@@ -121,7 +121,10 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
                     HarnessArg::Claude => harness::Harness::Claude,
                     HarnessArg::Pi => harness::Harness::Pi,
                 },
-                choice: choice(a.cage),
+                choice: ops::make::CageChoice {
+                    unseal: a.unseal,
+                    ..choice(a.cage)
+                },
                 dry_run: a.dry_run,
                 auto_approve: false,
             };
@@ -258,6 +261,7 @@ fn choice(a: cli::CageArgs) -> ops::make::CageChoice {
         nix: a.nix,
         shared: a.shared,
         meshes: a.meshes,
+        unseal: false,
     }
 }
 

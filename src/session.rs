@@ -114,6 +114,24 @@ pub struct CageRecord {
     /// The options that widen it.
     #[serde(default)]
     pub options: crate::spec::Options,
+    /// Each bind mount's source and where it led when the cage was made.
+    /// runc follows links when it mounts, at every start, so a start
+    /// checks that each still leads there (a cage could have put a link in
+    /// place of a folder another cage mounts). Empty for cages made before
+    /// this was recorded: those are not checked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mount_sources: Vec<MountSource>,
+    /// `limits` are the session's own (`cage limits`), not the config's:
+    /// a move into a new cage keeps them.
+    #[serde(default)]
+    pub own_limits: bool,
+}
+
+/// A bind mount's source as given to podman, and where it led.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MountSource {
+    pub path: PathBuf,
+    pub led_to: PathBuf,
 }
 
 /// One line of a session's history (`cage history`): when, who, what.
@@ -165,6 +183,10 @@ impl Store {
     /// so the two shared a lock, and `cage rm <name>` deleted the other's.
     fn record_lock_path(&self, name: &str) -> PathBuf {
         self.sessions_dir().join(format!("{name}@record.lock"))
+    }
+    /// The folders sealed sessions worked in (`ops::sealed::Untrusted`).
+    pub fn untrusted_folders(&self) -> PathBuf {
+        self.root.join("untrusted-folders.json")
     }
     pub fn cages_dir(&self) -> PathBuf {
         self.root.join("cages")

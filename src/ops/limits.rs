@@ -116,9 +116,13 @@ pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
     let before = cage.limits.clone();
     let container = cage.container.clone();
     let kept = after.clone();
+    let reset = req.reset;
     ctx.store.update(&req.name, move |r| {
         match r.cage.as_mut() {
-            Some(c) if c.container == container => c.limits = kept,
+            Some(c) if c.container == container => {
+                c.limits = kept;
+                c.own_limits = !reset;
+            }
             _ => {
                 return Err(Error::busy(format!(
                     "session {} was moved meanwhile; set its limits again",

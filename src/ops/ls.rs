@@ -120,6 +120,8 @@ mod tests {
                 create_argv: vec![],
                 sealed: None,
                 options: Default::default(),
+                mount_sources: Vec::new(),
+                own_limits: false,
             }),
             auto_approve: false,
             files: Default::default(),

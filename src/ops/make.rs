@@ -11,7 +11,7 @@ use crate::harness::Harness;
 use crate::host::{Host, LimitsSupport};
 use crate::podman::{argv, envfile};
 use crate::rules;
-use crate::session::{self, CageRecord, SealedRecord};
+use crate::session::{self, CageRecord, MountSource, SealedRecord};
 use crate::settings::{Env, UnenforcedLimits};
 use crate::spec::{
     self, CageSpec, EnvPlan, EnvRequest, Found, FoundNix, FoundOptions, FoundSealed, NixOption,
@@ -31,6 +31,9 @@ pub struct CageChoice {
     pub nix: bool,
     pub shared: bool,
     pub meshes: Vec<String>,
+    /// An ordinary cage for a folder a sealed session worked in, all the
+    /// same (`--unseal`; never over HTTP).
+    pub unseal: bool,
 }
 
 /// A cage decided, not yet made.
@@ -46,6 +49,10 @@ pub struct CagePlan {
     pub warnings: Vec<String>,
     found: Found,
     program: Option<PathBuf>,
+    /// The session's own limits (kept by a move), not the config's.
+    own_limits: bool,
+    /// `--unseal`: the folder is trusted again once the cage is made.
+    unseal: bool,
     options: Options,
     /// The shared volume must be made (it does not exist yet).
     make_volume: bool,
@@ -104,6 +111,28 @@ pub fn plan(
         .chain(ctx.self_paths.iter().cloned())
         .collect();
     sealed::check_kept_out(dir, &s.home, &guarded)?;
+    if !choice.sealed
+        && !choice.unseal
+        && let Some(u) = sealed::untrusted_near(&ctx.store, dir)?
+    {
+        return Err(Error::bad_input(format!(
+            "{} {} {}, where sealed session {} worked; the folder is untrusted after a sealed \
+             session: what the code under review left there (a git hook, a Makefile, an \
+             .envrc) would run in an ordinary cage, with your settings and network. Read it, \
+             then delete it or clone again; to give it an ordinary cage all the same, pass \
+             --unseal",
+            dir.display(),
+            if dir == u.path {
+                "is"
+            } else if dir.starts_with(&u.path) {
+                "is inside"
+            } else {
+                "holds"
+            },
+            u.path.display(),
+            u.session
+        )));
+    }
     for m in &choice.meshes {
         validate_mesh(m)?;
     }
@@ -200,6 +229,7 @@ pub fn plan(
             (spec, env, Some((record, profile)))
         }
     };
+    check_sources(ctx, session, dir, &spec)?;
     for (name, why) in &env.left_out {
         warnings.push(format!(
             "{name} is left out of the cage's environment: {why}"
@@ -217,6 +247,8 @@ pub fn plan(
         warnings,
         found,
         program,
+        own_limits: false,
+        unseal: choice.unseal,
         options,
         make_volume,
         sealed: sealed_parts,
@@ -224,7 +256,62 @@ pub fn plan(
     })
 }
 
+/// Refuse a cage whose project holds another of its mount sources (where
+/// links lead), or that is inside or above another session's project: runc
+/// follows links at every start, so a cage that can write a folder another
+/// mount comes from (its own later, or another session's) could put a link
+/// there to anything of the user's, and the next start would mount it.
+/// The same folder for two sessions is fine: neither gets more than the
+/// other has.
+fn check_sources(ctx: &Context, session: &str, dir: &Path, spec: &spec::CageSpec) -> Result<()> {
+    for m in &spec.mounts {
+        let led_to = std::fs::canonicalize(&m.src).unwrap_or_else(|_| m.src.clone());
+        if m.src != dir && led_to.starts_with(dir) {
+            return Err(Error::bad_input(format!(
+                "{} holds {}{}, which the cage gets mounted from outside; a cage could put \
+                 a link in its place: give it a project folder without it",
+                dir.display(),
+                led_to.display(),
+                if led_to == m.src {
+                    String::new()
+                } else {
+                    format!(" (where {} leads)", m.src.display())
+                }
+            )));
+        }
+    }
+    for other in ctx.store.list()? {
+        if other.name == session || other.cage.is_none() || other.dir == dir {
+            continue;
+        }
+        if other.dir.starts_with(dir) || dir.starts_with(&other.dir) {
+            return Err(Error::bad_input(format!(
+                "{} is {} {}, the project of session {}; a cage could put a link in place \
+                 of a folder the other mounts: give both the same folder, or folders side by side",
+                dir.display(),
+                if dir.starts_with(&other.dir) {
+                    "inside"
+                } else {
+                    "above"
+                },
+                other.dir.display(),
+                other.name
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl CagePlan {
+    /// Give the cage the session's own limits instead of the config's: a
+    /// move into a new cage keeps what `cage limits` set.
+    pub fn with_own_limits(mut self, limits: crate::settings::Limits) -> CagePlan {
+        self.spec.limits = limits;
+        self.create_argv = argv::create(&self.spec);
+        self.own_limits = true;
+        self
+    }
+
     /// The env file as `exec` would write it now, secrets shown as `<redacted>`.
     pub fn env_redacted(&self) -> String {
         envfile::render_redacted(&self.env.vars)
@@ -239,7 +326,16 @@ impl CagePlan {
     pub fn make(&self, ctx: &Context, host: &Host) -> Result<CageRecord> {
         ctx.store.ensure()?;
         let mut undo = Undo::default();
-        let made = self.make_steps(ctx, host, &mut undo);
+        let made = self.make_steps(ctx, host, &mut undo).and_then(|cage| {
+            // Seed, "After a sealed session": its folder stays untrusted,
+            // whatever becomes of the session.
+            if self.sealed.is_some() {
+                sealed::remember_untrusted(&ctx.store, &self.dir, &self.session)?;
+            } else if self.unseal {
+                sealed::forget_untrusted(&ctx.store, &self.dir)?;
+            }
+            Ok(cage)
+        });
         if made.is_err() {
             undo.run(host);
         }
@@ -286,6 +382,21 @@ impl CagePlan {
             host.podman
                 .volume_create(volume, &format!("{SHARED_LABEL}=true"))?;
         }
+        // Where each bind source leads now that all exist: a start checks
+        // they still lead there (see CageRecord::mount_sources).
+        let mount_sources = self
+            .spec
+            .mounts
+            .iter()
+            .map(|m| {
+                std::fs::canonicalize(&m.src)
+                    .map(|led_to| MountSource {
+                        path: m.src.clone(),
+                        led_to,
+                    })
+                    .map_err(|e| Error::failed(format!("looking at {}: {e}", m.src.display())))
+            })
+            .collect::<Result<Vec<_>>>()?;
         // Taken back even if podman create fails late (a time-out after the
         // container was made); `rm -f --ignore` of nothing is harmless.
         undo.container = Some(self.container.clone());
@@ -294,7 +405,8 @@ impl CagePlan {
             container: self.container.clone(),
             image: self.image.clone(),
             network: self.spec.network,
-            limits: ctx.settings.limits.clone(),
+            limits: self.spec.limits.clone(),
+            own_limits: self.own_limits,
             image_path: self.image_path.clone(),
             harness_dir: match self.sealed {
                 Some(_) => PathBuf::from(spec::SEALED_CONFIG_DIR),
@@ -304,6 +416,7 @@ impl CagePlan {
             create_argv: self.create_argv.clone(),
             sealed: self.sealed.as_ref().map(|(r, _)| r.clone()),
             options: self.options.clone(),
+            mount_sources,
         })
     }
 }

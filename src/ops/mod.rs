@@ -103,6 +103,7 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<()>
         ))
     })?;
     if !state.running {
+        check_mount_sources(&cage.mount_sources, &record.name)?;
         host.podman.start(&cage.container)?;
         // Before podman 5.1 `podman update` does not persist: a start brings
         // back the limits the container was made with, so the session's own
@@ -135,6 +136,30 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<()>
             "setting the network rules in {} failed, so it was stopped again",
             cage.container
         )));
+    }
+    Ok(())
+}
+
+/// Refuse to start a cage whose bind mounts no longer lead where they led
+/// when it was made: runc follows links at every start, so a folder
+/// replaced by a link (by a cage that can write its parent) would lend the
+/// cage the link's target.
+pub fn check_mount_sources(sources: &[crate::session::MountSource], session: &str) -> Result<()> {
+    for s in sources {
+        let now = std::fs::canonicalize(&s.path);
+        if now.as_ref().ok() != Some(&s.led_to) {
+            let now = match now {
+                Ok(p) => format!("leads to {}", p.display()),
+                Err(e) => format!("cannot be followed ({e})"),
+            };
+            return Err(Error::failed(format!(
+                "session {session}'s cage was not started: {} {now}, not to {} as when the \
+                 cage was made (a folder replaced by a link?). Look at it; then \
+                 `shrooms-agent cage move {session}` makes its cage again",
+                s.path.display(),
+                s.led_to.display()
+            )));
+        }
     }
     Ok(())
 }

@@ -68,17 +68,30 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
     }
     let mut warnings = Vec::new();
     let (to, what) = if req.out {
+        if sealed_now {
+            // --unseal, checked above: the owner trusts the folder again.
+            super::sealed::forget_untrusted(&ctx.store, &record.dir)?;
+        }
         (None, "taken out of its cage".to_string())
     } else {
+        let choice = make::CageChoice {
+            unseal: req.unseal,
+            ..req.choice.clone()
+        };
         let plan = make::plan(
             ctx,
             host,
             &record.name,
             &record.dir,
             record.harness,
-            &req.choice,
+            &choice,
             false,
         )?;
+        // The session's own limits go with it into its new cage.
+        let plan = match &old {
+            Some(c) if c.own_limits => plan.with_own_limits(c.limits.clone()),
+            _ => plan,
+        };
         warnings.extend(plan.warnings.iter().cloned());
         let cage = plan.make(ctx, host)?;
         let name = cage.container.clone();

@@ -1,10 +1,13 @@
 //! The checks and paths particular to sealed cages (seed, "Sealed cages:
 //! for code nobody vouches for"; issue 3, points 2 and 3).
 
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
+
 use crate::error::{Error, Result};
+use crate::session::Store;
 
 /// Folders whose presence marks a home, not a project: a sealed cage's
 /// project is mounted read-write, so it must hold none of them.
@@ -187,6 +190,101 @@ pub fn read_token(path: &Path) -> Result<String> {
 /// `~/shrooms-outbox/<session>` (seed, "an outbox").
 pub fn outbox_dir(home: &Path, session: &str) -> PathBuf {
     home.join("shrooms-outbox").join(session)
+}
+
+/// A folder a sealed session worked in (seed, "After a sealed session: the
+/// directory is untrusted"). Known by its device, inode and birth time as
+/// well as its path, so that the folder deleted and cloned again ("clone
+/// again to go on") is a new folder, trusted again. (An inode number is
+/// soon given again on ext4; the birth time tells the two apart, where the
+/// file system keeps one.)
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Untrusted {
+    pub path: PathBuf,
+    pub dev: u64,
+    pub ino: u64,
+    /// Nanoseconds since the epoch, where the file system tells.
+    #[serde(default)]
+    pub born_ns: Option<u128>,
+    pub session: String,
+}
+
+fn born_ns(meta: &std::fs::Metadata) -> Option<u128> {
+    meta.created()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos())
+}
+
+impl Untrusted {
+    /// Still the folder that was untrusted: the same one at that path.
+    fn still_there(&self) -> bool {
+        std::fs::symlink_metadata(&self.path).is_ok_and(|m| {
+            m.is_dir() && m.dev() == self.dev && m.ino() == self.ino && born_ns(&m) == self.born_ns
+        })
+    }
+}
+
+fn read_untrusted(store: &Store) -> Result<Vec<Untrusted>> {
+    let file = store.untrusted_folders();
+    match std::fs::read(&file) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+            Error::failed(format!(
+                "{} is damaged ({e}); it lists the folders sealed sessions worked in",
+                file.display()
+            ))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(Error::failed(format!("reading {}: {e}", file.display()))),
+    }
+}
+
+/// Change the list under its lock; entries whose folder is gone (or was
+/// made again) are dropped on the way.
+fn change_untrusted(store: &Store, change: impl FnOnce(&mut Vec<Untrusted>)) -> Result<()> {
+    store.ensure()?;
+    let lock = store.untrusted_folders().with_extension("lock");
+    let _held = crate::lock::take(&lock)?;
+    let mut list = read_untrusted(store)?;
+    list.retain(Untrusted::still_there);
+    change(&mut list);
+    let text = serde_json::to_vec_pretty(&list)
+        .map_err(|e| Error::failed(format!("writing the untrusted folders: {e}")))?;
+    crate::session::write_atomic(&store.untrusted_folders(), &text, 0o600)
+}
+
+/// Remember `dir` as a sealed session's project.
+pub fn remember_untrusted(store: &Store, dir: &Path, session: &str) -> Result<()> {
+    let meta = std::fs::symlink_metadata(dir)
+        .map_err(|e| Error::failed(format!("looking at {}: {e}", dir.display())))?;
+    let entry = Untrusted {
+        path: dir.to_path_buf(),
+        dev: meta.dev(),
+        ino: meta.ino(),
+        born_ns: born_ns(&meta),
+        session: session.to_string(),
+    };
+    change_untrusted(store, |list| {
+        if !list.contains(&entry) {
+            list.push(entry);
+        }
+    })
+}
+
+/// Forget every untrusted folder that `dir` is, is inside or holds (the
+/// owner gave it an ordinary cage with `--unseal`).
+pub fn forget_untrusted(store: &Store, dir: &Path) -> Result<()> {
+    change_untrusted(store, |list| {
+        list.retain(|u| !(u.path.starts_with(dir) || dir.starts_with(&u.path)));
+    })
+}
+
+/// The untrusted folder that `dir` (canonical) is, is inside or holds, if
+/// any: an ordinary cage there would run what the code under review left.
+pub fn untrusted_near(store: &Store, dir: &Path) -> Result<Option<Untrusted>> {
+    Ok(read_untrusted(store)?
+        .into_iter()
+        .find(|u| (u.path.starts_with(dir) || dir.starts_with(&u.path)) && u.still_there()))
 }
 
 #[cfg(test)]

@@ -186,6 +186,9 @@ impl CageBody {
             nix: self.nix.unwrap_or(false),
             shared: self.shared.unwrap_or(false),
             meshes: self.meshes.unwrap_or_default(),
+            // A folder a sealed session worked in gets an ordinary cage
+            // only by the owner's decision, at the machine (`--unseal`).
+            unseal: false,
         }
     }
 }

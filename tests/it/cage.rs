@@ -875,3 +875,66 @@ fn the_images_entrypoint_does_not_run() {
     assert!(out.contains("NOT-RUN"), "{out}");
     assert_eq!(String::from_utf8_lossy(&plain.stdout), "ran\n");
 }
+
+/// runc follows links when it mounts, at every start. So no cage may write
+/// a folder another mount comes from: a project inside or above another
+/// session's is refused, as is a project holding the cage's own program
+/// (where links lead); and a cage whose mount now leads elsewhere than
+/// when it was made (a folder replaced by a link, as a cage on the folder
+/// above could do) is not started, and says why.
+#[test]
+fn no_cage_can_redirect_what_a_cage_mounts() {
+    let w = world();
+    let outer = w.session("outer");
+    let outer_dir = project(&w, "nest/outer");
+    w.create(&outer, &outer_dir, &[]);
+    let inner_dir = project(&w, "nest/outer/sub");
+    let above_dir = project(&w, "nest");
+    for (dir, says) in [(&inner_dir, "inside"), (&above_dir, "above")] {
+        let name = w.session("nested");
+        let r = w
+            .run(&["cage", "create", &name, "--dir", &s(dir)])
+            .code_is(2);
+        assert!(r.stderr().contains(says), "{}", r.explain());
+        assert!(r.stderr().contains(&outer), "{}", r.explain());
+        assert!(w.containers_of(&name).is_empty(), "{}", r.explain());
+        assert!(!w.record_path(&name).exists(), "{}", r.explain());
+    }
+    // The same folder for a second session is fine.
+    let twin = w.session("twin");
+    w.create(&twin, &outer_dir, &[]);
+
+    // The program inside the project, through a link from elsewhere.
+    let tools = project(&w, "tools");
+    let program = w.file("tools/bin/claude", "#!/bin/sh\necho hi\n");
+    fs::set_permissions(&program, fs::Permissions::from_mode(0o755)).unwrap();
+    let link = w.dir("elsewhere").join("claude");
+    std::os::unix::fs::symlink(&program, &link).unwrap();
+    w.write_config(&format!("[harness]\nclaude = \"{}\"", link.display()));
+    let name = w.session("holds");
+    let r = w
+        .run(&["cage", "create", &name, "--dir", &s(&tools)])
+        .code_is(2);
+    assert!(r.stderr().contains("holds"), "{}", r.explain());
+    assert!(w.containers_of(&name).is_empty(), "{}", r.explain());
+    w.write_config("");
+
+    // A mount source replaced by a link after the cage was made.
+    let (victim, victim_dir) = created(&w, "victim");
+    let secret = project(&w, "secret");
+    fs::write(secret.join("id_key"), "key").unwrap();
+    let moved = victim_dir.with_file_name("victim-project.old");
+    fs::rename(&victim_dir, &moved).unwrap();
+    std::os::unix::fs::symlink(&secret, &victim_dir).unwrap();
+    let r = w.run(&["cage", "exec", &victim, "--", "ls"]).code_is(1);
+    assert!(r.stderr().contains("was not started"), "{}", r.explain());
+    assert!(r.stderr().contains(&s(&secret)), "{}", r.explain());
+    assert!(!r.stdout().contains("id_key"), "{}", r.explain());
+    let container = w.containers_of(&victim).pop().unwrap();
+    assert_ne!(w.container_state(&container).as_deref(), Some("running"));
+    // Put back, it starts.
+    fs::remove_file(&victim_dir).unwrap();
+    fs::rename(&moved, &victim_dir).unwrap();
+    w.run(&["cage", "exec", &victim, "--", "true"]).ok();
+    let _ = (outer, twin);
+}

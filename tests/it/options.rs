@@ -379,13 +379,19 @@ fn move_in_change_out_and_back() {
     assert_eq!(w.container(&name), c1);
     w.run(&["cage", "stop", &name]).ok();
 
-    // change: a new container with the new option
+    // change: a new container with the new option, and the session's own
+    // limits (set by `cage limits`) with it
+    w.run(&["cage", "limits", &name, "--memory", "700m"]).ok();
     w.run(&["cage", "move", &name, "--github", "--by", "tester"])
         .ok();
     let c2 = w.container(&name);
     assert_ne!(c1, c2);
     assert!(!w.container_exists(&c1));
     assert_eq!(w.record(&name)["cage"]["options"]["github"], true);
+    assert_eq!(w.record(&name)["cage"]["limits"]["memory"], "700m");
+    w.run(&["cage", "start", &name]).ok();
+    assert_eq!(memory_limit(&w, &c2), (700u64 << 20).to_string());
+    w.run(&["cage", "stop", &name]).ok();
     let out = w
         .sh(
             &name,
@@ -437,15 +443,19 @@ fn move_in_change_out_and_back() {
         .iter()
         .map(|e| e["what"].as_str().unwrap())
         .collect();
-    assert_eq!(whats.len(), 4, "{whats:?}");
+    assert_eq!(whats.len(), 5, "{whats:?}");
     assert!(whats[0].starts_with("created in a cage"), "{whats:?}");
+    assert_eq!(
+        whats[1],
+        "limits: memory 4g -> 700m, cpus 2 -> 2, pids 2048 -> 2048"
+    );
     assert!(
-        whats[1].starts_with("given a new cage") && whats[1].contains("github"),
+        whats[2].starts_with("given a new cage") && whats[2].contains("github"),
         "{whats:?}"
     );
-    assert_eq!(whats[2], "taken out of its cage");
-    assert!(whats[3].starts_with("moved into a cage"), "{whats:?}");
-    assert_eq!(entries[1]["who"], "tester");
+    assert_eq!(whats[3], "taken out of its cage");
+    assert!(whats[4].starts_with("moved into a cage"), "{whats:?}");
+    assert_eq!(entries[2]["who"], "tester");
 
     // rm removes the history too, and says what it removed
     let r = w.run(&["cage", "rm", &name]).ok();

@@ -685,3 +685,66 @@ fn no_cage_is_given_what_cages_keep_out() {
         .collect();
     assert_eq!(names, vec![std::ffi::OsString::from("id_key")]);
 }
+
+/// After a sealed session its folder is untrusted (seed, "After a sealed
+/// session"), whatever becomes of the session: removing it and making an
+/// ordinary cage on the folder, inside it or above it is refused (exit 2,
+/// nothing made) from the CLI and over HTTP, until `--unseal` says the
+/// owner trusts it; a folder deleted and cloned again is a new folder.
+#[test]
+fn a_sealed_sessions_folder_stays_untrusted_after_it() {
+    let w = World::new();
+    let (name, project) = sealed_session(&w, "taint");
+    let project = fs::canonicalize(&project).unwrap();
+    w.run(&["cage", "rm", &name]).ok();
+    let inside = project.join("sub");
+    fs::create_dir(&inside).unwrap();
+    for dir in [&project, &inside] {
+        let again = w.session("again");
+        let r = w
+            .run(&["cage", "create", &again, "--dir", &dir.to_string_lossy()])
+            .code_is(2);
+        assert!(r.stderr().contains("untrusted"), "{}", r.explain());
+        assert!(r.stderr().contains(&name), "{}", r.explain());
+        assert!(w.containers_of(&again).is_empty(), "{}", r.explain());
+        assert!(!w.record_path(&again).exists(), "{}", r.explain());
+    }
+    // Over HTTP: refused, and there is no --unseal.
+    let s = w.serve(&[], &[]);
+    let again = w.session("http");
+    let r = post(
+        &format!("{}/v1/sessions", s.url),
+        &format!(
+            r#"{{"name": "{again}", "dir": "{}", "cage": {{}}}}"#,
+            project.display()
+        ),
+    )
+    .is(400);
+    assert!(r.error().contains("untrusted"), "{r:#?}");
+    drop(s);
+    assert!(!w.record_path(&again).exists());
+    // Another sealed cage there is fine: it is sealed.
+    let token = token_file(&w);
+    let resealed = w.session("resealed");
+    w.create(
+        &resealed,
+        &project,
+        &["--sealed", "--sealed-token", &token.to_string_lossy()],
+    );
+    w.run(&["cage", "rm", &resealed]).ok();
+    // --unseal: the owner's decision; then the folder is trusted again.
+    let unsealed = w.session("unsealed");
+    w.create(&unsealed, &project, &["--unseal"]);
+    w.run(&["cage", "rm", &unsealed]).ok();
+    let after = w.session("after");
+    w.create(&after, &project, &[]);
+    w.run(&["cage", "rm", &after]).ok();
+
+    // Cloned again: a new folder at the same path is trusted.
+    let (name, project) = sealed_session(&w, "reclone");
+    w.run(&["cage", "rm", &name]).ok();
+    fs::remove_dir_all(&project).unwrap();
+    fs::create_dir(&project).unwrap();
+    let fresh = w.session("fresh");
+    w.create(&fresh, &project, &[]);
+}
