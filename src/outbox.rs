@@ -203,8 +203,14 @@ fn pack_with(outbox: &Path, only: Option<&Path>, out: &Path, limits: &Limits) ->
 
 /// The outbox folder itself, not through a link.
 fn open_root(outbox: &Path) -> Result<File> {
-    let c = CString::new(outbox.as_os_str().as_bytes())
-        .map_err(|_| Error::bad_input(format!("{} is not a usable path", outbox.display())))?;
+    open_dir(outbox)
+        .map_err(|e| Error::failed(format!("opening the outbox {}: {e}", outbox.display())))
+}
+
+/// A folder, opened to walk by descriptor ([`open_at`], [`list`]); ELOOP
+/// if its last name is a link. Also the sealed conversation copy's walk.
+pub(crate) fn open_dir(path: &Path) -> io::Result<File> {
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| io::ErrorKind::InvalidInput)?;
     // SAFETY: a valid C string; the descriptor returned is owned by the File.
     let fd = unsafe {
         libc::open(
@@ -213,11 +219,7 @@ fn open_root(outbox: &Path) -> Result<File> {
         )
     };
     if fd < 0 {
-        let e = io::Error::last_os_error();
-        return Err(Error::failed(format!(
-            "opening the outbox {}: {e}",
-            outbox.display()
-        )));
+        return Err(io::Error::last_os_error());
     }
     // SAFETY: fd was just opened and is not owned elsewhere.
     Ok(unsafe { File::from_raw_fd(fd) })
@@ -337,7 +339,7 @@ struct Staged {
 
 /// The kind of a name, from a folder listing or from `fstat`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Type {
+pub(crate) enum Type {
     File,
     Dir,
     Link,
@@ -411,7 +413,7 @@ impl Type {
 }
 
 /// `openat(dir, name, O_NOFOLLOW | O_CLOEXEC | O_RDONLY | flags)`.
-fn open_at(dir: &File, name: &OsStr, flags: libc::c_int) -> io::Result<File> {
+pub(crate) fn open_at(dir: &File, name: &OsStr, flags: libc::c_int) -> io::Result<File> {
     let c = CString::new(name.as_bytes()).map_err(|_| io::ErrorKind::InvalidInput)?;
     // SAFETY: dir is an open descriptor, c a valid C string; the descriptor
     // returned is owned by the File made from it.
@@ -461,12 +463,12 @@ impl Drop for DirStream {
 }
 
 /// A name in a folder listing, and its type if the listing gave one.
-type Listed = (OsString, Option<Type>);
+pub(crate) type Listed = (OsString, Option<Type>);
 
 /// The names in the folder `dir` (without `.` and `..`), with their types
 /// as the listing gives them (None: the file system did not say), at most
 /// `budget` of them. The bool says whether the listing was cut short.
-fn list(dir: &File, budget: usize) -> io::Result<(Vec<Listed>, bool)> {
+pub(crate) fn list(dir: &File, budget: usize) -> io::Result<(Vec<Listed>, bool)> {
     // The stream gets a duplicate, so `dir` stays ours for openat.
     // SAFETY: duplicating an open descriptor.
     let dup = unsafe { libc::fcntl(dir.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };

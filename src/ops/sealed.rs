@@ -416,38 +416,47 @@ pub fn copy_conversation(from: &Path, id: &str, to: &Path) -> Result<CopiedConve
             "{id:?} is not a conversation id (letters, digits, - and _)"
         )));
     }
+    // Everything below `from` is opened by descriptor, never by path: an
+    // ordinary cage on the same project writes in `from`, and could put a
+    // link in place of a folder between a check and a read.
     let transcript = from.join(format!("{id}.jsonl"));
-    let meta = std::fs::symlink_metadata(&transcript).map_err(|_| {
+    let missing = || {
         Error::bad_input(format!(
             "there is no conversation {id} of this project: {} is missing",
             transcript.display()
         ))
+    };
+    let root = crate::outbox::open_dir(from).map_err(|_| missing())?;
+    let name = std::ffi::OsString::from(format!("{id}.jsonl"));
+    let src = crate::outbox::open_at(&root, &name, libc::O_NONBLOCK).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            Error::bad_input(format!(
+                "{} is not a regular file, so it is not copied",
+                transcript.display()
+            ))
+        } else {
+            missing()
+        }
     })?;
-    if !meta.file_type().is_file() {
-        return Err(Error::bad_input(format!(
-            "{} is not a regular file, so it is not copied",
-            transcript.display()
-        )));
-    }
     crate::session::make_private_dir(to)?;
     let mut copied = CopiedConversation::default();
-    copy_file_nofollow(&transcript, &to.join(format!("{id}.jsonl")))?;
+    copy_open_file(src, &to.join(&name)).map_err(|e| e.context(transcript.display()))?;
     copied.files += 1;
-    let beside = from.join(id);
-    if std::fs::symlink_metadata(&beside).is_ok_and(|m| m.is_dir()) {
+    if let Ok(beside) = crate::outbox::open_at(&root, std::ffi::OsStr::new(id), libc::O_DIRECTORY) {
         copy_tree(&beside, &to.join(id), id, 0, &mut copied)?;
     }
     Ok(copied)
 }
 
 fn copy_tree(
-    from: &Path,
+    from: &std::fs::File,
     to: &Path,
     rel: &str,
     depth: usize,
     copied: &mut CopiedConversation,
 ) -> Result<()> {
     const MAX_DEPTH: usize = 16;
+    const MAX_NAMES: usize = 100_000;
     if depth > MAX_DEPTH {
         copied
             .skipped
@@ -455,45 +464,41 @@ fn copy_tree(
         return Ok(());
     }
     crate::session::make_private_dir(to)?;
-    let entries = std::fs::read_dir(from)
-        .map_err(|e| Error::failed(format!("reading {}: {e}", from.display())))?;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
+    let (names, _) = crate::outbox::list(from, MAX_NAMES)
+        .map_err(|e| Error::failed(format!("reading {rel}: {e}")))?;
+    for (name, listed) in names {
         let rel_name = format!("{rel}/{}", name.to_string_lossy());
-        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
-            continue;
-        };
-        let ft = meta.file_type();
-        if ft.is_dir() {
-            copy_tree(&entry.path(), &to.join(&name), &rel_name, depth + 1, copied)?;
-        } else if ft.is_file() {
-            match copy_file_nofollow(&entry.path(), &to.join(&name)) {
-                Ok(()) => copied.files += 1,
-                Err(_) => copied.skipped.push(rel_name),
-            }
-        } else {
+        // What the listing says is neither a file nor a folder (a FIFO, a
+        // device node a cage made) is not even opened.
+        if listed
+            .is_some_and(|t| !matches!(t, crate::outbox::Type::File | crate::outbox::Type::Dir))
+        {
             copied.skipped.push(rel_name);
+            continue;
+        }
+        // A folder opens with O_DIRECTORY, a file without; a link opens as
+        // neither (O_NOFOLLOW: ELOOP) and is skipped.
+        if let Ok(dir) = crate::outbox::open_at(from, &name, libc::O_DIRECTORY) {
+            copy_tree(&dir, &to.join(&name), &rel_name, depth + 1, copied)?;
+            continue;
+        }
+        match crate::outbox::open_at(from, &name, libc::O_NONBLOCK)
+            .map_err(|e| Error::failed(e.to_string()))
+            .and_then(|f| copy_open_file(f, &to.join(&name)))
+        {
+            Ok(()) => copied.files += 1,
+            Err(_) => copied.skipped.push(rel_name),
         }
     }
     Ok(())
 }
 
-/// Copy a regular file without following a link at its name, 0600.
-fn copy_file_nofollow(from: &Path, to: &Path) -> Result<()> {
+/// Copy an opened file, if it is a regular one, to a new file (0600).
+fn copy_open_file(mut src: std::fs::File, to: &Path) -> Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
-    let mut src = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(from)
-        .map_err(|e| Error::failed(format!("opening {}: {e}", from.display())))?;
-    let meta = src
-        .metadata()
-        .map_err(|e| Error::failed(format!("{}: {e}", from.display())))?;
+    let meta = src.metadata().map_err(|e| Error::failed(e.to_string()))?;
     if !meta.is_file() {
-        return Err(Error::failed(format!(
-            "{} is not a regular file",
-            from.display()
-        )));
+        return Err(Error::failed("not a regular file, so it is not copied"));
     }
     let mut dst = std::fs::OpenOptions::new()
         .write(true)
@@ -502,7 +507,7 @@ fn copy_file_nofollow(from: &Path, to: &Path) -> Result<()> {
         .open(to)
         .map_err(|e| Error::failed(format!("writing {}: {e}", to.display())))?;
     std::io::copy(&mut src, &mut dst)
-        .map_err(|e| Error::failed(format!("copying {}: {e}", from.display())))?;
+        .map_err(|e| Error::failed(format!("copying to {}: {e}", to.display())))?;
     Ok(())
 }
 
@@ -538,6 +543,26 @@ mod conversation_tests {
         assert!(copy_conversation(&from, "lnk", &root.join("x")).is_err());
         assert!(copy_conversation(&from, "../x", &root.join("x")).is_err());
         assert!(copy_conversation(&from, "missing", &root.join("x")).is_err());
+        // the folder beside a transcript, a link to elsewhere: not followed;
+        // a FIFO in the folder is not even opened (it would block)
+        fs::create_dir_all(root.join("secretdir")).unwrap();
+        fs::write(root.join("secretdir/key"), "key").unwrap();
+        fs::write(from.join("def.jsonl"), "def").unwrap();
+        std::os::unix::fs::symlink(root.join("secretdir"), from.join("def")).unwrap();
+        let to2 = root.join("sealed2");
+        let c = copy_conversation(&from, "def", &to2).unwrap();
+        assert_eq!(c.files, 1);
+        assert!(!to2.join("def").exists());
+        let fifo =
+            std::ffi::CString::new(from.join("abc/pipe").as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let c = copy_conversation(&from, "abc", &root.join("sealed3")).unwrap();
+        assert!(
+            c.skipped.contains(&"abc/pipe".to_string()),
+            "{:?}",
+            c.skipped
+        );
         fs::remove_dir_all(root).unwrap();
     }
 }
