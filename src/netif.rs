@@ -6,11 +6,98 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-/// The prefixes of every address on a non-loopback interface (IPv4, IPv6),
-/// as `network/length`, without repeats. Loopback interfaces are left out:
-/// their addresses are this machine's own loopback, refused already (and
-/// the tests' stand-in for the internet sits there).
+/// The machine's own networks (IPv4, IPv6) as `network/length`, without
+/// repeats: the prefix of every address on a non-loopback interface, and
+/// every route of the main table but the default ones, since a network can
+/// be local without an address of its own in it: the LAN's prefix when the
+/// address is a DHCPv6 /128, the networks behind a VPN. Loopback interfaces
+/// are left out: their addresses are this machine's own loopback, refused
+/// already (and the tests' stand-in for the internet sits there).
 pub fn local_prefixes() -> (Vec<String>, Vec<String>) {
+    let (mut v4, mut v6) = interface_prefixes();
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let (r4, r6) = route_prefixes(&read("/proc/net/route"), &read("/proc/net/ipv6_route"));
+    for (list, more) in [(&mut v4, r4), (&mut v6, r6)] {
+        for p in more {
+            if !list.contains(&p) {
+                list.push(p);
+            }
+        }
+    }
+    (v4, v6)
+}
+
+/// Pure: the routes of `/proc/net/route` and `/proc/net/ipv6_route` as
+/// prefixes, leaving out default routes, routes on `lo`, rejecting
+/// (unreachable, blackhole) ones, and multicast and link-local, which the
+/// fixed lists refuse already.
+pub fn route_prefixes(v4_table: &str, v6_table: &str) -> (Vec<String>, Vec<String>) {
+    const RTF_UP: u32 = 0x1;
+    const RTF_REJECT: u32 = 0x200;
+    let usable = |flags: u32| flags & RTF_UP != 0 && flags & RTF_REJECT == 0;
+    let mut v4 = Vec::new();
+    for line in v4_table.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (Some(iface), Some(dest), Some(flags), Some(mask)) =
+            (f.first(), f.get(1), f.get(3), f.get(7))
+        else {
+            continue;
+        };
+        let hex = |s: &str| u32::from_str_radix(s, 16).ok();
+        let (Some(dest), Some(flags), Some(mask)) = (hex(dest), hex(flags), hex(mask)) else {
+            continue;
+        };
+        // The kernel prints the address's bytes (network order) as a u32 of
+        // this machine's: its native bytes are the address's.
+        let (dest, mask) = (
+            Ipv4Addr::from(dest.to_ne_bytes()),
+            Ipv4Addr::from(mask.to_ne_bytes()),
+        );
+        if *iface == "lo" || !usable(flags) || mask.is_unspecified() || dest.is_multicast() {
+            continue;
+        }
+        if let Some(p) = prefix(IpAddr::V4(dest), IpAddr::V4(mask))
+            && !v4.contains(&p)
+        {
+            v4.push(p);
+        }
+    }
+    let mut v6 = Vec::new();
+    for line in v6_table.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 10 {
+            continue;
+        }
+        let (Ok(dest), Ok(len), Ok(flags)) = (
+            u128::from_str_radix(f[0], 16),
+            u8::from_str_radix(f[1], 16),
+            u32::from_str_radix(f[8], 16),
+        ) else {
+            continue;
+        };
+        let dest = Ipv6Addr::from(dest);
+        let link_local = dest.segments()[0] & 0xffc0 == 0xfe80;
+        if f[9] == "lo"
+            || !usable(flags)
+            || len == 0
+            || len > 128
+            || dest.is_multicast()
+            || link_local
+        {
+            continue;
+        }
+        let mask = Ipv6Addr::from(u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0));
+        if let Some(p) = prefix(IpAddr::V6(dest), IpAddr::V6(mask))
+            && !v6.contains(&p)
+        {
+            v6.push(p);
+        }
+    }
+    (v4, v6)
+}
+
+/// The prefixes of every address on a non-loopback interface.
+fn interface_prefixes() -> (Vec<String>, Vec<String>) {
     let mut v4 = Vec::new();
     let mut v6 = Vec::new();
     let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
@@ -109,6 +196,30 @@ mod tests {
             prefix("1.2.3.4".parse().unwrap(), "::".parse().unwrap()),
             None
         );
+    }
+
+    #[test]
+    fn routes_but_the_default_ones() {
+        // Read off a machine: a default route, its LAN, a VPN's network, a
+        // blackhole (RTF_REJECT), and lo's local routes.
+        let v4 = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+            eth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n\
+            eth0\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n\
+            wg0\t0000192D\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n\
+            eth0\t00000005\t00000000\t0201\t0\t0\t0\t000000FF\t0\t0\t0\n\
+            lo\t0000007F\t00000000\t0001\t0\t0\t0\t000000FF\t0\t0\t0\n";
+        let v6 = "\
+            20010db8000100000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001     eth0\n\
+            fe800000000000000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001     eth0\n\
+            00000000000000000000000000000000 00 00000000000000000000000000000000 00 fd000000000000000000000000000001 00000400 00000002 00000000 00000003     eth0\n\
+            20010db8000200000000000000000005 80 00000000000000000000000000000000 00 00000000000000000000000000000000 00000000 00000004 00000000 80200001     eth0\n\
+            00000000000000000000000000000001 80 00000000000000000000000000000000 00 00000000000000000000000000000000 00000000 00000002 00000000 80200001       lo\n\
+            ff000000000000000000000000000000 08 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000002 00000000 00000001     eth0\n";
+        let (r4, r6) = route_prefixes(v4, v6);
+        if cfg!(target_endian = "little") {
+            assert_eq!(r4, vec!["192.0.2.0/24", "45.25.0.0/16"]);
+        }
+        assert_eq!(r6, vec!["2001:db8:1::/64", "2001:db8:2::5/128"]);
     }
 
     #[test]

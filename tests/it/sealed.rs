@@ -572,18 +572,23 @@ fn the_machines_own_networks_are_refused() {
         let ordinary = w.session("ownnet");
         let d = w.dir("ownnet");
         w.create(&ordinary, &d, &[]);
-        let plain = w
-            .sh(&ordinary, &nc_probe(LINK_ADDR, own.port))
-            .ok()
-            .stdout();
-        assert!(
-            plain.contains(&format!("CONNECTED-{}", own.port)),
+        // An interface's network, and a network reached by a route only.
+        let probes = format!(
+            "{}; {}",
+            nc_probe(LINK_ADDR, own.port),
+            nc_probe(ROUTED_ADDR, own.port)
+        );
+        let plain = w.sh(&ordinary, &probes).ok().stdout();
+        assert_eq!(
+            plain.matches(&format!("CONNECTED-{}", own.port)).count(),
+            2,
             "ordinary cage: {plain}"
         );
         let (name, _) = sealed_session(&w, "ownnets");
-        let out = w.sh(&name, &nc_probe(LINK_ADDR, own.port)).ok().stdout();
-        assert!(
-            out.contains(&format!("REFUSED-{}", own.port)),
+        let out = w.sh(&name, &probes).ok().stdout();
+        assert_eq!(
+            out.matches(&format!("REFUSED-{}", own.port)).count(),
+            2,
             "sealed cage: {out}"
         );
     }

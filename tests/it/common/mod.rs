@@ -37,6 +37,11 @@ pub const LAN_ADDR: &str = "10.199.77.1";
 /// private one (198.51.100.1/24 on the veth shr-lan0, made by
 /// scripts/setup-host): "local" only because it is the machine's own.
 pub const LINK_ADDR: &str = "198.51.100.1";
+/// An address of a network this machine reaches by a route of its own,
+/// with no interface address in it (scripts/setup-host: 192.88.99.0/24 out
+/// of shr-lan0 in the main table, local in the local table, so the host
+/// answers there).
+pub const ROUTED_ADDR: &str = "192.88.99.1";
 
 /// The binary under test: cargo's build, or the one `SHROOMS_AGENT_TEST_BIN`
 /// names (the podman-5 lane runs the suite against the release build).
