@@ -124,6 +124,20 @@ pub fn listing(l: &Listing) -> String {
             ));
         }
     }
+    if !l.damaged.is_empty() {
+        s.push_str(
+            "
+damaged records (the other sessions are listed above):
+",
+        );
+        for d in &l.damaged {
+            s.push_str(&format!(
+                "  {}: {}
+",
+                d.session, d.error
+            ));
+        }
+    }
     s
 }
 

@@ -127,6 +127,13 @@ pub struct CageRecord {
     pub own_limits: bool,
 }
 
+/// A record that does not read, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Damaged {
+    pub session: String,
+    pub error: String,
+}
+
 /// A bind mount's source as given to podman, and where it led.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MountSource {
@@ -251,8 +258,13 @@ impl Store {
             }
             Err(e) => return Err(Error::failed(format!("reading {}: {e}", path.display()))),
         };
-        serde_json::from_str(&text)
-            .map_err(|e| Error::failed(format!("the record {} is damaged: {e}", path.display())))
+        serde_json::from_str(&text).map_err(|e| {
+            Error::failed(format!(
+                "the record {} is damaged: {e}; mend it, or move it away and `shrooms-agent \
+                 cage prune` what is left of its session",
+                path.display()
+            ))
+        })
     }
 
     pub fn save(&self, record: &Record) -> Result<()> {
@@ -309,15 +321,29 @@ impl Store {
             .collect()
     }
 
-    /// Every session's record, sorted by name.
+    /// Every session's record, sorted by name; a damaged one is an error
+    /// (`cage prune` must not take its container for a leftover).
     pub fn list(&self) -> Result<Vec<Record>> {
+        let (records, damaged) = self.list_readable()?;
+        match damaged.into_iter().next() {
+            Some(d) => Err(Error::failed(d.error)),
+            None => Ok(records),
+        }
+    }
+
+    /// The records that read, sorted by name, and those that do not: what
+    /// `cage ls` shows, so that one damaged record does not hide the rest.
+    pub fn list_readable(&self) -> Result<(Vec<Record>, Vec<Damaged>)> {
         let dir = self.sessions_dir();
         let entries = match fs::read_dir(&dir) {
             Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok((Vec::new(), Vec::new()));
+            }
             Err(e) => return Err(Error::failed(format!("reading {}: {e}", dir.display()))),
         };
         let mut out = Vec::new();
+        let mut damaged = Vec::new();
         for entry in entries {
             let entry = entry.ctx(|| format!("reading {}", dir.display()))?;
             let file = entry.file_name();
@@ -329,11 +355,19 @@ impl Store {
                 continue;
             };
             if validate_name(name).is_ok() {
-                out.push(self.load(name)?);
+                match self.load(name) {
+                    Ok(r) => out.push(r),
+                    Err(e) if e.kind == crate::error::Kind::NotFound => {}
+                    Err(e) => damaged.push(Damaged {
+                        session: name.to_string(),
+                        error: e.message,
+                    }),
+                }
             }
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(out)
+        damaged.sort_by(|a: &Damaged, b: &Damaged| a.session.cmp(&b.session));
+        Ok((out, damaged))
     }
 
     /// Change a session's record: load it, change it, save it, under a

@@ -39,17 +39,29 @@ pub struct Leftover {
 pub struct Listing {
     pub sessions: Vec<Row>,
     pub leftovers: Vec<Leftover>,
+    /// Records that do not read: listed, not hidden, and not in the way of
+    /// the others.
+    pub damaged: Vec<crate::session::Damaged>,
 }
 
 pub fn ls(ctx: &Context) -> Result<Listing> {
-    let records = ctx.store.list()?;
-    let host = ctx.host()?;
-    let ps = host.podman.ps_cages()?;
-    Ok(join(&records, &ps))
+    let (records, damaged) = ctx.store.list_readable()?;
+    // Without podman the sessions are still listed (seed: a caged session
+    // "can still be taken out of the cage"), their state unknown.
+    let ps = match ctx.host() {
+        Ok(host) => Some(host.podman.ps_cages()?),
+        Err(e) if e.message == super::NO_PODMAN => None,
+        Err(e) => return Err(e),
+    };
+    let mut listing = join(&records, ps.as_deref());
+    listing.damaged = damaged;
+    Ok(listing)
 }
 
-/// Pure: the records joined with what podman listed.
-pub fn join(records: &[crate::session::Record], ps: &[PsEntry]) -> Listing {
+/// Pure: the records joined with what podman listed (None: no podman).
+pub fn join(records: &[crate::session::Record], ps: Option<&[PsEntry]>) -> Listing {
+    let no_podman = ps.is_none();
+    let ps = ps.unwrap_or_default();
     let sessions = records
         .iter()
         .map(|r| {
@@ -61,6 +73,7 @@ pub fn join(records: &[crate::session::Record], ps: &[PsEntry]) -> Listing {
                 image: cage.map(|c| c.image.clone()),
                 state: match (cage, entry) {
                     (None, _) => "uncaged".into(),
+                    (Some(_), None) if no_podman => "no podman".into(),
                     (Some(_), None) => "missing".into(),
                     (Some(_), Some(e)) => e.state.clone(),
                 },
@@ -88,6 +101,7 @@ pub fn join(records: &[crate::session::Record], ps: &[PsEntry]) -> Listing {
     Listing {
         sessions,
         leftovers,
+        damaged: Vec::new(),
     }
 }
 
@@ -143,11 +157,15 @@ mod tests {
             entry("shrooms-a-1", "a", "running"),
             entry("shrooms-old-3", "old", "exited"),
         ];
-        let l = join(&records, &ps);
+        let l = join(&records, Some(&ps));
         assert_eq!(l.sessions[0].state, "running");
         assert_eq!(l.sessions[1].state, "missing");
         assert_eq!(l.leftovers.len(), 1);
         assert_eq!(l.leftovers[0].container, "shrooms-old-3");
         assert_eq!(l.leftovers[0].session, "old");
+        // Without podman: listed, the state unknown, no leftovers.
+        let l = join(&records, None);
+        assert_eq!(l.sessions[0].state, "no podman");
+        assert!(l.leftovers.is_empty());
     }
 }

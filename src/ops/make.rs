@@ -280,7 +280,9 @@ fn check_sources(ctx: &Context, session: &str, dir: &Path, spec: &spec::CageSpec
             )));
         }
     }
-    for other in ctx.store.list()? {
+    // A damaged record has no usable cage: it cannot be started until
+    // mended, and a mended one is checked at its start.
+    for other in ctx.store.list_readable()?.0 {
         if other.name == session || other.cage.is_none() || other.dir == dir {
             continue;
         }

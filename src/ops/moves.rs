@@ -40,6 +40,9 @@ pub struct Moved {
 pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
     let (_lock, record) = ctx.store.lock_and_load(&req.name)?;
     let old = record.cage.clone();
+    // Without podman a caged session can still be taken out of its cage
+    // (seed, "If it does not [find podman]"): its container is left for
+    // `cage prune` once podman is back.
     let host = match (&old, req.out) {
         (None, true) => {
             return Err(Error::bad_input(format!(
@@ -47,8 +50,13 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
                 req.name
             )));
         }
-        (Some(_), _) => ctx.host_for_session()?,
-        (None, false) => ctx.host()?,
+        (Some(_), true) => match ctx.host() {
+            Ok(h) => Some(h),
+            Err(e) if e.message == crate::host::NO_PODMAN => None,
+            Err(e) => return Err(e),
+        },
+        (Some(_), false) => Some(ctx.host_for_session()?),
+        (None, false) => Some(ctx.host()?),
     };
     // Seed, "After a sealed session": the folder is untrusted; run nothing
     // from it outside a cage. Out of the seal, the harness would run there
@@ -63,7 +71,7 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
             req.name
         )));
     }
-    if let Some(cage) = &old {
+    if let (Some(cage), Some(host)) = (&old, host) {
         check_idle(host, &req.name, cage)?;
     }
     let mut warnings = Vec::new();
@@ -74,6 +82,7 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
         }
         (None, "taken out of its cage".to_string())
     } else {
+        let host = host.ok_or_else(|| Error::failed(crate::host::NO_PODMAN))?;
         let choice = make::CageChoice {
             unseal: req.unseal,
             ..req.choice.clone()
@@ -110,18 +119,23 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
     });
     if let Err(e) = saved {
         // The record still names the old cage: take the new one back.
-        if let Some((_, cage)) = &to {
+        if let (Some((_, cage)), Some(host)) = (&to, host) {
             let _ = make::remove_cage(ctx, host, cage);
         }
         return Err(e);
     }
-    if let Some(cage) = &old
-        && let Err(e) = make::remove_cage(ctx, host, cage)
-    {
-        warnings.push(format!(
-            "the old container {} could not be removed ({e}); `shrooms-agent cage prune` removes it later",
-            cage.container
-        ));
+    if let Some(cage) = &old {
+        let removed = match host {
+            Some(host) => make::remove_cage(ctx, host, cage).map(|_| ()),
+            None => Err(Error::failed("this machine has no podman")),
+        };
+        if let Err(e) = removed {
+            warnings.push(format!(
+                "the old container {} could not be removed ({e}); `shrooms-agent cage prune` \
+                 removes it later",
+                cage.container
+            ));
+        }
     }
     ctx.store.append_history(
         &req.name,

@@ -625,6 +625,30 @@ fn no_podman_says_so_in_the_seeds_words() {
         r.explain()
     );
     assert!(!r.stdout().contains("RAN"));
+
+    // Still listed, and it can still be taken out of its cage (seed: "You
+    // can still take it out of the cage"); its container is left for
+    // `cage prune` once podman is back.
+    w.write_config("cages = false");
+    let container = w.container(&name);
+    let listed = w.run(&["cage", "ls", "--json"]).ok().json();
+    let row = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["session"] == name.as_str())
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(row["state"], "no podman", "{listed:#}");
+    let r = w.run(&["cage", "move", &name, "--out"]).ok();
+    assert!(r.stderr().contains("cage prune"), "{}", r.explain());
+    assert!(w.record(&name)["cage"].is_null());
+    w.write_config("");
+    // (Not `cage prune` here: in root's shared storage it would take other
+    // tests' cages for leftovers; tests/it/cage.rs prune_removes_leftovers_only
+    // shows prune.)
+    assert!(w.container_exists(&container));
+    assert!(w.podman(&["rm", "-f", &container]).status.success());
 }
 
 /// Promise 13: an unknown config key and a bad value each exit 2 and name
