@@ -373,7 +373,18 @@ impl CagePlan {
             }
             None => {
                 if !self.found.conversation_dir.exists() {
-                    undo.dirs.push(self.found.conversation_dir.clone());
+                    // Each folder made on the way (~/.claude, its projects/
+                    // on a machine where the harness never ran) is taken
+                    // back too, outermost last.
+                    let mut made: Vec<PathBuf> = self
+                        .found
+                        .conversation_dir
+                        .ancestors()
+                        .take_while(|a| !a.exists())
+                        .map(Path::to_path_buf)
+                        .collect();
+                    made.reverse();
+                    undo.dirs.extend(made);
                     session::make_private_dir(&self.found.conversation_dir)?;
                 }
             }

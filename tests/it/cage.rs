@@ -962,3 +962,40 @@ fn no_cage_can_redirect_what_a_cage_mounts() {
     w.run(&["cage", "exec", &victim, "--", "true"]).ok();
     let _ = (outer, twin);
 }
+
+/// Never a half-made cage: when podman create fails late (here a podman
+/// that makes the container, then says it failed, as a time-out would),
+/// everything made before is taken back: the container, the env file, the
+/// cage's private folders, and the harness folders made on the way
+/// (~/.claude on a machine where Claude Code never ran); no record is left.
+#[test]
+fn a_create_that_fails_late_leaves_nothing() {
+    let w = world();
+    let fake = w.file(
+        "fake-podman",
+        "#!/bin/sh\n\
+         if [ \"$1\" = create ]; then\n\
+           /usr/bin/podman \"$@\" >/dev/null\n\
+           echo 'Error: a simulated time-out after the container was made' >&2\n\
+           exit 125\n\
+         fi\n\
+         exec /usr/bin/podman \"$@\"\n",
+    );
+    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
+    w.write_config(&format!("podman = \"{}\"", fake.display()));
+    assert!(!w.home.join(".claude").exists());
+    let name = w.session("late");
+    let dir = project(&w, "late-project");
+    let r = w
+        .run(&["cage", "create", &name, "--dir", &s(&dir)])
+        .code_is(1);
+    assert!(r.stderr().contains("simulated time-out"), "{}", r.explain());
+    assert!(w.containers_of(&name).is_empty(), "{}", r.explain());
+    assert!(!w.record_path(&name).exists());
+    assert!(!w.home.join(".claude").exists(), "{}", r.explain());
+    // The env file and the cage's private folders live in cages/.
+    let left: Vec<_> = fs::read_dir(w.state.join("cages"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "cages/: {left:?}");
+}
