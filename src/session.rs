@@ -35,6 +35,44 @@ pub fn validate_name(name: &str) -> Result<()> {
     }
 }
 
+/// A record is read only as the tool wrote it: its name is its file's, and
+/// its container's name is one the tool makes, `shrooms-<session>-<6 hex>`.
+/// Names in a record go to podman (`podman rm -f ... NAME`): a record
+/// edited to `"container": "--all"` must never reach it.
+fn check_record(file_name: &str, record: &Record) -> Result<(), String> {
+    if record.name != file_name {
+        return Err(format!(
+            "its name is {:?}, not {file_name:?} as its file's name says",
+            record.name
+        ));
+    }
+    if let Some(cage) = &record.cage
+        && !is_container_name_of(&cage.container, file_name)
+    {
+        return Err(format!(
+            "its container {:?} is not a name shrooms-agent makes for this session \
+             (shrooms-{file_name}-<6 hex>)",
+            cage.container
+        ));
+    }
+    Ok(())
+}
+
+/// Is `container` `shrooms-<session>-<6 lowercase hex>`, as the tool names
+/// a session's container (seed, "Checking on a cage from a shell")?
+pub fn is_container_name_of(container: &str, session: &str) -> bool {
+    container
+        .strip_prefix("shrooms-")
+        .and_then(|rest| rest.strip_prefix(session))
+        .and_then(|rest| rest.strip_prefix('-'))
+        .is_some_and(|hex| {
+            hex.len() == 6
+                && hex
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        })
+}
+
 /// What the tool remembers of a session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
@@ -229,8 +267,18 @@ impl Store {
             }
             Err(e) => return Err(Error::failed(format!("reading {}: {e}", path.display()))),
         };
-        serde_json::from_str(&text)
-            .map_err(|e| Error::failed(format!("the record {} is damaged: {e}", path.display())))
+        let damaged = |why: String| {
+            Error::failed(format!(
+                "the record {} is damaged: {why}; nothing was done. Put it back as it was, or \
+                 remove the file (`rm {}`); `shrooms-agent cage prune` then removes the container \
+                 left without a session",
+                path.display(),
+                path.display()
+            ))
+        };
+        let record: Record = serde_json::from_str(&text).map_err(|e| damaged(e.to_string()))?;
+        check_record(name, &record).map_err(damaged)?;
+        Ok(record)
     }
 
     pub fn save(&self, record: &Record) -> Result<()> {
@@ -543,6 +591,76 @@ mod tests {
         assert_eq!(
             store.load("a").unwrap_err().kind,
             crate::error::Kind::NotFound
+        );
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn container_names_the_tool_makes() {
+        assert!(is_container_name_of("shrooms-web-0a9f3c", "web"));
+        assert!(is_container_name_of("shrooms-a-b-123456", "a-b"));
+        for bad in [
+            "--all",
+            "shrooms-web-0A9F3C",
+            "shrooms-web-0a9f3",
+            "shrooms-web-0a9f3c1",
+            "shrooms-other-0a9f3c",
+            "shrooms-web0a9f3c",
+            "web-0a9f3c",
+            "shrooms-web-0a9f3g",
+        ] {
+            assert!(!is_container_name_of(bad, "web"), "{bad}");
+        }
+    }
+
+    /// A record whose name is not its file's, or whose container is not a
+    /// name the tool makes, is damaged: refused with the file and what to do.
+    #[test]
+    fn a_record_edited_by_hand_is_refused_as_damaged() {
+        let (store, dir) = temp_store();
+        store.ensure().unwrap();
+        let mut r = record("a");
+        r.cage = Some(CageRecord {
+            container: "--all".into(),
+            image: "i".into(),
+            network: Network::Bridge,
+            limits: Limits {
+                memory: "4g".into(),
+                cpus: "2".into(),
+                pids: 2048,
+            },
+            image_path: "/bin".into(),
+            harness_dir: "/h".into(),
+            program: None,
+            create_argv: vec![],
+            sealed: None,
+            options: Default::default(),
+        });
+        store.save(&r).unwrap();
+        let e = store.load("a").unwrap_err();
+        let file = store.record_path("a").display().to_string();
+        assert_eq!(e.kind, crate::error::Kind::Failed);
+        assert!(
+            e.message.starts_with(&format!(
+                "the record {file} is damaged: its container \"--all\" is not a name"
+            )),
+            "{}",
+            e.message
+        );
+        assert!(e.message.contains(&format!("`rm {file}`")), "{}", e.message);
+        assert!(store.lock_and_load("a").is_err());
+        assert!(store.list().is_err());
+        // its own name is fine, in another file's place it is not
+        r.cage.as_mut().unwrap().container = "shrooms-a-00ff00".into();
+        store.save(&r).unwrap();
+        assert_eq!(store.load("a").unwrap(), r);
+        fs::copy(store.record_path("a"), store.record_path("b")).unwrap();
+        let e = store.load("b").unwrap_err();
+        assert!(
+            e.message
+                .contains("is damaged: its name is \"a\", not \"b\" as its file's name says"),
+            "{}",
+            e.message
         );
         fs::remove_dir_all(dir).unwrap();
     }

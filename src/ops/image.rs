@@ -415,22 +415,7 @@ fn rebuild_in_background(dir: &Dir, stage: Stage) -> Result<()> {
 /// an image of the owner's needs `sleep` on its PATH. Asked of the image
 /// itself, in a container with no network that is removed at once.
 fn check_sleep(host: &Host, image: &str) -> Result<()> {
-    let args: Vec<String> = [
-        "run",
-        "--rm",
-        "--pull=never",
-        "--network",
-        "none",
-        "--cap-drop",
-        "all",
-        "--entrypoint",
-        "sleep",
-        image,
-        "0",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let args = crate::podman::argv::sleep_check(image);
     let out = host
         .podman
         .process(&args)
@@ -687,7 +672,7 @@ fn build_now(
             if let Some(old) = old
                 && Some(&old) != new.as_ref()
             {
-                let args = vec!["image".to_string(), "rm".into(), old];
+                let args = crate::podman::argv::image_rm(&old);
                 let _ = host
                     .podman
                     .process(&args)

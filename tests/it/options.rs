@@ -549,3 +549,139 @@ fn no_cage_of_the_home_or_the_state_folder() {
         assert!(w.containers_of(&n).is_empty());
     }
 }
+
+// ---- what podman is called with -------------------------------------------
+
+/// A podman that writes each call's arguments to a log (one call a line,
+/// the arguments separated by \x1f), then runs the real one. A call with
+/// `--all` among its options (before any `--`) is refused, not passed on:
+/// it would remove every container of the machine.
+fn recording_podman(w: &World) -> (std::path::PathBuf, std::path::PathBuf) {
+    let log = w.root.join("podman-calls.log");
+    let script = format!(
+        "#!/bin/sh\n\
+         {{ for a in \"$@\"; do printf '%s\\037' \"$a\"; done; printf '\\n'; }} >> '{log}'\n\
+         for a in \"$@\"; do\n\
+           [ \"$a\" = -- ] && break\n\
+           [ \"$a\" = --all ] && {{ echo 'recording podman: --all refused' >&2; exit 125; }}\n\
+         done\n\
+         exec '{real}' \"$@\"\n",
+        log = log.display(),
+        real = podman_program()
+    );
+    let p = w.file("bin/podman", &script);
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+    (p, log)
+}
+
+/// The calls a recording podman saw.
+fn podman_calls(log: &Path) -> Vec<Vec<String>> {
+    fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            l.split('\x1f')
+                .filter(|a| !a.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .collect()
+}
+
+/// Every podman call that names a container or an image puts `--` before
+/// the name, so that a name is never read as an option.
+#[test]
+fn podman_is_never_given_a_name_where_an_option_goes() {
+    let w = World::new();
+    let (podman, log) = recording_podman(&w);
+    w.write_config(&format!("podman = \"{}\"", podman.display()));
+    let name = w.session("dash");
+    let d = w.dir("dash");
+    w.create(&name, &d, &[]);
+    let c1 = w.container(&name);
+    w.sh(&name, "true").ok();
+    w.run(&["cage", "start", &name]).ok();
+    w.run(&["cage", "limits", &name, "--memory", "300m"]).ok();
+    w.run(&["cage", "move", &name, "--by", "tester"]).ok();
+    let c2 = w.container(&name);
+    w.run(&["cage", "stop", &name]).ok();
+    w.run(&["cage", "rm", &name]).ok();
+    let calls = podman_calls(&log);
+    let mut verbs = std::collections::BTreeSet::new();
+    for call in &calls {
+        for (i, a) in call.iter().enumerate() {
+            let named = *a == c1 || *a == c2 || a == IMAGE;
+            let a_value = i > 0 && ["--name", "-t"].contains(&call[i - 1].as_str());
+            if named && !a_value {
+                assert!(
+                    call[..i].contains(&"--".to_string()),
+                    "{a} is not after `--` in: podman {}",
+                    call.join(" ")
+                );
+                verbs.insert(call[0].clone());
+            }
+        }
+    }
+    for verb in [
+        "create", "inspect", "start", "exec", "stop", "update", "top", "rm",
+    ] {
+        assert!(
+            verbs.contains(verb),
+            "no `podman {verb}` naming the cage: {calls:?}"
+        );
+    }
+}
+
+/// A record edited by hand is refused as damaged, naming the file and what
+/// to do: a record whose container is `--all` never reaches podman as
+/// `podman rm -f --ignore --all`, and a record whose name is not its
+/// file's is not taken for that session.
+#[test]
+fn a_record_edited_by_hand_is_refused_and_podman_is_not_called() {
+    let w = World::new();
+    let (podman, log) = recording_podman(&w);
+    w.write_config(&format!("podman = \"{}\"", podman.display()));
+    let a = w.session("dmg");
+    let b = w.session("dmgother");
+    for n in [&a, &b] {
+        let d = w.dir(n);
+        w.create(n, &d, &[]);
+    }
+    let ca = w.container(&a);
+    let cb = w.container(&b);
+    let path = w.record_path(&a);
+    let original = fs::read_to_string(&path).unwrap();
+    let mut rec = w.record(&a);
+    rec["cage"]["container"] = "--all".into();
+    fs::write(&path, serde_json::to_string(&rec).unwrap()).unwrap();
+    let calls_before = podman_calls(&log).len();
+    for args in [vec!["cage", "rm", &a], vec!["cage", "stop", &a]] {
+        let r = w.run(&args).code_is(1);
+        let err = r.stderr();
+        assert!(
+            err.contains(&format!("the record {} is damaged", path.display()))
+                && err.contains("its container \"--all\" is not a name")
+                && err.contains(&format!("`rm {}`", path.display())),
+            "{}",
+            r.explain()
+        );
+    }
+    assert_eq!(podman_calls(&log).len(), calls_before, "podman was called");
+    assert!(w.container_exists(&ca) && w.container_exists(&cb));
+    assert!(path.exists());
+    // b's record under a's name: refused too, and b's container is left.
+    let mut other = w.record(&b);
+    other["cage"]["container"] = ca.clone().into();
+    fs::write(&path, serde_json::to_string(&other).unwrap()).unwrap();
+    let r = w.run(&["cage", "rm", &a]).code_is(1);
+    assert!(
+        r.stderr()
+            .contains(&format!("its name is \"{b}\", not \"{a}\"")),
+        "{}",
+        r.explain()
+    );
+    assert!(w.container_exists(&ca) && w.container_exists(&cb));
+    fs::write(&path, original).unwrap();
+    w.run(&["cage", "rm", &a]).ok();
+    assert!(!w.container_exists(&ca) && w.container_exists(&cb));
+}
