@@ -85,8 +85,8 @@ complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -l sealed -d 'Seal it, for code nobody vouches for: the internet and nothing local, its own login, no user namespaces, results only through its outbox'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -l json -d 'Print the result as JSON instead of text'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -s h -l help -d 'Print help'
-complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l memory -d 'Memory, in podman\'s units: 512m, 16g' -r
-complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l cpus -d 'CPUs: a positive number, up to the machine\'s' -r
+complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l memory -d 'Memory, in podman\'s units: 512m, 16g (at least 6m, podman\'s minimum)' -r
+complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l cpus -d 'CPUs: a number from 0.01 up to the machine\'s' -r
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l pids -d 'Processes: a positive whole number' -r
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l by -d 'Who changed them, for the history (default: the user running this)' -r
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l reset -d 'Back to the machine\'s limits (the config\'s)'

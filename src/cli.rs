@@ -184,10 +184,10 @@ pub struct MoveArgs {
 pub struct LimitsArgs {
     /// The session
     pub name: String,
-    /// Memory, in podman's units: 512m, 16g
+    /// Memory, in podman's units: 512m, 16g (at least 6m, podman's minimum)
     #[arg(long, value_name = "SIZE")]
     pub memory: Option<String>,
-    /// CPUs: a positive number, up to the machine's
+    /// CPUs: a number from 0.01 up to the machine's
     #[arg(long, value_name = "N")]
     pub cpus: Option<String>,
     /// Processes: a positive whole number

@@ -363,30 +363,64 @@ pub fn find_program(name: &str, path_var: Option<&str>) -> Option<PathBuf> {
     which::which_in(name, path_var, cwd).ok()
 }
 
-/// Memory in podman's units: a positive whole number with b, k, m or g.
+/// The least memory podman gives a container: it refuses less ("Minimum
+/// memory limit allowed is 6MB", podman's `linuxMinMemory`, 6 MiB), so a
+/// cage made or updated with less would fail to start.
+pub const MIN_MEMORY_BYTES: u64 = 6 * 1024 * 1024;
+
+/// The fewest CPUs podman can give: a CPU quota under 1 ms in its 100 ms
+/// period, which the kernel refuses (cpu.cfs_quota_us >= 1000).
+pub const MIN_CPUS: f64 = 0.01;
+
+/// Memory in podman's units: a positive whole number with b, k, m or g (a
+/// number alone is bytes, as podman reads it), at least podman's minimum.
 pub fn validate_memory(m: &str) -> Result<String, String> {
     let s = m.trim().to_ascii_lowercase();
     let digits = s.trim_end_matches(['b', 'k', 'm', 'g']);
     let unit_len = s.len() - digits.len();
-    let ok = unit_len <= 1
-        && !digits.is_empty()
-        && digits.bytes().all(|b| b.is_ascii_digit())
-        && digits.parse::<u64>().map(|n| n > 0).unwrap_or(false);
-    if ok {
-        Ok(s)
-    } else {
-        Err(format!(
+    let number =
+        (unit_len <= 1 && !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| digits.parse::<u64>().ok())
+            .flatten()
+            .filter(|n| *n > 0);
+    let Some(n) = number else {
+        return Err(format!(
             "{m:?} is not a size: use a positive whole number with b, k, m or g, like \"512m\" or \"16g\""
-        ))
+        ));
+    };
+    let unit: u64 = match s.as_bytes()[s.len() - 1] {
+        b'k' => 1 << 10,
+        b'm' => 1 << 20,
+        b'g' => 1 << 30,
+        _ => 1,
+    };
+    match n.checked_mul(unit) {
+        Some(bytes) if bytes < MIN_MEMORY_BYTES => Err(format!(
+            "{m:?} is less than podman's minimum of 6m (6 MiB) for a container{}: \
+             give at least 6m, with a unit, like \"512m\" or \"16g\"",
+            if unit_len == 0 {
+                ", and a number without a unit is bytes"
+            } else {
+                ""
+            }
+        )),
+        Some(bytes) if bytes <= i64::MAX as u64 => Ok(s),
+        _ => Err(format!(
+            "{m:?} is more memory than podman can take: give it in m or g, like \"16g\""
+        )),
     }
 }
 
-/// CPUs: a positive number, whole or decimal ("2", "1.5").
+/// CPUs: a positive number, whole or decimal ("2", "1.5"), at least 0.01.
 pub fn validate_cpus(c: &str) -> Result<String, String> {
     let s = c.trim();
     let plain = !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'.');
     match s.parse::<f64>() {
-        Ok(n) if plain && n > 0.0 && n.is_finite() => Ok(s.to_string()),
+        Ok(n) if plain && n >= MIN_CPUS && n.is_finite() => Ok(s.to_string()),
+        Ok(n) if plain && n > 0.0 => Err(format!(
+            "{c:?} is less than podman's minimum of {MIN_CPUS} CPUs: give at least {MIN_CPUS}, \
+             like \"0.5\" or \"2\""
+        )),
         _ => Err(format!(
             "{c:?} is not a number of CPUs: use a positive number, like \"2\" or \"1.5\""
         )),
@@ -685,13 +719,66 @@ delta = { url = "http://[fd00::1]:9000", token_file = "/t/delta" }
     #[test]
     fn memory_and_cpus_rules() {
         assert_eq!(validate_memory("16g").unwrap(), "16g");
-        assert_eq!(validate_memory("1024").unwrap(), "1024");
+        assert_eq!(validate_memory("6m").unwrap(), "6m");
+        assert_eq!(validate_memory("6144K").unwrap(), "6144k");
+        assert_eq!(validate_memory("6291456").unwrap(), "6291456");
+        assert_eq!(validate_memory("6291456b").unwrap(), "6291456b");
         assert!(validate_memory("1.5g").is_err());
         assert!(validate_memory("g").is_err());
         assert!(validate_memory("12gb").is_err());
         assert_eq!(validate_cpus("8").unwrap(), "8");
+        assert_eq!(validate_cpus("0.01").unwrap(), "0.01");
+        assert_eq!(validate_cpus("0.5").unwrap(), "0.5");
         assert!(validate_cpus("1e3").is_err());
         assert!(validate_cpus("nan").is_err());
+    }
+
+    /// Limits podman cannot use are refused, saying the minimum and giving
+    /// an example with a unit (podman would refuse them at the cage's start).
+    #[test]
+    fn limits_under_podmans_minimum_are_refused() {
+        for m in ["1b", "16", "1k", "6291455", "6143k", "5m"] {
+            assert_eq!(
+                validate_memory(m).unwrap_err(),
+                format!(
+                    "{m:?} is less than podman's minimum of 6m (6 MiB) for a container{}: \
+                     give at least 6m, with a unit, like \"512m\" or \"16g\"",
+                    if m.ends_with(|c: char| c.is_ascii_digit()) {
+                        ", and a number without a unit is bytes"
+                    } else {
+                        ""
+                    }
+                ),
+            );
+        }
+        assert_eq!(
+            validate_memory("99999999999999g").unwrap_err(),
+            "\"99999999999999g\" is more memory than podman can take: give it in m or g, like \"16g\""
+        );
+        for c in ["0.0001", "0.009", "0.00999"] {
+            assert_eq!(
+                validate_cpus(c).unwrap_err(),
+                format!(
+                    "{c:?} is less than podman's minimum of 0.01 CPUs: give at least 0.01, \
+                     like \"0.5\" or \"2\""
+                ),
+            );
+        }
+        for (text, says) in [
+            ("memory = \"1b\"", "minimum of 6m"),
+            ("memory = \"16\"", "minimum of 6m"),
+            ("cpus = 0.0001", "minimum of 0.01"),
+            ("cpus = \"0.001\"", "minimum of 0.01"),
+        ] {
+            let e = load(text).unwrap_err();
+            assert_eq!(e.kind, crate::error::Kind::BadInput);
+            assert!(
+                e.message.starts_with("config file /cfg/config.toml: key `")
+                    && e.message.contains(says),
+                "{text}: {}",
+                e.message
+            );
+        }
     }
 
     #[test]

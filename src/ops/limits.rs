@@ -184,6 +184,9 @@ mod tests {
             (None, Some("-1"), None),
             (None, None, Some("0")),
             (None, None, Some("ten")),
+            (Some("1b"), None, None),
+            (Some("16"), None, None),
+            (None, Some("0.0001"), None),
             (None, None, None),
         ] {
             let e = new_limits(&before, &defaults, &req(m, c, p), 8).unwrap_err();

@@ -37,3 +37,31 @@ fn completions_and_man_page_are_current() {
         }
     }
 }
+
+/// A config whose memory or CPUs podman cannot use is refused when the
+/// settings load (exit 2), saying the minimum and the key and the file:
+/// a cage made with it would not start.
+#[test]
+fn config_limits_under_podmans_minimum_are_refused() {
+    let w = World::new();
+    for (extra, key, says) in [
+        ("memory = \"1b\"", "memory", "minimum of 6m"),
+        (
+            "memory = \"16\"",
+            "memory",
+            "a number without a unit is bytes",
+        ),
+        ("cpus = 0.0001", "cpus", "minimum of 0.01"),
+    ] {
+        w.write_config(extra);
+        let r = w.run(&["cage", "ls"]).code_is(2);
+        let err = r.stderr();
+        assert!(
+            err.contains(&format!("config file {}: key `{key}`", w.config.display()))
+                && err.contains(says)
+                && (err.contains("like \"512m\"") || err.contains("like \"0.5\"")),
+            "{}",
+            r.explain()
+        );
+    }
+}

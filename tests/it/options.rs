@@ -320,6 +320,9 @@ fn limits_change_running_or_not_without_remaking() {
     // bad values, each exit 2, nothing changed
     for bad in [
         vec!["--memory", "12x"],
+        vec!["--memory", "1b"],
+        vec!["--memory", "16"],
+        vec!["--cpus", "0.0001"],
         vec!["--cpus", "0"],
         vec!["--cpus", "999"],
         vec!["--pids", "-3"],
