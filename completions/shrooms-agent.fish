@@ -72,7 +72,7 @@ complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from stop" -s h -l help -d 'Print help'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from rm" -l json -d 'Print the result as JSON instead of text'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from rm" -s h -l help -d 'Print help'
-complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -l by -d 'Who moved it, for the history (default: the user running this)' -r
+complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -l by -d 'Who moved it, for the history (default: the user running this); one line of at most 200 characters' -r
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -l image -d 'The image (default: the config\'s `image`, else localhost/shrooms-workbench:latest)' -r
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -l mesh -d 'A mesh the session is limited to (repeat for more): the shared folder is then the one of that set of meshes' -r
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -l sealed-token -d 'The machine\'s sealed token (default: the config\'s `sealed_token`, else sealed-claude-token in the state folder)' -r -F
@@ -88,7 +88,7 @@ complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l memory -d 'Memory, in podman\'s units: 512m, 16g (at least 6m, podman\'s minimum)' -r
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l cpus -d 'CPUs: a number from 0.01 up to the machine\'s' -r
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l pids -d 'Processes: a positive whole number' -r
-complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l by -d 'Who changed them, for the history (default: the user running this)' -r
+complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l by -d 'Who changed them, for the history (default: the user running this); one line of at most 200 characters' -r
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l reset -d 'Back to the machine\'s limits (the config\'s)'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l json -d 'Print the result as JSON instead of text'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -s h -l help -d 'Print help'

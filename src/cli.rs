@@ -169,7 +169,8 @@ pub struct MoveArgs {
     /// Take the session out of its cage: its harness runs on the machine again
     #[arg(long, conflicts_with_all = ["image", "github", "nix", "shared", "meshes", "sealed"])]
     pub out: bool,
-    /// Who moved it, for the history (default: the user running this)
+    /// Who moved it, for the history (default: the user running this); one
+    /// line of at most 200 characters
     #[arg(long, value_name = "WHO")]
     pub by: Option<String>,
     /// Take a sealed session out of its seal (refused without it: its folder
@@ -196,7 +197,8 @@ pub struct LimitsArgs {
     /// Back to the machine's limits (the config's)
     #[arg(long, conflicts_with_all = ["memory", "cpus", "pids"])]
     pub reset: bool,
-    /// Who changed them, for the history (default: the user running this)
+    /// Who changed them, for the history (default: the user running this);
+    /// one line of at most 200 characters
     #[arg(long, value_name = "WHO")]
     pub by: Option<String>,
 }

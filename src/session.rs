@@ -163,6 +163,32 @@ pub struct HistoryEntry {
     pub what: String,
 }
 
+/// The longest `--by` taken, in characters.
+pub const MAX_WHO: usize = 200;
+
+/// Check who a history entry names (`--by WHO`): one line of at most
+/// [`MAX_WHO`] characters, not empty. `cage history` prints an entry a line,
+/// so a line break in it would make a second, false entry.
+pub fn validate_who(who: &str) -> Result<()> {
+    let why = if who.trim().is_empty() {
+        "is empty: say who, like --by alice, or leave --by out for your user name".to_string()
+    } else if who.chars().any(char::is_control) {
+        "holds a control character (a line break, a tab, an escape): `cage history` \
+         prints an entry a line; give who on one line, in plain characters"
+            .to_string()
+    } else if who.chars().count() > MAX_WHO {
+        format!(
+            "is {} characters long; give at most {MAX_WHO}",
+            who.chars().count()
+        )
+    } else {
+        return Ok(());
+    };
+    let shown: String = who.chars().take(40).collect();
+    let more = if who.chars().count() > 40 { "..." } else { "" };
+    Err(Error::bad_input(format!("--by {shown:?}{more} {why}")))
+}
+
 /// What a sealed cage was made with, so that a later version can tell an
 /// old cage from a current one (issue 3, "Marks").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -593,6 +619,41 @@ mod tests {
             crate::error::Kind::NotFound
         );
         fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn who_is_one_plain_line() {
+        for ok in [
+            "alice",
+            "Alice Smith <a@b.c>",
+            "jan over HTTP from [::1]:5",
+            "é",
+            &"x".repeat(200),
+        ] {
+            assert!(validate_who(ok).is_ok(), "{ok:?}");
+        }
+        let e = |w: &str| validate_who(w).unwrap_err();
+        assert_eq!(e("").kind, crate::error::Kind::BadInput);
+        assert_eq!(
+            e("").message,
+            "--by \"\" is empty: say who, like --by alice, or leave --by out for your user name"
+        );
+        assert!(e("  ").message.contains("is empty"));
+        assert_eq!(
+            e("a\nb").message,
+            "--by \"a\\nb\" holds a control character (a line break, a tab, an escape): \
+             `cage history` prints an entry a line; give who on one line, in plain characters"
+        );
+        for bad in ["a\tb", "a\rb", "\u{1b}[31mred", "a\u{7f}"] {
+            assert!(e(bad).message.contains("control character"), "{bad:?}");
+        }
+        assert_eq!(
+            e(&"é".repeat(201)).message,
+            format!(
+                "--by {:?}... is 201 characters long; give at most 200",
+                "é".repeat(40)
+            )
+        );
     }
 
     #[test]

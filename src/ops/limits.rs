@@ -83,6 +83,9 @@ pub fn new_limits(
 }
 
 pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
+    if let Some(by) = &req.by {
+        crate::session::validate_who(by)?;
+    }
     let record = ctx.store.load(&req.name)?;
     let cage = cage_of(&record)?.clone();
     let host = ctx.host_for_session()?;

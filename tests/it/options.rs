@@ -688,3 +688,35 @@ fn a_record_edited_by_hand_is_refused_and_podman_is_not_called() {
     w.run(&["cage", "rm", &a]).ok();
     assert!(!w.container_exists(&ca) && w.container_exists(&cb));
 }
+
+/// `--by` is one plain line of 1 to 200 characters: a line break would add
+/// a false entry to `cage history`'s text. Refused with exit 2 before
+/// anything changes, on `move` and on `limits`.
+#[test]
+fn by_is_one_plain_line() {
+    let w = World::new();
+    let name = w.session("by");
+    let d = w.dir("by");
+    w.create(&name, &d, &[]);
+    let c = w.container(&name);
+    let long = "x".repeat(201);
+    for by in ["", "  ", "eve\n1 mallory moved it", "a\tb", long.as_str()] {
+        for args in [
+            vec!["cage", "move", &name, "--github", "--by", by],
+            vec!["cage", "limits", &name, "--memory", "300m", "--by", by],
+        ] {
+            let r = w.run(&args).code_is(2);
+            assert!(r.stderr().contains("--by "), "{}", r.explain());
+        }
+    }
+    assert_eq!(w.container(&name), c);
+    assert_eq!(w.record(&name)["cage"]["limits"]["memory"], "4g");
+    let hist = w.run(&["cage", "history", &name]).ok().stdout();
+    assert_eq!(hist.lines().count(), 1, "{hist}");
+    // 200 characters, not ASCII, are taken.
+    let most = "é".repeat(200);
+    w.run(&["cage", "limits", &name, "--memory", "300m", "--by", &most])
+        .ok();
+    let hist = w.run(&["cage", "history", &name, "--json"]).ok().json();
+    assert_eq!(hist["entries"][1]["who"], most.as_str());
+}
