@@ -152,10 +152,7 @@ impl Settings {
     /// Resolve the settings from the environment and the config file it names.
     pub fn load(env: &Env) -> Result<Settings> {
         let home = home_dir(env)?;
-        let config_path = match env.get("SHROOMS_AGENT_CONFIG") {
-            Some(p) if !p.is_empty() => PathBuf::from(p),
-            _ => xdg(env, "XDG_CONFIG_HOME", &home, ".config").join("shrooms-agent/config.toml"),
-        };
+        let (config_path, state_dir) = paths(env, &home)?;
         let text = match std::fs::read_to_string(&config_path) {
             Ok(t) => Some(t),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -165,10 +162,6 @@ impl Settings {
                     config_path.display()
                 )));
             }
-        };
-        let state_dir = match env.get("SHROOMS_AGENT_STATE_DIR") {
-            Some(p) if !p.is_empty() => PathBuf::from(p),
-            _ => xdg(env, "XDG_DATA_HOME", &home, ".local/share").join("shrooms-agent"),
         };
         Self::from_text(text.as_deref(), &config_path, state_dir, home, env)
     }
@@ -349,12 +342,41 @@ fn home_dir(env: &Env) -> Result<PathBuf> {
         .ok_or_else(|| Error::failed("cannot tell the home directory: set HOME"))
 }
 
-/// An XDG base folder: the variable when it is an absolute path, else the default under home.
-fn xdg(env: &Env, var: &str, home: &Path, default: &str) -> PathBuf {
-    match env.get(var) {
-        Some(v) if v.starts_with('/') => PathBuf::from(v),
-        _ => home.join(default),
+/// The config file and the state folder, from the environment (pure):
+/// `$SHROOMS_AGENT_CONFIG`, else `$XDG_CONFIG_HOME/shrooms-agent/config.toml`,
+/// else under the home; `$SHROOMS_AGENT_STATE_DIR`, else
+/// `$XDG_DATA_HOME/shrooms-agent`, else under the home. A variable that
+/// decides a path must give an absolute one: a relative path would name
+/// another folder from every working folder (and `serve` under systemd
+/// runs from `/`), so it is refused, by name, rather than used or passed over.
+pub fn paths(env: &Env, home: &Path) -> Result<(PathBuf, PathBuf)> {
+    let config = match var(env, "SHROOMS_AGENT_CONFIG")? {
+        Some(p) => p,
+        None => xdg(env, "XDG_CONFIG_HOME", home, ".config")?.join("shrooms-agent/config.toml"),
+    };
+    let state = match var(env, "SHROOMS_AGENT_STATE_DIR")? {
+        Some(p) => p,
+        None => xdg(env, "XDG_DATA_HOME", home, ".local/share")?.join("shrooms-agent"),
+    };
+    Ok((config, state))
+}
+
+/// A path variable: None when unset or empty; refused when relative.
+fn var(env: &Env, name: &str) -> Result<Option<PathBuf>> {
+    match env.get(name) {
+        None => Ok(None),
+        Some(v) if v.is_empty() => Ok(None),
+        Some(v) if v.starts_with('/') => Ok(Some(PathBuf::from(v))),
+        Some(v) => Err(Error::bad_input(format!(
+            "{name} is {v:?}, a relative path: it would name another folder from every \
+             working folder; set it to an absolute path (starting with /), or unset it"
+        ))),
     }
+}
+
+/// An XDG base folder: the variable when it is set, else the default under home.
+fn xdg(env: &Env, name: &str, home: &Path, default: &str) -> Result<PathBuf> {
+    Ok(var(env, name)?.unwrap_or_else(|| home.join(default)))
 }
 
 /// Look a program up on the given PATH.
@@ -802,5 +824,62 @@ delta = { url = "http://[fd00::1]:9000", token_file = "/t/delta" }
         let s = Settings::load(&env).unwrap();
         assert_eq!(s.config_path, PathBuf::from("/nonexistent/c.toml"));
         assert_eq!(s.state_dir, PathBuf::from("/nonexistent/state"));
+    }
+
+    #[test]
+    fn xdg_folders_are_honoured() {
+        let env: Env = [
+            ("XDG_CONFIG_HOME", "/x/config"),
+            ("XDG_DATA_HOME", "/x/data"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let (config, state) = paths(&env, Path::new("/home/u")).unwrap();
+        assert_eq!(config, Path::new("/x/config/shrooms-agent/config.toml"));
+        assert_eq!(state, Path::new("/x/data/shrooms-agent"));
+        let (config, state) = paths(&Env::new(), Path::new("/home/u")).unwrap();
+        assert_eq!(
+            config,
+            Path::new("/home/u/.config/shrooms-agent/config.toml")
+        );
+        assert_eq!(state, Path::new("/home/u/.local/share/shrooms-agent"));
+    }
+
+    /// A relative path in a variable that decides where the config or the
+    /// state is: refused by the variable's name, not used as it is.
+    #[test]
+    fn a_relative_path_variable_is_refused_by_name() {
+        for var in [
+            "SHROOMS_AGENT_STATE_DIR",
+            "SHROOMS_AGENT_CONFIG",
+            "XDG_CONFIG_HOME",
+            "XDG_DATA_HOME",
+        ] {
+            let mut env = Env::new();
+            env.insert(var.into(), "rel/dir".into());
+            let e = paths(&env, Path::new("/home/u")).unwrap_err();
+            assert_eq!(e.kind, crate::error::Kind::BadInput);
+            assert_eq!(
+                e.message,
+                format!(
+                    "{var} is \"rel/dir\", a relative path: it would name another folder from \
+                     every working folder; set it to an absolute path (starting with /), or unset it"
+                )
+            );
+            env.insert("HOME".into(), "/nonexistent-home-for-test".into());
+            assert!(Settings::load(&env).is_err(), "{var}");
+        }
+        // An XDG folder that decides nothing is not looked at.
+        let env: Env = [
+            ("SHROOMS_AGENT_CONFIG", "/c.toml"),
+            ("SHROOMS_AGENT_STATE_DIR", "/s"),
+            ("XDG_CONFIG_HOME", "rel"),
+            ("XDG_DATA_HOME", "."),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert!(paths(&env, Path::new("/home/u")).is_ok());
     }
 }

@@ -65,3 +65,45 @@ fn config_limits_under_podmans_minimum_are_refused() {
         );
     }
 }
+
+/// A relative SHROOMS_AGENT_STATE_DIR, SHROOMS_AGENT_CONFIG, XDG_CONFIG_HOME
+/// or XDG_DATA_HOME is refused by name (exit 2), and nothing is made where
+/// it points, from where the command runs.
+#[test]
+fn relative_path_variables_are_refused_by_name() {
+    let w = World::new();
+    let cwd = w.dir("cwd");
+    let no_config = w.root.join("none.toml").to_string_lossy().into_owned();
+    let abs_state = w.state.to_string_lossy().into_owned();
+    for (var, others) in [
+        ("SHROOMS_AGENT_STATE_DIR", vec![]),
+        ("SHROOMS_AGENT_CONFIG", vec![]),
+        // The XDG folders decide only where the tool's own variables are unset.
+        ("XDG_CONFIG_HOME", vec![("SHROOMS_AGENT_CONFIG", "")]),
+        ("XDG_DATA_HOME", vec![("SHROOMS_AGENT_STATE_DIR", "")]),
+    ] {
+        let mut env: Vec<(&str, &str)> = vec![
+            ("SHROOMS_AGENT_CONFIG", &no_config),
+            ("SHROOMS_AGENT_STATE_DIR", &abs_state),
+        ];
+        env.extend(others);
+        env.push((var, "rel"));
+        for args in [vec!["cage", "ls"], vec!["doctor"]] {
+            let mut c = w.command_env(&args, &env);
+            c.current_dir(&cwd).stdin(std::process::Stdio::null());
+            let r = Run {
+                what: format!("{var}=rel shrooms-agent {}", args.join(" ")),
+                out: c.output().unwrap(),
+            }
+            .code_is(2);
+            assert!(
+                r.stderr()
+                    .contains(&format!("{var} is \"rel\", a relative path"))
+                    && r.stderr().contains("set it to an absolute path"),
+                "{}",
+                r.explain()
+            );
+        }
+    }
+    assert_eq!(std::fs::read_dir(&cwd).unwrap().count(), 0);
+}
