@@ -120,6 +120,8 @@ pub struct Settings {
     pub home: PathBuf,
     /// The podman program as configured, or found on PATH; None when absent.
     pub podman: Option<PathBuf>,
+    /// `podman` was set in the config (then it must be there and run).
+    pub podman_configured: bool,
     pub image: String,
     pub limits: Limits,
     pub agent_port: u16,
@@ -163,7 +165,18 @@ impl Settings {
                 )));
             }
         };
-        Self::from_text(text.as_deref(), &config_path, state_dir, home, env)
+        let settings = Self::from_text(text.as_deref(), &config_path, state_dir, home, env)?;
+        if settings.podman_configured
+            && let Some(p) = &settings.podman
+        {
+            check_program(p).map_err(|why| {
+                Error::bad_input(format!(
+                    "config file {}: key `podman`: {why}",
+                    config_path.display()
+                ))
+            })?;
+        }
+        Ok(settings)
     }
 
     /// The pure part of `load`: text of the config file (if any) to settings.
@@ -290,8 +303,11 @@ impl Settings {
             machines.insert(name, machine);
         }
         let harness = file.harness.unwrap_or_default();
+        let podman_configured = file.podman.is_some();
         let podman = match file.podman {
-            Some(p) => Some(p),
+            Some(p) => Some(
+                configured_program(&p, path_var.as_deref()).map_err(|why| bad("podman", why))?,
+            ),
             None => find_program("podman", path_var.as_deref()),
         };
 
@@ -300,6 +316,7 @@ impl Settings {
             state_dir,
             home,
             podman,
+            podman_configured,
             image,
             limits: Limits { memory, cpus, pids },
             agent_port,
@@ -377,6 +394,46 @@ fn var(env: &Env, name: &str) -> Result<Option<PathBuf>> {
 /// An XDG base folder: the variable when it is set, else the default under home.
 fn xdg(env: &Env, name: &str, home: &Path, default: &str) -> Result<PathBuf> {
     Ok(var(env, name)?.unwrap_or_else(|| home.join(default)))
+}
+
+/// What to write instead of a `podman` key that cannot be used.
+const PODMAN_HOW: &str = "give the podman program's absolute path (`command -v podman` prints \
+                          it), or remove the key to use the podman on PATH";
+
+/// A program the config names: an absolute path, or a bare name looked up
+/// on PATH. Empty, relative with a folder, or a name not on PATH: refused,
+/// with what to write instead.
+fn configured_program(p: &Path, path_var: Option<&str>) -> Result<PathBuf, String> {
+    let text = p.to_string_lossy();
+    if text.trim().is_empty() {
+        return Err(format!("is empty: {PODMAN_HOW}"));
+    }
+    if p.is_absolute() {
+        return Ok(p.to_path_buf());
+    }
+    if p.components().count() > 1 {
+        return Err(format!("{text:?} is a relative path: {PODMAN_HOW}"));
+    }
+    find_program(&text, path_var)
+        .ok_or_else(|| format!("there is no {text:?} on PATH: {PODMAN_HOW}"))
+}
+
+/// A configured program must be there, a file, and executable: a podman
+/// that cannot run is the config's fault, not the machine's lack of one.
+fn check_program(p: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+
+    match std::fs::metadata(p) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(format!("{} does not exist: {PODMAN_HOW}", p.display()))
+        }
+        Err(e) => Err(format!("{}: {e}: {PODMAN_HOW}", p.display())),
+        Ok(m) if !m.is_file() => Err(format!("{} is not a file: {PODMAN_HOW}", p.display())),
+        Ok(m) if m.permissions().mode() & 0o111 == 0 => {
+            Err(format!("{} is not executable: {PODMAN_HOW}", p.display()))
+        }
+        Ok(_) => Ok(()),
+    }
 }
 
 /// Look a program up on the given PATH.
@@ -670,6 +727,79 @@ pi = "/opt/pi"
                 e.message
             );
         }
+    }
+
+    /// A configured podman that is empty, relative, missing or cannot run
+    /// is the config's error (exit 2, the key and the file), not "no podman".
+    #[test]
+    fn a_configured_podman_must_be_there_and_run() {
+        let how = "give the podman program's absolute path (`command -v podman` prints it), \
+                   or remove the key to use the podman on PATH";
+        for (text, why) in [
+            ("podman = \"\"", "is empty".to_string()),
+            ("podman = \" \"", "is empty".to_string()),
+            (
+                "podman = \"bin/podman\"",
+                "\"bin/podman\" is a relative path".to_string(),
+            ),
+        ] {
+            assert_eq!(
+                load(text).unwrap_err().message,
+                format!("config file /cfg/config.toml: key `podman`: {why}: {how}"),
+                "{text}"
+            );
+        }
+        let mut env = Env::new();
+        env.insert("PATH".into(), "/nonexistent-bin".into());
+        let e = Settings::from_text(
+            Some("podman = \"podman\""),
+            Path::new("/cfg/config.toml"),
+            PathBuf::from("/state"),
+            PathBuf::from("/home/u"),
+            &env,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.message,
+            format!(
+                "config file /cfg/config.toml: key `podman`: there is no \"podman\" on PATH: {how}"
+            )
+        );
+
+        let dir = std::env::temp_dir().join(format!("shrooms-podman-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let plain = dir.join("plain");
+        std::fs::write(&plain, "").unwrap();
+        let config = dir.join("config.toml");
+        for (podman, why) in [
+            (
+                "/nonexistent/podman".to_string(),
+                "/nonexistent/podman does not exist".to_string(),
+            ),
+            (
+                dir.display().to_string(),
+                format!("{} is not a file", dir.display()),
+            ),
+            (
+                plain.display().to_string(),
+                format!("{} is not executable", plain.display()),
+            ),
+        ] {
+            std::fs::write(&config, format!("podman = \"{podman}\"\n")).unwrap();
+            let mut env = Env::new();
+            env.insert("HOME".into(), "/nonexistent-home-for-test".into());
+            env.insert("SHROOMS_AGENT_CONFIG".into(), config.display().to_string());
+            let e = Settings::load(&env).unwrap_err();
+            assert_eq!(e.kind, crate::error::Kind::BadInput);
+            assert_eq!(
+                e.message,
+                format!(
+                    "config file {}: key `podman`: {why}: {how}",
+                    config.display()
+                )
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -107,3 +107,43 @@ fn relative_path_variables_are_refused_by_name() {
     }
     assert_eq!(std::fs::read_dir(&cwd).unwrap().count(), 0);
 }
+
+/// A `podman` the config names that is empty, missing or cannot run is the
+/// config's error (exit 2, naming the key and the file, nothing made), not
+/// "this machine has no podman".
+#[test]
+fn a_configured_podman_that_cannot_run_is_a_config_error() {
+    let w = World::new();
+    let plain = w.file("not-a-program", "");
+    let project = w.dir("p");
+    for (value, why) in [
+        (String::new(), "is empty".to_string()),
+        (
+            "/nonexistent/podman".to_string(),
+            "/nonexistent/podman does not exist".to_string(),
+        ),
+        (
+            plain.display().to_string(),
+            format!("{} is not executable", plain.display()),
+        ),
+    ] {
+        w.write_config(&format!("podman = \"{value}\""));
+        let name = w.session("badpodman");
+        for args in [
+            vec!["cage", "create", &name, "--dir", project.to_str().unwrap()],
+            vec!["doctor"],
+        ] {
+            let r = w.run(&args).code_is(2);
+            assert!(
+                r.stderr().contains(&format!(
+                    "config file {}: key `podman`: {why}: give the podman program's absolute path",
+                    w.config.display()
+                )),
+                "{}",
+                r.explain()
+            );
+            assert!(!r.stderr().contains("has no podman"), "{}", r.explain());
+        }
+        assert!(!w.record_path(&name).exists());
+    }
+}
