@@ -147,3 +147,43 @@ fn a_configured_podman_that_cannot_run_is_a_config_error() {
         assert!(!w.record_path(&name).exists());
     }
 }
+
+/// The image's `sleep` check says "no `sleep` on its PATH" only where
+/// podman says the command was not found; any other failure of its
+/// `podman run`, exit 126 included, is reported in podman's words (exit 1).
+#[test]
+fn the_sleep_check_reports_podmans_own_error() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new();
+    let fake = w.file(
+        "bin/podman",
+        &format!(
+            "#!/bin/sh\n\
+             if [ \"$1\" = run ]; then\n\
+               echo 'Error: runc: runc create failed: unable to start container process: error during container init: fake cgroup failure: OCI runtime error' >&2\n\
+               exit 126\n\
+             fi\n\
+             exec '{}' \"$@\"\n",
+            podman_program()
+        ),
+    );
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    w.write_config(&format!("podman = \"{}\"", fake.display()));
+    let name = w.session("sleepcheck");
+    let d = w.dir("sleepcheck");
+    let r = w
+        .run(&["cage", "create", &name, "--dir", d.to_str().unwrap()])
+        .code_is(1);
+    assert_eq!(
+        r.stderr().trim_end(),
+        format!(
+            "shrooms-agent: error: checking that the image {IMAGE} has `sleep`: podman run \
+             exited 126: Error: runc: runc create failed: unable to start container process: \
+             error during container init: fake cgroup failure: OCI runtime error"
+        ),
+        "{}",
+        r.explain()
+    );
+    assert!(!w.record_path(&name).exists());
+    assert!(w.containers_of(&name).is_empty());
+}
