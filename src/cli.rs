@@ -261,9 +261,13 @@ pub enum OutboxCommand {
     Pack {
         /// The sealed session
         name: String,
-        /// The archive to write
+        /// The archive to write: a new file outside the outbox (an existing
+        /// regular file only with --force; never a device, a FIFO, a folder or a link)
         #[arg(short = 'o', long = "output", value_name = "FILE.tar.gz")]
         output: PathBuf,
+        /// Replace FILE if it is there and a regular file
+        #[arg(long)]
+        force: bool,
         /// Pack only this folder of the outbox (a relative path)
         #[arg(long, value_name = "FOLDER")]
         only: Option<PathBuf>,

@@ -79,9 +79,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Cage(cmd) => cage(cmd, json),
         Command::Image(cmd) => image(cmd, json),
-        Command::Outbox(cli::OutboxCommand::Pack { name, output, only }) => {
+        Command::Outbox(cli::OutboxCommand::Pack {
+            name,
+            output,
+            only,
+            force,
+        }) => {
             let ctx = context()?;
-            let r = ops::outbox::pack(&ctx, &name, only.as_deref(), &output)?;
+            let r = ops::outbox::pack(&ctx, &name, only.as_deref(), &output, force)?;
             output::show(&r, json, output::packed);
             Ok(ExitCode::SUCCESS)
         }
