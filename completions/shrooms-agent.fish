@@ -67,7 +67,7 @@ complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from create" -s h -l help -d 'Print help'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from start" -l json -d 'Print the result as JSON instead of text'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from start" -s h -l help -d 'Print help'
-complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from stop" -l all -d 'Stop every cage of this user'
+complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from stop" -l all -d 'Stop every cage of this user; a busy one is passed over and named at the end (exit 3)'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from stop" -l json -d 'Print the result as JSON instead of text'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from stop" -s h -l help -d 'Print help'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from rm" -l json -d 'Print the result as JSON instead of text'

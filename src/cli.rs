@@ -157,7 +157,8 @@ pub struct StopArgs {
     /// The session
     #[arg(required_unless_present = "all", conflicts_with = "all")]
     pub name: Option<String>,
-    /// Stop every cage of this user
+    /// Stop every cage of this user; a busy one is passed over and named at
+    /// the end (exit 3)
     #[arg(long)]
     pub all: bool,
 }

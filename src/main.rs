@@ -147,7 +147,17 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
             }
             _ => {
                 let r = ops::stop::stop_all(&ctx)?;
-                output::show(&r, json, |list| list.iter().map(output::stopped).collect());
+                let text = |r: &ops::stop::StoppedAll| -> String {
+                    r.stopped.iter().map(output::stopped).collect()
+                };
+                match r.busy_error() {
+                    // The list, as ever, when every cage could be stopped.
+                    None => output::show(&r.stopped, json, |_| text(&r)),
+                    Some(e) => {
+                        output::error_after(&e, json, &r, text);
+                        return Ok(ExitCode::from(e.kind.exit_code()));
+                    }
+                }
             }
         },
         CageCommand::Move(a) => {

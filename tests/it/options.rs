@@ -720,3 +720,79 @@ fn by_is_one_plain_line() {
     let hist = w.run(&["cage", "history", &name, "--json"]).ok().json();
     assert_eq!(hist["entries"][1]["who"], most.as_str());
 }
+
+/// Hold a session's lock as a running `exec` does (an flock on its lock
+/// file) until the returned file is dropped.
+fn hold_session(w: &World, session: &str) -> fs::File {
+    use std::os::unix::io::AsRawFd;
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(w.state.join("sessions").join(format!("{session}.lock")))
+        .unwrap();
+    // SAFETY: flock on a descriptor we own.
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    assert_eq!(r, 0, "could not take {session}'s lock");
+    f
+}
+
+/// `cage stop --all` stops every cage it can: a session another command
+/// holds is passed over, the rest are stopped, and the busy ones are named
+/// at the end with exit 3 (in text, and in one JSON object with --json).
+#[test]
+fn stop_all_stops_the_rest_and_names_the_busy() {
+    let w = World::new();
+    let names: Vec<String> = ["stba", "stbb", "stbc"]
+        .iter()
+        .map(|b| w.session(b))
+        .collect();
+    for n in &names {
+        let d = w.dir(n);
+        w.create(n, &d, &[]);
+        w.run(&["cage", "start", n]).ok();
+    }
+    let (held, rest) = (&names[1], [&names[0], &names[2]]);
+    let lock = hold_session(&w, held);
+    let r = w.run(&["cage", "stop", "--all"]).code_is(3);
+    for n in rest {
+        assert!(
+            r.stdout()
+                .contains(&format!("stopped {n} ({})", w.container(n))),
+            "{}",
+            r.explain()
+        );
+        assert_eq!(
+            w.container_state(&w.container(n)).as_deref(),
+            Some("exited")
+        );
+    }
+    assert!(
+        r.stderr().contains(&format!(
+            "not stopped, busy: {held} (another shrooms-agent command"
+        )),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(
+        w.container_state(&w.container(held)).as_deref(),
+        Some("running")
+    );
+    // --json: one object, the error's shape with what was done.
+    let r = w.run(&["cage", "stop", "--all", "--json"]).code_is(3);
+    let j = r.json();
+    assert_eq!(j["exit_code"], 3, "{j:#}");
+    assert!(
+        j["error"].as_str().unwrap().contains(held.as_str()),
+        "{j:#}"
+    );
+    assert_eq!(j["busy"], serde_json::json!([held]), "{j:#}");
+    assert_eq!(j["stopped"].as_array().unwrap().len(), 2, "{j:#}");
+    drop(lock);
+    let j = w.run(&["cage", "stop", "--all", "--json"]).ok().json();
+    assert_eq!(j.as_array().unwrap().len(), 3, "{j:#}");
+    assert_eq!(
+        w.container_state(&w.container(held)).as_deref(),
+        Some("exited")
+    );
+}
