@@ -238,7 +238,7 @@ pub struct CageArgs {
     #[arg(long)]
     pub shared: bool,
     /// A mesh the session is limited to (repeat for more): the shared folder is
-    /// then the one of that set of meshes
+    /// then the one of that set of meshes; only with --shared
     #[arg(long = "mesh", value_name = "LABEL")]
     pub meshes: Vec<String>,
     /// Seal it, for code nobody vouches for: the internet and nothing local,

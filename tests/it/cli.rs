@@ -187,3 +187,41 @@ fn the_sleep_check_reports_podmans_own_error() {
     assert!(!w.record_path(&name).exists());
     assert!(w.containers_of(&name).is_empty());
 }
+
+/// `--mesh` only chooses the shared folder's set: without `--shared`, or
+/// with `--sealed`, it is refused (exit 2) and nothing is made.
+#[test]
+fn mesh_without_the_shared_folder_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new();
+    let token = w.file("token", "t\n");
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let d = w.dir("p");
+    let dir = d.to_str().unwrap();
+    let tok = token.to_str().unwrap();
+    for (extra, says) in [
+        (vec!["--mesh", "home"], "does nothing without --shared"),
+        (
+            vec!["--mesh", "home", "--dry-run"],
+            "does nothing without --shared",
+        ),
+        (
+            vec!["--mesh", "home", "--sealed", "--sealed-token", tok],
+            "a sealed cage has no shared folder",
+        ),
+    ] {
+        let name = w.session("mesh");
+        let mut args = vec!["cage", "create", name.as_str(), "--dir", dir];
+        args.extend(extra);
+        let r = w.run(&args).code_is(2);
+        assert!(
+            r.stderr().contains(&format!(
+                "--mesh only chooses the shared folder's set of meshes, and {says}"
+            )),
+            "{}",
+            r.explain()
+        );
+        assert!(!w.record_path(&name).exists());
+        assert!(w.containers_of(&name).is_empty());
+    }
+}
