@@ -38,9 +38,14 @@ pub fn warnings(list: &[String]) {
 pub fn error(e: &Error, json: bool) {
     eprintln!("shrooms-agent: error: {}", e.message);
     if json {
-        let body = serde_json::json!({"error": e.message, "exit_code": e.kind.exit_code()});
-        raw(format!("{body}\n").as_bytes());
+        error_json(e);
     }
+}
+
+/// An error as `--json` gives it, on stdout: `{"error": ..., "exit_code": N}`.
+pub fn error_json(e: &Error) {
+    let body = serde_json::json!({"error": e.message, "exit_code": e.kind.exit_code()});
+    raw(format!("{body}\n").as_bytes());
 }
 
 /// A command that did part of its work and then ends with an error (`cage

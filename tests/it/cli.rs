@@ -225,3 +225,66 @@ fn mesh_without_the_shared_folder_is_refused() {
         assert!(w.containers_of(&name).is_empty());
     }
 }
+
+/// With `--json`, a usage error (an unknown flag, a missing argument, an
+/// unknown command) still prints the error object every other error gives
+/// on stdout, `{"error", "exit_code": 2}`, and clap's text on stderr; exit
+/// 2. Without `--json`, stdout stays empty; `--help` is help, exit 0.
+#[test]
+fn usage_errors_with_json_print_json() {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(bin())
+            .args(args)
+            .env("HOME", "/nonexistent-home")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        Run {
+            what: format!("shrooms-agent {}", args.join(" ")),
+            out,
+        }
+    };
+    for (args, says) in [
+        (
+            vec!["cage", "ls", "--json", "--nope"],
+            "unexpected argument '--nope' found",
+        ),
+        (
+            vec!["--json", "cage", "create", "x"],
+            "the following required arguments were not provided: --dir <DIR>",
+        ),
+        (
+            vec!["cage", "lss", "--json"],
+            "unrecognized subcommand 'lss'",
+        ),
+        (
+            vec!["cage", "--json"],
+            "'shrooms-agent cage' requires a subcommand",
+        ),
+        // clap shows the help here, not an error line.
+        (vec!["--json", "cage"], "a command is missing"),
+    ] {
+        let r = run(&args).code_is(2);
+        let j = r.json();
+        assert_eq!(j["exit_code"], 2, "{}", r.explain());
+        let error = j["error"].as_str().unwrap_or_default();
+        assert!(
+            error.starts_with(says) && error.contains("; usage: shrooms-agent"),
+            "{}",
+            r.explain()
+        );
+        assert!(r.stderr().contains("Usage: "), "{}", r.explain());
+    }
+    let r = run(&["cage", "ls", "--nope"]).code_is(2);
+    assert!(r.stdout().is_empty(), "{}", r.explain());
+    assert!(r.stderr().contains("'--nope'"), "{}", r.explain());
+    // After `--` it is the command's, not ours.
+    let r = run(&["cage", "exec", "--nope", "s", "--", "--json"]).code_is(2);
+    assert!(r.stdout().is_empty(), "{}", r.explain());
+    let r = run(&["--json", "--help"]).ok();
+    assert!(
+        r.stdout().contains("Usage: shrooms-agent"),
+        "{}",
+        r.explain()
+    );
+}
