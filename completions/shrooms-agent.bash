@@ -1470,7 +1470,7 @@ _shrooms__agent() {
             return 0
             ;;
         shrooms__subcmd__agent__subcmd__outbox__subcmd__pack)
-            opts="-o -h --output --only --json --help"
+            opts="-o -h --output --force --only --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -55,7 +55,7 @@ complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from create" -l harness -d 'The harness the session runs' -r -f -a "claude\t''
 pi\t''"
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from create" -l image -d 'The image (default: the config\'s `image`, else localhost/shrooms-workbench:latest)' -r
-complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from create" -l mesh -d 'A mesh the session is limited to (repeat for more): the shared folder is then the one of that set of meshes' -r
+complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from create" -l mesh -d 'A mesh the session is limited to (repeat for more): the shared folder is then the one of that set of meshes; only with --shared' -r
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from create" -l sealed-token -d 'The machine\'s sealed token (default: the config\'s `sealed_token`, else sealed-claude-token in the state folder)' -r -F
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from create" -l conversation -d 'Bring this Claude Code conversation of the project into the sealed cage: its transcript and the folder beside it are copied in, no other' -r
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from create" -l dry-run -d 'Print the podman argv and the env file (secrets redacted), and change nothing'
@@ -68,14 +68,14 @@ complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from create" -s h -l help -d 'Print help'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from start" -l json -d 'Print the result as JSON instead of text'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from start" -s h -l help -d 'Print help'
-complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from stop" -l all -d 'Stop every cage of this user'
+complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from stop" -l all -d 'Stop every cage of this user; a busy one is passed over and named at the end (exit 3)'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from stop" -l json -d 'Print the result as JSON instead of text'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from stop" -s h -l help -d 'Print help'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from rm" -l json -d 'Print the result as JSON instead of text'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from rm" -s h -l help -d 'Print help'
-complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -l by -d 'Who moved it, for the history (default: the user running this)' -r
+complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -l by -d 'Who moved it, for the history (default: the user running this); one line of at most 200 characters' -r
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -l image -d 'The image (default: the config\'s `image`, else localhost/shrooms-workbench:latest)' -r
-complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -l mesh -d 'A mesh the session is limited to (repeat for more): the shared folder is then the one of that set of meshes' -r
+complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -l mesh -d 'A mesh the session is limited to (repeat for more): the shared folder is then the one of that set of meshes; only with --shared' -r
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -l sealed-token -d 'The machine\'s sealed token (default: the config\'s `sealed_token`, else sealed-claude-token in the state folder)' -r -F
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -l conversation -d 'Bring this Claude Code conversation of the project into the sealed cage: its transcript and the folder beside it are copied in, no other' -r
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -l out -d 'Take the session out of its cage: its harness runs on the machine again'
@@ -86,10 +86,10 @@ complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -l sealed -d 'Seal it, for code nobody vouches for: the internet and nothing local, its own login, no user namespaces, results only through its outbox'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -l json -d 'Print the result as JSON instead of text'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -s h -l help -d 'Print help'
-complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l memory -d 'Memory, in podman\'s units: 512m, 16g' -r
-complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l cpus -d 'CPUs: a positive number, up to the machine\'s' -r
+complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l memory -d 'Memory, in podman\'s units: 512m, 16g (at least 6m, podman\'s minimum)' -r
+complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l cpus -d 'CPUs: a number from 0.01 up to the machine\'s' -r
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l pids -d 'Processes: a positive whole number' -r
-complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l by -d 'Who changed them, for the history (default: the user running this)' -r
+complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l by -d 'Who changed them, for the history (default: the user running this); one line of at most 200 characters' -r
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l reset -d 'Back to the machine\'s limits (the config\'s)'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l json -d 'Print the result as JSON instead of text'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -s h -l help -d 'Print help'
@@ -140,8 +140,9 @@ complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand outbox; and 
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand outbox; and not __fish_seen_subcommand_from pack send help" -f -a "pack" -d 'Pack a sealed session\'s outbox into a .tar.gz: regular files only, links never followed, with a README-UNTRUSTED.txt listing what was left out'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand outbox; and not __fish_seen_subcommand_from pack send help" -f -a "send" -d 'Pack a sealed session\'s outbox and send it to a session on a machine (the config\'s [machines], or this one): it arrives in that session\'s uploads, if that session takes files from this one'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand outbox; and not __fish_seen_subcommand_from pack send help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand outbox; and __fish_seen_subcommand_from pack" -s o -l output -d 'The archive to write' -r -F
+complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand outbox; and __fish_seen_subcommand_from pack" -s o -l output -d 'The archive to write: a new file outside the outbox (an existing regular file only with --force; never a device, a FIFO, a folder or a link)' -r -F
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand outbox; and __fish_seen_subcommand_from pack" -l only -d 'Pack only this folder of the outbox (a relative path)' -r -F
+complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand outbox; and __fish_seen_subcommand_from pack" -l force -d 'Replace FILE if it is there and a regular file'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand outbox; and __fish_seen_subcommand_from pack" -l json -d 'Print the result as JSON instead of text'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand outbox; and __fish_seen_subcommand_from pack" -s h -l help -d 'Print help'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand outbox; and __fish_seen_subcommand_from send" -l only -d 'Send only this folder of the outbox (a relative path)' -r -F

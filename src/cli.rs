@@ -157,7 +157,8 @@ pub struct StopArgs {
     /// The session
     #[arg(required_unless_present = "all", conflicts_with = "all")]
     pub name: Option<String>,
-    /// Stop every cage of this user
+    /// Stop every cage of this user; a busy one is passed over and named at
+    /// the end (exit 3)
     #[arg(long)]
     pub all: bool,
 }
@@ -169,7 +170,8 @@ pub struct MoveArgs {
     /// Take the session out of its cage: its harness runs on the machine again
     #[arg(long, conflicts_with_all = ["image", "github", "nix", "shared", "meshes", "sealed"])]
     pub out: bool,
-    /// Who moved it, for the history (default: the user running this)
+    /// Who moved it, for the history (default: the user running this); one
+    /// line of at most 200 characters
     #[arg(long, value_name = "WHO")]
     pub by: Option<String>,
     /// Take a sealed session out of its seal (refused without it: its folder
@@ -184,10 +186,10 @@ pub struct MoveArgs {
 pub struct LimitsArgs {
     /// The session
     pub name: String,
-    /// Memory, in podman's units: 512m, 16g
+    /// Memory, in podman's units: 512m, 16g (at least 6m, podman's minimum)
     #[arg(long, value_name = "SIZE")]
     pub memory: Option<String>,
-    /// CPUs: a positive number, up to the machine's
+    /// CPUs: a number from 0.01 up to the machine's
     #[arg(long, value_name = "N")]
     pub cpus: Option<String>,
     /// Processes: a positive whole number
@@ -196,7 +198,8 @@ pub struct LimitsArgs {
     /// Back to the machine's limits (the config's)
     #[arg(long, conflicts_with_all = ["memory", "cpus", "pids"])]
     pub reset: bool,
-    /// Who changed them, for the history (default: the user running this)
+    /// Who changed them, for the history (default: the user running this);
+    /// one line of at most 200 characters
     #[arg(long, value_name = "WHO")]
     pub by: Option<String>,
 }
@@ -239,7 +242,7 @@ pub struct CageArgs {
     #[arg(long)]
     pub shared: bool,
     /// A mesh the session is limited to (repeat for more): the shared folder is
-    /// then the one of that set of meshes
+    /// then the one of that set of meshes; only with --shared
     #[arg(long = "mesh", value_name = "LABEL")]
     pub meshes: Vec<String>,
     /// Seal it, for code nobody vouches for: the internet and nothing local,
@@ -263,9 +266,13 @@ pub enum OutboxCommand {
     Pack {
         /// The sealed session
         name: String,
-        /// The archive to write
+        /// The archive to write: a new file outside the outbox (an existing
+        /// regular file only with --force; never a device, a FIFO, a folder or a link)
         #[arg(short = 'o', long = "output", value_name = "FILE.tar.gz")]
         output: PathBuf,
+        /// Replace FILE if it is there and a regular file
+        #[arg(long)]
+        force: bool,
         /// Pack only this folder of the outbox (a relative path)
         #[arg(long, value_name = "FOLDER")]
         only: Option<PathBuf>,

@@ -26,7 +26,8 @@ mod spec;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser};
+use clap::CommandFactory;
+use clap::Parser;
 
 use cli::{CageCommand, Cli, Command, HarnessArg};
 use error::{Error, Result};
@@ -34,7 +35,10 @@ use ops::Context;
 use settings::{Env, Settings};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     let json = cli.json;
     match run(cli) {
         Ok(code) => code,
@@ -43,6 +47,51 @@ fn main() -> ExitCode {
             ExitCode::from(e.kind.exit_code())
         }
     }
+}
+
+/// A command line clap could not take. `--help` and `--version` are
+/// printed as clap prints them; an error too, on stderr, with its usage;
+/// and when `--json` was asked for, stdout gets the error in the shape of
+/// every other error (`{"error": ..., "exit_code": 2}`), so a caller that
+/// reads JSON is never left with nothing.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let shown = matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion);
+    if shown || !json_asked(&args) {
+        e.exit();
+    }
+    let _ = e.print();
+    let err = Error::bad_input(usage_message(e.kind(), &e.render().to_string()));
+    output::error_json(&err);
+    ExitCode::from(err.kind.exit_code())
+}
+
+/// Is `--json` among the options (before any `--`)?
+fn json_asked(args: &[std::ffi::OsString]) -> bool {
+    args.iter()
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--json")
+}
+
+/// clap's error text in one line: what was wrong, its tips, and the usage.
+fn usage_message(kind: clap::error::ErrorKind, text: &str) -> String {
+    let one_line = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let what = if kind == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        // clap prints the help here, not an error line.
+        "a command is missing: `--help` lists them".to_string()
+    } else {
+        let first = text.split("\n\n").next().unwrap_or("").trim();
+        one_line(first.strip_prefix("error:").unwrap_or(first))
+    };
+    let mut out = what;
+    for tip in text.lines().filter_map(|l| l.trim().strip_prefix("tip:")) {
+        out.push_str(&format!("; tip: {}", one_line(tip)));
+    }
+    if let Some(usage) = text.lines().find_map(|l| l.strip_prefix("Usage: ")) {
+        out.push_str(&format!("; usage: {}", one_line(usage)));
+    }
+    out
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
@@ -79,9 +128,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Cage(cmd) => cage(cmd, json),
         Command::Image(cmd) => image(cmd, json),
-        Command::Outbox(cli::OutboxCommand::Pack { name, output, only }) => {
+        Command::Outbox(cli::OutboxCommand::Pack {
+            name,
+            output,
+            only,
+            force,
+        }) => {
             let ctx = context()?;
-            let r = ops::outbox::pack(&ctx, &name, only.as_deref(), &output)?;
+            let r = ops::outbox::pack(&ctx, &name, only.as_deref(), &output, force)?;
             output::show(&r, json, output::packed);
             Ok(ExitCode::SUCCESS)
         }
@@ -145,7 +199,17 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
             }
             _ => {
                 let r = ops::stop::stop_all(&ctx)?;
-                output::show(&r, json, |list| list.iter().map(output::stopped).collect());
+                let text = |r: &ops::stop::StoppedAll| -> String {
+                    r.stopped.iter().map(output::stopped).collect()
+                };
+                match r.busy_error() {
+                    // The list, as ever, when every cage could be stopped.
+                    None => output::show(&r.stopped, json, |_| text(&r)),
+                    Some(e) => {
+                        output::error_after(&e, json, &r, text);
+                        return Ok(ExitCode::from(e.kind.exit_code()));
+                    }
+                }
             }
         },
         CageCommand::Move(a) => {
@@ -310,4 +374,64 @@ fn self_paths(env: &Env) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::error::ErrorKind;
+
+    fn parse(args: &[&str]) -> clap::Error {
+        let mut all = vec!["shrooms-agent"];
+        all.extend_from_slice(args);
+        Cli::try_parse_from(all).unwrap_err()
+    }
+
+    /// clap's usage errors in one line, as `--json` gives them.
+    #[test]
+    fn usage_errors_in_one_line() {
+        let msg = |args: &[&str]| {
+            let e = parse(args);
+            usage_message(e.kind(), &e.render().to_string())
+        };
+        assert_eq!(
+            msg(&["cage", "ls", "--nope"]),
+            "unexpected argument '--nope' found; usage: shrooms-agent cage ls [OPTIONS]"
+        );
+        assert_eq!(
+            msg(&["cage", "create"]),
+            "the following required arguments were not provided: --dir <DIR> <NAME>; \
+             usage: shrooms-agent cage create --dir <DIR> <NAME>"
+        );
+        assert_eq!(
+            msg(&["cage", "lss"]),
+            "unrecognized subcommand 'lss'; tip: a similar subcommand exists: 'ls'; \
+             usage: shrooms-agent cage [OPTIONS] <COMMAND>"
+        );
+        assert_eq!(
+            usage_message(
+                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand,
+                "About\n\nUsage: shrooms-agent image [OPTIONS] <COMMAND>\n\nCommands: ..."
+            ),
+            "a command is missing: `--help` lists them; usage: shrooms-agent image [OPTIONS] <COMMAND>"
+        );
+        assert_eq!(parse(&["--json", "--help"]).kind(), ErrorKind::DisplayHelp);
+    }
+
+    #[test]
+    fn json_is_asked_for_before_a_double_dash_only() {
+        let asked = |args: &[&str]| {
+            json_asked(
+                &args
+                    .iter()
+                    .map(std::ffi::OsString::from)
+                    .collect::<Vec<_>>(),
+            )
+        };
+        assert!(asked(&["cage", "ls", "--json", "--nope"]));
+        assert!(asked(&["--json", "cage"]));
+        assert!(!asked(&["cage", "ls", "--nope"]));
+        assert!(!asked(&["cage", "exec", "s", "--", "--json"]));
+        assert!(!asked(&["cage", "ls", "--jsonx"]));
+    }
 }

@@ -143,8 +143,9 @@ pub fn make_outbox(dir: &Path) -> Result<()> {
 }
 
 /// Pack the outbox at `outbox` (or only its folder `only`, a relative path)
-/// into the gzip'd tar archive `out`, written atomically with mode 0600 (an
-/// existing file there is replaced).
+/// into the gzip'd tar archive `out`, written atomically with mode 0600.
+/// An existing `out` is replaced only when it is a regular file and
+/// `replace` is given; `out` may not be inside the outbox.
 ///
 /// The archive opens with its own `README-UNTRUSTED.txt`, which says its
 /// contents are untrusted text and lists what was left out and why; then
@@ -160,22 +161,32 @@ pub fn make_outbox(dir: &Path) -> Result<()> {
 /// and what fits is packed. Errors:
 /// - `only` absolute, with `..`, through a link, not a folder, or missing:
 ///   [`Error::bad_input`];
+/// - `out` there already and not a regular file (a device, a FIFO, a
+///   folder, a link), a regular file without `replace`, or inside the
+///   outbox: [`Error::bad_input`], before anything is written;
 /// - nothing to pack (no file, and nothing left out): exactly
 ///   `nothing new in its outbox`;
 /// - files there, but every one left out: an error that lists them, and no
 ///   archive (one holding only its README would look like a result);
 /// - the outbox cannot be opened, or the archive cannot be written.
-pub fn pack(outbox: &Path, only: Option<&Path>, out: &Path) -> Result<Packed> {
-    pack_with(outbox, only, out, &LIMITS)
+pub fn pack(outbox: &Path, only: Option<&Path>, out: &Path, replace: bool) -> Result<Packed> {
+    pack_with(outbox, only, out, replace, &LIMITS)
 }
 
-fn pack_with(outbox: &Path, only: Option<&Path>, out: &Path, limits: &Limits) -> Result<Packed> {
+fn pack_with(
+    outbox: &Path,
+    only: Option<&Path>,
+    out: &Path,
+    replace: bool,
+    limits: &Limits,
+) -> Result<Packed> {
     let root = open_root(outbox)?;
+    let (out_dir, out_name) = split_out(out)?;
+    check_target(outbox, &out_dir, out, replace)?;
     let (start, rel, level) = match only {
         None => (root, PathBuf::new(), 0),
         Some(only) => descend(root, only, limits)?,
     };
-    let (out_dir, out_name) = split_out(out)?;
     let staging = staging_file(&out_dir)?;
     let mut walk = Walk::new(*limits, staging);
     walk.folder_contents(&start, &rel, level, only.is_none())?;
@@ -191,8 +202,13 @@ fn pack_with(outbox: &Path, only: Option<&Path>, out: &Path, limits: &Limits) ->
         )));
     }
     let readme = walk.readme(only);
-    write_archive(&out_dir, &out_name, out, &readme, &mut walk)
-        .ctx(|| format!("writing {}", out.display()))?;
+    write_archive(&out_dir, &out_name, out, &readme, &mut walk, replace).map_err(|e| {
+        if e.kind() == io::ErrorKind::AlreadyExists {
+            exists(out)
+        } else {
+            Error::failed(format!("writing {}: {e}", out.display()))
+        }
+    })?;
     Ok(Packed {
         files: walk.files,
         bytes: walk.bytes,
@@ -287,6 +303,88 @@ fn descend(root: File, only: &Path, limits: &Limits) -> Result<(File, PathBuf, u
     Ok((dir, rel, names.len()))
 }
 
+/// Where the archive may go: a new name, or a regular file when `replace`
+/// is given (`-o /dev/full` replaced the device with the archive); never a
+/// folder inside the outbox, where the sealed cage writes and could change
+/// the archive, and where the next pack would take it in.
+fn check_target(outbox: &Path, out_dir: &Path, out: &Path, replace: bool) -> Result<()> {
+    match fs::symlink_metadata(out) {
+        Ok(m) => {
+            let t = Type::from_file_type(m.file_type());
+            if t != Type::File {
+                return Err(Error::bad_input(format!(
+                    "{} is {}, not a regular file: the archive is written as a new file, or over \
+                     a regular file with --force; give another FILE",
+                    out.display(),
+                    t.what()
+                )));
+            }
+            if !replace {
+                return Err(exists(out));
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(Error::failed(format!("looking at {}: {e}", out.display())));
+        }
+    }
+    let dir = fs::canonicalize(out_dir).map_err(|e| {
+        Error::bad_input(format!(
+            "the folder {} of {} cannot be used: {e}; give a FILE in an existing folder",
+            out_dir.display(),
+            out.display()
+        ))
+    })?;
+    if let Ok(outbox) = fs::canonicalize(outbox)
+        && dir.starts_with(&outbox)
+    {
+        return Err(Error::bad_input(format!(
+            "{} is inside the outbox being packed ({}): the sealed cage writes there and could \
+             change the archive; give a FILE outside it",
+            out.display(),
+            outbox.display()
+        )));
+    }
+    Ok(())
+}
+
+/// An archive that is there already, without `--force`.
+fn exists(out: &Path) -> Error {
+    Error::bad_input(format!(
+        "{} exists; pass --force to replace it, or give another FILE",
+        out.display()
+    ))
+}
+
+/// Rename without replacing what is at `to` (`renameat2`'s
+/// RENAME_NOREPLACE, else a hard link where a file system lacks it): a
+/// file that appeared there since `check_target` is `AlreadyExists`.
+fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    let f = CString::new(from.as_os_str().as_bytes())?;
+    let t = CString::new(to.as_os_str().as_bytes())?;
+    // SAFETY: two valid C strings; renameat2 reads them and keeps neither.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            f.as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EINVAL | libc::ENOSYS) => {
+            fs::hard_link(from, to)?;
+            fs::remove_file(from)
+        }
+        _ => Err(e),
+    }
+}
+
 /// The archive's folder and file name.
 fn split_out(out: &Path) -> Result<(PathBuf, OsString)> {
     let name = out
@@ -303,7 +401,7 @@ fn split_out(out: &Path) -> Result<(PathBuf, OsString)> {
 /// one after another until the archive is written: the README listing what
 /// was left out comes first in the archive, and is known only at the end of
 /// the walk. Unlinked at once, so nothing is left behind, and the walk never
-/// meets it even if the archive goes into the outbox.
+/// meets it.
 fn staging_file(dir: &Path) -> Result<File> {
     let path = dir.join(format!(
         ".shrooms-outbox-staging-{}-{}",
@@ -877,13 +975,15 @@ fn header(size: u64, mtime: u64) -> tar::Header {
 }
 
 /// Write the archive to a temporary file beside `out` (0600, made anew, not
-/// through a link), then rename it over `out`.
+/// through a link), then rename it to `out`: over a regular file there only
+/// with `replace`, else never over anything.
 fn write_archive(
     dir: &Path,
     name: &OsStr,
     out: &Path,
     readme: &str,
     walk: &mut Walk,
+    replace: bool,
 ) -> io::Result<()> {
     let mut tmp_name = OsString::from(".");
     tmp_name.push(name);
@@ -915,7 +1015,21 @@ fn write_archive(
         let buf = gz.finish()?;
         buf.into_inner().map_err(|e| e.into_error())?;
         file.sync_all()?;
-        fs::rename(&tmp, out)?;
+        if replace {
+            // Still a regular file, or gone, as check_target saw it.
+            match fs::symlink_metadata(out) {
+                Ok(m) if !m.file_type().is_file() => {
+                    return Err(io::Error::other(format!(
+                        "{} became {} meanwhile; it was left as it is",
+                        out.display(),
+                        Type::from_file_type(m.file_type()).what()
+                    )));
+                }
+                _ => fs::rename(&tmp, out)?,
+            }
+        } else {
+            rename_noreplace(&tmp, out)?;
+        }
         File::open(dir)?.sync_all()
     })();
     if result.is_err() {
@@ -1035,7 +1149,7 @@ mod tests {
         write(&o.join("notes/deeper/b.bin"), "\0\u{1}binary");
         write(&o.join("notes/empty.txt"), "");
         fs::create_dir(o.join("empty-folder")).unwrap();
-        let packed = pack(&o, None, &t.out()).unwrap();
+        let packed = pack(&o, None, &t.out(), false).unwrap();
         assert_eq!(packed.files, 4);
         assert_eq!(packed.bytes, 18 + 1 + 8);
         assert!(packed.left_out.is_empty(), "{packed:?}");
@@ -1085,11 +1199,11 @@ mod tests {
         let t = Temp::new("empty");
         let o = t.outbox();
         fs::create_dir_all(o.join("a/b")).unwrap();
-        let e = pack(&o, None, &t.out()).unwrap_err();
+        let e = pack(&o, None, &t.out(), false).unwrap_err();
         assert_eq!(e.message, "nothing new in its outbox");
         assert!(!t.out().exists());
         no_temp_files_left(&t);
-        let e = pack(&o, Some(Path::new("a")), &t.out()).unwrap_err();
+        let e = pack(&o, Some(Path::new("a")), &t.out(), false).unwrap_err();
         assert_eq!(e.message, "nothing new in its outbox");
     }
 
@@ -1099,7 +1213,7 @@ mod tests {
         let o = t.outbox();
         fs::write(o.join(README_NAME), "Nothing was left out. Trust me.").unwrap();
         write(&o.join("r.md"), "r");
-        let packed = pack(&o, None, &t.out()).unwrap();
+        let packed = pack(&o, None, &t.out(), false).unwrap();
         assert_eq!(packed.files, 1);
         assert!(why_of(&packed, README_NAME).contains("changed"));
         let (raw, entries) = read_back(&t.out());
@@ -1118,7 +1232,7 @@ mod tests {
         fs::remove_file(o.join("sub/inner-link.txt")).unwrap();
         symlink(&secret, o.join("sub/inner-link.txt")).unwrap();
         write(&o.join("result.md"), "ok");
-        let packed = pack(&o, None, &t.out()).unwrap();
+        let packed = pack(&o, None, &t.out(), false).unwrap();
         assert_eq!(packed.files, 1);
         assert!(why_of(&packed, "innocent.txt").contains("a link"));
         assert!(why_of(&packed, "sub/inner-link.txt").contains("a link"));
@@ -1135,7 +1249,7 @@ mod tests {
         write(&outside.join("key"), "SECRET-FOLDER-CONTENT");
         symlink(&outside, o.join("docs")).unwrap();
         write(&o.join("result.md"), "ok");
-        let packed = pack(&o, None, &t.out()).unwrap();
+        let packed = pack(&o, None, &t.out(), false).unwrap();
         assert_eq!(packed.files, 1);
         assert!(why_of(&packed, "docs").contains("a link"));
         let (raw, entries) = read_back(&t.out());
@@ -1147,6 +1261,142 @@ mod tests {
         let c = CString::new(p.as_os_str().as_bytes()).unwrap();
         // SAFETY: a valid C string.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    }
+
+    /// The archive is written as a new file, or over a regular file with
+    /// `replace`; never over a FIFO, a folder or a link (`-o /dev/full`
+    /// replaced the device), and what is there is left as it was.
+    #[test]
+    fn the_archive_goes_to_a_new_file_or_over_a_regular_one_with_replace() {
+        let t = Temp::new("target");
+        let o = t.outbox();
+        write(&o.join("r.md"), "r");
+        fs::write(t.out(), "mine").unwrap();
+        let e = pack(&o, None, &t.out(), false).unwrap_err();
+        assert_eq!(e.kind, Kind::BadInput);
+        assert_eq!(
+            e.message,
+            format!(
+                "{} exists; pass --force to replace it, or give another FILE",
+                t.out().display()
+            )
+        );
+        assert_eq!(fs::read(t.out()).unwrap(), b"mine");
+        pack(&o, None, &t.out(), true).unwrap();
+        let (_, entries) = read_back(&t.out());
+        assert!(entries.iter().any(|(n, _)| n == "r.md"), "{entries:?}");
+
+        let fifo = t.0.join("fifo");
+        mkfifo(&fifo);
+        let dir = t.0.join("dir");
+        fs::create_dir(&dir).unwrap();
+        let target = t.0.join("target");
+        fs::write(&target, "t").unwrap();
+        let link = t.0.join("link");
+        symlink(&target, &link).unwrap();
+        let dangling = t.0.join("dangling");
+        symlink(t.0.join("nothing"), &dangling).unwrap();
+        for (p, what) in [
+            (&fifo, "a FIFO"),
+            (&dir, "a folder"),
+            (&link, "a link"),
+            (&dangling, "a link"),
+        ] {
+            for replace in [false, true] {
+                let (o2, p2) = (o.clone(), p.clone());
+                let e = within_time(move || pack(&o2, None, &p2, replace)).unwrap_err();
+                assert_eq!(e.kind, Kind::BadInput);
+                assert_eq!(
+                    e.message,
+                    format!(
+                        "{} is {what}, not a regular file: the archive is written as a new file, \
+                         or over a regular file with --force; give another FILE",
+                        p.display()
+                    )
+                );
+            }
+        }
+        assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 0);
+        assert_eq!(fs::read_link(&link).unwrap(), target);
+        assert_eq!(fs::read(&target).unwrap(), b"t");
+        assert!(!t.0.join("nothing").exists());
+        // Nothing was left behind beside them (no temporary archive).
+        let mut names: Vec<String> = fs::read_dir(&t.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "dangling",
+                "dir",
+                "fifo",
+                "link",
+                "out.tar.gz",
+                "outbox",
+                "target"
+            ]
+        );
+    }
+
+    /// Never into the outbox being packed, however the path gets there.
+    #[test]
+    fn the_archive_never_goes_into_the_outbox() {
+        let t = Temp::new("inside");
+        let o = t.outbox();
+        write(&o.join("sub/r.md"), "r");
+        let to_outbox = t.0.join("to-outbox");
+        symlink(&o, &to_outbox).unwrap();
+        let canonical = fs::canonicalize(&o).unwrap();
+        for out in [
+            o.join("a.tar.gz"),
+            o.join("sub/b.tar.gz"),
+            o.join("sub/../c.tar.gz"),
+            to_outbox.join("d.tar.gz"),
+        ] {
+            for replace in [false, true] {
+                let e = pack(&o, None, &out, replace).unwrap_err();
+                assert_eq!(e.kind, Kind::BadInput);
+                assert_eq!(
+                    e.message,
+                    format!(
+                        "{} is inside the outbox being packed ({}): the sealed cage writes there \
+                         and could change the archive; give a FILE outside it",
+                        out.display(),
+                        canonical.display()
+                    )
+                );
+            }
+        }
+        let mut names: Vec<String> = fs::read_dir(&o)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, [README_NAME, "sub"]);
+        // A folder beside it whose name starts the same is outside.
+        let beside = t.0.join("outbox2");
+        fs::create_dir(&beside).unwrap();
+        pack(&o, None, &beside.join("e.tar.gz"), false).unwrap();
+    }
+
+    /// What appears at the name between the check and the rename is not
+    /// replaced.
+    #[test]
+    fn rename_noreplace_keeps_what_is_there() {
+        let t = Temp::new("noreplace");
+        let (a, b) = (t.0.join("a"), t.0.join("b"));
+        fs::write(&a, "new").unwrap();
+        fs::write(&b, "there").unwrap();
+        let e = rename_noreplace(&a, &b).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(fs::read(&b).unwrap(), b"there");
+        fs::remove_file(&b).unwrap();
+        rename_noreplace(&a, &b).unwrap();
+        assert_eq!(fs::read(&b).unwrap(), b"new");
+        assert!(!a.exists());
     }
 
     /// Run `f` on another thread; fail (rather than hang) after 20 s.
@@ -1166,7 +1416,7 @@ mod tests {
         mkfifo(&o.join("pipe"));
         write(&o.join("result.md"), "ok");
         let (o2, out) = (o.clone(), t.out());
-        let packed = within_time(move || pack(&o2, None, &out)).unwrap();
+        let packed = within_time(move || pack(&o2, None, &out, false)).unwrap();
         assert_eq!(packed.files, 1);
         assert!(why_of(&packed, "pipe").contains("a FIFO"));
         let (_, entries) = read_back(&t.out());
@@ -1215,7 +1465,7 @@ mod tests {
         for i in 0..=2000 {
             fs::write(o.join(format!("f{i:04}")), i.to_string()).unwrap();
         }
-        let packed = pack(&o, None, &t.out()).unwrap();
+        let packed = pack(&o, None, &t.out(), false).unwrap();
         assert_eq!(packed.files, 2000);
         assert_eq!(packed.left_out.len(), 1);
         assert_eq!(
@@ -1239,7 +1489,7 @@ mod tests {
             .set_len(101 * 1024 * 1024)
             .unwrap();
         write(&o.join("small.txt"), "small");
-        let packed = pack(&o, None, &t.out()).unwrap();
+        let packed = pack(&o, None, &t.out(), false).unwrap();
         assert_eq!(packed.files, 1);
         assert_eq!(
             why_of(&packed, "big.bin"),
@@ -1263,7 +1513,7 @@ mod tests {
             bytes: 10,
             ..LIMITS
         };
-        let packed = pack_with(&o, None, &t.out(), &limits).unwrap();
+        let packed = pack_with(&o, None, &t.out(), false, &limits).unwrap();
         assert_eq!((packed.files, packed.bytes), (2, 10));
         assert!(why_of(&packed, "b").contains("past the limit of 10 bytes"));
         let (_, entries) = read_back(&t.out());
@@ -1280,7 +1530,7 @@ mod tests {
         }
         write(&level32.join("ok.txt"), "at level 32");
         write(&level32.join("d33/deep.txt"), "DEEP-SECRET");
-        let packed = pack(&o, None, &t.out()).unwrap();
+        let packed = pack(&o, None, &t.out(), false).unwrap();
         assert_eq!(packed.files, 1);
         let d33 = level32.join("d33");
         let d33 = d33.strip_prefix(&o).unwrap().to_string_lossy();
@@ -1301,7 +1551,7 @@ mod tests {
         write(&o.join("a/x.txt"), "x");
         write(&o.join("a/b/y.txt"), "y");
         write(&o.join("other.txt"), "OTHER");
-        let packed = pack(&o, Some(Path::new("./a/")), &t.out()).unwrap();
+        let packed = pack(&o, Some(Path::new("./a/")), &t.out(), false).unwrap();
         assert_eq!(packed.files, 2);
         let (raw, entries) = read_back(&t.out());
         readme_of(&entries, &packed);
@@ -1332,7 +1582,7 @@ mod tests {
             ("missing", "missing is not in the outbox"),
         ];
         for (only, says) in cases {
-            let e = pack(&o, Some(Path::new(only)), &t.out()).unwrap_err();
+            let e = pack(&o, Some(Path::new(only)), &t.out(), false).unwrap_err();
             assert_eq!(e.kind, Kind::BadInput, "{only}: {e}");
             assert!(e.message.contains(says), "{only}: {e}");
             assert!(!t.out().exists());
@@ -1345,7 +1595,7 @@ mod tests {
         let t = Temp::new("all-out");
         let o = t.outbox();
         symlink("/etc/passwd", o.join("passwd")).unwrap();
-        let e = pack(&o, None, &t.out()).unwrap_err();
+        let e = pack(&o, None, &t.out(), false).unwrap_err();
         assert!(e.message.starts_with("nothing could be packed"), "{e}");
         assert!(e.message.contains("\"passwd\" (a link"), "{e}");
         assert!(!t.out().exists());
@@ -1357,7 +1607,7 @@ mod tests {
         let o = t.outbox();
         symlink("/etc/passwd", o.join("x\nNothing was left out.")).unwrap();
         write(&o.join("r"), "r");
-        let packed = pack(&o, None, &t.out()).unwrap();
+        let packed = pack(&o, None, &t.out(), false).unwrap();
         let (_, entries) = read_back(&t.out());
         let readme = readme_of(&entries, &packed);
         assert!(
@@ -1380,7 +1630,7 @@ mod tests {
             listed: 3,
             ..LIMITS
         };
-        let packed = pack_with(&o, None, &t.out(), &limits).unwrap();
+        let packed = pack_with(&o, None, &t.out(), false, &limits).unwrap();
         // 8 names looked at: the 3 at the top, then 5 of the 10 links; the
         // 5 links and the folder cut short are left out, 3 of them listed.
         assert_eq!(packed.files, 1);

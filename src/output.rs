@@ -38,8 +38,33 @@ pub fn warnings(list: &[String]) {
 pub fn error(e: &Error, json: bool) {
     eprintln!("shrooms-agent: error: {}", e.message);
     if json {
-        let body = serde_json::json!({"error": e.message, "exit_code": e.kind.exit_code()});
-        raw(format!("{body}\n").as_bytes());
+        error_json(e);
+    }
+}
+
+/// An error as `--json` gives it, on stdout: `{"error": ..., "exit_code": N}`.
+pub fn error_json(e: &Error) {
+    let body = serde_json::json!({"error": e.message, "exit_code": e.kind.exit_code()});
+    raw(format!("{body}\n").as_bytes());
+}
+
+/// A command that did part of its work and then ends with an error (`cage
+/// stop --all` with a busy session): what it did on stdout, then the error
+/// on stderr; with `--json`, one object on stdout, the error's (`error`,
+/// `exit_code`) with the fields of what it did.
+pub fn error_after<T: Serialize>(e: &Error, json: bool, done: &T, text: impl Fn(&T) -> String) {
+    if json {
+        let mut body = serde_json::json!({"error": e.message, "exit_code": e.kind.exit_code()});
+        if let (Some(b), Ok(serde_json::Value::Object(d))) =
+            (body.as_object_mut(), serde_json::to_value(done))
+        {
+            b.extend(d);
+        }
+        eprintln!("shrooms-agent: error: {}", e.message);
+        raw(format!("{body:#}\n").as_bytes());
+    } else {
+        raw(text(done).as_bytes());
+        error(e, false);
     }
 }
 

@@ -35,6 +35,44 @@ pub fn validate_name(name: &str) -> Result<()> {
     }
 }
 
+/// A record is read only as the tool wrote it: its name is its file's, and
+/// its container's name is one the tool makes, `shrooms-<session>-<6 hex>`.
+/// Names in a record go to podman (`podman rm -f ... NAME`): a record
+/// edited to `"container": "--all"` must never reach it.
+fn check_record(file_name: &str, record: &Record) -> Result<(), String> {
+    if record.name != file_name {
+        return Err(format!(
+            "its name is {:?}, not {file_name:?} as its file's name says",
+            record.name
+        ));
+    }
+    if let Some(cage) = &record.cage
+        && !is_container_name_of(&cage.container, file_name)
+    {
+        return Err(format!(
+            "its container {:?} is not a name shrooms-agent makes for this session \
+             (shrooms-{file_name}-<6 hex>)",
+            cage.container
+        ));
+    }
+    Ok(())
+}
+
+/// Is `container` `shrooms-<session>-<6 lowercase hex>`, as the tool names
+/// a session's container (seed, "Checking on a cage from a shell")?
+pub fn is_container_name_of(container: &str, session: &str) -> bool {
+    container
+        .strip_prefix("shrooms-")
+        .and_then(|rest| rest.strip_prefix(session))
+        .and_then(|rest| rest.strip_prefix('-'))
+        .is_some_and(|hex| {
+            hex.len() == 6
+                && hex
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        })
+}
+
 /// What the tool remembers of a session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
@@ -150,6 +188,32 @@ pub struct HistoryEntry {
     pub what: String,
 }
 
+/// The longest `--by` taken, in characters.
+pub const MAX_WHO: usize = 200;
+
+/// Check who a history entry names (`--by WHO`): one line of at most
+/// [`MAX_WHO`] characters, not empty. `cage history` prints an entry a line,
+/// so a line break in it would make a second, false entry.
+pub fn validate_who(who: &str) -> Result<()> {
+    let why = if who.trim().is_empty() {
+        "is empty: say who, like --by alice, or leave --by out for your user name".to_string()
+    } else if who.chars().any(char::is_control) {
+        "holds a control character (a line break, a tab, an escape): `cage history` \
+         prints an entry a line; give who on one line, in plain characters"
+            .to_string()
+    } else if who.chars().count() > MAX_WHO {
+        format!(
+            "is {} characters long; give at most {MAX_WHO}",
+            who.chars().count()
+        )
+    } else {
+        return Ok(());
+    };
+    let shown: String = who.chars().take(40).collect();
+    let more = if who.chars().count() > 40 { "..." } else { "" };
+    Err(Error::bad_input(format!("--by {shown:?}{more} {why}")))
+}
+
 /// What a sealed cage was made with, so that a later version can tell an
 /// old cage from a current one (issue 3, "Marks").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -258,13 +322,18 @@ impl Store {
             }
             Err(e) => return Err(Error::failed(format!("reading {}: {e}", path.display()))),
         };
-        serde_json::from_str(&text).map_err(|e| {
+        let damaged = |why: String| {
             Error::failed(format!(
-                "the record {} is damaged: {e}; mend it, or move it away and `shrooms-agent \
-                 cage prune` what is left of its session",
+                "the record {} is damaged: {why}; nothing was done. Put it back as it was, or \
+                 remove the file (`rm {}`); `shrooms-agent cage prune` then removes the container \
+                 left without a session",
+                path.display(),
                 path.display()
             ))
-        })
+        };
+        let record: Record = serde_json::from_str(&text).map_err(|e| damaged(e.to_string()))?;
+        check_record(name, &record).map_err(damaged)?;
+        Ok(record)
     }
 
     pub fn save(&self, record: &Record) -> Result<()> {
@@ -599,6 +668,113 @@ mod tests {
         assert_eq!(
             store.load("a").unwrap_err().kind,
             crate::error::Kind::NotFound
+        );
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn who_is_one_plain_line() {
+        for ok in [
+            "alice",
+            "Alice Smith <a@b.c>",
+            "jan over HTTP from [::1]:5",
+            "é",
+            &"x".repeat(200),
+        ] {
+            assert!(validate_who(ok).is_ok(), "{ok:?}");
+        }
+        let e = |w: &str| validate_who(w).unwrap_err();
+        assert_eq!(e("").kind, crate::error::Kind::BadInput);
+        assert_eq!(
+            e("").message,
+            "--by \"\" is empty: say who, like --by alice, or leave --by out for your user name"
+        );
+        assert!(e("  ").message.contains("is empty"));
+        assert_eq!(
+            e("a\nb").message,
+            "--by \"a\\nb\" holds a control character (a line break, a tab, an escape): \
+             `cage history` prints an entry a line; give who on one line, in plain characters"
+        );
+        for bad in ["a\tb", "a\rb", "\u{1b}[31mred", "a\u{7f}"] {
+            assert!(e(bad).message.contains("control character"), "{bad:?}");
+        }
+        assert_eq!(
+            e(&"é".repeat(201)).message,
+            format!(
+                "--by {:?}... is 201 characters long; give at most 200",
+                "é".repeat(40)
+            )
+        );
+    }
+
+    #[test]
+    fn container_names_the_tool_makes() {
+        assert!(is_container_name_of("shrooms-web-0a9f3c", "web"));
+        assert!(is_container_name_of("shrooms-a-b-123456", "a-b"));
+        for bad in [
+            "--all",
+            "shrooms-web-0A9F3C",
+            "shrooms-web-0a9f3",
+            "shrooms-web-0a9f3c1",
+            "shrooms-other-0a9f3c",
+            "shrooms-web0a9f3c",
+            "web-0a9f3c",
+            "shrooms-web-0a9f3g",
+        ] {
+            assert!(!is_container_name_of(bad, "web"), "{bad}");
+        }
+    }
+
+    /// A record whose name is not its file's, or whose container is not a
+    /// name the tool makes, is damaged: refused with the file and what to do.
+    #[test]
+    fn a_record_edited_by_hand_is_refused_as_damaged() {
+        let (store, dir) = temp_store();
+        store.ensure().unwrap();
+        let mut r = record("a");
+        r.cage = Some(CageRecord {
+            container: "--all".into(),
+            image: "i".into(),
+            network: Network::Bridge,
+            limits: Limits {
+                memory: "4g".into(),
+                cpus: "2".into(),
+                pids: 2048,
+            },
+            image_path: "/bin".into(),
+            harness_dir: "/h".into(),
+            program: None,
+            create_argv: vec![],
+            sealed: None,
+            options: Default::default(),
+            mount_sources: Vec::new(),
+            own_limits: false,
+        });
+        store.save(&r).unwrap();
+        let e = store.load("a").unwrap_err();
+        let file = store.record_path("a").display().to_string();
+        assert_eq!(e.kind, crate::error::Kind::Failed);
+        assert!(
+            e.message.starts_with(&format!(
+                "the record {file} is damaged: its container \"--all\" is not a name"
+            )),
+            "{}",
+            e.message
+        );
+        assert!(e.message.contains(&format!("`rm {file}`")), "{}", e.message);
+        assert!(store.lock_and_load("a").is_err());
+        assert!(store.list().is_err());
+        // its own name is fine, in another file's place it is not
+        r.cage.as_mut().unwrap().container = "shrooms-a-00ff00".into();
+        store.save(&r).unwrap();
+        assert_eq!(store.load("a").unwrap(), r);
+        fs::copy(store.record_path("a"), store.record_path("b")).unwrap();
+        let e = store.load("b").unwrap_err();
+        assert!(
+            e.message
+                .contains("is damaged: its name is \"a\", not \"b\" as its file's name says"),
+            "{}",
+            e.message
         );
         fs::remove_dir_all(dir).unwrap();
     }

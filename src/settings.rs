@@ -120,6 +120,8 @@ pub struct Settings {
     pub home: PathBuf,
     /// The podman program as configured, or found on PATH; None when absent.
     pub podman: Option<PathBuf>,
+    /// `podman` was set in the config (then it must be there and run).
+    pub podman_configured: bool,
     pub image: String,
     pub limits: Limits,
     pub agent_port: u16,
@@ -152,10 +154,7 @@ impl Settings {
     /// Resolve the settings from the environment and the config file it names.
     pub fn load(env: &Env) -> Result<Settings> {
         let home = home_dir(env)?;
-        let config_path = match env.get("SHROOMS_AGENT_CONFIG") {
-            Some(p) if !p.is_empty() => PathBuf::from(p),
-            _ => xdg(env, "XDG_CONFIG_HOME", &home, ".config").join("shrooms-agent/config.toml"),
-        };
+        let (config_path, state_dir) = paths(env, &home)?;
         let text = match std::fs::read_to_string(&config_path) {
             Ok(t) => Some(t),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -166,11 +165,18 @@ impl Settings {
                 )));
             }
         };
-        let state_dir = match env.get("SHROOMS_AGENT_STATE_DIR") {
-            Some(p) if !p.is_empty() => PathBuf::from(p),
-            _ => xdg(env, "XDG_DATA_HOME", &home, ".local/share").join("shrooms-agent"),
-        };
-        Self::from_text(text.as_deref(), &config_path, state_dir, home, env)
+        let settings = Self::from_text(text.as_deref(), &config_path, state_dir, home, env)?;
+        if settings.podman_configured
+            && let Some(p) = &settings.podman
+        {
+            check_program(p).map_err(|why| {
+                Error::bad_input(format!(
+                    "config file {}: key `podman`: {why}",
+                    config_path.display()
+                ))
+            })?;
+        }
+        Ok(settings)
     }
 
     /// The pure part of `load`: text of the config file (if any) to settings.
@@ -297,8 +303,11 @@ impl Settings {
             machines.insert(name, machine);
         }
         let harness = file.harness.unwrap_or_default();
+        let podman_configured = file.podman.is_some();
         let podman = match file.podman {
-            Some(p) => Some(p),
+            Some(p) => Some(
+                configured_program(&p, path_var.as_deref()).map_err(|why| bad("podman", why))?,
+            ),
             None => find_program("podman", path_var.as_deref()),
         };
 
@@ -307,6 +316,7 @@ impl Settings {
             state_dir,
             home,
             podman,
+            podman_configured,
             image,
             limits: Limits { memory, cpus, pids },
             agent_port,
@@ -349,11 +359,80 @@ fn home_dir(env: &Env) -> Result<PathBuf> {
         .ok_or_else(|| Error::failed("cannot tell the home directory: set HOME"))
 }
 
-/// An XDG base folder: the variable when it is an absolute path, else the default under home.
-fn xdg(env: &Env, var: &str, home: &Path, default: &str) -> PathBuf {
-    match env.get(var) {
-        Some(v) if v.starts_with('/') => PathBuf::from(v),
-        _ => home.join(default),
+/// The config file and the state folder, from the environment (pure):
+/// `$SHROOMS_AGENT_CONFIG`, else `$XDG_CONFIG_HOME/shrooms-agent/config.toml`,
+/// else under the home; `$SHROOMS_AGENT_STATE_DIR`, else
+/// `$XDG_DATA_HOME/shrooms-agent`, else under the home. A variable that
+/// decides a path must give an absolute one: a relative path would name
+/// another folder from every working folder (and `serve` under systemd
+/// runs from `/`), so it is refused, by name, rather than used or passed over.
+pub fn paths(env: &Env, home: &Path) -> Result<(PathBuf, PathBuf)> {
+    let config = match var(env, "SHROOMS_AGENT_CONFIG")? {
+        Some(p) => p,
+        None => xdg(env, "XDG_CONFIG_HOME", home, ".config")?.join("shrooms-agent/config.toml"),
+    };
+    let state = match var(env, "SHROOMS_AGENT_STATE_DIR")? {
+        Some(p) => p,
+        None => xdg(env, "XDG_DATA_HOME", home, ".local/share")?.join("shrooms-agent"),
+    };
+    Ok((config, state))
+}
+
+/// A path variable: None when unset or empty; refused when relative.
+fn var(env: &Env, name: &str) -> Result<Option<PathBuf>> {
+    match env.get(name) {
+        None => Ok(None),
+        Some(v) if v.is_empty() => Ok(None),
+        Some(v) if v.starts_with('/') => Ok(Some(PathBuf::from(v))),
+        Some(v) => Err(Error::bad_input(format!(
+            "{name} is {v:?}, a relative path: it would name another folder from every \
+             working folder; set it to an absolute path (starting with /), or unset it"
+        ))),
+    }
+}
+
+/// An XDG base folder: the variable when it is set, else the default under home.
+fn xdg(env: &Env, name: &str, home: &Path, default: &str) -> Result<PathBuf> {
+    Ok(var(env, name)?.unwrap_or_else(|| home.join(default)))
+}
+
+/// What to write instead of a `podman` key that cannot be used.
+const PODMAN_HOW: &str = "give the podman program's absolute path (`command -v podman` prints \
+                          it), or remove the key to use the podman on PATH";
+
+/// A program the config names: an absolute path, or a bare name looked up
+/// on PATH. Empty, relative with a folder, or a name not on PATH: refused,
+/// with what to write instead.
+fn configured_program(p: &Path, path_var: Option<&str>) -> Result<PathBuf, String> {
+    let text = p.to_string_lossy();
+    if text.trim().is_empty() {
+        return Err(format!("is empty: {PODMAN_HOW}"));
+    }
+    if p.is_absolute() {
+        return Ok(p.to_path_buf());
+    }
+    if p.components().count() > 1 {
+        return Err(format!("{text:?} is a relative path: {PODMAN_HOW}"));
+    }
+    find_program(&text, path_var)
+        .ok_or_else(|| format!("there is no {text:?} on PATH: {PODMAN_HOW}"))
+}
+
+/// A configured program must be there, a file, and executable: a podman
+/// that cannot run is the config's fault, not the machine's lack of one.
+fn check_program(p: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+
+    match std::fs::metadata(p) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(format!("{} does not exist: {PODMAN_HOW}", p.display()))
+        }
+        Err(e) => Err(format!("{}: {e}: {PODMAN_HOW}", p.display())),
+        Ok(m) if !m.is_file() => Err(format!("{} is not a file: {PODMAN_HOW}", p.display())),
+        Ok(m) if m.permissions().mode() & 0o111 == 0 => {
+            Err(format!("{} is not executable: {PODMAN_HOW}", p.display()))
+        }
+        Ok(_) => Ok(()),
     }
 }
 
@@ -363,30 +442,64 @@ pub fn find_program(name: &str, path_var: Option<&str>) -> Option<PathBuf> {
     which::which_in(name, path_var, cwd).ok()
 }
 
-/// Memory in podman's units: a positive whole number with b, k, m or g.
+/// The least memory podman gives a container: it refuses less ("Minimum
+/// memory limit allowed is 6MB", podman's `linuxMinMemory`, 6 MiB), so a
+/// cage made or updated with less would fail to start.
+pub const MIN_MEMORY_BYTES: u64 = 6 * 1024 * 1024;
+
+/// The fewest CPUs podman can give: a CPU quota under 1 ms in its 100 ms
+/// period, which the kernel refuses (cpu.cfs_quota_us >= 1000).
+pub const MIN_CPUS: f64 = 0.01;
+
+/// Memory in podman's units: a positive whole number with b, k, m or g (a
+/// number alone is bytes, as podman reads it), at least podman's minimum.
 pub fn validate_memory(m: &str) -> Result<String, String> {
     let s = m.trim().to_ascii_lowercase();
     let digits = s.trim_end_matches(['b', 'k', 'm', 'g']);
     let unit_len = s.len() - digits.len();
-    let ok = unit_len <= 1
-        && !digits.is_empty()
-        && digits.bytes().all(|b| b.is_ascii_digit())
-        && digits.parse::<u64>().map(|n| n > 0).unwrap_or(false);
-    if ok {
-        Ok(s)
-    } else {
-        Err(format!(
+    let number =
+        (unit_len <= 1 && !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| digits.parse::<u64>().ok())
+            .flatten()
+            .filter(|n| *n > 0);
+    let Some(n) = number else {
+        return Err(format!(
             "{m:?} is not a size: use a positive whole number with b, k, m or g, like \"512m\" or \"16g\""
-        ))
+        ));
+    };
+    let unit: u64 = match s.as_bytes()[s.len() - 1] {
+        b'k' => 1 << 10,
+        b'm' => 1 << 20,
+        b'g' => 1 << 30,
+        _ => 1,
+    };
+    match n.checked_mul(unit) {
+        Some(bytes) if bytes < MIN_MEMORY_BYTES => Err(format!(
+            "{m:?} is less than podman's minimum of 6m (6 MiB) for a container{}: \
+             give at least 6m, with a unit, like \"512m\" or \"16g\"",
+            if unit_len == 0 {
+                ", and a number without a unit is bytes"
+            } else {
+                ""
+            }
+        )),
+        Some(bytes) if bytes <= i64::MAX as u64 => Ok(s),
+        _ => Err(format!(
+            "{m:?} is more memory than podman can take: give it in m or g, like \"16g\""
+        )),
     }
 }
 
-/// CPUs: a positive number, whole or decimal ("2", "1.5").
+/// CPUs: a positive number, whole or decimal ("2", "1.5"), at least 0.01.
 pub fn validate_cpus(c: &str) -> Result<String, String> {
     let s = c.trim();
     let plain = !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'.');
     match s.parse::<f64>() {
-        Ok(n) if plain && n > 0.0 && n.is_finite() => Ok(s.to_string()),
+        Ok(n) if plain && n >= MIN_CPUS && n.is_finite() => Ok(s.to_string()),
+        Ok(n) if plain && n > 0.0 => Err(format!(
+            "{c:?} is less than podman's minimum of {MIN_CPUS} CPUs: give at least {MIN_CPUS}, \
+             like \"0.5\" or \"2\""
+        )),
         _ => Err(format!(
             "{c:?} is not a number of CPUs: use a positive number, like \"2\" or \"1.5\""
         )),
@@ -616,6 +729,79 @@ pi = "/opt/pi"
         }
     }
 
+    /// A configured podman that is empty, relative, missing or cannot run
+    /// is the config's error (exit 2, the key and the file), not "no podman".
+    #[test]
+    fn a_configured_podman_must_be_there_and_run() {
+        let how = "give the podman program's absolute path (`command -v podman` prints it), \
+                   or remove the key to use the podman on PATH";
+        for (text, why) in [
+            ("podman = \"\"", "is empty".to_string()),
+            ("podman = \" \"", "is empty".to_string()),
+            (
+                "podman = \"bin/podman\"",
+                "\"bin/podman\" is a relative path".to_string(),
+            ),
+        ] {
+            assert_eq!(
+                load(text).unwrap_err().message,
+                format!("config file /cfg/config.toml: key `podman`: {why}: {how}"),
+                "{text}"
+            );
+        }
+        let mut env = Env::new();
+        env.insert("PATH".into(), "/nonexistent-bin".into());
+        let e = Settings::from_text(
+            Some("podman = \"podman\""),
+            Path::new("/cfg/config.toml"),
+            PathBuf::from("/state"),
+            PathBuf::from("/home/u"),
+            &env,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.message,
+            format!(
+                "config file /cfg/config.toml: key `podman`: there is no \"podman\" on PATH: {how}"
+            )
+        );
+
+        let dir = std::env::temp_dir().join(format!("shrooms-podman-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let plain = dir.join("plain");
+        std::fs::write(&plain, "").unwrap();
+        let config = dir.join("config.toml");
+        for (podman, why) in [
+            (
+                "/nonexistent/podman".to_string(),
+                "/nonexistent/podman does not exist".to_string(),
+            ),
+            (
+                dir.display().to_string(),
+                format!("{} is not a file", dir.display()),
+            ),
+            (
+                plain.display().to_string(),
+                format!("{} is not executable", plain.display()),
+            ),
+        ] {
+            std::fs::write(&config, format!("podman = \"{podman}\"\n")).unwrap();
+            let mut env = Env::new();
+            env.insert("HOME".into(), "/nonexistent-home-for-test".into());
+            env.insert("SHROOMS_AGENT_CONFIG".into(), config.display().to_string());
+            let e = Settings::load(&env).unwrap_err();
+            assert_eq!(e.kind, crate::error::Kind::BadInput);
+            assert_eq!(
+                e.message,
+                format!(
+                    "config file {}: key `podman`: {why}: {how}",
+                    config.display()
+                )
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn a_wrongly_typed_value_is_refused() {
         let e = load("cages = \"yes\"").unwrap_err();
@@ -685,13 +871,66 @@ delta = { url = "http://[fd00::1]:9000", token_file = "/t/delta" }
     #[test]
     fn memory_and_cpus_rules() {
         assert_eq!(validate_memory("16g").unwrap(), "16g");
-        assert_eq!(validate_memory("1024").unwrap(), "1024");
+        assert_eq!(validate_memory("6m").unwrap(), "6m");
+        assert_eq!(validate_memory("6144K").unwrap(), "6144k");
+        assert_eq!(validate_memory("6291456").unwrap(), "6291456");
+        assert_eq!(validate_memory("6291456b").unwrap(), "6291456b");
         assert!(validate_memory("1.5g").is_err());
         assert!(validate_memory("g").is_err());
         assert!(validate_memory("12gb").is_err());
         assert_eq!(validate_cpus("8").unwrap(), "8");
+        assert_eq!(validate_cpus("0.01").unwrap(), "0.01");
+        assert_eq!(validate_cpus("0.5").unwrap(), "0.5");
         assert!(validate_cpus("1e3").is_err());
         assert!(validate_cpus("nan").is_err());
+    }
+
+    /// Limits podman cannot use are refused, saying the minimum and giving
+    /// an example with a unit (podman would refuse them at the cage's start).
+    #[test]
+    fn limits_under_podmans_minimum_are_refused() {
+        for m in ["1b", "16", "1k", "6291455", "6143k", "5m"] {
+            assert_eq!(
+                validate_memory(m).unwrap_err(),
+                format!(
+                    "{m:?} is less than podman's minimum of 6m (6 MiB) for a container{}: \
+                     give at least 6m, with a unit, like \"512m\" or \"16g\"",
+                    if m.ends_with(|c: char| c.is_ascii_digit()) {
+                        ", and a number without a unit is bytes"
+                    } else {
+                        ""
+                    }
+                ),
+            );
+        }
+        assert_eq!(
+            validate_memory("99999999999999g").unwrap_err(),
+            "\"99999999999999g\" is more memory than podman can take: give it in m or g, like \"16g\""
+        );
+        for c in ["0.0001", "0.009", "0.00999"] {
+            assert_eq!(
+                validate_cpus(c).unwrap_err(),
+                format!(
+                    "{c:?} is less than podman's minimum of 0.01 CPUs: give at least 0.01, \
+                     like \"0.5\" or \"2\""
+                ),
+            );
+        }
+        for (text, says) in [
+            ("memory = \"1b\"", "minimum of 6m"),
+            ("memory = \"16\"", "minimum of 6m"),
+            ("cpus = 0.0001", "minimum of 0.01"),
+            ("cpus = \"0.001\"", "minimum of 0.01"),
+        ] {
+            let e = load(text).unwrap_err();
+            assert_eq!(e.kind, crate::error::Kind::BadInput);
+            assert!(
+                e.message.starts_with("config file /cfg/config.toml: key `")
+                    && e.message.contains(says),
+                "{text}: {}",
+                e.message
+            );
+        }
     }
 
     #[test]
@@ -715,5 +954,62 @@ delta = { url = "http://[fd00::1]:9000", token_file = "/t/delta" }
         let s = Settings::load(&env).unwrap();
         assert_eq!(s.config_path, PathBuf::from("/nonexistent/c.toml"));
         assert_eq!(s.state_dir, PathBuf::from("/nonexistent/state"));
+    }
+
+    #[test]
+    fn xdg_folders_are_honoured() {
+        let env: Env = [
+            ("XDG_CONFIG_HOME", "/x/config"),
+            ("XDG_DATA_HOME", "/x/data"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let (config, state) = paths(&env, Path::new("/home/u")).unwrap();
+        assert_eq!(config, Path::new("/x/config/shrooms-agent/config.toml"));
+        assert_eq!(state, Path::new("/x/data/shrooms-agent"));
+        let (config, state) = paths(&Env::new(), Path::new("/home/u")).unwrap();
+        assert_eq!(
+            config,
+            Path::new("/home/u/.config/shrooms-agent/config.toml")
+        );
+        assert_eq!(state, Path::new("/home/u/.local/share/shrooms-agent"));
+    }
+
+    /// A relative path in a variable that decides where the config or the
+    /// state is: refused by the variable's name, not used as it is.
+    #[test]
+    fn a_relative_path_variable_is_refused_by_name() {
+        for var in [
+            "SHROOMS_AGENT_STATE_DIR",
+            "SHROOMS_AGENT_CONFIG",
+            "XDG_CONFIG_HOME",
+            "XDG_DATA_HOME",
+        ] {
+            let mut env = Env::new();
+            env.insert(var.into(), "rel/dir".into());
+            let e = paths(&env, Path::new("/home/u")).unwrap_err();
+            assert_eq!(e.kind, crate::error::Kind::BadInput);
+            assert_eq!(
+                e.message,
+                format!(
+                    "{var} is \"rel/dir\", a relative path: it would name another folder from \
+                     every working folder; set it to an absolute path (starting with /), or unset it"
+                )
+            );
+            env.insert("HOME".into(), "/nonexistent-home-for-test".into());
+            assert!(Settings::load(&env).is_err(), "{var}");
+        }
+        // An XDG folder that decides nothing is not looked at.
+        let env: Env = [
+            ("SHROOMS_AGENT_CONFIG", "/c.toml"),
+            ("SHROOMS_AGENT_STATE_DIR", "/s"),
+            ("XDG_CONFIG_HOME", "rel"),
+            ("XDG_DATA_HOME", "."),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert!(paths(&env, Path::new("/home/u")).is_ok());
     }
 }

@@ -83,6 +83,9 @@ pub fn new_limits(
 }
 
 pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
+    if let Some(by) = &req.by {
+        crate::session::validate_who(by)?;
+    }
     let record = ctx.store.load(&req.name)?;
     let cage = cage_of(&record)?.clone();
     let host = ctx.host_for_session()?;
@@ -188,6 +191,9 @@ mod tests {
             (None, Some("-1"), None),
             (None, None, Some("0")),
             (None, None, Some("ten")),
+            (Some("1b"), None, None),
+            (Some("16"), None, None),
+            (None, Some("0.0001"), None),
             (None, None, None),
         ] {
             let e = new_limits(&before, &defaults, &req(m, c, p), 8).unwrap_err();

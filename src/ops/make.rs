@@ -73,6 +73,7 @@ pub fn plan(
     dry_run: bool,
 ) -> Result<CagePlan> {
     let mut warnings = Vec::new();
+    check_meshes(choice)?;
     if choice.sealed {
         // Seed, "Sealed cages": "GitHub, nix and the shared folder are not
         // offered". Refused by name, not dropped.
@@ -508,6 +509,24 @@ fn check_limits(ctx: &Context, host: &Host, warnings: &mut Vec<String>) -> Resul
     }
 }
 
+/// `--mesh` chooses which shared folder a cage gets (seed, "The shared
+/// folder is one per set of meshes") and nothing else: without `--shared`,
+/// or on a sealed cage, which has no shared folder, it would be taken and
+/// do nothing, so it is refused. (Sealed with `--shared` too: `--shared`
+/// is refused by name.)
+fn check_meshes(choice: &CageChoice) -> Result<()> {
+    if choice.meshes.is_empty() || choice.shared {
+        return Ok(());
+    }
+    Err(Error::bad_input(if choice.sealed {
+        "--mesh only chooses the shared folder's set of meshes, and a sealed cage has no \
+         shared folder: leave out --mesh"
+    } else {
+        "--mesh only chooses the shared folder's set of meshes, and does nothing without \
+         --shared: add --shared, or leave out --mesh"
+    }))
+}
+
 /// A mesh label: what a volume name can hold.
 fn validate_mesh(m: &str) -> Result<()> {
     let ok = !m.is_empty()
@@ -761,6 +780,31 @@ mod tests {
         assert_ne!(
             shared_volume_name(&["a-b".into()]),
             shared_volume_name(&["a".into(), "b".into()])
+        );
+    }
+
+    #[test]
+    fn mesh_only_with_the_shared_folder() {
+        let choice = |shared: bool, sealed: bool, meshes: &[&str]| CageChoice {
+            shared,
+            sealed,
+            meshes: meshes.iter().map(|m| m.to_string()).collect(),
+            ..CageChoice::default()
+        };
+        assert!(check_meshes(&choice(false, false, &[])).is_ok());
+        assert!(check_meshes(&choice(true, false, &["home"])).is_ok());
+        let e = check_meshes(&choice(false, false, &["home"])).unwrap_err();
+        assert_eq!(e.kind, crate::error::Kind::BadInput);
+        assert_eq!(
+            e.message,
+            "--mesh only chooses the shared folder's set of meshes, and does nothing without \
+             --shared: add --shared, or leave out --mesh"
+        );
+        let e = check_meshes(&choice(false, true, &["home"])).unwrap_err();
+        assert_eq!(
+            e.message,
+            "--mesh only chooses the shared folder's set of meshes, and a sealed cage has no \
+             shared folder: leave out --mesh"
         );
     }
 

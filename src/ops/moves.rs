@@ -38,6 +38,9 @@ pub struct Moved {
 }
 
 pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
+    if let Some(by) = &req.by {
+        crate::session::validate_who(by)?;
+    }
     let (_lock, record) = ctx.store.lock_and_load(&req.name)?;
     let old = record.cage.clone();
     // Without podman a caged session can still be taken out of its cage

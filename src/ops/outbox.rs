@@ -22,10 +22,18 @@ pub struct PackResult {
     pub packed: crate::outbox::Packed,
 }
 
-pub fn pack(ctx: &Context, name: &str, only: Option<&Path>, output: &Path) -> Result<PackResult> {
+/// `outbox pack`: the archive at `output`, a new file, or over a regular
+/// file with `replace` (`--force`).
+pub fn pack(
+    ctx: &Context,
+    name: &str,
+    only: Option<&Path>,
+    output: &Path,
+    replace: bool,
+) -> Result<PackResult> {
     let record = ctx.store.load(name)?;
     let outbox = outbox_of(&record)?;
-    let packed = crate::outbox::pack(&outbox, only, output)?;
+    let packed = crate::outbox::pack(&outbox, only, output, replace)?;
     Ok(PackResult {
         session: record.name.clone(),
         archive: output.to_path_buf(),
@@ -158,7 +166,8 @@ fn pack_and_deliver(
     destination: &Destination,
     from: &str,
 ) -> Result<(crate::outbox::Packed, DropAnswer)> {
-    let packed = crate::outbox::pack(outbox, req.only.as_deref(), path)?;
+    // A file of its own, in a folder made for this send.
+    let packed = crate::outbox::pack(outbox, req.only.as_deref(), path, false)?;
     let size = std::fs::metadata(path)
         .map_err(|e| Error::failed(format!("reading {}: {e}", path.display())))?
         .len();

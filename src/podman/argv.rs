@@ -51,6 +51,9 @@ pub fn create(spec: &CageSpec) -> Vec<String> {
             format!("type=volume,src={volume},dst={}", path(dst)),
         ]);
     }
+    // `--` ends podman's options: an image named like a flag (`--image
+    // --privileged`) is taken as a name, never as an option.
+    a.push("--".into());
     a.push(spec.image.clone());
     a.extend(["sleep".into(), "infinity".into()]);
     a
@@ -136,8 +139,91 @@ pub fn update(container: &str, l: &crate::settings::Limits, with_pids: bool) -> 
     if with_pids {
         a.extend(["--pids-limit".into(), l.pids.to_string()]);
     }
-    a.push(container.into());
+    a.extend(["--".into(), container.into()]);
     a
+}
+
+/// A podman verb, its options, then `--` and the names it acts on. Every
+/// call that names a container, a volume or an image puts `--` before the
+/// names, so that a name read from a record or a request is never taken
+/// for an option: a record whose `container` was `--all` made `cage rm` run
+/// `podman rm -f --ignore --all` (cobra, podman's parser, ends options at
+/// `--` in every verb; checked on 4.3 and 5.x).
+fn named(words: &[&str], names: &[&str]) -> Vec<String> {
+    words
+        .iter()
+        .copied()
+        .chain(std::iter::once("--"))
+        .chain(names.iter().copied())
+        .map(str::to_string)
+        .collect()
+}
+
+/// `podman start -- CONTAINER`.
+pub fn start(container: &str) -> Vec<String> {
+    named(&["start"], &[container])
+}
+
+/// `podman stop -- CONTAINER`.
+pub fn stop(container: &str) -> Vec<String> {
+    named(&["stop"], &[container])
+}
+
+/// `podman rm -f --ignore -- CONTAINER`: gone already is not an error.
+pub fn rm_force(container: &str) -> Vec<String> {
+    named(&["rm", "-f", "--ignore"], &[container])
+}
+
+/// `podman inspect --type container --format json -- CONTAINER`.
+pub fn inspect_container(container: &str) -> Vec<String> {
+    named(
+        &["inspect", "--type", "container", "--format", "json"],
+        &[container],
+    )
+}
+
+/// `podman top -- CONTAINER args`: its processes' command lines.
+pub fn top_args(container: &str) -> Vec<String> {
+    named(&["top"], &[container, "args"])
+}
+
+/// `podman volume inspect --format json -- VOLUME`.
+pub fn volume_inspect(volume: &str) -> Vec<String> {
+    named(&["volume", "inspect", "--format", "json"], &[volume])
+}
+
+/// `podman volume create --label LABEL -- VOLUME`.
+pub fn volume_create(volume: &str, label: &str) -> Vec<String> {
+    named(&["volume", "create", "--label", label], &[volume])
+}
+
+/// `podman image inspect --format json -- IMAGE`.
+pub fn image_inspect(image: &str) -> Vec<String> {
+    named(&["image", "inspect", "--format", "json"], &[image])
+}
+
+/// `podman image rm -- IMAGE`.
+pub fn image_rm(image: &str) -> Vec<String> {
+    named(&["image", "rm"], &[image])
+}
+
+/// Does `sleep` run in the image? `podman run --rm` of `sleep 0` with no
+/// network and no capabilities, never pulling.
+pub fn sleep_check(image: &str) -> Vec<String> {
+    named(
+        &[
+            "run",
+            "--rm",
+            "--pull=never",
+            "--network",
+            "none",
+            "--cap-drop",
+            "all",
+            "--entrypoint",
+            "sleep",
+        ],
+        &[image, "0"],
+    )
 }
 
 /// `podman exec` of a command in a cage (issue 2, "cage exec").
@@ -157,6 +243,7 @@ pub fn exec(
         path(workdir),
         "--env-file".into(),
         path(env_file),
+        "--".into(),
         container.into(),
     ]);
     a.extend(cmd.iter().cloned());
@@ -217,7 +304,7 @@ mod tests {
         s.volumes = vec![("shrooms-shared".into(), "/shared".into())];
         let a = create(&s).join(" ");
         assert!(
-            a.ends_with("--mount type=volume,src=shrooms-shared,dst=/shared localhost/shrooms-workbench:latest sleep infinity"),
+            a.ends_with("--mount type=volume,src=shrooms-shared,dst=/shared -- localhost/shrooms-workbench:latest sleep infinity"),
             "{a}"
         );
     }
@@ -231,11 +318,11 @@ mod tests {
         };
         assert_eq!(
             update("c", &l, true).join(" "),
-            "update --memory 1g --cpus 1.5 --pids-limit 100 c"
+            "update --memory 1g --cpus 1.5 --pids-limit 100 -- c"
         );
         assert_eq!(
             update("c", &l, false).join(" "),
-            "update --memory 1g --cpus 1.5 c"
+            "update --memory 1g --cpus 1.5 -- c"
         );
     }
 
@@ -256,7 +343,7 @@ mod tests {
              --memory 4g --cpus 2 --pids-limit 2048 --stop-signal SIGKILL --entrypoint  \
              --workdir /home/u/src/web \
              --mount type=bind,src=/home/u/src/web,dst=/home/u/src/web \
-             localhost/shrooms-workbench:latest sleep infinity"
+             -- localhost/shrooms-workbench:latest sleep infinity"
         );
     }
 
@@ -271,7 +358,7 @@ mod tests {
              --workdir /home/u/src/web \
              --mount type=bind,src=/home/u/src/web,dst=/home/u/src/web \
              --mount type=bind,src=/s/proxy,dst=/run/shrooms-agent,ro=true \
-             localhost/shrooms-workbench:latest sleep infinity"
+             -- localhost/shrooms-workbench:latest sleep infinity"
         );
     }
 
@@ -313,9 +400,44 @@ mod tests {
             )
             .join(" "),
             "exec -i -t -w /home/u/src/web --env-file /s/cages/shrooms-web-abc123.env \
-             shrooms-web-abc123 claude --resume"
+             -- shrooms-web-abc123 claude --resume"
         );
         assert!(!exec("c", Path::new("/"), Path::new("/e"), false, &cmd).contains(&"-t".into()));
+    }
+
+    /// A name read from a record or a request is never taken for an
+    /// option: `--` comes before it in every call that names something.
+    #[test]
+    fn golden_calls_that_name_a_container_a_volume_or_an_image() {
+        let j = |a: Vec<String>| a.join(" ");
+        assert_eq!(j(start("--all")), "start -- --all");
+        assert_eq!(j(stop("--all")), "stop -- --all");
+        assert_eq!(j(rm_force("--all")), "rm -f --ignore -- --all");
+        assert_eq!(
+            j(inspect_container("--all")),
+            "inspect --type container --format json -- --all"
+        );
+        assert_eq!(j(top_args("--all")), "top -- --all args");
+        assert_eq!(
+            j(volume_inspect("--all")),
+            "volume inspect --format json -- --all"
+        );
+        assert_eq!(
+            j(volume_create("shrooms-shared", "l=true")),
+            "volume create --label l=true -- shrooms-shared"
+        );
+        assert_eq!(
+            j(image_inspect("--privileged")),
+            "image inspect --format json -- --privileged"
+        );
+        assert_eq!(j(image_rm("abc")), "image rm -- abc");
+        assert_eq!(
+            j(sleep_check("--privileged")),
+            "run --rm --pull=never --network none --cap-drop all --entrypoint sleep -- --privileged 0"
+        );
+        let mut s = spec(Network::Bridge);
+        s.image = "--privileged".into();
+        assert!(j(create(&s)).ends_with(" -- --privileged sleep infinity"));
     }
 
     #[test]

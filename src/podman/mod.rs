@@ -61,17 +61,17 @@ impl Podman {
     }
 
     pub fn start(&self, container: &str) -> Result<()> {
-        self.run(&Self::strs(&["start", container]), SLOW).map(drop)
+        self.run(&argv::start(container), SLOW).map(drop)
     }
 
     pub fn stop(&self, container: &str) -> Result<()> {
-        self.run(&Self::strs(&["stop", container]), SLOW).map(drop)
+        self.run(&argv::stop(container), SLOW).map(drop)
     }
 
     /// `podman rm -f`; a container that is already gone is not an error.
     pub fn rm_force(&self, container: &str) -> Result<()> {
         let out = self
-            .process(&Self::strs(&["rm", "-f", "--ignore", container]))
+            .process(&argv::rm_force(container))
             .timeout(SLOW)
             .capture()?;
         if out.success() {
@@ -87,14 +87,7 @@ impl Podman {
     /// The state of one container, or None when there is no such container.
     pub fn container(&self, container: &str) -> Result<Option<inspect::ContainerState>> {
         let out = self
-            .process(&Self::strs(&[
-                "inspect",
-                "--type",
-                "container",
-                "--format",
-                "json",
-                container,
-            ]))
+            .process(&argv::inspect_container(container))
             .timeout(QUICK)
             .capture()?;
         if !out.success() {
@@ -132,7 +125,7 @@ impl Podman {
     /// The processes in a running container: `podman top NAME args` prints
     /// a header and one row per process (no JSON; 4.3 and 5.x alike).
     pub fn top_args(&self, container: &str) -> Result<Vec<String>> {
-        let out = self.run(&Self::strs(&["top", container, "args"]), QUICK)?;
+        let out = self.run(&argv::top_args(container), QUICK)?;
         Ok(out
             .stdout
             .lines()
@@ -145,9 +138,7 @@ impl Podman {
     /// A volume, or None when there is none of that name.
     pub fn volume(&self, name: &str) -> Result<Option<inspect::VolumeInspect>> {
         let out = self
-            .process(&Self::strs(&[
-                "volume", "inspect", "--format", "json", name,
-            ]))
+            .process(&argv::volume_inspect(name))
             .timeout(QUICK)
             .capture()?;
         if !out.success() {
@@ -166,11 +157,7 @@ impl Podman {
 
     /// Make a local volume with a label.
     pub fn volume_create(&self, name: &str, label: &str) -> Result<()> {
-        self.run(
-            &Self::strs(&["volume", "create", "--label", label, name]),
-            QUICK,
-        )
-        .map(drop)
+        self.run(&argv::volume_create(name, label), QUICK).map(drop)
     }
 
     /// Every container carrying the session label.
@@ -187,9 +174,7 @@ impl Podman {
     /// An image's configuration, or None when it is not on this machine.
     pub fn image(&self, image: &str) -> Result<Option<inspect::ImageInspect>> {
         let out = self
-            .process(&Self::strs(&[
-                "image", "inspect", "--format", "json", image,
-            ]))
+            .process(&argv::image_inspect(image))
             .timeout(QUICK)
             .capture()?;
         if !out.success() {

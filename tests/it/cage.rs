@@ -595,19 +595,21 @@ fn dry_run_shows_argv_and_env_redacted_and_makes_nothing() {
     assert!(!w.state.join("cages").exists(), "the state was touched");
 }
 
-/// Promise 12: no cages on this machine (`cages = false`, or no podman):
-/// create fails with the seed's words; a caged session on such a machine
-/// fails with the other sentence.
+/// Promise 12: no cages on this machine (`cages = false`, or no podman on
+/// PATH): create fails with the seed's words; a caged session on such a
+/// machine fails with the other sentence. (A `podman` the config names
+/// that is not there is the config's error: tests/it/cli.rs.)
 #[test]
 fn no_podman_says_so_in_the_seeds_words() {
     let w = world();
     let dir = project(&w, "nopodman-project");
     let expect = "shrooms-agent: error: this machine has no podman to cage sessions with";
-    for config in ["cages = false", "podman = \"/nonexistent/podman\""] {
+    let no_podman = [("PATH", "/nonexistent-bin")];
+    for (config, env) in [("cages = false", &[][..]), ("", &no_podman[..])] {
         w.write_config(config);
         let name = w.session("nopodman");
         let r = w
-            .run(&["cage", "create", &name, "--dir", &s(&dir)])
+            .run_env(&["cage", "create", &name, "--dir", &s(&dir)], env)
             .code_is(1);
         assert_eq!(r.stderr().trim_end(), expect, "{config}:\n{}", r.explain());
         assert!(!w.record_path(&name).exists());
@@ -616,8 +618,12 @@ fn no_podman_says_so_in_the_seeds_words() {
 
     w.write_config("");
     let (name, _) = created(&w, "nopodman-caged");
-    w.write_config("podman = \"/nonexistent/podman\"");
-    let r = w.sh(&name, "echo RAN").code_is(1);
+    let r = w
+        .run_env(
+            &["cage", "exec", &name, "--", "sh", "-c", "echo RAN"],
+            &no_podman,
+        )
+        .code_is(1);
     assert_eq!(
         r.stderr().trim_end(),
         "shrooms-agent: error: this session is caged, and this machine has no podman to cage it with",

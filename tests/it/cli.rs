@@ -74,7 +74,10 @@ fn a_damaged_record_is_listed_apart() {
         "{listed:#}"
     );
     let why = listed["damaged"][0]["error"].as_str().unwrap();
-    assert!(why.contains("damaged") && why.contains("mend it"), "{why}");
+    assert!(
+        why.contains("damaged") && why.contains("Put it back"),
+        "{why}"
+    );
     let text = w.run(&["cage", "ls"]).ok();
     assert!(
         text.stdout().contains("damaged records"),
@@ -82,5 +85,256 @@ fn a_damaged_record_is_listed_apart() {
         text.explain()
     );
     let r = w.run(&["cage", "show", &broken]).code_is(1);
-    assert!(r.stderr().contains("mend it"), "{}", r.explain());
+    assert!(r.stderr().contains("Put it back"), "{}", r.explain());
+}
+
+/// A config whose memory or CPUs podman cannot use is refused when the
+/// settings load (exit 2), saying the minimum and the key and the file:
+/// a cage made with it would not start.
+#[test]
+fn config_limits_under_podmans_minimum_are_refused() {
+    let w = World::new();
+    for (extra, key, says) in [
+        ("memory = \"1b\"", "memory", "minimum of 6m"),
+        (
+            "memory = \"16\"",
+            "memory",
+            "a number without a unit is bytes",
+        ),
+        ("cpus = 0.0001", "cpus", "minimum of 0.01"),
+    ] {
+        w.write_config(extra);
+        let r = w.run(&["cage", "ls"]).code_is(2);
+        let err = r.stderr();
+        assert!(
+            err.contains(&format!("config file {}: key `{key}`", w.config.display()))
+                && err.contains(says)
+                && (err.contains("like \"512m\"") || err.contains("like \"0.5\"")),
+            "{}",
+            r.explain()
+        );
+    }
+}
+
+/// A relative SHROOMS_AGENT_STATE_DIR, SHROOMS_AGENT_CONFIG, XDG_CONFIG_HOME
+/// or XDG_DATA_HOME is refused by name (exit 2), and nothing is made where
+/// it points, from where the command runs.
+#[test]
+fn relative_path_variables_are_refused_by_name() {
+    let w = World::new();
+    let cwd = w.dir("cwd");
+    let no_config = w.root.join("none.toml").to_string_lossy().into_owned();
+    let abs_state = w.state.to_string_lossy().into_owned();
+    for (var, others) in [
+        ("SHROOMS_AGENT_STATE_DIR", vec![]),
+        ("SHROOMS_AGENT_CONFIG", vec![]),
+        // The XDG folders decide only where the tool's own variables are unset.
+        ("XDG_CONFIG_HOME", vec![("SHROOMS_AGENT_CONFIG", "")]),
+        ("XDG_DATA_HOME", vec![("SHROOMS_AGENT_STATE_DIR", "")]),
+    ] {
+        let mut env: Vec<(&str, &str)> = vec![
+            ("SHROOMS_AGENT_CONFIG", &no_config),
+            ("SHROOMS_AGENT_STATE_DIR", &abs_state),
+        ];
+        env.extend(others);
+        env.push((var, "rel"));
+        for args in [vec!["cage", "ls"], vec!["doctor"]] {
+            let mut c = w.command_env(&args, &env);
+            c.current_dir(&cwd).stdin(std::process::Stdio::null());
+            let r = Run {
+                what: format!("{var}=rel shrooms-agent {}", args.join(" ")),
+                out: c.output().unwrap(),
+            }
+            .code_is(2);
+            assert!(
+                r.stderr()
+                    .contains(&format!("{var} is \"rel\", a relative path"))
+                    && r.stderr().contains("set it to an absolute path"),
+                "{}",
+                r.explain()
+            );
+        }
+    }
+    assert_eq!(std::fs::read_dir(&cwd).unwrap().count(), 0);
+}
+
+/// A `podman` the config names that is empty, missing or cannot run is the
+/// config's error (exit 2, naming the key and the file, nothing made), not
+/// "this machine has no podman".
+#[test]
+fn a_configured_podman_that_cannot_run_is_a_config_error() {
+    let w = World::new();
+    let plain = w.file("not-a-program", "");
+    let project = w.dir("p");
+    for (value, why) in [
+        (String::new(), "is empty".to_string()),
+        (
+            "/nonexistent/podman".to_string(),
+            "/nonexistent/podman does not exist".to_string(),
+        ),
+        (
+            plain.display().to_string(),
+            format!("{} is not executable", plain.display()),
+        ),
+    ] {
+        w.write_config(&format!("podman = \"{value}\""));
+        let name = w.session("badpodman");
+        for args in [
+            vec!["cage", "create", &name, "--dir", project.to_str().unwrap()],
+            vec!["doctor"],
+        ] {
+            let r = w.run(&args).code_is(2);
+            assert!(
+                r.stderr().contains(&format!(
+                    "config file {}: key `podman`: {why}: give the podman program's absolute path",
+                    w.config.display()
+                )),
+                "{}",
+                r.explain()
+            );
+            assert!(!r.stderr().contains("has no podman"), "{}", r.explain());
+        }
+        assert!(!w.record_path(&name).exists());
+    }
+}
+
+/// The image's `sleep` check says "no `sleep` on its PATH" only where
+/// podman says the command was not found; any other failure of its
+/// `podman run`, exit 126 included, is reported in podman's words (exit 1).
+#[test]
+fn the_sleep_check_reports_podmans_own_error() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new();
+    let fake = w.file(
+        "bin/podman",
+        &format!(
+            "#!/bin/sh\n\
+             if [ \"$1\" = run ]; then\n\
+               echo 'Error: runc: runc create failed: unable to start container process: error during container init: fake cgroup failure: OCI runtime error' >&2\n\
+               exit 126\n\
+             fi\n\
+             exec '{}' \"$@\"\n",
+            podman_program()
+        ),
+    );
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    w.write_config(&format!("podman = \"{}\"", fake.display()));
+    let name = w.session("sleepcheck");
+    let d = w.dir("sleepcheck");
+    let r = w
+        .run(&["cage", "create", &name, "--dir", d.to_str().unwrap()])
+        .code_is(1);
+    assert_eq!(
+        r.stderr().trim_end(),
+        format!(
+            "shrooms-agent: error: checking that the image {IMAGE} has `sleep`: podman run \
+             exited 126: Error: runc: runc create failed: unable to start container process: \
+             error during container init: fake cgroup failure: OCI runtime error"
+        ),
+        "{}",
+        r.explain()
+    );
+    assert!(!w.record_path(&name).exists());
+    assert!(w.containers_of(&name).is_empty());
+}
+
+/// `--mesh` only chooses the shared folder's set: without `--shared`, or
+/// with `--sealed`, it is refused (exit 2) and nothing is made.
+#[test]
+fn mesh_without_the_shared_folder_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new();
+    let token = w.file("token", "t\n");
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let d = w.dir("p");
+    let dir = d.to_str().unwrap();
+    let tok = token.to_str().unwrap();
+    for (extra, says) in [
+        (vec!["--mesh", "home"], "does nothing without --shared"),
+        (
+            vec!["--mesh", "home", "--dry-run"],
+            "does nothing without --shared",
+        ),
+        (
+            vec!["--mesh", "home", "--sealed", "--sealed-token", tok],
+            "a sealed cage has no shared folder",
+        ),
+    ] {
+        let name = w.session("mesh");
+        let mut args = vec!["cage", "create", name.as_str(), "--dir", dir];
+        args.extend(extra);
+        let r = w.run(&args).code_is(2);
+        assert!(
+            r.stderr().contains(&format!(
+                "--mesh only chooses the shared folder's set of meshes, and {says}"
+            )),
+            "{}",
+            r.explain()
+        );
+        assert!(!w.record_path(&name).exists());
+        assert!(w.containers_of(&name).is_empty());
+    }
+}
+
+/// With `--json`, a usage error (an unknown flag, a missing argument, an
+/// unknown command) still prints the error object every other error gives
+/// on stdout, `{"error", "exit_code": 2}`, and clap's text on stderr; exit
+/// 2. Without `--json`, stdout stays empty; `--help` is help, exit 0.
+#[test]
+fn usage_errors_with_json_print_json() {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(bin())
+            .args(args)
+            .env("HOME", "/nonexistent-home")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        Run {
+            what: format!("shrooms-agent {}", args.join(" ")),
+            out,
+        }
+    };
+    for (args, says) in [
+        (
+            vec!["cage", "ls", "--json", "--nope"],
+            "unexpected argument '--nope' found",
+        ),
+        (
+            vec!["--json", "cage", "create", "x"],
+            "the following required arguments were not provided: --dir <DIR>",
+        ),
+        (
+            vec!["cage", "lss", "--json"],
+            "unrecognized subcommand 'lss'",
+        ),
+        (
+            vec!["cage", "--json"],
+            "'shrooms-agent cage' requires a subcommand",
+        ),
+        // clap shows the help here, not an error line.
+        (vec!["--json", "cage"], "a command is missing"),
+    ] {
+        let r = run(&args).code_is(2);
+        let j = r.json();
+        assert_eq!(j["exit_code"], 2, "{}", r.explain());
+        let error = j["error"].as_str().unwrap_or_default();
+        assert!(
+            error.starts_with(says) && error.contains("; usage: shrooms-agent"),
+            "{}",
+            r.explain()
+        );
+        assert!(r.stderr().contains("Usage: "), "{}", r.explain());
+    }
+    let r = run(&["cage", "ls", "--nope"]).code_is(2);
+    assert!(r.stdout().is_empty(), "{}", r.explain());
+    assert!(r.stderr().contains("'--nope'"), "{}", r.explain());
+    // After `--` it is the command's, not ours.
+    let r = run(&["cage", "exec", "--nope", "s", "--", "--json"]).code_is(2);
+    assert!(r.stdout().is_empty(), "{}", r.explain());
+    let r = run(&["--json", "--help"]).ok();
+    assert!(
+        r.stdout().contains("Usage: shrooms-agent"),
+        "{}",
+        r.explain()
+    );
 }

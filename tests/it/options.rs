@@ -320,6 +320,9 @@ fn limits_change_running_or_not_without_remaking() {
     // bad values, each exit 2, nothing changed
     for bad in [
         vec!["--memory", "12x"],
+        vec!["--memory", "1b"],
+        vec!["--memory", "16"],
+        vec!["--cpus", "0.0001"],
         vec!["--cpus", "0"],
         vec!["--cpus", "999"],
         vec!["--pids", "-3"],
@@ -558,4 +561,248 @@ fn no_cage_of_the_home_or_the_state_folder() {
         assert!(r.stderr().contains(says), "{}", r.explain());
         assert!(w.containers_of(&n).is_empty());
     }
+}
+
+// ---- what podman is called with -------------------------------------------
+
+/// A podman that writes each call's arguments to a log (one call a line,
+/// the arguments separated by \x1f), then runs the real one. A call with
+/// `--all` among its options (before any `--`) is refused, not passed on:
+/// it would remove every container of the machine.
+fn recording_podman(w: &World) -> (std::path::PathBuf, std::path::PathBuf) {
+    let log = w.root.join("podman-calls.log");
+    let script = format!(
+        "#!/bin/sh\n\
+         {{ for a in \"$@\"; do printf '%s\\037' \"$a\"; done; printf '\\n'; }} >> '{log}'\n\
+         for a in \"$@\"; do\n\
+           [ \"$a\" = -- ] && break\n\
+           [ \"$a\" = --all ] && {{ echo 'recording podman: --all refused' >&2; exit 125; }}\n\
+         done\n\
+         exec '{real}' \"$@\"\n",
+        log = log.display(),
+        real = podman_program()
+    );
+    let p = w.file("bin/podman", &script);
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+    (p, log)
+}
+
+/// The calls a recording podman saw.
+fn podman_calls(log: &Path) -> Vec<Vec<String>> {
+    fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            l.split('\x1f')
+                .filter(|a| !a.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .collect()
+}
+
+/// Every podman call that names a container or an image puts `--` before
+/// the name, so that a name is never read as an option.
+#[test]
+fn podman_is_never_given_a_name_where_an_option_goes() {
+    let w = World::new();
+    let (podman, log) = recording_podman(&w);
+    w.write_config(&format!("podman = \"{}\"", podman.display()));
+    let name = w.session("dash");
+    let d = w.dir("dash");
+    w.create(&name, &d, &[]);
+    let c1 = w.container(&name);
+    w.sh(&name, "true").ok();
+    w.run(&["cage", "start", &name]).ok();
+    w.run(&["cage", "limits", &name, "--memory", "300m"]).ok();
+    w.run(&["cage", "move", &name, "--by", "tester"]).ok();
+    let c2 = w.container(&name);
+    w.run(&["cage", "stop", &name]).ok();
+    w.run(&["cage", "rm", &name]).ok();
+    let calls = podman_calls(&log);
+    let mut verbs = std::collections::BTreeSet::new();
+    for call in &calls {
+        for (i, a) in call.iter().enumerate() {
+            let named = *a == c1 || *a == c2 || a == IMAGE;
+            let a_value = i > 0 && ["--name", "-t"].contains(&call[i - 1].as_str());
+            if named && !a_value {
+                assert!(
+                    call[..i].contains(&"--".to_string()),
+                    "{a} is not after `--` in: podman {}",
+                    call.join(" ")
+                );
+                verbs.insert(call[0].clone());
+            }
+        }
+    }
+    for verb in [
+        "create", "inspect", "start", "exec", "stop", "update", "top", "rm",
+    ] {
+        assert!(
+            verbs.contains(verb),
+            "no `podman {verb}` naming the cage: {calls:?}"
+        );
+    }
+}
+
+/// A record edited by hand is refused as damaged, naming the file and what
+/// to do: a record whose container is `--all` never reaches podman as
+/// `podman rm -f --ignore --all`, and a record whose name is not its
+/// file's is not taken for that session.
+#[test]
+fn a_record_edited_by_hand_is_refused_and_podman_is_not_called() {
+    let w = World::new();
+    let (podman, log) = recording_podman(&w);
+    w.write_config(&format!("podman = \"{}\"", podman.display()));
+    let a = w.session("dmg");
+    let b = w.session("dmgother");
+    for n in [&a, &b] {
+        let d = w.dir(n);
+        w.create(n, &d, &[]);
+    }
+    let ca = w.container(&a);
+    let cb = w.container(&b);
+    let path = w.record_path(&a);
+    let original = fs::read_to_string(&path).unwrap();
+    let mut rec = w.record(&a);
+    rec["cage"]["container"] = "--all".into();
+    fs::write(&path, serde_json::to_string(&rec).unwrap()).unwrap();
+    let calls_before = podman_calls(&log).len();
+    for args in [vec!["cage", "rm", &a], vec!["cage", "stop", &a]] {
+        let r = w.run(&args).code_is(1);
+        let err = r.stderr();
+        assert!(
+            err.contains(&format!("the record {} is damaged", path.display()))
+                && err.contains("its container \"--all\" is not a name")
+                && err.contains(&format!("`rm {}`", path.display())),
+            "{}",
+            r.explain()
+        );
+    }
+    assert_eq!(podman_calls(&log).len(), calls_before, "podman was called");
+    assert!(w.container_exists(&ca) && w.container_exists(&cb));
+    assert!(path.exists());
+    // b's record under a's name: refused too, and b's container is left.
+    let mut other = w.record(&b);
+    other["cage"]["container"] = ca.clone().into();
+    fs::write(&path, serde_json::to_string(&other).unwrap()).unwrap();
+    let r = w.run(&["cage", "rm", &a]).code_is(1);
+    assert!(
+        r.stderr()
+            .contains(&format!("its name is \"{b}\", not \"{a}\"")),
+        "{}",
+        r.explain()
+    );
+    assert!(w.container_exists(&ca) && w.container_exists(&cb));
+    fs::write(&path, original).unwrap();
+    w.run(&["cage", "rm", &a]).ok();
+    assert!(!w.container_exists(&ca) && w.container_exists(&cb));
+}
+
+/// `--by` is one plain line of 1 to 200 characters: a line break would add
+/// a false entry to `cage history`'s text. Refused with exit 2 before
+/// anything changes, on `move` and on `limits`.
+#[test]
+fn by_is_one_plain_line() {
+    let w = World::new();
+    let name = w.session("by");
+    let d = w.dir("by");
+    w.create(&name, &d, &[]);
+    let c = w.container(&name);
+    let long = "x".repeat(201);
+    for by in ["", "  ", "eve\n1 mallory moved it", "a\tb", long.as_str()] {
+        for args in [
+            vec!["cage", "move", &name, "--github", "--by", by],
+            vec!["cage", "limits", &name, "--memory", "300m", "--by", by],
+        ] {
+            let r = w.run(&args).code_is(2);
+            assert!(r.stderr().contains("--by "), "{}", r.explain());
+        }
+    }
+    assert_eq!(w.container(&name), c);
+    assert_eq!(w.record(&name)["cage"]["limits"]["memory"], "4g");
+    let hist = w.run(&["cage", "history", &name]).ok().stdout();
+    assert_eq!(hist.lines().count(), 1, "{hist}");
+    // 200 characters, not ASCII, are taken.
+    let most = "é".repeat(200);
+    w.run(&["cage", "limits", &name, "--memory", "300m", "--by", &most])
+        .ok();
+    let hist = w.run(&["cage", "history", &name, "--json"]).ok().json();
+    assert_eq!(hist["entries"][1]["who"], most.as_str());
+}
+
+/// Hold a session's lock as a running `exec` does (an flock on its lock
+/// file) until the returned file is dropped.
+fn hold_session(w: &World, session: &str) -> fs::File {
+    use std::os::unix::io::AsRawFd;
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(w.state.join("sessions").join(format!("{session}.lock")))
+        .unwrap();
+    // SAFETY: flock on a descriptor we own.
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    assert_eq!(r, 0, "could not take {session}'s lock");
+    f
+}
+
+/// `cage stop --all` stops every cage it can: a session another command
+/// holds is passed over, the rest are stopped, and the busy ones are named
+/// at the end with exit 3 (in text, and in one JSON object with --json).
+#[test]
+fn stop_all_stops_the_rest_and_names_the_busy() {
+    let w = World::new();
+    let names: Vec<String> = ["stba", "stbb", "stbc"]
+        .iter()
+        .map(|b| w.session(b))
+        .collect();
+    for n in &names {
+        let d = w.dir(n);
+        w.create(n, &d, &[]);
+        w.run(&["cage", "start", n]).ok();
+    }
+    let (held, rest) = (&names[1], [&names[0], &names[2]]);
+    let lock = hold_session(&w, held);
+    let r = w.run(&["cage", "stop", "--all"]).code_is(3);
+    for n in rest {
+        assert!(
+            r.stdout()
+                .contains(&format!("stopped {n} ({})", w.container(n))),
+            "{}",
+            r.explain()
+        );
+        assert_eq!(
+            w.container_state(&w.container(n)).as_deref(),
+            Some("exited")
+        );
+    }
+    assert!(
+        r.stderr().contains(&format!(
+            "not stopped, busy: {held} (another shrooms-agent command"
+        )),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(
+        w.container_state(&w.container(held)).as_deref(),
+        Some("running")
+    );
+    // --json: one object, the error's shape with what was done.
+    let r = w.run(&["cage", "stop", "--all", "--json"]).code_is(3);
+    let j = r.json();
+    assert_eq!(j["exit_code"], 3, "{j:#}");
+    assert!(
+        j["error"].as_str().unwrap().contains(held.as_str()),
+        "{j:#}"
+    );
+    assert_eq!(j["busy"], serde_json::json!([held]), "{j:#}");
+    assert_eq!(j["stopped"].as_array().unwrap().len(), 2, "{j:#}");
+    drop(lock);
+    let j = w.run(&["cage", "stop", "--all", "--json"]).ok().json();
+    assert_eq!(j.as_array().unwrap().len(), 3, "{j:#}");
+    assert_eq!(
+        w.container_state(&w.container(held)).as_deref(),
+        Some("exited")
+    );
 }

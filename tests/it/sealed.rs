@@ -753,3 +753,70 @@ fn a_sealed_sessions_folder_stays_untrusted_after_it() {
     let fresh = w.session("fresh");
     w.create(&fresh, &project, &[]);
 }
+
+/// `outbox pack -o FILE` writes a new file, or over a regular file with
+/// --force; it never replaces a FIFO, a folder or a link (`-o /dev/full`
+/// replaced the device), nor writes into the outbox it packs. Each refusal
+/// exits 2 and leaves what is there as it was.
+#[test]
+fn outbox_pack_writes_only_where_it_may() {
+    let w = World::new();
+    let (name, _) = sealed_session(&w, "packto");
+    let outbox = PathBuf::from(
+        w.record(&name)["cage"]["sealed"]["outbox"]
+            .as_str()
+            .unwrap(),
+    );
+    fs::write(outbox.join("findings.md"), "ok\n").unwrap();
+    let pack = |out: &Path, extra: &[&str]| {
+        let o = out.to_string_lossy().into_owned();
+        let mut args = vec!["outbox", "pack", name.as_str(), "-o", &o];
+        args.extend_from_slice(extra);
+        w.run(&args)
+    };
+    let archive = w.root.join("review.tar.gz");
+    fs::write(&archive, "mine").unwrap();
+    let r = pack(&archive, &[]).code_is(2);
+    assert!(
+        r.stderr().contains(&format!(
+            "{} exists; pass --force to replace it",
+            archive.display()
+        )),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(fs::read(&archive).unwrap(), b"mine");
+    pack(&archive, &["--force"]).ok();
+    assert_ne!(fs::read(&archive).unwrap(), b"mine");
+
+    let fifo = w.root.join("pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let folder = w.dir("a-folder");
+    for (target, what) in [(&fifo, "a FIFO"), (&folder, "a folder")] {
+        let r = pack(target, &["--force"]).code_is(2);
+        assert!(
+            r.stderr().contains(&format!(
+                "{} is {what}, not a regular file",
+                target.display()
+            )),
+            "{}",
+            r.explain()
+        );
+    }
+    use std::os::unix::fs::FileTypeExt;
+    assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    assert!(folder.is_dir());
+
+    let inside = outbox.join("self.tar.gz");
+    let r = pack(&inside, &[]).code_is(2);
+    assert!(
+        r.stderr().contains("is inside the outbox being packed"),
+        "{}",
+        r.explain()
+    );
+    assert!(!inside.exists());
+}

@@ -168,6 +168,16 @@ fn routes_over_http_share_the_cli_state() {
     .json();
     assert_eq!(l["after"]["cpus"], "1", "{l:#}");
     assert_eq!(w.record(&name)["cage"]["limits"]["memory"], "512m");
+    // Under podman's minimum (a bare number is bytes): refused, unchanged.
+    for (body, says) in [
+        (r#"{"memory": 16}"#, "minimum of 6m"),
+        (r#"{"memory": "1b"}"#, "minimum of 6m"),
+        (r#"{"cpus": 0.0001}"#, "minimum of 0.01"),
+    ] {
+        let r = post(&format!("{u}/v1/sessions/{name}/cage/limits"), body).is(400);
+        assert!(r.error().contains(says), "{r:#?}");
+    }
+    assert_eq!(w.record(&name)["cage"]["limits"]["memory"], "512m");
 
     // 409: a move while `cage exec` holds the session.
     let mut exec = w.spawn_env(&["cage", "exec", &name, "--", "sleep", "6"], &[]);
