@@ -277,13 +277,15 @@ fn folder_size(dir: &Path) -> u64 {
 }
 
 /// A name made safe for one file in one folder: the last part after any
-/// `/` or `\`, no control characters, no leading dots or spaces (trimmed
-/// first, then the dots stripped, until neither is left: ` ..` and
-/// ` .bashrc` are no hidden names), no trailing spaces, at most 200 bytes;
-/// [`FALLBACK_NAME`] when nothing is left.
+/// `/` or `\`, without bidi controls or invisible format characters
+/// ([`invisible`]), no control characters, no leading dots or spaces
+/// (trimmed first, then the dots stripped, until neither is left: ` ..`
+/// and ` .bashrc` are no hidden names), no trailing spaces, at most 200
+/// bytes; [`FALLBACK_NAME`] when nothing is left.
 pub fn safe_name(name: &str) -> String {
     let last = name.rsplit(['/', '\\']).next().unwrap_or("");
-    let mut out: String = last
+    let visible: String = last.chars().filter(|c| !invisible(*c)).collect();
+    let mut out: String = visible
         .trim_start_matches(|c: char| c == '.' || c.is_whitespace())
         .trim_end()
         .chars()
@@ -298,6 +300,21 @@ pub fn safe_name(name: &str) -> String {
     } else {
         out.to_string()
     }
+}
+
+/// Characters that change how a name shows without showing themselves:
+/// the bidi embeddings, overrides and isolates (U+202A-U+202E,
+/// U+2066-U+2069), the Arabic letter mark (U+061C), the zero-width space,
+/// joiners and direction marks (U+200B-U+200F) and the byte-order mark
+/// (U+FEFF). With U+202E, `\u{202E}gpj.exe` is listed as `exe.jpg`: the
+/// receiving session, or whoever looks, would open a program as a picture.
+fn invisible(c: char) -> bool {
+    matches!(c,
+        '\u{202A}'..='\u{202E}'
+        | '\u{2066}'..='\u{2069}'
+        | '\u{200B}'..='\u{200F}'
+        | '\u{061C}'
+        | '\u{FEFF}')
 }
 
 /// The name of a file whose given name leaves nothing once made safe.
@@ -394,6 +411,25 @@ mod tests {
             );
             assert_ne!(safe, "..");
         }
+    }
+
+    /// Bidi controls and invisible format characters are dropped: with
+    /// them, `\u{202E}gpj.exe` shows as `exe.jpg` in a listing.
+    #[test]
+    fn safe_names_drop_bidi_and_invisible_characters() {
+        assert_eq!(safe_name("\u{202E}gpj.exe"), "gpj.exe");
+        assert_eq!(safe_name("a\u{202A}b\u{202B}c\u{202C}d\u{202D}e"), "abcde");
+        assert_eq!(safe_name("a\u{2066}b\u{2067}c\u{2068}d\u{2069}e"), "abcde");
+        assert_eq!(
+            safe_name("a\u{200B}b\u{200C}c\u{200D}d\u{200E}e\u{200F}f"),
+            "abcdef"
+        );
+        assert_eq!(safe_name("\u{FEFF}notes\u{061C}.txt"), "notes.txt");
+        // Dropped before the leading dots go: no hidden name through them.
+        assert_eq!(safe_name("\u{200B}.bashrc"), "bashrc");
+        assert_eq!(safe_name("\u{202E}\u{FEFF}"), "file");
+        // Other letters stay.
+        assert_eq!(safe_name("résumé ü.pdf"), "résumé ü.pdf");
     }
 
     #[test]
