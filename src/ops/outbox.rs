@@ -219,18 +219,12 @@ fn destination(ctx: &Context, machine: &str) -> Result<Destination> {
         return Ok(Destination::Here);
     }
     if let Some(m) = s.machines.get(machine) {
+        // Read as the receiving serve reads its own (`crate::token`).
         let token = match &m.token_file {
             None => None,
             Some(f) => Some(
-                std::fs::read_to_string(f)
-                    .map_err(|e| {
-                        Error::bad_input(format!(
-                            "the token file {} of machine {machine}: {e}",
-                            f.display()
-                        ))
-                    })?
-                    .trim()
-                    .to_string(),
+                crate::token::read(f)
+                    .map_err(|e| e.context(format!("the token file of machine {machine}")))?,
             ),
         };
         return Ok(Destination::Serve {
@@ -348,6 +342,56 @@ pub fn timestamp(secs: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A context whose config names machine beta, its token in `file`.
+    fn with_beta(file: &Path) -> Context {
+        let text = format!(
+            "machine_name = \"alpha\"\n[machines]\nbeta = {{ url = \"http://127.0.0.1:1\", token_file = {:?} }}\n",
+            file.display().to_string()
+        );
+        let settings = crate::settings::Settings::from_text(
+            Some(&text),
+            Path::new("/cfg/config.toml"),
+            PathBuf::from("/state"),
+            PathBuf::from("/home/u"),
+            &crate::settings::Env::new(),
+        )
+        .unwrap();
+        Context::new(settings, crate::settings::Env::new(), Vec::new())
+    }
+
+    /// The token sent is the one the receiving serve takes: the file's
+    /// first line; a file open to others is refused as serve refuses it.
+    #[test]
+    fn the_token_sent_is_read_as_serve_reads_it() {
+        use crate::token::tests::token_file;
+        let f = token_file("send-two-lines", "s3cret\nsecond line\n", 0o600);
+        assert_eq!(
+            destination(&with_beta(&f), "beta").unwrap(),
+            Destination::Serve {
+                url: "http://127.0.0.1:1".into(),
+                token: Some("s3cret".into())
+            }
+        );
+        let f = token_file("send-open", "s3cret\n", 0o644);
+        let e = destination(&with_beta(&f), "beta").unwrap_err();
+        assert_eq!(e.kind, crate::error::Kind::BadInput);
+        assert!(
+            e.message.contains("machine beta")
+                && e.message.contains("the file is open to others (mode 644)")
+                && e.message.contains(&format!("chmod 600 {}", f.display())),
+            "{}",
+            e.message
+        );
+        let f = token_file("send-empty", "\n", 0o600);
+        let e = destination(&with_beta(&f), "beta").unwrap_err();
+        assert!(e.message.contains("empty"), "{}", e.message);
+        for name in ["send-two-lines", "send-open", "send-empty"] {
+            let _ = std::fs::remove_dir_all(
+                std::env::temp_dir().join(format!("shrooms-token-{}-{name}", std::process::id())),
+            );
+        }
+    }
 
     #[test]
     fn timestamps_in_utc() {

@@ -147,7 +147,11 @@ pub fn run(ctx: Context, listen: Option<&str>, token_file: Option<&Path>) -> Res
         })?,
     };
     let token = match token_file {
-        Some(f) => Some(read_token(f)?),
+        Some(f) => Some(
+            crate::token::read(f)
+                .map_err(|e| e.context("--token-file"))?
+                .into_bytes(),
+        ),
         None if !addr.ip().is_loopback() => {
             return Err(Error::bad_input(format!(
                 "--listen {addr} is reachable from other machines: give --token-file FILE \
@@ -239,33 +243,6 @@ pub fn run(ctx: Context, listen: Option<&str>, token_file: Option<&Path>) -> Res
     let _ = state_thread.join();
     eprintln!("shrooms-agent serve: stopped");
     Ok(())
-}
-
-/// The token: the file's first line, trimmed; it must not be empty, and
-/// the file must be readable and writable by its owner only.
-fn read_token(file: &Path) -> Result<Vec<u8>> {
-    use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::metadata(file)
-        .map_err(|e| Error::bad_input(format!("--token-file {}: {e}", file.display())))?;
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(Error::bad_input(format!(
-            "--token-file {f}: the file is open to others (mode {mode:03o}); \
-             a token must be its owner's only: chmod 600 {f}",
-            f = file.display()
-        )));
-    }
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| Error::bad_input(format!("--token-file {}: {e}", file.display())))?;
-    let token = text.lines().next().unwrap_or("").trim();
-    if token.is_empty() {
-        return Err(Error::bad_input(format!(
-            "--token-file {}: the file is empty (the token is its first line); \
-             put a long random token in it",
-            file.display()
-        )));
-    }
-    Ok(token.as_bytes().to_vec())
 }
 
 fn worker(rx: &Mutex<Receiver<(TcpStream, SocketAddr)>>, shared: &Shared) {
@@ -407,19 +384,6 @@ fn log(method: &str, path: &str, status: u16, start: Instant) {
 mod tests {
     use super::*;
 
-    /// A token file in a folder of its own, with this mode.
-    fn token_file(name: &str, text: &str, mode: u32) -> PathBuf {
-        use std::os::unix::fs::PermissionsExt;
-        let dir =
-            std::env::temp_dir().join(format!("shrooms-serve-token-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let f = dir.join("token");
-        std::fs::write(&f, text).unwrap();
-        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
-        f
-    }
-
     #[test]
     fn only_numbers_and_localhost_are_loopback_hosts() {
         for ok in [
@@ -445,63 +409,6 @@ mod tests {
             "[evil]:80",
         ] {
             assert!(!loopback_host(bad), "{bad}");
-        }
-    }
-
-    #[test]
-    fn token_files_must_be_private_and_not_empty() {
-        let f = token_file("ok", "s3cret\nignored\n", 0o600);
-        assert_eq!(read_token(&f).unwrap(), b"s3cret");
-        let f = token_file("owner-read-only", "  s3cret  \n", 0o400);
-        assert_eq!(read_token(&f).unwrap(), b"s3cret");
-        for (name, mode) in [
-            ("group-read", 0o640),
-            ("others-read", 0o604),
-            ("group-write", 0o620),
-            ("all", 0o666),
-        ] {
-            let f = token_file(name, "s3cret\n", mode);
-            let e = read_token(&f).unwrap_err();
-            assert_eq!(e.kind, crate::error::Kind::BadInput, "{name}");
-            assert_eq!(e.kind.exit_code(), 2);
-            assert!(
-                e.message.contains(&f.display().to_string())
-                    && e.message.contains(&format!("chmod 600 {}", f.display())),
-                "{name}: {}",
-                e.message
-            );
-        }
-        for (name, text) in [
-            ("empty", ""),
-            ("blank", "  \n\n"),
-            ("blank-first", "\ns3cret\n"),
-        ] {
-            let f = token_file(name, text, 0o600);
-            let e = read_token(&f).unwrap_err();
-            assert_eq!(e.kind.exit_code(), 2, "{name}");
-            assert!(
-                e.message.contains(&f.display().to_string()) && e.message.contains("empty"),
-                "{name}: {}",
-                e.message
-            );
-        }
-        let missing = std::env::temp_dir().join("shrooms-serve-token-nothing-here");
-        assert_eq!(read_token(&missing).unwrap_err().kind.exit_code(), 2);
-        for name in [
-            "ok",
-            "owner-read-only",
-            "group-read",
-            "others-read",
-            "group-write",
-            "all",
-            "empty",
-            "blank",
-            "blank-first",
-        ] {
-            let _ = std::fs::remove_dir_all(
-                std::env::temp_dir()
-                    .join(format!("shrooms-serve-token-{}-{name}", std::process::id())),
-            );
         }
     }
 
