@@ -365,10 +365,9 @@ fn owned(req: &httparse::Request, peer: SocketAddr) -> Result<Request, HeadError
     for h in req.headers.iter() {
         let name = h.name.to_ascii_lowercase();
         if name == "content-length" {
-            let n = std::str::from_utf8(h.value)
-                .ok()
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .ok_or_else(|| HeadError::Bad("Content-Length is not a number".into()))?;
+            let n = parse_content_length(h.value).ok_or_else(|| {
+                HeadError::Bad("Content-Length is not a number (only the digits 0-9)".into())
+            })?;
             if content_length.is_some_and(|c| c != n) {
                 return Err(HeadError::Bad("two different Content-Lengths".into()));
             }
@@ -393,6 +392,18 @@ fn owned(req: &httparse::Request, peer: SocketAddr) -> Result<Request, HeadError
         expect_continue,
         peer,
     })
+}
+
+/// A Content-Length value: ASCII digits only (RFC 9110, 8.6), around
+/// them only spaces and tabs. `u64::from_str` would also take `+2`, which
+/// a proxy in front of serve might read as no length at all, and then the
+/// two would disagree on where the body ends.
+fn parse_content_length(value: &[u8]) -> Option<u64> {
+    let digits = value.trim_ascii();
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(digits).ok()?.parse().ok()
 }
 
 /// `a=1&b=x%20y` -> [("a", "1"), ("b", "x y")]; `+` is a space.
@@ -688,6 +699,35 @@ mod tests {
             .write_all(b"POST /x HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n")
             .unwrap();
         assert!(!conn.read_head(peer).unwrap().expect_continue);
+    }
+
+    /// Content-Length is digits only (RFC 9110, 8.6): `+2`, `-0`, ` 2 2`
+    /// or `0x10` is no length, though Rust's `parse` would take `+2`. A
+    /// parser in front of serve that read it otherwise would see another
+    /// request boundary.
+    #[test]
+    fn content_length_is_digits_only() {
+        let head = |len: &str| {
+            let (mut client, mut conn, peer) = pair();
+            client
+                .write_all(
+                    format!("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: {len}\r\n\r\n")
+                        .as_bytes(),
+                )
+                .unwrap();
+            conn.read_head(peer)
+        };
+        assert_eq!(head("2").unwrap().content_length, Some(2));
+        assert_eq!(head("0").unwrap().content_length, Some(0));
+        assert_eq!(head("  17 ").unwrap().content_length, Some(17));
+        for bad in ["+2", "-0", "2 2", "0x10", "", "1e3", "18446744073709551616"] {
+            match head(bad) {
+                Err(HeadError::Bad(why)) => {
+                    assert!(why.contains("Content-Length"), "{bad:?}: {why}")
+                }
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
     }
 
     #[test]
