@@ -416,6 +416,47 @@ fn build(req: &Request, conn: &mut Conn, shared: &Shared) -> Result<Response, Fa
 mod tests {
     use super::*;
 
+    /// The document says what every route can answer: a bearer scheme
+    /// (optional: a serve without a token wants none), 403 on every
+    /// operation (a serve without a token refuses web pages on any route),
+    /// 409 where two creations of one name meet.
+    #[test]
+    fn the_openapi_document_lists_auth_and_refusals() {
+        let doc: serde_json::Value = serde_json::from_str(OPENAPI).unwrap();
+        let scheme = &doc["components"]["securitySchemes"]["bearer"];
+        assert_eq!(scheme["type"], "http", "{scheme:#}");
+        assert_eq!(scheme["scheme"], "bearer", "{scheme:#}");
+        let security = doc["security"].as_array().expect("a top-level security");
+        assert!(
+            security.contains(&serde_json::json!({"bearer": []})),
+            "{security:?}"
+        );
+        assert!(security.contains(&serde_json::json!({})), "{security:?}");
+        let mut operations = 0;
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                if method == "parameters" {
+                    continue;
+                }
+                let responses = op["responses"].as_object().unwrap();
+                for status in ["401", "403", "500"] {
+                    assert!(
+                        responses.contains_key(status),
+                        "{method} {path} does not list {status}"
+                    );
+                }
+                operations += 1;
+            }
+        }
+        assert_eq!(operations, 11);
+        assert!(
+            doc["paths"]["/v1/sessions"]["post"]["responses"]
+                .as_object()
+                .unwrap()
+                .contains_key("409")
+        );
+    }
+
     #[test]
     fn dirs_absolute_or_under_home() {
         let home = std::path::Path::new("/home/u");
