@@ -195,15 +195,17 @@ pub fn receive(ctx: &Context, d: &Drop, body: &mut dyn Read) -> Result<Received>
     }
     let safe = safe_name(d.name);
     let (path, mut file) = create_new(&folder, &safe)?;
-    match copy_exactly(body, &mut file, d.length) {
-        Ok(()) => {}
-        Err(e) => {
-            drop(file);
-            let _ = fs::remove_file(&path);
-            return Err(Error::bad_input(format!(
-                "the upload broke off ({e}); nothing was kept"
-            )));
-        }
+    if let Err(e) = copy_exactly(body, &mut file, d.length) {
+        drop(file);
+        let _ = fs::remove_file(&path);
+        return Err(match e {
+            Copy::Read(e) => {
+                Error::bad_input(format!("the upload broke off ({e}); nothing was kept"))
+            }
+            Copy::Write(e) => {
+                Error::failed(format!("writing {}: {e}; nothing was kept", path.display()))
+            }
+        });
     }
     if let Err(e) = file.sync_all() {
         drop(file);
@@ -251,14 +253,34 @@ fn write_note(file: &Path, text: &str) -> Result<PathBuf> {
     Ok(path)
 }
 
-/// Copy exactly `n` bytes; fewer (the sender stopped) is an error.
-fn copy_exactly(from: &mut dyn Read, to: &mut File, n: u64) -> io::Result<()> {
-    let copied = io::copy(&mut from.take(n), to)?;
-    if copied < n {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            format!("{copied} of {n} bytes arrived"),
-        ));
+/// Why a copy stopped: the sender's side (a failed or short read: bad
+/// input, 400) or this machine's (a failed write, a full disk: 500).
+#[derive(Debug)]
+enum Copy {
+    Read(io::Error),
+    Write(io::Error),
+}
+
+/// Copy exactly `n` bytes; fewer (the sender stopped) is a read error.
+/// Not `io::copy`, whose one error does not say which side failed.
+fn copy_exactly(from: &mut dyn Read, to: &mut dyn io::Write, n: u64) -> Result<(), Copy> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut left = n;
+    while left > 0 {
+        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let got = match from.read(&mut buf[..want]) {
+            Ok(0) => {
+                return Err(Copy::Read(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("{} of {n} bytes arrived", n - left),
+                )));
+            }
+            Ok(got) => got,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Copy::Read(e)),
+        };
+        to.write_all(&buf[..got]).map_err(Copy::Write)?;
+        left -= got as u64;
     }
     Ok(())
 }
@@ -430,6 +452,28 @@ mod tests {
         assert_eq!(safe_name("\u{202E}\u{FEFF}"), "file");
         // Other letters stay.
         assert_eq!(safe_name("résumé ü.pdf"), "résumé ü.pdf");
+    }
+
+    /// A short body is the sender's; a failed write is this machine's.
+    #[test]
+    fn a_copy_says_which_side_failed() {
+        let mut out = Vec::new();
+        copy_exactly(&mut &b"hello"[..], &mut out, 5).unwrap();
+        assert_eq!(out, b"hello");
+        let e = copy_exactly(&mut &b"hel"[..], &mut Vec::new(), 5).unwrap_err();
+        assert!(
+            matches!(&e, Copy::Read(e) if e.to_string() == "3 of 5 bytes arrived"),
+            "{e:?}"
+        );
+        let mut full = fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let e = copy_exactly(&mut &b"hello"[..], &mut full, 5).unwrap_err();
+        assert!(
+            matches!(&e, Copy::Write(e) if e.raw_os_error() == Some(libc::ENOSPC)),
+            "{e:?}"
+        );
     }
 
     #[test]

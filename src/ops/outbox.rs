@@ -170,12 +170,18 @@ fn pack_and_deliver(
             MAX_SEND / 1024 / 1024
         )));
     }
-    let (_, session) = super::files::parse_target(&req.to)?;
+    let (machine, session) = super::files::parse_target(&req.to)?;
     let answer = match destination {
         Destination::Here => deliver_here(ctx, &session, archive, from, path, size)?,
-        Destination::Serve { url, token } => {
-            post(url, token.as_deref(), &session, archive, from, path)?
-        }
+        Destination::Serve { url, token } => post(
+            &machine,
+            url,
+            token.as_deref(),
+            &session,
+            archive,
+            from,
+            path,
+        )?,
     };
     Ok((packed, answer))
 }
@@ -251,6 +257,7 @@ fn destination(ctx: &Context, machine: &str) -> Result<Destination> {
 /// with `Expect: 100-continue`: a receiver that refuses it (403, 413...)
 /// says so before the archive is sent.
 fn post(
+    machine: &str,
     url: &str,
     token: Option<&str>,
     session: &str,
@@ -296,18 +303,38 @@ fn post(
     }
     let said = serde_json::from_str::<serde_json::Value>(&text)
         .ok()
-        .and_then(|v| v["error"].as_str().map(str::to_string))
-        .unwrap_or_else(|| format!("HTTP {status}"));
-    let message = format!("{url} did not take it: {said}");
-    Err(match status {
-        401 | 403 => Error::forbidden(message),
-        404 => Error::not_found(message),
-        409 => Error::busy(message),
-        413 => Error::too_large(message),
-        503 => Error::new(crate::error::Kind::NotReady, message),
-        400 => Error::bad_input(message),
-        _ => Error::failed(message),
-    })
+        .and_then(|v| v["error"].as_str().map(str::to_string));
+    Err(not_taken(machine, url, status, said.as_deref()))
+}
+
+/// The error for a receiving `serve`'s answer other than 201, with its
+/// own words. A 404 or 401 there is said to be that machine's and is a
+/// failure here (exit 1, 500 over HTTP): as `NotFound` or `Forbidden` it
+/// would read as "no such session" of this machine, or as this machine
+/// refusing its caller, when it is the other machine's answer.
+fn not_taken(machine: &str, url: &str, status: u16, said: Option<&str>) -> Error {
+    let said = said.unwrap_or("(no reason given)");
+    let reason = ureq::http::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("");
+    let answered = format!("machine {machine} ({url}) answered {status} {reason}");
+    match status {
+        404 => Error::failed(format!(
+            "{answered}: {said} (on {machine}; check the session's name there)"
+        )),
+        401 => Error::failed(format!(
+            "{answered}: its serve wants a token that this machine did not send: {said}; \
+             give [machines] {machine} a token_file holding the first line of that serve's \
+             --token-file"
+        )),
+        403 => Error::forbidden(format!("{url} did not take it: {said}")),
+        409 => Error::busy(format!("{answered}: {said}")),
+        413 => Error::too_large(format!("{answered}: {said}")),
+        503 => Error::new(crate::error::Kind::NotReady, format!("{answered}: {said}")),
+        400 => Error::bad_input(format!("{answered}: {said}")),
+        _ => Error::failed(format!("{answered}: {said}")),
+    }
 }
 
 /// A number unlike any other this process uses, for temporary names.
@@ -391,6 +418,40 @@ mod tests {
                 std::env::temp_dir().join(format!("shrooms-token-{}-{name}", std::process::id())),
             );
         }
+    }
+
+    /// The other machine's 404 and 401 are failures here, said to be its
+    /// answers; its refusal (403) stays a refusal.
+    #[test]
+    fn the_other_machines_answers_are_its_own() {
+        use crate::error::Kind;
+        let url = "http://b:7387";
+        let e = not_taken("beta", url, 404, Some("there is no session \"x\""));
+        assert_eq!((e.kind, e.http_status()), (Kind::Failed, 500));
+        assert!(
+            e.message.starts_with(
+                "machine beta (http://b:7387) answered 404 Not Found: there is no session \"x\""
+            ),
+            "{}",
+            e.message
+        );
+        let e = not_taken("beta", url, 401, Some("this serve needs its token"));
+        assert_eq!((e.kind, e.http_status()), (Kind::Failed, 500));
+        assert!(
+            e.message.contains("answered 401 Unauthorized")
+                && e.message.contains("[machines] beta a token_file"),
+            "{}",
+            e.message
+        );
+        let e = not_taken("beta", url, 403, Some("session x takes no files from a/b"));
+        assert_eq!(e.kind, Kind::Forbidden);
+        let e = not_taken("beta", url, 502, None);
+        assert_eq!(e.kind, Kind::Failed);
+        assert!(
+            e.message.contains("502 Bad Gateway: (no reason given)"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

@@ -677,14 +677,24 @@ fn outbox_send_between_two_machines() {
     a.create(&plain, &pdir, &[]);
     let r = a.run(&["outbox", "send", &plain, &to]).code_is(2);
     assert!(r.stderr().contains("is not sealed"), "{}", r.explain());
+    // A session beta does not have is beta's answer, not a session
+    // missing here: exit 1 (500 over HTTP), saying who answered what.
     let r = a
         .run(&["outbox", "send", &sealed, "beta/nobody"])
-        .code_is(2);
+        .code_is(1);
     assert!(
-        r.stderr().contains("there is no session \"nobody\""),
+        r.stderr().contains(&format!(
+            "machine beta (http://127.0.0.1:{port_b}) answered 404"
+        )) && r.stderr().contains("there is no session \"nobody\""),
         "{}",
         r.explain()
     );
+    let r = post(
+        &format!("{}/v1/sessions/{sealed}/outbox/send", _sa.url),
+        r#"{"to": "beta/nobody"}"#,
+    )
+    .is(500);
+    assert!(r.error().contains("answered 404"), "{r:#?}");
     assert_eq!(files_in(&folder).len(), 2);
 
     // A drop straight to beta: its name made safe; one that breaks off
@@ -756,6 +766,29 @@ fn outbox_send_between_two_machines() {
     // MACHINE/* lets every session of alpha in.
     b.run(&["files", "allow", &receiver, "alpha/*"]).ok();
     a.run(&["outbox", "send", &sealed, &to]).ok();
+    assert_eq!(files_in(&folder).len(), 6);
+
+    // beta's serve now wants a token alpha's config does not give: its
+    // 401 is no refusal by a session (403 here) but a failure, exit 1
+    // (500 over HTTP), that says what beta answered and why.
+    drop(sb);
+    let token = b.file("serve-token", "beta-token\n");
+    fs::set_permissions(&token, fs::Permissions::from_mode(0o600)).unwrap();
+    let _sb = b.serve_at(port_b, &["--token-file", &token.to_string_lossy()], &[]);
+    let r = a.run(&["outbox", "send", &sealed, &to]).code_is(1);
+    assert!(
+        r.stderr().contains(&format!(
+            "machine beta (http://127.0.0.1:{port_b}) answered 401"
+        )) && r.stderr().contains("token_file"),
+        "{}",
+        r.explain()
+    );
+    let r = post(
+        &format!("{}/v1/sessions/{sealed}/outbox/send", _sa.url),
+        &format!(r#"{{"to": "{to}"}}"#),
+    )
+    .is(500);
+    assert!(r.error().contains("answered 401"), "{r:#?}");
     assert_eq!(files_in(&folder).len(), 6);
 }
 
@@ -1256,4 +1289,91 @@ fn web_pages_cannot_drive_a_serve_without_a_token() {
         &[("Authorization", &lower), ("Origin", "tauri://localhost")],
     )
     .is(200);
+}
+
+/// A tmpfs of `size` mounted on `dir` (made 0700) until dropped: a disk
+/// that fills up, for the tests that write past it.
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    fn mount(dir: &Path, size: &str) -> SmallDisk {
+        fs::create_dir_all(dir).unwrap();
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).unwrap();
+        let out = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "mount: {}", show_output(&out));
+        SmallDisk(dir.to_path_buf())
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// A drop whose file cannot be written (the disk is full) is this
+/// machine's failure, 500, not "the upload broke off" (400, the
+/// sender's); nothing of it is kept, and the sender's short body is
+/// still 400.
+#[test]
+fn a_drop_the_disk_cannot_hold_is_500_and_leaves_nothing() {
+    let w = World::new();
+    w.write_config("machine_name = \"alpha\"");
+    let receiver = w.session("inbox");
+    let rdir = w.dir("receiver");
+    w.create(&receiver, &rdir, &[]);
+    w.run(&["files", "allow", &receiver, "alpha/filler"]).ok();
+    let uploads = w.state.join("uploads").join(&receiver);
+    let folder = uploads.join("drop/from-alpha_filler");
+    fs::create_dir_all(&uploads).unwrap();
+    fs::set_permissions(&uploads, fs::Permissions::from_mode(0o700)).unwrap();
+    let _disk = SmallDisk::mount(&folder, "64k");
+    let s = w.serve(&[], &[]);
+
+    let len = 200 * 1024;
+    let mut req = format!(
+        "POST /v1/sessions/{receiver}/drop?name=big.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+         X-Shrooms-From-Session: filler\r\nContent-Length: {len}\r\n\r\n"
+    )
+    .into_bytes();
+    req.extend(std::iter::repeat_n(b'x', len));
+    let answer = raw(s.port, &req, Duration::from_secs(15));
+    assert!(answer.starts_with("HTTP/1.1 500 "), "{answer}");
+    assert!(answer.contains("No space left"), "{answer}");
+    assert!(!answer.contains("broke off"), "{answer}");
+    assert!(files_in(&folder).is_empty(), "{:?}", files_in(&folder));
+
+    // What fits is taken; a body that stops short is the sender's (400).
+    let req = format!(
+        "POST /v1/sessions/{receiver}/drop?name=small.txt HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+         X-Shrooms-From-Session: filler\r\nContent-Length: 5\r\n\r\nhello"
+    );
+    let answer = raw(s.port, req.as_bytes(), Duration::from_secs(15));
+    assert!(answer.starts_with("HTTP/1.1 201 "), "{answer}");
+    let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    write!(
+        c,
+        "POST /v1/sessions/{receiver}/drop?name=short.txt HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+         X-Shrooms-From-Session: filler\r\nContent-Length: 10\r\n\r\nhel"
+    )
+    .unwrap();
+    c.shutdown(std::net::Shutdown::Write).unwrap();
+    let answer = read_until_closed(&c, Duration::from_secs(15));
+    assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+    assert!(answer.contains("broke off"), "{answer}");
+    let names: Vec<String> = files_in(&folder)
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["small.txt"]);
 }
