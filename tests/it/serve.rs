@@ -921,10 +921,13 @@ fn a_trickled_upload_runs_out_of_time_and_leaves_nothing() {
             thread::sleep(Duration::from_millis(100));
         }
     });
-    // It is written as it arrives ...
+    // It is written as it arrives, under a hidden name ...
     wait_until("the partial file", Duration::from_secs(3), || {
-        folder.join("slow.bin").is_file()
+        files_in(&folder)
+            .iter()
+            .any(|p| p.to_string_lossy().ends_with(".partial"))
     });
+    assert!(!folder.join("slow.bin").exists());
     // ... and cut off when its time is up.
     let answer = read_until_closed(&c, Duration::from_secs(15));
     let took = started.elapsed();
@@ -1376,4 +1379,66 @@ fn a_drop_the_disk_cannot_hold_is_500_and_leaves_nothing() {
         .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
     assert_eq!(names, ["small.txt"]);
+}
+
+/// A drop on its way is written to a hidden `.partial` name (0600) and
+/// takes its own name only once whole: a serve killed (SIGKILL) halfway
+/// leaves no file under that name, and the next drop into the folder
+/// clears what it left.
+#[test]
+fn a_drop_on_its_way_is_hidden_and_a_killed_serve_leaves_no_file() {
+    let w = World::new();
+    w.write_config("machine_name = \"alpha\"");
+    let receiver = w.session("inbox");
+    let rdir = w.dir("receiver");
+    w.create(&receiver, &rdir, &[]);
+    w.run(&["files", "allow", &receiver, "alpha/slow"]).ok();
+    let folder = w
+        .state
+        .join("uploads")
+        .join(&receiver)
+        .join("drop/from-alpha_slow");
+    let mut s = w.serve(&[], &[]);
+    let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    write!(
+        c,
+        "POST /v1/sessions/{receiver}/drop?name=slow.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+         X-Shrooms-From-Session: slow\r\nContent-Length: {}\r\n\r\n",
+        300 * 1024
+    )
+    .unwrap();
+    c.write_all(&[b'x'; 10 * 1024]).unwrap();
+    wait_until("the upload's file", Duration::from_secs(5), || {
+        !files_in(&folder).is_empty()
+    });
+    let on_its_way = files_in(&folder);
+    assert_eq!(on_its_way.len(), 1, "{on_its_way:?}");
+    let partial = on_its_way[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        partial.starts_with('.') && partial.ends_with(".partial"),
+        "{partial}"
+    );
+    assert_eq!(mode_of(&on_its_way[0]), 0o600);
+    assert!(!folder.join("slow.bin").exists());
+
+    // SIGKILL: nothing under the file's name.
+    unsafe { libc::kill(s.pid() as i32, libc::SIGKILL) };
+    wait_until("serve is gone", Duration::from_secs(10), || !s.running());
+    drop(c);
+    assert!(!folder.join("slow.bin").exists(), "{:?}", files_in(&folder));
+
+    // The next drop takes the name, and the leftover is cleared.
+    let s2 = w.serve(&[], &[]);
+    let req = format!(
+        "POST /v1/sessions/{receiver}/drop?name=slow.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+         X-Shrooms-From-Session: slow\r\nContent-Length: 5\r\n\r\nhello"
+    );
+    let answer = raw(s2.port, req.as_bytes(), Duration::from_secs(15));
+    assert!(answer.starts_with("HTTP/1.1 201 "), "{answer}");
+    assert_eq!(files_in(&folder), [folder.join("slow.bin")]);
+    assert_eq!(fs::read(folder.join("slow.bin")).unwrap(), b"hello");
 }
