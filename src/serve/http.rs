@@ -8,10 +8,10 @@
 //! for a client that waits for it, and a response.
 //!
 //! Every connection has one deadline for all it reads: [`READ_TIMEOUT`]
-//! for the head and a JSON body; an upload's is longer, scaled to its
-//! length ([`upload_time`]). An error answer closes the connection without
-//! reading the rest of the body: a client that announced a large body and
-//! stalled holds a worker no longer than it takes to answer it.
+//! for the head and a JSON body. An upload is held to a pace instead
+//! ([`Conn::pace`]), at every read. An error answer closes the connection
+//! without reading the rest of the body: a client that announced a large
+//! body and stalled holds a worker no longer than it takes to answer it.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -25,10 +25,10 @@ pub const MAX_HEAD: usize = 16 * 1024;
 /// from when a worker takes the connection; and no read of an upload may
 /// wait longer than this for its next bytes.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// An upload may take this long, plus a second for each [`UPLOAD_RATE`]
-/// bytes of it.
+/// An upload's time before its pace counts.
 pub const UPLOAD_GRACE: Duration = Duration::from_secs(30);
-/// The slowest an upload may arrive, on average: 256 KiB a second.
+/// The slowest an upload may arrive, on average, once its grace is over:
+/// 256 KiB a second.
 pub const UPLOAD_RATE: u64 = 256 * 1024;
 /// A response must be taken within this time.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -106,10 +106,27 @@ pub enum HeadError {
     Io,
 }
 
-/// How long an upload of `len` bytes may take in all: [`UPLOAD_GRACE`]
-/// (`grace`), plus a second for each [`UPLOAD_RATE`] bytes.
-pub fn upload_time(len: u64, grace: Duration) -> Duration {
-    grace + Duration::from_secs(len.div_ceil(UPLOAD_RATE))
+/// The pace an upload is held to: by any moment after `grace` from
+/// `since`, at least [`UPLOAD_RATE`] bytes for each second past the grace
+/// must have arrived. A total time for the whole length alone would let a
+/// sender that announces 100 MiB trickle a byte every few seconds and
+/// hold a worker for the seven minutes that length allows.
+#[derive(Debug, Clone, Copy)]
+pub struct Pace {
+    pub since: Instant,
+    pub grace: Duration,
+}
+
+impl Pace {
+    /// When `received` bytes stop being enough: more must have arrived by then.
+    pub fn due(&self, received: u64) -> Instant {
+        let nanos = u128::from(received) * 1_000_000_000 / u128::from(UPLOAD_RATE);
+        let behind = Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX));
+        // (Instant + Duration panics past the clock's range.)
+        self.since
+            .checked_add(self.grace.saturating_add(behind))
+            .unwrap_or_else(|| self.since + Duration::from_secs(365 * 86_400))
+    }
 }
 
 /// One connection: the stream, and the bytes read past the head.
@@ -118,10 +135,13 @@ pub struct Conn {
     buf: Vec<u8>,
     /// Body bytes the client announced and nobody has read yet.
     pub unread: u64,
-    /// When a worker took the connection.
-    start: Instant,
-    /// Everything read from the client must have arrived by then.
+    /// Everything read from the client must have arrived by then (an
+    /// upload's body: see `pace`).
     deadline: Instant,
+    /// An upload's pace, which its body's reads are held to instead.
+    pace: Option<Pace>,
+    /// Body bytes read so far.
+    received: u64,
     /// `100 Continue` is owed before the body is read.
     continue_owed: bool,
     /// A read of the body ran out of time.
@@ -131,22 +151,33 @@ pub struct Conn {
 impl Conn {
     pub fn new(stream: TcpStream) -> Conn {
         let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
-        let start = Instant::now();
         Conn {
             stream,
             buf: Vec::new(),
             unread: 0,
-            start,
-            deadline: start + READ_TIMEOUT,
+            deadline: Instant::now() + READ_TIMEOUT,
+            pace: None,
+            received: 0,
             continue_owed: false,
             timed_out: false,
         }
     }
 
-    /// Let the reads of this connection go on until `total` after a worker
-    /// took it (an upload's [`upload_time`]), instead of [`READ_TIMEOUT`].
+    /// Hold the body's reads to a pace from now, after `grace`, instead of
+    /// the connection's deadline: for an upload, whose length may need
+    /// minutes.
+    pub fn pace(&mut self, grace: Duration) {
+        self.pace = Some(Pace {
+            since: Instant::now(),
+            grace,
+        });
+    }
+
+    /// Let the reads of this connection go on until `total` from now
+    /// (tests, which cannot wait for [`READ_TIMEOUT`]).
+    #[cfg(test)]
     pub fn allow(&mut self, total: Duration) {
-        self.deadline = self.start + total;
+        self.deadline = Instant::now() + total;
     }
 
     /// A read of the body ran out of the connection's time.
@@ -208,9 +239,9 @@ impl Conn {
     }
 
     /// The body as a reader of `len` bytes, all of which must arrive
-    /// before the connection's deadline, and each read within
-    /// [`READ_TIMEOUT`]. The first read tells a client that waits for it
-    /// to go on (`100 Continue`).
+    /// before the connection's deadline (or keep its pace), and each read
+    /// within [`READ_TIMEOUT`]. The first read tells a client that waits
+    /// for it to go on (`100 Continue`).
     pub fn body(&mut self, len: u64) -> Body<'_> {
         Body {
             conn: self,
@@ -313,13 +344,35 @@ impl Read for Body<'_> {
             self.conn.buf.drain(..n);
             n
         } else {
-            let deadline = self.conn.deadline.min(Instant::now() + READ_TIMEOUT);
-            read_until(&mut self.conn.stream, &mut out[..want], deadline).inspect_err(|e| {
-                if is_timeout(e) {
+            // The next bytes are due by the pace (checked at every read, so
+            // a sender never falls behind it for long), else by the
+            // connection's deadline; and never later than READ_TIMEOUT.
+            let due = match self.conn.pace {
+                Some(pace) => pace.due(self.conn.received),
+                None => self.conn.deadline,
+            };
+            let deadline = due.min(Instant::now() + READ_TIMEOUT);
+            match read_until(&mut self.conn.stream, &mut out[..want], deadline) {
+                Ok(n) => n,
+                Err(e) if is_timeout(&e) => {
                     self.conn.timed_out = true;
+                    return Err(match self.conn.pace {
+                        Some(pace) if Instant::now() >= due => io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            format!(
+                                "{} bytes in {} s: slower than 256 KiB a second after {} s",
+                                self.conn.received,
+                                pace.since.elapsed().as_secs(),
+                                pace.grace.as_secs_f32()
+                            ),
+                        ),
+                        _ => e,
+                    });
                 }
-            })?
+                Err(e) => return Err(e),
+            }
         };
+        self.conn.received += n as u64;
         self.left -= n as u64;
         self.conn.unread = self.conn.unread.saturating_sub(n as u64);
         Ok(n)
@@ -563,17 +616,23 @@ mod tests {
         String::from_utf8_lossy(&out).into_owned()
     }
 
+    /// Bytes so far are enough until the grace plus a second for each
+    /// 256 KiB of them.
     #[test]
-    fn uploads_may_take_longer_the_longer_they_are() {
-        let g = Duration::from_secs(30);
-        assert_eq!(upload_time(0, g), g);
-        assert_eq!(upload_time(1, g), Duration::from_secs(31));
-        assert_eq!(upload_time(256 * 1024, g), Duration::from_secs(31));
-        assert_eq!(upload_time(256 * 1024 + 1, g), Duration::from_secs(32));
+    fn the_pace_is_due_by_what_has_arrived() {
+        let since = Instant::now();
+        let p = Pace {
+            since,
+            grace: Duration::from_secs(30),
+        };
+        assert_eq!(p.due(0), since + Duration::from_secs(30));
+        assert_eq!(p.due(256 * 1024), since + Duration::from_secs(31));
+        assert_eq!(p.due(128 * 1024), since + Duration::from_millis(30_500));
         assert_eq!(
-            upload_time(100 * 1024 * 1024, g),
-            Duration::from_secs(30 + 400)
+            p.due(100 * 1024 * 1024),
+            since + Duration::from_secs(30 + 400)
         );
+        assert!(p.due(u64::MAX) >= since + Duration::from_secs(365 * 86_400));
     }
 
     /// Headers announcing 100 MiB, then nothing: the error answer is
@@ -599,10 +658,11 @@ mod tests {
         assert!(answer.ends_with("{\"error\":\"no token\"}\n"), "{answer}");
     }
 
-    /// A body that trickles in runs out of the connection's time: the read
-    /// fails as a timeout, and the connection knows it.
+    /// A body that trickles in falls behind its pace once the grace is
+    /// over: the read fails as a timeout that says so, and the connection
+    /// knows it.
     #[test]
-    fn a_trickled_body_runs_out_of_time() {
+    fn a_trickled_body_falls_behind_its_pace() {
         let (mut client, mut conn, peer) = pair();
         client
             .write_all(b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
@@ -616,7 +676,7 @@ mod tests {
             }
         });
         let req = conn.read_head(peer).unwrap();
-        conn.allow(Duration::from_millis(400));
+        conn.pace(Duration::from_millis(400));
         let started = Instant::now();
         let mut out = Vec::new();
         let e = conn
@@ -624,6 +684,10 @@ mod tests {
             .read_to_end(&mut out)
             .unwrap_err();
         assert!(is_timeout(&e), "{e}");
+        assert!(
+            e.to_string().contains("slower than 256 KiB a second"),
+            "{e}"
+        );
         assert!(conn.timed_out());
         assert!(!out.is_empty() && out.len() < 1000, "{}", out.len());
         assert!(

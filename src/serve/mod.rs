@@ -16,8 +16,8 @@
 //! queue of [`QUEUE`]; when the queue is full, a connection is answered 503
 //! at once. Every connection has one deadline for all its reads, so a slow
 //! or half-sent request holds one worker for at most [`http::READ_TIMEOUT`]
-//! (an upload: [`http::upload_time`] of its length, at least 256 KiB a
-//! second); an error answer (a missing token, say) closes the connection
+//! (an upload: as long as it keeps its pace, [`http::Pace`], checked at
+//! every read); an error answer (a missing token, say) closes the connection
 //! without reading the body that was announced. A panic in a request is
 //! caught and answered 500; the worker goes on.
 //!
@@ -77,7 +77,7 @@ pub struct Shared {
     pub state: Arc<state::State>,
     /// `SHROOMS_AGENT_TEST_PANIC_ROUTE=1`: `GET /v1/_test/panic` panics (tests only).
     pub test_panic: bool,
-    /// An upload's time before its length counts ([`http::UPLOAD_GRACE`];
+    /// An upload's time before its pace counts ([`http::UPLOAD_GRACE`];
     /// `SHROOMS_AGENT_TEST_UPLOAD_GRACE_MS` makes it shorter, for tests).
     pub upload_grace: Duration,
 }

@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::Shared;
-use super::http::{Conn, Request, Response, decode, upload_time};
+use super::http::{Conn, Request, Response, decode};
 use crate::error::Error;
 use crate::harness::Harness;
 use crate::ops;
@@ -365,12 +365,9 @@ fn drop_file(
         note: req.query("note"),
     };
     let ctx = shared.context();
-    // All of it must arrive at a rate of at least 256 KiB a second (after
-    // a grace), so a sender that trickles cannot hold a worker for long.
-    conn.allow(upload_time(
-        length.min(ops::files::MAX_FILE),
-        shared.upload_grace,
-    ));
+    // It must keep a pace of 256 KiB a second after a grace, at every
+    // read, so a sender that trickles cannot hold a worker for long.
+    conn.pace(shared.upload_grace);
     let mut body = conn.body(length);
     match ops::files::receive(&ctx, &drop, &mut body) {
         Ok(received) => Ok(Response::json(201, &received)),
