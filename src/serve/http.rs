@@ -9,9 +9,10 @@
 //!
 //! Every connection has one deadline for all it reads: [`READ_TIMEOUT`]
 //! for the head and a JSON body. An upload is held to a pace instead
-//! ([`Conn::pace`]), at every read. An error answer closes the connection
-//! without reading the rest of the body: a client that announced a large
-//! body and stalled holds a worker no longer than it takes to answer it.
+//! ([`Conn::pace`]), at every read. An error answer does not wait for
+//! the rest of the body: a client that announced a large body and stalled
+//! holds a worker no longer than it takes to answer it (the thread that
+//! reads heads then closes the connection gently: `heads`).
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -22,7 +23,7 @@ use serde::Serialize;
 /// The request line and headers together may be at most this long.
 pub const MAX_HEAD: usize = 16 * 1024;
 /// A request's head and a JSON body must arrive within this time, in all,
-/// from when a worker takes the connection; and no read of an upload may
+/// from when the connection is accepted; and no read of an upload may
 /// wait longer than this for its next bytes.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// An upload's time before its pace counts.
@@ -185,34 +186,54 @@ impl Conn {
         self.timed_out
     }
 
-    /// Read the request line and headers, within the connection's deadline
-    /// ([`READ_TIMEOUT`] in all).
-    pub fn read_head(&mut self, peer: SocketAddr) -> Result<Request, HeadError> {
-        let deadline = self.deadline;
+    /// When the head (and a JSON body) must have arrived.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Back to blocking reads and writes, with their timeouts: a worker
+    /// takes the connection once its head is whole (`heads`).
+    pub fn set_blocking(&self) -> io::Result<()> {
+        self.stream.set_nonblocking(false)
+    }
+
+    /// Non-blocking again: for the thread that closes connections gently.
+    pub fn set_nonblocking(&self) -> io::Result<()> {
+        self.stream.set_nonblocking(true)
+    }
+
+    /// Read what has arrived of the head without waiting for more (the
+    /// stream is non-blocking while `heads` reads it), and parse it: None
+    /// while it is not whole yet.
+    pub fn read_head_now(&mut self, peer: SocketAddr) -> Result<Option<Request>, HeadError> {
         let mut chunk = [0u8; 4096];
         loop {
-            if !self.buf.is_empty() {
-                let mut headers = [httparse::EMPTY_HEADER; 64];
-                let mut req = httparse::Request::new(&mut headers);
-                match req.parse(&self.buf) {
-                    Ok(httparse::Status::Complete(n)) => {
-                        let parsed = owned(&req, peer)?;
-                        self.buf.drain(..n);
-                        self.unread = parsed.content_length.unwrap_or(0);
-                        self.continue_owed = parsed.expect_continue;
-                        return Ok(parsed);
-                    }
-                    Ok(httparse::Status::Partial) => {}
-                    Err(e) => return Err(HeadError::Bad(format!("not an HTTP request: {e}"))),
+            match self.stream.read(&mut chunk) {
+                Ok(0) if self.buf.is_empty() => return Err(HeadError::Closed),
+                Ok(0) => return Err(HeadError::Bad("the request ended in its headers".into())),
+                Ok(n) => {
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    break;
                 }
-                if self.buf.len() > MAX_HEAD {
-                    return Err(HeadError::Bad(format!(
-                        "the request line and headers are over {} KiB",
-                        MAX_HEAD / 1024
-                    )));
-                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Err(HeadError::Io),
             }
-            let n = match read_until(&mut self.stream, &mut chunk, deadline) {
+        }
+        self.parse_head(peer)
+    }
+
+    /// Read the request line and headers, waiting for them until the
+    /// connection's deadline: the blocking form, for tests (`serve` reads
+    /// heads with `read_head_now`).
+    #[cfg(test)]
+    pub fn read_head(&mut self, peer: SocketAddr) -> Result<Request, HeadError> {
+        let mut chunk = [0u8; 4096];
+        loop {
+            if let Some(req) = self.parse_head(peer)? {
+                return Ok(req);
+            }
+            let n = match read_until(&mut self.stream, &mut chunk, self.deadline) {
                 Ok(0) if self.buf.is_empty() => return Err(HeadError::Closed),
                 Ok(0) => return Err(HeadError::Bad("the request ended in its headers".into())),
                 Ok(n) => n,
@@ -221,6 +242,33 @@ impl Conn {
             };
             self.buf.extend_from_slice(&chunk[..n]);
         }
+    }
+
+    /// Parse the head from what has been read: None while it is not whole.
+    fn parse_head(&mut self, peer: SocketAddr) -> Result<Option<Request>, HeadError> {
+        if self.buf.is_empty() {
+            return Ok(None);
+        }
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut req = httparse::Request::new(&mut headers);
+        match req.parse(&self.buf) {
+            Ok(httparse::Status::Complete(n)) => {
+                let parsed = owned(&req, peer)?;
+                self.buf.drain(..n);
+                self.unread = parsed.content_length.unwrap_or(0);
+                self.continue_owed = parsed.expect_continue;
+                return Ok(Some(parsed));
+            }
+            Ok(httparse::Status::Partial) => {}
+            Err(e) => return Err(HeadError::Bad(format!("not an HTTP request: {e}"))),
+        }
+        if self.buf.len() > MAX_HEAD {
+            return Err(HeadError::Bad(format!(
+                "the request line and headers are over {} KiB",
+                MAX_HEAD / 1024
+            )));
+        }
+        Ok(None)
     }
 
     /// The whole body (its Content-Length, at most `max` bytes, checked by
@@ -249,13 +297,14 @@ impl Conn {
         }
     }
 
-    /// Write a response, shut the connection down and close it.
+    /// Write a response and shut the connection down for writing.
     ///
     /// A body nobody read (an error answered before it: 401, 403, 413...)
-    /// is not read: only what has arrived of it already is thrown away,
-    /// without waiting for more, so that a client which announced a large
-    /// body and stalled holds the worker no longer than the answer takes.
-    /// (A client that sent `Expect: 100-continue` sent no body at all.)
+    /// is not waited for: only what has arrived of it already is thrown
+    /// away, so that a client which announced a large body and stalled
+    /// holds the worker no longer than the answer takes. What it sends
+    /// after is read by `heads` ([`Conn::body_left`]). (A client that sent
+    /// `Expect: 100-continue` sent no body at all.)
     pub fn respond(&mut self, r: &Response) -> io::Result<()> {
         let result = self.write_response(r);
         let _ = self.stream.flush();
@@ -305,15 +354,45 @@ impl Conn {
         }
     }
 
-    /// Answer at once and close, reading nothing: the pool is full.
-    pub fn refuse_busy(stream: TcpStream) {
-        let mut c = Conn::new(stream);
-        // The listener's own thread writes this: briefly.
-        let _ = c.stream.set_write_timeout(Some(Duration::from_secs(1)));
-        let mut r = Response::error(503, "the server is busy; try again in a moment");
+    /// Part of an announced body was never read (an error was answered
+    /// before it): the client may still be sending it.
+    pub fn body_left(&self) -> bool {
+        self.unread > self.buf.len() as u64
+    }
+
+    /// Read and throw away what has arrived, waiting for nothing (the
+    /// stream is non-blocking): false once the client has closed its side
+    /// or the connection failed, true while it may send more. At most
+    /// 1 MiB a call, so that one fast sender does not keep the thread.
+    pub fn discard_now(&mut self) -> bool {
+        let mut chunk = vec![0u8; 64 * 1024];
+        for _ in 0..16 {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return false,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+        true
+    }
+
+    /// Answer 503 at once, saying `why`, and close, reading nothing: the
+    /// server, or this address's share of it, is full. (From the thread
+    /// that reads heads, on a non-blocking stream: a short answer fits in
+    /// a new socket's send buffer, and nothing waits on the client.)
+    pub fn refuse_busy(&mut self, why: &str) {
+        let mut r = Response::error(503, why);
         r.headers.push(("Retry-After".into(), "1".into()));
-        let _ = c.write_response(&r);
-        let _ = c.stream.shutdown(Shutdown::Both);
+        let _ = self.write_response(&r);
+        let _ = self.stream.shutdown(Shutdown::Both);
+    }
+}
+
+impl std::os::unix::io::AsRawFd for Conn {
+    fn as_raw_fd(&self) -> std::os::unix::io::RawFd {
+        self.stream.as_raw_fd()
     }
 }
 

@@ -416,7 +416,8 @@ mod tests {
     /// The document says what every route can answer: a bearer scheme
     /// (optional: a serve without a token wants none), 403 on every
     /// operation (a serve without a token refuses web pages on any route),
-    /// 409 where two creations of one name meet.
+    /// 503 on every one (a full queue, or an address's connections at
+    /// their bound), 409 where two creations of one name meet.
     #[test]
     fn the_openapi_document_lists_auth_and_refusals() {
         let doc: serde_json::Value = serde_json::from_str(OPENAPI).unwrap();
@@ -436,7 +437,7 @@ mod tests {
                     continue;
                 }
                 let responses = op["responses"].as_object().unwrap();
-                for status in ["401", "403", "500"] {
+                for status in ["401", "403", "500", "503"] {
                     assert!(
                         responses.contains_key(status),
                         "{method} {path} does not list {status}"

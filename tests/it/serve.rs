@@ -1490,3 +1490,136 @@ fn an_upload_is_held_to_its_pace_at_every_read() {
     drop(c);
     drip.join().unwrap();
 }
+
+/// Half-sent heads, more of them than there are workers (8), hold no
+/// worker: heads are read apart from the workers, so a whole request is
+/// answered at once meanwhile, and each half-sent one gets its 408 when
+/// its 10 s are up.
+#[test]
+fn half_sent_heads_do_not_hold_the_workers() {
+    let w = World::new();
+    let s = w.serve(&[], &[]);
+    let stalled: Vec<TcpStream> = (0..20)
+        .map(|_| {
+            let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+            c.write_all(b"GET /v1/harnesses HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+                .unwrap();
+            c
+        })
+        .collect();
+    let started = Instant::now();
+    thread::sleep(Duration::from_millis(300));
+    for _ in 0..3 {
+        let asked = Instant::now();
+        get(&format!("{}/v1/harnesses", s.url)).is(200);
+        let took = asked.elapsed();
+        assert!(
+            took < Duration::from_secs(2),
+            "a whole request waited {took:?} behind half-sent heads:\n{}",
+            s.log_text()
+        );
+    }
+    for (i, c) in stalled.iter().enumerate() {
+        let answer = read_until_closed(c, Duration::from_secs(15));
+        assert!(answer.starts_with("HTTP/1.1 408 "), "{i}: {answer:?}");
+    }
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(9) && waited < Duration::from_secs(14),
+        "{waited:?}"
+    );
+}
+
+/// One address other than loopback may have 16 connections in flight:
+/// the 17th is answered 503 at once, while loopback's requests are served,
+/// and the address may connect again once one of its own is done.
+#[test]
+fn one_address_may_have_only_so_many_connections_in_flight() {
+    let w = World::new();
+    let token = w.file("serve-token", "s3cret-token\n");
+    fs::set_permissions(&token, fs::Permissions::from_mode(0o600)).unwrap();
+    let auth = "Bearer s3cret-token";
+    let s = w.serve_listening(
+        "0.0.0.0",
+        free_port(),
+        &["--token-file", &token.to_string_lossy()],
+        &[],
+    );
+    // Connections to HOST_ADDR (on lo) come from HOST_ADDR: not loopback.
+    let far = format!("http://{HOST_ADDR}:{}", s.port);
+    let mut held: Vec<TcpStream> = (0..16)
+        .map(|_| {
+            let mut c = TcpStream::connect((HOST_ADDR, s.port)).unwrap();
+            c.write_all(b"GET /v1/harnesses HTTP/1.1\r\nHost: x\r\n")
+                .unwrap();
+            c
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let r = http(
+        "GET",
+        &format!("{far}/v1/harnesses"),
+        None,
+        &[("Authorization", auth)],
+    )
+    .is(503);
+    assert!(started.elapsed() < Duration::from_secs(2), "{r:#?}");
+    assert!(r.error().contains("16 connections"), "{r:#?}");
+    assert_eq!(r.header("retry-after"), Some("1"), "{r:#?}");
+    assert!(
+        s.log_text()
+            .contains(&format!("503 0ms (too many connections from {HOST_ADDR})")),
+        "{}",
+        s.log_text()
+    );
+    // Loopback is not counted.
+    http(
+        "GET",
+        &format!("{}/v1/harnesses", s.url),
+        None,
+        &[("Authorization", auth)],
+    )
+    .is(200);
+    // One of the address's connections is done: it may connect again.
+    drop(held.pop());
+    wait_until("a place for the address", Duration::from_secs(5), || {
+        http(
+            "GET",
+            &format!("{far}/v1/harnesses"),
+            None,
+            &[("Authorization", auth)],
+        )
+        .status
+            == 200
+    });
+}
+
+/// An answer given before the body (413 for a JSON body over 1 MiB) is
+/// not lost to a reset when the client sends the body anyway, after the
+/// answer is on its way: serve reads and throws the body away (for 2 s
+/// at most) before closing, so the client's writes do not fail, and it
+/// reads its 413. (Closed at once, the socket answers the body with a
+/// reset, and clients like ureq give up at the failed write, unread.)
+#[test]
+fn an_answer_before_the_body_is_not_lost_to_a_reset() {
+    let w = World::new();
+    let s = w.serve(&[], &[]);
+    for _ in 0..5 {
+        let len = 2 * 1024 * 1024;
+        let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+        write!(
+            c,
+            "POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len}\r\n\r\n"
+        )
+        .unwrap();
+        // The answer is written, and serve has shut its side, by now.
+        thread::sleep(Duration::from_millis(300));
+        let sent = c.write_all(&vec![b'x'; len]);
+        let answer = read_until_closed(&c, Duration::from_secs(10));
+        assert!(
+            sent.is_ok() && answer.starts_with("HTTP/1.1 413 "),
+            "sending the body: {sent:?}; the answer: {answer:?}"
+        );
+    }
+}
