@@ -22,6 +22,7 @@ mod serve;
 mod session;
 mod settings;
 mod spec;
+mod token;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -7,8 +7,11 @@
 //! the refusal is remembered (the newest ten) so `files list` shows who
 //! tried. The sender's machine is told by `serve` from where the request
 //! came from, never from a header the sender chose. Accepted files go to
-//! `uploads/<session>/drop/from-<machine>_<session>/<name>`, written as they
-//! arrive, never over another file, and removed if the upload breaks off.
+//! `uploads/<session>/drop/from-<machine>_<session>/<name>`: written as they
+//! arrive under a hidden partial name, given their own name only when
+//! whole, never over another file, and removed if the upload breaks off.
+//! What one sending session and one sending machine may leave is bounded
+//! ([`Bounds`]), the check and the reservation taken as one step.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
@@ -127,9 +130,40 @@ pub struct Received {
 /// At most this much in a drop's note (4 KiB).
 pub const MAX_NOTE: usize = 4096;
 
+/// What a session takes: at most this much in one file, from one sending
+/// session, and from all the sessions of one machine.
+#[derive(Debug, Clone, Copy)]
+struct Bounds {
+    file: u64,
+    sender: u64,
+    machine: u64,
+}
+
+/// The bounds every drop is held to.
+const BOUNDS: Bounds = Bounds {
+    file: MAX_FILE,
+    sender: MAX_SENDER,
+    machine: MAX_MACHINE,
+};
+
 /// Receive a file: check the sender, then stream exactly `length` bytes of
 /// `body` into a new file. A refusal is remembered in the session's record.
 pub fn receive(ctx: &Context, d: &Drop, body: &mut dyn Read) -> Result<Received> {
+    receive_within(ctx, d, body, &BOUNDS)
+}
+
+/// [`receive`], held to `bounds` (smaller in tests).
+///
+/// The file arrives under a hidden name of its own ([`PARTIAL`]), so that
+/// the receiving session never takes half a file for a whole one, and a
+/// serve killed halfway leaves nothing under the file's name; only when
+/// all of it is written does it take its name ([`place`]).
+fn receive_within(
+    ctx: &Context,
+    d: &Drop,
+    body: &mut dyn Read,
+    bounds: &Bounds,
+) -> Result<Received> {
     let record = ctx.store.load(d.session)?;
     let from_session = d.from_session.ok_or_else(|| {
         Error::bad_input("a drop names its sender's session in the header X-Shrooms-From-Session")
@@ -164,63 +198,52 @@ pub fn receive(ctx: &Context, d: &Drop, body: &mut dyn Read) -> Result<Received>
             "the note is over {MAX_NOTE} bytes: shorten it, or send it as a file"
         )));
     }
-    if d.length > MAX_FILE {
+    if d.length > bounds.file {
         return Err(Error::too_large(format!(
-            "the file is {} bytes, over the {} MiB a session takes in one file",
+            "the file is {} bytes, over the {} a session takes in one file",
             d.length,
-            MAX_FILE / 1024 / 1024
+            size_text(bounds.file)
         )));
     }
-    let folder = ctx
-        .store
-        .session_uploads(d.session)
-        .join("drop")
-        .join(format!("from-{machine}_{from_session}"));
-    let already = folder_size(&folder);
-    if already + d.length > MAX_SENDER {
-        return Err(Error::too_large(format!(
-            "{machine}/{from_session} has sent {already} bytes to session {} already; with this \
-             file that is over the {} GiB a sender may leave",
-            d.session,
-            MAX_SENDER / 1024 / 1024 / 1024
-        )));
-    }
+    let uploads = ctx.store.session_uploads(d.session);
+    let drops = uploads.join("drop");
+    let folder = drops.join(format!("from-{machine}_{from_session}"));
     ctx.store.ensure()?;
-    for dir in [
-        ctx.store.session_uploads(d.session),
-        ctx.store.session_uploads(d.session).join("drop"),
-        folder.clone(),
-    ] {
-        session::make_private_dir(&dir)?;
+    for dir in [&uploads, &drops, &folder] {
+        session::make_private_dir(dir)?;
     }
-    let safe = safe_name(d.name);
-    let (path, mut file) = create_new(&folder, &safe)?;
-    match copy_exactly(body, &mut file, d.length) {
-        Ok(()) => {}
-        Err(e) => {
-            drop(file);
-            let _ = fs::remove_file(&path);
-            return Err(Error::bad_input(format!(
-                "the upload broke off ({e}); nothing was kept"
-            )));
-        }
-    }
-    if let Err(e) = file.sync_all() {
-        drop(file);
-        let _ = fs::remove_file(&path);
-        return Err(Error::failed(format!("writing {}: {e}", path.display())));
-    }
-    let note = match note {
-        None => None,
-        Some(text) => match write_note(&path, text) {
-            Ok(note) => Some(note),
-            Err(e) => {
-                // All or nothing: a file whose note was lost is not kept.
-                let _ = fs::remove_file(&path);
-                return Err(e);
-            }
-        },
+    let sender = Sender {
+        machine: &machine,
+        session: from_session,
+        receiver: d.session,
     };
+    let mut partial = reserve(&drops, &sender, d.length, bounds)?;
+    let path = partial.path.clone();
+    let written = copy_exactly(body, &mut partial.file, d.length)
+        .and_then(|()| partial.file.sync_all().map_err(Copy::Write));
+    if let Err(e) = written {
+        drop(partial);
+        let _ = fs::remove_file(&path);
+        return Err(match e {
+            Copy::Read(e) => {
+                Error::bad_input(format!("the upload broke off ({e}); nothing was kept"))
+            }
+            Copy::Write(e) => {
+                Error::failed(format!("writing {}: {e}; nothing was kept", path.display()))
+            }
+        });
+    }
+    // Under the lock again, so that a drop counting meanwhile never sees
+    // this file twice (under both names, between the link and the unlink).
+    let placed = {
+        let _held = crate::lock::take(&drops.join(LOCK))?;
+        place(&path, &folder, &safe_name(d.name), note)
+    };
+    drop(partial);
+    if placed.is_err() {
+        let _ = fs::remove_file(&path);
+    }
+    let (path, note) = placed?;
     Ok(Received {
         path,
         size: d.length,
@@ -228,37 +251,261 @@ pub fn receive(ctx: &Context, d: &Drop, body: &mut dyn Read) -> Result<Received>
     })
 }
 
-/// Keep a drop's note beside its file, as `<file>.note` (0600). The file's
-/// own name was new, so a note of that name can only exist if a sender
-/// named a file `x.note` before; then the note is not written over it.
-fn write_note(file: &Path, text: &str) -> Result<PathBuf> {
-    let mut name = file.as_os_str().to_owned();
-    name.push(".note");
-    let path = PathBuf::from(name);
+/// 1 GiB, 100 MiB, or bytes.
+fn size_text(n: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    match n {
+        n if n >= 1024 * MIB && n % (1024 * MIB) == 0 => format!("{} GiB", n / 1024 / MIB),
+        n if n >= MIB && n % MIB == 0 => format!("{} MiB", n / MIB),
+        n => format!("{n} bytes"),
+    }
+}
+
+/// At most this much from the sessions of one machine to one session, in
+/// all (2 GiB): with `MACHINE/*` allowed, the sender names its session
+/// itself, and a bound per session alone would be none.
+pub const MAX_MACHINE: u64 = 2 * 1024 * 1024 * 1024;
+
+/// The lock file in a session's `drop/` folder, held while drops into it
+/// are counted and reserved, and while one takes its name: short.
+const LOCK: &str = ".lock";
+
+/// How the name of a file on its way ends. It starts with `.incoming-`:
+/// hidden, and no name [`safe_name`] gives, so the receiving session never
+/// mistakes it for a file that arrived.
+const PARTIAL: &str = ".partial";
+
+/// Who a drop is from, and to whom.
+struct Sender<'a> {
+    machine: &'a str,
+    session: &'a str,
+    receiver: &'a str,
+}
+
+/// A file on its way, under its hidden name, flocked while it is written:
+/// a `.partial` file nobody holds was left by a writer that died.
+struct Partial {
+    path: PathBuf,
+    file: File,
+}
+
+/// Check the bounds and reserve room for `length` bytes, in one step under
+/// the `drop/` folder's lock, so that two drops at once cannot both fit
+/// into the room there is for one. What a sender's machine has there is
+/// every file in its `from-<machine>_*` folders, and every file on its way
+/// counted at its full length: a partial file is made that long at once
+/// (sparse), so the folders' sizes count the drops in flight too. Partial
+/// files whose writer died are removed first.
+fn reserve(drops: &Path, from: &Sender, length: u64, bounds: &Bounds) -> Result<Partial> {
+    let _held = crate::lock::take(&drops.join(LOCK))?;
+    let own = format!("from-{}_{}", from.machine, from.session);
+    // Machine names have no `_` (validate_machine_name), so this prefix
+    // is that machine's folders only.
+    let prefix = format!("from-{}_", from.machine);
+    let (mut machine_total, mut sender_total) = (0u64, 0u64);
+    let entries = fs::read_dir(drops).ctx(|| format!("reading {}", drops.display()))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str().filter(|n| n.starts_with(&prefix)) else {
+            continue;
+        };
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        remove_abandoned(&entry.path());
+        let size = folder_size(&entry.path());
+        machine_total += size;
+        if name == own {
+            sender_total = size;
+        }
+    }
+    if sender_total + length > bounds.sender {
+        return Err(Error::too_large(format!(
+            "{}/{} has sent {sender_total} bytes to session {} already (counting what is on its \
+             way); with this file that is over the {} one sender may leave",
+            from.machine,
+            from.session,
+            from.receiver,
+            size_text(bounds.sender)
+        )));
+    }
+    if machine_total + length > bounds.machine {
+        return Err(Error::too_large(format!(
+            "the sessions of machine {} have sent {machine_total} bytes to session {} already \
+             (counting what is on its way); with this file that is over the {} one machine may \
+             leave",
+            from.machine,
+            from.receiver,
+            size_text(bounds.machine)
+        )));
+    }
+    let folder = drops.join(&own);
+    let (path, file) = create_partial(&folder)?;
+    let reserved = crate::lock::flock(&file, libc::LOCK_EX | libc::LOCK_NB)
+        .and_then(|()| file.set_len(length));
+    if let Err(e) = reserved {
+        drop(file);
+        let _ = fs::remove_file(&path);
+        return Err(Error::failed(format!("making {}: {e}", path.display())));
+    }
+    Ok(Partial { path, file })
+}
+
+/// A new hidden file in `folder` for a drop on its way: O_EXCL, never
+/// through a link, 0600.
+fn create_partial(folder: &Path) -> Result<(PathBuf, File)> {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    loop {
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let path = folder.join(format!(".incoming-{}-{n}{PARTIAL}", std::process::id()));
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+        {
+            Ok(f) => {
+                f.set_permissions(fs::Permissions::from_mode(0o600))
+                    .ctx(|| format!("setting the mode of {}", path.display()))?;
+                return Ok((path, f));
+            }
+            // Left by an earlier process of the same id.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(Error::failed(format!("making {}: {e}", path.display()))),
+        }
+    }
+}
+
+/// Remove the partial files in `folder` that no writer holds: their
+/// writer died (a serve killed halfway) and they would count against the
+/// sender's bound for ever. Called under the `drop/` lock, under which
+/// every partial file is made and locked, so none is taken for abandoned
+/// between its making and its locking.
+fn remove_abandoned(folder: &Path) {
+    let Ok(entries) = fs::read_dir(folder) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let partial = name
+            .to_str()
+            .is_some_and(|n| n.starts_with(".incoming-") && n.ends_with(PARTIAL));
+        if !partial || !entry.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        let Ok(f) = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(entry.path())
+        else {
+            continue;
+        };
+        if crate::lock::flock(&f, libc::LOCK_EX | libc::LOCK_NB).is_ok() {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Give a whole file its name in `folder`: `name`, else `name-1.ext`,
+/// `name-2.ext`..., with its note as `<that name>.note`. link(2) makes the
+/// name, and fails on one that exists (a link there included), so nothing
+/// is ever written over; then the partial name goes. A name whose `.note`
+/// is taken (a sender named a file so) is passed over when there is a note.
+fn place(
+    partial: &Path,
+    folder: &Path,
+    name: &str,
+    note: Option<&str>,
+) -> Result<(PathBuf, Option<PathBuf>)> {
+    let (stem, ext) = split_ext(name);
+    for i in 0..10_000u32 {
+        let candidate = if i == 0 {
+            name.to_string()
+        } else {
+            format!("{stem}-{i}{ext}")
+        };
+        let path = folder.join(&candidate);
+        let note_path = folder.join(format!("{candidate}.note"));
+        if note.is_some() && fs::symlink_metadata(&note_path).is_ok() {
+            continue;
+        }
+        match fs::hard_link(partial, &path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(Error::failed(format!("naming {}: {e}", path.display()))),
+        }
+        let note = match note {
+            None => None,
+            Some(text) => match write_note(&note_path, text) {
+                Ok(()) => Some(note_path),
+                Err(e) => {
+                    // All or nothing: a file whose note was lost is not kept.
+                    let _ = fs::remove_file(&path);
+                    return Err(e);
+                }
+            },
+        };
+        // The partial name goes; the file stays under its own.
+        let _ = fs::remove_file(partial);
+        let _ = File::open(folder).and_then(|d| d.sync_all());
+        return Ok((path, note));
+    }
+    Err(Error::failed(format!(
+        "{} holds 10,000 files named like {name:?} already",
+        folder.display()
+    )))
+}
+
+/// Keep a drop's note as `path` (0600), never over a file there.
+fn write_note(path: &Path, text: &str) -> Result<()> {
     let mut f = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&path)
+        .open(path)
         .ctx(|| format!("making {}", path.display()))?;
-    let written = io::Write::write_all(&mut f, text.as_bytes()).and_then(|()| f.sync_all());
+    let written = f
+        .set_permissions(fs::Permissions::from_mode(0o600))
+        .and_then(|()| io::Write::write_all(&mut f, text.as_bytes()))
+        .and_then(|()| f.sync_all());
     if let Err(e) = written {
         drop(f);
-        let _ = fs::remove_file(&path);
+        let _ = fs::remove_file(path);
         return Err(Error::failed(format!("writing {}: {e}", path.display())));
     }
-    Ok(path)
+    Ok(())
 }
 
-/// Copy exactly `n` bytes; fewer (the sender stopped) is an error.
-fn copy_exactly(from: &mut dyn Read, to: &mut File, n: u64) -> io::Result<()> {
-    let copied = io::copy(&mut from.take(n), to)?;
-    if copied < n {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            format!("{copied} of {n} bytes arrived"),
-        ));
+/// Why a copy stopped: the sender's side (a failed or short read: bad
+/// input, 400) or this machine's (a failed write, a full disk: 500).
+#[derive(Debug)]
+enum Copy {
+    Read(io::Error),
+    Write(io::Error),
+}
+
+/// Copy exactly `n` bytes; fewer (the sender stopped) is a read error.
+/// Not `io::copy`, whose one error does not say which side failed.
+fn copy_exactly(from: &mut dyn Read, to: &mut dyn io::Write, n: u64) -> Result<(), Copy> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut left = n;
+    while left > 0 {
+        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let got = match from.read(&mut buf[..want]) {
+            Ok(0) => {
+                return Err(Copy::Read(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("{} of {n} bytes arrived", n - left),
+                )));
+            }
+            Ok(got) => got,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Copy::Read(e)),
+        };
+        to.write_all(&buf[..got]).map_err(Copy::Write)?;
+        left -= got as u64;
     }
     Ok(())
 }
@@ -277,13 +524,15 @@ fn folder_size(dir: &Path) -> u64 {
 }
 
 /// A name made safe for one file in one folder: the last part after any
-/// `/` or `\`, no control characters, no leading dots or spaces (trimmed
-/// first, then the dots stripped, until neither is left: ` ..` and
-/// ` .bashrc` are no hidden names), no trailing spaces, at most 200 bytes;
-/// [`FALLBACK_NAME`] when nothing is left.
+/// `/` or `\`, without bidi controls or invisible format characters
+/// ([`invisible`]), no control characters, no leading dots or spaces
+/// (trimmed first, then the dots stripped, until neither is left: ` ..`
+/// and ` .bashrc` are no hidden names), no trailing spaces, at most 200
+/// bytes; [`FALLBACK_NAME`] when nothing is left.
 pub fn safe_name(name: &str) -> String {
     let last = name.rsplit(['/', '\\']).next().unwrap_or("");
-    let mut out: String = last
+    let visible: String = last.chars().filter(|c| !invisible(*c)).collect();
+    let mut out: String = visible
         .trim_start_matches(|c: char| c == '.' || c.is_whitespace())
         .trim_end()
         .chars()
@@ -300,41 +549,23 @@ pub fn safe_name(name: &str) -> String {
     }
 }
 
+/// Characters that change how a name shows without showing themselves:
+/// the bidi embeddings, overrides and isolates (U+202A-U+202E,
+/// U+2066-U+2069), the Arabic letter mark (U+061C), the zero-width space,
+/// joiners and direction marks (U+200B-U+200F) and the byte-order mark
+/// (U+FEFF). With U+202E, `\u{202E}gpj.exe` is listed as `exe.jpg`: the
+/// receiving session, or whoever looks, would open a program as a picture.
+fn invisible(c: char) -> bool {
+    matches!(c,
+        '\u{202A}'..='\u{202E}'
+        | '\u{2066}'..='\u{2069}'
+        | '\u{200B}'..='\u{200F}'
+        | '\u{061C}'
+        | '\u{FEFF}')
+}
+
 /// The name of a file whose given name leaves nothing once made safe.
 pub const FALLBACK_NAME: &str = "file";
-
-/// `name`, else `name-1.ext`, `name-2.ext`...: made with O_EXCL, never
-/// through a link, never over a file that is there.
-fn create_new(folder: &Path, name: &str) -> Result<(PathBuf, File)> {
-    let (stem, ext) = split_ext(name);
-    for i in 0..10_000u32 {
-        let candidate = if i == 0 {
-            name.to_string()
-        } else {
-            format!("{stem}-{i}{ext}")
-        };
-        let path = folder.join(&candidate);
-        match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&path)
-        {
-            Ok(f) => {
-                f.set_permissions(fs::Permissions::from_mode(0o600))
-                    .ctx(|| format!("setting the mode of {}", path.display()))?;
-                return Ok((path, f));
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(Error::failed(format!("making {}: {e}", path.display()))),
-        }
-    }
-    Err(Error::failed(format!(
-        "{} holds 10,000 files named like {name:?} already",
-        folder.display()
-    )))
-}
 
 /// `a.tar.gz` -> (`a`, `.tar.gz`); `a.txt` -> (`a`, `.txt`); `a` -> (`a`, ``).
 fn split_ext(name: &str) -> (&str, &str) {
@@ -396,6 +627,47 @@ mod tests {
         }
     }
 
+    /// Bidi controls and invisible format characters are dropped: with
+    /// them, `\u{202E}gpj.exe` shows as `exe.jpg` in a listing.
+    #[test]
+    fn safe_names_drop_bidi_and_invisible_characters() {
+        assert_eq!(safe_name("\u{202E}gpj.exe"), "gpj.exe");
+        assert_eq!(safe_name("a\u{202A}b\u{202B}c\u{202C}d\u{202D}e"), "abcde");
+        assert_eq!(safe_name("a\u{2066}b\u{2067}c\u{2068}d\u{2069}e"), "abcde");
+        assert_eq!(
+            safe_name("a\u{200B}b\u{200C}c\u{200D}d\u{200E}e\u{200F}f"),
+            "abcdef"
+        );
+        assert_eq!(safe_name("\u{FEFF}notes\u{061C}.txt"), "notes.txt");
+        // Dropped before the leading dots go: no hidden name through them.
+        assert_eq!(safe_name("\u{200B}.bashrc"), "bashrc");
+        assert_eq!(safe_name("\u{202E}\u{FEFF}"), "file");
+        // Other letters stay.
+        assert_eq!(safe_name("résumé ü.pdf"), "résumé ü.pdf");
+    }
+
+    /// A short body is the sender's; a failed write is this machine's.
+    #[test]
+    fn a_copy_says_which_side_failed() {
+        let mut out = Vec::new();
+        copy_exactly(&mut &b"hello"[..], &mut out, 5).unwrap();
+        assert_eq!(out, b"hello");
+        let e = copy_exactly(&mut &b"hel"[..], &mut Vec::new(), 5).unwrap_err();
+        assert!(
+            matches!(&e, Copy::Read(e) if e.to_string() == "3 of 5 bytes arrived"),
+            "{e:?}"
+        );
+        let mut full = fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let e = copy_exactly(&mut &b"hello"[..], &mut full, 5).unwrap_err();
+        assert!(
+            matches!(&e, Copy::Write(e) if e.raw_os_error() == Some(libc::ENOSPC)),
+            "{e:?}"
+        );
+    }
+
     #[test]
     fn extensions() {
         assert_eq!(split_ext("a.tar.gz"), ("a", ".tar.gz"));
@@ -404,22 +676,260 @@ mod tests {
         assert_eq!(split_ext(".tar.gz"), (".tar", ".gz"));
     }
 
-    #[test]
-    fn never_over_another_file() {
-        let dir = std::env::temp_dir().join(format!("shrooms-files-test-{}", std::process::id()));
+    /// A folder of its own for a test.
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("shrooms-files-test-{}-{name}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
-        let (a, _) = create_new(&dir, "r.tar.gz").unwrap();
-        let (b, _) = create_new(&dir, "r.tar.gz").unwrap();
-        let (c, _) = create_new(&dir, "r.tar.gz").unwrap();
+        dir
+    }
+
+    /// A whole file (in `partial`, with `text`) placed under `name`.
+    fn placed(
+        dir: &Path,
+        name: &str,
+        text: &str,
+        note: Option<&str>,
+    ) -> (PathBuf, Option<PathBuf>) {
+        let (partial, mut f) = create_partial(dir).unwrap();
+        io::Write::write_all(&mut f, text.as_bytes()).unwrap();
+        let out = place(&partial, dir, name, note).unwrap();
+        assert!(!partial.exists(), "{partial:?}");
+        out
+    }
+
+    #[test]
+    fn never_over_another_file() {
+        let dir = temp_dir("place");
+        let (a, _) = placed(&dir, "r.tar.gz", "a", None);
+        let (b, _) = placed(&dir, "r.tar.gz", "b", None);
+        let (c, _) = placed(&dir, "r.tar.gz", "c", None);
         assert_eq!(a.file_name().unwrap(), "r.tar.gz");
         assert_eq!(b.file_name().unwrap(), "r-1.tar.gz");
         assert_eq!(c.file_name().unwrap(), "r-2.tar.gz");
-        // A link at the name is not written through.
+        assert_eq!(fs::read_to_string(&a).unwrap(), "a");
+        assert_eq!(fs::read_to_string(&c).unwrap(), "c");
+        // A link at the name is not written through, nor replaced.
         std::os::unix::fs::symlink("/etc/hostname", dir.join("l")).unwrap();
-        let (d, _) = create_new(&dir, "l").unwrap();
+        let (d, _) = placed(&dir, "l", "d", None);
         assert_eq!(d.file_name().unwrap(), "l-1");
+        assert!(fs::symlink_metadata(dir.join("l")).unwrap().is_symlink());
+        // Nothing hidden is left.
+        let hidden: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+            .collect();
+        assert!(hidden.is_empty(), "{hidden:?}");
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The note takes the name its file finally got; a name whose `.note`
+    /// is a file already is passed over.
+    #[test]
+    fn a_note_goes_with_the_final_name() {
+        let dir = temp_dir("notes");
+        fs::write(dir.join("r.txt"), "earlier").unwrap();
+        let (file, note) = placed(&dir, "r.txt", "new", Some("read me"));
+        assert_eq!(file, dir.join("r-1.txt"));
+        assert_eq!(note, Some(dir.join("r-1.txt.note")));
+        assert_eq!(
+            fs::read_to_string(dir.join("r-1.txt.note")).unwrap(),
+            "read me"
+        );
+        assert_eq!(fs::read_to_string(dir.join("r.txt")).unwrap(), "earlier");
+        fs::write(dir.join("s.txt.note"), "a file of that name").unwrap();
+        let (file, note) = placed(&dir, "s.txt", "new", Some("mine"));
+        assert_eq!(file, dir.join("s-1.txt"));
+        assert_eq!(fs::read_to_string(note.unwrap()).unwrap(), "mine");
+        assert_eq!(
+            fs::read_to_string(dir.join("s.txt.note")).unwrap(),
+            "a file of that name"
+        );
+        // Without a note, the name is free to take.
+        let (file, note) = placed(&dir, "s.txt", "plain", None);
+        assert_eq!((file, note), (dir.join("s.txt"), None));
+        for f in ["r-1.txt", "r-1.txt.note", "s-1.txt.note"] {
+            assert_eq!(mode_of(&dir.join(f)), 0o600, "{f}");
+        }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn mode_of(p: &Path) -> u32 {
+        fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    /// A state folder with session `inbox`, which takes files from every
+    /// session of machine alpha, and its context.
+    fn inbox(name: &str) -> (Context, PathBuf) {
+        let root = temp_dir(name);
+        let settings = crate::settings::Settings::from_text(
+            Some("machine_name = \"here\""),
+            Path::new("/cfg/config.toml"),
+            root.join("state"),
+            root.clone(),
+            &crate::settings::Env::new(),
+        )
+        .unwrap();
+        let ctx = Context::new(settings, crate::settings::Env::new(), Vec::new());
+        ctx.store.ensure().unwrap();
+        ctx.store
+            .save(&session::Record {
+                version: session::RECORD_VERSION,
+                name: "inbox".into(),
+                dir: root.clone(),
+                harness: crate::harness::Harness::Claude,
+                created: 1,
+                cage: None,
+                auto_approve: false,
+                files: FilesPolicy {
+                    allow: vec!["alpha/*".into(), "beta/*".into()],
+                    refused: Vec::new(),
+                },
+            })
+            .unwrap();
+        (ctx, root)
+    }
+
+    fn drop_from<'a>(machine: &str, session: &'a str, name: &'a str, length: u64) -> Drop<'a> {
+        Drop {
+            session: "inbox",
+            from_machine: Ok(machine.into()),
+            from_session: Some(session),
+            name,
+            length,
+            note: None,
+        }
+    }
+
+    const SMALL: Bounds = Bounds {
+        file: 100,
+        sender: 150,
+        machine: 250,
+    };
+
+    /// Each session of a machine has its own bound, and all of them
+    /// together the machine's: naming a new session does not make room.
+    #[test]
+    fn a_machine_is_bounded_whatever_sessions_it_names() {
+        let (ctx, root) = inbox("machine-bound");
+        let send = |machine: &str, session: &str, name: &str, n: usize| {
+            let body = vec![b'x'; n];
+            let d = drop_from(machine, session, name, n as u64);
+            receive_within(&ctx, &d, &mut &body[..], &SMALL)
+        };
+        send("alpha", "a", "1", 100).unwrap();
+        let e = send("alpha", "a", "2", 100).unwrap_err();
+        assert_eq!(e.kind, crate::error::Kind::TooLarge);
+        assert!(
+            e.message.contains("alpha/a has sent 100 bytes"),
+            "{}",
+            e.message
+        );
+        send("alpha", "a", "2", 50).unwrap();
+        send("alpha", "b", "1", 100).unwrap();
+        // alpha has 250 now: a third session name gets nothing more.
+        let e = send("alpha", "c", "1", 1).unwrap_err();
+        assert_eq!(e.kind, crate::error::Kind::TooLarge);
+        assert!(
+            e.message.contains("machine alpha have sent 250 bytes")
+                && e.message.contains("250 bytes one machine may leave"),
+            "{}",
+            e.message
+        );
+        // Another machine has its own.
+        send("beta", "a", "1", 100).unwrap();
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// A body that waits, at its first read, until `others` other bodies
+    /// have been read from too (or half a second).
+    struct Meeting<'a> {
+        bytes: &'a [u8],
+        met: &'a std::sync::atomic::AtomicUsize,
+        others: usize,
+        first: bool,
+    }
+
+    impl Read for Meeting<'_> {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            use std::sync::atomic::Ordering;
+            if self.first {
+                self.first = false;
+                self.met.fetch_add(1, Ordering::SeqCst);
+                let end = std::time::Instant::now() + std::time::Duration::from_millis(500);
+                while self.met.load(Ordering::SeqCst) <= self.others
+                    && std::time::Instant::now() < end
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            }
+            self.bytes.read(out)
+        }
+    }
+
+    /// Drops at once are counted with one another: of four uploads of 100
+    /// bytes from four session names of one machine, each checked before
+    /// any is written, only two fit in its 250.
+    #[test]
+    fn drops_at_once_cannot_all_fit_into_room_for_one() {
+        let (ctx, root) = inbox("at-once");
+        let met = std::sync::atomic::AtomicUsize::new(0);
+        let body = vec![b'x'; 100];
+        let names = ["s1", "s2", "s3", "s4"];
+        let results: Vec<Result<Received>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = names
+                .iter()
+                .map(|s| {
+                    // A context is not Sync: each drop has its own, as
+                    // each request of serve does.
+                    let settings = ctx.settings.clone();
+                    let (met, body) = (&met, &body);
+                    scope.spawn(move || {
+                        let ctx = &Context::new(settings, crate::settings::Env::new(), Vec::new());
+                        let d = drop_from("alpha", s, "f", 100);
+                        let mut reader = Meeting {
+                            bytes: body,
+                            met,
+                            others: 3,
+                            first: true,
+                        };
+                        receive_within(ctx, &d, &mut reader, &SMALL)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let taken = results.iter().filter(|r| r.is_ok()).count();
+        assert_eq!(taken, 2, "{results:?}");
+        for r in results.iter().filter_map(|r| r.as_ref().err()) {
+            assert_eq!(r.kind, crate::error::Kind::TooLarge, "{r:?}");
+        }
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// A partial file nobody holds (its writer died) is removed by the
+    /// next drop from that machine; one that is held is not.
+    #[test]
+    fn abandoned_partials_are_cleared_held_ones_kept() {
+        let (ctx, root) = inbox("abandoned");
+        let folder = ctx.store.session_uploads("inbox").join("drop/from-alpha_a");
+        fs::create_dir_all(&folder).unwrap();
+        let dead = folder.join(".incoming-1-1.partial");
+        fs::write(&dead, vec![0u8; 140]).unwrap();
+        let (held, f) = create_partial(&folder).unwrap();
+        crate::lock::flock(&f, libc::LOCK_EX | libc::LOCK_NB).unwrap();
+        f.set_len(10).unwrap();
+        // 140 abandoned would leave no room for 100 of the sender's 150.
+        let body = [b'x'; 100];
+        let d = drop_from("alpha", "a", "f", 100);
+        let got = receive_within(&ctx, &d, &mut &body[..], &SMALL).unwrap();
+        assert_eq!(got.path, folder.join("f"));
+        assert!(!dead.exists());
+        assert!(held.exists());
+        drop(f);
+        fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

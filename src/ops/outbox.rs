@@ -179,12 +179,18 @@ fn pack_and_deliver(
             MAX_SEND / 1024 / 1024
         )));
     }
-    let (_, session) = super::files::parse_target(&req.to)?;
+    let (machine, session) = super::files::parse_target(&req.to)?;
     let answer = match destination {
         Destination::Here => deliver_here(ctx, &session, archive, from, path, size)?,
-        Destination::Serve { url, token } => {
-            post(url, token.as_deref(), &session, archive, from, path)?
-        }
+        Destination::Serve { url, token } => post(
+            &machine,
+            url,
+            token.as_deref(),
+            &session,
+            archive,
+            from,
+            path,
+        )?,
     };
     Ok((packed, answer))
 }
@@ -228,18 +234,12 @@ fn destination(ctx: &Context, machine: &str) -> Result<Destination> {
         return Ok(Destination::Here);
     }
     if let Some(m) = s.machines.get(machine) {
+        // Read as the receiving serve reads its own (`crate::token`).
         let token = match &m.token_file {
             None => None,
             Some(f) => Some(
-                std::fs::read_to_string(f)
-                    .map_err(|e| {
-                        Error::bad_input(format!(
-                            "the token file {} of machine {machine}: {e}",
-                            f.display()
-                        ))
-                    })?
-                    .trim()
-                    .to_string(),
+                crate::token::read(f)
+                    .map_err(|e| e.context(format!("the token file of machine {machine}")))?,
             ),
         };
         return Ok(Destination::Serve {
@@ -266,6 +266,7 @@ fn destination(ctx: &Context, machine: &str) -> Result<Destination> {
 /// with `Expect: 100-continue`: a receiver that refuses it (403, 413...)
 /// says so before the archive is sent.
 fn post(
+    machine: &str,
     url: &str,
     token: Option<&str>,
     session: &str,
@@ -311,18 +312,38 @@ fn post(
     }
     let said = serde_json::from_str::<serde_json::Value>(&text)
         .ok()
-        .and_then(|v| v["error"].as_str().map(str::to_string))
-        .unwrap_or_else(|| format!("HTTP {status}"));
-    let message = format!("{url} did not take it: {said}");
-    Err(match status {
-        401 | 403 => Error::forbidden(message),
-        404 => Error::not_found(message),
-        409 => Error::busy(message),
-        413 => Error::too_large(message),
-        503 => Error::new(crate::error::Kind::NotReady, message),
-        400 => Error::bad_input(message),
-        _ => Error::failed(message),
-    })
+        .and_then(|v| v["error"].as_str().map(str::to_string));
+    Err(not_taken(machine, url, status, said.as_deref()))
+}
+
+/// The error for a receiving `serve`'s answer other than 201, with its
+/// own words. A 404 or 401 there is said to be that machine's and is a
+/// failure here (exit 1, 500 over HTTP): as `NotFound` or `Forbidden` it
+/// would read as "no such session" of this machine, or as this machine
+/// refusing its caller, when it is the other machine's answer.
+fn not_taken(machine: &str, url: &str, status: u16, said: Option<&str>) -> Error {
+    let said = said.unwrap_or("(no reason given)");
+    let reason = ureq::http::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("");
+    let answered = format!("machine {machine} ({url}) answered {status} {reason}");
+    match status {
+        404 => Error::failed(format!(
+            "{answered}: {said} (on {machine}; check the session's name there)"
+        )),
+        401 => Error::failed(format!(
+            "{answered}: its serve wants a token that this machine did not send: {said}; \
+             give [machines] {machine} a token_file holding the first line of that serve's \
+             --token-file"
+        )),
+        403 => Error::forbidden(format!("{url} did not take it: {said}")),
+        409 => Error::busy(format!("{answered}: {said}")),
+        413 => Error::too_large(format!("{answered}: {said}")),
+        503 => Error::new(crate::error::Kind::NotReady, format!("{answered}: {said}")),
+        400 => Error::bad_input(format!("{answered}: {said}")),
+        _ => Error::failed(format!("{answered}: {said}")),
+    }
 }
 
 /// A number unlike any other this process uses, for temporary names.
@@ -357,6 +378,90 @@ pub fn timestamp(secs: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A context whose config names machine beta, its token in `file`.
+    fn with_beta(file: &Path) -> Context {
+        let text = format!(
+            "machine_name = \"alpha\"\n[machines]\nbeta = {{ url = \"http://127.0.0.1:1\", token_file = {:?} }}\n",
+            file.display().to_string()
+        );
+        let settings = crate::settings::Settings::from_text(
+            Some(&text),
+            Path::new("/cfg/config.toml"),
+            PathBuf::from("/state"),
+            PathBuf::from("/home/u"),
+            &crate::settings::Env::new(),
+        )
+        .unwrap();
+        Context::new(settings, crate::settings::Env::new(), Vec::new())
+    }
+
+    /// The token sent is the one the receiving serve takes: the file's
+    /// first line; a file open to others is refused as serve refuses it.
+    #[test]
+    fn the_token_sent_is_read_as_serve_reads_it() {
+        use crate::token::tests::token_file;
+        let f = token_file("send-two-lines", "s3cret\nsecond line\n", 0o600);
+        assert_eq!(
+            destination(&with_beta(&f), "beta").unwrap(),
+            Destination::Serve {
+                url: "http://127.0.0.1:1".into(),
+                token: Some("s3cret".into())
+            }
+        );
+        let f = token_file("send-open", "s3cret\n", 0o644);
+        let e = destination(&with_beta(&f), "beta").unwrap_err();
+        assert_eq!(e.kind, crate::error::Kind::BadInput);
+        assert!(
+            e.message.contains("machine beta")
+                && e.message.contains("the file is open to others (mode 644)")
+                && e.message.contains(&format!("chmod 600 {}", f.display())),
+            "{}",
+            e.message
+        );
+        let f = token_file("send-empty", "\n", 0o600);
+        let e = destination(&with_beta(&f), "beta").unwrap_err();
+        assert!(e.message.contains("empty"), "{}", e.message);
+        for name in ["send-two-lines", "send-open", "send-empty"] {
+            let _ = std::fs::remove_dir_all(
+                std::env::temp_dir().join(format!("shrooms-token-{}-{name}", std::process::id())),
+            );
+        }
+    }
+
+    /// The other machine's 404 and 401 are failures here, said to be its
+    /// answers; its refusal (403) stays a refusal.
+    #[test]
+    fn the_other_machines_answers_are_its_own() {
+        use crate::error::Kind;
+        let url = "http://b:7387";
+        let e = not_taken("beta", url, 404, Some("there is no session \"x\""));
+        assert_eq!((e.kind, e.http_status()), (Kind::Failed, 500));
+        assert!(
+            e.message.starts_with(
+                "machine beta (http://b:7387) answered 404 Not Found: there is no session \"x\""
+            ),
+            "{}",
+            e.message
+        );
+        let e = not_taken("beta", url, 401, Some("this serve needs its token"));
+        assert_eq!((e.kind, e.http_status()), (Kind::Failed, 500));
+        assert!(
+            e.message.contains("answered 401 Unauthorized")
+                && e.message.contains("[machines] beta a token_file"),
+            "{}",
+            e.message
+        );
+        let e = not_taken("beta", url, 403, Some("session x takes no files from a/b"));
+        assert_eq!(e.kind, Kind::Forbidden);
+        let e = not_taken("beta", url, 502, None);
+        assert_eq!(e.kind, Kind::Failed);
+        assert!(
+            e.message.contains("502 Bad Gateway: (no reason given)"),
+            "{}",
+            e.message
+        );
+    }
 
     #[test]
     fn timestamps_in_utc() {

@@ -4,20 +4,24 @@
 //! operation the CLI calls, on the same state under the same locks, and
 //! maps its typed result or error to a response.
 //!
+//! - `heads`: accepting connections and reading their heads, apart from
+//!   the workers;
 //! - `http`: reading a request (httparse) and writing a response, one
 //!   request per connection;
 //! - `routes`: the routes;
 //! - `state`: what `GET /v1/harnesses` says, looked at in the background.
 //!
-//! The listener is non-blocking and looked at every 50 ms, so SIGTERM and
-//! Ctrl-C (flags set by `signal-hook`) are seen soon: then it stops
-//! accepting, the workers finish what is queued and in flight, and `serve`
-//! exits 0. Connections go to a bounded pool: [`WORKERS`] threads and a
-//! queue of [`QUEUE`]; when the queue is full, a connection is answered 503
-//! at once. Every connection has one deadline for all its reads, so a slow
-//! or half-sent request holds one worker for at most [`http::READ_TIMEOUT`]
-//! (an upload: [`http::upload_time`] of its length, at least 256 KiB a
-//! second); an error answer (a missing token, say) closes the connection
+//! One thread accepts connections and reads their heads with poll(2)
+//! (`heads`), waking at least every 50 ms, so SIGTERM and Ctrl-C (flags
+//! set by `signal-hook`) are seen soon: then it stops accepting, reads the
+//! heads already begun, the workers finish what is queued and in flight,
+//! and `serve` exits 0. A connection whose head is whole goes to a bounded
+//! pool: [`WORKERS`] threads and a queue of [`QUEUE`]; when the queue is
+//! full, it is answered 503 at once. A half-sent head holds no worker; a
+//! head and a JSON body share one deadline, [`http::READ_TIMEOUT`] from
+//! the accept, so a slow body holds one worker for at most that (an
+//! upload: as long as it keeps its pace, [`http::Pace`], checked at every
+//! read); an error answer (a missing token, say) closes the connection
 //! without reading the body that was announced. A panic in a request is
 //! caught and answered 500; the worker goes on.
 //!
@@ -25,14 +29,15 @@
 //! its own, given the host the state thread found (no `podman info` per
 //! request).
 
+mod heads;
 mod http;
 mod routes;
 mod state;
 
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, TcpListener, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, TrySendError, sync_channel};
+use std::sync::mpsc::{Receiver, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -41,7 +46,8 @@ use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::ops::Context;
 use crate::settings::{Env, Settings};
-use http::{Conn, HeadError, Response};
+use heads::Job;
+use http::Response;
 
 /// Worker threads: requests served at once.
 pub const WORKERS: usize = 8;
@@ -77,7 +83,10 @@ pub struct Shared {
     pub state: Arc<state::State>,
     /// `SHROOMS_AGENT_TEST_PANIC_ROUTE=1`: `GET /v1/_test/panic` panics (tests only).
     pub test_panic: bool,
-    /// An upload's time before its length counts ([`http::UPLOAD_GRACE`];
+    /// Where a worker sends a connection it answered before the body was
+    /// read, for `heads` to close gently.
+    closing: std::sync::mpsc::Sender<heads::Closing>,
+    /// An upload's time before its pace counts ([`http::UPLOAD_GRACE`];
     /// `SHROOMS_AGENT_TEST_UPLOAD_GRACE_MS` makes it shorter, for tests).
     pub upload_grace: Duration,
 }
@@ -147,7 +156,11 @@ pub fn run(ctx: Context, listen: Option<&str>, token_file: Option<&Path>) -> Res
         })?,
     };
     let token = match token_file {
-        Some(f) => Some(read_token(f)?),
+        Some(f) => Some(
+            crate::token::read(f)
+                .map_err(|e| e.context("--token-file"))?
+                .into_bytes(),
+        ),
         None if !addr.ip().is_loopback() => {
             return Err(Error::bad_input(format!(
                 "--listen {addr} is reachable from other machines: give --token-file FILE \
@@ -185,14 +198,16 @@ pub fn run(ctx: Context, listen: Option<&str>, token_file: Option<&Path>) -> Res
         self_paths: ctx.self_paths,
     });
     let (state, state_thread) = state::State::start(base.clone(), stop.clone());
+    let (closing, closing_rx) = std::sync::mpsc::channel();
     let shared = Arc::new(Shared {
         base,
         token,
+        closing,
         state,
         test_panic,
         upload_grace,
     });
-    let (tx, rx) = sync_channel::<(TcpStream, SocketAddr)>(QUEUE);
+    let (tx, rx) = sync_channel::<Job>(QUEUE);
     let rx = Arc::new(Mutex::new(rx));
     let workers: Vec<_> = (0..WORKERS)
         .map(|i| {
@@ -205,32 +220,8 @@ pub fn run(ctx: Context, listen: Option<&str>, token_file: Option<&Path>) -> Res
         })
         .collect::<Result<_>>()?;
     eprintln!("shrooms-agent serve: listening on http://{addr}");
-    while !stop.load(Ordering::SeqCst) {
-        match listener.accept() {
-            Ok((stream, peer)) => {
-                let _ = stream.set_nonblocking(false);
-                match tx.try_send((stream, peer)) {
-                    Ok(()) => {}
-                    Err(TrySendError::Full((stream, _))) => {
-                        eprintln!("- - 503 0ms (the queue is full)");
-                        Conn::refuse_busy(stream);
-                    }
-                    Err(TrySendError::Disconnected(_)) => break,
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                thread::sleep(Duration::from_millis(50));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                // Out of descriptors, say: wait rather than spin.
-                eprintln!("shrooms-agent serve: accepting: {e}");
-                thread::sleep(Duration::from_millis(200));
-            }
-        }
-    }
+    heads::serve(listener, &stop, &tx, &closing_rx);
     eprintln!("shrooms-agent serve: stopping: finishing the requests in flight");
-    drop(listener);
     drop(tx);
     for w in workers {
         let _ = w.join();
@@ -241,69 +232,32 @@ pub fn run(ctx: Context, listen: Option<&str>, token_file: Option<&Path>) -> Res
     Ok(())
 }
 
-/// The token: the file's first line, trimmed; it must not be empty, and
-/// the file must be readable and writable by its owner only.
-fn read_token(file: &Path) -> Result<Vec<u8>> {
-    use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::metadata(file)
-        .map_err(|e| Error::bad_input(format!("--token-file {}: {e}", file.display())))?;
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(Error::bad_input(format!(
-            "--token-file {f}: the file is open to others (mode {mode:03o}); \
-             a token must be its owner's only: chmod 600 {f}",
-            f = file.display()
-        )));
-    }
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| Error::bad_input(format!("--token-file {}: {e}", file.display())))?;
-    let token = text.lines().next().unwrap_or("").trim();
-    if token.is_empty() {
-        return Err(Error::bad_input(format!(
-            "--token-file {}: the file is empty (the token is its first line); \
-             put a long random token in it",
-            file.display()
-        )));
-    }
-    Ok(token.as_bytes().to_vec())
-}
-
-fn worker(rx: &Mutex<Receiver<(TcpStream, SocketAddr)>>, shared: &Shared) {
+fn worker(rx: &Mutex<Receiver<Job>>, shared: &Shared) {
     loop {
         let job = {
             let rx = rx.lock().unwrap_or_else(|e| e.into_inner());
             rx.recv()
         };
-        let Ok((stream, peer)) = job else {
+        let Ok(job) = job else {
             return;
         };
         // A panic anywhere in a request ends that request, not the worker.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            handle(stream, peer, shared)
-        }));
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handle(job, shared)));
     }
 }
 
-/// One connection: read, check the token, route, answer, log one line.
-fn handle(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
-    let start = Instant::now();
-    let mut conn = Conn::new(stream);
-    let req = match conn.read_head(peer) {
-        Ok(r) => r,
-        Err(HeadError::Closed) | Err(HeadError::Io) => return,
-        Err(HeadError::Timeout) => {
-            let r = Response::error(408, "the request did not arrive in time");
-            let _ = conn.respond(&r);
-            log("-", "-", 408, start);
-            return;
-        }
-        Err(HeadError::Bad(why)) => {
-            let r = Response::error(400, &why);
-            let _ = conn.respond(&r);
-            log("-", "-", 400, start);
-            return;
-        }
-    };
+/// One request whose head is whole: check the token, route, answer, log
+/// one line.
+fn handle(job: Job, shared: &Shared) {
+    let Job {
+        mut conn,
+        req,
+        start,
+        _slot,
+    } = job;
+    if conn.set_blocking().is_err() {
+        return;
+    }
     let response = if let Some(token) = &shared.token
         && !authorized(&req, token)
     {
@@ -327,6 +281,10 @@ fn handle(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
     let _ = conn.respond(&response);
     let method: String = req.method.chars().take(16).collect();
     log(&method, &req.for_log(), response.status, start);
+    if conn.body_left() {
+        // Answered before its body: closed gently by `heads`, not here.
+        let _ = shared.closing.send(heads::Closing { conn, _slot });
+    }
 }
 
 fn authorized(req: &http::Request, token: &[u8]) -> bool {
@@ -407,19 +365,6 @@ fn log(method: &str, path: &str, status: u16, start: Instant) {
 mod tests {
     use super::*;
 
-    /// A token file in a folder of its own, with this mode.
-    fn token_file(name: &str, text: &str, mode: u32) -> PathBuf {
-        use std::os::unix::fs::PermissionsExt;
-        let dir =
-            std::env::temp_dir().join(format!("shrooms-serve-token-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let f = dir.join("token");
-        std::fs::write(&f, text).unwrap();
-        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
-        f
-    }
-
     #[test]
     fn only_numbers_and_localhost_are_loopback_hosts() {
         for ok in [
@@ -445,63 +390,6 @@ mod tests {
             "[evil]:80",
         ] {
             assert!(!loopback_host(bad), "{bad}");
-        }
-    }
-
-    #[test]
-    fn token_files_must_be_private_and_not_empty() {
-        let f = token_file("ok", "s3cret\nignored\n", 0o600);
-        assert_eq!(read_token(&f).unwrap(), b"s3cret");
-        let f = token_file("owner-read-only", "  s3cret  \n", 0o400);
-        assert_eq!(read_token(&f).unwrap(), b"s3cret");
-        for (name, mode) in [
-            ("group-read", 0o640),
-            ("others-read", 0o604),
-            ("group-write", 0o620),
-            ("all", 0o666),
-        ] {
-            let f = token_file(name, "s3cret\n", mode);
-            let e = read_token(&f).unwrap_err();
-            assert_eq!(e.kind, crate::error::Kind::BadInput, "{name}");
-            assert_eq!(e.kind.exit_code(), 2);
-            assert!(
-                e.message.contains(&f.display().to_string())
-                    && e.message.contains(&format!("chmod 600 {}", f.display())),
-                "{name}: {}",
-                e.message
-            );
-        }
-        for (name, text) in [
-            ("empty", ""),
-            ("blank", "  \n\n"),
-            ("blank-first", "\ns3cret\n"),
-        ] {
-            let f = token_file(name, text, 0o600);
-            let e = read_token(&f).unwrap_err();
-            assert_eq!(e.kind.exit_code(), 2, "{name}");
-            assert!(
-                e.message.contains(&f.display().to_string()) && e.message.contains("empty"),
-                "{name}: {}",
-                e.message
-            );
-        }
-        let missing = std::env::temp_dir().join("shrooms-serve-token-nothing-here");
-        assert_eq!(read_token(&missing).unwrap_err().kind.exit_code(), 2);
-        for name in [
-            "ok",
-            "owner-read-only",
-            "group-read",
-            "others-read",
-            "group-write",
-            "all",
-            "empty",
-            "blank",
-            "blank-first",
-        ] {
-            let _ = std::fs::remove_dir_all(
-                std::env::temp_dir()
-                    .join(format!("shrooms-serve-token-{}-{name}", std::process::id())),
-            );
         }
     }
 

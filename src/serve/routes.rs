@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::Shared;
-use super::http::{Conn, Request, Response, decode, upload_time};
+use super::http::{Conn, Request, Response, decode};
 use crate::error::Error;
 use crate::harness::Harness;
 use crate::ops;
@@ -368,12 +368,9 @@ fn drop_file(
         note: req.query("note"),
     };
     let ctx = shared.context();
-    // All of it must arrive at a rate of at least 256 KiB a second (after
-    // a grace), so a sender that trickles cannot hold a worker for long.
-    conn.allow(upload_time(
-        length.min(ops::files::MAX_FILE),
-        shared.upload_grace,
-    ));
+    // It must keep a pace of 256 KiB a second after a grace, at every
+    // read, so a sender that trickles cannot hold a worker for long.
+    conn.pace(shared.upload_grace);
     let mut body = conn.body(length);
     match ops::files::receive(&ctx, &drop, &mut body) {
         Ok(received) => Ok(Response::json(201, &received)),
@@ -418,6 +415,48 @@ fn build(req: &Request, conn: &mut Conn, shared: &Shared) -> Result<Response, Fa
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The document says what every route can answer: a bearer scheme
+    /// (optional: a serve without a token wants none), 403 on every
+    /// operation (a serve without a token refuses web pages on any route),
+    /// 503 on every one (a full queue, or an address's connections at
+    /// their bound), 409 where two creations of one name meet.
+    #[test]
+    fn the_openapi_document_lists_auth_and_refusals() {
+        let doc: serde_json::Value = serde_json::from_str(OPENAPI).unwrap();
+        let scheme = &doc["components"]["securitySchemes"]["bearer"];
+        assert_eq!(scheme["type"], "http", "{scheme:#}");
+        assert_eq!(scheme["scheme"], "bearer", "{scheme:#}");
+        let security = doc["security"].as_array().expect("a top-level security");
+        assert!(
+            security.contains(&serde_json::json!({"bearer": []})),
+            "{security:?}"
+        );
+        assert!(security.contains(&serde_json::json!({})), "{security:?}");
+        let mut operations = 0;
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                if method == "parameters" {
+                    continue;
+                }
+                let responses = op["responses"].as_object().unwrap();
+                for status in ["401", "403", "500", "503"] {
+                    assert!(
+                        responses.contains_key(status),
+                        "{method} {path} does not list {status}"
+                    );
+                }
+                operations += 1;
+            }
+        }
+        assert_eq!(operations, 11);
+        assert!(
+            doc["paths"]["/v1/sessions"]["post"]["responses"]
+                .as_object()
+                .unwrap()
+                .contains_key("409")
+        );
+    }
 
     #[test]
     fn dirs_absolute_or_under_home() {

@@ -782,7 +782,19 @@ impl World {
 
     /// The same, on a port chosen before (one another world's config names).
     pub fn serve_at(&self, port: u16, args: &[&str], env: &[(&str, &str)]) -> Serve {
-        let listen = format!("127.0.0.1:{port}");
+        self.serve_listening("127.0.0.1", port, args, env)
+    }
+
+    /// The same, listening on `host` (`0.0.0.0`, say: then it needs a
+    /// `--token-file` in `args`); its `url` is still loopback's.
+    pub fn serve_listening(
+        &self,
+        host: &str,
+        port: u16,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Serve {
+        let listen = format!("{host}:{port}");
         let mut all = vec!["serve", "--listen", &listen];
         all.extend_from_slice(args);
         let log = self.root.join(format!("serve-{port}.log"));
