@@ -169,6 +169,19 @@ pub fn run(ctx: Context, listen: Option<&str>, token_file: Option<&Path>) -> Res
         }
         None => None,
     };
+    // Every cage is closed to the agent port only (rules.rs): a serve that
+    // other machines reach on another port, cages would reach too.
+    if !addr.ip().is_loopback() && addr.port() != ctx.settings.agent_port {
+        return Err(Error::bad_input(format!(
+            "--listen {addr}: {} is not the config's agent_port ({}), the one port every cage \
+             is closed to, so cages could reach this serve; listen on port {}, or set \
+             agent_port = {} in the config (a cage takes it at its next start)",
+            addr.port(),
+            ctx.settings.agent_port,
+            ctx.settings.agent_port,
+            addr.port()
+        )));
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         // The first signal asks for a clean stop; a second one, while

@@ -395,6 +395,20 @@ fn each_status_code_has_its_error_case() {
         .run(&["serve", "--listen", &format!("0.0.0.0:{}", free_port())])
         .code_is(2);
     assert!(r.stderr().contains("--token-file"), "{}", r.explain());
+    // ... and, with one, a port other than agent_port, which cages are not
+    // closed to.
+    let token = w.file("other-port-token", "s3cret\n");
+    fs::set_permissions(&token, fs::Permissions::from_mode(0o600)).unwrap();
+    let r = w
+        .run(&[
+            "serve",
+            "--listen",
+            &format!("0.0.0.0:{}", free_port()),
+            "--token-file",
+            &token.to_string_lossy(),
+        ])
+        .code_is(2);
+    assert!(r.stderr().contains("agent_port"), "{}", r.explain());
 }
 
 /// Malformed JSON, a 2 MiB body, a request that sends its headers and
