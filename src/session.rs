@@ -172,6 +172,29 @@ pub struct Damaged {
     pub error: String,
 }
 
+/// A cage record for unit tests: one place to add a field to.
+#[cfg(test)]
+pub fn sample_cage(container: &str) -> CageRecord {
+    CageRecord {
+        container: container.into(),
+        image: "img".into(),
+        network: crate::spec::Network::Bridge,
+        limits: crate::settings::Limits {
+            memory: "4g".into(),
+            cpus: "2".into(),
+            pids: 2048,
+        },
+        image_path: "/bin".into(),
+        harness_dir: "/h/.claude".into(),
+        program: None,
+        create_argv: vec![],
+        sealed: None,
+        options: Default::default(),
+        mount_sources: Vec::new(),
+        own_limits: false,
+    }
+}
+
 /// A bind mount's source as given to podman, and where it led.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MountSource {
@@ -732,24 +755,7 @@ mod tests {
         let (store, dir) = temp_store();
         store.ensure().unwrap();
         let mut r = record("a");
-        r.cage = Some(CageRecord {
-            container: "--all".into(),
-            image: "i".into(),
-            network: Network::Bridge,
-            limits: Limits {
-                memory: "4g".into(),
-                cpus: "2".into(),
-                pids: 2048,
-            },
-            image_path: "/bin".into(),
-            harness_dir: "/h".into(),
-            program: None,
-            create_argv: vec![],
-            sealed: None,
-            options: Default::default(),
-            mount_sources: Vec::new(),
-            own_limits: false,
-        });
+        r.cage = Some(sample_cage("--all"));
         store.save(&r).unwrap();
         let e = store.load("a").unwrap_err();
         let file = store.record_path("a").display().to_string();

@@ -108,9 +108,7 @@ pub fn join(records: &[crate::session::Record], ps: Option<&[PsEntry]>) -> Listi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::{CageRecord, Record};
-    use crate::settings::Limits;
-    use crate::spec::Network;
+    use crate::session::Record;
 
     fn record(name: &str, container: &str) -> Record {
         Record {
@@ -119,24 +117,7 @@ mod tests {
             dir: "/p".into(),
             harness: Harness::Claude,
             created: 0,
-            cage: Some(CageRecord {
-                container: container.into(),
-                image: "img".into(),
-                network: Network::Bridge,
-                limits: Limits {
-                    memory: "4g".into(),
-                    cpus: "2".into(),
-                    pids: 2048,
-                },
-                image_path: "/bin".into(),
-                harness_dir: "/h/.claude".into(),
-                program: None,
-                create_argv: vec![],
-                sealed: None,
-                options: Default::default(),
-                mount_sources: Vec::new(),
-                own_limits: false,
-            }),
+            cage: Some(crate::session::sample_cage(container)),
             auto_approve: false,
             files: Default::default(),
         }
