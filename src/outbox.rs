@@ -165,7 +165,7 @@ pub fn make_outbox(dir: &Path) -> Result<()> {
 ///   folder, a link), a regular file without `replace`, or inside the
 ///   outbox: [`Error::bad_input`], before anything is written;
 /// - nothing to pack (no file, and nothing left out): exactly
-///   `nothing new in its outbox`;
+///   `nothing in its outbox`;
 /// - files there, but every one left out: an error that lists them, and no
 ///   archive (one holding only its README would look like a result);
 /// - the outbox cannot be opened, or the archive cannot be written.
@@ -194,7 +194,7 @@ fn pack_with(
 
     if walk.files == 0 {
         if walk.left_out.is_empty() {
-            return Err(Error::failed("nothing new in its outbox"));
+            return Err(Error::failed("nothing in its outbox"));
         }
         return Err(Error::failed(format!(
             "nothing could be packed from its outbox: everything in it was left out: {}",
@@ -1200,11 +1200,11 @@ mod tests {
         let o = t.outbox();
         fs::create_dir_all(o.join("a/b")).unwrap();
         let e = pack(&o, None, &t.out(), false).unwrap_err();
-        assert_eq!(e.message, "nothing new in its outbox");
+        assert_eq!(e.message, "nothing in its outbox");
         assert!(!t.out().exists());
         no_temp_files_left(&t);
         let e = pack(&o, Some(Path::new("a")), &t.out(), false).unwrap_err();
-        assert_eq!(e.message, "nothing new in its outbox");
+        assert_eq!(e.message, "nothing in its outbox");
     }
 
     #[test]

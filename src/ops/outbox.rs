@@ -126,9 +126,9 @@ pub fn send(ctx: &Context, req: &SendRequest) -> Result<Sent> {
     );
     let _ = crate::session::remove_dir_if_there(&tmp);
     let (packed, answer) = result.map_err(|e| {
-        if e.message == "nothing new in its outbox" {
+        if e.message == "nothing in its outbox" {
             Error::bad_input(format!(
-                "session {}: nothing new in its outbox",
+                "session {}: nothing in its outbox",
                 record.name
             ))
         } else {

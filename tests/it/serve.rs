@@ -686,7 +686,7 @@ fn outbox_send_between_two_machines() {
         .run(&["outbox", "send", "--only", "empty", &sealed, &to])
         .code_is(2);
     assert!(
-        r.stderr().contains("nothing new in its outbox"),
+        r.stderr().contains("nothing in its outbox"),
         "{}",
         r.explain()
     );
