@@ -127,10 +127,7 @@ pub fn send(ctx: &Context, req: &SendRequest) -> Result<Sent> {
     let _ = crate::session::remove_dir_if_there(&tmp);
     let (packed, answer) = result.map_err(|e| {
         if e.message == "nothing in its outbox" {
-            Error::bad_input(format!(
-                "session {}: nothing in its outbox",
-                record.name
-            ))
+            Error::bad_input(format!("session {}: nothing in its outbox", record.name))
         } else {
             e
         }

@@ -1563,9 +1563,10 @@ fn one_address_may_have_only_so_many_connections_in_flight() {
     let token = w.file("serve-token", "s3cret-token\n");
     fs::set_permissions(&token, fs::Permissions::from_mode(0o600)).unwrap();
     let auth = "Bearer s3cret-token";
+    // Beyond loopback, serve listens on agent_port only.
     let s = w.serve_listening(
         "0.0.0.0",
-        free_port(),
+        w.agent_port,
         &["--token-file", &token.to_string_lossy()],
         &[],
     );
