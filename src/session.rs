@@ -503,6 +503,14 @@ impl Store {
         }
     }
 
+    /// Remove the lock file of a session that was not made (its create
+    /// failed), called while holding the lock: nothing of it is left.
+    pub fn forget_lock(&self, name: &str) {
+        if !self.exists(name) {
+            let _ = remove_file_if_there(&self.lock_path(name));
+        }
+    }
+
     /// Take the session's lock, or fail at once with `Busy`: a command that
     /// would wait behind a long `exec` is better told so.
     pub fn lock(&self, name: &str) -> Result<SessionLock> {

@@ -78,7 +78,13 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
     if ctx.store.exists(&req.name) {
         return Err(already(&req.name));
     }
-    let cage = plan.make(ctx, host)?;
+    let cage = match plan.make(ctx, host) {
+        Ok(cage) => cage,
+        Err(e) => {
+            ctx.store.forget_lock(&req.name);
+            return Err(e);
+        }
+    };
     let record = Record {
         version: RECORD_VERSION,
         name: req.name.clone(),

@@ -998,6 +998,13 @@ fn a_create_that_fails_late_leaves_nothing() {
     assert!(r.stderr().contains("simulated time-out"), "{}", r.explain());
     assert!(w.containers_of(&name).is_empty(), "{}", r.explain());
     assert!(!w.record_path(&name).exists());
+    assert!(
+        !w.state
+            .join("sessions")
+            .join(format!("{name}.lock"))
+            .exists(),
+        "the session's lock file was left"
+    );
     assert!(!w.home.join(".claude").exists(), "{}", r.explain());
     // The env file and the cage's private folders live in cages/.
     let left: Vec<_> = fs::read_dir(w.state.join("cages"))
