@@ -20,6 +20,14 @@ pub struct Pruned {
 pub fn prune(ctx: &Context, dry_run: bool) -> Result<Pruned> {
     let host = ctx.host()?;
     let listing = super::ls::ls(ctx)?;
+    // A damaged record's container looks like a leftover: nothing is
+    // removed until every record reads.
+    if let Some(d) = listing.damaged.first() {
+        return Err(crate::error::Error::failed(format!(
+            "cage prune removes nothing while a record is damaged: {}",
+            d.error
+        )));
+    }
     let mut containers = Vec::new();
     for leftover in &listing.leftovers {
         // A session being made has its container before its record; its
@@ -30,12 +38,12 @@ pub fn prune(ctx: &Context, dry_run: bool) -> Result<Pruned> {
             Err(e) if e.kind == crate::error::Kind::Busy => continue,
             Err(_) => None, // a label that is not a valid name: no session can own it
         };
-        let owned = ctx
-            .store
-            .load(&leftover.session)
-            .ok()
-            .and_then(|r| r.cage)
-            .is_some_and(|c| c.container == leftover.container);
+        // A record that no longer reads (damaged meanwhile) owns it, for
+        // all prune can tell.
+        let owned = match ctx.store.load(&leftover.session) {
+            Ok(r) => r.cage.is_some_and(|c| c.container == leftover.container),
+            Err(e) => e.kind != crate::error::Kind::NotFound,
+        };
         if owned {
             continue;
         }

@@ -799,6 +799,19 @@ fn prune_removes_leftovers_only() {
         "the session's folder was removed"
     );
     assert_eq!(w.sh(&name, "echo still-here").ok().stdout(), "still-here\n");
+
+    // A damaged record: its container looks like a leftover, so prune
+    // removes nothing and says why (exit 1).
+    let record = w.record_path(&name);
+    let good = fs::read(&record).unwrap();
+    fs::write(&record, &good[..good.len() / 2]).unwrap();
+    let r = w.run(&["cage", "prune"]).code_is(1);
+    assert!(r.stderr().contains("damaged"), "{}", r.explain());
+    assert!(
+        w.container_exists(&kept),
+        "prune removed a damaged session's container"
+    );
+    fs::write(&record, &good).unwrap();
 }
 
 /// Promise 17: doctor tells the truth here: all well with the test image
