@@ -54,7 +54,7 @@ complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and no
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from create" -l dir -d 'The project folder; mounted read-write at its own path' -r -F
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from create" -l harness -d 'The harness the session runs' -r -f -a "claude\t''
 pi\t''"
-complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from create" -l image -d 'The image (default: the config\'s `image`, else localhost/shrooms-workbench:latest)' -r
+complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from create" -l image -d 'The image (default: the config\'s `image`, else <images_repo>:latest, localhost/shrooms-workbench:latest unless the config says otherwise)' -r
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from create" -l mesh -d 'A mesh the session is limited to (repeat for more): the shared folder is then the one of that set of meshes; only with --shared' -r
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from create" -l sealed-token -d 'The machine\'s sealed token (default: the config\'s `sealed_token`, else sealed-claude-token in the state folder)' -r -F
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from create" -l conversation -d 'Bring this Claude Code conversation of the project into the sealed cage: its transcript and the folder beside it are copied in, no other' -r
@@ -74,7 +74,7 @@ complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from rm" -l json -d 'Print the result as JSON instead of text'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from rm" -s h -l help -d 'Print help'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -l by -d 'Who moved it, for the history (default: the user running this); one line of at most 200 characters' -r
-complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -l image -d 'The image (default: the config\'s `image`, else localhost/shrooms-workbench:latest)' -r
+complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -l image -d 'The image (default: the config\'s `image`, else <images_repo>:latest, localhost/shrooms-workbench:latest unless the config says otherwise)' -r
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -l mesh -d 'A mesh the session is limited to (repeat for more): the shared folder is then the one of that set of meshes; only with --shared' -r
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -l sealed-token -d 'The machine\'s sealed token (default: the config\'s `sealed_token`, else sealed-claude-token in the state folder)' -r -F
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -l conversation -d 'Bring this Claude Code conversation of the project into the sealed cage: its transcript and the folder beside it are copied in, no other' -r
@@ -167,7 +167,7 @@ complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand files; and _
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand files; and __fish_seen_subcommand_from help" -f -a "deny" -d 'Take no more files from a sender'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand files; and __fish_seen_subcommand_from help" -f -a "list" -d 'Show whom a session takes files from, and the last ten refused'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand files; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand serve" -l listen -d 'The address to listen on (default: 127.0.0.1 and the config\'s agent_port, 7387). An address other than loopback needs --token-file' -r
+complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand serve" -l listen -d 'The address to listen on (default: 127.0.0.1 and the config\'s agent_port, 7387). An address other than loopback needs --token-file, and the port agent_port' -r
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand serve" -l token-file -d 'A file holding a token: every request must then carry `Authorization: Bearer <token>`' -r -F
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand serve" -l json -d 'Print the result as JSON instead of text'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand serve" -s h -l help -d 'Print help'

@@ -17,8 +17,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
         needs; outside, it is your user and nothing more, and of your home directory \
         it sees only its project and a private copy of its harness's settings.",
     after_help = "Exit codes: 0 done, 1 failed, 2 bad input, 3 busy, 4 not ready yet (an image being built).\n\
-        Config: $SHROOMS_AGENT_CONFIG, else ~/.config/shrooms-agent/config.toml.\n\
-        State: $SHROOMS_AGENT_STATE_DIR, else ~/.local/share/shrooms-agent."
+        Config: $SHROOMS_AGENT_CONFIG, else $XDG_CONFIG_HOME/shrooms-agent/config.toml, \
+        else ~/.config/shrooms-agent/config.toml.\n\
+        State: $SHROOMS_AGENT_STATE_DIR, else $XDG_DATA_HOME/shrooms-agent, \
+        else ~/.local/share/shrooms-agent."
 )]
 pub struct Cli {
     /// Print the result as JSON instead of text
@@ -206,7 +208,7 @@ pub struct LimitsArgs {
 
 #[derive(Debug, Args)]
 pub struct CreateArgs {
-    /// The session's name: 1 to 63 of A-Z a-z 0-9 _ . - , not starting with - or .
+    /// The session's name: 1 to 63 of A-Z a-z 0-9 _ . - (not starting with `-` or `.`)
     pub name: String,
     /// The project folder; mounted read-write at its own path
     #[arg(long, value_name = "DIR")]
@@ -228,7 +230,8 @@ pub struct CreateArgs {
 /// How a cage is made: its image and the options that widen or seal it.
 #[derive(Debug, Args, Default)]
 pub struct CageArgs {
-    /// The image (default: the config's `image`, else localhost/shrooms-workbench:latest)
+    /// The image (default: the config's `image`, else <images_repo>:latest,
+    /// localhost/shrooms-workbench:latest unless the config says otherwise)
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
     /// Mount your GitHub login (~/.config/gh) read-only and pass GH_* and GITHUB_*:
@@ -318,7 +321,7 @@ pub enum FilesCommand {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// The address to listen on (default: 127.0.0.1 and the config's agent_port, 7387).
-    /// An address other than loopback needs --token-file
+    /// An address other than loopback needs --token-file, and the port agent_port
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: Option<String>,
     /// A file holding a token: every request must then carry
