@@ -29,8 +29,11 @@ pub fn local_prefixes() -> (Vec<String>, Vec<String>) {
 
 /// Pure: the routes of `/proc/net/route` and `/proc/net/ipv6_route` as
 /// prefixes, leaving out default routes, routes on `lo`, rejecting
-/// (unreachable, blackhole) ones, and multicast and link-local, which the
-/// fixed lists refuse already.
+/// (unreachable, blackhole) ones, multicast and link-local, which the fixed
+/// lists refuse already, and routes wider than /8 (IPv4) or /16 (IPv6):
+/// those are the internet sent another way, not a network of the machine's
+/// (OpenVPN's `redirect-gateway def1` routes 0.0.0.0/1 and 128.0.0.0/1,
+/// and ::/3, 2000::/4 and 3000::/4, through the tunnel).
 pub fn route_prefixes(v4_table: &str, v6_table: &str) -> (Vec<String>, Vec<String>) {
     const RTF_UP: u32 = 0x1;
     const RTF_REJECT: u32 = 0x200;
@@ -53,7 +56,11 @@ pub fn route_prefixes(v4_table: &str, v6_table: &str) -> (Vec<String>, Vec<Strin
             Ipv4Addr::from(dest.to_ne_bytes()),
             Ipv4Addr::from(mask.to_ne_bytes()),
         );
-        if *iface == "lo" || !usable(flags) || mask.is_unspecified() || dest.is_multicast() {
+        if *iface == "lo"
+            || !usable(flags)
+            || u32::from(mask).count_ones() < 8
+            || dest.is_multicast()
+        {
             continue;
         }
         if let Some(p) = prefix(IpAddr::V4(dest), IpAddr::V4(mask))
@@ -79,8 +86,7 @@ pub fn route_prefixes(v4_table: &str, v6_table: &str) -> (Vec<String>, Vec<Strin
         let link_local = dest.segments()[0] & 0xffc0 == 0xfe80;
         if f[9] == "lo"
             || !usable(flags)
-            || len == 0
-            || len > 128
+            || !(16..=128).contains(&len)
             || dest.is_multicast()
             || link_local
         {
@@ -201,17 +207,22 @@ mod tests {
     #[test]
     fn routes_but_the_default_ones() {
         // Read off a machine: a default route, its LAN, a VPN's network, a
-        // blackhole (RTF_REJECT), and lo's local routes.
+        // blackhole (RTF_REJECT), lo's local routes, and OpenVPN's def1
+        // halves of the internet (not the machine's).
         let v4 = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
             eth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n\
             eth0\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n\
             wg0\t0000192D\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n\
+            tun0\t00000000\t0100080A\t0003\t0\t0\t0\t00000080\t0\t0\t0\n\
+            tun0\t00000080\t0100080A\t0003\t0\t0\t0\t00000080\t0\t0\t0\n\
             eth0\t00000005\t00000000\t0201\t0\t0\t0\t000000FF\t0\t0\t0\n\
             lo\t0000007F\t00000000\t0001\t0\t0\t0\t000000FF\t0\t0\t0\n";
         let v6 = "\
             20010db8000100000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001     eth0\n\
             fe800000000000000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001     eth0\n\
             00000000000000000000000000000000 00 00000000000000000000000000000000 00 fd000000000000000000000000000001 00000400 00000002 00000000 00000003     eth0\n\
+            00000000000000000000000000000000 03 00000000000000000000000000000000 00 fd000000000000000000000000000001 00000400 00000002 00000000 00000003     tun0\n\
+            20000000000000000000000000000000 04 00000000000000000000000000000000 00 fd000000000000000000000000000001 00000400 00000002 00000000 00000003     tun0\n\
             20010db8000200000000000000000005 80 00000000000000000000000000000000 00 00000000000000000000000000000000 00000000 00000004 00000000 80200001     eth0\n\
             00000000000000000000000000000001 80 00000000000000000000000000000000 00 00000000000000000000000000000000 00000000 00000002 00000000 80200001       lo\n\
             ff000000000000000000000000000000 08 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000002 00000000 00000001     eth0\n";
