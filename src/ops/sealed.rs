@@ -69,23 +69,30 @@ pub const KEPT_OUT: [(&str, &str); 8] = [
 pub fn check_kept_out(dir: &Path, home: &Path, guarded: &[PathBuf]) -> Result<()> {
     let home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
     for (folder, holds) in KEPT_OUT {
-        let path = home.join(folder);
-        let path = std::fs::canonicalize(&path).unwrap_or(path);
-        if dir.starts_with(&path) {
+        // Where it is, and where it would be made (a cage on ~/.config
+        // could make ~/.config/shrooms-agent/config.toml itself).
+        let named = home.join(folder);
+        let path = resolved(&named);
+        if dir.starts_with(&path) || path.starts_with(dir) || named.starts_with(dir) {
             return Err(Error::bad_input(format!(
-                "{} is {}{}, which holds {holds}; a cage's project is mounted read-write: \
+                "{} {} {}, which holds {holds}; a cage's project is mounted read-write: \
                  give it a project folder of its own",
                 dir.display(),
-                if dir == path { "" } else { "inside " },
+                if dir == path {
+                    "is"
+                } else if dir.starts_with(&path) {
+                    "is inside"
+                } else {
+                    "holds"
+                },
                 path.display()
             )));
         }
     }
     for file in guarded {
-        let Ok(real) = std::fs::canonicalize(file) else {
-            continue;
-        };
-        if real.starts_with(dir) {
+        // A file not made yet counts where it would be made.
+        let real = resolved(file);
+        if real.starts_with(dir) || file.starts_with(dir) {
             return Err(Error::bad_input(format!(
                 "{} holds {}{}, which shrooms-agent reads and a cage could change; \
                  give it a project folder without it, or keep that file elsewhere",
@@ -100,6 +107,26 @@ pub fn check_kept_out(dir: &Path, home: &Path, guarded: &[PathBuf]) -> Result<()
         }
     }
     Ok(())
+}
+
+/// Where a path leads, links resolved; for a path that does not exist (yet),
+/// its nearest existing folder resolved, and the rest of the names after it.
+fn resolved(path: &Path) -> PathBuf {
+    if let Ok(real) = std::fs::canonicalize(path) {
+        return real;
+    }
+    let mut rest = Vec::new();
+    let mut at = path;
+    while let Some(parent) = at.parent() {
+        if let Some(name) = at.file_name() {
+            rest.push(name.to_os_string());
+        }
+        if let Ok(real) = std::fs::canonicalize(parent) {
+            return rest.iter().rev().fold(real, |p, n| p.join(n));
+        }
+        at = parent;
+    }
+    path.to_path_buf()
 }
 
 /// Refuse a sealed cage's project where the code under review could reach
@@ -347,6 +374,13 @@ mod tests {
             }
         }
         assert!(check_kept_out(&project, &home, &[]).is_ok());
+        // A folder that holds one: ~/.config holds ~/.config/gh.
+        let config_dir = fs::canonicalize(home.join(".config")).unwrap();
+        let e = check_kept_out(&config_dir, &home, &[]).unwrap_err();
+        assert!(e.message.contains("holds"), "{}", e.message);
+        // A guarded file not made yet, where the project would hold it.
+        let e = check_kept_out(&project, &home, &[project.join("later/config.toml")]).unwrap_err();
+        assert!(e.message.contains("later/config.toml"), "{}", e.message);
         // The config, a link into the project (a dotfiles setup).
         fs::write(project.join("config.toml"), "").unwrap();
         let config = home.join(".config/shrooms-agent/config.toml");
