@@ -112,6 +112,7 @@ pub fn plan(
         .chain(ctx.self_paths.iter().cloned())
         .collect();
     sealed::check_kept_out(dir, &s.home, &guarded)?;
+    sealed::check_seal_neighbours(&ctx.store, session, dir, choice.sealed)?;
     if !choice.sealed
         && !choice.unseal
         && let Some(u) = sealed::untrusted_near(&ctx.store, dir)?
@@ -335,7 +336,7 @@ impl CagePlan {
             if self.sealed.is_some() {
                 sealed::remember_untrusted(&ctx.store, &self.dir, &self.session)?;
             } else if self.unseal {
-                sealed::forget_untrusted(&ctx.store, &self.dir)?;
+                sealed::forget_untrusted(&ctx.store, &self.dir, Some(&self.session))?;
             }
             Ok(cage)
         });

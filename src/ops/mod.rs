@@ -104,6 +104,11 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<()>
     })?;
     if !state.running {
         check_mount_sources(&cage.mount_sources, &record.name)?;
+        // Its folder is untrusted for as long as it is sealed, whatever
+        // was forgotten meanwhile.
+        if cage.sealed.is_some() {
+            sealed::remember_untrusted(&ctx.store, &record.dir, &record.name)?;
+        }
         host.podman.start(&cage.container)?;
         // Before podman 5.1 `podman update` does not persist: a start brings
         // back the limits the container was made with, so the session's own

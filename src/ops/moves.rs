@@ -81,7 +81,7 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
     let (to, what) = if req.out {
         if sealed_now {
             // --unseal, checked above: the owner trusts the folder again.
-            super::sealed::forget_untrusted(&ctx.store, &record.dir)?;
+            super::sealed::forget_untrusted(&ctx.store, &record.dir, Some(&record.name))?;
         }
         (None, "taken out of its cage".to_string())
     } else {

@@ -298,12 +298,56 @@ pub fn remember_untrusted(store: &Store, dir: &Path, session: &str) -> Result<()
     })
 }
 
-/// Forget every untrusted folder that `dir` is, is inside or holds (the
-/// owner gave it an ordinary cage with `--unseal`).
-pub fn forget_untrusted(store: &Store, dir: &Path) -> Result<()> {
+/// Forget the untrusted folders that are `dir` or inside it (the owner gave
+/// it an ordinary cage with `--unseal`, or took `unsealing` out of its
+/// seal), but not a folder above it, nor one where another sealed session
+/// still works.
+pub fn forget_untrusted(store: &Store, dir: &Path, unsealing: Option<&str>) -> Result<()> {
+    let sealed_elsewhere = |session: &str| {
+        Some(session) != unsealing
+            && store
+                .load(session)
+                .ok()
+                .and_then(|r| r.cage)
+                .is_some_and(|c| c.sealed.is_some())
+    };
     change_untrusted(store, |list| {
-        list.retain(|u| !(u.path.starts_with(dir) || dir.starts_with(&u.path)));
+        list.retain(|u| !u.path.starts_with(dir) || sealed_elsewhere(&u.session));
     })
+}
+
+/// Refuse a cage that would share a folder with a session on the other
+/// side of a seal: a sealed cage where a session that is not sealed works
+/// (on, inside or above its folder), or the reverse. What the code under
+/// review writes there would run in the other, with its settings, keys and
+/// network. `session` itself (being moved) does not count.
+pub fn check_seal_neighbours(store: &Store, session: &str, dir: &Path, sealed: bool) -> Result<()> {
+    for other in store.list_readable()?.0 {
+        if other.name == session || !(other.dir.starts_with(dir) || dir.starts_with(&other.dir)) {
+            continue;
+        }
+        let other_sealed = other.cage.as_ref().is_some_and(|c| c.sealed.is_some());
+        if other_sealed != sealed {
+            return Err(Error::bad_input(format!(
+                "session {} works in {}{}; {}: give the review a folder of its own (clone \
+                 again), or remove session {} first",
+                other.name,
+                other.dir.display(),
+                if other_sealed {
+                    ", sealed"
+                } else {
+                    ", not sealed"
+                },
+                if sealed {
+                    "what the code under review leaves there would run in it"
+                } else {
+                    "what the code under review leaves there would run in this cage"
+                },
+                other.name
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The untrusted folder that `dir` (canonical) is, is inside or holds, if

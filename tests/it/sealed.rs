@@ -737,6 +737,21 @@ fn a_sealed_sessions_folder_stays_untrusted_after_it() {
         &["--sealed", "--sealed-token", &token.to_string_lossy()],
     );
     w.run(&["cage", "rm", &resealed]).ok();
+    // --unseal on a folder inside it trusts that folder, not the one above.
+    let inside_ok = w.session("inside");
+    w.create(&inside_ok, &inside, &["--unseal"]);
+    w.run(&["cage", "rm", &inside_ok]).ok();
+    let above = w.session("above");
+    let r = w
+        .run(&[
+            "cage",
+            "create",
+            &above,
+            "--dir",
+            &project.to_string_lossy(),
+        ])
+        .code_is(2);
+    assert!(r.stderr().contains("untrusted"), "{}", r.explain());
     // --unseal: the owner's decision; then the folder is trusted again.
     let unsealed = w.session("unsealed");
     w.create(&unsealed, &project, &["--unseal"]);
@@ -744,6 +759,50 @@ fn a_sealed_sessions_folder_stays_untrusted_after_it() {
     let after = w.session("after");
     w.create(&after, &project, &[]);
     w.run(&["cage", "rm", &after]).ok();
+
+    // No seal is shared: a sealed cage where an ordinary session works,
+    // or an ordinary cage (even with --unseal) where a sealed one works.
+    let shared = w.dir("shared-folder");
+    let plain = w.session("plain");
+    w.create(&plain, &shared, &[]);
+    let review = w.session("review");
+    let r = w
+        .run(&[
+            "cage",
+            "create",
+            &review,
+            "--dir",
+            &shared.to_string_lossy(),
+            "--sealed",
+            "--sealed-token",
+            &token.to_string_lossy(),
+        ])
+        .code_is(2);
+    assert!(r.stderr().contains(&plain), "{}", r.explain());
+    assert!(!w.record_path(&review).exists(), "{}", r.explain());
+    w.run(&["cage", "rm", &plain]).ok();
+    w.create(
+        &review,
+        &shared,
+        &["--sealed", "--sealed-token", &token.to_string_lossy()],
+    );
+    let beside = w.session("beside");
+    let r = w
+        .run(&[
+            "cage",
+            "create",
+            &beside,
+            "--dir",
+            &shared.to_string_lossy(),
+            "--unseal",
+        ])
+        .code_is(2);
+    assert!(
+        r.stderr().contains(&review) && r.stderr().contains("sealed"),
+        "{}",
+        r.explain()
+    );
+    assert!(!w.record_path(&beside).exists(), "{}", r.explain());
 
     // Cloned again: a new folder at the same path is trusted.
     let (name, project) = sealed_session(&w, "reclone");
