@@ -195,11 +195,64 @@ pub fn sample_cage(container: &str) -> CageRecord {
     }
 }
 
-/// A bind mount's source as given to podman, and where it led.
+/// A bind mount's source as given to podman, where it led, and which of
+/// the folders on its way were links then.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MountSource {
     pub path: PathBuf,
     pub led_to: PathBuf,
+    /// `path` and its parents that were links when the cage was made. A
+    /// start refuses a source where another has become a link; a link that
+    /// was there may lead elsewhere now (an upgrade: a nix profile, a
+    /// home-manager or stow link). None in records made before this was
+    /// kept: then `led_to` must still hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub links: Option<Vec<PathBuf>>,
+}
+
+impl MountSource {
+    /// Record a source as it is now.
+    pub fn now(path: &Path) -> std::io::Result<MountSource> {
+        let led_to = fs::canonicalize(path)?;
+        Ok(MountSource {
+            path: path.to_path_buf(),
+            led_to,
+            links: Some(links_on_the_way(path)),
+        })
+    }
+
+    /// Why a start must not mount this source now, if it must not.
+    pub fn changed(&self) -> Option<String> {
+        match &self.links {
+            Some(links) => links_on_the_way(&self.path)
+                .into_iter()
+                .find(|p| !links.contains(p))
+                .map(|p| {
+                    format!(
+                        "{} is a link now, and was a folder when the cage was made",
+                        p.display()
+                    )
+                }),
+            None => match fs::canonicalize(&self.path) {
+                Ok(p) if p == self.led_to => None,
+                Ok(p) => Some(format!(
+                    "{} leads to {}, not to {} as when the cage was made",
+                    self.path.display(),
+                    p.display(),
+                    self.led_to.display()
+                )),
+                Err(e) => Some(format!("{} cannot be followed ({e})", self.path.display())),
+            },
+        }
+    }
+}
+
+/// `path` and each folder above it that is a link.
+fn links_on_the_way(path: &Path) -> Vec<PathBuf> {
+    path.ancestors()
+        .filter(|p| fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()))
+        .map(Path::to_path_buf)
+        .collect()
 }
 
 /// One line of a session's history (`cage history`): when, who, what.

@@ -268,7 +268,7 @@ pub fn plan(
 fn check_sources(ctx: &Context, session: &str, dir: &Path, spec: &spec::CageSpec) -> Result<()> {
     for m in &spec.mounts {
         let led_to = std::fs::canonicalize(&m.src).unwrap_or_else(|_| m.src.clone());
-        if m.src != dir && led_to.starts_with(dir) {
+        if m.src != dir && (led_to.starts_with(dir) || m.src.starts_with(dir)) {
             return Err(Error::bad_input(format!(
                 "{} holds {}{}, which the cage gets mounted from outside; a cage could put \
                  a link in its place: give it a project folder without it",
@@ -287,6 +287,21 @@ fn check_sources(ctx: &Context, session: &str, dir: &Path, spec: &spec::CageSpec
     for other in ctx.store.list_readable()?.0 {
         if other.name == session || other.cage.is_none() || other.dir == dir {
             continue;
+        }
+        // What else the other's cage mounts (--nix's folders, a link it
+        // was called by) must not be in this project either.
+        let theirs = other.cage.iter().flat_map(|c| c.mount_sources.iter());
+        if let Some(m) = theirs
+            .filter(|m| m.path != other.dir)
+            .find(|m| m.path.starts_with(dir) || m.led_to.starts_with(dir))
+        {
+            return Err(Error::bad_input(format!(
+                "{} holds {}, which session {}'s cage mounts; a cage could put a link in \
+                 its place: give it a project folder without it",
+                dir.display(),
+                m.path.display(),
+                other.name
+            )));
         }
         if other.dir.starts_with(dir) || dir.starts_with(&other.dir) {
             return Err(Error::bad_input(format!(
@@ -404,11 +419,7 @@ impl CagePlan {
             .mounts
             .iter()
             .map(|m| {
-                std::fs::canonicalize(&m.src)
-                    .map(|led_to| MountSource {
-                        path: m.src.clone(),
-                        led_to,
-                    })
+                MountSource::now(&m.src)
                     .map_err(|e| Error::failed(format!("looking at {}: {e}", m.src.display())))
             })
             .collect::<Result<Vec<_>>>()?;

@@ -151,18 +151,11 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<()>
 /// cage the link's target.
 pub fn check_mount_sources(sources: &[crate::session::MountSource], session: &str) -> Result<()> {
     for s in sources {
-        let now = std::fs::canonicalize(&s.path);
-        if now.as_ref().ok() != Some(&s.led_to) {
-            let now = match now {
-                Ok(p) => format!("leads to {}", p.display()),
-                Err(e) => format!("cannot be followed ({e})"),
-            };
+        if let Some(why) = s.changed() {
             return Err(Error::failed(format!(
-                "session {session}'s cage was not started: {} {now}, not to {} as when the \
-                 cage was made (a folder replaced by a link?). Look at it; then \
-                 `shrooms-agent cage move {session}` makes its cage again",
-                s.path.display(),
-                s.led_to.display()
+                "session {session}'s cage was not started: {why} (a folder replaced by a \
+                 link?). Look at it; then `shrooms-agent cage move {session}` makes its \
+                 cage again"
             )));
         }
     }
