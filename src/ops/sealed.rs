@@ -474,6 +474,8 @@ mod tests {
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct CopiedConversation {
     pub files: usize,
+    /// Bytes copied, in all.
+    pub bytes: u64,
     /// Names not copied (links, devices, anything not a regular file).
     pub skipped: Vec<String>,
 }
@@ -518,13 +520,20 @@ pub fn copy_conversation(from: &Path, id: &str, to: &Path) -> Result<CopiedConve
     })?;
     crate::session::make_private_dir(to)?;
     let mut copied = CopiedConversation::default();
-    copy_open_file(src, &to.join(&name)).map_err(|e| e.context(transcript.display()))?;
+    copied.bytes += copy_open_file(src, &to.join(&name), MAX_COPY)
+        .map_err(|e| e.context(transcript.display()))?;
     copied.files += 1;
     if let Ok(beside) = crate::outbox::open_at(&root, std::ffi::OsStr::new(id), libc::O_DIRECTORY) {
         copy_tree(&beside, &to.join(id), id, 0, &mut copied)?;
     }
     Ok(copied)
 }
+
+/// A conversation copied into a sealed cage is at most this many files and
+/// bytes: an ordinary cage on the same project writes the folder, and could
+/// make it grow without end and fill the state folder's disk.
+const MAX_COPY_FILES: usize = 10_000;
+const MAX_COPY: u64 = 1024 * 1024 * 1024;
 
 fn copy_tree(
     from: &std::fs::File,
@@ -546,6 +555,13 @@ fn copy_tree(
         .map_err(|e| Error::failed(format!("reading {rel}: {e}")))?;
     for (name, listed) in names {
         let rel_name = format!("{rel}/{}", name.to_string_lossy());
+        if copied.files >= MAX_COPY_FILES || copied.bytes >= MAX_COPY {
+            copied.skipped.push(format!(
+                "{rel_name} (over {MAX_COPY_FILES} files or {} MiB in all)",
+                MAX_COPY / 1024 / 1024
+            ));
+            continue;
+        }
         // What the listing says is neither a file nor a folder (a FIFO, a
         // device node a cage made) is not even opened.
         if listed
@@ -560,23 +576,37 @@ fn copy_tree(
             copy_tree(&dir, &to.join(&name), &rel_name, depth + 1, copied)?;
             continue;
         }
+        let room = MAX_COPY - copied.bytes;
         match crate::outbox::open_at(from, &name, libc::O_NONBLOCK)
             .map_err(|e| Error::failed(e.to_string()))
-            .and_then(|f| copy_open_file(f, &to.join(&name)))
+            .and_then(|f| copy_open_file(f, &to.join(&name), room))
         {
-            Ok(()) => copied.files += 1,
+            Ok(n) => {
+                copied.files += 1;
+                copied.bytes += n;
+            }
             Err(_) => copied.skipped.push(rel_name),
         }
     }
     Ok(())
 }
 
-/// Copy an opened file, if it is a regular one, to a new file (0600).
-fn copy_open_file(mut src: std::fs::File, to: &Path) -> Result<()> {
+/// Copy an opened file, if it is a regular one of at most `room` bytes, to
+/// a new file (0600): as long as it was when opened, however it grows
+/// meanwhile. Returns the bytes copied.
+fn copy_open_file(src: std::fs::File, to: &Path, room: u64) -> Result<u64> {
+    use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let meta = src.metadata().map_err(|e| Error::failed(e.to_string()))?;
     if !meta.is_file() {
         return Err(Error::failed("not a regular file, so it is not copied"));
+    }
+    if meta.len() > room {
+        return Err(Error::failed(format!(
+            "{} bytes, over what is left of the {} MiB copied in all",
+            meta.len(),
+            MAX_COPY / 1024 / 1024
+        )));
     }
     let mut dst = std::fs::OpenOptions::new()
         .write(true)
@@ -584,9 +614,8 @@ fn copy_open_file(mut src: std::fs::File, to: &Path) -> Result<()> {
         .mode(0o600)
         .open(to)
         .map_err(|e| Error::failed(format!("writing {}: {e}", to.display())))?;
-    std::io::copy(&mut src, &mut dst)
-        .map_err(|e| Error::failed(format!("copying to {}: {e}", to.display())))?;
-    Ok(())
+    std::io::copy(&mut src.take(meta.len()), &mut dst)
+        .map_err(|e| Error::failed(format!("copying to {}: {e}", to.display())))
 }
 
 #[cfg(test)]
@@ -641,6 +670,15 @@ mod conversation_tests {
             "{:?}",
             c.skipped
         );
+        // at most MAX_COPY_FILES files: a folder a cage filled is cut short
+        fs::write(from.join("many.jsonl"), "t").unwrap();
+        fs::create_dir_all(from.join("many")).unwrap();
+        for i in 0..MAX_COPY_FILES + 5 {
+            fs::write(from.join(format!("many/{i}")), "").unwrap();
+        }
+        let c = copy_conversation(&from, "many", &root.join("sealed4")).unwrap();
+        assert_eq!(c.files, MAX_COPY_FILES);
+        assert_eq!(c.skipped.len(), 6, "{:?}", &c.skipped[..3]);
         fs::remove_dir_all(root).unwrap();
     }
 }
