@@ -246,18 +246,26 @@ fn born_ns(meta: &std::fs::Metadata) -> Option<u128> {
 impl Untrusted {
     /// Still the folder that was untrusted: the same one at that path.
     fn still_there(&self) -> bool {
-        std::fs::symlink_metadata(&self.path).is_ok_and(|m| {
-            m.is_dir() && m.dev() == self.dev && m.ino() == self.ino && born_ns(&m) == self.born_ns
-        })
+        std::fs::symlink_metadata(&self.path).is_ok_and(|m| self.is(&m))
+    }
+
+    /// This folder, wherever it is now (renamed, moved).
+    fn is(&self, m: &std::fs::Metadata) -> bool {
+        m.is_dir() && m.dev() == self.dev && m.ino() == self.ino && born_ns(m) == self.born_ns
     }
 }
+
+/// The untrusted folders kept, at the most: the newest.
+const MAX_UNTRUSTED: usize = 1000;
 
 fn read_untrusted(store: &Store) -> Result<Vec<Untrusted>> {
     let file = store.untrusted_folders();
     match std::fs::read(&file) {
         Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
             Error::failed(format!(
-                "{} is damaged ({e}); it lists the folders sealed sessions worked in",
+                "{} is damaged ({e}); it lists the folders sealed sessions worked in, and no \
+                 cage is made until it reads: put it back as it was, or remove it if no folder \
+                 a sealed session worked in is left",
                 file.display()
             ))
         }),
@@ -266,15 +274,18 @@ fn read_untrusted(store: &Store) -> Result<Vec<Untrusted>> {
     }
 }
 
-/// Change the list under its lock; entries whose folder is gone (or was
-/// made again) are dropped on the way.
+/// Change the list under its lock. A folder not at its path is kept all
+/// the same (it may have been renamed or moved, and is known by what it is
+/// wherever it goes); the oldest entries go past [`MAX_UNTRUSTED`].
 fn change_untrusted(store: &Store, change: impl FnOnce(&mut Vec<Untrusted>)) -> Result<()> {
     store.ensure()?;
     let lock = store.untrusted_folders().with_extension("lock");
     let _held = crate::lock::take(&lock)?;
     let mut list = read_untrusted(store)?;
-    list.retain(Untrusted::still_there);
     change(&mut list);
+    if list.len() > MAX_UNTRUSTED {
+        list.drain(..list.len() - MAX_UNTRUSTED);
+    }
     let text = serde_json::to_vec_pretty(&list)
         .map_err(|e| Error::failed(format!("writing the untrusted folders: {e}")))?;
     crate::session::write_atomic(&store.untrusted_folders(), &text, 0o600)
@@ -292,9 +303,9 @@ pub fn remember_untrusted(store: &Store, dir: &Path, session: &str) -> Result<()
         session: session.to_string(),
     };
     change_untrusted(store, |list| {
-        if !list.contains(&entry) {
-            list.push(entry);
-        }
+        // The same folder again goes last (the newest), under its path now.
+        list.retain(|u| !(u.dev == entry.dev && u.ino == entry.ino && u.born_ns == entry.born_ns));
+        list.push(entry);
     })
 }
 
@@ -311,8 +322,12 @@ pub fn forget_untrusted(store: &Store, dir: &Path, unsealing: Option<&str>) -> R
                 .and_then(|r| r.cage)
                 .is_some_and(|c| c.sealed.is_some())
     };
+    let here = std::fs::symlink_metadata(dir).ok();
     change_untrusted(store, |list| {
-        list.retain(|u| !u.path.starts_with(dir) || sealed_elsewhere(&u.session));
+        list.retain(|u| {
+            let this = u.path.starts_with(dir) || here.as_ref().is_some_and(|m| u.is(m));
+            !this || sealed_elsewhere(&u.session)
+        });
     })
 }
 
@@ -352,10 +367,24 @@ pub fn check_seal_neighbours(store: &Store, session: &str, dir: &Path, sealed: b
 
 /// The untrusted folder that `dir` (canonical) is, is inside or holds, if
 /// any: an ordinary cage there would run what the code under review left.
+/// `dir` and the folders above it are known by what they are, so a folder
+/// renamed or moved after its review is still found.
 pub fn untrusted_near(store: &Store, dir: &Path) -> Result<Option<Untrusted>> {
-    Ok(read_untrusted(store)?
+    let list = read_untrusted(store)?;
+    for at in dir.ancestors() {
+        let Ok(m) = std::fs::symlink_metadata(at) else {
+            continue;
+        };
+        if let Some(u) = list.iter().find(|u| u.is(&m)) {
+            let mut found = u.clone();
+            // Where it is now, for the message.
+            found.path = at.to_path_buf();
+            return Ok(Some(found));
+        }
+    }
+    Ok(list
         .into_iter()
-        .find(|u| (u.path.starts_with(dir) || dir.starts_with(&u.path)) && u.still_there()))
+        .find(|u| u.path.starts_with(dir) && u.still_there()))
 }
 
 #[cfg(test)]

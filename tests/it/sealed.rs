@@ -804,6 +804,24 @@ fn a_sealed_sessions_folder_stays_untrusted_after_it() {
     );
     assert!(!w.record_path(&beside).exists(), "{}", r.explain());
 
+    // Renamed after the review: still the same folder, still untrusted.
+    let (name, project) = sealed_session(&w, "renamed");
+    w.run(&["cage", "rm", &name]).ok();
+    let reviewed = project.with_file_name(format!("{name}-reviewed"));
+    fs::rename(&project, &reviewed).unwrap();
+    let after_rename = w.session("afterrename");
+    let r = w
+        .run(&[
+            "cage",
+            "create",
+            &after_rename,
+            "--dir",
+            &reviewed.to_string_lossy(),
+        ])
+        .code_is(2);
+    assert!(r.stderr().contains("untrusted"), "{}", r.explain());
+    assert!(r.stderr().contains("-reviewed"), "{}", r.explain());
+
     // Cloned again: a new folder at the same path is trusted.
     let (name, project) = sealed_session(&w, "reclone");
     w.run(&["cage", "rm", &name]).ok();
