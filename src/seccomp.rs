@@ -80,11 +80,22 @@ pub fn sealed(default_profile: &str) -> Result<String> {
             "op": "SCMP_CMP_MASKED_EQ"
         }])
     };
+    // clone's flags are its first argument, but its second on s390 and
+    // s390x (their clone takes the stack first), as in Docker's and
+    // podman's own profiles.
     rules.push(json!({
         "names": ["clone"],
         "action": "SCMP_ACT_ALLOW",
         "args": without_newuser(0),
+        "excludes": {"arches": ["s390", "s390x"]},
         "comment": "shrooms-agent sealed cage: clone without CLONE_NEWUSER"
+    }));
+    rules.push(json!({
+        "names": ["clone"],
+        "action": "SCMP_ACT_ALLOW",
+        "args": without_newuser(1),
+        "includes": {"arches": ["s390", "s390x"]},
+        "comment": "shrooms-agent sealed cage: clone without CLONE_NEWUSER (s390: flags second)"
     }));
     rules.push(json!({
         "names": ["unshare"],
@@ -142,15 +153,32 @@ mod tests {
     #[test]
     fn clone_and_unshare_only_without_newuser_and_clone3_enosys() {
         let p: Value = serde_json::from_str(&sealed(PODMAN_LIKE).unwrap()).unwrap();
-        for name in ["clone", "unshare"] {
-            let rules = rules_for(&p, name);
-            assert_eq!(rules.len(), 1, "{name}: {rules:?}");
+        // unshare: its flags are its first argument everywhere; clone's
+        // are its second on s390 and s390x.
+        for (name, index, arches) in [
+            ("unshare", 0, None),
+            ("clone", 0, Some("excludes")),
+            ("clone", 1, Some("includes")),
+        ] {
+            let rules: Vec<Value> = rules_for(&p, name)
+                .into_iter()
+                .filter(|r| r["args"][0]["index"] == index)
+                .collect();
+            assert_eq!(rules.len(), 1, "{name} {index}: {rules:?}");
             assert_eq!(rules[0]["action"], "SCMP_ACT_ALLOW");
             assert_eq!(rules[0]["args"][0]["op"], "SCMP_CMP_MASKED_EQ");
             assert_eq!(rules[0]["args"][0]["value"], CLONE_NEWUSER);
             assert_eq!(rules[0]["args"][0]["valueTwo"], 0);
-            assert_eq!(rules[0]["args"][0]["index"], 0);
+            if let Some(which) = arches {
+                assert_eq!(
+                    rules[0][which]["arches"],
+                    json!(["s390", "s390x"]),
+                    "{name} {index}"
+                );
+            }
         }
+        assert_eq!(rules_for(&p, "clone").len(), 2);
+        assert_eq!(rules_for(&p, "unshare").len(), 1);
         let c3 = rules_for(&p, "clone3");
         assert_eq!(c3.len(), 1);
         assert_eq!(c3[0]["action"], "SCMP_ACT_ERRNO");
@@ -176,7 +204,8 @@ mod tests {
         let path = default_profile().expect("podman's seccomp.json: run scripts/test");
         let text = sealed_from_file(&path).unwrap();
         let p: Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(rules_for(&p, "clone").len(), 1);
+        // Ours only: one for most arches, one for s390 and s390x.
+        assert_eq!(rules_for(&p, "clone").len(), 2);
         assert_eq!(rules_for(&p, "clone3")[0]["action"], "SCMP_ACT_ERRNO");
     }
 
