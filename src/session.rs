@@ -152,9 +152,9 @@ pub struct CageRecord {
     /// The options that widen it.
     #[serde(default)]
     pub options: crate::spec::Options,
-    /// Each bind mount's source and where it led when the cage was made.
-    /// runc follows links when it mounts, at every start, so a start
-    /// checks that each still leads there (a cage could have put a link in
+    /// Each bind mount's source as it was when the cage was made. runc
+    /// follows links when it mounts, at every start, so a start checks that
+    /// no folder on the way has become a link (a cage could have put one in
     /// place of a folder another cage mounts). Empty for cages made before
     /// this was recorded: those are not checked.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -112,7 +112,11 @@ pub fn plan(
         .chain(ctx.self_paths.iter().cloned())
         .collect();
     sealed::check_kept_out(dir, &s.home, &guarded)?;
-    sealed::check_seal_neighbours(&ctx.store, session, dir, choice.sealed)?;
+    // The other sessions, read once for the checks against them. A damaged
+    // record has no usable cage: it cannot be started until mended, and a
+    // mended one is checked at its start.
+    let others = ctx.store.list_readable()?.0;
+    sealed::check_seal_neighbours(&others, session, dir, choice.sealed)?;
     if !choice.sealed
         && !choice.unseal
         && let Some(u) = sealed::untrusted_near(&ctx.store, dir)?
@@ -231,7 +235,7 @@ pub fn plan(
             (spec, env, Some((record, profile)))
         }
     };
-    check_sources(ctx, session, dir, &spec)?;
+    check_sources(&others, session, dir, &spec)?;
     for (name, why) in &env.left_out {
         warnings.push(format!(
             "{name} is left out of the cage's environment: {why}"
@@ -265,7 +269,12 @@ pub fn plan(
 /// there to anything of the user's, and the next start would mount it.
 /// The same folder for two sessions is fine: neither gets more than the
 /// other has.
-fn check_sources(ctx: &Context, session: &str, dir: &Path, spec: &spec::CageSpec) -> Result<()> {
+fn check_sources(
+    others: &[session::Record],
+    session: &str,
+    dir: &Path,
+    spec: &spec::CageSpec,
+) -> Result<()> {
     for m in &spec.mounts {
         let led_to = std::fs::canonicalize(&m.src).unwrap_or_else(|_| m.src.clone());
         if m.src != dir && (led_to.starts_with(dir) || m.src.starts_with(dir)) {
@@ -282,9 +291,7 @@ fn check_sources(ctx: &Context, session: &str, dir: &Path, spec: &spec::CageSpec
             )));
         }
     }
-    // A damaged record has no usable cage: it cannot be started until
-    // mended, and a mended one is checked at its start.
-    for other in ctx.store.list_readable()?.0 {
+    for other in others {
         if other.name == session || other.cage.is_none() || other.dir == dir {
             continue;
         }

@@ -145,10 +145,10 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<()>
     Ok(())
 }
 
-/// Refuse to start a cage whose bind mounts no longer lead where they led
-/// when it was made: runc follows links at every start, so a folder
-/// replaced by a link (by a cage that can write its parent) would lend the
-/// cage the link's target.
+/// Refuse to start a cage where a folder on the way to one of its bind
+/// mounts has become a link since it was made (`MountSource::changed`):
+/// runc follows links at every start, so a folder replaced by a link (by a
+/// cage that can write its parent) would lend the cage the link's target.
 pub fn check_mount_sources(sources: &[crate::session::MountSource], session: &str) -> Result<()> {
     for s in sources {
         if let Some(why) = s.changed() {

@@ -335,9 +335,15 @@ pub fn forget_untrusted(store: &Store, dir: &Path, unsealing: Option<&str>) -> R
 /// side of a seal: a sealed cage where a session that is not sealed works
 /// (on, inside or above its folder), or the reverse. What the code under
 /// review writes there would run in the other, with its settings, keys and
-/// network. `session` itself (being moved) does not count.
-pub fn check_seal_neighbours(store: &Store, session: &str, dir: &Path, sealed: bool) -> Result<()> {
-    for other in store.list_readable()?.0 {
+/// network. `session` itself (being moved) does not count; `others` are
+/// the records that read.
+pub fn check_seal_neighbours(
+    others: &[crate::session::Record],
+    session: &str,
+    dir: &Path,
+    sealed: bool,
+) -> Result<()> {
+    for other in others {
         if other.name == session || !(other.dir.starts_with(dir) || dir.starts_with(&other.dir)) {
             continue;
         }

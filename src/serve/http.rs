@@ -574,22 +574,19 @@ struct ErrorBody<'a> {
 impl Response {
     pub fn json(status: u16, value: &impl Serialize) -> Response {
         match serde_json::to_vec(value) {
-            Ok(mut body) => {
-                body.push(b'\n');
-                Response {
-                    status,
-                    content_type: "application/json",
-                    headers: Vec::new(),
-                    body,
-                }
-            }
+            Ok(body) => Response::json_line(status, body),
             Err(e) => Response::error(500, &format!("writing the answer: {e}")),
         }
     }
 
     /// `{"error": "..."}`.
     pub fn error(status: u16, message: &str) -> Response {
-        let mut body = serde_json::to_vec(&ErrorBody { error: message }).unwrap_or_default();
+        let body = serde_json::to_vec(&ErrorBody { error: message }).unwrap_or_default();
+        Response::json_line(status, body)
+    }
+
+    /// A JSON body, ended by a newline.
+    fn json_line(status: u16, mut body: Vec<u8>) -> Response {
         body.push(b'\n');
         Response {
             status,

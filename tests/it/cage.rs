@@ -150,15 +150,7 @@ fn create_ls_show_exec_stop_start_rm() {
     assert!(!env_file.exists(), "the env file is still there");
     assert!(!private.exists(), "the private folder is still there");
     assert!(!w.record_path(&name).exists(), "the record is still there");
-    let ls = w.run(&["cage", "ls", "--json"]).ok().json();
-    assert!(
-        !ls["sessions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|r| r["session"] == name.as_str()),
-        "{ls:#}"
-    );
+    assert!(w.ls_row(&name).is_none(), "cage ls still lists {name}");
 }
 
 /// Promise 2: the project is mounted read-write at its own path: what the
@@ -637,15 +629,8 @@ fn no_podman_says_so_in_the_seeds_words() {
     // `cage prune` once podman is back.
     w.write_config("cages = false");
     let container = w.container(&name);
-    let listed = w.run(&["cage", "ls", "--json"]).ok().json();
-    let row = listed["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["session"] == name.as_str())
-        .cloned()
-        .unwrap_or_default();
-    assert_eq!(row["state"], "no podman", "{listed:#}");
+    let row = w.ls_row(&name).unwrap_or_default();
+    assert_eq!(row["state"], "no podman", "{row:#}");
     let r = w.run(&["cage", "move", &name, "--out"]).ok();
     assert!(r.stderr().contains("cage prune"), "{}", r.explain());
     assert!(w.record(&name)["cage"].is_null());

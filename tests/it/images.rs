@@ -623,14 +623,6 @@ fn ended(pid: u32) -> bool {
     }
 }
 
-fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let end = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < end, "{what}: not within {timeout:?}");
-        thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// Issue 4, point 4: a build whose process is killed midway is not
 /// reported as building by the next call, and its podman went with it;
 /// the background worker and a `--wait` build alike.

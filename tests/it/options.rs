@@ -422,14 +422,7 @@ fn move_in_change_out_and_back() {
         r.explain()
     );
     assert!(r.stderr().contains("not in a cage"), "{}", r.explain());
-    let ls = w.run(&["cage", "ls", "--json"]).ok().json();
-    let row = ls["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["session"] == name.as_str())
-        .unwrap()
-        .clone();
+    let row = w.ls_row(&name).unwrap();
     assert_eq!(row["state"], "uncaged");
     w.run(&["cage", "move", &name, "--out"]).code_is(2);
 

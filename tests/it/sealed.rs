@@ -236,14 +236,7 @@ fn sealed_cages_are_marked() {
         &container,
     ]);
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "true");
-    let ls = w.run(&["cage", "ls", "--json"]).ok().json();
-    let row = ls["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["session"] == name.as_str())
-        .unwrap()
-        .clone();
+    let row = w.ls_row(&name).unwrap();
     assert_eq!(row["sealed"], true);
     let text = w.run(&["cage", "ls"]).ok().stdout();
     assert!(

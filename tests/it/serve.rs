@@ -24,15 +24,6 @@ fn cpus() -> usize {
         .unwrap_or(1)
 }
 
-/// Wait until `f` holds, or fail saying `what`.
-fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let end = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < end, "{what}: not within {timeout:?}");
-        thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// Every route's happy path and the seed's curl examples, on the state the
 /// CLI uses: a session made over HTTP is in `cage ls`, one removed over
 /// HTTP is gone from it; a move while `cage exec` holds the session is 409.
@@ -97,15 +88,7 @@ fn routes_over_http_share_the_cli_state() {
     assert_eq!(w.record(&name)["auto_approve"], true);
 
     // The CLI sees it, on the same state.
-    let ls = w.run(&["cage", "ls", "--json"]).ok().json();
-    assert!(
-        ls["sessions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|r| r["session"] == name.as_str()),
-        "{ls:#}"
-    );
+    assert!(w.ls_row(&name).is_some(), "cage ls does not list {name}");
     let shown = get(&format!("{u}/v1/sessions/{name}")).is(200).json();
     let cli = w.run(&["cage", "show", &name, "--json"]).ok().json();
     assert_eq!(shown, cli, "GET /v1/sessions/NAME is `cage show --json`");
@@ -207,15 +190,7 @@ fn routes_over_http_share_the_cli_state() {
     assert!(r.body.is_empty(), "{r:#?}");
     assert!(!w.container_exists(&container));
     get(&format!("{u}/v1/sessions/{name}")).is(404);
-    let ls = w.run(&["cage", "ls", "--json"]).ok().json();
-    assert!(
-        !ls["sessions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|r| r["session"] == name.as_str()),
-        "{ls:#}"
-    );
+    assert!(w.ls_row(&name).is_none(), "cage ls still lists {name}");
     // One log line per request: method, path, status, milliseconds.
     let log = s.log_text();
     assert!(

@@ -329,6 +329,16 @@ impl World {
         p
     }
 
+    /// The row of `cage ls --json` for a session, if it lists it.
+    pub fn ls_row(&self, session: &str) -> Option<serde_json::Value> {
+        let ls = self.run(&["cage", "ls", "--json"]).ok().json();
+        ls["sessions"]
+            .as_array()?
+            .iter()
+            .find(|r| r["session"] == session)
+            .cloned()
+    }
+
     /// A folder in the world's home (made with its parents).
     pub fn dir_in_home(&self, rel: &str) -> PathBuf {
         let p = self.home.join(rel);
@@ -743,6 +753,18 @@ pub fn finish(what: &str, child: std::process::Child) -> Run {
     Run {
         what: what.to_string(),
         out: child.wait_with_output().expect("wait"),
+    }
+}
+
+/// Wait until `f` holds, or fail saying `what`.
+pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let end = std::time::Instant::now() + timeout;
+    while !f() {
+        assert!(
+            std::time::Instant::now() < end,
+            "{what}: not within {timeout:?}"
+        );
+        thread::sleep(Duration::from_millis(100));
     }
 }
 
