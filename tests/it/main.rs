@@ -1,5 +1,10 @@
 //! The end-to-end tests: one binary, one module per area, driving the built
 //! shrooms-agent against real podman (see common/ for the harness).
+//!
+//! They need root, podman and the test user that scripts/setup-host makes,
+//! so they are built only with the `e2e` feature: `scripts/test` runs them
+//! (`cargo test --features e2e`), a plain `cargo test` does not.
+#![cfg(feature = "e2e")]
 
 mod common;
 
