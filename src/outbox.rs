@@ -25,22 +25,22 @@
 //! and the kernel refuses a hard link across mounts (`EXDEV`), so a hard
 //! link in the outbox can only point at another file of the outbox.
 //!
-//! The `libc` crate is used directly (rather than `rustix`'s `Dir`) because
-//! it is already a dependency and the walk needs only four calls (`openat`,
-//! `fstatat`, `fdopendir`/`readdir`), each wrapped below in a small safe
-//! function; a second system-call crate would buy little.
+//! The walk's system calls (`openat`, `fstatat`, `getdents` through
+//! `rustix::fs::Dir`, `renameat2`) come from `rustix`, whose safe wrappers
+//! own every descriptor they return: no raw FFI here.
 
-use std::ffi::{CStr, CString, OsStr, OsString};
+use std::ffi::{OsStr, OsString};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
-use std::os::fd::{AsRawFd, FromRawFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use serde::Serialize;
+
+use rustix::fs::{Mode, OFlags};
 
 use crate::error::{Error, IoContext, Result};
 
@@ -226,19 +226,12 @@ fn open_root(outbox: &Path) -> Result<File> {
 /// A folder, opened to walk by descriptor ([`open_at`], [`list`]); ELOOP
 /// if its last name is a link. Also the sealed conversation copy's walk.
 pub(crate) fn open_dir(path: &Path) -> io::Result<File> {
-    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| io::ErrorKind::InvalidInput)?;
-    // SAFETY: a valid C string; the descriptor returned is owned by the File.
-    let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd was just opened and is not owned elsewhere.
-    Ok(unsafe { File::from_raw_fd(fd) })
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    Ok(File::from(fd))
 }
 
 /// Walk from the outbox down to `only`, one folder at a time, never through
@@ -277,7 +270,7 @@ fn descend(root: File, only: &Path, limits: &Limits) -> Result<(File, PathBuf, u
     let mut rel = PathBuf::new();
     for name in &names {
         rel.push(name);
-        dir = match open_at(&dir, name, libc::O_DIRECTORY) {
+        dir = match open_at(&dir, name, OFlags::DIRECTORY) {
             Ok(d) => d,
             Err(e) => {
                 let what = match lstat_at(&dir, name) {
@@ -360,28 +353,14 @@ fn exists(out: &Path) -> Error {
 /// RENAME_NOREPLACE, else a hard link where a file system lacks it): a
 /// file that appeared there since `check_target` is `AlreadyExists`.
 fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
-    let f = CString::new(from.as_os_str().as_bytes())?;
-    let t = CString::new(to.as_os_str().as_bytes())?;
-    // SAFETY: two valid C strings; renameat2 reads them and keeps neither.
-    let r = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            f.as_ptr(),
-            libc::AT_FDCWD,
-            t.as_ptr(),
-            libc::RENAME_NOREPLACE,
-        )
-    };
-    if r == 0 {
-        return Ok(());
-    }
-    let e = io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::EINVAL | libc::ENOSYS) => {
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
             fs::hard_link(from, to)?;
             fs::remove_file(from)
         }
-        _ => Err(e),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -449,17 +428,19 @@ pub(crate) enum Type {
 }
 
 impl Type {
-    fn from_dirent(d_type: u8) -> Option<Type> {
-        Some(match d_type {
-            libc::DT_REG => Type::File,
-            libc::DT_DIR => Type::Dir,
-            libc::DT_LNK => Type::Link,
-            libc::DT_FIFO => Type::Fifo,
-            libc::DT_SOCK => Type::Socket,
-            libc::DT_CHR => Type::CharDevice,
-            libc::DT_BLK => Type::BlockDevice,
-            libc::DT_UNKNOWN => return None,
-            _ => Type::Other,
+    /// From a listing or a `stat` mode; None where the file system did not
+    /// say (`DT_UNKNOWN`).
+    fn from_rustix(t: rustix::fs::FileType) -> Option<Type> {
+        use rustix::fs::FileType as T;
+        Some(match t {
+            T::RegularFile => Type::File,
+            T::Directory => Type::Dir,
+            T::Symlink => Type::Link,
+            T::Fifo => Type::Fifo,
+            T::Socket => Type::Socket,
+            T::CharacterDevice => Type::CharDevice,
+            T::BlockDevice => Type::BlockDevice,
+            T::Unknown => return None,
         })
     }
 
@@ -484,16 +465,7 @@ impl Type {
     }
 
     fn from_mode(mode: u32) -> Type {
-        match mode & libc::S_IFMT {
-            libc::S_IFREG => Type::File,
-            libc::S_IFDIR => Type::Dir,
-            libc::S_IFLNK => Type::Link,
-            libc::S_IFIFO => Type::Fifo,
-            libc::S_IFSOCK => Type::Socket,
-            libc::S_IFCHR => Type::CharDevice,
-            libc::S_IFBLK => Type::BlockDevice,
-            _ => Type::Other,
-        }
+        Type::from_rustix(rustix::fs::FileType::from_raw_mode(mode)).unwrap_or(Type::Other)
     }
 
     fn what(self) -> &'static str {
@@ -511,53 +483,20 @@ impl Type {
 }
 
 /// `openat(dir, name, O_NOFOLLOW | O_CLOEXEC | O_RDONLY | flags)`.
-pub(crate) fn open_at(dir: &File, name: &OsStr, flags: libc::c_int) -> io::Result<File> {
-    let c = CString::new(name.as_bytes()).map_err(|_| io::ErrorKind::InvalidInput)?;
-    // SAFETY: dir is an open descriptor, c a valid C string; the descriptor
-    // returned is owned by the File made from it.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            c.as_ptr(),
-            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | flags,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd was just opened and is not owned elsewhere.
-    Ok(unsafe { File::from_raw_fd(fd) })
+pub(crate) fn open_at(dir: &File, name: &OsStr, flags: OFlags) -> io::Result<File> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | flags,
+        Mode::empty(),
+    )?;
+    Ok(File::from(fd))
 }
 
 /// The type of `name` in `dir`, without following it and without opening it.
 fn lstat_at(dir: &File, name: &OsStr) -> io::Result<Type> {
-    let c = CString::new(name.as_bytes()).map_err(|_| io::ErrorKind::InvalidInput)?;
-    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: valid descriptor, C string and out pointer.
-    let r = unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            c.as_ptr(),
-            st.as_mut_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fstatat succeeded, so it filled st.
-    let st = unsafe { st.assume_init() };
+    let st = rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
     Ok(Type::from_mode(st.st_mode))
-}
-
-/// Closes the DIR stream (and the duplicate descriptor it owns) on drop.
-struct DirStream(*mut libc::DIR);
-
-impl Drop for DirStream {
-    fn drop(&mut self) {
-        // SAFETY: a stream from fdopendir, closed only here.
-        unsafe { libc::closedir(self.0) };
-    }
 }
 
 /// A name in a folder listing, and its type if the listing gave one.
@@ -567,47 +506,25 @@ pub(crate) type Listed = (OsString, Option<Type>);
 /// as the listing gives them (None: the file system did not say), at most
 /// `budget` of them. The bool says whether the listing was cut short.
 pub(crate) fn list(dir: &File, budget: usize) -> io::Result<(Vec<Listed>, bool)> {
-    // The stream gets a duplicate, so `dir` stays ours for openat.
-    // SAFETY: duplicating an open descriptor.
-    let dup = unsafe { libc::fcntl(dir.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
-    if dup < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: dup is ours; on success the stream owns it.
-    let stream = unsafe { libc::fdopendir(dup) };
-    if stream.is_null() {
-        let e = io::Error::last_os_error();
-        // SAFETY: fdopendir failed, so dup is still ours to close.
-        unsafe { libc::close(dup) };
-        return Err(e);
-    }
-    let stream = DirStream(stream);
+    // `Dir::read_from` reads through a descriptor of its own (reopened from
+    // `dir`'s), so `dir` stays ours for openat and its offset is untouched.
+    let mut stream = rustix::fs::Dir::read_from(dir)?;
     let mut out = Vec::new();
-    loop {
-        // readdir says "end" and "error" both with NULL; errno tells them apart.
-        // SAFETY: setting this thread's errno.
-        unsafe { *libc::__errno_location() = 0 };
-        // SAFETY: a live stream.
-        let ent = unsafe { libc::readdir(stream.0) };
-        if ent.is_null() {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() == Some(0) {
-                return Ok((out, false));
-            }
-            return Err(e);
-        }
-        // SAFETY: readdir returned an entry whose d_name is NUL-terminated,
-        // valid until the next readdir on this stream; it is copied now.
-        let (name, d_type) = unsafe { (CStr::from_ptr((*ent).d_name.as_ptr()), (*ent).d_type) };
-        let name = name.to_bytes();
+    for entry in &mut stream {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
         if name == b"." || name == b".." {
             continue;
         }
         if out.len() >= budget {
             return Ok((out, true));
         }
-        out.push((OsString::from_vec(name.to_vec()), Type::from_dirent(d_type)));
+        out.push((
+            OsString::from_vec(name.to_vec()),
+            Type::from_rustix(entry.file_type()),
+        ));
     }
+    Ok((out, false))
 }
 
 /// One pack's walk: what was packed into the staging file, and what was
@@ -746,7 +663,7 @@ impl Walk {
             );
             return Ok(());
         }
-        match open_at(dir, name, libc::O_DIRECTORY) {
+        match open_at(dir, name, OFlags::DIRECTORY) {
             Ok(sub) => self.folder_contents(&sub, path, level, false),
             Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
                 self.leave(
@@ -766,7 +683,7 @@ impl Walk {
     fn open_file(&mut self, dir: &File, path: &Path, name: &OsStr) -> Option<(File, fs::Metadata)> {
         // O_NONBLOCK: a name swapped for a FIFO opens at once instead of
         // waiting for a writer; O_NOCTTY: never a controlling terminal.
-        let f = match open_at(dir, name, libc::O_NONBLOCK | libc::O_NOCTTY) {
+        let f = match open_at(dir, name, OFlags::NONBLOCK | OFlags::NOCTTY) {
             Ok(f) => f,
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
                 self.leave(path, "changed to a link during the walk: not followed");
@@ -1258,9 +1175,14 @@ mod tests {
     }
 
     fn mkfifo(p: &Path) {
-        let c = CString::new(p.as_os_str().as_bytes()).unwrap();
-        // SAFETY: a valid C string.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            p,
+            rustix::fs::FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
     }
 
     /// The archive is written as a new file, or over a regular file with
