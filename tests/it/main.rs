@@ -3,6 +3,7 @@
 
 mod common;
 
+mod attacks;
 mod cage;
 mod cli;
 mod images;
