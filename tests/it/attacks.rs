@@ -826,3 +826,28 @@ fn links_planted_in_the_outbox_do_not_leave() {
 fn links_planted_in_the_outbox_do_not_leave_rootless() {
     planted_links_do_not_leave(World::rootless());
 }
+
+// ---- 5. a failing test cleans up what it made ----
+
+/// What a test registers with `World::podman_on_drop` goes when the test
+/// fails: a world that made a volume and then panicked leaves no volume
+/// (a shared-folder volume left by a failed run failed every later run).
+#[test]
+fn a_failing_test_leaves_no_volume_behind() {
+    let volume = format!("shrooms-it-guard-{}", std::process::id());
+    let v = volume.clone();
+    let failed = std::panic::catch_unwind(move || {
+        let w = World::new();
+        w.podman_on_drop(&["volume", "rm", &v]);
+        let made = w.podman(&["volume", "create", &v]);
+        assert!(made.status.success(), "{}", show_output(&made));
+        assert!(w.podman(&["volume", "exists", &v]).status.success());
+        panic!("a test failing after it made a volume");
+    });
+    assert!(failed.is_err());
+    let left = podman(None, &["volume", "exists", &volume]);
+    if left.status.success() {
+        let _ = podman(None, &["volume", "rm", &volume]);
+        panic!("the failed test's volume {volume} was left behind");
+    }
+}
