@@ -884,6 +884,9 @@ fn the_images_entrypoint_does_not_run() {
     )
     .unwrap();
     let image = format!("localhost/shrooms-it-entrypoint-{}", std::process::id());
+    // Removed by the world's Drop, after the cage made from it, also when
+    // an assertion fails.
+    w.podman_on_drop(&["rmi", "-f", &image]);
     let built = w.podman(&["build", "-q", "-t", &image, &s(&ctx)]);
     assert!(built.status.success(), "{}", show_output(&built));
     let name = w.session("ep");
@@ -899,7 +902,6 @@ fn the_images_entrypoint_does_not_run() {
     // The same image run plainly does run it (the test can tell).
     let plain = w.podman(&["run", "--rm", &image, "cat", "/entrypoint-ran"]);
     w.run(&["cage", "rm", &name]).ok();
-    let _ = w.podman(&["rmi", "-f", &image]);
     assert!(out.contains("NOT-RUN"), "{out}");
     assert_eq!(String::from_utf8_lossy(&plain.stdout), "ran\n");
 }

@@ -8,6 +8,7 @@
 
 mod common;
 
+mod attacks;
 mod cage;
 mod cli;
 mod images;

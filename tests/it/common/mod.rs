@@ -230,6 +230,9 @@ pub struct World {
     /// A podman storage of the world's own (`World::alone`): the
     /// CONTAINERS_STORAGE_CONF every podman call of the world gets.
     storage_conf: Option<PathBuf>,
+    /// podman calls the world's Drop makes once its containers are gone
+    /// (`World::podman_on_drop`), last registered first.
+    on_drop: RefCell<Vec<Vec<String>>>,
 }
 
 impl World {
@@ -303,6 +306,7 @@ impl World {
             sessions: RefCell::new(Vec::new()),
             extra_env: RefCell::new(Vec::new()),
             storage_conf: None,
+            on_drop: RefCell::new(Vec::new()),
         };
         w.write_config("");
         w.chown_all();
@@ -447,6 +451,18 @@ impl World {
         as_user(self.user, podman_program(), args, &env)
     }
 
+    /// Have the world's Drop run this podman call (as the world's user),
+    /// after it removed the world's containers: for what a test makes
+    /// besides sessions (a volume, an image), so that a failing test leaves
+    /// nothing that fails the next run. Drop runs on a panic too. Register
+    /// before making the thing; a call about something not there is
+    /// harmless.
+    pub fn podman_on_drop(&self, args: &[&str]) {
+        self.on_drop
+            .borrow_mut()
+            .push(args.iter().map(|a| a.to_string()).collect());
+    }
+
     /// The containers labelled with a session name.
     pub fn containers_of(&self, session: &str) -> Vec<String> {
         let label = format!("label=xyz.vpavlin.shrooms.session={session}");
@@ -479,6 +495,10 @@ impl Drop for World {
             for c in self.containers_of(s) {
                 let _ = self.podman(&["rm", "-f", "-t", "0", &c]);
             }
+        }
+        for args in self.on_drop.borrow().iter().rev() {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let _ = self.podman(&args);
         }
         if self.storage_conf.is_some() {
             // The world's own storage: everything in it goes, then its
