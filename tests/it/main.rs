@@ -10,3 +10,4 @@ mod options;
 mod rootless;
 mod sealed;
 mod serve;
+mod turn;
