@@ -119,6 +119,8 @@ pub enum CageCommand {
     /// Run a command in a session's cage; the cage stops when it ends
     #[command(
         after_help = "The cage is started if it is stopped, and stopped when CMD ends: what CMD left running ends with it.\n\
+        It is stopped too if this process is ended: on SIGHUP (the terminal closing), SIGTERM, SIGINT or SIGQUIT, \
+        the terminal's modes are put back and the exit status is 128 + the signal; after SIGKILL, a watcher stops it.\n\
         The exit status is CMD's. While one exec or run holds a session, another exits 3."
     )]
     Exec {

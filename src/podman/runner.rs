@@ -367,6 +367,14 @@ impl TurnSignals {
         Ok(TurnSignals { received })
     }
 
+    /// None caught (for tests of what reads them).
+    #[cfg(test)]
+    fn none() -> TurnSignals {
+        TurnSignals {
+            received: std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        }
+    }
+
     /// The last of them that arrived, if any did.
     pub fn received(&self) -> Option<i32> {
         match self.received.load(Ordering::SeqCst) {
@@ -888,6 +896,43 @@ mod tests {
         };
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(text, format!("{pid} {pid} {pid}\nkept\n/\ndone\n"));
+    }
+
+    #[test]
+    fn a_watcher_learns_done_or_gone_and_says_ready() {
+        use std::io::{Read, Write};
+        use std::os::fd::IntoRawFd;
+        let signals = TurnSignals::none();
+        for done in [true, false] {
+            let (watched, tell) = pipe().unwrap();
+            let (ready_read, ready) = pipe().unwrap();
+            let mut tell = std::fs::File::from(tell);
+            if done {
+                tell.write_all(&[DONE]).unwrap();
+            } else {
+                drop(tell);
+            }
+            let heard = await_holder(watched.into_raw_fd(), ready.into_raw_fd(), &signals);
+            let expected = if done { Holder::Done } else { Holder::Gone };
+            assert_eq!(heard.unwrap(), expected);
+            let mut said = Vec::new();
+            std::fs::File::from(ready_read)
+                .read_to_end(&mut said)
+                .unwrap();
+            assert_eq!(said, [READY]);
+        }
+    }
+
+    #[test]
+    fn a_watcher_that_does_not_say_ready_is_an_error() {
+        let e = spawn_watcher(Path::new("/bin/true"), |_, _| Vec::new(), None, &[])
+            .err()
+            .expect("refused");
+        assert_eq!(
+            e.message,
+            "the watcher that stops the cage if this process is killed did not start: \
+             it ended or did not answer within 30s"
+        );
     }
 
     #[test]
