@@ -271,6 +271,31 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
             let r = ops::prune::prune(&ctx, dry_run)?;
             output::show(&r, json, output::pruned);
         }
+        CageCommand::WatchTurn {
+            session,
+            container,
+            podman,
+            lock_fd,
+            pipe_fd,
+            ready_fd,
+        } => {
+            let req = ops::exec::WatchRequest {
+                session,
+                container,
+                podman,
+                lock_fd,
+                pipe_fd,
+                ready_fd,
+            };
+            // Its output is the cage's turn.log: a line when it acted.
+            if let ops::exec::Watched::Stopped { signal } = ops::exec::watch(&ctx, &req)? {
+                let why = match signal {
+                    Some(s) => format!("this watcher got signal {s}"),
+                    None => "the process holding the turn ended without stopping it".into(),
+                };
+                output::warnings(&[format!("stopped {}: {why}", req.container)]);
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -312,6 +337,7 @@ fn exec(ctx: &Context, name: &str, what: ops::exec::What) -> Result<ExitCode> {
     if let Some(e) = &ended.stop_error {
         output::warnings(&[format!("the cage could not be stopped afterwards: {e}")]);
     }
+    // Ended by a signal: the code says so (128 + n), as a shell's would.
     Ok(ExitCode::from(ended.code.clamp(0, 255) as u8))
 }
 

@@ -29,14 +29,16 @@ pub fn raw(bytes: &[u8]) {
     }
 }
 
+/// Warnings on stderr. A stderr that is gone (a closed terminal, after
+/// its hangup ended a turn) is not an error either: `eprintln!` would panic.
 pub fn warnings(list: &[String]) {
     for w in list {
-        eprintln!("shrooms-agent: warning: {w}");
+        let _ = writeln!(std::io::stderr(), "shrooms-agent: warning: {w}");
     }
 }
 
 pub fn error(e: &Error, json: bool) {
-    eprintln!("shrooms-agent: error: {}", e.message);
+    let _ = writeln!(std::io::stderr(), "shrooms-agent: error: {}", e.message);
     if json {
         error_json(e);
     }

@@ -577,13 +577,71 @@ impl Store {
             ))),
         }
     }
+
+    /// The session's lock as a process that holds it passed it on, open, as
+    /// descriptor `fd` (the watcher of a turn, `ops::exec::watch`). Made
+    /// close-on-exec again at once, so that nothing the watcher starts
+    /// (podman, and the pause process rootless podman may leave behind)
+    /// keeps the session busy; refused unless it is this session's lock
+    /// file and held through this very open file description.
+    pub fn inherited_lock(&self, name: &str, fd: std::os::fd::RawFd) -> Result<SessionLock> {
+        use std::os::fd::FromRawFd;
+        use std::os::unix::fs::MetadataExt;
+        validate_name(name)?;
+        if fd < 3 {
+            return Err(Error::bad_input(format!(
+                "descriptor {fd} cannot be a session lock"
+            )));
+        }
+        // SAFETY: fcntl on a descriptor number; checked before it is owned.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        if flags == -1 {
+            return Err(Error::failed(format!(
+                "the lock of session {name} was not passed on as descriptor {fd}"
+            )));
+        }
+        // SAFETY: as above; from here on the File owns the descriptor.
+        let file = unsafe {
+            libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            File::from_raw_fd(fd)
+        };
+        let path = self.lock_path(name);
+        let same = match (file.metadata(), fs::metadata(&path)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        };
+        if !same {
+            return Err(Error::failed(format!(
+                "descriptor {fd} is not the lock of session {name} ({})",
+                path.display()
+            )));
+        }
+        // Held by this open file description already: this cannot block,
+        // and fails only if it was not held for us.
+        crate::lock::flock(&file, libc::LOCK_EX | libc::LOCK_NB).map_err(|e| {
+            Error::failed(format!(
+                "the lock of session {name} was not held for this process: {e}"
+            ))
+        })?;
+        Ok(SessionLock { _file: file })
+    }
 }
 
 /// Held while a command changes or uses a session; released on drop (the
-/// kernel releases a flock when its process ends, even by a crash).
+/// kernel releases a flock when its process ends, even by a crash). flock
+/// belongs to the open file description, so a child given the descriptor
+/// (`fd`) holds it too, for as long as either has it open.
 #[derive(Debug)]
 pub struct SessionLock {
     _file: File,
+}
+
+impl SessionLock {
+    /// Its descriptor, to pass on to a process that must hold it too.
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self._file.as_raw_fd()
+    }
 }
 
 /// Make a folder (and its parents) with mode 0700, and make sure an

@@ -16,3 +16,4 @@ mod options;
 mod rootless;
 mod sealed;
 mod serve;
+mod turn;

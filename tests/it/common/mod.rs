@@ -768,6 +768,37 @@ impl World {
     }
 }
 
+impl World {
+    /// The binary as a Command of its own, as this world's user but not
+    /// through `runuser` (rootless: uid and gid set in the child), with the
+    /// world's environment: the child is the shrooms-agent process itself,
+    /// for tests that signal it or give it a terminal of theirs.
+    pub fn direct_command(&self, args: &[&str]) -> Command {
+        use std::os::unix::process::CommandExt;
+        let Some(u) = self.user else {
+            return self.command(args);
+        };
+        let mut c = Command::new(bin());
+        c.env_clear();
+        c.env(
+            "PATH",
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        )
+        .env("XDG_RUNTIME_DIR", format!("/run/user/{}", u.uid))
+        .env("USER", &u.name)
+        .env("CONTAINERS_CONF", containers_conf())
+        .env("HOME", &self.home)
+        .env("SHROOMS_AGENT_CONFIG", &self.config)
+        .env("SHROOMS_AGENT_STATE_DIR", &self.state);
+        for (k, v) in self.extra_env.borrow().iter() {
+            c.env(k, v);
+        }
+        // chown_all gives the world to uid:uid; the test user's group is its own.
+        c.uid(u.uid).gid(u.uid).args(args).current_dir("/tmp");
+        c
+    }
+}
+
 /// Wait for a spawned command and return it as a `Run`.
 pub fn finish(what: &str, child: std::process::Child) -> Run {
     Run {
