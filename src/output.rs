@@ -140,7 +140,8 @@ pub fn listing(l: &Listing) -> String {
     let mut s = table(&rows);
     if !l.leftovers.is_empty() {
         s.push_str(
-            "\nleftovers (labelled, no session; `shrooms-agent cage prune` removes them):\n",
+            "\nleftovers (labelled, no session here; `shrooms-agent cage prune` removes those \
+             this state folder made):\n",
         );
         for o in &l.leftovers {
             s.push_str(&format!(
@@ -231,17 +232,50 @@ pub fn shown(sh: &Shown) -> String {
 
 pub fn pruned(p: &Pruned) -> String {
     let verb = if p.dry_run { "would remove" } else { "removed" };
-    if p.containers.is_empty() && p.files.is_empty() {
-        return "nothing to prune\n".into();
-    }
     let mut s = String::new();
+    if p.removes_nothing() {
+        s.push_str("nothing to prune\n");
+    }
     for c in &p.containers {
         s.push_str(&format!("{verb} container {c}\n"));
     }
     for f in &p.files {
         s.push_str(&format!("{verb} {}\n", f.display()));
     }
+    if !p.made_by_another_state_folder.is_empty() {
+        s.push_str(
+            "made by another state folder: kept (`cage prune` with that folder's \
+             SHROOMS_AGENT_STATE_DIR removes them):\n",
+        );
+        for k in &p.made_by_another_state_folder {
+            s.push_str(&format!(
+                "  {} (session {}, state folder {})\n",
+                k.container,
+                k.session,
+                k.state_folder.as_deref().unwrap_or("?")
+            ));
+        }
+    }
+    if !p.made_before_state_labels.is_empty() {
+        s.push_str(
+            "made before containers were labelled with their state folder: kept (look, then \
+             `podman rm` one by hand):\n",
+        );
+        for k in &p.made_before_state_labels {
+            s.push_str(&format!("  {} (session {})\n", k.container, k.session));
+        }
+    }
     s
+}
+
+/// "2 containers and 1 file", for prune's question and refusal.
+pub fn prune_count(p: &Pruned) -> String {
+    let n = |k: usize, one: &str, many: &str| format!("{k} {}", if k == 1 { one } else { many });
+    format!(
+        "{} and {}",
+        n(p.containers.len(), "container", "containers"),
+        n(p.files.len(), "file", "files")
+    )
 }
 
 pub fn doctor(r: &doctor::Report) -> String {

@@ -5,6 +5,7 @@ mod common;
 
 mod cage;
 mod cli;
+mod home_prune;
 mod images;
 mod options;
 mod rootless;

@@ -230,6 +230,9 @@ pub struct World {
     /// A podman storage of the world's own (`World::alone`): the
     /// CONTAINERS_STORAGE_CONF every podman call of the world gets.
     storage_conf: Option<PathBuf>,
+    /// The storage is another world's (`World::beside`): that world
+    /// empties and removes it, not this one.
+    borrowed_storage: bool,
 }
 
 impl World {
@@ -258,6 +261,22 @@ impl World {
         w.set_env("CONTAINERS_STORAGE_CONF", &conf.to_string_lossy());
         w.storage_conf = Some(conf);
         build_test_image(None, w.podman_env().as_slice());
+        w
+    }
+
+    /// Another world of the same user on the same podman storage, with a
+    /// home, config and state folder of its own: what a second state
+    /// folder of one user (a shell and a systemd unit with different
+    /// `SHROOMS_AGENT_STATE_DIR`) sees. Drop it before `self`.
+    pub fn beside(&self) -> World {
+        let mut w = Self::make(self.user);
+        for (k, v) in self.extra_env.borrow().iter() {
+            if k == "CONTAINERS_STORAGE_CONF" || k == "XDG_DATA_HOME" {
+                w.set_env(k, v);
+            }
+        }
+        w.storage_conf = self.storage_conf.clone();
+        w.borrowed_storage = true;
         w
     }
 
@@ -303,6 +322,7 @@ impl World {
             sessions: RefCell::new(Vec::new()),
             extra_env: RefCell::new(Vec::new()),
             storage_conf: None,
+            borrowed_storage: false,
         };
         w.write_config("");
         w.chown_all();
@@ -480,7 +500,7 @@ impl Drop for World {
                 let _ = self.podman(&["rm", "-f", "-t", "0", &c]);
             }
         }
-        if self.storage_conf.is_some() {
+        if self.storage_conf.is_some() && !self.borrowed_storage {
             // The world's own storage: everything in it goes, then its
             // overlay mount, so that the folder can be removed.
             let _ = self.podman(&["rm", "-a", "-f", "-t", "0"]);
