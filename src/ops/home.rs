@@ -106,11 +106,11 @@ pub fn inside_home(argv: &[String], private_home: &Path) -> Vec<(PathBuf, PathBu
 pub fn check(private_home: &Path, cage: &CageRecord, session: &str) -> Result<()> {
     let refuse = |found: &Path, what: String| {
         Error::failed(format!(
-            "session {session}'s cage was not started: {what}. Its cage put it in its private \
-             home ({}), over a folder that another mount goes into ({}); a start would mount \
-             through it wherever it leads. Look at it, remove it (`rm {}`; rootless, \
-             `podman unshare rm` where it belongs to another user of the cage), then start \
-             again; or `shrooms-agent cage move {session}` gives the session a fresh cage",
+            "session {session}'s cage was not started: {what}. The cage can write its private \
+             home ({}, its {} inside), and a start would mount through this wherever it \
+             leads. Look at it, remove it (`rm {}`; rootless, `podman unshare rm` where it \
+             belongs to another user of the cage), then start again; or \
+             `shrooms-agent cage move {session}` gives the session a fresh cage",
             private_home.display(),
             cage.harness_dir.display(),
             found.display()

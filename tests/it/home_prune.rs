@@ -249,6 +249,22 @@ fn prune_removes_only_what_its_state_folder_made(a: World) {
     );
     assert!(a.container_exists(&gone_c), "removed without asking");
 
+    // On a terminal it asks: "n" removes nothing.
+    let r = a.run_on_terminal(&["cage", "prune"], "n\n");
+    assert_eq!(r.code(), 0, "{}", r.explain());
+    assert!(
+        r.stdout()
+            .contains(&format!("would remove container {gone_c}"))
+            && r.stdout().contains("remove 1 container and")
+            && r.stdout().contains("nothing was removed"),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        a.container_exists(&gone_c),
+        "removed though the answer was no"
+    );
+
     // --yes: its own leftover only.
     let r = a.run(&["cage", "prune", "--yes", "--json"]).ok();
     let j = r.json();
@@ -309,18 +325,14 @@ fn limits_that_podman_ignores_are_refused_and_the_session_still_starts() {
     assert_eq!(w.record(&name)["cage"]["limits"], before);
     assert_eq!(w.sh(&name, "echo started").ok().stdout(), "started\n");
     // Running, too.
-    let mut held = w.spawn_env(&["cage", "exec", &name, "--", "sleep", "30"], &[]);
+    let held = w.spawn_env(&["cage", "exec", &name, "--", "sleep", "8"], &[]);
     let c = w.container(&name);
     wait_until("the cage runs", Duration::from_secs(30), || {
         w.container_state(&c).as_deref() == Some("running")
     });
     let r = w.run(&["cage", "limits", &name, "--memory", "1g"]);
     assert_eq!(r.code(), 1, "not refused while running:\n{}", r.explain());
-    let _ = held.kill();
-    let _ = held.wait();
-    wait_until("the cage stops", Duration::from_secs(30), || {
-        w.container_state(&c).as_deref() != Some("running")
-    });
+    finish("cage exec -- sleep 8", held).ok();
 
     // A record an older version changed: the session starts all the same.
     let path = w.record_path(&name);

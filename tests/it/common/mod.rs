@@ -447,6 +447,60 @@ impl World {
         }
     }
 
+    /// Run the binary on a terminal of its own (a pty that util-linux's
+    /// `script` opens), with `input` typed into it.
+    pub fn run_on_terminal(&self, args: &[&str], input: &str) -> Run {
+        let mut line = shell_word(&bin().to_string_lossy());
+        for a in args {
+            line.push(' ');
+            line.push_str(&shell_word(a));
+        }
+        let mut c = self.command_env(args, &[]);
+        // The same environment and user, with `script` as the program.
+        let program = c.get_program().to_string_lossy().into_owned();
+        let mut all: Vec<String> = c
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        if self.user.is_some() {
+            // runuser -u USER -- env -i K=V... BIN ARGS: BIN goes, script comes.
+            let at = all.len() - args.len() - 1;
+            all.truncate(at);
+            all.extend(["script".into(), "-qec".into(), line, "/dev/null".into()]);
+            c = Command::new(program);
+            c.env_clear()
+                .env(
+                    "PATH",
+                    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                )
+                .args(&all)
+                .current_dir("/tmp");
+        } else {
+            let envs: Vec<(std::ffi::OsString, std::ffi::OsString)> = c
+                .get_envs()
+                .filter_map(|(k, v)| Some((k.to_os_string(), v?.to_os_string())))
+                .collect();
+            c = Command::new("script");
+            c.env_clear()
+                .envs(envs)
+                .args(["-qec", &line, "/dev/null"])
+                .current_dir("/tmp");
+        }
+        c.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().expect("spawn script");
+        {
+            let mut stdin = child.stdin.take().unwrap();
+            // The pty keeps what is typed early until the program reads.
+            let _ = stdin.write_all(input.as_bytes());
+        }
+        Run {
+            what: format!("(on a terminal) shrooms-agent {}", args.join(" ")),
+            out: child.wait_with_output().expect("wait for script"),
+        }
+    }
+
     /// `cage create NAME --dir DIR` that must succeed.
     pub fn create(&self, name: &str, dir: &Path, extra: &[&str]) -> Run {
         let d = dir.to_string_lossy().into_owned();
@@ -510,6 +564,11 @@ impl Drop for World {
         }
         let _ = fs::remove_dir_all(&self.root);
     }
+}
+
+/// A word for `sh -c`, in single quotes.
+pub fn shell_word(w: &str) -> String {
+    format!("'{}'", w.replace('\'', "'\\''"))
 }
 
 /// A finished command, with helpers that explain themselves on failure.
