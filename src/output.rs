@@ -433,3 +433,49 @@ pub fn image_status(r: &crate::ops::image::StatusReport) -> String {
     }
     table(&rows)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::prune::Kept;
+
+    #[test]
+    fn pruned_lists_what_it_keeps_apart() {
+        let p = Pruned {
+            dry_run: true,
+            containers: vec!["shrooms-a-000001".into()],
+            files: vec!["/s/cages/shrooms-a-000001".into()],
+            made_by_another_state_folder: vec![Kept {
+                container: "shrooms-b-000002".into(),
+                session: "b".into(),
+                state_folder: Some("0123".into()),
+            }],
+            made_before_state_labels: vec![Kept {
+                container: "shrooms-c-000003".into(),
+                session: "c".into(),
+                state_folder: None,
+            }],
+        };
+        assert_eq!(
+            pruned(&p),
+            "would remove container shrooms-a-000001\n\
+             would remove /s/cages/shrooms-a-000001\n\
+             made by another state folder: kept (`cage prune` with that folder's \
+             SHROOMS_AGENT_STATE_DIR removes them):\n  \
+             shrooms-b-000002 (session b, state folder 0123)\n\
+             made before containers were labelled with their state folder: kept (look, then \
+             `podman rm` one by hand):\n  \
+             shrooms-c-000003 (session c)\n"
+        );
+        assert_eq!(prune_count(&p), "1 container and 1 file");
+        let none = Pruned {
+            containers: vec![],
+            files: vec![],
+            made_by_another_state_folder: vec![],
+            made_before_state_labels: vec![],
+            ..p
+        };
+        assert_eq!(pruned(&none), "nothing to prune\n");
+        assert_eq!(prune_count(&none), "0 containers and 0 files");
+    }
+}
