@@ -142,11 +142,17 @@ pub enum CageCommand {
     Ls,
     /// Show a session: its record, its container's state and the argv it was made with
     Show(NameArg),
-    /// Remove leftover containers (labelled, with no session) and env files with no session
+    /// Remove leftovers this state folder made: containers with no session here, and their
+    /// files. Containers another state folder made, or made before containers carried the
+    /// state folder's label, are listed and kept. Asks first on a terminal; without one it
+    /// removes nothing unless given --yes (exit 2)
     Prune {
-        /// Say what would be removed, and remove nothing
+        /// Say what would be removed, and remove nothing (writes nothing at all)
         #[arg(long)]
         dry_run: bool,
+        /// Remove without asking
+        #[arg(long, short = 'y')]
+        yes: bool,
     },
     /// Stop a cage if the process holding its turn dies (started by `cage
     /// exec` and `cage run`, not for use by hand)

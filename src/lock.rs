@@ -45,6 +45,22 @@ pub fn try_take(path: &Path) -> Result<Option<File>> {
     }
 }
 
+/// Does someone hold the lock at `path`? Never makes the file: a lock file
+/// that is not there is held by nobody. The file is opened read-only,
+/// which flock(2) allows.
+pub fn held(path: &Path) -> Result<bool> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(Error::failed(format!("opening {}: {e}", path.display()))),
+    };
+    match flock(&file, libc::LOCK_EX | libc::LOCK_NB) {
+        Ok(()) => Ok(false),
+        Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(true),
+        Err(e) => Err(Error::failed(format!("locking {}: {e}", path.display()))),
+    }
+}
+
 /// Take the lock at `path`, waiting for whoever holds it.
 pub fn take(path: &Path) -> Result<File> {
     let file = open(path)?;
@@ -60,8 +76,11 @@ mod tests {
     #[test]
     fn one_holder_at_a_time() {
         let path = std::env::temp_dir().join(format!("shrooms-lock-test-{}", std::process::id()));
+        assert!(!held(&path).unwrap());
+        assert!(!path.exists(), "held() made the file");
         let first = try_take(&path).unwrap().expect("free");
         assert!(try_take(&path).unwrap().is_none());
+        assert!(held(&path).unwrap());
         drop(first);
         let waited = take(&path).unwrap();
         assert!(try_take(&path).unwrap().is_none());

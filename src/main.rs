@@ -267,10 +267,7 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
             let r = ops::show::show(&ctx, &a.name)?;
             output::show(&r, json, output::shown);
         }
-        CageCommand::Prune { dry_run } => {
-            let r = ops::prune::prune(&ctx, dry_run)?;
-            output::show(&r, json, output::pruned);
-        }
+        CageCommand::Prune { dry_run, yes } => return prune(&ctx, dry_run, yes, json),
         CageCommand::WatchTurn {
             session,
             container,
@@ -297,6 +294,43 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
             }
         }
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cage prune`: what it would remove is shown first; it removes only
+/// with `--yes`, or when asked on a terminal and answered yes. Without a
+/// terminal and without `--yes` it removes nothing and says so (exit 2).
+fn prune(ctx: &ops::Context, dry_run: bool, yes: bool, json: bool) -> Result<ExitCode> {
+    let planned = ops::prune::plan(ctx)?;
+    if dry_run || planned.removes_nothing() {
+        output::show(&planned, json, output::pruned);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !yes {
+        // SAFETY: isatty on fd 0.
+        let tty = unsafe { libc::isatty(0) } == 1;
+        if !tty {
+            let e = Error::bad_input(format!(
+                "cage prune removed nothing: it asks before it removes, and there is no \
+                 terminal to ask on. It would remove {}; pass --yes to remove them, or \
+                 --dry-run to list them",
+                output::prune_count(&planned)
+            ));
+            output::error_after(&e, json, &planned, output::pruned);
+            return Ok(ExitCode::from(e.kind.exit_code() as u8));
+        }
+        eprint!("{}", output::pruned(&planned));
+        eprint!("remove {}? [y/N] ", output::prune_count(&planned));
+        let mut answer = String::new();
+        let _ = std::io::stdin().read_line(&mut answer);
+        if !matches!(answer.trim().to_lowercase().as_str(), "y" | "yes") {
+            eprintln!("nothing was removed");
+            output::show(&planned, json, |_| String::new());
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    let done = ops::prune::apply(ctx, &planned)?;
+    output::show(&done, json, output::pruned);
     Ok(ExitCode::SUCCESS)
 }
 

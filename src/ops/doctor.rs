@@ -96,7 +96,21 @@ pub fn doctor(ctx: &Context) -> Report {
         )
     });
     checks.push(limits_check(host, s.unenforced_limits));
-    checks.push(check("update", Status::Pass, update_behaviour(host), None));
+    checks.push(match host.limits_support() {
+        LimitsSupport::Enforced => check("update", Status::Pass, update_behaviour(host), None),
+        // `podman update` fails where limits are not enforced: `cage
+        // limits` refuses there, and a start sets none again.
+        other => check(
+            "update",
+            Status::Warn,
+            format!(
+                "podman {}: `cage limits` is refused here: {}",
+                host.version,
+                super::limits::unenforced_why(&other)
+            ),
+            Some("use cgroups v2 with the memory, cpu and pids controllers delegated"),
+        ),
+    });
     checks.push(network_check(host, s.network));
     checks.push(match (&host.nft, &host.nsenter) {
         (Some(nft), Some(ns)) => check(

@@ -33,6 +33,10 @@ pub struct Leftover {
     pub session: String,
     pub image: String,
     pub state: String,
+    /// The identity of the state folder that made it (its label
+    /// `xyz.vpavlin.shrooms.state`); None for a container made before
+    /// containers carried it.
+    pub state_folder: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -96,6 +100,7 @@ pub fn join(records: &[crate::session::Record], ps: Option<&[PsEntry]>) -> Listi
             session: e.label(SESSION_LABEL).unwrap_or("").to_string(),
             image: e.image.clone(),
             state: e.state.clone(),
+            state_folder: e.label(crate::spec::STATE_LABEL).map(str::to_string),
         })
         .collect();
     Listing {

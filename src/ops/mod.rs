@@ -8,6 +8,7 @@ pub mod doctor;
 pub mod exec;
 pub mod files;
 pub mod history;
+pub mod home;
 pub mod image;
 pub mod limits;
 pub mod ls;
@@ -104,6 +105,7 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<()>
     })?;
     if !state.running {
         check_mount_sources(&cage.mount_sources, &record.name)?;
+        home::check(&ctx.store.private_home(&cage.container), cage, &record.name)?;
         // Its folder is untrusted for as long as it is sealed, whatever
         // was forgotten meanwhile.
         if cage.sealed.is_some() {
@@ -112,8 +114,11 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<()>
         host.podman.start(&cage.container)?;
         // Before podman 5.1 `podman update` does not persist: a start brings
         // back the limits the container was made with, so the session's own
-        // are set again (podman-on-these-machines.md, seen on 4.3.1).
+        // are set again (podman-on-these-machines.md, seen on 4.3.1). Not
+        // where podman ignores limits (rootless on cgroups v1): `podman
+        // update` fails there, and would leave the session unable to start.
         if !host.update_persists()
+            && host.limits_support() == crate::host::LimitsSupport::Enforced
             && limits_in_argv(&cage.create_argv).as_ref() != Some(&cage.limits)
         {
             let update =

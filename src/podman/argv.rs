@@ -125,6 +125,21 @@ fn path(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
 
+/// A `podman create` argv with the state folder's label added after the
+/// session's (`spec::STATE_LABEL`).
+pub fn with_state_label(mut argv: Vec<String>, state_id: &str) -> Vec<String> {
+    let label = [
+        "--label".to_string(),
+        format!("{}={state_id}", crate::spec::STATE_LABEL),
+    ];
+    let at = argv
+        .iter()
+        .position(|a| a.starts_with(&format!("{SESSION_LABEL}=")))
+        .map_or(1.min(argv.len()), |i| i + 1);
+    argv.splice(at..at, label);
+    argv
+}
+
 /// `podman update` of a container's limits, all in one call: a podman 5
 /// bug reset the limits not passed (podman #24610). `--pids-limit` for
 /// update came with podman 4.4.
@@ -306,6 +321,18 @@ mod tests {
         assert!(
             a.ends_with("--mount type=volume,src=shrooms-shared,dst=/shared -- localhost/shrooms-workbench:latest sleep infinity"),
             "{a}"
+        );
+    }
+
+    #[test]
+    fn golden_state_label() {
+        let a = with_state_label(create(&spec(Network::Bridge)), "0123abcd");
+        assert!(
+            a.join(" ").starts_with(
+                "create --name shrooms-web-abc123 --label xyz.vpavlin.shrooms.session=web \
+                 --label xyz.vpavlin.shrooms.state=0123abcd --network bridge "
+            ),
+            "{a:?}"
         );
     }
 
