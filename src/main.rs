@@ -159,6 +159,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Serve(a) => {
             let ctx = context()?;
+            // serve makes, runs and removes cages for its callers.
+            ops::refuse_root(&ctx.settings)?;
             serve::run(ctx, a.listen.as_deref(), a.token_file.as_deref())?;
             Ok(ExitCode::SUCCESS)
         }
@@ -167,6 +169,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
 
 fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
     let ctx = context()?;
+    ops::refuse_root(&ctx.settings)?;
     match cmd {
         CageCommand::Create(a) => {
             let req = ops::create::CreateRequest {

@@ -86,6 +86,19 @@ fn token_file(w: &World) -> PathBuf {
     p
 }
 
+/// Rewrite a rootful world's config without `allow_root = true`.
+fn config_without_allow_root(w: &World) {
+    w.write_config("");
+    let text = fs::read_to_string(&w.config).unwrap();
+    assert!(text.contains("allow_root = true"), "{text}");
+    let kept: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("allow_root"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    fs::write(&w.config, kept).unwrap();
+}
+
 /// What root inside tries, as an attacker and as a package manager would.
 fn attack_script(project: &Path) -> String {
     let p = project.display();
@@ -175,4 +188,80 @@ fn no_device_nodes_file_capabilities_or_setuid_and_package_work_still_works() {
             );
         }
     }
+}
+
+/// As root, cage commands refuse without `allow_root = true`, before any
+/// cage is made: with rootful podman, a cage's root is root on the files it
+/// is given, and it could leave a set-user-ID root program in its project
+/// for another user of the machine to run. `doctor` and `serve` say the
+/// same. With `allow_root = true` that is what is given away.
+#[test]
+fn as_root_cage_commands_refuse_without_allow_root() {
+    let w = World::new();
+    config_without_allow_root(&w);
+    let name = w.session("asroot");
+    let project = fs::canonicalize(w.dir("asroot")).unwrap();
+    let p = project.to_string_lossy().into_owned();
+    let r = w.run(&["cage", "create", &name, "--dir", &p]).code_is(2);
+    let err = r.stderr();
+    for words in [
+        "runs as root",
+        "set-user-ID root program",
+        "as your own user",
+        "allow_root = true",
+        &w.config.to_string_lossy(),
+    ] {
+        assert!(err.contains(words), "{words}:\n{}", r.explain());
+    }
+    assert!(w.containers_of(&name).is_empty());
+    assert!(!w.record_path(&name).exists());
+    assert!(!project.join("suid-left").exists());
+    // Every cage command, and serve, the same way.
+    for args in [
+        vec!["cage", "ls"],
+        vec!["cage", "exec", &name, "--", "true"],
+        vec!["serve", "--listen", "127.0.0.1:1"],
+    ] {
+        let r = w.run(&args).code_is(2);
+        assert!(r.stderr().contains("allow_root = true"), "{}", r.explain());
+    }
+    let r = w.run(&["doctor", "--json"]).code_is(1);
+    let report = r.json();
+    let line = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "rootless")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(line["status"], "fail", "{report:#}");
+    assert!(
+        line["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("allow_root = true"),
+        "{report:#}"
+    );
+    assert!(w.containers_of(&name).is_empty());
+
+    // allow_root = true: what it gives away, shown. The cage's root leaves
+    // a set-user-ID root program in the project; outside, it is root's.
+    w.write_config("");
+    w.create(&name, &project, &[]);
+    w.sh(
+        &name,
+        "cp /bin/busybox suid-left && chown 0:0 suid-left && chmod 4755 suid-left",
+    )
+    .ok();
+    let m = fs::metadata(project.join("suid-left")).unwrap();
+    assert_eq!((m.uid(), m.mode() & 0o7777), (0, 0o4755));
+    let doctor = w.run(&["doctor", "--json"]).json();
+    let line = doctor["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "rootless")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(line["status"], "warn", "{doctor:#}");
 }
