@@ -14,6 +14,7 @@ pub mod ls;
 pub mod make;
 pub mod moves;
 pub mod outbox;
+pub mod project;
 pub mod prune;
 pub mod rm;
 pub mod sealed;

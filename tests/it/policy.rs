@@ -265,3 +265,64 @@ fn as_root_cage_commands_refuse_without_allow_root() {
         .unwrap_or_default();
     assert_eq!(line["status"], "warn", "{doctor:#}");
 }
+
+/// A `--dir` to refuse: the folder, words the refusal must hold, and the
+/// environment to run with.
+type Refused = (String, &'static str, Vec<(&'static str, String)>);
+
+/// `--dir` must be a folder of the user's own: shared temporary roots, the
+/// runtime folder and anything in it, /run and anything in it, and the
+/// system's trees are refused (exit 2, nothing made); a folder of the
+/// user's below /tmp works.
+#[test]
+fn a_project_must_be_a_folder_of_the_users_own() {
+    for w in [World::new(), World::rootless()] {
+        let mut refused: Vec<Refused> = Vec::new();
+        for d in ["/tmp", "/var/tmp", "/dev/shm"] {
+            refused.push((d.into(), "every user of this machine shares", vec![]));
+        }
+        for d in [
+            "/", "/etc", "/usr", "/var", "/boot", "/srv", "/opt", "/dev", "/proc", "/sys",
+        ] {
+            if Path::new(d).is_dir() {
+                refused.push((d.into(), "", vec![]));
+            }
+        }
+        refused.push(("/run".into(), "not a folder of your own", vec![]));
+        refused.push(("/run/lock".into(), "not a folder of your own", vec![]));
+        match w.user {
+            // The test user's runtime folder, as its session has it.
+            Some(u) => refused.push((format!("/run/user/{}", u.uid), "runtime folder", vec![])),
+            // A runtime folder elsewhere, and a folder in it.
+            None => {
+                let rt = fs::canonicalize(w.dir("rt")).unwrap();
+                let sub = w.dir("rt/proj");
+                let env = vec![("XDG_RUNTIME_DIR", rt.to_string_lossy().into_owned())];
+                refused.push((rt.to_string_lossy().into(), "runtime folder", env.clone()));
+                refused.push((sub.to_string_lossy().into(), "runtime folder", env));
+            }
+        }
+        for (dir, why, env) in &refused {
+            let name = w.session("notown");
+            let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let r = w
+                .run_env(&["cage", "create", &name, "--dir", dir], &env)
+                .code_is(2);
+            let err = r.stderr();
+            assert!(
+                err.contains(&format!("{dir} is ")) && err.contains(why),
+                "{}",
+                r.explain()
+            );
+            assert!(err.contains("a folder of your own"), "{}", r.explain());
+            assert!(w.containers_of(&name).is_empty(), "{dir}");
+            assert!(!w.record_path(&name).exists(), "{dir}");
+        }
+        // The world is below /tmp: a folder of the user's there is fine.
+        assert!(w.root.starts_with("/tmp"));
+        let name = w.session("own");
+        let project = w.dir("mine");
+        w.create(&name, &project, &[]);
+        w.sh(&name, "true").ok();
+    }
+}
