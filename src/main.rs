@@ -252,13 +252,23 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
             let cmd = strings(cmd)?;
             return exec(&ctx, &name, ops::exec::What::Command(cmd));
         }
-        CageCommand::Run { name, args } => {
+        CageCommand::Run {
+            name,
+            uncaged,
+            args,
+        } => {
             let args = strings(args)?;
             if ops::exec::is_uncaged(&ctx, &name)? {
-                let uncaged = ops::exec::prepare_uncaged(&ctx, &name, args)?;
+                let uncaged = ops::exec::prepare_uncaged(&ctx, &name, args, uncaged)?;
                 output::warnings(std::slice::from_ref(&uncaged.notice));
                 let code = uncaged.run()?;
                 return Ok(ExitCode::from(code.clamp(0, 255) as u8));
+            }
+            if uncaged {
+                return Err(Error::bad_input(format!(
+                    "session {name} is in a cage, and `cage run` runs its harness there; \
+                     leave out --uncaged"
+                )));
             }
             return exec(&ctx, &name, ops::exec::What::Harness(args));
         }

@@ -326,3 +326,58 @@ fn a_project_must_be_a_folder_of_the_users_own() {
         w.sh(&name, "true").ok();
     }
 }
+
+/// `cage run` of a session taken out of its cage refuses (exit 2) unless
+/// given --uncaged, and runs nothing; with it, the harness runs on the
+/// machine; on a caged session --uncaged is refused.
+#[test]
+fn run_of_an_uncaged_session_needs_uncaged() {
+    for w in [World::new(), World::rootless()] {
+        let mark = w.root.join("harness-ran");
+        let claude = w.file(
+            "claude-install/claude",
+            &format!(
+                "#!/bin/sh\necho \"fake claude $*\"\necho ran >> {}\n",
+                mark.display()
+            ),
+        );
+        fs::set_permissions(&claude, fs::Permissions::from_mode(0o755)).unwrap();
+        w.write_config(&format!("[harness]\nclaude = \"{}\"", claude.display()));
+        let name = w.session("uncaged");
+        let project = w.dir("uncaged");
+        w.create(&name, &project, &[]);
+        w.run(&["cage", "move", &name, "--out"]).ok();
+
+        let r = w.run(&["cage", "run", &name, "--", "--hello"]).code_is(2);
+        let err = r.stderr();
+        assert!(
+            err.contains("--uncaged")
+                && err.contains(&format!("shrooms-agent cage move {name}"))
+                && err.contains("not in a cage"),
+            "{}",
+            r.explain()
+        );
+        assert!(!r.stdout().contains("fake claude"), "{}", r.explain());
+        assert!(!mark.exists(), "the harness ran");
+
+        let r = w
+            .run(&["cage", "run", "--uncaged", &name, "--", "--hello"])
+            .ok();
+        assert!(
+            r.stdout().contains("fake claude --hello"),
+            "{}",
+            r.explain()
+        );
+        assert!(mark.exists());
+
+        w.run(&["cage", "move", &name]).ok();
+        let r = w
+            .run(&["cage", "run", "--uncaged", &name, "--", "--hello"])
+            .code_is(2);
+        assert!(
+            r.stderr().contains("leave out --uncaged"),
+            "{}",
+            r.explain()
+        );
+    }
+}
