@@ -97,6 +97,7 @@ complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from history" -s h -l help -d 'Print help'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from exec" -l json -d 'Print the result as JSON instead of text'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from exec" -s h -l help -d 'Print help'
+complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from run" -l uncaged -d 'Run the harness on this machine, outside any cage, when the session is not in one'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from run" -l json -d 'Print the result as JSON instead of text'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from ls" -l json -d 'Print the result as JSON instead of text'

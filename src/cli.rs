@@ -131,9 +131,17 @@ pub enum CageCommand {
         cmd: Vec<OsString>,
     },
     /// Run the session's harness (claude or pi) in its cage
+    #[command(
+        after_help = "On a session taken out of its cage (`cage move NAME --out`), `cage run` refuses \
+        unless given --uncaged: the harness would run on this machine as you, outside any cage. \
+        `cage move NAME` puts the session back in a cage."
+    )]
     Run {
         /// The session
         name: String,
+        /// Run the harness on this machine, outside any cage, when the session is not in one
+        #[arg(long)]
+        uncaged: bool,
         /// Arguments for the harness, after `--`
         #[arg(last = true, value_name = "ARGS")]
         args: Vec<OsString>,

@@ -159,6 +159,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Serve(a) => {
             let ctx = context()?;
+            // serve makes, runs and removes cages for its callers.
+            ops::refuse_root(&ctx.settings)?;
             serve::run(ctx, a.listen.as_deref(), a.token_file.as_deref())?;
             Ok(ExitCode::SUCCESS)
         }
@@ -167,6 +169,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
 
 fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
     let ctx = context()?;
+    ops::refuse_root(&ctx.settings)?;
     match cmd {
         CageCommand::Create(a) => {
             let req = ops::create::CreateRequest {
@@ -249,13 +252,23 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
             let cmd = strings(cmd)?;
             return exec(&ctx, &name, ops::exec::What::Command(cmd));
         }
-        CageCommand::Run { name, args } => {
+        CageCommand::Run {
+            name,
+            uncaged,
+            args,
+        } => {
             let args = strings(args)?;
             if ops::exec::is_uncaged(&ctx, &name)? {
-                let uncaged = ops::exec::prepare_uncaged(&ctx, &name, args)?;
+                let uncaged = ops::exec::prepare_uncaged(&ctx, &name, args, uncaged)?;
                 output::warnings(std::slice::from_ref(&uncaged.notice));
                 let code = uncaged.run()?;
                 return Ok(ExitCode::from(code.clamp(0, 255) as u8));
+            }
+            if uncaged {
+                return Err(Error::bad_input(format!(
+                    "session {name} is in a cage, and `cage run` runs its harness there; \
+                     leave out --uncaged"
+                )));
             }
             return exec(&ctx, &name, ops::exec::What::Harness(args));
         }

@@ -41,6 +41,7 @@ struct ConfigFile {
     images_repo: Option<String>,
     machine_name: Option<String>,
     machines: Option<BTreeMap<String, MachineEntry>>,
+    allow_root: Option<bool>,
 }
 
 /// A `[machines]` entry: `name = "http://host:port"`, or a table with the
@@ -148,6 +149,9 @@ pub struct Settings {
     pub machine_name: String,
     /// The other machines' `serve`s, by name (`[machines]`).
     pub machines: BTreeMap<String, Machine>,
+    /// `allow_root = true`: cage commands run as root, with rootful podman,
+    /// whose cages' root is root on the files they are given.
+    pub allow_root: bool,
 }
 
 impl Settings {
@@ -345,6 +349,7 @@ impl Settings {
                 }),
             machine_name,
             machines,
+            allow_root: file.allow_root.unwrap_or(false),
         })
     }
 }
@@ -641,6 +646,7 @@ mod tests {
         assert_eq!(s.unenforced_limits, UnenforcedLimits::Refuse);
         assert_eq!(s.sealed_dns, vec!["1.1.1.1", "9.9.9.9"]);
         assert_eq!(s.sealed_token, None);
+        assert!(!s.allow_root);
     }
 
     #[test]
@@ -659,6 +665,7 @@ pass_env = ["MY_VAR"]
 unenforced_limits = "warn"
 sealed_token = "/secret/token"
 sealed_dns = ["8.8.8.8", "2001:4860:4860::8888"]
+allow_root = true
 [harness]
 claude = "/opt/claude"
 pi = "/opt/pi"
@@ -679,6 +686,7 @@ pi = "/opt/pi"
         assert_eq!(s.pi, Some(PathBuf::from("/opt/pi")));
         assert_eq!(s.sealed_token, Some(PathBuf::from("/secret/token")));
         assert_eq!(s.sealed_dns, vec!["8.8.8.8", "2001:4860:4860::8888"]);
+        assert!(s.allow_root);
     }
 
     #[test]

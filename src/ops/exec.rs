@@ -55,11 +55,20 @@ pub struct Ended {
 
 /// `cage run` on a session taken out of its cage: its harness on the
 /// machine itself, in its folder (seed: "taking the session out of the
-/// cage ... work as before").
-pub fn prepare_uncaged(ctx: &Context, name: &str, args: Vec<String>) -> Result<Uncaged> {
+/// cage ... work as before"), only when asked for with `--uncaged`
+/// (`allowed`): a harness never runs outside a cage by surprise.
+pub fn prepare_uncaged(
+    ctx: &Context,
+    name: &str,
+    args: Vec<String>,
+    allowed: bool,
+) -> Result<Uncaged> {
     let (lock, record) = ctx.store.lock_and_load(name)?;
     if record.cage.is_some() {
         return Err(Error::bad_input(format!("session {name} is in a cage")));
+    }
+    if !allowed {
+        return Err(uncaged_refused(name));
     }
     let (configured, program) = match record.harness {
         crate::harness::Harness::Claude => (ctx.settings.claude.clone(), "claude"),
@@ -81,6 +90,15 @@ pub fn prepare_uncaged(ctx: &Context, name: &str, args: Vec<String>) -> Result<U
         process: Process::new(&path, program).args(args).cwd(&record.dir),
         _lock: lock,
     })
+}
+
+/// Why `cage run` does not run an uncaged session's harness unasked.
+pub fn uncaged_refused(name: &str) -> Error {
+    Error::bad_input(format!(
+        "session {name} is not in a cage: `cage run` would run its harness on this machine, \
+         as you, outside any cage; pass --uncaged to do that, or put the session back in a \
+         cage with `shrooms-agent cage move {name}`"
+    ))
 }
 
 /// A harness to run on the machine, out of any cage.

@@ -98,6 +98,7 @@ pub fn plan(
         }
         sealed::check_project(dir, &ctx.settings.home, &ctx.settings.state_dir)?;
     }
+    super::project::check_own_folder(dir, ctx.env.get("XDG_RUNTIME_DIR").map(String::as_str))?;
     sealed::check_any_project(
         dir,
         &ctx.settings.home,

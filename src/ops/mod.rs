@@ -15,6 +15,7 @@ pub mod ls;
 pub mod make;
 pub mod moves;
 pub mod outbox;
+pub mod project;
 pub mod prune;
 pub mod rm;
 pub mod sealed;
@@ -80,6 +81,43 @@ impl Context {
             }
         })
     }
+}
+
+/// Why cage commands refuse to run as root without `allow_root = true`:
+/// with podman run as root, root in a cage is root on the machine's files
+/// it is given. A cage can leave a set-user-ID root program in its project
+/// (its folders are mounted nosuid inside, but not for the machine), and
+/// the next local user who runs it is root. The design is rootless.
+pub fn root_refused(config: &Path) -> String {
+    format!(
+        "shrooms-agent runs as root, so its podman is rootful: root in a cage would be root \
+         on the machine's files it is given (a cage could leave a set-user-ID root program in \
+         its project for anyone on this machine to run). Run shrooms-agent as your own user, \
+         with rootless podman (the user needs ranges in /etc/subuid and /etc/subgid); or, to \
+         accept that, set allow_root = true in {}",
+        config.display()
+    )
+}
+
+/// The refusal for a user id and the config's `allow_root`: bad input
+/// (exit 2), as how the tool is run must change, and nothing was done.
+pub fn root_refusal(euid: u32, allow_root: bool, config: &Path) -> Option<Error> {
+    (euid == 0 && !allow_root).then(|| Error::bad_input(root_refused(config)))
+}
+
+/// Refuse a command that uses podman for cages when the tool runs as root
+/// and the config does not allow it; checked before anything is done.
+pub fn refuse_root(settings: &Settings) -> Result<()> {
+    match root_refusal(euid(), settings.allow_root, &settings.config_path) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// The effective user id of this process.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() }
 }
 
 /// A session's cage, or a clear error when it has none.
@@ -226,6 +264,23 @@ fn mount_for(program: &Path, parent: &Path, harness: &str, home: &Path) -> PathB
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn root_is_refused_unless_allowed() {
+        let cfg = Path::new("/home/u/.config/shrooms-agent/config.toml");
+        let e = root_refusal(0, false, cfg).unwrap();
+        assert_eq!(e.kind, crate::error::Kind::BadInput);
+        for words in [
+            "runs as root",
+            "set-user-ID root program",
+            "as your own user",
+            "allow_root = true in /home/u/.config/shrooms-agent/config.toml",
+        ] {
+            assert!(e.message.contains(words), "{words}: {}", e.message);
+        }
+        assert!(root_refusal(0, true, cfg).is_none());
+        assert!(root_refusal(1000, false, cfg).is_none());
+    }
 
     #[test]
     fn the_programs_folder_only_where_it_is_the_harnesss_own() {

@@ -824,7 +824,7 @@ fn doctor_passes_here_and_fails_on_a_missing_image() {
     fs::write(
         &w.config,
         format!(
-            "image = \"localhost/nope:1\"\nagent_port = {}\n",
+            "image = \"localhost/nope:1\"\nagent_port = {}\nallow_root = true\n",
             w.agent_port
         ),
     )

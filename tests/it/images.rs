@@ -538,7 +538,7 @@ fn image_status_during_and_after_builds_and_doctor_agrees() {
     fs::write(
         &im.w.config,
         format!(
-            "images_repo = \"{}\"\nagent_port = {}\n",
+            "images_repo = \"{}\"\nagent_port = {}\nallow_root = true\n",
             im.repo, im.w.agent_port
         ),
     )

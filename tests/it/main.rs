@@ -14,6 +14,7 @@ mod cli;
 mod home_prune;
 mod images;
 mod options;
+mod policy;
 mod rootless;
 mod sealed;
 mod serve;

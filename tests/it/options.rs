@@ -409,12 +409,14 @@ fn move_in_change_out_and_back() {
         "{out}"
     );
 
-    // out: no container; `cage run` runs the harness on the machine
+    // out: no container; `cage run --uncaged` runs the harness on the machine
     w.run(&["cage", "move", &name, "--out"]).ok();
     assert!(!w.container_exists(&c2));
     assert!(w.record(&name)["cage"].is_null());
     assert!(w.containers_of(&name).is_empty());
-    let r = w.run(&["cage", "run", &name, "--", "--resume"]).ok();
+    let r = w
+        .run(&["cage", "run", "--uncaged", &name, "--", "--resume"])
+        .ok();
     assert!(
         r.stdout().contains(&format!(
             "fake claude in {} with --resume",

@@ -338,6 +338,9 @@ impl World {
         let mut text = format!("image = \"{IMAGE}\"\nagent_port = {}\n", self.agent_port);
         if self.user.is_some() {
             text.push_str("unenforced_limits = \"warn\"\n");
+        } else {
+            // The tests run as root, with rootful podman: an opt-in.
+            text.push_str("allow_root = true\n");
         }
         text.push_str(extra);
         text.push('\n');
