@@ -50,7 +50,7 @@ pub fn ls(ctx: &Context) -> Result<Listing> {
     // "can still be taken out of the cage"), their state unknown.
     let ps = match ctx.host() {
         Ok(host) => Some(host.podman.ps_cages()?),
-        Err(e) if e.message == super::NO_PODMAN => None,
+        Err(e) if e.kind == crate::error::Kind::NoPodman => None,
         Err(e) => return Err(e),
     };
     let mut listing = join(&records, ps.as_deref());
