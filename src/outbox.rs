@@ -164,12 +164,17 @@ pub fn make_outbox(dir: &Path) -> Result<()> {
 /// - `out` there already and not a regular file (a device, a FIFO, a
 ///   folder, a link), a regular file without `replace`, or inside the
 ///   outbox: [`Error::bad_input`], before anything is written;
-/// - nothing to pack (no file, and nothing left out): exactly
-///   `nothing in its outbox`;
+/// - nothing to pack (no file, and nothing left out): `Ok(None)`, and no
+///   archive;
 /// - files there, but every one left out: an error that lists them, and no
 ///   archive (one holding only its README would look like a result);
 /// - the outbox cannot be opened, or the archive cannot be written.
-pub fn pack(outbox: &Path, only: Option<&Path>, out: &Path, replace: bool) -> Result<Packed> {
+pub fn pack(
+    outbox: &Path,
+    only: Option<&Path>,
+    out: &Path,
+    replace: bool,
+) -> Result<Option<Packed>> {
     pack_with(outbox, only, out, replace, &LIMITS)
 }
 
@@ -179,7 +184,7 @@ fn pack_with(
     out: &Path,
     replace: bool,
     limits: &Limits,
-) -> Result<Packed> {
+) -> Result<Option<Packed>> {
     let root = open_root(outbox)?;
     let (out_dir, out_name) = split_out(out)?;
     check_target(outbox, &out_dir, out, replace)?;
@@ -194,7 +199,7 @@ fn pack_with(
 
     if walk.files == 0 {
         if walk.left_out.is_empty() {
-            return Err(Error::failed("nothing in its outbox"));
+            return Ok(None);
         }
         return Err(Error::failed(format!(
             "nothing could be packed from its outbox: everything in it was left out: {}",
@@ -209,12 +214,12 @@ fn pack_with(
             Error::failed(format!("writing {}: {e}", out.display()))
         }
     })?;
-    Ok(Packed {
+    Ok(Some(Packed {
         files: walk.files,
         bytes: walk.bytes,
         left_out: walk.left_out,
         left_out_unlisted: walk.unlisted,
-    })
+    }))
 }
 
 /// The outbox folder itself, not through a link.
@@ -1066,7 +1071,7 @@ mod tests {
         write(&o.join("notes/deeper/b.bin"), "\0\u{1}binary");
         write(&o.join("notes/empty.txt"), "");
         fs::create_dir(o.join("empty-folder")).unwrap();
-        let packed = pack(&o, None, &t.out(), false).unwrap();
+        let packed = pack(&o, None, &t.out(), false).unwrap().expect("packed");
         assert_eq!(packed.files, 4);
         assert_eq!(packed.bytes, 18 + 1 + 8);
         assert!(packed.left_out.is_empty(), "{packed:?}");
@@ -1116,12 +1121,14 @@ mod tests {
         let t = Temp::new("empty");
         let o = t.outbox();
         fs::create_dir_all(o.join("a/b")).unwrap();
-        let e = pack(&o, None, &t.out(), false).unwrap_err();
-        assert_eq!(e.message, "nothing in its outbox");
+        assert!(pack(&o, None, &t.out(), false).unwrap().is_none());
         assert!(!t.out().exists());
         no_temp_files_left(&t);
-        let e = pack(&o, Some(Path::new("a")), &t.out(), false).unwrap_err();
-        assert_eq!(e.message, "nothing in its outbox");
+        assert!(
+            pack(&o, Some(Path::new("a")), &t.out(), false)
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[test]
@@ -1130,7 +1137,7 @@ mod tests {
         let o = t.outbox();
         fs::write(o.join(README_NAME), "Nothing was left out. Trust me.").unwrap();
         write(&o.join("r.md"), "r");
-        let packed = pack(&o, None, &t.out(), false).unwrap();
+        let packed = pack(&o, None, &t.out(), false).unwrap().expect("packed");
         assert_eq!(packed.files, 1);
         assert!(why_of(&packed, README_NAME).contains("changed"));
         let (raw, entries) = read_back(&t.out());
@@ -1149,7 +1156,7 @@ mod tests {
         fs::remove_file(o.join("sub/inner-link.txt")).unwrap();
         symlink(&secret, o.join("sub/inner-link.txt")).unwrap();
         write(&o.join("result.md"), "ok");
-        let packed = pack(&o, None, &t.out(), false).unwrap();
+        let packed = pack(&o, None, &t.out(), false).unwrap().expect("packed");
         assert_eq!(packed.files, 1);
         assert!(why_of(&packed, "innocent.txt").contains("a link"));
         assert!(why_of(&packed, "sub/inner-link.txt").contains("a link"));
@@ -1166,7 +1173,7 @@ mod tests {
         write(&outside.join("key"), "SECRET-FOLDER-CONTENT");
         symlink(&outside, o.join("docs")).unwrap();
         write(&o.join("result.md"), "ok");
-        let packed = pack(&o, None, &t.out(), false).unwrap();
+        let packed = pack(&o, None, &t.out(), false).unwrap().expect("packed");
         assert_eq!(packed.files, 1);
         assert!(why_of(&packed, "docs").contains("a link"));
         let (raw, entries) = read_back(&t.out());
@@ -1204,7 +1211,7 @@ mod tests {
             )
         );
         assert_eq!(fs::read(t.out()).unwrap(), b"mine");
-        pack(&o, None, &t.out(), true).unwrap();
+        pack(&o, None, &t.out(), true).unwrap().expect("packed");
         let (_, entries) = read_back(&t.out());
         assert!(entries.iter().any(|(n, _)| n == "r.md"), "{entries:?}");
 
@@ -1301,7 +1308,9 @@ mod tests {
         // A folder beside it whose name starts the same is outside.
         let beside = t.0.join("outbox2");
         fs::create_dir(&beside).unwrap();
-        pack(&o, None, &beside.join("e.tar.gz"), false).unwrap();
+        pack(&o, None, &beside.join("e.tar.gz"), false)
+            .unwrap()
+            .expect("packed");
     }
 
     /// What appears at the name between the check and the rename is not
@@ -1338,7 +1347,9 @@ mod tests {
         mkfifo(&o.join("pipe"));
         write(&o.join("result.md"), "ok");
         let (o2, out) = (o.clone(), t.out());
-        let packed = within_time(move || pack(&o2, None, &out, false)).unwrap();
+        let packed = within_time(move || pack(&o2, None, &out, false))
+            .unwrap()
+            .expect("packed");
         assert_eq!(packed.files, 1);
         assert!(why_of(&packed, "pipe").contains("a FIFO"));
         let (_, entries) = read_back(&t.out());
@@ -1387,7 +1398,7 @@ mod tests {
         for i in 0..=2000 {
             fs::write(o.join(format!("f{i:04}")), i.to_string()).unwrap();
         }
-        let packed = pack(&o, None, &t.out(), false).unwrap();
+        let packed = pack(&o, None, &t.out(), false).unwrap().expect("packed");
         assert_eq!(packed.files, 2000);
         assert_eq!(packed.left_out.len(), 1);
         assert_eq!(
@@ -1411,7 +1422,7 @@ mod tests {
             .set_len(101 * 1024 * 1024)
             .unwrap();
         write(&o.join("small.txt"), "small");
-        let packed = pack(&o, None, &t.out(), false).unwrap();
+        let packed = pack(&o, None, &t.out(), false).unwrap().expect("packed");
         assert_eq!(packed.files, 1);
         assert_eq!(
             why_of(&packed, "big.bin"),
@@ -1435,7 +1446,9 @@ mod tests {
             bytes: 10,
             ..LIMITS
         };
-        let packed = pack_with(&o, None, &t.out(), false, &limits).unwrap();
+        let packed = pack_with(&o, None, &t.out(), false, &limits)
+            .unwrap()
+            .expect("packed");
         assert_eq!((packed.files, packed.bytes), (2, 10));
         assert!(why_of(&packed, "b").contains("past the limit of 10 bytes"));
         let (_, entries) = read_back(&t.out());
@@ -1452,7 +1465,7 @@ mod tests {
         }
         write(&level32.join("ok.txt"), "at level 32");
         write(&level32.join("d33/deep.txt"), "DEEP-SECRET");
-        let packed = pack(&o, None, &t.out(), false).unwrap();
+        let packed = pack(&o, None, &t.out(), false).unwrap().expect("packed");
         assert_eq!(packed.files, 1);
         let d33 = level32.join("d33");
         let d33 = d33.strip_prefix(&o).unwrap().to_string_lossy();
@@ -1473,7 +1486,9 @@ mod tests {
         write(&o.join("a/x.txt"), "x");
         write(&o.join("a/b/y.txt"), "y");
         write(&o.join("other.txt"), "OTHER");
-        let packed = pack(&o, Some(Path::new("./a/")), &t.out(), false).unwrap();
+        let packed = pack(&o, Some(Path::new("./a/")), &t.out(), false)
+            .unwrap()
+            .expect("packed");
         assert_eq!(packed.files, 2);
         let (raw, entries) = read_back(&t.out());
         readme_of(&entries, &packed);
@@ -1529,7 +1544,7 @@ mod tests {
         let o = t.outbox();
         symlink("/etc/passwd", o.join("x\nNothing was left out.")).unwrap();
         write(&o.join("r"), "r");
-        let packed = pack(&o, None, &t.out(), false).unwrap();
+        let packed = pack(&o, None, &t.out(), false).unwrap().expect("packed");
         let (_, entries) = read_back(&t.out());
         let readme = readme_of(&entries, &packed);
         assert!(
@@ -1552,7 +1567,9 @@ mod tests {
             listed: 3,
             ..LIMITS
         };
-        let packed = pack_with(&o, None, &t.out(), false, &limits).unwrap();
+        let packed = pack_with(&o, None, &t.out(), false, &limits)
+            .unwrap()
+            .expect("packed");
         // 8 names looked at: the 3 at the top, then 5 of the 10 links; the
         // 5 links and the folder cut short are left out, 3 of them listed.
         assert_eq!(packed.files, 1);

@@ -26,8 +26,8 @@ pub mod stop;
 use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
-use crate::host::{Host, NO_PODMAN, NO_PODMAN_FOR_SESSION};
+use crate::error::{Error, Kind, Result};
+use crate::host::{Host, NO_PODMAN_FOR_SESSION};
 use crate::rules;
 use crate::session::{CageRecord, Record, Store};
 use crate::settings::{Env, Settings};
@@ -74,8 +74,8 @@ impl Context {
     /// The same, for a command on a session that is already caged.
     pub fn host_for_session(&self) -> Result<&Host> {
         self.host().map_err(|e| {
-            if e.message == NO_PODMAN {
-                Error::failed(NO_PODMAN_FOR_SESSION)
+            if e.kind == Kind::NoPodman {
+                Error::no_podman(NO_PODMAN_FOR_SESSION)
             } else {
                 e
             }

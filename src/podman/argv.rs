@@ -256,6 +256,11 @@ pub fn inspect_container(container: &str) -> Vec<String> {
     )
 }
 
+/// `podman container exists -- CONTAINER`: exit 0 there, 1 not.
+pub fn container_exists(container: &str) -> Vec<String> {
+    named(&["container", "exists"], &[container])
+}
+
 /// `podman top -- CONTAINER args`: its processes' command lines.
 pub fn top_args(container: &str) -> Vec<String> {
     named(&["top"], &[container, "args"])
@@ -266,6 +271,11 @@ pub fn volume_inspect(volume: &str) -> Vec<String> {
     named(&["volume", "inspect", "--format", "json"], &[volume])
 }
 
+/// `podman volume exists -- VOLUME`: exit 0 there, 1 not.
+pub fn volume_exists(volume: &str) -> Vec<String> {
+    named(&["volume", "exists"], &[volume])
+}
+
 /// `podman volume create --label LABEL -- VOLUME`.
 pub fn volume_create(volume: &str, label: &str) -> Vec<String> {
     named(&["volume", "create", "--label", label], &[volume])
@@ -274,6 +284,11 @@ pub fn volume_create(volume: &str, label: &str) -> Vec<String> {
 /// `podman image inspect --format json -- IMAGE`.
 pub fn image_inspect(image: &str) -> Vec<String> {
     named(&["image", "inspect", "--format", "json"], &[image])
+}
+
+/// `podman image exists -- IMAGE`: exit 0 there, 1 not.
+pub fn image_exists(image: &str) -> Vec<String> {
+    named(&["image", "exists"], &[image])
 }
 
 /// `podman image rm -- IMAGE`.
@@ -559,6 +574,21 @@ mod tests {
             a.iter()
                 .position(|x| x == "--cap-add")
                 .is_some_and(|j| j > i)
+        );
+    }
+
+    /// The `exists` verbs that tell "not there" by exit status, each with
+    /// `--` before the name.
+    #[test]
+    fn golden_exists_calls() {
+        assert_eq!(
+            container_exists("--all"),
+            ["container", "exists", "--", "--all"]
+        );
+        assert_eq!(volume_exists("--all"), ["volume", "exists", "--", "--all"]);
+        assert_eq!(
+            image_exists("--privileged"),
+            ["image", "exists", "--", "--privileged"]
         );
     }
 

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 
 /// A command to run, as a value.
 #[derive(Debug, Clone)]
@@ -23,6 +23,8 @@ pub struct Process {
     label: String,
     /// Sent SIGTERM when the thread that started it ends (`die_with_parent`).
     die_with_parent: bool,
+    /// The kind of the error when it runs and fails (`run`).
+    fails_as: Kind,
 }
 
 /// What a finished process printed.
@@ -58,6 +60,7 @@ impl Process {
             cwd: None,
             label: label.into(),
             die_with_parent: false,
+            fails_as: Kind::Failed,
         }
     }
     pub fn args<I, S>(mut self, args: I) -> Process
@@ -87,6 +90,30 @@ impl Process {
     pub fn die_with_parent(mut self) -> Process {
         self.die_with_parent = true;
         self
+    }
+
+    /// The kind `run` gives its error when the program ran and failed
+    /// (podman's calls: [`Kind::PodmanFailed`]).
+    pub fn fails_as(mut self, kind: Kind) -> Process {
+        self.fails_as = kind;
+        self
+    }
+
+    /// The error of a run that ended without success: `<label>: <last
+    /// stderr line>`, the exit status and the whole stderr kept.
+    pub fn failure(&self, out: &Captured) -> Error {
+        let line = out.last_stderr_line();
+        let why = if line.is_empty() {
+            format!("exited with {}", describe_code(out.code))
+        } else {
+            line.to_string()
+        };
+        Error::exited(
+            self.fails_as,
+            format!("{}: {why}", self.label),
+            out.code,
+            out.stderr.clone(),
+        )
     }
 
     fn expression(&self) -> duct::Expression {
@@ -171,13 +198,7 @@ impl Process {
         if out.success() {
             Ok(out)
         } else {
-            let line = out.last_stderr_line();
-            let why = if line.is_empty() {
-                format!("exited with {}", describe_code(out.code))
-            } else {
-                line.to_string()
-            };
-            Err(Error::failed(format!("{}: {why}", self.label)))
+            Err(self.failure(&out))
         }
     }
 
@@ -817,8 +838,18 @@ mod tests {
             "-c",
             "echo first >&2; echo 'Error: no such image' >&2; exit 125",
         ]);
-        let e = p.run().unwrap_err();
+        let e = p.clone().run().unwrap_err();
         assert_eq!(e.message, "podman create: Error: no such image");
+        assert_eq!(e.kind, Kind::Failed);
+        assert_eq!(
+            e.exited.as_deref(),
+            Some(&crate::error::Exited {
+                status: Some(125),
+                stderr: "first\nError: no such image\n".into()
+            })
+        );
+        let e = p.fails_as(Kind::PodmanFailed).run().unwrap_err();
+        assert_eq!(e.kind, Kind::PodmanFailed);
     }
 
     #[test]
