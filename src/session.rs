@@ -695,7 +695,7 @@ impl Store {
         }
         // Held by this open file description already: this cannot block,
         // and fails only if it was not held for us.
-        crate::lock::flock(&file, libc::LOCK_EX | libc::LOCK_NB).map_err(|e| {
+        crate::lock::ours(&file).map_err(|e| {
             Error::failed(format!(
                 "the lock of session {name} was not held for this process: {e}"
             ))
