@@ -5,7 +5,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::error::{Error, Kind, Result};
@@ -244,11 +244,13 @@ impl Process {
     /// inherited) and return its exit code. While it runs, SIGINT, SIGQUIT,
     /// SIGTERM and SIGHUP do not end this process: the child gets the
     /// terminal's signals itself, and a SIGTERM or SIGHUP sent to us alone is
-    /// passed on to it, so the caller can always clean up after it.
+    /// passed on to it, so the caller can always clean up after it. The
+    /// signals stay caught (signal-hook) for the rest of the process's life,
+    /// as a turn's do ([`TurnSignals`]).
     pub fn interactive(&self) -> Result<i32> {
         let cwd = self.cwd.clone().unwrap_or_else(|| PathBuf::from("/"));
         let e = duct::cmd(&self.program, &self.args).unchecked().dir(cwd);
-        let guard = SignalGuard::install();
+        let signals = TurnSignals::catch()?;
         let handle = e.start().map_err(|e| self.could_not_start(e))?;
         let output = loop {
             match handle
@@ -257,20 +259,22 @@ impl Process {
             {
                 Some(o) => break o.clone(),
                 None => {
-                    let sig = guard.pending();
-                    if sig != 0 {
+                    // A SIGTERM or SIGHUP sent to us alone is passed on; the
+                    // terminal's own signals reached the child already, as
+                    // it shares our process group.
+                    if let Some(sig) = signals.take()
+                        && (sig == libc::SIGTERM || sig == libc::SIGHUP)
+                    {
                         for pid in handle.pids() {
                             // SAFETY: kill(2) on our own child's pid.
                             unsafe {
                                 libc::kill(pid as libc::pid_t, sig);
                             }
                         }
-                        guard.clear();
                     }
                 }
             }
         };
-        drop(guard);
         Ok(exit_code(&output.status))
     }
 }
@@ -393,6 +397,14 @@ impl TurnSignals {
     fn none() -> TurnSignals {
         TurnSignals {
             received: std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        }
+    }
+
+    /// The last of them that arrived since the last `take`, and forget it.
+    pub fn take(&self) -> Option<i32> {
+        match self.received.swap(0, Ordering::SeqCst) {
+            0 => None,
+            s => i32::try_from(s).ok(),
         }
     }
 
@@ -761,64 +773,6 @@ pub fn shell_quote(s: &str) -> String {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
-    }
-}
-
-/// The signal last received while a guard was installed (0: none).
-static PENDING: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn remember(sig: libc::c_int) {
-    PENDING.store(sig, Ordering::SeqCst);
-}
-
-/// Handlers (not SIG_IGN, which a child would inherit through exec) for the
-/// signals that would otherwise end us before we stop the cage.
-struct SignalGuard {
-    old: Vec<(libc::c_int, libc::sigaction)>,
-}
-
-const GUARDED: [libc::c_int; 4] = [libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP];
-
-impl SignalGuard {
-    fn install() -> SignalGuard {
-        PENDING.store(0, Ordering::SeqCst);
-        let mut old = Vec::new();
-        for sig in GUARDED {
-            // SAFETY: installing a handler that only stores to an atomic.
-            unsafe {
-                let mut new: libc::sigaction = std::mem::zeroed();
-                new.sa_sigaction = remember as *const () as usize;
-                libc::sigemptyset(&mut new.sa_mask);
-                new.sa_flags = libc::SA_RESTART;
-                let mut prev: libc::sigaction = std::mem::zeroed();
-                if libc::sigaction(sig, &new, &mut prev) == 0 {
-                    old.push((sig, prev));
-                }
-            }
-        }
-        SignalGuard { old }
-    }
-    /// A SIGTERM or SIGHUP to pass on; the terminal's own signals already
-    /// reached the child, which shares our process group.
-    fn pending(&self) -> libc::c_int {
-        match PENDING.load(Ordering::SeqCst) {
-            s if s == libc::SIGTERM || s == libc::SIGHUP => s,
-            _ => 0,
-        }
-    }
-    fn clear(&self) {
-        PENDING.store(0, Ordering::SeqCst);
-    }
-}
-
-impl Drop for SignalGuard {
-    fn drop(&mut self) {
-        for (sig, prev) in &self.old {
-            // SAFETY: restoring the handler we replaced.
-            unsafe {
-                libc::sigaction(*sig, prev, std::ptr::null_mut());
-            }
-        }
     }
 }
 
