@@ -6,24 +6,9 @@
 use serde::Serialize;
 
 use super::Context;
+pub use super::check::{Check, Status};
 use crate::host::{Host, LimitsSupport, PASTA_SINCE};
 use crate::settings::{NetworkChoice, UnenforcedLimits};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    Pass,
-    Warn,
-    Fail,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Check {
-    pub name: &'static str,
-    pub status: Status,
-    pub detail: String,
-    pub hint: Option<String>,
-}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {

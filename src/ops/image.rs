@@ -21,7 +21,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::Context;
-use super::doctor::{Check, Status as CheckStatus};
+use super::check::{Check, Status as CheckStatus};
 use crate::error::{Error, Kind, Result};
 use crate::host::Host;
 use crate::images::{self, BuildRecord, ForCage, ImageStatus, Present, Stage};
