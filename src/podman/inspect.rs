@@ -1,6 +1,6 @@
 //! The JSON shapes podman answers with, as far as the tool reads them. Every
 //! field is optional or defaulted: podman 4.3 and 5.x differ in what they
-//! print (podman-on-these-machines.md), and a missing field must not break
+//! print (seen on 4.3.1 and 5.4.2), and a missing field must not break
 //! a command that does not need it.
 
 use std::collections::BTreeMap;
@@ -108,7 +108,7 @@ impl PsEntry {
 
 /// One entry of `podman volume inspect --format json`: a plain local volume
 /// has `Options: {}`; one defined as a bind has `{"device": "/path", "o":
-/// "bind", "type": "none"}` (podman-on-these-machines.md).
+/// "bind", "type": "none"}` (seen on podman 4.3.1 and 5.4.2).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
 pub struct VolumeInspect {

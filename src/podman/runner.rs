@@ -1,5 +1,5 @@
-//! The one place a process is started (design.md, habit 2, after cargo's
-//! `ProcessBuilder`): program and arguments held as a value, run with duct,
+//! The one place a process is started (after cargo's `ProcessBuilder`,
+//! crates/cargo-util/src/process_builder.rs): program and arguments held as a value, run with duct,
 //! always an explicit argument list (no shell anywhere), and one error shape
 //! that tells "could not start" from "ran and failed".
 
@@ -85,7 +85,8 @@ impl Process {
     }
     /// End it (SIGTERM) when this process ends, even by SIGKILL: an image
     /// build must not go on unseen once the process holding its lock is gone
-    /// (issue 4, point 4). Linux sends it when the spawning *thread* ends, so
+    /// (a background build is started by serve or a CLI command that may
+    /// end first). Linux sends it when the spawning *thread* ends, so
     /// only for processes waited for on the thread that started them.
     pub fn die_with_parent(mut self) -> Process {
         self.die_with_parent = true;
@@ -279,7 +280,7 @@ impl Process {
     }
 }
 
-/// Start a program that outlives this one (issue 4: an image build in the
+/// Start a program that outlives this one (an image build in the
 /// background): in a session of its own (setsid), so no terminal's hangup
 /// reaches it; working folder /; stdin from /dev/null; stdout and stderr
 /// appended to `log`. `keep_fds` are passed to it open (a build lock held
@@ -356,8 +357,8 @@ fn detached(
 // ---- a turn: `cage exec` / `cage run` in a cage ----------------------------
 //
 // Whatever ends the process holding a turn, the cage must stop and the
-// session must be free again (seed: a caged session cannot "keep processes
-// running after its turn's process ends"). Two parts do it:
+// session must be free again: a caged session may not keep processes
+// running after its turn's process ends. Two parts do it:
 // - in this process, the signals that can be caught (`TurnSignals`) end the
 //   command (`Process::turn`), put the terminal back as it was
 //   (`Terminal`), and the caller stops the cage;

@@ -1,4 +1,4 @@
-//! End-to-end tests of our images (issue 4), as root, against real podman.
+//! End-to-end tests of our images, as root, against real podman.
 //! No registry is reachable here, so the images are built with
 //! `--containerfile` from small Containerfiles `FROM` the test busybox image,
 //! with the same stage names as the embedded one. Each test tags its images

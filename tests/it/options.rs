@@ -1,5 +1,5 @@
 //! End-to-end tests of the options that widen a cage, of limits, of moving
-//! and of the history (issue 5), against real podman.
+//! and of the history, against real podman.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
