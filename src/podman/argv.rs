@@ -33,14 +33,10 @@ pub fn create(spec: &CageSpec) -> Vec<String> {
     a.extend(["--cap-drop".into(), "NET_ADMIN".into()]);
     a.extend(["--cap-drop".into(), "NET_RAW".into()]);
     a.extend(limits(&spec.limits));
-    // The container's only own process is `sleep infinity`, which as PID 1
-    // ignores SIGTERM; a stop would wait out podman's 10 s for nothing. What
-    // the session started dies with PID 1 either way.
+    // A stop need not wait: what the session started dies with PID 1, and
+    // nothing in a cage is owed a grace period.
     a.extend(["--stop-signal".into(), "SIGKILL".into()]);
-    // The image's ENTRYPOINT would run before the network rules are set
-    // (they need the running container's PID), with the network open; a
-    // cage runs `sleep infinity` and nothing else of the image's.
-    a.extend(["--entrypoint".into(), String::new()]);
+    a.extend(init(spec));
     a.extend(["--workdir".into(), path(&spec.workdir)]);
     for m in &spec.mounts {
         a.extend(["--mount".into(), mount(m)]);
@@ -55,8 +51,46 @@ pub fn create(spec: &CageSpec) -> Vec<String> {
     // --privileged`) is taken as a name, never as an option.
     a.push("--".into());
     a.push(spec.image.clone());
-    a.extend(["sleep".into(), "infinity".into()]);
+    // catatonit's pause mode: it starts no program and reaps orphans.
+    a.push("-P".into());
     a
+}
+
+/// Where a cage's init is mounted: a name of its own right under `/`, as
+/// the container's name is (random per container). The path is resolved in
+/// the cage's root file system, which the cage can write and which outlives
+/// a stop, and runc follows links when it mounts: a link planted at the
+/// path, or at a folder above it, would send the mount somewhere a later
+/// mount covers, and run what lies there instead. While the cage runs the
+/// path is a mount point, which it can neither remove nor rename, and `/`
+/// cannot be renamed; an image cannot know the name in advance.
+pub fn init_path(container: &str) -> String {
+    format!("/.shrooms-init-{container}")
+}
+
+/// PID 1 (issue: nothing of the image or of the cage runs before the rules):
+/// the machine's catatonit, bind-mounted read-only, run in pause mode. No
+/// program of the image's (its ENTRYPOINT, a `sleep` on its PATH) and
+/// nothing the cage wrote in its own layers runs before the network rules
+/// are loaded from outside; the cage's own first program is what `cage
+/// exec` starts. No podman `--init` around it (containers.conf `init =
+/// true` would add one at a path under `/run`, which a cage can reach), and
+/// no HEALTHCHECK of the image's, which podman would run in the cage on a
+/// timer from the start.
+pub fn init(spec: &CageSpec) -> Vec<String> {
+    let dst = init_path(&spec.container);
+    vec![
+        "--init=false".into(),
+        "--no-healthcheck".into(),
+        "--mount".into(),
+        mount(&Mount {
+            src: spec.init.clone(),
+            dst: dst.clone().into(),
+            read_only: true,
+        }),
+        "--entrypoint".into(),
+        dst,
+    ]
 }
 
 /// What a sealed cage adds (seed, "Sealed cages"): its mark, public
@@ -207,25 +241,6 @@ pub fn image_rm(image: &str) -> Vec<String> {
     named(&["image", "rm"], &[image])
 }
 
-/// Does `sleep` run in the image? `podman run --rm` of `sleep 0` with no
-/// network and no capabilities, never pulling.
-pub fn sleep_check(image: &str) -> Vec<String> {
-    named(
-        &[
-            "run",
-            "--rm",
-            "--pull=never",
-            "--network",
-            "none",
-            "--cap-drop",
-            "all",
-            "--entrypoint",
-            "sleep",
-        ],
-        &[image, "0"],
-    )
-}
-
 /// `podman exec` of a command in a cage (issue 2, "cage exec").
 pub fn exec(
     container: &str,
@@ -294,6 +309,7 @@ mod tests {
             workdir: PathBuf::from("/home/u/src/web"),
             sealed: None,
             volumes: vec![],
+            init: "/usr/libexec/podman/catatonit".into(),
         }
     }
 
@@ -304,7 +320,7 @@ mod tests {
         s.volumes = vec![("shrooms-shared".into(), "/shared".into())];
         let a = create(&s).join(" ");
         assert!(
-            a.ends_with("--mount type=volume,src=shrooms-shared,dst=/shared -- localhost/shrooms-workbench:latest sleep infinity"),
+            a.ends_with("--mount type=volume,src=shrooms-shared,dst=/shared -- localhost/shrooms-workbench:latest -P"),
             "{a}"
         );
     }
@@ -340,10 +356,13 @@ mod tests {
              --network bridge --label xyz.vpavlin.shrooms.sealed=true \
              --dns 1.1.1.1 --dns 9.9.9.9 --security-opt seccomp=/s/cages/c/seccomp.json \
              --security-opt label=disable --cap-drop NET_ADMIN --cap-drop NET_RAW \
-             --memory 4g --cpus 2 --pids-limit 2048 --stop-signal SIGKILL --entrypoint  \
+             --memory 4g --cpus 2 --pids-limit 2048 --stop-signal SIGKILL --init=false \
+             --no-healthcheck \
+             --mount type=bind,src=/usr/libexec/podman/catatonit,dst=/.shrooms-init-shrooms-web-abc123,ro=true \
+             --entrypoint /.shrooms-init-shrooms-web-abc123 \
              --workdir /home/u/src/web \
              --mount type=bind,src=/home/u/src/web,dst=/home/u/src/web \
-             -- localhost/shrooms-workbench:latest sleep infinity"
+             -- localhost/shrooms-workbench:latest -P"
         );
     }
 
@@ -354,11 +373,14 @@ mod tests {
             "create --name shrooms-web-abc123 --label xyz.vpavlin.shrooms.session=web \
              --network pasta:-a,fd5e:ca9e:1::2,-g,fd5e:ca9e:1::1 \
              --security-opt label=disable --cap-drop NET_ADMIN --cap-drop NET_RAW \
-             --memory 4g --cpus 2 --pids-limit 2048 --stop-signal SIGKILL --entrypoint  \
+             --memory 4g --cpus 2 --pids-limit 2048 --stop-signal SIGKILL --init=false \
+             --no-healthcheck \
+             --mount type=bind,src=/usr/libexec/podman/catatonit,dst=/.shrooms-init-shrooms-web-abc123,ro=true \
+             --entrypoint /.shrooms-init-shrooms-web-abc123 \
              --workdir /home/u/src/web \
              --mount type=bind,src=/home/u/src/web,dst=/home/u/src/web \
              --mount type=bind,src=/s/proxy,dst=/run/shrooms-agent,ro=true \
-             -- localhost/shrooms-workbench:latest sleep infinity"
+             -- localhost/shrooms-workbench:latest -P"
         );
     }
 
@@ -431,13 +453,36 @@ mod tests {
             "image inspect --format json -- --privileged"
         );
         assert_eq!(j(image_rm("abc")), "image rm -- abc");
-        assert_eq!(
-            j(sleep_check("--privileged")),
-            "run --rm --pull=never --network none --cap-drop all --entrypoint sleep -- --privileged 0"
-        );
         let mut s = spec(Network::Bridge);
         s.image = "--privileged".into();
-        assert!(j(create(&s)).ends_with(" -- --privileged sleep infinity"));
+        assert!(j(create(&s)).ends_with(" -- --privileged -P"));
+    }
+
+    /// PID 1 is the machine's catatonit at a path of the container's own,
+    /// never a program looked up on the image's PATH, whatever the image.
+    #[test]
+    fn the_first_process_is_the_machines_init() {
+        let mut s = spec(Network::Slirp4netns);
+        s.container = "shrooms-x-0a0b0c".into();
+        s.init = "/opt/a,b/catatonit".into();
+        let a = create(&s);
+        let at = |flag: &str| {
+            let i = a.iter().position(|x| x == flag).unwrap();
+            a[i + 1].clone()
+        };
+        assert_eq!(at("--entrypoint"), "/.shrooms-init-shrooms-x-0a0b0c");
+        assert!(a.contains(&"--init=false".to_string()));
+        assert!(a.contains(&"--no-healthcheck".to_string()));
+        assert!(
+            a.contains(
+                &"type=bind,\"src=/opt/a,b/catatonit\",dst=/.shrooms-init-shrooms-x-0a0b0c,ro=true"
+                    .to_string()
+            )
+        );
+        // Nothing after the image but catatonit's pause mode.
+        let image = a.iter().position(|x| x == &s.image).unwrap();
+        assert_eq!(&a[image - 1..], ["--", s.image.as_str(), "-P"]);
+        assert!(!a.iter().any(|x| x == "sleep" || x == "infinity"));
     }
 
     #[test]
