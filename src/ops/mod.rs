@@ -113,10 +113,16 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<()>
         if state.running {
             let _ = host.podman.stop(&cage.container);
         }
+        let sealed = if cage.sealed.is_some() {
+            " --sealed"
+        } else {
+            ""
+        };
         return Err(Error::failed(format!(
-            "session {}'s cage was not started: {}. `shrooms-agent cage move {}` makes its \
-             cage again, with the project and conversations as they are (what was installed \
-             in the old container goes with it)",
+            "session {}'s cage was not started: {}. `shrooms-agent cage move {}{sealed}` (with \
+             the options it had: `cage show` lists them) makes its cage again, with the \
+             project and conversations as they are; what was installed in the old container \
+             goes with it",
             record.name,
             crate::podman::old_cage(&cage.container),
             record.name

@@ -7,6 +7,7 @@ mod cage;
 mod cli;
 mod images;
 mod options;
+mod pid1;
 mod rootless;
 mod sealed;
 mod serve;
