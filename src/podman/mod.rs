@@ -212,13 +212,13 @@ impl crate::host::Host {
     /// running container, from outside, and check that it is the one the
     /// container's processes are in. Returns what was checked.
     ///
-    /// The namespace is the one podman reports (`NetworkSettings.SandboxKey`):
-    /// runc records a namespace given by path and joins that path at every
-    /// `podman exec` (runc's `NamespacePaths`), so the rules must be there,
-    /// whatever namespace any process of the cage has moved itself into.
-    /// Where podman reports none, the namespace of the container's first
-    /// process, which is the machine's catatonit (checked below) and never
-    /// changes namespace. Root uses `nsenter --net=PATH nft -f -`; rootless
+    /// The namespace is the one podman reports (`NetworkSettings.SandboxKey`),
+    /// where the network it set up is, whatever namespace a process of the
+    /// cage has moved itself into; `podman exec` joins the namespaces of the
+    /// container's first process (runc 1.1, seen on podman 4.3), so the two
+    /// must be one, which is checked after loading. Where podman reports
+    /// none, the first process's namespace: it is the machine's catatonit
+    /// (checked too), which never changes namespace. Root uses `nsenter --net=PATH nft -f -`; rootless
     /// goes through `podman unshare`, whose user namespace owns the cage's
     /// network namespace and whose mount namespace alone holds the path
     /// (podman-on-these-machines.md, seen on 4.3 and 5.4).
