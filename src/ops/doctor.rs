@@ -49,7 +49,7 @@ pub fn doctor(ctx: &Context) -> Report {
                 "podman",
                 Status::Fail,
                 e.message,
-                Some("install podman (Debian: apt install podman runc passt uidmap nftables)"),
+                Some("install podman (Debian: apt install podman runc catatonit passt uidmap nftables)"),
             ));
             return Report { checks };
         }
@@ -101,6 +101,24 @@ pub fn doctor(ctx: &Context) -> Report {
             "nft or nsenter is missing: cages cannot close the agent port, so they will not start"
                 .into(),
             Some("apt install nftables util-linux"),
+        ),
+    });
+    checks.push(match &host.init {
+        Ok(p) => check(
+            "init",
+            Status::Pass,
+            format!(
+                "{} (static) is every cage's first process, so nothing of a cage runs before \
+                 its network rules",
+                p.display()
+            ),
+            None,
+        ),
+        Err(why) => check(
+            "init",
+            Status::Fail,
+            why.clone(),
+            Some("apt install catatonit (Fedora: dnf install catatonit)"),
         ),
     });
     checks.push(match &host.seccomp_profile {

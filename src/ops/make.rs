@@ -167,13 +167,14 @@ pub fn plan(
         None
     };
     check_limits(ctx, host, &mut warnings)?;
+    let init = host.init()?.to_path_buf();
     let network = host.network(ctx.settings.network)?;
     let image = choice
         .image
         .clone()
         .unwrap_or_else(|| ctx.settings.image.clone());
     // Ours: built when missing, rebuilt when stale; not ours: must be here
-    // and have `sleep` (issue 4, point 6).
+    // (issue 4, point 6).
     let named = choice.image.is_some();
     let image_info = super::image::for_cage(ctx, host, &image, named, dry_run, &mut warnings)?;
     let image_path = image_info.path();
@@ -187,6 +188,7 @@ pub fn plan(
         dir,
         network,
         limits: &ctx.settings.limits,
+        init: &init,
     };
     let (spec, env, sealed_parts) = match &sealed_token {
         None => {
