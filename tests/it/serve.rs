@@ -1799,3 +1799,22 @@ fn a_request_whose_client_went_away_is_not_carried_on() {
     http("DELETE", &format!("{url}/v1/sessions/{name}"), None, &[]).is(204);
     assert!(!w.record_path(&name).exists());
 }
+
+/// The same rule for a serve of an ordinary user (rootless podman): its
+/// user is answered, root's curl is another user's program and gets 403.
+#[test]
+fn another_user_cannot_drive_a_rootless_serve_without_a_token() {
+    let w = World::rootless();
+    let s = w.serve(&[], &[]);
+    let url = format!("{}/v1/harnesses", s.url);
+    let owner = test_user();
+    assert_eq!(curl_status(Some(owner), &[&url]), "200");
+    assert_eq!(curl_status(None, &[&url]), "403");
+    assert!(
+        s.log_text()
+            .lines()
+            .any(|l| l.starts_with("GET /v1/harnesses 403 ") && l.contains("(from uid 0,")),
+        "{}",
+        s.log_text()
+    );
+}
