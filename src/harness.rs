@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::settings::Env;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Harness {
     Claude,

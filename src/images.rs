@@ -22,7 +22,19 @@ pub const DEFAULT_REPO: &str = "localhost/shrooms-workbench";
 pub const BEING_BUILT: &str = "the image for this session's cage is being built (a few minutes, the first time); send again then";
 
 /// One of the Containerfile's two stages, and so one of our two images.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Stage {
     Workbench,

@@ -66,7 +66,7 @@ pack` never follows them, and neither should you.
 ";
 
 /// What one pack did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Packed {
     /// Files in the archive (not counting its own README-UNTRUSTED.txt).
     pub files: usize,
@@ -79,7 +79,7 @@ pub struct Packed {
 }
 
 /// One name of the outbox that is not in the archive.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct LeftOut {
     /// Relative to the outbox; bytes that are not UTF-8 shown as U+FFFD.
     pub name: String,

@@ -74,11 +74,12 @@ pub fn is_container_name_of(container: &str, session: &str) -> bool {
 }
 
 /// What the tool remembers of a session.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Record {
     pub version: u32,
     pub name: String,
     /// The project folder, canonical and absolute.
+    #[schema(value_type = String)]
     pub dir: PathBuf,
     pub harness: Harness,
     /// Unix seconds.
@@ -95,7 +96,7 @@ pub struct Record {
 }
 
 /// Whom a session takes files from (`files allow`), and the last refused.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct FilesPolicy {
     /// `MACHINE/SESSION` or `MACHINE/*`.
     #[serde(default)]
@@ -109,7 +110,7 @@ pub struct FilesPolicy {
 pub const REFUSED_KEPT: usize = 10;
 
 /// One refused drop: when (Unix seconds) and from whom (`MACHINE/SESSION`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Refused {
     pub when: u64,
     pub from: String,
@@ -132,7 +133,7 @@ impl FilesPolicy {
 }
 
 /// A session's cage, fixed when its container is made.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CageRecord {
     /// `shrooms-<session>-<6 hex>`, chosen once.
     pub container: String,
@@ -142,8 +143,10 @@ pub struct CageRecord {
     /// The image's own PATH, for the env file.
     pub image_path: String,
     /// The harness's data folder at the machine's path (the mount target).
+    #[schema(value_type = String)]
     pub harness_dir: PathBuf,
     /// The harness program to run inside for `cage run`, if known.
+    #[schema(value_type = Option<String>)]
     pub program: Option<PathBuf>,
     /// The `podman create` argv the container was made with.
     pub create_argv: Vec<String>,
@@ -198,9 +201,11 @@ pub fn sample_cage(container: &str) -> CageRecord {
 
 /// A bind mount's source as given to podman, where it led, and which of
 /// the folders on its way were links then.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct MountSource {
+    #[schema(value_type = String)]
     pub path: PathBuf,
+    #[schema(value_type = String)]
     pub led_to: PathBuf,
     /// `path` and its parents that were links when the cage was made. A
     /// start refuses a source where another has become a link; a link that
@@ -208,6 +213,7 @@ pub struct MountSource {
     /// home-manager or stow link). None in records made before this was
     /// kept: then `led_to` must still hold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<String>>)]
     pub links: Option<Vec<PathBuf>>,
 }
 
@@ -293,15 +299,18 @@ pub fn validate_who(who: &str) -> Result<()> {
 
 /// What a sealed cage was made with, so that a later version can tell an
 /// old cage from a current one.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SealedRecord {
     /// The machine's sealed token, read at every exec.
+    #[schema(value_type = String)]
     pub token_file: PathBuf,
     /// `~/shrooms-outbox/<session>` on the machine.
+    #[schema(value_type = String)]
     pub outbox: PathBuf,
     /// The nft table and the version of its rules.
     pub rules: String,
     /// The seccomp profile file and a short hash of its text.
+    #[schema(value_type = String)]
     pub seccomp_file: PathBuf,
     pub seccomp: String,
     pub dns: Vec<String>,

@@ -106,7 +106,7 @@ pub enum UnenforcedLimits {
 }
 
 /// A cage's resource limits, in podman's own notation.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct Limits {
     pub memory: String,
     pub cpus: String,

@@ -40,7 +40,7 @@ pub const SHARED_LABEL: &str = "xyz.vpavlin.shrooms.shared";
 
 /// The options that widen a cage (seed, "Three options widen it further"),
 /// fixed when its container is made.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Options {
     /// ~/.config/gh read-only, and GH_* / GITHUB_* passed.
     #[serde(default)]
@@ -56,7 +56,7 @@ pub struct Options {
     pub meshes: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct NixOption {
     /// A multi-user nix (its daemon does the builds) or a single-user one.
     pub multi_user: bool,
@@ -89,7 +89,7 @@ pub const PASTA_ADDRESS: &str = "fd5e:ca9e:1::2";
 pub const PASTA_GATEWAY: &str = "fd5e:ca9e:1::1";
 
 /// The network a cage was made with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Network {
     /// pasta with the cage's own address (podman 4.4+, passt installed).

@@ -118,12 +118,14 @@ pub struct Drop<'a> {
     pub note: Option<&'a str>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Received {
+    #[schema(value_type = String)]
     pub path: PathBuf,
     pub size: u64,
     /// `<path>.note`: the sender's note, when the drop carried one.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
     pub note: Option<PathBuf>,
 }
 

@@ -417,7 +417,7 @@ pub struct BuildRequest {
     pub containerfile: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// Built now, by this command.
@@ -432,7 +432,7 @@ pub enum Outcome {
     BuiltByAnother,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct BuildResult {
     pub stage: Stage,
     pub name: String,
@@ -440,10 +440,11 @@ pub struct BuildResult {
     pub hash: String,
     pub outcome: Outcome,
     /// Where the build's output goes.
+    #[schema(value_type = String)]
     pub log: PathBuf,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct BuildReport {
     pub images: Vec<BuildResult>,
 }

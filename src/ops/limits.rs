@@ -29,7 +29,7 @@ pub struct LimitsRequest {
     pub by: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct LimitsChanged {
     pub session: String,
     pub before: Limits,

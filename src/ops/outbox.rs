@@ -64,7 +64,7 @@ pub struct SendRequest {
     pub only: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Sent {
     pub session: String,
     pub to: String,
@@ -256,8 +256,9 @@ fn destination(ctx: &Context, machine: &str) -> Result<Destination> {
 }
 
 /// POST the archive to `<url>/v1/sessions/<session>/drop?name=<archive>`,
-/// with `Expect: 100-continue`: a receiver that refuses it (403, 413...)
-/// says so before the archive is sent.
+/// with its length. A receiver that refuses it (403, 413...) answers
+/// before reading it, and reads and drops the rest before it closes, so
+/// the answer arrives whole.
 fn post(
     machine: &str,
     url: &str,
@@ -274,30 +275,30 @@ fn post(
     );
     let file = std::fs::File::open(path)
         .map_err(|e| Error::failed(format!("opening {}: {e}", path.display())))?;
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_connect(Some(std::time::Duration::from_secs(10)))
-        .timeout_global(Some(std::time::Duration::from_secs(600)))
+    let length = file
+        .metadata()
+        .map_err(|e| Error::failed(format!("reading {}: {e}", path.display())))?
+        .len();
+    // reqwest (hyper's client, TLS by rustls), the stack `serve` runs on.
+    let client = reqwest::blocking::Client::builder()
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .timeout(std::time::Duration::from_secs(600))
         .build()
-        .into();
-    let mut request = agent
+        .map_err(|e| Error::failed(format!("sending to {url}: {e}")))?;
+    let mut request = client
         .post(&address)
         .header("Content-Type", "application/gzip")
-        .header("Expect", "100-continue")
-        .header("X-Shrooms-From-Session", from);
+        .header("X-Shrooms-From-Session", from)
+        .body(reqwest::blocking::Body::sized(file, length));
     if let Some(t) = token {
         request = request.header("Authorization", format!("Bearer {t}"));
     }
-    let mut response = request
-        .send(file)
+    let response = request
+        .send()
         .map_err(|e| Error::failed(format!("sending to {url}: {e}")))?;
     let status = response.status().as_u16();
-    let text = response
-        .body_mut()
-        .with_config()
-        .limit(64 * 1024)
-        .read_to_string()
-        .unwrap_or_default();
+    let mut text = String::new();
+    let _ = std::io::Read::read_to_string(&mut std::io::Read::take(response, 64 * 1024), &mut text);
     if status == 201 {
         return serde_json::from_str(&text).map_err(|e| {
             Error::failed(format!("{url} answered the drop with something else ({e})"))
@@ -316,7 +317,7 @@ fn post(
 /// refusing its caller, when it is the other machine's answer.
 fn not_taken(machine: &str, url: &str, status: u16, said: Option<&str>) -> Error {
     let said = said.unwrap_or("(no reason given)");
-    let reason = ureq::http::StatusCode::from_u16(status)
+    let reason = reqwest::StatusCode::from_u16(status)
         .ok()
         .and_then(|s| s.canonical_reason())
         .unwrap_or("");

@@ -7,7 +7,7 @@ use super::Context;
 use crate::error::Result;
 use crate::session::Record;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Shown {
     #[serde(flatten)]
     pub record: Record,
@@ -18,6 +18,7 @@ pub struct Shown {
     /// The shared folder on the machine (podman's volume folder, then
     /// VOLUME/_data), for a cage given one.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
     pub shared_path: Option<std::path::PathBuf>,
 }
 

@@ -4,54 +4,52 @@
 //! operation the CLI calls, on the same state under the same locks, and
 //! maps its typed result or error to a response.
 //!
-//! - `heads`: accepting connections and reading their heads, apart from
-//!   the workers;
-//! - `http`: reading a request (httparse) and writing a response, one
-//!   request per connection;
-//! - `routes`: the routes;
+//! - `conn`: a connection from its accept to its close, around hyper
+//!   (deadlines, bounds, the lingering close, a client gone away);
+//! - `body`: reading a request's body, with its deadline or its pace;
+//! - `routes`: the routes (axum), and the OpenAPI document made from them;
+//! - `reply`: what a route answers;
+//! - `peer`: whose process a connection from this machine comes from;
 //! - `state`: what `GET /v1/harnesses` says, looked at in the background.
 //!
-//! One thread accepts connections and reads their heads with poll(2)
-//! (`heads`), waking at least every 50 ms, so SIGTERM and Ctrl-C (flags
-//! set by `signal-hook`) are seen soon: then it stops accepting, reads the
-//! heads already begun, the workers finish what is queued and in flight,
-//! and `serve` exits 0. A connection whose head is whole goes to a bounded
-//! pool: [`WORKERS`] threads and a queue of [`QUEUE`]; when the queue is
-//! full, it is answered 503 at once. A half-sent head holds no worker; a
-//! head and a JSON body share one deadline, [`http::READ_TIMEOUT`] from
-//! the accept, so a slow body holds one worker for at most that (an
-//! upload: as long as it keeps its pace, [`http::Pace`], checked at every
-//! read); an error answer (a missing token, say) closes the connection
-//! without reading the body that was announced. A panic in a request is
-//! caught and answered 500; the worker goes on.
+//! The stack is hyper (HTTP/1.1) and axum (routing) on tokio. The
+//! operations stay synchronous: each runs on tokio's blocking threads,
+//! at most [`OPERATIONS`] at once, so that requests that wait on podman
+//! never hold up those that do not (`GET /v1/harnesses` and the document
+//! answer from memory, on the async threads).
 //!
-//! A `Context` holds a `OnceCell` and is not `Sync`, so each request gets
-//! its own, given the host the state thread found (no `podman info` per
-//! request).
+//! SIGTERM or SIGINT (flags set by `signal-hook`, and tokio's signal
+//! stream to wake the loop) stop the accepting; the requests in flight
+//! are finished, and `serve` exits 0. A second signal ends it at once
+//! (exit 1). A panic in a request is answered 500; serve goes on.
 
-mod heads;
-mod http;
+mod body;
+mod conn;
+mod peer;
+mod reply;
 mod routes;
 mod state;
 
-use std::net::{IpAddr, SocketAddr, TcpListener, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, sync_channel};
-use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::{Duration, Instant};
+
+use axum::http::HeaderMap;
+use hyper::body::Incoming;
+use tokio::sync::Semaphore;
 
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::ops::Context;
 use crate::settings::{Env, Settings};
-use heads::Job;
-use http::Response;
+use conn::{ConnInfo, Peer};
+use reply::Response;
 
-/// Worker threads: requests served at once.
-pub const WORKERS: usize = 8;
-/// Connections waiting for a worker; past this, 503 at once.
+/// Operations (the routes that read the state or call podman) run at once.
+pub const OPERATIONS: usize = 8;
+/// Requests waiting for an operation's place; past this, 503 at once.
 pub const QUEUE: usize = 256;
 
 /// What every request's context is made from.
@@ -75,20 +73,24 @@ impl Base {
     }
 }
 
-/// What the workers share.
+/// What the requests share.
 pub struct Shared {
     pub base: Arc<Base>,
     /// `--token-file`'s token: every request must carry it.
     token: Option<Vec<u8>>,
     pub state: Arc<state::State>,
-    /// `SHROOMS_AGENT_TEST_PANIC_ROUTE=1`: `GET /v1/_test/panic` panics (tests only).
-    pub test_panic: bool,
-    /// Where a worker sends a connection it answered before the body was
-    /// read, for `heads` to close gently.
-    closing: std::sync::mpsc::Sender<heads::Closing>,
-    /// An upload's time before its pace counts ([`http::UPLOAD_GRACE`];
+    /// An upload's time before its pace counts ([`reply::UPLOAD_GRACE`];
     /// `SHROOMS_AGENT_TEST_UPLOAD_GRACE_MS` makes it shorter, for tests).
     pub upload_grace: Duration,
+    /// The places of the operations running at once.
+    pub operations: Arc<Semaphore>,
+    /// Requests waiting for one of those places.
+    pub waiting: std::sync::atomic::AtomicUsize,
+    /// The user serve runs as: the only one whose processes it answers
+    /// over loopback without a token.
+    pub uid: u32,
+    /// The routes.
+    pub router: axum::Router,
 }
 
 impl Shared {
@@ -190,11 +192,12 @@ pub fn run(ctx: Context, listen: Option<&str>, token_file: Option<&Path>) -> Res
             .and_then(|_| signal_hook::flag::register(signal, stop.clone()))
             .map_err(|e| Error::failed(format!("handling signal {signal}: {e}")))?;
     }
-    let listener =
-        TcpListener::bind(addr).map_err(|e| Error::failed(format!("listening on {addr}: {e}")))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| Error::failed(format!("listening on {addr}: {e}")))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("serve")
+        .enable_all()
+        .build()
+        .map_err(|e| Error::failed(format!("starting serve's threads: {e}")))?;
     let test_panic = ctx
         .env
         .get("SHROOMS_AGENT_TEST_PANIC_ROUTE")
@@ -204,40 +207,61 @@ pub fn run(ctx: Context, listen: Option<&str>, token_file: Option<&Path>) -> Res
         .get("SHROOMS_AGENT_TEST_UPLOAD_GRACE_MS")
         .and_then(|v| v.parse::<u64>().ok())
         .map(Duration::from_millis)
-        .unwrap_or(http::UPLOAD_GRACE);
+        .unwrap_or(reply::UPLOAD_GRACE);
     let base = Arc::new(Base {
         settings: ctx.settings,
         env: ctx.env,
         self_paths: ctx.self_paths,
     });
+    let socket = unix_socket_path(&base.env, addr.port());
+    // What `GET /v1/harnesses` says is looked at once before serve
+    // listens: a client that can connect is answered at once.
     let (state, state_thread) = state::State::start(base.clone(), stop.clone());
-    let (closing, closing_rx) = std::sync::mpsc::channel();
+    let listening = runtime
+        .block_on(tokio::net::TcpListener::bind(addr))
+        .map_err(|e| Error::failed(format!("listening on {addr}: {e}")))
+        .and_then(|l| {
+            let unix =
+                match &socket {
+                    Some(p) => Some(runtime.block_on(async { listen_unix(p) }).map_err(|e| {
+                        Error::failed(format!("listening on {}: {e}", p.display()))
+                    })?),
+                    None => None,
+                };
+            Ok((l, unix))
+        });
+    let (listener, unix) = match listening {
+        Ok(l) => l,
+        Err(e) => {
+            stop.store(true, Ordering::SeqCst);
+            let _ = state_thread.join();
+            return Err(e);
+        }
+    };
     let shared = Arc::new(Shared {
         base,
         token,
-        closing,
         state,
-        test_panic,
         upload_grace,
+        operations: Arc::new(Semaphore::new(OPERATIONS)),
+        waiting: Default::default(),
+        // SAFETY: geteuid(2) cannot fail.
+        uid: unsafe { libc::geteuid() },
+        router: routes::router(test_panic),
     });
-    let (tx, rx) = sync_channel::<Job>(QUEUE);
-    let rx = Arc::new(Mutex::new(rx));
-    let workers: Vec<_> = (0..WORKERS)
-        .map(|i| {
-            let rx = rx.clone();
-            let shared = shared.clone();
-            thread::Builder::new()
-                .name(format!("serve-{i}"))
-                .spawn(move || worker(&rx, &shared))
-                .map_err(|e| Error::failed(format!("starting a worker: {e}")))
-        })
-        .collect::<Result<_>>()?;
     eprintln!("shrooms-agent serve: listening on http://{addr}");
-    heads::serve(listener, &stop, &tx, &closing_rx);
-    eprintln!("shrooms-agent serve: stopping: finishing the requests in flight");
-    drop(tx);
-    for w in workers {
-        let _ = w.join();
+    if let Some(p) = &socket {
+        eprintln!(
+            "shrooms-agent serve: and on {} (its owner's only)",
+            p.display()
+        );
+    }
+    runtime.block_on(accept(shared, listener, unix, stop.clone()));
+    // Operations whose clients went away finish too (they cannot be cut
+    // short half-way): the runtime waits for them.
+    drop(runtime);
+    if let Some(p) = &socket {
+        let _ = std::fs::remove_file(p);
     }
     stop.store(true, Ordering::SeqCst);
     let _ = state_thread.join();
@@ -245,70 +269,294 @@ pub fn run(ctx: Context, listen: Option<&str>, token_file: Option<&Path>) -> Res
     Ok(())
 }
 
-fn worker(rx: &Mutex<Receiver<Job>>, shared: &Shared) {
+/// `$XDG_RUNTIME_DIR/shrooms-agent/serve-PORT.sock`, when the
+/// environment has a runtime folder.
+fn unix_socket_path(env: &Env, port: u16) -> Option<PathBuf> {
+    let run = env.get("XDG_RUNTIME_DIR").filter(|d| d.starts_with('/'))?;
+    Some(
+        PathBuf::from(run)
+            .join("shrooms-agent")
+            .join(format!("serve-{port}.sock")),
+    )
+}
+
+/// Listen on a Unix socket at `path`, in a folder of mode 0700 and with
+/// mode 0600 itself: only its owner (and root) can connect. A socket left
+/// by a serve that ended without removing it is replaced; one that
+/// answers is another serve's, and refused.
+fn listen_unix(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    if std::os::unix::net::UnixStream::connect(path).is_ok() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::AddrInUse,
+            "another serve listens there",
+        ));
+    }
+    let _ = std::fs::remove_file(path);
+    // Made 0600 before it listens: umask for the bind, then chmod.
+    // SAFETY: umask(2) cannot fail; the old mask is put back at once.
+    let old = unsafe { libc::umask(0o177) };
+    let l = tokio::net::UnixListener::bind(path);
+    unsafe { libc::umask(old) };
+    let l = l?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(l)
+}
+
+/// Accept connections until SIGTERM or SIGINT, then wait for those in flight.
+async fn accept(
+    shared: Arc<Shared>,
+    listener: tokio::net::TcpListener,
+    unix: Option<tokio::net::UnixListener>,
+    stop: Arc<AtomicBool>,
+) {
+    let peers = Arc::new(conn::Peers::default());
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut signals = Vec::new();
+    for kind in [
+        tokio::signal::unix::SignalKind::terminate(),
+        tokio::signal::unix::SignalKind::interrupt(),
+    ] {
+        if let Ok(s) = tokio::signal::unix::signal(kind) {
+            signals.push(s);
+        }
+    }
+    let (mut term, mut int) = (signals.pop(), signals.pop());
+    async fn next(s: &mut Option<tokio::signal::unix::Signal>) {
+        match s {
+            Some(s) => {
+                s.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+    async fn accept_unix(
+        l: &Option<tokio::net::UnixListener>,
+    ) -> std::io::Result<tokio::net::UnixStream> {
+        match l {
+            Some(l) => l.accept().await.map(|(s, _)| s),
+            None => std::future::pending().await,
+        }
+    }
+    // Also a flag to look at now and then: a signal that came before
+    // tokio's handler was set is seen there.
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
     loop {
-        let job = {
-            let rx = rx.lock().unwrap_or_else(|e| e.into_inner());
-            rx.recv()
-        };
-        let Ok(job) = job else {
-            return;
-        };
-        // A panic anywhere in a request ends that request, not the worker.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handle(job, shared)));
+        tokio::select! {
+            _ = next(&mut term) => break,
+            _ = next(&mut int) => break,
+            _ = tick.tick() => if stop.load(Ordering::SeqCst) { break },
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let start = Instant::now();
+                    let ours = stream.local_addr().unwrap_or(peer);
+                    let slot = match peers.admit(peer.ip(), conn::PER_PEER, conn::MAX_CONNECTIONS) {
+                        Ok(slot) => Some(slot),
+                        Err(conn::Full::All) => {
+                            log("-", "-", "503", start, " (too many connections)");
+                            None
+                        }
+                        Err(conn::Full::Address) => {
+                            log("-", "-", "503", start, &format!(" (too many connections from {})", canonical(peer.ip())));
+                            None
+                        }
+                    };
+                    let Some(slot) = slot else {
+                        let why = format!(
+                            "this address has {} connections to this serve already (or serve \
+                             has {} in all); try again when they are done",
+                            conn::PER_PEER, conn::MAX_CONNECTIONS
+                        );
+                        tasks.spawn(async move { conn::refuse_busy(stream, &why).await });
+                        continue;
+                    };
+                    let Some(dup) = duplicate_tcp(&stream) else { continue };
+                    let peer = Peer::Tcp { peer, ours };
+                    tasks.spawn(conn::serve(shared.clone(), stream, dup, peer, start, slot));
+                }
+                Err(e) => {
+                    // Out of descriptors, say: leave the listener alone a
+                    // moment rather than spin.
+                    eprintln!("shrooms-agent serve: accepting: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            accepted = accept_unix(&unix) => match accepted {
+                Ok(stream) => {
+                    let start = Instant::now();
+                    let Ok(slot) = peers.admit(IpAddr::from([127, 0, 0, 1]), conn::PER_PEER, conn::MAX_CONNECTIONS) else {
+                        log("-", "-", "503", start, " (too many connections)");
+                        tasks.spawn(conn::refuse_busy(stream, "serve is busy; try again in a moment"));
+                        continue;
+                    };
+                    let Some(dup) = duplicate_unix(&stream) else { continue };
+                    tasks.spawn(conn::serve(shared.clone(), stream, dup, Peer::Unix, start, slot));
+                }
+                Err(e) => {
+                    eprintln!("shrooms-agent serve: accepting on the socket: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+        }
     }
+    stop.store(true, Ordering::SeqCst);
+    drop(listener);
+    drop(unix);
+    eprintln!("shrooms-agent serve: stopping: finishing the requests in flight");
+    while tasks.join_next().await.is_some() {}
 }
 
-/// One request whose head is whole: check the token, route, answer, log
-/// one line.
-fn handle(job: Job, shared: &Shared) {
-    let Job {
-        mut conn,
-        req,
-        start,
-        _slot,
-    } = job;
-    if conn.set_blocking().is_err() {
-        return;
-    }
-    let response = if let Some(token) = &shared.token
-        && !authorized(&req, token)
-    {
-        Response::error(
-            401,
-            "this serve needs its token: send Authorization: Bearer <token>",
-        )
-        .with_header("WWW-Authenticate", "Bearer")
-    } else if shared.token.is_none()
-        && let Some(why) = from_a_web_page(&req)
-    {
-        Response::error(403, &why)
-    } else {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            routes::route(&req, &mut conn, shared)
-        }))
-        .unwrap_or_else(|_| {
-            Response::error(500, "the request failed inside serve (a bug); see its log")
-        })
+/// A second descriptor of a connection's socket (see `conn`).
+fn duplicate_tcp(s: &tokio::net::TcpStream) -> Option<tokio::net::TcpStream> {
+    let fd = std::os::fd::AsFd::as_fd(s).try_clone_to_owned().ok()?;
+    let std = std::net::TcpStream::from(fd);
+    std.set_nonblocking(true).ok()?;
+    tokio::net::TcpStream::from_std(std).ok()
+}
+
+fn duplicate_unix(s: &tokio::net::UnixStream) -> Option<tokio::net::UnixStream> {
+    let fd = std::os::fd::AsFd::as_fd(s).try_clone_to_owned().ok()?;
+    let std = std::os::unix::net::UnixStream::from(fd);
+    std.set_nonblocking(true).ok()?;
+    tokio::net::UnixStream::from_std(std).ok()
+}
+
+/// One request whose head is whole: the checks every route shares (one
+/// Host, the peer's user, the token, web pages), then its route; one log
+/// line, also when the client went away before the answer.
+async fn handle(
+    shared: Arc<Shared>,
+    info: ConnInfo,
+    req: hyper::Request<Incoming>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let method: String = req.method().as_str().chars().take(16).collect();
+    let path = reply::for_log(req.uri().path(), req.uri().query());
+    let mut line = LogLine {
+        method,
+        path,
+        start: info.start,
+        status: None,
+        why: String::new(),
     };
-    let _ = conn.respond(&response);
-    let method: String = req.method.chars().take(16).collect();
-    log(&method, &req.for_log(), response.status, start);
-    if conn.body_left() {
-        // Answered before its body: closed gently by `heads`, not here.
-        let _ = shared.closing.send(heads::Closing { conn, _slot });
+    if let Some(r) = refusal(&shared, &info, req.headers(), &mut line.why) {
+        line.status = Some(r.status);
+        return r.into_response();
+    }
+    let mut req = req.map(axum::body::Body::new);
+    req.extensions_mut().insert(shared.clone());
+    let response = match tower::ServiceExt::oneshot(shared.router.clone(), req).await {
+        Ok(r) => r,
+        Err(never) => match never {},
+    };
+    line.status = Some(response.status().as_u16());
+    response
+}
+
+/// Why a request is refused before its route: two Host headers (400);
+/// another user's process over loopback, without a token (403); no token
+/// or a wrong one (401); a web page, without a token (403). `why` gets
+/// what the log line adds.
+fn refusal(
+    shared: &Shared,
+    info: &ConnInfo,
+    headers: &HeaderMap,
+    why: &mut String,
+) -> Option<Response> {
+    // Two Hosts: the checks below and a proxy in front could read
+    // different ones (RFC 9112, 3.2: "a server MUST respond with a 400").
+    if headers.get_all(axum::http::header::HOST).iter().count() > 1 {
+        return Some(Response::error(
+            400,
+            "the request has two Host headers; send one",
+        ));
+    }
+    if shared.token.is_none()
+        && let Peer::Tcp { peer, ours } = info.peer
+    {
+        match peer::uid_of_peer(peer, ours) {
+            Some(uid) if uid == shared.uid => {}
+            other => {
+                let who = other.map_or("an unknown user".to_string(), |u| format!("uid {u}"));
+                *why = format!(" (from {who}, not serve's own user)");
+                return Some(Response::error(
+                    403,
+                    &format!(
+                        "this serve answers only its own user's programs (uid {}); this \
+                         request came from {who}. Start your own serve, or start this one \
+                         with --token-file FILE and give its token",
+                        shared.uid
+                    ),
+                ));
+            }
+        }
+    }
+    if let Some(token) = &shared.token {
+        if !authorized(headers, token) {
+            return Some(
+                Response::error(
+                    401,
+                    "this serve needs its token: send Authorization: Bearer <token>",
+                )
+                .with_header("www-authenticate", "Bearer"),
+            );
+        }
+    } else if !matches!(info.peer, Peer::Unix)
+        && let Some(why) = from_a_web_page(headers)
+    {
+        return Some(Response::error(403, &why));
+    }
+    None
+}
+
+/// What the log says of one request, written when it is dropped: at the
+/// answer, or when the client went away first.
+struct LogLine {
+    method: String,
+    path: String,
+    start: Instant,
+    status: Option<u16>,
+    why: String,
+}
+
+impl Drop for LogLine {
+    fn drop(&mut self) {
+        match self.status {
+            Some(s) => log(
+                &self.method,
+                &self.path,
+                &s.to_string(),
+                self.start,
+                &self.why,
+            ),
+            None => log(
+                &self.method,
+                &self.path,
+                "-",
+                self.start,
+                " (the client went away: not carried on)",
+            ),
+        }
     }
 }
 
-fn authorized(req: &http::Request, token: &[u8]) -> bool {
-    let Some(value) = req.header("authorization") else {
+fn authorized(headers: &HeaderMap, token: &[u8]) -> bool {
+    let Some(value) = headers.get(axum::http::header::AUTHORIZATION) else {
         return false;
     };
+    let value = value.as_bytes();
     // The scheme's name is case-insensitive (RFC 9110, 11.1).
     let Some((scheme, given)) = value.split_at_checked(7) else {
         return false;
     };
-    scheme.eq_ignore_ascii_case(b"Bearer ") && http::same_secret(given.trim_ascii(), token)
+    scheme.eq_ignore_ascii_case(b"Bearer ") && reply::same_secret(given.trim_ascii(), token)
 }
 
 /// Why a request to a serve without a token looks like it came from a web
@@ -320,8 +568,8 @@ fn authorized(req: &http::Request, token: &[u8]) -> bool {
 /// name the page used; curl and programs send no `Origin`, and address
 /// loopback by number or as localhost. With a token none of this matters:
 /// a page does not have it.
-fn from_a_web_page(req: &http::Request) -> Option<String> {
-    if let Some(origin) = req.header("origin") {
+fn from_a_web_page(headers: &HeaderMap) -> Option<String> {
+    if let Some(origin) = headers.get("origin").map(|v| v.as_bytes()) {
         return Some(format!(
             "serve takes no requests from web pages without a token (this one came from \
              Origin: {}); call it from a program, or start serve with --token-file FILE",
@@ -331,7 +579,7 @@ fn from_a_web_page(req: &http::Request) -> Option<String> {
                 .collect::<String>()
         ));
     }
-    if let Some(site) = req.header("sec-fetch-site")
+    if let Some(site) = headers.get("sec-fetch-site").map(|v| v.as_bytes())
         && !matches!(site, b"none" | b"same-origin")
     {
         return Some(
@@ -340,7 +588,10 @@ fn from_a_web_page(req: &http::Request) -> Option<String> {
                 .into(),
         );
     }
-    let host = req.header_str("host").unwrap_or("");
+    let host = headers
+        .get("host")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     if !loopback_host(host) {
         return Some(format!(
             "serve without a token answers requests addressed to an IP address or localhost \
@@ -369,9 +620,13 @@ fn loopback_host(host: &str) -> bool {
     name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::Ipv4Addr>().is_ok()
 }
 
-/// Method, path (query names only), status, milliseconds: no body, no header value.
-fn log(method: &str, path: &str, status: u16, start: Instant) {
-    eprintln!("{method} {path} {status} {}ms", start.elapsed().as_millis());
+/// Method, path (query names only), status, milliseconds, and why when
+/// serve says: no body, no header value.
+fn log(method: &str, path: &str, status: &str, start: Instant, why: &str) {
+    eprintln!(
+        "{method} {path} {status} {}ms{why}",
+        start.elapsed().as_millis()
+    );
 }
 
 #[cfg(test)]

@@ -1,82 +1,159 @@
 //! The routes (issue 6, point 2): each parses its input, calls the
 //! operation the CLI calls, and maps the typed result or error to a
 //! response. Nothing here decides what an operation decides.
+//!
+//! [`ROUTES`] lists every route; the router is made from it, and the
+//! OpenAPI document from the handlers' `#[utoipa::path]` and the types
+//! they take and give ([`ApiDoc`]); a test fails when the two disagree.
+//! A new route: its handler here with its `#[utoipa::path]`, a line in
+//! [`ROUTES`] and in `endpoint`, and its name in [`ApiDoc`]'s `paths`.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
+use axum::Extension;
+use axum::body::Body;
+use axum::extract::{RawPathParams, Request};
+use axum::http::HeaderMap;
+use axum::routing::{MethodRouter, delete, get, post};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
+use utoipa::{OpenApi, ToSchema};
 
 use super::Shared;
-use super::http::{Conn, Request, Response, decode};
+use super::body::{self, Unread};
+use super::conn::ConnInfo;
+use super::reply::{ErrorBody, Response, decode, for_log, parse_query};
+use super::state::Harnesses;
 use crate::error::Error;
 use crate::harness::Harness;
 use crate::ops;
 
-/// A JSON body may be at most this long (1 MiB).
-pub const MAX_JSON: u64 = 1024 * 1024;
+/// Every route: method and path, as the OpenAPI document writes them.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/v1/harnesses"),
+    ("GET", "/v1/openapi.json"),
+    ("GET", "/v1/sessions"),
+    ("POST", "/v1/sessions"),
+    ("GET", "/v1/sessions/{name}"),
+    ("DELETE", "/v1/sessions/{name}"),
+    ("POST", "/v1/sessions/{name}/cage"),
+    ("POST", "/v1/sessions/{name}/cage/limits"),
+    ("POST", "/v1/sessions/{name}/outbox/send"),
+    ("POST", "/v1/sessions/{name}/drop"),
+    ("POST", "/v1/images/build"),
+];
 
-/// The OpenAPI document, served as it is.
-pub const OPENAPI: &str = include_str!("../../assets/openapi.json");
+/// The handler of a route of [`ROUTES`].
+fn endpoint(method: &str, path: &str) -> Option<MethodRouter> {
+    Some(match (method, path) {
+        ("GET", "/v1/harnesses") => get(harnesses),
+        ("GET", "/v1/openapi.json") => get(openapi),
+        ("GET", "/v1/sessions") => get(list),
+        ("POST", "/v1/sessions") => post(create),
+        ("GET", "/v1/sessions/{name}") => get(show),
+        ("DELETE", "/v1/sessions/{name}") => delete(remove),
+        ("POST", "/v1/sessions/{name}/cage") => post(move_cage),
+        ("POST", "/v1/sessions/{name}/cage/limits") => post(limits),
+        ("POST", "/v1/sessions/{name}/outbox/send") => post(send),
+        ("POST", "/v1/sessions/{name}/drop") => post(drop_file),
+        ("POST", "/v1/images/build") => post(build),
+        _ => return None,
+    })
+}
 
-/// Route a request to its handler; 404 and 405 for the rest.
-pub fn route(req: &Request, conn: &mut Conn, shared: &Shared) -> Response {
-    let segments: Vec<String> = match req.path.strip_prefix('/') {
-        Some(p) => p.split('/').map(decode).collect(),
-        None => return Response::error(404, &format!("no such route: {}", req.for_log())),
-    };
-    let seg: Vec<&str> = segments.iter().map(String::as_str).collect();
-    let m = req.method.as_str();
-    let allowed: &[&str] = match seg.as_slice() {
-        ["v1", "harnesses"] | ["v1", "openapi.json"] => &["GET"],
-        ["v1", "sessions"] => &["GET", "POST"],
-        ["v1", "sessions", _] => &["GET", "DELETE"],
-        ["v1", "sessions", _, "cage"]
-        | ["v1", "sessions", _, "cage", "limits"]
-        | ["v1", "sessions", _, "outbox", "send"]
-        | ["v1", "sessions", _, "drop"]
-        | ["v1", "images", "build"] => &["POST"],
-        ["v1", "_test", "panic"] if shared.test_panic => &["GET"],
-        _ => {
-            return Response::error(404, &format!("no such route: {}", req.for_log()));
+/// The router: [`ROUTES`], 405 with Allow for another method on a path
+/// of them, 404 for the rest; and the panicking route for tests.
+pub fn router(test_panic: bool) -> axum::Router {
+    let mut paths: Vec<&str> = ROUTES.iter().map(|(_, p)| *p).collect();
+    paths.dedup();
+    let mut router = axum::Router::new();
+    for path in paths {
+        let methods: Vec<&str> = ROUTES
+            .iter()
+            .filter(|(_, p)| *p == path)
+            .map(|(m, _)| *m)
+            .collect();
+        let mut route: MethodRouter = MethodRouter::new();
+        for m in &methods {
+            if let Some(e) = endpoint(m, path) {
+                route = route.merge(e);
+            }
         }
-    };
-    if !allowed.contains(&m) {
-        let list = allowed.join(", ");
-        return Response::error(
-            405,
-            &format!("{m} is not allowed on {}: use {list}", req.for_log()),
-        )
-        .with_header("Allow", &list);
+        router = router.route(path, route.fallback(not_allowed(methods.join(", "))));
     }
-    let result = match (m, seg.as_slice()) {
-        ("GET", ["v1", "harnesses"]) => Ok(Response::json(200, &shared.state.harnesses())),
-        ("GET", ["v1", "openapi.json"]) => Ok(Response {
-            status: 200,
-            content_type: "application/json",
-            headers: Vec::new(),
-            body: OPENAPI.as_bytes().to_vec(),
-        }),
-        ("GET", ["v1", "sessions"]) => list(shared),
-        ("POST", ["v1", "sessions"]) => create(req, conn, shared),
-        ("GET", ["v1", "sessions", name]) => ops::show::show(&shared.context(), name)
-            .map(|s| Response::json(200, &s))
-            .map_err(Fail::Op),
-        ("DELETE", ["v1", "sessions", name]) => ops::rm::rm(&shared.context(), name)
-            .map(|_| Response::no_content())
-            .map_err(Fail::Op),
-        ("POST", ["v1", "sessions", name, "cage"]) => move_cage(req, conn, shared, name),
-        ("POST", ["v1", "sessions", name, "cage", "limits"]) => limits(req, conn, shared, name),
-        ("POST", ["v1", "sessions", name, "outbox", "send"]) => send(req, conn, shared, name),
-        ("POST", ["v1", "sessions", name, "drop"]) => drop_file(req, conn, shared, name),
-        ("POST", ["v1", "images", "build"]) => build(req, conn, shared),
-        ("GET", ["v1", "_test", "panic"]) => panic!("a panic asked for by the test route"),
-        _ => Err(Fail::Op(Error::failed("unrouted"))),
+    if test_panic {
+        router = router.route(
+            "/v1/_test/panic",
+            get(|Extension(shared): Extension<Arc<Shared>>| async move {
+                operation(&shared, |_| panic!("a panic asked for by the test route")).await
+            })
+            .fallback(not_allowed("GET".into())),
+        );
+    }
+    router.fallback(|req: Request| async move {
+        Response::error(
+            404,
+            &format!(
+                "no such route: {}",
+                for_log(req.uri().path(), req.uri().query())
+            ),
+        )
+    })
+}
+
+fn not_allowed(allow: String) -> impl Fn(Request) -> std::future::Ready<Response> + Clone {
+    move |req: Request| {
+        std::future::ready(
+            Response::error(
+                405,
+                &format!(
+                    "{} is not allowed on {}: use {allow}",
+                    req.method().as_str().chars().take(16).collect::<String>(),
+                    for_log(req.uri().path(), req.uri().query())
+                ),
+            )
+            .with_header("allow", &allow),
+        )
+    }
+}
+
+/// Run a synchronous operation on a blocking thread, at most
+/// [`super::OPERATIONS`] at once (503 past [`super::QUEUE`] waiting). A
+/// request dropped while it waits (its client went away) never runs it;
+/// a panic in it is answered 500.
+async fn operation<F>(shared: &Arc<Shared>, f: F) -> Response
+where
+    F: FnOnce(&Shared) -> Result<Response, Fail> + Send + 'static,
+{
+    use std::sync::atomic::Ordering;
+    struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
+    impl Drop for Waiting<'_> {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    if shared.waiting.fetch_add(1, Ordering::SeqCst) >= super::QUEUE {
+        shared.waiting.fetch_sub(1, Ordering::SeqCst);
+        return Response::error(503, "serve is busy; try again in a moment")
+            .with_header("retry-after", "1");
+    }
+    let waiting = Waiting(&shared.waiting);
+    let Ok(permit) = shared.operations.clone().acquire_owned().await else {
+        return Response::error(503, "serve is stopping");
     };
-    match result {
-        Ok(r) => r,
-        Err(Fail::Op(e)) => Response::from_error(&e),
-        Err(Fail::Http(r)) => r,
+    drop(waiting);
+    let s = shared.clone();
+    let done = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        f(&s)
+    })
+    .await;
+    match done {
+        Ok(Ok(r)) => r,
+        Ok(Err(Fail::Op(e))) => Response::from_error(&e),
+        Ok(Err(Fail::Http(r))) => r,
+        Err(_) => Response::error(500, "the request failed inside serve (a bug); see its log"),
     }
 }
 
@@ -93,85 +170,131 @@ impl From<Error> for Fail {
     }
 }
 
-/// `Option<Option<T>>` from a field: missing is `None`, `null` is `Some(None)`.
-fn present<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
-    d: D,
-) -> Result<Option<Option<T>>, D::Error> {
-    Option::<T>::deserialize(d).map(Some)
+impl From<Unread> for Fail {
+    fn from(u: Unread) -> Fail {
+        match u {
+            Unread::Op(e) => Fail::Op(e),
+            Unread::Http(r) => Fail::Http(r),
+        }
+    }
 }
 
-/// Read and parse a JSON body: Content-Length needed, at most 1 MiB (413,
-/// unread), unknown fields refused by the types' `deny_unknown_fields`.
-fn json_body<T: DeserializeOwned>(req: &Request, conn: &mut Conn) -> Result<T, Fail> {
-    if req.transfer_encoding {
-        return Err(
-            Error::bad_input("a body needs Content-Length (a chunked body is not taken)").into(),
-        );
-    }
-    let len = req.content_length.unwrap_or(0);
-    if len > MAX_JSON {
-        return Err(Error::too_large(format!(
-            "the body is {len} bytes; a JSON body may be at most {MAX_JSON} (1 MiB)"
-        ))
-        .into());
-    }
-    let bytes = conn.read_body(len).map_err(|e| {
-        if super::http::is_timeout(&e) {
-            Fail::Http(Response::error(408, "the body did not arrive in time"))
-        } else {
-            Fail::Op(Error::bad_input(format!("reading the body: {e}")))
-        }
-    })?;
+/// The route's `{name}`, percent-decoded.
+fn name_of(params: &RawPathParams) -> String {
+    params
+        .iter()
+        .find(|(k, _)| *k == "name")
+        .map(|(_, v)| decode(v))
+        .unwrap_or_default()
+}
+
+/// Read a JSON body and parse it: Content-Length needed, at most 1 MiB
+/// (413, unread), unknown fields refused by the types' `deny_unknown_fields`.
+async fn json_body<T: DeserializeOwned>(
+    info: &ConnInfo,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<T, Fail> {
+    let bytes = body::json(info, headers, body).await?;
     serde_json::from_slice(&bytes).map_err(|e| Fail::Op(Error::bad_input(format!("the body: {e}"))))
 }
 
+/// A route that reads a JSON body, then runs its operation.
+async fn with_body<T, F>(shared: &Arc<Shared>, info: &ConnInfo, req: Request, f: F) -> Response
+where
+    T: DeserializeOwned + Send + 'static,
+    F: FnOnce(&Shared, T) -> Result<Response, Fail> + Send + 'static,
+{
+    let (parts, body) = req.into_parts();
+    match json_body::<T>(info, &parts.headers, body).await {
+        Ok(t) => operation(shared, move |s| f(s, t)).await,
+        Err(Fail::Op(e)) => Response::from_error(&e),
+        Err(Fail::Http(r)) => r,
+    }
+}
+
 /// Who asked, for a session's history.
-fn by(shared: &Shared, req: &Request) -> String {
+fn by(shared: &Shared, info: &ConnInfo) -> String {
     format!(
         "{} over HTTP from {}",
         shared.base.settings.user,
-        req.peer.ip()
+        info.peer.ip()
     )
 }
 
-#[derive(Serialize)]
+type Sh = Extension<Arc<Shared>>;
+type Info = Extension<ConnInfo>;
+
+/// What the machine offers: the harnesses found, and what a cage can be
+/// made of. Answered from what serve knows, refreshed in the background:
+/// it never waits on podman.
+#[utoipa::path(get, path = "/v1/harnesses", operation_id = "harnesses",
+    responses((status = 200, description = "What this machine offers.", body = Harnesses)))]
+async fn harnesses(Extension(shared): Sh) -> Response {
+    Response::json(200, &shared.state.harnesses())
+}
+
+/// This document.
+#[utoipa::path(get, path = "/v1/openapi.json", operation_id = "openapi",
+    responses((status = 200, description = "The OpenAPI document.", body = Object)))]
+async fn openapi() -> Response {
+    Response {
+        status: 200,
+        headers: Vec::new(),
+        body: document().into_bytes(),
+    }
+}
+
+#[derive(Serialize, ToSchema)]
 struct SessionList {
     sessions: Vec<ops::show::Shown>,
 }
 
-/// `cage show` for each session `cage ls` lists.
-fn list(shared: &Shared) -> Result<Response, Fail> {
-    let ctx = shared.context();
-    let listing = ops::ls::ls(&ctx)?;
-    let mut sessions = Vec::new();
-    for row in listing.sessions {
-        match ops::show::show(&ctx, &row.session) {
-            Ok(s) => sessions.push(s),
-            // Removed meanwhile.
-            Err(e) if e.kind == crate::error::Kind::NotFound => {}
-            Err(e) => return Err(e.into()),
+/// Every session, as `cage show --json` gives each.
+#[utoipa::path(get, path = "/v1/sessions", operation_id = "listSessions",
+    responses((status = 200, description = "The sessions.", body = SessionList)))]
+async fn list(Extension(shared): Sh) -> Response {
+    operation(&shared, |shared| {
+        let ctx = shared.context();
+        let listing = ops::ls::ls(&ctx)?;
+        let mut sessions = Vec::new();
+        for row in listing.sessions {
+            match ops::show::show(&ctx, &row.session) {
+                Ok(s) => sessions.push(s),
+                // Removed meanwhile.
+                Err(e) if e.kind == crate::error::Kind::NotFound => {}
+                Err(e) => return Err(e.into()),
+            }
         }
-    }
-    Ok(Response::json(200, &SessionList { sessions }))
+        Ok(Response::json(200, &SessionList { sessions }))
+    })
+    .await
 }
 
 /// A session's info, and the warnings of what was just done to it.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct ShownWith {
     #[serde(flatten)]
     shown: ops::show::Shown,
+    /// What the operation warns of (a choice the machine could not honour in full).
     warnings: Vec<String>,
 }
 
 /// The cage options over HTTP (seed, "Starting a caged session").
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct CageBody {
+    /// The image; the config's `image` when left out.
     image: Option<String>,
+    /// The machine's nix store, read-only.
     nix: Option<bool>,
+    /// The machine's GitHub credentials.
     github: Option<bool>,
+    /// A shared folder (podman volume) at /shared.
     shared: Option<bool>,
+    /// Mesh networks to join.
     meshes: Option<Vec<String>>,
+    /// A sealed cage: no network but the model's, an outbox for what leaves.
     sealed: Option<bool>,
 }
 
@@ -193,13 +316,17 @@ impl CageBody {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct CreateBody {
+    /// The session's name.
+    #[schema(pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")]
     name: String,
+    /// The project folder: absolute, or under the home as `~/...`.
     dir: String,
     harness: Option<Harness>,
     auto_approve: Option<bool>,
+    /// A cage with these options; none when left out.
     cage: Option<CageBody>,
 }
 
@@ -219,71 +346,139 @@ fn project_dir(home: &std::path::Path, dir: &str) -> Result<PathBuf, Error> {
     )))
 }
 
-fn create(req: &Request, conn: &mut Conn, shared: &Shared) -> Result<Response, Fail> {
-    let body: CreateBody = json_body(req, conn)?;
-    let dir = project_dir(&shared.base.settings.home, &body.dir)?;
-    let ctx = shared.context();
-    let request = ops::create::CreateRequest {
-        name: body.name.clone(),
-        dir,
-        harness: body.harness.unwrap_or(Harness::Claude),
-        choice: body.cage.unwrap_or_default().choice(),
-        dry_run: false,
-        auto_approve: body.auto_approve.unwrap_or(false),
-    };
-    let created = ops::create::create(&ctx, &request)?;
-    let shown = ops::show::show(&ctx, &body.name)?;
-    Ok(Response::json(
-        201,
-        &ShownWith {
-            shown,
-            warnings: created.warnings,
-        },
-    ))
+/// `cage create` (its cage made at once, or none).
+#[utoipa::path(post, path = "/v1/sessions", operation_id = "createSession",
+    request_body = CreateBody,
+    responses(
+        (status = 201, description = "Made.", body = ShownWith),
+        (status = 400, description = "A bad request, in the CLI's words.", body = ErrorBody),
+        (status = 408, description = "The body did not arrive in time.", body = ErrorBody),
+        (status = 409, description = "A session of that name exists, or is being made.", body = ErrorBody),
+        (status = 413, description = "The body is over 1 MiB.", body = ErrorBody)))]
+async fn create(Extension(shared): Sh, Extension(info): Info, req: Request) -> Response {
+    with_body(&shared, &info, req, |shared, body: CreateBody| {
+        let dir = project_dir(&shared.base.settings.home, &body.dir)?;
+        let ctx = shared.context();
+        let request = ops::create::CreateRequest {
+            name: body.name.clone(),
+            dir,
+            harness: body.harness.unwrap_or(Harness::Claude),
+            choice: body.cage.unwrap_or_default().choice(),
+            dry_run: false,
+            auto_approve: body.auto_approve.unwrap_or(false),
+        };
+        let created = ops::create::create(&ctx, &request)?;
+        let shown = ops::show::show(&ctx, &body.name)?;
+        Ok(Response::json(
+            201,
+            &ShownWith {
+                shown,
+                warnings: created.warnings,
+            },
+        ))
+    })
+    .await
 }
 
-#[derive(Debug, Deserialize)]
+/// `cage show --json`.
+#[utoipa::path(get, path = "/v1/sessions/{name}", operation_id = "showSession",
+    params(("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")),
+    responses(
+        (status = 200, description = "The session.", body = ops::show::Shown),
+        (status = 400, description = "Not a session name.", body = ErrorBody),
+        (status = 404, description = "No such session.", body = ErrorBody)))]
+async fn show(Extension(shared): Sh, params: RawPathParams) -> Response {
+    let name = name_of(&params);
+    operation(&shared, move |shared| {
+        let shown = ops::show::show(&shared.context(), &name)?;
+        Ok(Response::json(200, &shown))
+    })
+    .await
+}
+
+/// `cage rm`: the session, its container and what it kept.
+#[utoipa::path(delete, path = "/v1/sessions/{name}", operation_id = "removeSession",
+    params(("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")),
+    responses(
+        (status = 204, description = "Removed."),
+        (status = 400, description = "Not a session name.", body = ErrorBody),
+        (status = 404, description = "No such session.", body = ErrorBody),
+        (status = 409, description = "The session is busy.", body = ErrorBody)))]
+async fn remove(Extension(shared): Sh, params: RawPathParams) -> Response {
+    let name = name_of(&params);
+    operation(&shared, move |shared| {
+        ops::rm::rm(&shared.context(), &name)?;
+        Ok(Response::no_content())
+    })
+    .await
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct MoveBody {
+    /// The new cage's options, or null to take the session out of its cage.
     #[serde(default, deserialize_with = "present")]
+    #[schema(required, nullable)]
     cage: Option<Option<CageBody>>,
 }
 
-fn move_cage(
-    req: &Request,
-    conn: &mut Conn,
-    shared: &Shared,
-    name: &str,
-) -> Result<Response, Fail> {
-    let body: MoveBody = json_body(req, conn)?;
-    let cage = body.cage.ok_or_else(|| {
-        Error::bad_input(
-            "say where: {\"cage\": {...}} for a cage with those options, {\"cage\": null} to take it out",
-        )
-    })?;
-    let ctx = shared.context();
-    let request = ops::moves::MoveRequest {
-        name: name.to_string(),
-        out: cage.is_none(),
-        choice: cage.map(CageBody::choice).unwrap_or_default(),
-        by: Some(by(shared, req)),
-        // Over HTTP a sealed session is never taken out of its seal: that
-        // is the owner's decision, at the machine (`cage move --unseal`).
-        unseal: false,
-    };
-    let moved = ops::moves::move_session(&ctx, &request)?;
-    let shown = ops::show::show(&ctx, name)?;
-    Ok(Response::json(
-        200,
-        &ShownWith {
-            shown,
-            warnings: moved.warnings,
-        },
-    ))
+/// `Option<Option<T>>` from a field: missing is `None`, `null` is `Some(None)`.
+fn present<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// `cage move`: into a cage with these options, or out of its cage.
+#[utoipa::path(post, path = "/v1/sessions/{name}/cage", operation_id = "moveSession",
+    params(("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")),
+    request_body = MoveBody,
+    responses(
+        (status = 200, description = "Moved.", body = ShownWith),
+        (status = 400, description = "A bad request.", body = ErrorBody),
+        (status = 404, description = "No such session.", body = ErrorBody),
+        (status = 408, description = "The body did not arrive in time.", body = ErrorBody),
+        (status = 409, description = "The session is busy.", body = ErrorBody),
+        (status = 413, description = "The body is over 1 MiB.", body = ErrorBody)))]
+async fn move_cage(
+    Extension(shared): Sh,
+    Extension(info): Info,
+    params: RawPathParams,
+    req: Request,
+) -> Response {
+    let name = name_of(&params);
+    let by = by(&shared, &info);
+    with_body(&shared, &info, req, move |shared, body: MoveBody| {
+        let cage = body.cage.ok_or_else(|| {
+            Error::bad_input(
+                "say where: {\"cage\": {...}} for a cage with those options, {\"cage\": null} to take it out",
+            )
+        })?;
+        let ctx = shared.context();
+        let request = ops::moves::MoveRequest {
+            name: name.clone(),
+            out: cage.is_none(),
+            choice: cage.map(CageBody::choice).unwrap_or_default(),
+            by: Some(by),
+            // Over HTTP a sealed session is never taken out of its seal: that
+            // is the owner's decision, at the machine (`cage move --unseal`).
+            unseal: false,
+        };
+        let moved = ops::moves::move_session(&ctx, &request)?;
+        let shown = ops::show::show(&ctx, &name)?;
+        Ok(Response::json(
+            200,
+            &ShownWith {
+                shown,
+                warnings: moved.warnings,
+            },
+        ))
+    })
+    .await
 }
 
 /// `16g` or `"16g"`, `8` or `"8"`: numbers and strings both read.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(untagged)]
 enum Loose {
     Text(String),
@@ -301,115 +496,298 @@ impl Loose {
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// At least one of them.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct LimitsBody {
+    /// podman's units: 512m, 16g; at least 6m (podman's minimum); a number alone is bytes.
     memory: Option<Loose>,
+    /// From 0.01 up to the machine's.
     cpus: Option<Loose>,
     pids: Option<Loose>,
 }
 
-fn limits(req: &Request, conn: &mut Conn, shared: &Shared, name: &str) -> Result<Response, Fail> {
-    let body: LimitsBody = json_body(req, conn)?;
-    let request = ops::limits::LimitsRequest {
-        name: name.to_string(),
-        memory: body.memory.map(Loose::text),
-        cpus: body.cpus.map(Loose::text),
-        pids: body.pids.map(Loose::text),
-        reset: false,
-        by: Some(by(shared, req)),
-    };
-    let r = ops::limits::limits(&shared.context(), &request)?;
-    Ok(Response::json(200, &r))
+/// `cage limits`: the session's own limits, applied to a running cage.
+#[utoipa::path(post, path = "/v1/sessions/{name}/cage/limits", operation_id = "setLimits",
+    params(("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")),
+    request_body = LimitsBody,
+    responses(
+        (status = 200, description = "Changed.", body = ops::limits::LimitsChanged),
+        (status = 400, description = "A bad request.", body = ErrorBody),
+        (status = 404, description = "No such session.", body = ErrorBody),
+        (status = 408, description = "The body did not arrive in time.", body = ErrorBody),
+        (status = 409, description = "The session is busy, or in no cage.", body = ErrorBody),
+        (status = 413, description = "The body is over 1 MiB.", body = ErrorBody)))]
+async fn limits(
+    Extension(shared): Sh,
+    Extension(info): Info,
+    params: RawPathParams,
+    req: Request,
+) -> Response {
+    let name = name_of(&params);
+    let by = by(&shared, &info);
+    with_body(&shared, &info, req, move |shared, body: LimitsBody| {
+        let request = ops::limits::LimitsRequest {
+            name,
+            memory: body.memory.map(Loose::text),
+            cpus: body.cpus.map(Loose::text),
+            pids: body.pids.map(Loose::text),
+            reset: false,
+            by: Some(by),
+        };
+        let r = ops::limits::limits(&shared.context(), &request)?;
+        Ok(Response::json(200, &r))
+    })
+    .await
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct SendBody {
+    /// MACHINE/SESSION.
     to: String,
+    /// One file or folder of the outbox only.
     only: Option<String>,
 }
 
-fn send(req: &Request, conn: &mut Conn, shared: &Shared, name: &str) -> Result<Response, Fail> {
-    let body: SendBody = json_body(req, conn)?;
-    let request = ops::outbox::SendRequest {
-        name: name.to_string(),
-        to: body.to,
-        only: body.only.map(PathBuf::from),
-    };
-    let sent = ops::outbox::send(&shared.context(), &request)?;
-    Ok(Response::json(200, &sent))
+/// `outbox send`: a sealed session's outbox, to a session of this or
+/// another machine.
+#[utoipa::path(post, path = "/v1/sessions/{name}/outbox/send", operation_id = "sendOutbox",
+    params(("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")),
+    request_body = SendBody,
+    responses(
+        (status = 200, description = "Sent.", body = ops::outbox::Sent),
+        (status = 400, description = "A bad request.", body = ErrorBody),
+        (status = 404, description = "No such session.", body = ErrorBody),
+        (status = 408, description = "The body did not arrive in time.", body = ErrorBody),
+        (status = 409, description = "The session is busy.", body = ErrorBody),
+        (status = 413, description = "The body is over 1 MiB.", body = ErrorBody)))]
+async fn send(
+    Extension(shared): Sh,
+    Extension(info): Info,
+    params: RawPathParams,
+    req: Request,
+) -> Response {
+    let name = name_of(&params);
+    with_body(&shared, &info, req, move |shared, body: SendBody| {
+        let request = ops::outbox::SendRequest {
+            name,
+            to: body.to,
+            only: body.only.map(PathBuf::from),
+        };
+        let sent = ops::outbox::send(&shared.context(), &request)?;
+        Ok(Response::json(200, &sent))
+    })
+    .await
 }
 
 /// A file from another session (issue 6, point 4). The sender's machine
 /// is told from the peer's address by `Shared::machine_of`.
-fn drop_file(
-    req: &Request,
-    conn: &mut Conn,
-    shared: &Shared,
-    name: &str,
-) -> Result<Response, Fail> {
-    if req.transfer_encoding {
-        return Err(
-            Error::bad_input("a file needs Content-Length (a chunked body is not taken)").into(),
-        );
-    }
-    let length = req
-        .content_length
-        .ok_or_else(|| Error::bad_input("a file needs Content-Length"))?;
-    let file_name = req.query("name").unwrap_or("");
-    let from_session = req.header_str("x-shrooms-from-session");
-    let drop = ops::files::Drop {
-        session: name,
-        from_machine: shared.machine_of(req.peer.ip()),
-        from_session,
-        name: file_name,
-        length,
-        note: req.query("note"),
+#[utoipa::path(post, path = "/v1/sessions/{name}/drop", operation_id = "dropFile",
+    params(
+        ("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$"),
+        ("name" = String, Query, description = "The file's name; made safe, and never over another file."),
+        ("note" = Option<String>, Query, description = "A note from the sender (at most 4096 bytes), kept beside the file as NAME.note."),
+        ("X-Shrooms-From-Session" = String, Header, description = "The sending session. Its machine is told from the request's address.")),
+    request_body(content = String, content_type = "application/octet-stream",
+        description = "The file, with Content-Length; held to 256 KiB a second after a grace."),
+    responses(
+        (status = 201, description = "Kept.", body = ops::files::Received),
+        (status = 400, description = "A bad request, or an upload that broke off.", body = ErrorBody),
+        (status = 404, description = "No such session.", body = ErrorBody),
+        (status = 408, description = "The file did not arrive in time.", body = ErrorBody),
+        (status = 413, description = "Over the session's bounds.", body = ErrorBody)))]
+async fn drop_file(
+    Extension(shared): Sh,
+    Extension(info): Info,
+    params: RawPathParams,
+    req: Request,
+) -> Response {
+    let name = name_of(&params);
+    let (parts, body) = req.into_parts();
+    let length = match body::length(&parts.headers, "a file") {
+        Ok(Some(n)) => n,
+        Ok(None) => return Response::from_error(&Error::bad_input("a file needs Content-Length")),
+        Err(e) => return Response::from_error(&e),
     };
-    let ctx = shared.context();
+    let query = parse_query(parts.uri.query().unwrap_or(""));
+    let q = |k: &str| query.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let file_name = q("name").unwrap_or_default();
+    let note = q("note");
+    let from_session = parts
+        .headers
+        .get("x-shrooms-from-session")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let from_machine = shared.machine_of(info.peer.ip());
     // It must keep a pace of 256 KiB a second after a grace, at every
-    // read, so a sender that trickles cannot hold a worker for long.
-    conn.pace(shared.upload_grace);
-    let mut body = conn.body(length);
-    match ops::files::receive(&ctx, &drop, &mut body) {
-        Ok(received) => Ok(Response::json(201, &received)),
-        // Out of time: the partial file is removed by `receive`.
-        Err(e) if conn.timed_out() => Err(Fail::Http(Response::error(
-            408,
-            &format!("the file did not arrive in time: {}", e.message),
-        ))),
-        Err(e) => Err(Fail::Op(e)),
-    }
+    // read, so a sender that trickles cannot hold its place for long.
+    let (mut upload, timed_out) = body::Upload::new(body, info, shared.upload_grace);
+    operation(&shared, move |shared| {
+        let drop = ops::files::Drop {
+            session: &name,
+            from_machine,
+            from_session: from_session.as_deref(),
+            name: &file_name,
+            length,
+            note: note.as_deref(),
+        };
+        match ops::files::receive(&shared.context(), &drop, &mut upload) {
+            Ok(received) => Ok(Response::json(201, &received)),
+            // Out of time: the partial file is removed by `receive`.
+            Err(e) if timed_out.load(std::sync::atomic::Ordering::SeqCst) => {
+                Err(Fail::Http(Response::error(
+                    408,
+                    &format!("the file did not arrive in time: {}", e.message),
+                )))
+            }
+            Err(e) => Err(Fail::Op(e)),
+        }
+    })
+    .await
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct BuildBody {
+    /// "workbench" or "desktop", or one of our images' names.
     image: String,
 }
 
-fn build(req: &Request, conn: &mut Conn, shared: &Shared) -> Result<Response, Fail> {
-    let body: BuildBody = json_body(req, conn)?;
-    let repo = &shared.base.settings.images_repo;
-    let stage = crate::images::Stage::parse(&body.image)
-        .or_else(|| crate::images::stage_of(repo, &body.image))
-        .ok_or_else(|| {
-            Error::bad_input(format!(
-                "{:?} is not an image of ours: give \"workbench\" or \"desktop\" ({} or {})",
-                body.image,
-                crate::images::image_name(repo, crate::images::Stage::Workbench),
-                crate::images::image_name(repo, crate::images::Stage::Desktop)
-            ))
-        })?;
-    let request = ops::image::BuildRequest {
-        stages: vec![stage],
-        wait: false,
-        containerfile: None,
+/// Start building one of our images, in the background.
+#[utoipa::path(post, path = "/v1/images/build", operation_id = "buildImage",
+    request_body = BuildBody,
+    responses(
+        (status = 202, description = "Started, or running, or current.", body = ops::image::BuildReport),
+        (status = 400, description = "Not an image of ours.", body = ErrorBody),
+        (status = 408, description = "The body did not arrive in time.", body = ErrorBody),
+        (status = 413, description = "The body is over 1 MiB.", body = ErrorBody)))]
+async fn build(Extension(shared): Sh, Extension(info): Info, req: Request) -> Response {
+    with_body(&shared, &info, req, |shared, body: BuildBody| {
+        let repo = &shared.base.settings.images_repo;
+        let stage = crate::images::Stage::parse(&body.image)
+            .or_else(|| crate::images::stage_of(repo, &body.image))
+            .ok_or_else(|| {
+                Error::bad_input(format!(
+                    "{:?} is not an image of ours: give \"workbench\" or \"desktop\" ({} or {})",
+                    body.image,
+                    crate::images::image_name(repo, crate::images::Stage::Workbench),
+                    crate::images::image_name(repo, crate::images::Stage::Desktop)
+                ))
+            })?;
+        let request = ops::image::BuildRequest {
+            stages: vec![stage],
+            wait: false,
+            containerfile: None,
+        };
+        let report = ops::image::build(&shared.context(), &request, &mut |_| {})?;
+        shared.state.poke();
+        Ok(Response::json(202, &report))
+    })
+    .await
+}
+
+/// The OpenAPI document: the routes' paths and the types they take and give.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "shrooms-agent serve",
+        description = "The operations of shrooms-agent over HTTP: one request per connection, \
+            JSON in and out. Every error is {\"error\": \"...\"} with the words the CLI prints. \
+            A serve started with --token-file needs `Authorization: Bearer <token>` on every \
+            request (401 otherwise); one started without it answers only its own user's \
+            programs and refuses requests that look like they came from a web page (403). A \
+            request whose method a path does not take is answered 405 with Allow; an unknown \
+            path 404; a slow request 408; a busy serve 503."
+    ),
+    servers((url = "/")),
+    paths(harnesses, openapi, list, create, show, remove, move_cage, limits, send, drop_file, build),
+)]
+pub struct ApiDoc;
+
+/// The document as served: every operation also lists the answers any
+/// request can get before its route (401, 403, 500, 503) and the token.
+pub fn document() -> String {
+    use utoipa::openapi::security::{
+        HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
     };
-    let report = ops::image::build(&shared.context(), &request, &mut |_| {})?;
-    shared.state.poke();
-    Ok(Response::json(202, &report))
+    use utoipa::openapi::{ContentBuilder, RefOr, ResponseBuilder};
+    let mut doc = ApiDoc::openapi();
+    let version = env!("CARGO_PKG_VERSION");
+    doc.info.version = version.to_string();
+    let components = doc.components.get_or_insert_with(Default::default);
+    components.add_security_scheme(
+        "bearer",
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .description(Some(
+                    "The first line of the file given to `serve --token-file`. A serve \
+                     started without one (loopback only) wants none.",
+                ))
+                .build(),
+        ),
+    );
+    components.schemas.insert("ErrorBody".to_string(), {
+        use utoipa::PartialSchema;
+        ErrorBody::schema()
+    });
+    doc.security = Some(vec![
+        SecurityRequirement::new("bearer", Vec::<String>::new()),
+        SecurityRequirement::default(),
+    ]);
+    let always = [
+        (
+            "401",
+            "This serve wants its token (Authorization: Bearer), and it was missing or wrong.",
+        ),
+        (
+            "403",
+            "Without a token: another user's program, or a request from a web page; or an \
+             operation's refusal.",
+        ),
+        ("500", "A failure on the machine, in the CLI's words."),
+        (
+            "503",
+            "Not ready (no podman, an image being built) or busy; see Retry-After.",
+        ),
+    ];
+    for item in doc.paths.paths.values_mut() {
+        for op in [
+            &mut item.get,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.put,
+            &mut item.patch,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            for (status, description) in always {
+                if !op.responses.responses.contains_key(status) {
+                    let r = ResponseBuilder::new()
+                        .description(description)
+                        .content(
+                            "application/json",
+                            ContentBuilder::new()
+                                .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
+                                    "ErrorBody",
+                                ))))
+                                .build(),
+                        )
+                        .build();
+                    op.responses
+                        .responses
+                        .insert(status.to_string(), RefOr::T(r));
+                }
+            }
+        }
+    }
+    let mut text = doc.to_pretty_json().unwrap_or_else(|e| {
+        serde_json::json!({ "error": format!("making the document: {e}") }).to_string()
+    });
+    text.push('\n');
+    text
 }
 
 #[cfg(test)]
@@ -423,7 +801,7 @@ mod tests {
     /// their bound), 409 where two creations of one name meet.
     #[test]
     fn the_openapi_document_lists_auth_and_refusals() {
-        let doc: serde_json::Value = serde_json::from_str(OPENAPI).unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&document()).unwrap();
         let scheme = &doc["components"]["securitySchemes"]["bearer"];
         assert_eq!(scheme["type"], "http", "{scheme:#}");
         assert_eq!(scheme["scheme"], "bearer", "{scheme:#}");
@@ -455,6 +833,80 @@ mod tests {
                 .as_object()
                 .unwrap()
                 .contains_key("409")
+        );
+    }
+
+    /// Every route of the router is in the document, with its method, and
+    /// every operation of the document is a route; and each is answered
+    /// by its handler (not 404, not 405: without serve's state around it,
+    /// a handler answers 500).
+    #[test]
+    fn the_document_and_the_routes_agree() {
+        let doc: serde_json::Value = serde_json::from_str(&document()).unwrap();
+        let mut documented = Vec::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for method in item.as_object().unwrap().keys() {
+                if method != "parameters" {
+                    documented.push((method.to_uppercase(), path.clone()));
+                }
+            }
+        }
+        let mut routed: Vec<(String, String)> = ROUTES
+            .iter()
+            .map(|(m, p)| (m.to_string(), p.to_string()))
+            .collect();
+        documented.sort();
+        routed.sort();
+        assert_eq!(documented, routed);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let router = router(false);
+        for (method, path) in &routed {
+            assert!(endpoint(method, path).is_some(), "{method} {path}");
+            let uri = path.replace("{name}", "some-session");
+            let req = axum::http::Request::builder()
+                .method(method.as_str())
+                .uri(&uri)
+                .body(Body::empty())
+                .unwrap();
+            let r = runtime
+                .block_on(tower::ServiceExt::oneshot(router.clone(), req))
+                .unwrap();
+            assert!(
+                ![404, 405].contains(&r.status().as_u16()),
+                "{method} {uri}: {}",
+                r.status()
+            );
+        }
+        // And what is not a route is not routed.
+        let req = axum::http::Request::builder()
+            .method("PUT")
+            .uri("/v1/sessions")
+            .body(Body::empty())
+            .unwrap();
+        let r = runtime
+            .block_on(tower::ServiceExt::oneshot(router.clone(), req))
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 405);
+        assert_eq!(r.headers()["allow"], "GET, POST");
+    }
+
+    /// assets/openapi.json is the document serve makes, for readers of the
+    /// repository and the tools that take a file. `SHROOMS_WRITE_OPENAPI=1`
+    /// (scripts/generate-docs) writes it anew.
+    #[test]
+    fn the_committed_document_is_current() {
+        let file = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/openapi.json");
+        let made = document();
+        if std::env::var_os("SHROOMS_WRITE_OPENAPI").is_some() {
+            std::fs::write(file, &made).unwrap();
+        }
+        let committed = std::fs::read_to_string(file).unwrap_or_default();
+        assert!(
+            committed == made,
+            "assets/openapi.json is stale: run scripts/generate-docs"
         );
     }
 

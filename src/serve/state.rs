@@ -13,6 +13,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::Base;
 use crate::host::Host;
@@ -24,21 +25,22 @@ pub const HOST_REFRESH: Duration = Duration::from_secs(60);
 /// Where a shared folder appears inside a cage.
 pub const SHARED_IN: &str = "/shared";
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Harnesses {
     pub harnesses: Vec<HarnessInfo>,
     pub cage: CageInfo,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct HarnessInfo {
     pub name: &'static str,
     /// The program found (the config's, else on PATH).
+    #[schema(value_type = Option<String>)]
     pub program: Option<PathBuf>,
     pub available: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct CageInfo {
     /// Cages can be made here (podman found, `cages` not false).
     pub available: bool,
@@ -60,6 +62,7 @@ pub struct CageInfo {
     pub shared: bool,
     pub shared_in: &'static str,
     /// podman's volume folder on the machine.
+    #[schema(value_type = Option<String>)]
     pub shared_root: Option<PathBuf>,
 }
 

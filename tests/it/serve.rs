@@ -66,7 +66,7 @@ fn routes_over_http_share_the_cli_state() {
     let want =
         fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/openapi.json")).unwrap();
     assert_eq!(doc.body, want);
-    assert_eq!(doc.json()["openapi"], "3.0.3");
+    assert_eq!(doc.json()["openapi"], "3.1.0");
 
     // POST /v1/sessions: the seed's example, with `dir` under ~/ and the
     // GitHub login there.
@@ -1622,4 +1622,199 @@ fn an_answer_before_the_body_is_not_lost_to_a_reset() {
             "sending the body: {sent:?}; the answer: {answer:?}"
         );
     }
+}
+
+/// curl's status code for a request, run as `user` (None: root).
+fn curl_status(user: Option<&TestUser>, args: &[&str]) -> String {
+    let mut all = vec![
+        "-s",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "--max-time",
+        "20",
+    ];
+    all.extend_from_slice(args);
+    let out = as_user(user, "curl", &all, &[]);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Without a token, serve answers only its own user's programs: over
+/// loopback it finds the uid of the process at the other end (the
+/// kernel's socket tables), and another user's gets 403 and a log line;
+/// its Unix socket (mode 0600, in a folder of mode 0700) that user
+/// cannot even open. The owner (root here) is answered on both.
+#[test]
+fn another_user_cannot_drive_a_serve_without_a_token() {
+    let w = World::new();
+    let run = w.dir("run");
+    let run_dir = run.to_string_lossy().into_owned();
+    let s = w.serve(&[], &[("XDG_RUNTIME_DIR", &run_dir)]);
+    let sessions = format!("{}/v1/sessions", s.url);
+    let other = test_user();
+    assert_eq!(curl_status(Some(other), &[&sessions]), "403");
+    assert_eq!(
+        curl_status(Some(other), &["-X", "DELETE", &format!("{sessions}/x")]),
+        "403"
+    );
+    assert!(
+        s.log_text()
+            .lines()
+            .any(|l| l.starts_with("GET /v1/sessions 403 ")
+                && l.contains(&format!("(from uid {}, not serve's own user)", other.uid))),
+        "{}",
+        s.log_text()
+    );
+    assert_eq!(curl_status(None, &[&sessions]), "200");
+
+    let socket = run.join(format!("shrooms-agent/serve-{}.sock", s.port));
+    assert_eq!(mode_of(&socket), 0o600);
+    assert_eq!(mode_of(socket.parent().unwrap()), 0o700);
+    let sock = socket.to_string_lossy().into_owned();
+    let via_socket = ["--unix-socket", &sock, "http://localhost/v1/sessions"];
+    assert_eq!(curl_status(None, &via_socket), "200");
+    // (curl says 000: it could not connect.)
+    assert_eq!(curl_status(Some(other), &via_socket), "000");
+    drop(s);
+    assert!(!socket.exists(), "the socket outlived its serve");
+
+    // With a token, the token decides: another user that has it is served.
+    let (s, auth) = serve_with_token(&w, &[]);
+    let header = format!("Authorization: {auth}");
+    let url = format!("{}/v1/harnesses", s.url);
+    assert_eq!(curl_status(Some(other), &["-H", &header, &url]), "200");
+    assert_eq!(curl_status(Some(other), &[&url]), "401");
+}
+
+/// Two Host headers in one request: 400, not the first one's answer (a
+/// proxy in front and serve's own checks could read different ones).
+#[test]
+fn two_host_headers_are_refused() {
+    let w = World::new();
+    let s = w.serve(&[], &[]);
+    let answer = raw(
+        s.port,
+        b"GET /v1/harnesses HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: attacker.example\r\n\r\n",
+        Duration::from_secs(15),
+    );
+    assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+    assert!(answer.contains("two Host headers"), "{answer}");
+    let answer = raw(
+        s.port,
+        b"GET /v1/harnesses HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        Duration::from_secs(15),
+    );
+    assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+}
+
+/// A podman that takes `secs` seconds for every call: the config's
+/// `podman` names a script that sleeps, then runs the real one.
+fn slow_podman(w: &World, secs: u32) -> String {
+    let script = w.file(
+        "slow-podman",
+        &format!(
+            "#!/bin/sh\ncase \"$1\" in ps|inspect) sleep {secs} ;; esac\nexec {} \"$@\"\n",
+            podman_program()
+        ),
+    );
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    format!("podman = \"{}\"", script.display())
+}
+
+/// Routes that call podman never hold up one that does not: with podman's
+/// answers about containers taking 2 s and more `GET /v1/sessions` in flight than
+/// there are places for operations, `GET /v1/harnesses` (answered from
+/// what serve knows) is answered at once.
+#[test]
+fn a_slow_podman_does_not_hold_up_the_harnesses() {
+    let w = World::new();
+    let name = w.session("slowpoke");
+    w.create(&name, &w.dir("slowpoke"), &[]);
+    w.write_config(&slow_podman(&w, 2));
+    let s = w.serve(&[], &[]);
+    let url = s.url.clone();
+    let slow: Vec<_> = (0..12)
+        .map(|_| {
+            let u = format!("{url}/v1/sessions");
+            thread::spawn(move || get(&u).status)
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(500));
+    for _ in 0..3 {
+        let asked = Instant::now();
+        get(&format!("{url}/v1/harnesses")).is(200);
+        let took = asked.elapsed();
+        assert!(
+            took < Duration::from_secs(1),
+            "GET /v1/harnesses waited {took:?} behind GET /v1/sessions:\n{}",
+            s.log_text()
+        );
+    }
+    for h in slow {
+        assert_eq!(h.join().unwrap(), 200);
+    }
+}
+
+/// A request whose client went away before its operation began is not
+/// carried on: a DELETE waiting for a place behind slow operations, whose
+/// client then closes, never removes the session; the log says so. The
+/// same DELETE whose client waits removes it.
+#[test]
+fn a_request_whose_client_went_away_is_not_carried_on() {
+    let w = World::new();
+    let name = w.session("keepme");
+    w.create(&name, &w.dir("keepme"), &[]);
+    w.write_config(&slow_podman(&w, 2));
+    let s = w.serve(&[], &[]);
+    let url = s.url.clone();
+    // Every place for an operation taken, for seconds.
+    let slow: Vec<_> = (0..10)
+        .map(|_| {
+            let u = format!("{url}/v1/sessions");
+            thread::spawn(move || get(&u).status)
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(500));
+    let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    write!(
+        c,
+        "DELETE /v1/sessions/{name} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    )
+    .unwrap();
+    thread::sleep(Duration::from_millis(300));
+    drop(c);
+    for h in slow {
+        assert_eq!(h.join().unwrap(), 200);
+    }
+    wait_until("the DELETE's log line", Duration::from_secs(10), || {
+        s.log_text().lines().any(|l| {
+            l.starts_with(&format!("DELETE /v1/sessions/{name} - "))
+                && l.contains("the client went away")
+        })
+    });
+    // Time for it to have run, had it been carried on.
+    thread::sleep(Duration::from_secs(5));
+    assert!(w.record_path(&name).exists(), "{}", s.log_text());
+    http("DELETE", &format!("{url}/v1/sessions/{name}"), None, &[]).is(204);
+    assert!(!w.record_path(&name).exists());
+}
+
+/// The same rule for a serve of an ordinary user (rootless podman): its
+/// user is answered, root's curl is another user's program and gets 403.
+#[test]
+fn another_user_cannot_drive_a_rootless_serve_without_a_token() {
+    let w = World::rootless();
+    let s = w.serve(&[], &[]);
+    let url = format!("{}/v1/harnesses", s.url);
+    let owner = test_user();
+    assert_eq!(curl_status(Some(owner), &[&url]), "200");
+    assert_eq!(curl_status(None, &[&url]), "403");
+    assert!(
+        s.log_text()
+            .lines()
+            .any(|l| l.starts_with("GET /v1/harnesses 403 ") && l.contains("(from uid 0,")),
+        "{}",
+        s.log_text()
+    );
 }
