@@ -93,6 +93,14 @@ pub enum Command {
     },
     /// Print the man page (roff) to standard output
     Man,
+    /// Make the model gateway's listener in a cage's network namespace and
+    /// hand it over (run by `cage run` / `cage exec`, not for use by hand)
+    #[command(name = "gateway-listen", hide = true)]
+    GatewayListen {
+        /// The Unix socket to send the listener to
+        #[arg(long, value_name = "PATH")]
+        to: PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]

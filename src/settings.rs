@@ -41,6 +41,27 @@ struct ConfigFile {
     images_repo: Option<String>,
     machine_name: Option<String>,
     machines: Option<BTreeMap<String, MachineEntry>>,
+    gateway: Option<GatewayTable>,
+}
+
+/// `[gateway]`: where the model gateway sends a cage's model requests, and
+/// the machine's credential it adds (README, "Model gateway").
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GatewayTable {
+    anthropic_url: Option<String>,
+    key_file: Option<PathBuf>,
+    key_command: Option<Vec<String>>,
+}
+
+/// The model gateway's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewaySettings {
+    /// The model API's base URL, without a trailing `/`.
+    pub anthropic_url: String,
+    pub key_file: Option<PathBuf>,
+    /// A program and its arguments (no shell), run on the machine.
+    pub key_command: Option<Vec<String>>,
 }
 
 /// A `[machines]` entry: `name = "http://host:port"`, or a table with the
@@ -148,6 +169,8 @@ pub struct Settings {
     pub machine_name: String,
     /// The other machines' `serve`s, by name (`[machines]`).
     pub machines: BTreeMap<String, Machine>,
+    /// `[gateway]`.
+    pub gateway: GatewaySettings,
 }
 
 impl Settings {
@@ -302,6 +325,36 @@ impl Settings {
                 .map_err(|why| bad("machines", format!("{name}: {why}")))?;
             machines.insert(name, machine);
         }
+        let gateway = {
+            let g = file.gateway.unwrap_or_default();
+            let anthropic_url = match g.anthropic_url {
+                Some(u) => {
+                    validate_upstream(&u).map_err(|why| bad("gateway.anthropic_url", why))?
+                }
+                None => crate::gateway::DEFAULT_UPSTREAM.to_string(),
+            };
+            if let Some(f) = &g.key_file
+                && !f.is_absolute()
+            {
+                return Err(bad(
+                    "gateway.key_file",
+                    format!("{} is not an absolute path", f.display()),
+                ));
+            }
+            if let Some(c) = &g.key_command
+                && c.first().is_none_or(|p| p.trim().is_empty())
+            {
+                return Err(bad(
+                    "gateway.key_command",
+                    "is empty: give the program and its arguments, e.g. [\"pass\", \"show\", \"anthropic\"]".into(),
+                ));
+            }
+            GatewaySettings {
+                anthropic_url,
+                key_file: g.key_file,
+                key_command: g.key_command,
+            }
+        };
         let harness = file.harness.unwrap_or_default();
         let podman_configured = file.podman.is_some();
         let podman = match file.podman {
@@ -327,6 +380,7 @@ impl Settings {
             pass_env,
             unenforced_limits,
             path_var,
+            gateway,
             sealed_token: file.sealed_token,
             sealed_dns,
             images_repo,
@@ -525,6 +579,22 @@ pub fn validate_machine_name(name: &str) -> Result<(), String> {
 
 /// `http://host:port` (a trailing `/` is let go; the port defaults to 7387).
 /// Only plain HTTP: `serve` speaks nothing else; a mesh carries it.
+/// The model API's base URL: http or https, a host, no query; returned
+/// without a trailing `/` (request paths are appended to it).
+fn validate_upstream(url: &str) -> Result<String, String> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .ok_or_else(|| format!("{url:?} does not start with https:// or http://"))?;
+    let host = rest.split('/').next().unwrap_or("");
+    if host.is_empty() || url.contains(['?', '#', ' ', '\n']) || host.contains('@') {
+        return Err(format!(
+            "{url:?} is not a base URL like https://api.anthropic.com (a host, no query, no user)"
+        ));
+    }
+    Ok(url.trim_end_matches('/').to_string())
+}
+
 pub fn parse_machine_url(url: &str, token_file: Option<PathBuf>) -> Result<Machine, String> {
     let why = || {
         format!("{url:?} is not an address of a machine's serve: write it as \"http://host:port\"")
@@ -620,6 +690,35 @@ mod tests {
             PathBuf::from("/home/u"),
             &env,
         )
+    }
+
+    #[test]
+    fn the_gateway_table() {
+        let s = load("").unwrap();
+        assert_eq!(s.gateway.anthropic_url, "https://api.anthropic.com");
+        assert_eq!((s.gateway.key_file, s.gateway.key_command), (None, None));
+        let s = load(
+            "[gateway]\nanthropic_url = \"http://127.0.0.1:9/llm/\"\nkey_file = \"/k\"\nkey_command = [\"pass\", \"show\", \"a\"]\n",
+        )
+        .unwrap();
+        assert_eq!(s.gateway.anthropic_url, "http://127.0.0.1:9/llm");
+        assert_eq!(s.gateway.key_file, Some(PathBuf::from("/k")));
+        assert_eq!(s.gateway.key_command.unwrap().len(), 3);
+        for bad in [
+            "[gateway]\nanthropic_url = \"ftp://x\"",
+            "[gateway]\nanthropic_url = \"https://\"",
+            "[gateway]\nanthropic_url = \"https://u@x\"",
+            "[gateway]\nkey_file = \"rel/k\"",
+            "[gateway]\nkey_command = []",
+            "[gateway]\nkey = \"sk\"",
+        ] {
+            let e = load(bad).unwrap_err();
+            assert!(
+                e.message.contains("gateway") || e.message.contains("unknown field `key`"),
+                "{bad}: {}",
+                e.message
+            );
+        }
     }
 
     #[test]

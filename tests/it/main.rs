@@ -10,6 +10,7 @@ mod common;
 
 mod cage;
 mod cli;
+mod gateway;
 mod images;
 mod options;
 mod rootless;
