@@ -578,3 +578,150 @@ fn gateway_sealed_token_reaches_the_upstream_only() {
 fn gateway_sealed_token_reaches_the_upstream_only_rootless() {
     sealed_token_reaches_the_upstream_only(World::rootless());
 }
+
+// ---- the real Claude Code ------------------------------------------------
+
+/// Claude Code from npm and the Debian image, as scripts/test-harnesses
+/// prepared them (scripts/test exports where). None in the podman-5 lane,
+/// whose podman storage has no Debian image.
+fn real_harness() -> Option<(String, String)> {
+    if podman5_lane() {
+        eprintln!(
+            "the podman-5 lane has no Debian image: the real-harness tests run in the main lane"
+        );
+        return None;
+    }
+    let get = |n: &str| {
+        std::env::var(n).unwrap_or_else(|_| {
+            panic!("{n} is not set: run the tests through scripts/test (scripts/test-harnesses)")
+        })
+    };
+    Some((get("SHROOMS_TEST_CLAUDE"), get("SHROOMS_TEST_DEBIAN_IMAGE")))
+}
+
+/// What keeps Claude Code's traffic to its model alone (no updates,
+/// telemetry or error reports: nothing may leave this machine).
+const QUIET: &[(&str, &str)] = &[
+    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+    ("DISABLE_AUTOUPDATER", "1"),
+    ("DISABLE_TELEMETRY", "1"),
+    ("DISABLE_ERROR_REPORTING", "1"),
+];
+
+/// The real Claude Code, mounted from the machine, completes a text turn
+/// and a tool turn in a Debian cage through the gateway: the mock saw the
+/// machine's key on every request, and the cage holds it nowhere.
+fn claude_turns(w: World, sealed: bool) {
+    let Some((claude, image)) = real_harness() else {
+        return;
+    };
+    let mock = Mock::start();
+    world_for(&w, &mock, &format!("[harness]\nclaude = \"{claude}\"\n"));
+    let token = "sk-ant-oat01-sealed-token-for-claude-3b7";
+    let mut flags = vec!["--image", image.as_str()];
+    if sealed {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir_all(&w.state).unwrap();
+        let p = w.state.join("sealed-claude-token");
+        std::fs::write(&p, format!("{token}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        w.chown_all();
+        flags.push("--sealed");
+    }
+    let name = w.session(if sealed { "gwclaudes" } else { "gwclaude" });
+    let project = w.dir(&format!("projects/{name}"));
+    w.create(&name, &project, &flags);
+    let mut env = QUIET.to_vec();
+    env.push(("ANTHROPIC_API_KEY", MACHINE_KEY));
+
+    let text = w
+        .run_env(&["cage", "run", &name, "--", "-p", "say hi"], &env)
+        .ok();
+    assert!(
+        text.stdout().contains("hello from the mock"),
+        "{}\n{}",
+        text.explain(),
+        mock.explain()
+    );
+    let tool = w
+        .run_env(
+            &[
+                "cage",
+                "run",
+                &name,
+                "--",
+                "-p",
+                &format!("{TOOL_MARKER}: write hi to a file"),
+                "--dangerously-skip-permissions",
+            ],
+            &env,
+        )
+        .ok();
+    assert_eq!(
+        read(&project.join("tool-ran.txt")),
+        "hi\n",
+        "{}\n{}",
+        tool.explain(),
+        mock.explain()
+    );
+    let seen = mock.seen();
+    let routes: std::collections::BTreeSet<String> = seen
+        .iter()
+        .map(|s| format!("{} {}", s.method, s.path()))
+        .collect();
+    eprintln!("Claude Code's requests through the gateway: {routes:?}");
+    assert!(routes.contains("POST /v1/messages"), "{routes:?}");
+    assert!(
+        seen.iter().any(|s| s.body.contains("tool_result")),
+        "{}",
+        mock.explain()
+    );
+    for s in &seen {
+        if sealed {
+            assert_eq!(
+                s.header("authorization").map(str::to_string),
+                Some(format!("Bearer {token}")),
+                "{s:?}"
+            );
+            assert_eq!(s.header("x-api-key"), None, "{s:?}");
+        } else {
+            assert_eq!(s.header("x-api-key"), Some(MACHINE_KEY), "{s:?}");
+            assert_eq!(s.header("authorization"), None, "{s:?}");
+        }
+        assert!(!format!("{s:?}").contains("shrooms-gateway-adds"), "{s:?}");
+    }
+    // Nothing in the cage holds the machine's credential: its processes'
+    // environments, and every file of its filesystem and mounts.
+    let secret = if sealed { token } else { MACHINE_KEY };
+    let look = w
+        .run(&[
+            "cage",
+            "exec",
+            &name,
+            "--",
+            "sh",
+            "-c",
+            &format!(
+                "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c {secret}; \
+                 grep -rls {secret} / --exclude-dir=proc --exclude-dir=sys 2>/dev/null | head -5; \
+                 echo END"
+            ),
+        ])
+        .ok();
+    assert_eq!(look.stdout(), "0\nEND\n", "{}", look.explain());
+}
+
+#[test]
+fn gateway_real_claude_code_text_and_tool_turns() {
+    claude_turns(World::new(), false);
+}
+
+#[test]
+fn gateway_real_claude_code_text_and_tool_turns_rootless() {
+    claude_turns(World::rootless(), false);
+}
+
+#[test]
+fn gateway_real_claude_code_sealed() {
+    claude_turns(World::new(), true);
+}
