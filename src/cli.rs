@@ -47,6 +47,12 @@ pub fn completion_command() -> clap::Command {
             if let Some(about) = cmd.get_about() {
                 fresh = fresh.about(about.clone());
             }
+            if let Some(about) = cmd.get_long_about() {
+                fresh = fresh.long_about(about.clone());
+            }
+            if let Some(v) = cmd.get_version() {
+                fresh = fresh.version(v.to_string());
+            }
             fresh
         } else {
             cmd
