@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -53,6 +54,8 @@ pub struct Mock {
     gate: Option<Arc<Gate>>,
     /// When the mock sent the last event of an answer.
     last_sent: Arc<Mutex<Option<Instant>>>,
+    /// Set when the gateway went away in the middle of an answer.
+    cut: Arc<AtomicBool>,
 }
 
 impl Mock {
@@ -69,12 +72,17 @@ impl Mock {
         let port = l.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let last_sent = Arc::new(Mutex::new(None));
-        let (s, g, ls) = (seen.clone(), gate.clone(), last_sent.clone());
+        let cut = Arc::new(AtomicBool::new(false));
+        let (s, g, ls, ct) = (seen.clone(), gate.clone(), last_sent.clone(), cut.clone());
         std::thread::spawn(move || {
             for c in l.incoming() {
                 let Ok(c) = c else { continue };
-                let (s, g, ls) = (s.clone(), g.clone(), ls.clone());
-                std::thread::spawn(move || answer(c, &s, g.as_deref(), &ls));
+                let (s, g, ls, ct) = (s.clone(), g.clone(), ls.clone(), ct.clone());
+                std::thread::spawn(move || {
+                    if answer(c, &s, g.as_deref(), &ls).is_none() {
+                        ct.store(true, Ordering::SeqCst);
+                    }
+                });
             }
         });
         Mock {
@@ -82,6 +90,7 @@ impl Mock {
             seen,
             gate,
             last_sent,
+            cut,
         }
     }
     pub fn url(&self) -> String {
@@ -199,16 +208,17 @@ fn events(tool: bool) -> Vec<String> {
     v
 }
 
+/// Answer one request; None when the other side went away mid-answer.
 fn answer(
     c: TcpStream,
     seen: &Mutex<Vec<Seen>>,
     gate: Option<&Gate>,
     last: &Mutex<Option<Instant>>,
-) {
+) -> Option<()> {
     let mut w = c.try_clone().unwrap();
     let mut r = BufReader::new(c);
     let Some(req) = read_request(&mut r) else {
-        return;
+        return Some(());
     };
     seen.lock().unwrap().push(req.clone());
     let path = req.path().to_string();
@@ -238,14 +248,12 @@ fn answer(
                     "usage": {"input_tokens": 12, "output_tokens": 7}});
                 let _ = w.write_all(head("200 OK", "application/json").as_bytes());
                 let _ = w.write_all(text.to_string().as_bytes());
-                return;
+                return Some(());
             }
             let _ = w.write_all(head("200 OK", "text/event-stream").as_bytes());
             for (i, e) in events(tool).iter().enumerate() {
-                if w.write_all(e.as_bytes()).is_err() {
-                    return;
-                }
-                let _ = w.flush();
+                w.write_all(e.as_bytes()).ok()?;
+                w.flush().ok()?;
                 if i == 0
                     && let Some(g) = gate
                 {
@@ -264,6 +272,7 @@ fn answer(
             let _ = w.write_all(b"{\"type\":\"error\",\"error\":{\"type\":\"not_found_error\",\"message\":\"mock\"}}");
         }
     }
+    Some(())
 }
 
 /// A shell function for the busybox cage: `req METHOD TARGET OUTFILE
@@ -439,6 +448,47 @@ fn streams(w: World) {
     let text = read(&out);
     assert!(text.contains("message_stop"), "{text}\n{}", run.explain());
     assert!(mock.last_sent.lock().unwrap().unwrap() > first_seen);
+}
+
+/// A harness that goes away drops the upstream request: the client in the
+/// cage is killed after the first event, and the mock's next events find
+/// the gateway's connection closed while the turn still runs.
+fn gone_harness_aborts(w: World) {
+    let mock = Mock::held();
+    world_for(&w, &mock, "");
+    let (name, project) = session_in(&w, "gwgone");
+    let (out, marker) = (project.join("gone.txt"), project.join("killed"));
+    let script = format!(
+        "body='{{\"model\":\"m\",\"max_tokens\":9,\"stream\":true,\"messages\":[]}}'
+         wget -q -O {out} --header 'Content-Type: application/json' --post-data \"$body\" \
+           \"$ANTHROPIC_BASE_URL/v1/messages\" & pid=$!
+         while ! grep -q message_start {out} 2>/dev/null; do sleep 0.1; done
+         kill $pid; wait $pid; echo killed > {marker}; sleep 20",
+        out = out.display(),
+        marker = marker.display()
+    );
+    let mut child = w.spawn_env(
+        &["cage", "exec", &name, "--", "sh", "-c", &script],
+        &[("ANTHROPIC_API_KEY", MACHINE_KEY)],
+    );
+    wait_until("the client killed", Duration::from_secs(60), || {
+        marker.exists()
+    });
+    mock.release();
+    wait_until(
+        "the upstream request dropped",
+        Duration::from_secs(10),
+        || mock.cut.load(Ordering::SeqCst),
+    );
+    assert!(child.try_wait().unwrap().is_none(), "the turn ended first");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(!read(&out).contains("message_stop"));
+}
+
+#[test]
+fn gateway_a_harness_that_goes_away_drops_the_upstream_request() {
+    gone_harness_aborts(World::new());
 }
 
 #[test]
