@@ -35,6 +35,7 @@ struct ConfigFile {
     cages: Option<bool>,
     harness: Option<HarnessPrograms>,
     pass_env: Option<Vec<String>>,
+    pass_secrets: Option<Vec<String>>,
     unenforced_limits: Option<String>,
     sealed_token: Option<PathBuf>,
     sealed_dns: Option<Vec<String>>,
@@ -286,9 +287,24 @@ impl Settings {
             // The workbench (seed, "Choosing an image"), wherever it is tagged.
             None => crate::images::image_name(&images_repo, crate::images::Stage::Workbench),
         };
-        let pass_env = file.pass_env.unwrap_or_default();
+        let mut pass_env = file.pass_env.unwrap_or_default();
         for name in &pass_env {
             validate_pass_env_name(name).map_err(|why| bad("pass_env", why))?;
+            if looks_like_a_credential(name) {
+                return Err(bad(
+                    "pass_env",
+                    format!(
+                        "{name} looks like a credential: in a cage, the code it runs can read                          it and send it anywhere. The model's key needs no passing (the model                          gateway adds it outside the cage); if the cage truly needs {name},                          list it under pass_secrets instead"
+                    ),
+                ));
+            }
+        }
+        // Named on purpose, danger and all (README, "Configuration").
+        for name in file.pass_secrets.unwrap_or_default() {
+            validate_pass_env_name(&name).map_err(|why| bad("pass_secrets", why))?;
+            if !pass_env.contains(&name) {
+                pass_env.push(name);
+            }
         }
         let sealed_dns = match file.sealed_dns {
             Some(list) if list.is_empty() => {
@@ -659,6 +675,15 @@ fn host_name() -> String {
     }
 }
 
+/// Does a variable's name say it holds a credential (`*_API_KEY`,
+/// `*_TOKEN`, `*_SECRET`, `*_PASSWORD`, and the like)?
+pub fn looks_like_a_credential(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    ["API_KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD"]
+        .iter()
+        .any(|w| n == *w || n.ends_with(&format!("_{w}")))
+}
+
 /// A name that may be listed in `pass_env`.
 fn validate_pass_env_name(name: &str) -> Result<(), String> {
     if !crate::podman::envfile::valid_name(name) {
@@ -690,6 +715,27 @@ mod tests {
             PathBuf::from("/home/u"),
             &env,
         )
+    }
+
+    #[test]
+    fn credentials_pass_only_as_pass_secrets() {
+        let s =
+            load("pass_env = [\"MY_VAR\"]\npass_secrets = [\"FOO_API_KEY\", \"MY_VAR\"]").unwrap();
+        assert_eq!(s.pass_env, vec!["MY_VAR".to_string(), "FOO_API_KEY".into()]);
+        let e = load("pass_env = [\"FOO_API_KEY\"]").unwrap_err();
+        assert!(e.message.contains("pass_secrets"), "{}", e.message);
+        for plain in ["TOKENIZER_PATH", "MY_KEYBOARD", "SECRETARY", "LANG"] {
+            assert!(!looks_like_a_credential(plain), "{plain}");
+        }
+        for secret in [
+            "OPENAI_API_KEY",
+            "HF_TOKEN",
+            "TOKEN",
+            "X_SECRET",
+            "PGPASSWORD_X_PASSWORD",
+        ] {
+            assert!(looks_like_a_credential(secret), "{secret}");
+        }
     }
 
     #[test]
@@ -812,6 +858,11 @@ pi = "/opt/pi"
             ("unenforced_limits = \"ignore\"", "unenforced_limits"),
             ("pass_env = [\"1BAD\"]", "pass_env"),
             ("pass_env = [\"GH_TOKEN\"]", "pass_env"),
+            ("pass_env = [\"FOO_API_KEY\"]", "pass_env"),
+            ("pass_env = [\"ANTHROPIC_AUTH_TOKEN\"]", "pass_env"),
+            ("pass_env = [\"DB_PASSWORD\"]", "pass_env"),
+            ("pass_env = [\"AWS_SECRET\"]", "pass_env"),
+            ("pass_secrets = [\"GH_TOKEN\"]", "pass_secrets"),
             ("image = \" \"", "image"),
             ("sealed_dns = []", "sealed_dns"),
             ("images_repo = \"localhost/wb:latest\"", "images_repo"),

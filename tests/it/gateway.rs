@@ -775,3 +775,41 @@ fn gateway_real_claude_code_text_and_tool_turns_rootless() {
 fn gateway_real_claude_code_sealed() {
     claude_turns(World::new(), true);
 }
+
+/// `pass_env` refuses names that look like credentials and says to use
+/// `pass_secrets`, making nothing; under `pass_secrets` the value passes.
+#[test]
+fn pass_env_refuses_credentials_unless_pass_secrets() {
+    let w = World::new();
+    w.write_config("pass_env = [\"OPENAI_API_KEY\"]");
+    let name = w.session("passsecret");
+    let project = w.dir(&format!("projects/{name}"));
+    let d = project.to_string_lossy().into_owned();
+    let r = w.run(&["cage", "create", &name, "--dir", &d]).code_is(2);
+    assert!(
+        r.stderr()
+            .contains("OPENAI_API_KEY looks like a credential"),
+        "{}",
+        r.explain()
+    );
+    assert!(r.stderr().contains("pass_secrets"), "{}", r.explain());
+    assert!(w.containers_of(&name).is_empty());
+    w.write_config("pass_secrets = [\"OPENAI_API_KEY\"]");
+    w.create(&name, &project, &[]);
+    let out = w
+        .run_env(
+            &[
+                "cage",
+                "exec",
+                &name,
+                "--",
+                "sh",
+                "-c",
+                "echo K=$OPENAI_API_KEY",
+            ],
+            &[("OPENAI_API_KEY", "sk-chosen-on-purpose")],
+        )
+        .ok()
+        .stdout();
+    assert!(out.contains("K=sk-chosen-on-purpose"), "{out}");
+}
