@@ -640,7 +640,7 @@ _shrooms__agent() {
             return 0
             ;;
         shrooms__subcmd__agent__subcmd__cage__subcmd__prune)
-            opts="-h --dry-run --json --help"
+            opts="-y -h --dry-run --yes --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -668,7 +668,7 @@ _shrooms__agent() {
             return 0
             ;;
         shrooms__subcmd__agent__subcmd__cage__subcmd__run)
-            opts="-h --json --help"
+            opts="-h --uncaged --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -32,7 +32,7 @@ pub struct Cli {
 }
 
 /// The command line as the shell completions show it: without hidden
-/// subcommands (the internal `image build-worker`). clap_complete lists hidden
+/// subcommands (the internal `image build-worker` and `cage watch-turn`). clap_complete lists hidden
 /// subcommands (clap-rs/clap#1335) and `Command` has no way to remove one, so
 /// a command that has any is put together again from its visible parts.
 pub fn completion_command() -> clap::Command {
@@ -133,6 +133,8 @@ pub enum CageCommand {
     /// Run a command in a session's cage; the cage stops when it ends
     #[command(
         after_help = "The cage is started if it is stopped, and stopped when CMD ends: what CMD left running ends with it.\n\
+        It is stopped too if this process is ended: on SIGHUP (the terminal closing), SIGTERM, SIGINT or SIGQUIT, \
+        the terminal's modes are put back and the exit status is 128 + the signal; after SIGKILL, a watcher stops it.\n\
         The exit status is CMD's. While one exec or run holds a session, another exits 3."
     )]
     Exec {
@@ -143,9 +145,17 @@ pub enum CageCommand {
         cmd: Vec<OsString>,
     },
     /// Run the session's harness (claude or pi) in its cage
+    #[command(
+        after_help = "On a session taken out of its cage (`cage move NAME --out`), `cage run` refuses \
+        unless given --uncaged: the harness would run on this machine as you, outside any cage. \
+        `cage move NAME` puts the session back in a cage."
+    )]
     Run {
         /// The session
         name: String,
+        /// Run the harness on this machine, outside any cage, when the session is not in one
+        #[arg(long)]
+        uncaged: bool,
         /// Arguments for the harness, after `--`
         #[arg(last = true, value_name = "ARGS")]
         args: Vec<OsString>,
@@ -154,11 +164,37 @@ pub enum CageCommand {
     Ls,
     /// Show a session: its record, its container's state and the argv it was made with
     Show(NameArg),
-    /// Remove leftover containers (labelled, with no session) and env files with no session
+    /// Remove leftovers this state folder made: containers with no session here, and their
+    /// files. Containers another state folder made, or made before containers carried the
+    /// state folder's label, are listed and kept. Asks first on a terminal; without one it
+    /// removes nothing unless given --yes (exit 2)
     Prune {
-        /// Say what would be removed, and remove nothing
+        /// Say what would be removed, and remove nothing (writes nothing at all)
         #[arg(long)]
         dry_run: bool,
+        /// Remove without asking
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
+    /// Stop a cage if the process holding its turn dies (started by `cage
+    /// exec` and `cage run`, not for use by hand)
+    #[command(hide = true)]
+    WatchTurn {
+        #[arg(long, value_name = "NAME")]
+        session: String,
+        #[arg(long, value_name = "CONTAINER")]
+        container: String,
+        #[arg(long, value_name = "PROGRAM")]
+        podman: PathBuf,
+        /// The session's lock, held for this process
+        #[arg(long, value_name = "FD")]
+        lock_fd: i32,
+        /// The pipe whose end means the holder is gone
+        #[arg(long, value_name = "FD")]
+        pipe_fd: i32,
+        /// The pipe to say "ready" on
+        #[arg(long, value_name = "FD")]
+        ready_fd: i32,
     },
 }
 

@@ -2,6 +2,8 @@
 //!
 //! Exit codes are part of the interface (issue 2, "Commands"): scripts and
 //! cron jobs branch on them, and `serve` maps the same kinds to HTTP statuses.
+//! Both come from the kind alone: no decision reads an error's message,
+//! which is for people and may change with its wording.
 
 use std::fmt;
 
@@ -22,18 +24,48 @@ pub enum Kind {
     Forbidden,
     /// Too large: an upload or an archive over its bound (issue 6).
     TooLarge,
+    /// This machine offers no cages: no podman, or `cages = false`. Like an
+    /// image being built, a state of the machine rather than a failure of
+    /// the request.
+    NoPodman,
+    /// podman ran and failed; its exit status and stderr are kept in the
+    /// error ([`Error::exited`]).
+    PodmanFailed,
 }
 
 impl Kind {
     /// The process exit code of this kind (documented in the README and man page).
     pub fn exit_code(self) -> u8 {
         match self {
-            Kind::Failed | Kind::Forbidden => 1,
+            Kind::Failed | Kind::Forbidden | Kind::NoPodman | Kind::PodmanFailed => 1,
             Kind::BadInput | Kind::NotFound | Kind::TooLarge => 2,
             Kind::Busy => 3,
             Kind::NotReady => 4,
         }
     }
+
+    /// The HTTP status `serve` answers this kind with (issue 6, "Status
+    /// codes"). "No podman" is a machine that cannot serve the request now,
+    /// not a failure of it: 503, like an image being built.
+    pub fn http_status(self) -> u16 {
+        match self {
+            Kind::BadInput => 400,
+            Kind::Forbidden => 403,
+            Kind::NotFound => 404,
+            Kind::Busy => 409,
+            Kind::TooLarge => 413,
+            Kind::NotReady | Kind::NoPodman => 503,
+            Kind::Failed | Kind::PodmanFailed => 500,
+        }
+    }
+}
+
+/// How a process that ran ended: its exit status (None: ended by a
+/// signal) and all it wrote to stderr.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exited {
+    pub status: Option<i32>,
+    pub stderr: String,
 }
 
 /// How long a client is told to wait (`Retry-After`, seconds) when a
@@ -45,6 +77,8 @@ pub const RETRY_AFTER_SECS: u32 = 30;
 pub struct Error {
     pub kind: Kind,
     pub message: String,
+    /// For a process that ran and failed: how it ended.
+    pub exited: Option<Box<Exited>>,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -54,6 +88,23 @@ impl Error {
         Error {
             kind,
             message: message.into(),
+            exited: None,
+        }
+    }
+    /// A process that ran and failed (`kind`: [`Kind::PodmanFailed`] for
+    /// podman), its status and stderr kept.
+    pub fn exited(
+        kind: Kind,
+        message: impl Into<String>,
+        status: Option<i32>,
+        stderr: impl Into<String>,
+    ) -> Self {
+        Error {
+            exited: Some(Box::new(Exited {
+                status,
+                stderr: stderr.into(),
+            })),
+            ..Self::new(kind, message)
         }
     }
     pub fn failed(message: impl Into<String>) -> Self {
@@ -68,31 +119,18 @@ impl Error {
     pub fn busy(message: impl Into<String>) -> Self {
         Self::new(Kind::Busy, message)
     }
-    /// The HTTP status `serve` answers this error with (issue 6, "Status
-    /// codes"). "No podman" is a machine that cannot serve the request now,
-    /// not a failure of it: 503, like an image being built.
+    /// The seed's words for a machine that offers no cages.
+    pub fn no_podman(message: impl Into<String>) -> Self {
+        Self::new(Kind::NoPodman, message)
+    }
+    /// The HTTP status `serve` answers this error with: its kind's.
     pub fn http_status(&self) -> u16 {
-        match self.kind {
-            Kind::BadInput => 400,
-            Kind::Forbidden => 403,
-            Kind::NotFound => 404,
-            Kind::Busy => 409,
-            Kind::TooLarge => 413,
-            Kind::NotReady => 503,
-            Kind::Failed if self.is_no_podman() => 503,
-            Kind::Failed => 500,
-        }
+        self.kind.http_status()
     }
 
     /// Seconds for `Retry-After`, for the errors answered with 503.
     pub fn retry_after(&self) -> Option<u32> {
         (self.http_status() == 503).then_some(RETRY_AFTER_SECS)
-    }
-
-    /// The seed's "no podman" words, for a new cage or a caged session.
-    fn is_no_podman(&self) -> bool {
-        self.message.ends_with(crate::host::NO_PODMAN)
-            || self.message.ends_with(crate::host::NO_PODMAN_FOR_SESSION)
     }
 
     pub fn forbidden(message: impl Into<String>) -> Self {
@@ -105,8 +143,8 @@ impl Error {
     /// Prefix the message with what was being done, keeping the kind.
     pub fn context(self, what: impl fmt::Display) -> Self {
         Error {
-            kind: self.kind,
             message: format!("{what}: {}", self.message),
+            ..self
         }
     }
 }
@@ -149,6 +187,8 @@ mod tests {
         assert_eq!(Kind::NotReady.exit_code(), 4);
         assert_eq!(Kind::Forbidden.exit_code(), 1);
         assert_eq!(Kind::TooLarge.exit_code(), 2);
+        assert_eq!(Kind::NoPodman.exit_code(), 1);
+        assert_eq!(Kind::PodmanFailed.exit_code(), 1);
     }
 
     #[test]
@@ -165,12 +205,63 @@ mod tests {
         );
         assert_eq!(status(Error::failed("x")), (500, None));
         assert_eq!(
-            status(Error::failed(crate::host::NO_PODMAN)),
+            status(Error::exited(
+                Kind::PodmanFailed,
+                "x",
+                Some(125),
+                "Error: x"
+            )),
+            (500, None)
+        );
+        assert_eq!(
+            status(Error::no_podman(crate::host::NO_PODMAN)),
             (503, Some(RETRY_AFTER_SECS))
         );
         assert_eq!(
-            status(Error::failed(crate::host::NO_PODMAN_FOR_SESSION).context("moving s")),
+            status(Error::no_podman(crate::host::NO_PODMAN_FOR_SESSION).context("moving s")),
             (503, Some(RETRY_AFTER_SECS))
+        );
+    }
+
+    /// The exit code and the status come from the kind, never the words:
+    /// an error that only says "no podman" is what its kind says it is, and
+    /// a "no podman" in other words is still one.
+    #[test]
+    fn the_kind_alone_decides() {
+        for kind in [
+            Kind::Failed,
+            Kind::BadInput,
+            Kind::NotFound,
+            Kind::Busy,
+            Kind::NotReady,
+            Kind::Forbidden,
+            Kind::TooLarge,
+            Kind::NoPodman,
+            Kind::PodmanFailed,
+        ] {
+            for message in [
+                "",
+                crate::host::NO_PODMAN,
+                crate::host::NO_PODMAN_FOR_SESSION,
+                "podman inspect: Error: no such container x",
+                "session x: nothing in its outbox",
+            ] {
+                let e = Error::new(kind, message).context("moving s");
+                assert_eq!(e.kind.exit_code(), kind.exit_code(), "{kind:?} {message:?}");
+                assert_eq!(e.http_status(), kind.http_status(), "{kind:?} {message:?}");
+            }
+        }
+        let e = Error::failed(crate::host::NO_PODMAN);
+        assert_eq!(
+            (e.kind.exit_code(), e.http_status(), e.retry_after()),
+            (1, 500, None)
+        );
+        let e = Error::bad_input(crate::host::NO_PODMAN_FOR_SESSION);
+        assert_eq!((e.kind.exit_code(), e.http_status()), (2, 400));
+        let e = Error::no_podman("podman went away");
+        assert_eq!(
+            (e.kind.exit_code(), e.http_status(), e.retry_after()),
+            (1, 503, Some(RETRY_AFTER_SECS))
         );
     }
 
@@ -179,5 +270,15 @@ mod tests {
         let e = Error::busy("held").context("session x");
         assert_eq!(e.kind, Kind::Busy);
         assert_eq!(e.message, "session x: held");
+        let e = Error::exited(Kind::PodmanFailed, "podman rm: no", Some(2), "Error: no\n")
+            .context("removing x");
+        assert_eq!(e.kind, Kind::PodmanFailed);
+        assert_eq!(
+            e.exited.as_deref(),
+            Some(&Exited {
+                status: Some(2),
+                stderr: "Error: no\n".into()
+            })
+        );
     }
 }

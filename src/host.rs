@@ -82,10 +82,10 @@ impl Host {
     pub fn detect(settings: &Settings) -> Result<Host> {
         let program = match (&settings.podman, settings.cages) {
             (Some(p), true) => p.clone(),
-            _ => return Err(Error::failed(NO_PODMAN)),
+            _ => return Err(Error::no_podman(NO_PODMAN)),
         };
         if !is_executable(&program) {
-            return Err(Error::failed(NO_PODMAN));
+            return Err(Error::no_podman(NO_PODMAN));
         }
         let podman = Podman::new(program);
         let info = podman.info()?;

@@ -164,6 +164,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Serve(a) => {
             let ctx = context()?;
+            // serve makes, runs and removes cages for its callers.
+            ops::refuse_root(&ctx.settings)?;
             serve::run(ctx, a.listen.as_deref(), a.token_file.as_deref())?;
             Ok(ExitCode::SUCCESS)
         }
@@ -172,6 +174,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
 
 fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
     let ctx = context()?;
+    ops::refuse_root(&ctx.settings)?;
     match cmd {
         CageCommand::Create(a) => {
             let req = ops::create::CreateRequest {
@@ -254,13 +257,23 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
             let cmd = strings(cmd)?;
             return exec(&ctx, &name, ops::exec::What::Command(cmd));
         }
-        CageCommand::Run { name, args } => {
+        CageCommand::Run {
+            name,
+            uncaged,
+            args,
+        } => {
             let args = strings(args)?;
             if ops::exec::is_uncaged(&ctx, &name)? {
-                let uncaged = ops::exec::prepare_uncaged(&ctx, &name, args)?;
+                let uncaged = ops::exec::prepare_uncaged(&ctx, &name, args, uncaged)?;
                 output::warnings(std::slice::from_ref(&uncaged.notice));
                 let code = uncaged.run()?;
                 return Ok(ExitCode::from(code.clamp(0, 255) as u8));
+            }
+            if uncaged {
+                return Err(Error::bad_input(format!(
+                    "session {name} is in a cage, and `cage run` runs its harness there; \
+                     leave out --uncaged"
+                )));
             }
             return exec(&ctx, &name, ops::exec::What::Harness(args));
         }
@@ -272,11 +285,70 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
             let r = ops::show::show(&ctx, &a.name)?;
             output::show(&r, json, output::shown);
         }
-        CageCommand::Prune { dry_run } => {
-            let r = ops::prune::prune(&ctx, dry_run)?;
-            output::show(&r, json, output::pruned);
+        CageCommand::Prune { dry_run, yes } => return prune(&ctx, dry_run, yes, json),
+        CageCommand::WatchTurn {
+            session,
+            container,
+            podman,
+            lock_fd,
+            pipe_fd,
+            ready_fd,
+        } => {
+            let req = ops::exec::WatchRequest {
+                session,
+                container,
+                podman,
+                lock_fd,
+                pipe_fd,
+                ready_fd,
+            };
+            // Its output is the cage's turn.log: a line when it acted.
+            if let ops::exec::Watched::Stopped { signal } = ops::exec::watch(&ctx, &req)? {
+                let why = match signal {
+                    Some(s) => format!("this watcher got signal {s}"),
+                    None => "the process holding the turn ended without stopping it".into(),
+                };
+                output::warnings(&[format!("stopped {}: {why}", req.container)]);
+            }
         }
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cage prune`: what it would remove is shown first; it removes only
+/// with `--yes`, or when asked on a terminal and answered yes. Without a
+/// terminal and without `--yes` it removes nothing and says so (exit 2).
+fn prune(ctx: &ops::Context, dry_run: bool, yes: bool, json: bool) -> Result<ExitCode> {
+    let planned = ops::prune::plan(ctx)?;
+    if dry_run || planned.removes_nothing() {
+        output::show(&planned, json, output::pruned);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !yes {
+        // SAFETY: isatty on fd 0.
+        let tty = unsafe { libc::isatty(0) } == 1;
+        if !tty {
+            let e = Error::bad_input(format!(
+                "cage prune removed nothing: it asks before it removes, and there is no \
+                 terminal to ask on. It would remove {}; pass --yes to remove them, or \
+                 --dry-run to list them",
+                output::prune_count(&planned)
+            ));
+            output::error_after(&e, json, &planned, output::pruned);
+            return Ok(ExitCode::from(e.kind.exit_code() as u8));
+        }
+        eprint!("{}", output::pruned(&planned));
+        eprint!("remove {}? [y/N] ", output::prune_count(&planned));
+        let mut answer = String::new();
+        let _ = std::io::stdin().read_line(&mut answer);
+        if !matches!(answer.trim().to_lowercase().as_str(), "y" | "yes") {
+            eprintln!("nothing was removed");
+            output::show(&planned, json, |_| String::new());
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    let done = ops::prune::apply(ctx, &planned)?;
+    output::show(&done, json, output::pruned);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -317,6 +389,7 @@ fn exec(ctx: &Context, name: &str, what: ops::exec::What) -> Result<ExitCode> {
     if let Some(e) = &ended.stop_error {
         output::warnings(&[format!("the cage could not be stopped afterwards: {e}")]);
     }
+    // Ended by a signal: the code says so (128 + n), as a shell's would.
     Ok(ExitCode::from(ended.code.clamp(0, 255) as u8))
 }
 

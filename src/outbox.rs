@@ -25,22 +25,22 @@
 //! and the kernel refuses a hard link across mounts (`EXDEV`), so a hard
 //! link in the outbox can only point at another file of the outbox.
 //!
-//! The `libc` crate is used directly (rather than `rustix`'s `Dir`) because
-//! it is already a dependency and the walk needs only four calls (`openat`,
-//! `fstatat`, `fdopendir`/`readdir`), each wrapped below in a small safe
-//! function; a second system-call crate would buy little.
+//! The walk's system calls (`openat`, `fstatat`, `getdents` through
+//! `rustix::fs::Dir`, `renameat2`) come from `rustix`, whose safe wrappers
+//! own every descriptor they return: no raw FFI here.
 
-use std::ffi::{CStr, CString, OsStr, OsString};
+use std::ffi::{OsStr, OsString};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
-use std::os::fd::{AsRawFd, FromRawFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use serde::Serialize;
+
+use rustix::fs::{Mode, OFlags};
 
 use crate::error::{Error, IoContext, Result};
 
@@ -164,12 +164,17 @@ pub fn make_outbox(dir: &Path) -> Result<()> {
 /// - `out` there already and not a regular file (a device, a FIFO, a
 ///   folder, a link), a regular file without `replace`, or inside the
 ///   outbox: [`Error::bad_input`], before anything is written;
-/// - nothing to pack (no file, and nothing left out): exactly
-///   `nothing in its outbox`;
+/// - nothing to pack (no file, and nothing left out): `Ok(None)`, and no
+///   archive;
 /// - files there, but every one left out: an error that lists them, and no
 ///   archive (one holding only its README would look like a result);
 /// - the outbox cannot be opened, or the archive cannot be written.
-pub fn pack(outbox: &Path, only: Option<&Path>, out: &Path, replace: bool) -> Result<Packed> {
+pub fn pack(
+    outbox: &Path,
+    only: Option<&Path>,
+    out: &Path,
+    replace: bool,
+) -> Result<Option<Packed>> {
     pack_with(outbox, only, out, replace, &LIMITS)
 }
 
@@ -179,7 +184,7 @@ fn pack_with(
     out: &Path,
     replace: bool,
     limits: &Limits,
-) -> Result<Packed> {
+) -> Result<Option<Packed>> {
     let root = open_root(outbox)?;
     let (out_dir, out_name) = split_out(out)?;
     check_target(outbox, &out_dir, out, replace)?;
@@ -194,7 +199,7 @@ fn pack_with(
 
     if walk.files == 0 {
         if walk.left_out.is_empty() {
-            return Err(Error::failed("nothing in its outbox"));
+            return Ok(None);
         }
         return Err(Error::failed(format!(
             "nothing could be packed from its outbox: everything in it was left out: {}",
@@ -209,12 +214,12 @@ fn pack_with(
             Error::failed(format!("writing {}: {e}", out.display()))
         }
     })?;
-    Ok(Packed {
+    Ok(Some(Packed {
         files: walk.files,
         bytes: walk.bytes,
         left_out: walk.left_out,
         left_out_unlisted: walk.unlisted,
-    })
+    }))
 }
 
 /// The outbox folder itself, not through a link.
@@ -226,19 +231,12 @@ fn open_root(outbox: &Path) -> Result<File> {
 /// A folder, opened to walk by descriptor ([`open_at`], [`list`]); ELOOP
 /// if its last name is a link. Also the sealed conversation copy's walk.
 pub(crate) fn open_dir(path: &Path) -> io::Result<File> {
-    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| io::ErrorKind::InvalidInput)?;
-    // SAFETY: a valid C string; the descriptor returned is owned by the File.
-    let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd was just opened and is not owned elsewhere.
-    Ok(unsafe { File::from_raw_fd(fd) })
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    Ok(File::from(fd))
 }
 
 /// Walk from the outbox down to `only`, one folder at a time, never through
@@ -277,7 +275,7 @@ fn descend(root: File, only: &Path, limits: &Limits) -> Result<(File, PathBuf, u
     let mut rel = PathBuf::new();
     for name in &names {
         rel.push(name);
-        dir = match open_at(&dir, name, libc::O_DIRECTORY) {
+        dir = match open_at(&dir, name, OFlags::DIRECTORY) {
             Ok(d) => d,
             Err(e) => {
                 let what = match lstat_at(&dir, name) {
@@ -360,28 +358,14 @@ fn exists(out: &Path) -> Error {
 /// RENAME_NOREPLACE, else a hard link where a file system lacks it): a
 /// file that appeared there since `check_target` is `AlreadyExists`.
 fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
-    let f = CString::new(from.as_os_str().as_bytes())?;
-    let t = CString::new(to.as_os_str().as_bytes())?;
-    // SAFETY: two valid C strings; renameat2 reads them and keeps neither.
-    let r = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            f.as_ptr(),
-            libc::AT_FDCWD,
-            t.as_ptr(),
-            libc::RENAME_NOREPLACE,
-        )
-    };
-    if r == 0 {
-        return Ok(());
-    }
-    let e = io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::EINVAL | libc::ENOSYS) => {
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
             fs::hard_link(from, to)?;
             fs::remove_file(from)
         }
-        _ => Err(e),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -449,17 +433,19 @@ pub(crate) enum Type {
 }
 
 impl Type {
-    fn from_dirent(d_type: u8) -> Option<Type> {
-        Some(match d_type {
-            libc::DT_REG => Type::File,
-            libc::DT_DIR => Type::Dir,
-            libc::DT_LNK => Type::Link,
-            libc::DT_FIFO => Type::Fifo,
-            libc::DT_SOCK => Type::Socket,
-            libc::DT_CHR => Type::CharDevice,
-            libc::DT_BLK => Type::BlockDevice,
-            libc::DT_UNKNOWN => return None,
-            _ => Type::Other,
+    /// From a listing or a `stat` mode; None where the file system did not
+    /// say (`DT_UNKNOWN`).
+    fn from_rustix(t: rustix::fs::FileType) -> Option<Type> {
+        use rustix::fs::FileType as T;
+        Some(match t {
+            T::RegularFile => Type::File,
+            T::Directory => Type::Dir,
+            T::Symlink => Type::Link,
+            T::Fifo => Type::Fifo,
+            T::Socket => Type::Socket,
+            T::CharacterDevice => Type::CharDevice,
+            T::BlockDevice => Type::BlockDevice,
+            T::Unknown => return None,
         })
     }
 
@@ -484,16 +470,7 @@ impl Type {
     }
 
     fn from_mode(mode: u32) -> Type {
-        match mode & libc::S_IFMT {
-            libc::S_IFREG => Type::File,
-            libc::S_IFDIR => Type::Dir,
-            libc::S_IFLNK => Type::Link,
-            libc::S_IFIFO => Type::Fifo,
-            libc::S_IFSOCK => Type::Socket,
-            libc::S_IFCHR => Type::CharDevice,
-            libc::S_IFBLK => Type::BlockDevice,
-            _ => Type::Other,
-        }
+        Type::from_rustix(rustix::fs::FileType::from_raw_mode(mode)).unwrap_or(Type::Other)
     }
 
     fn what(self) -> &'static str {
@@ -511,53 +488,20 @@ impl Type {
 }
 
 /// `openat(dir, name, O_NOFOLLOW | O_CLOEXEC | O_RDONLY | flags)`.
-pub(crate) fn open_at(dir: &File, name: &OsStr, flags: libc::c_int) -> io::Result<File> {
-    let c = CString::new(name.as_bytes()).map_err(|_| io::ErrorKind::InvalidInput)?;
-    // SAFETY: dir is an open descriptor, c a valid C string; the descriptor
-    // returned is owned by the File made from it.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            c.as_ptr(),
-            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | flags,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd was just opened and is not owned elsewhere.
-    Ok(unsafe { File::from_raw_fd(fd) })
+pub(crate) fn open_at(dir: &File, name: &OsStr, flags: OFlags) -> io::Result<File> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | flags,
+        Mode::empty(),
+    )?;
+    Ok(File::from(fd))
 }
 
 /// The type of `name` in `dir`, without following it and without opening it.
 fn lstat_at(dir: &File, name: &OsStr) -> io::Result<Type> {
-    let c = CString::new(name.as_bytes()).map_err(|_| io::ErrorKind::InvalidInput)?;
-    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: valid descriptor, C string and out pointer.
-    let r = unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            c.as_ptr(),
-            st.as_mut_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fstatat succeeded, so it filled st.
-    let st = unsafe { st.assume_init() };
+    let st = rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
     Ok(Type::from_mode(st.st_mode))
-}
-
-/// Closes the DIR stream (and the duplicate descriptor it owns) on drop.
-struct DirStream(*mut libc::DIR);
-
-impl Drop for DirStream {
-    fn drop(&mut self) {
-        // SAFETY: a stream from fdopendir, closed only here.
-        unsafe { libc::closedir(self.0) };
-    }
 }
 
 /// A name in a folder listing, and its type if the listing gave one.
@@ -567,47 +511,25 @@ pub(crate) type Listed = (OsString, Option<Type>);
 /// as the listing gives them (None: the file system did not say), at most
 /// `budget` of them. The bool says whether the listing was cut short.
 pub(crate) fn list(dir: &File, budget: usize) -> io::Result<(Vec<Listed>, bool)> {
-    // The stream gets a duplicate, so `dir` stays ours for openat.
-    // SAFETY: duplicating an open descriptor.
-    let dup = unsafe { libc::fcntl(dir.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
-    if dup < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: dup is ours; on success the stream owns it.
-    let stream = unsafe { libc::fdopendir(dup) };
-    if stream.is_null() {
-        let e = io::Error::last_os_error();
-        // SAFETY: fdopendir failed, so dup is still ours to close.
-        unsafe { libc::close(dup) };
-        return Err(e);
-    }
-    let stream = DirStream(stream);
+    // `Dir::read_from` reads through a descriptor of its own (reopened from
+    // `dir`'s), so `dir` stays ours for openat and its offset is untouched.
+    let mut stream = rustix::fs::Dir::read_from(dir)?;
     let mut out = Vec::new();
-    loop {
-        // readdir says "end" and "error" both with NULL; errno tells them apart.
-        // SAFETY: setting this thread's errno.
-        unsafe { *libc::__errno_location() = 0 };
-        // SAFETY: a live stream.
-        let ent = unsafe { libc::readdir(stream.0) };
-        if ent.is_null() {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() == Some(0) {
-                return Ok((out, false));
-            }
-            return Err(e);
-        }
-        // SAFETY: readdir returned an entry whose d_name is NUL-terminated,
-        // valid until the next readdir on this stream; it is copied now.
-        let (name, d_type) = unsafe { (CStr::from_ptr((*ent).d_name.as_ptr()), (*ent).d_type) };
-        let name = name.to_bytes();
+    for entry in &mut stream {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
         if name == b"." || name == b".." {
             continue;
         }
         if out.len() >= budget {
             return Ok((out, true));
         }
-        out.push((OsString::from_vec(name.to_vec()), Type::from_dirent(d_type)));
+        out.push((
+            OsString::from_vec(name.to_vec()),
+            Type::from_rustix(entry.file_type()),
+        ));
     }
+    Ok((out, false))
 }
 
 /// One pack's walk: what was packed into the staging file, and what was
@@ -746,7 +668,7 @@ impl Walk {
             );
             return Ok(());
         }
-        match open_at(dir, name, libc::O_DIRECTORY) {
+        match open_at(dir, name, OFlags::DIRECTORY) {
             Ok(sub) => self.folder_contents(&sub, path, level, false),
             Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
                 self.leave(
@@ -766,7 +688,7 @@ impl Walk {
     fn open_file(&mut self, dir: &File, path: &Path, name: &OsStr) -> Option<(File, fs::Metadata)> {
         // O_NONBLOCK: a name swapped for a FIFO opens at once instead of
         // waiting for a writer; O_NOCTTY: never a controlling terminal.
-        let f = match open_at(dir, name, libc::O_NONBLOCK | libc::O_NOCTTY) {
+        let f = match open_at(dir, name, OFlags::NONBLOCK | OFlags::NOCTTY) {
             Ok(f) => f,
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
                 self.leave(path, "changed to a link during the walk: not followed");
@@ -1149,7 +1071,7 @@ mod tests {
         write(&o.join("notes/deeper/b.bin"), "\0\u{1}binary");
         write(&o.join("notes/empty.txt"), "");
         fs::create_dir(o.join("empty-folder")).unwrap();
-        let packed = pack(&o, None, &t.out(), false).unwrap();
+        let packed = pack(&o, None, &t.out(), false).unwrap().expect("packed");
         assert_eq!(packed.files, 4);
         assert_eq!(packed.bytes, 18 + 1 + 8);
         assert!(packed.left_out.is_empty(), "{packed:?}");
@@ -1199,12 +1121,14 @@ mod tests {
         let t = Temp::new("empty");
         let o = t.outbox();
         fs::create_dir_all(o.join("a/b")).unwrap();
-        let e = pack(&o, None, &t.out(), false).unwrap_err();
-        assert_eq!(e.message, "nothing in its outbox");
+        assert!(pack(&o, None, &t.out(), false).unwrap().is_none());
         assert!(!t.out().exists());
         no_temp_files_left(&t);
-        let e = pack(&o, Some(Path::new("a")), &t.out(), false).unwrap_err();
-        assert_eq!(e.message, "nothing in its outbox");
+        assert!(
+            pack(&o, Some(Path::new("a")), &t.out(), false)
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[test]
@@ -1213,7 +1137,7 @@ mod tests {
         let o = t.outbox();
         fs::write(o.join(README_NAME), "Nothing was left out. Trust me.").unwrap();
         write(&o.join("r.md"), "r");
-        let packed = pack(&o, None, &t.out(), false).unwrap();
+        let packed = pack(&o, None, &t.out(), false).unwrap().expect("packed");
         assert_eq!(packed.files, 1);
         assert!(why_of(&packed, README_NAME).contains("changed"));
         let (raw, entries) = read_back(&t.out());
@@ -1232,7 +1156,7 @@ mod tests {
         fs::remove_file(o.join("sub/inner-link.txt")).unwrap();
         symlink(&secret, o.join("sub/inner-link.txt")).unwrap();
         write(&o.join("result.md"), "ok");
-        let packed = pack(&o, None, &t.out(), false).unwrap();
+        let packed = pack(&o, None, &t.out(), false).unwrap().expect("packed");
         assert_eq!(packed.files, 1);
         assert!(why_of(&packed, "innocent.txt").contains("a link"));
         assert!(why_of(&packed, "sub/inner-link.txt").contains("a link"));
@@ -1249,7 +1173,7 @@ mod tests {
         write(&outside.join("key"), "SECRET-FOLDER-CONTENT");
         symlink(&outside, o.join("docs")).unwrap();
         write(&o.join("result.md"), "ok");
-        let packed = pack(&o, None, &t.out(), false).unwrap();
+        let packed = pack(&o, None, &t.out(), false).unwrap().expect("packed");
         assert_eq!(packed.files, 1);
         assert!(why_of(&packed, "docs").contains("a link"));
         let (raw, entries) = read_back(&t.out());
@@ -1258,9 +1182,14 @@ mod tests {
     }
 
     fn mkfifo(p: &Path) {
-        let c = CString::new(p.as_os_str().as_bytes()).unwrap();
-        // SAFETY: a valid C string.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            p,
+            rustix::fs::FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
     }
 
     /// The archive is written as a new file, or over a regular file with
@@ -1282,7 +1211,7 @@ mod tests {
             )
         );
         assert_eq!(fs::read(t.out()).unwrap(), b"mine");
-        pack(&o, None, &t.out(), true).unwrap();
+        pack(&o, None, &t.out(), true).unwrap().expect("packed");
         let (_, entries) = read_back(&t.out());
         assert!(entries.iter().any(|(n, _)| n == "r.md"), "{entries:?}");
 
@@ -1379,7 +1308,9 @@ mod tests {
         // A folder beside it whose name starts the same is outside.
         let beside = t.0.join("outbox2");
         fs::create_dir(&beside).unwrap();
-        pack(&o, None, &beside.join("e.tar.gz"), false).unwrap();
+        pack(&o, None, &beside.join("e.tar.gz"), false)
+            .unwrap()
+            .expect("packed");
     }
 
     /// What appears at the name between the check and the rename is not
@@ -1416,7 +1347,9 @@ mod tests {
         mkfifo(&o.join("pipe"));
         write(&o.join("result.md"), "ok");
         let (o2, out) = (o.clone(), t.out());
-        let packed = within_time(move || pack(&o2, None, &out, false)).unwrap();
+        let packed = within_time(move || pack(&o2, None, &out, false))
+            .unwrap()
+            .expect("packed");
         assert_eq!(packed.files, 1);
         assert!(why_of(&packed, "pipe").contains("a FIFO"));
         let (_, entries) = read_back(&t.out());
@@ -1465,7 +1398,7 @@ mod tests {
         for i in 0..=2000 {
             fs::write(o.join(format!("f{i:04}")), i.to_string()).unwrap();
         }
-        let packed = pack(&o, None, &t.out(), false).unwrap();
+        let packed = pack(&o, None, &t.out(), false).unwrap().expect("packed");
         assert_eq!(packed.files, 2000);
         assert_eq!(packed.left_out.len(), 1);
         assert_eq!(
@@ -1489,7 +1422,7 @@ mod tests {
             .set_len(101 * 1024 * 1024)
             .unwrap();
         write(&o.join("small.txt"), "small");
-        let packed = pack(&o, None, &t.out(), false).unwrap();
+        let packed = pack(&o, None, &t.out(), false).unwrap().expect("packed");
         assert_eq!(packed.files, 1);
         assert_eq!(
             why_of(&packed, "big.bin"),
@@ -1513,7 +1446,9 @@ mod tests {
             bytes: 10,
             ..LIMITS
         };
-        let packed = pack_with(&o, None, &t.out(), false, &limits).unwrap();
+        let packed = pack_with(&o, None, &t.out(), false, &limits)
+            .unwrap()
+            .expect("packed");
         assert_eq!((packed.files, packed.bytes), (2, 10));
         assert!(why_of(&packed, "b").contains("past the limit of 10 bytes"));
         let (_, entries) = read_back(&t.out());
@@ -1530,7 +1465,7 @@ mod tests {
         }
         write(&level32.join("ok.txt"), "at level 32");
         write(&level32.join("d33/deep.txt"), "DEEP-SECRET");
-        let packed = pack(&o, None, &t.out(), false).unwrap();
+        let packed = pack(&o, None, &t.out(), false).unwrap().expect("packed");
         assert_eq!(packed.files, 1);
         let d33 = level32.join("d33");
         let d33 = d33.strip_prefix(&o).unwrap().to_string_lossy();
@@ -1551,7 +1486,9 @@ mod tests {
         write(&o.join("a/x.txt"), "x");
         write(&o.join("a/b/y.txt"), "y");
         write(&o.join("other.txt"), "OTHER");
-        let packed = pack(&o, Some(Path::new("./a/")), &t.out(), false).unwrap();
+        let packed = pack(&o, Some(Path::new("./a/")), &t.out(), false)
+            .unwrap()
+            .expect("packed");
         assert_eq!(packed.files, 2);
         let (raw, entries) = read_back(&t.out());
         readme_of(&entries, &packed);
@@ -1607,7 +1544,7 @@ mod tests {
         let o = t.outbox();
         symlink("/etc/passwd", o.join("x\nNothing was left out.")).unwrap();
         write(&o.join("r"), "r");
-        let packed = pack(&o, None, &t.out(), false).unwrap();
+        let packed = pack(&o, None, &t.out(), false).unwrap().expect("packed");
         let (_, entries) = read_back(&t.out());
         let readme = readme_of(&entries, &packed);
         assert!(
@@ -1630,7 +1567,9 @@ mod tests {
             listed: 3,
             ..LIMITS
         };
-        let packed = pack_with(&o, None, &t.out(), false, &limits).unwrap();
+        let packed = pack_with(&o, None, &t.out(), false, &limits)
+            .unwrap()
+            .expect("packed");
         // 8 names looked at: the 3 at the top, then 5 of the 10 links; the
         // 5 links and the folder cut short are left out, 3 of them listed.
         assert_eq!(packed.files, 1);

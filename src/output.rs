@@ -29,14 +29,16 @@ pub fn raw(bytes: &[u8]) {
     }
 }
 
+/// Warnings on stderr. A stderr that is gone (a closed terminal, after
+/// its hangup ended a turn) is not an error either: `eprintln!` would panic.
 pub fn warnings(list: &[String]) {
     for w in list {
-        eprintln!("shrooms-agent: warning: {w}");
+        let _ = writeln!(std::io::stderr(), "shrooms-agent: warning: {w}");
     }
 }
 
 pub fn error(e: &Error, json: bool) {
-    eprintln!("shrooms-agent: error: {}", e.message);
+    let _ = writeln!(std::io::stderr(), "shrooms-agent: error: {}", e.message);
     if json {
         error_json(e);
     }
@@ -140,7 +142,8 @@ pub fn listing(l: &Listing) -> String {
     let mut s = table(&rows);
     if !l.leftovers.is_empty() {
         s.push_str(
-            "\nleftovers (labelled, no session; `shrooms-agent cage prune` removes them):\n",
+            "\nleftovers (labelled, no session here; `shrooms-agent cage prune` removes those \
+             this state folder made):\n",
         );
         for o in &l.leftovers {
             s.push_str(&format!(
@@ -231,17 +234,50 @@ pub fn shown(sh: &Shown) -> String {
 
 pub fn pruned(p: &Pruned) -> String {
     let verb = if p.dry_run { "would remove" } else { "removed" };
-    if p.containers.is_empty() && p.files.is_empty() {
-        return "nothing to prune\n".into();
-    }
     let mut s = String::new();
+    if p.removes_nothing() {
+        s.push_str("nothing to prune\n");
+    }
     for c in &p.containers {
         s.push_str(&format!("{verb} container {c}\n"));
     }
     for f in &p.files {
         s.push_str(&format!("{verb} {}\n", f.display()));
     }
+    if !p.made_by_another_state_folder.is_empty() {
+        s.push_str(
+            "made by another state folder: kept (`cage prune` with that folder's \
+             SHROOMS_AGENT_STATE_DIR removes them):\n",
+        );
+        for k in &p.made_by_another_state_folder {
+            s.push_str(&format!(
+                "  {} (session {}, state folder {})\n",
+                k.container,
+                k.session,
+                k.state_folder.as_deref().unwrap_or("?")
+            ));
+        }
+    }
+    if !p.made_before_state_labels.is_empty() {
+        s.push_str(
+            "made before containers were labelled with their state folder: kept (look, then \
+             `podman rm` one by hand):\n",
+        );
+        for k in &p.made_before_state_labels {
+            s.push_str(&format!("  {} (session {})\n", k.container, k.session));
+        }
+    }
     s
+}
+
+/// "2 containers and 1 file", for prune's question and refusal.
+pub fn prune_count(p: &Pruned) -> String {
+    let n = |k: usize, one: &str, many: &str| format!("{k} {}", if k == 1 { one } else { many });
+    format!(
+        "{} and {}",
+        n(p.containers.len(), "container", "containers"),
+        n(p.files.len(), "file", "files")
+    )
 }
 
 pub fn doctor(r: &doctor::Report) -> String {
@@ -398,4 +434,50 @@ pub fn image_status(r: &crate::ops::image::StatusReport) -> String {
         ]);
     }
     table(&rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::prune::Kept;
+
+    #[test]
+    fn pruned_lists_what_it_keeps_apart() {
+        let p = Pruned {
+            dry_run: true,
+            containers: vec!["shrooms-a-000001".into()],
+            files: vec!["/s/cages/shrooms-a-000001".into()],
+            made_by_another_state_folder: vec![Kept {
+                container: "shrooms-b-000002".into(),
+                session: "b".into(),
+                state_folder: Some("0123".into()),
+            }],
+            made_before_state_labels: vec![Kept {
+                container: "shrooms-c-000003".into(),
+                session: "c".into(),
+                state_folder: None,
+            }],
+        };
+        assert_eq!(
+            pruned(&p),
+            "would remove container shrooms-a-000001\n\
+             would remove /s/cages/shrooms-a-000001\n\
+             made by another state folder: kept (`cage prune` with that folder's \
+             SHROOMS_AGENT_STATE_DIR removes them):\n  \
+             shrooms-b-000002 (session b, state folder 0123)\n\
+             made before containers were labelled with their state folder: kept (look, then \
+             `podman rm` one by hand):\n  \
+             shrooms-c-000003 (session c)\n"
+        );
+        assert_eq!(prune_count(&p), "1 container and 1 file");
+        let none = Pruned {
+            containers: vec![],
+            files: vec![],
+            made_by_another_state_folder: vec![],
+            made_before_state_labels: vec![],
+            ..p
+        };
+        assert_eq!(pruned(&none), "nothing to prune\n");
+        assert_eq!(prune_count(&none), "0 containers and 0 files");
+    }
 }

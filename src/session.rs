@@ -368,6 +368,70 @@ impl Store {
         self.root.join("sealed-claude-token")
     }
 
+    /// `state-id`: this state folder's identity, on the label of every
+    /// container it makes (`spec::STATE_LABEL`).
+    pub fn state_id_path(&self) -> PathBuf {
+        self.root.join("state-id")
+    }
+
+    /// This state folder's identity, if it has one yet. Reads only: `cage
+    /// prune --dry-run` writes nothing, and a folder without one has made
+    /// no container since containers carry it.
+    pub fn state_id_if_any(&self) -> Result<Option<String>> {
+        let path = self.state_id_path();
+        match fs::read_to_string(&path) {
+            Ok(text) => {
+                let id = text.trim().to_string();
+                if is_state_id(&id) {
+                    Ok(Some(id))
+                } else {
+                    Err(Error::failed(format!(
+                        "{} is damaged (not 32 lowercase hex digits); nothing was done. \
+                         Put it back as it was: every container this state folder made \
+                         carries it on its label {}",
+                        path.display(),
+                        crate::spec::STATE_LABEL
+                    )))
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::failed(format!("reading {}: {e}", path.display()))),
+        }
+    }
+
+    /// This state folder's identity, made once: 128 random bits. Two
+    /// processes making it at once agree on one (link(2) does not replace
+    /// a file that is there).
+    pub fn state_id(&self) -> Result<String> {
+        if let Some(id) = self.state_id_if_any()? {
+            return Ok(id);
+        }
+        make_private_dir(&self.root)?;
+        let mut bytes = [0u8; 16];
+        // SAFETY: getrandom(2) fills the buffer we own.
+        let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+        if n != bytes.len() as isize {
+            return Err(Error::failed("getrandom failed"));
+        }
+        let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let tmp = self
+            .root
+            .join(format!(".state-id.tmp-{}", std::process::id()));
+        write_atomic(&tmp, format!("{id}\n").as_bytes(), 0o600)?;
+        let linked = fs::hard_link(&tmp, self.state_id_path());
+        let _ = fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => Ok(id),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => self
+                .state_id_if_any()?
+                .ok_or_else(|| Error::failed("the state folder's state-id vanished")),
+            Err(e) => Err(Error::failed(format!(
+                "writing {}: {e}",
+                self.state_id_path().display()
+            ))),
+        }
+    }
+
     /// Make the state folder and its parts, 0700 (issue 2, "State").
     pub fn ensure(&self) -> Result<()> {
         for d in [
@@ -564,6 +628,13 @@ impl Store {
         }
     }
 
+    /// Is the session's lock held by a command now? Looks without making a
+    /// lock file (`cage prune --dry-run` writes nothing): no file, no holder.
+    pub fn lock_held(&self, name: &str) -> Result<bool> {
+        validate_name(name)?;
+        crate::lock::held(&self.lock_path(name))
+    }
+
     /// Take the session's lock, or fail at once with `Busy`: a command that
     /// would wait behind a long `exec` is better told so.
     pub fn lock(&self, name: &str) -> Result<SessionLock> {
@@ -571,19 +642,91 @@ impl Store {
         make_private_dir(&self.sessions_dir())?;
         match crate::lock::try_take(&self.lock_path(name))? {
             Some(file) => Ok(SessionLock { _file: file }),
+            // A session without a record whose lock is held is being
+            // made (`cage create` holds the lock while it makes the cage).
+            None if !self.exists(name) => Err(Error::busy(format!(
+                "session {name} is being created by another shrooms-agent command; when that \
+                 ends, use it, or pick another name"
+            ))),
             None => Err(Error::busy(format!(
                 "session {name} is busy: another shrooms-agent command (an exec or run) is using it; \
                  try again when it ends"
             ))),
         }
     }
+
+    /// The session's lock as a process that holds it passed it on, open, as
+    /// descriptor `fd` (the watcher of a turn, `ops::exec::watch`). Made
+    /// close-on-exec again at once, so that nothing the watcher starts
+    /// (podman, and the pause process rootless podman may leave behind)
+    /// keeps the session busy; refused unless it is this session's lock
+    /// file and held through this very open file description.
+    pub fn inherited_lock(&self, name: &str, fd: std::os::fd::RawFd) -> Result<SessionLock> {
+        use std::os::fd::FromRawFd;
+        use std::os::unix::fs::MetadataExt;
+        validate_name(name)?;
+        if fd < 3 {
+            return Err(Error::bad_input(format!(
+                "descriptor {fd} cannot be a session lock"
+            )));
+        }
+        // SAFETY: fcntl on a descriptor number; checked before it is owned.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        if flags == -1 {
+            return Err(Error::failed(format!(
+                "the lock of session {name} was not passed on as descriptor {fd}"
+            )));
+        }
+        // SAFETY: as above; from here on the File owns the descriptor.
+        let file = unsafe {
+            libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            File::from_raw_fd(fd)
+        };
+        let path = self.lock_path(name);
+        let same = match (file.metadata(), fs::metadata(&path)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        };
+        if !same {
+            return Err(Error::failed(format!(
+                "descriptor {fd} is not the lock of session {name} ({})",
+                path.display()
+            )));
+        }
+        // Held by this open file description already: this cannot block,
+        // and fails only if it was not held for us.
+        crate::lock::ours(&file).map_err(|e| {
+            Error::failed(format!(
+                "the lock of session {name} was not held for this process: {e}"
+            ))
+        })?;
+        Ok(SessionLock { _file: file })
+    }
+}
+
+/// A state folder's identity as `Store::state_id` makes it.
+pub fn is_state_id(id: &str) -> bool {
+    id.len() == 32
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// Held while a command changes or uses a session; released on drop (the
-/// kernel releases a flock when its process ends, even by a crash).
+/// kernel releases a flock when its process ends, even by a crash). flock
+/// belongs to the open file description, so a child given the descriptor
+/// (`fd`) holds it too, for as long as either has it open.
 #[derive(Debug)]
 pub struct SessionLock {
     _file: File,
+}
+
+impl SessionLock {
+    /// Its descriptor, to pass on to a process that must hold it too.
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self._file.as_raw_fd()
+    }
 }
 
 /// Make a folder (and its parents) with mode 0700, and make sure an

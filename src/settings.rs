@@ -43,6 +43,7 @@ struct ConfigFile {
     machine_name: Option<String>,
     machines: Option<BTreeMap<String, MachineEntry>>,
     gateway: Option<GatewayTable>,
+    allow_root: Option<bool>,
 }
 
 /// `[gateway]`: where the model gateway sends a cage's model requests, and
@@ -172,6 +173,9 @@ pub struct Settings {
     pub machines: BTreeMap<String, Machine>,
     /// `[gateway]`.
     pub gateway: GatewaySettings,
+    /// `allow_root = true`: cage commands run as root, with rootful podman,
+    /// whose cages' root is root on the files they are given.
+    pub allow_root: bool,
 }
 
 impl Settings {
@@ -415,6 +419,7 @@ impl Settings {
                 }),
             machine_name,
             machines,
+            allow_root: file.allow_root.unwrap_or(false),
         })
     }
 }
@@ -786,6 +791,7 @@ mod tests {
         assert_eq!(s.unenforced_limits, UnenforcedLimits::Refuse);
         assert_eq!(s.sealed_dns, vec!["1.1.1.1", "9.9.9.9"]);
         assert_eq!(s.sealed_token, None);
+        assert!(!s.allow_root);
     }
 
     #[test]
@@ -804,6 +810,7 @@ pass_env = ["MY_VAR"]
 unenforced_limits = "warn"
 sealed_token = "/secret/token"
 sealed_dns = ["8.8.8.8", "2001:4860:4860::8888"]
+allow_root = true
 [harness]
 claude = "/opt/claude"
 pi = "/opt/pi"
@@ -824,6 +831,7 @@ pi = "/opt/pi"
         assert_eq!(s.pi, Some(PathBuf::from("/opt/pi")));
         assert_eq!(s.sealed_token, Some(PathBuf::from("/secret/token")));
         assert_eq!(s.sealed_dns, vec!["8.8.8.8", "2001:4860:4860::8888"]);
+        assert!(s.allow_root);
     }
 
     #[test]

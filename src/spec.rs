@@ -14,6 +14,12 @@ use crate::settings::{Env, Limits};
 /// "Checking on a cage from a shell").
 pub const SESSION_LABEL: &str = "xyz.vpavlin.shrooms.session";
 
+/// The label that says which state folder made a cage: the folder's
+/// `state-id`. `cage prune` removes only containers of its own state
+/// folder: the same user's podman serves every state folder of theirs (a
+/// shell and a systemd unit can name different ones).
+pub const STATE_LABEL: &str = "xyz.vpavlin.shrooms.state";
+
 /// Where the cage's socket to its own agent is mounted (seed, "What a caged
 /// session can still do").
 pub const PROXY_DIR_IN_CAGE: &str = "/run/shrooms-agent";

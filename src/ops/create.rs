@@ -74,7 +74,13 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
     if req.dry_run {
         return Ok(result);
     }
-    let _lock = ctx.store.lock(&req.name)?;
+    let _lock = match ctx.store.lock(&req.name) {
+        // Another create of this name won, and has made its record.
+        Err(e) if e.kind == crate::error::Kind::Busy && ctx.store.exists(&req.name) => {
+            return Err(already(&req.name));
+        }
+        held => held?,
+    };
     if ctx.store.exists(&req.name) {
         return Err(already(&req.name));
     }

@@ -6,24 +6,9 @@
 use serde::Serialize;
 
 use super::Context;
+pub use super::check::{Check, Status};
 use crate::host::{Host, LimitsSupport, PASTA_SINCE};
 use crate::settings::{NetworkChoice, UnenforcedLimits};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    Pass,
-    Warn,
-    Fail,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Check {
-    pub name: &'static str,
-    pub status: Status,
-    pub detail: String,
-    pub hint: Option<String>,
-}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -80,23 +65,23 @@ pub fn doctor(ctx: &Context) -> Report {
         ),
         None,
     ));
-    checks.push(if host.rootless {
-        check(
-            "rootless",
-            Status::Pass,
-            "podman runs rootless".into(),
-            None,
-        )
-    } else {
-        check(
-            "rootless",
-            Status::Warn,
-            "podman runs as root: root in a cage is root on the machine's files it is given".into(),
-            Some("run shrooms-agent as your own user"),
-        )
-    });
+    checks.push(root_check(host.rootless, super::euid(), s));
     checks.push(limits_check(host, s.unenforced_limits));
-    checks.push(check("update", Status::Pass, update_behaviour(host), None));
+    checks.push(match host.limits_support() {
+        LimitsSupport::Enforced => check("update", Status::Pass, update_behaviour(host), None),
+        // `podman update` fails where limits are not enforced: `cage
+        // limits` refuses there, and a start sets none again.
+        other => check(
+            "update",
+            Status::Warn,
+            format!(
+                "podman {}: `cage limits` is refused here: {}",
+                host.version,
+                super::limits::unenforced_why(&other)
+            ),
+            Some("use cgroups v2 with the memory, cpu and pids controllers delegated"),
+        ),
+    });
     checks.push(network_check(host, s.network));
     checks.push(match (&host.nft, &host.nsenter) {
         (Some(nft), Some(ns)) => check(
@@ -172,6 +157,44 @@ pub fn doctor(ctx: &Context) -> Report {
     // The same facts as `image status` (issue 4): ours missing is a warning.
     checks.push(super::image::doctor_check(ctx, host));
     Report { checks }
+}
+
+/// Rootless, or root with `allow_root = true` (a warning of what it gives
+/// away), or root without it: the cage commands refuse, and this says the
+/// same.
+fn root_check(rootless: bool, euid: u32, s: &crate::settings::Settings) -> Check {
+    if rootless && euid != 0 {
+        return check(
+            "rootless",
+            Status::Pass,
+            "podman runs rootless".into(),
+            None,
+        );
+    }
+    if super::root_refusal(euid, s.allow_root, &s.config_path).is_some() {
+        return Check {
+            name: "rootless",
+            status: Status::Fail,
+            detail: format!(
+                "cage commands refuse: {}",
+                super::root_refused(&s.config_path)
+            ),
+            hint: Some("run shrooms-agent as your own user".into()),
+        };
+    }
+    check(
+        "rootless",
+        Status::Warn,
+        format!(
+            "podman runs as root{}: root in a cage is root on the machine's files it is given",
+            if s.allow_root {
+                " (allow_root = true)"
+            } else {
+                ""
+            }
+        ),
+        Some("run shrooms-agent as your own user"),
+    )
 }
 
 fn limits_check(host: &Host, policy: UnenforcedLimits) -> Check {

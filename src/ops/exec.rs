@@ -2,13 +2,23 @@
 //! terminal passed through, and stop the cage when it ends (what the session
 //! left running ends with it). The session's lock is held throughout, so a
 //! second exec on it is refused as busy.
+//!
+//! However the process holding the turn ends, the cage stops and the
+//! session is free again: a signal that can be caught ends the command,
+//! puts the terminal back and stops the cage here (`Prepared::run`); for
+//! one that cannot (SIGKILL), a watcher started before the cage (`watch`,
+//! the hidden `cage watch-turn`) sees our end of a pipe close and stops it.
+//! The watcher holds the session's lock too (the same open file
+//! description), so no other command can take the session until the cage
+//! is stopped.
 
 use std::path::PathBuf;
 
 use super::{Context, cage_of, ensure_running};
 use crate::error::{Error, Result};
 use crate::host::Host;
-use crate::podman::{argv, envfile, runner::Process};
+use crate::podman::runner::{self, Holder, Process, Terminal, TurnEnd, TurnSignals, Watcher};
+use crate::podman::{Podman, argv, envfile};
 use crate::session::{self, SessionLock};
 use crate::spec::{self, EnvRequest};
 
@@ -27,6 +37,8 @@ pub struct Prepared<'a> {
     host: &'a Host,
     container: String,
     process: Process,
+    /// Stops the cage if this process dies without doing so.
+    watcher: Watcher,
     _lock: SessionLock,
     /// Served until the turn ends (dropped after the cage is stopped).
     _gateway: crate::gateway::Gateway,
@@ -37,7 +49,7 @@ pub struct Prepared<'a> {
 /// How it ended.
 #[derive(Debug)]
 pub struct Ended {
-    /// The command's exit code.
+    /// The command's exit code; 128 + n when signal n ended the turn.
     pub code: i32,
     /// Set when the cage could not be stopped afterwards.
     pub stop_error: Option<Error>,
@@ -45,11 +57,20 @@ pub struct Ended {
 
 /// `cage run` on a session taken out of its cage: its harness on the
 /// machine itself, in its folder (seed: "taking the session out of the
-/// cage ... work as before").
-pub fn prepare_uncaged(ctx: &Context, name: &str, args: Vec<String>) -> Result<Uncaged> {
+/// cage ... work as before"), only when asked for with `--uncaged`
+/// (`allowed`): a harness never runs outside a cage by surprise.
+pub fn prepare_uncaged(
+    ctx: &Context,
+    name: &str,
+    args: Vec<String>,
+    allowed: bool,
+) -> Result<Uncaged> {
     let (lock, record) = ctx.store.lock_and_load(name)?;
     if record.cage.is_some() {
         return Err(Error::bad_input(format!("session {name} is in a cage")));
+    }
+    if !allowed {
+        return Err(uncaged_refused(name));
     }
     let (configured, program) = match record.harness {
         crate::harness::Harness::Claude => (ctx.settings.claude.clone(), "claude"),
@@ -71,6 +92,15 @@ pub fn prepare_uncaged(ctx: &Context, name: &str, args: Vec<String>) -> Result<U
         process: Process::new(&path, program).args(args).cwd(&record.dir),
         _lock: lock,
     })
+}
+
+/// Why `cage run` does not run an uncaged session's harness unasked.
+pub fn uncaged_refused(name: &str) -> Error {
+    Error::bad_input(format!(
+        "session {name} is not in a cage: `cage run` would run its harness on this machine, \
+         as you, outside any cage; pass --uncaged to do that, or put the session back in a \
+         cage with `shrooms-agent cage move {name}`"
+    ))
 }
 
 /// A harness to run on the machine, out of any cage.
@@ -120,6 +150,9 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
         super::sealed::read_token(&s.token_file)?;
     }
     ctx.store.ensure()?;
+    // Before the cage starts: from here on, however this process ends, the
+    // cage is stopped.
+    let watcher = start_watcher(ctx, &host.podman, &record.name, &cage.container, &lock)?;
     ensure_running(ctx, host, &record)?;
     // The model gateway, served by this process for as long as the turn
     // runs (dropped with `Prepared`); the env file is written once its
@@ -127,7 +160,8 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
     let gateway = match crate::gateway::open(ctx, host, &record) {
         Ok(g) => g,
         Err(e) => {
-            let _ = host.podman.stop(&cage.container);
+            let stopped = host.podman.stop(&cage.container).is_ok();
+            watcher.finish(stopped);
             return Err(Error::failed(format!(
                 "{}; the cage was stopped again",
                 e.message
@@ -158,6 +192,7 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
         host,
         container: cage.container.clone(),
         process: host.podman.process(&args),
+        watcher,
         _lock: lock,
         _gateway: gateway,
         warnings: plan
@@ -170,10 +205,111 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
 
 impl Prepared<'_> {
     /// Run the command, then stop the cage, whatever the command's outcome.
+    /// SIGHUP, SIGINT, SIGQUIT and SIGTERM end the turn: the command is
+    /// ended, the terminal's modes put back, the cage stopped, and the code
+    /// is 128 + the signal, as a shell reports it.
     pub fn run(self) -> Result<Ended> {
-        let result = self.process.interactive();
+        let end = TurnSignals::catch()
+            .and_then(|signals| self.process.turn(&signals, Terminal::save().as_ref()));
         let stop_error = self.host.podman.stop(&self.container).err();
-        let code = result?;
+        self.watcher.finish(stop_error.is_none());
+        let code = match end? {
+            TurnEnd::Exited(code) => code,
+            TurnEnd::Signal(sig) => 128 + sig,
+        };
         Ok(Ended { code, stop_error })
+    }
+}
+
+/// Start the turn's watcher: this program again, as the hidden `cage
+/// watch-turn`, given the session's lock. Its output goes to `turn.log` in
+/// the cage's folder of the state (outside every mount), where there is one.
+fn start_watcher(
+    ctx: &Context,
+    podman: &Podman,
+    session: &str,
+    container: &str,
+    lock: &SessionLock,
+) -> Result<Watcher> {
+    let program = std::env::current_exe()
+        .map_err(|e| Error::failed(format!("finding this program, to watch the turn with: {e}")))?;
+    let dir = ctx.store.cage_dir(container);
+    let log = dir.is_dir().then(|| dir.join("turn.log"));
+    let lock_fd = lock.fd();
+    runner::spawn_watcher(
+        &program,
+        |watched, ready| {
+            [
+                "cage",
+                "watch-turn",
+                "--session",
+                session,
+                "--container",
+                container,
+                "--podman",
+                &podman.program().to_string_lossy(),
+                "--lock-fd",
+                &lock_fd.to_string(),
+                "--pipe-fd",
+                &watched.to_string(),
+                "--ready-fd",
+                &ready.to_string(),
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+        },
+        log.as_deref(),
+        &[lock_fd],
+    )
+}
+
+/// What the hidden `cage watch-turn` is given (by `start_watcher`).
+#[derive(Debug)]
+pub struct WatchRequest {
+    pub session: String,
+    pub container: String,
+    pub podman: PathBuf,
+    pub lock_fd: i32,
+    pub pipe_fd: i32,
+    pub ready_fd: i32,
+}
+
+/// What a turn's watcher did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Watched {
+    /// The holder stopped the cage itself: nothing to do.
+    Done,
+    /// The holder ended without stopping the cage (killed), or the watcher
+    /// itself was sent this signal: the cage was stopped.
+    Stopped { signal: Option<i32> },
+}
+
+/// The hidden `cage watch-turn`: hold the session's lock and wait for the
+/// holder; unless it says it stopped the cage, stop it, then let the lock
+/// go (by ending). A signal to the watcher itself (a logout ending all of
+/// the user's processes) stops the cage too: a turn is not left running
+/// unwatched.
+pub fn watch(ctx: &Context, req: &WatchRequest) -> Result<Watched> {
+    let _lock = ctx.store.inherited_lock(&req.session, req.lock_fd)?;
+    let signals = TurnSignals::catch()?;
+    let signal = match runner::await_holder(req.pipe_fd, req.ready_fd, &signals)? {
+        Holder::Done => return Ok(Watched::Done),
+        Holder::Gone => None,
+        Holder::Signal(sig) => Some(sig),
+    };
+    let podman = Podman::new(&req.podman);
+    // A second and third try: the lock goes when this ends, and a cage
+    // left running then would run with nobody's turn.
+    let mut tries = 0;
+    loop {
+        match podman.stop(&req.container) {
+            Ok(()) => return Ok(Watched::Stopped { signal }),
+            Err(e) if tries >= 2 => return Err(e),
+            Err(_) => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+        }
     }
 }

@@ -21,7 +21,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::Context;
-use super::doctor::{Check, Status as CheckStatus};
+use super::check::{Check, Status as CheckStatus};
 use crate::error::{Error, Kind, Result};
 use crate::host::Host;
 use crate::images::{self, BuildRecord, ForCage, ImageStatus, Present, Stage};
@@ -112,7 +112,7 @@ impl BuildLock {
         }
         // Our open file description holds it already: this cannot block,
         // and fails only if it was not held for us.
-        lock::flock(&file, libc::LOCK_EX | libc::LOCK_NB).map_err(|e| {
+        lock::ours(&file).map_err(|e| {
             Error::failed(format!(
                 "the build lock {} is not ours: {e}",
                 path.display()
@@ -135,12 +135,10 @@ fn building(path: &Path) -> Result<bool> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(Error::failed(format!("opening {}: {e}", path.display()))),
     };
-    match lock::flock(&file, libc::LOCK_SH | libc::LOCK_NB) {
-        // Let go when `file` is closed.
-        Ok(()) => Ok(false),
-        Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(true),
-        Err(e) => Err(Error::failed(format!("locking {}: {e}", path.display()))),
-    }
+    // Let go when `file` is closed.
+    lock::try_shared(&file)
+        .map(|free| !free)
+        .map_err(|e| Error::failed(format!("locking {}: {e}", path.display())))
 }
 
 fn read_record(path: &Path) -> BuildRecord {
@@ -920,7 +918,7 @@ mod tests {
         assert!(!building(&p).unwrap(), "released when its holder lets go");
         // One asking does not look like a build to another.
         let asking = File::open(&p).unwrap();
-        lock::flock(&asking, libc::LOCK_SH | libc::LOCK_NB).unwrap();
+        assert!(lock::try_shared(&asking).unwrap());
         assert!(!building(&p).unwrap());
         drop(asking);
         assert!(BuildLock::try_take(&p).unwrap().is_some());

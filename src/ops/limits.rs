@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::{Context, cage_of};
 use crate::error::{Error, Result};
-use crate::host::PASTA_SINCE;
+use crate::host::{LimitsSupport, PASTA_SINCE};
 use crate::podman::argv;
 use crate::session::HistoryEntry;
 use crate::settings::{Limits, validate_cpus, validate_memory};
@@ -90,6 +90,16 @@ pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
     let cage = cage_of(&record)?.clone();
     let host = ctx.host_for_session()?;
     let after = new_limits(&cage.limits, &ctx.settings.limits, req, host.cpus)?;
+    // Where podman ignores limits (rootless on cgroups v1), `podman update`
+    // fails ("runc update" has no cgroup to write), at once on a running
+    // cage and at every later start of a stopped one: refused before
+    // anything changes. `--reset` still puts the record back to the
+    // config's, which is what the cage was made with, so a session whose
+    // record an older version changed starts again.
+    let enforced = host.limits_support() == LimitsSupport::Enforced;
+    if !enforced && !req.reset {
+        return Err(Error::failed(unenforced_refusal(&host.limits_support())));
+    }
     if after.pids != cage.limits.pids && !host.update_has_pids() {
         return Err(Error::bad_input(format!(
             "changing a cage's process limit needs podman {PASTA_SINCE} or later \
@@ -102,7 +112,9 @@ pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
         .podman
         .container(&cage.container)?
         .is_some_and(|s| s.running);
-    let applied = if host.update_persists() {
+    let applied = if !enforced {
+        "not at all: podman does not enforce limits on this machine"
+    } else if host.update_persists() {
         host.podman
             .update(&argv::update(&cage.container, &after, true))?;
         "now and at every start"
@@ -153,6 +165,30 @@ pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
         after,
         applied: applied.into(),
     })
+}
+
+/// Why podman cannot change a cage's limits on this machine.
+pub fn unenforced_why(support: &LimitsSupport) -> String {
+    match support {
+        LimitsSupport::MissingControllers(missing) => format!(
+            "the cgroup controllers {} are not delegated to your user",
+            missing.join(", ")
+        ),
+        _ => "podman is rootless on cgroups v1, where \"Resource limits are not supported and \
+              ignored\" and `podman update` fails"
+            .to_string(),
+    }
+}
+
+/// Why `cage limits` changes nothing on a machine where podman does not
+/// enforce limits (`doctor` says the same on its `update` line).
+pub fn unenforced_refusal(support: &LimitsSupport) -> String {
+    format!(
+        "cage limits changes nothing on this machine: {}, so this session's cage runs \
+         without limits (unenforced_limits = \"warn\"); nothing was changed. Use a machine with \
+         cgroups v2 and the memory, cpu and pids controllers delegated to your user for limits",
+        unenforced_why(support)
+    )
 }
 
 #[cfg(test)]

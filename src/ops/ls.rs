@@ -33,6 +33,10 @@ pub struct Leftover {
     pub session: String,
     pub image: String,
     pub state: String,
+    /// The identity of the state folder that made it (its label
+    /// `xyz.vpavlin.shrooms.state`); None for a container made before
+    /// containers carried it.
+    pub state_folder: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -50,7 +54,7 @@ pub fn ls(ctx: &Context) -> Result<Listing> {
     // "can still be taken out of the cage"), their state unknown.
     let ps = match ctx.host() {
         Ok(host) => Some(host.podman.ps_cages()?),
-        Err(e) if e.message == super::NO_PODMAN => None,
+        Err(e) if e.kind == crate::error::Kind::NoPodman => None,
         Err(e) => return Err(e),
     };
     let mut listing = join(&records, ps.as_deref());
@@ -96,6 +100,7 @@ pub fn join(records: &[crate::session::Record], ps: Option<&[PsEntry]>) -> Listi
             session: e.label(SESSION_LABEL).unwrap_or("").to_string(),
             image: e.image.clone(),
             state: e.state.clone(),
+            state_folder: e.label(crate::spec::STATE_LABEL).map(str::to_string),
         })
         .collect();
     Listing {
@@ -148,5 +153,40 @@ mod tests {
         let l = join(&records, None);
         assert_eq!(l.sessions[0].state, "no podman");
         assert!(l.leftovers.is_empty());
+    }
+
+    /// A machine without cages is told by the error's kind: `ls` lists
+    /// without podman, and a caged session's command gets the seed's words
+    /// for it, still of that kind (503 over HTTP, exit 1).
+    #[test]
+    fn no_podman_is_told_by_its_kind() {
+        let state =
+            std::env::temp_dir().join(format!("shrooms-ls-nopodman-{}", std::process::id()));
+        let settings = crate::settings::Settings::from_text(
+            Some("cages = false\n"),
+            std::path::Path::new("/cfg/config.toml"),
+            state.clone(),
+            PathBuf::from("/home/u"),
+            &crate::settings::Env::new(),
+        )
+        .unwrap();
+        let ctx = Context::new(settings, crate::settings::Env::new(), Vec::new());
+        let e = ctx.host().unwrap_err();
+        assert_eq!(
+            (e.kind, e.message.as_str()),
+            (crate::error::Kind::NoPodman, crate::host::NO_PODMAN)
+        );
+        let e = ctx.host_for_session().unwrap_err();
+        assert_eq!(
+            (e.kind, e.message.as_str(), e.http_status()),
+            (
+                crate::error::Kind::NoPodman,
+                crate::host::NO_PODMAN_FOR_SESSION,
+                503
+            )
+        );
+        let l = ls(&ctx).unwrap();
+        assert!(l.sessions.is_empty() && l.leftovers.is_empty());
+        let _ = std::fs::remove_dir_all(&state);
     }
 }

@@ -45,6 +45,8 @@ pub struct CagePlan {
     pub image_path: String,
     pub spec: CageSpec,
     pub create_argv: Vec<String>,
+    /// This state folder's identity, on the container's label.
+    state_id: String,
     pub env: EnvPlan,
     pub warnings: Vec<String>,
     found: Found,
@@ -96,6 +98,7 @@ pub fn plan(
         }
         sealed::check_project(dir, &ctx.settings.home, &ctx.settings.state_dir)?;
     }
+    super::project::check_own_folder(dir, ctx.env.get("XDG_RUNTIME_DIR").map(String::as_str))?;
     sealed::check_any_project(
         dir,
         &ctx.settings.home,
@@ -237,6 +240,16 @@ pub fn plan(
         }
     };
     check_sources(&others, session, dir, &spec)?;
+    // Which state folder made the container, on its label: `cage prune`
+    // removes only its own. Made once, with the first cage; a dry run
+    // writes nothing and shows where it goes.
+    let state_id = if dry_run {
+        ctx.store
+            .state_id_if_any()?
+            .unwrap_or_else(|| "<this state folder's id, made with its first cage>".into())
+    } else {
+        ctx.store.state_id()?
+    };
     for (name, why) in &env.left_out {
         warnings.push(format!(
             "{name} is left out of the cage's environment: {why}"
@@ -245,7 +258,8 @@ pub fn plan(
     Ok(CagePlan {
         session: session.to_string(),
         dir: dir.to_path_buf(),
-        create_argv: argv::create(&spec),
+        create_argv: argv::with_state_label(argv::create(&spec), &state_id),
+        state_id,
         container,
         image,
         image_path,
@@ -334,7 +348,7 @@ impl CagePlan {
     /// move into a new cage keeps what `cage limits` set.
     pub fn with_own_limits(mut self, limits: crate::settings::Limits) -> CagePlan {
         self.spec.limits = limits;
-        self.create_argv = argv::create(&self.spec);
+        self.create_argv = argv::with_state_label(argv::create(&self.spec), &self.state_id);
         self.own_limits = true;
         self
     }

@@ -3,17 +3,20 @@
 //! error. None of them prints: the CLI (`main.rs`) and `serve` (HTTP) are
 //! the faces that show results.
 
+pub mod check;
 pub mod create;
 pub mod doctor;
 pub mod exec;
 pub mod files;
 pub mod history;
+pub mod home;
 pub mod image;
 pub mod limits;
 pub mod ls;
 pub mod make;
 pub mod moves;
 pub mod outbox;
+pub mod project;
 pub mod prune;
 pub mod rm;
 pub mod sealed;
@@ -24,8 +27,8 @@ pub mod stop;
 use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
-use crate::host::{Host, NO_PODMAN, NO_PODMAN_FOR_SESSION};
+use crate::error::{Error, Kind, Result};
+use crate::host::{Host, NO_PODMAN_FOR_SESSION};
 use crate::rules;
 use crate::session::{CageRecord, Record, Store};
 use crate::settings::{Env, Settings};
@@ -72,13 +75,50 @@ impl Context {
     /// The same, for a command on a session that is already caged.
     pub fn host_for_session(&self) -> Result<&Host> {
         self.host().map_err(|e| {
-            if e.message == NO_PODMAN {
-                Error::failed(NO_PODMAN_FOR_SESSION)
+            if e.kind == Kind::NoPodman {
+                Error::no_podman(NO_PODMAN_FOR_SESSION)
             } else {
                 e
             }
         })
     }
+}
+
+/// Why cage commands refuse to run as root without `allow_root = true`:
+/// with podman run as root, root in a cage is root on the machine's files
+/// it is given. A cage can leave a set-user-ID root program in its project
+/// (its folders are mounted nosuid inside, but not for the machine), and
+/// the next local user who runs it is root. The design is rootless.
+pub fn root_refused(config: &Path) -> String {
+    format!(
+        "shrooms-agent runs as root, so its podman is rootful: root in a cage would be root \
+         on the machine's files it is given (a cage could leave a set-user-ID root program in \
+         its project for anyone on this machine to run). Run shrooms-agent as your own user, \
+         with rootless podman (the user needs ranges in /etc/subuid and /etc/subgid); or, to \
+         accept that, set allow_root = true in {}",
+        config.display()
+    )
+}
+
+/// The refusal for a user id and the config's `allow_root`: bad input
+/// (exit 2), as how the tool is run must change, and nothing was done.
+pub fn root_refusal(euid: u32, allow_root: bool, config: &Path) -> Option<Error> {
+    (euid == 0 && !allow_root).then(|| Error::bad_input(root_refused(config)))
+}
+
+/// Refuse a command that uses podman for cages when the tool runs as root
+/// and the config does not allow it; checked before anything is done.
+pub fn refuse_root(settings: &Settings) -> Result<()> {
+    match root_refusal(euid(), settings.allow_root, &settings.config_path) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// The effective user id of this process.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() }
 }
 
 /// A session's cage, or a clear error when it has none.
@@ -104,6 +144,7 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<()>
     })?;
     if !state.running {
         check_mount_sources(&cage.mount_sources, &record.name)?;
+        home::check(&ctx.store.private_home(&cage.container), cage, &record.name)?;
         // Its folder is untrusted for as long as it is sealed, whatever
         // was forgotten meanwhile.
         if cage.sealed.is_some() {
@@ -112,8 +153,11 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<()>
         host.podman.start(&cage.container)?;
         // Before podman 5.1 `podman update` does not persist: a start brings
         // back the limits the container was made with, so the session's own
-        // are set again (podman-on-these-machines.md, seen on 4.3.1).
+        // are set again (podman-on-these-machines.md, seen on 4.3.1). Not
+        // where podman ignores limits (rootless on cgroups v1): `podman
+        // update` fails there, and would leave the session unable to start.
         if !host.update_persists()
+            && host.limits_support() == crate::host::LimitsSupport::Enforced
             && limits_in_argv(&cage.create_argv).as_ref() != Some(&cage.limits)
         {
             let update =
@@ -221,6 +265,23 @@ fn mount_for(program: &Path, parent: &Path, harness: &str, home: &Path) -> PathB
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn root_is_refused_unless_allowed() {
+        let cfg = Path::new("/home/u/.config/shrooms-agent/config.toml");
+        let e = root_refusal(0, false, cfg).unwrap();
+        assert_eq!(e.kind, crate::error::Kind::BadInput);
+        for words in [
+            "runs as root",
+            "set-user-ID root program",
+            "as your own user",
+            "allow_root = true in /home/u/.config/shrooms-agent/config.toml",
+        ] {
+            assert!(e.message.contains(words), "{words}: {}", e.message);
+        }
+        assert!(root_refusal(0, true, cfg).is_none());
+        assert!(root_refusal(1000, false, cfg).is_none());
+    }
 
     #[test]
     fn the_programs_folder_only_where_it_is_the_harnesss_own() {

@@ -55,7 +55,7 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
         }
         (Some(_), true) => match ctx.host() {
             Ok(h) => Some(h),
-            Err(e) if e.message == crate::host::NO_PODMAN => None,
+            Err(e) if e.kind == crate::error::Kind::NoPodman => None,
             Err(e) => return Err(e),
         },
         (Some(_), false) => Some(ctx.host_for_session()?),
@@ -85,7 +85,7 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
         }
         (None, "taken out of its cage".to_string())
     } else {
-        let host = host.ok_or_else(|| Error::failed(crate::host::NO_PODMAN))?;
+        let host = host.ok_or_else(|| Error::no_podman(crate::host::NO_PODMAN))?;
         let choice = make::CageChoice {
             unseal: req.unseal,
             ..req.choice.clone()

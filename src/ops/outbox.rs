@@ -33,7 +33,8 @@ pub fn pack(
 ) -> Result<PackResult> {
     let record = ctx.store.load(name)?;
     let outbox = outbox_of(&record)?;
-    let packed = crate::outbox::pack(&outbox, only, output, replace)?;
+    let packed = crate::outbox::pack(&outbox, only, output, replace)?
+        .ok_or_else(|| Error::failed("nothing in its outbox"))?;
     Ok(PackResult {
         session: record.name.clone(),
         archive: output.to_path_buf(),
@@ -125,13 +126,7 @@ pub fn send(ctx: &Context, req: &SendRequest) -> Result<Sent> {
         &record.name,
     );
     let _ = crate::session::remove_dir_if_there(&tmp);
-    let (packed, answer) = result.map_err(|e| {
-        if e.message == "nothing in its outbox" {
-            Error::bad_input(format!("session {}: nothing in its outbox", record.name))
-        } else {
-            e
-        }
-    })?;
+    let (packed, answer) = result?;
     let left = packed.left_out.len() + packed.left_out_unlisted;
     let mut line = format!(
         "sent {archive} ({} files) to {machine}/{session}",
@@ -164,7 +159,8 @@ fn pack_and_deliver(
     from: &str,
 ) -> Result<(crate::outbox::Packed, DropAnswer)> {
     // A file of its own, in a folder made for this send.
-    let packed = crate::outbox::pack(outbox, req.only.as_deref(), path, false)?;
+    let packed = crate::outbox::pack(outbox, req.only.as_deref(), path, false)?
+        .ok_or_else(|| Error::bad_input(format!("session {from}: nothing in its outbox")))?;
     let size = std::fs::metadata(path)
         .map_err(|e| Error::failed(format!("reading {}: {e}", path.display())))?
         .len();

@@ -543,7 +543,7 @@ pub fn copy_conversation(from: &Path, id: &str, to: &Path) -> Result<CopiedConve
     };
     let root = crate::outbox::open_dir(from).map_err(|_| missing())?;
     let name = std::ffi::OsString::from(format!("{id}.jsonl"));
-    let src = crate::outbox::open_at(&root, &name, libc::O_NONBLOCK).map_err(|e| {
+    let src = crate::outbox::open_at(&root, &name, rustix::fs::OFlags::NONBLOCK).map_err(|e| {
         if e.raw_os_error() == Some(libc::ELOOP) {
             Error::bad_input(format!(
                 "{} is not a regular file, so it is not copied",
@@ -558,7 +558,11 @@ pub fn copy_conversation(from: &Path, id: &str, to: &Path) -> Result<CopiedConve
     copied.bytes += copy_open_file(src, &to.join(&name), MAX_COPY)
         .map_err(|e| e.context(transcript.display()))?;
     copied.files += 1;
-    if let Ok(beside) = crate::outbox::open_at(&root, std::ffi::OsStr::new(id), libc::O_DIRECTORY) {
+    if let Ok(beside) = crate::outbox::open_at(
+        &root,
+        std::ffi::OsStr::new(id),
+        rustix::fs::OFlags::DIRECTORY,
+    ) {
         copy_tree(&beside, &to.join(id), id, 0, &mut copied)?;
     }
     Ok(copied)
@@ -607,12 +611,12 @@ fn copy_tree(
         }
         // A folder opens with O_DIRECTORY, a file without; a link opens as
         // neither (O_NOFOLLOW: ELOOP) and is skipped.
-        if let Ok(dir) = crate::outbox::open_at(from, &name, libc::O_DIRECTORY) {
+        if let Ok(dir) = crate::outbox::open_at(from, &name, rustix::fs::OFlags::DIRECTORY) {
             copy_tree(&dir, &to.join(&name), &rel_name, depth + 1, copied)?;
             continue;
         }
         let room = MAX_COPY - copied.bytes;
-        match crate::outbox::open_at(from, &name, libc::O_NONBLOCK)
+        match crate::outbox::open_at(from, &name, rustix::fs::OFlags::NONBLOCK)
             .map_err(|e| Error::failed(e.to_string()))
             .and_then(|f| copy_open_file(f, &to.join(&name), room))
         {
@@ -695,10 +699,14 @@ mod conversation_tests {
         let c = copy_conversation(&from, "def", &to2).unwrap();
         assert_eq!(c.files, 1);
         assert!(!to2.join("def").exists());
-        let fifo =
-            std::ffi::CString::new(from.join("abc/pipe").as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: a valid C string.
-        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            from.join("abc/pipe"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
         let c = copy_conversation(&from, "abc", &root.join("sealed3")).unwrap();
         assert!(
             c.skipped.contains(&"abc/pipe".to_string()),

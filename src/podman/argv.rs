@@ -24,14 +24,7 @@ pub fn create(spec: &CageSpec) -> Vec<String> {
     // user's own project folder on the machine; the cage is contained by
     // the user namespace instead.
     a.extend(["--security-opt".into(), "label=disable".into()]);
-    // Without NET_ADMIN, root inside cannot remove the agent-port rule set
-    // from outside (seed: "by a rule its root cannot remove"). Without
-    // NET_RAW it cannot go around the rules: frames sent on an AF_PACKET
-    // socket skip nftables' output hook (a raw SYN from a cage reached the
-    // agent port, and a sealed cage's LAN, in a review). podman's built-in
-    // defaults grant NET_RAW; Debian's containers.conf happens not to.
-    a.extend(["--cap-drop".into(), "NET_ADMIN".into()]);
-    a.extend(["--cap-drop".into(), "NET_RAW".into()]);
+    a.extend(capabilities());
     a.extend(limits(&spec.limits));
     // The container's only own process is `sleep infinity`, which as PID 1
     // ignores SIGTERM; a stop would wait out podman's 10 s for nothing. What
@@ -48,7 +41,9 @@ pub fn create(spec: &CageSpec) -> Vec<String> {
     for (volume, dst) in &spec.volumes {
         a.extend([
             "--mount".into(),
-            format!("type=volume,src={volume},dst={}", path(dst)),
+            // podman mounts a named volume nosuid,nodev already; said here
+            // so that it holds whatever podman's default.
+            format!("type=volume,src={volume},dst={},nosuid,nodev", path(dst)),
         ]);
     }
     // `--` ends podman's options: an image named like a flag (`--image
@@ -56,6 +51,63 @@ pub fn create(spec: &CageSpec) -> Vec<String> {
     a.push("--".into());
     a.push(spec.image.clone());
     a.extend(["sleep".into(), "infinity".into()]);
+    a
+}
+
+/// The capabilities root inside a cage has: none but the ones below, named
+/// one by one, so that a cage gets the same set whatever podman's version
+/// or the machine's containers.conf would have given (podman's built-in
+/// list and distributions' lists differ, and one seen here granted MKNOD,
+/// AUDIT_WRITE and SETFCAP). podman starts from nothing when the drops
+/// include ALL, then adds the `--cap-add`s (podman-run(1), `--cap-drop`).
+///
+/// Left out, on purpose:
+/// - NET_ADMIN: root inside could remove the agent-port rule set loaded from
+///   outside (seed: "by a rule its root cannot remove").
+/// - NET_RAW: frames sent on an AF_PACKET socket skip nftables' output hook
+///   (a raw SYN from a cage reached the agent port, and a sealed cage's LAN,
+///   in a review).
+/// - MKNOD: a block device node of the machine's disk, made in the project,
+///   is a way to its raw blocks for whoever opens it outside.
+/// - SETFCAP: a file capability set on a program in the project gives it
+///   that capability for whoever runs it on the machine.
+/// - AUDIT_WRITE: writing to the kernel's audit log is no business of a cage.
+/// - SETPCAP: only moves capabilities between a process's own sets; nothing
+///   that installs or runs software needs it.
+pub const CAPABILITIES: &[&str] = &[
+    // dpkg and tar give files to the users and groups a package names.
+    "CHOWN",
+    // root reads and writes files whatever their mode (package databases,
+    // files of mode 000 such as /etc/shadow, folders of other users).
+    "DAC_OVERRIDE",
+    // chmod, utime and xattrs on files root does not own (dpkg sets the
+    // modes and times of what it unpacks).
+    "FOWNER",
+    // chown and writes keep a file's set-user-ID and set-group-ID bits
+    // (packages ship such programs in the image's own folders; the
+    // folders of the machine are mounted nosuid).
+    "FSETID",
+    // root signals processes of other users in the cage (a package's
+    // service, apt's download helper running as `_apt`).
+    "KILL",
+    // Dropping to another user or group: apt runs its downloads as `_apt`,
+    // su and sudo, build tools that run tests as nobody.
+    "SETGID",
+    "SETUID",
+    // Development servers on ports below 1024 inside the cage's own network
+    // namespace.
+    "NET_BIND_SERVICE",
+    // dpkg's --root and build tools chroot into a folder; a chroot stays
+    // inside the cage's own mount namespace.
+    "SYS_CHROOT",
+];
+
+/// `--cap-drop ALL` then one `--cap-add` per capability of [`CAPABILITIES`].
+pub fn capabilities() -> Vec<String> {
+    let mut a = vec!["--cap-drop".to_string(), "ALL".to_string()];
+    for c in CAPABILITIES {
+        a.extend(["--cap-add".to_string(), (*c).to_string()]);
+    }
     a
 }
 
@@ -108,6 +160,13 @@ pub fn mount(m: &Mount) -> String {
     if m.read_only {
         fields.push("ro=true".into());
     }
+    // Every folder of the machine a cage is given (its project, its
+    // conversations, its outbox, the programs) is mounted without set-user-ID
+    // and device files: a setuid program or a device node the cage leaves
+    // there does nothing inside, whoever made it (podman-run(1), `--mount`
+    // bind options `nosuid`, `nodev`).
+    fields.push("nosuid".into());
+    fields.push("nodev".into());
     fields
         .iter()
         .map(|f| {
@@ -123,6 +182,21 @@ pub fn mount(m: &Mount) -> String {
 
 fn path(p: &Path) -> String {
     p.to_string_lossy().into_owned()
+}
+
+/// A `podman create` argv with the state folder's label added after the
+/// session's (`spec::STATE_LABEL`).
+pub fn with_state_label(mut argv: Vec<String>, state_id: &str) -> Vec<String> {
+    let label = [
+        "--label".to_string(),
+        format!("{}={state_id}", crate::spec::STATE_LABEL),
+    ];
+    let at = argv
+        .iter()
+        .position(|a| a.starts_with(&format!("{SESSION_LABEL}=")))
+        .map_or(1.min(argv.len()), |i| i + 1);
+    argv.splice(at..at, label);
+    argv
 }
 
 /// `podman update` of a container's limits, all in one call: a podman 5
@@ -182,6 +256,11 @@ pub fn inspect_container(container: &str) -> Vec<String> {
     )
 }
 
+/// `podman container exists -- CONTAINER`: exit 0 there, 1 not.
+pub fn container_exists(container: &str) -> Vec<String> {
+    named(&["container", "exists"], &[container])
+}
+
 /// `podman top -- CONTAINER args`: its processes' command lines.
 pub fn top_args(container: &str) -> Vec<String> {
     named(&["top"], &[container, "args"])
@@ -192,6 +271,11 @@ pub fn volume_inspect(volume: &str) -> Vec<String> {
     named(&["volume", "inspect", "--format", "json"], &[volume])
 }
 
+/// `podman volume exists -- VOLUME`: exit 0 there, 1 not.
+pub fn volume_exists(volume: &str) -> Vec<String> {
+    named(&["volume", "exists"], &[volume])
+}
+
 /// `podman volume create --label LABEL -- VOLUME`.
 pub fn volume_create(volume: &str, label: &str) -> Vec<String> {
     named(&["volume", "create", "--label", label], &[volume])
@@ -200,6 +284,11 @@ pub fn volume_create(volume: &str, label: &str) -> Vec<String> {
 /// `podman image inspect --format json -- IMAGE`.
 pub fn image_inspect(image: &str) -> Vec<String> {
     named(&["image", "inspect", "--format", "json"], &[image])
+}
+
+/// `podman image exists -- IMAGE`: exit 0 there, 1 not.
+pub fn image_exists(image: &str) -> Vec<String> {
+    named(&["image", "exists"], &[image])
 }
 
 /// `podman image rm -- IMAGE`.
@@ -304,8 +393,20 @@ mod tests {
         s.volumes = vec![("shrooms-shared".into(), "/shared".into())];
         let a = create(&s).join(" ");
         assert!(
-            a.ends_with("--mount type=volume,src=shrooms-shared,dst=/shared -- localhost/shrooms-workbench:latest sleep infinity"),
+            a.ends_with("--mount type=volume,src=shrooms-shared,dst=/shared,nosuid,nodev -- localhost/shrooms-workbench:latest sleep infinity"),
             "{a}"
+        );
+    }
+
+    #[test]
+    fn golden_state_label() {
+        let a = with_state_label(create(&spec(Network::Bridge)), "0123abcd");
+        assert!(
+            a.join(" ").starts_with(
+                "create --name shrooms-web-abc123 --label xyz.vpavlin.shrooms.session=web \
+                 --label xyz.vpavlin.shrooms.state=0123abcd --network bridge "
+            ),
+            "{a:?}"
         );
     }
 
@@ -339,10 +440,12 @@ mod tests {
             "create --name shrooms-web-abc123 --label xyz.vpavlin.shrooms.session=web \
              --network bridge --label xyz.vpavlin.shrooms.sealed=true \
              --dns 1.1.1.1 --dns 9.9.9.9 --security-opt seccomp=/s/cages/c/seccomp.json \
-             --security-opt label=disable --cap-drop NET_ADMIN --cap-drop NET_RAW \
+             --security-opt label=disable --cap-drop ALL --cap-add CHOWN --cap-add DAC_OVERRIDE --cap-add FOWNER --cap-add FSETID \
+             --cap-add KILL --cap-add SETGID --cap-add SETUID --cap-add NET_BIND_SERVICE \
+             --cap-add SYS_CHROOT \
              --memory 4g --cpus 2 --pids-limit 2048 --stop-signal SIGKILL --entrypoint  \
              --workdir /home/u/src/web \
-             --mount type=bind,src=/home/u/src/web,dst=/home/u/src/web \
+             --mount type=bind,src=/home/u/src/web,dst=/home/u/src/web,nosuid,nodev \
              -- localhost/shrooms-workbench:latest sleep infinity"
         );
     }
@@ -353,11 +456,13 @@ mod tests {
             create(&spec(Network::Pasta)).join(" "),
             "create --name shrooms-web-abc123 --label xyz.vpavlin.shrooms.session=web \
              --network pasta:-a,fd5e:ca9e:1::2,-g,fd5e:ca9e:1::1 \
-             --security-opt label=disable --cap-drop NET_ADMIN --cap-drop NET_RAW \
+             --security-opt label=disable --cap-drop ALL --cap-add CHOWN --cap-add DAC_OVERRIDE --cap-add FOWNER --cap-add FSETID \
+             --cap-add KILL --cap-add SETGID --cap-add SETUID --cap-add NET_BIND_SERVICE \
+             --cap-add SYS_CHROOT \
              --memory 4g --cpus 2 --pids-limit 2048 --stop-signal SIGKILL --entrypoint  \
              --workdir /home/u/src/web \
-             --mount type=bind,src=/home/u/src/web,dst=/home/u/src/web \
-             --mount type=bind,src=/s/proxy,dst=/run/shrooms-agent,ro=true \
+             --mount type=bind,src=/home/u/src/web,dst=/home/u/src/web,nosuid,nodev \
+             --mount type=bind,src=/s/proxy,dst=/run/shrooms-agent,ro=true,nosuid,nodev \
              -- localhost/shrooms-workbench:latest sleep infinity"
         );
     }
@@ -383,7 +488,7 @@ mod tests {
         };
         assert_eq!(
             mount(&m),
-            "type=bind,\"src=/p/a,b\"\"c\",\"dst=/p/a,b\"\"c\",ro=true"
+            "type=bind,\"src=/p/a,b\"\"c\",\"dst=/p/a,b\"\"c\",ro=true,nosuid,nodev"
         );
     }
 
@@ -438,6 +543,53 @@ mod tests {
         let mut s = spec(Network::Bridge);
         s.image = "--privileged".into();
         assert!(j(create(&s)).ends_with(" -- --privileged sleep infinity"));
+    }
+
+    /// All dropped first, then only the named ones; none of those that
+    /// reach the machine or the rules.
+    #[test]
+    fn capabilities_are_a_fixed_list() {
+        let a = create(&spec(Network::Bridge));
+        let i = a.iter().position(|x| x == "--cap-drop").unwrap();
+        assert_eq!(a[i + 1], "ALL");
+        assert_eq!(a.iter().filter(|x| *x == "--cap-drop").count(), 1);
+        let added: Vec<&str> = a
+            .windows(2)
+            .filter(|w| w[0] == "--cap-add")
+            .map(|w| w[1].as_str())
+            .collect();
+        assert_eq!(added, CAPABILITIES);
+        for bad in [
+            "MKNOD",
+            "SETFCAP",
+            "AUDIT_WRITE",
+            "NET_RAW",
+            "NET_ADMIN",
+            "SYS_ADMIN",
+            "SETPCAP",
+        ] {
+            assert!(!added.contains(&bad), "{bad}");
+        }
+        assert!(
+            a.iter()
+                .position(|x| x == "--cap-add")
+                .is_some_and(|j| j > i)
+        );
+    }
+
+    /// The `exists` verbs that tell "not there" by exit status, each with
+    /// `--` before the name.
+    #[test]
+    fn golden_exists_calls() {
+        assert_eq!(
+            container_exists("--all"),
+            ["container", "exists", "--", "--all"]
+        );
+        assert_eq!(volume_exists("--all"), ["volume", "exists", "--", "--all"]);
+        assert_eq!(
+            image_exists("--privileged"),
+            ["image", "exists", "--", "--privileged"]
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ pub mod runner;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use runner::{Captured, Process};
 
 /// Calls that should answer quickly get this long before they are called hung.
@@ -35,10 +35,13 @@ impl Podman {
         &self.program
     }
 
-    /// A podman call labelled by its verb, for `podman <verb>: <reason>`.
+    /// A podman call labelled by its verb, for `podman <verb>: <reason>`;
+    /// when it runs and fails, its error is [`Kind::PodmanFailed`].
     pub fn process(&self, args: &[String]) -> Process {
         let verb = args.first().map(String::as_str).unwrap_or("");
-        Process::new(&self.program, format!("podman {verb}")).args(args.iter().cloned())
+        Process::new(&self.program, format!("podman {verb}"))
+            .args(args.iter().cloned())
+            .fails_as(Kind::PodmanFailed)
     }
 
     fn run(&self, args: &[String], timeout: Duration) -> Result<Captured> {
@@ -68,38 +71,56 @@ impl Podman {
         self.run(&argv::stop(container), SLOW).map(drop)
     }
 
-    /// `podman rm -f`; a container that is already gone is not an error.
+    /// `podman rm -f --ignore`; a container that is already gone is not an
+    /// error (`--ignore`, podman-rm(1)).
     pub fn rm_force(&self, container: &str) -> Result<()> {
-        let out = self
-            .process(&argv::rm_force(container))
-            .timeout(SLOW)
-            .capture()?;
+        self.run(&argv::rm_force(container), SLOW).map(drop)
+    }
+
+    /// Is there a container, volume or image of this name? `podman
+    /// container|volume|image exists` answers by its exit status alone:
+    /// 0 yes, 1 no, anything else is podman's own failure
+    /// (podman-container-exists(1) and its siblings).
+    fn exists(&self, args: &[String]) -> Result<bool> {
+        let process = self.process(args).timeout(QUICK);
+        let out = process.capture()?;
+        match out.code {
+            Some(0) => Ok(true),
+            Some(1) => Ok(false),
+            _ => Err(process.failure(&out)),
+        }
+    }
+
+    /// An inspect's output, or None when the thing is not there. The
+    /// inspect comes first, so that a thing that is there costs one call;
+    /// only when it fails is podman asked whether the thing exists, to tell
+    /// "not there" from podman's failure by exit status, never by the words
+    /// of its stderr (which change between versions).
+    fn inspect_or_absent(&self, inspect: &[String], exists: &[String]) -> Result<Option<String>> {
+        let process = self.process(inspect).timeout(QUICK);
+        let out = process.capture()?;
         if out.success() {
-            Ok(())
-        } else {
-            Err(Error::failed(format!(
-                "podman rm: {}",
-                out.last_stderr_line()
-            )))
+            return Ok(Some(out.stdout));
+        }
+        let failed = process.failure(&out);
+        match self.exists(exists) {
+            Ok(false) => Ok(None),
+            // There, or podman cannot say: the inspect's failure is the one
+            // to report.
+            Ok(true) | Err(_) => Err(failed),
         }
     }
 
     /// The state of one container, or None when there is no such container.
     pub fn container(&self, container: &str) -> Result<Option<inspect::ContainerState>> {
-        let out = self
-            .process(&argv::inspect_container(container))
-            .timeout(QUICK)
-            .capture()?;
-        if !out.success() {
-            if out.stderr.contains("no such") {
-                return Ok(None);
-            }
-            return Err(Error::failed(format!(
-                "podman inspect: {}",
-                out.last_stderr_line()
-            )));
-        }
-        let list: Vec<inspect::ContainerInspect> = serde_json::from_str(&out.stdout)
+        let Some(stdout) = self.inspect_or_absent(
+            &argv::inspect_container(container),
+            &argv::container_exists(container),
+        )?
+        else {
+            return Ok(None);
+        };
+        let list: Vec<inspect::ContainerInspect> = serde_json::from_str(&stdout)
             .map_err(|e| Error::failed(format!("podman inspect: unexpected output: {e}")))?;
         Ok(list.into_iter().next().map(|c| c.state))
     }
@@ -137,20 +158,12 @@ impl Podman {
 
     /// A volume, or None when there is none of that name.
     pub fn volume(&self, name: &str) -> Result<Option<inspect::VolumeInspect>> {
-        let out = self
-            .process(&argv::volume_inspect(name))
-            .timeout(QUICK)
-            .capture()?;
-        if !out.success() {
-            if out.stderr.contains("no such volume") || out.stderr.contains("no volume with name") {
-                return Ok(None);
-            }
-            return Err(Error::failed(format!(
-                "podman volume: {}",
-                out.last_stderr_line()
-            )));
-        }
-        let list: Vec<inspect::VolumeInspect> = serde_json::from_str(&out.stdout)
+        let Some(stdout) =
+            self.inspect_or_absent(&argv::volume_inspect(name), &argv::volume_exists(name))?
+        else {
+            return Ok(None);
+        };
+        let list: Vec<inspect::VolumeInspect> = serde_json::from_str(&stdout)
             .map_err(|e| Error::failed(format!("podman volume inspect: unexpected output: {e}")))?;
         Ok(list.into_iter().next())
     }
@@ -172,34 +185,147 @@ impl Podman {
     }
 
     /// An image's configuration, or None when it is not on this machine.
+    /// A name podman could not even read is the name's fault, told before
+    /// podman is asked.
     pub fn image(&self, image: &str) -> Result<Option<inspect::ImageInspect>> {
-        let out = self
-            .process(&argv::image_inspect(image))
-            .timeout(QUICK)
-            .capture()?;
-        if !out.success() {
-            if out.stderr.contains("unknown")
-                || out.stderr.contains("no such")
-                || out.stderr.contains("not known")
-            {
-                return Ok(None);
-            }
-            // A name podman cannot even read is the name's fault.
-            let line = out.last_stderr_line();
-            let malformed = ["invalid reference format", "repository name must"]
-                .iter()
-                .any(|w| line.contains(w));
-            let message = format!("podman image: {line}");
-            return Err(if malformed {
-                Error::bad_input(format!("{message}: {image:?} is not an image name"))
-            } else {
-                Error::failed(message)
-            });
+        if !is_image_reference(image) {
+            return Err(Error::bad_input(format!(
+                "{image:?} is not an image name: give one like \"localhost/mine:1\" or \
+                 \"docker.io/library/debian:bookworm\" (lowercase letters, digits and `._-` \
+                 between the `/`, then an optional `:tag` or `@sha256:...`)"
+            )));
         }
-        let list: Vec<inspect::ImageInspect> = serde_json::from_str(&out.stdout)
+        let Some(stdout) =
+            self.inspect_or_absent(&argv::image_inspect(image), &argv::image_exists(image))?
+        else {
+            return Ok(None);
+        };
+        let list: Vec<inspect::ImageInspect> = serde_json::from_str(&stdout)
             .map_err(|e| Error::failed(format!("podman image inspect: unexpected output: {e}")))?;
         Ok(list.into_iter().next())
     }
+}
+
+/// Pure: can podman read this as an image reference? The grammar of
+/// container image references (the distribution project's
+/// `reference/regexp.go`, which podman parses names with): `[DOMAIN/]PATH
+/// [:TAG][@DIGEST]`, PATH's parts lowercase letters and digits joined by
+/// `.`, `_`, `__` or dashes, at most 255 characters before the tag.
+pub fn is_image_reference(reference: &str) -> bool {
+    let (rest, digest) = match reference.split_once('@') {
+        Some((r, d)) => (r, Some(d)),
+        None => (reference, None),
+    };
+    if let Some(d) = digest
+        && !is_digest(d)
+    {
+        return false;
+    }
+    // A tag is a `:` after the last `/` (before it, a `:` is a port).
+    let (name, tag) = match rest.rfind(':') {
+        Some(i) if !rest[i + 1..].contains('/') => (&rest[..i], Some(&rest[i + 1..])),
+        _ => (rest, None),
+    };
+    if let Some(t) = tag {
+        let mut chars = t.chars();
+        let first_ok = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+        let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
+        if !(first_ok && rest_ok && t.len() <= 128) {
+            return false;
+        }
+    }
+    if name.is_empty() || name.len() > 255 {
+        return false;
+    }
+    let mut parts: Vec<&str> = name.split('/').collect();
+    // The first part is a registry when more follow and it looks like a
+    // host: a `.`, a port, `localhost`, or capitals (which a path may not
+    // hold).
+    if parts.len() > 1 {
+        let first = parts[0];
+        if first.contains(['.', ':'])
+            || first == "localhost"
+            || first.chars().any(|c| c.is_ascii_uppercase())
+        {
+            if !is_domain(first) {
+                return false;
+            }
+            parts.remove(0);
+        }
+    }
+    parts.iter().all(|p| is_path_component(p))
+}
+
+/// `[a-z0-9]+` joined by `.`, `_`, `__` or any number of `-`.
+fn is_path_component(part: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let b = part.as_bytes();
+    if b.is_empty() || !alnum(b[0] as char) || !alnum(b[b.len() - 1] as char) {
+        return false;
+    }
+    let mut separator = String::new();
+    for c in part.chars() {
+        if alnum(c) {
+            let ok = separator.is_empty()
+                || separator == "."
+                || separator == "_"
+                || separator == "__"
+                || separator.chars().all(|s| s == '-');
+            if !ok {
+                return false;
+            }
+            separator.clear();
+        } else if "._-".contains(c) {
+            separator.push(c);
+        } else {
+            return false;
+        }
+    }
+    true
+}
+
+/// A registry host: names of letters, digits and inner dashes joined by
+/// dots, or an IPv6 address in brackets, then an optional `:PORT`.
+fn is_domain(domain: &str) -> bool {
+    let (host, port) = match domain.rsplit_once(':') {
+        Some((h, p)) if !p.contains(']') => (h, Some(p)),
+        _ => (domain, None),
+    };
+    if let Some(p) = port
+        && (p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return false;
+    }
+    if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return !inner.is_empty() && inner.chars().all(|c| c.is_ascii_hexdigit() || c == ':');
+    }
+    !host.is_empty()
+        && host.split('.').all(|label| {
+            let b = label.as_bytes();
+            !b.is_empty()
+                && b[0].is_ascii_alphanumeric()
+                && b[b.len() - 1].is_ascii_alphanumeric()
+                && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-')
+        })
+}
+
+/// `ALGORITHM:HEX`, the algorithm letters and digits joined by `+._-`, the
+/// hex at least 32 digits, and 64 for sha256.
+fn is_digest(digest: &str) -> bool {
+    let Some((algorithm, hex)) = digest.split_once(':') else {
+        return false;
+    };
+    let algorithm_ok = algorithm.split(['+', '.', '_', '-']).all(|c| {
+        c.starts_with(|x: char| x.is_ascii_alphabetic())
+            && c.chars().all(|x| x.is_ascii_alphanumeric())
+    });
+    let length_ok = match algorithm {
+        "sha256" => hex.len() == 64,
+        _ => hex.len() >= 32,
+    };
+    algorithm_ok && length_ok && hex.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 impl crate::host::Host {
@@ -242,5 +368,294 @@ impl crate::host::Host {
             Process::new(nsenter, "nft (through nsenter)").args(args)
         };
         process.stdin(rules).timeout(QUICK).run().map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A stand-in for podman: a script written into a folder of its own
+    /// that answers by its argv (a `case` on "$*") and records each call,
+    /// one argv a line, its words separated by US (0x1f).
+    struct Fake {
+        dir: PathBuf,
+        podman: Podman,
+    }
+
+    impl Fake {
+        fn new(name: &str, cases: &str) -> Fake {
+            let dir = std::env::temp_dir()
+                .join(format!("shrooms-fake-podman-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            let program = dir.join("podman");
+            let script = format!(
+                "#!/bin/sh\n\
+                 {{ for a in \"$@\"; do printf '%s\\037' \"$a\"; done; echo; }} >> '{}/calls'\n\
+                 case \"$*\" in\n{cases}\n*) echo \"Error: unexpected call: $*\" >&2; exit 99 ;;\nesac\n",
+                dir.display()
+            );
+            std::fs::write(&program, script).unwrap();
+            std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+            Fake {
+                podman: Podman::new(&program),
+                dir,
+            }
+        }
+
+        fn calls(&self) -> Vec<Vec<String>> {
+            std::fs::read_to_string(self.dir.join("calls"))
+                .unwrap_or_default()
+                .lines()
+                .map(|l| {
+                    l.split('\u{1f}')
+                        .filter(|w| !w.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                })
+                .collect()
+        }
+    }
+
+    impl Drop for Fake {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    fn argv(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| w.to_string()).collect()
+    }
+
+    /// Whatever podman says on stderr, "not there" is decided by `exists`'
+    /// exit status alone.
+    const NO_SUCH_WORDS: &str =
+        "echo 'Error: no such container, no such volume, image not known' >&2";
+
+    #[test]
+    fn a_container_that_is_there_costs_one_inspect() {
+        let f = Fake::new(
+            "there",
+            r#"inspect\ --type\ container\ --format\ json\ --\ c1) echo '[{"State":{"Running":true,"Pid":42}}]' ;;"#,
+        );
+        let state = f.podman.container("c1").unwrap().expect("there");
+        assert!(state.running);
+        assert_eq!(
+            f.calls(),
+            [argv(&[
+                "inspect",
+                "--type",
+                "container",
+                "--format",
+                "json",
+                "--",
+                "c1"
+            ])]
+        );
+    }
+
+    #[test]
+    fn a_container_is_absent_only_when_exists_says_1() {
+        let f = Fake::new(
+            "absent",
+            "inspect*) echo 'Error: something changed its words' >&2; exit 125 ;;\n\
+             container\\ exists\\ --\\ c1) exit 1 ;;",
+        );
+        assert!(f.podman.container("c1").unwrap().is_none());
+        assert_eq!(
+            f.calls(),
+            [
+                argv(&[
+                    "inspect",
+                    "--type",
+                    "container",
+                    "--format",
+                    "json",
+                    "--",
+                    "c1"
+                ]),
+                argv(&["container", "exists", "--", "c1"]),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_container_that_is_there_but_fails_to_inspect_is_podmans_failure() {
+        // The words "no such" no longer mean absence: exists says it is there.
+        let f = Fake::new(
+            "failed",
+            &format!(
+                "inspect*) {NO_SUCH_WORDS}; exit 125 ;;\ncontainer\\ exists\\ --\\ c1) exit 0 ;;"
+            ),
+        );
+        let e = f.podman.container("c1").unwrap_err();
+        assert_eq!(e.kind, Kind::PodmanFailed);
+        assert_eq!(
+            e.message,
+            "podman inspect: Error: no such container, no such volume, image not known"
+        );
+        let exited = e.exited.expect("its exit is kept");
+        assert_eq!(exited.status, Some(125));
+        assert!(exited.stderr.contains("image not known"));
+        assert_eq!(f.calls().len(), 2);
+    }
+
+    #[test]
+    fn when_exists_fails_too_the_inspect_failure_is_reported() {
+        let f = Fake::new(
+            "both",
+            "inspect*) echo 'Error: storage is locked' >&2; exit 125 ;;\n\
+             container\\ exists*) echo 'Error: also broken' >&2; exit 125 ;;",
+        );
+        let e = f.podman.container("c1").unwrap_err();
+        assert_eq!(
+            (e.kind, e.message.as_str()),
+            (
+                Kind::PodmanFailed,
+                "podman inspect: Error: storage is locked"
+            )
+        );
+    }
+
+    #[test]
+    fn volumes_are_told_absent_by_exists() {
+        let f = Fake::new(
+            "volume",
+            &format!(
+                "volume\\ inspect\\ --format\\ json\\ --\\ here) echo '[{{\"Name\":\"here\",\"Driver\":\"local\",\"Mountpoint\":\"/v\"}}]' ;;\n\
+                 volume\\ inspect*) {NO_SUCH_WORDS}; exit 125 ;;\n\
+                 volume\\ exists\\ --\\ gone) exit 1 ;;\n\
+                 volume\\ exists\\ --\\ broken) exit 0 ;;"
+            ),
+        );
+        assert_eq!(
+            f.podman.volume("here").unwrap().expect("there").name,
+            "here"
+        );
+        assert_eq!(f.calls().len(), 1, "no exists call when it is there");
+        assert!(f.podman.volume("gone").unwrap().is_none());
+        let e = f.podman.volume("broken").unwrap_err();
+        assert_eq!(e.kind, Kind::PodmanFailed);
+        assert_eq!(
+            f.calls()[1..],
+            [
+                argv(&["volume", "inspect", "--format", "json", "--", "gone"]),
+                argv(&["volume", "exists", "--", "gone"]),
+                argv(&["volume", "inspect", "--format", "json", "--", "broken"]),
+                argv(&["volume", "exists", "--", "broken"]),
+            ]
+        );
+    }
+
+    #[test]
+    fn images_are_told_absent_by_exists() {
+        let f = Fake::new(
+            "image",
+            &format!(
+                "image\\ inspect*) {NO_SUCH_WORDS}; exit 125 ;;\n\
+                 image\\ exists\\ --\\ localhost/gone:1) exit 1 ;;\n\
+                 image\\ exists\\ --\\ localhost/broken:1) exit 0 ;;\n\
+                 image\\ exists*) exit 125 ;;"
+            ),
+        );
+        assert!(f.podman.image("localhost/gone:1").unwrap().is_none());
+        let e = f.podman.image("localhost/broken:1").unwrap_err();
+        assert_eq!(e.kind, Kind::PodmanFailed);
+        let e = f.podman.image("localhost/other:1").unwrap_err();
+        assert_eq!(e.kind, Kind::PodmanFailed, "exists failing is no answer");
+        assert_eq!(
+            f.calls()[..2],
+            [
+                argv(&[
+                    "image",
+                    "inspect",
+                    "--format",
+                    "json",
+                    "--",
+                    "localhost/gone:1"
+                ]),
+                argv(&["image", "exists", "--", "localhost/gone:1"]),
+            ]
+        );
+    }
+
+    /// A name podman cannot read is bad input, told without asking podman.
+    #[test]
+    fn a_malformed_image_name_is_bad_input_and_calls_nothing() {
+        let f = Fake::new("malformed", "");
+        for bad in ["BAD name", "UPPER", "a//b", "-x", "x:", "x@sha256:12", ""] {
+            let e = f.podman.image(bad).unwrap_err();
+            assert_eq!(e.kind, Kind::BadInput, "{bad:?}");
+            assert!(e.message.contains("is not an image name"), "{}", e.message);
+        }
+        assert!(f.calls().is_empty());
+    }
+
+    #[test]
+    fn podman_failures_keep_their_kind_status_and_stderr() {
+        let f = Fake::new(
+            "rm",
+            "rm\\ -f\\ --ignore\\ --\\ c1) echo 'Error: busy' >&2; exit 2 ;;\n\
+             stop*) exit 125 ;;",
+        );
+        let e = f.podman.rm_force("c1").unwrap_err();
+        assert_eq!(
+            (e.kind, e.message.as_str()),
+            (Kind::PodmanFailed, "podman rm: Error: busy")
+        );
+        assert_eq!(e.exited.unwrap().status, Some(2));
+        let e = f.podman.stop("c1").unwrap_err();
+        assert_eq!(
+            (e.kind, e.message.as_str()),
+            (Kind::PodmanFailed, "podman stop: exited with status 125")
+        );
+    }
+
+    /// Each of these was checked against podman 4.3.1's `image exists`:
+    /// 1 (no such image) for the good, 125 (cannot read the name) for the
+    /// bad.
+    #[test]
+    fn image_references() {
+        for good in [
+            "debian",
+            "localhost/shrooms-workbench:latest",
+            "docker.io/library/node:22-bookworm",
+            "registry.example:5000/a/b_c__d---e.f:v1.2_3",
+            "Registry.Example/x",
+            "localhost:5000/x",
+            "x@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            "x:1@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        ] {
+            assert!(is_image_reference(good), "{good}");
+        }
+        for bad in [
+            "",
+            "UPPER",
+            "Foo",
+            "a b",
+            "a//b",
+            "/a",
+            "a/",
+            "-a",
+            "a-",
+            "a..b",
+            "a___b",
+            "x:",
+            "x:-1",
+            "x:a b",
+            "x@sha256:short",
+            "x:1@sha256:0123456789abcdef0123456789abcdef",
+            "x@sha256",
+            "x@",
+            "host:port/x",
+            &"a".repeat(256),
+            &format!("x:{}", "t".repeat(129)),
+        ] {
+            assert!(!is_image_reference(bad), "{bad}");
+        }
     }
 }

@@ -5,10 +5,10 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 
 /// A command to run, as a value.
 #[derive(Debug, Clone)]
@@ -23,6 +23,8 @@ pub struct Process {
     label: String,
     /// Sent SIGTERM when the thread that started it ends (`die_with_parent`).
     die_with_parent: bool,
+    /// The kind of the error when it runs and fails (`run`).
+    fails_as: Kind,
 }
 
 /// What a finished process printed.
@@ -58,6 +60,7 @@ impl Process {
             cwd: None,
             label: label.into(),
             die_with_parent: false,
+            fails_as: Kind::Failed,
         }
     }
     pub fn args<I, S>(mut self, args: I) -> Process
@@ -89,15 +92,43 @@ impl Process {
         self
     }
 
+    /// The kind `run` gives its error when the program ran and failed
+    /// (podman's calls: [`Kind::PodmanFailed`]).
+    pub fn fails_as(mut self, kind: Kind) -> Process {
+        self.fails_as = kind;
+        self
+    }
+
+    /// The error of a run that ended without success: `<label>: <last
+    /// stderr line>`, the exit status and the whole stderr kept.
+    pub fn failure(&self, out: &Captured) -> Error {
+        let line = out.last_stderr_line();
+        let why = if line.is_empty() {
+            format!("exited with {}", describe_code(out.code))
+        } else {
+            line.to_string()
+        };
+        Error::exited(
+            self.fails_as,
+            format!("{}: {why}", self.label),
+            out.code,
+            out.stderr.clone(),
+        )
+    }
+
     fn expression(&self) -> duct::Expression {
+        match &self.stdin {
+            Some(b) => self.inheriting().stdin_bytes(b.clone()),
+            None => self.inheriting().stdin_null(),
+        }
+    }
+
+    /// The expression with our stdin, stdout and stderr (duct's default).
+    fn inheriting(&self) -> duct::Expression {
         // Rootless podman fails where it cannot read its working folder
         // ("cannot chdir"); every path we pass is absolute, so use /.
         let cwd = self.cwd.clone().unwrap_or_else(|| PathBuf::from("/"));
         let mut e = duct::cmd(&self.program, &self.args).unchecked().dir(cwd);
-        e = match &self.stdin {
-            Some(b) => e.stdin_bytes(b.clone()),
-            None => e.stdin_null(),
-        };
         if self.die_with_parent {
             // SAFETY: getpid cannot fail.
             let parent = unsafe { libc::getpid() };
@@ -167,13 +198,7 @@ impl Process {
         if out.success() {
             Ok(out)
         } else {
-            let line = out.last_stderr_line();
-            let why = if line.is_empty() {
-                format!("exited with {}", describe_code(out.code))
-            } else {
-                line.to_string()
-            };
-            Err(Error::failed(format!("{}: {why}", self.label)))
+            Err(self.failure(&out))
         }
     }
 
@@ -219,11 +244,13 @@ impl Process {
     /// inherited) and return its exit code. While it runs, SIGINT, SIGQUIT,
     /// SIGTERM and SIGHUP do not end this process: the child gets the
     /// terminal's signals itself, and a SIGTERM or SIGHUP sent to us alone is
-    /// passed on to it, so the caller can always clean up after it.
+    /// passed on to it, so the caller can always clean up after it. The
+    /// signals stay caught (signal-hook) for the rest of the process's life,
+    /// as a turn's do ([`TurnSignals`]).
     pub fn interactive(&self) -> Result<i32> {
         let cwd = self.cwd.clone().unwrap_or_else(|| PathBuf::from("/"));
         let e = duct::cmd(&self.program, &self.args).unchecked().dir(cwd);
-        let guard = SignalGuard::install();
+        let signals = TurnSignals::catch()?;
         let handle = e.start().map_err(|e| self.could_not_start(e))?;
         let output = loop {
             match handle
@@ -232,20 +259,22 @@ impl Process {
             {
                 Some(o) => break o.clone(),
                 None => {
-                    let sig = guard.pending();
-                    if sig != 0 {
+                    // A SIGTERM or SIGHUP sent to us alone is passed on; the
+                    // terminal's own signals reached the child already, as
+                    // it shares our process group.
+                    if let Some(sig) = signals.take()
+                        && (sig == libc::SIGTERM || sig == libc::SIGHUP)
+                    {
                         for pid in handle.pids() {
                             // SAFETY: kill(2) on our own child's pid.
                             unsafe {
                                 libc::kill(pid as libc::pid_t, sig);
                             }
                         }
-                        guard.clear();
                     }
                 }
             }
         };
-        drop(guard);
         Ok(exit_code(&output.status))
     }
 }
@@ -263,22 +292,45 @@ pub fn spawn_detached(
     log: &Path,
     keep_fds: &[std::os::fd::RawFd],
 ) -> Result<u32> {
+    let mut child = detached(program, args, Some(log), keep_fds)?;
+    let pid = child.id();
+    std::thread::spawn(move || {
+        let _ = child.wait();
+    });
+    Ok(pid)
+}
+
+/// `spawn_detached`'s start, the child left to the caller (`log` None:
+/// stdout and stderr to /dev/null).
+fn detached(
+    program: &Path,
+    args: &[String],
+    log: Option<&Path>,
+    keep_fds: &[std::os::fd::RawFd],
+) -> Result<std::process::Child> {
     use std::os::unix::fs::OpenOptionsExt;
     use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
     let label = format!("starting {}", program.display());
-    let out = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(log)
-        .map_err(|e| Error::failed(format!("{label}: opening {}: {e}", log.display())))?;
-    let err = out
-        .try_clone()
-        .map_err(|e| Error::failed(format!("{label}: {e}")))?;
+    let (out, err) = match log {
+        Some(log) => {
+            let out = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .open(log)
+                .map_err(|e| Error::failed(format!("{label}: opening {}: {e}", log.display())))?;
+            let err = out
+                .try_clone()
+                .map_err(|e| Error::failed(format!("{label}: {e}")))?;
+            (Stdio::from(out), Stdio::from(err))
+        }
+        None => (Stdio::null(), Stdio::null()),
+    };
     let mut cmd = std::process::Command::new(program);
     cmd.args(args)
         .current_dir("/")
-        .stdin(std::process::Stdio::null())
+        .stdin(Stdio::null())
         .stdout(out)
         .stderr(err);
     let fds = keep_fds.to_vec();
@@ -297,14 +349,393 @@ pub fn spawn_detached(
             Ok(())
         });
     }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| Error::failed(format!("{label}: {e}")))?;
-    let pid = child.id();
-    std::thread::spawn(move || {
-        let _ = child.wait();
-    });
-    Ok(pid)
+    cmd.spawn()
+        .map_err(|e| Error::failed(format!("{label}: {e}")))
+}
+
+// ---- a turn: `cage exec` / `cage run` in a cage ----------------------------
+//
+// Whatever ends the process holding a turn, the cage must stop and the
+// session must be free again (seed: a caged session cannot "keep processes
+// running after its turn's process ends"). Two parts do it:
+// - in this process, the signals that can be caught (`TurnSignals`) end the
+//   command (`Process::turn`), put the terminal back as it was
+//   (`Terminal`), and the caller stops the cage;
+// - for what cannot be caught (SIGKILL, a crash), a watcher process started
+//   before the cage (`spawn_watcher`), in a session of its own so that the
+//   terminal's hangup does not reach it, holding the read end of a pipe
+//   whose only write end is ours: when the pipe ends without our "done"
+//   (`await_holder`), we are gone, and the watcher stops the cage.
+
+/// The signals that end a turn: a terminal closing (SIGHUP), `kill`
+/// (SIGTERM), and the keyboard's (SIGINT, SIGQUIT; while podman has the
+/// terminal in raw mode these come only from `kill`, as Ctrl-C is passed to
+/// the cage as a byte).
+pub const TURN_SIGNALS: [libc::c_int; 4] =
+    [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT, libc::SIGTERM];
+
+/// The turn's signals, caught (with signal-hook) from `catch` on, for the
+/// rest of the process's life: a second signal while the cage is being
+/// stopped must not end us half-way either. Handlers are reset by exec, so
+/// the programs we start get the signals' default actions.
+pub struct TurnSignals {
+    received: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl TurnSignals {
+    pub fn catch() -> Result<TurnSignals> {
+        let received = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        for sig in TURN_SIGNALS {
+            signal_hook::flag::register_usize(sig, received.clone(), sig as usize)
+                .map_err(|e| Error::failed(format!("catching signal {sig}: {e}")))?;
+        }
+        Ok(TurnSignals { received })
+    }
+
+    /// None caught (for tests of what reads them).
+    #[cfg(test)]
+    fn none() -> TurnSignals {
+        TurnSignals {
+            received: std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        }
+    }
+
+    /// The last of them that arrived since the last `take`, and forget it.
+    pub fn take(&self) -> Option<i32> {
+        match self.received.swap(0, Ordering::SeqCst) {
+            0 => None,
+            s => i32::try_from(s).ok(),
+        }
+    }
+
+    /// The last of them that arrived, if any did.
+    pub fn received(&self) -> Option<i32> {
+        match self.received.load(Ordering::SeqCst) {
+            0 => None,
+            s => i32::try_from(s).ok(),
+        }
+    }
+}
+
+/// The modes of the terminal on standard input, as they were before the
+/// command (podman exec -t puts it in raw mode and puts it back only when
+/// it ends normally; killed, it leaves the terminal raw).
+pub struct Terminal {
+    saved: libc::termios,
+}
+
+impl Terminal {
+    /// Standard input's modes, if it is a terminal.
+    pub fn save() -> Option<Terminal> {
+        // SAFETY: tcgetattr fills the struct it is given; zeroed is a valid termios.
+        unsafe {
+            let mut saved: libc::termios = std::mem::zeroed();
+            (libc::tcgetattr(0, &mut saved) == 0).then_some(Terminal { saved })
+        }
+    }
+
+    /// Put the modes back, where they differ. SIGTTOU is blocked meanwhile,
+    /// as shells do, so that a turn run in the background is not stopped by
+    /// it (tcsetattr(3)). A terminal that is gone (closed: EIO) is left be.
+    pub fn restore(&self) {
+        // SAFETY: termios calls on fd 0 with structs we own; the signal mask
+        // is this thread's and is put back.
+        unsafe {
+            let mut now: libc::termios = std::mem::zeroed();
+            if libc::tcgetattr(0, &mut now) != 0 || same_modes(&now, &self.saved) {
+                return;
+            }
+            let mut block: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut block);
+            libc::sigaddset(&mut block, libc::SIGTTOU);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut old);
+            libc::tcsetattr(0, libc::TCSANOW, &self.saved);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        }
+    }
+}
+
+fn same_modes(a: &libc::termios, b: &libc::termios) -> bool {
+    a.c_iflag == b.c_iflag
+        && a.c_oflag == b.c_oflag
+        && a.c_cflag == b.c_cflag
+        && a.c_lflag == b.c_lflag
+        && a.c_cc == b.c_cc
+}
+
+/// How a turn's command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnEnd {
+    /// By itself, with this exit code (128 + n when signal n ended it).
+    Exited(i32),
+    /// This signal reached us first, and the command was ended.
+    Signal(i32),
+}
+
+/// How long an ended command gets to go after SIGTERM before SIGKILL.
+const END_GRACE: Duration = Duration::from_secs(2);
+
+impl Process {
+    /// Run it as a turn's command: the terminal passed through, as
+    /// `interactive`; it is sent SIGTERM if we die (PR_SET_PDEATHSIG), so it
+    /// never outlives us; when one of the turn's signals reaches us, it is
+    /// ended (SIGTERM, SIGKILL after two seconds) and reaped. Either way the
+    /// terminal's modes are put back (`terminal`) before this returns.
+    pub fn turn(&self, signals: &TurnSignals, terminal: Option<&Terminal>) -> Result<TurnEnd> {
+        if let Some(sig) = signals.received() {
+            return Ok(TurnEnd::Signal(sig));
+        }
+        let end = self.clone().die_with_parent().run_turn(signals);
+        if let Some(t) = terminal {
+            t.restore();
+        }
+        end
+    }
+
+    fn run_turn(&self, signals: &TurnSignals) -> Result<TurnEnd> {
+        let handle = self
+            .inheriting()
+            .start()
+            .map_err(|e| self.could_not_start(e))?;
+        let wait = |t: Duration| handle.wait_timeout(t).map_err(|e| self.could_not_start(e));
+        loop {
+            if let Some(o) = wait(Duration::from_millis(100))? {
+                return Ok(TurnEnd::Exited(exit_code(&o.status)));
+            }
+            if let Some(sig) = signals.received() {
+                for pid in handle.pids() {
+                    // SAFETY: kill(2) on our own child, not yet reaped.
+                    unsafe {
+                        libc::kill(pid as libc::pid_t, libc::SIGTERM);
+                    }
+                }
+                if wait(END_GRACE)?.is_none() {
+                    let _ = handle.kill();
+                    let _ = handle.wait();
+                }
+                return Ok(TurnEnd::Signal(sig));
+            }
+        }
+    }
+}
+
+/// A pipe, both ends close-on-exec from the start (pipe2), so that no
+/// program started meanwhile by another thread holds an end.
+fn pipe() -> Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 fills two descriptors, owned from here on.
+    unsafe {
+        if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+            return Err(Error::failed(format!(
+                "making a pipe: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        Ok((
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        ))
+    }
+}
+
+/// What the holder writes when it has stopped the cage itself.
+const DONE: u8 = b'd';
+/// What the watcher writes once it holds what it was given.
+const READY: u8 = b'r';
+/// How long a watcher may take to say it is ready.
+const READY_WITHIN: Duration = Duration::from_secs(30);
+
+/// A running watcher of a turn, and our end of its pipe.
+pub struct Watcher {
+    child: std::process::Child,
+    tell: Option<std::fs::File>,
+}
+
+/// Start a turn's watcher and wait until it says it is ready: `program`
+/// with the arguments `args` makes from two descriptor numbers, the read
+/// end of the pipe it watches and the write end of the one it says
+/// "ready" on; detached as `spawn_detached` (its own session, stdin
+/// /dev/null, output appended to `log`, or dropped when None), given
+/// `keep_fds` and those two ends. The write end of the watched pipe stays
+/// ours alone: close-on-exec, so neither podman nor anything else we start
+/// holds it, and the pipe ends when we do. A watcher that is not ready
+/// (it refused what it was given, or hangs) is an error: a turn is not
+/// run unwatched.
+pub fn spawn_watcher(
+    program: &Path,
+    args: impl FnOnce(std::os::fd::RawFd, std::os::fd::RawFd) -> Vec<String>,
+    log: Option<&Path>,
+    keep_fds: &[std::os::fd::RawFd],
+) -> Result<Watcher> {
+    use std::os::fd::AsRawFd;
+    let (read, write) = pipe()?;
+    let (ready_read, ready_write) = pipe()?;
+    let args = args(read.as_raw_fd(), ready_write.as_raw_fd());
+    let mut fds = keep_fds.to_vec();
+    fds.extend([read.as_raw_fd(), ready_write.as_raw_fd()]);
+    let child = detached(program, &args, log, &fds)?;
+    drop(read);
+    drop(ready_write);
+    let mut watcher = Watcher {
+        child,
+        tell: Some(std::fs::File::from(write)),
+    };
+    match read_byte(ready_read.as_raw_fd(), Some(READY_WITHIN), None) {
+        Ok(Some(READY)) => Ok(watcher),
+        other => {
+            // Whatever it does not do now, it must not do later.
+            let _ = watcher.child.kill();
+            let why = match other {
+                Ok(Some(_)) => "it said something else".to_string(),
+                Ok(None) => format!(
+                    "it ended or did not answer within {}s",
+                    READY_WITHIN.as_secs()
+                ),
+                Err(e) => e.message,
+            };
+            Err(Error::failed(format!(
+                "the watcher that stops the cage if this process is killed did not start: {why}"
+            )))
+        }
+    }
+}
+
+impl Watcher {
+    /// The turn is over. `stopped`: we stopped the cage ourselves, and the
+    /// watcher has nothing to do; otherwise it stops the cage. Either way,
+    /// wait for it to end, so that the session's lock (which it holds too)
+    /// is free when we return.
+    pub fn finish(mut self, stopped: bool) {
+        if stopped && let Some(mut t) = self.tell.take() {
+            use std::io::Write;
+            let _ = t.write_all(&[DONE]);
+        }
+        self.close_and_wait();
+    }
+
+    fn close_and_wait(&mut self) {
+        self.tell = None;
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Watcher {
+    /// Dropped without `finish` (an error on the way): the watcher stops
+    /// the cage, and we wait for it.
+    fn drop(&mut self) {
+        self.close_and_wait();
+    }
+}
+
+/// One byte from a pipe: Some(byte), or None at its end (or when `within`
+/// passed, or one of `signals` arrived: `signals.received()` tells).
+/// signal-hook's handlers restart reads, so it polls, and looks at the
+/// signals between.
+fn read_byte(
+    fd: std::os::fd::RawFd,
+    within: Option<Duration>,
+    signals: Option<&TurnSignals>,
+) -> Result<Option<u8>> {
+    let end = within.map(|w| std::time::Instant::now() + w);
+    loop {
+        if signals.is_some_and(|s| s.received().is_some())
+            || end.is_some_and(|e| std::time::Instant::now() >= e)
+        {
+            return Ok(None);
+        }
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll on one pollfd we own.
+        if unsafe { libc::poll(&mut p, 1, 200) } <= 0 {
+            continue;
+        }
+        let mut byte = [0u8; 1];
+        // SAFETY: read into a buffer of one byte we own.
+        match unsafe { libc::read(fd, byte.as_mut_ptr().cast(), 1) } {
+            0 => return Ok(None),
+            1 => return Ok(Some(byte[0])),
+            _ => {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(Error::failed(format!("reading a pipe: {e}")));
+                }
+            }
+        }
+    }
+}
+
+/// A pipe's end passed on to us as descriptor `fd`: made close-on-exec
+/// again at once (nothing we start may hold it), and refused unless it is
+/// a pipe.
+fn inherited_pipe(fd: std::os::fd::RawFd) -> Result<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::fs::FileTypeExt;
+    // SAFETY: fcntl on a descriptor number; checked before it is owned.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    if fd < 3 || flags == -1 {
+        return Err(Error::failed(format!("descriptor {fd} was not passed on")));
+    }
+    // SAFETY: as above; from here on the File owns the descriptor.
+    let file = unsafe {
+        libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+        std::fs::File::from_raw_fd(fd)
+    };
+    let is_fifo = file
+        .metadata()
+        .map(|m| m.file_type().is_fifo())
+        .unwrap_or(false);
+    if !is_fifo {
+        return Err(Error::failed(format!("descriptor {fd} is not a pipe")));
+    }
+    Ok(file)
+}
+
+/// What a watcher learnt of its holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holder {
+    /// It said it stopped the cage itself.
+    Done,
+    /// Its end of the pipe closed without that: it is gone.
+    Gone,
+    /// The watcher itself got this signal (a logout ending every process
+    /// of the user, say): the turn cannot be watched any more.
+    Signal(i32),
+}
+
+/// The watcher's side, once it holds what else it was given (the lock):
+/// the watched pipe's read end and the "ready" pipe's write end, passed as
+/// descriptors `watched` and `ready`; says "ready", then reads until the
+/// holder says "done" or is gone, or one of `signals` arrives.
+pub fn await_holder(
+    watched: std::os::fd::RawFd,
+    ready: std::os::fd::RawFd,
+    signals: &TurnSignals,
+) -> Result<Holder> {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    let pipe = inherited_pipe(watched)?;
+    let mut ready = inherited_pipe(ready)?;
+    ready
+        .write_all(&[READY])
+        .map_err(|e| Error::failed(format!("saying ready: {e}")))?;
+    drop(ready);
+    loop {
+        match read_byte(pipe.as_raw_fd(), None, Some(signals))? {
+            Some(DONE) => return Ok(Holder::Done),
+            Some(_) => continue,
+            None => {
+                return Ok(match signals.received() {
+                    Some(sig) => Holder::Signal(sig),
+                    None => Holder::Gone,
+                });
+            }
+        }
+    }
 }
 
 /// The exit code a shell would report: the code, or 128 + the signal.
@@ -345,64 +776,6 @@ pub fn shell_quote(s: &str) -> String {
     }
 }
 
-/// The signal last received while a guard was installed (0: none).
-static PENDING: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn remember(sig: libc::c_int) {
-    PENDING.store(sig, Ordering::SeqCst);
-}
-
-/// Handlers (not SIG_IGN, which a child would inherit through exec) for the
-/// signals that would otherwise end us before we stop the cage.
-struct SignalGuard {
-    old: Vec<(libc::c_int, libc::sigaction)>,
-}
-
-const GUARDED: [libc::c_int; 4] = [libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP];
-
-impl SignalGuard {
-    fn install() -> SignalGuard {
-        PENDING.store(0, Ordering::SeqCst);
-        let mut old = Vec::new();
-        for sig in GUARDED {
-            // SAFETY: installing a handler that only stores to an atomic.
-            unsafe {
-                let mut new: libc::sigaction = std::mem::zeroed();
-                new.sa_sigaction = remember as *const () as usize;
-                libc::sigemptyset(&mut new.sa_mask);
-                new.sa_flags = libc::SA_RESTART;
-                let mut prev: libc::sigaction = std::mem::zeroed();
-                if libc::sigaction(sig, &new, &mut prev) == 0 {
-                    old.push((sig, prev));
-                }
-            }
-        }
-        SignalGuard { old }
-    }
-    /// A SIGTERM or SIGHUP to pass on; the terminal's own signals already
-    /// reached the child, which shares our process group.
-    fn pending(&self) -> libc::c_int {
-        match PENDING.load(Ordering::SeqCst) {
-            s if s == libc::SIGTERM || s == libc::SIGHUP => s,
-            _ => 0,
-        }
-    }
-    fn clear(&self) {
-        PENDING.store(0, Ordering::SeqCst);
-    }
-}
-
-impl Drop for SignalGuard {
-    fn drop(&mut self) {
-        for (sig, prev) in &self.old {
-            // SAFETY: restoring the handler we replaced.
-            unsafe {
-                libc::sigaction(*sig, prev, std::ptr::null_mut());
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -419,8 +792,18 @@ mod tests {
             "-c",
             "echo first >&2; echo 'Error: no such image' >&2; exit 125",
         ]);
-        let e = p.run().unwrap_err();
+        let e = p.clone().run().unwrap_err();
         assert_eq!(e.message, "podman create: Error: no such image");
+        assert_eq!(e.kind, Kind::Failed);
+        assert_eq!(
+            e.exited.as_deref(),
+            Some(&crate::error::Exited {
+                status: Some(125),
+                stderr: "first\nError: no such image\n".into()
+            })
+        );
+        let e = p.fails_as(Kind::PodmanFailed).run().unwrap_err();
+        assert_eq!(e.kind, Kind::PodmanFailed);
     }
 
     #[test]
@@ -498,6 +881,43 @@ mod tests {
         };
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(text, format!("{pid} {pid} {pid}\nkept\n/\ndone\n"));
+    }
+
+    #[test]
+    fn a_watcher_learns_done_or_gone_and_says_ready() {
+        use std::io::{Read, Write};
+        use std::os::fd::IntoRawFd;
+        let signals = TurnSignals::none();
+        for done in [true, false] {
+            let (watched, tell) = pipe().unwrap();
+            let (ready_read, ready) = pipe().unwrap();
+            let mut tell = std::fs::File::from(tell);
+            if done {
+                tell.write_all(&[DONE]).unwrap();
+            } else {
+                drop(tell);
+            }
+            let heard = await_holder(watched.into_raw_fd(), ready.into_raw_fd(), &signals);
+            let expected = if done { Holder::Done } else { Holder::Gone };
+            assert_eq!(heard.unwrap(), expected);
+            let mut said = Vec::new();
+            std::fs::File::from(ready_read)
+                .read_to_end(&mut said)
+                .unwrap();
+            assert_eq!(said, [READY]);
+        }
+    }
+
+    #[test]
+    fn a_watcher_that_does_not_say_ready_is_an_error() {
+        let e = spawn_watcher(Path::new("/bin/true"), |_, _| Vec::new(), None, &[])
+            .err()
+            .expect("refused");
+        assert_eq!(
+            e.message,
+            "the watcher that stops the cage if this process is killed did not start: \
+             it ended or did not answer within 30s"
+        );
     }
 
     #[test]

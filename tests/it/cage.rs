@@ -735,8 +735,12 @@ fn prune_removes_leftovers_only() {
     let gone = w.session("gone");
     let leftover = format!("shrooms-{gone}-abcdef");
     let label = format!("xyz.vpavlin.shrooms.session={gone}");
+    // Made by this state folder: its label says so.
+    let id = fs::read_to_string(w.state.join("state-id")).unwrap();
+    let state = format!("xyz.vpavlin.shrooms.state={}", id.trim());
     let made = w.podman(&[
-        "create", "--label", &label, "--name", &leftover, IMAGE, "sleep", "infinity",
+        "create", "--label", &label, "--label", &state, "--name", &leftover, IMAGE, "sleep",
+        "infinity",
     ]);
     assert!(made.status.success(), "{}", show_output(&made));
     let stray = w.state.join("cages").join("shrooms-gone-123456.env");
@@ -765,7 +769,7 @@ fn prune_removes_leftovers_only() {
     );
     assert!(stray.exists(), "--dry-run removed the file");
 
-    let pruned = w.run(&["cage", "prune", "--json"]).ok().json();
+    let pruned = w.run(&["cage", "prune", "--yes", "--json"]).ok().json();
     assert_eq!(pruned["containers"], serde_json::json!([leftover]));
     assert_eq!(pruned["files"], serde_json::json!([s(&stray)]));
     assert!(
@@ -790,7 +794,7 @@ fn prune_removes_leftovers_only() {
     let record = w.record_path(&name);
     let good = fs::read(&record).unwrap();
     fs::write(&record, &good[..good.len() / 2]).unwrap();
-    let r = w.run(&["cage", "prune"]).code_is(1);
+    let r = w.run(&["cage", "prune", "--yes"]).code_is(1);
     assert!(r.stderr().contains("damaged"), "{}", r.explain());
     assert!(
         w.container_exists(&kept),
@@ -820,7 +824,7 @@ fn doctor_passes_here_and_fails_on_a_missing_image() {
     fs::write(
         &w.config,
         format!(
-            "image = \"localhost/nope:1\"\nagent_port = {}\n",
+            "image = \"localhost/nope:1\"\nagent_port = {}\nallow_root = true\n",
             w.agent_port
         ),
     )
@@ -884,6 +888,9 @@ fn the_images_entrypoint_does_not_run() {
     )
     .unwrap();
     let image = format!("localhost/shrooms-it-entrypoint-{}", std::process::id());
+    // Removed by the world's Drop, after the cage made from it, also when
+    // an assertion fails.
+    w.podman_on_drop(&["rmi", "-f", &image]);
     let built = w.podman(&["build", "-q", "-t", &image, &s(&ctx)]);
     assert!(built.status.success(), "{}", show_output(&built));
     let name = w.session("ep");
@@ -899,7 +906,6 @@ fn the_images_entrypoint_does_not_run() {
     // The same image run plainly does run it (the test can tell).
     let plain = w.podman(&["run", "--rm", &image, "cat", "/entrypoint-ran"]);
     w.run(&["cage", "rm", &name]).ok();
-    let _ = w.podman(&["rmi", "-f", &image]);
     assert!(out.contains("NOT-RUN"), "{out}");
     assert_eq!(String::from_utf8_lossy(&plain.stdout), "ran\n");
 }

@@ -36,6 +36,7 @@ fn completions_and_man_page_are_current() {
             !text.contains("gateway-listen"),
             "{file} offers gateway-listen"
         );
+        assert!(!text.contains("watch-turn"), "{file} offers watch-turn");
         if args[0] == "completions" {
             assert!(text.contains("status"), "{file} lost `image status`");
         }

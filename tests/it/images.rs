@@ -538,7 +538,7 @@ fn image_status_during_and_after_builds_and_doctor_agrees() {
     fs::write(
         &im.w.config,
         format!(
-            "images_repo = \"{}\"\nagent_port = {}\n",
+            "images_repo = \"{}\"\nagent_port = {}\nallow_root = true\n",
             im.repo, im.w.agent_port
         ),
     )
@@ -563,7 +563,10 @@ fn image_status_during_and_after_builds_and_doctor_agrees() {
         "{d}"
     );
 
-    let (cf, text) = im.containerfile("slow", "RUN sleep 3");
+    // Long enough to outlast the status and doctor calls below on a busy
+    // machine (each asks podman several things): the second build must
+    // still find this one running.
+    let (cf, text) = im.containerfile("slow", "RUN sleep 10");
     let r = im
         .build(&["--containerfile", &cf.to_string_lossy(), "--json"])
         .ok();

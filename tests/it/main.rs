@@ -8,11 +8,15 @@
 
 mod common;
 
+mod attacks;
 mod cage;
 mod cli;
 mod gateway;
+mod home_prune;
 mod images;
 mod options;
+mod policy;
 mod rootless;
 mod sealed;
 mod serve;
+mod turn;

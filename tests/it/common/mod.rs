@@ -230,6 +230,12 @@ pub struct World {
     /// A podman storage of the world's own (`World::alone`): the
     /// CONTAINERS_STORAGE_CONF every podman call of the world gets.
     storage_conf: Option<PathBuf>,
+    /// podman calls the world's Drop makes once its containers are gone
+    /// (`World::podman_on_drop`), last registered first.
+    on_drop: RefCell<Vec<Vec<String>>>,
+    /// The storage is another world's (`World::beside`): that world
+    /// empties and removes it, not this one.
+    borrowed_storage: bool,
 }
 
 impl World {
@@ -258,6 +264,22 @@ impl World {
         w.set_env("CONTAINERS_STORAGE_CONF", &conf.to_string_lossy());
         w.storage_conf = Some(conf);
         build_test_image(None, w.podman_env().as_slice());
+        w
+    }
+
+    /// Another world of the same user on the same podman storage, with a
+    /// home, config and state folder of its own: what a second state
+    /// folder of one user (a shell and a systemd unit with different
+    /// `SHROOMS_AGENT_STATE_DIR`) sees. Drop it before `self`.
+    pub fn beside(&self) -> World {
+        let mut w = Self::make(self.user);
+        for (k, v) in self.extra_env.borrow().iter() {
+            if k == "CONTAINERS_STORAGE_CONF" || k == "XDG_DATA_HOME" {
+                w.set_env(k, v);
+            }
+        }
+        w.storage_conf = self.storage_conf.clone();
+        w.borrowed_storage = true;
         w
     }
 
@@ -303,6 +325,8 @@ impl World {
             sessions: RefCell::new(Vec::new()),
             extra_env: RefCell::new(Vec::new()),
             storage_conf: None,
+            on_drop: RefCell::new(Vec::new()),
+            borrowed_storage: false,
         };
         w.write_config("");
         w.chown_all();
@@ -314,6 +338,9 @@ impl World {
         let mut text = format!("image = \"{IMAGE}\"\nagent_port = {}\n", self.agent_port);
         if self.user.is_some() {
             text.push_str("unenforced_limits = \"warn\"\n");
+        } else {
+            // The tests run as root, with rootful podman: an opt-in.
+            text.push_str("allow_root = true\n");
         }
         text.push_str(extra);
         text.push('\n');
@@ -427,6 +454,60 @@ impl World {
         }
     }
 
+    /// Run the binary on a terminal of its own (a pty that util-linux's
+    /// `script` opens), with `input` typed into it.
+    pub fn run_on_terminal(&self, args: &[&str], input: &str) -> Run {
+        let mut line = shell_word(&bin().to_string_lossy());
+        for a in args {
+            line.push(' ');
+            line.push_str(&shell_word(a));
+        }
+        let mut c = self.command_env(args, &[]);
+        // The same environment and user, with `script` as the program.
+        let program = c.get_program().to_string_lossy().into_owned();
+        let mut all: Vec<String> = c
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        if self.user.is_some() {
+            // runuser -u USER -- env -i K=V... BIN ARGS: BIN goes, script comes.
+            let at = all.len() - args.len() - 1;
+            all.truncate(at);
+            all.extend(["script".into(), "-qec".into(), line, "/dev/null".into()]);
+            c = Command::new(program);
+            c.env_clear()
+                .env(
+                    "PATH",
+                    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                )
+                .args(&all)
+                .current_dir("/tmp");
+        } else {
+            let envs: Vec<(std::ffi::OsString, std::ffi::OsString)> = c
+                .get_envs()
+                .filter_map(|(k, v)| Some((k.to_os_string(), v?.to_os_string())))
+                .collect();
+            c = Command::new("script");
+            c.env_clear()
+                .envs(envs)
+                .args(["-qec", &line, "/dev/null"])
+                .current_dir("/tmp");
+        }
+        c.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().expect("spawn script");
+        {
+            let mut stdin = child.stdin.take().unwrap();
+            // The pty keeps what is typed early until the program reads.
+            let _ = stdin.write_all(input.as_bytes());
+        }
+        Run {
+            what: format!("(on a terminal) shrooms-agent {}", args.join(" ")),
+            out: child.wait_with_output().expect("wait for script"),
+        }
+    }
+
     /// `cage create NAME --dir DIR` that must succeed.
     pub fn create(&self, name: &str, dir: &Path, extra: &[&str]) -> Run {
         let d = dir.to_string_lossy().into_owned();
@@ -445,6 +526,18 @@ impl World {
         let env = self.podman_env();
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         as_user(self.user, podman_program(), args, &env)
+    }
+
+    /// Have the world's Drop run this podman call (as the world's user),
+    /// after it removed the world's containers: for what a test makes
+    /// besides sessions (a volume, an image), so that a failing test leaves
+    /// nothing that fails the next run. Drop runs on a panic too. Register
+    /// before making the thing; a call about something not there is
+    /// harmless.
+    pub fn podman_on_drop(&self, args: &[&str]) {
+        self.on_drop
+            .borrow_mut()
+            .push(args.iter().map(|a| a.to_string()).collect());
     }
 
     /// The containers labelled with a session name.
@@ -480,7 +573,11 @@ impl Drop for World {
                 let _ = self.podman(&["rm", "-f", "-t", "0", &c]);
             }
         }
-        if self.storage_conf.is_some() {
+        for args in self.on_drop.borrow().iter().rev() {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let _ = self.podman(&args);
+        }
+        if self.storage_conf.is_some() && !self.borrowed_storage {
             // The world's own storage: everything in it goes, then its
             // overlay mount, so that the folder can be removed.
             let _ = self.podman(&["rm", "-a", "-f", "-t", "0"]);
@@ -490,6 +587,11 @@ impl Drop for World {
         }
         let _ = fs::remove_dir_all(&self.root);
     }
+}
+
+/// A word for `sh -c`, in single quotes.
+pub fn shell_word(w: &str) -> String {
+    format!("'{}'", w.replace('\'', "'\\''"))
 }
 
 /// A finished command, with helpers that explain themselves on failure.
@@ -745,6 +847,37 @@ impl World {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         c.spawn().expect("spawn shrooms-agent")
+    }
+}
+
+impl World {
+    /// The binary as a Command of its own, as this world's user but not
+    /// through `runuser` (rootless: uid and gid set in the child), with the
+    /// world's environment: the child is the shrooms-agent process itself,
+    /// for tests that signal it or give it a terminal of theirs.
+    pub fn direct_command(&self, args: &[&str]) -> Command {
+        use std::os::unix::process::CommandExt;
+        let Some(u) = self.user else {
+            return self.command(args);
+        };
+        let mut c = Command::new(bin());
+        c.env_clear();
+        c.env(
+            "PATH",
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        )
+        .env("XDG_RUNTIME_DIR", format!("/run/user/{}", u.uid))
+        .env("USER", &u.name)
+        .env("CONTAINERS_CONF", containers_conf())
+        .env("HOME", &self.home)
+        .env("SHROOMS_AGENT_CONFIG", &self.config)
+        .env("SHROOMS_AGENT_STATE_DIR", &self.state);
+        for (k, v) in self.extra_env.borrow().iter() {
+            c.env(k, v);
+        }
+        // chown_all gives the world to uid:uid; the test user's group is its own.
+        c.uid(u.uid).gid(u.uid).args(args).current_dir("/tmp");
+        c
     }
 }
 

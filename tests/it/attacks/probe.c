@@ -1,0 +1,233 @@
+/* A small static probe the end-to-end tests compile (gcc -static) and run
+ * inside a cage, to perform attacks with the system calls themselves
+ * rather than through a tool that might do something else.
+ *
+ *   probe userns           clone(CLONE_NEWUSER), unshare(CLONE_NEWUSER)
+ *                          and clone3(CLONE_NEWUSER), each in a child of
+ *                          its own; one line per call: "NAME OK" or
+ *                          "NAME <errno name>"
+ *   probe tcp ADDR PORT    connect within 3 s: "tcp ADDR CONNECTED" or
+ *                          "tcp ADDR <errno name> <milliseconds>"
+ *   probe udp ADDR PORT    send one datagram: "udp ADDR SENT" or
+ *                          "udp ADDR <errno name>"; to a multicast ADDR
+ *                          with a time to live of 0 (see udp())
+ *
+ * ADDR is numeric IPv4 or IPv6; an IPv6 link-local address takes its
+ * interface after a '%' (fe80::1%eth0). The exit status is 0 whenever the
+ * probe could say what happened: the verdict is in the output.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef SYS_clone3
+#define SYS_clone3 435
+#endif
+
+static const char *errname(int e) {
+    switch (e) {
+    case EPERM: return "EPERM";
+    case EACCES: return "EACCES";
+    case ENOSYS: return "ENOSYS";
+    case EINVAL: return "EINVAL";
+    case ENOSPC: return "ENOSPC";
+    case EUSERS: return "EUSERS";
+    case ECONNREFUSED: return "ECONNREFUSED";
+    case ECONNRESET: return "ECONNRESET";
+    case ENETUNREACH: return "ENETUNREACH";
+    case EHOSTUNREACH: return "EHOSTUNREACH";
+    case ETIMEDOUT: return "ETIMEDOUT";
+    case EADDRNOTAVAIL: return "EADDRNOTAVAIL";
+    case EAFNOSUPPORT: return "EAFNOSUPPORT";
+    default: return "OTHER";
+    }
+}
+
+/* Run fn in a child; the child reports through its exit status:
+ * 0 = the call succeeded, else the errno (kept below 256). */
+static void in_child(const char *name, int (*fn)(void)) {
+    pid_t p = fork();
+    if (p < 0) {
+        printf("%s fork-failed\n", name);
+        return;
+    }
+    if (p == 0) {
+        _exit(fn());
+    }
+    int status = 0;
+    waitpid(p, &status, 0);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        printf("%s OK\n", name);
+    } else if (WIFEXITED(status)) {
+        int e = WEXITSTATUS(status);
+        printf("%s %s (errno %d)\n", name, errname(e), e);
+    } else {
+        printf("%s killed-by-signal-%d\n", name, WTERMSIG(status));
+    }
+    fflush(stdout);
+}
+
+/* The raw system call, so no libc wrapper chooses clone3 or anything else
+ * instead: x86_64 argument order (flags, stack, parent_tid, child_tid, tls). */
+static int do_clone(void) {
+    long r = syscall(SYS_clone, (long)(CLONE_NEWUSER | SIGCHLD), 0L, 0L, 0L, 0L);
+    if (r < 0) return errno & 0xff;
+    if (r == 0) _exit(0); /* the new process, in its own user namespace */
+    int status = 0;
+    waitpid((pid_t)r, &status, 0);
+    return 0;
+}
+
+static int do_unshare(void) {
+    return syscall(SYS_unshare, (long)CLONE_NEWUSER) == 0 ? 0 : (errno & 0xff);
+}
+
+struct clone_args_v0 {
+    uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
+};
+
+static int do_clone3(void) {
+    struct clone_args_v0 a;
+    memset(&a, 0, sizeof a);
+    a.flags = CLONE_NEWUSER;
+    a.exit_signal = SIGCHLD;
+    long r = syscall(SYS_clone3, &a, sizeof a);
+    if (r < 0) return errno & 0xff;
+    if (r == 0) _exit(0);
+    int status = 0;
+    waitpid((pid_t)r, &status, 0);
+    return 0;
+}
+
+static int address(const char *text, int port, struct sockaddr_storage *ss, socklen_t *len) {
+    char host[128];
+    snprintf(host, sizeof host, "%s", text);
+    char *scope = strchr(host, '%');
+    if (scope) *scope++ = 0;
+    memset(ss, 0, sizeof *ss);
+    struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons(port);
+        *len = sizeof *v4;
+        return AF_INET;
+    }
+    if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons(port);
+        if (scope) v6->sin6_scope_id = if_nametoindex(scope);
+        *len = sizeof *v6;
+        return AF_INET6;
+    }
+    return -1;
+}
+
+static long now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000L + t.tv_nsec / 1000000L;
+}
+
+static int tcp(const char *addr, int port) {
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int family = address(addr, port, &ss, &len);
+    if (family < 0) {
+        printf("tcp %s BAD-ADDRESS\n", addr);
+        return 2;
+    }
+    int s = socket(family, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    if (s < 0) {
+        printf("tcp %s socket-%s\n", addr, errname(errno));
+        return 0;
+    }
+    long start = now_ms();
+    int r = connect(s, (struct sockaddr *)&ss, len);
+    int e = r == 0 ? 0 : errno;
+    if (r < 0 && errno == EINPROGRESS) {
+        struct pollfd p = {.fd = s, .events = POLLOUT};
+        int n = poll(&p, 1, 3000);
+        if (n == 0) {
+            e = ETIMEDOUT;
+        } else {
+            socklen_t el = sizeof e;
+            getsockopt(s, SOL_SOCKET, SO_ERROR, &e, &el);
+        }
+    }
+    if (e == 0) {
+        printf("tcp %s CONNECTED\n", addr);
+    } else {
+        printf("tcp %s %s %ld\n", addr, errname(e), now_ms() - start);
+    }
+    close(s);
+    return 0;
+}
+
+static int udp(const char *addr, int port) {
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int family = address(addr, port, &ss, &len);
+    if (family < 0) {
+        printf("udp %s BAD-ADDRESS\n", addr);
+        return 2;
+    }
+    int s = socket(family, SOCK_DGRAM, 0);
+    if (s < 0) {
+        printf("udp %s socket-%s\n", addr, errname(errno));
+        return 0;
+    }
+    /* A multicast datagram goes with a time to live of 0: the kernel drops
+     * it after the output hook (where a cage's rules are) and before the
+     * interface, so it never leaves the cage. */
+    int zero = 0;
+    if (family == AF_INET && IN_MULTICAST(ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr))) {
+        if (setsockopt(s, IPPROTO_IP, IP_MULTICAST_TTL, &zero, sizeof zero) != 0) {
+            printf("udp %s ttl-%s\n", addr, errname(errno));
+            return 0;
+        }
+    }
+    if (family == AF_INET6 && IN6_IS_ADDR_MULTICAST(&((struct sockaddr_in6 *)&ss)->sin6_addr)) {
+        if (setsockopt(s, IPPROTO_IPV6, IPV6_MULTICAST_HOPS, &zero, sizeof zero) != 0) {
+            printf("udp %s hops-%s\n", addr, errname(errno));
+            return 0;
+        }
+    }
+    ssize_t r = sendto(s, "probe", 5, 0, (struct sockaddr *)&ss, len);
+    if (r == 5) {
+        printf("udp %s SENT\n", addr);
+    } else {
+        printf("udp %s %s\n", addr, errname(errno));
+    }
+    close(s);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc == 2 && strcmp(argv[1], "userns") == 0) {
+        in_child("clone", do_clone);
+        in_child("unshare", do_unshare);
+        in_child("clone3", do_clone3);
+        return 0;
+    }
+    if (argc == 4 && strcmp(argv[1], "tcp") == 0) return tcp(argv[2], atoi(argv[3]));
+    if (argc == 4 && strcmp(argv[1], "udp") == 0) return udp(argv[2], atoi(argv[3]));
+    fprintf(stderr, "usage: probe userns | tcp ADDR PORT | udp ADDR PORT\n");
+    return 2;
+}
