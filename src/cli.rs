@@ -47,6 +47,12 @@ pub fn completion_command() -> clap::Command {
             if let Some(about) = cmd.get_about() {
                 fresh = fresh.about(about.clone());
             }
+            if let Some(about) = cmd.get_long_about() {
+                fresh = fresh.long_about(about.clone());
+            }
+            if let Some(v) = cmd.get_version() {
+                fresh = fresh.version(v.to_string());
+            }
             fresh
         } else {
             cmd
@@ -93,6 +99,14 @@ pub enum Command {
     },
     /// Print the man page (roff) to standard output
     Man,
+    /// Make the model gateway's listener in a cage's network namespace and
+    /// hand it over (run by `cage run` / `cage exec`, not for use by hand)
+    #[command(name = "gateway-listen", hide = true)]
+    GatewayListen {
+        /// The Unix socket to send the listener to
+        #[arg(long, value_name = "PATH")]
+        to: PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -7,6 +7,7 @@
 
 mod cli;
 mod error;
+mod gateway;
 mod harness;
 mod host;
 mod images;
@@ -126,6 +127,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             } else {
                 ExitCode::SUCCESS
             })
+        }
+        Command::GatewayListen { to } => {
+            gateway::listen::helper(&to)?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Cage(cmd) => cage(cmd, json),
         Command::Image(cmd) => image(cmd, json),

@@ -35,13 +35,35 @@ struct ConfigFile {
     cages: Option<bool>,
     harness: Option<HarnessPrograms>,
     pass_env: Option<Vec<String>>,
+    pass_secrets: Option<Vec<String>>,
     unenforced_limits: Option<String>,
     sealed_token: Option<PathBuf>,
     sealed_dns: Option<Vec<String>>,
     images_repo: Option<String>,
     machine_name: Option<String>,
     machines: Option<BTreeMap<String, MachineEntry>>,
+    gateway: Option<GatewayTable>,
     allow_root: Option<bool>,
+}
+
+/// `[gateway]`: where the model gateway sends a cage's model requests, and
+/// the machine's credential it adds (README, "Model gateway").
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GatewayTable {
+    anthropic_url: Option<String>,
+    key_file: Option<PathBuf>,
+    key_command: Option<Vec<String>>,
+}
+
+/// The model gateway's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewaySettings {
+    /// The model API's base URL, without a trailing `/`.
+    pub anthropic_url: String,
+    pub key_file: Option<PathBuf>,
+    /// A program and its arguments (no shell), run on the machine.
+    pub key_command: Option<Vec<String>>,
 }
 
 /// A `[machines]` entry: `name = "http://host:port"`, or a table with the
@@ -149,6 +171,8 @@ pub struct Settings {
     pub machine_name: String,
     /// The other machines' `serve`s, by name (`[machines]`).
     pub machines: BTreeMap<String, Machine>,
+    /// `[gateway]`.
+    pub gateway: GatewaySettings,
     /// `allow_root = true`: cage commands run as root, with rootful podman,
     /// whose cages' root is root on the files they are given.
     pub allow_root: bool,
@@ -267,9 +291,24 @@ impl Settings {
             // The workbench (seed, "Choosing an image"), wherever it is tagged.
             None => crate::images::image_name(&images_repo, crate::images::Stage::Workbench),
         };
-        let pass_env = file.pass_env.unwrap_or_default();
+        let mut pass_env = file.pass_env.unwrap_or_default();
         for name in &pass_env {
             validate_pass_env_name(name).map_err(|why| bad("pass_env", why))?;
+            if looks_like_a_credential(name) {
+                return Err(bad(
+                    "pass_env",
+                    format!(
+                        "{name} looks like a credential: in a cage, the code it runs can read                          it and send it anywhere. The model's key needs no passing (the model                          gateway adds it outside the cage); if the cage truly needs {name},                          list it under pass_secrets instead"
+                    ),
+                ));
+            }
+        }
+        // Named on purpose, danger and all (README, "Configuration").
+        for name in file.pass_secrets.unwrap_or_default() {
+            validate_pass_env_name(&name).map_err(|why| bad("pass_secrets", why))?;
+            if !pass_env.contains(&name) {
+                pass_env.push(name);
+            }
         }
         let sealed_dns = match file.sealed_dns {
             Some(list) if list.is_empty() => {
@@ -306,6 +345,36 @@ impl Settings {
                 .map_err(|why| bad("machines", format!("{name}: {why}")))?;
             machines.insert(name, machine);
         }
+        let gateway = {
+            let g = file.gateway.unwrap_or_default();
+            let anthropic_url = match g.anthropic_url {
+                Some(u) => {
+                    validate_upstream(&u).map_err(|why| bad("gateway.anthropic_url", why))?
+                }
+                None => crate::gateway::DEFAULT_UPSTREAM.to_string(),
+            };
+            if let Some(f) = &g.key_file
+                && !f.is_absolute()
+            {
+                return Err(bad(
+                    "gateway.key_file",
+                    format!("{} is not an absolute path", f.display()),
+                ));
+            }
+            if let Some(c) = &g.key_command
+                && c.first().is_none_or(|p| p.trim().is_empty())
+            {
+                return Err(bad(
+                    "gateway.key_command",
+                    "is empty: give the program and its arguments, e.g. [\"pass\", \"show\", \"anthropic\"]".into(),
+                ));
+            }
+            GatewaySettings {
+                anthropic_url,
+                key_file: g.key_file,
+                key_command: g.key_command,
+            }
+        };
         let harness = file.harness.unwrap_or_default();
         let podman_configured = file.podman.is_some();
         let podman = match file.podman {
@@ -331,6 +400,7 @@ impl Settings {
             pass_env,
             unenforced_limits,
             path_var,
+            gateway,
             sealed_token: file.sealed_token,
             sealed_dns,
             images_repo,
@@ -530,6 +600,22 @@ pub fn validate_machine_name(name: &str) -> Result<(), String> {
 
 /// `http://host:port` (a trailing `/` is let go; the port defaults to 7387).
 /// Only plain HTTP: `serve` speaks nothing else; a mesh carries it.
+/// The model API's base URL: http or https, a host, no query; returned
+/// without a trailing `/` (request paths are appended to it).
+fn validate_upstream(url: &str) -> Result<String, String> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .ok_or_else(|| format!("{url:?} does not start with https:// or http://"))?;
+    let host = rest.split('/').next().unwrap_or("");
+    if host.is_empty() || url.contains(['?', '#', ' ', '\n']) || host.contains('@') {
+        return Err(format!(
+            "{url:?} is not a base URL like https://api.anthropic.com (a host, no query, no user)"
+        ));
+    }
+    Ok(url.trim_end_matches('/').to_string())
+}
+
 pub fn parse_machine_url(url: &str, token_file: Option<PathBuf>) -> Result<Machine, String> {
     let why = || {
         format!("{url:?} is not an address of a machine's serve: write it as \"http://host:port\"")
@@ -594,6 +680,15 @@ fn host_name() -> String {
     }
 }
 
+/// Does a variable's name say it holds a credential (`*_API_KEY`,
+/// `*_TOKEN`, `*_SECRET`, `*_PASSWORD`, and the like)?
+pub fn looks_like_a_credential(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    ["API_KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD"]
+        .iter()
+        .any(|w| n == *w || n.ends_with(&format!("_{w}")))
+}
+
 /// A name that may be listed in `pass_env`.
 fn validate_pass_env_name(name: &str) -> Result<(), String> {
     if !crate::podman::envfile::valid_name(name) {
@@ -625,6 +720,56 @@ mod tests {
             PathBuf::from("/home/u"),
             &env,
         )
+    }
+
+    #[test]
+    fn credentials_pass_only_as_pass_secrets() {
+        let s =
+            load("pass_env = [\"MY_VAR\"]\npass_secrets = [\"FOO_API_KEY\", \"MY_VAR\"]").unwrap();
+        assert_eq!(s.pass_env, vec!["MY_VAR".to_string(), "FOO_API_KEY".into()]);
+        let e = load("pass_env = [\"FOO_API_KEY\"]").unwrap_err();
+        assert!(e.message.contains("pass_secrets"), "{}", e.message);
+        for plain in ["TOKENIZER_PATH", "MY_KEYBOARD", "SECRETARY", "LANG"] {
+            assert!(!looks_like_a_credential(plain), "{plain}");
+        }
+        for secret in [
+            "OPENAI_API_KEY",
+            "HF_TOKEN",
+            "TOKEN",
+            "X_SECRET",
+            "PGPASSWORD_X_PASSWORD",
+        ] {
+            assert!(looks_like_a_credential(secret), "{secret}");
+        }
+    }
+
+    #[test]
+    fn the_gateway_table() {
+        let s = load("").unwrap();
+        assert_eq!(s.gateway.anthropic_url, "https://api.anthropic.com");
+        assert_eq!((s.gateway.key_file, s.gateway.key_command), (None, None));
+        let s = load(
+            "[gateway]\nanthropic_url = \"http://127.0.0.1:9/llm/\"\nkey_file = \"/k\"\nkey_command = [\"pass\", \"show\", \"a\"]\n",
+        )
+        .unwrap();
+        assert_eq!(s.gateway.anthropic_url, "http://127.0.0.1:9/llm");
+        assert_eq!(s.gateway.key_file, Some(PathBuf::from("/k")));
+        assert_eq!(s.gateway.key_command.unwrap().len(), 3);
+        for bad in [
+            "[gateway]\nanthropic_url = \"ftp://x\"",
+            "[gateway]\nanthropic_url = \"https://\"",
+            "[gateway]\nanthropic_url = \"https://u@x\"",
+            "[gateway]\nkey_file = \"rel/k\"",
+            "[gateway]\nkey_command = []",
+            "[gateway]\nkey = \"sk\"",
+        ] {
+            let e = load(bad).unwrap_err();
+            assert!(
+                e.message.contains("gateway") || e.message.contains("unknown field `key`"),
+                "{bad}: {}",
+                e.message
+            );
+        }
     }
 
     #[test]
@@ -721,6 +866,11 @@ pi = "/opt/pi"
             ("unenforced_limits = \"ignore\"", "unenforced_limits"),
             ("pass_env = [\"1BAD\"]", "pass_env"),
             ("pass_env = [\"GH_TOKEN\"]", "pass_env"),
+            ("pass_env = [\"FOO_API_KEY\"]", "pass_env"),
+            ("pass_env = [\"ANTHROPIC_AUTH_TOKEN\"]", "pass_env"),
+            ("pass_env = [\"DB_PASSWORD\"]", "pass_env"),
+            ("pass_env = [\"AWS_SECRET\"]", "pass_env"),
+            ("pass_secrets = [\"GH_TOKEN\"]", "pass_secrets"),
             ("image = \" \"", "image"),
             ("sealed_dns = []", "sealed_dns"),
             ("images_repo = \"localhost/wb:latest\"", "images_repo"),

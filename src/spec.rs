@@ -332,11 +332,21 @@ pub fn build_sealed(
     finish(req, mounts, Some(sealed), Vec::new())
 }
 
-/// The environment of a sealed cage (issue 3, point 4): fixed values and
-/// its own login, nothing from the invoking environment, not even pass_env.
-pub fn sealed_env_plan(session: &str, image_path: &str, token: &str) -> EnvPlan {
+/// The environment of a sealed cage (issue 3, point 4): fixed values,
+/// nothing from the invoking environment, not even pass_env. Its login
+/// stays outside: the model gateway (`gateway`, its base URL) adds it on
+/// the way out, and the cage gets a dummy key.
+pub fn sealed_env_plan(session: &str, image_path: &str, gateway: Option<&str>) -> EnvPlan {
+    let gateway_vars = gateway
+        .map(|url| {
+            [
+                ("ANTHROPIC_API_KEY", crate::gateway::DUMMY_KEY),
+                ("ANTHROPIC_BASE_URL", url),
+            ]
+        })
+        .into_iter()
+        .flatten();
     let mut vars: Vec<(String, String)> = [
-        ("CLAUDE_CODE_OAUTH_TOKEN", token),
         ("CLAUDE_CONFIG_DIR", SEALED_CONFIG_DIR),
         ("HOME", SEALED_HOME),
         ("IS_SANDBOX", "1"),
@@ -346,7 +356,8 @@ pub fn sealed_env_plan(session: &str, image_path: &str, token: &str) -> EnvPlan 
         ("SHROOMS_AGENT_SESSION", session),
         ("SHROOMS_OUTBOX", OUTBOX_IN_CAGE),
     ]
-    .iter()
+    .into_iter()
+    .chain(gateway_vars)
     .map(|(n, v)| (n.to_string(), v.to_string()))
     .collect();
     let mut plan = EnvPlan::default();
@@ -412,6 +423,8 @@ pub struct EnvRequest<'a> {
     pub image_path: &'a str,
     pub pass_env: &'a [String],
     pub options: &'a Options,
+    /// The model gateway's base URL for this turn (none when only shown).
+    pub gateway: Option<&'a str>,
 }
 
 /// The environment of an ordinary cage: fixed values, and of the invoking
@@ -451,6 +464,15 @@ pub fn env_plan(req: &EnvRequest<'_>, invoking: &Env) -> EnvPlan {
     chosen.insert("IS_SANDBOX".into(), "1".into());
     chosen.insert("SHROOMS_AGENT_SESSION".into(), req.session.to_string());
     chosen.insert("SHROOMS_AGENT_PROXY".into(), PROXY_SOCKET_IN_CAGE.into());
+    // The harness reaches its model through the gateway, with a dummy key
+    // the gateway replaces by the machine's (README, "Model gateway").
+    if let Some(url) = req.gateway {
+        chosen.insert("ANTHROPIC_BASE_URL".into(), url.to_string());
+        chosen.insert(
+            "ANTHROPIC_API_KEY".into(),
+            crate::gateway::DUMMY_KEY.to_string(),
+        );
+    }
     let dir = req.harness_dir.to_string_lossy().into_owned();
     match req.harness {
         // Its settings file goes inside ~/.claude, since nothing beside it
@@ -592,12 +614,13 @@ mod tests {
 
     #[test]
     fn golden_sealed_env() {
-        let plan = sealed_env_plan("rev", "/usr/bin:/bin", "tok-123");
+        let plan = sealed_env_plan("rev", "/usr/bin:/bin", Some("http://127.0.0.1:41000"));
         let got: Vec<String> = plan.vars.iter().map(|(n, v)| format!("{n}={v}")).collect();
         assert_eq!(
             got,
             vec![
-                "CLAUDE_CODE_OAUTH_TOKEN=tok-123",
+                "ANTHROPIC_API_KEY=shrooms-gateway-adds-the-real-key",
+                "ANTHROPIC_BASE_URL=http://127.0.0.1:41000",
                 "CLAUDE_CONFIG_DIR=/root/.claude",
                 "HOME=/root",
                 "IS_SANDBOX=1",
@@ -645,6 +668,7 @@ mod tests {
             image_path: "/usr/local/bin:/usr/bin:/bin",
             pass_env: pass,
             options: &NO_OPTIONS,
+            gateway: None,
         }
     }
 
@@ -802,11 +826,15 @@ mod tests {
     #[test]
     fn golden_claude_env() {
         let pass = vec!["MY_CHOICE".to_string(), "MULTI".to_string()];
-        let plan = env_plan(&env_req(Harness::Claude, &pass), &invoking());
+        let mut req = env_req(Harness::Claude, &pass);
+        req.gateway = Some("http://127.0.0.1:41000");
+        let plan = env_plan(&req, &invoking());
         let got: Vec<String> = plan.vars.iter().map(|(n, v)| format!("{n}={v}")).collect();
         assert_eq!(
             got,
             vec![
+                "ANTHROPIC_API_KEY=shrooms-gateway-adds-the-real-key",
+                "ANTHROPIC_BASE_URL=http://127.0.0.1:41000",
                 "ANTHROPIC_MODEL=opus",
                 "CLAUDE_CONFIG_DIR=/home/u/.claude",
                 "HOME=/home/u",

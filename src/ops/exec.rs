@@ -40,6 +40,8 @@ pub struct Prepared<'a> {
     /// Stops the cage if this process dies without doing so.
     watcher: Watcher,
     _lock: SessionLock,
+    /// Served until the turn ends (dropped after the cage is stopped).
+    _gateway: crate::gateway::Gateway,
     /// Variables left out of the env file, and why: for the face to show.
     pub warnings: Vec<String>,
 }
@@ -142,12 +144,33 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
         }
     };
     let host = ctx.host_for_session()?;
-    let plan = match &cage.sealed {
-        // Its own login, read again at every exec, and nothing else.
-        Some(s) => {
-            let token = super::sealed::read_token(&s.token_file)?;
-            spec::sealed_env_plan(&record.name, &cage.image_path, &token)
+    // Its own login, checked before the cage starts; the gateway reads it
+    // again at every request and it never enters the cage.
+    if let Some(s) = &cage.sealed {
+        super::sealed::read_token(&s.token_file)?;
+    }
+    ctx.store.ensure()?;
+    // Before the cage starts: from here on, however this process ends, the
+    // cage is stopped.
+    let watcher = start_watcher(ctx, &host.podman, &record.name, &cage.container, &lock)?;
+    ensure_running(ctx, host, &record)?;
+    // The model gateway, served by this process for as long as the turn
+    // runs (dropped with `Prepared`); the env file is written once its
+    // port is known.
+    let gateway = match crate::gateway::open(ctx, host, &record) {
+        Ok(g) => g,
+        Err(e) => {
+            let stopped = host.podman.stop(&cage.container).is_ok();
+            watcher.finish(stopped);
+            return Err(Error::failed(format!(
+                "{}; the cage was stopped again",
+                e.message
+            )));
         }
+    };
+    let url = gateway.base_url();
+    let plan = match &cage.sealed {
+        Some(_) => spec::sealed_env_plan(&record.name, &cage.image_path, Some(&url)),
         None => spec::env_plan(
             &EnvRequest {
                 session: &record.name,
@@ -157,17 +180,13 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
                 image_path: &cage.image_path,
                 pass_env: &ctx.settings.pass_env,
                 options: &cage.options,
+                gateway: Some(&url),
             },
             &ctx.env,
         ),
     };
     let env_file = ctx.store.env_file(&cage.container);
-    ctx.store.ensure()?;
     session::write_atomic(&env_file, envfile::render(&plan.vars).as_bytes(), 0o600)?;
-    // Before the cage starts: from here on, however this process ends, the
-    // cage is stopped.
-    let watcher = start_watcher(ctx, &host.podman, &record.name, &cage.container, &lock)?;
-    ensure_running(ctx, host, &record)?;
     let args = argv::exec(&cage.container, &record.dir, &env_file, tty, &cmd);
     Ok(Prepared {
         host,
@@ -175,6 +194,7 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
         process: host.podman.process(&args),
         watcher,
         _lock: lock,
+        _gateway: gateway,
         warnings: plan
             .left_out
             .iter()

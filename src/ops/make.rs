@@ -202,12 +202,13 @@ pub fn plan(
                     image_path: &image_path,
                     pass_env: &ctx.settings.pass_env,
                     options: &options,
+                    gateway: None,
                 },
                 &ctx.env,
             );
             (spec, env, None)
         }
-        Some((token_file, token)) => {
+        Some((token_file, _token)) => {
             let profile_path = crate::seccomp::default_profile()?;
             let profile = crate::seccomp::sealed_from_file(&profile_path)?;
             let outbox = sealed::outbox_dir(&ctx.settings.home, session);
@@ -228,7 +229,7 @@ pub fn plan(
                     seccomp_profile: seccomp_file.clone(),
                 },
             )?;
-            let env = spec::sealed_env_plan(session, &image_path, token);
+            let env = spec::sealed_env_plan(session, &image_path, None);
             let record = SealedRecord {
                 token_file: token_file.clone(),
                 outbox,

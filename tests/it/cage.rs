@@ -536,7 +536,7 @@ fn exec_returns_the_status_and_stops_what_was_left_running() {
 #[test]
 fn dry_run_shows_argv_and_env_redacted_and_makes_nothing() {
     let w = world();
-    w.write_config("pass_env = [\"FOO_API_KEY\", \"MY_PLAIN_VAR\"]");
+    w.write_config("pass_env = [\"MY_PLAIN_VAR\"]\npass_secrets = [\"FOO_API_KEY\"]");
     let name = w.session("dry");
     let dir = project(&w, "dry-project");
     let secret = format!("sk-dry-run-{}-{}", std::process::id(), w.agent_port);

@@ -32,6 +32,10 @@ fn completions_and_man_page_are_current() {
         // page must not offer it either.
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(!text.contains("build-worker"), "{file} offers build-worker");
+        assert!(
+            !text.contains("gateway-listen"),
+            "{file} offers gateway-listen"
+        );
         assert!(!text.contains("watch-turn"), "{file} offers watch-turn");
         if args[0] == "completions" {
             assert!(text.contains("status"), "{file} lost `image status`");

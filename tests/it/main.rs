@@ -11,6 +11,7 @@ mod common;
 mod attacks;
 mod cage;
 mod cli;
+mod gateway;
 mod home_prune;
 mod images;
 mod options;

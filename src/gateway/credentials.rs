@@ -1,0 +1,261 @@
+//! Where the gateway's credential comes from: the machine's, never the
+//! cage's. An ordinary cage takes the first source that has one, in this
+//! order: `[gateway] key_file`, `[gateway] key_command`, `ANTHROPIC_API_KEY`
+//! then `CLAUDE_CODE_OAUTH_TOKEN` in the environment of the process holding
+//! the turn, and the machine's own Claude Code login
+//! (`~/.claude/.credentials.json`, read at every request, so that the
+//! machine's claude keeps it fresh). A sealed cage uses its sealed token
+//! file alone.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::podman::runner::Process;
+
+/// How long a key command's answer is used before it is run again.
+pub const KEY_COMMAND_TTL: Duration = Duration::from_secs(300);
+/// How long a key command may take.
+const KEY_COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A credential, as the Messages API takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// Sent as `x-api-key`.
+    ApiKey(String),
+    /// An OAuth access token (Claude Code's login, `claude setup-token`):
+    /// sent as `Authorization: Bearer`, with the OAuth beta flag.
+    OAuth(String),
+}
+
+impl Credential {
+    /// A key or token as written in a file or printed by a command: OAuth
+    /// tokens are told by their `sk-ant-oat` prefix.
+    pub fn classify(text: &str) -> Option<Credential> {
+        let t = text.trim();
+        if t.is_empty() {
+            None
+        } else if t.starts_with("sk-ant-oat") {
+            Some(Credential::OAuth(t.to_string()))
+        } else {
+            Some(Credential::ApiKey(t.to_string()))
+        }
+    }
+}
+
+/// The machine's sources for an ordinary cage.
+#[derive(Debug, Default)]
+pub struct MachineSources {
+    pub key_file: Option<PathBuf>,
+    pub key_command: Option<Vec<String>>,
+    pub env_api_key: Option<String>,
+    pub env_oauth_token: Option<String>,
+    /// Claude Code's login file on the machine.
+    pub claude_credentials: PathBuf,
+    /// Shown in the no-credential message.
+    pub config_path: PathBuf,
+    pub cache: Mutex<Option<(Instant, Credential)>>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Credentials {
+    Machine(Arc<MachineSources>),
+    /// A sealed cage's own login: its token file, read at every request.
+    Sealed {
+        token_file: PathBuf,
+    },
+}
+
+impl Credentials {
+    /// The credential to add now, or the words that say what to set.
+    pub fn resolve(&self) -> Result<Credential, String> {
+        match self {
+            Credentials::Sealed { token_file } => {
+                let token = crate::ops::sealed::read_token(token_file).map_err(|e| {
+                    format!(
+                        "shrooms-agent's model gateway has no sealed token: {}",
+                        e.message
+                    )
+                })?;
+                Credential::classify(&token)
+                    .ok_or_else(|| format!("the sealed token {} is empty", token_file.display()))
+            }
+            Credentials::Machine(m) => m.resolve(),
+        }
+    }
+}
+
+impl MachineSources {
+    fn resolve(&self) -> Result<Credential, String> {
+        if let Some(f) = &self.key_file {
+            let text = std::fs::read_to_string(f)
+                .map_err(|e| format!("[gateway] key_file {}: {e}", f.display()))?;
+            return Credential::classify(&text)
+                .ok_or_else(|| format!("[gateway] key_file {} is empty", f.display()));
+        }
+        if let Some(cmd) = &self.key_command {
+            return self.run_key_command(cmd);
+        }
+        if let Some(k) = self.env_api_key.as_deref().and_then(Credential::classify) {
+            return Ok(match k {
+                Credential::OAuth(t) | Credential::ApiKey(t) => Credential::ApiKey(t),
+            });
+        }
+        if let Some(t) = self.env_oauth_token.as_deref().map(str::trim)
+            && !t.is_empty()
+        {
+            return Ok(Credential::OAuth(t.to_string()));
+        }
+        match read_claude_login(&self.claude_credentials)? {
+            Some(t) => Ok(Credential::OAuth(t)),
+            None => Err(format!(
+                "shrooms-agent's model gateway has no credential to add: set [gateway] key_file or \
+                 key_command in {}, or ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN in the \
+                 environment of `shrooms-agent cage run`, or log in with claude on this machine \
+                 ({} is missing)",
+                self.config_path.display(),
+                self.claude_credentials.display()
+            )),
+        }
+    }
+
+    fn run_key_command(&self, cmd: &[String]) -> Result<Credential, String> {
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, c)) = cache.as_ref()
+            && at.elapsed() < KEY_COMMAND_TTL
+        {
+            return Ok(c.clone());
+        }
+        let (program, args) = cmd
+            .split_first()
+            .ok_or_else(|| "[gateway] key_command is empty".to_string())?;
+        // Nothing from the cage reaches it: no stdin, fixed arguments.
+        let out = Process::new(program, "[gateway] key_command")
+            .args(args.iter().cloned())
+            .timeout(KEY_COMMAND_TIMEOUT)
+            .run()
+            .map_err(|e| e.message)?;
+        let c = Credential::classify(&out.stdout)
+            .ok_or_else(|| "[gateway] key_command printed nothing".to_string())?;
+        *cache = Some((Instant::now(), c.clone()));
+        Ok(c)
+    }
+}
+
+/// The access token of Claude Code's login file, if there is one; an error
+/// when it has expired (the machine's claude renews it when it runs).
+pub fn read_claude_login(path: &std::path::Path) -> Result<Option<String>, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(format!(
+                "the machine's Claude Code login {}: {e}",
+                path.display()
+            ));
+        }
+    };
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| format!("the machine's Claude Code login {}: {e}", path.display()))?;
+    let oauth = &v["claudeAiOauth"];
+    let Some(token) = oauth["accessToken"].as_str().filter(|t| !t.is_empty()) else {
+        return Ok(None);
+    };
+    if let Some(expires_ms) = oauth["expiresAt"].as_u64() {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        if expires_ms <= now_ms {
+            return Err(format!(
+                "the machine's Claude Code login ({}) has expired: run claude on this machine \
+                 once to renew it, or set [gateway] key_file",
+                path.display()
+            ));
+        }
+    }
+    Ok(Some(token.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("shrooms-cred-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn the_first_source_that_has_one() {
+        let d = tmp("order");
+        let login = d.join(".credentials.json");
+        std::fs::write(
+            &login,
+            r#"{"claudeAiOauth":{"accessToken":"sk-ant-oat01-login","expiresAt":99999999999999}}"#,
+        )
+        .unwrap();
+        let file = d.join("key");
+        std::fs::write(&file, "sk-ant-api03-file\n").unwrap();
+        let mut m = MachineSources {
+            key_file: Some(file),
+            env_api_key: Some("sk-ant-api03-env".into()),
+            env_oauth_token: Some("sk-ant-oat01-env".into()),
+            claude_credentials: login,
+            ..MachineSources::default()
+        };
+        assert_eq!(
+            m.resolve(),
+            Ok(Credential::ApiKey("sk-ant-api03-file".into()))
+        );
+        m.key_file = None;
+        m.key_command = Some(vec!["/bin/echo".into(), "sk-ant-oat01-cmd".into()]);
+        assert_eq!(
+            m.resolve(),
+            Ok(Credential::OAuth("sk-ant-oat01-cmd".into()))
+        );
+        m.key_command = None;
+        assert_eq!(
+            m.resolve(),
+            Ok(Credential::ApiKey("sk-ant-api03-env".into()))
+        );
+        m.env_api_key = None;
+        assert_eq!(
+            m.resolve(),
+            Ok(Credential::OAuth("sk-ant-oat01-env".into()))
+        );
+        m.env_oauth_token = None;
+        assert_eq!(
+            m.resolve(),
+            Ok(Credential::OAuth("sk-ant-oat01-login".into()))
+        );
+        std::fs::write(
+            &m.claude_credentials,
+            r#"{"claudeAiOauth":{"accessToken":"sk-ant-oat01-old","expiresAt":1000}}"#,
+        )
+        .unwrap();
+        assert!(m.resolve().unwrap_err().contains("has expired"));
+        std::fs::remove_file(&m.claude_credentials).unwrap();
+        let e = m.resolve().unwrap_err();
+        assert!(
+            e.contains("[gateway] key_file") && e.contains("ANTHROPIC_API_KEY"),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_key_commands_answer_is_kept_for_a_while() {
+        let d = tmp("cmd");
+        let counter = d.join("n");
+        let script = format!("echo x >> {0}; wc -l < {0}", counter.display());
+        let m = MachineSources {
+            key_command: Some(vec!["/bin/sh".into(), "-c".into(), script]),
+            ..MachineSources::default()
+        };
+        assert_eq!(m.resolve(), Ok(Credential::ApiKey("1".into())));
+        assert_eq!(m.resolve(), Ok(Credential::ApiKey("1".into())));
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}

@@ -1,0 +1,533 @@
+//! The model gateway: while a turn runs, the process holding it answers the
+//! harness's model requests on the cage's own loopback and forwards them to
+//! the model API with the machine's credential (seed: "The cage reaches its
+//! model through the agent, which adds the credential on the way out").
+//!
+//! - Only the model API's own routes pass (`ROUTES`); anything else is
+//!   answered 403 here and never leaves the machine.
+//! - Every credential header the cage sent is removed, and the machine's
+//!   added (`Credentials`): the cage holds only a dummy key.
+//! - Bodies stream both ways: each server-sent event is passed on as it
+//!   comes, the request body is not held whole, and a harness that goes away
+//!   drops the upstream request with it.
+//!
+//! It writes its notices on stderr itself (the terminal of the turn): it is
+//! a face like `serve`, started by `cage run` / `cage exec`.
+
+pub mod credentials;
+pub mod listen;
+
+use std::convert::Infallible;
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+
+pub use credentials::{Credential, Credentials};
+
+use crate::error::{Error, Result};
+
+/// The upstream when the config names none.
+pub const DEFAULT_UPSTREAM: &str = "https://api.anthropic.com";
+
+/// The dummy key a cage's harness is given: the gateway replaces it, so it
+/// opens nothing anywhere.
+pub const DUMMY_KEY: &str = "shrooms-gateway-adds-the-real-key";
+
+/// The routes that pass, as Claude Code 2.1 and pi use the Messages API
+/// (seen with a recording upstream: `HEAD /api/hello` before each turn, then
+/// the messages route, with `?beta=true` from Claude Code).
+pub const ROUTES: &[(&str, &str)] = &[
+    ("POST", "/v1/messages"),
+    ("POST", "/v1/messages/count_tokens"),
+    ("HEAD", "/api/hello"),
+    ("GET", "/api/hello"),
+];
+
+/// Is this request one of the model API's own?
+pub fn allowed(method: &str, path: &str) -> bool {
+    ROUTES.iter().any(|(m, p)| *m == method && *p == path)
+}
+
+/// Hop-by-hop headers (RFC 9110, section 7.6.1), which a proxy never passes on.
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+];
+
+/// Does this request header carry (or look like it carries) a credential?
+/// Those from the cage never pass: the cage must not choose the identity
+/// the model API sees, nor learn anything by sending its own.
+pub fn is_credential_header(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    matches!(
+        n.as_str(),
+        "authorization" | "proxy-authorization" | "x-api-key" | "api-key" | "cookie"
+    ) || [
+        "key",
+        "token",
+        "auth",
+        "secret",
+        "password",
+        "credential",
+        "cookie",
+    ]
+    .iter()
+    .any(|w| n.contains(w))
+}
+
+/// The beta flag the Messages API requires with an OAuth token (Claude Code
+/// sends it when it uses one).
+pub const OAUTH_BETA: &str = "oauth-2025-04-20";
+
+/// The request headers sent upstream: the cage's, less hop-by-hop and
+/// credential headers, with the machine's credential added.
+pub fn upstream_headers(incoming: &HeaderMap, credential: &Credential) -> HeaderMap {
+    let named_by_connection: Vec<String> = incoming
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|s| s.trim().to_ascii_lowercase())
+        .collect();
+    let mut out = HeaderMap::new();
+    for (name, value) in incoming {
+        let n = name.as_str();
+        if HOP_BY_HOP.contains(&n)
+            || named_by_connection.iter().any(|c| c == n)
+            || n == "anthropic-beta"
+            || is_credential_header(n)
+        {
+            continue;
+        }
+        out.append(name.clone(), value.clone());
+    }
+    // The beta flags pass, but the OAuth one only with an OAuth token.
+    let mut betas: Vec<String> = incoming
+        .get_all("anthropic-beta")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty() && !s.starts_with("oauth-"))
+        .collect();
+    match credential {
+        Credential::ApiKey(k) => {
+            if let Ok(v) = HeaderValue::from_str(k) {
+                out.insert(HeaderName::from_static("x-api-key"), sensitive(v));
+            }
+        }
+        Credential::OAuth(t) => {
+            if let Ok(v) = HeaderValue::from_str(&format!("Bearer {t}")) {
+                out.insert(header::AUTHORIZATION, sensitive(v));
+            }
+            betas.push(OAUTH_BETA.to_string());
+        }
+    }
+    if !betas.is_empty()
+        && let Ok(v) = HeaderValue::from_str(&betas.join(","))
+    {
+        out.insert(HeaderName::from_static("anthropic-beta"), v);
+    }
+    out
+}
+
+fn sensitive(mut v: HeaderValue) -> HeaderValue {
+    v.set_sensitive(true);
+    v
+}
+
+/// An error in the Messages API's own shape, which the harnesses show.
+pub fn api_error(status: StatusCode, kind: &str, message: &str) -> Response<reqwest::Body> {
+    let body = serde_json::json!({
+        "type": "error",
+        "error": {"type": kind, "message": message},
+    })
+    .to_string();
+    let mut r = Response::new(reqwest::Body::from(body));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// What the gateway is told.
+pub struct Config {
+    /// The model API's base URL, without a trailing `/`.
+    pub upstream: String,
+    pub credentials: Credentials,
+    /// The session, for messages.
+    pub session: String,
+}
+
+struct State {
+    config: Config,
+    client: reqwest::Client,
+    /// The no-credential notice is written to the terminal once per turn.
+    told: AtomicBool,
+}
+
+/// A running gateway: serving until dropped (the turn's end).
+pub struct Gateway {
+    pub port: u16,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Gateway {
+    /// Serve on `listener` (made in the cage by `listen::listener_in`) on a
+    /// thread of its own until dropped.
+    pub fn start(listener: TcpListener, config: Config) -> Result<Gateway> {
+        let fail = |why: String| Error::failed(format!("starting the model gateway: {why}"));
+        let port = listener
+            .local_addr()
+            .map_err(|e| fail(e.to_string()))?
+            .port();
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| fail(e.to_string()))?;
+        let client = reqwest::Client::builder()
+            // A model's answer can take long; only connecting is bounded.
+            .connect_timeout(std::time::Duration::from_secs(30))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| fail(e.to_string()))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("shrooms-gateway")
+            .enable_all()
+            .build()
+            .map_err(|e| fail(e.to_string()))?;
+        let state = Arc::new(State {
+            config,
+            client,
+            told: AtomicBool::new(false),
+        });
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("shrooms-gateway".into())
+            .spawn(move || {
+                runtime.block_on(serve(listener, state, stopped));
+                // Requests still in flight end with the turn.
+                runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+            })
+            .map_err(|e| fail(e.to_string()))?;
+        Ok(Gateway {
+            port,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// The base URL the harness is given.
+    pub fn base_url(&self) -> String {
+        base_url(self.port)
+    }
+}
+
+/// Open a session's gateway for one turn: a listener on its running cage's
+/// loopback, served by this process until the returned value is dropped.
+pub fn open(
+    ctx: &crate::ops::Context,
+    host: &crate::host::Host,
+    record: &crate::session::Record,
+) -> Result<Gateway> {
+    let cage = crate::ops::cage_of(record)?;
+    let state = host
+        .podman
+        .container(&cage.container)?
+        .filter(|s| s.running && s.pid > 0)
+        .ok_or_else(|| {
+            Error::failed(format!(
+                "the container {} is not running, so its model gateway cannot be opened",
+                cage.container
+            ))
+        })?;
+    let nsenter = host.nsenter.as_ref().ok_or_else(|| {
+        Error::failed("nsenter is not installed (Debian: apt install util-linux)")
+    })?;
+    let self_exe = std::env::current_exe().map_err(|e| {
+        Error::failed(format!(
+            "finding this program to open the model gateway: {e}"
+        ))
+    })?;
+    let enter = listen::Enter {
+        pid: state.pid,
+        nsenter,
+        rootless_podman: host.rootless.then(|| host.podman.program()),
+        self_exe: &self_exe,
+    };
+    // Short, in a folder only we can reach (a Unix socket's path is at
+    // most 107 bytes), one per process: one turn per process.
+    let socket = ctx
+        .store
+        .cages_dir()
+        .join(format!("gw{}.sock", std::process::id()));
+    let listener = listen::listener_in(&enter, &socket)?;
+    let credentials = match &cage.sealed {
+        Some(s) => Credentials::Sealed {
+            token_file: s.token_file.clone(),
+        },
+        None => {
+            let login_dir = match ctx.env.get("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
+                Some(d) => std::path::PathBuf::from(d),
+                None => ctx.settings.home.join(".claude"),
+            };
+            Credentials::Machine(Arc::new(credentials::MachineSources {
+                key_file: ctx.settings.gateway.key_file.clone(),
+                key_command: ctx.settings.gateway.key_command.clone(),
+                env_api_key: ctx.env.get("ANTHROPIC_API_KEY").cloned(),
+                env_oauth_token: ctx.env.get("CLAUDE_CODE_OAUTH_TOKEN").cloned(),
+                claude_credentials: login_dir.join(".credentials.json"),
+                config_path: ctx.settings.config_path.clone(),
+                cache: Default::default(),
+            }))
+        }
+    };
+    Gateway::start(
+        listener,
+        Config {
+            upstream: ctx.settings.gateway.anthropic_url.clone(),
+            credentials,
+            session: record.name.clone(),
+        },
+    )
+}
+
+pub fn base_url(port: u16) -> String {
+    format!("http://127.0.0.1:{port}")
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+async fn serve(
+    listener: TcpListener,
+    state: Arc<State>,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
+) {
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("shrooms-agent: the model gateway could not serve: {e}");
+            return;
+        }
+    };
+    loop {
+        let stream = tokio::select! {
+            _ = &mut stopped => return,
+            a = listener.accept() => match a {
+                Ok((s, _)) => s,
+                Err(_) => continue,
+            },
+        };
+        let state = state.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| handle(state.clone(), req));
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+async fn handle(
+    state: Arc<State>,
+    req: Request<Incoming>,
+) -> std::result::Result<Response<reqwest::Body>, Infallible> {
+    let method = req.method().as_str().to_string();
+    let path = req.uri().path().to_string();
+    if !allowed(&method, &path) {
+        return Ok(api_error(
+            StatusCode::FORBIDDEN,
+            "permission_error",
+            &format!(
+                "shrooms-agent's model gateway passes only the model API's own routes; \
+                 {method} {path} is not one of them"
+            ),
+        ));
+    }
+    let credentials = state.config.credentials.clone();
+    let credential = match tokio::task::spawn_blocking(move || credentials.resolve()).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(why)) => {
+            if !state.told.swap(true, Ordering::SeqCst) {
+                eprintln!("shrooms-agent: session {}: {why}", state.config.session);
+            }
+            return Ok(api_error(
+                StatusCode::UNAUTHORIZED,
+                "authentication_error",
+                &why,
+            ));
+        }
+        Err(e) => {
+            return Ok(api_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "api_error",
+                &format!("shrooms-agent's model gateway: {e}"),
+            ));
+        }
+    };
+    let query = req
+        .uri()
+        .query()
+        .map(|q| format!("?{q}"))
+        .unwrap_or_default();
+    let url = format!("{}{path}{query}", state.config.upstream);
+    let mut headers = upstream_headers(req.headers(), &credential);
+    let method: Method = req.method().clone();
+    let body = req.into_body();
+    // The model routes that take a body are POSTs; a body sent with HEAD
+    // or GET is not passed on, nor its length.
+    let with_body = method == Method::POST;
+    if !with_body {
+        headers.remove(header::CONTENT_LENGTH);
+    }
+    let mut upstream = state.client.request(method.clone(), &url).headers(headers);
+    if with_body {
+        upstream = upstream.body(reqwest::Body::wrap(body));
+    }
+    match upstream.send().await {
+        Ok(r) => {
+            let mut out: Response<reqwest::Body> = r.into();
+            let h = out.headers_mut();
+            for n in HOP_BY_HOP {
+                h.remove(*n);
+            }
+            h.remove(header::SET_COOKIE);
+            Ok(out)
+        }
+        Err(e) => Ok(api_error(
+            StatusCode::BAD_GATEWAY,
+            "api_error",
+            &format!(
+                "shrooms-agent's model gateway could not reach {}: {}",
+                state.config.upstream,
+                error_chain(&e)
+            ),
+        )),
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(inner) = source {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_model_routes_pass() {
+        assert!(allowed("POST", "/v1/messages"));
+        assert!(allowed("POST", "/v1/messages/count_tokens"));
+        assert!(allowed("HEAD", "/api/hello"));
+        for (m, p) in [
+            ("GET", "/v1/messages"),
+            ("POST", "/v1/messages/"),
+            ("POST", "/v1/messages/../files"),
+            ("POST", "/v1/files"),
+            ("GET", "/v1/models"),
+            ("CONNECT", "/v1/messages"),
+            ("POST", "/api/oauth/profile"),
+            ("GET", "/"),
+        ] {
+            assert!(!allowed(m, p), "{m} {p}");
+        }
+    }
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (n, v) in pairs {
+            h.append(
+                HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        h
+    }
+
+    fn shown(h: &HeaderMap) -> Vec<String> {
+        let mut v: Vec<String> = h
+            .iter()
+            .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn the_cages_credentials_go_and_the_machines_come() {
+        let incoming = headers(&[
+            ("host", "127.0.0.1:4000"),
+            ("x-api-key", "forged"),
+            ("authorization", "Bearer forged"),
+            ("proxy-authorization", "Basic Zm9v"),
+            ("cookie", "a=b"),
+            ("x-auth-token", "forged"),
+            ("anthropic-session-key", "forged"),
+            ("content-type", "application/json"),
+            ("anthropic-version", "2023-06-01"),
+            ("anthropic-beta", "claude-code-20250219,oauth-2025-04-20"),
+            ("connection", "keep-alive, x-drop-me"),
+            ("x-drop-me", "1"),
+            ("transfer-encoding", "chunked"),
+            ("user-agent", "claude-cli/2.1"),
+        ]);
+        let got = upstream_headers(&incoming, &Credential::ApiKey("sk-machine".into()));
+        assert_eq!(
+            shown(&got),
+            vec![
+                "anthropic-beta: claude-code-20250219",
+                "anthropic-version: 2023-06-01",
+                "content-type: application/json",
+                "user-agent: claude-cli/2.1",
+                "x-api-key: sk-machine",
+            ]
+        );
+        let got = upstream_headers(&incoming, &Credential::OAuth("oat-machine".into()));
+        assert_eq!(
+            shown(&got),
+            vec![
+                "anthropic-beta: claude-code-20250219,oauth-2025-04-20",
+                "anthropic-version: 2023-06-01",
+                "authorization: Bearer oat-machine",
+                "content-type: application/json",
+                "user-agent: claude-cli/2.1",
+            ]
+        );
+    }
+
+    #[test]
+    fn an_error_in_the_apis_shape() {
+        let r = api_error(StatusCode::UNAUTHORIZED, "authentication_error", "set X");
+        assert_eq!(r.status(), 401);
+        assert_eq!(r.headers()["content-type"], "application/json");
+    }
+}

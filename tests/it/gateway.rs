@@ -1,0 +1,815 @@
+//! End-to-end tests of the model gateway: a harness in a cage reaches its
+//! model through the process holding the turn, which adds the machine's
+//! credential on the way out. A mock of the model API on this machine's
+//! loopback records every request it receives; the cage reaches only the
+//! gateway, the gateway reaches the mock.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+
+/// The machine's key in these tests: it must reach the mock, never a cage.
+const MACHINE_KEY: &str = "sk-ant-api03-machine-key-4f1c9e";
+/// What a cage forges: it must never reach the mock.
+const FORGED: &str = "forged-by-the-cage-77aa";
+/// A prompt with this asks the mock for a Bash tool call.
+const TOOL_MARKER: &str = "please-run-the-tool";
+
+/// One request as the mock received it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    pub target: String,
+    /// Lower-case names.
+    pub headers: BTreeMap<String, String>,
+    pub body: String,
+}
+
+impl Seen {
+    fn header(&self, n: &str) -> Option<&str> {
+        self.headers.get(n).map(String::as_str)
+    }
+    fn path(&self) -> &str {
+        self.target.split('?').next().unwrap_or("")
+    }
+}
+
+/// Holds the answer after its first event until released (streaming test).
+#[derive(Default)]
+struct Gate {
+    released: Mutex<bool>,
+    cond: Condvar,
+}
+
+/// A recording mock of the Messages API on 127.0.0.1.
+pub struct Mock {
+    pub port: u16,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    gate: Option<Arc<Gate>>,
+    /// When the mock sent the last event of an answer.
+    last_sent: Arc<Mutex<Option<Instant>>>,
+    /// Set when the gateway went away in the middle of an answer.
+    cut: Arc<AtomicBool>,
+}
+
+impl Mock {
+    pub fn start() -> Mock {
+        Self::make(None)
+    }
+    /// A mock that sends the first event of each streamed answer, then
+    /// waits for `release` before the rest.
+    fn held() -> Mock {
+        Self::make(Some(Arc::new(Gate::default())))
+    }
+    fn make(gate: Option<Arc<Gate>>) -> Mock {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let last_sent = Arc::new(Mutex::new(None));
+        let cut = Arc::new(AtomicBool::new(false));
+        let (s, g, ls, ct) = (seen.clone(), gate.clone(), last_sent.clone(), cut.clone());
+        std::thread::spawn(move || {
+            for c in l.incoming() {
+                let Ok(c) = c else { continue };
+                let (s, g, ls, ct) = (s.clone(), g.clone(), ls.clone(), ct.clone());
+                std::thread::spawn(move || {
+                    if answer(c, &s, g.as_deref(), &ls).is_none() {
+                        ct.store(true, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        Mock {
+            port,
+            seen,
+            gate,
+            last_sent,
+            cut,
+        }
+    }
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+    fn release(&self) {
+        let g = self.gate.as_ref().unwrap();
+        *g.released.lock().unwrap() = true;
+        g.cond.notify_all();
+    }
+    /// Everything it received, for failure messages.
+    pub fn explain(&self) -> String {
+        self.seen()
+            .iter()
+            .map(|s| format!("{} {} {:?}\n{}\n", s.method, s.target, s.headers, s.body))
+            .collect()
+    }
+}
+
+fn read_request(r: &mut BufReader<TcpStream>) -> Option<Seen> {
+    let mut line = String::new();
+    r.read_line(&mut line).ok()?;
+    let mut parts = line.split_whitespace();
+    let method = parts.next()?.to_string();
+    let target = parts.next()?.to_string();
+    let mut headers = BTreeMap::new();
+    loop {
+        let mut h = String::new();
+        r.read_line(&mut h).ok()?;
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        if let Some((n, v)) = h.split_once(':') {
+            headers.insert(n.trim().to_ascii_lowercase(), v.trim().to_string());
+        }
+    }
+    let mut body = Vec::new();
+    if headers
+        .get("transfer-encoding")
+        .is_some_and(|t| t.contains("chunked"))
+    {
+        loop {
+            let mut size = String::new();
+            r.read_line(&mut size).ok()?;
+            let n = usize::from_str_radix(size.trim().split(';').next()?, 16).ok()?;
+            let mut chunk = vec![0; n + 2];
+            r.read_exact(&mut chunk).ok()?;
+            if n == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..n]);
+        }
+    } else if let Some(n) = headers.get("content-length").and_then(|v| v.parse().ok()) {
+        body = vec![0; n];
+        r.read_exact(&mut body).ok()?;
+    }
+    Some(Seen {
+        method,
+        target,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    })
+}
+
+fn event(kind: &str, data: serde_json::Value) -> String {
+    format!("event: {kind}\ndata: {data}\n\n")
+}
+
+/// The Messages API's events for one answer: a text, or a Bash tool call.
+fn events(tool: bool) -> Vec<String> {
+    use serde_json::json;
+    let mut v = vec![event(
+        "message_start",
+        json!({"type": "message_start", "message": {"id": "msg_mock", "type": "message",
+            "role": "assistant", "model": "claude-mock", "content": [], "stop_reason": null,
+            "stop_sequence": null, "usage": {"input_tokens": 12, "output_tokens": 1,
+            "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}}),
+    )];
+    if tool {
+        v.push(event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block":
+                {"type": "tool_use", "id": "toolu_mock1", "name": "Bash", "input": {}}}),
+        ));
+        v.push(event(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta",
+                "partial_json": "{\"command\": \"echo hi > tool-ran.txt\", \"description\": \"Write a file\"}"}}),
+        ));
+    } else {
+        v.push(event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ));
+        v.push(event(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta",
+                "text": "hello from the mock"}}),
+        ));
+    }
+    v.push(event(
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": 0}),
+    ));
+    v.push(event(
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": if tool { "tool_use" } else { "end_turn" },
+            "stop_sequence": null}, "usage": {"output_tokens": 7}}),
+    ));
+    v.push(event("message_stop", json!({"type": "message_stop"})));
+    v
+}
+
+/// Answer one request; None when the other side went away mid-answer.
+fn answer(
+    c: TcpStream,
+    seen: &Mutex<Vec<Seen>>,
+    gate: Option<&Gate>,
+    last: &Mutex<Option<Instant>>,
+) -> Option<()> {
+    let mut w = c.try_clone().unwrap();
+    let mut r = BufReader::new(c);
+    let Some(req) = read_request(&mut r) else {
+        return Some(());
+    };
+    seen.lock().unwrap().push(req.clone());
+    let path = req.path().to_string();
+    let head = |status: &str, ctype: &str| {
+        format!("HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\nconnection: close\r\n\r\n")
+    };
+    match (req.method.as_str(), path.as_str()) {
+        ("HEAD", "/api/hello") | ("GET", "/api/hello") => {
+            let _ =
+                w.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        }
+        ("POST", "/v1/messages/count_tokens") => {
+            let _ = w.write_all(head("200 OK", "application/json").as_bytes());
+            let _ = w.write_all(b"{\"input_tokens\":12}");
+        }
+        ("POST", "/v1/messages") => {
+            // A tool call where the prompt asks and the tool has not run yet.
+            let tool = req.body.contains(TOOL_MARKER)
+                && req.body.contains("\"Bash\"")
+                && !req.body.contains("tool_result");
+            let streamed =
+                req.body.contains("\"stream\":true") || req.body.contains("\"stream\": true");
+            if !streamed {
+                let text = serde_json::json!({"id": "msg_mock", "type": "message", "role": "assistant",
+                    "model": "claude-mock", "content": [{"type": "text", "text": "hello from the mock"}],
+                    "stop_reason": "end_turn", "stop_sequence": null,
+                    "usage": {"input_tokens": 12, "output_tokens": 7}});
+                let _ = w.write_all(head("200 OK", "application/json").as_bytes());
+                let _ = w.write_all(text.to_string().as_bytes());
+                return Some(());
+            }
+            let _ = w.write_all(head("200 OK", "text/event-stream").as_bytes());
+            for (i, e) in events(tool).iter().enumerate() {
+                w.write_all(e.as_bytes()).ok()?;
+                w.flush().ok()?;
+                if i == 0
+                    && let Some(g) = gate
+                {
+                    let released = g.released.lock().unwrap();
+                    let _ = g
+                        .cond
+                        .wait_timeout_while(released, Duration::from_secs(60), |r| !*r)
+                        .unwrap();
+                }
+                std::thread::sleep(Duration::from_millis(30));
+            }
+            *last.lock().unwrap() = Some(Instant::now());
+        }
+        _ => {
+            let _ = w.write_all(head("404 Not Found", "application/json").as_bytes());
+            let _ = w.write_all(b"{\"type\":\"error\",\"error\":{\"type\":\"not_found_error\",\"message\":\"mock\"}}");
+        }
+    }
+    Some(())
+}
+
+/// A shell function for the busybox cage: `req METHOD TARGET OUTFILE
+/// [HEADER...]` sends one HTTP/1.0 request to the gateway (the base URL the
+/// cage was given) with a small Messages body, and writes the whole answer
+/// (head and body) to OUTFILE. Its input stays open a while: busybox nc
+/// ends its side at the end of its input, and a client that goes away is
+/// one whose request the gateway drops. `stream URL OUTFILE` posts the same
+/// body with wget, which writes the answer's body as it comes.
+const REQ_FN: &str = r#"req() {
+  m=$1; t=$2; out=$3; shift 3
+  hp=${ANTHROPIC_BASE_URL#http://}
+  body='{"model":"claude-mock","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"hi"}]}'
+  {
+    printf '%s %s HTTP/1.0\r\nHost: %s\r\nContent-Type: application/json\r\nanthropic-version: 2023-06-01\r\n' "$m" "$t" "$hp"
+    for h in "$@"; do printf '%s\r\n' "$h"; done
+    printf 'Content-Length: %s\r\n\r\n%s' "${#body}" "$body"
+    sleep 2
+  } | nc "${hp%:*}" "${hp##*:}" > "$out"
+}
+stream() {
+  body='{"model":"claude-mock","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"hi"}]}'
+  wget -q -O "$2" --header 'x-api-key: forged' --header 'Content-Type: application/json' \
+    --post-data "$body" "$ANTHROPIC_BASE_URL$1"
+}
+"#;
+
+/// A world whose config sends the gateway to the mock.
+fn world_for(w: &World, mock: &Mock, extra: &str) {
+    w.write_config(&format!(
+        "[gateway]\nanthropic_url = \"{}\"\n{extra}",
+        mock.url()
+    ));
+}
+
+fn session_in(w: &World, base: &str) -> (String, PathBuf) {
+    let name = w.session(base);
+    let project = w.dir(&format!("projects/{name}"));
+    w.create(&name, &project, &[]);
+    (name, project)
+}
+
+/// The status code of an answer nc wrote (`HTTP/1.x CODE ...`).
+fn status(answer: &str) -> u16 {
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_default()
+}
+
+/// Not an open proxy, and the machine's key, never the cage's: the model
+/// routes reach the mock with the machine's key in place of the forged
+/// ones; every other route, method or host is refused with 403 and never
+/// reaches it; the key is nowhere in the cage.
+fn only_model_routes_with_the_machines_key(w: World) {
+    let mock = Mock::start();
+    world_for(&w, &mock, "");
+    let (name, project) = session_in(&w, "gwroutes");
+    let p = project.display();
+    let script = format!(
+        "{REQ_FN}\
+         req POST '/v1/messages?beta=true' {p}/ok.txt 'x-api-key: {FORGED}' 'Authorization: Bearer {FORGED}' \
+            'Cookie: s={FORGED}' 'anthropic-beta: oauth-2025-04-20,fine-2025' 'X-Auth-Token: {FORGED}'
+         req HEAD /api/hello {p}/hello.txt
+         req GET /v1/models {p}/models.txt
+         req POST /v1/files {p}/files.txt
+         req POST /v1/messages/../../v1/files {p}/dots.txt
+         req GET /v1/messages {p}/get.txt
+         req POST 'http://{HOST_ADDR}:{port}/elsewhere' {p}/abs.txt
+         req CONNECT '{HOST_ADDR}:443' {p}/connect.txt
+         echo BASE=$ANTHROPIC_BASE_URL KEY=$ANTHROPIC_API_KEY
+         cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c {MACHINE_KEY}
+         grep -rls {MACHINE_KEY} / --exclude-dir=proc --exclude-dir=sys 2>/dev/null | head -5
+         echo END",
+        port = mock.port,
+    );
+    let run = w
+        .run_env(
+            &["cage", "exec", &name, "--", "sh", "-c", &script],
+            &[("ANTHROPIC_API_KEY", MACHINE_KEY)],
+        )
+        .ok();
+    let out = run.stdout();
+    let ok = read(&project.join("ok.txt"));
+    assert_eq!(status(&ok), 200, "{ok}\n{}", run.explain());
+    assert!(ok.contains("hello from the mock"), "{ok}");
+    assert_eq!(status(&read(&project.join("hello.txt"))), 200);
+    for f in ["models", "files", "dots", "get", "abs", "connect"] {
+        let t = read(&project.join(format!("{f}.txt")));
+        // An absolute-form target names its path: still refused, and the
+        // host it names is never reached.
+        assert_eq!(status(&t), 403, "{f}: {t}");
+        assert!(t.contains("permission_error"), "{f}: {t}");
+    }
+    // What the mock saw: the two model requests, with the machine's key.
+    let seen = mock.seen();
+    let targets: Vec<String> = seen
+        .iter()
+        .map(|s| format!("{} {}", s.method, s.target))
+        .collect();
+    assert_eq!(
+        targets,
+        vec!["POST /v1/messages?beta=true", "HEAD /api/hello"],
+        "{}",
+        mock.explain()
+    );
+    let m = &seen[0];
+    assert_eq!(m.header("x-api-key"), Some(MACHINE_KEY), "{:?}", m.headers);
+    assert_eq!(m.header("authorization"), None, "{:?}", m.headers);
+    assert_eq!(m.header("cookie"), None);
+    assert_eq!(m.header("x-auth-token"), None);
+    assert_eq!(m.header("anthropic-beta"), Some("fine-2025"));
+    assert_eq!(m.header("anthropic-version"), Some("2023-06-01"));
+    assert!(m.body.contains("claude-mock"), "{}", m.body);
+    for s in &seen {
+        assert!(
+            !format!("{:?}{}", s.headers, s.body).contains(FORGED),
+            "{s:?}"
+        );
+    }
+    // The cage has the gateway and a dummy key, and nothing of the machine's.
+    assert!(out.contains("BASE=http://127.0.0.1:"), "{out}");
+    assert!(
+        out.contains("KEY=shrooms-gateway-adds-the-real-key"),
+        "{out}"
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    let end = lines.iter().position(|l| *l == "END").unwrap();
+    assert_eq!(lines[end - 1..end], ["0"], "the key is in the cage:\n{out}");
+    assert!(!out.contains(MACHINE_KEY), "{out}");
+}
+
+#[test]
+fn gateway_only_model_routes_with_the_machines_key() {
+    only_model_routes_with_the_machines_key(World::new());
+}
+
+#[test]
+fn gateway_only_model_routes_with_the_machines_key_rootless() {
+    only_model_routes_with_the_machines_key(World::rootless());
+}
+
+/// Each event reaches the harness as the upstream sends it: the cage's
+/// client holds the first event while the mock still holds the rest.
+fn streams(w: World) {
+    let mock = Mock::held();
+    world_for(&w, &mock, "");
+    let (name, project) = session_in(&w, "gwstream");
+    let out = project.join("stream.txt");
+    let script = format!("{REQ_FN}stream /v1/messages {}", out.display());
+    let child = w.spawn_env(
+        &["cage", "exec", &name, "--", "sh", "-c", &script],
+        &[("ANTHROPIC_API_KEY", MACHINE_KEY)],
+    );
+    wait_until(
+        "the first event in the cage",
+        Duration::from_secs(60),
+        || read(&out).contains("message_start"),
+    );
+    let first_seen = Instant::now();
+    assert!(
+        mock.last_sent.lock().unwrap().is_none(),
+        "the mock had sent everything"
+    );
+    assert!(!read(&out).contains("message_stop"));
+    mock.release();
+    let run = finish("cage exec (streaming)", child).ok();
+    let text = read(&out);
+    assert!(text.contains("message_stop"), "{text}\n{}", run.explain());
+    assert!(mock.last_sent.lock().unwrap().unwrap() > first_seen);
+}
+
+/// A harness that goes away drops the upstream request: the client in the
+/// cage is killed after the first event, and the mock's next events find
+/// the gateway's connection closed while the turn still runs.
+fn gone_harness_aborts(w: World) {
+    let mock = Mock::held();
+    world_for(&w, &mock, "");
+    let (name, project) = session_in(&w, "gwgone");
+    let (out, marker) = (project.join("gone.txt"), project.join("killed"));
+    let script = format!(
+        "body='{{\"model\":\"m\",\"max_tokens\":9,\"stream\":true,\"messages\":[]}}'
+         wget -q -O {out} --header 'Content-Type: application/json' --post-data \"$body\" \
+           \"$ANTHROPIC_BASE_URL/v1/messages\" & pid=$!
+         while ! grep -q message_start {out} 2>/dev/null; do sleep 0.1; done
+         kill $pid; wait $pid; echo killed > {marker}; sleep 20",
+        out = out.display(),
+        marker = marker.display()
+    );
+    let mut child = w.spawn_env(
+        &["cage", "exec", &name, "--", "sh", "-c", &script],
+        &[("ANTHROPIC_API_KEY", MACHINE_KEY)],
+    );
+    wait_until("the client killed", Duration::from_secs(60), || {
+        marker.exists()
+    });
+    mock.release();
+    wait_until(
+        "the upstream request dropped",
+        Duration::from_secs(10),
+        || mock.cut.load(Ordering::SeqCst),
+    );
+    assert!(child.try_wait().unwrap().is_none(), "the turn ended first");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(!read(&out).contains("message_stop"));
+}
+
+#[test]
+fn gateway_a_harness_that_goes_away_drops_the_upstream_request() {
+    gone_harness_aborts(World::new());
+}
+
+#[test]
+fn gateway_streams_each_event() {
+    streams(World::new());
+}
+
+#[test]
+fn gateway_streams_each_event_rootless() {
+    streams(World::rootless());
+}
+
+/// With no credential anywhere, the harness gets an error in the API's
+/// shape saying what to set, the terminal the same words, and nothing
+/// reaches the mock. The machine's Claude Code login is the last source.
+#[test]
+fn gateway_without_a_credential_says_what_to_set_then_uses_the_login() {
+    let w = World::new();
+    let mock = Mock::start();
+    world_for(&w, &mock, "");
+    let (name, project) = session_in(&w, "gwnokey");
+    let script = format!("{REQ_FN}req POST /v1/messages {}/e.txt", project.display());
+    let run = w
+        .run(&["cage", "exec", &name, "--", "sh", "-c", &script])
+        .ok();
+    let e = read(&project.join("e.txt"));
+    assert_eq!(status(&e), 401, "{e}");
+    assert!(e.contains("\"authentication_error\""), "{e}");
+    for words in [
+        "[gateway] key_file",
+        "ANTHROPIC_API_KEY",
+        "log in with claude",
+    ] {
+        assert!(e.contains(words), "{e}");
+        assert!(run.stderr().contains(words), "{}", run.explain());
+    }
+    assert!(mock.seen().is_empty(), "{}", mock.explain());
+
+    // The machine's own login, read at the request.
+    let login = "sk-ant-oat01-machine-login-5d2e";
+    std::fs::create_dir_all(w.home.join(".claude")).unwrap();
+    std::fs::write(
+        w.home.join(".claude/.credentials.json"),
+        format!(r#"{{"claudeAiOauth":{{"accessToken":"{login}","expiresAt":99999999999999}}}}"#),
+    )
+    .unwrap();
+    w.run(&["cage", "exec", &name, "--", "sh", "-c", &script])
+        .ok();
+    let seen = mock.seen();
+    assert_eq!(seen.len(), 1, "{}", mock.explain());
+    assert_eq!(
+        seen[0].header("authorization").map(str::to_string),
+        Some(format!("Bearer {login}"))
+    );
+    assert_eq!(seen[0].header("anthropic-beta"), Some("oauth-2025-04-20"));
+    assert_eq!(seen[0].header("x-api-key"), None);
+}
+
+/// `[gateway] key_file` comes first, before the environment.
+#[test]
+fn gateway_key_file_comes_first() {
+    let w = World::new();
+    let mock = Mock::start();
+    let key = w.file("gw-key", "sk-ant-api03-from-the-key-file\n");
+    world_for(&w, &mock, &format!("key_file = \"{}\"\n", key.display()));
+    let (name, project) = session_in(&w, "gwkeyfile");
+    let script = format!("{REQ_FN}req POST /v1/messages {}/o.txt", project.display());
+    w.run_env(
+        &["cage", "exec", &name, "--", "sh", "-c", &script],
+        &[("ANTHROPIC_API_KEY", MACHINE_KEY)],
+    )
+    .ok();
+    let seen = mock.seen();
+    assert_eq!(seen.len(), 1, "{}", mock.explain());
+    assert_eq!(
+        seen[0].header("x-api-key"),
+        Some("sk-ant-api03-from-the-key-file")
+    );
+}
+
+/// A sealed cage: its sealed token (the machine's, in the state folder)
+/// reaches the upstream, and is nowhere in the cage.
+fn sealed_token_reaches_the_upstream_only(w: World) {
+    use std::os::unix::fs::PermissionsExt;
+    let token = "sk-ant-oat01-sealed-token-of-this-machine-9c";
+    let mock = Mock::start();
+    world_for(&w, &mock, "");
+    std::fs::create_dir_all(&w.state).unwrap();
+    let p = w.state.join("sealed-claude-token");
+    std::fs::write(&p, format!("{token}\n")).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+    w.chown_all();
+    let name = w.session("gwsealed");
+    let project = w.dir(&format!("projects/{name}"));
+    w.create(&name, &project, &["--sealed"]);
+    let script = format!(
+        "{REQ_FN}req POST /v1/messages {}/s.txt 'x-api-key: {FORGED}'
+         env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c {token}
+         grep -rls {token} / --exclude-dir=proc --exclude-dir=sys 2>/dev/null | head -5
+         echo END",
+        project.display()
+    );
+    let run = w
+        .run_env(
+            &["cage", "exec", &name, "--", "sh", "-c", &script],
+            &[("ANTHROPIC_API_KEY", MACHINE_KEY)],
+        )
+        .ok();
+    let out = run.stdout();
+    assert_eq!(
+        status(&read(&project.join("s.txt"))),
+        200,
+        "{}",
+        run.explain()
+    );
+    let seen = mock.seen();
+    assert_eq!(seen.len(), 1, "{}", mock.explain());
+    assert_eq!(
+        seen[0].header("authorization").map(str::to_string),
+        Some(format!("Bearer {token}"))
+    );
+    // Not the invoking environment's key: a sealed cage has its own login only.
+    assert_eq!(seen[0].header("x-api-key"), None, "{:?}", seen[0].headers);
+    assert!(!out.contains("CLAUDE_CODE_OAUTH_TOKEN"), "{out}");
+    assert!(!out.contains(token), "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    let end = lines.iter().position(|l| *l == "END").unwrap();
+    assert_eq!(lines[end - 1], "0", "{out}");
+}
+
+#[test]
+fn gateway_sealed_token_reaches_the_upstream_only() {
+    sealed_token_reaches_the_upstream_only(World::new());
+}
+
+#[test]
+fn gateway_sealed_token_reaches_the_upstream_only_rootless() {
+    sealed_token_reaches_the_upstream_only(World::rootless());
+}
+
+// ---- the real Claude Code ------------------------------------------------
+
+/// Claude Code from npm and the Debian image, as scripts/test-harnesses
+/// prepared them (scripts/test exports where). None in the podman-5 lane,
+/// whose podman storage has no Debian image.
+fn real_harness() -> Option<(String, String)> {
+    if podman5_lane() {
+        eprintln!(
+            "the podman-5 lane has no Debian image: the real-harness tests run in the main lane"
+        );
+        return None;
+    }
+    let get = |n: &str| {
+        std::env::var(n).unwrap_or_else(|_| {
+            panic!("{n} is not set: run the tests through scripts/test (scripts/test-harnesses)")
+        })
+    };
+    Some((get("SHROOMS_TEST_CLAUDE"), get("SHROOMS_TEST_DEBIAN_IMAGE")))
+}
+
+/// What keeps Claude Code's traffic to its model alone (no updates,
+/// telemetry or error reports: nothing may leave this machine).
+const QUIET: &[(&str, &str)] = &[
+    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+    ("DISABLE_AUTOUPDATER", "1"),
+    ("DISABLE_TELEMETRY", "1"),
+    ("DISABLE_ERROR_REPORTING", "1"),
+];
+
+/// The real Claude Code, mounted from the machine, completes a text turn
+/// and a tool turn in a Debian cage through the gateway: the mock saw the
+/// machine's key on every request, and the cage holds it nowhere.
+fn claude_turns(w: World, sealed: bool) {
+    let Some((claude, image)) = real_harness() else {
+        return;
+    };
+    let mock = Mock::start();
+    world_for(&w, &mock, &format!("[harness]\nclaude = \"{claude}\"\n"));
+    let token = "sk-ant-oat01-sealed-token-for-claude-3b7";
+    let mut flags = vec!["--image", image.as_str()];
+    if sealed {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir_all(&w.state).unwrap();
+        let p = w.state.join("sealed-claude-token");
+        std::fs::write(&p, format!("{token}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        w.chown_all();
+        flags.push("--sealed");
+    }
+    let name = w.session(if sealed { "gwclaudes" } else { "gwclaude" });
+    let project = w.dir(&format!("projects/{name}"));
+    w.create(&name, &project, &flags);
+    let mut env = QUIET.to_vec();
+    env.push(("ANTHROPIC_API_KEY", MACHINE_KEY));
+
+    let text = w
+        .run_env(&["cage", "run", &name, "--", "-p", "say hi"], &env)
+        .ok();
+    assert!(
+        text.stdout().contains("hello from the mock"),
+        "{}\n{}",
+        text.explain(),
+        mock.explain()
+    );
+    let tool = w
+        .run_env(
+            &[
+                "cage",
+                "run",
+                &name,
+                "--",
+                "-p",
+                &format!("{TOOL_MARKER}: write hi to a file"),
+                "--dangerously-skip-permissions",
+            ],
+            &env,
+        )
+        .ok();
+    assert_eq!(
+        read(&project.join("tool-ran.txt")),
+        "hi\n",
+        "{}\n{}",
+        tool.explain(),
+        mock.explain()
+    );
+    let seen = mock.seen();
+    let routes: std::collections::BTreeSet<String> = seen
+        .iter()
+        .map(|s| format!("{} {}", s.method, s.path()))
+        .collect();
+    eprintln!("Claude Code's requests through the gateway: {routes:?}");
+    assert!(routes.contains("POST /v1/messages"), "{routes:?}");
+    assert!(
+        seen.iter().any(|s| s.body.contains("tool_result")),
+        "{}",
+        mock.explain()
+    );
+    for s in &seen {
+        if sealed {
+            assert_eq!(
+                s.header("authorization").map(str::to_string),
+                Some(format!("Bearer {token}")),
+                "{s:?}"
+            );
+            assert_eq!(s.header("x-api-key"), None, "{s:?}");
+        } else {
+            assert_eq!(s.header("x-api-key"), Some(MACHINE_KEY), "{s:?}");
+            assert_eq!(s.header("authorization"), None, "{s:?}");
+        }
+        assert!(!format!("{s:?}").contains("shrooms-gateway-adds"), "{s:?}");
+    }
+    // Nothing in the cage holds the machine's credential: its processes'
+    // environments, and every file of its filesystem and mounts.
+    let secret = if sealed { token } else { MACHINE_KEY };
+    let look = w
+        .run(&[
+            "cage",
+            "exec",
+            &name,
+            "--",
+            "sh",
+            "-c",
+            &format!(
+                "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c {secret}; \
+                 grep -rls {secret} / --exclude-dir=proc --exclude-dir=sys 2>/dev/null | head -5; \
+                 echo END"
+            ),
+        ])
+        .ok();
+    assert_eq!(look.stdout(), "0\nEND\n", "{}", look.explain());
+}
+
+#[test]
+fn gateway_real_claude_code_text_and_tool_turns() {
+    claude_turns(World::new(), false);
+}
+
+#[test]
+fn gateway_real_claude_code_text_and_tool_turns_rootless() {
+    claude_turns(World::rootless(), false);
+}
+
+#[test]
+fn gateway_real_claude_code_sealed() {
+    claude_turns(World::new(), true);
+}
+
+/// `pass_env` refuses names that look like credentials and says to use
+/// `pass_secrets`, making nothing; under `pass_secrets` the value passes.
+#[test]
+fn pass_env_refuses_credentials_unless_pass_secrets() {
+    let w = World::new();
+    w.write_config("pass_env = [\"OPENAI_API_KEY\"]");
+    let name = w.session("passsecret");
+    let project = w.dir(&format!("projects/{name}"));
+    let d = project.to_string_lossy().into_owned();
+    let r = w.run(&["cage", "create", &name, "--dir", &d]).code_is(2);
+    assert!(
+        r.stderr()
+            .contains("OPENAI_API_KEY looks like a credential"),
+        "{}",
+        r.explain()
+    );
+    assert!(r.stderr().contains("pass_secrets"), "{}", r.explain());
+    assert!(w.containers_of(&name).is_empty());
+    w.write_config("pass_secrets = [\"OPENAI_API_KEY\"]");
+    w.create(&name, &project, &[]);
+    let out = w
+        .run_env(
+            &[
+                "cage",
+                "exec",
+                &name,
+                "--",
+                "sh",
+                "-c",
+                "echo K=$OPENAI_API_KEY",
+            ],
+            &[("OPENAI_API_KEY", "sk-chosen-on-purpose")],
+        )
+        .ok()
+        .stdout();
+    assert!(out.contains("K=sk-chosen-on-purpose"), "{out}");
+}
