@@ -313,9 +313,11 @@ fn limits(req: &Request, conn: &mut Conn, shared: &Shared, name: &str) -> Result
     let body: LimitsBody = json_body(req, conn)?;
     let request = ops::limits::LimitsRequest {
         name: name.to_string(),
-        memory: body.memory.map(Loose::text),
-        cpus: body.cpus.map(Loose::text),
-        pids: body.pids.map(Loose::text),
+        asked: crate::settings::LimitsAsked::parse(
+            body.memory.map(Loose::text).as_deref(),
+            body.cpus.map(Loose::text).as_deref(),
+            body.pids.map(Loose::text).as_deref(),
+        )?,
         reset: false,
         by: Some(by(shared, req)),
     };
