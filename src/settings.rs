@@ -207,9 +207,11 @@ parsed_from_text!(
 /// a decimal number, then an optional unit k, m, g (also t, p) of powers of
 /// 1024, then an optional `b` (or `ib`), in any case; a number alone is
 /// bytes; the bytes are the number times the unit, cut to a whole number.
-/// This takes the part of that a person writes: `2097152`, `1024k`, `512m`,
-/// `1.5g`, `1gb`, `16GiB`, and refuses the rest (a space, `1e3`, `t`),
-/// which podman would either refuse too or read surprisingly.
+/// This takes the part of that a person writes: `2147483648`, `10240k`,
+/// `512m`, `1.5g`, `1gb`, `16GiB`, and refuses the rest: `1e9` (podman 4.3
+/// refuses it, later go-units take it), a space (`1 g`), `t` and `p`.
+/// podman 4.3.1 here makes 1610612736 of `1.5g`, 6606028 of `6.3m` and
+/// 6291456 of `6144KiB`, as the tests below expect.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct Memory {
