@@ -86,7 +86,7 @@ complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -l sealed -d 'Seal it, for code nobody vouches for: the internet and nothing local, its own login, no user namespaces, results only through its outbox'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -l json -d 'Print the result as JSON instead of text'
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from move" -s h -l help -d 'Print help'
-complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l memory -d 'Memory, in podman\'s units: 512m, 16g (at least 6m, podman\'s minimum)' -r
+complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l memory -d 'Memory, as podman reads it: 512m, 1.5g, 1gb, 16G; a number alone is bytes (at least 6m, podman\'s minimum)' -r
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l cpus -d 'CPUs: a number from 0.01 up to the machine\'s' -r
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l pids -d 'Processes: a positive whole number' -r
 complete -c shrooms-agent -n "__fish_shrooms_agent_using_subcommand cage; and __fish_seen_subcommand_from limits" -l by -d 'Who changed them, for the history (default: the user running this); one line of at most 200 characters' -r

@@ -238,7 +238,8 @@ pub struct MoveArgs {
 pub struct LimitsArgs {
     /// The session
     pub name: String,
-    /// Memory, in podman's units: 512m, 16g (at least 6m, podman's minimum)
+    /// Memory, as podman reads it: 512m, 1.5g, 1gb, 16G; a number alone is
+    /// bytes (at least 6m, podman's minimum)
     #[arg(long, value_name = "SIZE")]
     pub memory: Option<String>,
     /// CPUs: a number from 0.01 up to the machine's

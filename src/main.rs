@@ -163,17 +163,30 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve(a) => {
-            let ctx = context()?;
+            let ctx = context_with(&settings::Overrides {
+                listen: a.listen,
+                ..settings::Overrides::default()
+            })?;
             // serve makes, runs and removes cages for its callers.
             ops::refuse_root(&ctx.settings)?;
-            serve::run(ctx, a.listen.as_deref(), a.token_file.as_deref())?;
+            serve::run(ctx, a.token_file.as_deref())?;
             Ok(ExitCode::SUCCESS)
         }
     }
 }
 
 fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
-    let ctx = context()?;
+    // The command line's limits are read with the config, by the same rules.
+    let overrides = match &cmd {
+        CageCommand::Limits(a) => settings::Overrides {
+            memory: a.memory.clone(),
+            cpus: a.cpus.clone(),
+            pids: a.pids.clone(),
+            ..settings::Overrides::default()
+        },
+        _ => settings::Overrides::default(),
+    };
+    let ctx = context_with(&overrides)?;
     ops::refuse_root(&ctx.settings)?;
     match cmd {
         CageCommand::Create(a) => {
@@ -236,9 +249,7 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
         CageCommand::Limits(a) => {
             let req = ops::limits::LimitsRequest {
                 name: a.name,
-                memory: a.memory,
-                cpus: a.cpus,
-                pids: a.pids,
+                asked: ctx.settings.asked_limits.clone(),
                 reset: a.reset,
                 by: a.by,
             };
@@ -420,10 +431,15 @@ fn strings(words: Vec<std::ffi::OsString>) -> Result<Vec<String>> {
 }
 
 fn context() -> Result<Context> {
+    context_with(&settings::Overrides::default())
+}
+
+/// The context, with the command line's overrides resolved beside the config.
+fn context_with(overrides: &settings::Overrides) -> Result<Context> {
     let env: Env = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
-    let settings = Settings::load(&env)?;
+    let settings = Settings::load(&env, overrides)?;
     let self_paths = self_paths(&env);
     Ok(Context::new(settings, env, self_paths))
 }

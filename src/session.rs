@@ -183,11 +183,7 @@ pub fn sample_cage(container: &str) -> CageRecord {
         container: container.into(),
         image: "img".into(),
         network: crate::spec::Network::Bridge,
-        limits: crate::settings::Limits {
-            memory: "4g".into(),
-            cpus: "2".into(),
-            pids: 2048,
-        },
+        limits: crate::settings::Limits::of("4g", "2", 2048),
         image_path: "/bin".into(),
         harness_dir: "/h/.claude".into(),
         program: None,

@@ -3,9 +3,11 @@
 //! program reads the config file or the process environment for settings.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
@@ -15,6 +17,7 @@ use crate::error::{Error, Result};
 pub type Env = BTreeMap<String, String>;
 
 pub const DEFAULT_MEMORY: &str = "4g";
+const DEFAULT_MEMORY_BYTES: u64 = 4 << 30;
 pub const DEFAULT_CPUS: &str = "2";
 pub const DEFAULT_PIDS: u64 = 2048;
 pub const DEFAULT_AGENT_PORT: u16 = 7387;
@@ -22,26 +25,28 @@ pub const DEFAULT_AGENT_PORT: u16 = 7387;
 pub const DEFAULT_SEALED_DNS: [&str; 2] = ["1.1.1.1", "9.9.9.9"];
 
 /// The config file as written: every key optional, unknown keys refused.
+/// Each value is read into its own type, which checks it as it is read, so a
+/// bad value is refused with its key named (`parse_config`).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ConfigFile {
     podman: Option<PathBuf>,
-    image: Option<String>,
-    memory: Option<String>,
-    cpus: Option<NumberOrString>,
-    pids: Option<i64>,
-    agent_port: Option<i64>,
-    network: Option<String>,
+    image: Option<ImageName>,
+    memory: Option<Memory>,
+    cpus: Option<Cpus>,
+    pids: Option<Pids>,
+    agent_port: Option<Port>,
+    network: Option<NetworkChoice>,
     cages: Option<bool>,
     harness: Option<HarnessPrograms>,
-    pass_env: Option<Vec<String>>,
-    pass_secrets: Option<Vec<String>>,
-    unenforced_limits: Option<String>,
+    pass_env: Option<Vec<PassEnvName>>,
+    pass_secrets: Option<Vec<PassEnvName>>,
+    unenforced_limits: Option<UnenforcedLimits>,
     sealed_token: Option<PathBuf>,
-    sealed_dns: Option<Vec<String>>,
-    images_repo: Option<String>,
-    machine_name: Option<String>,
-    machines: Option<BTreeMap<String, MachineEntry>>,
+    sealed_dns: Option<SealedDns>,
+    images_repo: Option<ImagesRepo>,
+    machine_name: Option<MachineName>,
+    machines: Option<BTreeMap<MachineName, MachineEntry>>,
     gateway: Option<GatewayTable>,
     allow_root: Option<bool>,
 }
@@ -67,19 +72,48 @@ pub struct GatewaySettings {
 }
 
 /// A `[machines]` entry: `name = "http://host:port"`, or a table with the
-/// address and the file holding that machine's `serve` token.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum MachineEntry {
-    Url(String),
-    Table(MachineTable),
-}
+/// address and the file holding that machine's `serve` token. Read by hand
+/// rather than as an untagged enum, which would drop the reason a URL is
+/// refused for "did not match any variant".
+#[derive(Debug)]
+struct MachineEntry(Machine);
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct MachineTable {
     url: String,
     token_file: Option<PathBuf>,
+}
+
+impl<'de> Deserialize<'de> for MachineEntry {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = MachineEntry;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("\"http://host:port\" or { url = \"http://host:port\", token_file = \"/path\" }")
+            }
+            fn visit_str<E: serde::de::Error>(
+                self,
+                url: &str,
+            ) -> std::result::Result<MachineEntry, E> {
+                parse_machine_url(url, None)
+                    .map(MachineEntry)
+                    .map_err(E::custom)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> std::result::Result<MachineEntry, A::Error> {
+                let t =
+                    MachineTable::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                parse_machine_url(&t.url, t.token_file)
+                    .map(MachineEntry)
+                    .map_err(serde::de::Error::custom)
+            }
+        }
+        d.deserialize_any(Visit)
+    }
 }
 
 /// Another machine's `serve`, as `outbox send` reaches it and as a drop
@@ -112,7 +146,8 @@ enum NumberOrString {
 }
 
 /// Which network a cage asks for (issue 2, "Network").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
 pub enum NetworkChoice {
     Auto,
     Pasta,
@@ -120,19 +155,478 @@ pub enum NetworkChoice {
     Bridge,
 }
 
+impl FromStr for NetworkChoice {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "auto" => Ok(NetworkChoice::Auto),
+            "pasta" => Ok(NetworkChoice::Pasta),
+            "slirp4netns" => Ok(NetworkChoice::Slirp4netns),
+            "bridge" => Ok(NetworkChoice::Bridge),
+            other => Err(format!(
+                "{other:?} is not one of \"auto\", \"pasta\", \"slirp4netns\", \"bridge\""
+            )),
+        }
+    }
+}
+
 /// What to do where podman would silently ignore the limits (issue 2, 7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
 pub enum UnenforcedLimits {
     Refuse,
     Warn,
 }
 
-/// A cage's resource limits, in podman's own notation.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+impl FromStr for UnenforcedLimits {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "refuse" => Ok(UnenforcedLimits::Refuse),
+            "warn" => Ok(UnenforcedLimits::Warn),
+            other => Err(format!("{other:?} is not one of \"refuse\", \"warn\"")),
+        }
+    }
+}
+
+/// `TryFrom<String>` (what serde's `try_from` needs) and `TryFrom<&str>`
+/// for a type that parses with `FromStr`: the config file, the command line
+/// and serve's request bodies all read a value through the same parser.
+macro_rules! parsed_from_text {
+    ($($t:ty),*) => {$(
+        impl TryFrom<String> for $t {
+            type Error = String;
+            fn try_from(s: String) -> std::result::Result<Self, String> {
+                s.parse()
+            }
+        }
+        impl TryFrom<&str> for $t {
+            type Error = String;
+            fn try_from(s: &str) -> std::result::Result<Self, String> {
+                s.parse()
+            }
+        }
+    )*};
+}
+
+parsed_from_text!(
+    NetworkChoice,
+    UnenforcedLimits,
+    Memory,
+    Cpus,
+    Pids,
+    Port,
+    MachineName,
+    PassEnvName,
+    ImageName,
+    ImagesRepo
+);
+
+/// A memory limit in podman's notation, kept as written (lower-cased) since
+/// podman reads it again, with the bytes it means.
+///
+/// podman reads `--memory` with `RAMInBytes` of github.com/docker/go-units:
+/// a decimal number, then an optional unit k, m, g (also t, p) of powers of
+/// 1024, then an optional `b` (or `ib`), in any case; a number alone is
+/// bytes; the bytes are the number times the unit, cut to a whole number.
+/// This takes the part of that a person writes: `2147483648`, `10240k`,
+/// `512m`, `1.5g`, `1gb`, `16GiB`, and refuses the rest: `1e9` (podman 4.3
+/// refuses it, later go-units take it), a space (`1 g`), `t` and `p`.
+/// podman 4.3.1 here makes 1610612736 of `1.5g`, 6606028 of `6.3m` and
+/// 6291456 of `6144KiB`, as the tests below expect.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Memory {
+    text: String,
+    bytes: u64,
+}
+
+impl Memory {
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The bytes podman makes of it.
+    #[allow(dead_code)] // read by the tests, kept beside the text it means
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+impl FromStr for Memory {
+    type Err = String;
+    fn from_str(m: &str) -> std::result::Result<Self, String> {
+        let s = m.trim().to_ascii_lowercase();
+        let split = s
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(s.len());
+        let (number, unit) = s.split_at(split);
+        let unit_bytes: Option<u64> = match unit {
+            "" | "b" => Some(1),
+            "k" | "kb" | "kib" => Some(1 << 10),
+            "m" | "mb" | "mib" => Some(1 << 20),
+            "g" | "gb" | "gib" => Some(1 << 30),
+            _ => None,
+        };
+        let digits = |d: &str| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit());
+        let number_ok = match number.split_once('.') {
+            Some((whole, part)) => digits(whole) && digits(part),
+            None => digits(number),
+        };
+        let value = number.parse::<f64>().ok().filter(|n| number_ok && *n > 0.0);
+        let (Some(n), Some(unit_bytes)) = (value, unit_bytes) else {
+            return Err(format!(
+                "{m:?} is not a size: use a positive number with b, k, m or g (kb, mb, gb \
+                 alike), like \"512m\", \"1.5g\" or \"16g\""
+            ));
+        };
+        // As podman counts: the number times the unit, cut to whole bytes.
+        let bytes = (n * unit_bytes as f64).trunc();
+        if bytes < MIN_MEMORY_BYTES as f64 {
+            return Err(format!(
+                "{m:?} is less than podman's minimum of 6m (6 MiB) for a container{}: \
+                 give at least 6m, with a unit, like \"512m\" or \"16g\"",
+                if unit.is_empty() {
+                    ", and a number without a unit is bytes"
+                } else {
+                    ""
+                }
+            ));
+        }
+        if bytes >= i64::MAX as f64 {
+            return Err(format!(
+                "{m:?} is more memory than podman can take: give it in m or g, like \"16g\""
+            ));
+        }
+        Ok(Memory {
+            text: s,
+            bytes: bytes as u64,
+        })
+    }
+}
+
+impl From<Memory> for String {
+    fn from(m: Memory) -> String {
+        m.text
+    }
+}
+
+impl std::fmt::Display for Memory {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// CPUs: a positive number, whole or decimal ("2", "1.5"), at least 0.01,
+/// kept as written since podman reads it again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "NumberOrString", into = "String")]
+pub struct Cpus(String);
+
+impl Cpus {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn value(&self) -> f64 {
+        self.0.parse().unwrap_or(f64::MAX)
+    }
+}
+
+impl FromStr for Cpus {
+    type Err = String;
+    fn from_str(c: &str) -> std::result::Result<Self, String> {
+        let s = c.trim();
+        let plain = !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+        match s.parse::<f64>() {
+            Ok(n) if plain && n >= MIN_CPUS && n.is_finite() => Ok(Cpus(s.to_string())),
+            Ok(n) if plain && n > 0.0 => Err(format!(
+                "{c:?} is less than podman's minimum of {MIN_CPUS} CPUs: give at least {MIN_CPUS}, \
+                 like \"0.5\" or \"2\""
+            )),
+            _ => Err(format!(
+                "{c:?} is not a number of CPUs: use a positive number, like \"2\" or \"1.5\""
+            )),
+        }
+    }
+}
+
+impl TryFrom<NumberOrString> for Cpus {
+    type Error = String;
+    fn try_from(v: NumberOrString) -> std::result::Result<Self, String> {
+        match v {
+            NumberOrString::Int(n) => n.to_string().parse(),
+            NumberOrString::Float(f) => f.to_string().parse(),
+            NumberOrString::Str(s) => s.parse(),
+        }
+    }
+}
+
+impl From<Cpus> for String {
+    fn from(c: Cpus) -> String {
+        c.0
+    }
+}
+
+impl std::fmt::Display for Cpus {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A process limit: a positive whole number (a number in the config and
+/// in the session's record, as before).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "i64", into = "u64")]
+pub struct Pids(u64);
+
+impl Pids {
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl FromStr for Pids {
+    type Err = String;
+    fn from_str(p: &str) -> std::result::Result<Self, String> {
+        p.trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n > 0)
+            .map(Pids)
+            .ok_or_else(|| format!("{p:?} is not a positive whole number"))
+    }
+}
+
+impl TryFrom<i64> for Pids {
+    type Error = String;
+    fn try_from(p: i64) -> std::result::Result<Self, String> {
+        u64::try_from(p)
+            .ok()
+            .filter(|n| *n > 0)
+            .map(Pids)
+            .ok_or_else(|| format!("{p} is not a positive whole number"))
+    }
+}
+
+impl From<Pids> for u64 {
+    fn from(p: Pids) -> u64 {
+        p.0
+    }
+}
+
+impl std::fmt::Display for Pids {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A TCP port, 1 to 65535 (`agent_port`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "i64")]
+pub struct Port(u16);
+
+impl Port {
+    pub fn get(self) -> u16 {
+        self.0
+    }
+}
+
+impl FromStr for Port {
+    type Err = String;
+    fn from_str(p: &str) -> std::result::Result<Self, String> {
+        match p.trim().parse::<i64>() {
+            Ok(n) => Port::try_from(n),
+            Err(_) => Err(format!("{p:?} is not a port (1 to 65535)")),
+        }
+    }
+}
+
+impl TryFrom<i64> for Port {
+    type Error = String;
+    fn try_from(p: i64) -> std::result::Result<Self, String> {
+        u16::try_from(p)
+            .ok()
+            .filter(|n| *n > 0)
+            .map(Port)
+            .ok_or_else(|| format!("{p} is not a port (1 to 65535)"))
+    }
+}
+
+/// `serve --listen`: an address and a port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Listen(pub SocketAddr);
+
+impl FromStr for Listen {
+    type Err = String;
+    fn from_str(l: &str) -> std::result::Result<Self, String> {
+        l.parse().map(Listen).map_err(|_| {
+            format!("--listen {l:?}: give an address and a port, like 127.0.0.1:7387 or [::1]:7387")
+        })
+    }
+}
+
+/// A machine's name (`machine_name`, the keys of `[machines]`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(try_from = "String")]
+pub struct MachineName(String);
+
+impl FromStr for MachineName {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        validate_machine_name(s).map(|()| MachineName(s.to_string()))
+    }
+}
+
+/// A name that may be listed in `pass_env`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+struct PassEnvName(String);
+
+impl FromStr for PassEnvName {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        validate_pass_env_name(s).map(|()| PassEnvName(s.to_string()))
+    }
+}
+
+/// `image`: any image podman can name, but not an empty one.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+struct ImageName(String);
+
+impl FromStr for ImageName {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        if s.trim().is_empty() {
+            return Err("is empty".into());
+        }
+        Ok(ImageName(s.to_string()))
+    }
+}
+
+/// `images_repo`: where our images are tagged.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+struct ImagesRepo(String);
+
+impl FromStr for ImagesRepo {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        crate::images::validate_repo(s).map(|()| ImagesRepo(s.to_string()))
+    }
+}
+
+/// `sealed_dns`: one IP address or more.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "Vec<String>")]
+struct SealedDns(Vec<String>);
+
+impl TryFrom<Vec<String>> for SealedDns {
+    type Error = String;
+    fn try_from(list: Vec<String>) -> std::result::Result<Self, String> {
+        if list.is_empty() {
+            return Err("is empty: a sealed cage needs at least one public resolver".into());
+        }
+        for a in &list {
+            if a.parse::<std::net::IpAddr>().is_err() {
+                return Err(format!("{a:?} is not an IP address"));
+            }
+        }
+        Ok(SealedDns(list))
+    }
+}
+
+/// A cage's resource limits, in podman's own notation. In a session's
+/// record as three plain values (`"4g"`, `"2"`, `2048`), as always.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Limits {
-    pub memory: String,
-    pub cpus: String,
-    pub pids: u64,
+    #[schema(value_type = String, example = "4g")]
+    pub memory: Memory,
+    #[schema(value_type = String, example = "2")]
+    pub cpus: Cpus,
+    #[schema(value_type = u64, example = 2048)]
+    pub pids: Pids,
+}
+
+impl Limits {
+    /// The limits a cage gets when the config says none.
+    pub fn defaults() -> Limits {
+        Limits {
+            memory: Memory {
+                text: DEFAULT_MEMORY.to_string(),
+                bytes: DEFAULT_MEMORY_BYTES,
+            },
+            cpus: Cpus(DEFAULT_CPUS.to_string()),
+            pids: Pids(DEFAULT_PIDS),
+        }
+    }
+
+    /// Limits written out, for tests.
+    #[cfg(test)]
+    pub fn of(memory: &str, cpus: &str, pids: u64) -> Limits {
+        Limits {
+            memory: memory.parse().unwrap(),
+            cpus: cpus.parse().unwrap(),
+            pids: Pids(pids),
+        }
+    }
+
+    /// These limits with what was asked for put in.
+    pub fn with(&self, asked: &LimitsAsked) -> Limits {
+        Limits {
+            memory: asked.memory.clone().unwrap_or_else(|| self.memory.clone()),
+            cpus: asked.cpus.clone().unwrap_or_else(|| self.cpus.clone()),
+            pids: asked.pids.unwrap_or(self.pids),
+        }
+    }
+}
+
+/// Limits asked for on the command line (`cage limits --memory ...`) or in
+/// a request's body, each checked as the config's are.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LimitsAsked {
+    pub memory: Option<Memory>,
+    pub cpus: Option<Cpus>,
+    pub pids: Option<Pids>,
+}
+
+impl LimitsAsked {
+    /// Read the three values as written, naming the flag of one refused.
+    pub fn parse(
+        memory: Option<&str>,
+        cpus: Option<&str>,
+        pids: Option<&str>,
+    ) -> Result<LimitsAsked> {
+        fn one<T: FromStr<Err = String>>(flag: &str, v: Option<&str>) -> Result<Option<T>> {
+            v.map(|v| {
+                v.parse()
+                    .map_err(|why| Error::bad_input(format!("{flag}: {why}")))
+            })
+            .transpose()
+        }
+        Ok(LimitsAsked {
+            memory: one("--memory", memory)?,
+            cpus: one("--cpus", cpus)?,
+            pids: one("--pids", pids)?,
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.memory.is_none() && self.cpus.is_none() && self.pids.is_none()
+    }
+}
+
+/// What the command line says over the config, as written; read with the
+/// config, in `Settings::resolve`.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `cage limits --memory/--cpus/--pids`
+    pub memory: Option<String>,
+    pub cpus: Option<String>,
+    pub pids: Option<String>,
+    /// `serve --listen`
+    pub listen: Option<String>,
 }
 
 /// Everything the operations need to know about how they were asked to run.
@@ -176,11 +670,16 @@ pub struct Settings {
     /// `allow_root = true`: cage commands run as root, with rootful podman,
     /// whose cages' root is root on the files they are given.
     pub allow_root: bool,
+    /// The limits asked for on the command line (`cage limits`).
+    pub asked_limits: LimitsAsked,
+    /// Where `serve` listens: `--listen`, else 127.0.0.1 and `agent_port`.
+    pub listen: SocketAddr,
 }
 
 impl Settings {
-    /// Resolve the settings from the environment and the config file it names.
-    pub fn load(env: &Env) -> Result<Settings> {
+    /// Resolve the settings from the environment, the config file it names
+    /// and the command line's overrides.
+    pub fn load(env: &Env, overrides: &Overrides) -> Result<Settings> {
         let home = home_dir(env)?;
         let (config_path, state_dir) = paths(env, &home)?;
         let text = match std::fs::read_to_string(&config_path) {
@@ -193,7 +692,14 @@ impl Settings {
                 )));
             }
         };
-        let settings = Self::from_text(text.as_deref(), &config_path, state_dir, home, env)?;
+        let settings = Self::resolve(
+            text.as_deref(),
+            &config_path,
+            state_dir,
+            home,
+            env,
+            overrides,
+        )?;
         if settings.podman_configured
             && let Some(p) = &settings.podman
         {
@@ -207,7 +713,8 @@ impl Settings {
         Ok(settings)
     }
 
-    /// The pure part of `load`: text of the config file (if any) to settings.
+    /// `resolve` without overrides (the tests' way in).
+    #[cfg(test)]
     pub fn from_text(
         text: Option<&str>,
         config_path: &Path,
@@ -215,14 +722,30 @@ impl Settings {
         home: PathBuf,
         env: &Env,
     ) -> Result<Settings> {
-        let file: ConfigFile = match text {
-            Some(t) => toml::from_str(t).map_err(|e| {
-                Error::bad_input(format!(
-                    "config file {}: {}",
-                    config_path.display(),
-                    e.to_string().trim_end()
-                ))
-            })?,
+        Self::resolve(
+            text,
+            config_path,
+            state_dir,
+            home,
+            env,
+            &Overrides::default(),
+        )
+    }
+
+    /// The pure part of `load`: the text of the config file (if any), the
+    /// environment and the command line's overrides to settings. Every
+    /// value is checked here, once: the config's as it is parsed, the
+    /// command line's with the same parsers.
+    pub fn resolve(
+        text: Option<&str>,
+        config_path: &Path,
+        state_dir: PathBuf,
+        home: PathBuf,
+        env: &Env,
+        overrides: &Overrides,
+    ) -> Result<Settings> {
+        let file = match text {
+            Some(t) => parse_config(t, config_path)?,
             None => ConfigFile::default(),
         };
         let bad = |key: &str, why: String| {
@@ -233,118 +756,57 @@ impl Settings {
         };
         let path_var = env.get("PATH").cloned();
 
-        let memory = match file.memory {
-            Some(m) => validate_memory(&m).map_err(|why| bad("memory", why))?,
-            None => DEFAULT_MEMORY.to_string(),
+        let defaults = Limits::defaults();
+        let limits = Limits {
+            memory: file.memory.unwrap_or(defaults.memory),
+            cpus: file.cpus.unwrap_or(defaults.cpus),
+            pids: file.pids.unwrap_or(defaults.pids),
         };
-        let cpus = match file.cpus {
-            Some(NumberOrString::Int(n)) => validate_cpus(&n.to_string()),
-            Some(NumberOrString::Float(f)) => validate_cpus(&f.to_string()),
-            Some(NumberOrString::Str(s)) => validate_cpus(&s),
-            None => Ok(DEFAULT_CPUS.to_string()),
-        }
-        .map_err(|why| bad("cpus", why))?;
-        let pids = match file.pids {
-            Some(p) if p > 0 => p as u64,
-            Some(p) => return Err(bad("pids", format!("{p} is not a positive whole number"))),
-            None => DEFAULT_PIDS,
-        };
-        let agent_port = match file.agent_port {
-            Some(p) if (1..=65535).contains(&p) => p as u16,
-            Some(p) => return Err(bad("agent_port", format!("{p} is not a port (1 to 65535)"))),
-            None => DEFAULT_AGENT_PORT,
-        };
-        let network = match file.network.as_deref() {
-            None | Some("auto") => NetworkChoice::Auto,
-            Some("pasta") => NetworkChoice::Pasta,
-            Some("slirp4netns") => NetworkChoice::Slirp4netns,
-            Some("bridge") => NetworkChoice::Bridge,
-            Some(other) => {
-                return Err(bad(
-                    "network",
-                    format!(
-                        "{other:?} is not one of \"auto\", \"pasta\", \"slirp4netns\", \"bridge\""
-                    ),
-                ));
-            }
-        };
-        let unenforced_limits = match file.unenforced_limits.as_deref() {
-            None | Some("refuse") => UnenforcedLimits::Refuse,
-            Some("warn") => UnenforcedLimits::Warn,
-            Some(other) => {
-                return Err(bad(
-                    "unenforced_limits",
-                    format!("{other:?} is not one of \"refuse\", \"warn\""),
-                ));
-            }
-        };
+        let agent_port = file.agent_port.map_or(DEFAULT_AGENT_PORT, Port::get);
         let images_repo = match file.images_repo {
-            Some(r) => {
-                crate::images::validate_repo(&r).map_err(|why| bad("images_repo", why))?;
-                r
-            }
+            Some(ImagesRepo(r)) => r,
             None => crate::images::DEFAULT_REPO.to_string(),
         };
         let image = match file.image {
-            Some(i) if i.trim().is_empty() => return Err(bad("image", "is empty".into())),
-            Some(i) => i,
+            Some(ImageName(i)) => i,
             // The workbench (seed, "Choosing an image"), wherever it is tagged.
             None => crate::images::image_name(&images_repo, crate::images::Stage::Workbench),
         };
-        let mut pass_env = file.pass_env.unwrap_or_default();
-        for name in &pass_env {
-            validate_pass_env_name(name).map_err(|why| bad("pass_env", why))?;
-            if looks_like_a_credential(name) {
+        let mut pass_env: Vec<String> = Vec::new();
+        for PassEnvName(name) in file.pass_env.unwrap_or_default() {
+            if looks_like_a_credential(&name) {
                 return Err(bad(
                     "pass_env",
                     format!(
-                        "{name} looks like a credential: in a cage, the code it runs can read                          it and send it anywhere. The model's key needs no passing (the model                          gateway adds it outside the cage); if the cage truly needs {name},                          list it under pass_secrets instead"
+                        "{name} looks like a credential: in a cage, the code it runs can read \
+                         it and send it anywhere. The model's key needs no passing (the model \
+                         gateway adds it outside the cage); if the cage truly needs {name}, \
+                         list it under pass_secrets instead"
                     ),
                 ));
             }
+            pass_env.push(name);
         }
         // Named on purpose, danger and all (README, "Configuration").
-        for name in file.pass_secrets.unwrap_or_default() {
-            validate_pass_env_name(&name).map_err(|why| bad("pass_secrets", why))?;
+        for PassEnvName(name) in file.pass_secrets.unwrap_or_default() {
             if !pass_env.contains(&name) {
                 pass_env.push(name);
             }
         }
         let sealed_dns = match file.sealed_dns {
-            Some(list) if list.is_empty() => {
-                return Err(bad(
-                    "sealed_dns",
-                    "is empty: a sealed cage needs at least one public resolver".into(),
-                ));
-            }
-            Some(list) => {
-                for a in &list {
-                    if a.parse::<std::net::IpAddr>().is_err() {
-                        return Err(bad("sealed_dns", format!("{a:?} is not an IP address")));
-                    }
-                }
-                list
-            }
+            Some(SealedDns(list)) => list,
             None => DEFAULT_SEALED_DNS.iter().map(|s| s.to_string()).collect(),
         };
         let machine_name = match file.machine_name {
-            Some(n) => {
-                validate_machine_name(&n).map_err(|why| bad("machine_name", why))?;
-                n
-            }
+            Some(MachineName(n)) => n,
             None => host_name(),
         };
-        let mut machines = BTreeMap::new();
-        for (name, entry) in file.machines.unwrap_or_default() {
-            validate_machine_name(&name).map_err(|why| bad("machines", why))?;
-            let (url, token_file) = match entry {
-                MachineEntry::Url(u) => (u, None),
-                MachineEntry::Table(t) => (t.url, t.token_file),
-            };
-            let machine = parse_machine_url(&url, token_file)
-                .map_err(|why| bad("machines", format!("{name}: {why}")))?;
-            machines.insert(name, machine);
-        }
+        let machines = file
+            .machines
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(MachineName(name), MachineEntry(m))| (name, m))
+            .collect();
         let gateway = {
             let g = file.gateway.unwrap_or_default();
             let anthropic_url = match g.anthropic_url {
@@ -383,6 +845,15 @@ impl Settings {
             ),
             None => find_program("podman", path_var.as_deref()),
         };
+        let asked_limits = LimitsAsked::parse(
+            overrides.memory.as_deref(),
+            overrides.cpus.as_deref(),
+            overrides.pids.as_deref(),
+        )?;
+        let listen = match &overrides.listen {
+            Some(l) => l.parse::<Listen>().map_err(Error::bad_input)?.0,
+            None => SocketAddr::from(([127, 0, 0, 1], agent_port)),
+        };
 
         Ok(Settings {
             config_path: config_path.to_path_buf(),
@@ -391,14 +862,14 @@ impl Settings {
             podman,
             podman_configured,
             image,
-            limits: Limits { memory, cpus, pids },
+            limits,
             agent_port,
-            network,
+            network: file.network.unwrap_or(NetworkChoice::Auto),
             cages: file.cages.unwrap_or(true),
             claude: harness.claude,
             pi: harness.pi,
             pass_env,
-            unenforced_limits,
+            unenforced_limits: file.unenforced_limits.unwrap_or(UnenforcedLimits::Refuse),
             path_var,
             gateway,
             sealed_token: file.sealed_token,
@@ -420,8 +891,47 @@ impl Settings {
             machine_name,
             machines,
             allow_root: file.allow_root.unwrap_or(false),
+            asked_limits,
+            listen,
         })
     }
+}
+
+/// Parse the config file's text. A value its type refuses is told by its
+/// key (and, within `[machines]`, the entry's name), as `key `memory`: why`;
+/// anything else (bad TOML, an unknown key) as the TOML parser says it,
+/// with the line.
+fn parse_config(text: &str, config_path: &Path) -> Result<ConfigFile> {
+    let whole = |e: &toml::de::Error| {
+        Error::bad_input(format!(
+            "config file {}: {}",
+            config_path.display(),
+            e.to_string().trim_end()
+        ))
+    };
+    let de = toml::Deserializer::parse(text).map_err(|e| whole(&e))?;
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let mut keys = e.path().iter().filter_map(|s| match s {
+            serde_path_to_error::Segment::Map { key } => Some(key.as_str()),
+            _ => None,
+        });
+        match keys.next() {
+            Some(key) => {
+                let within: Vec<&str> = keys.collect();
+                let within = if within.is_empty() {
+                    String::new()
+                } else {
+                    format!("{}: ", within.join("."))
+                };
+                Error::bad_input(format!(
+                    "config file {}: key `{key}`: {within}{}",
+                    config_path.display(),
+                    e.inner().message().trim_end()
+                ))
+            }
+            None => whole(e.inner()),
+        }
+    })
 }
 
 /// The home directory: $HOME, else the system's record of the user.
@@ -525,61 +1035,6 @@ pub const MIN_MEMORY_BYTES: u64 = 6 * 1024 * 1024;
 /// The fewest CPUs podman can give: a CPU quota under 1 ms in its 100 ms
 /// period, which the kernel refuses (cpu.cfs_quota_us >= 1000).
 pub const MIN_CPUS: f64 = 0.01;
-
-/// Memory in podman's units: a positive whole number with b, k, m or g (a
-/// number alone is bytes, as podman reads it), at least podman's minimum.
-pub fn validate_memory(m: &str) -> Result<String, String> {
-    let s = m.trim().to_ascii_lowercase();
-    let digits = s.trim_end_matches(['b', 'k', 'm', 'g']);
-    let unit_len = s.len() - digits.len();
-    let number =
-        (unit_len <= 1 && !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| digits.parse::<u64>().ok())
-            .flatten()
-            .filter(|n| *n > 0);
-    let Some(n) = number else {
-        return Err(format!(
-            "{m:?} is not a size: use a positive whole number with b, k, m or g, like \"512m\" or \"16g\""
-        ));
-    };
-    let unit: u64 = match s.as_bytes()[s.len() - 1] {
-        b'k' => 1 << 10,
-        b'm' => 1 << 20,
-        b'g' => 1 << 30,
-        _ => 1,
-    };
-    match n.checked_mul(unit) {
-        Some(bytes) if bytes < MIN_MEMORY_BYTES => Err(format!(
-            "{m:?} is less than podman's minimum of 6m (6 MiB) for a container{}: \
-             give at least 6m, with a unit, like \"512m\" or \"16g\"",
-            if unit_len == 0 {
-                ", and a number without a unit is bytes"
-            } else {
-                ""
-            }
-        )),
-        Some(bytes) if bytes <= i64::MAX as u64 => Ok(s),
-        _ => Err(format!(
-            "{m:?} is more memory than podman can take: give it in m or g, like \"16g\""
-        )),
-    }
-}
-
-/// CPUs: a positive number, whole or decimal ("2", "1.5"), at least 0.01.
-pub fn validate_cpus(c: &str) -> Result<String, String> {
-    let s = c.trim();
-    let plain = !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'.');
-    match s.parse::<f64>() {
-        Ok(n) if plain && n >= MIN_CPUS && n.is_finite() => Ok(s.to_string()),
-        Ok(n) if plain && n > 0.0 => Err(format!(
-            "{c:?} is less than podman's minimum of {MIN_CPUS} CPUs: give at least {MIN_CPUS}, \
-             like \"0.5\" or \"2\""
-        )),
-        _ => Err(format!(
-            "{c:?} is not a number of CPUs: use a positive number, like \"2\" or \"1.5\""
-        )),
-    }
-}
 
 /// A machine's name: what a session name may be (it goes into folder names,
 /// `from-<machine>_<session>`), without `_`, which separates the two there.
@@ -711,6 +1166,15 @@ fn validate_pass_env_name(name: &str) -> Result<(), String> {
 mod tests {
     use super::*;
 
+    /// A memory value as it is kept, or why it is refused.
+    fn memory(m: &str) -> Result<String, String> {
+        m.parse::<Memory>().map(|m| m.to_string())
+    }
+
+    fn cpus(c: &str) -> Result<String, String> {
+        c.parse::<Cpus>().map(|c| c.to_string())
+    }
+
     fn load(text: &str) -> Result<Settings> {
         let env = Env::new();
         Settings::from_text(
@@ -776,14 +1240,7 @@ mod tests {
     fn defaults_when_the_file_is_empty() {
         let s = load("").unwrap();
         assert_eq!(s.image, "localhost/shrooms-workbench:latest");
-        assert_eq!(
-            s.limits,
-            Limits {
-                memory: "4g".into(),
-                cpus: "2".into(),
-                pids: 2048
-            }
-        );
+        assert_eq!(s.limits, Limits::of("4g", "2", 2048));
         assert_eq!(s.agent_port, 7387);
         assert_eq!(s.network, NetworkChoice::Auto);
         assert!(s.cages);
@@ -819,9 +1276,7 @@ pi = "/opt/pi"
         .unwrap();
         assert_eq!(s.podman, Some(PathBuf::from("/opt/podman")));
         assert_eq!(s.image, "localhost/mine:1");
-        assert_eq!(s.limits.memory, "512m");
-        assert_eq!(s.limits.cpus, "1.5");
-        assert_eq!(s.limits.pids, 100);
+        assert_eq!(s.limits, Limits::of("512m", "1.5", 100));
         assert_eq!(s.agent_port, 9000);
         assert_eq!(s.network, NetworkChoice::Slirp4netns);
         assert!(!s.cages);
@@ -947,7 +1402,7 @@ pi = "/opt/pi"
             let mut env = Env::new();
             env.insert("HOME".into(), "/nonexistent-home-for-test".into());
             env.insert("SHROOMS_AGENT_CONFIG".into(), config.display().to_string());
-            let e = Settings::load(&env).unwrap_err();
+            let e = Settings::load(&env, &Overrides::default()).unwrap_err();
             assert_eq!(e.kind, crate::error::Kind::BadInput);
             assert_eq!(
                 e.message,
@@ -1023,24 +1478,271 @@ delta = { url = "http://[fd00::1]:9000", token_file = "/t/delta" }
             );
         }
         let e = load("[machines]\nbeta = { url = \"http://b:1\", token = \"x\" }").unwrap_err();
-        assert!(e.message.contains("beta = "), "{}", e.message);
+        assert!(
+            e.message
+                .contains("key `machines`: beta.token: unknown field `token`"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]
     fn memory_and_cpus_rules() {
-        assert_eq!(validate_memory("16g").unwrap(), "16g");
-        assert_eq!(validate_memory("6m").unwrap(), "6m");
-        assert_eq!(validate_memory("6144K").unwrap(), "6144k");
-        assert_eq!(validate_memory("6291456").unwrap(), "6291456");
-        assert_eq!(validate_memory("6291456b").unwrap(), "6291456b");
-        assert!(validate_memory("1.5g").is_err());
-        assert!(validate_memory("g").is_err());
-        assert!(validate_memory("12gb").is_err());
-        assert_eq!(validate_cpus("8").unwrap(), "8");
-        assert_eq!(validate_cpus("0.01").unwrap(), "0.01");
-        assert_eq!(validate_cpus("0.5").unwrap(), "0.5");
-        assert!(validate_cpus("1e3").is_err());
-        assert!(validate_cpus("nan").is_err());
+        assert_eq!(memory("16g").unwrap(), "16g");
+        assert_eq!(memory("6m").unwrap(), "6m");
+        assert_eq!(memory("6144K").unwrap(), "6144k");
+        assert_eq!(memory("6291456").unwrap(), "6291456");
+        assert_eq!(memory("6291456b").unwrap(), "6291456b");
+        assert!(memory("g").is_err());
+        assert_eq!(cpus("8").unwrap(), "8");
+        assert_eq!(cpus("0.01").unwrap(), "0.01");
+        assert_eq!(cpus("0.5").unwrap(), "0.5");
+        assert!(cpus("1e3").is_err());
+        assert!(cpus("nan").is_err());
+    }
+
+    /// What podman's `--memory` takes (`RAMInBytes` of docker/go-units:
+    /// units of 1024, any case, an optional `b` or `ib`, a decimal number
+    /// cut to whole bytes), with the bytes podman makes of it, and the text
+    /// kept for podman (lower-cased).
+    #[test]
+    fn memory_is_read_as_podman_reads_it() {
+        for (text, kept, bytes) in [
+            ("2097152000", "2097152000", 2_097_152_000),
+            ("6291456", "6291456", 6 << 20),
+            ("6291456b", "6291456b", 6 << 20),
+            ("6291456B", "6291456b", 6 << 20),
+            ("10240k", "10240k", 10 << 20),
+            ("6144K", "6144k", 6 << 20),
+            ("6144kb", "6144kb", 6 << 20),
+            ("6144KiB", "6144kib", 6 << 20),
+            ("512m", "512m", 512 << 20),
+            ("512M", "512m", 512 << 20),
+            ("512mb", "512mb", 512 << 20),
+            ("512MiB", "512mib", 512 << 20),
+            ("6m", "6m", 6 << 20),
+            ("1g", "1g", 1 << 30),
+            ("1gb", "1gb", 1 << 30),
+            ("1GB", "1gb", 1 << 30),
+            ("1gib", "1gib", 1 << 30),
+            ("1.5g", "1.5g", 3 << 29),
+            ("1.5G", "1.5g", 3 << 29),
+            ("0.5g", "0.5g", 1 << 29),
+            ("16g", "16g", 16 << 30),
+            (" 4g ", "4g", 4 << 30),
+            // cut to whole bytes, as podman does: 1.3 MiB is 1363148.8 bytes
+            ("6.3m", "6.3m", 6_606_028),
+            ("6.0000001m", "6.0000001m", 6_291_456),
+        ] {
+            let m: Memory = text.parse().unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!((m.as_str(), m.bytes()), (kept, bytes), "{text}");
+        }
+        // What podman refuses, or reads otherwise than a person means.
+        for text in [
+            "", " ", "g", "m", "b", "-1g", "+1g", "0", "0g", "0.0m", "1.g", ".5g", "1..5g",
+            "1.2.3g", "1e3", "1e9b", "1 g", "1gbb", "1bb", "1ib", "1i", "1x", "12x", "1t", "1p",
+            "0x10", "inf", "nan", "1_000m", "１g",
+        ] {
+            let e = memory(text).unwrap_err();
+            assert_eq!(
+                e,
+                format!(
+                    "{text:?} is not a size: use a positive number with b, k, m or g (kb, mb, \
+                     gb alike), like \"512m\", \"1.5g\" or \"16g\""
+                ),
+                "{text}"
+            );
+        }
+        // Under podman's minimum, counted in bytes as podman counts them.
+        for text in [
+            "6291455",
+            "6291455b",
+            "6143k",
+            "5.99m",
+            "0.005g",
+            "0.0000001m",
+        ] {
+            assert!(
+                memory(text)
+                    .unwrap_err()
+                    .contains("less than podman's minimum of 6m"),
+                "{text}"
+            );
+        }
+        assert!(
+            memory("8589934592g")
+                .unwrap_err()
+                .contains("more memory than podman can take")
+        );
+        assert_eq!(
+            memory("8589934591g").unwrap(),
+            "8589934591g",
+            "just under podman's int64"
+        );
+    }
+
+    /// A session's record keeps its limits as three plain values, as every
+    /// earlier version wrote them, and reads them back the same.
+    #[test]
+    fn limits_in_a_record_are_plain_values() {
+        let old = r#"{"memory":"6144k","cpus":"0.5","pids":2048}"#;
+        let l: Limits = serde_json::from_str(old).unwrap();
+        assert_eq!(l, Limits::of("6144k", "0.5", 2048));
+        assert_eq!(serde_json::to_string(&l).unwrap(), old);
+        assert_eq!(
+            serde_json::to_string(&Limits::defaults()).unwrap(),
+            r#"{"memory":"4g","cpus":"2","pids":2048}"#
+        );
+        assert_eq!(Limits::defaults(), Limits::of("4g", "2", 2048));
+        assert_eq!(Limits::defaults().memory.bytes(), 4 << 30);
+        // A record a hand spoiled is refused rather than handed to podman.
+        for bad in [
+            r#"{"memory":"1b","cpus":"2","pids":1}"#,
+            r#"{"memory":"4g","cpus":"x","pids":1}"#,
+            r#"{"memory":"4g","cpus":"2","pids":0}"#,
+        ] {
+            assert!(serde_json::from_str::<Limits>(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// The command line's values are read with the config, by the same
+    /// parsers, and refused naming the flag.
+    #[test]
+    fn overrides_are_resolved_with_the_config() {
+        let resolve = |text: &str, o: &Overrides| {
+            Settings::resolve(
+                Some(text),
+                Path::new("/cfg/config.toml"),
+                PathBuf::from("/state"),
+                PathBuf::from("/home/u"),
+                &Env::new(),
+                o,
+            )
+        };
+        let s = resolve("agent_port = 7400", &Overrides::default()).unwrap();
+        assert_eq!(s.listen, "127.0.0.1:7400".parse().unwrap());
+        assert_eq!(s.asked_limits, LimitsAsked::default());
+        let o = Overrides {
+            memory: Some("1.5G".into()),
+            cpus: Some("0.5".into()),
+            pids: Some("99".into()),
+            listen: Some("[::1]:9000".into()),
+        };
+        let s = resolve("", &o).unwrap();
+        assert_eq!(s.listen, "[::1]:9000".parse().unwrap());
+        assert_eq!(
+            Limits::defaults().with(&s.asked_limits),
+            Limits::of("1.5g", "0.5", 99)
+        );
+        for (o, says) in [
+            (
+                Overrides {
+                    memory: Some("12x".into()),
+                    ..Overrides::default()
+                },
+                "--memory: \"12x\" is not a size",
+            ),
+            (
+                Overrides {
+                    memory: Some("16".into()),
+                    ..Overrides::default()
+                },
+                "--memory: \"16\" is less than podman's minimum of 6m (6 MiB) for a \
+                 container, and a number without a unit is bytes",
+            ),
+            (
+                Overrides {
+                    cpus: Some("0".into()),
+                    ..Overrides::default()
+                },
+                "--cpus: \"0\" is not a number of CPUs",
+            ),
+            (
+                Overrides {
+                    pids: Some("-3".into()),
+                    ..Overrides::default()
+                },
+                "--pids: \"-3\" is not a positive whole number",
+            ),
+            (
+                Overrides {
+                    listen: Some("7387".into()),
+                    ..Overrides::default()
+                },
+                "--listen \"7387\": give an address and a port, like 127.0.0.1:7387 or [::1]:7387",
+            ),
+        ] {
+            let e = resolve("", &o).unwrap_err();
+            assert_eq!(e.kind, crate::error::Kind::BadInput);
+            assert!(e.message.starts_with(says), "{says}: {}", e.message);
+        }
+        // A bad config is told first, as before.
+        let o = Overrides {
+            memory: Some("12x".into()),
+            ..Overrides::default()
+        };
+        assert!(
+            resolve("pids = 0", &o)
+                .unwrap_err()
+                .message
+                .contains("key `pids`")
+        );
+    }
+
+    /// Each value is refused as it is parsed, with today's words after the
+    /// key and the file.
+    #[test]
+    fn bad_values_are_told_in_full() {
+        for (text, message) in [
+            ("pids = 0", "key `pids`: 0 is not a positive whole number"),
+            ("pids = -1", "key `pids`: -1 is not a positive whole number"),
+            (
+                "agent_port = 0",
+                "key `agent_port`: 0 is not a port (1 to 65535)",
+            ),
+            (
+                "network = \"host\"",
+                "key `network`: \"host\" is not one of \"auto\", \"pasta\", \"slirp4netns\", \"bridge\"",
+            ),
+            (
+                "unenforced_limits = \"ignore\"",
+                "key `unenforced_limits`: \"ignore\" is not one of \"refuse\", \"warn\"",
+            ),
+            ("image = \"\"", "key `image`: is empty"),
+            (
+                "sealed_dns = [\"one.one\"]",
+                "key `sealed_dns`: \"one.one\" is not an IP address",
+            ),
+            (
+                "[machines]\nbeta = \"https://b:1\"",
+                "key `machines`: beta: \"https://b:1\" is not an address of a machine's serve: \
+                 write it as \"http://host:port\"",
+            ),
+            (
+                "[machines]\nbeta = { url = \"http://b:0\" }",
+                "key `machines`: beta: \"http://b:0\" is not an address",
+            ),
+            (
+                "[machines]\n\"b_c\" = \"http://b:1\"",
+                "key `machines`: b_c: \"b_c\" is not a machine name",
+            ),
+            (
+                "cages = \"yes\"",
+                "key `cages`: invalid type: string \"yes\"",
+            ),
+            (
+                "[harness]\nclaud = \"/x\"",
+                "key `harness`: claud: unknown field `claud`",
+            ),
+        ] {
+            let e = load(text).unwrap_err();
+            assert!(
+                e.message
+                    .starts_with(&format!("config file /cfg/config.toml: {message}")),
+                "{text}: {}",
+                e.message
+            );
+        }
     }
 
     /// Limits podman cannot use are refused, saying the minimum and giving
@@ -1049,7 +1751,7 @@ delta = { url = "http://[fd00::1]:9000", token_file = "/t/delta" }
     fn limits_under_podmans_minimum_are_refused() {
         for m in ["1b", "16", "1k", "6291455", "6143k", "5m"] {
             assert_eq!(
-                validate_memory(m).unwrap_err(),
+                memory(m).unwrap_err(),
                 format!(
                     "{m:?} is less than podman's minimum of 6m (6 MiB) for a container{}: \
                      give at least 6m, with a unit, like \"512m\" or \"16g\"",
@@ -1062,12 +1764,12 @@ delta = { url = "http://[fd00::1]:9000", token_file = "/t/delta" }
             );
         }
         assert_eq!(
-            validate_memory("99999999999999g").unwrap_err(),
+            memory("99999999999999g").unwrap_err(),
             "\"99999999999999g\" is more memory than podman can take: give it in m or g, like \"16g\""
         );
         for c in ["0.0001", "0.009", "0.00999"] {
             assert_eq!(
-                validate_cpus(c).unwrap_err(),
+                cpus(c).unwrap_err(),
                 format!(
                     "{c:?} is less than podman's minimum of 0.01 CPUs: give at least 0.01, \
                      like \"0.5\" or \"2\""
@@ -1095,7 +1797,7 @@ delta = { url = "http://[fd00::1]:9000", token_file = "/t/delta" }
     fn config_and_state_paths_follow_the_environment() {
         let mut env = Env::new();
         env.insert("HOME".into(), "/nonexistent-home-for-test".into());
-        let s = Settings::load(&env).unwrap();
+        let s = Settings::load(&env, &Overrides::default()).unwrap();
         assert_eq!(
             s.config_path,
             PathBuf::from("/nonexistent-home-for-test/.config/shrooms-agent/config.toml")
@@ -1109,7 +1811,7 @@ delta = { url = "http://[fd00::1]:9000", token_file = "/t/delta" }
             "SHROOMS_AGENT_STATE_DIR".into(),
             "/nonexistent/state".into(),
         );
-        let s = Settings::load(&env).unwrap();
+        let s = Settings::load(&env, &Overrides::default()).unwrap();
         assert_eq!(s.config_path, PathBuf::from("/nonexistent/c.toml"));
         assert_eq!(s.state_dir, PathBuf::from("/nonexistent/state"));
     }
@@ -1156,7 +1858,10 @@ delta = { url = "http://[fd00::1]:9000", token_file = "/t/delta" }
                 )
             );
             env.insert("HOME".into(), "/nonexistent-home-for-test".into());
-            assert!(Settings::load(&env).is_err(), "{var}");
+            assert!(
+                Settings::load(&env, &Overrides::default()).is_err(),
+                "{var}"
+            );
         }
         // An XDG folder that decides nothing is not looked at.
         let env: Env = [

@@ -524,11 +524,7 @@ mod tests {
     }
 
     fn limits() -> Limits {
-        Limits {
-            memory: "4g".into(),
-            cpus: "2".into(),
-            pids: 2048,
-        }
+        Limits::of("4g", "2", 2048)
     }
 
     #[test]

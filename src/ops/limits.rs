@@ -17,14 +17,13 @@ use crate::error::{Error, Result};
 use crate::host::{LimitsSupport, PASTA_SINCE};
 use crate::podman::argv;
 use crate::session::HistoryEntry;
-use crate::settings::{Limits, validate_cpus, validate_memory};
+use crate::settings::{Limits, LimitsAsked};
 
 #[derive(Debug, Clone, Default)]
 pub struct LimitsRequest {
     pub name: String,
-    pub memory: Option<String>,
-    pub cpus: Option<String>,
-    pub pids: Option<String>,
+    /// Checked where they are read (`LimitsAsked::parse`), by the config's rules.
+    pub asked: LimitsAsked,
     pub reset: bool,
     pub by: Option<String>,
 }
@@ -49,37 +48,19 @@ pub fn new_limits(
     if req.reset {
         return Ok(defaults.clone());
     }
-    if req.memory.is_none() && req.cpus.is_none() && req.pids.is_none() {
+    if req.asked.is_empty() {
         return Err(Error::bad_input(
             "say what to change: --memory, --cpus, --pids, or --reset for the machine's limits",
         ));
     }
-    let mut after = before.clone();
-    if let Some(m) = &req.memory {
-        after.memory =
-            validate_memory(m).map_err(|why| Error::bad_input(format!("--memory: {why}")))?;
+    if let Some(c) = &req.asked.cpus
+        && c.value() > machine_cpus as f64
+    {
+        return Err(Error::bad_input(format!(
+            "--cpus: {c} is more than this machine's {machine_cpus} CPUs"
+        )));
     }
-    if let Some(c) = &req.cpus {
-        let cpus = validate_cpus(c).map_err(|why| Error::bad_input(format!("--cpus: {why}")))?;
-        let n: f64 = cpus.parse().unwrap_or(f64::MAX);
-        if n > machine_cpus as f64 {
-            return Err(Error::bad_input(format!(
-                "--cpus: {c} is more than this machine's {machine_cpus} CPUs"
-            )));
-        }
-        after.cpus = cpus;
-    }
-    if let Some(p) = &req.pids {
-        after.pids = p
-            .trim()
-            .parse::<u64>()
-            .ok()
-            .filter(|n| *n > 0)
-            .ok_or_else(|| {
-                Error::bad_input(format!("--pids: {p:?} is not a positive whole number"))
-            })?;
-    }
-    Ok(after)
+    Ok(before.with(&req.asked))
 }
 
 pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
@@ -196,31 +177,31 @@ mod tests {
     use super::*;
 
     fn l(m: &str, c: &str, p: u64) -> Limits {
-        Limits {
-            memory: m.into(),
-            cpus: c.into(),
-            pids: p,
-        }
+        Limits::of(m, c, p)
     }
 
     #[test]
     fn new_limits_rules() {
         let before = l("4g", "2", 2048);
         let defaults = l("4g", "2", 2048);
-        let req = |m: Option<&str>, c: Option<&str>, p: Option<&str>| LimitsRequest {
-            memory: m.map(Into::into),
-            cpus: c.map(Into::into),
-            pids: p.map(Into::into),
-            ..LimitsRequest::default()
+        // As the command line and serve's bodies give them: read by the
+        // config's parsers, then put on the old limits.
+        let change = |m: Option<&str>, c: Option<&str>, p: Option<&str>| {
+            let req = LimitsRequest {
+                asked: LimitsAsked::parse(m, c, p)?,
+                ..LimitsRequest::default()
+            };
+            new_limits(&before, &defaults, &req, 8)
         };
         assert_eq!(
-            new_limits(&before, &defaults, &req(Some("16g"), Some("8"), None), 8).unwrap(),
+            change(Some("16g"), Some("8"), None).unwrap(),
             l("16g", "8", 2048)
         );
         assert_eq!(
-            new_limits(&before, &defaults, &req(None, None, Some("100")), 8).unwrap(),
-            l("4g", "2", 100)
+            change(Some("1.5G"), None, None).unwrap(),
+            l("1.5g", "2", 2048)
         );
+        assert_eq!(change(None, None, Some("100")).unwrap(), l("4g", "2", 100));
         for (m, c, p) in [
             (Some("16x"), None, None),
             (None, Some("9"), None),
@@ -232,7 +213,7 @@ mod tests {
             (None, Some("0.0001"), None),
             (None, None, None),
         ] {
-            let e = new_limits(&before, &defaults, &req(m, c, p), 8).unwrap_err();
+            let e = change(m, c, p).unwrap_err();
             assert_eq!(e.kind, crate::error::Kind::BadInput, "{m:?} {c:?} {p:?}");
         }
         let reset = LimitsRequest {

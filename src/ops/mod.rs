@@ -232,7 +232,8 @@ pub fn check_mount_sources(sources: &[crate::session::MountSource], session: &st
     Ok(())
 }
 
-/// The limits a `podman create` argv made a container with.
+/// The limits a `podman create` argv made a container with (None when one
+/// is missing or is not what this version would have given).
 pub fn limits_in_argv(argv: &[String]) -> Option<crate::settings::Limits> {
     let value = |flag: &str| {
         argv.iter()
@@ -241,8 +242,8 @@ pub fn limits_in_argv(argv: &[String]) -> Option<crate::settings::Limits> {
             .cloned()
     };
     Some(crate::settings::Limits {
-        memory: value("--memory")?,
-        cpus: value("--cpus")?,
+        memory: value("--memory")?.parse().ok()?,
+        cpus: value("--cpus")?.parse().ok()?,
         pids: value("--pids-limit")?.parse().ok()?,
     })
 }
@@ -374,11 +375,7 @@ mod tests {
         .collect();
         assert_eq!(
             limits_in_argv(&argv),
-            Some(crate::settings::Limits {
-                memory: "1g".into(),
-                cpus: "2".into(),
-                pids: 9
-            })
+            Some(crate::settings::Limits::of("1g", "2", 9))
         );
         assert_eq!(limits_in_argv(&argv[..3]), None);
     }

@@ -175,9 +175,9 @@ pub fn network(n: Network) -> Vec<String> {
 pub fn limits(l: &crate::settings::Limits) -> Vec<String> {
     vec![
         "--memory".into(),
-        l.memory.clone(),
+        l.memory.to_string(),
         "--cpus".into(),
-        l.cpus.clone(),
+        l.cpus.to_string(),
         "--pids-limit".into(),
         l.pids.to_string(),
     ]
@@ -240,9 +240,9 @@ pub fn update(container: &str, l: &crate::settings::Limits, with_pids: bool) -> 
     let mut a: Vec<String> = vec!["update".into()];
     a.extend([
         "--memory".into(),
-        l.memory.clone(),
+        l.memory.to_string(),
         "--cpus".into(),
-        l.cpus.clone(),
+        l.cpus.to_string(),
     ]);
     if with_pids {
         a.extend(["--pids-limit".into(), l.pids.to_string()]);
@@ -378,11 +378,7 @@ mod tests {
             container: "shrooms-web-abc123".into(),
             image: "localhost/shrooms-workbench:latest".into(),
             network,
-            limits: Limits {
-                memory: "4g".into(),
-                cpus: "2".into(),
-                pids: 2048,
-            },
+            limits: Limits::of("4g", "2", 2048),
             mounts: vec![
                 Mount {
                     src: "/home/u/src/web".into(),
@@ -428,11 +424,7 @@ mod tests {
 
     #[test]
     fn golden_update() {
-        let l = crate::settings::Limits {
-            memory: "1g".into(),
-            cpus: "1.5".into(),
-            pids: 100,
-        };
+        let l = crate::settings::Limits::of("1g", "1.5", 100);
         assert_eq!(
             update("c", &l, true).join(" "),
             "update --memory 1g --cpus 1.5 --pids-limit 100 -- c"

@@ -148,15 +148,9 @@ fn canonical(ip: IpAddr) -> IpAddr {
 }
 
 /// `serve [--listen ADDR:PORT] [--token-file FILE]`, until SIGTERM or SIGINT.
-pub fn run(ctx: Context, listen: Option<&str>, token_file: Option<&Path>) -> Result<()> {
-    let addr: SocketAddr = match listen {
-        None => SocketAddr::from(([127, 0, 0, 1], ctx.settings.agent_port)),
-        Some(l) => l.parse().map_err(|_| {
-            Error::bad_input(format!(
-                "--listen {l:?}: give an address and a port, like 127.0.0.1:7387 or [::1]:7387"
-            ))
-        })?,
-    };
+pub fn run(ctx: Context, token_file: Option<&Path>) -> Result<()> {
+    // `--listen`, read with the config (settings.rs).
+    let addr: SocketAddr = ctx.settings.listen;
     let token = match token_file {
         Some(f) => Some(
             crate::token::read(f)

@@ -529,9 +529,11 @@ async fn limits(
     with_body(&shared, &info, req, move |shared, body: LimitsBody| {
         let request = ops::limits::LimitsRequest {
             name,
-            memory: body.memory.map(Loose::text),
-            cpus: body.cpus.map(Loose::text),
-            pids: body.pids.map(Loose::text),
+            asked: crate::settings::LimitsAsked::parse(
+                body.memory.map(Loose::text).as_deref(),
+                body.cpus.map(Loose::text).as_deref(),
+                body.pids.map(Loose::text).as_deref(),
+            )?,
             reset: false,
             by: Some(by),
         };
