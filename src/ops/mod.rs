@@ -4,6 +4,8 @@
 //! the faces that show results.
 
 pub mod create;
+#[cfg(test)]
+mod decisions;
 pub mod doctor;
 pub mod exec;
 pub mod files;
