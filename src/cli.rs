@@ -108,7 +108,7 @@ pub enum CageCommand {
     /// Move a session into a fresh cage with new options, or out of its cage
     #[command(
         after_help = "Only while the session is idle: while an exec or run holds it, or a process \
-        other than `sleep infinity` runs in its cage, it exits 3. The old container is deleted, \
+        other than its first process (the machine's catatonit) runs in its cage, it exits 3. The old container is deleted, \
         and everything that was installed in it."
     )]
     Move(MoveArgs),

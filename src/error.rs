@@ -1,6 +1,6 @@
 //! The one error type operations return, and the exit codes it maps to.
 //!
-//! Exit codes are part of the interface (issue 2, "Commands"): scripts and
+//! Exit codes are part of the interface (README, "Exit codes"): scripts and
 //! cron jobs branch on them, and `serve` maps the same kinds to HTTP statuses.
 //! Both come from the kind alone: no decision reads an error's message,
 //! which is for people and may change with its wording.
@@ -18,11 +18,11 @@ pub enum Kind {
     NotFound,
     /// Another command holds the session.
     Busy,
-    /// Not ready yet (an image being built); try again later (issue 4).
+    /// Not ready yet (an image being built); try again later.
     NotReady,
-    /// Not allowed: a session that takes no files from this sender (issue 6).
+    /// Not allowed: a session that takes no files from this sender.
     Forbidden,
-    /// Too large: an upload or an archive over its bound (issue 6).
+    /// Too large: an upload or an archive over its bound.
     TooLarge,
     /// This machine offers no cages: no podman, or `cages = false`. Like an
     /// image being built, a state of the machine rather than a failure of
@@ -44,8 +44,7 @@ impl Kind {
         }
     }
 
-    /// The HTTP status `serve` answers this kind with (issue 6, "Status
-    /// codes"). "No podman" is a machine that cannot serve the request now,
+    /// The HTTP status `serve` answers this kind with (README, "HTTP API"). "No podman" is a machine that cannot serve the request now,
     /// not a failure of it: 503, like an image being built.
     pub fn http_status(self) -> u16 {
         match self {
@@ -119,7 +118,7 @@ impl Error {
     pub fn busy(message: impl Into<String>) -> Self {
         Self::new(Kind::Busy, message)
     }
-    /// The seed's words for a machine that offers no cages.
+    /// A machine that offers no cages (no podman): the words the apps show.
     pub fn no_podman(message: impl Into<String>) -> Self {
         Self::new(Kind::NoPodman, message)
     }

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::podman::{Podman, inspect::Info};
-use crate::settings::{NetworkChoice, Settings, find_program};
+use crate::settings::{Env, NetworkChoice, Settings, find_program};
 use crate::spec::Network;
 
 /// The seed's words for a machine that offers no cages ("Requirements").
@@ -69,6 +69,10 @@ pub struct Host {
     pub pasta: Option<PathBuf>,
     pub nft: Option<PathBuf>,
     pub nsenter: Option<PathBuf>,
+    pub stat: Option<PathBuf>,
+    /// podman's catatonit, every cage's first process, or why there is
+    /// none to use.
+    pub init: std::result::Result<PathBuf, String>,
     pub runtime: String,
     /// podman's volume folder (`store.volumePath`).
     pub volume_path: Option<PathBuf>,
@@ -79,7 +83,7 @@ pub struct Host {
 impl Host {
     /// Ask podman about itself. Fails with the seed's words when the machine
     /// offers no cages (no podman, or `cages = false`).
-    pub fn detect(settings: &Settings) -> Result<Host> {
+    pub fn detect(settings: &Settings, env: &Env) -> Result<Host> {
         let program = match (&settings.podman, settings.cages) {
             (Some(p), true) => p.clone(),
             _ => return Err(Error::no_podman(NO_PODMAN)),
@@ -89,7 +93,10 @@ impl Host {
         }
         let podman = Podman::new(program);
         let info = podman.info()?;
-        Ok(Self::from_info(podman, &info, settings))
+        let mut host = Self::from_info(podman, &info, settings);
+        let confs = containers_conf_files(env, &settings.home, host.rootless);
+        host.init = find_init(&confs, settings.path_var.as_deref());
+        Ok(host)
     }
 
     fn from_info(podman: Podman, info: &Info, settings: &Settings) -> Host {
@@ -110,6 +117,8 @@ impl Host {
             pasta,
             nft: find_sbin("nft", path),
             nsenter: find_sbin("nsenter", path),
+            stat: find_sbin("stat", path),
+            init: Err(NO_INIT.into()),
             runtime: info
                 .host
                 .oci_runtime
@@ -122,6 +131,13 @@ impl Host {
                 .unwrap_or(1),
             podman,
         }
+    }
+
+    /// podman's catatonit, or the refusal that names the package.
+    pub fn init(&self) -> Result<&Path> {
+        self.init
+            .as_deref()
+            .map_err(|why| Error::failed(why.to_string()))
     }
 
     /// Does `podman update` persist, and work on a stopped container? From
@@ -153,6 +169,152 @@ impl Host {
     pub fn network(&self, choice: NetworkChoice) -> Result<Network> {
         choose_network(choice, self.version, self.rootless, self.pasta.is_some())
     }
+}
+
+/// Why a machine without catatonit makes no cages.
+pub const NO_INIT: &str = "podman's catatonit is not installed (Debian, Ubuntu and Fedora: the \
+     catatonit package): every cage's first process is the machine's catatonit, so that \
+     nothing of the image or of the cage runs before its network rules are in place";
+
+/// Where podman's packages put catatonit (podman's `helper_binaries_dir`
+/// and its 4.x default `init_path`), then the plain program folders.
+const INIT_PLACES: &[&str] = &[
+    "/usr/libexec/podman/catatonit",
+    "/usr/lib/podman/catatonit",
+    "/usr/local/libexec/podman/catatonit",
+    "/usr/local/lib/podman/catatonit",
+];
+
+/// The containers.conf files podman reads, in order, the later winning
+/// (containers.conf(5)): `$CONTAINERS_CONF` alone when set; else the
+/// system's, its `.d` folder, and rootless the user's and its `.d` folder.
+fn containers_conf_files(env: &Env, home: &Path, rootless: bool) -> Vec<PathBuf> {
+    let var = |k: &str| env.get(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let mut files = Vec::new();
+    let with_d = |files: &mut Vec<PathBuf>, f: PathBuf| {
+        let d = PathBuf::from(format!("{}.d", f.display()));
+        files.push(f);
+        let mut more: Vec<PathBuf> = std::fs::read_dir(&d)
+            .map(|r| {
+                r.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "conf"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        more.sort();
+        files.extend(more);
+    };
+    if let Some(c) = var("CONTAINERS_CONF") {
+        files.push(c);
+    } else {
+        files.push("/usr/share/containers/containers.conf".into());
+        with_d(&mut files, "/etc/containers/containers.conf".into());
+        if rootless {
+            let config = var("XDG_CONFIG_HOME").unwrap_or_else(|| home.join(".config"));
+            with_d(&mut files, config.join("containers/containers.conf"));
+        }
+    }
+    files.extend(var("CONTAINERS_CONF_OVERRIDE"));
+    files
+}
+
+/// podman's catatonit: `init_path` of the containers.conf files when one
+/// sets it, else the first of the usual places, else `catatonit` on PATH.
+/// It must be a static program: the image may have no C library at all.
+fn find_init(confs: &[PathBuf], path: Option<&str>) -> std::result::Result<PathBuf, String> {
+    let texts: Vec<(PathBuf, String)> = confs
+        .iter()
+        .filter_map(|f| Some((f.clone(), std::fs::read_to_string(f).ok()?)))
+        .collect();
+    if let Some((file, p)) = init_path_of(&texts) {
+        return usable_init(&p).map(|()| p.clone()).map_err(|why| {
+            format!(
+                "init_path = {:?} in {}: {why}; a cage's first process is podman's catatonit",
+                p.display(),
+                file.display()
+            )
+        });
+    }
+    let found = INIT_PLACES
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .or_else(|| find_program("catatonit", path))
+        .or_else(|| find_sbin("catatonit", None));
+    match found {
+        Some(p) => usable_init(&p).map(|()| p.clone()).map_err(|why| {
+            format!(
+                "{}: {why}; a cage's first process is podman's catatonit (the catatonit package)",
+                p.display()
+            )
+        }),
+        None => Err(NO_INIT.into()),
+    }
+}
+
+/// Pure: the last `[containers] init_path` the files set, and which file.
+fn init_path_of(texts: &[(PathBuf, String)]) -> Option<(&PathBuf, PathBuf)> {
+    texts.iter().rev().find_map(|(file, text)| {
+        let v: toml::Value = toml::from_str(text).ok()?;
+        let p = v.get("containers")?.get("init_path")?.as_str()?;
+        (!p.is_empty()).then(|| (file, PathBuf::from(p)))
+    })
+}
+
+/// Can this file be a cage's first process: a program, and static?
+fn usable_init(p: &Path) -> std::result::Result<(), String> {
+    if !is_executable(p) {
+        return Err("not an executable file".into());
+    }
+    let bytes = std::fs::read(p).map_err(|e| format!("cannot read it: {e}"))?;
+    match elf_needs_interpreter(&bytes) {
+        Some(false) => Ok(()),
+        Some(true) => Err("a dynamically linked program, which would not start in an \
+                           image without the machine's C library"
+            .into()),
+        None => Err("not an ELF program".into()),
+    }
+}
+
+/// Pure: does an ELF file name a program interpreter (`PT_INTERP`), that
+/// is, is it dynamically linked? None when it is no ELF file this reads.
+fn elf_needs_interpreter(b: &[u8]) -> Option<bool> {
+    if b.get(..4)? != b"\x7fELF" {
+        return None;
+    }
+    let wide = match b.get(4)? {
+        1 => false,
+        2 => true,
+        _ => return None,
+    };
+    let little = match b.get(5)? {
+        1 => true,
+        2 => false,
+        _ => return None,
+    };
+    let num = |at: usize, len: usize| -> Option<u64> {
+        let s = b.get(at..at.checked_add(len)?)?;
+        let mut v: u64 = 0;
+        for i in 0..len {
+            let byte = if little { s[len - 1 - i] } else { s[i] };
+            v = (v << 8) | u64::from(byte);
+        }
+        Some(v)
+    };
+    let (phoff, phentsize, phnum) = if wide {
+        (num(0x20, 8)?, num(0x36, 2)?, num(0x38, 2)?)
+    } else {
+        (num(0x1c, 4)?, num(0x2a, 2)?, num(0x2c, 2)?)
+    };
+    const PT_INTERP: u64 = 3;
+    for i in 0..phnum {
+        let at = usize::try_from(phoff.checked_add(i.checked_mul(phentsize)?)?).ok()?;
+        if num(at, 4)? == PT_INTERP {
+            return Some(true);
+        }
+    }
+    Some(false)
 }
 
 /// Pure: can limits be enforced, given what podman says?
@@ -275,6 +437,102 @@ mod tests {
             choose_network(Pasta, v54, true, true).unwrap(),
             Network::Pasta
         );
+    }
+
+    #[test]
+    fn the_init_path_podman_would_use() {
+        let f = |n: &str, t: &str| (PathBuf::from(n), t.to_string());
+        let texts = vec![
+            f(
+                "/usr/share/containers/containers.conf",
+                "[containers]\ninit_path = \"/a\"\n",
+            ),
+            f(
+                "/etc/containers/containers.conf",
+                "[engine]\nruntime = \"runc\"\n",
+            ),
+            f(
+                "/home/u/.config/containers/containers.conf",
+                "[containers]\ninit_path = \"/b\"\n",
+            ),
+            f("/broken.conf", "[containers\ninit_path = \"/c\""),
+        ];
+        let (file, p) = init_path_of(&texts).unwrap();
+        assert_eq!(p, Path::new("/b"));
+        assert_eq!(
+            file,
+            Path::new("/home/u/.config/containers/containers.conf")
+        );
+        assert_eq!(init_path_of(&texts[1..2]), None);
+        assert_eq!(
+            init_path_of(&[f("/x", "[containers]\ninit_path = \"\"\n")]),
+            None
+        );
+    }
+
+    #[test]
+    fn containers_conf_files_as_podman_reads_them() {
+        let env: Env = [("CONTAINERS_CONF".to_string(), "/t/c.conf".to_string())].into();
+        assert_eq!(
+            containers_conf_files(&env, Path::new("/nonexistent-home"), true),
+            vec![PathBuf::from("/t/c.conf")]
+        );
+        let env: Env = [("XDG_CONFIG_HOME".to_string(), "/nonexistent-x".to_string())].into();
+        let files = containers_conf_files(&env, Path::new("/nonexistent-home"), true);
+        assert_eq!(files[0], Path::new("/usr/share/containers/containers.conf"));
+        assert!(files.contains(&PathBuf::from("/nonexistent-x/containers/containers.conf")));
+        let root = containers_conf_files(&env, Path::new("/nonexistent-home"), false);
+        assert!(!root.iter().any(|p| p.starts_with("/nonexistent-x")));
+    }
+
+    /// ELF headers written out by hand: 64-bit little-endian and 32-bit
+    /// big-endian, with and without a PT_INTERP program header.
+    #[test]
+    fn static_and_dynamic_programs() {
+        fn elf64(types: &[u32]) -> Vec<u8> {
+            let mut b = vec![0u8; 64];
+            b[..4].copy_from_slice(b"\x7fELF");
+            b[4] = 2;
+            b[5] = 1;
+            b[0x20..0x28].copy_from_slice(&64u64.to_le_bytes());
+            b[0x36..0x38].copy_from_slice(&56u16.to_le_bytes());
+            b[0x38..0x3a].copy_from_slice(&(types.len() as u16).to_le_bytes());
+            for t in types {
+                let mut ph = vec![0u8; 56];
+                ph[..4].copy_from_slice(&t.to_le_bytes());
+                b.extend(ph);
+            }
+            b
+        }
+        fn elf32be(types: &[u32]) -> Vec<u8> {
+            let mut b = vec![0u8; 52];
+            b[..4].copy_from_slice(b"\x7fELF");
+            b[4] = 1;
+            b[5] = 2;
+            b[0x1c..0x20].copy_from_slice(&52u32.to_be_bytes());
+            b[0x2a..0x2c].copy_from_slice(&32u16.to_be_bytes());
+            b[0x2c..0x2e].copy_from_slice(&(types.len() as u16).to_be_bytes());
+            for t in types {
+                let mut ph = vec![0u8; 32];
+                ph[..4].copy_from_slice(&t.to_be_bytes());
+                b.extend(ph);
+            }
+            b
+        }
+        const LOAD: u32 = 1;
+        const INTERP: u32 = 3;
+        assert_eq!(elf_needs_interpreter(&elf64(&[LOAD, LOAD])), Some(false));
+        assert_eq!(
+            elf_needs_interpreter(&elf64(&[6, INTERP, LOAD])),
+            Some(true)
+        );
+        assert_eq!(elf_needs_interpreter(&elf32be(&[LOAD])), Some(false));
+        assert_eq!(elf_needs_interpreter(&elf32be(&[INTERP])), Some(true));
+        assert_eq!(elf_needs_interpreter(b"#!/bin/sh\n"), None);
+        // Program headers past the end: not read as "static".
+        let mut cut = elf64(&[LOAD, INTERP]);
+        cut.truncate(64 + 56 + 2);
+        assert_eq!(elf_needs_interpreter(&cut), None);
     }
 
     #[test]

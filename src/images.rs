@@ -388,14 +388,12 @@ pub enum ForCage {
     Build,
     /// Not ours and missing: never built or pulled.
     Missing,
-    /// Not ours and present: it must have `sleep` on its PATH.
-    CheckSleep,
 }
 
 pub fn for_cage(status: &ImageStatus, record: &BuildRecord) -> ForCage {
     match (status.stage, status.present) {
         (None, false) => ForCage::Missing,
-        (None, true) => ForCage::CheckSleep,
+        (None, true) => ForCage::Use,
         (Some(_), true) if status.current || status.building => ForCage::Use,
         (Some(_), true) => ForCage::UseAndRebuild,
         (Some(_), false) if status.building => ForCage::Wait,
@@ -749,10 +747,7 @@ mod tests {
 
         let foreign = |img: Option<&Present>| derive("m:1", true, None, img, false, &rec, "E");
         assert_eq!(for_cage(&foreign(None), &rec), ForCage::Missing);
-        assert_eq!(
-            for_cage(&foreign(Some(&present(None))), &rec),
-            ForCage::CheckSleep
-        );
+        assert_eq!(for_cage(&foreign(Some(&present(None))), &rec), ForCage::Use);
         assert_eq!(
             failure_message(Stage::Desktop, "Error: x"),
             "building the desktop image: Error: x"

@@ -3,9 +3,8 @@
 //! build). The kernel lets go when the file is closed or its process ends,
 //! even by a crash, so a lock is never held by a process that is gone.
 
-use std::fs::{File, OpenOptions};
+use std::fs::{File, OpenOptions, TryLockError};
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
 use crate::error::{Error, IoContext, Result};
@@ -21,26 +20,43 @@ pub fn open(path: &Path) -> Result<File> {
         .ctx(|| format!("opening {}", path.display()))
 }
 
-/// flock(2), tried again when a signal interrupts a wait.
-pub fn flock(file: &File, how: libc::c_int) -> std::io::Result<()> {
-    loop {
-        // SAFETY: flock on a file descriptor we own.
-        if unsafe { libc::flock(file.as_raw_fd(), how) } == 0 {
-            return Ok(());
-        }
-        let err = std::io::Error::last_os_error();
-        if err.kind() != std::io::ErrorKind::Interrupted {
-            return Err(err);
-        }
+/// Take `file`'s lock without waiting, exclusive (`File::try_lock`, an
+/// flock(2) on Linux): false when another open file description holds it.
+pub fn try_exclusive(file: &File) -> std::io::Result<bool> {
+    match file.try_lock() {
+        Ok(()) => Ok(true),
+        Err(TryLockError::WouldBlock) => Ok(false),
+        Err(TryLockError::Error(e)) => Err(e),
+    }
+}
+
+/// The same, shared (`File::try_lock_shared`): false when someone holds it
+/// exclusive.
+pub fn try_shared(file: &File) -> std::io::Result<bool> {
+    match file.try_lock_shared() {
+        Ok(()) => Ok(true),
+        Err(TryLockError::WouldBlock) => Ok(false),
+        Err(TryLockError::Error(e)) => Err(e),
+    }
+}
+
+/// Check that `file`'s open file description holds its lock already (one
+/// inherited from the process that took it): taking it again then cannot
+/// block, and fails only where it was not held for us.
+pub fn ours(file: &File) -> std::io::Result<()> {
+    if try_exclusive(file)? {
+        Ok(())
+    } else {
+        Err(std::io::Error::other("another process holds it"))
     }
 }
 
 /// Take the lock at `path` if nobody holds it; None when someone does.
 pub fn try_take(path: &Path) -> Result<Option<File>> {
     let file = open(path)?;
-    match flock(&file, libc::LOCK_EX | libc::LOCK_NB) {
-        Ok(()) => Ok(Some(file)),
-        Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(None),
+    match try_exclusive(&file) {
+        Ok(true) => Ok(Some(file)),
+        Ok(false) => Ok(None),
         Err(e) => Err(Error::failed(format!("locking {}: {e}", path.display()))),
     }
 }
@@ -54,19 +70,23 @@ pub fn held(path: &Path) -> Result<bool> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(Error::failed(format!("opening {}: {e}", path.display()))),
     };
-    match flock(&file, libc::LOCK_EX | libc::LOCK_NB) {
-        Ok(()) => Ok(false),
-        Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(true),
-        Err(e) => Err(Error::failed(format!("locking {}: {e}", path.display()))),
-    }
+    try_exclusive(&file)
+        .map(|free| !free)
+        .map_err(|e| Error::failed(format!("locking {}: {e}", path.display())))
 }
 
-/// Take the lock at `path`, waiting for whoever holds it.
+/// Take the lock at `path`, waiting for whoever holds it. A wait cut short
+/// by a signal (EINTR, where the handler was installed without SA_RESTART)
+/// is taken up again.
 pub fn take(path: &Path) -> Result<File> {
     let file = open(path)?;
-    flock(&file, libc::LOCK_EX)
-        .map_err(|e| Error::failed(format!("locking {}: {e}", path.display())))?;
-    Ok(file)
+    loop {
+        match file.lock() {
+            Ok(()) => return Ok(file),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::failed(format!("locking {}: {e}", path.display()))),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! shrooms-agent: puts AI coding sessions into rootless podman cages.
 //!
-//! Data flows one way (design.md): argv -> `cli` (clap types) -> `settings`
+//! Data flows one way: argv -> `cli` (clap types) -> `settings`
 //! (resolved once) -> `ops` (typed results) -> `spec` (CageSpec) ->
 //! `podman::argv` / `podman::envfile` (pure) -> `podman::runner` (the one
 //! place a process starts) -> results printed here, as text or `--json`.
@@ -423,9 +423,8 @@ fn context() -> Result<Context> {
     Ok(Context::new(settings, env, self_paths))
 }
 
-/// The program itself, and the link it was called by if that is one (issue
-/// 2: "the shrooms-agent program read-only (and the path it was called by,
-/// if that is a link)"), so that the shrooms tools inside find it either way.
+/// The program itself, and the link it was called by if that is one, both
+/// mounted read-only, so that the shrooms tools inside find it either way.
 fn self_paths(env: &Env) -> Vec<PathBuf> {
     let mut out = Vec::new();
     if let Ok(exe) = std::env::current_exe().and_then(std::fs::canonicalize) {

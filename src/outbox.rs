@@ -1,4 +1,4 @@
-//! A sealed cage's outbox (issue 3, point 8): the folder made for it at
+//! A sealed cage's outbox: the folder made for it at
 //! creation, and the packer that turns it into a `.tar.gz` for `outbox pack`
 //! and `outbox send`.
 //!

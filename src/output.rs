@@ -359,7 +359,7 @@ pub fn history(h: &crate::ops::history::History) -> String {
 }
 
 /// A foreground image build's progress, on stderr: podman's own lines on a
-/// terminal, else one line per build step (issue 4, point 3).
+/// terminal, else one line per build step.
 pub fn image_event(e: &crate::ops::image::Event, tty: bool) {
     use crate::ops::image::Event;
     match e {

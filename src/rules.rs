@@ -1,6 +1,6 @@
 //! The nftables rules set inside a cage's network namespace from outside
-//! (seed: "The agent port is closed inside every cage, by a rule its root
-//! cannot remove"). The text is a pure function; `podman::Podman::set_rules`
+//! (README, "What a cage is given": the agent port is closed inside every
+//! cage, by a rule its root cannot remove). The text is a pure function; `podman::Podman::set_rules`
 //! loads it. The cage runs without NET_ADMIN, so root inside cannot change it.
 
 /// The table that closes the agent port. Its name says what it is.
@@ -48,9 +48,8 @@ pub const SEALED_TABLE: &str = "shrooms_sealed";
 /// Kept in a sealed cage's record; raise it when the rules change.
 pub const SEALED_VERSION: u32 = 1;
 
-/// Ranges a sealed cage may not reach (seed, "Sealed cages": "the internet
-/// and nothing local: no LAN, no mesh over IPv6 or IPv4, no link-local, on
-/// any port"): private, carrier-grade NAT (also Tailscale's mesh), loopback
+/// Ranges a sealed cage may not reach (the internet and nothing local: no
+/// LAN, no mesh over IPv6 or IPv4, no link-local, on any port): private, carrier-grade NAT (also Tailscale's mesh), loopback
 /// of the machine, link-local, multicast, benchmark and reserved ranges.
 pub const SEALED_REFUSED_V4: &[&str] = &[
     "0.0.0.0/8",

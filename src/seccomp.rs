@@ -1,6 +1,7 @@
-//! The seccomp profile of a sealed cage (seed, "Sealed cages": "no user
-//! namespaces: a seccomp profile (podman's default, with CLONE_NEWUSER
-//! refused) closes the door most container escapes go through").
+//! The seccomp profile of a sealed cage: podman's default, with
+//! CLONE_NEWUSER refused, which closes the door most container escapes go
+//! through (user namespaces give an unprivileged process the capabilities
+//! that kernel bugs are reached with).
 //!
 //! It is derived at run time from podman's own default profile, so it keeps
 //! whatever podman's packagers allow and refuse, with one change: `clone`

@@ -18,7 +18,7 @@ use crate::spec::Network;
 /// The record format's version, so a later tool can read an older record.
 pub const RECORD_VERSION: u32 = 1;
 
-/// Check a session name (issue 2, "Names and folders"): 1 to 63 characters
+/// Check a session name: 1 to 63 characters
 /// of A-Z a-z 0-9 _ . - , not starting with - or . , so it is safe in a
 /// container name, a file name and a label.
 pub fn validate_name(name: &str) -> Result<()> {
@@ -59,7 +59,7 @@ fn check_record(file_name: &str, record: &Record) -> Result<(), String> {
 }
 
 /// Is `container` `shrooms-<session>-<6 lowercase hex>`, as the tool names
-/// a session's container (seed, "Checking on a cage from a shell")?
+/// a session's container (README, "Where things live")?
 pub fn is_container_name_of(container: &str, session: &str) -> bool {
     container
         .strip_prefix("shrooms-")
@@ -85,10 +85,11 @@ pub struct Record {
     pub created: u64,
     /// The session's cage; None once taken out of it.
     pub cage: Option<CageRecord>,
-    /// Kept for the apps (issue 6: "`auto_approve` is kept in the record").
+    /// Kept for the apps, which show and set it; the tool itself does not
+    /// read it.
     #[serde(default)]
     pub auto_approve: bool,
-    /// Whom it takes files from, and who tried and was refused (issue 6, point 4).
+    /// Whom it takes files from, and who tried and was refused.
     #[serde(default)]
     pub files: FilesPolicy,
 }
@@ -291,7 +292,7 @@ pub fn validate_who(who: &str) -> Result<()> {
 }
 
 /// What a sealed cage was made with, so that a later version can tell an
-/// old cage from a current one (issue 3, "Marks").
+/// old cage from a current one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SealedRecord {
     /// The machine's sealed token, read at every exec.
@@ -338,7 +339,8 @@ impl Store {
     pub fn cages_dir(&self) -> PathBuf {
         self.root.join("cages")
     }
-    /// `cages/<container>.env` (seed, "Environment").
+    /// `cages/<container>.env`: the cage's environment, 0600, so no value
+    /// stands on podman's command line.
     pub fn env_file(&self, container: &str) -> PathBuf {
         self.cages_dir().join(format!("{container}.env"))
     }
@@ -432,7 +434,8 @@ impl Store {
         }
     }
 
-    /// Make the state folder and its parts, 0700 (issue 2, "State").
+    /// Make the state folder and its parts, 0700: they hold env files and
+    /// records no other user may read.
     pub fn ensure(&self) -> Result<()> {
         for d in [
             self.root.clone(),
@@ -695,7 +698,7 @@ impl Store {
         }
         // Held by this open file description already: this cannot block,
         // and fails only if it was not held for us.
-        crate::lock::flock(&file, libc::LOCK_EX | libc::LOCK_NB).map_err(|e| {
+        crate::lock::ours(&file).map_err(|e| {
             Error::failed(format!(
                 "the lock of session {name} was not held for this process: {e}"
             ))

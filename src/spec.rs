@@ -142,6 +142,8 @@ pub struct CageSpec {
     pub sealed: Option<SealedSpec>,
     /// Named volumes: (volume, path inside).
     pub volumes: Vec<(String, PathBuf)>,
+    /// The machine's catatonit, the cage's first process.
+    pub init: PathBuf,
 }
 
 /// What a sealed cage adds to the command line.
@@ -185,6 +187,8 @@ pub struct Request<'a> {
     pub dir: &'a Path,
     pub network: Network,
     pub limits: &'a Limits,
+    /// The machine's catatonit (`Host::init`).
+    pub init: &'a Path,
 }
 
 /// What every cage gets first: its project read-write, its uploads, the
@@ -280,6 +284,7 @@ fn finish(
         workdir: req.dir.to_path_buf(),
         sealed,
         volumes,
+        init: req.init.to_path_buf(),
     })
 }
 
@@ -514,6 +519,7 @@ mod tests {
             dir: Path::new("/home/u/src/web"),
             network: Network::Bridge,
             limits: &l,
+            init: Path::new("/usr/libexec/podman/catatonit"),
         };
         let spec = build(&req, &found(), &FoundOptions::default()).unwrap();
         let got = show_mounts(&spec.mounts);
@@ -553,6 +559,7 @@ mod tests {
             dir: Path::new("/home/u/review/pr"),
             network: Network::Bridge,
             limits: &l,
+            init: Path::new("/usr/libexec/podman/catatonit"),
         };
         let found = FoundSealed {
             session_uploads: "/state/uploads/rev".into(),
@@ -613,6 +620,7 @@ mod tests {
             dir: Path::new("/home/u/a\nb"),
             network: Network::Bridge,
             limits: &l,
+            init: Path::new("/usr/libexec/podman/catatonit"),
         };
         let e = build(&req, &found(), &FoundOptions::default()).unwrap_err();
         assert_eq!(e.kind, crate::error::Kind::BadInput);
@@ -716,6 +724,7 @@ mod tests {
             dir: Path::new("/home/u/src/web"),
             network: Network::Bridge,
             limits: &l,
+            init: Path::new("/usr/libexec/podman/catatonit"),
         };
         let opts = FoundOptions {
             gh_dir: Some("/home/u/.config/gh".into()),

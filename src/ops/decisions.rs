@@ -177,6 +177,8 @@ impl World {
             pasta: None,
             nft: None,
             nsenter: None,
+            stat: None,
+            init: Ok(PathBuf::from("/usr/libexec/podman/catatonit")),
             runtime: "runc".into(),
             volume_path: None,
             cpus: 4,

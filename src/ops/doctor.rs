@@ -6,24 +6,9 @@
 use serde::Serialize;
 
 use super::Context;
+pub use super::check::{Check, Status};
 use crate::host::{Host, LimitsSupport, PASTA_SINCE};
 use crate::settings::{NetworkChoice, UnenforcedLimits};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    Pass,
-    Warn,
-    Fail,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Check {
-    pub name: &'static str,
-    pub status: Status,
-    pub detail: String,
-    pub hint: Option<String>,
-}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -64,7 +49,7 @@ pub fn doctor(ctx: &Context) -> Report {
                 "podman",
                 Status::Fail,
                 e.message,
-                Some("install podman (Debian: apt install podman runc passt uidmap nftables)"),
+                Some("install podman (Debian: apt install podman runc catatonit passt uidmap nftables)"),
             ));
             return Report { checks };
         }
@@ -116,6 +101,24 @@ pub fn doctor(ctx: &Context) -> Report {
             "nft or nsenter is missing: cages cannot close the agent port, so they will not start"
                 .into(),
             Some("apt install nftables util-linux"),
+        ),
+    });
+    checks.push(match &host.init {
+        Ok(p) => check(
+            "init",
+            Status::Pass,
+            format!(
+                "{} (static) is every cage's first process, so nothing of a cage runs before \
+                 its network rules",
+                p.display()
+            ),
+            None,
+        ),
+        Err(why) => check(
+            "init",
+            Status::Fail,
+            why.clone(),
+            Some("apt install catatonit (Fedora: dnf install catatonit)"),
         ),
     });
     checks.push(match &host.seccomp_profile {

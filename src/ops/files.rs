@@ -341,8 +341,8 @@ fn reserve(drops: &Path, from: &Sender, length: u64, bounds: &Bounds) -> Result<
     }
     let folder = drops.join(&own);
     let (path, file) = create_partial(&folder)?;
-    let reserved = crate::lock::flock(&file, libc::LOCK_EX | libc::LOCK_NB)
-        .and_then(|()| file.set_len(length));
+    // A partial file's lock says its upload is in flight (`clear_abandoned`).
+    let reserved = crate::lock::ours(&file).and_then(|()| file.set_len(length));
     if let Err(e) = reserved {
         drop(file);
         let _ = fs::remove_file(&path);
@@ -401,7 +401,7 @@ fn remove_abandoned(folder: &Path) {
         else {
             continue;
         };
-        if crate::lock::flock(&f, libc::LOCK_EX | libc::LOCK_NB).is_ok() {
+        if crate::lock::try_exclusive(&f).unwrap_or(false) {
             let _ = fs::remove_file(entry.path());
         }
     }
@@ -919,7 +919,7 @@ mod tests {
         let dead = folder.join(".incoming-1-1.partial");
         fs::write(&dead, vec![0u8; 140]).unwrap();
         let (held, f) = create_partial(&folder).unwrap();
-        crate::lock::flock(&f, libc::LOCK_EX | libc::LOCK_NB).unwrap();
+        assert!(crate::lock::try_exclusive(&f).unwrap());
         f.set_len(10).unwrap();
         // 140 abandoned would leave no room for 100 of the sender's 150.
         let body = [b'x'; 100];

@@ -21,7 +21,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::Context;
-use super::doctor::{Check, Status as CheckStatus};
+use super::check::{Check, Status as CheckStatus};
 use crate::error::{Error, Kind, Result};
 use crate::host::Host;
 use crate::images::{self, BuildRecord, ForCage, ImageStatus, Present, Stage};
@@ -112,7 +112,7 @@ impl BuildLock {
         }
         // Our open file description holds it already: this cannot block,
         // and fails only if it was not held for us.
-        lock::flock(&file, libc::LOCK_EX | libc::LOCK_NB).map_err(|e| {
+        lock::ours(&file).map_err(|e| {
             Error::failed(format!(
                 "the build lock {} is not ours: {e}",
                 path.display()
@@ -135,12 +135,10 @@ fn building(path: &Path) -> Result<bool> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(Error::failed(format!("opening {}: {e}", path.display()))),
     };
-    match lock::flock(&file, libc::LOCK_SH | libc::LOCK_NB) {
-        // Let go when `file` is closed.
-        Ok(()) => Ok(false),
-        Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(true),
-        Err(e) => Err(Error::failed(format!("locking {}: {e}", path.display()))),
-    }
+    // Let go when `file` is closed.
+    lock::try_shared(&file)
+        .map(|free| !free)
+        .map_err(|e| Error::failed(format!("locking {}: {e}", path.display())))
 }
 
 fn read_record(path: &Path) -> BuildRecord {
@@ -329,8 +327,6 @@ pub struct ImageFacts {
     pub status: ImageStatus,
     pub record: BuildRecord,
     pub inspect: Option<ImageInspect>,
-    /// Not ours and present: whether it has `sleep` (asked of the image).
-    pub sleep: Option<Result<()>>,
 }
 
 /// Look at the image a cage would be made from. Starts nothing.
@@ -342,10 +338,6 @@ pub fn facts_for_cage(ctx: &Context, host: &Host, image: &str) -> Result<ImageFa
         None => image.to_string(),
     };
     let o = observe(host, &Dir::of(ctx), &name, false, stage)?;
-    let sleep = match images::for_cage(&o.status, &o.record) {
-        ForCage::CheckSleep if o.inspect.is_some() => Some(check_sleep(host, image)),
-        _ => None,
-    };
     Ok(ImageFacts {
         image: image.to_string(),
         name,
@@ -353,7 +345,6 @@ pub fn facts_for_cage(ctx: &Context, host: &Host, image: &str) -> Result<ImageFa
         status: o.status,
         record: o.record,
         inspect: o.inspect,
-        sleep,
     })
 }
 
@@ -379,7 +370,8 @@ pub struct NoImage {
 /// seed's "being built" (exit 4); after a failed build, it fails once with
 /// that build's last line, and the next call builds again. Ours, stale:
 /// rebuilt in the background, the old one used meanwhile. Not ours: never
-/// built or pulled, and it must have `sleep` on its PATH.
+/// built or pulled. No program of its own is needed: a cage's first process
+/// is the machine's catatonit.
 ///
 /// A `--dry-run` changes nothing: it starts no build and marks no failure
 /// as reported; it says what the real command would meet.
@@ -397,13 +389,6 @@ pub fn decide_for_cage(
             inspect,
             rebuild: None,
         }),
-        (ForCage::CheckSleep, _, Some(inspect)) => match &f.sleep {
-            Some(Err(e)) => Err(refused(e.clone())),
-            _ => Ok(ImageChoice {
-                inspect,
-                rebuild: None,
-            }),
-        },
         (ForCage::UseAndRebuild, Some(_), Some(inspect)) if dry_run => {
             warnings.push(format!(
                 "the image {name} is older than this shrooms-agent's Containerfile: the real \
@@ -487,56 +472,6 @@ fn rebuild_in_background(dir: &Dir, stage: Stage) -> Result<()> {
         start_background(dir, vec![(stage, lock)], images::CONTAINERFILE, false)?;
     }
     Ok(())
-}
-
-/// Seed, "Choosing an image": a cage's container runs `sleep infinity`, so
-/// an image of the owner's needs `sleep` on its PATH. Asked of the image
-/// itself, in a container with no network that is removed at once.
-fn check_sleep(host: &Host, image: &str) -> Result<()> {
-    let args = crate::podman::argv::sleep_check(image);
-    let out = host
-        .podman
-        .process(&args)
-        .timeout(Duration::from_secs(120))
-        .capture()?;
-    sleep_checked(image, &out)
-}
-
-/// Pure: what the sleep check's `podman run` says of the image. Only
-/// podman's own words that the command was not found mean the image has no
-/// `sleep`; any other failure, exit 126 included (the runtime could not
-/// start the container: a cgroup, a mount, a permission), is podman's
-/// error, reported as it said it (exit 1).
-fn sleep_checked(image: &str, out: &crate::podman::runner::Captured) -> Result<()> {
-    // runc: `exec: "sleep": executable file not found in $PATH`; crun:
-    // `executable file `sleep` not found in $PATH`; both then add "OCI
-    // runtime attempted to invoke a command that was not found" (exit 127).
-    let not_found = [
-        "executable file not found",
-        "not found in $PATH",
-        "command that was not found",
-    ]
-    .iter()
-    .any(|w| out.stderr.contains(w));
-    match out.code {
-        Some(0) => Ok(()),
-        _ if not_found => Err(Error::bad_input(format!(
-            "the image {image} has no `sleep` on its PATH: a cage's container runs \
-             `sleep infinity`, so no cage can be made from it; add one (busybox or coreutils) \
-             to the image, or choose another"
-        ))),
-        code => Err(Error::failed(format!(
-            "checking that the image {image} has `sleep`: podman run {}: {}",
-            match code {
-                Some(c) => format!("exited {c}"),
-                None => "was ended by a signal".to_string(),
-            },
-            match out.last_stderr_line() {
-                "" => "(it said nothing)",
-                line => line,
-            }
-        ))),
-    }
 }
 
 // ---- image build -------------------------------------------------------------
@@ -919,63 +854,6 @@ pub fn worker(ctx: &Context, jobs: &[String]) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn ran(code: Option<i32>, stderr: &str) -> crate::podman::runner::Captured {
-        crate::podman::runner::Captured {
-            code,
-            stdout: String::new(),
-            stderr: stderr.into(),
-        }
-    }
-
-    /// "No `sleep`" only where podman says the command was not found; any
-    /// other failure, 126 included, is podman's own error, as it said it.
-    #[test]
-    fn the_sleep_check_says_no_sleep_only_when_podman_says_so() {
-        let no_sleep = "the image i:1 has no `sleep` on its PATH: a cage's container runs \
-                        `sleep infinity`, so no cage can be made from it; add one (busybox or \
-                        coreutils) to the image, or choose another";
-        assert!(sleep_checked("i:1", &ran(Some(0), "")).is_ok());
-        for stderr in [
-            "Error: runc: runc create failed: unable to start container process: exec: \"sleep\": \
-             executable file not found in $PATH: OCI runtime attempted to invoke a command that was not found",
-            "Error: crun: executable file `sleep` not found in $PATH: No such file or directory: \
-             OCI runtime attempted to invoke a command that was not found",
-        ] {
-            let e = sleep_checked("i:1", &ran(Some(127), stderr)).unwrap_err();
-            assert_eq!(
-                (e.kind, e.message.as_str()),
-                (crate::error::Kind::BadInput, no_sleep)
-            );
-        }
-        let e = sleep_checked(
-            "i:1",
-            &ran(
-                Some(126),
-                "Error: runc: runc create failed: unable to start container process: \
-                 error during container init: error setting cgroup config for procHooks \
-                 process: OCI runtime error\n",
-            ),
-        )
-        .unwrap_err();
-        assert_eq!(e.kind, crate::error::Kind::Failed);
-        assert_eq!(
-            e.message,
-            "checking that the image i:1 has `sleep`: podman run exited 126: Error: runc: runc \
-             create failed: unable to start container process: error during container init: \
-             error setting cgroup config for procHooks process: OCI runtime error"
-        );
-        let e = sleep_checked("i:1", &ran(Some(126), "Error: OCI permission denied")).unwrap_err();
-        assert_eq!(
-            e.message,
-            "checking that the image i:1 has `sleep`: podman run exited 126: Error: OCI permission denied"
-        );
-        let e = sleep_checked("i:1", &ran(None, "")).unwrap_err();
-        assert_eq!(
-            e.message,
-            "checking that the image i:1 has `sleep`: podman run was ended by a signal: (it said nothing)"
-        );
-    }
-
     #[test]
     fn jobs() {
         assert_eq!(parse_job("workbench:3").unwrap(), (Stage::Workbench, 3));
@@ -998,7 +876,7 @@ mod tests {
         assert!(!building(&p).unwrap(), "released when its holder lets go");
         // One asking does not look like a build to another.
         let asking = File::open(&p).unwrap();
-        lock::flock(&asking, libc::LOCK_SH | libc::LOCK_NB).unwrap();
+        assert!(lock::try_shared(&asking).unwrap());
         assert!(!building(&p).unwrap());
         drop(asking);
         assert!(BuildLock::try_take(&p).unwrap().is_some());

@@ -22,7 +22,7 @@ pub struct Row {
     pub dir: PathBuf,
     pub harness: Harness,
     pub network: Option<String>,
-    /// A sealed cage (issue 3, "Marks").
+    /// A sealed cage.
     pub sealed: bool,
 }
 
@@ -50,8 +50,8 @@ pub struct Listing {
 
 pub fn ls(ctx: &Context) -> Result<Listing> {
     let (records, damaged) = ctx.store.list_readable()?;
-    // Without podman the sessions are still listed (seed: a caged session
-    // "can still be taken out of the cage"), their state unknown.
+    // Without podman the sessions are still listed, their state unknown: a
+    // caged session can still be taken out of its cage there.
     let ps = match ctx.host() {
         Ok(host) => Some(host.podman.ps_cages()?),
         Err(e) if e.kind == crate::error::Kind::NoPodman => None,
@@ -156,8 +156,7 @@ mod tests {
     }
 
     /// A machine without cages is told by the error's kind: `ls` lists
-    /// without podman, and a caged session's command gets the seed's words
-    /// for it, still of that kind (503 over HTTP, exit 1).
+    /// without podman, and a caged session's command gets the words for it, still of that kind (503 over HTTP, exit 1).
     #[test]
     fn no_podman_is_told_by_its_kind() {
         let state =

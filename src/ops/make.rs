@@ -403,10 +403,11 @@ pub fn decide(
         .into());
     }
     check_limits(settings, &f.host, &mut warnings)?;
+    let init = f.host.init()?.to_path_buf();
     let network = f.host.network(settings.network)?;
     let image = f.image.image.clone();
     // Ours: built when missing, rebuilt when stale; not ours: must be here
-    // and have `sleep` (issue 4, point 6).
+    // (issue 4, point 6).
     let named = choice.image.is_some();
     let image_choice = super::image::decide_for_cage(&f.image, named, dry_run, &mut warnings)
         .map_err(|n| Refused {
@@ -433,6 +434,7 @@ pub fn decide(
         dir,
         network,
         limits: &settings.limits,
+        init: &init,
     };
     let (spec, env, sealed_parts) = match &f.sealed {
         None => {

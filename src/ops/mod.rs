@@ -3,6 +3,7 @@
 //! error. None of them prints: the CLI (`main.rs`) and `serve` (HTTP) are
 //! the faces that show results.
 
+pub mod check;
 pub mod create;
 #[cfg(test)]
 mod decisions;
@@ -69,7 +70,7 @@ impl Context {
         if let Some(h) = self.host.get() {
             return Ok(h);
         }
-        let h = Host::detect(&self.settings)?;
+        let h = Host::detect(&self.settings, &self.env)?;
         Ok(self.host.get_or_init(|| h))
     }
 
@@ -134,15 +135,41 @@ pub fn cage_of(record: &Record) -> Result<&CageRecord> {
 /// it. The network namespace is new at every start, so the rule is set
 /// every time; if it cannot be set, the cage is stopped again and the
 /// command fails: a cage never runs with the port open (issue 2, point 6).
+///
+/// Nothing of the cage's own runs before that: its first process is the
+/// machine's catatonit, which starts nothing, so the first program of the
+/// cage's is the one the caller then runs with `podman exec`. A container
+/// made before that (its first process `sleep` from the image, which the
+/// cage could replace) is not started, and a running one is stopped.
 pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<()> {
     let cage = cage_of(record)?;
-    let state = host.podman.container(&cage.container)?.ok_or_else(|| {
+    let inspected = host.podman.inspect(&cage.container)?.ok_or_else(|| {
         Error::failed(format!(
             "the container {} of session {} is gone (removed by hand?); \
              `shrooms-agent cage rm {}` and create the session again",
             cage.container, record.name, record.name
         ))
     })?;
+    let state = inspected.state.clone();
+    if inspected.init_source().is_none() {
+        if state.running {
+            let _ = host.podman.stop(&cage.container);
+        }
+        let sealed = if cage.sealed.is_some() {
+            " --sealed"
+        } else {
+            ""
+        };
+        return Err(Error::failed(format!(
+            "session {}'s cage was not started: {}. `shrooms-agent cage move {}{sealed}` (with \
+             the options it had: `cage show` lists them) makes its cage again, with the \
+             project and conversations as they are; what was installed in the old container \
+             goes with it",
+            record.name,
+            crate::podman::old_cage(&cage.container),
+            record.name
+        )));
+    }
     if !state.running {
         check_mount_sources(&cage.mount_sources, &record.name)?;
         home::check(&ctx.store.private_home(&cage.container), cage, &record.name)?;

@@ -158,7 +158,8 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
 }
 
 /// Idle: no command holds the session (the lock, taken by the caller) and
-/// nothing but `sleep infinity` runs in its cage.
+/// nothing but its first process runs in its cage: the machine's catatonit
+/// (`<init path> -P`), or `sleep infinity` in a cage made before that.
 fn check_idle(host: &Host, session: &str, cage: &CageRecord) -> Result<()> {
     let running = host
         .podman
@@ -167,11 +168,12 @@ fn check_idle(host: &Host, session: &str, cage: &CageRecord) -> Result<()> {
     if !running {
         return Ok(());
     }
+    let init = format!("{} -P", crate::podman::argv::init_path(&cage.container));
     let busy: Vec<String> = host
         .podman
         .top_args(&cage.container)?
         .into_iter()
-        .filter(|args| args != "sleep infinity")
+        .filter(|args| *args != init && args != "sleep infinity")
         .collect();
     if busy.is_empty() {
         Ok(())

@@ -1,6 +1,6 @@
 //! `outbox pack`: a sealed session's outbox as a .tar.gz, through the one
 //! packer (`crate::outbox`), which never follows a link; and `outbox send`
-//! (issue 6, point 3), which packs the same way and posts the archive to a
+//! which packs the same way and posts the archive to a
 //! session on another machine's `serve`. To a session of this machine it
 //! calls the receiving end of a drop (`files::receive`, what `serve`'s drop
 //! route calls) itself, with this machine as the sender's: no HTTP to its

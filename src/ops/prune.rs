@@ -1,5 +1,5 @@
 //! `cage prune`: remove leftovers: containers that carry the session label
-//! but belong to no session (seed, "Cleaning up"), and env files and private
+//! but belong to no session, and env files and private
 //! folders whose container belongs to no session.
 //!
 //! Only what this state folder made. The same user's podman serves every

@@ -1,6 +1,6 @@
 //! `cage rm`: remove a session: its container (`podman rm -f`, and with it
 //! everything installed in it), its env file, its private home and proxy
-//! folder, and its record (seed, "Cleaning up").
+//! folder, and its record: nothing of the session is left to clean up.
 
 use std::path::PathBuf;
 

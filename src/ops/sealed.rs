@@ -1,5 +1,5 @@
-//! The checks and paths particular to sealed cages (seed, "Sealed cages:
-//! for code nobody vouches for"; issue 3, points 2 and 3).
+//! The checks and paths particular to sealed cages, for code nobody vouches
+//! for (README, "Sealed cages").
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -130,7 +130,7 @@ fn resolved(path: &Path) -> PathBuf {
 }
 
 /// Refuse a sealed cage's project where the code under review could reach
-/// a home's secrets (issue 3, point 2): anything `check_any_project`
+/// a home's secrets: anything `check_any_project`
 /// refuses, a folder inside a hidden folder of the home (~/.ssh, ~/.config,
 /// ~/.claude, ~/.local ...), inside the outboxes, or holding a home's
 /// secrets.
@@ -163,9 +163,8 @@ pub fn check_project(dir: &Path, home: &Path, state: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Read the machine's sealed token (seed, "Giving a machine its sealed
-/// token, once"): it must exist, be non-empty and be readable only by its
-/// owner.
+/// Read the machine's sealed token (README, "Sealed cages"): it must
+/// exist, be non-empty and be readable only by its owner.
 pub fn read_token(path: &Path) -> Result<String> {
     let how = format!(
         "make it once with `claude setup-token`, then paste the token it prints into \
@@ -214,13 +213,14 @@ pub fn read_token(path: &Path) -> Result<String> {
     Ok(token.to_string())
 }
 
-/// `~/shrooms-outbox/<session>` (seed, "an outbox").
+/// `~/shrooms-outbox/<session>`: a sealed session's results, `/outbox`
+/// inside.
 pub fn outbox_dir(home: &Path, session: &str) -> PathBuf {
     home.join("shrooms-outbox").join(session)
 }
 
-/// A folder a sealed session worked in (seed, "After a sealed session: the
-/// directory is untrusted"). Known by its device, inode and birth time as
+/// A folder a sealed session worked in: the code under review could leave
+/// something there that runs later, outside the cage, so it stays untrusted. Known by its device, inode and birth time as
 /// well as its path, so that the folder deleted and cloned again ("clone
 /// again to go on") is a new folder, trusted again. (An inode number is
 /// soon given again on ext4; the birth time tells the two apart, where the
@@ -516,9 +516,8 @@ pub struct CopiedConversation {
 }
 
 /// Copy one Claude Code conversation into a sealed cage's config folder
-/// (issue 3, point 5: "that one transcript (and the folder Claude Code
-/// keeps beside it) is copied into the sealed config folder once, and no
-/// other"): `<from>/<id>.jsonl` and `<from>/<id>/`, regular files only, no
+/// once, and no other conversation, so that the code under review can read
+/// only the session's own: `<from>/<id>.jsonl` and `<from>/<id>/`, regular files only, no
 /// link followed (each file is opened with O_NOFOLLOW).
 pub fn copy_conversation(from: &Path, id: &str, to: &Path) -> Result<CopiedConversation> {
     let id_ok = !id.is_empty()

@@ -1,6 +1,6 @@
 //! `cage stop`: stop a session's container, and with it everything the
-//! session left running (seed, "A caged session cannot ... keep processes
-//! running after its turn's process ends").
+//! session left running: a caged session may not keep processes running
+//! after its turn's process ends.
 
 use serde::Serialize;
 

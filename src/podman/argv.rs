@@ -26,14 +26,10 @@ pub fn create(spec: &CageSpec) -> Vec<String> {
     a.extend(["--security-opt".into(), "label=disable".into()]);
     a.extend(capabilities());
     a.extend(limits(&spec.limits));
-    // The container's only own process is `sleep infinity`, which as PID 1
-    // ignores SIGTERM; a stop would wait out podman's 10 s for nothing. What
-    // the session started dies with PID 1 either way.
+    // A stop need not wait: what the session started dies with PID 1, and
+    // nothing in a cage is owed a grace period.
     a.extend(["--stop-signal".into(), "SIGKILL".into()]);
-    // The image's ENTRYPOINT would run before the network rules are set
-    // (they need the running container's PID), with the network open; a
-    // cage runs `sleep infinity` and nothing else of the image's.
-    a.extend(["--entrypoint".into(), String::new()]);
+    a.extend(init(spec));
     a.extend(["--workdir".into(), path(&spec.workdir)]);
     for m in &spec.mounts {
         a.extend(["--mount".into(), mount(m)]);
@@ -50,7 +46,8 @@ pub fn create(spec: &CageSpec) -> Vec<String> {
     // --privileged`) is taken as a name, never as an option.
     a.push("--".into());
     a.push(spec.image.clone());
-    a.extend(["sleep".into(), "infinity".into()]);
+    // catatonit's pause mode: it starts no program and reaps orphans.
+    a.push("-P".into());
     a
 }
 
@@ -109,6 +106,43 @@ pub fn capabilities() -> Vec<String> {
         a.extend(["--cap-add".to_string(), (*c).to_string()]);
     }
     a
+}
+
+/// Where a cage's init is mounted: a name of its own right under `/`, as
+/// the container's name is (random per container). The path is resolved in
+/// the cage's root file system, which the cage can write and which outlives
+/// a stop, and runc follows links when it mounts: a link planted at the
+/// path, or at a folder above it, would send the mount somewhere a later
+/// mount covers, and run what lies there instead. While the cage runs the
+/// path is a mount point, which it can neither remove nor rename, and `/`
+/// cannot be renamed; an image cannot know the name in advance.
+pub fn init_path(container: &str) -> String {
+    format!("/.shrooms-init-{container}")
+}
+
+/// PID 1 (issue: nothing of the image or of the cage runs before the rules):
+/// the machine's catatonit, bind-mounted read-only, run in pause mode. No
+/// program of the image's (its ENTRYPOINT, a `sleep` on its PATH) and
+/// nothing the cage wrote in its own layers runs before the network rules
+/// are loaded from outside; the cage's own first program is what `cage
+/// exec` starts. No podman `--init` around it (containers.conf `init =
+/// true` would add one at a path under `/run`, which a cage can reach), and
+/// no HEALTHCHECK of the image's, which podman would run in the cage on a
+/// timer from the start.
+pub fn init(spec: &CageSpec) -> Vec<String> {
+    let dst = init_path(&spec.container);
+    vec![
+        "--init=false".into(),
+        "--no-healthcheck".into(),
+        "--mount".into(),
+        mount(&Mount {
+            src: spec.init.clone(),
+            dst: dst.clone().into(),
+            read_only: true,
+        }),
+        "--entrypoint".into(),
+        dst,
+    ]
 }
 
 /// What a sealed cage adds (seed, "Sealed cages"): its mark, public
@@ -296,25 +330,6 @@ pub fn image_rm(image: &str) -> Vec<String> {
     named(&["image", "rm"], &[image])
 }
 
-/// Does `sleep` run in the image? `podman run --rm` of `sleep 0` with no
-/// network and no capabilities, never pulling.
-pub fn sleep_check(image: &str) -> Vec<String> {
-    named(
-        &[
-            "run",
-            "--rm",
-            "--pull=never",
-            "--network",
-            "none",
-            "--cap-drop",
-            "all",
-            "--entrypoint",
-            "sleep",
-        ],
-        &[image, "0"],
-    )
-}
-
 /// `podman exec` of a command in a cage (issue 2, "cage exec").
 pub fn exec(
     container: &str,
@@ -383,6 +398,7 @@ mod tests {
             workdir: PathBuf::from("/home/u/src/web"),
             sealed: None,
             volumes: vec![],
+            init: "/usr/libexec/podman/catatonit".into(),
         }
     }
 
@@ -393,7 +409,7 @@ mod tests {
         s.volumes = vec![("shrooms-shared".into(), "/shared".into())];
         let a = create(&s).join(" ");
         assert!(
-            a.ends_with("--mount type=volume,src=shrooms-shared,dst=/shared,nosuid,nodev -- localhost/shrooms-workbench:latest sleep infinity"),
+            a.ends_with("--mount type=volume,src=shrooms-shared,dst=/shared,nosuid,nodev -- localhost/shrooms-workbench:latest -P"),
             "{a}"
         );
     }
@@ -443,10 +459,13 @@ mod tests {
              --security-opt label=disable --cap-drop ALL --cap-add CHOWN --cap-add DAC_OVERRIDE --cap-add FOWNER --cap-add FSETID \
              --cap-add KILL --cap-add SETGID --cap-add SETUID --cap-add NET_BIND_SERVICE \
              --cap-add SYS_CHROOT \
-             --memory 4g --cpus 2 --pids-limit 2048 --stop-signal SIGKILL --entrypoint  \
+             --memory 4g --cpus 2 --pids-limit 2048 --stop-signal SIGKILL --init=false \
+             --no-healthcheck \
+             --mount type=bind,src=/usr/libexec/podman/catatonit,dst=/.shrooms-init-shrooms-web-abc123,ro=true,nosuid,nodev \
+             --entrypoint /.shrooms-init-shrooms-web-abc123 \
              --workdir /home/u/src/web \
              --mount type=bind,src=/home/u/src/web,dst=/home/u/src/web,nosuid,nodev \
-             -- localhost/shrooms-workbench:latest sleep infinity"
+             -- localhost/shrooms-workbench:latest -P"
         );
     }
 
@@ -459,11 +478,14 @@ mod tests {
              --security-opt label=disable --cap-drop ALL --cap-add CHOWN --cap-add DAC_OVERRIDE --cap-add FOWNER --cap-add FSETID \
              --cap-add KILL --cap-add SETGID --cap-add SETUID --cap-add NET_BIND_SERVICE \
              --cap-add SYS_CHROOT \
-             --memory 4g --cpus 2 --pids-limit 2048 --stop-signal SIGKILL --entrypoint  \
+             --memory 4g --cpus 2 --pids-limit 2048 --stop-signal SIGKILL --init=false \
+             --no-healthcheck \
+             --mount type=bind,src=/usr/libexec/podman/catatonit,dst=/.shrooms-init-shrooms-web-abc123,ro=true,nosuid,nodev \
+             --entrypoint /.shrooms-init-shrooms-web-abc123 \
              --workdir /home/u/src/web \
              --mount type=bind,src=/home/u/src/web,dst=/home/u/src/web,nosuid,nodev \
              --mount type=bind,src=/s/proxy,dst=/run/shrooms-agent,ro=true,nosuid,nodev \
-             -- localhost/shrooms-workbench:latest sleep infinity"
+             -- localhost/shrooms-workbench:latest -P"
         );
     }
 
@@ -536,13 +558,36 @@ mod tests {
             "image inspect --format json -- --privileged"
         );
         assert_eq!(j(image_rm("abc")), "image rm -- abc");
-        assert_eq!(
-            j(sleep_check("--privileged")),
-            "run --rm --pull=never --network none --cap-drop all --entrypoint sleep -- --privileged 0"
-        );
         let mut s = spec(Network::Bridge);
         s.image = "--privileged".into();
-        assert!(j(create(&s)).ends_with(" -- --privileged sleep infinity"));
+        assert!(j(create(&s)).ends_with(" -- --privileged -P"));
+    }
+
+    /// PID 1 is the machine's catatonit at a path of the container's own,
+    /// never a program looked up on the image's PATH, whatever the image.
+    #[test]
+    fn the_first_process_is_the_machines_init() {
+        let mut s = spec(Network::Slirp4netns);
+        s.container = "shrooms-x-0a0b0c".into();
+        s.init = "/opt/a,b/catatonit".into();
+        let a = create(&s);
+        let at = |flag: &str| {
+            let i = a.iter().position(|x| x == flag).unwrap();
+            a[i + 1].clone()
+        };
+        assert_eq!(at("--entrypoint"), "/.shrooms-init-shrooms-x-0a0b0c");
+        assert!(a.contains(&"--init=false".to_string()));
+        assert!(a.contains(&"--no-healthcheck".to_string()));
+        assert!(
+            a.contains(
+                &"type=bind,\"src=/opt/a,b/catatonit\",dst=/.shrooms-init-shrooms-x-0a0b0c,ro=true,nosuid,nodev"
+                    .to_string()
+            )
+        );
+        // Nothing after the image but catatonit's pause mode.
+        let image = a.iter().position(|x| x == &s.image).unwrap();
+        assert_eq!(&a[image - 1..], ["--", s.image.as_str(), "-P"]);
+        assert!(!a.iter().any(|x| x == "sleep" || x == "infinity"));
     }
 
     /// All dropped first, then only the named ones; none of those that

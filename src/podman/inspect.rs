@@ -1,6 +1,6 @@
 //! The JSON shapes podman answers with, as far as the tool reads them. Every
 //! field is optional or defaulted: podman 4.3 and 5.x differ in what they
-//! print (podman-on-these-machines.md), and a missing field must not break
+//! print (seen on 4.3.1 and 5.4.2), and a missing field must not break
 //! a command that does not need it.
 
 use std::collections::BTreeMap;
@@ -67,6 +67,53 @@ pub struct InfoVersion {
 pub struct ContainerInspect {
     #[serde(rename = "State")]
     pub state: ContainerState,
+    /// The program its first process runs (the entrypoint, or the
+    /// command's first word).
+    #[serde(rename = "Path")]
+    pub path: String,
+    #[serde(rename = "Mounts")]
+    pub mounts: Option<Vec<InspectMount>>,
+    #[serde(rename = "NetworkSettings")]
+    pub network: NetworkSettings,
+}
+
+/// One of a container's mounts, as `podman inspect` lists it.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct InspectMount {
+    #[serde(rename = "Type")]
+    pub kind: String,
+    #[serde(rename = "Source")]
+    pub source: String,
+    #[serde(rename = "Destination")]
+    pub destination: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct NetworkSettings {
+    /// The network namespace podman made for the running container (a
+    /// file under `/run/netns` as root, under `$XDG_RUNTIME_DIR/netns`
+    /// rootless, where only `podman unshare` sees it); empty when stopped.
+    #[serde(rename = "SandboxKey")]
+    pub sandbox_key: String,
+}
+
+impl ContainerInspect {
+    /// The file of the machine its first process runs: the bind mount at
+    /// the path it runs. None when that program comes from the image (a
+    /// cage made by shrooms-agent before its first process was the
+    /// machine's catatonit ran `sleep` from the image's PATH).
+    pub fn init_source(&self) -> Option<&str> {
+        if !self.path.starts_with('/') {
+            return None;
+        }
+        self.mounts
+            .iter()
+            .flatten()
+            .find(|m| m.kind == "bind" && m.destination == self.path)
+            .map(|m| m.source.as_str())
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
@@ -108,7 +155,7 @@ impl PsEntry {
 
 /// One entry of `podman volume inspect --format json`: a plain local volume
 /// has `Options: {}`; one defined as a bind has `{"device": "/path", "o":
-/// "bind", "type": "none"}` (podman-on-these-machines.md).
+/// "bind", "type": "none"}` (seen on podman 4.3.1 and 5.4.2).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
 pub struct VolumeInspect {
@@ -179,6 +226,28 @@ mod tests {
             info.store.volume_path,
             "/home/u/.local/share/containers/storage/volumes"
         );
+    }
+
+    #[test]
+    fn the_init_is_the_bind_mount_at_the_path_the_container_runs() {
+        let text = r#"[{"Path":"/.shrooms-init-abc123","Args":["-P"],
+            "Mounts":[{"Type":"bind","Source":"/p","Destination":"/p"},
+                      {"Type":"bind","Source":"/usr/libexec/podman/catatonit",
+                       "Destination":"/.shrooms-init-abc123","RW":false}],
+            "NetworkSettings":{"SandboxKey":"/run/netns/netns-1"},
+            "State":{"Running":true,"Pid":42}}]"#;
+        let list: Vec<ContainerInspect> = serde_json::from_str(text).unwrap();
+        assert_eq!(list[0].init_source(), Some("/usr/libexec/podman/catatonit"));
+        assert_eq!(list[0].network.sandbox_key, "/run/netns/netns-1");
+        assert_eq!(list[0].state.pid, 42);
+        // A cage made before: `sleep infinity` from the image's PATH.
+        let old = r#"[{"Path":"sleep","Args":["infinity"],"Mounts":[],"State":{}}]"#;
+        let list: Vec<ContainerInspect> = serde_json::from_str(old).unwrap();
+        assert_eq!(list[0].init_source(), None);
+        // A program of the image's at an absolute path is no init of ours.
+        let image = r#"[{"Path":"/bin/sleep","Mounts":[{"Type":"volume","Source":"v","Destination":"/bin/sleep"}]}]"#;
+        let list: Vec<ContainerInspect> = serde_json::from_str(image).unwrap();
+        assert_eq!(list[0].init_source(), None);
     }
 
     #[test]

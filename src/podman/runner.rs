@@ -1,11 +1,11 @@
-//! The one place a process is started (design.md, habit 2, after cargo's
-//! `ProcessBuilder`): program and arguments held as a value, run with duct,
+//! The one place a process is started (after cargo's `ProcessBuilder`,
+//! crates/cargo-util/src/process_builder.rs): program and arguments held as a value, run with duct,
 //! always an explicit argument list (no shell anywhere), and one error shape
 //! that tells "could not start" from "ran and failed".
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::error::{Error, Kind, Result};
@@ -85,7 +85,8 @@ impl Process {
     }
     /// End it (SIGTERM) when this process ends, even by SIGKILL: an image
     /// build must not go on unseen once the process holding its lock is gone
-    /// (issue 4, point 4). Linux sends it when the spawning *thread* ends, so
+    /// (a background build is started by serve or a CLI command that may
+    /// end first). Linux sends it when the spawning *thread* ends, so
     /// only for processes waited for on the thread that started them.
     pub fn die_with_parent(mut self) -> Process {
         self.die_with_parent = true;
@@ -244,11 +245,13 @@ impl Process {
     /// inherited) and return its exit code. While it runs, SIGINT, SIGQUIT,
     /// SIGTERM and SIGHUP do not end this process: the child gets the
     /// terminal's signals itself, and a SIGTERM or SIGHUP sent to us alone is
-    /// passed on to it, so the caller can always clean up after it.
+    /// passed on to it, so the caller can always clean up after it. The
+    /// signals stay caught (signal-hook) for the rest of the process's life,
+    /// as a turn's do ([`TurnSignals`]).
     pub fn interactive(&self) -> Result<i32> {
         let cwd = self.cwd.clone().unwrap_or_else(|| PathBuf::from("/"));
         let e = duct::cmd(&self.program, &self.args).unchecked().dir(cwd);
-        let guard = SignalGuard::install();
+        let signals = TurnSignals::catch()?;
         let handle = e.start().map_err(|e| self.could_not_start(e))?;
         let output = loop {
             match handle
@@ -257,25 +260,27 @@ impl Process {
             {
                 Some(o) => break o.clone(),
                 None => {
-                    let sig = guard.pending();
-                    if sig != 0 {
+                    // A SIGTERM or SIGHUP sent to us alone is passed on; the
+                    // terminal's own signals reached the child already, as
+                    // it shares our process group.
+                    if let Some(sig) = signals.take()
+                        && (sig == libc::SIGTERM || sig == libc::SIGHUP)
+                    {
                         for pid in handle.pids() {
                             // SAFETY: kill(2) on our own child's pid.
                             unsafe {
                                 libc::kill(pid as libc::pid_t, sig);
                             }
                         }
-                        guard.clear();
                     }
                 }
             }
         };
-        drop(guard);
         Ok(exit_code(&output.status))
     }
 }
 
-/// Start a program that outlives this one (issue 4: an image build in the
+/// Start a program that outlives this one (an image build in the
 /// background): in a session of its own (setsid), so no terminal's hangup
 /// reaches it; working folder /; stdin from /dev/null; stdout and stderr
 /// appended to `log`. `keep_fds` are passed to it open (a build lock held
@@ -352,8 +357,8 @@ fn detached(
 // ---- a turn: `cage exec` / `cage run` in a cage ----------------------------
 //
 // Whatever ends the process holding a turn, the cage must stop and the
-// session must be free again (seed: a caged session cannot "keep processes
-// running after its turn's process ends"). Two parts do it:
+// session must be free again: a caged session may not keep processes
+// running after its turn's process ends. Two parts do it:
 // - in this process, the signals that can be caught (`TurnSignals`) end the
 //   command (`Process::turn`), put the terminal back as it was
 //   (`Terminal`), and the caller stops the cage;
@@ -393,6 +398,14 @@ impl TurnSignals {
     fn none() -> TurnSignals {
         TurnSignals {
             received: std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        }
+    }
+
+    /// The last of them that arrived since the last `take`, and forget it.
+    pub fn take(&self) -> Option<i32> {
+        match self.received.swap(0, Ordering::SeqCst) {
+            0 => None,
+            s => i32::try_from(s).ok(),
         }
     }
 
@@ -761,64 +774,6 @@ pub fn shell_quote(s: &str) -> String {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
-    }
-}
-
-/// The signal last received while a guard was installed (0: none).
-static PENDING: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn remember(sig: libc::c_int) {
-    PENDING.store(sig, Ordering::SeqCst);
-}
-
-/// Handlers (not SIG_IGN, which a child would inherit through exec) for the
-/// signals that would otherwise end us before we stop the cage.
-struct SignalGuard {
-    old: Vec<(libc::c_int, libc::sigaction)>,
-}
-
-const GUARDED: [libc::c_int; 4] = [libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP];
-
-impl SignalGuard {
-    fn install() -> SignalGuard {
-        PENDING.store(0, Ordering::SeqCst);
-        let mut old = Vec::new();
-        for sig in GUARDED {
-            // SAFETY: installing a handler that only stores to an atomic.
-            unsafe {
-                let mut new: libc::sigaction = std::mem::zeroed();
-                new.sa_sigaction = remember as *const () as usize;
-                libc::sigemptyset(&mut new.sa_mask);
-                new.sa_flags = libc::SA_RESTART;
-                let mut prev: libc::sigaction = std::mem::zeroed();
-                if libc::sigaction(sig, &new, &mut prev) == 0 {
-                    old.push((sig, prev));
-                }
-            }
-        }
-        SignalGuard { old }
-    }
-    /// A SIGTERM or SIGHUP to pass on; the terminal's own signals already
-    /// reached the child, which shares our process group.
-    fn pending(&self) -> libc::c_int {
-        match PENDING.load(Ordering::SeqCst) {
-            s if s == libc::SIGTERM || s == libc::SIGHUP => s,
-            _ => 0,
-        }
-    }
-    fn clear(&self) {
-        PENDING.store(0, Ordering::SeqCst);
-    }
-}
-
-impl Drop for SignalGuard {
-    fn drop(&mut self) {
-        for (sig, prev) in &self.old {
-            // SAFETY: restoring the handler we replaced.
-            unsafe {
-                libc::sigaction(*sig, prev, std::ptr::null_mut());
-            }
-        }
     }
 }
 

@@ -158,7 +158,7 @@ impl State {
 }
 
 fn detect(base: &Base) -> Option<Host> {
-    Host::detect(&base.settings).ok()
+    Host::detect(&base.settings, &base.env).ok()
 }
 
 /// Everything `GET /v1/harnesses` says, looked at now.

@@ -110,7 +110,15 @@ fn create_ls_show_exec_stop_start_rm() {
         argv.windows(2).any(|p| p == ["--label", label.as_str()]),
         "{argv:?}"
     );
-    assert!(argv.ends_with(&[IMAGE, "sleep", "infinity"]), "{argv:?}");
+    // The first process is the machine's catatonit at a path of the
+    // container's own, in pause mode; nothing of the image's.
+    let init = format!("/.shrooms-init-{container}");
+    assert!(
+        argv.windows(2)
+            .any(|p| p == ["--entrypoint", init.as_str()]),
+        "{argv:?}"
+    );
+    assert!(argv.ends_with(&[IMAGE, "-P"]), "{argv:?}");
 
     let r = w
         .sh(&name, "echo \"in $SHROOMS_AGENT_SESSION at $(pwd)\"")
@@ -556,10 +564,7 @@ fn dry_run_shows_argv_and_env_redacted_and_makes_nothing() {
         argv_line.contains(&format!("type=bind,src={d},dst={d}", d = dir.display())),
         "{argv_line}"
     );
-    assert!(
-        argv_line.ends_with(&format!("{IMAGE} sleep infinity")),
-        "{argv_line}"
-    );
+    assert!(argv_line.ends_with(&format!("{IMAGE} -P")), "{argv_line}");
     assert!(
         out.lines().any(|l| l == "FOO_API_KEY=<redacted>"),
         "{}",
@@ -874,8 +879,9 @@ fn exec_passes_the_terminal_through() {
     assert!(text.contains("HAS-A-TTY"), "{text}");
 }
 
-/// A cage runs `sleep infinity` and nothing of the image's ENTRYPOINT: an
-/// entrypoint would run before the network rules are set.
+/// A cage runs nothing of the image's ENTRYPOINT: its first process is the
+/// machine's catatonit, and an entrypoint would run before the network
+/// rules are set.
 #[test]
 fn the_images_entrypoint_does_not_run() {
     let w = world();

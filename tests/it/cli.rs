@@ -199,11 +199,11 @@ fn a_configured_podman_that_cannot_run_is_a_config_error() {
     }
 }
 
-/// The image's `sleep` check says "no `sleep` on its PATH" only where
-/// podman says the command was not found; any other failure of its
-/// `podman run`, exit 126 included, is reported in podman's words (exit 1).
+/// `cage create` starts no throwaway container of the image (it used to
+/// run `sleep 0` in one, to check the image had `sleep`): with a podman
+/// whose every `run` fails, a create still succeeds.
 #[test]
-fn the_sleep_check_reports_podmans_own_error() {
+fn create_runs_no_container_of_the_image() {
     use std::os::unix::fs::PermissionsExt;
     let w = World::new();
     let fake = w.file(
@@ -211,7 +211,7 @@ fn the_sleep_check_reports_podmans_own_error() {
         &format!(
             "#!/bin/sh\n\
              if [ \"$1\" = run ]; then\n\
-               echo 'Error: runc: runc create failed: unable to start container process: error during container init: fake cgroup failure: OCI runtime error' >&2\n\
+               echo 'Error: a podman run at create' >&2\n\
                exit 126\n\
              fi\n\
              exec '{}' \"$@\"\n",
@@ -220,23 +220,11 @@ fn the_sleep_check_reports_podmans_own_error() {
     );
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
     w.write_config(&format!("podman = \"{}\"", fake.display()));
-    let name = w.session("sleepcheck");
-    let d = w.dir("sleepcheck");
-    let r = w
-        .run(&["cage", "create", &name, "--dir", d.to_str().unwrap()])
-        .code_is(1);
-    assert_eq!(
-        r.stderr().trim_end(),
-        format!(
-            "shrooms-agent: error: checking that the image {IMAGE} has `sleep`: podman run \
-             exited 126: Error: runc: runc create failed: unable to start container process: \
-             error during container init: fake cgroup failure: OCI runtime error"
-        ),
-        "{}",
-        r.explain()
-    );
-    assert!(!w.record_path(&name).exists());
-    assert!(w.containers_of(&name).is_empty());
+    let name = w.session("norun");
+    let d = w.dir("norun");
+    w.run(&["cage", "create", &name, "--dir", d.to_str().unwrap()])
+        .ok();
+    assert_eq!(w.containers_of(&name).len(), 1);
 }
 
 /// `--mesh` only chooses the shared folder's set: without `--shared`, or

@@ -14,6 +14,7 @@ mod cli;
 mod home_prune;
 mod images;
 mod options;
+mod pid1;
 mod policy;
 mod rootless;
 mod sealed;

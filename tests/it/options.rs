@@ -1,5 +1,5 @@
 //! End-to-end tests of the options that widen a cage, of limits, of moving
-//! and of the history (issue 5), against real podman.
+//! and of the history, against real podman.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -375,7 +375,7 @@ fn move_in_change_out_and_back() {
     assert!(r.stderr().contains("busy"), "{}", r.explain());
     finish("exec", child).ok();
     assert_eq!(w.container(&name), c1);
-    // busy: something other than `sleep infinity` runs in the cage
+    // busy: something other than its first process runs in the cage
     w.run(&["cage", "start", &name]).ok();
     let bg = w.podman(&["exec", "-d", &c1, "sleep", "600"]);
     assert!(bg.status.success());

@@ -1,6 +1,5 @@
-//! End-to-end tests as an unprivileged user with rootless podman (issue 2,
-//! point 8: "At least one end-to-end test runs as an unprivileged user with
-//! rootless podman"). Every command here runs as the test user through
+//! End-to-end tests as an unprivileged user with rootless podman, as cages
+//! are meant to run. Every command here runs as the test user through
 //! `World::rootless()`; this machine has cgroups v1, where rootless podman
 //! ignores limits, so the world's config says `unenforced_limits = "warn"`
 //! unless a test rewrites it.
@@ -83,7 +82,7 @@ fn running(w: &World, container: &str) -> bool {
     String::from_utf8_lossy(&out.stdout).trim() == "true"
 }
 
-/// Limits honestly (issue 2, point 7): rootless on cgroups v1, where podman
+/// Limits honestly: rootless on cgroups v1, where podman
 /// would print "Resource limits are not supported and ignored", `cage
 /// create` refuses and leaves nothing behind unless the config says
 /// `unenforced_limits = "warn"`; then it warns and goes on. `doctor` says
@@ -162,7 +161,7 @@ fn limits_that_cannot_be_enforced_are_refused_unless_the_config_says_warn() {
     assert!(rootless.starts_with("pass"), "{rootless}");
 }
 
-/// A whole rootless session (seed: "Files the agent writes into the project
+/// A whole rootless session ("Files the agent writes into the project
 /// belong to your user outside, even though it wrote them as root"): root
 /// inside, the file lands on the host owned by the user, `~/.ssh` is not
 /// there, the cage gets the rootless network of its podman (slirp4netns on
@@ -228,7 +227,7 @@ fn a_rootless_session_writes_as_root_inside_and_as_the_user_outside() {
     );
 }
 
-/// The agent port, rootless (issue 2, point 6; seed: "The agent port is
+/// The agent port, rootless ("The agent port is
 /// closed inside every cage, by a rule its root cannot remove"): from the
 /// cage the agent port is refused and another port connects; from a plain
 /// slirp4netns container the agent port connects, so the refusal is the
@@ -301,7 +300,7 @@ fn the_agent_port_is_closed_in_a_rootless_cage_and_root_inside_cannot_reopen_it(
     );
 }
 
-/// The rule is set again after every start (issue 2, point 6: "After every
+/// The rule is set again after every start ("After every
 /// start (the network namespace is new each time)"): after `cage exec`,
 /// `cage start`, and `cage stop` then `cage exec`, the agent port is refused.
 /// The control: the same container started by hand with `podman start`
@@ -371,7 +370,7 @@ fn the_agent_port_stays_closed_after_a_rootless_cage_is_stopped_and_started() {
     assert!(!running(&w, &container));
 }
 
-/// `cage rm` as the user (issue 2, point 3; seed, "Cleaning up") removes the
+/// `cage rm` as the user removes the
 /// container, its env file, its private home and proxy folder, and the record.
 #[test]
 fn cage_rm_as_the_user_removes_everything_of_the_session() {

@@ -1,4 +1,4 @@
-//! End-to-end tests of sealed cages (issue 3), against real podman, checked
+//! End-to-end tests of sealed cages, against real podman, checked
 //! from inside the cage: the internet and nothing local, its own login, no
 //! user namespaces, its outbox, and the refusals that make nothing.
 
@@ -33,7 +33,7 @@ fn sealed_session(w: &World, base: &str) -> (String, PathBuf) {
 
 /// The internet answers, the host's private address and the agent port do
 /// not, the cage's own loopback does, and root inside cannot change the
-/// network (seed: "the internet and nothing local ... root inside cannot
+/// network ("the internet and nothing local ... root inside cannot
 /// remove it").
 #[test]
 fn sealed_cage_reaches_the_internet_and_nothing_local() {
@@ -402,8 +402,8 @@ fn sealed_refusals_make_nothing() {
     }
 }
 
-/// The default token location works once the token is there (seed,
-/// "Giving a machine its sealed token, once").
+/// The default token location works once the token is there (README,
+/// "Sealed cages").
 #[test]
 fn the_machines_token_in_the_state_folder() {
     let w = World::new();
@@ -587,7 +587,7 @@ fn the_machines_own_networks_are_refused() {
     }
 }
 
-/// A sealed session is not taken out of its seal by accident (seed, "After
+/// A sealed session is not taken out of its seal by accident ("After
 /// a sealed session"): moving it out, or into an ordinary cage, is refused
 /// without --unseal and changes nothing; with it, it is done.
 #[test]
@@ -684,7 +684,7 @@ fn no_cage_is_given_what_cages_keep_out() {
     assert_eq!(names, vec![std::ffi::OsString::from("id_key")]);
 }
 
-/// After a sealed session its folder is untrusted (seed, "After a sealed
+/// After a sealed session its folder is untrusted ("After a sealed
 /// session"), whatever becomes of the session: removing it and making an
 /// ordinary cage on the folder, inside it or above it is refused (exit 2,
 /// nothing made) from the CLI and over HTTP, until `--unseal` says the
