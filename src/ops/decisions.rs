@@ -597,3 +597,55 @@ fn ls_of_one_cage() {
 fn ls_of_a_hundred_cages_is_still_one_call() {
     ls_of(100);
 }
+
+/// Starting a build of our image is a step the plan names, decided from
+/// the facts alone: never started by a check, never by a dry run.
+#[test]
+fn an_image_build_is_a_step_of_the_plan() {
+    let w = World::new("build-step", |f| {
+        f.on_prefix(&["image", "inspect"], Answer::out(our_image()))
+    });
+    let host = w.ctx.host().unwrap();
+    let choice = super::make::CageChoice::default();
+    let mut facts = super::make::facts(
+        &w.ctx,
+        host,
+        "web",
+        &w.project,
+        crate::harness::Harness::Claude,
+        &choice,
+    )
+    .unwrap();
+    let settings = &w.ctx.settings;
+    let stage = crate::images::Stage::Workbench;
+    // Stale: made from the old one, rebuilt in the background.
+    facts.image.status.current = false;
+    let plan = super::make::decide(&facts, &choice, settings, false).unwrap();
+    // Its warning goes first, where the image is decided.
+    assert_eq!(plan.rebuild, Some((stage, 0)), "{:?}", plan.warnings);
+    let dry = super::make::decide(&facts, &choice, settings, true).unwrap();
+    assert_eq!(dry.rebuild, None);
+    assert!(dry.warnings[0].contains("the real command builds it again"));
+    // Missing, no build running: refused, with the build to start.
+    facts.image.status.present = false;
+    facts.image.inspect = None;
+    let refused = super::make::decide(&facts, &choice, settings, false)
+        .err()
+        .unwrap();
+    assert_eq!(
+        (refused.error.kind, refused.build),
+        (Kind::NotReady, Some(stage))
+    );
+    let refused = super::make::decide(&facts, &choice, settings, true)
+        .err()
+        .unwrap();
+    assert_eq!((refused.error.kind, refused.build), (Kind::NotReady, None));
+    // Missing while a build runs: wait, start nothing.
+    facts.image.status.building = true;
+    let refused = super::make::decide(&facts, &choice, settings, false)
+        .err()
+        .unwrap();
+    assert_eq!((refused.error.kind, refused.build), (Kind::NotReady, None));
+    // Deciding asked podman nothing more than the facts did.
+    assert_eq!(w.fake.calls(), [calls::image_inspect(calls::OUR_IMAGE)]);
+}
