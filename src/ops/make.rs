@@ -406,8 +406,8 @@ pub fn decide(
     let init = f.host.init()?.to_path_buf();
     let network = f.host.network(settings.network)?;
     let image = f.image.image.clone();
-    // Ours: built when missing, rebuilt when stale; not ours: must be here
-    // (issue 4, point 6).
+    // Ours: built when missing, rebuilt when stale; not ours: must be here,
+    // as nothing here builds or pulls it.
     let named = choice.image.is_some();
     let image_choice = super::image::decide_for_cage(&f.image, named, dry_run, &mut warnings)
         .map_err(|n| Refused {
