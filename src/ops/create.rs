@@ -47,7 +47,25 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
         return Err(already(&req.name));
     }
     let host = ctx.host()?;
-    let plan = make::plan(
+    // The session's lock is taken before the checks that read the
+    // neighbouring sessions' records, so that two creates cannot both pass
+    // them; a dry run writes nothing, not even a lock file.
+    let _lock = if req.dry_run {
+        None
+    } else {
+        let lock = match ctx.store.lock(&req.name) {
+            // Another create of this name won, and has made its record.
+            Err(e) if e.kind == crate::error::Kind::Busy && ctx.store.exists(&req.name) => {
+                return Err(already(&req.name));
+            }
+            held => held?,
+        };
+        if ctx.store.exists(&req.name) {
+            return Err(already(&req.name));
+        }
+        Some(lock)
+    };
+    let plan = match make::plan(
         ctx,
         host,
         &req.name,
@@ -55,7 +73,15 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
         req.harness,
         &req.choice,
         req.dry_run,
-    )?;
+    ) {
+        Ok(plan) => plan,
+        Err(e) => {
+            if !req.dry_run {
+                ctx.store.forget_lock(&req.name);
+            }
+            return Err(e);
+        }
+    };
     let mut argv = vec![host.podman.program().to_string_lossy().into_owned()];
     argv.extend(plan.create_argv.iter().cloned());
     let result = Created {
@@ -73,16 +99,6 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
     };
     if req.dry_run {
         return Ok(result);
-    }
-    let _lock = match ctx.store.lock(&req.name) {
-        // Another create of this name won, and has made its record.
-        Err(e) if e.kind == crate::error::Kind::Busy && ctx.store.exists(&req.name) => {
-            return Err(already(&req.name));
-        }
-        held => held?,
-    };
-    if ctx.store.exists(&req.name) {
-        return Err(already(&req.name));
     }
     let cage = match plan.make(ctx, host) {
         Ok(cage) => cage,

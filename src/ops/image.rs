@@ -314,9 +314,59 @@ fn not_ready() -> Error {
     Error::new(Kind::NotReady, images::BEING_BUILT)
 }
 
-/// The image a cage is made from (issue 4, point 6; asked by `make::plan`
-/// for `cage create` and `cage move`), or the reason it cannot be yet.
-/// Ours, missing: a build starts in the background and this fails with the
+/// What the machine says of the image a cage would be made from: podman's
+/// inspect, and for ours its build lock and record. Gathered by
+/// `make::facts`; [`decide_for_cage`] decides from it.
+#[derive(Debug, Clone)]
+pub struct ImageFacts {
+    /// The image asked for (the config's or the request's).
+    pub image: String,
+    /// The name it is looked up by (ours: the stage's name).
+    pub name: String,
+    pub stage: Option<Stage>,
+    pub status: ImageStatus,
+    pub record: BuildRecord,
+    pub inspect: Option<ImageInspect>,
+}
+
+/// Look at the image a cage would be made from. Starts nothing.
+pub fn facts_for_cage(ctx: &Context, host: &Host, image: &str) -> Result<ImageFacts> {
+    let repo = &ctx.settings.images_repo;
+    let stage = images::stage_of(repo, image);
+    let name = match stage {
+        Some(s) => images::image_name(repo, s),
+        None => image.to_string(),
+    };
+    let o = observe(host, &Dir::of(ctx), &name, false, stage)?;
+    Ok(ImageFacts {
+        image: image.to_string(),
+        name,
+        stage,
+        status: o.status,
+        record: o.record,
+        inspect: o.inspect,
+    })
+}
+
+/// An image decided for a cage: the one to make it from, and whether a
+/// build of ours is to be started again (stale) as a step of the plan.
+#[derive(Debug, Clone)]
+pub struct ImageChoice {
+    pub inspect: ImageInspect,
+    pub rebuild: Option<Stage>,
+}
+
+/// No image yet: the refusal, and the build to start first, if any (the
+/// caller starts it, see [`start_build`], and reports what that says).
+#[derive(Debug, Clone)]
+pub struct NoImage {
+    pub error: Error,
+    pub build: Option<Stage>,
+}
+
+/// Pure: the image a cage is made from (asked by `make::decide` for `cage
+/// create` and `cage move`), or the reason it cannot be yet. Ours,
+/// missing: a build is to start in the background and this fails with the
 /// seed's "being built" (exit 4); after a failed build, it fails once with
 /// that build's last line, and the next call builds again. Ours, stale:
 /// rebuilt in the background, the old one used meanwhile. Not ours: never
@@ -325,74 +375,92 @@ fn not_ready() -> Error {
 ///
 /// A `--dry-run` changes nothing: it starts no build and marks no failure
 /// as reported; it says what the real command would meet.
-pub fn for_cage(
-    ctx: &Context,
-    host: &Host,
-    image: &str,
+pub fn decide_for_cage(
+    f: &ImageFacts,
     named: bool,
     dry_run: bool,
     warnings: &mut Vec<String>,
-) -> Result<ImageInspect> {
-    let repo = &ctx.settings.images_repo;
-    let stage = images::stage_of(repo, image);
-    let dir = Dir::of(ctx);
-    let name = match stage {
-        Some(s) => images::image_name(repo, s),
-        None => image.to_string(),
-    };
-    let o = observe(host, &dir, &name, false, stage)?;
-    let decision = images::for_cage(&o.status, &o.record);
-    match (decision, stage, o.inspect) {
-        (ForCage::Use, _, Some(i)) => Ok(i),
-        (ForCage::UseAndRebuild, Some(_), Some(i)) if dry_run => {
+) -> std::result::Result<ImageChoice, NoImage> {
+    let refused = |error: Error| NoImage { error, build: None };
+    let name = &f.name;
+    let decision = images::for_cage(&f.status, &f.record);
+    match (decision, f.stage, f.inspect.clone()) {
+        (ForCage::Use, _, Some(inspect)) => Ok(ImageChoice {
+            inspect,
+            rebuild: None,
+        }),
+        (ForCage::UseAndRebuild, Some(_), Some(inspect)) if dry_run => {
             warnings.push(format!(
                 "the image {name} is older than this shrooms-agent's Containerfile: the real \
                  command builds it again in the background and uses the old one meanwhile"
             ));
-            Ok(i)
+            Ok(ImageChoice {
+                inspect,
+                rebuild: None,
+            })
         }
-        (ForCage::Report(_) | ForCage::Build, Some(_), _) if dry_run => Err(not_ready()),
-        (ForCage::UseAndRebuild, Some(s), Some(i)) => {
-            match rebuild_in_background(&dir, s) {
-                Ok(()) => warnings.push(format!(
-                    "the image {name} is older than this shrooms-agent's Containerfile: it is \
-                     being built again in the background, and this cage is made from the old one"
-                )),
-                Err(e) => warnings.push(format!(
-                    "the image {name} is older than this shrooms-agent's Containerfile, and \
-                     its new build could not start: {}",
-                    e.message
-                )),
-            }
-            Ok(i)
-        }
-        (ForCage::Wait, _, _) => Err(not_ready()),
-        (ForCage::Report(_) | ForCage::Build, Some(s), _) => {
-            dir.ensure()?;
-            let Some(lock) = BuildLock::try_take(&dir.lock(s))? else {
-                return Err(not_ready());
-            };
-            // Under the lock, the record cannot change: read it again.
-            let mut record = read_record(&dir.record(s));
-            if let (Some(line), false) = (record.error.clone(), record.error_reported) {
-                record.error_reported = true;
-                write_record(&dir.record(s), &record)?;
-                return Err(Error::failed(images::failure_message(s, &line)));
-            }
-            start_background(&dir, vec![(s, lock)], images::CONTAINERFILE, false)?;
-            Err(not_ready())
-        }
+        (ForCage::Report(_) | ForCage::Build, Some(_), _) if dry_run => Err(refused(not_ready())),
+        (ForCage::UseAndRebuild, Some(s), Some(inspect)) => Ok(ImageChoice {
+            inspect,
+            rebuild: Some(s),
+        }),
+        (ForCage::Wait, _, _) => Err(refused(not_ready())),
+        (ForCage::Report(_) | ForCage::Build, Some(s), _) => Err(NoImage {
+            error: not_ready(),
+            build: Some(s),
+        }),
         _ => {
-            let message =
-                format!("there is no image {image} on this machine for this session's cage");
+            let message = format!(
+                "there is no image {} on this machine for this session's cage",
+                f.image
+            );
             // Named by the request (--image, a body's "image"), it is bad
             // input; the config's own image missing is the machine's failure.
-            Err(if named {
+            Err(refused(if named {
                 Error::bad_input(message)
             } else {
                 Error::failed(message)
-            })
+            }))
         }
+    }
+}
+
+/// A step of a plan: our image is missing, so its build starts in the
+/// background. Returns what the command reports: "being built" (exit 4),
+/// or, once, the last build's failure (and the next call builds again).
+pub fn start_build(ctx: &Context, stage: Stage) -> Error {
+    let dir = Dir::of(ctx);
+    let started = (|| {
+        dir.ensure()?;
+        let Some(lock) = BuildLock::try_take(&dir.lock(stage))? else {
+            return Ok(not_ready());
+        };
+        // Under the lock, the record cannot change: read it again.
+        let mut record = read_record(&dir.record(stage));
+        if let (Some(line), false) = (record.error.clone(), record.error_reported) {
+            record.error_reported = true;
+            write_record(&dir.record(stage), &record)?;
+            return Ok(Error::failed(images::failure_message(stage, &line)));
+        }
+        start_background(&dir, vec![(stage, lock)], images::CONTAINERFILE, false)?;
+        Ok(not_ready())
+    })();
+    started.unwrap_or_else(|e| e)
+}
+
+/// A step of a plan: our image is stale, so it is built again in the
+/// background and the cage made from the old one. Returns the warning.
+pub fn start_rebuild(ctx: &Context, stage: Stage, name: &str) -> String {
+    match rebuild_in_background(&Dir::of(ctx), stage) {
+        Ok(()) => format!(
+            "the image {name} is older than this shrooms-agent's Containerfile: it is \
+             being built again in the background, and this cage is made from the old one"
+        ),
+        Err(e) => format!(
+            "the image {name} is older than this shrooms-agent's Containerfile, and \
+             its new build could not start: {}",
+            e.message
+        ),
     }
 }
 

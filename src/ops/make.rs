@@ -3,6 +3,7 @@
 //! `--dry-run` is a plan shown); `CagePlan::make` carries it out, undoing
 //! its own steps when a later one fails: never a half-made cage.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{Context, program_mount, sealed};
@@ -12,7 +13,7 @@ use crate::host::{Host, LimitsSupport};
 use crate::podman::{argv, envfile};
 use crate::rules;
 use crate::session::{self, CageRecord, MountSource, SealedRecord};
-use crate::settings::{Env, UnenforcedLimits};
+use crate::settings::{Env, Settings, UnenforcedLimits};
 use crate::spec::{
     self, CageSpec, EnvPlan, EnvRequest, Found, FoundNix, FoundOptions, FoundSealed, NixOption,
     Options, Request, SHARED_LABEL, SealedSpec,
@@ -60,11 +61,18 @@ pub struct CagePlan {
     make_volume: bool,
     sealed: Option<(SealedRecord, String)>,
     conversation: Option<String>,
+    /// A step before the cage is made: our image is stale, so its build
+    /// starts again in the background (and the warning saying so goes in
+    /// at this index of `warnings`).
+    pub rebuild: Option<(crate::images::Stage, usize)>,
 }
 
-/// Decide a cage for a session. Checks everything that can be checked
-/// before anything changes; with `dry_run`, changes nothing at all (no
-/// image build is started).
+/// Decide a cage for a session: gather the facts, decide from them, and
+/// act on what the decision asks first (an image build). Checks everything
+/// that can be checked before anything changes; with `dry_run`, changes
+/// nothing at all (no image build is started). A caller that will make the
+/// cage holds the session's lock already: the checks against neighbouring
+/// sessions read their records under it.
 pub fn plan(
     ctx: &Context,
     host: &Host,
@@ -74,7 +82,101 @@ pub fn plan(
     choice: &CageChoice,
     dry_run: bool,
 ) -> Result<CagePlan> {
-    let mut warnings = Vec::new();
+    check_choice(choice, harness)?;
+    let facts = facts(ctx, host, session, dir, harness, choice)?;
+    let mut plan = match decide(&facts, choice, &ctx.settings, dry_run) {
+        Ok(plan) => plan,
+        Err(Refused {
+            build: Some(stage), ..
+        }) => return Err(super::image::start_build(ctx, stage)),
+        Err(Refused { error, .. }) => return Err(error),
+    };
+    if let Some((stage, at)) = plan.rebuild {
+        let warning = super::image::start_rebuild(ctx, stage, &facts.image.name);
+        plan.warnings.insert(at, warning);
+    }
+    // Which state folder made the container, on its label: `cage prune`
+    // removes only its own. Made once, with the first cage; a dry run
+    // writes nothing and shows where it goes.
+    if !dry_run && facts.state_id.is_none() {
+        plan.set_state_id(ctx.store.state_id()?);
+    }
+    Ok(plan)
+}
+
+/// What the machine, the records and podman say, gathered before anything
+/// is decided: every read `decide` needs, so that it reads nothing itself.
+/// The checks of the project folder that need the file system (whose it
+/// is, what it holds) are made here, as they are read.
+#[derive(Debug, Clone)]
+pub struct Facts {
+    pub session: String,
+    pub dir: PathBuf,
+    pub harness: Harness,
+    /// The invoking environment.
+    pub env: Env,
+    /// The host's facts (podman's version, rootless, cgroups, pasta...).
+    pub host: Host,
+    /// The other sessions' records that read.
+    pub others: Vec<session::Record>,
+    /// The untrusted folder the project is, is in or holds; looked up for
+    /// an ordinary cage without `--unseal`.
+    pub untrusted: Option<sealed::Untrusted>,
+    /// For a sealed cage: its token, the conversation asked for, its
+    /// seccomp profile.
+    pub sealed: Option<SealedFacts>,
+    pub image: super::image::ImageFacts,
+    /// The container's name, chosen now (random).
+    pub container: String,
+    pub found: Found,
+    /// The harness program found (None: none on PATH, or pi's own).
+    pub program: Option<PathBuf>,
+    pub options: OptionFacts,
+    /// This state folder's identity, if it has one yet.
+    pub state_id: Option<String>,
+    /// Where each path that a cage may mount leads (links followed); a path
+    /// that cannot be followed leads to itself.
+    pub led_to: BTreeMap<PathBuf, PathBuf>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SealedFacts {
+    pub token_file: PathBuf,
+    /// `--conversation ID`: its transcript, and whether it is a file.
+    pub transcript: Option<(PathBuf, bool)>,
+    /// The sealed seccomp profile, made from podman's default one.
+    pub profile: String,
+    pub found: FoundSealed,
+    pub seccomp_file: PathBuf,
+}
+
+/// What the machine has for the options asked.
+#[derive(Debug, Clone, Default)]
+pub struct OptionFacts {
+    /// `--github`: ~/.config/gh, and whether it is a folder.
+    pub gh: Option<(PathBuf, bool)>,
+    /// `--nix`: the store is there, the machine's nix, the profile's PATH.
+    pub nix: Option<(bool, FoundNix, Vec<String>)>,
+    /// `--shared`: the volume's name and podman's inspect of it (None: it
+    /// does not exist yet).
+    pub shared: Option<(String, Option<crate::podman::inspect::VolumeInspect>)>,
+}
+
+/// Why `decide` made no plan, and the image build to start first, if any.
+#[derive(Debug, Clone)]
+pub struct Refused {
+    pub error: Error,
+    pub build: Option<crate::images::Stage>,
+}
+
+impl From<Error> for Refused {
+    fn from(error: Error) -> Refused {
+        Refused { error, build: None }
+    }
+}
+
+/// Pure: the choice alone, before anything is looked at.
+fn check_choice(choice: &CageChoice, harness: Harness) -> Result<()> {
     check_meshes(choice)?;
     if choice.sealed {
         // Seed, "Sealed cages": "GitHub, nix and the shared folder are not
@@ -96,6 +198,21 @@ pub fn plan(
                  and a sealed cage gets none of them",
             ));
         }
+    }
+    Ok(())
+}
+
+/// Gather every fact `decide` needs: the disk, the records, podman.
+/// Starts nothing and writes nothing.
+pub fn facts(
+    ctx: &Context,
+    host: &Host,
+    session: &str,
+    dir: &Path,
+    harness: Harness,
+    choice: &CageChoice,
+) -> Result<Facts> {
+    if choice.sealed {
         sealed::check_project(dir, &ctx.settings.home, &ctx.settings.state_dir)?;
     }
     super::project::check_own_folder(dir, ctx.env.get("XDG_RUNTIME_DIR").map(String::as_str))?;
@@ -119,11 +236,138 @@ pub fn plan(
     // record has no usable cage: it cannot be started until mended, and a
     // mended one is checked at its start.
     let others = ctx.store.list_readable()?.0;
-    sealed::check_seal_neighbours(&others, session, dir, choice.sealed)?;
-    if !choice.sealed
-        && !choice.unseal
-        && let Some(u) = sealed::untrusted_near(&ctx.store, dir)?
-    {
+    let untrusted = if !choice.sealed && !choice.unseal {
+        sealed::untrusted_near(&ctx.store, dir)?
+    } else {
+        None
+    };
+    let container = container_name(session)?;
+    let sealed_facts = if choice.sealed {
+        let token_file = choice
+            .sealed_token
+            .clone()
+            .or_else(|| ctx.settings.sealed_token.clone())
+            .unwrap_or_else(|| ctx.store.default_sealed_token());
+        // Read now only to refuse a missing or open token at once; the
+        // gateway reads it again at each request, outside the cage.
+        sealed::read_token(&token_file)?;
+        let transcript = match &choice.conversation {
+            Some(id) => {
+                let transcript = conversation_source(ctx, dir)?.join(format!("{id}.jsonl"));
+                let there = std::fs::symlink_metadata(&transcript).is_ok_and(|m| m.is_file());
+                Some((transcript, there))
+            }
+            None => None,
+        };
+        Some((token_file, transcript))
+    } else {
+        None
+    };
+    let image = choice
+        .image
+        .clone()
+        .unwrap_or_else(|| ctx.settings.image.clone());
+    let image = super::image::facts_for_cage(ctx, host, &image)?;
+    let (found, program) = gather(ctx, harness, dir, &container)?;
+    let sealed = match sealed_facts {
+        None => None,
+        Some((token_file, transcript)) => {
+            let profile_path = crate::seccomp::default_profile()?;
+            let profile = crate::seccomp::sealed_from_file(&profile_path)?;
+            Some(SealedFacts {
+                token_file,
+                transcript,
+                profile,
+                found: FoundSealed {
+                    session_uploads: ctx.store.session_uploads(session),
+                    private_config: found.private_home.clone(),
+                    outbox: sealed::outbox_dir(&ctx.settings.home, session),
+                    proxy_dir: found.proxy_dir.clone(),
+                    program_dirs: found.program_dirs.clone(),
+                    self_paths: found.self_paths.clone(),
+                },
+                seccomp_file: ctx.store.seccomp_file(&container),
+            })
+        }
+    };
+    let options = option_facts(ctx, host, choice)?;
+    let led_to = mount_candidates(dir, &found, &options, sealed.as_ref())
+        .into_iter()
+        .map(|p| {
+            let to = std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone());
+            (p, to)
+        })
+        .collect();
+    Ok(Facts {
+        session: session.to_string(),
+        dir: dir.to_path_buf(),
+        harness,
+        env: ctx.env.clone(),
+        host: host.clone(),
+        others,
+        untrusted,
+        sealed,
+        image,
+        container,
+        found,
+        program,
+        options,
+        state_id: ctx.store.state_id_if_any()?,
+        led_to,
+    })
+}
+
+/// Every path a cage of these facts may mount: where each leads is read
+/// with the facts, for `check_sources`.
+fn mount_candidates(
+    dir: &Path,
+    found: &Found,
+    options: &OptionFacts,
+    sealed: Option<&SealedFacts>,
+) -> Vec<PathBuf> {
+    let mut paths = vec![
+        dir.to_path_buf(),
+        found.harness_dir.clone(),
+        found.conversation_dir.clone(),
+        found.private_home.clone(),
+        found.proxy_dir.clone(),
+        found.uploads_dir.clone(),
+    ];
+    paths.extend(found.harness_read_only.iter().cloned());
+    paths.extend(found.program_dirs.iter().cloned());
+    paths.extend(found.self_paths.iter().cloned());
+    if let Some((gh, _)) = &options.gh {
+        paths.push(gh.clone());
+    }
+    if let Some((_, nix, _)) = &options.nix {
+        paths.push(nix.root.clone());
+        paths.push(nix.root.join("var/nix/daemon-socket"));
+        paths.extend(nix.state_dir.iter().cloned());
+        paths.extend(nix.config_dir.iter().cloned());
+    }
+    if let Some(s) = sealed {
+        paths.push(s.found.session_uploads.clone());
+        paths.push(s.found.private_config.clone());
+        paths.push(s.found.outbox.clone());
+    }
+    paths
+}
+
+/// Pure: the plan for a cage from the facts, the choice and the settings,
+/// or why there is none (and the image build to start, if that is why).
+/// Reads nothing and changes nothing: the caller acts on `rebuild` and a
+/// refusal's `build`.
+pub fn decide(
+    f: &Facts,
+    choice: &CageChoice,
+    settings: &Settings,
+    dry_run: bool,
+) -> std::result::Result<CagePlan, Refused> {
+    let mut warnings = Vec::new();
+    let dir = f.dir.as_path();
+    let session = f.session.as_str();
+    sealed::check_seal_neighbours(&f.others, session, dir, choice.sealed)?;
+    if let Some(u) = &f.untrusted {
         return Err(Error::bad_input(format!(
             "{} {} {}, where sealed session {} worked; the folder is untrusted after a sealed \
              session: what the code under review left there (a git hook, a Makefile, an \
@@ -140,118 +384,104 @@ pub fn plan(
             },
             u.path.display(),
             u.session
-        )));
+        ))
+        .into());
     }
     for m in &choice.meshes {
         validate_mesh(m)?;
     }
-    let sealed_token = if choice.sealed {
-        let token_file = choice
-            .sealed_token
-            .clone()
-            .or_else(|| ctx.settings.sealed_token.clone())
-            .unwrap_or_else(|| ctx.store.default_sealed_token());
-        let token = sealed::read_token(&token_file)?;
-        if let Some(id) = &choice.conversation {
-            let from = conversation_source(ctx, dir)?;
-            let transcript = from.join(format!("{id}.jsonl"));
-            if !std::fs::symlink_metadata(&transcript).is_ok_and(|m| m.is_file()) {
-                return Err(Error::bad_input(format!(
-                    "there is no conversation {id:?} of this project: {} is missing",
-                    transcript.display()
-                )));
-            }
-        }
-        Some((token_file, token))
-    } else {
-        None
-    };
-    check_limits(ctx, host, &mut warnings)?;
-    let init = host.init()?.to_path_buf();
-    let network = host.network(ctx.settings.network)?;
-    let image = choice
-        .image
-        .clone()
-        .unwrap_or_else(|| ctx.settings.image.clone());
-    // Ours: built when missing, rebuilt when stale; not ours: must be here
-    // (issue 4, point 6).
+    if let Some(SealedFacts {
+        transcript: Some((transcript, false)),
+        ..
+    }) = &f.sealed
+    {
+        return Err(Error::bad_input(format!(
+            "there is no conversation {:?} of this project: {} is missing",
+            choice.conversation.as_deref().unwrap_or_default(),
+            transcript.display()
+        ))
+        .into());
+    }
+    check_limits(settings, &f.host, &mut warnings)?;
+    let init = f.host.init()?.to_path_buf();
+    let network = f.host.network(settings.network)?;
+    let image = f.image.image.clone();
+    // Ours: built when missing, rebuilt when stale; not ours: must be here,
+    // as nothing here builds or pulls it.
     let named = choice.image.is_some();
-    let image_info = super::image::for_cage(ctx, host, &image, named, dry_run, &mut warnings)?;
-    let image_path = image_info.path();
-    let container = container_name(session)?;
-    let (found, program) = gather(ctx, harness, dir, &container, &mut warnings)?;
-    let (found_options, options, make_volume) = options(ctx, host, choice)?;
+    let image_choice = super::image::decide_for_cage(&f.image, named, dry_run, &mut warnings)
+        .map_err(|n| Refused {
+            error: n.error,
+            build: n.build,
+        })?;
+    // The rebuild's warning goes where the image's warnings go.
+    let rebuild = image_choice.rebuild.map(|s| (s, warnings.len()));
+    let image_path = image_choice.inspect.path();
+    let container = f.container.clone();
+    let found = f.found.clone();
+    if f.program.is_none() && f.harness == Harness::Claude {
+        warnings.push(
+            "no claude program found on PATH: `cage run` will need one \
+             (set [harness] claude in the config and make the cage again)"
+                .to_string(),
+        );
+    }
+    let (found_options, options, make_volume) = options(&f.options, choice)?;
     let request = Request {
         session,
         container: &container,
         image: &image,
         dir,
         network,
-        limits: &ctx.settings.limits,
+        limits: &settings.limits,
         init: &init,
     };
-    let (spec, env, sealed_parts) = match &sealed_token {
+    let (spec, env, sealed_parts) = match &f.sealed {
         None => {
             let spec = spec::build(&request, &found, &found_options)?;
             let env = spec::env_plan(
                 &EnvRequest {
                     session,
-                    harness,
-                    home: &ctx.settings.home,
+                    harness: f.harness,
+                    home: &settings.home,
                     harness_dir: &found.harness_dir,
                     image_path: &image_path,
-                    pass_env: &ctx.settings.pass_env,
+                    pass_env: &settings.pass_env,
                     options: &options,
                     gateway: None,
                 },
-                &ctx.env,
+                &f.env,
             );
             (spec, env, None)
         }
-        Some((token_file, _token)) => {
-            let profile_path = crate::seccomp::default_profile()?;
-            let profile = crate::seccomp::sealed_from_file(&profile_path)?;
-            let outbox = sealed::outbox_dir(&ctx.settings.home, session);
-            let found_sealed = FoundSealed {
-                session_uploads: ctx.store.session_uploads(session),
-                private_config: found.private_home.clone(),
-                outbox: outbox.clone(),
-                proxy_dir: found.proxy_dir.clone(),
-                program_dirs: found.program_dirs.clone(),
-                self_paths: found.self_paths.clone(),
-            };
-            let seccomp_file = ctx.store.seccomp_file(&container);
+        Some(s) => {
             let spec = spec::build_sealed(
                 &request,
-                &found_sealed,
+                &s.found,
                 SealedSpec {
-                    dns: ctx.settings.sealed_dns.clone(),
-                    seccomp_profile: seccomp_file.clone(),
+                    dns: settings.sealed_dns.clone(),
+                    seccomp_profile: s.seccomp_file.clone(),
                 },
             )?;
             let env = spec::sealed_env_plan(session, &image_path, None);
             let record = SealedRecord {
-                token_file: token_file.clone(),
-                outbox,
+                token_file: s.token_file.clone(),
+                outbox: s.found.outbox.clone(),
                 rules: format!("{} v{}", rules::SEALED_TABLE, rules::SEALED_VERSION),
-                seccomp_file,
-                seccomp: crate::seccomp::fingerprint(&profile),
-                dns: ctx.settings.sealed_dns.clone(),
+                seccomp_file: s.seccomp_file.clone(),
+                seccomp: crate::seccomp::fingerprint(&s.profile),
+                dns: settings.sealed_dns.clone(),
             };
-            (spec, env, Some((record, profile)))
+            (spec, env, Some((record, s.profile.clone())))
         }
     };
-    check_sources(&others, session, dir, &spec)?;
-    // Which state folder made the container, on its label: `cage prune`
-    // removes only its own. Made once, with the first cage; a dry run
-    // writes nothing and shows where it goes.
-    let state_id = if dry_run {
-        ctx.store
-            .state_id_if_any()?
-            .unwrap_or_else(|| "<this state folder's id, made with its first cage>".into())
-    } else {
-        ctx.store.state_id()?
-    };
+    check_sources(&f.others, session, dir, &spec, &f.led_to)?;
+    // A dry run shows where the state folder's id goes; a real one makes it
+    // (`plan`, once decided).
+    let state_id = f
+        .state_id
+        .clone()
+        .unwrap_or_else(|| "<this state folder's id, made with its first cage>".into());
     for (name, why) in &env.left_out {
         warnings.push(format!(
             "{name} is left out of the cage's environment: {why}"
@@ -269,13 +499,14 @@ pub fn plan(
         env,
         warnings,
         found,
-        program,
+        program: f.program.clone(),
         own_limits: false,
         unseal: choice.unseal,
         options,
         make_volume,
         sealed: sealed_parts,
         conversation: choice.conversation.clone(),
+        rebuild,
     })
 }
 
@@ -291,9 +522,17 @@ fn check_sources(
     session: &str,
     dir: &Path,
     spec: &spec::CageSpec,
+    led_to: &BTreeMap<PathBuf, PathBuf>,
 ) -> Result<()> {
     for m in &spec.mounts {
-        let led_to = std::fs::canonicalize(&m.src).unwrap_or_else(|_| m.src.clone());
+        // Every source was looked at with the facts; one that was not is
+        // this program's mistake, refused rather than let through.
+        let led_to = led_to.get(&m.src).cloned().ok_or_else(|| {
+            Error::failed(format!(
+                "where {} leads was not looked at before the cage was decided",
+                m.src.display()
+            ))
+        })?;
         if m.src != dir && (led_to.starts_with(dir) || m.src.starts_with(dir)) {
             return Err(Error::bad_input(format!(
                 "{} holds {}{}, which the cage gets mounted from outside; a cage could put \
@@ -346,6 +585,13 @@ fn check_sources(
 }
 
 impl CagePlan {
+    /// The state folder's identity, made once decided: on the container's
+    /// label.
+    fn set_state_id(&mut self, state_id: String) {
+        self.create_argv = argv::with_state_label(argv::create(&self.spec), &state_id);
+        self.state_id = state_id;
+    }
+
     /// Give the cage the session's own limits instead of the config's: a
     /// move into a new cage keeps what `cage limits` set.
     pub fn with_own_limits(mut self, limits: crate::settings::Limits) -> CagePlan {
@@ -519,10 +765,10 @@ impl Undo {
 }
 
 /// Refuse (or warn, as configured) where podman would not enforce limits.
-fn check_limits(ctx: &Context, host: &Host, warnings: &mut Vec<String>) -> Result<()> {
+fn check_limits(settings: &Settings, host: &Host, warnings: &mut Vec<String>) -> Result<()> {
     match host.limits_support() {
         LimitsSupport::Enforced => Ok(()),
-        LimitsSupport::IgnoredRootlessV1 => match ctx.settings.unenforced_limits {
+        LimitsSupport::IgnoredRootlessV1 => match settings.unenforced_limits {
             UnenforcedLimits::Refuse => Err(Error::failed(
                 "podman cannot enforce a cage's limits here: it is rootless on cgroups v1, where \
                  \"Resource limits are not supported and ignored\"; use a machine with cgroups v2, \
@@ -596,38 +842,19 @@ pub fn shared_volume_name(meshes: &[String]) -> String {
     format!("shrooms-shared-{}-{hash}", sorted.join("-"))
 }
 
-/// The options' facts on the machine, and whether the shared volume must
-/// be made.
-fn options(
-    ctx: &Context,
-    host: &Host,
-    choice: &CageChoice,
-) -> Result<(FoundOptions, Options, bool)> {
+/// Look at the machine for the options asked: GitHub's login, nix, the
+/// shared volume.
+fn option_facts(ctx: &Context, host: &Host, choice: &CageChoice) -> Result<OptionFacts> {
     let home = &ctx.settings.home;
-    let mut found = FoundOptions::default();
-    let mut options = Options {
-        github: choice.github,
-        meshes: choice.meshes.clone(),
-        ..Options::default()
-    };
+    let mut facts = OptionFacts::default();
     if choice.github {
         let gh = home.join(".config/gh");
-        if !gh.is_dir() {
-            return Err(Error::bad_input(format!(
-                "--github mounts your GitHub login, {}, which is not there: `gh auth login` first",
-                gh.display()
-            )));
-        }
-        found.gh_dir = Some(gh);
+        let there = gh.is_dir();
+        facts.gh = Some((gh, there));
     }
     if choice.nix {
         let root = &ctx.settings.nix_root;
-        if !root.join("store").is_dir() {
-            return Err(Error::bad_input(format!(
-                "--nix gives a cage this machine's nix, and it has none: {} is not there",
-                root.join("store").display()
-            )));
-        }
+        let store = root.join("store").is_dir();
         let multi_user = root.join("var/nix/daemon-socket").exists();
         let state_dir = home.join(".local/state/nix");
         let config_dir = home.join(".config/nix");
@@ -648,23 +875,61 @@ fn options(
                 path.push(p);
             }
         }
-        found.nix = Some(FoundNix {
+        let nix = FoundNix {
             root: root.clone(),
             multi_user,
             state_dir: state_dir.is_dir().then_some(state_dir),
             config_dir: config_dir.is_dir().then_some(config_dir),
-        });
-        options.nix = Some(NixOption { multi_user, path });
+        };
+        facts.nix = Some((store, nix, path));
     }
-    let mut make_volume = false;
     if choice.shared {
         let name = shared_volume_name(&choice.meshes);
-        match host.podman.volume(&name)? {
+        let volume = host.podman.volume(&name)?;
+        facts.shared = Some((name, volume));
+    }
+    Ok(facts)
+}
+
+/// Pure: the options from their facts, and whether the shared volume must
+/// be made.
+fn options(facts: &OptionFacts, choice: &CageChoice) -> Result<(FoundOptions, Options, bool)> {
+    let mut found = FoundOptions::default();
+    let mut options = Options {
+        github: choice.github,
+        meshes: choice.meshes.clone(),
+        ..Options::default()
+    };
+    if let Some((gh, there)) = &facts.gh {
+        if !there {
+            return Err(Error::bad_input(format!(
+                "--github mounts your GitHub login, {}, which is not there: `gh auth login` first",
+                gh.display()
+            )));
+        }
+        found.gh_dir = Some(gh.clone());
+    }
+    if let Some((store, nix, path)) = &facts.nix {
+        if !store {
+            return Err(Error::bad_input(format!(
+                "--nix gives a cage this machine's nix, and it has none: {} is not there",
+                nix.root.join("store").display()
+            )));
+        }
+        found.nix = Some(nix.clone());
+        options.nix = Some(NixOption {
+            multi_user: nix.multi_user,
+            path: path.clone(),
+        });
+    }
+    let mut make_volume = false;
+    if let Some((name, volume)) = &facts.shared {
+        match volume {
             None => make_volume = true,
-            Some(v) => check_shared_volume(&v)?,
+            Some(v) => check_shared_volume(v)?,
         }
         found.shared_volume = Some(name.clone());
-        options.shared = Some(name);
+        options.shared = Some(name.clone());
     }
     Ok((found, options, make_volume))
 }
@@ -737,7 +1002,6 @@ fn gather(
     harness: Harness,
     dir: &Path,
     container: &str,
-    warnings: &mut Vec<String>,
 ) -> Result<(Found, Option<PathBuf>)> {
     let home = ctx.settings.home.clone();
     let env: &Env = &ctx.env;
@@ -776,14 +1040,7 @@ fn gather(
             program_dirs.push(mount);
             Some(resolved)
         }
-        None if harness == Harness::Claude => {
-            warnings.push(
-                "no claude program found on PATH: `cage run` will need one \
-                 (set [harness] claude in the config and make the cage again)"
-                    .to_string(),
-            );
-            None
-        }
+        // Claude Code without a program: a warning of `decide`'s.
         None => None,
     };
     let found = Found {

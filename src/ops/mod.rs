@@ -5,6 +5,8 @@
 
 pub mod check;
 pub mod create;
+#[cfg(test)]
+mod decisions;
 pub mod doctor;
 pub mod exec;
 pub mod files;

@@ -4,6 +4,8 @@
 
 pub mod argv;
 pub mod envfile;
+#[cfg(test)]
+pub mod fake;
 pub mod inspect;
 pub mod runner;
 

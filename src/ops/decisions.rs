@@ -1,0 +1,651 @@
+//! The decisions of `cage create`, `move`, `limits`, `prune` and `ls`,
+//! unit-tested with a recording fake podman (`podman::fake`) and a state
+//! folder and home in a temporary folder: no root, no podman. Each test
+//! asserts what the operation decided (its result or the kind of its
+//! error) and the exact podman calls it made, compared as argument
+//! vectors. The expected calls are all in `calls` below: when an operation
+//! changes what it asks podman, that is the one place to update.
+
+use std::path::PathBuf;
+
+use super::Context;
+use crate::error::Kind;
+use crate::host::{Host, Version};
+use crate::podman::fake::{Answer, FakePodman};
+use crate::session::{Record, sample_cage};
+use crate::settings::{Env, Settings};
+
+/// The podman calls each operation makes today, one function per case.
+mod calls {
+    fn v(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| w.to_string()).collect()
+    }
+
+    pub const OUR_IMAGE: &str = "localhost/shrooms-workbench:latest";
+
+    pub fn image_inspect(image: &str) -> Vec<String> {
+        v(&["image", "inspect", "--format", "json", "--", image])
+    }
+
+    pub fn image_exists(image: &str) -> Vec<String> {
+        v(&["image", "exists", "--", image])
+    }
+
+    pub fn inspect_container(c: &str) -> Vec<String> {
+        v(&[
+            "inspect",
+            "--type",
+            "container",
+            "--format",
+            "json",
+            "--",
+            c,
+        ])
+    }
+
+    pub fn ps() -> Vec<String> {
+        v(&[
+            "ps",
+            "-a",
+            "--filter",
+            "label=xyz.vpavlin.shrooms.session",
+            "--format",
+            "json",
+        ])
+    }
+
+    /// An ordinary cage: the image is looked at, then the container made
+    /// (`create_argv`, golden-tested in `podman::argv`).
+    pub fn create_ordinary(create_argv: &[String]) -> Vec<Vec<String>> {
+        vec![image_inspect(OUR_IMAGE), create_argv.to_vec()]
+    }
+
+    /// An image named by the request that is not there: its inspect fails
+    /// and `image exists` says it is absent.
+    pub fn create_refused_no_image(image: &str) -> Vec<Vec<String>> {
+        vec![image_inspect(image), image_exists(image)]
+    }
+
+    /// A shared volume that is not ours: the image and the volume are
+    /// looked at before the refusal.
+    pub fn create_refused_volume() -> Vec<Vec<String>> {
+        vec![
+            image_inspect(OUR_IMAGE),
+            v(&[
+                "volume",
+                "inspect",
+                "--format",
+                "json",
+                "--",
+                "shrooms-shared",
+            ]),
+        ]
+    }
+
+    pub fn move_in(create_argv: &[String]) -> Vec<Vec<String>> {
+        vec![image_inspect(OUR_IMAGE), create_argv.to_vec()]
+    }
+
+    /// Out of a stopped cage: is it running (no), then it goes.
+    pub fn move_out_stopped(c: &str) -> Vec<Vec<String>> {
+        vec![inspect_container(c), v(&["rm", "-f", "--ignore", "--", c])]
+    }
+
+    /// Out of a running idle cage: what runs in it is asked too.
+    pub fn move_out_running(c: &str) -> Vec<Vec<String>> {
+        vec![
+            inspect_container(c),
+            v(&["top", "--", c, "args"]),
+            v(&["rm", "-f", "--ignore", "--", c]),
+        ]
+    }
+
+    /// podman 4.3: a running cage is updated now (no --pids-limit there).
+    pub fn limits_running(c: &str) -> Vec<Vec<String>> {
+        vec![
+            inspect_container(c),
+            v(&["update", "--memory", "1g", "--cpus", "2", "--", c]),
+        ]
+    }
+
+    /// podman 4.3: a stopped cage is only looked at; its limits are set at
+    /// its next start.
+    pub fn limits_stopped(c: &str) -> Vec<Vec<String>> {
+        vec![inspect_container(c)]
+    }
+
+    pub fn prune_dry_run() -> Vec<Vec<String>> {
+        vec![ps()]
+    }
+
+    pub fn prune(leftover: &str) -> Vec<Vec<String>> {
+        vec![ps(), v(&["rm", "-f", "--ignore", "--", leftover])]
+    }
+
+    /// One `podman ps`, whatever the number of cages.
+    pub fn ls() -> Vec<Vec<String>> {
+        vec![ps()]
+    }
+}
+
+/// A machine in a temporary folder: a home with a project, a state folder,
+/// and a Context whose host is rootless podman 4.3.1 on cgroups v2 with the
+/// controllers delegated (limits enforced, network slirp4netns), its podman
+/// a fake that answers as `podman` says.
+struct World {
+    root: PathBuf,
+    project: PathBuf,
+    fake: FakePodman,
+    ctx: Context,
+}
+
+impl World {
+    fn new(name: &str, podman: impl FnOnce(FakePodman) -> FakePodman) -> World {
+        let root =
+            std::env::temp_dir().join(format!("shrooms-decisions-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let root = std::fs::canonicalize(&root).unwrap();
+        let home = root.join("home");
+        let project = home.join("project");
+        std::fs::create_dir_all(&project).unwrap();
+        let env: Env = [
+            ("HOME".to_string(), home.display().to_string()),
+            // No harness program to be found.
+            (
+                "PATH".to_string(),
+                root.join("no-programs").display().to_string(),
+            ),
+        ]
+        .into();
+        let settings = Settings::from_text(
+            None,
+            &root.join("config/config.toml"),
+            root.join("state"),
+            home,
+            &env,
+        )
+        .unwrap();
+        let fake = podman(FakePodman::new(&root));
+        let host = Host {
+            podman: fake.podman(),
+            version: Version(4, 3, 1),
+            rootless: true,
+            cgroup_v2: true,
+            controllers: ["cpu", "memory", "pids"].map(String::from).to_vec(),
+            seccomp_profile: None,
+            pasta: None,
+            nft: None,
+            nsenter: None,
+            stat: None,
+            init: Ok(PathBuf::from("/usr/libexec/podman/catatonit")),
+            runtime: "runc".into(),
+            volume_path: None,
+            cpus: 4,
+        };
+        let ctx = Context::new(settings, env, Vec::new()).with_host(host);
+        World {
+            root,
+            project,
+            fake,
+            ctx,
+        }
+    }
+
+    /// The same machine with a podman that answers otherwise (answers that
+    /// depend on the world: its state folder's id, its records).
+    fn podman(mut self, podman: impl FnOnce(FakePodman) -> FakePodman) -> World {
+        let _ = std::fs::remove_dir_all(self.root.join("fake-podman"));
+        self.fake = podman(FakePodman::new(&self.root));
+        let mut host = self.ctx.host().unwrap().clone();
+        host.podman = self.fake.podman();
+        self.ctx = Context::new(
+            self.ctx.settings.clone(),
+            self.ctx.env.clone(),
+            self.ctx.self_paths.clone(),
+        )
+        .with_host(host);
+        self
+    }
+
+    fn record(&self, name: &str, container: Option<&str>) -> Record {
+        let record = Record {
+            version: crate::session::RECORD_VERSION,
+            name: name.into(),
+            dir: self.project.clone(),
+            harness: crate::harness::Harness::Claude,
+            created: 1,
+            cage: container.map(sample_cage),
+            auto_approve: false,
+            files: Default::default(),
+        };
+        self.ctx.store.ensure().unwrap();
+        self.ctx.store.save(&record).unwrap();
+        record
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// podman's inspect of our image, current (its label is this build's hash).
+fn our_image() -> String {
+    serde_json::json!([{
+        "Id": "0123abcd",
+        "Config": {
+            "Env": ["PATH=/usr/bin:/bin"],
+            "Labels": {crate::images::LABEL: crate::images::embedded_hash()},
+        },
+    }])
+    .to_string()
+}
+
+fn container_state(running: bool) -> String {
+    serde_json::json!([{"State": {"Status": if running {"running"} else {"exited"},
+        "Running": running, "Pid": if running {42} else {0}}}])
+    .to_string()
+}
+
+fn ps_entry(container: &str, session: &str, state_id: Option<&str>) -> serde_json::Value {
+    let mut labels = serde_json::json!({crate::spec::SESSION_LABEL: session});
+    if let Some(id) = state_id {
+        labels[crate::spec::STATE_LABEL] = id.into();
+    }
+    serde_json::json!({"Id": "id", "Names": [container], "Image": "img",
+        "State": "exited", "Labels": labels})
+}
+
+fn create_request(w: &World, name: &str) -> super::create::CreateRequest {
+    super::create::CreateRequest {
+        name: name.into(),
+        dir: w.project.clone(),
+        harness: crate::harness::Harness::Claude,
+        choice: Default::default(),
+        dry_run: false,
+        auto_approve: false,
+    }
+}
+
+fn argv_of(created: &super::create::Created) -> Vec<String> {
+    created.argv[1..].to_vec()
+}
+
+#[test]
+fn create_of_an_ordinary_cage() {
+    let w = World::new("create", |f| {
+        f.on_prefix(&["image", "inspect"], Answer::out(our_image()))
+            .on_prefix(&["create"], Answer::out("c0ffee\n"))
+    });
+    let created = super::create::create(&w.ctx, &create_request(&w, "web")).unwrap();
+    assert!(created.container.starts_with("shrooms-web-"));
+    assert_eq!(created.network, "slirp4netns");
+    assert_eq!(created.image, calls::OUR_IMAGE);
+    assert_eq!(
+        created.warnings,
+        ["no claude program found on PATH: `cage run` will need one \
+          (set [harness] claude in the config and make the cage again)"]
+    );
+    let argv = argv_of(&created);
+    assert_eq!(argv[0], "create");
+    assert_eq!(w.fake.calls(), calls::create_ordinary(&argv));
+    let record = w.ctx.store.load("web").unwrap();
+    assert_eq!(record.cage.unwrap().create_argv, argv);
+}
+
+#[test]
+fn a_dry_run_decides_the_same_and_makes_nothing() {
+    let w = World::new("dry", |f| {
+        f.on_prefix(&["image", "inspect"], Answer::out(our_image()))
+    });
+    let req = super::create::CreateRequest {
+        dry_run: true,
+        ..create_request(&w, "web")
+    };
+    let created = super::create::create(&w.ctx, &req).unwrap();
+    assert!(created.dry_run);
+    assert_eq!(w.fake.calls(), [calls::image_inspect(calls::OUR_IMAGE)]);
+    assert!(!w.ctx.settings.state_dir.exists(), "the state was touched");
+}
+
+#[test]
+fn create_refused_for_a_missing_image_asks_only_about_the_image() {
+    let w = World::new("noimage", |f| {
+        f.on_prefix(
+            &["image", "inspect"],
+            Answer::fail(125, "Error: some words"),
+        )
+        .on_prefix(&["image", "exists"], Answer::fail(1, ""))
+    });
+    let mut req = create_request(&w, "web");
+    req.choice.image = Some("localhost/absent:1".into());
+    let e = super::create::create(&w.ctx, &req).unwrap_err();
+    assert_eq!(e.kind, Kind::BadInput);
+    assert_eq!(
+        e.message,
+        "there is no image localhost/absent:1 on this machine for this session's cage"
+    );
+    assert_eq!(
+        w.fake.calls(),
+        calls::create_refused_no_image("localhost/absent:1")
+    );
+    assert!(!w.ctx.store.exists("web"));
+    assert!(
+        !w.ctx
+            .store
+            .record_path("web")
+            .with_extension("lock")
+            .exists(),
+        "no lock file is left"
+    );
+}
+
+#[test]
+fn create_refused_for_a_shared_volume_not_ours() {
+    let w = World::new("volume", |f| {
+        f.on_prefix(&["image", "inspect"], Answer::out(our_image()))
+            .on_prefix(
+                &["volume", "inspect"],
+                Answer::out(r#"[{"Name":"shrooms-shared","Driver":"local","Labels":{}}]"#),
+            )
+    });
+    let mut req = create_request(&w, "web");
+    req.choice.shared = true;
+    let e = super::create::create(&w.ctx, &req).unwrap_err();
+    assert_eq!(e.kind, Kind::BadInput);
+    assert!(e.message.contains("did not make it"), "{}", e.message);
+    assert_eq!(w.fake.calls(), calls::create_refused_volume());
+}
+
+/// The decision alone: from facts stated in the test, no podman at all.
+#[test]
+fn the_decision_from_facts_refuses_an_untrusted_folder() {
+    let w = World::new("decide", |f| {
+        f.on_prefix(&["image", "inspect"], Answer::out(our_image()))
+    });
+    let host = w.ctx.host().unwrap();
+    let choice = super::make::CageChoice::default();
+    let mut facts = super::make::facts(
+        &w.ctx,
+        host,
+        "web",
+        &w.project,
+        crate::harness::Harness::Claude,
+        &choice,
+    )
+    .unwrap();
+    let plan = super::make::decide(&facts, &choice, &w.ctx.settings, false).unwrap();
+    assert_eq!(plan.rebuild, None);
+    facts.untrusted = Some(super::sealed::Untrusted {
+        path: w.project.clone(),
+        dev: 0,
+        ino: 0,
+        born_ns: None,
+        session: "review".into(),
+    });
+    let e = super::make::decide(&facts, &choice, &w.ctx.settings, false)
+        .err()
+        .unwrap();
+    assert_eq!(e.error.kind, Kind::BadInput);
+    assert!(e.build.is_none());
+    assert!(
+        e.error
+            .message
+            .contains("where sealed session review worked"),
+        "{}",
+        e.error.message
+    );
+}
+
+#[test]
+fn move_into_a_cage() {
+    let w = World::new("movein", |f| {
+        f.on_prefix(&["image", "inspect"], Answer::out(our_image()))
+            .on_prefix(&["create"], Answer::ok())
+    });
+    w.record("web", None);
+    let moved = super::moves::move_session(
+        &w.ctx,
+        &super::moves::MoveRequest {
+            name: "web".into(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(moved.from, None);
+    let cage = w.ctx.store.load("web").unwrap().cage.unwrap();
+    assert_eq!(moved.to.as_deref(), Some(cage.container.as_str()));
+    assert!(
+        moved.what.starts_with("moved into a cage"),
+        "{}",
+        moved.what
+    );
+    assert_eq!(w.fake.calls(), calls::move_in(&cage.create_argv));
+}
+
+fn move_out(running: bool) {
+    let c = "shrooms-web-0a1b2c";
+    let w = World::new(&format!("moveout-{running}"), |f| {
+        f.on(
+            &[
+                "inspect",
+                "--type",
+                "container",
+                "--format",
+                "json",
+                "--",
+                c,
+            ],
+            Answer::out(container_state(running)),
+        )
+        .on_prefix(&["top"], Answer::out("COMMAND\nsleep infinity\n"))
+        .on_prefix(&["rm"], Answer::ok())
+    });
+    w.record("web", Some(c));
+    let moved = super::moves::move_session(
+        &w.ctx,
+        &super::moves::MoveRequest {
+            name: "web".into(),
+            out: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        (moved.from.as_deref(), moved.to, moved.what.as_str()),
+        (Some(c), None, "taken out of its cage")
+    );
+    assert!(moved.warnings.is_empty(), "{:?}", moved.warnings);
+    assert!(w.ctx.store.load("web").unwrap().cage.is_none());
+    let expected = if running {
+        calls::move_out_running(c)
+    } else {
+        calls::move_out_stopped(c)
+    };
+    assert_eq!(w.fake.calls(), expected);
+}
+
+#[test]
+fn move_out_of_a_stopped_cage() {
+    move_out(false);
+}
+
+#[test]
+fn move_out_of_a_running_idle_cage() {
+    move_out(true);
+}
+
+#[test]
+fn move_out_of_a_busy_cage_is_refused_and_removes_nothing() {
+    let c = "shrooms-web-0a1b2c";
+    let w = World::new("movebusy", |f| {
+        f.on_prefix(&["inspect"], Answer::out(container_state(true)))
+            .on_prefix(&["top"], Answer::out("COMMAND\nsleep infinity\nclaude\n"))
+    });
+    w.record("web", Some(c));
+    let e = super::moves::move_session(
+        &w.ctx,
+        &super::moves::MoveRequest {
+            name: "web".into(),
+            out: true,
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(e.kind, Kind::Busy);
+    assert_eq!(w.fake.calls()[..], calls::move_out_running(c)[..2]);
+    assert!(w.ctx.store.load("web").unwrap().cage.is_some());
+}
+
+fn limits(running: bool) -> (super::limits::LimitsChanged, Vec<Vec<String>>) {
+    let c = "shrooms-web-0a1b2c";
+    let w = World::new(&format!("limits-{running}"), |f| {
+        f.on_prefix(&["inspect"], Answer::out(container_state(running)))
+            .on_prefix(&["update"], Answer::ok())
+    });
+    w.record("web", Some(c));
+    let changed = super::limits::limits(
+        &w.ctx,
+        &super::limits::LimitsRequest {
+            name: "web".into(),
+            asked: crate::settings::LimitsAsked::parse(Some("1g"), None, None).unwrap(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(changed.after.memory.as_str(), "1g");
+    let cage = w.ctx.store.load("web").unwrap().cage.unwrap();
+    assert_eq!((cage.limits.memory.as_str(), cage.own_limits), ("1g", true));
+    (changed, w.fake.calls())
+}
+
+#[test]
+fn limits_of_a_running_cage() {
+    let (changed, made) = limits(true);
+    assert_eq!(changed.applied, "now, and again at every start");
+    assert_eq!(made, calls::limits_running("shrooms-web-0a1b2c"));
+}
+
+#[test]
+fn limits_of_a_stopped_cage() {
+    let (changed, made) = limits(false);
+    assert_eq!(changed.applied, "at its next start");
+    assert_eq!(made, calls::limits_stopped("shrooms-web-0a1b2c"));
+}
+
+#[test]
+fn prune_removes_only_this_state_folders_leftovers() {
+    let ours = "shrooms-gone-0a1b2c";
+    let theirs = "shrooms-other-0a1b2d";
+    let old = "shrooms-old-0a1b2e";
+    let kept = "shrooms-web-0a1b2f";
+    let w = World::new("prune", |f| f);
+    let id = w.ctx.store.state_id().unwrap();
+    let ps = serde_json::json!([
+        ps_entry(ours, "gone", Some(&id)),
+        ps_entry(theirs, "other", Some("another-state-folder-id")),
+        ps_entry(old, "old", None),
+        ps_entry(kept, "web", Some(&id)),
+    ]);
+    let w = w.podman(|f| {
+        f.on_prefix(&["ps"], Answer::out(ps.to_string()))
+            .on_prefix(&["rm"], Answer::ok())
+    });
+    w.record("web", Some(kept));
+    let plan = super::prune::plan(&w.ctx).unwrap();
+    assert_eq!(plan.containers, [ours]);
+    assert_eq!(plan.made_by_another_state_folder[0].container, theirs);
+    assert_eq!(plan.made_before_state_labels[0].container, old);
+    assert_eq!(w.fake.calls(), calls::prune_dry_run());
+    w.fake.clear();
+    let done = super::prune::apply(&w.ctx, &plan).unwrap();
+    assert_eq!(done.containers, [ours]);
+    assert_eq!(w.fake.calls(), calls::prune(ours));
+}
+
+fn ls_of(n: usize) {
+    let names: Vec<String> = (0..n).map(|i| format!("s{i}")).collect();
+    let container = |s: &str| format!("shrooms-{s}-0a1b2c");
+    let ps: Vec<serde_json::Value> = names
+        .iter()
+        .map(|s| ps_entry(&container(s), s, None))
+        .collect();
+    let w = World::new(&format!("ls-{n}"), |f| {
+        f.on_prefix(
+            &["ps"],
+            Answer::out(serde_json::Value::from(ps).to_string()),
+        )
+    });
+    for s in &names {
+        w.record(s, Some(&container(s)));
+    }
+    let listing = super::ls::ls(&w.ctx).unwrap();
+    assert_eq!(listing.sessions.len(), n);
+    assert!(listing.sessions.iter().all(|r| r.state == "exited"));
+    assert!(listing.leftovers.is_empty());
+    assert_eq!(w.fake.calls(), calls::ls());
+}
+
+#[test]
+fn ls_of_one_cage() {
+    ls_of(1);
+}
+
+#[test]
+fn ls_of_a_hundred_cages_is_still_one_call() {
+    ls_of(100);
+}
+
+/// Starting a build of our image is a step the plan names, decided from
+/// the facts alone: never started by a check, never by a dry run.
+#[test]
+fn an_image_build_is_a_step_of_the_plan() {
+    let w = World::new("build-step", |f| {
+        f.on_prefix(&["image", "inspect"], Answer::out(our_image()))
+    });
+    let host = w.ctx.host().unwrap();
+    let choice = super::make::CageChoice::default();
+    let mut facts = super::make::facts(
+        &w.ctx,
+        host,
+        "web",
+        &w.project,
+        crate::harness::Harness::Claude,
+        &choice,
+    )
+    .unwrap();
+    let settings = &w.ctx.settings;
+    let stage = crate::images::Stage::Workbench;
+    // Stale: made from the old one, rebuilt in the background.
+    facts.image.status.current = false;
+    let plan = super::make::decide(&facts, &choice, settings, false).unwrap();
+    // Its warning goes first, where the image is decided.
+    assert_eq!(plan.rebuild, Some((stage, 0)), "{:?}", plan.warnings);
+    let dry = super::make::decide(&facts, &choice, settings, true).unwrap();
+    assert_eq!(dry.rebuild, None);
+    assert!(dry.warnings[0].contains("the real command builds it again"));
+    // Missing, no build running: refused, with the build to start.
+    facts.image.status.present = false;
+    facts.image.inspect = None;
+    let refused = super::make::decide(&facts, &choice, settings, false)
+        .err()
+        .unwrap();
+    assert_eq!(
+        (refused.error.kind, refused.build),
+        (Kind::NotReady, Some(stage))
+    );
+    let refused = super::make::decide(&facts, &choice, settings, true)
+        .err()
+        .unwrap();
+    assert_eq!((refused.error.kind, refused.build), (Kind::NotReady, None));
+    // Missing while a build runs: wait, start nothing.
+    facts.image.status.building = true;
+    let refused = super::make::decide(&facts, &choice, settings, false)
+        .err()
+        .unwrap();
+    assert_eq!((refused.error.kind, refused.build), (Kind::NotReady, None));
+    // Deciding asked podman nothing more than the facts did.
+    assert_eq!(w.fake.calls(), [calls::image_inspect(calls::OUR_IMAGE)]);
+}
