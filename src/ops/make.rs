@@ -410,6 +410,17 @@ impl CagePlan {
                 }
             }
             None => {
+                // Its copy of the user's settings (read-only inside), made
+                // again at each start (`ensure_running`).
+                if !self.found.settings_copies.is_empty() {
+                    let pass_env = &ctx.settings.pass_env;
+                    let options = &self.options;
+                    crate::cage_files::write_settings_copies(
+                        &self.found.harness_dir,
+                        &ctx.store.settings_copy_dir(&self.container),
+                        &|name| spec::passes(name, Harness::Claude, pass_env, options),
+                    )?;
+                }
                 if !self.found.conversation_dir.exists() {
                     // Each folder made on the way (~/.claude, its projects/
                     // on a machine where the harness never ran) is taken
@@ -783,9 +794,24 @@ fn gather(
         }
         None => None,
     };
+    // Claude Code's settings files go in as a copy without credentials
+    // (`cage_files`), each mounted read-only at its own place.
+    let settings_copies = match harness {
+        Harness::Claude => crate::cage_files::CLAUDE_COPIED
+            .iter()
+            .map(|n| {
+                (
+                    ctx.store.settings_copy_dir(container).join(n),
+                    harness_dir.join(n),
+                )
+            })
+            .collect(),
+        Harness::Pi => Vec::new(),
+    };
     let found = Found {
         harness_dir,
         harness_read_only,
+        settings_copies,
         conversation_dir,
         private_home: ctx.store.private_home(container),
         proxy_dir: ctx.store.proxy_dir(container),
