@@ -35,6 +35,7 @@ struct ConfigFile {
     cages: Option<bool>,
     harness: Option<HarnessPrograms>,
     pass_env: Option<Vec<String>>,
+    pass_secrets: Option<Vec<String>>,
     unenforced_limits: Option<String>,
     sealed_token: Option<PathBuf>,
     sealed_dns: Option<Vec<String>>,
@@ -267,9 +268,24 @@ impl Settings {
             // The workbench (seed, "Choosing an image"), wherever it is tagged.
             None => crate::images::image_name(&images_repo, crate::images::Stage::Workbench),
         };
-        let pass_env = file.pass_env.unwrap_or_default();
+        let mut pass_env = file.pass_env.unwrap_or_default();
         for name in &pass_env {
             validate_pass_env_name(name).map_err(|why| bad("pass_env", why))?;
+            if looks_like_a_credential(name) {
+                return Err(bad(
+                    "pass_env",
+                    format!(
+                        "{name} looks like a credential: in a cage, the code it runs can read                          it and send it anywhere. The model's key needs no passing (the model                          gateway adds it outside the cage); if the cage truly needs {name},                          list it under pass_secrets instead"
+                    ),
+                ));
+            }
+        }
+        // Named on purpose, danger and all (README, "Configuration").
+        for name in file.pass_secrets.unwrap_or_default() {
+            validate_pass_env_name(&name).map_err(|why| bad("pass_secrets", why))?;
+            if !pass_env.contains(&name) {
+                pass_env.push(name);
+            }
         }
         let sealed_dns = match file.sealed_dns {
             Some(list) if list.is_empty() => {
@@ -594,6 +610,15 @@ fn host_name() -> String {
     }
 }
 
+/// Does a variable's name say it holds a credential (`*_API_KEY`,
+/// `*_TOKEN`, `*_SECRET`, `*_PASSWORD`, and the like)?
+pub fn looks_like_a_credential(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    ["API_KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD"]
+        .iter()
+        .any(|w| n == *w || n.ends_with(&format!("_{w}")))
+}
+
 /// A name that may be listed in `pass_env`.
 fn validate_pass_env_name(name: &str) -> Result<(), String> {
     if !crate::podman::envfile::valid_name(name) {
@@ -721,6 +746,11 @@ pi = "/opt/pi"
             ("unenforced_limits = \"ignore\"", "unenforced_limits"),
             ("pass_env = [\"1BAD\"]", "pass_env"),
             ("pass_env = [\"GH_TOKEN\"]", "pass_env"),
+            ("pass_env = [\"FOO_API_KEY\"]", "pass_env"),
+            ("pass_env = [\"ANTHROPIC_AUTH_TOKEN\"]", "pass_env"),
+            ("pass_env = [\"DB_PASSWORD\"]", "pass_env"),
+            ("pass_env = [\"AWS_SECRET\"]", "pass_env"),
+            ("pass_secrets = [\"GH_TOKEN\"]", "pass_secrets"),
             ("image = \" \"", "image"),
             ("sealed_dns = []", "sealed_dns"),
             ("images_repo = \"localhost/wb:latest\"", "images_repo"),

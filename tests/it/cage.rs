@@ -236,8 +236,9 @@ fn the_home_directory_is_hidden_but_the_projects_conversations() {
     assert!(w.home.join(".claude/history.jsonl").exists());
 }
 
-/// Promise 4: the harness's host code (settings.json, hooks/) is visible
-/// inside, and read-only: writing fails and the host files are unchanged.
+/// Promise 4: the harness's host code (settings.json, as a copy; hooks/)
+/// is visible inside, and read-only: writing fails and the host files are
+/// unchanged.
 #[test]
 fn host_code_files_are_read_only() {
     let w = world();
@@ -257,7 +258,7 @@ fn host_code_files_are_read_only() {
     let r = w.sh(&name, &script).ok();
     let out = r.stdout();
     assert!(
-        out.starts_with("{\"hooks\":{}}\n#!/bin/sh\nexit 0\n"),
+        out.starts_with("{\n  \"hooks\": {},") && out.contains("}\n#!/bin/sh\nexit 0\n"),
         "the files are not visible inside:\n{}",
         r.explain()
     );
@@ -528,7 +529,7 @@ fn exec_returns_the_status_and_stops_what_was_left_running() {
 #[test]
 fn dry_run_shows_argv_and_env_redacted_and_makes_nothing() {
     let w = world();
-    w.write_config("pass_env = [\"FOO_API_KEY\", \"MY_PLAIN_VAR\"]");
+    w.write_config("pass_env = [\"MY_PLAIN_VAR\"]\npass_secrets = [\"FOO_API_KEY\"]");
     let name = w.session("dry");
     let dir = project(&w, "dry-project");
     let secret = format!("sk-dry-run-{}-{}", std::process::id(), w.agent_port);

@@ -13,6 +13,7 @@ mod cage;
 mod cli;
 mod home_prune;
 mod images;
+mod nokey;
 mod options;
 mod policy;
 mod rootless;
