@@ -113,6 +113,20 @@ pub fn plan(
         // a cage could put a link in its place, which the next start of
         // any cage would mount.
         .chain(ctx.self_paths.iter().cloned())
+        // Claude Code's settings, copied into the cage at each start: a
+        // cage that could write them would change what your own Claude
+        // Code on the machine obeys (a hook) and what later cages get.
+        .chain(
+            (harness == Harness::Claude && !choice.sealed)
+                .then(|| {
+                    let d = harness.config_dir(&s.home, &ctx.env);
+                    crate::cage_files::CLAUDE_COPIED
+                        .iter()
+                        .map(move |n| d.join(n))
+                })
+                .into_iter()
+                .flatten(),
+        )
         .collect();
     sealed::check_kept_out(dir, &s.home, &guarded)?;
     // The other sessions, read once for the checks against them. A damaged

@@ -379,3 +379,22 @@ fn fresh_cage_goes_straight_to_claude_codes_prompt() {
 fn fresh_cage_goes_straight_to_claude_codes_prompt_rootless() {
     fresh_cage_reaches_the_prompt(World::rootless());
 }
+
+/// The settings are read at each start: a project folder that holds them
+/// (here, where a stow link of `~/.claude/settings.json` leads) is refused,
+/// since its cage could change what the next start copies and what the
+/// machine's own Claude Code obeys.
+#[test]
+fn a_project_holding_the_settings_is_refused() {
+    let w = World::new();
+    let name = w.session("nokeystow");
+    let dir = fs::canonicalize(w.dir(&format!("{name}-project"))).unwrap();
+    let target = w.file(&format!("{name}-project/dotfiles/settings.json"), "{}\n");
+    let settings = w.dir_in_home(".claude").join("settings.json");
+    std::os::unix::fs::symlink(&target, &settings).unwrap();
+    let r = w
+        .run(&["cage", "create", &name, "--dir", &s(&dir)])
+        .code_is(2);
+    assert!(r.stderr().contains("settings.json"), "{}", r.explain());
+    assert!(w.containers_of(&name).is_empty());
+}
