@@ -17,10 +17,10 @@ pub enum Harness {
 
 /// Seed, "A caged session can still ... write the harness's data": what
 /// Claude Code runs or obeys on the machine, mounted read-only over the
-/// cage's private ~/.claude so that a cage cannot plant a hook.
+/// cage's private ~/.claude so that a cage cannot plant a hook. Its
+/// settings files are let in read-only too, but as a filtered copy
+/// (`cage_files::CLAUDE_COPIED`): they can hold credentials.
 const CLAUDE_READ_ONLY: &[&str] = &[
-    "settings.json",
-    "settings.local.json",
     "CLAUDE.md",
     "hooks",
     "skills",

@@ -5,6 +5,7 @@
 //! `podman::argv` / `podman::envfile` (pure) -> `podman::runner` (the one
 //! place a process starts) -> results printed here, as text or `--json`.
 
+mod cage_files;
 mod cli;
 mod error;
 mod gateway;

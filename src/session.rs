@@ -356,6 +356,11 @@ impl Store {
     pub fn private_home(&self, container: &str) -> PathBuf {
         self.cage_dir(container).join("home")
     }
+    /// `cages/<container>/settings/`: the copies of the user's Claude Code
+    /// settings the cage is given (`cage_files`).
+    pub fn settings_copy_dir(&self, container: &str) -> PathBuf {
+        self.cage_dir(container).join("settings")
+    }
     pub fn proxy_dir(&self, container: &str) -> PathBuf {
         self.cage_dir(container).join("proxy")
     }

@@ -164,6 +164,9 @@ pub struct Found {
     pub harness_dir: PathBuf,
     /// The entries of its read-only list that exist on the machine.
     pub harness_read_only: Vec<PathBuf>,
+    /// The copies of its settings files, in the state folder, each with its
+    /// place in the data folder (`cage_files`): mounted read-only.
+    pub settings_copies: Vec<(PathBuf, PathBuf)>,
     /// This project's conversation folder on the machine (made if missing).
     pub conversation_dir: PathBuf,
     /// The cage's private copy of the harness's data folder (in the state dir).
@@ -222,6 +225,13 @@ pub fn build(req: &Request<'_>, found: &Found, options: &FoundOptions) -> Result
         dst: found.harness_dir.clone(),
         read_only: false,
     });
+    for (copy, at) in &found.settings_copies {
+        mounts.push(Mount {
+            src: copy.clone(),
+            dst: at.clone(),
+            read_only: true,
+        });
+    }
     for p in &found.harness_read_only {
         mounts.push(Mount::same(p, true));
     }
@@ -427,19 +437,24 @@ pub struct EnvRequest<'a> {
     pub gateway: Option<&'a str>,
 }
 
+/// The allow-list of an ordinary cage's environment: a name from outside
+/// reaches the cage only if this says so. The `env` block of the copy of
+/// Claude Code's settings a cage is given passes the same list.
+pub fn passes(name: &str, harness: Harness, pass_env: &[String], options: &Options) -> bool {
+    PASSED_NAMES.contains(&name)
+        || name.starts_with("LC_")
+        || harness.settings_env().contains(&name)
+        || pass_env.iter().any(|p| p == name)
+        // GitHub's variables reach only a cage given the GitHub login
+        // (seed, "use the keys in its environment").
+        || (options.github && (name.starts_with("GH_") || name.starts_with("GITHUB_")))
+}
+
 /// The environment of an ordinary cage: fixed values, and of the invoking
 /// environment only what is named. Nothing else passes, whatever its name.
 pub fn env_plan(req: &EnvRequest<'_>, invoking: &Env) -> EnvPlan {
     let mut chosen = std::collections::BTreeMap::<String, String>::new();
-    let named = |name: &str| {
-        PASSED_NAMES.contains(&name)
-            || name.starts_with("LC_")
-            || req.harness.settings_env().contains(&name)
-            || req.pass_env.iter().any(|p| p == name)
-            // GitHub's variables reach only a cage given the GitHub login
-            // (seed, "use the keys in its environment").
-            || (req.options.github && (name.starts_with("GH_") || name.starts_with("GITHUB_")))
-    };
+    let named = |name: &str| passes(name, req.harness, req.pass_env, req.options);
     for (name, value) in invoking {
         if named(name) {
             chosen.insert(name.clone(), value.clone());
@@ -510,10 +525,11 @@ mod tests {
     fn found() -> Found {
         Found {
             harness_dir: "/home/u/.claude".into(),
-            harness_read_only: vec![
+            harness_read_only: vec!["/home/u/.claude/hooks".into()],
+            settings_copies: vec![(
+                "/state/cages/shrooms-web-abc123/settings/settings.json".into(),
                 "/home/u/.claude/settings.json".into(),
-                "/home/u/.claude/hooks".into(),
-            ],
+            )],
             conversation_dir: "/home/u/.claude/projects/-home-u-src-web".into(),
             private_home: "/state/cages/shrooms-web-abc123/home".into(),
             proxy_dir: "/state/cages/shrooms-web-abc123/proxy".into(),
@@ -549,7 +565,7 @@ mod tests {
                 "/usr/local/bin/shrooms-agent -> /usr/local/bin/shrooms-agent ro",
                 "/state/cages/shrooms-web-abc123/proxy -> /run/shrooms-agent ro",
                 "/state/cages/shrooms-web-abc123/home -> /home/u/.claude rw",
-                "/home/u/.claude/settings.json -> /home/u/.claude/settings.json ro",
+                "/state/cages/shrooms-web-abc123/settings/settings.json -> /home/u/.claude/settings.json ro",
                 "/home/u/.claude/hooks -> /home/u/.claude/hooks ro",
                 "/home/u/.claude/projects/-home-u-src-web -> /home/u/.claude/projects/-home-u-src-web rw",
                 "/home/u/.local/share/claude/versions -> /home/u/.local/share/claude/versions ro",

@@ -185,6 +185,21 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
             &ctx.env,
         ),
     };
+    // A fresh cage goes straight to the prompt: its own .claude.json says
+    // onboarding is done, the project trusted, and the key it is given
+    // approved (`cage_files::seeded_claude_json`).
+    if record.harness == crate::harness::Harness::Claude {
+        let key = plan
+            .vars
+            .iter()
+            .find(|(n, _)| n == "ANTHROPIC_API_KEY")
+            .map(|(_, v)| v.as_str());
+        crate::cage_files::seed_claude_json(
+            &ctx.store.private_home(&cage.container),
+            &record.dir,
+            key,
+        )?;
+    }
     let env_file = ctx.store.env_file(&cage.container);
     session::write_atomic(&env_file, envfile::render(&plan.vars).as_bytes(), 0o600)?;
     let args = argv::exec(&cage.container, &record.dir, &env_file, tty, &cmd);

@@ -230,6 +230,20 @@ pub fn facts(
         // a cage could put a link in its place, which the next start of
         // any cage would mount.
         .chain(ctx.self_paths.iter().cloned())
+        // Claude Code's settings, copied into the cage at each start: a
+        // cage that could write them would change what your own Claude
+        // Code on the machine obeys (a hook) and what later cages get.
+        .chain(
+            (harness == Harness::Claude && !choice.sealed)
+                .then(|| {
+                    let d = harness.config_dir(&s.home, &ctx.env);
+                    crate::cage_files::CLAUDE_COPIED
+                        .iter()
+                        .map(move |n| d.join(n))
+                })
+                .into_iter()
+                .flatten(),
+        )
         .collect();
     sealed::check_kept_out(dir, &s.home, &guarded)?;
     // The other sessions, read once for the checks against them. A damaged
@@ -334,6 +348,7 @@ fn mount_candidates(
         found.uploads_dir.clone(),
     ];
     paths.extend(found.harness_read_only.iter().cloned());
+    paths.extend(found.settings_copies.iter().map(|(copy, _)| copy.clone()));
     paths.extend(found.program_dirs.iter().cloned());
     paths.extend(found.self_paths.iter().cloned());
     if let Some((gh, _)) = &options.gh {
@@ -659,6 +674,17 @@ impl CagePlan {
                 }
             }
             None => {
+                // Its copy of the user's settings (read-only inside), made
+                // again at each start (`ensure_running`).
+                if !self.found.settings_copies.is_empty() {
+                    let pass_env = &ctx.settings.pass_env;
+                    let options = &self.options;
+                    crate::cage_files::write_settings_copies(
+                        &self.found.harness_dir,
+                        &ctx.store.settings_copy_dir(&self.container),
+                        &|name| spec::passes(name, Harness::Claude, pass_env, options),
+                    )?;
+                }
                 if !self.found.conversation_dir.exists() {
                     // Each folder made on the way (~/.claude, its projects/
                     // on a machine where the harness never ran) is taken
@@ -1043,9 +1069,24 @@ fn gather(
         // Claude Code without a program: a warning of `decide`'s.
         None => None,
     };
+    // Claude Code's settings files go in as a copy without credentials
+    // (`cage_files`), each mounted read-only at its own place.
+    let settings_copies = match harness {
+        Harness::Claude => crate::cage_files::CLAUDE_COPIED
+            .iter()
+            .map(|n| {
+                (
+                    ctx.store.settings_copy_dir(container).join(n),
+                    harness_dir.join(n),
+                )
+            })
+            .collect(),
+        Harness::Pi => Vec::new(),
+    };
     let found = Found {
         harness_dir,
         harness_read_only,
+        settings_copies,
         conversation_dir,
         private_home: ctx.store.private_home(container),
         proxy_dir: ctx.store.proxy_dir(container),

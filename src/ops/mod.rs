@@ -171,6 +171,24 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<()>
         )));
     }
     if !state.running {
+        // The copy of the user's Claude Code settings, made again before
+        // each start: runc mounts the file there at start, so the cage
+        // sees today's settings, filtered by today's allow-list.
+        if cage.sealed.is_none() && record.harness == crate::harness::Harness::Claude {
+            let pass_env = &ctx.settings.pass_env;
+            crate::cage_files::write_settings_copies(
+                &cage.harness_dir,
+                &ctx.store.settings_copy_dir(&cage.container),
+                &|name| {
+                    crate::spec::passes(
+                        name,
+                        crate::harness::Harness::Claude,
+                        pass_env,
+                        &cage.options,
+                    )
+                },
+            )?;
+        }
         check_mount_sources(&cage.mount_sources, &record.name)?;
         home::check(&ctx.store.private_home(&cage.container), cage, &record.name)?;
         // Its folder is untrusted for as long as it is sealed, whatever

@@ -244,8 +244,9 @@ fn the_home_directory_is_hidden_but_the_projects_conversations() {
     assert!(w.home.join(".claude/history.jsonl").exists());
 }
 
-/// Promise 4: the harness's host code (settings.json, hooks/) is visible
-/// inside, and read-only: writing fails and the host files are unchanged.
+/// Promise 4: the harness's host code (settings.json, as a copy; hooks/)
+/// is visible inside, and read-only: writing fails and the host files are
+/// unchanged.
 #[test]
 fn host_code_files_are_read_only() {
     let w = world();
@@ -265,7 +266,7 @@ fn host_code_files_are_read_only() {
     let r = w.sh(&name, &script).ok();
     let out = r.stdout();
     assert!(
-        out.starts_with("{\"hooks\":{}}\n#!/bin/sh\nexit 0\n"),
+        out.starts_with("{\n  \"hooks\": {},") && out.contains("}\n#!/bin/sh\nexit 0\n"),
         "the files are not visible inside:\n{}",
         r.explain()
     );

@@ -14,6 +14,7 @@ mod cli;
 mod gateway;
 mod home_prune;
 mod images;
+mod nokey;
 mod options;
 mod pid1;
 mod policy;
