@@ -554,10 +554,21 @@ mod tests {
             Path::new("/state/images/context"),
         );
         assert_eq!(
-            argv.join(" "),
-            "build --network host --target desktop \
-             --label xyz.vpavlin.shrooms.containerfile=abc123 \
-             -t localhost/shrooms-workbench:desktop -f - /state/images/context"
+            argv,
+            [
+                "build",
+                "--network",
+                "host",
+                "--target",
+                "desktop",
+                "--label",
+                "xyz.vpavlin.shrooms.containerfile=abc123",
+                "-t",
+                "localhost/shrooms-workbench:desktop",
+                "-f",
+                "-",
+                "/state/images/context"
+            ]
         );
     }
 

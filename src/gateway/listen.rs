@@ -214,8 +214,16 @@ mod tests {
         let (p, a) = helper_argv(&enter, Path::new("/s/gw1.sock"));
         assert_eq!(p, Path::new("/usr/bin/nsenter"));
         assert_eq!(
-            a.join(" "),
-            "-t 42 -n /usr/local/bin/shrooms-agent gateway-listen --to /s/gw1.sock"
+            a,
+            [
+                "-t",
+                "42",
+                "-n",
+                "/usr/local/bin/shrooms-agent",
+                "gateway-listen",
+                "--to",
+                "/s/gw1.sock"
+            ]
         );
         let rootless = Enter {
             rootless_podman: Some(Path::new("/usr/bin/podman")),
@@ -224,8 +232,18 @@ mod tests {
         let (p, a) = helper_argv(&rootless, Path::new("/s/gw1.sock"));
         assert_eq!(p, Path::new("/usr/bin/podman"));
         assert_eq!(
-            a.join(" "),
-            "unshare /usr/bin/nsenter -t 42 -n /usr/local/bin/shrooms-agent gateway-listen --to /s/gw1.sock"
+            a,
+            [
+                "unshare",
+                "/usr/bin/nsenter",
+                "-t",
+                "42",
+                "-n",
+                "/usr/local/bin/shrooms-agent",
+                "gateway-listen",
+                "--to",
+                "/s/gw1.sock"
+            ]
         );
     }
 

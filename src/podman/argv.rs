@@ -398,15 +398,26 @@ mod tests {
         }
     }
 
+    /// Owned words, to compare a part of an argument vector with.
+    fn words(w: &[&str]) -> Vec<String> {
+        w.iter().map(|s| s.to_string()).collect()
+    }
+
     #[test]
     fn golden_shared_volume() {
         let mut s = spec(Network::Bridge);
         s.mounts.clear();
         s.volumes = vec![("shrooms-shared".into(), "/shared".into())];
-        let a = create(&s).join(" ");
+        let a = create(&s);
         assert!(
-            a.ends_with("--mount type=volume,src=shrooms-shared,dst=/shared,nosuid,nodev -- localhost/shrooms-workbench:latest -P"),
-            "{a}"
+            a.ends_with(&words(&[
+                "--mount",
+                "type=volume,src=shrooms-shared,dst=/shared,nosuid,nodev",
+                "--",
+                "localhost/shrooms-workbench:latest",
+                "-P"
+            ])),
+            "{a:?}"
         );
     }
 
@@ -414,10 +425,17 @@ mod tests {
     fn golden_state_label() {
         let a = with_state_label(create(&spec(Network::Bridge)), "0123abcd");
         assert!(
-            a.join(" ").starts_with(
-                "create --name shrooms-web-abc123 --label xyz.vpavlin.shrooms.session=web \
-                 --label xyz.vpavlin.shrooms.state=0123abcd --network bridge "
-            ),
+            a.starts_with(&words(&[
+                "create",
+                "--name",
+                "shrooms-web-abc123",
+                "--label",
+                "xyz.vpavlin.shrooms.session=web",
+                "--label",
+                "xyz.vpavlin.shrooms.state=0123abcd",
+                "--network",
+                "bridge"
+            ])),
             "{a:?}"
         );
     }
@@ -426,12 +444,22 @@ mod tests {
     fn golden_update() {
         let l = crate::settings::Limits::of("1g", "1.5", 100);
         assert_eq!(
-            update("c", &l, true).join(" "),
-            "update --memory 1g --cpus 1.5 --pids-limit 100 -- c"
+            update("c", &l, true),
+            [
+                "update",
+                "--memory",
+                "1g",
+                "--cpus",
+                "1.5",
+                "--pids-limit",
+                "100",
+                "--",
+                "c"
+            ]
         );
         assert_eq!(
-            update("c", &l, false).join(" "),
-            "update --memory 1g --cpus 1.5 -- c"
+            update("c", &l, false),
+            ["update", "--memory", "1g", "--cpus", "1.5", "--", "c"]
         );
     }
 
@@ -444,40 +472,128 @@ mod tests {
             seccomp_profile: "/s/cages/c/seccomp.json".into(),
         });
         assert_eq!(
-            create(&s).join(" "),
-            "create --name shrooms-web-abc123 --label xyz.vpavlin.shrooms.session=web \
-             --network bridge --label xyz.vpavlin.shrooms.sealed=true \
-             --dns 1.1.1.1 --dns 9.9.9.9 --security-opt seccomp=/s/cages/c/seccomp.json \
-             --security-opt label=disable --cap-drop ALL --cap-add CHOWN --cap-add DAC_OVERRIDE --cap-add FOWNER --cap-add FSETID \
-             --cap-add KILL --cap-add SETGID --cap-add SETUID --cap-add NET_BIND_SERVICE \
-             --cap-add SYS_CHROOT \
-             --memory 4g --cpus 2 --pids-limit 2048 --stop-signal SIGKILL --init=false \
-             --no-healthcheck \
-             --mount type=bind,src=/usr/libexec/podman/catatonit,dst=/.shrooms-init-shrooms-web-abc123,ro=true,nosuid,nodev \
-             --entrypoint /.shrooms-init-shrooms-web-abc123 \
-             --workdir /home/u/src/web \
-             --mount type=bind,src=/home/u/src/web,dst=/home/u/src/web,nosuid,nodev \
-             -- localhost/shrooms-workbench:latest -P"
+            create(&s),
+            [
+                "create",
+                "--name",
+                "shrooms-web-abc123",
+                "--label",
+                "xyz.vpavlin.shrooms.session=web",
+                "--network",
+                "bridge",
+                "--label",
+                "xyz.vpavlin.shrooms.sealed=true",
+                "--dns",
+                "1.1.1.1",
+                "--dns",
+                "9.9.9.9",
+                "--security-opt",
+                "seccomp=/s/cages/c/seccomp.json",
+                "--security-opt",
+                "label=disable",
+                "--cap-drop",
+                "ALL",
+                "--cap-add",
+                "CHOWN",
+                "--cap-add",
+                "DAC_OVERRIDE",
+                "--cap-add",
+                "FOWNER",
+                "--cap-add",
+                "FSETID",
+                "--cap-add",
+                "KILL",
+                "--cap-add",
+                "SETGID",
+                "--cap-add",
+                "SETUID",
+                "--cap-add",
+                "NET_BIND_SERVICE",
+                "--cap-add",
+                "SYS_CHROOT",
+                "--memory",
+                "4g",
+                "--cpus",
+                "2",
+                "--pids-limit",
+                "2048",
+                "--stop-signal",
+                "SIGKILL",
+                "--init=false",
+                "--no-healthcheck",
+                "--mount",
+                "type=bind,src=/usr/libexec/podman/catatonit,dst=/.shrooms-init-shrooms-web-abc123,ro=true,nosuid,nodev",
+                "--entrypoint",
+                "/.shrooms-init-shrooms-web-abc123",
+                "--workdir",
+                "/home/u/src/web",
+                "--mount",
+                "type=bind,src=/home/u/src/web,dst=/home/u/src/web,nosuid,nodev",
+                "--",
+                "localhost/shrooms-workbench:latest",
+                "-P"
+            ]
         );
     }
 
     #[test]
     fn golden_create_with_pasta() {
         assert_eq!(
-            create(&spec(Network::Pasta)).join(" "),
-            "create --name shrooms-web-abc123 --label xyz.vpavlin.shrooms.session=web \
-             --network pasta:-a,fd5e:ca9e:1::2,-g,fd5e:ca9e:1::1 \
-             --security-opt label=disable --cap-drop ALL --cap-add CHOWN --cap-add DAC_OVERRIDE --cap-add FOWNER --cap-add FSETID \
-             --cap-add KILL --cap-add SETGID --cap-add SETUID --cap-add NET_BIND_SERVICE \
-             --cap-add SYS_CHROOT \
-             --memory 4g --cpus 2 --pids-limit 2048 --stop-signal SIGKILL --init=false \
-             --no-healthcheck \
-             --mount type=bind,src=/usr/libexec/podman/catatonit,dst=/.shrooms-init-shrooms-web-abc123,ro=true,nosuid,nodev \
-             --entrypoint /.shrooms-init-shrooms-web-abc123 \
-             --workdir /home/u/src/web \
-             --mount type=bind,src=/home/u/src/web,dst=/home/u/src/web,nosuid,nodev \
-             --mount type=bind,src=/s/proxy,dst=/run/shrooms-agent,ro=true,nosuid,nodev \
-             -- localhost/shrooms-workbench:latest -P"
+            create(&spec(Network::Pasta)),
+            [
+                "create",
+                "--name",
+                "shrooms-web-abc123",
+                "--label",
+                "xyz.vpavlin.shrooms.session=web",
+                "--network",
+                "pasta:-a,fd5e:ca9e:1::2,-g,fd5e:ca9e:1::1",
+                "--security-opt",
+                "label=disable",
+                "--cap-drop",
+                "ALL",
+                "--cap-add",
+                "CHOWN",
+                "--cap-add",
+                "DAC_OVERRIDE",
+                "--cap-add",
+                "FOWNER",
+                "--cap-add",
+                "FSETID",
+                "--cap-add",
+                "KILL",
+                "--cap-add",
+                "SETGID",
+                "--cap-add",
+                "SETUID",
+                "--cap-add",
+                "NET_BIND_SERVICE",
+                "--cap-add",
+                "SYS_CHROOT",
+                "--memory",
+                "4g",
+                "--cpus",
+                "2",
+                "--pids-limit",
+                "2048",
+                "--stop-signal",
+                "SIGKILL",
+                "--init=false",
+                "--no-healthcheck",
+                "--mount",
+                "type=bind,src=/usr/libexec/podman/catatonit,dst=/.shrooms-init-shrooms-web-abc123,ro=true,nosuid,nodev",
+                "--entrypoint",
+                "/.shrooms-init-shrooms-web-abc123",
+                "--workdir",
+                "/home/u/src/web",
+                "--mount",
+                "type=bind,src=/home/u/src/web,dst=/home/u/src/web,nosuid,nodev",
+                "--mount",
+                "type=bind,src=/s/proxy,dst=/run/shrooms-agent,ro=true,nosuid,nodev",
+                "--",
+                "localhost/shrooms-workbench:latest",
+                "-P"
+            ]
         );
     }
 
@@ -516,10 +632,20 @@ mod tests {
                 Path::new("/s/cages/shrooms-web-abc123.env"),
                 true,
                 &cmd
-            )
-            .join(" "),
-            "exec -i -t -w /home/u/src/web --env-file /s/cages/shrooms-web-abc123.env \
-             -- shrooms-web-abc123 claude --resume"
+            ),
+            [
+                "exec",
+                "-i",
+                "-t",
+                "-w",
+                "/home/u/src/web",
+                "--env-file",
+                "/s/cages/shrooms-web-abc123.env",
+                "--",
+                "shrooms-web-abc123",
+                "claude",
+                "--resume"
+            ]
         );
         assert!(!exec("c", Path::new("/"), Path::new("/e"), false, &cmd).contains(&"-t".into()));
     }
@@ -528,31 +654,45 @@ mod tests {
     /// option: `--` comes before it in every call that names something.
     #[test]
     fn golden_calls_that_name_a_container_a_volume_or_an_image() {
-        let j = |a: Vec<String>| a.join(" ");
-        assert_eq!(j(start("--all")), "start -- --all");
-        assert_eq!(j(stop("--all")), "stop -- --all");
-        assert_eq!(j(rm_force("--all")), "rm -f --ignore -- --all");
+        assert_eq!(start("--all"), ["start", "--", "--all"]);
+        assert_eq!(stop("--all"), ["stop", "--", "--all"]);
+        assert_eq!(rm_force("--all"), ["rm", "-f", "--ignore", "--", "--all"]);
         assert_eq!(
-            j(inspect_container("--all")),
-            "inspect --type container --format json -- --all"
+            inspect_container("--all"),
+            [
+                "inspect",
+                "--type",
+                "container",
+                "--format",
+                "json",
+                "--",
+                "--all"
+            ]
         );
-        assert_eq!(j(top_args("--all")), "top -- --all args");
+        assert_eq!(top_args("--all"), ["top", "--", "--all", "args"]);
         assert_eq!(
-            j(volume_inspect("--all")),
-            "volume inspect --format json -- --all"
+            volume_inspect("--all"),
+            ["volume", "inspect", "--format", "json", "--", "--all"]
         );
         assert_eq!(
-            j(volume_create("shrooms-shared", "l=true")),
-            "volume create --label l=true -- shrooms-shared"
+            volume_create("shrooms-shared", "l=true"),
+            [
+                "volume",
+                "create",
+                "--label",
+                "l=true",
+                "--",
+                "shrooms-shared"
+            ]
         );
         assert_eq!(
-            j(image_inspect("--privileged")),
-            "image inspect --format json -- --privileged"
+            image_inspect("--privileged"),
+            ["image", "inspect", "--format", "json", "--", "--privileged"]
         );
-        assert_eq!(j(image_rm("abc")), "image rm -- abc");
+        assert_eq!(image_rm("abc"), ["image", "rm", "--", "abc"]);
         let mut s = spec(Network::Bridge);
         s.image = "--privileged".into();
-        assert!(j(create(&s)).ends_with(" -- --privileged -P"));
+        assert!(create(&s).ends_with(&words(&["--", "--privileged", "-P"])));
     }
 
     /// PID 1 is the machine's catatonit at a path of the container's own,
