@@ -14,6 +14,7 @@ mod host;
 mod images;
 mod lock;
 mod netif;
+mod netns;
 mod ops;
 mod outbox;
 mod output;

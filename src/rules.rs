@@ -1,6 +1,6 @@
 //! The nftables rules set inside a cage's network namespace from outside
 //! (README, "What a cage is given": the agent port is closed inside every
-//! cage, by a rule its root cannot remove). The text is a pure function; `podman::Podman::set_rules`
+//! cage, by a rule its root cannot remove). The text is a pure function; `netns`
 //! loads it. The cage runs without NET_ADMIN, so root inside cannot change it.
 
 /// The table that closes the agent port. Its name says what it is.

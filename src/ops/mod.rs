@@ -166,7 +166,7 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<()>
              project and conversations as they are; what was installed in the old container \
              goes with it",
             record.name,
-            crate::podman::old_cage(&cage.container),
+            crate::netns::old_cage(&cage.container),
             record.name
         )));
     }

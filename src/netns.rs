@@ -1,0 +1,239 @@
+//! A running cage's network namespace, from outside: its rules loaded into
+//! the namespace podman made for it, then checked to be the one its
+//! processes run in. The rule text is `rules`' (pure); this is the loading.
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::host::Host;
+use crate::podman::QUICK;
+use crate::podman::runner::Process;
+
+impl Host {
+    /// Load an nft rule set into the network namespace podman made for a
+    /// running container, from outside, and check that it is the one the
+    /// container's processes are in. Returns what was checked.
+    ///
+    /// The namespace is the one podman reports (`NetworkSettings.SandboxKey`),
+    /// where the network it set up is, whatever namespace a process of the
+    /// cage has moved itself into; `podman exec` joins the namespaces of the
+    /// container's first process (runc 1.1, seen on podman 4.3), so the two
+    /// must be one, which is checked after loading. Where podman reports
+    /// none, the first process's namespace: it is the machine's catatonit
+    /// (checked too), which never changes namespace. Root uses `nsenter --net=PATH nft -f -`; rootless
+    /// goes through `podman unshare`, whose user namespace owns the cage's
+    /// network namespace and whose mount namespace alone holds the path
+    /// (seen on podman 4.3 and 5.4).
+    pub fn set_rules(&self, container: &str, rules: &str) -> Result<()> {
+        let c = self
+            .podman
+            .inspect(container)?
+            .ok_or_else(|| Error::failed(format!("the container {container} is gone")))?;
+        if !c.state.running || c.state.pid <= 0 {
+            return Err(Error::failed(format!(
+                "the container {container} is not running, so its network cannot be closed"
+            )));
+        }
+        let init = c
+            .init_source()
+            .ok_or_else(|| Error::failed(old_cage(container)))?;
+        let nft = self.nft.as_ref().ok_or_else(|| {
+            Error::failed("nft is not installed (Debian: apt install nftables); it closes the agent port in every cage")
+        })?;
+        let nsenter = self.nsenter.as_ref().ok_or_else(|| {
+            Error::failed("nsenter is not installed (Debian: apt install util-linux)")
+        })?;
+        let stat = self.stat.as_ref().ok_or_else(|| {
+            Error::failed("stat is not installed (Debian: apt install coreutils)")
+        })?;
+        let pid = c.state.pid;
+        let netns = match c.network.sandbox_key.as_str() {
+            "" => format!("/proc/{pid}/ns/net"),
+            key => key.to_string(),
+        };
+        let s = |p: &Path| p.to_string_lossy().into_owned();
+        let load = vec![
+            format!("--net={netns}"),
+            "--".into(),
+            s(nft),
+            "-f".into(),
+            "-".into(),
+        ];
+        self.outside(nsenter, load, "nft")
+            .stdin(rules)
+            .timeout(QUICK)
+            .run()?;
+        // What the rules went into, the namespace and program of the first
+        // process, and the init it was made with: device and inode, all
+        // seen from where the rules were loaded.
+        let look = vec![
+            "-L".into(),
+            "-c".into(),
+            "%d %i".into(),
+            "--".into(),
+            netns.clone(),
+            format!("/proc/{pid}/ns/net"),
+            format!("/proc/{pid}/exe"),
+            init.to_string(),
+        ];
+        let out = self.outside(stat, look, "stat").timeout(QUICK).run()?;
+        let ids: Vec<Option<FileId>> = out.stdout.lines().map(FileId::parse).collect();
+        match ids.as_slice() {
+            [Some(loaded), Some(net), Some(exe), Some(init)] => check_first_process(&FirstProcess {
+                loaded: *loaded,
+                net: *net,
+                exe: *exe,
+                init: *init,
+            })
+            .map_err(|why| {
+                Error::failed(format!(
+                    "the network rules of {container} were not loaded where its processes run: {why}"
+                ))
+            }),
+            _ => Err(Error::failed(format!(
+                "stat of {container}'s network namespace: unexpected output {:?}",
+                out.stdout
+            ))),
+        }
+    }
+
+    /// A program run in the cage's namespaces from outside: as root
+    /// directly, rootless through `podman unshare`.
+    fn outside(&self, program: &Path, args: Vec<String>, what: &str) -> Process {
+        if self.rootless {
+            let mut all = vec![
+                "unshare".to_string(),
+                program.to_string_lossy().into_owned(),
+            ];
+            all.extend(args);
+            Process::new(
+                self.podman.program(),
+                format!("{what} (through podman unshare)"),
+            )
+            .args(all)
+        } else {
+            Process::new(program, what.to_string()).args(args)
+        }
+    }
+}
+
+/// The refusal for a cage whose first process is a program of its image.
+pub fn old_cage(container: &str) -> String {
+    format!(
+        "the container {container} was made by an earlier shrooms-agent: its first process \
+         is `sleep` from the image, which the cage can replace, so it could run before the \
+         network rules are in place"
+    )
+}
+
+/// A file's device and inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileId {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+impl FileId {
+    /// A line of `stat -c '%d %i'`.
+    pub fn parse(line: &str) -> Option<FileId> {
+        let mut w = line.split_whitespace();
+        let id = FileId {
+            dev: w.next()?.parse().ok()?,
+            ino: w.next()?.parse().ok()?,
+        };
+        w.next().is_none().then_some(id)
+    }
+}
+
+/// What the check after loading the rules looks at.
+#[derive(Debug, Clone, Copy)]
+pub struct FirstProcess {
+    /// The network namespace the rules were loaded into.
+    pub loaded: FileId,
+    /// The network namespace of the container's first process.
+    pub net: FileId,
+    /// The program the first process runs.
+    pub exe: FileId,
+    /// The machine's init the container was made with (its bind mount's source).
+    pub init: FileId,
+}
+
+/// Pure: do the rules hold for what the cage runs? The first process must
+/// be the machine's init (a bind mount keeps the file's device and inode),
+/// which starts nothing and never changes namespace, so its namespace is
+/// the one the runtime gave the container; and the rules must be in it.
+pub fn check_first_process(f: &FirstProcess) -> std::result::Result<(), String> {
+    if f.exe != f.init {
+        return Err(
+            "its first process is not the machine's init it was made with (catatonit; \
+             upgraded while the cage ran?)"
+                .into(),
+        );
+    }
+    if f.loaded != f.net {
+        return Err(
+            "the network namespace podman reports for it is not the one its first process \
+             is in"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_lines() {
+        assert_eq!(
+            FileId::parse("4 4026532185"),
+            Some(FileId {
+                dev: 4,
+                ino: 4026532185
+            })
+        );
+        assert_eq!(FileId::parse("4"), None);
+        assert_eq!(FileId::parse("4 x"), None);
+        assert_eq!(FileId::parse("4 5 6"), None);
+        assert_eq!(FileId::parse(""), None);
+    }
+
+    #[test]
+    fn the_rules_hold_only_in_the_first_processs_namespace_under_the_machines_init() {
+        let id = |dev, ino| FileId { dev, ino };
+        let good = FirstProcess {
+            loaded: id(4, 4026532185),
+            net: id(4, 4026532185),
+            exe: id(65024, 10199068),
+            init: id(65024, 10199068),
+        };
+        assert_eq!(check_first_process(&good), Ok(()));
+        // Rules loaded into another namespace than the first process's.
+        let moved = FirstProcess {
+            net: id(4, 4026532262),
+            ..good
+        };
+        let e = check_first_process(&moved).unwrap_err();
+        assert!(e.contains("not the one its first process is in"), "{e}");
+        // The same inode on another device is another namespace.
+        let other_dev = FirstProcess {
+            loaded: id(5, 4026532185),
+            ..good
+        };
+        assert!(check_first_process(&other_dev).is_err());
+        // A first process that is not the init: its namespace proves nothing.
+        let not_init = FirstProcess {
+            exe: id(65024, 77),
+            ..good
+        };
+        let e = check_first_process(&not_init).unwrap_err();
+        assert!(e.contains("not the machine's init"), "{e}");
+        let neither = FirstProcess {
+            exe: id(65024, 77),
+            net: id(4, 1),
+            ..good
+        };
+        assert!(check_first_process(&neither).is_err());
+    }
+}
