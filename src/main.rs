@@ -11,13 +11,12 @@ mod error;
 mod gateway;
 mod harness;
 mod host;
-mod images;
 mod lock;
 mod netif;
 mod netns;
 mod ops;
-mod outbox;
 mod output;
+mod pack;
 mod podman;
 mod rules;
 mod seccomp;
@@ -26,6 +25,7 @@ mod session;
 mod settings;
 mod spec;
 mod token;
+mod workbench;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -370,9 +370,9 @@ fn image(cmd: cli::ImageCommand, json: bool) -> Result<ExitCode> {
     match cmd {
         cli::ImageCommand::Build(a) => {
             let stages = match a.which {
-                cli::ImageWhich::Workbench => vec![images::Stage::Workbench],
-                cli::ImageWhich::Desktop => vec![images::Stage::Desktop],
-                cli::ImageWhich::All => images::Stage::ALL.to_vec(),
+                cli::ImageWhich::Workbench => vec![workbench::Stage::Workbench],
+                cli::ImageWhich::Desktop => vec![workbench::Stage::Desktop],
+                cli::ImageWhich::All => workbench::Stage::ALL.to_vec(),
             };
             let req = ops::image::BuildRequest {
                 stages,

@@ -366,7 +366,7 @@ pub fn image_event(e: &crate::ops::image::Event, tty: bool) {
         Event::Waiting(name) => eprintln!(
             "shrooms-agent: {name} is being built by another shrooms-agent; waiting for it"
         ),
-        Event::Line(l) if tty || crate::images::is_step_line(l) => eprintln!("{l}"),
+        Event::Line(l) if tty || crate::workbench::is_step_line(l) => eprintln!("{l}"),
         Event::Line(_) => {}
     }
 }

@@ -513,7 +513,7 @@ struct ImagesRepo(String);
 impl FromStr for ImagesRepo {
     type Err = String;
     fn from_str(s: &str) -> std::result::Result<Self, String> {
-        crate::images::validate_repo(s).map(|()| ImagesRepo(s.to_string()))
+        crate::workbench::validate_repo(s).map(|()| ImagesRepo(s.to_string()))
     }
 }
 
@@ -765,12 +765,12 @@ impl Settings {
         let agent_port = file.agent_port.map_or(DEFAULT_AGENT_PORT, Port::get);
         let images_repo = match file.images_repo {
             Some(ImagesRepo(r)) => r,
-            None => crate::images::DEFAULT_REPO.to_string(),
+            None => crate::workbench::DEFAULT_REPO.to_string(),
         };
         let image = match file.image {
             Some(ImageName(i)) => i,
             // The workbench (seed, "Choosing an image"), wherever it is tagged.
-            None => crate::images::image_name(&images_repo, crate::images::Stage::Workbench),
+            None => crate::workbench::image_name(&images_repo, crate::workbench::Stage::Workbench),
         };
         let mut pass_env: Vec<String> = Vec::new();
         for PassEnvName(name) in file.pass_env.unwrap_or_default() {

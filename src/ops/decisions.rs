@@ -237,7 +237,7 @@ fn our_image() -> String {
         "Id": "0123abcd",
         "Config": {
             "Env": ["PATH=/usr/bin:/bin"],
-            "Labels": {crate::images::LABEL: crate::images::embedded_hash()},
+            "Labels": {crate::workbench::LABEL: crate::workbench::embedded_hash()},
         },
     }])
     .to_string()
@@ -617,7 +617,7 @@ fn an_image_build_is_a_step_of_the_plan() {
     )
     .unwrap();
     let settings = &w.ctx.settings;
-    let stage = crate::images::Stage::Workbench;
+    let stage = crate::workbench::Stage::Workbench;
     // Stale: made from the old one, rebuilt in the background.
     facts.image.status.current = false;
     let plan = super::make::decide(&facts, &choice, settings, false).unwrap();

@@ -1,7 +1,7 @@
 //! Our images (issue 4; seed, "Choosing an image"): `image build`, `image
 //! status`, the background build worker, and what `cage create` and
 //! `doctor` ask about an image. The pure parts (names, hash, argv, the
-//! record, the decisions) are in `crate::images`.
+//! record, the decisions) are in `crate::workbench`.
 //!
 //! One build at a time per image, across processes: the process that builds
 //! holds an flock on `<state>/images/<stage>.lock` for the whole build.
@@ -24,11 +24,11 @@ use super::Context;
 use super::check::{Check, Status as CheckStatus};
 use crate::error::{Error, Kind, Result};
 use crate::host::Host;
-use crate::images::{self, BuildRecord, ForCage, ImageStatus, Present, Stage};
 use crate::lock;
 use crate::podman::inspect::ImageInspect;
 use crate::podman::runner;
 use crate::session::{make_private_dir, write_atomic};
+use crate::workbench::{self, BuildRecord, ForCage, ImageStatus, Present, Stage};
 
 /// `<state>/images/`: per stage a lock, a record, a log, and the text of
 /// the Containerfile a background build reads; and the empty build context.
@@ -172,7 +172,7 @@ fn present_of(inspect: &ImageInspect) -> Present {
             .config
             .labels
             .as_ref()
-            .and_then(|l| l.get(images::LABEL))
+            .and_then(|l| l.get(workbench::LABEL))
             .cloned(),
     }
 }
@@ -197,14 +197,14 @@ fn observe(
         Some(s) => (building(&dir.lock(s))?, read_record(&dir.record(s))),
         None => (false, BuildRecord::default()),
     };
-    let status = images::derive(
+    let status = workbench::derive(
         name,
         machine,
         stage,
         present.as_ref(),
         is_building,
         &record,
-        &images::embedded_hash(),
+        &workbench::embedded_hash(),
     );
     Ok(Observed {
         status,
@@ -227,13 +227,13 @@ pub fn status(ctx: &Context) -> Result<StatusReport> {
     let dir = Dir::of(ctx);
     let repo = &ctx.settings.images_repo;
     let machine = &ctx.settings.image;
-    let machine_stage = images::stage_of(repo, machine);
+    let machine_stage = workbench::stage_of(repo, machine);
     let mut list = Vec::new();
     if machine_stage.is_none() {
         list.push(observe(host, &dir, machine, true, None)?.status);
     }
     for s in Stage::ALL {
-        let name = images::image_name(repo, s);
+        let name = workbench::image_name(repo, s);
         list.push(observe(host, &dir, &name, machine_stage == Some(s), Some(s))?.status);
     }
     Ok(StatusReport { images: list })
@@ -245,9 +245,9 @@ pub fn status(ctx: &Context) -> Result<StatusReport> {
 pub fn doctor_check(ctx: &Context, host: &Host) -> Check {
     let repo = &ctx.settings.images_repo;
     let image = &ctx.settings.image;
-    let stage = images::stage_of(repo, image);
+    let stage = workbench::stage_of(repo, image);
     let name = match stage {
-        Some(s) => images::image_name(repo, s),
+        Some(s) => workbench::image_name(repo, s),
         None => image.clone(),
     };
     let check = |status, detail: String, hint: Option<&str>| Check {
@@ -294,7 +294,10 @@ pub fn doctor_check(ctx: &Context, host: &Host) -> Check {
                 (Some(st), false) => match &s.error {
                     Some(line) => check(
                         CheckStatus::Fail,
-                        format!("{name} is missing: {}", images::failure_message(st, line)),
+                        format!(
+                            "{name} is missing: {}",
+                            workbench::failure_message(st, line)
+                        ),
                         Some("`shrooms-agent image build --wait` builds it again and shows how"),
                     ),
                     None => check(
@@ -311,7 +314,7 @@ pub fn doctor_check(ctx: &Context, host: &Host) -> Check {
 // ---- cage create -------------------------------------------------------------
 
 fn not_ready() -> Error {
-    Error::new(Kind::NotReady, images::BEING_BUILT)
+    Error::new(Kind::NotReady, workbench::BEING_BUILT)
 }
 
 /// What the machine says of the image a cage would be made from: podman's
@@ -332,9 +335,9 @@ pub struct ImageFacts {
 /// Look at the image a cage would be made from. Starts nothing.
 pub fn facts_for_cage(ctx: &Context, host: &Host, image: &str) -> Result<ImageFacts> {
     let repo = &ctx.settings.images_repo;
-    let stage = images::stage_of(repo, image);
+    let stage = workbench::stage_of(repo, image);
     let name = match stage {
-        Some(s) => images::image_name(repo, s),
+        Some(s) => workbench::image_name(repo, s),
         None => image.to_string(),
     };
     let o = observe(host, &Dir::of(ctx), &name, false, stage)?;
@@ -383,7 +386,7 @@ pub fn decide_for_cage(
 ) -> std::result::Result<ImageChoice, NoImage> {
     let refused = |error: Error| NoImage { error, build: None };
     let name = &f.name;
-    let decision = images::for_cage(&f.status, &f.record);
+    let decision = workbench::for_cage(&f.status, &f.record);
     match (decision, f.stage, f.inspect.clone()) {
         (ForCage::Use, _, Some(inspect)) => Ok(ImageChoice {
             inspect,
@@ -440,9 +443,9 @@ pub fn start_build(ctx: &Context, stage: Stage) -> Error {
         if let (Some(line), false) = (record.error.clone(), record.error_reported) {
             record.error_reported = true;
             write_record(&dir.record(stage), &record)?;
-            return Ok(Error::failed(images::failure_message(stage, &line)));
+            return Ok(Error::failed(workbench::failure_message(stage, &line)));
         }
-        start_background(&dir, vec![(stage, lock)], images::CONTAINERFILE, false)?;
+        start_background(&dir, vec![(stage, lock)], workbench::CONTAINERFILE, false)?;
         Ok(not_ready())
     })();
     started.unwrap_or_else(|e| e)
@@ -469,7 +472,7 @@ pub fn start_rebuild(ctx: &Context, stage: Stage, name: &str) -> String {
 fn rebuild_in_background(dir: &Dir, stage: Stage) -> Result<()> {
     dir.ensure()?;
     if let Some(lock) = BuildLock::try_take(&dir.lock(stage))? {
-        start_background(dir, vec![(stage, lock)], images::CONTAINERFILE, false)?;
+        start_background(dir, vec![(stage, lock)], workbench::CONTAINERFILE, false)?;
     }
     Ok(())
 }
@@ -537,15 +540,15 @@ pub fn build(
                 .map_err(|e| Error::bad_input(format!("the Containerfile {}: {e}", p.display())))?;
             (t, true)
         }
-        None => (images::CONTAINERFILE.to_string(), false),
+        None => (workbench::CONTAINERFILE.to_string(), false),
     };
-    let hash = images::hash(&text);
+    let hash = workbench::hash(&text);
     let dir = Dir::of(ctx);
     dir.ensure()?;
     let repo = &ctx.settings.images_repo;
     let result = |s: Stage, outcome| BuildResult {
         stage: s,
-        name: images::image_name(repo, s),
+        name: workbench::image_name(repo, s),
         hash: hash.clone(),
         outcome,
         log: dir.log(s),
@@ -553,7 +556,7 @@ pub fn build(
     let mut out = Vec::new();
     if req.wait {
         for &s in &req.stages {
-            let name = images::image_name(repo, s);
+            let name = workbench::image_name(repo, s);
             let outcome = build_waiting(host, &dir, s, &name, &text, custom, on_event)?;
             out.push(result(s, outcome));
         }
@@ -561,7 +564,7 @@ pub fn build(
     }
     let mut jobs = Vec::new();
     for &s in &req.stages {
-        let name = images::image_name(repo, s);
+        let name = workbench::image_name(repo, s);
         match BuildLock::try_take(&dir.lock(s))? {
             None => out.push(result(s, Outcome::Building)),
             Some(lock) => {
@@ -611,7 +614,7 @@ fn build_waiting(
     custom: bool,
     on_event: &mut dyn FnMut(Event),
 ) -> Result<Outcome> {
-    let hash = images::hash(text);
+    let hash = workbench::hash(text);
     let (_lock, waited_since) = match BuildLock::try_take(&dir.lock(s))? {
         Some(l) => (l, None),
         None => {
@@ -636,7 +639,7 @@ fn build_waiting(
             && *h == hash
             && at >= since
         {
-            return Err(Error::failed(images::failure_message(s, line)));
+            return Err(Error::failed(workbench::failure_message(s, line)));
         }
     }
     build_now(host, dir, s, name, text, custom, &mut |l| {
@@ -658,7 +661,7 @@ fn build_now(
     custom: bool,
     on_line: &mut dyn FnMut(&str),
 ) -> Result<()> {
-    let hash = images::hash(text);
+    let hash = workbench::hash(text);
     let record_path = dir.record(s);
     let mut record = read_record(&record_path);
     record.start(&hash, custom, now());
@@ -673,13 +676,13 @@ fn build_now(
         .mode(0o600)
         .open(dir.log(s))
         .ok();
-    let argv = images::build_argv(s, name, &hash, &dir.context());
+    let argv = workbench::build_argv(s, name, &hash, &dir.context());
     let mut last = String::new();
     let mut cause = String::new();
     let ran = host
         .podman
         .process(&argv)
-        .stdin(images::labelled(text, &hash))
+        .stdin(workbench::labelled(text, &hash))
         .die_with_parent()
         .stream(&mut |line| {
             if let Some(f) = log.as_mut() {
@@ -687,13 +690,13 @@ fn build_now(
             }
             if !line.trim().is_empty() {
                 last = line.trim().to_string();
-                if images::may_be_the_cause(&last) {
+                if workbench::may_be_the_cause(&last) {
                     cause = last.clone();
                 }
             }
             on_line(line);
         });
-    let last = images::failure_line(&cause, &last);
+    let last = workbench::failure_line(&cause, &last);
     let mut record = read_record(&record_path);
     let made = match ran {
         Ok(Some(0)) => host.podman.image(name).map(|i| i.map(|i| present_of(&i))),
@@ -722,7 +725,7 @@ fn build_now(
         }
         (Ok(Some(0)), Ok(Some(new))) => format!(
             "podman build tagged {name} with the label {}={}, not {hash}",
-            images::LABEL,
+            workbench::LABEL,
             new.label.as_deref().unwrap_or("(none)")
         ),
         (Ok(Some(0)), Ok(None)) => format!("podman build succeeded, but there is no {name}"),
@@ -737,7 +740,7 @@ fn build_now(
     };
     record.failed(&hash, &why, now());
     write_record(&record_path, &record)?;
-    Err(Error::failed(images::failure_message(s, &why)))
+    Err(Error::failed(workbench::failure_message(s, &why)))
 }
 
 /// Start a detached worker that builds these images, handing it their
@@ -750,7 +753,7 @@ fn start_background(
     text: &str,
     custom: bool,
 ) -> Result<u32> {
-    let hash = images::hash(text);
+    let hash = workbench::hash(text);
     for (s, _) in &jobs {
         write_atomic(&dir.text(*s), text.as_bytes(), 0o600)?;
         let mut record = read_record(&dir.record(*s));
@@ -819,7 +822,7 @@ pub fn worker(ctx: &Context, jobs: &[String]) -> Result<()> {
         });
         let built = match prepared {
             Ok((host, text)) => {
-                let name = images::image_name(repo, s);
+                let name = workbench::image_name(repo, s);
                 build_now(
                     host,
                     &dir,

@@ -64,7 +64,7 @@ pub struct CagePlan {
     /// A step before the cage is made: our image is stale, so its build
     /// starts again in the background (and the warning saying so goes in
     /// at this index of `warnings`).
-    pub rebuild: Option<(crate::images::Stage, usize)>,
+    pub rebuild: Option<(crate::workbench::Stage, usize)>,
 }
 
 /// Decide a cage for a session: gather the facts, decide from them, and
@@ -166,7 +166,7 @@ pub struct OptionFacts {
 #[derive(Debug, Clone)]
 pub struct Refused {
     pub error: Error,
-    pub build: Option<crate::images::Stage>,
+    pub build: Option<crate::workbench::Stage>,
 }
 
 impl From<Error> for Refused {
@@ -665,7 +665,7 @@ impl CagePlan {
                 if !record.outbox.exists() {
                     undo.dirs.push(record.outbox.clone());
                 }
-                crate::outbox::make_outbox(&record.outbox)?;
+                crate::pack::make_outbox(&record.outbox)?;
                 if let Some(id) = &self.conversation {
                     let from = conversation_source(ctx, &self.dir)?;
                     let folder = from.file_name().unwrap_or_default();

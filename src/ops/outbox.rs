@@ -1,5 +1,5 @@
 //! `outbox pack`: a sealed session's outbox as a .tar.gz, through the one
-//! packer (`crate::outbox`), which never follows a link; and `outbox send`
+//! packer (`crate::pack`), which never follows a link; and `outbox send`
 //! which packs the same way and posts the archive to a
 //! session on another machine's `serve`. To a session of this machine it
 //! calls the receiving end of a drop (`files::receive`, what `serve`'s drop
@@ -19,7 +19,7 @@ pub struct PackResult {
     pub session: String,
     pub archive: PathBuf,
     #[serde(flatten)]
-    pub packed: crate::outbox::Packed,
+    pub packed: crate::pack::Packed,
 }
 
 /// `outbox pack`: the archive at `output`, a new file, or over a regular
@@ -33,7 +33,7 @@ pub fn pack(
 ) -> Result<PackResult> {
     let record = ctx.store.load(name)?;
     let outbox = outbox_of(&record)?;
-    let packed = crate::outbox::pack(&outbox, only, output, replace)?
+    let packed = crate::pack::pack(&outbox, only, output, replace)?
         .ok_or_else(|| Error::failed("nothing in its outbox"))?;
     Ok(PackResult {
         session: record.name.clone(),
@@ -74,7 +74,7 @@ pub struct Sent {
     pub path: String,
     pub size: u64,
     #[serde(flatten)]
-    pub packed: crate::outbox::Packed,
+    pub packed: crate::pack::Packed,
     /// `sent NAME (N files) to MACHINE/SESSION[; N left out (...)]`.
     pub result: String,
 }
@@ -135,7 +135,7 @@ pub fn send(ctx: &Context, req: &SendRequest) -> Result<Sent> {
     if left > 0 {
         line.push_str(&format!(
             "; {left} left out (see {} in it)",
-            crate::outbox::README_NAME
+            crate::pack::README_NAME
         ));
     }
     Ok(Sent {
@@ -157,9 +157,9 @@ fn pack_and_deliver(
     archive: &str,
     destination: &Destination,
     from: &str,
-) -> Result<(crate::outbox::Packed, DropAnswer)> {
+) -> Result<(crate::pack::Packed, DropAnswer)> {
     // A file of its own, in a folder made for this send.
-    let packed = crate::outbox::pack(outbox, req.only.as_deref(), path, false)?
+    let packed = crate::pack::pack(outbox, req.only.as_deref(), path, false)?
         .ok_or_else(|| Error::bad_input(format!("session {from}: nothing in its outbox")))?;
     let size = std::fs::metadata(path)
         .map_err(|e| Error::failed(format!("reading {}: {e}", path.display())))?

@@ -540,9 +540,9 @@ pub fn copy_conversation(from: &Path, id: &str, to: &Path) -> Result<CopiedConve
             transcript.display()
         ))
     };
-    let root = crate::outbox::open_dir(from).map_err(|_| missing())?;
+    let root = crate::pack::open_dir(from).map_err(|_| missing())?;
     let name = std::ffi::OsString::from(format!("{id}.jsonl"));
-    let src = crate::outbox::open_at(&root, &name, rustix::fs::OFlags::NONBLOCK).map_err(|e| {
+    let src = crate::pack::open_at(&root, &name, rustix::fs::OFlags::NONBLOCK).map_err(|e| {
         if e.raw_os_error() == Some(libc::ELOOP) {
             Error::bad_input(format!(
                 "{} is not a regular file, so it is not copied",
@@ -557,7 +557,7 @@ pub fn copy_conversation(from: &Path, id: &str, to: &Path) -> Result<CopiedConve
     copied.bytes += copy_open_file(src, &to.join(&name), MAX_COPY)
         .map_err(|e| e.context(transcript.display()))?;
     copied.files += 1;
-    if let Ok(beside) = crate::outbox::open_at(
+    if let Ok(beside) = crate::pack::open_at(
         &root,
         std::ffi::OsStr::new(id),
         rustix::fs::OFlags::DIRECTORY,
@@ -589,7 +589,7 @@ fn copy_tree(
         return Ok(());
     }
     crate::session::make_private_dir(to)?;
-    let (names, _) = crate::outbox::list(from, MAX_NAMES)
+    let (names, _) = crate::pack::list(from, MAX_NAMES)
         .map_err(|e| Error::failed(format!("reading {rel}: {e}")))?;
     for (name, listed) in names {
         let rel_name = format!("{rel}/{}", name.to_string_lossy());
@@ -602,20 +602,18 @@ fn copy_tree(
         }
         // What the listing says is neither a file nor a folder (a FIFO, a
         // device node a cage made) is not even opened.
-        if listed
-            .is_some_and(|t| !matches!(t, crate::outbox::Type::File | crate::outbox::Type::Dir))
-        {
+        if listed.is_some_and(|t| !matches!(t, crate::pack::Type::File | crate::pack::Type::Dir)) {
             copied.skipped.push(rel_name);
             continue;
         }
         // A folder opens with O_DIRECTORY, a file without; a link opens as
         // neither (O_NOFOLLOW: ELOOP) and is skipped.
-        if let Ok(dir) = crate::outbox::open_at(from, &name, rustix::fs::OFlags::DIRECTORY) {
+        if let Ok(dir) = crate::pack::open_at(from, &name, rustix::fs::OFlags::DIRECTORY) {
             copy_tree(&dir, &to.join(&name), &rel_name, depth + 1, copied)?;
             continue;
         }
         let room = MAX_COPY - copied.bytes;
-        match crate::outbox::open_at(from, &name, rustix::fs::OFlags::NONBLOCK)
+        match crate::pack::open_at(from, &name, rustix::fs::OFlags::NONBLOCK)
             .map_err(|e| Error::failed(e.to_string()))
             .and_then(|f| copy_open_file(f, &to.join(&name), room))
         {

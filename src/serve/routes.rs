@@ -667,14 +667,14 @@ struct BuildBody {
 async fn build(Extension(shared): Sh, Extension(info): Info, req: Request) -> Response {
     with_body(&shared, &info, req, |shared, body: BuildBody| {
         let repo = &shared.base.settings.images_repo;
-        let stage = crate::images::Stage::parse(&body.image)
-            .or_else(|| crate::images::stage_of(repo, &body.image))
+        let stage = crate::workbench::Stage::parse(&body.image)
+            .or_else(|| crate::workbench::stage_of(repo, &body.image))
             .ok_or_else(|| {
                 Error::bad_input(format!(
                     "{:?} is not an image of ours: give \"workbench\" or \"desktop\" ({} or {})",
                     body.image,
-                    crate::images::image_name(repo, crate::images::Stage::Workbench),
-                    crate::images::image_name(repo, crate::images::Stage::Desktop)
+                    crate::workbench::image_name(repo, crate::workbench::Stage::Workbench),
+                    crate::workbench::image_name(repo, crate::workbench::Stage::Desktop)
                 ))
             })?;
         let request = ops::image::BuildRequest {

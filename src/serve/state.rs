@@ -17,7 +17,7 @@ use utoipa::ToSchema;
 
 use super::Base;
 use crate::host::Host;
-use crate::images::{self, Stage};
+use crate::workbench::{self, Stage};
 
 pub const REFRESH: Duration = Duration::from_secs(3);
 pub const HOST_REFRESH: Duration = Duration::from_secs(60);
@@ -181,7 +181,7 @@ fn look(base: &Base, host: Option<Host>) -> Harnesses {
     let harnesses = vec![harness("claude", &s.claude), harness("pi", &s.pi)];
     let mut images_offered = vec![s.image.clone()];
     for stage in [Stage::Workbench, Stage::Desktop] {
-        let name = images::image_name(&s.images_repo, stage);
+        let name = workbench::image_name(&s.images_repo, stage);
         if !images_offered.contains(&name) {
             images_offered.push(name);
         }

@@ -1,6 +1,6 @@
-//! A sealed cage's outbox: the folder made for it at
-//! creation, and the packer that turns it into a `.tar.gz` for `outbox pack`
-//! and `outbox send`.
+//! Packing a sealed cage's outbox: the packer that turns the outbox into a
+//! `.tar.gz` for `outbox pack` and `outbox send` (`ops::outbox`, the
+//! operations, call it).
 //!
 //! Everything in an outbox was written by a session that worked on untrusted
 //! code, and the session can still be writing while we pack. So the packer

@@ -1,5 +1,5 @@
-//! Our two images, the workbench and the desktop (seed, "Choosing an
-//! image"; issue 4): their names, the Containerfile they are built from,
+//! Our two images, the workbench and the desktop (README, "Images"):
+//! their names, the Containerfile they are built from,
 //! the label that says which one, the `podman build` command line, the
 //! record a build leaves in the state folder, and the decisions made from
 //! what podman and that record say. Pure: `ops::image` does the I/O.
