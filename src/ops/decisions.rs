@@ -199,7 +199,7 @@ impl World {
         self.fake = podman(FakePodman::new(&self.root));
         let mut host = self.ctx.host().unwrap().clone();
         host.podman = self.fake.podman();
-        self.ctx = Context::new(
+        self.ctx = Context::shared(
             self.ctx.settings.clone(),
             self.ctx.env.clone(),
             self.ctx.self_paths.clone(),

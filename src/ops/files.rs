@@ -889,7 +889,8 @@ mod tests {
                     let settings = ctx.settings.clone();
                     let (met, body) = (&met, &body);
                     scope.spawn(move || {
-                        let ctx = &Context::new(settings, crate::settings::Env::new(), Vec::new());
+                        let ctx =
+                            &Context::shared(settings, Default::default(), Default::default());
                         let d = drop_from("alpha", s, "f", 100);
                         let mut reader = Meeting {
                             bytes: body,

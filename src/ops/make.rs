@@ -316,7 +316,7 @@ pub fn facts(
         session: session.to_string(),
         dir: dir.to_path_buf(),
         harness,
-        env: ctx.env.clone(),
+        env: (*ctx.env).clone(),
         host: host.clone(),
         others,
         untrusted,
@@ -1092,7 +1092,7 @@ fn gather(
         proxy_dir: ctx.store.proxy_dir(container),
         uploads_dir: ctx.store.uploads_dir(),
         program_dirs,
-        self_paths: ctx.self_paths.clone(),
+        self_paths: ctx.self_paths.to_vec(),
     };
     Ok((found, program))
 }

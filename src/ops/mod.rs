@@ -28,6 +28,7 @@ pub mod stop;
 
 use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::error::{Error, Kind, Result};
 use crate::host::{Host, NO_PODMAN_FOR_SESSION};
@@ -37,17 +38,28 @@ use crate::settings::{Env, Settings};
 
 /// What every operation runs with: the settings, the invoking environment,
 /// the store, and the host's facts, asked of podman at most once.
+/// The settings, environment and program paths are shared (`Arc`): serve
+/// makes a context per request from one copy, by reference.
 pub struct Context {
-    pub settings: Settings,
-    pub env: Env,
+    pub settings: Arc<Settings>,
+    pub env: Arc<Env>,
     pub store: Store,
     host: OnceCell<Host>,
     /// The shrooms-agent program, and the link it was called by, if any.
-    pub self_paths: Vec<PathBuf>,
+    pub self_paths: Arc<Vec<PathBuf>>,
 }
 
 impl Context {
     pub fn new(settings: Settings, env: Env, self_paths: Vec<PathBuf>) -> Context {
+        Context::shared(Arc::new(settings), Arc::new(env), Arc::new(self_paths))
+    }
+
+    /// The same from shared parts: nothing is copied.
+    pub fn shared(
+        settings: Arc<Settings>,
+        env: Arc<Env>,
+        self_paths: Arc<Vec<PathBuf>>,
+    ) -> Context {
         let store = Store::new(&settings.state_dir);
         Context {
             settings,

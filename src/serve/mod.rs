@@ -54,14 +54,16 @@ pub const QUEUE: usize = 256;
 
 /// What every request's context is made from.
 pub struct Base {
-    pub settings: Settings,
-    pub env: Env,
-    pub self_paths: Vec<PathBuf>,
+    pub settings: Arc<Settings>,
+    pub env: Arc<Env>,
+    pub self_paths: Arc<Vec<PathBuf>>,
 }
 
 impl Base {
+    /// A request's context: the settings, environment and paths shared by
+    /// reference, the host's facts as serve last saw them.
     pub fn context(&self, host: Option<Host>) -> Context {
-        let ctx = Context::new(
+        let ctx = Context::shared(
             self.settings.clone(),
             self.env.clone(),
             self.self_paths.clone(),
