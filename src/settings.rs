@@ -16,6 +16,10 @@ use crate::error::{Error, Result};
 /// environment (design.md, "Pitfalls": tests that change it race).
 pub type Env = BTreeMap<String, String>;
 
+/// The model gateway's upstream when the config names none (`[gateway]
+/// anthropic_url`).
+pub const DEFAULT_UPSTREAM: &str = "https://api.anthropic.com";
+
 pub const DEFAULT_MEMORY: &str = "4g";
 const DEFAULT_MEMORY_BYTES: u64 = 4 << 30;
 pub const DEFAULT_CPUS: &str = "2";
@@ -813,7 +817,7 @@ impl Settings {
                 Some(u) => {
                     validate_upstream(&u).map_err(|why| bad("gateway.anthropic_url", why))?
                 }
-                None => crate::gateway::DEFAULT_UPSTREAM.to_string(),
+                None => DEFAULT_UPSTREAM.to_string(),
             };
             if let Some(f) = &g.key_file
                 && !f.is_absolute()

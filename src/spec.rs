@@ -12,6 +12,10 @@ use crate::settings::{Env, Limits};
 
 /// The label every cage carries, with the session's name as its value (seed,
 /// "Checking on a cage from a shell").
+/// The dummy key a cage's harness is given: the gateway replaces it, so it
+/// opens nothing anywhere.
+pub const DUMMY_KEY: &str = "shrooms-gateway-adds-the-real-key";
+
 pub const SESSION_LABEL: &str = "xyz.vpavlin.shrooms.session";
 
 /// The label that says which state folder made a cage: the folder's
@@ -350,7 +354,7 @@ pub fn sealed_env_plan(session: &str, image_path: &str, gateway: Option<&str>) -
     let gateway_vars = gateway
         .map(|url| {
             [
-                ("ANTHROPIC_API_KEY", crate::gateway::DUMMY_KEY),
+                ("ANTHROPIC_API_KEY", DUMMY_KEY),
                 ("ANTHROPIC_BASE_URL", url),
             ]
         })
@@ -483,10 +487,7 @@ pub fn env_plan(req: &EnvRequest<'_>, invoking: &Env) -> EnvPlan {
     // the gateway replaces by the machine's (README, "Model gateway").
     if let Some(url) = req.gateway {
         chosen.insert("ANTHROPIC_BASE_URL".into(), url.to_string());
-        chosen.insert(
-            "ANTHROPIC_API_KEY".into(),
-            crate::gateway::DUMMY_KEY.to_string(),
-        );
+        chosen.insert("ANTHROPIC_API_KEY".into(), DUMMY_KEY.to_string());
     }
     let dir = req.harness_dir.to_string_lossy().into_owned();
     match req.harness {

@@ -30,12 +30,6 @@ pub use credentials::{Credential, Credentials};
 
 use crate::error::{Error, Result};
 
-/// The upstream when the config names none.
-pub const DEFAULT_UPSTREAM: &str = "https://api.anthropic.com";
-
-/// The dummy key a cage's harness is given: the gateway replaces it, so it
-/// opens nothing anywhere.
-pub const DUMMY_KEY: &str = "shrooms-gateway-adds-the-real-key";
 
 /// The routes that pass, as Claude Code 2.1 and pi use the Messages API
 /// (seen with a recording upstream: `HEAD /api/hello` before each turn, then
