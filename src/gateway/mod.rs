@@ -30,7 +30,6 @@ pub use credentials::{Credential, Credentials};
 
 use crate::error::{Error, Result};
 
-
 /// The routes that pass, as Claude Code 2.1 and pi use the Messages API
 /// (seen with a recording upstream: `HEAD /api/hello` before each turn, then
 /// the messages route, with `?beta=true` from Claude Code).
