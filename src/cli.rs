@@ -1,6 +1,5 @@
-//! The command line, as clap types and nothing else (design.md: "cli.rs (clap
-//! types only)"). Parsing decides nothing; `main.rs` hands these values to the
-//! operations.
+//! The command line, as clap types and nothing else. Parsing decides
+//! nothing; `main.rs` hands these values to the operations.
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -31,7 +31,7 @@ const CLAUDE_READ_ONLY: &[&str] = &[
     "bin",
 ];
 
-/// The same list for pi's agent folder (seed, same passage).
+/// The same list for pi's agent folder.
 const PI_READ_ONLY: &[&str] = &[
     "settings.json",
     "models.json",
@@ -46,11 +46,11 @@ const PI_READ_ONLY: &[&str] = &[
     "bin",
 ];
 
-/// Claude Code's own settings that travel by environment (seed,
-/// "Environment": "its model choices, output and thinking limits, and its
-/// telemetry switches"). From Anthropic's list of Claude Code's environment
-/// variables (docs.anthropic.com, "Claude Code settings", "Environment
-/// variables", code.claude.com/docs/en/env-vars); credentials, base URLs
+/// Claude Code's own settings that travel by environment
+/// (README, "Environment"): its model choices, output and thinking limits,
+/// and its telemetry switches. From Anthropic's list of Claude Code's
+/// environment variables (docs.anthropic.com, "Claude Code settings",
+/// "Environment variables", code.claude.com/docs/en/env-vars); credentials, base URLs
 /// and provider switches are deliberately not here.
 const CLAUDE_SETTINGS_ENV: &[&str] = &[
     // model choices

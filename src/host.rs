@@ -1,5 +1,5 @@
-//! Facts about this machine and its podman, gathered once (design.md: "Facts
-//! about the host ... are gathered once into a `Host` value and passed in").
+//! Facts about this machine and its podman, gathered once into a
+//! `Host` value and passed in.
 //! The decisions made from them are pure functions, so tests can state any
 //! host.
 
@@ -12,7 +12,7 @@ use crate::podman::{Podman, inspect::Info};
 use crate::settings::{Env, NetworkChoice, Settings, find_program};
 use crate::spec::Network;
 
-/// The seed's words for a machine that offers no cages ("Requirements").
+/// The words for a machine that offers no cages (README, "Configuration").
 pub const NO_PODMAN: &str = "this machine has no podman to cage sessions with";
 /// ... and for a caged session on such a machine.
 pub const NO_PODMAN_FOR_SESSION: &str =
@@ -81,7 +81,7 @@ pub struct Host {
 }
 
 impl Host {
-    /// Ask podman about itself. Fails with the seed's words when the machine
+    /// Ask podman about itself. Fails with `NO_PODMAN` when the machine
     /// offers no cages (no podman, or `cages = false`).
     pub fn detect(settings: &Settings, env: &Env) -> Result<Host> {
         let program = match (&settings.podman, settings.cages) {
@@ -141,14 +141,14 @@ impl Host {
     }
 
     /// Does `podman update` persist, and work on a stopped container? From
-    /// 5.1 (podman-on-these-machines.md); before, limits are kept by the
+    /// 5.1 (README, "Limits, moving, history"); before, limits are kept by the
     /// tool and applied again after every start.
     pub fn update_persists(&self) -> bool {
         self.version >= UPDATE_PERSISTS_SINCE
     }
 
-    /// Where a volume's files are on the machine (seed, "The shared
-    /// folder": podman's volume folder, then VOLUME/_data).
+    /// Where a volume's files are on the machine (podman's
+    /// volume folder, then VOLUME/_data).
     pub fn shared_path(&self, volume: &str) -> Option<PathBuf> {
         self.volume_path
             .as_ref()
@@ -337,7 +337,7 @@ pub fn limits_support(rootless: bool, cgroup_v2: bool, controllers: &[String]) -
     }
 }
 
-/// Pure: which network a cage gets (issue 2, "Network"). `auto` is pasta
+/// Pure: which network a cage gets (README, "Network"). `auto` is pasta
 /// with the cage's own address where podman has it (4.4+), passt is
 /// installed and podman is rootless; otherwise slirp4netns when rootless,
 /// podman's bridge as root. podman refuses pasta as root ("pasta networking

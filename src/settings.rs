@@ -1,5 +1,5 @@
 //! Every setting, resolved once: command line > environment > config file >
-//! defaults (design.md, habit 3; uv's `settings.rs`). Nothing else in the
+//! defaults (after uv's `settings.rs`). Nothing else in the
 //! program reads the config file or the process environment for settings.
 
 use std::collections::BTreeMap;
@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 
 /// The invoking process's environment, captured once in `main` and passed
 /// down, so pure functions and tests never touch the real process
-/// environment (design.md, "Pitfalls": tests that change it race).
+/// environment (tests that change it race).
 pub type Env = BTreeMap<String, String>;
 
 /// The model gateway's upstream when the config names none (`[gateway]
@@ -25,7 +25,7 @@ const DEFAULT_MEMORY_BYTES: u64 = 4 << 30;
 pub const DEFAULT_CPUS: &str = "2";
 pub const DEFAULT_PIDS: u64 = 2048;
 pub const DEFAULT_AGENT_PORT: u16 = 7387;
-/// Public resolvers a sealed cage is given (seed, "Sealed cages").
+/// Public resolvers a sealed cage is given (README, "Sealed cages").
 pub const DEFAULT_SEALED_DNS: [&str; 2] = ["1.1.1.1", "9.9.9.9"];
 
 /// The config file as written: every key optional, unknown keys refused.
@@ -121,7 +121,7 @@ impl<'de> Deserialize<'de> for MachineEntry {
 }
 
 /// Another machine's `serve`, as `outbox send` reaches it and as a drop
-/// from it is recognised (issue 6, points 3 and 4).
+/// from it is recognised (README, "Files between machines").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Machine {
     /// `http://host:port`, as written (without a trailing `/`).
@@ -149,7 +149,7 @@ enum NumberOrString {
     Str(String),
 }
 
-/// Which network a cage asks for (issue 2, "Network").
+/// Which network a cage asks for (README, "Network").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "String")]
 pub enum NetworkChoice {
@@ -174,7 +174,7 @@ impl FromStr for NetworkChoice {
     }
 }
 
-/// What to do where podman would silently ignore the limits (issue 2, 7).
+/// What to do where podman would silently ignore the limits (README, "Limits, moving, history").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "String")]
 pub enum UnenforcedLimits {
@@ -659,7 +659,7 @@ pub struct Settings {
     pub sealed_token: Option<PathBuf>,
     /// The resolvers of a sealed cage.
     pub sealed_dns: Vec<String>,
-    /// Where our images are tagged: `<repo>:latest`, `<repo>:desktop` (issue 4).
+    /// Where our images are tagged: `<repo>:latest`, `<repo>:desktop` (README, "Images").
     pub images_repo: String,
     /// The machine's nix (`/nix`; `$SHROOMS_AGENT_NIX_ROOT` for tests).
     pub nix_root: PathBuf,
@@ -773,7 +773,7 @@ impl Settings {
         };
         let image = match file.image {
             Some(ImageName(i)) => i,
-            // The workbench (seed, "Choosing an image"), wherever it is tagged.
+            // The workbench (README, "Images"), wherever it is tagged.
             None => crate::workbench::image_name(&images_repo, crate::workbench::Stage::Workbench),
         };
         let mut pass_env: Vec<String> = Vec::new();

@@ -10,8 +10,8 @@ use crate::error::{Error, Result};
 use crate::harness::Harness;
 use crate::settings::{Env, Limits};
 
-/// The label every cage carries, with the session's name as its value (seed,
-/// "Checking on a cage from a shell").
+/// The label every cage carries, with the session's name as its value, for
+/// `podman ps --filter` (README, "Using it").
 /// The dummy key a cage's harness is given: the gateway replaces it, so it
 /// opens nothing anywhere.
 pub const DUMMY_KEY: &str = "shrooms-gateway-adds-the-real-key";
@@ -24,25 +24,25 @@ pub const SESSION_LABEL: &str = "xyz.vpavlin.shrooms.session";
 /// shell and a systemd unit can name different ones).
 pub const STATE_LABEL: &str = "xyz.vpavlin.shrooms.state";
 
-/// Where the cage's socket to its own agent is mounted (seed, "What a caged
-/// session can still do").
+/// Where the cage's socket to its own agent is mounted (README, "What a
+/// cage is given").
 pub const PROXY_DIR_IN_CAGE: &str = "/run/shrooms-agent";
 pub const PROXY_SOCKET_IN_CAGE: &str = "/run/shrooms-agent/proxy.sock";
 
-/// The label a sealed cage carries (issue 3, "Marks").
+/// The label a sealed cage carries (README, "Sealed cages").
 pub const SEALED_LABEL: &str = "xyz.vpavlin.shrooms.sealed";
 
-/// A sealed cage's home, config folder and outbox inside (issue 3, point 4).
+/// A sealed cage's home, config folder and outbox inside (README, "Sealed cages").
 pub const SEALED_HOME: &str = "/root";
 pub const SEALED_CONFIG_DIR: &str = "/root/.claude";
 pub const OUTBOX_IN_CAGE: &str = "/outbox";
 
-/// Where the shared folder appears inside (seed, "The shared folder").
+/// Where the shared folder appears inside (README, "Options that widen a cage").
 pub const SHARED_IN_CAGE: &str = "/shared";
 /// The label of the volumes the tool makes for the shared folder.
 pub const SHARED_LABEL: &str = "xyz.vpavlin.shrooms.shared";
 
-/// The options that widen a cage (seed, "Three options widen it further"),
+/// The options that widen a cage (README, "Options that widen a cage"),
 /// fixed when its container is made.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Options {
@@ -88,7 +88,7 @@ pub struct FoundNix {
     pub config_dir: Option<PathBuf>,
 }
 
-/// The cage's own address and gateway on pasta (seed, "Network").
+/// The cage's own address and gateway on pasta (README, "Network").
 pub const PASTA_ADDRESS: &str = "fd5e:ca9e:1::2";
 pub const PASTA_GATEWAY: &str = "fd5e:ca9e:1::1";
 
@@ -161,7 +161,7 @@ pub struct SealedSpec {
 
 /// Facts found on disk by the operation before the spec is built, so that
 /// building it needs no I/O. Only what exists is listed: podman would make a
-/// missing bind source as a root-owned folder (design.md, "Pitfalls").
+/// missing bind source as a root-owned folder.
 #[derive(Debug, Clone, Default)]
 pub struct Found {
     /// The harness's data folder, at the machine's own path (~/.claude).
@@ -213,8 +213,8 @@ fn common_mounts(dir: &Path, uploads: &Path, self_paths: &[PathBuf], proxy: &Pat
     mounts
 }
 
-/// Build the spec of an ordinary cage (seed, "A private harness home" and
-/// "What the agent inside sees"): every path at the machine's own path.
+/// Build the spec of an ordinary cage (README, "What a cage is
+/// given"): every path at the machine's own path.
 pub fn build(req: &Request<'_>, found: &Found, options: &FoundOptions) -> Result<CageSpec> {
     let mut mounts = common_mounts(
         req.dir,
@@ -249,7 +249,7 @@ pub fn build(req: &Request<'_>, found: &Found, options: &FoundOptions) -> Result
     if let Some(nix) = &options.nix {
         // A multi-user nix's store is the daemon's: read-only, and builds go
         // through its socket. A single-user nix has no daemon, so the cage
-        // writes /nix itself (seed, "Three options widen it further").
+        // writes /nix itself (README, "Options that widen a cage").
         mounts.push(Mount {
             src: nix.root.clone(),
             dst: PathBuf::from("/nix"),
@@ -305,7 +305,7 @@ fn finish(
 /// What a sealed cage is made of, found on disk beforehand.
 #[derive(Debug, Clone, Default)]
 pub struct FoundSealed {
-    /// `uploads/<session>`: only its own (issue 3, point 4).
+    /// `uploads/<session>`: only its own.
     pub session_uploads: PathBuf,
     /// Its own config folder, mounted at /root/.claude.
     pub private_config: PathBuf,
@@ -316,7 +316,7 @@ pub struct FoundSealed {
     pub self_paths: Vec<PathBuf>,
 }
 
-/// Build the spec of a sealed cage (seed, "Sealed cages"): its project, its
+/// Build the spec of a sealed cage (README, "Sealed cages"): its project, its
 /// own uploads, its own login's config folder, its outbox, the programs;
 /// nothing of the user's home.
 pub fn build_sealed(
@@ -346,7 +346,7 @@ pub fn build_sealed(
     finish(req, mounts, Some(sealed), Vec::new())
 }
 
-/// The environment of a sealed cage (issue 3, point 4): fixed values,
+/// The environment of a sealed cage (README, "Sealed cages"): fixed values,
 /// nothing from the invoking environment, not even pass_env. Its login
 /// stays outside: the model gateway (`gateway`, its base URL) adds it on
 /// the way out, and the cage gets a dummy key.
@@ -401,7 +401,7 @@ fn check_mount_path(p: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Names passed from the invoking environment whatever the harness (seed,
+/// Names passed from the invoking environment whatever the harness (README,
 /// "Environment"): locale and time zone, and the proxy variables.
 const PASSED_NAMES: &[&str] = &[
     "TZ",
@@ -450,7 +450,7 @@ pub fn passes(name: &str, harness: Harness, pass_env: &[String], options: &Optio
         || harness.settings_env().contains(&name)
         || pass_env.iter().any(|p| p == name)
         // GitHub's variables reach only a cage given the GitHub login
-        // (seed, "use the keys in its environment").
+        // (`--github`).
         || (options.github && (name.starts_with("GH_") || name.starts_with("GITHUB_")))
 }
 
@@ -479,7 +479,7 @@ pub fn env_plan(req: &EnvRequest<'_>, invoking: &Env) -> EnvPlan {
         chosen.insert("SHROOMS_SHARED".into(), SHARED_IN_CAGE.into());
     }
     // Claude Code skips permissions as root only in a sandbox, which it
-    // detects by IS_SANDBOX=1 (seed, "Troubleshooting").
+    // detects by IS_SANDBOX=1.
     chosen.insert("IS_SANDBOX".into(), "1".into());
     chosen.insert("SHROOMS_AGENT_SESSION".into(), req.session.to_string());
     chosen.insert("SHROOMS_AGENT_PROXY".into(), PROXY_SOCKET_IN_CAGE.into());
@@ -492,7 +492,7 @@ pub fn env_plan(req: &EnvRequest<'_>, invoking: &Env) -> EnvPlan {
     let dir = req.harness_dir.to_string_lossy().into_owned();
     match req.harness {
         // Its settings file goes inside ~/.claude, since nothing beside it
-        // is mounted (seed, "What the agent inside sees").
+        // is mounted.
         Harness::Claude => chosen.insert("CLAUDE_CONFIG_DIR".into(), dir),
         Harness::Pi => chosen.insert("PI_CODING_AGENT_DIR".into(), dir),
     };

@@ -18,7 +18,7 @@ pub const LABEL: &str = "xyz.vpavlin.shrooms.containerfile";
 /// Where our images are tagged unless the config's `images_repo` says otherwise.
 pub const DEFAULT_REPO: &str = "localhost/shrooms-workbench";
 
-/// The seed's words for a message sent while the image is built.
+/// The words for a message sent while the image is built (README, "Images").
 pub const BEING_BUILT: &str = "the image for this session's cage is being built (a few minutes, the first time); send again then";
 
 /// One of the Containerfile's two stages, and so one of our two images.
@@ -110,7 +110,7 @@ pub fn embedded_hash() -> String {
     hash(CONTAINERFILE)
 }
 
-/// `podman build` for one stage (issue 4, point 3), without the program: on
+/// `podman build` for one stage, without the program: on
 /// the machine's network, the Containerfile on standard input, an empty
 /// folder as the context (nothing is COPYed in).
 pub fn build_argv(stage: Stage, name: &str, hash: &str, context: &Path) -> Vec<String> {
@@ -382,7 +382,7 @@ pub fn derive(
     }
 }
 
-/// What `cage create` does about its image (issue 4, point 6).
+/// What `cage create` does about its image (README, "Images").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ForCage {
     /// Make the cage from it.

@@ -144,7 +144,7 @@ pub fn doctor(ctx: &Context) -> Report {
             Some("reinstall podman's containers-common package"),
         ),
     });
-    // The shared folder of sessions on every mesh (seed, "The shared folder").
+    // The shared folder of sessions on every mesh (README, "Options that widen a cage").
     let shared = crate::ops::make::shared_volume_name(&[]);
     checks.push(
         match (host.podman.volume(&shared), host.shared_path(&shared)) {
@@ -172,7 +172,7 @@ pub fn doctor(ctx: &Context) -> Report {
             (Err(e), _) => check("shared", Status::Warn, e.message, None),
         },
     );
-    // The same facts as `image status` (issue 4): ours missing is a warning.
+    // The same facts as `image status`: ours missing is a warning.
     checks.push(super::image::doctor_check(ctx, host));
     Report { checks }
 }

@@ -56,8 +56,8 @@ pub struct Ended {
 }
 
 /// `cage run` on a session taken out of its cage: its harness on the
-/// machine itself, in its folder (seed: "taking the session out of the
-/// cage ... work as before"), only when asked for with `--uncaged`
+/// machine itself, in its folder (README, "Limits, moving,
+/// history"), only when asked for with `--uncaged`
 /// (`allowed`): a harness never runs outside a cage by surprise.
 pub fn prepare_uncaged(
     ctx: &Context,

@@ -1,4 +1,4 @@
-//! Files between agents (issue 6, point 4; seed, "Files between agents"):
+//! Files between agents (README, "Files between machines"):
 //! whom a session takes files from (`files allow`, `files deny`, `files
 //! list`, kept in its record), and the receiving end of a drop, which
 //! `serve` calls for `POST /v1/sessions/{name}/drop`.

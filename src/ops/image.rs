@@ -1,4 +1,4 @@
-//! Our images (issue 4; seed, "Choosing an image"): `image build`, `image
+//! Our images (README, "Images"): `image build`, `image
 //! status`, the background build worker, and what `cage create` and
 //! `doctor` ask about an image. The pure parts (names, hash, argv, the
 //! record, the decisions) are in `crate::workbench`.
@@ -369,8 +369,8 @@ pub struct NoImage {
 
 /// Pure: the image a cage is made from (asked by `make::decide` for `cage
 /// create` and `cage move`), or the reason it cannot be yet. Ours,
-/// missing: a build is to start in the background and this fails with the
-/// seed's "being built" (exit 4); after a failed build, it fails once with
+/// missing: a build is to start in the background and this fails with
+/// `BEING_BUILT` (exit 4); after a failed build, it fails once with
 /// that build's last line, and the next call builds again. Ours, stale:
 /// rebuilt in the background, the old one used meanwhile. Not ours: never
 /// built or pulled. No program of its own is needed: a cage's first process

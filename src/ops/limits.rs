@@ -1,6 +1,6 @@
 //! `cage limits`: a session's memory, CPUs and processes, set on its cage as
 //! it is, running or not, without making it again, so what was installed in
-//! it stays (seed, "A cage's memory and CPUs").
+//! it stays (README, "Limits, moving, history").
 //!
 //! podman 5.1 and later: `podman update`, which persists and works on a
 //! stopped container. Before: a running cage is updated now, and the

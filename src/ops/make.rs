@@ -817,8 +817,8 @@ fn check_limits(settings: &Settings, host: &Host, warnings: &mut Vec<String>) ->
     }
 }
 
-/// `--mesh` chooses which shared folder a cage gets (seed, "The shared
-/// folder is one per set of meshes") and nothing else: without `--shared`,
+/// `--mesh` chooses which shared folder a cage gets (README, "Options
+/// that widen a cage": one volume per set of meshes) and nothing else: without `--shared`,
 /// or on a sealed cage, which has no shared folder, it would be taken and
 /// do nothing, so it is refused. (Sealed with `--shared` too: `--shared`
 /// is refused by name.)
@@ -851,8 +851,8 @@ fn validate_mesh(m: &str) -> Result<()> {
     }
 }
 
-/// The shared folder's volume for a set of meshes (seed, "The shared
-/// folder"): `shrooms-shared` for every mesh, else `shrooms-shared-<labels
+/// The shared folder's volume for a set of meshes (README, "Options
+/// that widen a cage", `--shared`): `shrooms-shared` for every mesh, else `shrooms-shared-<labels
 /// sorted and joined>-<short hash of the sorted list>`, so the name is
 /// stable and two different sets never share one.
 pub fn shared_volume_name(meshes: &[String]) -> String {
@@ -961,7 +961,7 @@ fn options(facts: &OptionFacts, choice: &CageChoice) -> Result<(FoundOptions, Op
 }
 
 /// The tool makes the shared volume itself and refuses one of that name
-/// defined any other way (seed, "The shared folder").
+/// defined any other way: another's files must not appear in a cage.
 fn check_shared_volume(v: &crate::podman::inspect::VolumeInspect) -> Result<()> {
     let ours = v
         .labels
@@ -995,8 +995,8 @@ fn check_shared_volume(v: &crate::podman::inspect::VolumeInspect) -> Result<()> 
     }
 }
 
-/// `shrooms-<session>-<6 random hex>`, chosen once (seed, "Checking on a
-/// cage from a shell"): a renamed session keeps its container, a new session
+/// `shrooms-<session>-<6 random hex>`, chosen once (README, "Using
+/// it", `podman ps`): a renamed session keeps its container, a new session
 /// of an old name gets its own.
 fn container_name(session: &str) -> Result<String> {
     let mut bytes = [0u8; 3];

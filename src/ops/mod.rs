@@ -77,7 +77,7 @@ impl Context {
         self
     }
 
-    /// The host's facts; fails with the seed's words where there are no cages.
+    /// The host's facts; fails with `NO_PODMAN` where there are no cages.
     pub fn host(&self) -> Result<&Host> {
         if let Some(h) = self.host.get() {
             return Ok(h);
@@ -146,7 +146,7 @@ pub fn cage_of(record: &Record) -> Result<&CageRecord> {
 /// Start the cage if it is not running, then close the agent port inside
 /// it. The network namespace is new at every start, so the rule is set
 /// every time; if it cannot be set, the cage is stopped again and the
-/// command fails: a cage never runs with the port open (issue 2, point 6).
+/// command fails: a cage never runs with the port open.
 ///
 /// Nothing of the cage's own runs before that: its first process is the
 /// machine's catatonit, which starts nothing, so the first program of the
@@ -211,7 +211,7 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<()>
         host.podman.start(&cage.container)?;
         // Before podman 5.1 `podman update` does not persist: a start brings
         // back the limits the container was made with, so the session's own
-        // are set again (podman-on-these-machines.md, seen on 4.3.1). Not
+        // are set again (seen on podman 4.3.1). Not
         // where podman ignores limits (rootless on cgroups v1): `podman
         // update` fails there, and would leave the session unable to start.
         if !host.update_persists()

@@ -1,5 +1,5 @@
 //! `cage move`: a session into a fresh cage with new options, or out of its
-//! cage (seed, "Moving a session in and out"). Only while idle. The new
+//! cage (README, "Limits, moving, history"). Only while idle. The new
 //! container is made before the old one is deleted, so a failure leaves the
 //! session as it was; the conversation continues, since every path in a
 //! cage is the machine's own.
@@ -44,7 +44,7 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
     let (_lock, record) = ctx.store.lock_and_load(&req.name)?;
     let old = record.cage.clone();
     // Without podman a caged session can still be taken out of its cage
-    // (seed, "If it does not [find podman]"): its container is left for
+    // (README, "Configuration", `cages = false`): its container is left for
     // `cage prune` once podman is back.
     let host = match (&old, req.out) {
         (None, true) => {

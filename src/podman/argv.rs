@@ -1,5 +1,5 @@
-//! Pure functions from typed values to podman's argument lists (design.md,
-//! habit 1, after cross-rs's `docker/shared.rs`): one small function per
+//! Pure functions from typed values to podman's argument lists (after
+//! cross-rs's `docker/shared.rs`): one small function per
 //! concern, and golden tests of whole command lines.
 
 use std::path::Path;
@@ -8,7 +8,7 @@ use crate::spec::{
     CageSpec, Mount, Network, PASTA_ADDRESS, PASTA_GATEWAY, SEALED_LABEL, SESSION_LABEL, SealedSpec,
 };
 
-/// `podman create ...` for a cage (issue 2, "The CageSpec").
+/// `podman create ...` for a cage, from its `CageSpec`.
 pub fn create(spec: &CageSpec) -> Vec<String> {
     let mut a: Vec<String> = vec!["create".into()];
     a.extend(["--name".into(), spec.container.clone()]);
@@ -60,7 +60,7 @@ pub fn create(spec: &CageSpec) -> Vec<String> {
 ///
 /// Left out, on purpose:
 /// - NET_ADMIN: root inside could remove the agent-port rule set loaded from
-///   outside (seed: "by a rule its root cannot remove").
+///   outside (README, "The agent port").
 /// - NET_RAW: frames sent on an AF_PACKET socket skip nftables' output hook
 ///   (a raw SYN from a cage reached the agent port, and a sealed cage's LAN,
 ///   in a review).
@@ -120,7 +120,7 @@ pub fn init_path(container: &str) -> String {
     format!("/.shrooms-init-{container}")
 }
 
-/// PID 1 (issue: nothing of the image or of the cage runs before the rules):
+/// PID 1 (nothing of the image or of the cage runs before the rules):
 /// the machine's catatonit, bind-mounted read-only, run in pause mode. No
 /// program of the image's (its ENTRYPOINT, a `sleep` on its PATH) and
 /// nothing the cage wrote in its own layers runs before the network rules
@@ -145,7 +145,7 @@ pub fn init(spec: &CageSpec) -> Vec<String> {
     ]
 }
 
-/// What a sealed cage adds (seed, "Sealed cages"): its mark, public
+/// What a sealed cage adds (README, "Sealed cages"): its mark, public
 /// resolvers, and the seccomp profile without user namespaces.
 pub fn sealed(s: &SealedSpec) -> Vec<String> {
     let mut a = vec!["--label".into(), format!("{SEALED_LABEL}=true")];
@@ -330,7 +330,7 @@ pub fn image_rm(image: &str) -> Vec<String> {
     named(&["image", "rm"], &[image])
 }
 
-/// `podman exec` of a command in a cage (issue 2, "cage exec").
+/// `podman exec` of a command in a cage (`cage exec`).
 pub fn exec(
     container: &str,
     workdir: &Path,

@@ -1,4 +1,4 @@
-//! Talking to podman: one function per verb (design.md, habit 4, after
+//! Talking to podman: one function per verb (after
 //! toolbox's `podman.go`), state read with `--format json` into typed
 //! structs, and every call an explicit argument list through the runner.
 

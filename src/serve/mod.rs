@@ -1,6 +1,6 @@
-//! `serve`: the operations over HTTP (issue 6), for the apps and for other
-//! machines' `outbox send`. A thin face (design.md, "CLI and HTTP as thin
-//! faces over typed operations"): `routes` parses a request, calls the
+//! `serve`: the operations over HTTP (README, "HTTP API"), for the apps
+//! and for other machines' `outbox send`. A thin face over typed
+//! operations: `routes` parses a request, calls the
 //! operation the CLI calls, on the same state under the same locks, and
 //! maps its typed result or error to a response.
 //!
@@ -101,8 +101,8 @@ impl Shared {
         self.base.context(self.state.host())
     }
 
-    /// The machine a request came from, by its address (issue 6: "known
-    /// from where the request came from ..., never from a header"): the
+    /// The machine a request came from, by its address, never
+    /// from a header (a header is whatever the sender writes): the
     /// `[machines]` entry whose host resolves to it, else this machine
     /// when it came over loopback.
     pub fn machine_of(&self, ip: IpAddr) -> std::result::Result<String, String> {

@@ -1,4 +1,4 @@
-//! The routes (issue 6, point 2): each parses its input, calls the
+//! The routes (README, "HTTP API"): each parses its input, calls the
 //! operation the CLI calls, and maps the typed result or error to a
 //! response. Nothing here decides what an operation decides.
 //!
@@ -280,7 +280,7 @@ struct ShownWith {
     warnings: Vec<String>,
 }
 
-/// The cage options over HTTP (seed, "Starting a caged session").
+/// The cage options over HTTP, as `cage create` takes them.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct CageBody {
@@ -583,7 +583,7 @@ async fn send(
     .await
 }
 
-/// A file from another session (issue 6, point 4). The sender's machine
+/// A file from another session (README, "Files between machines"). The sender's machine
 /// is told from the peer's address by `Shared::machine_of`.
 #[utoipa::path(post, path = "/v1/sessions/{name}/drop", operation_id = "dropFile",
     params(

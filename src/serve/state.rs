@@ -1,5 +1,5 @@
-//! What `serve` knows about the machine, for `GET /v1/harnesses` (issue 6:
-//! "It answers from what the process knows, refreshed when a build ends
+//! What `serve` knows about the machine, for `GET /v1/harnesses`:
+//! it answers from what the process knows, refreshed when a build ends
 //! and at most every few seconds otherwise: it never waits on podman
 //! inside a request"). A background thread looks again every
 //! [`REFRESH`], asks podman about itself only every [`HOST_REFRESH`] (the

@@ -1,5 +1,5 @@
-//! End-to-end tests of ordinary cages, as root, against real podman (issue
-//! 2, points 3 to 8). One test per promise; each looks at what really
+//! End-to-end tests of ordinary cages, as root, against real podman. One
+//! test per promise; each looks at what really
 //! happened (podman's state, files on the host, what a command inside saw).
 
 use std::fs;
@@ -594,7 +594,7 @@ fn dry_run_shows_argv_and_env_redacted_and_makes_nothing() {
 }
 
 /// Promise 12: no cages on this machine (`cages = false`, or no podman on
-/// PATH): create fails with the seed's words; a caged session on such a
+/// PATH): create fails with `NO_PODMAN`'s words; a caged session on such a
 /// machine fails with the other sentence. (A `podman` the config names
 /// that is not there is the config's error: tests/it/cli.rs.)
 #[test]
@@ -630,8 +630,8 @@ fn no_podman_says_so_in_the_seeds_words() {
     );
     assert!(!r.stdout().contains("RAN"));
 
-    // Still listed, and it can still be taken out of its cage (seed: "You
-    // can still take it out of the cage"); its container is left for
+    // Still listed, and it can still be taken out of its cage (README,
+    // "Configuration", `cages = false`); its container is left for
     // `cage prune` once podman is back.
     w.write_config("cages = false");
     let container = w.container(&name);

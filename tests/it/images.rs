@@ -372,8 +372,8 @@ fn two_waiting_builds_run_one_build_and_both_succeed() {
     assert_eq!(im.label(&im.name("workbench")), Some(sha256(&text)));
 }
 
-/// Issue 4, point 6: one of our images missing makes `cage create` start
-/// its build and fail with the seed's words, exit 4, and no container.
+/// One of our images missing makes `cage create` start
+/// its build and fail with `BEING_BUILT`'s words, exit 4, and no container.
 #[test]
 fn our_missing_image_starts_a_build_and_is_refused_with_exit_4() {
     let im = Images::new();

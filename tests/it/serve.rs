@@ -1,6 +1,6 @@
-//! End-to-end tests of `serve` (issue 6), as root against real podman: every
-//! route with a real HTTP client, the seed's curl examples as they are
-//! written, each status code's error case, the CLI and `serve` on one state,
+//! End-to-end tests of `serve` (README, "HTTP API"), as root against real podman: every
+//! route with a real HTTP client, the README's curl examples as they
+//! are written, each status code's error case, the CLI and `serve` on one state,
 //! two machines sending an outbox between them, and robustness (malformed
 //! bodies, large bodies, a request that stops half-way, 200 at once, SIGTERM).
 
@@ -24,7 +24,7 @@ fn cpus() -> usize {
         .unwrap_or(1)
 }
 
-/// Every route's happy path and the seed's curl examples, on the state the
+/// Every route's happy path and the README's curl examples, on the state the
 /// CLI uses: a session made over HTTP is in `cage ls`, one removed over
 /// HTTP is gone from it; a move while `cage exec` holds the session is 409.
 #[test]
@@ -68,7 +68,7 @@ fn routes_over_http_share_the_cli_state() {
     assert_eq!(doc.body, want);
     assert_eq!(doc.json()["openapi"], "3.1.0");
 
-    // POST /v1/sessions: the seed's example, with `dir` under ~/ and the
+    // POST /v1/sessions: the README's example, with `dir` under ~/ and the
     // GitHub login there.
     let name = w.session("webapp");
     fs::create_dir_all(w.home.join("src/webapp")).unwrap();
@@ -124,7 +124,7 @@ fn routes_over_http_share_the_cli_state() {
     assert_eq!(out["state"], "uncaged", "{out:#}");
     post(&format!("{u}/v1/sessions/{name}/cage"), r#"{"cage": {}}"#).is(200);
 
-    // Limits: the seed's example is refused where the machine has fewer
+    // Limits: the README's example is refused where the machine has fewer
     // than 8 CPUs, and taken with what it has.
     let seed_limits = r#"{"memory": "16g", "cpus": "8"}"#;
     let r = post(&format!("{u}/v1/sessions/{name}/cage/limits"), seed_limits);
@@ -276,7 +276,7 @@ fn each_status_code_has_its_error_case() {
     get(&format!("{u}/v1/harnesses")).is(200);
 
     // 503 with Retry-After: an image of ours that is not there yet (its
-    // build starts in the background); the seed's example as it is written.
+    // build starts in the background); the README's example as it is written.
     let repo = format!("localhost/shrooms-it-serve-{}", std::process::id());
     w.write_config(&format!("images_repo = \"{repo}\""));
     let s2 = w.serve(&[], &[]);
@@ -313,7 +313,7 @@ fn each_status_code_has_its_error_case() {
     });
     drop(s2);
 
-    // 503 with Retry-After: no podman (`cages = false`), in the seed's words.
+    // 503 with Retry-After: no podman (`cages = false`), in `NO_PODMAN`'s words.
     w.write_config("cages = false");
     let s3 = w.serve(&[], &[]);
     let h = get(&format!("{}/v1/harnesses", s3.url)).is(200).json();
@@ -1124,8 +1124,8 @@ fn serve_briefly(w: &World, listen: &str, file: &str) -> Run {
     finish(&format!("serve --token-file {file}"), child)
 }
 
-/// The user unit in `assets/` (issue 6: "serve can be left running under
-/// systemd"): systemd's own checker takes it with no complaint, with the
+/// The user unit in `assets/` (README, "HTTP API", under
+/// systemd): systemd's own checker takes it with no complaint, with the
 /// binary where its ExecStart looks (`%h/.cargo/bin`), and its ExecStart,
 /// run as systemd would (that PATH, that HOME, no terminal), serves the
 /// config's agent_port and ends with exit 0 on its KillSignal.
