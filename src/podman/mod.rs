@@ -107,9 +107,19 @@ impl Podman {
         let failed = process.failure(&out);
         match self.exists(exists) {
             Ok(false) => Ok(None),
-            // There, or podman cannot say: the inspect's failure is the one
-            // to report.
-            Ok(true) | Err(_) => Err(failed),
+            // There now: it may have appeared since the inspect (an image
+            // whose build just ended), so it is asked once more, and that
+            // answer stands.
+            Ok(true) => {
+                let again = process.capture()?;
+                if again.success() {
+                    Ok(Some(again.stdout))
+                } else {
+                    Err(process.failure(&again))
+                }
+            }
+            // podman cannot say: the inspect's failure is the one to report.
+            Err(_) => Err(failed),
         }
     }
 
@@ -464,7 +474,37 @@ mod tests {
         let exited = e.exited.expect("its exit is kept");
         assert_eq!(exited.status, Some(125));
         assert!(exited.stderr.contains("image not known"));
-        assert_eq!(f.calls().len(), 2);
+        // inspect, exists, and inspect once more.
+        assert_eq!(f.calls().len(), 3);
+    }
+
+    /// What appears between the inspect and `exists` (an image whose build
+    /// just ended) is inspected once more, not reported as a failure.
+    #[test]
+    fn what_appears_after_a_failed_inspect_is_inspected_again() {
+        let marker = std::env::temp_dir().join(format!(
+            "shrooms-fake-podman-appears-{}/seen",
+            std::process::id()
+        ));
+        let f = Fake::new(
+            "appears",
+            &format!(
+                "image\\ inspect*) if [ -e '{m}' ]; then echo '[{{\"Id\":\"abc\"}}]'; \
+                 else touch '{m}'; echo 'Error: image not known' >&2; exit 125; fi ;;\n\
+                 image\\ exists\\ --\\ img) exit 0 ;;",
+                m = marker.display()
+            ),
+        );
+        let image = f.podman.image("img").unwrap().expect("there");
+        assert_eq!(image.id, "abc");
+        assert_eq!(
+            f.calls(),
+            [
+                argv(&["image", "inspect", "--format", "json", "--", "img"]),
+                argv(&["image", "exists", "--", "img"]),
+                argv(&["image", "inspect", "--format", "json", "--", "img"]),
+            ]
+        );
     }
 
     #[test]
@@ -510,6 +550,7 @@ mod tests {
                 argv(&["volume", "exists", "--", "gone"]),
                 argv(&["volume", "inspect", "--format", "json", "--", "broken"]),
                 argv(&["volume", "exists", "--", "broken"]),
+                argv(&["volume", "inspect", "--format", "json", "--", "broken"]),
             ]
         );
     }
