@@ -126,14 +126,15 @@ pub fn init_path(container: &str) -> String {
 /// nothing the cage wrote in its own layers runs before the network rules
 /// are loaded from outside; the cage's own first program is what `cage
 /// exec` starts. No podman `--init` around it (containers.conf `init =
-/// true` would add one at a path under `/run`, which a cage can reach), and
-/// no HEALTHCHECK of the image's, which podman would run in the cage on a
-/// timer from the start.
+/// true` would add one at a path under `/run`, which a cage can reach).
+/// (`--no-healthcheck` is not passed: podman 5.4's `update` then fails with
+/// "healthcheck-timeout must be at least 1 second", seen in the podman-5
+/// lane; an image's HEALTHCHECK runs through a systemd timer, after the
+/// rules are loaded.)
 pub fn init(spec: &CageSpec) -> Vec<String> {
     let dst = init_path(&spec.container);
     vec![
         "--init=false".into(),
-        "--no-healthcheck".into(),
         "--mount".into(),
         mount(&Mount {
             src: spec.init.clone(),
@@ -520,7 +521,6 @@ mod tests {
                 "--stop-signal",
                 "SIGKILL",
                 "--init=false",
-                "--no-healthcheck",
                 "--mount",
                 "type=bind,src=/usr/libexec/podman/catatonit,dst=/.shrooms-init-shrooms-web-abc123,ro=true,nosuid,nodev",
                 "--entrypoint",
@@ -579,7 +579,6 @@ mod tests {
                 "--stop-signal",
                 "SIGKILL",
                 "--init=false",
-                "--no-healthcheck",
                 "--mount",
                 "type=bind,src=/usr/libexec/podman/catatonit,dst=/.shrooms-init-shrooms-web-abc123,ro=true,nosuid,nodev",
                 "--entrypoint",
@@ -709,7 +708,6 @@ mod tests {
         };
         assert_eq!(at("--entrypoint"), "/.shrooms-init-shrooms-x-0a0b0c");
         assert!(a.contains(&"--init=false".to_string()));
-        assert!(a.contains(&"--no-healthcheck".to_string()));
         assert!(
             a.contains(
                 &"type=bind,\"src=/opt/a,b/catatonit\",dst=/.shrooms-init-shrooms-x-0a0b0c,ro=true,nosuid,nodev"
