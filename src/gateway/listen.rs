@@ -12,9 +12,10 @@
 //! holds the turn accepts on it in its own namespaces, so what it sends
 //! upstream leaves from the machine, not from the cage.
 
-use std::io;
+use std::io::{self, IoSlice, IoSliceMut};
+use std::mem::MaybeUninit;
 use std::net::{Ipv4Addr, TcpListener};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -131,72 +132,48 @@ pub fn helper(to: &Path) -> Result<()> {
     let fail = |why: String| Error::failed(format!("{SUBCOMMAND}: {why}"));
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| fail(e.to_string()))?;
     let stream = UnixStream::connect(to).map_err(|e| fail(format!("{}: {e}", to.display())))?;
-    send_fd(&stream, listener.as_raw_fd()).map_err(|e| fail(e.to_string()))
+    send_fd(&stream, listener.as_fd()).map_err(|e| fail(e.to_string()))
 }
 
-fn cmsg_space() -> usize {
-    // SAFETY: CMSG_SPACE is arithmetic.
-    unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as usize }
-}
-
-fn send_fd(stream: &UnixStream, fd: RawFd) -> io::Result<()> {
-    let mut byte = [b'L'];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    // u64s keep the buffer aligned for cmsghdr.
-    let mut buf = vec![0u64; cmsg_space().div_ceil(8)];
-    // SAFETY: msghdr and its control buffer are set up as cmsg(3) shows,
-    // with a buffer of CMSG_SPACE bytes for one descriptor.
-    unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = buf.as_mut_ptr().cast();
-        msg.msg_controllen = cmsg_space() as _;
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
-        if libc::sendmsg(stream.as_raw_fd(), &msg, 0) < 0 {
-            return Err(io::Error::last_os_error());
-        }
+/// Send one descriptor over a Unix socket (SCM_RIGHTS, unix(7)), with one
+/// byte of data, through rustix's safe ancillary-data buffers.
+fn send_fd(stream: &UnixStream, fd: BorrowedFd<'_>) -> io::Result<()> {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
+    let fds = [fd];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
+        return Err(io::Error::other("no room for the socket in the message"));
     }
+    sendmsg(
+        stream,
+        &[IoSlice::new(b"L")],
+        &mut control,
+        SendFlags::empty(),
+    )?;
     Ok(())
 }
 
+/// Receive the descriptor `send_fd` sent (close-on-exec at once).
 fn receive_fd(stream: &UnixStream) -> io::Result<OwnedFd> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg};
     let mut byte = [0u8];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    let mut buf = vec![0u64; cmsg_space().div_ceil(8)];
-    // SAFETY: as in send_fd; the descriptor is taken only from a
-    // SOL_SOCKET/SCM_RIGHTS message of the expected length.
-    unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = buf.as_mut_ptr().cast();
-        msg.msg_controllen = cmsg_space() as _;
-        if libc::recvmsg(stream.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        if cmsg.is_null()
-            || (*cmsg).cmsg_level != libc::SOL_SOCKET
-            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
-            || (*cmsg).cmsg_len as usize
-                != libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    recvmsg(
+        stream,
+        &mut [IoSliceMut::new(&mut byte)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(mut fds) = message
+            && let Some(fd) = fds.next()
         {
-            return Err(io::Error::other("no socket in the message"));
+            return Ok(fd);
         }
-        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>());
-        Ok(OwnedFd::from_raw_fd(fd))
     }
+    Err(io::Error::other("no socket in the message"))
 }
 
 #[cfg(test)]
@@ -252,7 +229,7 @@ mod tests {
         let (a, b) = UnixStream::pair().unwrap();
         let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
         let addr = l.local_addr().unwrap();
-        send_fd(&a, l.as_raw_fd()).unwrap();
+        send_fd(&a, l.as_fd()).unwrap();
         drop(l);
         let got = TcpListener::from(receive_fd(&b).unwrap());
         assert_eq!(got.local_addr().unwrap(), addr);
