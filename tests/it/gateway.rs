@@ -631,19 +631,6 @@ fn gateway_sealed_token_reaches_the_upstream_only_rootless() {
 
 // ---- the real Claude Code ------------------------------------------------
 
-/// Claude Code from npm and the Debian image, as scripts/test-harnesses
-/// prepared them (scripts/test exports where). The podman-5 lane leaves
-/// these tests out by name (scripts/test-podman5): they are about the
-/// harness, not podman, and its storage has no Debian image.
-fn real_harness() -> Option<(String, String)> {
-    let get = |n: &str| {
-        std::env::var(n).unwrap_or_else(|_| {
-            panic!("{n} is not set: run the tests through scripts/test (scripts/test-harnesses)")
-        })
-    };
-    Some((get("SHROOMS_TEST_CLAUDE"), get("SHROOMS_TEST_DEBIAN_IMAGE")))
-}
-
 /// What keeps Claude Code's traffic to its model alone (no updates,
 /// telemetry or error reports: nothing may leave this machine).
 const QUIET: &[(&str, &str)] = &[
@@ -657,9 +644,7 @@ const QUIET: &[(&str, &str)] = &[
 /// and a tool turn in a Debian cage through the gateway: the mock saw the
 /// machine's key on every request, and the cage holds it nowhere.
 fn claude_turns(w: World, sealed: bool) {
-    let Some((claude, image)) = real_harness() else {
-        return;
-    };
+    let (claude, image) = real_claude();
     let mock = Mock::start();
     world_for(&w, &mock, &format!("[harness]\nclaude = \"{claude}\"\n"));
     let token = "sk-ant-oat01-sealed-token-for-claude-3b7";

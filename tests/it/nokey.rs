@@ -186,19 +186,6 @@ fn pass_env_refuses_a_token_unless_pass_secrets() {
 
 // ---- the real Claude Code on a terminal -----------------------------------
 
-/// Claude Code from npm and the Debian image, as scripts/test-harnesses
-/// prepared them (scripts/test exports where). The podman-5 lane leaves
-/// these tests out by name (scripts/test-podman5): they are about the
-/// harness, not podman, and its storage has no Debian image.
-fn real_claude() -> Option<(String, String)> {
-    let get = |n: &str| {
-        std::env::var(n).unwrap_or_else(|_| {
-            panic!("{n} is not set: run the tests through scripts/test (scripts/test-harnesses)")
-        })
-    };
-    Some((get("SHROOMS_TEST_CLAUDE"), get("SHROOMS_TEST_DEBIAN_IMAGE")))
-}
-
 /// A terminal of tmux's, on a server of the test's own, running one command.
 struct Screen {
     socket: PathBuf,
@@ -317,9 +304,7 @@ fn reaches_the_prompt(screen: &Screen, what: &str) -> String {
 }
 
 fn fresh_cage_reaches_the_prompt(w: World) {
-    let Some((claude, image)) = real_claude() else {
-        return;
-    };
+    let (claude, image) = real_claude();
     // The model API is nowhere: the gateway's upstream is a closed port on
     // this machine's loopback, and the cage gets the gateway's own base URL
     // and stand-in key. The machine's key is a stand-in too; nothing is sent

@@ -1146,3 +1146,16 @@ pub fn read_until_closed(s: &TcpStream, timeout: Duration) -> String {
     let _ = r.read_to_end(&mut out);
     String::from_utf8_lossy(&out).into_owned()
 }
+
+/// Claude Code from npm and the Debian image it runs in, as
+/// scripts/test-harnesses prepared them (scripts/test exports where). The
+/// podman-5 lane leaves the tests that use them out by name
+/// (scripts/test-podman5): they are about the harness, not podman.
+pub fn real_claude() -> (String, String) {
+    let get = |n: &str| {
+        std::env::var(n).unwrap_or_else(|_| {
+            panic!("{n} is not set: run the tests through scripts/test (scripts/test-harnesses)")
+        })
+    };
+    (get("SHROOMS_TEST_CLAUDE"), get("SHROOMS_TEST_DEBIAN_IMAGE"))
+}
