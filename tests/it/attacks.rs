@@ -613,8 +613,9 @@ fn every_refused_range_is_refused(w: World) {
         if link_local.is_some() {
             // netavark (podman 5) returns before the cage's link-local
             // address has passed duplicate address detection (CNI's bridge
-            // plugin waits for it); while it is tentative a link-local
-            // connection fails with EADDRNOTAVAIL, before any rule.
+            // plugin waits for it: SettleAddresses in containernetworking's
+            // pkg/ip); while it is tentative a link-local connection fails
+            // with EADDRNOTAVAIL, before any rule (seen in the podman-5 lane).
             s.push_str(
                 "i=0; while ip -6 addr show dev eth0 | grep -q tentative && [ $i -lt 100 ]; \
                  do sleep 0.1; i=$((i+1)); done\n",
