@@ -56,10 +56,11 @@ const STAND_INS_V4: &[(&str, &str)] = &[
 ];
 
 /// The same for IPv6 (scripts/setup-host). Only a rootless cage can send
-/// to them here: slirp4netns gives it an IPv6 default route and opens the
-/// connection from the host, where the address is on `lo`; podman's CNI
-/// bridge gives a rootful cage no IPv6 route, so the kernel refuses these
-/// before any rule sees them. ::/128 and ::1/128 are the cage's own
+/// to them here: slirp4netns (and pasta, in the podman-5 lane) gives it an
+/// IPv6 default route and opens the connection from the host, where the
+/// address is on `lo`; podman's bridge (CNI's, or the podman-5 lane's,
+/// both without an IPv6 subnet) gives a rootful cage no IPv6 route, so the
+/// kernel refuses these before any rule sees them. ::/128 and ::1/128 are the cage's own
 /// loopback; fe80::/10 is probed at the bridge's own link-local address
 /// (rootful) and ff00::/8 by datagram (`datagram_ranges`).
 const STAND_INS_V6: &[(&str, &str)] = &[
