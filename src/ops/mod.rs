@@ -86,6 +86,16 @@ impl Context {
         Ok(self.host.get_or_init(|| h))
     }
 
+    /// The host's facts asked of podman now, whatever the state folder
+    /// keeps (`doctor`); kept for the rest of this context.
+    pub fn host_fresh(&self) -> Result<&Host> {
+        if let Some(h) = self.host.get() {
+            return Ok(h);
+        }
+        let h = Host::detect_fresh(&self.settings, &self.env)?;
+        Ok(self.host.get_or_init(|| h))
+    }
+
     /// The same, for a command on a session that is already caged.
     pub fn host_for_session(&self) -> Result<&Host> {
         self.host().map_err(|e| {
