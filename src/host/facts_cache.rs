@@ -310,24 +310,24 @@ mod tests {
     fn any_change_of_what_podman_depends_on_asks_again() {
         let k = kept(1_000_000);
         let at = 1_000_010;
-        let changes: Vec<Box<dyn Fn(&mut Key)>> = vec![
-            Box::new(|k| k.podman.seen.as_mut().unwrap()[3] += 1),
-            Box::new(|k| k.podman.seen.as_mut().unwrap()[1] += 1),
-            Box::new(|k| k.podman_resolved = Some("/opt/podman/bin/podman".into())),
-            Box::new(|k| k.files[0].seen = Some([1, 2, 3, 4, 5, 6, 7])),
-            Box::new(|k| k.files[1].seen.as_mut().unwrap()[2] = 41),
-            Box::new(|k| k.files[1].seen.as_mut().unwrap()[4] = 1),
-            Box::new(|k| k.files[1].seen = None),
-            Box::new(|k| {
+        let changes: Vec<fn(&mut Key)> = vec![
+            |k| k.podman.seen.as_mut().unwrap()[3] += 1,
+            |k| k.podman.seen.as_mut().unwrap()[1] += 1,
+            |k| k.podman_resolved = Some("/opt/podman/bin/podman".into()),
+            |k| k.files[0].seen = Some([1, 2, 3, 4, 5, 6, 7]),
+            |k| k.files[1].seen.as_mut().unwrap()[2] = 41,
+            |k| k.files[1].seen.as_mut().unwrap()[4] = 1,
+            |k| k.files[1].seen = None,
+            |k| {
                 k.files.push(Stamp {
                     path: "/etc/containers/containers.conf.d/x.conf".into(),
                     seen: Some([0; 7]),
                 })
-            }),
-            Box::new(|k| k.env[0].1 = Some("/t/other.conf".into())),
-            Box::new(|k| k.uid = 0),
-            Box::new(|k| k.euid = 0),
-            Box::new(|k| k.boot_id = "b1".into()),
+            },
+            |k| k.env[0].1 = Some("/t/other.conf".into()),
+            |k| k.uid = 0,
+            |k| k.euid = 0,
+            |k| k.boot_id = "b1".into(),
         ];
         for (i, change) in changes.iter().enumerate() {
             let mut now = key();
