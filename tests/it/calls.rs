@@ -210,8 +210,170 @@ fn exec_makes_the_calls_it_needs_and_no_more_rootless() {
     exec_makes_the_calls_it_needs(World::rootless());
 }
 
+/// A cage stopped behind serve's back (`podman stop` directly) shows
+/// stopped in serve's answers within a second, from podman's events.
+fn serve_sees_a_stop_behind_its_back(w: World) {
+    let name = w.session("live");
+    let dir = w.dir("live");
+    w.create(&name, &dir, &[]);
+    w.run(&["cage", "start", &name]).ok();
+    let container = w.container(&name);
+    // Rootless, serve answers root's requests (the test's) with its token.
+    let token = "live-token";
+    let file = w.file("serve-token", &format!("{token}\n"));
+    fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).unwrap();
+    let s = w.serve(&["--token-file", &file.to_string_lossy()], &[]);
+    let auth = format!("Bearer {token}");
+    let get = |url: &str| http("GET", url, None, &[("authorization", &auth)]);
+    let url = format!("{}/v1/sessions/{name}", s.url);
+    let shown = get(&url).is(200).json();
+    assert_eq!(shown["state"], "running", "{shown:#}");
+    assert_eq!(shown["running"], true, "{shown:#}");
+    let stopped = w.podman(&["stop", "-t", "0", &container]);
+    assert!(stopped.status.success(), "{}", show_output(&stopped));
+    let at = Instant::now();
+    let seen = eventually(Duration::from_secs(1), || {
+        get(&url).json()["state"] == "exited"
+    });
+    let after = at.elapsed();
+    assert!(
+        seen,
+        "still {:#} after {after:?}\n{}",
+        get(&url).json(),
+        s.log_text()
+    );
+    let list = get(&format!("{}/v1/sessions", s.url)).is(200).json();
+    let row = list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (&row["state"], &row["running"]),
+        (&serde_json::json!("exited"), &serde_json::json!(false)),
+        "{list:#}"
+    );
+    // Started again behind its back, and removed: seen too.
+    let started = w.podman(&["start", &container]);
+    assert!(started.status.success(), "{}", show_output(&started));
+    assert!(
+        eventually(Duration::from_secs(1), || get(&url).json()["state"]
+            == "running"),
+        "{}",
+        s.log_text()
+    );
+    let rm = w.podman(&["rm", "-f", "-t", "0", &container]);
+    assert!(rm.status.success(), "{}", show_output(&rm));
+    assert!(
+        eventually(Duration::from_secs(1), || get(&url).json()["state"]
+            == "missing"),
+        "{}",
+        s.log_text()
+    );
+}
+
+#[test]
+fn serve_sees_a_cage_stopped_behind_its_back_within_a_second() {
+    serve_sees_a_stop_behind_its_back(World::new());
+}
+
+#[test]
+fn serve_sees_a_cage_stopped_behind_its_back_within_a_second_rootless() {
+    serve_sees_a_stop_behind_its_back(World::rootless());
+}
+
+/// With a podman that only answers (the config's `podman` a script that
+/// logs its calls and answers from files), 100 sessions: after serve's
+/// start (its `podman ps` and `podman events`), `GET /v1/sessions` and
+/// `GET /v1/sessions/{name}` make no podman call at all.
+#[test]
+fn listing_a_hundred_sessions_over_http_calls_no_podman() {
+    let w = World::new();
+    let real = |args: &[&str]| {
+        let out = w.podman(args);
+        assert!(out.status.success(), "{}", show_output(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let answers = w.dir("answers");
+    fs::write(answers.join("info"), real(&["info", "--format", "json"])).unwrap();
+    fs::write(
+        answers.join("image"),
+        real(&["image", "inspect", "--format", "json", "--", IMAGE]),
+    )
+    .unwrap();
+    let program = w.root.join("answering-podman");
+    let log = w.root.join("podman-calls.log");
+    let a = answers.display();
+    fs::write(
+        &program,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{log}'\n\
+             case \"$1\" in\n\
+             info) cat '{a}/info' ;;\n\
+             image) cat '{a}/image' ;;\n\
+             create) echo 0123abcd ;;\n\
+             ps) cat '{a}/ps' ;;\n\
+             events) exec sleep 600 ;;\n\
+             *) echo \"Error: no answer for $*\" >&2; exit 99 ;;\n\
+             esac\n",
+            log = log.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&program, fs::Permissions::from_mode(0o755)).unwrap();
+    w.write_config(&format!("podman = \"{}\"", program.display()));
+    let dir = w.dir("many");
+    let mut ps = Vec::new();
+    let mut names = Vec::new();
+    for i in 0..100 {
+        // Not `w.session`: there is no real container to clean up.
+        let name = format!("many{i}-{}", std::process::id());
+        w.create(&name, &dir, &[]);
+        let container = w.container(&name);
+        ps.push(
+            serde_json::json!({"Id": "0123abcd", "Names": [container], "Image": IMAGE,
+            "State": "exited", "Labels": {"xyz.vpavlin.shrooms.session": name}}),
+        );
+        names.push(name);
+    }
+    // Its containers are the fake's: nothing for the world to remove.
+    fs::write(answers.join("ps"), serde_json::Value::from(ps).to_string()).unwrap();
+    let s = w.serve(&[], &[]);
+    let calls = || fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        eventually(Duration::from_secs(5), || calls().contains("events")),
+        "serve did not follow podman's events:\n{}",
+        calls()
+    );
+    let at_start = calls();
+    for _ in 0..3 {
+        let list = get(&format!("{}/v1/sessions", s.url)).is(200).json();
+        let sessions = list["sessions"].as_array().unwrap();
+        assert_eq!(sessions.len(), 100, "{list:#}");
+        assert!(sessions.iter().all(|r| r["state"] == "exited"), "{list:#}");
+    }
+    let one = get(&format!("{}/v1/sessions/{}", s.url, names[7]))
+        .is(200)
+        .json();
+    assert_eq!(one["state"], "exited", "{one:#}");
+    assert_eq!(
+        calls().strip_prefix(at_start.as_str()).unwrap_or("?"),
+        "",
+        "podman was called by a GET"
+    );
+    let started: Vec<&str> = at_start
+        .lines()
+        .filter(|l| !l.starts_with("image") && !l.starts_with("create"))
+        .collect();
+    assert!(
+        started.iter().filter(|l| l.starts_with("info")).count() <= 1,
+        "podman info asked more than once: {started:#?}"
+    );
+}
+
 /// Waits until `f` holds, for at most `within`.
-#[allow(dead_code)]
 fn eventually(within: Duration, mut f: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + within;
     loop {
