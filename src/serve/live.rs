@@ -61,6 +61,9 @@ pub struct Event {
 pub enum Change {
     State(&'static str),
     Gone,
+    /// Renamed: the event names it by its new name only, so the view is
+    /// loaded again.
+    Reload,
     None,
 }
 
@@ -82,8 +85,9 @@ pub fn change(e: &Event) -> Change {
         "init" => Change::State("initialized"),
         "start" | "restart" | "unpause" | "restore" => Change::State("running"),
         "pause" => Change::State("paused"),
-        "died" | "stop" | "checkpoint" => Change::State("exited"),
+        "died" | "exited" | "stop" | "checkpoint" => Change::State("exited"),
         "remove" => Change::Gone,
+        "rename" => Change::Reload,
         _ => Change::None,
     }
 }
@@ -160,7 +164,11 @@ impl Live {
         let r = process.stream(&mut |line| {
             // stderr is joined to stdout: a line that is no event is skipped.
             if let Ok(e) = serde_json::from_str::<Event>(line) {
-                self.apply(&e);
+                if change(&e) == Change::Reload {
+                    self.load(podman);
+                } else {
+                    self.apply(&e);
+                }
             }
         });
         if let Err(e) = r {
@@ -172,7 +180,7 @@ impl Live {
         match change(e) {
             Change::State(s) => self.note(&e.name, s),
             Change::Gone => self.forget(&e.name),
-            Change::None => {}
+            Change::Reload | Change::None => {}
         }
     }
 
@@ -229,6 +237,7 @@ mod tests {
         assert_eq!(change(&event(&line("start"))), Change::State("running"));
         assert_eq!(change(&event(&line("died"))), Change::State("exited"));
         assert_eq!(change(&event(&line("remove"))), Change::Gone);
+        assert_eq!(change(&event(&line("rename"))), Change::Reload);
         assert_eq!(change(&event(&line("exec"))), Change::None);
         assert_eq!(change(&event(&line("cleanup"))), Change::None);
         let five = format!(
