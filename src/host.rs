@@ -9,6 +9,8 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::podman::{Podman, inspect::Info};
+
+pub mod facts_cache;
 use crate::settings::{Env, NetworkChoice, Settings, find_program};
 use crate::spec::Network;
 
@@ -17,6 +19,47 @@ pub const NO_PODMAN: &str = "this machine has no podman to cage sessions with";
 /// ... and for a caged session on such a machine.
 pub const NO_PODMAN_FOR_SESSION: &str =
     "this session is caged, and this machine has no podman to cage it with";
+
+/// What `podman info` says that the tool uses, as kept in the state
+/// folder between commands (`facts_cache`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct PodmanFacts {
+    pub version: String,
+    pub rootless: bool,
+    pub cgroup_v2: bool,
+    pub controllers: Vec<String>,
+    pub seccomp_profile: Option<PathBuf>,
+    /// pasta as podman reports it (4.6 and later).
+    pub pasta: Option<PathBuf>,
+    pub runtime: String,
+    pub volume_path: Option<PathBuf>,
+}
+
+impl PodmanFacts {
+    /// Pure: the facts in `podman info`'s answer.
+    pub fn from_info(info: &Info) -> PodmanFacts {
+        let non_empty = |s: &str| (!s.is_empty()).then(|| PathBuf::from(s));
+        PodmanFacts {
+            version: info.version.version.clone(),
+            rootless: info.host.security.rootless,
+            cgroup_v2: info.host.cgroup_version == "v2",
+            controllers: info.host.cgroup_controllers.clone().unwrap_or_default(),
+            seccomp_profile: non_empty(&info.host.security.seccomp_profile_path),
+            pasta: info
+                .host
+                .pasta
+                .as_ref()
+                .and_then(|p| non_empty(&p.executable)),
+            runtime: info
+                .host
+                .oci_runtime
+                .as_ref()
+                .map(|r| r.name.clone())
+                .unwrap_or_default(),
+            volume_path: non_empty(&info.store.volume_path),
+        }
+    }
+}
 
 /// A podman version, compared as numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -92,40 +135,42 @@ impl Host {
             return Err(Error::no_podman(NO_PODMAN));
         }
         let podman = Podman::new(program);
-        let info = podman.info()?;
-        let mut host = Self::from_info(podman, &info, settings);
-        let confs = containers_conf_files(env, &settings.home, host.rootless);
-        host.init = find_init(&confs, settings.path_var.as_deref());
-        Ok(host)
+        let facts = facts_cache::facts(&podman, settings, env)?;
+        Ok(Self::from_facts(podman, &facts, settings, env))
     }
 
-    fn from_info(podman: Podman, info: &Info, settings: &Settings) -> Host {
+    /// The same, asking podman afresh whatever the state folder keeps
+    /// (`doctor`); what it says is kept for the next command.
+    pub fn detect_fresh(settings: &Settings, env: &Env) -> Result<Host> {
+        let program = match (&settings.podman, settings.cages) {
+            (Some(p), true) => p.clone(),
+            _ => return Err(Error::no_podman(NO_PODMAN)),
+        };
+        if !is_executable(&program) {
+            return Err(Error::no_podman(NO_PODMAN));
+        }
+        let podman = Podman::new(program);
+        let facts = facts_cache::fresh(&podman, settings, env)?;
+        Ok(Self::from_facts(podman, &facts, settings, env))
+    }
+
+    fn from_facts(podman: Podman, facts: &PodmanFacts, settings: &Settings, env: &Env) -> Host {
         let path = settings.path_var.as_deref();
-        let non_empty = |s: &str| (!s.is_empty()).then(|| PathBuf::from(s));
-        let pasta = info
-            .host
-            .pasta
-            .as_ref()
-            .and_then(|p| non_empty(&p.executable))
-            .or_else(|| find_sbin("pasta", path));
+        let pasta = facts.pasta.clone().or_else(|| find_sbin("pasta", path));
+        let confs = containers_conf_files(env, &settings.home, facts.rootless);
         Host {
-            version: Version::parse(&info.version.version).unwrap_or(Version(0, 0, 0)),
-            rootless: info.host.security.rootless,
-            cgroup_v2: info.host.cgroup_version == "v2",
-            controllers: info.host.cgroup_controllers.clone().unwrap_or_default(),
-            seccomp_profile: non_empty(&info.host.security.seccomp_profile_path),
+            version: Version::parse(&facts.version).unwrap_or(Version(0, 0, 0)),
+            rootless: facts.rootless,
+            cgroup_v2: facts.cgroup_v2,
+            controllers: facts.controllers.clone(),
+            seccomp_profile: facts.seccomp_profile.clone(),
             pasta,
             nft: find_sbin("nft", path),
             nsenter: find_sbin("nsenter", path),
             stat: find_sbin("stat", path),
-            init: Err(NO_INIT.into()),
-            runtime: info
-                .host
-                .oci_runtime
-                .as_ref()
-                .map(|r| r.name.clone())
-                .unwrap_or_default(),
-            volume_path: non_empty(&info.store.volume_path),
+            init: find_init(&confs, path),
+            runtime: facts.runtime.clone(),
+            volume_path: facts.volume_path.clone(),
             cpus: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),

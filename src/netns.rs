@@ -7,6 +7,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::podman::QUICK;
+use crate::podman::inspect::ContainerInspect;
 use crate::podman::runner::Process;
 
 impl Host {
@@ -24,11 +25,10 @@ impl Host {
     /// goes through `podman unshare`, whose user namespace owns the cage's
     /// network namespace and whose mount namespace alone holds the path
     /// (seen on podman 4.3 and 5.4).
-    pub fn set_rules(&self, container: &str, rules: &str) -> Result<()> {
-        let c = self
-            .podman
-            .inspect(container)?
-            .ok_or_else(|| Error::failed(format!("the container {container} is gone")))?;
+    ///
+    /// `c` is podman's inspect of the container since it was started: no
+    /// second inspect is made here.
+    pub fn set_rules(&self, container: &str, c: &ContainerInspect, rules: &str) -> Result<()> {
         if !c.state.running || c.state.pid <= 0 {
             return Err(Error::failed(format!(
                 "the container {container} is not running, so its network cannot be closed"

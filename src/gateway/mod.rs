@@ -231,22 +231,22 @@ impl Gateway {
 
 /// Open a session's gateway for one turn: a listener on its running cage's
 /// loopback, served by this process until the returned value is dropped.
+/// `pid` is the cage's first process, as podman said when the cage was
+/// started and its rules loaded (`ops::ensure_running`): podman is not asked
+/// again.
 pub fn open(
     ctx: &crate::ops::Context,
     host: &crate::host::Host,
     record: &crate::session::Record,
+    pid: i64,
 ) -> Result<Gateway> {
     let cage = crate::ops::cage_of(record)?;
-    let state = host
-        .podman
-        .container(&cage.container)?
-        .filter(|s| s.running && s.pid > 0)
-        .ok_or_else(|| {
-            Error::failed(format!(
-                "the container {} is not running, so its model gateway cannot be opened",
-                cage.container
-            ))
-        })?;
+    if pid <= 0 {
+        return Err(Error::failed(format!(
+            "the container {} is not running, so its model gateway cannot be opened",
+            cage.container
+        )));
+    }
     let nsenter = host.nsenter.as_ref().ok_or_else(|| {
         Error::failed("nsenter is not installed (Debian: apt install util-linux)")
     })?;
@@ -256,7 +256,7 @@ pub fn open(
         ))
     })?;
     let enter = listen::Enter {
-        pid: state.pid,
+        pid,
         nsenter,
         rootless_podman: host.rootless.then(|| host.podman.program()),
         self_exe: &self_exe,

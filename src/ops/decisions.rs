@@ -1,4 +1,5 @@
-//! The decisions of `cage create`, `move`, `limits`, `prune` and `ls`,
+//! The decisions of `cage create`, `start` (the part of `exec` before
+//! the command), `move`, `limits`, `rm`, `prune` and `ls`,
 //! unit-tested with a recording fake podman (`podman::fake`) and a state
 //! folder and home in a temporary folder: no root, no podman. Each test
 //! asserts what the operation decided (its result or the kind of its
@@ -125,6 +126,62 @@ mod calls {
     /// One `podman ps`, whatever the number of cages.
     pub fn ls() -> Vec<Vec<String>> {
         vec![ps()]
+    }
+
+    pub const NSENTER: &str = "/usr/bin/nsenter";
+    pub const NFT: &str = "/usr/sbin/nft";
+    pub const STAT: &str = "/usr/bin/stat";
+    pub const NETNS: &str = "/run/user/1000/netns/netns-0a1b";
+
+    /// The rules, loaded from outside through `podman unshare` (rootless),
+    /// then the check of where they went (`Host::set_rules`).
+    pub fn rules(pid: i64) -> Vec<Vec<String>> {
+        vec![
+            v(&[
+                "unshare",
+                NSENTER,
+                &format!("--net={NETNS}"),
+                "--",
+                NFT,
+                "-f",
+                "-",
+            ]),
+            v(&[
+                "unshare",
+                STAT,
+                "-L",
+                "-c",
+                "%d %i",
+                "--",
+                NETNS,
+                &format!("/proc/{pid}/ns/net"),
+                &format!("/proc/{pid}/exe"),
+                "/usr/libexec/podman/catatonit",
+            ]),
+        ]
+    }
+
+    /// Start a cage, stopped or running alike: `podman start` (a running
+    /// container stays as it is), one inspect for its first process, the
+    /// rules. The same opens `cage exec` and `cage run`, which then add the
+    /// model gateway's listener (rootless: `podman unshare nsenter`), the
+    /// `podman exec` and the `podman stop` at the end (pinned end to end,
+    /// tests/it/calls.rs, as they need this program itself).
+    pub fn start(c: &str) -> Vec<Vec<String>> {
+        let mut calls = vec![v(&["start", "--", c]), inspect_container(c)];
+        calls.extend(rules(42));
+        calls
+    }
+
+    /// A cage of an earlier shrooms-agent (its record says so): stopped,
+    /// whatever its state, and refused.
+    pub fn start_refused_old(c: &str) -> Vec<Vec<String>> {
+        vec![v(&["stop", "--", c])]
+    }
+
+    /// `cage rm`: the container goes, in one call.
+    pub fn rm(c: &str) -> Vec<Vec<String>> {
+        vec![v(&["rm", "-f", "--ignore", "--", c])]
     }
 }
 
@@ -648,4 +705,105 @@ fn an_image_build_is_a_step_of_the_plan() {
     assert_eq!((refused.error.kind, refused.build), (Kind::NotReady, None));
     // Deciding asked podman nothing more than the facts did.
     assert_eq!(w.fake.calls(), [calls::image_inspect(calls::OUR_IMAGE)]);
+}
+
+/// podman's inspect of a running cage made with the machine's init.
+fn running_cage(c: &str) -> String {
+    let init = crate::podman::argv::init_path(c);
+    serde_json::json!([{
+        "State": {"Status": "running", "Running": true, "Pid": 42},
+        "Path": init,
+        "Mounts": [{"Type": "bind", "Source": "/usr/libexec/podman/catatonit",
+            "Destination": init}],
+        "NetworkSettings": {"SandboxKey": calls::NETNS},
+    }])
+    .to_string()
+}
+
+/// A world whose podman starts and inspects a cage, and whose rules load;
+/// the session `web` in it, made with the machine's init (`old`: as an
+/// earlier shrooms-agent made it).
+fn startable(name: &str, old: bool) -> (World, String) {
+    let c = "shrooms-web-0a1b2c";
+    let w = World::new(name, |f| {
+        f.on(&["start", "--", c], Answer::ok())
+            .on(&["stop", "--", c], Answer::ok())
+            .on_prefix(&["inspect"], Answer::out(running_cage(c)))
+            .on_prefix(&["unshare", calls::NSENTER], Answer::ok())
+            // The namespace loaded is the first process's; its program is
+            // the init.
+            .on_prefix(
+                &["unshare", calls::STAT],
+                Answer::out("4 4026532185\n4 4026532185\n65024 77\n65024 77\n"),
+            )
+    });
+    let mut host = w.ctx.host().unwrap().clone();
+    host.nsenter = Some(calls::NSENTER.into());
+    host.nft = Some(calls::NFT.into());
+    host.stat = Some(calls::STAT.into());
+    let mut w = w;
+    w.ctx = Context::shared(
+        w.ctx.settings.clone(),
+        w.ctx.env.clone(),
+        w.ctx.self_paths.clone(),
+    )
+    .with_host(host);
+    let mut record = w.record("web", Some(c));
+    let cage = record.cage.as_mut().unwrap();
+    cage.harness_dir = w.root.join("home/.claude");
+    let mut argv: Vec<String> = [
+        "create",
+        "--memory",
+        "4g",
+        "--cpus",
+        "2",
+        "--pids-limit",
+        "2048",
+    ]
+    .map(String::from)
+    .to_vec();
+    if !old {
+        argv.extend(["--entrypoint".into(), crate::podman::argv::init_path(c)]);
+    }
+    argv.push("img".into());
+    cage.create_argv = argv;
+    w.ctx.store.save(&record).unwrap();
+    (w, c.to_string())
+}
+
+/// Stopped or running, starting a cage asks podman the same: `podman
+/// start`, one inspect, the rules; no second inspect, no `podman info`.
+#[test]
+fn start_of_a_cage() {
+    let (w, c) = startable("start", false);
+    let started = super::start::start(&w.ctx, "web").unwrap();
+    assert_eq!(started.container, c);
+    assert_eq!(w.fake.calls(), calls::start(&c));
+    // The settings copy was made for it (before the start).
+    assert!(w.ctx.store.settings_copy_dir(&c).is_dir());
+}
+
+/// The record says the cage was made before its first process was the
+/// machine's init: it is not started, and podman is asked nothing else.
+#[test]
+fn start_of_an_old_cage_is_refused_before_podman_starts_it() {
+    let (w, c) = startable("start-old", true);
+    let e = super::start::start(&w.ctx, "web").unwrap_err();
+    assert!(
+        e.message.contains("made by an earlier shrooms-agent"),
+        "{}",
+        e.message
+    );
+    assert_eq!(w.fake.calls(), calls::start_refused_old(&c));
+}
+
+#[test]
+fn rm_of_a_cage() {
+    let c = "shrooms-web-0a1b2c";
+    let w = World::new("rm", |f| f.on_prefix(&["rm"], Answer::ok()));
+    w.record("web", Some(c));
+    let removed = super::rm::rm(&w.ctx, "web").unwrap();
+    assert_eq!(removed.container.as_deref(), Some(c));
+    assert!(!w.ctx.store.exists("web"));
+    assert_eq!(w.fake.calls(), calls::rm(c));
 }

@@ -42,7 +42,8 @@ pub fn doctor(ctx: &Context) -> Report {
         ));
         return Report { checks };
     }
-    let host = match ctx.host() {
+    // Always asked afresh: the doctor is where a changed podman shows.
+    let host = match ctx.host_fresh() {
         Ok(h) => h,
         Err(e) => {
             checks.push(check(

@@ -153,11 +153,11 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
     // Before the cage starts: from here on, however this process ends, the
     // cage is stopped.
     let watcher = start_watcher(ctx, &host.podman, &record.name, &cage.container, &lock)?;
-    ensure_running(ctx, host, &record)?;
+    let pid = ensure_running(ctx, host, &record)?;
     // The model gateway, served by this process for as long as the turn
     // runs (dropped with `Prepared`); the env file is written once its
     // port is known.
-    let gateway = match crate::gateway::open(ctx, host, &record) {
+    let gateway = match crate::gateway::open(ctx, host, &record, pid) {
         Ok(g) => g,
         Err(e) => {
             let stopped = host.podman.stop(&cage.container).is_ok();

@@ -86,6 +86,16 @@ impl Context {
         Ok(self.host.get_or_init(|| h))
     }
 
+    /// The host's facts asked of podman now, whatever the state folder
+    /// keeps (`doctor`); kept for the rest of this context.
+    pub fn host_fresh(&self) -> Result<&Host> {
+        if let Some(h) = self.host.get() {
+            return Ok(h);
+        }
+        let h = Host::detect_fresh(&self.settings, &self.env)?;
+        Ok(self.host.get_or_init(|| h))
+    }
+
     /// The same, for a command on a session that is already caged.
     pub fn host_for_session(&self) -> Result<&Host> {
         self.host().map_err(|e| {
@@ -153,26 +163,24 @@ pub fn cage_of(record: &Record) -> Result<&CageRecord> {
 /// cage's is the one the caller then runs with `podman exec`. A container
 /// made before that (its first process `sleep` from the image, which the
 /// cage could replace) is not started, and a running one is stopped.
-pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<()> {
+///
+/// The podman calls are the job's: `podman start` (which leaves a running
+/// container as it is, podman-start(1)), then one `podman inspect` for
+/// what the rules need (the first process, its namespace, the init it was
+/// made with), then the rules. How the container was made is the record's
+/// (its create argv), so an old cage is refused without asking podman; the
+/// inspect after the start checks it once more, for a container replaced
+/// behind the tool's back. Returns the first process's PID, for the
+/// model gateway's listener (`gateway::open`), so that it need not ask.
+pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<i64> {
     let cage = cage_of(record)?;
-    let inspected = host.podman.inspect(&cage.container)?.ok_or_else(|| {
-        Error::failed(format!(
-            "the container {} of session {} is gone (removed by hand?); \
-             `shrooms-agent cage rm {}` and create the session again",
-            cage.container, record.name, record.name
-        ))
-    })?;
-    let state = inspected.state.clone();
-    if inspected.init_source().is_none() {
-        if state.running {
-            let _ = host.podman.stop(&cage.container);
-        }
+    let old = || {
         let sealed = if cage.sealed.is_some() {
             " --sealed"
         } else {
             ""
         };
-        return Err(Error::failed(format!(
+        Error::failed(format!(
             "session {}'s cage was not started: {}. `shrooms-agent cage move {}{sealed}` (with \
              the options it had: `cage show` lists them) makes its cage again, with the \
              project and conversations as they are; what was installed in the old container \
@@ -180,54 +188,85 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<()>
             record.name,
             crate::netns::old_cage(&cage.container),
             record.name
-        )));
+        ))
+    };
+    let gone = || {
+        Error::failed(format!(
+            "the container {} of session {} is gone (removed by hand?); \
+             `shrooms-agent cage rm {}` and create the session again",
+            cage.container, record.name, record.name
+        ))
+    };
+    if !made_with_init(&cage.container, &cage.create_argv) {
+        // It may run (started behind the tool's back): stopped, whatever
+        // its state, as it is refused anyway.
+        let _ = host.podman.stop(&cage.container);
+        return Err(old());
     }
-    if !state.running {
-        // The copy of the user's Claude Code settings, made again before
-        // each start: runc mounts the file there at start, so the cage
-        // sees today's settings, filtered by today's allow-list.
-        if cage.sealed.is_none() && record.harness == crate::harness::Harness::Claude {
-            let pass_env = &ctx.settings.pass_env;
-            crate::cage_files::write_settings_copies(
-                &cage.harness_dir,
-                &ctx.store.settings_copy_dir(&cage.container),
-                &|name| {
-                    crate::spec::passes(
-                        name,
-                        crate::harness::Harness::Claude,
-                        pass_env,
-                        &cage.options,
-                    )
-                },
-            )?;
+    // The copy of the user's Claude Code settings, made again before
+    // each start: runc mounts the file there at start, so the cage
+    // sees today's settings, filtered by today's allow-list. (Written when
+    // the cage runs already too: what it mounted stays as it was.)
+    if cage.sealed.is_none() && record.harness == crate::harness::Harness::Claude {
+        let pass_env = &ctx.settings.pass_env;
+        crate::cage_files::write_settings_copies(
+            &cage.harness_dir,
+            &ctx.store.settings_copy_dir(&cage.container),
+            &|name| {
+                crate::spec::passes(
+                    name,
+                    crate::harness::Harness::Claude,
+                    pass_env,
+                    &cage.options,
+                )
+            },
+        )?;
+    }
+    check_mount_sources(&cage.mount_sources, &record.name)?;
+    home::check(&ctx.store.private_home(&cage.container), cage, &record.name)?;
+    // Its folder is untrusted for as long as it is sealed, whatever
+    // was forgotten meanwhile.
+    if cage.sealed.is_some() {
+        sealed::remember_untrusted(&ctx.store, &record.dir, &record.name)?;
+    }
+    if let Err(e) = host.podman.start(&cage.container) {
+        // Only on failure: is it gone, or did podman fail?
+        return Err(match host.podman.container_exists(&cage.container) {
+            Ok(false) => gone(),
+            _ => e,
+        });
+    }
+    // Before podman 5.1 `podman update` does not persist: a start brings
+    // back the limits the container was made with, so the session's own
+    // are set again (seen on podman 4.3.1); on a cage that ran already
+    // they are the same again. Not where podman ignores limits (rootless
+    // on cgroups v1): `podman update` fails there, and would leave the
+    // session unable to start.
+    if !host.update_persists()
+        && host.limits_support() == crate::host::LimitsSupport::Enforced
+        && limits_in_argv(&cage.create_argv).as_ref() != Some(&cage.limits)
+    {
+        let update =
+            crate::podman::argv::update(&cage.container, &cage.limits, host.update_has_pids());
+        if let Err(e) = host.podman.update(&update) {
+            let _ = host.podman.stop(&cage.container);
+            return Err(e.context(format!(
+                "setting the session's limits again in {} failed, so it was stopped again",
+                cage.container
+            )));
         }
-        check_mount_sources(&cage.mount_sources, &record.name)?;
-        home::check(&ctx.store.private_home(&cage.container), cage, &record.name)?;
-        // Its folder is untrusted for as long as it is sealed, whatever
-        // was forgotten meanwhile.
-        if cage.sealed.is_some() {
-            sealed::remember_untrusted(&ctx.store, &record.dir, &record.name)?;
+    }
+    let inspected = match host.podman.inspect(&cage.container) {
+        Ok(Some(c)) => c,
+        Ok(None) => return Err(gone()),
+        Err(e) => {
+            let _ = host.podman.stop(&cage.container);
+            return Err(e);
         }
-        host.podman.start(&cage.container)?;
-        // Before podman 5.1 `podman update` does not persist: a start brings
-        // back the limits the container was made with, so the session's own
-        // are set again (seen on podman 4.3.1). Not
-        // where podman ignores limits (rootless on cgroups v1): `podman
-        // update` fails there, and would leave the session unable to start.
-        if !host.update_persists()
-            && host.limits_support() == crate::host::LimitsSupport::Enforced
-            && limits_in_argv(&cage.create_argv).as_ref() != Some(&cage.limits)
-        {
-            let update =
-                crate::podman::argv::update(&cage.container, &cage.limits, host.update_has_pids());
-            if let Err(e) = host.podman.update(&update) {
-                let _ = host.podman.stop(&cage.container);
-                return Err(e.context(format!(
-                    "setting the session's limits again in {} failed, so it was stopped again",
-                    cage.container
-                )));
-            }
-        }
+    };
+    if inspected.init_source().is_none() {
+        let _ = host.podman.stop(&cage.container);
+        return Err(old());
     }
     let rule_set = match &cage.sealed {
         // The machine's own networks, read now: interfaces change.
@@ -237,14 +276,24 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<()>
         }
         None => rules::agent_port(ctx.settings.agent_port),
     };
-    if let Err(e) = host.set_rules(&cage.container, &rule_set) {
+    if let Err(e) = host.set_rules(&cage.container, &inspected, &rule_set) {
         let _ = host.podman.stop(&cage.container);
         return Err(e.context(format!(
             "setting the network rules in {} failed, so it was stopped again",
             cage.container
         )));
     }
-    Ok(())
+    Ok(inspected.state.pid)
+}
+
+/// Pure: was the container made with the machine's init as its first
+/// process, by its create argv (`podman::argv::init`)? A cage made by an
+/// earlier shrooms-agent ran `sleep` from the image instead.
+pub fn made_with_init(container: &str, create_argv: &[String]) -> bool {
+    let init = crate::podman::argv::init_path(container);
+    create_argv
+        .windows(2)
+        .any(|w| w[0] == "--entrypoint" && w[1] == init)
 }
 
 /// Refuse to start a cage where a folder on the way to one of its bind

@@ -93,6 +93,11 @@ impl Podman {
         }
     }
 
+    /// Is there a container of this name? (`podman container exists`)
+    pub fn container_exists(&self, container: &str) -> Result<bool> {
+        self.exists(&argv::container_exists(container))
+    }
+
     /// An inspect's output, or None when the thing is not there. The
     /// inspect comes first, so that a thing that is there costs one call;
     /// only when it fails is podman asked whether the thing exists, to tell

@@ -10,7 +10,9 @@
 //! - `routes`: the routes (axum), and the OpenAPI document made from them;
 //! - `reply`: what a route answers;
 //! - `peer`: whose process a connection from this machine comes from;
-//! - `state`: what `GET /v1/harnesses` says, looked at in the background.
+//! - `state`: what `GET /v1/harnesses` says, looked at in the background;
+//! - `live`: the cages' states, from `podman ps` and `podman events`, for
+//!   `GET /v1/sessions` and `GET /v1/sessions/{name}`.
 //!
 //! The stack is hyper (HTTP/1.1) and axum (routing) on tokio. The
 //! operations stay synchronous: each runs on tokio's blocking threads,
@@ -25,6 +27,7 @@
 
 mod body;
 mod conn;
+mod live;
 mod peer;
 mod reply;
 mod routes;
@@ -81,6 +84,9 @@ pub struct Shared {
     /// `--token-file`'s token: every request must carry it.
     token: Option<Vec<u8>>,
     pub state: Arc<state::State>,
+    /// The cages' states as podman's events tell them; None where serve
+    /// found no podman when it started.
+    pub live: Option<Arc<live::Live>>,
     /// An upload's time before its pace counts ([`reply::UPLOAD_GRACE`];
     /// `SHROOMS_AGENT_TEST_UPLOAD_GRACE_MS` makes it shorter, for tests).
     pub upload_grace: Duration,
@@ -213,6 +219,10 @@ pub fn run(ctx: Context, token_file: Option<&Path>) -> Result<()> {
     // What `GET /v1/harnesses` says is looked at once before serve
     // listens: a client that can connect is answered at once.
     let (state, state_thread) = state::State::start(base.clone(), stop.clone());
+    // The cages' states, loaded before serve listens too.
+    let live = state
+        .host()
+        .map(|h| live::Live::start(h.podman.clone(), stop.clone()));
     let listening = runtime
         .block_on(tokio::net::TcpListener::bind(addr))
         .map_err(|e| Error::failed(format!("listening on {addr}: {e}")))
@@ -238,6 +248,7 @@ pub fn run(ctx: Context, token_file: Option<&Path>) -> Result<()> {
         base,
         token,
         state,
+        live,
         upload_grace,
         operations: Arc::new(Semaphore::new(OPERATIONS)),
         waiting: Default::default(),

@@ -28,6 +28,7 @@ use super::state::Harnesses;
 use crate::error::Error;
 use crate::harness::Harness;
 use crate::ops;
+use crate::session::Record;
 
 /// Every route: method and path, as the OpenAPI document writes them.
 pub const ROUTES: &[(&str, &str)] = &[
@@ -254,6 +255,26 @@ struct SessionList {
 #[utoipa::path(get, path = "/v1/sessions", operation_id = "listSessions",
     responses((status = 200, description = "The sessions.", body = SessionList)))]
 async fn list(Extension(shared): Sh) -> Response {
+    if let Some(live) = ready_view(&shared) {
+        // The records are read on a blocking thread, never behind the
+        // operations that wait on podman.
+        let s = shared.clone();
+        let listed = tokio::task::spawn_blocking(move || -> Result<Response, Error> {
+            let ctx = s.context();
+            let (records, _damaged) = ctx.store.list_readable()?;
+            let sessions = records
+                .into_iter()
+                .map(|r| shown_live(&s, &live, r))
+                .collect();
+            Ok(Response::json(200, &SessionList { sessions }))
+        })
+        .await;
+        return match listed {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => Response::from_error(&e),
+            Err(_) => Response::error(500, "the request failed inside serve (a bug); see its log"),
+        };
+    }
     operation(&shared, |shared| {
         let ctx = shared.context();
         let listing = ops::ls::ls(&ctx)?;
@@ -269,6 +290,52 @@ async fn list(Extension(shared): Sh) -> Response {
         Ok(Response::json(200, &SessionList { sessions }))
     })
     .await
+}
+
+/// serve's live view of the cages, once loaded: where there is none (no
+/// podman when serve started, or its `podman ps` failed), the routes ask
+/// podman through the operations.
+fn ready_view(shared: &Shared) -> Option<Arc<super::live::Live>> {
+    shared.live.clone().filter(|l| l.ready())
+}
+
+/// `cage show --json` of a record, its state from the live view: no podman
+/// call.
+fn shown_live(shared: &Shared, live: &super::live::Live, record: Record) -> ops::show::Shown {
+    let (state, running, shared_path) = match &record.cage {
+        None => ("uncaged".to_string(), false, None),
+        Some(cage) => {
+            let host = shared.state.host();
+            let shared_path = cage
+                .options
+                .shared
+                .as_ref()
+                .and_then(|v| host.as_ref().and_then(|h| h.shared_path(v)));
+            let state = live
+                .state(&cage.container)
+                .unwrap_or_else(|| "missing".to_string());
+            let running = state == "running";
+            (state, running, shared_path)
+        }
+    };
+    ops::show::Shown {
+        record,
+        state,
+        running,
+        shared_path,
+    }
+}
+
+/// What an operation over HTTP just saw of a session's cage, for the live
+/// view (podman's event may come after the answer).
+fn note(shared: &Shared, shown: &ops::show::Shown) {
+    if let (Some(live), Some(cage)) = (&shared.live, &shown.record.cage) {
+        if shown.state == "missing" {
+            live.forget(&cage.container);
+        } else {
+            live.note(&cage.container, &shown.state);
+        }
+    }
 }
 
 /// A session's info, and the warnings of what was just done to it.
@@ -369,6 +436,7 @@ async fn create(Extension(shared): Sh, Extension(info): Info, req: Request) -> R
         };
         let created = ops::create::create(&ctx, &request)?;
         let shown = ops::show::show(&ctx, &body.name)?;
+        note(shared, &shown);
         Ok(Response::json(
             201,
             &ShownWith {
@@ -389,6 +457,19 @@ async fn create(Extension(shared): Sh, Extension(info): Info, req: Request) -> R
         (status = 404, description = "No such session.", body = ErrorBody)))]
 async fn show(Extension(shared): Sh, params: RawPathParams) -> Response {
     let name = name_of(&params);
+    if let Some(live) = ready_view(&shared) {
+        let s = shared.clone();
+        let shown = tokio::task::spawn_blocking(move || -> Result<Response, Error> {
+            let record = s.context().store.load(&name)?;
+            Ok(Response::json(200, &shown_live(&s, &live, record)))
+        })
+        .await;
+        return match shown {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => Response::from_error(&e),
+            Err(_) => Response::error(500, "the request failed inside serve (a bug); see its log"),
+        };
+    }
     operation(&shared, move |shared| {
         let shown = ops::show::show(&shared.context(), &name)?;
         Ok(Response::json(200, &shown))
@@ -407,7 +488,10 @@ async fn show(Extension(shared): Sh, params: RawPathParams) -> Response {
 async fn remove(Extension(shared): Sh, params: RawPathParams) -> Response {
     let name = name_of(&params);
     operation(&shared, move |shared| {
-        ops::rm::rm(&shared.context(), &name)?;
+        let removed = ops::rm::rm(&shared.context(), &name)?;
+        if let (Some(live), Some(c)) = (&shared.live, &removed.container) {
+            live.forget(c);
+        }
         Ok(Response::no_content())
     })
     .await
@@ -465,7 +549,11 @@ async fn move_cage(
             unseal: false,
         };
         let moved = ops::moves::move_session(&ctx, &request)?;
+        if let (Some(live), Some(old)) = (&shared.live, &moved.from) {
+            live.forget(old);
+        }
         let shown = ops::show::show(&ctx, &name)?;
+        note(shared, &shown);
         Ok(Response::json(
             200,
             &ShownWith {

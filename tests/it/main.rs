@@ -10,6 +10,7 @@ mod common;
 
 mod attacks;
 mod cage;
+mod calls;
 mod cli;
 mod gateway;
 mod home_prune;

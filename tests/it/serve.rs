@@ -1714,7 +1714,7 @@ fn slow_podman(w: &World, secs: u32) -> String {
     let script = w.file(
         "slow-podman",
         &format!(
-            "#!/bin/sh\ncase \"$1\" in ps|inspect) sleep {secs} ;; esac\nexec {} \"$@\"\n",
+            "#!/bin/sh\ncase \"$1\" in ps|inspect|image) sleep {secs} ;; esac\nexec {} \"$@\"\n",
             podman_program()
         ),
     );
@@ -1722,8 +1722,27 @@ fn slow_podman(w: &World, secs: u32) -> String {
     format!("podman = \"{}\"", script.display())
 }
 
+/// `n` requests that wait on podman (`GET /v1/sessions` answers from
+/// serve's live view, so not that one): sessions asked for with an image
+/// that is not there, which podman is asked about (slowly) before the
+/// refusal, 400. Nothing is made.
+fn slow_requests(w: &World, url: &str, n: usize) -> Vec<thread::JoinHandle<u16>> {
+    let dir = w.dir("slow-requests");
+    (0..n)
+        .map(|i| {
+            let u = format!("{url}/v1/sessions");
+            let body = format!(
+                r#"{{"name": "slow{i}-{}", "dir": "{}", "cage": {{"image": "localhost/absent-slow:1"}}}}"#,
+                std::process::id(),
+                dir.display()
+            );
+            thread::spawn(move || post(&u, &body).status)
+        })
+        .collect()
+}
+
 /// Routes that call podman never hold up one that does not: with podman's
-/// answers about containers taking 2 s and more `GET /v1/sessions` in flight than
+/// answers about containers taking 2 s and more requests that wait on it in flight than
 /// there are places for operations, `GET /v1/harnesses` (answered from
 /// what serve knows) is answered at once.
 #[test]
@@ -1734,12 +1753,7 @@ fn a_slow_podman_does_not_hold_up_the_harnesses() {
     w.write_config(&slow_podman(&w, 2));
     let s = w.serve(&[], &[]);
     let url = s.url.clone();
-    let slow: Vec<_> = (0..12)
-        .map(|_| {
-            let u = format!("{url}/v1/sessions");
-            thread::spawn(move || get(&u).status)
-        })
-        .collect();
+    let slow = slow_requests(&w, &url, 12);
     thread::sleep(Duration::from_millis(500));
     for _ in 0..3 {
         let asked = Instant::now();
@@ -1752,7 +1766,7 @@ fn a_slow_podman_does_not_hold_up_the_harnesses() {
         );
     }
     for h in slow {
-        assert_eq!(h.join().unwrap(), 200);
+        assert_eq!(h.join().unwrap(), 400);
     }
 }
 
@@ -1769,12 +1783,7 @@ fn a_request_whose_client_went_away_is_not_carried_on() {
     let s = w.serve(&[], &[]);
     let url = s.url.clone();
     // Every place for an operation taken, for seconds.
-    let slow: Vec<_> = (0..10)
-        .map(|_| {
-            let u = format!("{url}/v1/sessions");
-            thread::spawn(move || get(&u).status)
-        })
-        .collect();
+    let slow = slow_requests(&w, &url, 10);
     thread::sleep(Duration::from_millis(500));
     let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
     write!(
@@ -1785,7 +1794,7 @@ fn a_request_whose_client_went_away_is_not_carried_on() {
     thread::sleep(Duration::from_millis(300));
     drop(c);
     for h in slow {
-        assert_eq!(h.join().unwrap(), 200);
+        assert_eq!(h.join().unwrap(), 400);
     }
     wait_until("the DELETE's log line", Duration::from_secs(10), || {
         s.log_text().lines().any(|l| {

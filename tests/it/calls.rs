@@ -1,0 +1,388 @@
+//! End-to-end tests of what a command costs in podman calls, against real
+//! podman through a logging podman (the config's `podman` key names a
+//! program that writes its argv to a log, then runs podman): podman's
+//! facts are kept in the state folder and asked again when a
+//! containers.conf changes; `cage exec` on a stopped and on a running cage
+//! makes the calls its job needs and no more; serve's `GET /v1/sessions`
+//! answers from its live view.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+
+/// A podman that logs each call (its words joined by spaces) to `log`,
+/// then is the real one.
+struct Logged {
+    log: PathBuf,
+}
+
+impl Logged {
+    fn new(w: &World) -> Logged {
+        let program = w.root.join("logging-podman");
+        let log = w.root.join("podman-calls.log");
+        fs::write(
+            &program,
+            format!(
+                "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+                log.display(),
+                podman_program()
+            ),
+        )
+        .unwrap();
+        fs::set_permissions(&program, fs::Permissions::from_mode(0o755)).unwrap();
+        w.write_config(&format!("podman = \"{}\"", program.display()));
+        w.chown_all();
+        Logged { log }
+    }
+
+    /// The calls since the last `clear`, one line each.
+    fn calls(&self) -> Vec<String> {
+        fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Their first words (with `unshare`'s program's name).
+    fn verbs(&self) -> Vec<String> {
+        self.calls()
+            .iter()
+            .map(|c| {
+                let mut w = c.split(' ');
+                let verb = w.next().unwrap_or("").to_string();
+                match (verb.as_str(), w.next()) {
+                    ("unshare", Some(p)) => {
+                        format!("unshare {}", p.rsplit('/').next().unwrap_or(p))
+                    }
+                    _ => verb,
+                }
+            })
+            .collect()
+    }
+
+    fn clear(&self) {
+        let _ = fs::remove_file(&self.log);
+        // Rootless, the test user writes it again.
+        fs::write(&self.log, "").unwrap();
+        fs::set_permissions(&self.log, fs::Permissions::from_mode(0o666)).unwrap();
+    }
+
+    fn infos(&self) -> usize {
+        self.calls()
+            .iter()
+            .filter(|c| c.starts_with("info"))
+            .count()
+    }
+}
+
+/// A containers.conf of the world's own, the test run's with this
+/// seccomp profile (a fact `podman info` reports).
+fn conf_with_profile(w: &World, profile: &str) -> PathBuf {
+    let base = fs::read_to_string(std::env::var("CONTAINERS_CONF").unwrap()).unwrap();
+    let text = base.replacen(
+        "[containers]\n",
+        &format!("[containers]\nseccomp_profile = \"{profile}\"\n"),
+        1,
+    );
+    assert!(text.contains(profile), "no [containers] in:\n{base}");
+    let path = w.root.join("containers.conf");
+    fs::write(&path, text).unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+    path
+}
+
+fn kept_profile(w: &World) -> String {
+    let text = fs::read_to_string(w.state.join("podman-facts.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["facts"]["seccomp_profile"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// podman is asked about itself once; the next command uses what it said;
+/// a changed containers.conf makes the next command ask again, and see
+/// the change; `doctor` always asks.
+fn facts_follow_containers_conf(w: World) {
+    let podman = Logged::new(&w);
+    let a = w.file("profile-a.json", "{}");
+    let b = w.file("profile-b.json", "{}");
+    let conf = conf_with_profile(&w, &a.to_string_lossy());
+    w.set_env("CONTAINERS_CONF", &conf.to_string_lossy());
+    podman.clear();
+    w.run(&["cage", "ls", "--json"]).ok();
+    assert_eq!(podman.infos(), 1, "{:?}", podman.calls());
+    assert_eq!(kept_profile(&w), a.to_string_lossy());
+    assert_eq!(
+        mode_of(&w.state.join("podman-facts.json")) & 0o777,
+        0o600,
+        "the kept facts are the user's alone"
+    );
+    // Nothing changed: not asked again.
+    w.run(&["cage", "ls", "--json"]).ok();
+    assert_eq!(podman.infos(), 1, "{:?}", podman.calls());
+    assert_eq!(
+        podman.calls().len(),
+        3,
+        "`cage ls` is more than one `podman ps`: {:?}",
+        podman.calls()
+    );
+    // The containers.conf changes: the next command sees it.
+    let _ = conf_with_profile(&w, &b.to_string_lossy());
+    w.chown_all();
+    w.run(&["cage", "ls", "--json"]).ok();
+    assert_eq!(podman.infos(), 2, "{:?}", podman.calls());
+    assert_eq!(kept_profile(&w), b.to_string_lossy());
+    // A damaged file is asked past, and written again.
+    fs::write(w.state.join("podman-facts.json"), "{ not json").unwrap();
+    w.chown_all();
+    w.run(&["cage", "ls", "--json"]).ok();
+    assert_eq!(podman.infos(), 3, "{:?}", podman.calls());
+    assert_eq!(kept_profile(&w), b.to_string_lossy());
+    // The doctor asks afresh.
+    w.run(&["doctor"]);
+    assert_eq!(podman.infos(), 4, "{:?}", podman.calls());
+}
+
+#[test]
+fn podmans_facts_are_kept_until_its_containers_conf_changes() {
+    facts_follow_containers_conf(World::new());
+}
+
+#[test]
+fn podmans_facts_are_kept_until_its_containers_conf_changes_rootless() {
+    facts_follow_containers_conf(World::rootless());
+}
+
+/// `cage exec` on a stopped cage, then on a running one: `podman start`
+/// (a running cage stays as it is), one inspect, the rules (rootless
+/// through `podman unshare`, with the model gateway's listener), the
+/// `podman exec`, the `podman stop`. No `podman info`, no second inspect.
+fn exec_makes_the_calls_it_needs(w: World) {
+    let podman = Logged::new(&w);
+    let name = w.session("calls");
+    let dir = w.dir("calls");
+    w.create(&name, &dir, &[]);
+    let expected: Vec<&str> = if w.user.is_some() {
+        vec![
+            "start",
+            "inspect",
+            "unshare nsenter",
+            "unshare stat",
+            "unshare nsenter",
+            "exec",
+            "stop",
+        ]
+    } else {
+        vec!["start", "inspect", "exec", "stop"]
+    };
+    podman.clear();
+    let r = w.sh(&name, "echo ran").ok();
+    assert!(r.stdout().contains("ran"), "{}", r.explain());
+    assert_eq!(podman.verbs(), expected, "stopped: {:#?}", podman.calls());
+    assert_ne!(
+        w.container_state(&w.container(&name)).as_deref(),
+        Some("running")
+    );
+
+    w.run(&["cage", "start", &name]).ok();
+    assert_eq!(
+        w.container_state(&w.container(&name)).as_deref(),
+        Some("running")
+    );
+    podman.clear();
+    let r = w.sh(&name, "echo ran").ok();
+    assert!(r.stdout().contains("ran"), "{}", r.explain());
+    assert_eq!(podman.verbs(), expected, "running: {:#?}", podman.calls());
+}
+
+#[test]
+fn exec_makes_the_calls_it_needs_and_no_more() {
+    exec_makes_the_calls_it_needs(World::new());
+}
+
+#[test]
+fn exec_makes_the_calls_it_needs_and_no_more_rootless() {
+    exec_makes_the_calls_it_needs(World::rootless());
+}
+
+/// A cage stopped behind serve's back (`podman stop` directly) shows
+/// stopped in serve's answers within a second, from podman's events.
+fn serve_sees_a_stop_behind_its_back(w: World) {
+    let name = w.session("live");
+    let dir = w.dir("live");
+    w.create(&name, &dir, &[]);
+    w.run(&["cage", "start", &name]).ok();
+    let container = w.container(&name);
+    // Rootless, serve answers root's requests (the test's) with its token.
+    let token = "live-token";
+    let file = w.file("serve-token", &format!("{token}\n"));
+    fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).unwrap();
+    let s = w.serve(&["--token-file", &file.to_string_lossy()], &[]);
+    let auth = format!("Bearer {token}");
+    let get = |url: &str| http("GET", url, None, &[("authorization", &auth)]);
+    let url = format!("{}/v1/sessions/{name}", s.url);
+    let shown = get(&url).is(200).json();
+    assert_eq!(shown["state"], "running", "{shown:#}");
+    assert_eq!(shown["running"], true, "{shown:#}");
+    let stopped = w.podman(&["stop", "-t", "0", &container]);
+    assert!(stopped.status.success(), "{}", show_output(&stopped));
+    let at = Instant::now();
+    let seen = eventually(Duration::from_secs(1), || {
+        get(&url).json()["state"] == "exited"
+    });
+    let after = at.elapsed();
+    assert!(
+        seen,
+        "still {:#} after {after:?}\n{}",
+        get(&url).json(),
+        s.log_text()
+    );
+    let list = get(&format!("{}/v1/sessions", s.url)).is(200).json();
+    let row = list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (&row["state"], &row["running"]),
+        (&serde_json::json!("exited"), &serde_json::json!(false)),
+        "{list:#}"
+    );
+    // Started again behind its back, and removed: seen too.
+    let started = w.podman(&["start", &container]);
+    assert!(started.status.success(), "{}", show_output(&started));
+    assert!(
+        eventually(Duration::from_secs(1), || get(&url).json()["state"]
+            == "running"),
+        "{}",
+        s.log_text()
+    );
+    let rm = w.podman(&["rm", "-f", "-t", "0", &container]);
+    assert!(rm.status.success(), "{}", show_output(&rm));
+    assert!(
+        eventually(Duration::from_secs(1), || get(&url).json()["state"]
+            == "missing"),
+        "{}",
+        s.log_text()
+    );
+}
+
+#[test]
+fn serve_sees_a_cage_stopped_behind_its_back_within_a_second() {
+    serve_sees_a_stop_behind_its_back(World::new());
+}
+
+#[test]
+fn serve_sees_a_cage_stopped_behind_its_back_within_a_second_rootless() {
+    serve_sees_a_stop_behind_its_back(World::rootless());
+}
+
+/// With a podman that only answers (the config's `podman` a script that
+/// logs its calls and answers from files), 100 sessions: after serve's
+/// start (its `podman ps` and `podman events`), `GET /v1/sessions` and
+/// `GET /v1/sessions/{name}` make no podman call at all.
+#[test]
+fn listing_a_hundred_sessions_over_http_calls_no_podman() {
+    let w = World::new();
+    let real = |args: &[&str]| {
+        let out = w.podman(args);
+        assert!(out.status.success(), "{}", show_output(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let answers = w.dir("answers");
+    fs::write(answers.join("info"), real(&["info", "--format", "json"])).unwrap();
+    fs::write(
+        answers.join("image"),
+        real(&["image", "inspect", "--format", "json", "--", IMAGE]),
+    )
+    .unwrap();
+    let program = w.root.join("answering-podman");
+    let log = w.root.join("podman-calls.log");
+    let a = answers.display();
+    fs::write(
+        &program,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{log}'\n\
+             case \"$1\" in\n\
+             info) cat '{a}/info' ;;\n\
+             image) cat '{a}/image' ;;\n\
+             create) echo 0123abcd ;;\n\
+             ps) cat '{a}/ps' ;;\n\
+             events) exec sleep 600 ;;\n\
+             *) echo \"Error: no answer for $*\" >&2; exit 99 ;;\n\
+             esac\n",
+            log = log.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&program, fs::Permissions::from_mode(0o755)).unwrap();
+    w.write_config(&format!("podman = \"{}\"", program.display()));
+    let dir = w.dir("many");
+    let mut ps = Vec::new();
+    let mut names = Vec::new();
+    for i in 0..100 {
+        // Not `w.session`: there is no real container to clean up.
+        let name = format!("many{i}-{}", std::process::id());
+        w.create(&name, &dir, &[]);
+        let container = w.container(&name);
+        ps.push(
+            serde_json::json!({"Id": "0123abcd", "Names": [container], "Image": IMAGE,
+            "State": "exited", "Labels": {"xyz.vpavlin.shrooms.session": name}}),
+        );
+        names.push(name);
+    }
+    // Its containers are the fake's: nothing for the world to remove.
+    fs::write(answers.join("ps"), serde_json::Value::from(ps).to_string()).unwrap();
+    let s = w.serve(&[], &[]);
+    let calls = || fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        eventually(Duration::from_secs(5), || calls().contains("events")),
+        "serve did not follow podman's events:\n{}",
+        calls()
+    );
+    let at_start = calls();
+    for _ in 0..3 {
+        let list = get(&format!("{}/v1/sessions", s.url)).is(200).json();
+        let sessions = list["sessions"].as_array().unwrap();
+        assert_eq!(sessions.len(), 100, "{list:#}");
+        assert!(sessions.iter().all(|r| r["state"] == "exited"), "{list:#}");
+    }
+    let one = get(&format!("{}/v1/sessions/{}", s.url, names[7]))
+        .is(200)
+        .json();
+    assert_eq!(one["state"], "exited", "{one:#}");
+    assert_eq!(
+        calls().strip_prefix(at_start.as_str()).unwrap_or("?"),
+        "",
+        "podman was called by a GET"
+    );
+    let started: Vec<&str> = at_start
+        .lines()
+        .filter(|l| !l.starts_with("image") && !l.starts_with("create"))
+        .collect();
+    assert!(
+        started.iter().filter(|l| l.starts_with("info")).count() <= 1,
+        "podman info asked more than once: {started:#?}"
+    );
+}
+
+/// Waits until `f` holds, for at most `within`.
+fn eventually(within: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + within;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
