@@ -186,6 +186,11 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<()>
         // The copy of the user's Claude Code settings, made again before
         // each start: runc mounts the file there at start, so the cage
         // sees today's settings, filtered by today's allow-list.
+        if cage.sealed.is_none() && record.harness == crate::harness::Harness::Pi {
+            // pi's models.json copy: the turn writes it once its gateway
+            // listens; until then, none of the machine's providers.
+            crate::pi_models::write_placeholder(&ctx.store.settings_copy_dir(&cage.container))?;
+        }
         if cage.sealed.is_none() && record.harness == crate::harness::Harness::Claude {
             let pass_env = &ctx.settings.pass_env;
             crate::cage_files::write_settings_copies(
