@@ -810,6 +810,81 @@ fn pass_env_refuses_credentials_unless_pass_secrets() {
     assert!(out.contains("K=sk-chosen-on-purpose"), "{out}");
 }
 
+/// Not an open proxy through pi's routes either: under a provider's prefix
+/// only the model routes pass, to that provider's URL with its key in
+/// place of the cage's; a prefix naming no provider of the machine's file
+/// (the one left out among them) is refused, and the mock never sees it.
+fn pi_routes_are_only_model_routes(w: World) {
+    let mock = Mock::start();
+    world_for(&w, &mock, "");
+    let agent = w.home.join(".pi/agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    let models = serde_json::json!({"providers": {
+        "corp": {"baseUrl": format!("{}{PI_UPSTREAM_PATH}", mock.url()),
+                 "api": "anthropic-messages", "apiKey": PI_KEY,
+                 "headers": {"x-corp-team": "team-from-the-machine"},
+                 "models": [{"id": "corp-mock"}]},
+        "local": {"baseUrl": mock.url(), "api": "openai-completions",
+                  "apiKey": PI_OTHER_KEY, "models": [{"id": "l"}]}
+    }});
+    std::fs::write(agent.join("models.json"), models.to_string()).unwrap();
+    w.chown_all();
+    let name = w.session("gwpiroutes");
+    let project = w.dir(&format!("projects/{name}"));
+    w.create(&name, &project, &["--harness", "pi"]);
+    let p = project.display();
+    let script = format!(
+        "{REQ_FN}\
+         req POST /pi/corp/v1/messages {p}/ok.txt 'x-api-key: {FORGED}' 'Authorization: Bearer {FORGED}' \
+            'x-corp-team: {FORGED}'
+         req GET /pi/corp/v1/models {p}/models.txt
+         req POST /pi/corp/v1/chat/completions {p}/chat.txt
+         req POST /pi/corp/../../v1/files {p}/dots.txt
+         req POST /pi/local/v1/messages {p}/local.txt
+         req POST /pi/local/chat/completions {p}/localchat.txt
+         req POST /pi/nobody/v1/messages {p}/nobody.txt
+         echo END"
+    );
+    let run = w
+        .run(&["cage", "exec", &name, "--", "sh", "-c", &script])
+        .ok();
+    let ok = read(&project.join("ok.txt"));
+    assert_eq!(status(&ok), 200, "{ok}\n{}", run.explain());
+    for f in ["models", "chat", "dots", "local", "localchat", "nobody"] {
+        let t = read(&project.join(format!("{f}.txt")));
+        assert_eq!(status(&t), 403, "{f}: {t}");
+    }
+    let seen = mock.seen();
+    let targets: Vec<String> = seen
+        .iter()
+        .map(|s| format!("{} {}", s.method, s.target))
+        .collect();
+    assert_eq!(
+        targets,
+        vec!["POST /corp/v1/messages"],
+        "{}",
+        mock.explain()
+    );
+    let m = &seen[0];
+    assert_eq!(m.header("x-api-key"), Some(PI_KEY), "{:?}", m.headers);
+    assert_eq!(m.header("authorization"), None, "{:?}", m.headers);
+    assert_eq!(m.header("x-corp-team"), Some("team-from-the-machine"));
+    assert!(
+        !format!("{:?}{}", m.headers, m.body).contains(FORGED),
+        "{m:?}"
+    );
+}
+
+#[test]
+fn gateway_pi_routes_are_only_model_routes() {
+    pi_routes_are_only_model_routes(World::new());
+}
+
+#[test]
+fn gateway_pi_routes_are_only_model_routes_rootless() {
+    pi_routes_are_only_model_routes(World::rootless());
+}
+
 // ---- the real pi -----------------------------------------------------------
 
 /// The key of the pi provider in the machine's models.json: it must reach
@@ -959,6 +1034,42 @@ fn pi_turns(w: World) {
         "a key is in the cage:\n{}",
         look.explain()
     );
+
+    // With no models.json, pi's built-in anthropic provider reaches the
+    // gateway's default route, which adds the machine's own credential.
+    std::fs::remove_file(agent.join("models.json")).unwrap();
+    let before = mock.seen().len();
+    let mut env = env.to_vec();
+    env.push(("ANTHROPIC_API_KEY", MACHINE_KEY));
+    let built_in = w
+        .run_env(
+            &[
+                "cage",
+                "run",
+                &name,
+                "--",
+                "--provider",
+                "anthropic",
+                "--model",
+                "claude-sonnet-4-5",
+                "-p",
+                "say hi",
+            ],
+            &env,
+        )
+        .ok();
+    assert!(
+        built_in.stdout().contains("hello from the mock"),
+        "{}\n{}",
+        built_in.explain(),
+        mock.explain()
+    );
+    let seen = mock.seen();
+    assert!(seen.len() > before, "{}", mock.explain());
+    for s in &seen[before..] {
+        assert_eq!(s.path(), "/v1/messages", "{s:?}");
+        assert_eq!(s.header("x-api-key"), Some(MACHINE_KEY), "{s:?}");
+    }
 }
 
 #[test]
