@@ -388,10 +388,14 @@ async fn handle(
         None => Vec::new(),
         Some(Ok(h)) => h,
         Some(Err(why)) => {
+            let why = format!("shrooms-agent's model gateway: {why}");
+            if !state.told.swap(true, Ordering::SeqCst) {
+                eprintln!("shrooms-agent: session {}: {why}", state.config.session);
+            }
             return Ok(api_error(
                 StatusCode::UNAUTHORIZED,
                 "authentication_error",
-                &format!("shrooms-agent's model gateway: {why}"),
+                &why,
             ));
         }
     };
