@@ -31,10 +31,10 @@ const CLAUDE_READ_ONLY: &[&str] = &[
     "bin",
 ];
 
-/// The same list for pi's agent folder.
+/// The same list for pi's agent folder. Its `models.json` goes in as a
+/// copy pointed at the model gateway (`pi_models`): it can hold keys.
 const PI_READ_ONLY: &[&str] = &[
     "settings.json",
-    "models.json",
     "mcp.json",
     "extensions",
     "skills",

@@ -17,6 +17,7 @@ mod netns;
 mod ops;
 mod output;
 mod pack;
+mod pi_models;
 mod podman;
 mod rules;
 mod seccomp;

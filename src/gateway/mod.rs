@@ -16,6 +16,7 @@
 
 pub mod credentials;
 pub mod listen;
+pub mod routes;
 
 use std::convert::Infallible;
 use std::net::TcpListener;
@@ -162,6 +163,8 @@ pub struct Config {
     pub credentials: Credentials,
     /// The session, for messages.
     pub session: String,
+    /// pi's providers, each under a prefix of its own (`routes`).
+    pub routes: routes::Routes,
 }
 
 struct State {
@@ -239,6 +242,7 @@ pub fn open(
     host: &crate::host::Host,
     record: &crate::session::Record,
     pid: i64,
+    routes: routes::Routes,
 ) -> Result<Gateway> {
     let cage = crate::ops::cage_of(record)?;
     if pid <= 0 {
@@ -294,6 +298,7 @@ pub fn open(
             upstream: ctx.settings.gateway.anthropic_url.clone(),
             credentials,
             session: record.name.clone(),
+            routes,
         },
     )
 }
@@ -348,8 +353,17 @@ async fn handle(
     req: Request<Incoming>,
 ) -> std::result::Result<Response<reqwest::Body>, Infallible> {
     let method = req.method().as_str().to_string();
-    let path = req.uri().path().to_string();
-    if !allowed(&method, &path) {
+    let full_path = req.uri().path().to_string();
+    // A pi provider's prefix picks its upstream and key; the rest of the
+    // path must still be a model route. An unknown prefix passes nothing.
+    let picked = state.config.routes.pick(&full_path);
+    let (route, path) = match picked {
+        routes::Picked::Default => (None, full_path.clone()),
+        routes::Picked::Provider(r, rest) => (Some(r), rest.to_string()),
+        routes::Picked::Unknown => (None, String::new()),
+    };
+    if path.is_empty() || !allowed(&method, &path) {
+        let path = &full_path;
         return Ok(api_error(
             StatusCode::FORBIDDEN,
             "permission_error",
@@ -360,7 +374,36 @@ async fn handle(
         ));
     }
     let credentials = state.config.credentials.clone();
-    let credential = match tokio::task::spawn_blocking(move || credentials.resolve()).await {
+    // A provider's own key and headers come from the machine's models.json
+    // (resolved on the machine, a command run here), else the gateway's own.
+    let resolve_route = |r: &routes::Route| (r.credential(), r.resolved_headers());
+    let (route_key, route_headers) = match route {
+        Some(r) => {
+            let (k, h) = tokio::task::block_in_place(|| resolve_route(r));
+            (k, Some(h))
+        }
+        None => (None, None),
+    };
+    let extra_headers = match route_headers {
+        None => Vec::new(),
+        Some(Ok(h)) => h,
+        Some(Err(why)) => {
+            let why = format!("shrooms-agent's model gateway: {why}");
+            if !state.told.swap(true, Ordering::SeqCst) {
+                eprintln!("shrooms-agent: session {}: {why}", state.config.session);
+            }
+            return Ok(api_error(
+                StatusCode::UNAUTHORIZED,
+                "authentication_error",
+                &why,
+            ));
+        }
+    };
+    let resolved = match route_key {
+        Some(k) => Ok(k),
+        None => tokio::task::spawn_blocking(move || credentials.resolve()).await,
+    };
+    let credential = match resolved {
         Ok(Ok(c)) => c,
         Ok(Err(why)) => {
             if !state.told.swap(true, Ordering::SeqCst) {
@@ -385,8 +428,14 @@ async fn handle(
         .query()
         .map(|q| format!("?{q}"))
         .unwrap_or_default();
-    let url = format!("{}{path}{query}", state.config.upstream);
+    let upstream_base = route
+        .and_then(|r| r.upstream.as_deref())
+        .unwrap_or(&state.config.upstream);
+    let url = format!("{upstream_base}{path}{query}");
     let mut headers = upstream_headers(req.headers(), &credential);
+    if let Some(r) = route {
+        add_route_headers(&mut headers, r, &credential, &extra_headers);
+    }
     let method: Method = req.method().clone();
     let body = req.into_body();
     // The model routes that take a body are POSTs; a body sent with HEAD
@@ -414,10 +463,34 @@ async fn handle(
             "api_error",
             &format!(
                 "shrooms-agent's model gateway could not reach {}: {}",
-                state.config.upstream,
+                upstream_base,
                 error_chain(&e)
             ),
         )),
+    }
+}
+
+/// A pi provider's own headers (resolved on the machine), and its key as
+/// `Authorization: Bearer` too when its `authHeader` asks for that.
+fn add_route_headers(
+    headers: &mut HeaderMap,
+    route: &routes::Route,
+    credential: &Credential,
+    extra: &[(String, String)],
+) {
+    for (n, v) in extra {
+        if let (Ok(n), Ok(v)) = (
+            HeaderName::from_bytes(n.as_bytes()),
+            HeaderValue::from_str(v),
+        ) {
+            headers.insert(n, sensitive(v));
+        }
+    }
+    if route.bearer
+        && let Credential::ApiKey(k) = credential
+        && let Ok(v) = HeaderValue::from_str(&format!("Bearer {k}"))
+    {
+        headers.insert(header::AUTHORIZATION, sensitive(v));
     }
 }
 

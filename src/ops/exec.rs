@@ -152,12 +152,37 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
     ctx.store.ensure()?;
     // Before the cage starts: from here on, however this process ends, the
     // cage is stopped.
+    // pi's providers, from the machine's models.json read now: the
+    // gateway's routes to them, and the cage's copy (`pi_models`).
+    let mut pi_plan = match (record.harness, &cage.sealed) {
+        (crate::harness::Harness::Pi, None) => Some(crate::pi_models::plan_from(
+            &cage.harness_dir,
+            spec::DUMMY_KEY,
+            &|n| ctx.env.get(n).cloned(),
+        )?),
+        _ => None,
+    };
     let watcher = start_watcher(ctx, &host.podman, &record.name, &cage.container, &lock)?;
     let pid = ensure_running(ctx, host, &record)?;
     // The model gateway, served by this process for as long as the turn
     // runs (dropped with `Prepared`); the env file is written once its
     // port is known.
-    let gateway = match crate::gateway::open(ctx, host, &record, pid) {
+    let routes = pi_plan
+        .as_mut()
+        .map(|p| std::mem::take(&mut p.routes))
+        .unwrap_or_default();
+    let opened = crate::gateway::open(ctx, host, &record, pid, routes).and_then(|g| {
+        // pi's copy, pointed at this turn's gateway, in the file the cage
+        // has mounted.
+        if let Some(p) = &pi_plan {
+            crate::pi_models::write_in_place(
+                &ctx.store.settings_copy_dir(&cage.container),
+                &p.copy_text(&g.base_url()),
+            )?;
+        }
+        Ok(g)
+    });
+    let gateway = match opened {
         Ok(g) => g,
         Err(e) => {
             let stopped = host.podman.stop(&cage.container).is_ok();
@@ -214,6 +239,7 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
             .left_out
             .iter()
             .map(|(n, why)| format!("{n} is left out of the cage's environment: {why}"))
+            .chain(pi_plan.into_iter().flat_map(|p| p.warnings))
             .collect(),
     })
 }

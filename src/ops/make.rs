@@ -244,6 +244,13 @@ pub fn facts(
                 .into_iter()
                 .flatten(),
         )
+        // pi's models.json, whose keys the gateway uses and whose
+        // `!command`s it runs on the machine: a cage must not write it.
+        .chain((harness == Harness::Pi).then(|| {
+            harness
+                .config_dir(&s.home, &ctx.env)
+                .join(crate::pi_models::COPIED)
+        }))
         .collect();
     sealed::check_kept_out(dir, &s.home, &guarded)?;
     // The other sessions, read once for the checks against them. A damaged
@@ -676,7 +683,17 @@ impl CagePlan {
             None => {
                 // Its copy of the user's settings (read-only inside), made
                 // again at each start (`ensure_running`).
-                if !self.found.settings_copies.is_empty() {
+                let pi = self
+                    .found
+                    .settings_copies
+                    .iter()
+                    .any(|(_, at)| at.ends_with(crate::pi_models::COPIED));
+                if pi {
+                    // Written for real by each turn, once its gateway listens.
+                    crate::pi_models::write_placeholder(
+                        &ctx.store.settings_copy_dir(&self.container),
+                    )?;
+                } else if !self.found.settings_copies.is_empty() {
                     let pass_env = &ctx.settings.pass_env;
                     let options = &self.options;
                     crate::cage_files::write_settings_copies(
@@ -1081,7 +1098,13 @@ fn gather(
                 )
             })
             .collect(),
-        Harness::Pi => Vec::new(),
+        // pi's models.json too: the copy points it at the gateway.
+        Harness::Pi => vec![(
+            ctx.store
+                .settings_copy_dir(container)
+                .join(crate::pi_models::COPIED),
+            harness_dir.join(crate::pi_models::COPIED),
+        )],
     };
     let found = Found {
         harness_dir,

@@ -207,6 +207,14 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<i64
     // each start: runc mounts the file there at start, so the cage
     // sees today's settings, filtered by today's allow-list. (Written when
     // the cage runs already too: what it mounted stays as it was.)
+    // pi's models.json copy: the turn writes it once its gateway listens;
+    // until then, none of the machine's providers. Written in place, never
+    // renamed: a running cage has this very file mounted.
+    if cage.sealed.is_none() && record.harness == crate::harness::Harness::Pi {
+        let dir = ctx.store.settings_copy_dir(&cage.container);
+        crate::session::make_private_dir(&dir)?;
+        crate::pi_models::write_in_place(&dir, "{}\n")?;
+    }
     if cage.sealed.is_none() && record.harness == crate::harness::Harness::Claude {
         let pass_env = &ctx.settings.pass_env;
         crate::cage_files::write_settings_copies(

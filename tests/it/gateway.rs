@@ -20,6 +20,8 @@ const MACHINE_KEY: &str = "sk-ant-api03-machine-key-4f1c9e";
 const FORGED: &str = "forged-by-the-cage-77aa";
 /// A prompt with this asks the mock for a Bash tool call.
 const TOOL_MARKER: &str = "please-run-the-tool";
+/// The path of the pi provider's base URL on the mock, in pi's tests.
+const PI_UPSTREAM_PATH: &str = "/corp";
 
 /// One request as the mock received it.
 #[derive(Debug, Clone)]
@@ -163,8 +165,9 @@ fn event(kind: &str, data: serde_json::Value) -> String {
     format!("event: {kind}\ndata: {data}\n\n")
 }
 
-/// The Messages API's events for one answer: a text, or a Bash tool call.
-fn events(tool: bool) -> Vec<String> {
+/// The Messages API's events for one answer: a text, or a call of the
+/// shell tool named `tool` (Claude Code's `Bash`, pi's `bash`).
+fn events(tool: Option<&str>) -> Vec<String> {
     use serde_json::json;
     let mut v = vec![event(
         "message_start",
@@ -173,11 +176,11 @@ fn events(tool: bool) -> Vec<String> {
             "stop_sequence": null, "usage": {"input_tokens": 12, "output_tokens": 1,
             "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}}),
     )];
-    if tool {
+    if let Some(name) = tool {
         v.push(event(
             "content_block_start",
             json!({"type": "content_block_start", "index": 0, "content_block":
-                {"type": "tool_use", "id": "toolu_mock1", "name": "Bash", "input": {}}}),
+                {"type": "tool_use", "id": "toolu_mock1", "name": name, "input": {}}}),
         ));
         v.push(event(
             "content_block_delta",
@@ -201,7 +204,7 @@ fn events(tool: bool) -> Vec<String> {
     ));
     v.push(event(
         "message_delta",
-        json!({"type": "message_delta", "delta": {"stop_reason": if tool { "tool_use" } else { "end_turn" },
+        json!({"type": "message_delta", "delta": {"stop_reason": if tool.is_some() { "tool_use" } else { "end_turn" },
             "stop_sequence": null}, "usage": {"output_tokens": 7}}),
     ));
     v.push(event("message_stop", json!({"type": "message_stop"})));
@@ -221,7 +224,13 @@ fn answer(
         return Some(());
     };
     seen.lock().unwrap().push(req.clone());
+    // A provider's base URL may have a path of its own (pi's tests give
+    // one, `/corp`): the routes are the same under it.
     let path = req.path().to_string();
+    let path = path
+        .strip_prefix(PI_UPSTREAM_PATH)
+        .unwrap_or(&path)
+        .to_string();
     let head = |status: &str, ctype: &str| {
         format!("HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\nconnection: close\r\n\r\n")
     };
@@ -235,10 +244,17 @@ fn answer(
             let _ = w.write_all(b"{\"input_tokens\":12}");
         }
         ("POST", "/v1/messages") => {
-            // A tool call where the prompt asks and the tool has not run yet.
-            let tool = req.body.contains(TOOL_MARKER)
-                && req.body.contains("\"Bash\"")
-                && !req.body.contains("tool_result");
+            // A tool call where the prompt asks and the tool has not run
+            // yet, of the shell tool the harness offers.
+            let shell = if req.body.contains("\"Bash\"") {
+                Some("Bash")
+            } else if req.body.contains("\"bash\"") {
+                Some("bash")
+            } else {
+                None
+            };
+            let tool = shell
+                .filter(|_| req.body.contains(TOOL_MARKER) && !req.body.contains("tool_result"));
             let streamed =
                 req.body.contains("\"stream\":true") || req.body.contains("\"stream\": true");
             if !streamed {
@@ -792,4 +808,276 @@ fn pass_env_refuses_credentials_unless_pass_secrets() {
         .ok()
         .stdout();
     assert!(out.contains("K=sk-chosen-on-purpose"), "{out}");
+}
+
+/// Not an open proxy through pi's routes either: under a provider's prefix
+/// only the model routes pass, to that provider's URL with its key in
+/// place of the cage's; a prefix naming no provider of the machine's file
+/// (the one left out among them) is refused, and the mock never sees it.
+fn pi_routes_are_only_model_routes(w: World) {
+    let mock = Mock::start();
+    world_for(&w, &mock, "");
+    let agent = w.home.join(".pi/agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    let models = serde_json::json!({"providers": {
+        "corp": {"baseUrl": format!("{}{PI_UPSTREAM_PATH}", mock.url()),
+                 "api": "anthropic-messages", "apiKey": PI_KEY,
+                 "headers": {"x-corp-team": "team-from-the-machine"},
+                 "models": [{"id": "corp-mock"}]},
+        "local": {"baseUrl": mock.url(), "api": "openai-completions",
+                  "apiKey": PI_OTHER_KEY, "models": [{"id": "l"}]}
+    }});
+    std::fs::write(agent.join("models.json"), models.to_string()).unwrap();
+    w.chown_all();
+    let name = w.session("gwpiroutes");
+    let project = w.dir(&format!("projects/{name}"));
+    w.create(&name, &project, &["--harness", "pi"]);
+    let p = project.display();
+    let script = format!(
+        "{REQ_FN}\
+         req POST /pi/corp/v1/messages {p}/ok.txt 'x-api-key: {FORGED}' 'Authorization: Bearer {FORGED}' \
+            'x-corp-team: {FORGED}'
+         req GET /pi/corp/v1/models {p}/models.txt
+         req POST /pi/corp/v1/chat/completions {p}/chat.txt
+         req POST /pi/corp/../../v1/files {p}/dots.txt
+         req POST /pi/local/v1/messages {p}/local.txt
+         req POST /pi/local/chat/completions {p}/localchat.txt
+         req POST /pi/nobody/v1/messages {p}/nobody.txt
+         echo END"
+    );
+    let run = w
+        .run(&["cage", "exec", &name, "--", "sh", "-c", &script])
+        .ok();
+    let ok = read(&project.join("ok.txt"));
+    assert_eq!(status(&ok), 200, "{ok}\n{}", run.explain());
+    for f in ["models", "chat", "dots", "local", "localchat", "nobody"] {
+        let t = read(&project.join(format!("{f}.txt")));
+        assert_eq!(status(&t), 403, "{f}: {t}");
+    }
+    let seen = mock.seen();
+    let targets: Vec<String> = seen
+        .iter()
+        .map(|s| format!("{} {}", s.method, s.target))
+        .collect();
+    assert_eq!(
+        targets,
+        vec!["POST /corp/v1/messages"],
+        "{}",
+        mock.explain()
+    );
+    let m = &seen[0];
+    assert_eq!(m.header("x-api-key"), Some(PI_KEY), "{:?}", m.headers);
+    assert_eq!(m.header("authorization"), None, "{:?}", m.headers);
+    assert_eq!(m.header("x-corp-team"), Some("team-from-the-machine"));
+    assert!(
+        !format!("{:?}{}", m.headers, m.body).contains(FORGED),
+        "{m:?}"
+    );
+}
+
+#[test]
+fn gateway_pi_routes_are_only_model_routes() {
+    pi_routes_are_only_model_routes(World::new());
+}
+
+#[test]
+fn gateway_pi_routes_are_only_model_routes_rootless() {
+    pi_routes_are_only_model_routes(World::rootless());
+}
+
+// ---- the real pi -----------------------------------------------------------
+
+/// The key of the pi provider in the machine's models.json: it must reach
+/// the mock, never a cage.
+const PI_KEY: &str = "sk-ant-api03-pi-models-json-key-91d2";
+/// The key of a provider whose API the gateway does not speak: left out.
+const PI_OTHER_KEY: &str = "sk-openai-literal-in-models-json-5e0";
+
+/// The real pi from npm, in the image, completes a text turn and a tool
+/// turn in a cage through the gateway, with its provider from the
+/// machine's models.json: the mock saw that provider's key at that
+/// provider's URL; the cage's models.json points at the gateway with a
+/// dummy key and leaves out (with a warning) the provider of an API the
+/// gateway does not speak; neither key is anywhere in the cage.
+fn pi_turns(w: World) {
+    let image = real_pi_image();
+    let mock = Mock::start();
+    world_for(&w, &mock, "");
+    let agent = w.home.join(".pi/agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    let models = serde_json::json!({"providers": {
+        "corp": {
+            "baseUrl": format!("{}{PI_UPSTREAM_PATH}", mock.url()),
+            "api": "anthropic-messages",
+            "apiKey": PI_KEY,
+            "models": [{"id": "corp-mock", "name": "Corp mock", "reasoning": false}]
+        },
+        "local": {
+            "baseUrl": format!("http://{HOST_ADDR}:9/v1"),
+            "api": "openai-completions",
+            "apiKey": PI_OTHER_KEY,
+            "models": [{"id": "local-mock"}]
+        }
+    }});
+    std::fs::write(agent.join("models.json"), models.to_string()).unwrap();
+    w.chown_all();
+    let name = w.session("gwpi");
+    let project = w.dir(&format!("projects/{name}"));
+    w.create(&name, &project, &["--harness", "pi", "--image", &image]);
+    let env = [
+        ("PI_OFFLINE", "1"),
+        ("PI_SKIP_VERSION_CHECK", "1"),
+        ("PI_TELEMETRY", "0"),
+    ];
+    let pi = |prompt: &str| {
+        w.run_env(
+            &[
+                "cage",
+                "run",
+                &name,
+                "--",
+                "--provider",
+                "corp",
+                "--model",
+                "corp-mock",
+                "-p",
+                prompt,
+            ],
+            &env,
+        )
+        .ok()
+    };
+    let text = pi("say hi");
+    assert!(
+        text.stdout().contains("hello from the mock"),
+        "{}\n{}",
+        text.explain(),
+        mock.explain()
+    );
+    // The provider the gateway cannot speak is left out, and `cage run` says so.
+    assert!(
+        text.stderr().contains("provider local is left out"),
+        "{}",
+        text.explain()
+    );
+    let tool = pi(&format!("{TOOL_MARKER}: write hi to a file"));
+    assert_eq!(
+        read(&project.join("tool-ran.txt")),
+        "hi\n",
+        "{}\n{}",
+        tool.explain(),
+        mock.explain()
+    );
+    let seen = mock.seen();
+    let routes: std::collections::BTreeSet<String> = seen
+        .iter()
+        .map(|s| format!("{} {}", s.method, s.path()))
+        .collect();
+    eprintln!("pi's requests through the gateway: {routes:?}");
+    assert_eq!(
+        routes,
+        ["POST /corp/v1/messages".to_string()].into(),
+        "{}",
+        mock.explain()
+    );
+    assert!(
+        seen.iter().any(|s| s.body.contains("tool_result")),
+        "{}",
+        mock.explain()
+    );
+    for s in &seen {
+        assert_eq!(s.header("x-api-key"), Some(PI_KEY), "{s:?}");
+        assert_eq!(s.header("authorization"), None, "{s:?}");
+        assert!(!format!("{s:?}").contains("shrooms-gateway-adds"), "{s:?}");
+    }
+    // The cage's models.json: the provider at the gateway with the dummy
+    // key, the other left out. Neither key is anywhere in the cage.
+    let look = w
+        .run(&[
+            "cage",
+            "exec",
+            &name,
+            "--",
+            "sh",
+            "-c",
+            &format!(
+                "cat {m}; echo; echo MODELS_END; \
+                 cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c -e {PI_KEY} -e {PI_OTHER_KEY}; \
+                 grep -rls -e {PI_KEY} -e {PI_OTHER_KEY} / --exclude-dir=proc --exclude-dir=sys \
+                   2>/dev/null | head -5; \
+                 echo END",
+                m = agent.join("models.json").display()
+            ),
+        ])
+        .ok();
+    let out = look.stdout();
+    let (copy, rest) = out
+        .split_once("MODELS_END\n")
+        .unwrap_or_else(|| panic!("{}", look.explain()));
+    let copy: serde_json::Value =
+        serde_json::from_str(copy).unwrap_or_else(|e| panic!("{e}: {copy}"));
+    let corp = &copy["providers"]["corp"];
+    assert!(
+        corp["baseUrl"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("http://127.0.0.1:") && u.ends_with("/pi/corp")),
+        "{copy}"
+    );
+    assert_eq!(
+        corp["apiKey"], "shrooms-gateway-adds-the-real-key",
+        "{copy}"
+    );
+    assert!(copy["providers"].get("local").is_none(), "{copy}");
+    assert_eq!(
+        rest,
+        "0\nEND\n",
+        "a key is in the cage:\n{}",
+        look.explain()
+    );
+
+    // With no models.json, pi's built-in anthropic provider reaches the
+    // gateway's default route, which adds the machine's own credential.
+    std::fs::remove_file(agent.join("models.json")).unwrap();
+    let before = mock.seen().len();
+    let mut env = env.to_vec();
+    env.push(("ANTHROPIC_API_KEY", MACHINE_KEY));
+    let built_in = w
+        .run_env(
+            &[
+                "cage",
+                "run",
+                &name,
+                "--",
+                "--provider",
+                "anthropic",
+                "--model",
+                "claude-sonnet-4-5",
+                "-p",
+                "say hi",
+            ],
+            &env,
+        )
+        .ok();
+    assert!(
+        built_in.stdout().contains("hello from the mock"),
+        "{}\n{}",
+        built_in.explain(),
+        mock.explain()
+    );
+    let seen = mock.seen();
+    assert!(seen.len() > before, "{}", mock.explain());
+    for s in &seen[before..] {
+        assert_eq!(s.path(), "/v1/messages", "{s:?}");
+        assert_eq!(s.header("x-api-key"), Some(MACHINE_KEY), "{s:?}");
+    }
+}
+
+#[test]
+fn gateway_real_pi_text_and_tool_turns() {
+    pi_turns(World::new());
+}
+
+#[test]
+fn gateway_real_pi_text_and_tool_turns_rootless() {
+    pi_turns(World::rootless());
 }

@@ -1159,3 +1159,11 @@ pub fn real_claude() -> (String, String) {
     };
     (get("SHROOMS_TEST_CLAUDE"), get("SHROOMS_TEST_DEBIAN_IMAGE"))
 }
+
+/// The Debian image with the real pi from npm in it (and a node it runs
+/// on), which scripts/test-harnesses prepared: a caged pi runs the image's.
+pub fn real_pi_image() -> String {
+    std::env::var("SHROOMS_TEST_PI_IMAGE").unwrap_or_else(|_| {
+        panic!("SHROOMS_TEST_PI_IMAGE is not set: run the tests through scripts/test (scripts/test-harnesses)")
+    })
+}
