@@ -10,12 +10,16 @@
 //! - Bodies stream both ways: each server-sent event is passed on as it
 //!   comes, the request body is not held whole, and a harness that goes away
 //!   drops the upstream request with it.
+//! - Each model response's token counts are read on the way and kept in
+//!   the session's record; past its token budget, model requests are
+//!   refused (`usage`).
 //!
 //! It writes its notices on stderr itself (the terminal of the turn): it is
 //! a face like `serve`, started by `cage run` / `cage exec`.
 
 pub mod credentials;
 pub mod listen;
+pub mod usage;
 
 use std::convert::Infallible;
 use std::net::TcpListener;
@@ -162,6 +166,8 @@ pub struct Config {
     pub credentials: Credentials,
     /// The session, for messages.
     pub session: String,
+    /// What the turn spent, and the session's budget.
+    pub ledger: Arc<usage::Ledger>,
 }
 
 struct State {
@@ -176,6 +182,7 @@ pub struct Gateway {
     pub port: u16,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    ledger: Arc<usage::Ledger>,
 }
 
 impl Gateway {
@@ -202,6 +209,7 @@ impl Gateway {
             .enable_all()
             .build()
             .map_err(|e| fail(e.to_string()))?;
+        let ledger = config.ledger.clone();
         let state = Arc::new(State {
             config,
             client,
@@ -220,6 +228,7 @@ impl Gateway {
             port,
             stop: Some(stop),
             thread: Some(thread),
+            ledger,
         })
     }
 
@@ -294,6 +303,12 @@ pub fn open(
             upstream: ctx.settings.gateway.anthropic_url.clone(),
             credentials,
             session: record.name.clone(),
+            ledger: Arc::new(usage::Ledger::new(
+                ctx.store.clone(),
+                &record.name,
+                &ctx.settings.user,
+                record.tokens.used,
+            )),
         },
     )
 }
@@ -310,6 +325,8 @@ impl Drop for Gateway {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        // Every response has been counted: the turn's line.
+        self.ledger.finish();
     }
 }
 
@@ -359,6 +376,18 @@ async fn handle(
             ),
         ));
     }
+    if usage::spends(&method, &path) {
+        let ledger = state.config.ledger.clone();
+        let refusal = tokio::task::spawn_blocking(move || ledger.refusal())
+            .await
+            .unwrap_or_else(|e| Some(format!("shrooms-agent's model gateway: {e}")));
+        if let Some(why) = refusal {
+            if state.config.ledger.refused() {
+                eprintln!("shrooms-agent: {why}");
+            }
+            return Ok(usage::refused_response(&why));
+        }
+    }
     let credentials = state.config.credentials.clone();
     let credential = match tokio::task::spawn_blocking(move || credentials.resolve()).await {
         Ok(Ok(c)) => c,
@@ -407,7 +436,12 @@ async fn handle(
                 h.remove(*n);
             }
             h.remove(header::SET_COOKIE);
-            Ok(out)
+            Ok(usage::metered(
+                &state.config.ledger,
+                method.as_str(),
+                &path,
+                out,
+            ))
         }
         Err(e) => Ok(api_error(
             StatusCode::BAD_GATEWAY,
