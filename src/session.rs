@@ -1116,6 +1116,8 @@ mod tests {
         let r: Record = serde_json::from_str(text).unwrap();
         assert!(!r.auto_approve);
         assert_eq!(r.files, FilesPolicy::default());
+        assert_eq!(r.tokens, Tokens::default());
+        assert_eq!(r.tokens.budget, None);
     }
 
     #[test]

@@ -564,10 +564,11 @@ pub fn budget_spent(session: &str, spent: u64, budget: u64) -> String {
 }
 
 /// The answer to a model request past the budget: an error in the API's
-/// own shape, which the harness shows. 429 and 5xx the harnesses retry;
-/// this one they show at once and do not retry.
+/// own shape, which the harness shows. A 429 or 5xx the harnesses retry,
+/// and Claude Code 2.1 shows a 403 as "Failed to authenticate"; a 400 it
+/// shows at once as it is ("API Error: 400 <message>"), not retried.
 pub fn refused_response(message: &str) -> Response<reqwest::Body> {
-    super::api_error(StatusCode::FORBIDDEN, "permission_error", message)
+    super::api_error(StatusCode::BAD_REQUEST, "invalid_request_error", message)
 }
 
 #[cfg(test)]
@@ -757,7 +758,7 @@ mod tests {
         );
         assert!(m.contains("120 of 100 tokens"), "{m}");
         let r = refused_response(&m);
-        assert_eq!(r.status(), 403);
+        assert_eq!(r.status(), 400);
     }
 
     /// The ledger counts at once, writes the record under its lock beside

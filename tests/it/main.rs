@@ -22,3 +22,4 @@ mod rootless;
 mod sealed;
 mod serve;
 mod turn;
+mod usage;
