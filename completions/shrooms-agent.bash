@@ -562,7 +562,7 @@ _shrooms__agent() {
             return 0
             ;;
         shrooms__subcmd__agent__subcmd__cage__subcmd__limits)
-            opts="-h --memory --cpus --pids --reset --by --json --help"
+            opts="-h --memory --cpus --pids --tokens --reset --by --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -577,6 +577,10 @@ _shrooms__agent() {
                     return 0
                     ;;
                 --pids)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tokens)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

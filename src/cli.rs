@@ -125,9 +125,9 @@ pub enum CageCommand {
         and everything that was installed in it."
     )]
     Move(MoveArgs),
-    /// Set a session's memory, CPUs and process limits, running or not
+    /// Set a session's memory, CPUs and process limits, running or not, and its token budget
     Limits(LimitsArgs),
-    /// What happened to a session: creation, moves, limits (when, who, what)
+    /// What happened to a session: creation, moves, limits, each turn's tokens (when, who, what)
     History(NameArg),
     /// Run a command in a session's cage; the cage stops when it ends
     #[command(
@@ -247,8 +247,13 @@ pub struct LimitsArgs {
     /// Processes: a positive whole number
     #[arg(long, value_name = "N")]
     pub pids: Option<String>,
-    /// Back to the machine's limits (the config's)
-    #[arg(long, conflicts_with_all = ["memory", "cpus", "pids"])]
+    /// Token budget: once the session's turns have spent N tokens (input,
+    /// output and cache together), the model gateway refuses its model
+    /// requests; `none` removes it. Works on any machine, running or not
+    #[arg(long, value_name = "N|none")]
+    pub tokens: Option<String>,
+    /// Back to the machine's limits (the config's), and no token budget
+    #[arg(long, conflicts_with_all = ["memory", "cpus", "pids", "tokens"])]
     pub reset: bool,
     /// Who changed them, for the history (default: the user running this);
     /// one line of at most 200 characters

@@ -254,6 +254,11 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
                 name: a.name,
                 asked: ctx.settings.asked_limits.clone(),
                 reset: a.reset,
+                tokens: a
+                    .tokens
+                    .as_deref()
+                    .map(ops::limits::parse_tokens)
+                    .transpose()?,
                 by: a.by,
             };
             let r = ops::limits::limits(&ctx, &req)?;

@@ -229,6 +229,15 @@ pub fn shown(sh: &Shown) -> String {
             ));
         }
     }
+    let t = &r.tokens;
+    s.push_str(&format!(
+        "tokens    {}; budget {}\n",
+        t.used.describe(),
+        budget(t.budget)
+    ));
+    if let Some(last) = &t.last_turn {
+        s.push_str(&format!("last turn {}\n", last.usage.describe()));
+    }
     s
 }
 
@@ -342,9 +351,18 @@ pub fn stopped(r: &crate::ops::stop::Stopped) -> String {
 
 pub fn limits(r: &crate::ops::limits::LimitsChanged) -> String {
     format!(
-        "{}: memory {}, cpus {}, pids {} (applied {})\n",
-        r.session, r.after.memory, r.after.cpus, r.after.pids, r.applied
+        "{}: memory {}, cpus {}, pids {}, token budget {} (applied {})\n",
+        r.session,
+        r.after.memory,
+        r.after.cpus,
+        r.after.pids,
+        budget(r.tokens_after),
+        r.applied
     )
+}
+
+fn budget(b: Option<u64>) -> String {
+    b.map_or("none".to_string(), |n| n.to_string())
 }
 
 pub fn history(h: &crate::ops::history::History) -> String {

@@ -93,6 +93,88 @@ pub struct Record {
     /// Whom it takes files from, and who tried and was refused.
     #[serde(default)]
     pub files: FilesPolicy,
+    /// The model tokens its turns spent, and its token budget.
+    #[serde(default)]
+    pub tokens: Tokens,
+}
+
+/// A session's model tokens (README, "Model gateway"): what its turns spent
+/// as the model API reported it, counted by the gateway, and the budget
+/// past which the gateway refuses its model requests.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Tokens {
+    /// No model request is forwarded once `used` reaches it (all four
+    /// counts together); null: no budget (`cage limits NAME --tokens N`).
+    #[serde(default)]
+    pub budget: Option<u64>,
+    /// Summed over every turn.
+    #[serde(default)]
+    pub used: Usage,
+    /// The last turn that reached the model, summed over its responses.
+    #[serde(default)]
+    pub last_turn: Option<TurnUsage>,
+}
+
+/// Token counts, named as the model API names them in a response's `usage`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Usage {
+    #[serde(default)]
+    pub input_tokens: u64,
+    #[serde(default)]
+    pub output_tokens: u64,
+    #[serde(default)]
+    pub cache_creation_input_tokens: u64,
+    #[serde(default)]
+    pub cache_read_input_tokens: u64,
+    /// How many model responses these are the sum of.
+    #[serde(default)]
+    pub responses: u64,
+}
+
+impl Usage {
+    /// What counts against a budget: all four counts. The model read the
+    /// cached tokens too, and a budget that left some out would let a
+    /// session spend past it.
+    pub fn total(&self) -> u64 {
+        self.input_tokens
+            .saturating_add(self.output_tokens)
+            .saturating_add(self.cache_creation_input_tokens)
+            .saturating_add(self.cache_read_input_tokens)
+    }
+
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cache_creation_input_tokens = self
+            .cache_creation_input_tokens
+            .saturating_add(other.cache_creation_input_tokens);
+        self.cache_read_input_tokens = self
+            .cache_read_input_tokens
+            .saturating_add(other.cache_read_input_tokens);
+        self.responses = self.responses.saturating_add(other.responses);
+    }
+
+    /// One line: `in 12, out 7, cache write 0, cache read 0 (19 tokens, 1 response)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "in {}, out {}, cache write {}, cache read {} ({} tokens, {} response{})",
+            self.input_tokens,
+            self.output_tokens,
+            self.cache_creation_input_tokens,
+            self.cache_read_input_tokens,
+            self.total(),
+            self.responses,
+            if self.responses == 1 { "" } else { "s" }
+        )
+    }
+}
+
+/// One turn's tokens, and when it started (Unix seconds).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TurnUsage {
+    pub started: u64,
+    #[serde(flatten)]
+    pub usage: Usage,
 }
 
 /// Whom a session takes files from (`files allow`), and the last refused.
@@ -192,6 +274,22 @@ pub fn sample_cage(container: &str) -> CageRecord {
         options: Default::default(),
         mount_sources: Vec::new(),
         own_limits: false,
+    }
+}
+
+/// A record for unit tests.
+#[cfg(test)]
+pub fn sample_record(name: &str) -> Record {
+    Record {
+        version: RECORD_VERSION,
+        name: name.into(),
+        dir: "/p".into(),
+        harness: Harness::Claude,
+        created: 1,
+        cage: None,
+        auto_approve: false,
+        files: FilesPolicy::default(),
+        tokens: Tokens::default(),
     }
 }
 
@@ -875,16 +973,7 @@ mod tests {
     }
 
     fn record(name: &str) -> Record {
-        Record {
-            version: RECORD_VERSION,
-            name: name.into(),
-            dir: "/p".into(),
-            harness: Harness::Claude,
-            created: 1,
-            cage: None,
-            auto_approve: false,
-            files: FilesPolicy::default(),
-        }
+        sample_record(name)
     }
 
     #[test]
@@ -1027,6 +1116,8 @@ mod tests {
         let r: Record = serde_json::from_str(text).unwrap();
         assert!(!r.auto_approve);
         assert_eq!(r.files, FilesPolicy::default());
+        assert_eq!(r.tokens, Tokens::default());
+        assert_eq!(r.tokens.budget, None);
     }
 
     #[test]

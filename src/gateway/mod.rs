@@ -10,6 +10,9 @@
 //! - Bodies stream both ways: each server-sent event is passed on as it
 //!   comes, the request body is not held whole, and a harness that goes away
 //!   drops the upstream request with it.
+//! - Each model response's token counts are read on the way and kept in
+//!   the session's record; past its token budget, model requests are
+//!   refused (`usage`).
 //!
 //! It writes its notices on stderr itself (the terminal of the turn): it is
 //! a face like `serve`, started by `cage run` / `cage exec`.
@@ -17,6 +20,7 @@
 pub mod credentials;
 pub mod listen;
 pub mod routes;
+pub mod usage;
 
 use std::convert::Infallible;
 use std::net::TcpListener;
@@ -165,6 +169,8 @@ pub struct Config {
     pub session: String,
     /// pi's providers, each under a prefix of its own (`routes`).
     pub routes: routes::Routes,
+    /// What the turn spent, and the session's budget.
+    pub ledger: Arc<usage::Ledger>,
 }
 
 struct State {
@@ -179,6 +185,7 @@ pub struct Gateway {
     pub port: u16,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    ledger: Arc<usage::Ledger>,
 }
 
 impl Gateway {
@@ -205,6 +212,7 @@ impl Gateway {
             .enable_all()
             .build()
             .map_err(|e| fail(e.to_string()))?;
+        let ledger = config.ledger.clone();
         let state = Arc::new(State {
             config,
             client,
@@ -223,6 +231,7 @@ impl Gateway {
             port,
             stop: Some(stop),
             thread: Some(thread),
+            ledger,
         })
     }
 
@@ -299,6 +308,12 @@ pub fn open(
             credentials,
             session: record.name.clone(),
             routes,
+            ledger: Arc::new(usage::Ledger::new(
+                ctx.store.clone(),
+                &record.name,
+                &ctx.settings.user,
+                record.tokens.used,
+            )),
         },
     )
 }
@@ -315,6 +330,8 @@ impl Drop for Gateway {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        // Every response has been counted: the turn's line.
+        self.ledger.finish();
     }
 }
 
@@ -372,6 +389,18 @@ async fn handle(
                  {method} {path} is not one of them"
             ),
         ));
+    }
+    if usage::spends(&method, &path) {
+        let ledger = state.config.ledger.clone();
+        let refusal = tokio::task::spawn_blocking(move || ledger.refusal())
+            .await
+            .unwrap_or_else(|e| Some(format!("shrooms-agent's model gateway: {e}")));
+        if let Some(why) = refusal {
+            if state.config.ledger.refused() {
+                eprintln!("shrooms-agent: {why}");
+            }
+            return Ok(usage::refused_response(&why));
+        }
     }
     let credentials = state.config.credentials.clone();
     // A provider's own key and headers come from the machine's models.json
@@ -456,7 +485,12 @@ async fn handle(
                 h.remove(*n);
             }
             h.remove(header::SET_COOKIE);
-            Ok(out)
+            Ok(usage::metered(
+                &state.config.ledger,
+                method.as_str(),
+                &path,
+                out,
+            ))
         }
         Err(e) => Ok(api_error(
             StatusCode::BAD_GATEWAY,

@@ -116,6 +116,7 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
         cage: Some(cage),
         auto_approve: req.auto_approve,
         files: Default::default(),
+        tokens: Default::default(),
     };
     let saved = ctx.store.save(&record).and_then(|_| {
         ctx.store.append_history(

@@ -275,6 +275,7 @@ impl World {
             cage: container.map(sample_cage),
             auto_approve: false,
             files: Default::default(),
+            tokens: Default::default(),
         };
         self.ctx.store.ensure().unwrap();
         self.ctx.store.save(&record).unwrap();

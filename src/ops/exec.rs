@@ -39,9 +39,10 @@ pub struct Prepared<'a> {
     process: Process,
     /// Stops the cage if this process dies without doing so.
     watcher: Watcher,
-    _lock: SessionLock,
-    /// Served until the turn ends (dropped after the cage is stopped).
+    /// Served until the turn ends (dropped after the cage is stopped, and
+    /// before the lock: the turn's line goes into the history under it).
     _gateway: crate::gateway::Gateway,
+    _lock: SessionLock,
     /// Variables left out of the env file, and why: for the face to show.
     pub warnings: Vec<String>,
 }
@@ -233,8 +234,8 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
         container: cage.container.clone(),
         process: host.podman.process(&args),
         watcher,
-        _lock: lock,
         _gateway: gateway,
+        _lock: lock,
         warnings: plan
             .left_out
             .iter()

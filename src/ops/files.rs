@@ -789,6 +789,7 @@ mod tests {
                     allow: vec!["alpha/*".into(), "beta/*".into()],
                     refused: Vec::new(),
                 },
+                tokens: Default::default(),
             })
             .unwrap();
         (ctx, root)

@@ -1,6 +1,8 @@
 //! `cage limits`: a session's memory, CPUs and processes, set on its cage as
 //! it is, running or not, without making it again, so what was installed in
-//! it stays (README, "Limits, moving, history").
+//! it stays (README, "Limits, moving, history"); and its token budget,
+//! which the model gateway enforces (README, "Model gateway"), on any
+//! machine, since podman has no part in it.
 //!
 //! podman 5.1 and later: `podman update`, which persists and works on a
 //! stopped container. Before: a running cage is updated now, and the
@@ -25,7 +27,29 @@ pub struct LimitsRequest {
     /// Checked where they are read (`LimitsAsked::parse`), by the config's rules.
     pub asked: LimitsAsked,
     pub reset: bool,
+    /// The token budget: `Some(None)` removes it (`--tokens none`).
+    pub tokens: Option<Option<u64>>,
     pub by: Option<String>,
+}
+
+/// Read a token budget as given (`--tokens`, or the `tokens` of a request's
+/// body): a positive whole number, or `none` for no budget.
+pub fn parse_tokens(text: &str) -> Result<Option<u64>> {
+    let t = text.trim();
+    if t.eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    match t.parse::<u64>() {
+        Ok(0) => Err(Error::bad_input(
+            "--tokens: 0 would refuse every model request; give a positive whole number \
+             of tokens, or none for no budget",
+        )),
+        Ok(n) => Ok(Some(n)),
+        Err(_) => Err(Error::bad_input(format!(
+            "--tokens: {t:?} is not a number of tokens; give a positive whole number \
+             (like 2000000), or none for no budget"
+        ))),
+    }
 }
 
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -35,7 +59,17 @@ pub struct LimitsChanged {
     pub after: Limits,
     /// "now" when the running cage was updated, "at its next start" when
     /// it is stopped and set again then, "now and at every start" on podman 5.1+.
+    /// A change of the token budget alone: "now".
     pub applied: String,
+    /// The token budget before and after; null: none.
+    pub tokens_before: Option<u64>,
+    pub tokens_after: Option<u64>,
+}
+
+fn nothing_asked() -> Error {
+    Error::bad_input(
+        "say what to change: --memory, --cpus, --pids, --tokens, or --reset for the machine's limits",
+    )
 }
 
 /// The new limits from the old ones and the request (pure).
@@ -49,9 +83,7 @@ pub fn new_limits(
         return Ok(defaults.clone());
     }
     if req.asked.is_empty() {
-        return Err(Error::bad_input(
-            "say what to change: --memory, --cpus, --pids, or --reset for the machine's limits",
-        ));
+        return Err(nothing_asked());
     }
     if let Some(c) = &req.asked.cpus
         && c.value() > machine_cpus as f64
@@ -69,6 +101,84 @@ pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
     }
     let record = ctx.store.load(&req.name)?;
     let cage = cage_of(&record)?.clone();
+    let tokens_before = record.tokens.budget;
+    // The machine's budget, like its other limits, is none.
+    let tokens_after = if req.reset {
+        None
+    } else {
+        req.tokens.unwrap_or(tokens_before)
+    };
+    let podman_limits = req.reset || !req.asked.is_empty();
+    let (after, applied) = if podman_limits {
+        podman_limits_now(ctx, req, &cage)?
+    } else if req.tokens.is_some() {
+        // The gateway reads the budget at every model request.
+        (cage.limits.clone(), "now")
+    } else {
+        return Err(nothing_asked());
+    };
+    let before = cage.limits.clone();
+    let container = cage.container.clone();
+    let kept = after.clone();
+    let reset = req.reset;
+    ctx.store.update(&req.name, move |r| {
+        match r.cage.as_mut() {
+            Some(c) if c.container == container => {
+                if podman_limits {
+                    c.limits = kept;
+                    c.own_limits = !reset;
+                }
+            }
+            _ => {
+                return Err(Error::busy(format!(
+                    "session {} was moved meanwhile; set its limits again",
+                    r.name
+                )));
+            }
+        }
+        r.tokens.budget = tokens_after;
+        Ok(())
+    })?;
+    let shown = |b: Option<u64>| b.map_or("none".to_string(), |n| n.to_string());
+    let mut parts = Vec::new();
+    if podman_limits {
+        parts.push(format!(
+            "memory {} -> {}, cpus {} -> {}, pids {} -> {}",
+            before.memory, after.memory, before.cpus, after.cpus, before.pids, after.pids
+        ));
+    }
+    if req.tokens.is_some() || tokens_before != tokens_after {
+        parts.push(format!(
+            "tokens {} -> {}",
+            shown(tokens_before),
+            shown(tokens_after)
+        ));
+    }
+    ctx.store.append_history(
+        &req.name,
+        &HistoryEntry {
+            when: super::create::now(),
+            who: req.by.clone().unwrap_or_else(|| ctx.settings.user.clone()),
+            what: format!("limits: {}", parts.join(", ")),
+        },
+    )?;
+    Ok(LimitsChanged {
+        session: record.name,
+        before,
+        after,
+        applied: applied.into(),
+        tokens_before,
+        tokens_after,
+    })
+}
+
+/// Memory, CPUs and processes: the new ones, put on the cage as podman
+/// can, and when they apply.
+fn podman_limits_now(
+    ctx: &Context,
+    req: &LimitsRequest,
+    cage: &crate::session::CageRecord,
+) -> Result<(Limits, &'static str)> {
     let host = ctx.host_for_session()?;
     let after = new_limits(&cage.limits, &ctx.settings.limits, req, host.cpus)?;
     // Where podman ignores limits (rootless on cgroups v1), `podman update`
@@ -109,43 +219,7 @@ pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
     } else {
         "at its next start"
     };
-    let before = cage.limits.clone();
-    let container = cage.container.clone();
-    let kept = after.clone();
-    let reset = req.reset;
-    ctx.store.update(&req.name, move |r| {
-        match r.cage.as_mut() {
-            Some(c) if c.container == container => {
-                c.limits = kept;
-                c.own_limits = !reset;
-            }
-            _ => {
-                return Err(Error::busy(format!(
-                    "session {} was moved meanwhile; set its limits again",
-                    r.name
-                )));
-            }
-        }
-        Ok(())
-    })?;
-    let what = format!(
-        "limits: memory {} -> {}, cpus {} -> {}, pids {} -> {}",
-        before.memory, after.memory, before.cpus, after.cpus, before.pids, after.pids
-    );
-    ctx.store.append_history(
-        &req.name,
-        &HistoryEntry {
-            when: super::create::now(),
-            who: req.by.clone().unwrap_or_else(|| ctx.settings.user.clone()),
-            what,
-        },
-    )?;
-    Ok(LimitsChanged {
-        session: record.name,
-        before,
-        after,
-        applied: applied.into(),
-    })
+    Ok((after, applied))
 }
 
 /// Why podman cannot change a cage's limits on this machine.
@@ -224,5 +298,27 @@ mod tests {
             new_limits(&l("1g", "1", 5), &defaults, &reset, 8).unwrap(),
             defaults
         );
+    }
+
+    #[test]
+    fn token_budgets_read() {
+        assert_eq!(parse_tokens("2000000").unwrap(), Some(2_000_000));
+        assert_eq!(parse_tokens(" 1 ").unwrap(), Some(1));
+        assert_eq!(parse_tokens("none").unwrap(), None);
+        assert_eq!(parse_tokens("None").unwrap(), None);
+        for bad in [
+            "0",
+            "-5",
+            "1.5",
+            "2m",
+            "",
+            "lots",
+            "99999999999999999999999",
+        ] {
+            let e = parse_tokens(bad).unwrap_err();
+            assert_eq!(e.kind, crate::error::Kind::BadInput, "{bad}");
+            assert!(e.message.starts_with("--tokens: "), "{}", e.message);
+            assert!(e.message.contains("or none for no budget"), "{}", e.message);
+        }
     }
 }

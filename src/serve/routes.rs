@@ -593,9 +593,15 @@ struct LimitsBody {
     /// From 0.01 up to the machine's.
     cpus: Option<Loose>,
     pids: Option<Loose>,
+    /// The token budget, enforced by the model gateway: a positive whole
+    /// number; `"none"` or null removes it.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(nullable)]
+    tokens: Option<Option<Loose>>,
 }
 
-/// `cage limits`: the session's own limits, applied to a running cage.
+/// `cage limits`: the session's own limits, applied to a running cage, and
+/// its token budget.
 #[utoipa::path(post, path = "/v1/sessions/{name}/cage/limits", operation_id = "setLimits",
     params(("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")),
     request_body = LimitsBody,
@@ -623,6 +629,10 @@ async fn limits(
                 body.pids.map(Loose::text).as_deref(),
             )?,
             reset: false,
+            tokens: body
+                .tokens
+                .map(|t| t.map_or(Ok(None), |t| ops::limits::parse_tokens(&t.text())))
+                .transpose()?,
             by: Some(by),
         };
         let r = ops::limits::limits(&shared.context(), &request)?;
@@ -1049,5 +1059,15 @@ mod tests {
         assert_eq!(l.cpus.unwrap().text(), "1.5");
         assert_eq!(l.pids.unwrap().text(), "100");
         assert!(serde_json::from_str::<LimitsBody>(r#"{"cpus": true}"#).is_err());
+        let tokens = |t: &str| {
+            serde_json::from_str::<LimitsBody>(t)
+                .unwrap()
+                .tokens
+                .map(|t| t.map(Loose::text))
+        };
+        assert_eq!(tokens(r#"{"tokens": 5000}"#), Some(Some("5000".into())));
+        assert_eq!(tokens(r#"{"tokens": "none"}"#), Some(Some("none".into())));
+        assert_eq!(tokens(r#"{"tokens": null}"#), Some(None));
+        assert_eq!(tokens(r#"{"memory": "1g"}"#), None);
     }
 }

@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 
 /// The machine's key in these tests: it must reach the mock, never a cage.
-const MACHINE_KEY: &str = "sk-ant-api03-machine-key-4f1c9e";
+pub const MACHINE_KEY: &str = "sk-ant-api03-machine-key-4f1c9e";
 /// What a cage forges: it must never reach the mock.
 const FORGED: &str = "forged-by-the-cage-77aa";
 /// A prompt with this asks the mock for a Bash tool call.
-const TOOL_MARKER: &str = "please-run-the-tool";
+pub const TOOL_MARKER: &str = "please-run-the-tool";
 /// The path of the pi provider's base URL on the mock, in pi's tests.
 const PI_UPSTREAM_PATH: &str = "/corp";
 
@@ -161,6 +161,43 @@ fn read_request(r: &mut BufReader<TcpStream>) -> Option<Seen> {
     })
 }
 
+/// The token counts the mock reports, distinct in each place, so that a
+/// count taken from the wrong place shows (tests/it/usage.rs): a streamed
+/// answer's `message_start` (whose output count is a first 1), its final
+/// `message_delta` output count (cumulative, as the API's are), and a
+/// plain JSON answer's.
+pub struct Counts {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_creation_input_tokens: u64,
+    pub cache_read_input_tokens: u64,
+}
+pub const STREAMED: Counts = Counts {
+    input_tokens: 101,
+    output_tokens: 11,
+    cache_creation_input_tokens: 203,
+    cache_read_input_tokens: 307,
+};
+pub const PLAIN: Counts = Counts {
+    input_tokens: 41,
+    output_tokens: 13,
+    cache_creation_input_tokens: 5,
+    cache_read_input_tokens: 3,
+};
+impl Counts {
+    pub fn total(&self) -> u64 {
+        self.input_tokens
+            + self.output_tokens
+            + self.cache_creation_input_tokens
+            + self.cache_read_input_tokens
+    }
+    fn json(&self, output: u64) -> serde_json::Value {
+        serde_json::json!({"input_tokens": self.input_tokens, "output_tokens": output,
+            "cache_creation_input_tokens": self.cache_creation_input_tokens,
+            "cache_read_input_tokens": self.cache_read_input_tokens})
+    }
+}
+
 fn event(kind: &str, data: serde_json::Value) -> String {
     format!("event: {kind}\ndata: {data}\n\n")
 }
@@ -173,8 +210,7 @@ fn events(tool: Option<&str>) -> Vec<String> {
         "message_start",
         json!({"type": "message_start", "message": {"id": "msg_mock", "type": "message",
             "role": "assistant", "model": "claude-mock", "content": [], "stop_reason": null,
-            "stop_sequence": null, "usage": {"input_tokens": 12, "output_tokens": 1,
-            "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}}),
+            "stop_sequence": null, "usage": STREAMED.json(1)}}),
     )];
     if let Some(name) = tool {
         v.push(event(
@@ -205,7 +241,7 @@ fn events(tool: Option<&str>) -> Vec<String> {
     v.push(event(
         "message_delta",
         json!({"type": "message_delta", "delta": {"stop_reason": if tool.is_some() { "tool_use" } else { "end_turn" },
-            "stop_sequence": null}, "usage": {"output_tokens": 7}}),
+            "stop_sequence": null}, "usage": {"output_tokens": STREAMED.output_tokens}}),
     ));
     v.push(event("message_stop", json!({"type": "message_stop"})));
     v
@@ -261,7 +297,7 @@ fn answer(
                 let text = serde_json::json!({"id": "msg_mock", "type": "message", "role": "assistant",
                     "model": "claude-mock", "content": [{"type": "text", "text": "hello from the mock"}],
                     "stop_reason": "end_turn", "stop_sequence": null,
-                    "usage": {"input_tokens": 12, "output_tokens": 7}});
+                    "usage": PLAIN.json(PLAIN.output_tokens)});
                 let _ = w.write_all(head("200 OK", "application/json").as_bytes());
                 let _ = w.write_all(text.to_string().as_bytes());
                 return Some(());
@@ -298,7 +334,7 @@ fn answer(
 /// ends its side at the end of its input, and a client that goes away is
 /// one whose request the gateway drops. `stream URL OUTFILE` posts the same
 /// body with wget, which writes the answer's body as it comes.
-const REQ_FN: &str = r#"req() {
+pub const REQ_FN: &str = r#"req() {
   m=$1; t=$2; out=$3; shift 3
   hp=${ANTHROPIC_BASE_URL#http://}
   body='{"model":"claude-mock","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"hi"}]}'
@@ -317,14 +353,14 @@ stream() {
 "#;
 
 /// A world whose config sends the gateway to the mock.
-fn world_for(w: &World, mock: &Mock, extra: &str) {
+pub fn world_for(w: &World, mock: &Mock, extra: &str) {
     w.write_config(&format!(
         "[gateway]\nanthropic_url = \"{}\"\n{extra}",
         mock.url()
     ));
 }
 
-fn session_in(w: &World, base: &str) -> (String, PathBuf) {
+pub fn session_in(w: &World, base: &str) -> (String, PathBuf) {
     let name = w.session(base);
     let project = w.dir(&format!("projects/{name}"));
     w.create(&name, &project, &[]);
@@ -332,7 +368,7 @@ fn session_in(w: &World, base: &str) -> (String, PathBuf) {
 }
 
 /// The status code of an answer nc wrote (`HTTP/1.x CODE ...`).
-fn status(answer: &str) -> u16 {
+pub fn status(answer: &str) -> u16 {
     answer
         .split_whitespace()
         .nth(1)
@@ -340,7 +376,7 @@ fn status(answer: &str) -> u16 {
         .unwrap_or(0)
 }
 
-fn read(p: &Path) -> String {
+pub fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_default()
 }
 
@@ -649,7 +685,7 @@ fn gateway_sealed_token_reaches_the_upstream_only_rootless() {
 
 /// What keeps Claude Code's traffic to its model alone (no updates,
 /// telemetry or error reports: nothing may leave this machine).
-const QUIET: &[(&str, &str)] = &[
+pub const QUIET: &[(&str, &str)] = &[
     ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
     ("DISABLE_AUTOUPDATER", "1"),
     ("DISABLE_TELEMETRY", "1"),

@@ -23,3 +23,4 @@ mod rootless;
 mod sealed;
 mod serve;
 mod turn;
+mod usage;

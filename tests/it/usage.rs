@@ -1,0 +1,419 @@
+//! End-to-end tests of the gateway's token counts and a session's token
+//! budget (README, "Model gateway"): the mock of the model API in
+//! gateway.rs reports distinct known counts, streamed and not; what the
+//! session's record, `cage show`, serve's API and `cage history` say must
+//! be their sums, and a request past the budget must never reach the mock.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+use crate::gateway::{
+    Counts, MACHINE_KEY, Mock, PLAIN, QUIET, REQ_FN, STREAMED, read, session_in, status, world_for,
+};
+
+/// `plain OUTFILE`: a Messages request that asks for no stream, so the
+/// mock answers with one JSON body (busybox wget writes its body).
+const PLAIN_FN: &str = r#"plain() {
+  body='{"model":"claude-mock","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}'
+  wget -q -O "$1" --header 'Content-Type: application/json' --post-data "$body" \
+    "$ANTHROPIC_BASE_URL/v1/messages"
+}
+"#;
+
+/// The sums of these answers' counts, as a record keeps them.
+fn summed(answers: &[&Counts]) -> Value {
+    let sum = |f: fn(&Counts) -> u64| answers.iter().map(|c| f(c)).sum::<u64>();
+    json!({
+        "input_tokens": sum(|c| c.input_tokens),
+        "output_tokens": sum(|c| c.output_tokens),
+        "cache_creation_input_tokens": sum(|c| c.cache_creation_input_tokens),
+        "cache_read_input_tokens": sum(|c| c.cache_read_input_tokens),
+        "responses": answers.len(),
+    })
+}
+
+/// A `last_turn` without its start time, to compare with `summed`.
+fn without_start(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(o) = v.as_object_mut() {
+        assert!(o.remove("started").is_some_and(|s| s.as_u64().unwrap() > 0));
+    }
+    v
+}
+
+fn exec(w: &World, name: &str, script: &str) -> Run {
+    w.run_env(
+        &["cage", "exec", name, "--", "sh", "-c", script],
+        &[("ANTHROPIC_API_KEY", MACHINE_KEY)],
+    )
+}
+
+/// The turns' lines of a session's history.
+fn turn_lines(w: &World, name: &str) -> Vec<String> {
+    w.run(&["cage", "history", name, "--json"]).ok().json()["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["what"].as_str().unwrap().to_string())
+        .filter(|l| l.starts_with("turn: "))
+        .collect()
+}
+
+/// The history line of a turn whose answers were these.
+fn turn_line(answers: &[&Counts], refused: &str) -> String {
+    let s = summed(answers);
+    let n = answers.len();
+    format!(
+        "turn: tokens in {}, out {}, cache write {}, cache read {} ({} tokens, {n} response{}){refused}",
+        s["input_tokens"],
+        s["output_tokens"],
+        s["cache_creation_input_tokens"],
+        s["cache_read_input_tokens"],
+        answers.iter().map(|c| c.total()).sum::<u64>(),
+        if n == 1 { "" } else { "s" }
+    )
+}
+
+/// Two turns: the first gets a streamed answer and a plain one (and asks
+/// to count tokens and says hello, which spend nothing), the second a
+/// streamed one. The record, `cage show` (JSON and text) and the history
+/// say exactly what the mock reported, per turn and summed; with `http`,
+/// serve's `GET /v1/sessions/{name}` says the same as `cage show --json`.
+fn counts_what_the_mock_reported(w: World, http: bool) {
+    let mock = Mock::start();
+    world_for(&w, &mock, "");
+    let (name, project) = session_in(&w, "usage");
+    let p = project.display();
+    let fresh = w.run(&["cage", "show", &name, "--json"]).ok().json();
+    assert_eq!(fresh["tokens"]["used"], summed(&[]), "{fresh:#}");
+    assert_eq!(fresh["tokens"]["budget"], Value::Null);
+    assert_eq!(fresh["tokens"]["last_turn"], Value::Null);
+
+    let turn1 = format!(
+        "{REQ_FN}{PLAIN_FN}req POST '/v1/messages?beta=true' {p}/s1.txt
+         plain {p}/p1.txt
+         req POST /v1/messages/count_tokens {p}/c1.txt
+         req HEAD /api/hello {p}/h1.txt"
+    );
+    let r = exec(&w, &name, &turn1).ok();
+    let s1 = read(&project.join("s1.txt"));
+    assert!(s1.contains("message_stop"), "{s1}\n{}", r.explain());
+    assert!(
+        read(&project.join("p1.txt")).contains("hello from the mock"),
+        "{}\n{}",
+        r.explain(),
+        mock.explain()
+    );
+    assert_eq!(status(&read(&project.join("c1.txt"))), 200);
+    let shown = w.run(&["cage", "show", &name, "--json"]).ok().json();
+    let t = &shown["tokens"];
+    assert_eq!(t["used"], summed(&[&STREAMED, &PLAIN]), "{shown:#}");
+    assert_eq!(
+        without_start(&t["last_turn"]),
+        summed(&[&STREAMED, &PLAIN]),
+        "{shown:#}"
+    );
+
+    let turn2 = format!("{REQ_FN}req POST /v1/messages {p}/s2.txt");
+    exec(&w, &name, &turn2).ok();
+    assert!(read(&project.join("s2.txt")).contains("message_stop"));
+    let shown = w.run(&["cage", "show", &name, "--json"]).ok().json();
+    let t = &shown["tokens"];
+    let all = summed(&[&STREAMED, &PLAIN, &STREAMED]);
+    assert_eq!(t["used"], all, "{shown:#}");
+    assert_eq!(without_start(&t["last_turn"]), summed(&[&STREAMED]));
+    // Kept in the record, read again by every command.
+    assert_eq!(w.record(&name)["tokens"], *t);
+
+    // One history line per turn, with that turn's counts.
+    assert_eq!(
+        turn_lines(&w, &name),
+        [
+            turn_line(&[&STREAMED, &PLAIN], ""),
+            turn_line(&[&STREAMED], "")
+        ]
+    );
+    // The text of `cage show`.
+    let text = w.run(&["cage", "show", &name]).ok().stdout();
+    let total = 2 * STREAMED.total() + PLAIN.total();
+    assert!(
+        text.contains(&format!(
+            "tokens    in {}, out {}, cache write {}, cache read {} ({total} tokens, 3 responses); \
+             budget none\n",
+            all["input_tokens"],
+            all["output_tokens"],
+            all["cache_creation_input_tokens"],
+            all["cache_read_input_tokens"],
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "last turn {}\n",
+            turn_line(&[&STREAMED], "").trim_start_matches("turn: tokens ")
+        )),
+        "{text}"
+    );
+    // The mock answered three model requests: nothing else was counted.
+    let posts = mock
+        .seen()
+        .iter()
+        .filter(|s| s.method == "POST" && s.target.split('?').next() == Some("/v1/messages"))
+        .count();
+    assert_eq!(posts, 3, "{}", mock.explain());
+
+    if http {
+        let s = w.serve(&[], &[]);
+        let api = get(&format!("{}/v1/sessions/{name}", s.url)).is(200).json();
+        assert_eq!(api["tokens"], shown["tokens"], "{api:#}");
+    }
+}
+
+#[test]
+fn usage_counts_what_the_model_reported() {
+    counts_what_the_mock_reported(World::new(), true);
+}
+
+#[test]
+fn usage_counts_what_the_model_reported_rootless() {
+    counts_what_the_mock_reported(World::rootless(), false);
+}
+
+/// The budget: set with `cage limits --tokens` (on any machine: podman has
+/// no part in it, so it works rootless on cgroups v1 too). The turn that
+/// reaches it finishes its answer; its next model request, and every one of
+/// the next turn, is answered in the API's own error shape naming the
+/// command that raises it, the terminal gets the same words, and the mock
+/// never sees them. Raised, the session goes on; `none` removes it.
+fn a_spent_budget_refuses(w: World) {
+    let mock = Mock::start();
+    world_for(&w, &mock, "");
+    let (name, project) = session_in(&w, "budget");
+    let p = project.display();
+    let raise = format!("shrooms-agent cage limits {name} --tokens N");
+    let budget = STREAMED.total() - 1;
+
+    // Bad budgets change nothing.
+    for bad in ["0", "-1", "lots", "1.5"] {
+        let flag = format!("--tokens={bad}");
+        let r = w.run(&["cage", "limits", &name, &flag]).code_is(2);
+        assert!(r.stderr().contains("--tokens: "), "{}", r.explain());
+    }
+    assert_eq!(w.record(&name)["tokens"]["budget"], Value::Null);
+
+    let r = w
+        .run(&["cage", "limits", &name, "--tokens", &budget.to_string()])
+        .ok();
+    assert!(
+        r.stdout()
+            .contains(&format!("token budget {budget} (applied now)")),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(w.record(&name)["tokens"]["budget"], budget);
+
+    // The first answer spends past it; the second request is refused.
+    let turn1 = format!(
+        "{REQ_FN}req POST /v1/messages {p}/a.txt
+         req POST /v1/messages {p}/b.txt"
+    );
+    let r = exec(&w, &name, &turn1).ok();
+    assert!(read(&project.join("a.txt")).contains("message_stop"));
+    let refused = read(&project.join("b.txt"));
+    assert_eq!(status(&refused), 400, "{refused}\n{}", r.explain());
+    assert!(refused.contains("\"invalid_request_error\""), "{refused}");
+    let said = format!(
+        "has spent its token budget: {} of {budget} tokens",
+        STREAMED.total()
+    );
+    for words in [&said, &raise] {
+        assert!(refused.contains(words.as_str()), "{refused}");
+        assert!(r.stderr().contains(words.as_str()), "{}", r.explain());
+    }
+    // Said once per turn on the terminal.
+    assert_eq!(r.stderr().matches(&said).count(), 1, "{}", r.explain());
+    let model_requests = || {
+        mock.seen()
+            .iter()
+            .filter(|s| s.method == "POST" && s.target == "/v1/messages")
+            .count()
+    };
+    assert_eq!(model_requests(), 1, "{}", mock.explain());
+
+    // The next turn: refused at once; the hello still passes.
+    let turn2 = format!(
+        "{REQ_FN}req POST /v1/messages {p}/c.txt
+         req HEAD /api/hello {p}/h.txt"
+    );
+    let r = exec(&w, &name, &turn2).ok();
+    let c = read(&project.join("c.txt"));
+    assert_eq!(status(&c), 400, "{c}");
+    assert!(c.contains(&raise), "{c}");
+    assert!(r.stderr().contains(&raise), "{}", r.explain());
+    assert_eq!(status(&read(&project.join("h.txt"))), 200);
+    assert_eq!(model_requests(), 1, "{}", mock.explain());
+
+    // Raised: the session goes on.
+    let more = (2 * STREAMED.total()).to_string();
+    w.run(&["cage", "limits", &name, "--tokens", &more]).ok();
+    let turn3 = format!("{REQ_FN}req POST /v1/messages {p}/d.txt");
+    exec(&w, &name, &turn3).ok();
+    assert!(read(&project.join("d.txt")).contains("message_stop"));
+    assert_eq!(model_requests(), 2, "{}", mock.explain());
+    // Spent again (2 answers = the budget): refused.
+    exec(&w, &name, &turn3).ok();
+    assert_eq!(status(&read(&project.join("d.txt"))), 400);
+    assert_eq!(model_requests(), 2, "{}", mock.explain());
+    // Removed: no budget.
+    let r = w.run(&["cage", "limits", &name, "--tokens", "none"]).ok();
+    assert!(r.stdout().contains("token budget none"), "{}", r.explain());
+    assert_eq!(w.record(&name)["tokens"]["budget"], Value::Null);
+    exec(&w, &name, &turn3).ok();
+    assert!(read(&project.join("d.txt")).contains("message_stop"));
+    assert_eq!(model_requests(), 3, "{}", mock.explain());
+
+    let refused_one = "; 1 model request refused: token budget spent";
+    assert_eq!(
+        turn_lines(&w, &name),
+        [
+            turn_line(&[&STREAMED], refused_one),
+            format!(
+                "turn: tokens in 0, out 0, cache write 0, cache read 0 (0 tokens, 0 responses){refused_one}"
+            ),
+            turn_line(&[&STREAMED], ""),
+            format!(
+                "turn: tokens in 0, out 0, cache write 0, cache read 0 (0 tokens, 0 responses){refused_one}"
+            ),
+            turn_line(&[&STREAMED], ""),
+        ]
+    );
+    let history = w.run(&["cage", "history", &name]).ok().stdout();
+    for line in [
+        format!("limits: tokens none -> {budget}"),
+        format!("limits: tokens {budget} -> {more}"),
+        format!("limits: tokens {more} -> none"),
+    ] {
+        assert!(history.contains(&line), "{line}:\n{history}");
+    }
+    let used = &w.record(&name)["tokens"]["used"];
+    assert_eq!(*used, summed(&[&STREAMED, &STREAMED, &STREAMED]));
+}
+
+#[test]
+fn usage_a_spent_budget_refuses_model_requests() {
+    a_spent_budget_refuses(World::new());
+}
+
+#[test]
+fn usage_a_spent_budget_refuses_model_requests_rootless() {
+    a_spent_budget_refuses(World::rootless());
+}
+
+/// The budget over HTTP (the limits route's `tokens`), beside the CLI's:
+/// set, removed with null or "none", bad ones refused with 400 and
+/// nothing changed; `cage limits --reset` removes it too, as the machine
+/// has none.
+#[test]
+fn usage_budget_over_http_and_reset() {
+    let w = World::new();
+    let (name, _) = session_in(&w, "budgethttp");
+    let s = w.serve(&[], &[]);
+    let url = format!("{}/v1/sessions/{name}/cage/limits", s.url);
+    let budget = || w.record(&name)["tokens"]["budget"].clone();
+
+    let r = post(&url, r#"{"tokens": 5000}"#).is(200).json();
+    assert_eq!(r["tokens_before"], Value::Null, "{r:#}");
+    assert_eq!(r["tokens_after"], 5000, "{r:#}");
+    assert_eq!(r["applied"], "now", "{r:#}");
+    assert_eq!(budget(), 5000);
+    let shown = get(&format!("{}/v1/sessions/{name}", s.url)).is(200).json();
+    assert_eq!(shown["tokens"]["budget"], 5000, "{shown:#}");
+    // Memory alone leaves it as it is.
+    post(&url, r#"{"memory": "700m"}"#).is(200);
+    assert_eq!(budget(), 5000);
+    for bad in [
+        r#"{"tokens": 0}"#,
+        r#"{"tokens": 1.5}"#,
+        r#"{"tokens": "many"}"#,
+        r#"{"tokens": true}"#,
+    ] {
+        post(&url, bad).is(400);
+        assert_eq!(budget(), 5000, "{bad}");
+    }
+    let r = post(&url, r#"{"tokens": null}"#).is(200).json();
+    assert_eq!(r["tokens_before"], 5000, "{r:#}");
+    assert_eq!(r["tokens_after"], Value::Null, "{r:#}");
+    assert_eq!(budget(), Value::Null);
+    post(&url, r#"{"tokens": "2000000"}"#).is(200);
+    assert_eq!(budget(), 2_000_000);
+    post(&url, r#"{"tokens": "none"}"#).is(200);
+    assert_eq!(budget(), Value::Null);
+
+    // The CLI's --reset: the machine's limits, and no budget.
+    w.run(&["cage", "limits", &name, "--tokens", "300"]).ok();
+    assert_eq!(budget(), 300);
+    let r = w.run(&["cage", "limits", &name, "--reset"]).ok();
+    assert!(r.stdout().contains("token budget none"), "{}", r.explain());
+    assert_eq!(budget(), Value::Null);
+    assert_eq!(w.record(&name)["cage"]["limits"]["memory"], "4g");
+    let r = w.run(&["cage", "limits", &name, "--reset", "--tokens", "5"]);
+    assert_eq!(r.code(), 2, "{}", r.explain());
+    let history = w.run(&["cage", "history", &name]).ok().stdout();
+    assert!(
+        history.contains(
+            "limits: memory 700m -> 4g, cpus 2 -> 2, pids 2048 -> 2048, tokens 300 -> none"
+        ),
+        "{history}"
+    );
+}
+
+/// The real Claude Code is shown the refusal: its first turn spends the
+/// budget, its second prints the words that name the command raising it.
+#[test]
+fn usage_real_claude_code_shows_the_spent_budget() {
+    let (claude, image) = crate::common::real_claude();
+    let w = World::new();
+    let mock = Mock::start();
+    world_for(&w, &mock, &format!("[harness]\nclaude = \"{claude}\"\n"));
+    let name = w.session("budgetclaude");
+    let project = w.dir(&format!("projects/{name}"));
+    w.create(&name, &project, &["--image", &image]);
+    w.run(&["cage", "limits", &name, "--tokens", "100"]).ok();
+    let mut env = QUIET.to_vec();
+    env.push(("ANTHROPIC_API_KEY", MACHINE_KEY));
+    let first = w
+        .run_env(&["cage", "run", &name, "--", "-p", "say hi"], &env)
+        .ok();
+    assert!(
+        first.stdout().contains("hello from the mock"),
+        "{}\n{}",
+        first.explain(),
+        mock.explain()
+    );
+    let seen = mock.seen().len();
+    let started = std::time::Instant::now();
+    let second = w.run_env(&["cage", "run", &name, "--", "-p", "say hi again"], &env);
+    let raise = format!("shrooms-agent cage limits {name} --tokens N");
+    eprintln!("Claude Code past the budget:\n{}", second.explain());
+    assert!(
+        second.stdout().contains(&raise),
+        "Claude Code did not show the refusal:\n{}",
+        second.explain()
+    );
+    assert!(second.stderr().contains(&raise), "{}", second.explain());
+    // Shown at once, not retried against the gateway for minutes.
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    let posts_after = mock
+        .seen()
+        .iter()
+        .skip(seen)
+        .filter(|s| s.method == "POST")
+        .count();
+    assert_eq!(posts_after, 0, "{}", mock.explain());
+}
