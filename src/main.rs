@@ -6,6 +6,7 @@
 //! place a process starts) -> results printed here, as text or `--json`.
 
 mod cage_files;
+mod cage_socket;
 mod cli;
 mod error;
 mod gateway;
