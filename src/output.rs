@@ -204,6 +204,14 @@ pub fn shown(sh: &Shown) -> String {
         r.harness.name(),
         sh.state
     );
+    s.push_str(&format!(
+        "caged senders {}\n",
+        if r.accepts_caged() {
+            "taken (tasks and files from caged sessions)"
+        } else {
+            "refused"
+        }
+    ));
     if let Some(c) = &r.cage {
         s.push_str(&format!(
             "container {}\nimage     {}\nnetwork   {}\nlimits    memory {}, cpus {}, pids {}\nargv      {}\n",

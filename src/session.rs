@@ -93,6 +93,19 @@ pub struct Record {
     /// Whom it takes files from, and who tried and was refused.
     #[serde(default)]
     pub files: FilesPolicy,
+    /// Does it take tasks and files from caged sessions ("caged tasks")?
+    /// Unset: yes for a session in a cage, no for the others
+    /// ([`Record::accepts_caged`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accept_caged: Option<bool>,
+}
+
+impl Record {
+    /// Whether it takes tasks and files from caged sessions: as set, else
+    /// by default when it is in a cage itself.
+    pub fn accepts_caged(&self) -> bool {
+        self.accept_caged.unwrap_or(self.cage.is_some())
+    }
 }
 
 /// Whom a session takes files from (`files allow`), and the last refused.
@@ -884,6 +897,7 @@ mod tests {
             cage: None,
             auto_approve: false,
             files: FilesPolicy::default(),
+            accept_caged: None,
         }
     }
 
@@ -1027,6 +1041,8 @@ mod tests {
         let r: Record = serde_json::from_str(text).unwrap();
         assert!(!r.auto_approve);
         assert_eq!(r.files, FilesPolicy::default());
+        assert_eq!(r.accept_caged, None);
+        assert!(!r.accepts_caged());
     }
 
     #[test]

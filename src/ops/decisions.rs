@@ -218,6 +218,7 @@ impl World {
             cage: container.map(sample_cage),
             auto_approve: false,
             files: Default::default(),
+            accept_caged: None,
         };
         self.ctx.store.ensure().unwrap();
         self.ctx.store.save(&record).unwrap();

@@ -125,6 +125,7 @@ mod tests {
             cage: Some(crate::session::sample_cage(container)),
             auto_approve: false,
             files: Default::default(),
+            accept_caged: None,
         }
     }
 

@@ -21,4 +21,5 @@ mod policy;
 mod rootless;
 mod sealed;
 mod serve;
+mod socket;
 mod turn;
