@@ -815,6 +815,79 @@ mod tests {
         assert_eq!(peer_target("/v1/sessions"), None);
     }
 
+    /// The socket served for real: its mode, `GET /machines`, the bounds
+    /// a drop is held to before anything is forwarded, a head that does not
+    /// arrive in time, and the socket gone with the turn.
+    #[test]
+    fn a_socket_served() {
+        use std::io::{Read, Write};
+        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::net::UnixStream;
+        let dir = std::env::temp_dir().join(format!("cage-socket-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("proxy.sock");
+        // One left behind is replaced.
+        std::fs::write(&path, "stale").unwrap();
+        let socket = start(
+            &path,
+            Config {
+                session: "web".into(),
+                sealed: false,
+                machine: "alpha".into(),
+                agents: agents_ab(),
+            },
+        )
+        .unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let ask = |req: &str| {
+            let mut c = UnixStream::connect(&path).unwrap();
+            c.write_all(req.as_bytes()).unwrap();
+            let mut s = String::new();
+            c.read_to_string(&mut s).unwrap();
+            s
+        };
+        let r = ask("GET /machines HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+        assert!(
+            r.ends_with(
+                r#"[{"name":"alpha","addr":"127.0.0.1"},{"name":"beta","addr":"127.0.0.1:9000"}]"#
+            ),
+            "{r}"
+        );
+        let drop = "POST /peer/127.0.0.1/v1/sessions/inbox/drop?name=f HTTP/1.1\r\nHost: x\r\n";
+        let r = ask(&format!(
+            "{drop}Content-Length: {}\r\nConnection: close\r\n\r\n",
+            MAX_DROP + 1
+        ));
+        assert!(r.starts_with("HTTP/1.1 413"), "{r}");
+        let r = ask(&format!(
+            "{drop}Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n"
+        ));
+        assert!(r.starts_with("HTTP/1.1 411"), "{r}");
+        let r = ask(
+            "POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+        );
+        assert!(r.starts_with("HTTP/1.1 403"), "{r}");
+        // Half a head: the connection is closed after HEAD_TIMEOUT.
+        let mut c = UnixStream::connect(&path).unwrap();
+        c.write_all(b"GET /machines HTTP/1.1\r\nHost: x\r\n")
+            .unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let t = std::time::Instant::now();
+        let mut rest = Vec::new();
+        let _ = c.read_to_end(&mut rest);
+        let waited = t.elapsed();
+        assert!(
+            waited >= HEAD_TIMEOUT - Duration::from_secs(1) && waited < HEAD_TIMEOUT * 2,
+            "{waited:?}"
+        );
+        assert!(!String::from_utf8_lossy(&rest).contains("200 OK"));
+        std::mem::drop(socket);
+        assert!(!path.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn addresses_as_listed() {
         assert_eq!(addr_text("10.0.0.2", 7387, 7387), "10.0.0.2");
