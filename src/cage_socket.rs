@@ -82,7 +82,9 @@ fn addr_text(host: &str, port: u16, agent_port: u16) -> String {
 }
 
 /// This machine's serve first (where it listens; an unspecified address
-/// is reached on loopback), then `[machines]` in the config's order.
+/// is reached on loopback), then `[machines]` by name. An
+/// entry of this machine's own name is not another machine: it gives this
+/// machine's serve its token (one started with `--token-file`).
 pub fn agents(s: &Settings) -> Vec<Agent> {
     let ip = match s.listen.ip() {
         std::net::IpAddr::V4(v) if v.is_unspecified() => std::net::IpAddr::from([127, 0, 0, 1]),
@@ -93,15 +95,23 @@ pub fn agents(s: &Settings) -> Vec<Agent> {
         name: s.machine_name.clone(),
         addr: addr_text(&ip.to_string(), s.listen.port(), s.agent_port),
         url: format!("http://{}", std::net::SocketAddr::new(ip, s.listen.port())),
-        token_file: None,
+        token_file: s
+            .machines
+            .get(&s.machine_name)
+            .and_then(|m| m.token_file.clone()),
     };
     std::iter::once(here)
-        .chain(s.machines.iter().map(|(name, m)| Agent {
-            name: name.clone(),
-            addr: addr_text(&m.host, m.port, s.agent_port),
-            url: m.url.clone(),
-            token_file: m.token_file.clone(),
-        }))
+        .chain(
+            s.machines
+                .iter()
+                .filter(|(name, _)| **name != s.machine_name)
+                .map(|(name, m)| Agent {
+                    name: name.clone(),
+                    addr: addr_text(&m.host, m.port, s.agent_port),
+                    url: m.url.clone(),
+                    token_file: m.token_file.clone(),
+                }),
+        )
         .collect()
 }
 
@@ -886,6 +896,50 @@ mod tests {
         std::mem::drop(socket);
         assert!(!path.exists());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_machines_from_the_settings() {
+        let s = crate::settings::Settings::from_text(
+            Some(
+                "machine_name = \"alpha\"\nagent_port = 7387\n[machines]\n\
+             beta = \"http://10.0.0.2:7387\"\n\
+             gamma = { url = \"http://gamma.mesh:9000\", token_file = \"/t/gamma\" }\n\
+             alpha = { url = \"http://127.0.0.1:7387\", token_file = \"/t/alpha\" }\n",
+            ),
+            Path::new("/cfg/config.toml"),
+            PathBuf::from("/state"),
+            PathBuf::from("/home/u"),
+            &crate::settings::Env::new(),
+        )
+        .unwrap();
+        let got: Vec<(String, String, String, Option<PathBuf>)> = agents(&s)
+            .into_iter()
+            .map(|a| (a.name, a.addr, a.url, a.token_file))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "alpha".into(),
+                    "127.0.0.1".into(),
+                    "http://127.0.0.1:7387".into(),
+                    Some(PathBuf::from("/t/alpha"))
+                ),
+                (
+                    "beta".into(),
+                    "10.0.0.2".into(),
+                    "http://10.0.0.2:7387".into(),
+                    None
+                ),
+                (
+                    "gamma".into(),
+                    "gamma.mesh:9000".into(),
+                    "http://gamma.mesh:9000".into(),
+                    Some(PathBuf::from("/t/gamma"))
+                ),
+            ]
+        );
     }
 
     #[test]

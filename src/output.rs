@@ -205,12 +205,13 @@ pub fn shown(sh: &Shown) -> String {
         sh.state
     );
     s.push_str(&format!(
-        "caged senders {}\n",
+        "caged     {} tasks and files from caged sessions (accept-caged {})\n",
         if r.accepts_caged() {
-            "taken (tasks and files from caged sessions)"
+            "takes"
         } else {
-            "refused"
-        }
+            "refuses"
+        },
+        if r.accepts_caged() { "on" } else { "off" }
     ));
     if let Some(c) = &r.cage {
         s.push_str(&format!(
