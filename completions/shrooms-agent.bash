@@ -43,6 +43,9 @@ _shrooms__agent() {
             shrooms__agent,serve)
                 cmd="shrooms__agent__subcmd__serve"
                 ;;
+            shrooms__agent__subcmd__cage,accept-caged)
+                cmd="shrooms__agent__subcmd__cage__subcmd__accept__subcmd__caged"
+                ;;
             shrooms__agent__subcmd__cage,create)
                 cmd="shrooms__agent__subcmd__cage__subcmd__create"
                 ;;
@@ -81,6 +84,9 @@ _shrooms__agent() {
                 ;;
             shrooms__agent__subcmd__cage,stop)
                 cmd="shrooms__agent__subcmd__cage__subcmd__stop"
+                ;;
+            shrooms__agent__subcmd__cage__subcmd__help,accept-caged)
+                cmd="shrooms__agent__subcmd__cage__subcmd__help__subcmd__accept__subcmd__caged"
                 ;;
             shrooms__agent__subcmd__cage__subcmd__help,create)
                 cmd="shrooms__agent__subcmd__cage__subcmd__help__subcmd__create"
@@ -171,6 +177,9 @@ _shrooms__agent() {
                 ;;
             shrooms__agent__subcmd__help,serve)
                 cmd="shrooms__agent__subcmd__help__subcmd__serve"
+                ;;
+            shrooms__agent__subcmd__help__subcmd__cage,accept-caged)
+                cmd="shrooms__agent__subcmd__help__subcmd__cage__subcmd__accept__subcmd__caged"
                 ;;
             shrooms__agent__subcmd__help__subcmd__cage,create)
                 cmd="shrooms__agent__subcmd__help__subcmd__cage__subcmd__create"
@@ -286,8 +295,22 @@ _shrooms__agent() {
             return 0
             ;;
         shrooms__subcmd__agent__subcmd__cage)
-            opts="-h --json --help create start stop rm move limits history exec run ls show prune help"
+            opts="-h --json --help create start stop rm move limits history accept-caged exec run ls show prune help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__accept__subcmd__caged)
+            opts="-h --json --help on off"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -352,8 +375,22 @@ _shrooms__agent() {
             return 0
             ;;
         shrooms__subcmd__agent__subcmd__cage__subcmd__help)
-            opts="create start stop rm move limits history exec run ls show prune help"
+            opts="create start stop rm move limits history accept-caged exec run ls show prune help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__cage__subcmd__help__subcmd__accept__subcmd__caged)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -896,8 +933,22 @@ _shrooms__agent() {
             return 0
             ;;
         shrooms__subcmd__agent__subcmd__help__subcmd__cage)
-            opts="create start stop rm move limits history exec run ls show prune"
+            opts="create start stop rm move limits history accept-caged exec run ls show prune"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__cage__subcmd__accept__subcmd__caged)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -129,6 +129,20 @@ pub enum CageCommand {
     Limits(LimitsArgs),
     /// What happened to a session: creation, moves, limits, each turn's tokens (when, who, what)
     History(NameArg),
+    /// Whether a session takes tasks and files from caged sessions ("caged tasks")
+    #[command(
+        name = "accept-caged",
+        after_help = "By default a session in a cage takes them and one outside a cage does not. \
+        A caged sender is named by its cage's socket, so it cannot pass for another session; \
+        files from it are still taken only from the senders `files allow` names."
+    )]
+    AcceptCaged {
+        /// The session
+        name: String,
+        /// on: take them; off: refuse them
+        #[arg(value_parser = ["on", "off"])]
+        state: String,
+    },
     /// Run a command in a session's cage; the cage stops when it ends
     #[command(
         after_help = "The cage is started if it is stopped, and stopped when CMD ends: what CMD left running ends with it.\n\

@@ -6,6 +6,7 @@
 //! place a process starts) -> results printed here, as text or `--json`.
 
 mod cage_files;
+mod cage_socket;
 mod cli;
 mod error;
 mod gateway;
@@ -263,6 +264,16 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
             };
             let r = ops::limits::limits(&ctx, &req)?;
             output::show(&r, json, output::limits);
+        }
+        CageCommand::AcceptCaged { name, state } => {
+            let r = ops::files::set_accept_caged(&ctx, &name, state == "on")?;
+            output::show(&r, json, |r| {
+                format!(
+                    "{} {} tasks and files from caged sessions\n",
+                    r.session,
+                    if r.accept_caged { "takes" } else { "refuses" }
+                )
+            });
         }
         CageCommand::History(a) => {
             let r = ops::history::history(&ctx, &a.name)?;

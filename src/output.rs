@@ -204,6 +204,15 @@ pub fn shown(sh: &Shown) -> String {
         r.harness.name(),
         sh.state
     );
+    s.push_str(&format!(
+        "caged     {} tasks and files from caged sessions (accept-caged {})\n",
+        if r.accepts_caged() {
+            "takes"
+        } else {
+            "refuses"
+        },
+        if r.accepts_caged() { "on" } else { "off" }
+    ));
     if let Some(c) = &r.cage {
         s.push_str(&format!(
             "container {}\nimage     {}\nnetwork   {}\nlimits    memory {}, cpus {}, pids {}\nargv      {}\n",

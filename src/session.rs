@@ -93,6 +93,11 @@ pub struct Record {
     /// Whom it takes files from, and who tried and was refused.
     #[serde(default)]
     pub files: FilesPolicy,
+    /// Does it take tasks and files from caged sessions ("caged tasks")?
+    /// Unset: yes for a session in a cage, no for the others
+    /// ([`Record::accepts_caged`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accept_caged: Option<bool>,
     /// The model tokens its turns spent, and its token budget.
     #[serde(default)]
     pub tokens: Tokens,
@@ -175,6 +180,14 @@ pub struct TurnUsage {
     pub started: u64,
     #[serde(flatten)]
     pub usage: Usage,
+}
+
+impl Record {
+    /// Whether it takes tasks and files from caged sessions: as set, else
+    /// by default when it is in a cage itself.
+    pub fn accepts_caged(&self) -> bool {
+        self.accept_caged.unwrap_or(self.cage.is_some())
+    }
 }
 
 /// Whom a session takes files from (`files allow`), and the last refused.
@@ -290,6 +303,7 @@ pub fn sample_record(name: &str) -> Record {
         auto_approve: false,
         files: FilesPolicy::default(),
         tokens: Tokens::default(),
+        accept_caged: None,
     }
 }
 
@@ -1118,6 +1132,8 @@ mod tests {
         assert_eq!(r.files, FilesPolicy::default());
         assert_eq!(r.tokens, Tokens::default());
         assert_eq!(r.tokens.budget, None);
+        assert_eq!(r.accept_caged, None);
+        assert!(!r.accepts_caged());
     }
 
     #[test]

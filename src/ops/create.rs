@@ -117,6 +117,9 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
         auto_approve: req.auto_approve,
         files: Default::default(),
         tokens: Default::default(),
+        // Unset: it follows the session in and out of its cage (on while
+        // caged) until someone sets it.
+        accept_caged: None,
     };
     let saved = ctx.store.save(&record).and_then(|_| {
         ctx.store.append_history(

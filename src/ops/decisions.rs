@@ -276,6 +276,7 @@ impl World {
             auto_approve: false,
             files: Default::default(),
             tokens: Default::default(),
+            accept_caged: None,
         };
         self.ctx.store.ensure().unwrap();
         self.ctx.store.save(&record).unwrap();

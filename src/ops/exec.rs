@@ -42,6 +42,8 @@ pub struct Prepared<'a> {
     /// Served until the turn ends (dropped after the cage is stopped, and
     /// before the lock: the turn's line goes into the history under it).
     _gateway: crate::gateway::Gateway,
+    /// The cage's socket, served until the turn ends, then removed.
+    _socket: crate::cage_socket::Socket,
     _lock: SessionLock,
     /// Variables left out of the env file, and why: for the face to show.
     pub warnings: Vec<String>,
@@ -194,6 +196,19 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
             )));
         }
     };
+    // The cage's socket to the agents, served for the turn too.
+    let socket = match crate::cage_socket::open(ctx, &record) {
+        Ok(s) => s,
+        Err(e) => {
+            drop(gateway);
+            let stopped = host.podman.stop(&cage.container).is_ok();
+            watcher.finish(stopped);
+            return Err(Error::failed(format!(
+                "{}; the cage was stopped again",
+                e.message
+            )));
+        }
+    };
     let url = gateway.base_url();
     let plan = match &cage.sealed {
         Some(_) => spec::sealed_env_plan(&record.name, &cage.image_path, Some(&url)),
@@ -235,6 +250,7 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
         process: host.podman.process(&args),
         watcher,
         _gateway: gateway,
+        _socket: socket,
         _lock: lock,
         warnings: plan
             .left_out

@@ -63,6 +63,13 @@ pub fn allow(ctx: &Context, name: &str, sender: &str) -> Result<FilesList> {
     let (m, s) = parse_sender(sender, true)?;
     let entry = format!("{m}/{s}");
     ctx.store.update(name, |r| {
+        // Those it now takes are no longer shown as refused.
+        let (m, s) = (m.as_str(), s.as_str());
+        r.files.refused.retain(|x| {
+            !x.from
+                .split_once('/')
+                .is_some_and(|(xm, xs)| xm == m && (s == "*" || xs == s))
+        });
         if !r.files.allow.contains(&entry) {
             r.files.allow.push(entry);
         }
@@ -92,6 +99,26 @@ pub fn deny(ctx: &Context, name: &str, sender: &str) -> Result<FilesList> {
     })
 }
 
+/// Whether a session takes caged senders, as `cage accept-caged` and the
+/// API show and set it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct AcceptCaged {
+    pub session: String,
+    pub accept_caged: bool,
+}
+
+/// `cage accept-caged SESSION on|off`: whether it takes tasks and files
+/// from caged sessions (seed, "caged tasks"), kept in its record.
+pub fn set_accept_caged(ctx: &Context, name: &str, on: bool) -> Result<AcceptCaged> {
+    ctx.store.update(name, |r| {
+        r.accept_caged = Some(on);
+        Ok(AcceptCaged {
+            session: r.name.clone(),
+            accept_caged: on,
+        })
+    })
+}
+
 /// `files list SESSION`.
 pub fn list(ctx: &Context, name: &str) -> Result<FilesList> {
     let r = ctx.store.load(name)?;
@@ -110,6 +137,10 @@ pub struct Drop<'a> {
     pub from_machine: Result<String, String>,
     /// `X-Shrooms-From-Session`.
     pub from_session: Option<&'a str>,
+    /// `X-Shrooms-Caged`: the caged session it comes from, through its
+    /// cage's socket. It is the sender, whatever `from_session` says, and
+    /// only a session that accepts caged senders takes it.
+    pub caged: Option<&'a str>,
     /// The `name` the sender gave.
     pub name: &'a str,
     /// The body's length (Content-Length).
@@ -167,11 +198,22 @@ fn receive_within(
     bounds: &Bounds,
 ) -> Result<Received> {
     let record = ctx.store.load(d.session)?;
-    let from_session = d.from_session.ok_or_else(|| {
-        Error::bad_input("a drop names its sender's session in the header X-Shrooms-From-Session")
-    })?;
-    session::validate_name(from_session)
-        .map_err(|e| e.context("the header X-Shrooms-From-Session"))?;
+    let from_session = match d.caged {
+        Some(caged) => {
+            session::validate_name(caged).map_err(|e| e.context("the header X-Shrooms-Caged"))?;
+            caged
+        }
+        None => {
+            let s = d.from_session.ok_or_else(|| {
+                Error::bad_input(
+                    "a drop names its sender's session in the header X-Shrooms-From-Session",
+                )
+            })?;
+            session::validate_name(s)
+                .map_err(|e| e.context("the header X-Shrooms-From-Session"))?;
+            s
+        }
+    };
     let machine = match &d.from_machine {
         Ok(m) => m.clone(),
         Err(why) => return Err(Error::forbidden(why.clone())),
@@ -180,6 +222,14 @@ fn receive_within(
         return Err(Error::bad_input(
             "a drop names its file: add ?name=FILE to the address",
         ));
+    }
+    if d.caged.is_some() && !record.accepts_caged() {
+        let from = format!("{machine}/{from_session}");
+        return Err(Error::forbidden(format!(
+            "session {} takes nothing from caged sessions, and {from} is caged; \
+             `shrooms-agent cage accept-caged {} on` lets caged senders in",
+            d.session, d.session
+        )));
     }
     if !record.files.allows(&machine, from_session) {
         let from = format!("{machine}/{from_session}");
@@ -790,6 +840,7 @@ mod tests {
                     refused: Vec::new(),
                 },
                 tokens: Default::default(),
+                accept_caged: None,
             })
             .unwrap();
         (ctx, root)
@@ -800,6 +851,7 @@ mod tests {
             session: "inbox",
             from_machine: Ok(machine.into()),
             from_session: Some(session),
+            caged: None,
             name,
             length,
             note: None,
@@ -843,6 +895,62 @@ mod tests {
         );
         // Another machine has its own.
         send("beta", "a", "1", 100).unwrap();
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// A caged sender is named by its socket, whatever it says itself, and
+    /// is taken only by a session that accepts caged senders.
+    #[test]
+    fn a_caged_drop_needs_accept_caged_and_is_the_caged_sessions() {
+        let (ctx, root) = inbox("caged");
+        let send = |caged: Option<&str>| {
+            let mut d = drop_from("alpha", "boss", "f.txt", 2);
+            d.caged = caged;
+            receive_within(&ctx, &d, &mut &b"hi"[..], &SMALL)
+        };
+        // Uncaged, the inbox takes no caged senders by default.
+        let e = send(Some("web")).unwrap_err();
+        assert_eq!(e.kind, crate::error::Kind::Forbidden);
+        assert!(e.message.contains("accept-caged inbox on"), "{}", e.message);
+        set_accept_caged(&ctx, "inbox", true).unwrap();
+        let got = send(Some("web")).unwrap();
+        assert!(
+            got.path.ends_with("drop/from-alpha_web/f.txt"),
+            "{}",
+            got.path.display()
+        );
+        // Not caged: named as it says.
+        let got = send(None).unwrap();
+        assert!(got.path.ends_with("drop/from-alpha_boss/f.txt"));
+        set_accept_caged(&ctx, "inbox", false).unwrap();
+        assert!(send(Some("web")).is_err());
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn allowing_a_sender_takes_it_off_the_refused_list() {
+        let (ctx, root) = inbox("allow-refused");
+        let d = drop_from("gamma", "x", "f", 1);
+        assert!(receive_within(&ctx, &d, &mut &b"x"[..], &SMALL).is_err());
+        let d = drop_from("gamma", "y", "f", 1);
+        assert!(receive_within(&ctx, &d, &mut &b"x"[..], &SMALL).is_err());
+        let d = drop_from("delta", "x", "f", 1);
+        assert!(receive_within(&ctx, &d, &mut &b"x"[..], &SMALL).is_err());
+        let froms = |l: &FilesList| -> Vec<String> {
+            l.files.refused.iter().map(|r| r.from.clone()).collect()
+        };
+        assert_eq!(
+            froms(&list(&ctx, "inbox").unwrap()),
+            ["gamma/x", "gamma/y", "delta/x"]
+        );
+        assert_eq!(
+            froms(&allow(&ctx, "inbox", "gamma/x").unwrap()),
+            ["gamma/y", "delta/x"]
+        );
+        assert_eq!(
+            froms(&allow(&ctx, "inbox", "gamma/*").unwrap()),
+            ["delta/x"]
+        );
         fs::remove_dir_all(&root).unwrap();
     }
 

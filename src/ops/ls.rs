@@ -126,6 +126,7 @@ mod tests {
             auto_approve: false,
             files: Default::default(),
             tokens: Default::default(),
+            accept_caged: None,
         }
     }
 

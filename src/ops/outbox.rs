@@ -206,6 +206,8 @@ fn deliver_here(
         session,
         from_machine: Ok(ctx.settings.machine_name.clone()),
         from_session: Some(from),
+        // Sent by the user on the machine, not through a cage's socket.
+        caged: None,
         name: archive,
         length: size,
         note: None,

@@ -23,7 +23,9 @@ pub struct Shown {
 }
 
 pub fn show(ctx: &Context, name: &str) -> Result<Shown> {
-    let record = ctx.store.load(name)?;
+    let mut record = ctx.store.load(name)?;
+    // Shown as it is in force, also where it was never set.
+    record.accept_caged = Some(record.accepts_caged());
     let (state, running, shared_path) = match &record.cage {
         None => ("uncaged".to_string(), false, None),
         Some(cage) => {

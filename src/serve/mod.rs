@@ -453,7 +453,9 @@ async fn handle(
         status: None,
         why: String::new(),
     };
-    if let Some(r) = refusal(&shared, &info, req.headers(), &mut line.why) {
+    if let Some(r) = refusal(&shared, &info, req.headers(), &mut line.why)
+        .or_else(|| routes::caged_refusal(req.method().as_str(), req.uri().path(), req.headers()))
+    {
         line.status = Some(r.status);
         return r.into_response();
     }

@@ -42,6 +42,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/sessions/{name}/cage/limits"),
     ("POST", "/v1/sessions/{name}/outbox/send"),
     ("POST", "/v1/sessions/{name}/drop"),
+    ("POST", "/v1/sessions/{name}/accept-caged"),
     ("POST", "/v1/images/build"),
 ];
 
@@ -58,6 +59,7 @@ fn endpoint(method: &str, path: &str) -> Option<MethodRouter> {
         ("POST", "/v1/sessions/{name}/cage/limits") => post(limits),
         ("POST", "/v1/sessions/{name}/outbox/send") => post(send),
         ("POST", "/v1/sessions/{name}/drop") => post(drop_file),
+        ("POST", "/v1/sessions/{name}/accept-caged") => post(accept_caged),
         ("POST", "/v1/images/build") => post(build),
         _ => return None,
     })
@@ -688,12 +690,14 @@ async fn send(
         ("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$"),
         ("name" = String, Query, description = "The file's name; made safe, and never over another file."),
         ("note" = Option<String>, Query, description = "A note from the sender (at most 4096 bytes), kept beside the file as NAME.note."),
-        ("X-Shrooms-From-Session" = String, Header, description = "The sending session. Its machine is told from the request's address.")),
+        ("X-Shrooms-From-Session" = String, Header, description = "The sending session. Its machine is told from the request's address."),
+        ("X-Shrooms-Caged" = Option<String>, Header, description = "Set by a cage's socket: the caged session sending. It is the sender then, whatever X-Shrooms-From-Session says, and only a session that accepts caged senders takes the file.")),
     request_body(content = String, content_type = "application/octet-stream",
         description = "The file, with Content-Length; held to 256 KiB a second after a grace."),
     responses(
         (status = 201, description = "Kept.", body = ops::files::Received),
         (status = 400, description = "A bad request, or an upload that broke off.", body = ErrorBody),
+        (status = 403, description = "The session takes no files from this sender, or no caged senders.", body = ErrorBody),
         (status = 404, description = "No such session.", body = ErrorBody),
         (status = 408, description = "The file did not arrive in time.", body = ErrorBody),
         (status = 413, description = "Over the session's bounds.", body = ErrorBody)))]
@@ -719,6 +723,12 @@ async fn drop_file(
         .get("x-shrooms-from-session")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
+    // Through a cage's socket: the caged session is the sender (see
+    // `caged_refusal` for why serve may believe the header).
+    let caged = parts
+        .headers
+        .get(crate::cage_socket::CAGED_HEADER)
+        .map(|v| v.to_str().map(str::to_string).unwrap_or_default());
     let from_machine = shared.machine_of(info.peer.ip());
     // It must keep a pace of 256 KiB a second after a grace, at every
     // read, so a sender that trickles cannot hold its place for long.
@@ -728,6 +738,7 @@ async fn drop_file(
             session: &name,
             from_machine,
             from_session: from_session.as_deref(),
+            caged: caged.as_deref(),
             name: &file_name,
             length,
             note: note.as_deref(),
@@ -745,6 +756,83 @@ async fn drop_file(
         }
     })
     .await
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct AcceptCagedBody {
+    /// Take tasks and files from caged sessions (true) or refuse them (false).
+    accept_caged: bool,
+}
+
+/// `cage accept-caged`: whether a session takes tasks and files from
+/// caged sessions ("caged tasks").
+#[utoipa::path(post, path = "/v1/sessions/{name}/accept-caged", operation_id = "acceptCaged",
+    params(("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")),
+    request_body = AcceptCagedBody,
+    responses(
+        (status = 200, description = "Set.", body = ops::files::AcceptCaged),
+        (status = 400, description = "A bad request.", body = ErrorBody),
+        (status = 403, description = "Asked by a caged session (X-Shrooms-Caged).", body = ErrorBody),
+        (status = 404, description = "No such session.", body = ErrorBody),
+        (status = 408, description = "The body did not arrive in time.", body = ErrorBody),
+        (status = 409, description = "The session is busy.", body = ErrorBody),
+        (status = 413, description = "The body is over 1 MiB.", body = ErrorBody)))]
+async fn accept_caged(
+    Extension(shared): Sh,
+    Extension(info): Info,
+    params: RawPathParams,
+    req: Request,
+) -> Response {
+    let name = name_of(&params);
+    with_body(&shared, &info, req, move |shared, body: AcceptCagedBody| {
+        let r = ops::files::set_accept_caged(&shared.context(), &name, body.accept_caged)?;
+        Ok(Response::json(200, &r))
+    })
+    .await
+}
+
+/// Why a request that carries `X-Shrooms-Caged` is refused before its
+/// route, if it is: every route of serve's that changes something, but a
+/// drop (which the header names the sender of). Routes serve does not have
+/// (A2A's) get serve's own 404.
+///
+/// Who can send the header: serve answers only its own user's programs
+/// (loopback, the Unix socket) or a holder of its token; no cage can reach
+/// it (the agent port is closed in every cage, and the Unix socket is not
+/// mounted in one), except through its own socket, which always sets the
+/// header to its session. And the header only ever takes away: a sender
+/// that leaves it out is refused nothing more than one that sends it.
+pub fn caged_refusal(method: &str, path: &str, headers: &HeaderMap) -> Option<Response> {
+    let caged = headers.get(crate::cage_socket::CAGED_HEADER)?;
+    if method == "GET" || method == "HEAD" {
+        return None;
+    }
+    let segs: Vec<&str> = path.split('/').skip(1).collect();
+    let route = ROUTES.iter().find(|(m, p)| {
+        let want: Vec<&str> = p.split('/').skip(1).collect();
+        *m == method
+            && want.len() == segs.len()
+            && want
+                .iter()
+                .zip(&segs)
+                .all(|(w, s)| w.starts_with('{') || w == s)
+    })?;
+    if route.1 == "/v1/sessions/{name}/drop" {
+        return None;
+    }
+    Some(Response::error(
+        403,
+        &format!(
+            "a caged session ({}) changes no settings: {method} {} is refused through a cage's \
+             socket",
+            String::from_utf8_lossy(caged.as_bytes())
+                .chars()
+                .take(64)
+                .collect::<String>(),
+            route.1
+        ),
+    ))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -801,7 +889,7 @@ async fn build(Extension(shared): Sh, Extension(info): Info, req: Request) -> Re
             path 404; a slow request 408; a busy serve 503."
     ),
     servers((url = "/")),
-    paths(harnesses, openapi, list, create, show, remove, move_cage, limits, send, drop_file, build),
+    paths(harnesses, openapi, list, create, show, remove, move_cage, limits, send, drop_file, accept_caged, build),
 )]
 pub struct ApiDoc;
 
@@ -843,8 +931,8 @@ pub fn document() -> String {
         ),
         (
             "403",
-            "Without a token: another user's program, or a request from a web page; or an \
-             operation's refusal.",
+            "Without a token: another user's program, or a request from a web page; a \
+             change asked through a cage's socket (X-Shrooms-Caged); or an operation's refusal.",
         ),
         ("500", "A failure on the machine, in the CLI's words."),
         (
@@ -927,7 +1015,7 @@ mod tests {
                 operations += 1;
             }
         }
-        assert_eq!(operations, 11);
+        assert_eq!(operations, 12);
         assert!(
             doc["paths"]["/v1/sessions"]["post"]["responses"]
                 .as_object()

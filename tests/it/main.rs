@@ -22,5 +22,6 @@ mod policy;
 mod rootless;
 mod sealed;
 mod serve;
+mod socket;
 mod turn;
 mod usage;
