@@ -37,6 +37,9 @@ _shrooms__agent() {
             shrooms__agent,man)
                 cmd="shrooms__agent__subcmd__man"
                 ;;
+            shrooms__agent,mcp)
+                cmd="shrooms__agent__subcmd__mcp"
+                ;;
             shrooms__agent,outbox)
                 cmd="shrooms__agent__subcmd__outbox"
                 ;;
@@ -166,6 +169,9 @@ _shrooms__agent() {
             shrooms__agent__subcmd__help,man)
                 cmd="shrooms__agent__subcmd__help__subcmd__man"
                 ;;
+            shrooms__agent__subcmd__help,mcp)
+                cmd="shrooms__agent__subcmd__help__subcmd__mcp"
+                ;;
             shrooms__agent__subcmd__help,outbox)
                 cmd="shrooms__agent__subcmd__help__subcmd__outbox"
                 ;;
@@ -272,7 +278,7 @@ _shrooms__agent() {
 
     case "${cmd}" in
         shrooms__agent)
-            opts="-h -V --json --help --version cage doctor image outbox files serve completions man help"
+            opts="-h -V --json --help --version cage doctor image outbox files serve completions man mcp help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -878,7 +884,7 @@ _shrooms__agent() {
             return 0
             ;;
         shrooms__subcmd__agent__subcmd__help)
-            opts="cage doctor image outbox files serve completions man help"
+            opts="cage doctor image outbox files serve completions man mcp help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1227,6 +1233,20 @@ _shrooms__agent() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__mcp)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         shrooms__subcmd__agent__subcmd__help__subcmd__outbox)
             opts="pack send"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1387,6 +1407,20 @@ _shrooms__agent() {
             ;;
         shrooms__subcmd__agent__subcmd__man)
             opts="-h --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__mcp)
+            opts="-h --sealed --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

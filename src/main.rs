@@ -12,6 +12,7 @@ mod gateway;
 mod harness;
 mod host;
 mod lock;
+mod mcp;
 mod netif;
 mod netns;
 mod ops;
@@ -129,6 +130,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             } else {
                 ExitCode::SUCCESS
             })
+        }
+        Command::Mcp { sealed } => {
+            mcp::run(sealed)?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::GatewayListen { to } => {
             gateway::listen::helper(&to)?;
