@@ -14,6 +14,7 @@ mod cli;
 mod gateway;
 mod home_prune;
 mod images;
+mod mcp;
 mod nokey;
 mod options;
 mod pid1;
