@@ -37,6 +37,9 @@ _shrooms__agent() {
             shrooms__agent,man)
                 cmd="shrooms__agent__subcmd__man"
                 ;;
+            shrooms__agent,mcp)
+                cmd="shrooms__agent__subcmd__mcp"
+                ;;
             shrooms__agent,outbox)
                 cmd="shrooms__agent__subcmd__outbox"
                 ;;
@@ -172,6 +175,9 @@ _shrooms__agent() {
             shrooms__agent__subcmd__help,man)
                 cmd="shrooms__agent__subcmd__help__subcmd__man"
                 ;;
+            shrooms__agent__subcmd__help,mcp)
+                cmd="shrooms__agent__subcmd__help__subcmd__mcp"
+                ;;
             shrooms__agent__subcmd__help,outbox)
                 cmd="shrooms__agent__subcmd__help__subcmd__outbox"
                 ;;
@@ -281,7 +287,7 @@ _shrooms__agent() {
 
     case "${cmd}" in
         shrooms__agent)
-            opts="-h -V --json --help --version cage doctor image outbox files serve completions man help"
+            opts="-h -V --json --help --version cage doctor image outbox files serve completions man mcp help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -919,7 +925,7 @@ _shrooms__agent() {
             return 0
             ;;
         shrooms__subcmd__agent__subcmd__help)
-            opts="cage doctor image outbox files serve completions man help"
+            opts="cage doctor image outbox files serve completions man mcp help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1282,6 +1288,20 @@ _shrooms__agent() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        shrooms__subcmd__agent__subcmd__help__subcmd__mcp)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         shrooms__subcmd__agent__subcmd__help__subcmd__outbox)
             opts="pack send"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1442,6 +1462,20 @@ _shrooms__agent() {
             ;;
         shrooms__subcmd__agent__subcmd__man)
             opts="-h --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        shrooms__subcmd__agent__subcmd__mcp)
+            opts="-h --sealed --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

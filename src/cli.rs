@@ -98,6 +98,20 @@ pub enum Command {
     },
     /// Print the man page (roff) to standard output
     Man,
+    /// Serve the shrooms tools (list_agents, ask_agent, task_status,
+    /// task_update, task_ack, send_file) as an MCP server on standard input
+    /// and output, for a harness inside a cage
+    #[command(
+        after_help = "Run inside a cage: `cage run` hands it to Claude Code (--mcp-config). Each tool \
+        goes through the cage's socket ($SHROOMS_AGENT_PROXY, /run/shrooms-agent/proxy.sock), served \
+        by the process holding the turn; outside a cage, or with no turn running, the tools answer \
+        with an error that says so."
+    )]
+    Mcp {
+        /// Offer only task_update, the one tool a sealed cage's socket lets through
+        #[arg(long)]
+        sealed: bool,
+    },
     /// Make the model gateway's listener in a cage's network namespace and
     /// hand it over (run by `cage run` / `cage exec`, not for use by hand)
     #[command(name = "gateway-listen", hide = true)]

@@ -13,6 +13,7 @@ mod gateway;
 mod harness;
 mod host;
 mod lock;
+mod mcp;
 mod netif;
 mod netns;
 mod ops;
@@ -131,6 +132,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             } else {
                 ExitCode::SUCCESS
             })
+        }
+        Command::Mcp { sealed } => {
+            mcp::run(sealed)?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::GatewayListen { to } => {
             gateway::listen::helper(&to)?;

@@ -128,6 +128,7 @@ pub fn is_uncaged(ctx: &Context, name: &str) -> Result<bool> {
 pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Result<Prepared<'a>> {
     let (lock, record) = ctx.store.lock_and_load(name)?;
     let cage = cage_of(&record)?;
+    let mut notes = Vec::new();
     let cmd = match what {
         What::Command(cmd) => cmd,
         What::Harness(args) => {
@@ -141,9 +142,25 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
                          set [harness] claude in the config, then make the session again"
                     ))
                 })?;
-            let mut cmd = vec![program.to_string_lossy().into_owned()];
-            cmd.extend(args);
-            cmd
+            let tools = match record.harness {
+                crate::harness::Harness::Claude => {
+                    let found = tools_in_cage(&ctx.self_paths, &cage.create_argv);
+                    if found.is_none() {
+                        notes.push(format!(
+                            "the shrooms tools are not given to this run: this shrooms-agent \
+                             program ({}) was not mounted when the cage was made (it has moved \
+                             since); `shrooms-agent cage move {name}` makes the cage again with it",
+                            ctx.self_paths
+                                .first()
+                                .map(|p| p.display().to_string())
+                                .unwrap_or_default()
+                        ));
+                    }
+                    found.map(|p| (p, cage.sealed.is_some()))
+                }
+                crate::harness::Harness::Pi => None,
+            };
+            harness_command(&program, tools, args)
         }
     };
     let host = ctx.host_for_session()?;
@@ -257,8 +274,60 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
             .iter()
             .map(|(n, why)| format!("{n} is left out of the cage's environment: {why}"))
             .chain(pi_plan.into_iter().flat_map(|p| p.warnings))
+            .chain(notes)
             .collect(),
     })
+}
+
+/// The shrooms-agent program as the cage sees it: the first of this
+/// program's paths that the cage was made with a mount of (at the
+/// machine's own path, `spec::common_mounts`). None when the program has
+/// moved since: the cage lacks it until it is made again.
+fn tools_in_cage(self_paths: &[PathBuf], create_argv: &[String]) -> Option<PathBuf> {
+    self_paths
+        .iter()
+        .find(|p| {
+            let m = argv::mount(&spec::Mount {
+                src: p.to_path_buf(),
+                dst: p.to_path_buf(),
+                read_only: true,
+            });
+            create_argv.contains(&m)
+        })
+        .cloned()
+}
+
+/// The harness's command line for `cage run`: its program, the shrooms
+/// tools' MCP server when `tools` names the program inside (Claude Code's
+/// `--mcp-config`; with `true`, a sealed cage's, which offers only
+/// task_update), then the caller's arguments. The option is given in its
+/// `--name=value` form, first: Claude Code's `--mcp-config` takes several
+/// values, and in its separate form would take the caller's next words
+/// (a prompt) as more of them.
+fn harness_command(
+    program: &std::path::Path,
+    tools: Option<(PathBuf, bool)>,
+    args: Vec<String>,
+) -> Vec<String> {
+    let mut cmd = vec![program.to_string_lossy().into_owned()];
+    if let Some((shrooms_agent, sealed)) = tools {
+        let mut server_args = vec!["mcp"];
+        if sealed {
+            server_args.push("--sealed");
+        }
+        let config = serde_json::json!({
+            "mcpServers": {
+                "shrooms": {
+                    "type": "stdio",
+                    "command": shrooms_agent.to_string_lossy(),
+                    "args": server_args,
+                }
+            }
+        });
+        cmd.push(format!("--mcp-config={config}"));
+    }
+    cmd.extend(args);
+    cmd
 }
 
 impl Prepared<'_> {
@@ -369,5 +438,73 @@ pub fn watch(ctx: &Context, req: &WatchRequest) -> Result<Watched> {
                 std::thread::sleep(std::time::Duration::from_secs(1));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `cage run` of Claude Code hands it the shrooms tools' server, at
+    /// the path the cage was given the program at, before the caller's words.
+    #[test]
+    fn claude_is_handed_the_shrooms_tools() {
+        let claude = std::path::Path::new("/opt/claude/bin/claude");
+        let args = vec!["-p".to_string(), "say hi".to_string()];
+        assert_eq!(
+            harness_command(
+                claude,
+                Some(("/usr/local/bin/shrooms-agent".into(), false)),
+                args.clone()
+            ),
+            vec![
+                "/opt/claude/bin/claude",
+                "--mcp-config={\"mcpServers\":{\"shrooms\":{\"args\":[\"mcp\"],\
+                 \"command\":\"/usr/local/bin/shrooms-agent\",\"type\":\"stdio\"}}}",
+                "-p",
+                "say hi",
+            ]
+        );
+        assert_eq!(
+            harness_command(
+                claude,
+                Some(("/usr/local/bin/shrooms-agent".into(), true)),
+                vec![]
+            ),
+            vec![
+                "/opt/claude/bin/claude",
+                "--mcp-config={\"mcpServers\":{\"shrooms\":{\"args\":[\"mcp\",\"--sealed\"],\
+                 \"command\":\"/usr/local/bin/shrooms-agent\",\"type\":\"stdio\"}}}",
+            ]
+        );
+        assert_eq!(
+            harness_command(std::path::Path::new("pi"), None, args),
+            vec!["pi", "-p", "say hi"]
+        );
+    }
+
+    /// The program is named only where the cage was made with it mounted.
+    #[test]
+    fn the_program_as_the_cage_was_made_with_it() {
+        let paths = vec![
+            PathBuf::from("/opt/sa/shrooms-agent"),
+            PathBuf::from("/usr/local/bin/shrooms-agent"),
+        ];
+        let made = |p: &str| {
+            vec![
+                "create".to_string(),
+                "--mount".to_string(),
+                format!("type=bind,src={p},dst={p},ro=true,nosuid,nodev"),
+            ]
+        };
+        assert_eq!(
+            tools_in_cage(&paths, &made("/usr/local/bin/shrooms-agent")),
+            Some(PathBuf::from("/usr/local/bin/shrooms-agent"))
+        );
+        assert_eq!(
+            tools_in_cage(&paths, &made("/opt/sa/shrooms-agent")),
+            Some(PathBuf::from("/opt/sa/shrooms-agent"))
+        );
+        assert_eq!(tools_in_cage(&paths, &made("/old/shrooms-agent")), None);
     }
 }

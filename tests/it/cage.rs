@@ -687,7 +687,18 @@ fn run_runs_the_configured_claude_through_its_link() {
     let (name, _) = created(&w, "run");
 
     let r = w.run(&["cage", "run", &name, "--", "--hello"]).ok();
-    assert_eq!(r.stdout(), "fake claude --hello\n", "{}", r.explain());
+    // Handed the shrooms tools first: the program as the cage has it.
+    let tools = serde_json::json!({"mcpServers": {"shrooms": {
+        "type": "stdio",
+        "command": s(&fs::canonicalize(bin()).unwrap()),
+        "args": ["mcp"],
+    }}});
+    assert_eq!(
+        r.stdout(),
+        format!("fake claude --mcp-config={tools} --hello\n"),
+        "{}",
+        r.explain()
+    );
     let show = w.run(&["cage", "show", &name, "--json"]).ok().json();
     assert_eq!(
         show["cage"]["program"],

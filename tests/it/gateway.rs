@@ -758,6 +758,29 @@ fn claude_turns(w: World, sealed: bool) {
         "{}",
         mock.explain()
     );
+    // `cage run` handed Claude Code the shrooms tools' MCP server, which it
+    // started in the cage and offered the model: all six, or in a sealed
+    // cage task_update alone. (Offered by name: as a tool, or in the list
+    // of tools it loads when asked, depending on its tool search.)
+    let offered = |tool: &str| {
+        let name = format!("mcp__shrooms__{tool}");
+        seen.iter().any(|s| {
+            s.body.match_indices(&name).any(|(i, _)| {
+                !s.body[i + name.len()..]
+                    .starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+            })
+        })
+    };
+    assert!(offered("task_update"), "{}", mock.explain());
+    for tool in [
+        "list_agents",
+        "ask_agent",
+        "task_status",
+        "task_ack",
+        "send_file",
+    ] {
+        assert_eq!(offered(tool), !sealed, "{tool}: {}", mock.explain());
+    }
     for s in &seen {
         if sealed {
             assert_eq!(

@@ -15,6 +15,7 @@ mod cli;
 mod gateway;
 mod home_prune;
 mod images;
+mod mcp;
 mod nokey;
 mod options;
 mod pid1;
