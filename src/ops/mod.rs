@@ -229,6 +229,21 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<()>
             }
         }
     }
+    if let Err(e) = load_rules(ctx, host, cage) {
+        let _ = host.podman.stop(&cage.container);
+        return Err(e.context(format!(
+            "setting the network rules in {} failed, so it was stopped again",
+            cage.container
+        )));
+    }
+    Ok(())
+}
+
+/// Load a running cage's network rules into its namespace (again: the load
+/// replaces the table whole) and check, as `Host::set_rules` does, that the
+/// namespace is the one its processes run in and its first process the
+/// machine's catatonit. Stops nothing: the caller decides.
+pub fn load_rules(ctx: &Context, host: &Host, cage: &CageRecord) -> Result<()> {
     let rule_set = match &cage.sealed {
         // The machine's own networks, read now: interfaces change.
         Some(s) => {
@@ -237,14 +252,7 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<()>
         }
         None => rules::agent_port(ctx.settings.agent_port),
     };
-    if let Err(e) = host.set_rules(&cage.container, &rule_set) {
-        let _ = host.podman.stop(&cage.container);
-        return Err(e.context(format!(
-            "setting the network rules in {} failed, so it was stopped again",
-            cage.container
-        )));
-    }
-    Ok(())
+    host.set_rules(&cage.container, &rule_set)
 }
 
 /// Refuse to start a cage where a folder on the way to one of its bind
