@@ -16,7 +16,8 @@ use clap_complete::ArgValueCandidates;
         One container per session: inside, the agent is root and can install what it \
         needs; outside, it is your user and nothing more, and of your home directory \
         it sees only its project and a private copy of its harness's settings.",
-    after_help = "Exit codes: 0 done, 1 failed, 2 bad input, 3 busy, 4 not ready yet (an image being built).\n\
+    after_help = "Exit codes: 0 done, 1 failed, 2 bad input, 3 busy, 4 not ready yet (an image being built); \
+        `cage exec` and `cage run`: the command's own, or 125 (shrooms-agent failed or refused), 126, 127.\n\
         Config: $SHROOMS_AGENT_CONFIG, else $XDG_CONFIG_HOME/shrooms-agent/config.toml, \
         else ~/.config/shrooms-agent/config.toml.\n\
         State: $SHROOMS_AGENT_STATE_DIR, else $XDG_DATA_HOME/shrooms-agent, \
