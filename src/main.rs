@@ -595,6 +595,29 @@ mod tests {
         assert_eq!(parse(&["--json", "--help"]).kind(), ErrorKind::DisplayHelp);
     }
 
+    /// `cage exec` and `cage run` are told apart by their first two words
+    /// that are not options; what follows `--` is the command's.
+    #[test]
+    fn exec_and_run_are_found_among_the_words() {
+        let passes = |args: &[&str]| {
+            passes_status(
+                &args
+                    .iter()
+                    .map(std::ffi::OsString::from)
+                    .collect::<Vec<_>>(),
+            )
+        };
+        assert!(passes(&["cage", "exec"]));
+        assert!(passes(&["--json", "cage", "run", "s"]));
+        assert!(passes(&[
+            "cage", "--json", "exec", "--join", "s", "--", "true"
+        ]));
+        assert!(!passes(&["cage", "show", "exec"]));
+        assert!(!passes(&["cage", "ls"]));
+        assert!(!passes(&["--", "cage", "exec"]));
+        assert!(!passes(&["image", "exec"]));
+    }
+
     #[test]
     fn json_is_asked_for_before_a_double_dash_only() {
         let asked = |args: &[&str]| {

@@ -374,7 +374,7 @@ fn run_of_an_uncaged_session_needs_uncaged() {
         w.run(&["cage", "move", &name]).ok();
         let r = w
             .run(&["cage", "run", "--uncaged", &name, "--", "--hello"])
-            .code_is(2);
+            .code_is(125);
         assert!(
             r.stderr().contains("leave out --uncaged"),
             "{}",
