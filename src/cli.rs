@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap_complete::ArgValueCandidates;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -15,7 +16,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
         One container per session: inside, the agent is root and can install what it \
         needs; outside, it is your user and nothing more, and of your home directory \
         it sees only its project and a private copy of its harness's settings.",
-    after_help = "Exit codes: 0 done, 1 failed, 2 bad input, 3 busy, 4 not ready yet (an image being built).\n\
+    after_help = "Exit codes: 0 done, 1 failed, 2 bad input, 3 busy, 4 not ready yet (an image being built); \
+        `cage exec` and `cage run`: the command's own, or 125 (shrooms-agent failed or refused), 126, 127.\n\
         Config: $SHROOMS_AGENT_CONFIG, else $XDG_CONFIG_HOME/shrooms-agent/config.toml, \
         else ~/.config/shrooms-agent/config.toml.\n\
         State: $SHROOMS_AGENT_STATE_DIR, else $XDG_DATA_HOME/shrooms-agent, \
@@ -30,41 +32,32 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// The command line as the shell completions show it: without hidden
-/// subcommands (the internal `image build-worker` and `cage watch-turn`). clap_complete lists hidden
-/// subcommands (clap-rs/clap#1335) and `Command` has no way to remove one, so
-/// a command that has any is put together again from its visible parts.
-pub fn completion_command() -> clap::Command {
-    fn visible(cmd: clap::Command) -> clap::Command {
-        let has_hidden = cmd.get_subcommands().any(|s| s.is_hide_set());
-        let cmd = if has_hidden {
-            let mut fresh = clap::Command::new(cmd.get_name().to_string())
-                .args(cmd.get_arguments().cloned())
-                .subcommands(cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned())
-                .subcommand_required(cmd.is_subcommand_required_set())
-                .arg_required_else_help(cmd.is_arg_required_else_help_set());
-            if let Some(about) = cmd.get_about() {
-                fresh = fresh.about(about.clone());
-            }
-            if let Some(about) = cmd.get_long_about() {
-                fresh = fresh.long_about(about.clone());
-            }
-            if let Some(v) = cmd.get_version() {
-                fresh = fresh.version(v.to_string());
-            }
-            fresh
-        } else {
-            cmd
-        };
-        let names: Vec<String> = cmd
-            .get_subcommands()
-            .map(|s| s.get_name().to_string())
-            .collect();
-        names
-            .iter()
-            .fold(cmd, |cmd, name| cmd.mut_subcommand(name, visible))
+/// The sessions of this state folder, for shell completion (`cage exec
+/// <Tab>`): the names of the records that read, from the state folder the
+/// environment names. No podman call and no config file: a Tab must answer
+/// at once and change nothing; where the folder cannot be told or read,
+/// nothing is offered.
+fn session_names() -> Vec<clap_complete::CompletionCandidate> {
+    let env: crate::settings::Env = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
+    let Some(home) = env
+        .get("HOME")
+        .filter(|h| h.starts_with('/'))
+        .map(PathBuf::from)
+    else {
+        return Vec::new();
+    };
+    let Ok((_, state)) = crate::settings::paths(&env, &home) else {
+        return Vec::new();
+    };
+    match crate::session::Store::new(state).list_readable() {
+        Ok((records, _)) => records
+            .into_iter()
+            .map(|r| clap_complete::CompletionCandidate::new(r.name))
+            .collect(),
+        Err(_) => Vec::new(),
     }
-    visible(<Cli as clap::CommandFactory>::command())
 }
 
 #[derive(Debug, Subcommand)]
@@ -91,13 +84,25 @@ pub enum Command {
         SIGTERM or Ctrl-C: stops accepting, finishes what is in flight, exits 0."
     )]
     Serve(ServeArgs),
-    /// Print a shell completion script to standard output
+    /// Print a shell completion script to standard output (commands, options and session names)
+    #[command(
+        after_help = "The script asks shrooms-agent (on PATH) for the candidates at each Tab, \
+        through the variable SHROOMS_AGENT_COMPLETE; session names come from the state folder, \
+        without podman.\n\
+        bash: shrooms-agent completions bash > ~/.local/share/bash-completion/completions/shrooms-agent\n\
+        zsh:  shrooms-agent completions zsh > ~/.zfunc/_shrooms-agent (a folder on $fpath)\n\
+        fish: shrooms-agent completions fish > ~/.config/fish/completions/shrooms-agent.fish"
+    )]
     Completions {
         /// The shell to complete for
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff) to standard output
-    Man,
+    /// Print the man page (roff) to standard output, or write every page to a folder
+    Man {
+        /// Write every page (one per command) into this folder instead
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Serve the shrooms tools (list_agents, ask_agent, task_status,
     /// task_update, task_ack, send_file) as an MCP server on standard input
     /// and output, for a harness inside a cage
@@ -152,33 +157,50 @@ pub enum CageCommand {
     )]
     AcceptCaged {
         /// The session
+        #[arg(add = ArgValueCandidates::new(session_names))]
         name: String,
         /// on: take them; off: refuse them
         #[arg(value_parser = ["on", "off"])]
         state: String,
     },
-    /// Run a command in a session's cage; the cage stops when it ends
+    /// Run a command in a session's cage (a shell when none is given); the cage stops when it ends
     #[command(
         after_help = "The cage is started if it is stopped, and stopped when CMD ends: what CMD left running ends with it.\n\
         It is stopped too if this process is ended: on SIGHUP (the terminal closing), SIGTERM, SIGINT or SIGQUIT, \
         the terminal's modes are put back and the exit status is 128 + the signal; after SIGKILL, a watcher stops it.\n\
-        The exit status is CMD's. While one exec or run holds a session, another exits 3."
+        Without CMD: a shell, bash if the cage's image has it, else sh. CMD needs no `--` \
+        (`cage exec NAME sh -c 'ls -l'`); options of exec go before NAME or before CMD.\n\
+        With --join: CMD runs beside the turn that holds the cage (to watch what the agent does), \
+        without taking the turn; the cage is never started or stopped, and a cage that is not running is refused (125).\n\
+        Exit status: CMD's own. 125: shrooms-agent failed or refused (--json and stderr say which kind: busy while \
+        another exec or run holds the session, bad_input, not_found, ...); 126: CMD could not be run; 127: CMD was not found."
     )]
     Exec {
+        /// Run beside the turn that holds the running cage: neither start nor stop it, nor take the turn
+        #[arg(long)]
+        join: bool,
         /// The session
+        #[arg(add = ArgValueCandidates::new(session_names))]
         name: String,
-        /// The command and its arguments, after `--`
-        #[arg(last = true, required = true, value_name = "CMD")]
+        /// The command and its arguments (default: a shell)
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "CMD"
+        )]
         cmd: Vec<OsString>,
     },
     /// Run the session's harness (claude or pi) in its cage
     #[command(
         after_help = "On a session taken out of its cage (`cage move NAME --out`), `cage run` refuses \
         unless given --uncaged: the harness would run on this machine as you, outside any cage. \
-        `cage move NAME` puts the session back in a cage."
+        `cage move NAME` puts the session back in a cage.\n\
+        Exit status: the harness's own. 125: shrooms-agent failed or refused (--json and stderr say which kind); \
+        126: the harness could not be run; 127: it was not found."
     )]
     Run {
         /// The session
+        #[arg(add = ArgValueCandidates::new(session_names))]
         name: String,
         /// Run the harness on this machine, outside any cage, when the session is not in one
         #[arg(long)]
@@ -228,13 +250,14 @@ pub enum CageCommand {
 #[derive(Debug, Args)]
 pub struct NameArg {
     /// The session
+    #[arg(add = ArgValueCandidates::new(session_names))]
     pub name: String,
 }
 
 #[derive(Debug, Args)]
 pub struct StopArgs {
     /// The session
-    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    #[arg(required_unless_present = "all", conflicts_with = "all", add = ArgValueCandidates::new(session_names))]
     pub name: Option<String>,
     /// Stop every cage of this user; a busy one is passed over and named at
     /// the end (exit 3)
@@ -245,6 +268,7 @@ pub struct StopArgs {
 #[derive(Debug, Args)]
 pub struct MoveArgs {
     /// The session
+    #[arg(add = ArgValueCandidates::new(session_names))]
     pub name: String,
     /// Take the session out of its cage: its harness runs on the machine again
     #[arg(long, conflicts_with_all = ["image", "github", "nix", "shared", "meshes", "sealed"])]
@@ -264,6 +288,7 @@ pub struct MoveArgs {
 #[derive(Debug, Args)]
 pub struct LimitsArgs {
     /// The session
+    #[arg(add = ArgValueCandidates::new(session_names))]
     pub name: String,
     /// Memory, as podman reads it: 512m, 1.5g, 1gb, 16G; a number alone is
     /// bytes (at least 6m, podman's minimum)
@@ -351,6 +376,7 @@ pub enum OutboxCommand {
     /// links never followed, with a README-UNTRUSTED.txt listing what was left out
     Pack {
         /// The sealed session
+        #[arg(add = ArgValueCandidates::new(session_names))]
         name: String,
         /// The archive to write: a new file outside the outbox (an existing
         /// regular file only with --force; never a device, a FIFO, a folder or a link)
@@ -368,6 +394,7 @@ pub enum OutboxCommand {
     /// uploads, if that session takes files from this one
     Send {
         /// The sealed session
+        #[arg(add = ArgValueCandidates::new(session_names))]
         name: String,
         /// Where to: MACHINE/SESSION
         #[arg(value_name = "MACHINE/SESSION")]
@@ -383,6 +410,7 @@ pub enum FilesCommand {
     /// Take files from a sender: MACHINE/SESSION, or MACHINE/* for all of its sessions
     Allow {
         /// The receiving session
+        #[arg(add = ArgValueCandidates::new(session_names))]
         name: String,
         #[arg(value_name = "MACHINE/SESSION")]
         from: String,
@@ -390,6 +418,7 @@ pub enum FilesCommand {
     /// Take no more files from a sender
     Deny {
         /// The receiving session
+        #[arg(add = ArgValueCandidates::new(session_names))]
         name: String,
         #[arg(value_name = "MACHINE/SESSION")]
         from: String,
@@ -397,6 +426,7 @@ pub enum FilesCommand {
     /// Show whom a session takes files from, and the last ten refused
     List {
         /// The session
+        #[arg(add = ArgValueCandidates::new(session_names))]
         name: String,
     },
 }

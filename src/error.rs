@@ -44,6 +44,23 @@ impl Kind {
         }
     }
 
+    /// The kind's name, as `--json` gives it (`"kind"`) and as `cage exec`
+    /// and `cage run` say it on stderr, where every failure of their own
+    /// exits [`TOOL_FAILED`].
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Failed => "failed",
+            Kind::BadInput => "bad_input",
+            Kind::NotFound => "not_found",
+            Kind::Busy => "busy",
+            Kind::NotReady => "not_ready",
+            Kind::Forbidden => "forbidden",
+            Kind::TooLarge => "too_large",
+            Kind::NoPodman => "no_podman",
+            Kind::PodmanFailed => "podman_failed",
+        }
+    }
+
     /// The HTTP status `serve` answers this kind with (README, "HTTP API"). "No podman" is a machine that cannot serve the request now,
     /// not a failure of it: 503, like an image being built.
     pub fn http_status(self) -> u16 {
@@ -58,6 +75,14 @@ impl Kind {
         }
     }
 }
+
+/// The exit code of `cage exec` and `cage run` when shrooms-agent itself
+/// failed or refused, whatever the kind. Those two pass the command's own
+/// status through, so their own failures take the codes podman run, docker
+/// run and env(1) keep for themselves (podman-run(1) and env(1), "Exit
+/// status"): 125 here; 126 (the command could not be run) and 127 (not
+/// found) are podman exec's own, passed through with the rest.
+pub const TOOL_FAILED: u8 = 125;
 
 /// How a process that ran ended: its exit status (None: ended by a
 /// signal) and all it wrote to stderr.

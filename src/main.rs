@@ -13,6 +13,7 @@ mod gateway;
 mod harness;
 mod host;
 mod lock;
+mod manual;
 mod mcp;
 mod netif;
 mod netns;
@@ -41,19 +42,50 @@ use error::{Error, Result};
 use ops::Context;
 use settings::{Env, Settings};
 
+/// The variable the completion scripts set when they ask for candidates.
+const COMPLETE_VAR: &str = "SHROOMS_AGENT_COMPLETE";
+
 fn main() -> ExitCode {
+    // A Tab in a shell: the candidates, printed by clap_complete's engine,
+    // and nothing else runs. Its generated scripts match subcommands by
+    // names that go wrong for a program with a `-` in its name
+    // (clap-rs/clap#6421); the engine reads the command itself instead.
+    clap_complete::CompleteEnv::with_factory(Cli::command)
+        .var(COMPLETE_VAR)
+        .completer("shrooms-agent")
+        .complete();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
     let json = cli.json;
+    let passes_status = matches!(
+        cli.command,
+        Command::Cage(CageCommand::Exec { .. } | CageCommand::Run { .. })
+    );
     match run(cli) {
         Ok(code) => code,
+        Err(e) if passes_status => {
+            output::tool_error(&e, json);
+            ExitCode::from(error::TOOL_FAILED)
+        }
         Err(e) => {
             output::error(&e, json);
             ExitCode::from(e.kind.exit_code())
         }
     }
+}
+
+/// Is this `cage exec` or `cage run`, whose own failures exit 125? The
+/// first two words that are not options.
+fn passes_status(args: &[std::ffi::OsString]) -> bool {
+    let words: Vec<&std::ffi::OsString> = args
+        .iter()
+        .take_while(|a| *a != "--")
+        .filter(|a| !a.to_string_lossy().starts_with('-'))
+        .take(2)
+        .collect();
+    matches!(words.as_slice(), [c, e] if *c == "cage" && (*e == "exec" || *e == "run"))
 }
 
 /// A command line clap could not take. `--help` and `--version` are
@@ -65,11 +97,21 @@ fn usage_error(e: clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let shown = matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion);
-    if shown || !json_asked(&args) {
+    if shown {
+        e.exit();
+    }
+    let err = Error::bad_input(usage_message(e.kind(), &e.render().to_string()));
+    if passes_status(&args) {
+        let _ = e.print();
+        if json_asked(&args) {
+            output::tool_error_json(&err);
+        }
+        return ExitCode::from(error::TOOL_FAILED);
+    }
+    if !json_asked(&args) {
         e.exit();
     }
     let _ = e.print();
-    let err = Error::bad_input(usage_message(e.kind(), &e.render().to_string()));
     output::error_json(&err);
     ExitCode::from(err.kind.exit_code())
 }
@@ -105,22 +147,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
     let json = cli.json;
     match cli.command {
         Command::Completions { shell } => {
-            let mut out = Vec::new();
-            clap_complete::generate(
-                shell,
-                &mut cli::completion_command(),
-                "shrooms-agent",
-                &mut out,
-            );
-            output::raw(&out);
+            output::raw(&completion_script(shell)?);
             Ok(ExitCode::SUCCESS)
         }
-        Command::Man => {
-            let mut out = Vec::new();
-            clap_mangen::Man::new(Cli::command())
-                .render(&mut out)
-                .map_err(|e| Error::failed(format!("rendering the man page: {e}")))?;
-            output::raw(&out);
+        Command::Man { dir: None } => {
+            output::raw(&manual::top()?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man { dir: Some(dir) } => {
+            for page in manual::pages()? {
+                let path = dir.join(&page.file);
+                std::fs::write(&path, &page.text)
+                    .map_err(|e| Error::failed(format!("writing {}: {e}", path.display())))?;
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Doctor => {
@@ -182,6 +221,37 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The script that registers the completions with a shell: at each Tab it
+/// runs `shrooms-agent` with SHROOMS_AGENT_COMPLETE set, and clap_complete's
+/// engine answers from the command definition and the session names.
+fn completion_script(shell: clap_complete::Shell) -> Result<Vec<u8>> {
+    use clap_complete::Shell;
+    use clap_complete::env::{Bash, Elvish, EnvCompleter, Fish, Powershell, Zsh};
+    let completer: &dyn EnvCompleter = match shell {
+        Shell::Bash => &Bash,
+        Shell::Zsh => &Zsh,
+        Shell::Fish => &Fish,
+        Shell::Elvish => &Elvish,
+        Shell::PowerShell => &Powershell,
+        other => {
+            return Err(Error::bad_input(format!(
+                "no completions for {other}: bash, zsh, fish, elvish or powershell"
+            )));
+        }
+    };
+    let mut out = Vec::new();
+    completer
+        .write_registration(
+            COMPLETE_VAR,
+            "shrooms-agent",
+            "shrooms-agent",
+            "shrooms-agent",
+            &mut out,
+        )
+        .map_err(|e| Error::failed(format!("writing the completion script: {e}")))?;
+    Ok(out)
 }
 
 fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
@@ -288,9 +358,20 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
             let r = ops::rm::rm(&ctx, &a.name)?;
             output::show(&r, json, output::removed);
         }
-        CageCommand::Exec { name, cmd } => {
+        CageCommand::Exec { join, name, cmd } => {
             let cmd = strings(cmd)?;
-            return exec(&ctx, &name, ops::exec::What::Command(cmd));
+            let what = if cmd.is_empty() {
+                ops::exec::What::Shell
+            } else {
+                ops::exec::What::Command(cmd)
+            };
+            if join {
+                // SAFETY: isatty on fd 0.
+                let tty = unsafe { libc::isatty(0) } == 1;
+                let code = ops::exec::prepare_join(&ctx, &name, what, tty)?.run()?;
+                return Ok(ExitCode::from(code.clamp(0, 255) as u8));
+            }
+            return exec(&ctx, &name, what);
         }
         CageCommand::Run {
             name,
@@ -534,6 +615,29 @@ mod tests {
             "a command is missing: `--help` lists them; usage: shrooms-agent image [OPTIONS] <COMMAND>"
         );
         assert_eq!(parse(&["--json", "--help"]).kind(), ErrorKind::DisplayHelp);
+    }
+
+    /// `cage exec` and `cage run` are told apart by their first two words
+    /// that are not options; what follows `--` is the command's.
+    #[test]
+    fn exec_and_run_are_found_among_the_words() {
+        let passes = |args: &[&str]| {
+            passes_status(
+                &args
+                    .iter()
+                    .map(std::ffi::OsString::from)
+                    .collect::<Vec<_>>(),
+            )
+        };
+        assert!(passes(&["cage", "exec"]));
+        assert!(passes(&["--json", "cage", "run", "s"]));
+        assert!(passes(&[
+            "cage", "--json", "exec", "--join", "s", "--", "true"
+        ]));
+        assert!(!passes(&["cage", "show", "exec"]));
+        assert!(!passes(&["cage", "ls"]));
+        assert!(!passes(&["--", "cage", "exec"]));
+        assert!(!passes(&["image", "exec"]));
     }
 
     #[test]

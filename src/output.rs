@@ -44,10 +44,35 @@ pub fn error(e: &Error, json: bool) {
     }
 }
 
-/// An error as `--json` gives it, on stdout: `{"error": ..., "exit_code": N}`.
+/// An error as `--json` gives it, on stdout: `{"error": ..., "exit_code":
+/// N, "kind": ...}`.
 pub fn error_json(e: &Error) {
-    let body = serde_json::json!({"error": e.message, "exit_code": e.kind.exit_code()});
+    error_json_with(e, e.kind.exit_code());
+}
+
+fn error_json_with(e: &Error, code: u8) {
+    let body = serde_json::json!({"error": e.message, "exit_code": code, "kind": e.kind.name()});
     raw(format!("{body}\n").as_bytes());
+}
+
+/// A failure of `cage exec` or `cage run` themselves: they exit
+/// [`crate::error::TOOL_FAILED`] whatever the kind, so stderr and `--json`
+/// name the kind (`busy`, `bad_input`, ...).
+pub fn tool_error(e: &Error, json: bool) {
+    let _ = writeln!(
+        std::io::stderr(),
+        "shrooms-agent: error ({}): {}",
+        e.kind.name(),
+        e.message
+    );
+    if json {
+        tool_error_json(e);
+    }
+}
+
+/// A failure of `cage exec` or `cage run` as `--json` gives it (exit 125).
+pub fn tool_error_json(e: &Error) {
+    error_json_with(e, crate::error::TOOL_FAILED);
 }
 
 /// A command that did part of its work and then ends with an error (`cage
@@ -56,7 +81,7 @@ pub fn error_json(e: &Error) {
 /// `exit_code`) with the fields of what it did.
 pub fn error_after<T: Serialize>(e: &Error, json: bool, done: &T, text: impl Fn(&T) -> String) {
     if json {
-        let mut body = serde_json::json!({"error": e.message, "exit_code": e.kind.exit_code()});
+        let mut body = serde_json::json!({"error": e.message, "exit_code": e.kind.exit_code(), "kind": e.kind.name()});
         if let (Some(b), Ok(serde_json::Value::Object(d))) =
             (body.as_object_mut(), serde_json::to_value(done))
         {

@@ -1166,8 +1166,196 @@ fn validate_pass_env_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A key of the config file, as the man page's CONFIGURATION lists it.
+pub struct ConfigKey {
+    /// `memory`, or `gateway.key_file` for a key of a table.
+    pub key: &'static str,
+    pub default: String,
+    pub meaning: &'static str,
+}
+
+/// Every key the config file takes, with its default, from the same
+/// constants the settings are resolved with; a unit test checks the list
+/// against the keys `ConfigFile` accepts.
+pub fn config_keys() -> Vec<ConfigKey> {
+    let k = |key, default: String, meaning| ConfigKey {
+        key,
+        default,
+        meaning,
+    };
+    let repo = crate::workbench::DEFAULT_REPO;
+    vec![
+        k(
+            "podman",
+            "podman found on PATH".into(),
+            "the podman program: an absolute path, or a name on PATH",
+        ),
+        k(
+            "image",
+            crate::workbench::image_name(repo, crate::workbench::Stage::Workbench),
+            "the image of a new cage (--image overrides); <images_repo>:latest",
+        ),
+        k(
+            "images_repo",
+            format!("\"{repo}\""),
+            "where our images are tagged: :latest (workbench), :desktop",
+        ),
+        k(
+            "memory",
+            format!("\"{DEFAULT_MEMORY}\""),
+            "a cage's memory, as podman's --memory reads it; at least 6m",
+        ),
+        k(
+            "cpus",
+            format!("\"{DEFAULT_CPUS}\""),
+            "a cage's CPUs, a number from 0.01",
+        ),
+        k("pids", DEFAULT_PIDS.to_string(), "a cage's process limit"),
+        k(
+            "agent_port",
+            DEFAULT_AGENT_PORT.to_string(),
+            "the port closed inside every cage, and serve's port",
+        ),
+        k(
+            "network",
+            "\"auto\"".into(),
+            "\"auto\", \"pasta\", \"slirp4netns\" or \"bridge\"",
+        ),
+        k(
+            "cages",
+            "true".into(),
+            "false: this machine offers no cages",
+        ),
+        k(
+            "harness.claude",
+            "claude found on PATH".into(),
+            "the Claude Code program",
+        ),
+        k("harness.pi", "the image's pi".into(), "the pi program"),
+        k(
+            "pass_env",
+            "[]".into(),
+            "more variable names to pass into cages (a name that looks like a credential is refused: see pass_secrets)",
+        ),
+        k(
+            "pass_secrets",
+            "[]".into(),
+            "credentials to pass into cages all the same; dangerous: the code in the cage can read them and send them anywhere",
+        ),
+        k(
+            "unenforced_limits",
+            "\"refuse\"".into(),
+            "\"warn\": make cages where podman would ignore the limits",
+        ),
+        k(
+            "sealed_token",
+            "sealed-claude-token in the state folder".into(),
+            "the machine's sealed token (--sealed-token overrides)",
+        ),
+        k(
+            "sealed_dns",
+            format!("{DEFAULT_SEALED_DNS:?}"),
+            "a sealed cage's resolvers (IP addresses)",
+        ),
+        k(
+            "machine_name",
+            "the host name, up to its first dot".into(),
+            "this machine's name for outbox send and the files it receives",
+        ),
+        k(
+            "machines",
+            "none".into(),
+            "other machines' serve: name = \"http://host:port\", or name = { url = \"http://host:port\", token_file = \"FILE\" }",
+        ),
+        k(
+            "gateway.anthropic_url",
+            format!("\"{DEFAULT_UPSTREAM}\""),
+            "where the model gateway sends a cage's model requests",
+        ),
+        k(
+            "gateway.key_file",
+            "none".into(),
+            "a file with the key the gateway adds (absolute path; first source)",
+        ),
+        k(
+            "gateway.key_command",
+            "none".into(),
+            "a program and its arguments printing that key (second source)",
+        ),
+        k(
+            "allow_root",
+            "false".into(),
+            "true: cage commands and serve run as root, with rootful podman",
+        ),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
+
+    /// The field names a struct's Deserialize asks for: what the config
+    /// file accepts, read from the types themselves.
+    fn fields_of<T: serde::de::DeserializeOwned>() -> Vec<&'static str> {
+        struct Ask(std::cell::RefCell<Vec<&'static str>>);
+        impl<'de> serde::Deserializer<'de> for &Ask {
+            type Error = serde::de::value::Error;
+            fn deserialize_any<V: serde::de::Visitor<'de>>(
+                self,
+                _: V,
+            ) -> std::result::Result<V::Value, Self::Error> {
+                Err(serde::de::Error::custom("only a struct"))
+            }
+            fn deserialize_struct<V: serde::de::Visitor<'de>>(
+                self,
+                _: &'static str,
+                fields: &'static [&'static str],
+                _: V,
+            ) -> std::result::Result<V::Value, Self::Error> {
+                self.0.borrow_mut().extend_from_slice(fields);
+                Err(serde::de::Error::custom("asked"))
+            }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+                bytes byte_buf option unit unit_struct newtype_struct seq tuple
+                tuple_struct map enum identifier ignored_any
+            }
+        }
+        let ask = Ask(Default::default());
+        let _ = T::deserialize(&ask);
+        ask.0.into_inner()
+    }
+
+    /// The man page lists every key the config file takes, and no other.
+    #[test]
+    fn the_documented_keys_are_the_config_files() {
+        let mut accepted: Vec<String> = Vec::new();
+        for f in fields_of::<ConfigFile>() {
+            match f {
+                "gateway" => accepted.extend(
+                    fields_of::<GatewayTable>()
+                        .iter()
+                        .map(|g| format!("gateway.{g}")),
+                ),
+                "harness" => accepted.extend(
+                    fields_of::<HarnessPrograms>()
+                        .iter()
+                        .map(|h| format!("harness.{h}")),
+                ),
+                f => accepted.push(f.to_string()),
+            }
+        }
+        assert!(accepted.len() > 20, "{accepted:?}");
+        let mut documented: Vec<String> = config_keys().iter().map(|k| k.key.to_string()).collect();
+        accepted.sort();
+        documented.sort();
+        assert_eq!(documented, accepted);
+        assert!(
+            config_keys()
+                .iter()
+                .all(|k| !k.default.is_empty() && !k.meaning.is_empty())
+        );
+    }
+
     use super::*;
 
     /// A memory value as it is kept, or why it is refused.

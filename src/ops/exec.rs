@@ -29,6 +29,30 @@ pub enum What {
     Command(Vec<String>),
     /// `cage run NAME -- ARGS...`: the harness's program with these args.
     Harness(Vec<String>),
+    /// `cage exec NAME` alone: a shell ([`SHELL`]).
+    Shell,
+}
+
+/// The shell `cage exec NAME` opens: bash where the cage's image has it,
+/// else sh. Decided inside the cage, by the cage's own sh, in the one
+/// `podman exec` (no second call to look first); on this machine it is an
+/// argv like any other, and no shell runs here.
+pub const SHELL: [&str; 3] = [
+    "sh",
+    "-c",
+    "if command -v bash >/dev/null 2>&1; then exec bash; fi; exec sh",
+];
+
+impl What {
+    /// The words `podman exec` is given for a command or a shell (None for
+    /// the harness, whose program only the record knows).
+    fn words(self) -> Result<Vec<String>, Vec<String>> {
+        match self {
+            What::Command(cmd) => Ok(cmd),
+            What::Shell => Ok(SHELL.iter().map(|w| w.to_string()).collect()),
+            What::Harness(args) => Err(args),
+        }
+    }
 }
 
 /// A command ready to run: the cage is running, the port closed, the env
@@ -129,9 +153,9 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
     let (lock, record) = ctx.store.lock_and_load(name)?;
     let cage = cage_of(&record)?;
     let mut notes = Vec::new();
-    let cmd = match what {
-        What::Command(cmd) => cmd,
-        What::Harness(args) => {
+    let cmd = match what.words() {
+        Ok(cmd) => cmd,
+        Err(args) => {
             let program = cage
                 .program
                 .clone()
@@ -328,6 +352,75 @@ fn harness_command(
     }
     cmd.extend(args);
     cmd
+}
+
+/// `cage exec --join`: a command ready to run beside the turn that holds a
+/// running cage. It takes neither the session's lock nor the turn, and
+/// never starts or stops the cage.
+pub struct Joined {
+    process: Process,
+}
+
+/// Prepare `cage exec --join NAME -- CMD`: refused unless the cage is
+/// running. The cage's rules hold for the joined command as for the turn's:
+/// they are loaded again (the load replaces the table whole, so the turn's
+/// own are not disturbed) and the namespace and first process checked as at
+/// every exec; where that fails the command is refused, and the cage left
+/// to the turn that holds it. The turn wrote the env file (with its
+/// gateway's address); the joined command is given the same.
+pub fn prepare_join(ctx: &Context, name: &str, what: What, tty: bool) -> Result<Joined> {
+    let record = ctx.store.load(name)?;
+    let cage = cage_of(&record)?;
+    let cmd = match what.words() {
+        Ok(cmd) => cmd,
+        Err(_) => return Err(Error::bad_input("`cage run` has no --join")),
+    };
+    let host = ctx.host_for_session()?;
+    let inspected = host.podman.inspect(&cage.container)?.ok_or_else(|| {
+        Error::failed(format!(
+            "the container {} of session {name} is gone (removed by hand?)",
+            cage.container
+        ))
+    })?;
+    if !inspected.state.running {
+        return Err(Error::bad_input(format!(
+            "session {name}'s cage is not running, so there is no turn to join: --join runs \
+             a command beside a running turn and never starts the cage. Start a turn with \
+             `shrooms-agent cage exec {name}` or `cage run {name}`, or leave out --join"
+        )));
+    }
+    if let Err(e) = super::load_rules(ctx, host, cage, &inspected) {
+        return Err(e.context(format!(
+            "session {name}: the cage's network rules could not be checked, so nothing was \
+             run beside its turn (the cage was left as it is)"
+        )));
+    }
+    let env_file = ctx.store.env_file(&cage.container);
+    if !env_file.is_file() {
+        return Err(Error::failed(format!(
+            "session {name}'s cage runs, but its env file {} is missing: start a turn with \
+             `shrooms-agent cage exec {name}`, then join it",
+            env_file.display()
+        )));
+    }
+    let args = argv::exec(&cage.container, &record.dir, &env_file, tty, &cmd);
+    Ok(Joined {
+        process: host.podman.process(&args),
+    })
+}
+
+impl Joined {
+    /// Run the command; the cage is left running. The signals that end a
+    /// turn end this command alone (128 + the signal), the terminal's
+    /// modes put back.
+    pub fn run(self) -> Result<i32> {
+        let end = TurnSignals::catch()
+            .and_then(|signals| self.process.turn(&signals, Terminal::save().as_ref()))?;
+        Ok(match end {
+            TurnEnd::Exited(code) => code,
+            TurnEnd::Signal(sig) => 128 + sig,
+        })
+    }
 }
 
 impl Prepared<'_> {

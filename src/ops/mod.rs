@@ -276,6 +276,26 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<i64
         let _ = host.podman.stop(&cage.container);
         return Err(old());
     }
+    if let Err(e) = load_rules(ctx, host, cage, &inspected) {
+        let _ = host.podman.stop(&cage.container);
+        return Err(e.context(format!(
+            "setting the network rules in {} failed, so it was stopped again",
+            cage.container
+        )));
+    }
+    Ok(inspected.state.pid)
+}
+
+/// Load a running cage's network rules into its namespace (again: the load
+/// replaces the table whole) and check, as `Host::set_rules` does, that the
+/// namespace is the one its processes run in and its first process the
+/// machine's catatonit. Stops nothing: the caller decides.
+pub fn load_rules(
+    ctx: &Context,
+    host: &Host,
+    cage: &CageRecord,
+    inspected: &crate::podman::inspect::ContainerInspect,
+) -> Result<()> {
     let rule_set = match &cage.sealed {
         // The machine's own networks, read now: interfaces change.
         Some(s) => {
@@ -284,14 +304,7 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<i64
         }
         None => rules::agent_port(ctx.settings.agent_port),
     };
-    if let Err(e) = host.set_rules(&cage.container, &inspected, &rule_set) {
-        let _ = host.podman.stop(&cage.container);
-        return Err(e.context(format!(
-            "setting the network rules in {} failed, so it was stopped again",
-            cage.container
-        )));
-    }
-    Ok(inspected.state.pid)
+    host.set_rules(&cage.container, inspected, &rule_set)
 }
 
 /// Pure: was the container made with the machine's init as its first

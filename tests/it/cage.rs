@@ -496,8 +496,12 @@ fn a_second_exec_on_a_busy_session_exits_3() {
         wait_for_path(&started, Duration::from_secs(30)),
         "the first exec did not start"
     );
-    let second = w.sh(&name, "echo SECOND-RAN").code_is(3);
-    assert!(second.stderr().contains("busy"), "{}", second.explain());
+    let second = w.sh(&name, "echo SECOND-RAN").code_is(125);
+    assert!(
+        second.stderr().contains("error (busy):"),
+        "{}",
+        second.explain()
+    );
     assert!(!second.stdout().contains("SECOND-RAN"));
     finish("the first cage exec (sleep 3)", first).ok();
     // And once it is done, the session is free again.
@@ -621,10 +625,10 @@ fn no_podman_says_so_in_the_seeds_words() {
             &["cage", "exec", &name, "--", "sh", "-c", "echo RAN"],
             &no_podman,
         )
-        .code_is(1);
+        .code_is(125);
     assert_eq!(
         r.stderr().trim_end(),
-        "shrooms-agent: error: this session is caged, and this machine has no podman to cage it with",
+        "shrooms-agent: error (no_podman): this session is caged, and this machine has no podman to cage it with",
         "{}",
         r.explain()
     );
@@ -978,7 +982,7 @@ fn no_cage_can_redirect_what_a_cage_mounts() {
     let moved = victim_dir.with_file_name("victim-project.old");
     fs::rename(&victim_dir, &moved).unwrap();
     std::os::unix::fs::symlink(&secret, &victim_dir).unwrap();
-    let r = w.run(&["cage", "exec", &victim, "--", "ls"]).code_is(1);
+    let r = w.run(&["cage", "exec", &victim, "--", "ls"]).code_is(125);
     assert!(r.stderr().contains("was not started"), "{}", r.explain());
     assert!(r.stderr().contains("is a link now"), "{}", r.explain());
     assert!(!r.stdout().contains("id_key"), "{}", r.explain());

@@ -59,7 +59,7 @@ fn a_link_in_the_private_home_is_refused(w: World, harness: &str) {
     let container = w.container(&name);
 
     let r = w.run(&["cage", "exec", &name, "--", "true"]);
-    assert_eq!(r.code(), 1, "the start was not refused:\n{}", r.explain());
+    assert_eq!(r.code(), 125, "the start was not refused:\n{}", r.explain());
     let home = w.state.join("cages").join(&container).join("home");
     let link = home.join(folder);
     let err = r.stderr();

@@ -401,7 +401,7 @@ fn a_cage_made_before_is_not_started_until_moved() {
     let made = w.podman(&args);
     assert!(made.status.success(), "{:?}\n{}", old, show_output(&made));
 
-    let r = w.run(&["cage", "exec", &name, "--", "true"]).code_is(1);
+    let r = w.run(&["cage", "exec", &name, "--", "true"]).code_is(125);
     assert!(
         r.stderr().contains("made by an earlier shrooms-agent")
             && r.stderr()
@@ -413,7 +413,7 @@ fn a_cage_made_before_is_not_started_until_moved() {
     // Started behind the tool's back, it is stopped again.
     let started = w.podman(&["start", &container]);
     assert!(started.status.success(), "{}", show_output(&started));
-    w.run(&["cage", "exec", &name, "--", "true"]).code_is(1);
+    w.run(&["cage", "exec", &name, "--", "true"]).code_is(125);
     assert_ne!(w.container_state(&container).as_deref(), Some("running"));
 
     w.run(&["cage", "move", &name]).ok();

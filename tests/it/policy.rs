@@ -217,12 +217,13 @@ fn as_root_cage_commands_refuse_without_allow_root() {
     assert!(!w.record_path(&name).exists());
     assert!(!project.join("suid-left").exists());
     // Every cage command, and serve, the same way.
-    for args in [
-        vec!["cage", "ls"],
-        vec!["cage", "exec", &name, "--", "true"],
-        vec!["serve", "--listen", "127.0.0.1:1"],
+    // (exec's own refusals are 125: its status is the command's.)
+    for (args, code) in [
+        (vec!["cage", "ls"], 2),
+        (vec!["cage", "exec", &name, "--", "true"], 125),
+        (vec!["serve", "--listen", "127.0.0.1:1"], 2),
     ] {
-        let r = w.run(&args).code_is(2);
+        let r = w.run(&args).code_is(code);
         assert!(r.stderr().contains("allow_root = true"), "{}", r.explain());
     }
     let r = w.run(&["doctor", "--json"]).code_is(1);
@@ -348,7 +349,7 @@ fn run_of_an_uncaged_session_needs_uncaged() {
         w.create(&name, &project, &[]);
         w.run(&["cage", "move", &name, "--out"]).ok();
 
-        let r = w.run(&["cage", "run", &name, "--", "--hello"]).code_is(2);
+        let r = w.run(&["cage", "run", &name, "--", "--hello"]).code_is(125);
         let err = r.stderr();
         assert!(
             err.contains("--uncaged")
@@ -373,7 +374,7 @@ fn run_of_an_uncaged_session_needs_uncaged() {
         w.run(&["cage", "move", &name]).ok();
         let r = w
             .run(&["cage", "run", "--uncaged", &name, "--", "--hello"])
-            .code_is(2);
+            .code_is(125);
         assert!(
             r.stderr().contains("leave out --uncaged"),
             "{}",
