@@ -76,24 +76,42 @@ impl Host {
             format!("/proc/{pid}/exe"),
             init.to_string(),
         ];
-        let out = self.outside(stat, look, "stat").timeout(QUICK).run()?;
-        let ids: Vec<Option<FileId>> = out.stdout.lines().map(FileId::parse).collect();
-        match ids.as_slice() {
-            [Some(loaded), Some(net), Some(exe), Some(init)] => check_first_process(&FirstProcess {
-                loaded: *loaded,
-                net: *net,
-                exe: *exe,
-                init: *init,
-            })
-            .map_err(|why| {
+        // `podman start` can return while the first process is still the
+        // runtime's own `runc init`, before it executes the init (runc
+        // start only signals it: runc(8), "start"); so a first process that
+        // is not yet the init is looked at again for a short while. An
+        // init never executes anything else, so waiting lets nothing in:
+        // a first process that is some other program stays refused.
+        let deadline = std::time::Instant::now() + FIRST_EXEC;
+        loop {
+            let out = self
+                .outside(stat, look.clone(), "stat")
+                .timeout(QUICK)
+                .run()?;
+            let ids: Vec<Option<FileId>> = out.stdout.lines().map(FileId::parse).collect();
+            let first = match ids.as_slice() {
+                [Some(loaded), Some(net), Some(exe), Some(init)] => FirstProcess {
+                    loaded: *loaded,
+                    net: *net,
+                    exe: *exe,
+                    init: *init,
+                },
+                _ => {
+                    return Err(Error::failed(format!(
+                        "stat of {container}'s network namespace: unexpected output {:?}",
+                        out.stdout
+                    )));
+                }
+            };
+            if first.exe != first.init && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                continue;
+            }
+            return check_first_process(&first).map_err(|why| {
                 Error::failed(format!(
                     "the network rules of {container} were not loaded where its processes run: {why}"
                 ))
-            }),
-            _ => Err(Error::failed(format!(
-                "stat of {container}'s network namespace: unexpected output {:?}",
-                out.stdout
-            ))),
+            });
         }
     }
 
@@ -116,6 +134,10 @@ impl Host {
         }
     }
 }
+
+/// How long a just-started container's first process may take to become
+/// the init it was made with.
+const FIRST_EXEC: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The refusal for a cage whose first process is a program of its image.
 pub fn old_cage(container: &str) -> String {

@@ -203,6 +203,18 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<i64
         let _ = host.podman.stop(&cage.container);
         return Err(old());
     }
+    if record.harness == crate::harness::Harness::Pi
+        && mounts_the_machines_models_json(&cage.harness_dir, &cage.create_argv)
+    {
+        let _ = host.podman.stop(&cage.container);
+        return Err(Error::failed(format!(
+            "session {}'s cage was not started: it was made by an earlier shrooms-agent and \
+             mounts your pi models.json as it is, keys included. `shrooms-agent cage move {}` \
+             (with the options it had: `cage show` lists them) makes its cage again with a \
+             copy pointed at the model gateway",
+            record.name, record.name
+        )));
+    }
     // The copy of the user's Claude Code settings, made again before
     // each start: runc mounts the file there at start, so the cage
     // sees today's settings, filtered by today's allow-list. (Written when
@@ -307,6 +319,23 @@ pub fn load_rules(
     host.set_rules(&cage.container, inspected, &rule_set)
 }
 
+/// Pure: was a pi cage made mounting the machine's own models.json (as an
+/// earlier shrooms-agent did), rather than the copy pointed at the
+/// gateway? That file can hold keys.
+pub fn mounts_the_machines_models_json(harness_dir: &Path, create_argv: &[String]) -> bool {
+    let probe = crate::podman::argv::mount(&crate::spec::Mount {
+        src: harness_dir.join(crate::pi_models::COPIED),
+        dst: PathBuf::from("/"),
+        read_only: true,
+    });
+    let Some(src) = probe.split(',').find(|f| f.starts_with("src=")) else {
+        return false;
+    };
+    create_argv
+        .iter()
+        .any(|a| a.starts_with("type=bind,") && a.split(',').any(|f| f == src))
+}
+
 /// Pure: was the container made with the machine's init as its first
 /// process, by its create argv (`podman::argv::init`)? A cage made by an
 /// earlier shrooms-agent ran `sleep` from the image instead.
@@ -394,6 +423,35 @@ fn mount_for(program: &Path, parent: &Path, harness: &str, home: &Path) -> PathB
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pi_cage_mounting_the_machines_models_json_is_told_apart() {
+        let pi = Path::new("/home/u/.pi/agent");
+        let argv = |src: &str| {
+            vec![
+                "create".to_string(),
+                "--mount".to_string(),
+                format!(
+                    "type=bind,src={src},dst=/home/u/.pi/agent/models.json,ro=true,nosuid,nodev"
+                ),
+            ]
+        };
+        // As an earlier shrooms-agent made it: the machine's file itself.
+        assert!(mounts_the_machines_models_json(
+            pi,
+            &argv("/home/u/.pi/agent/models.json")
+        ));
+        // Today's: the copy from the state folder, at the same place.
+        assert!(!mounts_the_machines_models_json(
+            pi,
+            &argv("/home/u/.local/state/shrooms-agent/cages/c/settings/models.json")
+        ));
+        // A neighbour whose name starts the same is not it.
+        assert!(!mounts_the_machines_models_json(
+            pi,
+            &argv("/home/u/.pi/agent/models.json.bak")
+        ));
+    }
 
     #[test]
     fn root_is_refused_unless_allowed() {
