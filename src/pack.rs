@@ -37,12 +37,13 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt
 use std::path::{Component, Path, PathBuf};
 
 use flate2::Compression;
-use flate2::write::GzEncoder;
 use serde::Serialize;
 
 use rustix::fs::{Mode, OFlags};
 
 use crate::error::{Error, IoContext, Result};
+
+mod pargz;
 
 /// The notice at the top of an outbox and of every archive made from one.
 pub const README_NAME: &str = "README-UNTRUSTED.txt";
@@ -919,7 +920,15 @@ fn write_archive(
         .open(&tmp)?;
     let result = (|| {
         file.set_permissions(fs::Permissions::from_mode(0o600))?;
-        let gz = GzEncoder::new(BufWriter::new(&file), Compression::default());
+        // gzip on every core this process may use (pargz): one ordinary
+        // gzip stream, as `gzip -d` and `tar xzf` read.
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let gz = pargz::ParGz::new(
+            BufWriter::new(&file),
+            threads,
+            pargz::BLOCK,
+            Compression::default(),
+        )?;
         let mut b = tar::Builder::new(gz);
         let now = (nanos() / 1_000_000_000) as u64;
         b.append_data(
@@ -1578,6 +1587,71 @@ mod tests {
         let (_, entries) = read_back(&t.out());
         let readme = readme_of(&entries, &packed);
         assert!(readme.contains("and 3 more, not listed."), "{readme}");
+    }
+
+    /// The archive of a tree larger than a few gzip blocks (so made on
+    /// several threads) is ordinary gzip: the system's `tar xzf` unpacks
+    /// it to the same files, and the link in the tree is still not
+    /// followed.
+    #[test]
+    fn system_tar_unpacks_a_large_archive() {
+        let t = Temp::new("systar");
+        let o = t.outbox();
+        let mut want: Vec<(String, Vec<u8>)> = Vec::new();
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for i in 0..40 {
+            let len = if i % 10 == 0 { 700_000 } else { 1 + i * 997 };
+            let mut data = Vec::with_capacity(len + 8);
+            while data.len() < len {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                if x.is_multiple_of(3) {
+                    data.extend_from_slice(b"text text ");
+                } else {
+                    data.extend_from_slice(&x.to_be_bytes());
+                }
+            }
+            data.truncate(len);
+            let name = format!("d{}/f{i:02}.bin", i % 4);
+            fs::create_dir_all(o.join(format!("d{}", i % 4))).unwrap();
+            fs::write(o.join(&name), &data).unwrap();
+            want.push((name, data));
+        }
+        let secret = t.0.join("secret.txt");
+        fs::write(&secret, "LINKED-SECRET").unwrap();
+        symlink(&secret, o.join("d0/link")).unwrap();
+        let packed = pack(&o, None, &t.out(), false).unwrap().expect("packed");
+        assert_eq!(packed.files, 40);
+        assert!(packed.bytes > 3 * pargz::BLOCK as u64, "{}", packed.bytes);
+        let into = t.0.join("unpacked");
+        fs::create_dir(&into).unwrap();
+        let tar = std::process::Command::new("tar")
+            .arg("xzf")
+            .arg(t.out())
+            .arg("-C")
+            .arg(&into)
+            .output()
+            .expect("run tar");
+        assert!(
+            tar.status.success(),
+            "tar xzf: {}",
+            String::from_utf8_lossy(&tar.stderr)
+        );
+        let mut got: Vec<(String, Vec<u8>)> = Vec::new();
+        for d in 0..4 {
+            for e in fs::read_dir(into.join(format!("d{d}"))).unwrap() {
+                let e = e.unwrap();
+                let name = format!("d{d}/{}", e.file_name().to_string_lossy());
+                got.push((name, fs::read(e.path()).unwrap()));
+            }
+        }
+        got.sort();
+        want.sort();
+        assert!(got == want, "tar xzf gave other files");
+        assert!(into.join(README_NAME).is_file());
+        let (raw, _) = read_back(&t.out());
+        assert!(!contains(&raw, b"LINKED-SECRET"));
     }
 
     #[test]
