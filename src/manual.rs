@@ -80,9 +80,12 @@ fn sub_page(cmd: &clap::Command) -> Result<Vec<u8>> {
     // The command above this one, and the top page with the configuration,
     // the exit status and the files.
     let name = page_name(cmd);
+    // The display name is the parent's with `-` and this command's own name
+    // after it; a command's name may hold a hyphen itself (accept-caged).
     let parent = name
-        .rsplit_once('-')
-        .map(|(p, _)| p)
+        .strip_suffix(cmd.get_name())
+        .and_then(|p| p.strip_suffix('-'))
+        .filter(|p| !p.is_empty())
         .unwrap_or("shrooms-agent");
     let mut seen = vec![parent.to_string()];
     if parent != "shrooms-agent" {

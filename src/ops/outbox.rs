@@ -295,9 +295,29 @@ fn post(
     if let Some(t) = token {
         request = request.header("Authorization", format!("Bearer {t}"));
     }
-    let response = request
-        .send()
-        .map_err(|e| Error::failed(format!("sending to {url}: {e}")))?;
+    let response = match request.send() {
+        Ok(r) => r,
+        Err(e) => {
+            // A serve that does not take this machine's token answers 401
+            // before it reads the file; a client still sending the file can
+            // lose that answer under the error of the unsent rest (RFC 9112,
+            // 9.6). Asked again with no body, it says it again.
+            let mut probe = client.get(format!("{url}/v1/sessions/{session}"));
+            if let Some(t) = token {
+                probe = probe.header("Authorization", format!("Bearer {t}"));
+            }
+            if let Ok(r) = probe.send()
+                && r.status().as_u16() == 401
+            {
+                let text = r.text().unwrap_or_default();
+                let said = serde_json::from_str::<serde_json::Value>(&text)
+                    .ok()
+                    .and_then(|v| v["error"].as_str().map(str::to_string));
+                return Err(not_taken(machine, url, 401, said.as_deref()));
+            }
+            return Err(Error::failed(format!("sending to {url}: {e}")));
+        }
+    };
     let status = response.status().as_u16();
     let mut text = String::new();
     let _ = std::io::Read::read_to_string(&mut std::io::Read::take(response, 64 * 1024), &mut text);

@@ -23,9 +23,7 @@ pub struct Shown {
 }
 
 pub fn show(ctx: &Context, name: &str) -> Result<Shown> {
-    let mut record = ctx.store.load(name)?;
-    // Shown as it is in force, also where it was never set.
-    record.accept_caged = Some(record.accepts_caged());
+    let record = ctx.store.load(name)?;
     let (state, running, shared_path) = match &record.cage {
         None => ("uncaged".to_string(), false, None),
         Some(cage) => {
@@ -41,10 +39,24 @@ pub fn show(ctx: &Context, name: &str) -> Result<Shown> {
             }
         }
     };
-    Ok(Shown {
-        record,
-        state,
-        running,
-        shared_path,
-    })
+    Ok(Shown::new(record, state, running, shared_path))
+}
+
+impl Shown {
+    /// A session as shown, by `cage show` and by serve alike.
+    pub fn new(
+        mut record: Record,
+        state: String,
+        running: bool,
+        shared_path: Option<std::path::PathBuf>,
+    ) -> Shown {
+        // Shown as it is in force, also where it was never set.
+        record.accept_caged = Some(record.accepts_caged());
+        Shown {
+            record,
+            state,
+            running,
+            shared_path,
+        }
+    }
 }

@@ -320,12 +320,7 @@ fn shown_live(shared: &Shared, live: &super::live::Live, record: Record) -> ops:
             (state, running, shared_path)
         }
     };
-    ops::show::Shown {
-        record,
-        state,
-        running,
-        shared_path,
-    }
+    ops::show::Shown::new(record, state, running, shared_path)
 }
 
 /// What an operation over HTTP just saw of a session's cage, for the live

@@ -9,9 +9,21 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 
 /// The subcommands of `cage` a Tab offers (and clap's own `help`).
-const CAGE_WORDS: [&str; 13] = [
-    "create", "start", "stop", "rm", "move", "limits", "history", "exec", "run", "ls", "show",
-    "prune", "help",
+const CAGE_WORDS: [&str; 14] = [
+    "create",
+    "start",
+    "stop",
+    "rm",
+    "move",
+    "limits",
+    "history",
+    "exec",
+    "run",
+    "ls",
+    "show",
+    "accept-caged",
+    "prune",
+    "help",
 ];
 
 /// The environment the shells run in: the world's folders, and a PATH
