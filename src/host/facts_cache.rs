@@ -19,6 +19,8 @@ use crate::settings::{Env, Settings};
 
 /// The file in the state folder.
 pub const FILE: &str = "podman-facts.json";
+/// Held while podman is asked, so that commands started together ask once.
+pub const LOCK: &str = "podman-facts.lock";
 
 /// The longest a kept answer is used, whatever else stayed the same.
 pub const MAX_AGE_SECS: u64 = 3600;
@@ -220,7 +222,35 @@ pub fn facts(podman: &Podman, settings: &Settings, env: &Env) -> Result<PodmanFa
     {
         return Ok(kept.facts);
     }
+    // Commands started together (a script making many cages at once) would
+    // each ask podman; one asks, under a lock, and the others, waiting on
+    // it, read its answer. Without the lock (no state folder yet), each asks.
+    let _held = hold(&settings.state_dir);
+    if _held.is_some()
+        && let Some(kept) = read(&path)
+        && current(&kept, &key, now())
+    {
+        return Ok(kept.facts);
+    }
     ask(podman, settings, key)
+}
+
+/// The lock beside the kept facts, held while podman is asked.
+fn hold(state_dir: &Path) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    if !state_dir.is_dir() {
+        crate::session::make_private_dir(state_dir).ok()?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(state_dir.join(LOCK))
+        .ok()?;
+    file.lock().ok()?;
+    Some(file)
 }
 
 /// podman's answer now, kept for the next command.
@@ -433,6 +463,19 @@ mod tests {
         assert!(read(&file).is_some(), "it was not written again");
         fresh(&podman, &settings, &env).unwrap();
         assert_eq!(asked(), 4, "doctor's fresh look used the kept answer");
+        // Eight commands at once, after a change: one asks, the others
+        // wait for its answer.
+        std::fs::write(&conf, "[engine]\nruntime = \"runc\"\n").unwrap();
+        let start = std::sync::Barrier::new(8);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    start.wait();
+                    facts(&podman, &settings, &env).unwrap();
+                });
+            }
+        });
+        assert_eq!(asked(), 5, "commands started together each asked podman");
         let _ = std::fs::remove_dir_all(&root);
     }
 }
