@@ -210,7 +210,11 @@ pub enum CageCommand {
         args: Vec<OsString>,
     },
     /// List the caged sessions, and containers left over without one
-    Ls,
+    Ls {
+        /// Print the sessions' names only, one a line (with --json: an array of them)
+        #[arg(long, short = 'q')]
+        quiet: bool,
+    },
     /// Show a session: its record, its container's state and the argv it was made with
     Show(NameArg),
     /// Remove leftovers this state folder made: containers with no session here, and their
