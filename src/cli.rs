@@ -437,7 +437,8 @@ pub enum FilesCommand {
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// The address to listen on (default: 127.0.0.1 and the config's agent_port, 7387).
+    /// The address to listen on (default: 127.0.0.1 and the config's agent_port, 7387);
+    /// localhost:PORT is 127.0.0.1:PORT, other names are refused.
     /// An address other than loopback needs --token-file, and the port agent_port
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: Option<String>,

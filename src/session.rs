@@ -162,14 +162,13 @@ impl Usage {
     /// One line: `in 12, out 7, cache write 0, cache read 0 (19 tokens, 1 response)`.
     pub fn describe(&self) -> String {
         format!(
-            "in {}, out {}, cache write {}, cache read {} ({} tokens, {} response{})",
+            "in {}, out {}, cache write {}, cache read {} ({}, {})",
             self.input_tokens,
             self.output_tokens,
             self.cache_creation_input_tokens,
             self.cache_read_input_tokens,
-            self.total(),
-            self.responses,
-            if self.responses == 1 { "" } else { "s" }
+            crate::when::count(self.total(), "token", "tokens"),
+            crate::when::count(self.responses, "response", "responses"),
         )
     }
 }
