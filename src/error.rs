@@ -218,6 +218,8 @@ mod tests {
         assert_eq!(Kind::TooLarge.exit_code(), 2);
         assert_eq!(Kind::NoPodman.exit_code(), 1);
         assert_eq!(Kind::PodmanFailed.exit_code(), 1);
+        assert_eq!(Kind::Exists.exit_code(), 2);
+        assert_eq!(Kind::Exists.name(), "exists");
     }
 
     #[test]
@@ -227,6 +229,7 @@ mod tests {
         assert_eq!(status(Error::forbidden("x")), (403, None));
         assert_eq!(status(Error::not_found("x")), (404, None));
         assert_eq!(status(Error::busy("x")), (409, None));
+        assert_eq!(status(Error::new(Kind::Exists, "x")), (409, None));
         assert_eq!(status(Error::too_large("x")), (413, None));
         assert_eq!(
             status(Error::new(Kind::NotReady, "x")),
