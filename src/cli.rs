@@ -210,7 +210,11 @@ pub enum CageCommand {
         args: Vec<OsString>,
     },
     /// List the caged sessions, and containers left over without one
-    Ls,
+    Ls {
+        /// Print the sessions' names only, one a line (with --json: an array of them)
+        #[arg(long, short = 'q')]
+        quiet: bool,
+    },
     /// Show a session: its record, its container's state and the argv it was made with
     Show(NameArg),
     /// Remove leftovers this state folder made: containers with no session here, and their
@@ -433,7 +437,8 @@ pub enum FilesCommand {
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// The address to listen on (default: 127.0.0.1 and the config's agent_port, 7387).
+    /// The address to listen on (default: 127.0.0.1 and the config's agent_port, 7387);
+    /// localhost:PORT is 127.0.0.1:PORT, other names are refused.
     /// An address other than loopback needs --token-file, and the port agent_port
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: Option<String>,

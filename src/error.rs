@@ -18,6 +18,10 @@ pub enum Kind {
     NotFound,
     /// Another command holds the session.
     Busy,
+    /// The name is taken already (a session of that name exists): bad
+    /// input on the command line, 409 Conflict over HTTP (RFC 9110, 15.5.10:
+    /// the request conflicts with the resource's current state).
+    Exists,
     /// Not ready yet (an image being built); try again later.
     NotReady,
     /// Not allowed: a session that takes no files from this sender.
@@ -38,7 +42,7 @@ impl Kind {
     pub fn exit_code(self) -> u8 {
         match self {
             Kind::Failed | Kind::Forbidden | Kind::NoPodman | Kind::PodmanFailed => 1,
-            Kind::BadInput | Kind::NotFound | Kind::TooLarge => 2,
+            Kind::BadInput | Kind::NotFound | Kind::TooLarge | Kind::Exists => 2,
             Kind::Busy => 3,
             Kind::NotReady => 4,
         }
@@ -53,6 +57,7 @@ impl Kind {
             Kind::BadInput => "bad_input",
             Kind::NotFound => "not_found",
             Kind::Busy => "busy",
+            Kind::Exists => "exists",
             Kind::NotReady => "not_ready",
             Kind::Forbidden => "forbidden",
             Kind::TooLarge => "too_large",
@@ -68,7 +73,7 @@ impl Kind {
             Kind::BadInput => 400,
             Kind::Forbidden => 403,
             Kind::NotFound => 404,
-            Kind::Busy => 409,
+            Kind::Busy | Kind::Exists => 409,
             Kind::TooLarge => 413,
             Kind::NotReady | Kind::NoPodman => 503,
             Kind::Failed | Kind::PodmanFailed => 500,
@@ -213,6 +218,8 @@ mod tests {
         assert_eq!(Kind::TooLarge.exit_code(), 2);
         assert_eq!(Kind::NoPodman.exit_code(), 1);
         assert_eq!(Kind::PodmanFailed.exit_code(), 1);
+        assert_eq!(Kind::Exists.exit_code(), 2);
+        assert_eq!(Kind::Exists.name(), "exists");
     }
 
     #[test]
@@ -222,6 +229,7 @@ mod tests {
         assert_eq!(status(Error::forbidden("x")), (403, None));
         assert_eq!(status(Error::not_found("x")), (404, None));
         assert_eq!(status(Error::busy("x")), (409, None));
+        assert_eq!(status(Error::new(Kind::Exists, "x")), (409, None));
         assert_eq!(status(Error::too_large("x")), (413, None));
         assert_eq!(
             status(Error::new(Kind::NotReady, "x")),

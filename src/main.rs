@@ -29,6 +29,7 @@ mod session;
 mod settings;
 mod spec;
 mod token;
+mod when;
 mod workbench;
 
 use std::path::PathBuf;
@@ -393,9 +394,14 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
             }
             return exec(&ctx, &name, ops::exec::What::Harness(args));
         }
-        CageCommand::Ls => {
+        CageCommand::Ls { quiet } => {
             let r = ops::ls::ls(&ctx)?;
-            output::show(&r, json, output::listing);
+            if quiet {
+                let names: Vec<&str> = r.sessions.iter().map(|s| s.session.as_str()).collect();
+                output::show(&names, json, |n| output::names(n));
+            } else {
+                output::show(&r, json, output::listing);
+            }
         }
         CageCommand::Show(a) => {
             let r = ops::show::show(&ctx, &a.name)?;

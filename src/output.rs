@@ -139,11 +139,23 @@ pub fn removed(r: &Removed) -> String {
     s
 }
 
+/// `cage ls -q`: the names, one a line.
+pub fn names(n: &Vec<&str>) -> String {
+    n.iter().map(|n| format!("{n}\n")).collect()
+}
+
 pub fn listing(l: &Listing) -> String {
-    let mut rows: Vec<[String; 7]> = vec![[
+    listing_at(l, crate::when::now())
+}
+
+/// The table as seen at `now` (Unix seconds): ages are relative to it.
+pub fn listing_at(l: &Listing, now: u64) -> String {
+    let mut rows: Vec<[String; 9]> = vec![[
         "SESSION".to_string(),
         "CONTAINER".into(),
         "STATE".into(),
+        "BUSY".into(),
+        "AGE".into(),
         "CAGE".into(),
         "HARNESS".into(),
         "IMAGE".into(),
@@ -154,6 +166,14 @@ pub fn listing(l: &Listing) -> String {
             r.session.clone(),
             r.container.clone().unwrap_or_else(|| "-".into()),
             r.state.clone(),
+            match &r.busy {
+                None => "-".into(),
+                Some(b) => match b.since {
+                    Some(t) => format!("{} ({})", b.what, since(t, now)),
+                    None => b.what.clone(),
+                },
+            },
+            age(r.created_secs, now),
             match (&r.container, r.sealed) {
                 (None, _) => "-".into(),
                 (Some(_), true) => "sealed".into(),
@@ -192,6 +212,20 @@ damaged records (the other sessions are listed above):
         }
     }
     s
+}
+
+/// How long ago, for a table: `3 min` (the column says it is an age).
+fn age(then: u64, now: u64) -> String {
+    let a = crate::when::age(then, now);
+    a.strip_suffix(" ago").unwrap_or(&a).to_string()
+}
+
+/// Since when, for a table: `for 3 min`.
+fn since(then: u64, now: u64) -> String {
+    match age(then, now).as_str() {
+        "just now" => "just now".to_string(),
+        a => format!("for {a}"),
+    }
 }
 
 fn table<const N: usize>(rows: &[[String; N]]) -> String {
@@ -341,10 +375,10 @@ pub fn doctor(r: &doctor::Report) -> String {
 
 pub fn packed(p: &crate::ops::outbox::PackResult) -> String {
     let mut s = format!(
-        "packed {} ({} files, {} bytes) from the outbox of {}\n",
+        "packed {} ({}, {}) from the outbox of {}\n",
         p.archive.display(),
-        p.packed.files,
-        p.packed.bytes,
+        crate::when::count(p.packed.files as u64, "file", "files"),
+        crate::when::count(p.packed.bytes, "byte", "bytes"),
         p.session
     );
     let left = p.packed.left_out.len() + p.packed.left_out_unlisted;
@@ -369,7 +403,7 @@ pub fn files(f: &crate::ops::files::FilesList) -> String {
     if !f.files.refused.is_empty() {
         s.push_str("refused (when, from), newest last:\n");
         for r in &f.files.refused {
-            s.push_str(&format!("  {}  {}\n", r.when, r.from));
+            s.push_str(&format!("  {}  {}\n", crate::when::local(r.when), r.from));
         }
     }
     s
@@ -402,7 +436,12 @@ fn budget(b: Option<u64>) -> String {
 pub fn history(h: &crate::ops::history::History) -> String {
     let mut s = String::new();
     for e in &h.entries {
-        s.push_str(&format!("{}  {}  {}\n", e.when, e.who, e.what));
+        s.push_str(&format!(
+            "{}  {}  {}\n",
+            crate::when::local(e.entry.when),
+            e.entry.who,
+            e.entry.what
+        ));
     }
     if s.is_empty() {
         s = format!("no history for {}\n", h.session);
@@ -492,6 +531,43 @@ pub fn image_status(r: &crate::ops::image::StatusReport) -> String {
 mod tests {
     use super::*;
     use crate::ops::prune::Kept;
+
+    #[test]
+    fn listing_has_age_and_busy() {
+        let now = 1_796_061_909;
+        let row = |name: &str, created: u64, busy: Option<(&str, u64)>| crate::ops::ls::Row {
+            session: name.into(),
+            container: Some(format!("shrooms-{name}-000001")),
+            image: Some("img".into()),
+            state: "running".into(),
+            dir: "/p".into(),
+            harness: crate::harness::Harness::Claude,
+            network: Some("bridge".into()),
+            sealed: false,
+            created: String::new(),
+            created_secs: created,
+            busy: busy.map(|(what, since)| crate::session::Busy {
+                what: what.into(),
+                since: Some(since),
+                since_rfc3339: None,
+            }),
+        };
+        let l = Listing {
+            sessions: vec![
+                row("a", now - 3 * 60, Some(("turn", now - 125))),
+                row("bb", now - 86_400, None),
+            ],
+            leftovers: vec![],
+            damaged: vec![],
+        };
+        assert_eq!(
+            listing_at(&l, now),
+            "SESSION  CONTAINER          STATE    BUSY              AGE    CAGE   HARNESS  IMAGE  DIR\n\
+             a        shrooms-a-000001   running  turn (for 2 min)  3 min  caged  claude   img    /p\n\
+             bb       shrooms-bb-000001  running  -                 1 day  caged  claude   img    /p\n"
+        );
+        assert_eq!(names(&vec!["a", "bb"]), "a\nbb\n");
+    }
 
     #[test]
     fn pruned_lists_what_it_keeps_apart() {

@@ -834,9 +834,10 @@ impl Walk {
             None => "its outbox".to_string(),
         };
         s.push_str(&format!(
-            "Packed by shrooms-agent from {from}: {} files, {} bytes.\n\
+            "Packed by shrooms-agent from {from}: {}, {}.\n\
              Only regular files were packed, and no link was followed.\n\n",
-            self.files, self.bytes
+            crate::when::count(self.files as u64, "file", "files"),
+            crate::when::count(self.bytes, "byte", "bytes")
         ));
         if self.left_out.is_empty() {
             s.push_str("Nothing was left out.\n");

@@ -162,14 +162,13 @@ impl Usage {
     /// One line: `in 12, out 7, cache write 0, cache read 0 (19 tokens, 1 response)`.
     pub fn describe(&self) -> String {
         format!(
-            "in {}, out {}, cache write {}, cache read {} ({} tokens, {} response{})",
+            "in {}, out {}, cache write {}, cache read {} ({}, {})",
             self.input_tokens,
             self.output_tokens,
             self.cache_creation_input_tokens,
             self.cache_read_input_tokens,
-            self.total(),
-            self.responses,
-            if self.responses == 1 { "" } else { "s" }
+            crate::when::count(self.total(), "token", "tokens"),
+            crate::when::count(self.responses, "response", "responses"),
         )
     }
 }
@@ -760,13 +759,28 @@ impl Store {
         crate::lock::held(&self.lock_path(name))
     }
 
+    /// What holds the session now, and since when (`cage ls`'s BUSY): None
+    /// when nobody does. A holder that wrote nothing of itself (one that
+    /// ended its work quickly) is "a command".
+    pub fn busy(&self, name: &str) -> Result<Option<Busy>> {
+        if !self.lock_held(name)? {
+            return Ok(None);
+        }
+        let text = fs::read_to_string(self.lock_path(name)).unwrap_or_default();
+        Ok(Some(Busy::parse(&text)))
+    }
+
     /// Take the session's lock, or fail at once with `Busy`: a command that
     /// would wait behind a long `exec` is better told so.
     pub fn lock(&self, name: &str) -> Result<SessionLock> {
         validate_name(name)?;
         make_private_dir(&self.sessions_dir())?;
         match crate::lock::try_take(&self.lock_path(name))? {
-            Some(file) => Ok(SessionLock { _file: file }),
+            Some(file) => {
+                // What the last holder wrote of itself is not this one's.
+                let _ = file.set_len(0);
+                Ok(SessionLock { _file: file })
+            }
             // A session without a record whose lock is held is being
             // made (`cage create` holds the lock while it makes the cage).
             None if !self.exists(name) => Err(Error::busy(format!(
@@ -846,7 +860,49 @@ pub struct SessionLock {
     _file: File,
 }
 
+/// What holds a session's lock, as its holder wrote it in the lock file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Busy {
+    /// `turn` (a `cage run` or `cage exec`), `create`, `move`, `start`,
+    /// `stop`, `rm`, `prune`; `a command` when the holder did not say.
+    pub what: String,
+    /// Since when, in Unix seconds (None when the holder did not say).
+    #[serde(skip)]
+    pub since: Option<u64>,
+    /// The same, RFC 3339 with the local offset.
+    #[serde(rename = "since")]
+    pub since_rfc3339: Option<String>,
+}
+
+impl Busy {
+    /// The lock file's text: `WHAT SECONDS`.
+    fn parse(text: &str) -> Busy {
+        let mut words = text.split_whitespace();
+        let what = words
+            .next()
+            .filter(|w| w.chars().all(|c| c.is_ascii_lowercase()) && w.len() <= 16)
+            .unwrap_or("a command")
+            .to_string();
+        let since = words.next().and_then(|s| s.parse::<u64>().ok());
+        Busy {
+            what,
+            since,
+            since_rfc3339: since.map(crate::when::rfc3339),
+        }
+    }
+}
+
 impl SessionLock {
+    /// Say in the lock file what holds it and since when, for `cage ls`
+    /// (its BUSY): the lock is this process's, so only it writes there.
+    pub fn note(&self, what: &str) {
+        use std::io::Seek;
+        let mut f = &self._file;
+        let _ = f.set_len(0);
+        let _ = f.seek(std::io::SeekFrom::Start(0));
+        let _ = writeln!(f, "{what} {}", crate::when::now());
+    }
+
     /// Its descriptor, to pass on to a process that must hold it too.
     pub fn fd(&self) -> std::os::fd::RawFd {
         use std::os::fd::AsRawFd;
@@ -1134,6 +1190,27 @@ mod tests {
         assert_eq!(r.tokens.budget, None);
         assert_eq!(r.accept_caged, None);
         assert!(!r.accepts_caged());
+    }
+
+    #[test]
+    fn the_holder_of_a_lock_is_told() {
+        let (store, dir) = temp_store();
+        assert_eq!(store.busy("s").unwrap(), None);
+        let lock = store.lock("s").unwrap();
+        assert_eq!(store.busy("s").unwrap().unwrap().what, "a command");
+        lock.note("turn");
+        let b = store.busy("s").unwrap().unwrap();
+        assert_eq!(b.what, "turn");
+        assert!(b.since.unwrap() + 5 >= crate::when::now());
+        drop(lock);
+        assert_eq!(store.busy("s").unwrap(), None);
+        // A new holder that says nothing is not taken for the last one.
+        let _lock = store.lock("s").unwrap();
+        assert_eq!(store.busy("s").unwrap().unwrap().what, "a command");
+        assert!(Busy::parse("create 1796061909\n").since_rfc3339.is_some());
+        assert_eq!(Busy::parse("x; rm -rf 12").what, "a command");
+        drop(_lock);
+        fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

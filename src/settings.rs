@@ -457,16 +457,40 @@ impl TryFrom<i64> for Port {
     }
 }
 
-/// `serve --listen`: an address and a port.
+/// `serve --listen`: an address and a port, or `localhost` and a port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Listen(pub SocketAddr);
 
 impl FromStr for Listen {
     type Err = String;
     fn from_str(l: &str) -> std::result::Result<Self, String> {
-        l.parse().map(Listen).map_err(|_| {
-            format!("--listen {l:?}: give an address and a port, like 127.0.0.1:7387 or [::1]:7387")
-        })
+        if let Ok(a) = l.parse() {
+            return Ok(Listen(a));
+        }
+        // `localhost` is loopback by definition (RFC 6761, 6.3), so it is
+        // taken as 127.0.0.1 without asking a resolver, whose answer
+        // (/etc/hosts, DNS) could name another address. Any other name is
+        // refused: what it resolves to is not for serve to trust.
+        match l.rsplit_once(':') {
+            Some((host, port)) if host.eq_ignore_ascii_case("localhost") => {
+                let port: u16 = port
+                    .parse()
+                    .map_err(|_| format!("--listen {l:?}: {port:?} is not a port (0 to 65535)"))?;
+                Ok(Listen(SocketAddr::from(([127, 0, 0, 1], port))))
+            }
+            Some((host, _)) if host.parse::<std::net::IpAddr>().is_err() && !host.is_empty() => {
+                Err(format!(
+                    "--listen {l:?}: serve listens on an address, or on localhost (127.0.0.1); \
+                     a name like {host:?} could resolve to any address: give the address, \
+                     like 127.0.0.1:{port} or [::1]:{port}",
+                    port = l.rsplit_once(':').map_or("7387", |(_, p)| p)
+                ))
+            }
+            _ => Err(format!(
+                "--listen {l:?}: give an address and a port, like 127.0.0.1:7387, [::1]:7387 \
+                 or localhost:7387"
+            )),
+        }
     }
 }
 
@@ -1823,6 +1847,22 @@ delta = { url = "http://[fd00::1]:9000", token_file = "/t/delta" }
         let s = resolve("", &o).unwrap();
         assert_eq!(s.listen, "[::1]:9000".parse().unwrap());
         assert_eq!(
+            "localhost:7387".parse::<Listen>().unwrap().0,
+            "127.0.0.1:7387".parse::<SocketAddr>().unwrap()
+        );
+        assert_eq!(
+            "LOCALHOST:9".parse::<Listen>().unwrap().0,
+            "127.0.0.1:9".parse::<SocketAddr>().unwrap()
+        );
+        assert_eq!(
+            "example.test:7387".parse::<Listen>().unwrap_err(),
+            "--listen \"example.test:7387\": serve listens on an address, or on localhost \
+             (127.0.0.1); a name like \"example.test\" could resolve to any address: give the \
+             address, like 127.0.0.1:7387 or [::1]:7387"
+        );
+        assert!("localhost:x".parse::<Listen>().is_err());
+        assert!("localhost.example.test:7387".parse::<Listen>().is_err());
+        assert_eq!(
             Limits::defaults().with(&s.asked_limits),
             Limits::of("1.5g", "0.5", 99)
         );
@@ -1861,7 +1901,8 @@ delta = { url = "http://[fd00::1]:9000", token_file = "/t/delta" }
                     listen: Some("7387".into()),
                     ..Overrides::default()
                 },
-                "--listen \"7387\": give an address and a port, like 127.0.0.1:7387 or [::1]:7387",
+                "--listen \"7387\": give an address and a port, like 127.0.0.1:7387, [::1]:7387 \
+                 or localhost:7387",
             ),
         ] {
             let e = resolve("", &o).unwrap_err();

@@ -63,6 +63,7 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
         if ctx.store.exists(&req.name) {
             return Err(already(&req.name));
         }
+        lock.note("create");
         Some(lock)
     };
     let plan = match make::plan(
@@ -142,9 +143,12 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
 }
 
 fn already(name: &str) -> Error {
-    Error::bad_input(format!(
-        "there is a session {name:?} already; pick another name, or `shrooms-agent cage rm {name}` first"
-    ))
+    Error::new(
+        crate::error::Kind::Exists,
+        format!(
+            "there is a session {name:?} already; pick another name, or `shrooms-agent cage rm {name}` first"
+        ),
+    )
 }
 
 /// A cage in a few words, for the history: its image and options.

@@ -93,6 +93,7 @@ pub fn prepare_uncaged(
     allowed: bool,
 ) -> Result<Uncaged> {
     let (lock, record) = ctx.store.lock_and_load(name)?;
+    lock.note("turn");
     if record.cage.is_some() {
         return Err(Error::bad_input(format!("session {name} is in a cage")));
     }
@@ -151,6 +152,10 @@ pub fn is_uncaged(ctx: &Context, name: &str) -> Result<bool> {
 
 pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Result<Prepared<'a>> {
     let (lock, record) = ctx.store.lock_and_load(name)?;
+    lock.note(match what {
+        What::Command(_) | What::Shell => "exec",
+        What::Harness(_) => "turn",
+    });
     let cage = cage_of(&record)?;
     let mut notes = Vec::new();
     let cmd = match what.words() {

@@ -142,10 +142,7 @@ pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
     let shown = |b: Option<u64>| b.map_or("none".to_string(), |n| n.to_string());
     let mut parts = Vec::new();
     if podman_limits {
-        parts.push(format!(
-            "memory {} -> {}, cpus {} -> {}, pids {} -> {}",
-            before.memory, after.memory, before.cpus, after.cpus, before.pids, after.pids
-        ));
+        parts.extend(changed_limits(&before, &after));
     }
     if req.tokens.is_some() || tokens_before != tokens_after {
         parts.push(format!(
@@ -170,6 +167,31 @@ pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
         tokens_before,
         tokens_after,
     })
+}
+
+/// The history's words for the limits that changed, `memory 1g -> 2g`;
+/// one that stayed is left out, and nothing changed is "unchanged".
+fn changed_limits(before: &Limits, after: &Limits) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut one = |name: &str, b: String, a: String| {
+        if b != a {
+            parts.push(format!("{name} {b} -> {a}"));
+        }
+    };
+    one(
+        "memory",
+        before.memory.to_string(),
+        after.memory.to_string(),
+    );
+    one("cpus", before.cpus.to_string(), after.cpus.to_string());
+    one("pids", before.pids.to_string(), after.pids.to_string());
+    if parts.is_empty() {
+        parts.push(format!(
+            "memory {}, cpus {}, pids {} (unchanged)",
+            after.memory, after.cpus, after.pids
+        ));
+    }
+    parts
 }
 
 /// Memory, CPUs and processes: the new ones, put on the cage as podman
@@ -252,6 +274,22 @@ mod tests {
 
     fn l(m: &str, c: &str, p: u64) -> Limits {
         Limits::of(m, c, p)
+    }
+
+    #[test]
+    fn the_history_names_only_what_changed() {
+        assert_eq!(
+            changed_limits(&l("1g", "2", 2048), &l("2g", "2", 2048)),
+            ["memory 1g -> 2g"]
+        );
+        assert_eq!(
+            changed_limits(&l("1g", "2", 2048), &l("1g", "1.5", 100)),
+            ["cpus 2 -> 1.5", "pids 2048 -> 100"]
+        );
+        assert_eq!(
+            changed_limits(&l("1g", "2", 2048), &l("1g", "2", 2048)),
+            ["memory 1g, cpus 2, pids 2048 (unchanged)"]
+        );
     }
 
     #[test]

@@ -24,6 +24,14 @@ pub struct Row {
     pub network: Option<String>,
     /// A sealed cage.
     pub sealed: bool,
+    /// When the session was made, RFC 3339 with the local offset.
+    pub created: String,
+    /// The same in Unix seconds, for the text's AGE.
+    #[serde(skip)]
+    pub created_secs: u64,
+    /// What holds the session now (a turn, a create, ...) and since when;
+    /// null when nothing does.
+    pub busy: Option<crate::session::Busy>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -59,6 +67,9 @@ pub fn ls(ctx: &Context) -> Result<Listing> {
     };
     let mut listing = join(&records, ps.as_deref());
     listing.damaged = damaged;
+    for row in &mut listing.sessions {
+        row.busy = ctx.store.busy(&row.session)?;
+    }
     Ok(listing)
 }
 
@@ -85,6 +96,9 @@ pub fn join(records: &[crate::session::Record], ps: Option<&[PsEntry]>) -> Listi
                 harness: r.harness,
                 network: cage.map(|c| c.network.name().to_string()),
                 sealed: cage.is_some_and(|c| c.sealed.is_some()),
+                created: crate::when::rfc3339(r.created),
+                created_secs: r.created,
+                busy: None,
             }
         })
         .collect();

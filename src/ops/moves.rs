@@ -42,6 +42,7 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
         crate::session::validate_who(by)?;
     }
     let (_lock, record) = ctx.store.lock_and_load(&req.name)?;
+    _lock.note("move");
     let old = record.cage.clone();
     // Without podman a caged session can still be taken out of its cage
     // (README, "Configuration", `cages = false`): its container is left for

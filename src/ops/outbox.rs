@@ -129,8 +129,8 @@ pub fn send(ctx: &Context, req: &SendRequest) -> Result<Sent> {
     let (packed, answer) = result?;
     let left = packed.left_out.len() + packed.left_out_unlisted;
     let mut line = format!(
-        "sent {archive} ({} files) to {machine}/{session}",
-        packed.files
+        "sent {archive} ({}) to {machine}/{session}",
+        crate::when::count(packed.files as u64, "file", "files")
     );
     if left > 0 {
         line.push_str(&format!(

@@ -19,6 +19,7 @@ pub struct Removed {
 
 pub fn rm(ctx: &Context, name: &str) -> Result<Removed> {
     let (_lock, record) = ctx.store.lock_and_load(name)?;
+    _lock.note("rm");
     let mut files = Vec::new();
     let container = match &record.cage {
         Some(cage) => {

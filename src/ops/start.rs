@@ -13,6 +13,7 @@ pub struct Started {
 
 pub fn start(ctx: &Context, name: &str) -> Result<Started> {
     let (_lock, record) = ctx.store.lock_and_load(name)?;
+    _lock.note("start");
     let cage = cage_of(&record)?;
     let host = ctx.host_for_session()?;
     ensure_running(ctx, host, &record)?;

@@ -62,6 +62,17 @@ pub enum Peer {
 }
 
 impl Peer {
+    /// The client as the log line names it: its address and port, or the
+    /// Unix socket.
+    pub fn for_log(&self) -> String {
+        match self {
+            Peer::Tcp { peer, .. } => {
+                std::net::SocketAddr::new(super::canonical(peer.ip()), peer.port()).to_string()
+            }
+            Peer::Unix => "unix".to_string(),
+        }
+    }
+
     /// The address the request came from, for the machine it came from
     /// and a session's history; the Unix socket is this machine's own.
     pub fn ip(&self) -> IpAddr {
@@ -247,6 +258,7 @@ pub async fn serve<S: Socket>(
     start: Instant,
     _slot: Slot,
 ) {
+    let info_peer = peer.for_log();
     let info = ConnInfo {
         peer,
         start,
@@ -295,7 +307,7 @@ pub async fn serve<S: Socket>(
     if late {
         let r = Response::error(408, "the request did not arrive in time");
         let _ = tokio::time::timeout(Duration::from_secs(1), mine.write_all(&r.raw())).await;
-        super::log("-", "-", "408", start, "");
+        super::log(&info_peer, "-", "-", "408", start, "");
     }
     linger(mine).await;
 }

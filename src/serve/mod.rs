@@ -367,11 +367,11 @@ async fn accept(
                     let slot = match peers.admit(peer.ip(), conn::PER_PEER, conn::MAX_CONNECTIONS) {
                         Ok(slot) => Some(slot),
                         Err(conn::Full::All) => {
-                            log("-", "-", "503", start, " (too many connections)");
+                            log(&peer_for_log(peer), "-", "-", "503", start, " (too many connections)");
                             None
                         }
                         Err(conn::Full::Address) => {
-                            log("-", "-", "503", start, &format!(" (too many connections from {})", canonical(peer.ip())));
+                            log(&peer_for_log(peer), "-", "-", "503", start, &format!(" (too many connections from {})", canonical(peer.ip())));
                             None
                         }
                     };
@@ -399,7 +399,7 @@ async fn accept(
                 Ok(stream) => {
                     let start = Instant::now();
                     let Ok(slot) = peers.admit(IpAddr::from([127, 0, 0, 1]), conn::PER_PEER, conn::MAX_CONNECTIONS) else {
-                        log("-", "-", "503", start, " (too many connections)");
+                        log("unix", "-", "-", "503", start, " (too many connections)");
                         tasks.spawn(conn::refuse_busy(stream, "serve is busy; try again in a moment"));
                         continue;
                     };
@@ -447,6 +447,7 @@ async fn handle(
     let method: String = req.method().as_str().chars().take(16).collect();
     let path = reply::for_log(req.uri().path(), req.uri().query());
     let mut line = LogLine {
+        peer: info.peer.for_log(),
         method,
         path,
         start: info.start,
@@ -528,6 +529,7 @@ fn refusal(
 /// What the log says of one request, written when it is dropped: at the
 /// answer, or when the client went away first.
 struct LogLine {
+    peer: String,
     method: String,
     path: String,
     start: Instant,
@@ -539,6 +541,7 @@ impl Drop for LogLine {
     fn drop(&mut self) {
         match self.status {
             Some(s) => log(
+                &self.peer,
                 &self.method,
                 &self.path,
                 &s.to_string(),
@@ -546,6 +549,7 @@ impl Drop for LogLine {
                 &self.why,
             ),
             None => log(
+                &self.peer,
                 &self.method,
                 &self.path,
                 "-",
@@ -629,13 +633,42 @@ fn loopback_host(host: &str) -> bool {
     name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::Ipv4Addr>().is_ok()
 }
 
-/// Method, path (query names only), status, milliseconds, and why when
+/// The time (UTC, RFC 3339, to the millisecond), the client's address,
+/// method, path (query names only), status, milliseconds, and why when
 /// serve says: no body, no header value.
-fn log(method: &str, path: &str, status: &str, start: Instant, why: &str) {
+fn log(peer: &str, method: &str, path: &str, status: &str, start: Instant, why: &str) {
     eprintln!(
-        "{method} {path} {status} {}ms{why}",
-        start.elapsed().as_millis()
+        "{}",
+        log_line(
+            chrono::Utc::now(),
+            peer,
+            method,
+            path,
+            status,
+            start.elapsed().as_millis(),
+            why
+        )
     );
+}
+
+fn log_line(
+    at: chrono::DateTime<chrono::Utc>,
+    peer: &str,
+    method: &str,
+    path: &str,
+    status: &str,
+    ms: u128,
+    why: &str,
+) -> String {
+    format!(
+        "{} {peer} {method} {path} {status} {ms}ms{why}",
+        at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    )
+}
+
+/// A TCP client's address for the log, as `Peer::for_log` gives it.
+fn peer_for_log(peer: std::net::SocketAddr) -> String {
+    conn::Peer::Tcp { peer, ours: peer }.for_log()
 }
 
 #[cfg(test)]
@@ -668,6 +701,23 @@ mod tests {
         ] {
             assert!(!loopback_host(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_log_line_has_the_time_and_the_client() {
+        let at = chrono::DateTime::parse_from_rfc3339("2026-11-30T18:05:09.123Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        assert_eq!(
+            log_line(at, "127.0.0.1:50312", "GET", "/v1/sessions", "200", 4, ""),
+            "2026-11-30T18:05:09.123Z 127.0.0.1:50312 GET /v1/sessions 200 4ms"
+        );
+        let v6 = conn::Peer::Tcp {
+            peer: "[::ffff:10.1.2.3]:4000".parse().unwrap(),
+            ours: "[::1]:7387".parse().unwrap(),
+        };
+        assert_eq!(v6.for_log(), "10.1.2.3:4000");
+        assert_eq!(conn::Peer::Unix.for_log(), "unix");
     }
 
     #[test]

@@ -54,9 +54,11 @@ impl Response {
         }
     }
 
-    /// An operation's error: its kind's status, its message as the CLI prints it.
+    /// An operation's error: its kind's status, its message as the CLI
+    /// prints it but for the options it names, which become the JSON
+    /// fields an HTTP client sends ([`for_http`]).
     pub fn from_error(e: &crate::error::Error) -> Response {
-        let mut r = Response::error(e.http_status(), &e.message);
+        let mut r = Response::error(e.http_status(), &for_http(&e.message));
         if let Some(secs) = e.retry_after() {
             r.headers.push(("retry-after", secs.to_string()));
         }
@@ -141,6 +143,44 @@ pub fn decode(s: &str) -> String {
 
 /// The path and the query's names, never its values, with anything
 /// unprintable shown as `?`: what the log line shows.
+/// An operation's message for an HTTP client, who passes fields, not
+/// command-line options: `--tokens: 0 would ...` becomes `field "tokens":
+/// 0 would ...`. Text in backticks is a command for a terminal, and is
+/// kept as it is.
+pub fn for_http(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut quoted = false;
+    let mut rest = message;
+    while let Some(c) = rest.chars().next() {
+        if c == '`' {
+            quoted = !quoted;
+        }
+        let at_word = out.is_empty() || out.ends_with([' ', '(', '"', '\'']);
+        if !quoted && at_word && rest.starts_with("--") {
+            let name: String = rest[2..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect();
+            if name.starts_with(|c: char| c.is_ascii_lowercase()) {
+                out.push_str(&format!("field {:?}", field_of(&name)));
+                rest = &rest[2 + name.len()..];
+                continue;
+            }
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
+/// The JSON field that stands for a command-line option.
+fn field_of(option: &str) -> String {
+    match option {
+        "mesh" => "meshes".to_string(),
+        o => o.replace('-', "_"),
+    }
+}
+
 pub fn for_log(path: &str, query: Option<&str>) -> String {
     let mut s: String = path.chars().take(200).map(printable).collect();
     let names: Vec<String> = parse_query(query.unwrap_or(""))
@@ -247,6 +287,32 @@ mod tests {
             "/v1/sessions/x/drop?name&note"
         );
         assert_eq!(for_log("/v1/a\u{7}b", None), "/v1/a?b");
+    }
+
+    #[test]
+    fn options_become_fields_for_http() {
+        for (cli, http) in [
+            (
+                "--tokens: 0 would refuse every model request",
+                "field \"tokens\": 0 would refuse every model request",
+            ),
+            (
+                "--memory: \"12x\" is not a size",
+                "field \"memory\": \"12x\" is not a size",
+            ),
+            (
+                "--mesh only chooses the shared folder's set of meshes",
+                "field \"meshes\" only chooses the shared folder's set of meshes",
+            ),
+            (
+                "there is a session \"a\" already; pick another name, or `shrooms-agent cage rm --force a` first",
+                "there is a session \"a\" already; pick another name, or `shrooms-agent cage rm --force a` first",
+            ),
+            ("a -- b --5 x--y", "a -- b --5 x--y"),
+            ("(--auto-approve)", "(field \"auto_approve\")"),
+        ] {
+            assert_eq!(for_http(cli), http);
+        }
     }
 
     #[test]

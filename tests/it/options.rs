@@ -445,10 +445,7 @@ fn move_in_change_out_and_back() {
         .collect();
     assert_eq!(whats.len(), 5, "{whats:?}");
     assert!(whats[0].starts_with("created in a cage"), "{whats:?}");
-    assert_eq!(
-        whats[1],
-        "limits: memory 4g -> 700m, cpus 2 -> 2, pids 2048 -> 2048"
-    );
+    assert_eq!(whats[1], "limits: memory 4g -> 700m");
     assert!(
         whats[2].starts_with("given a new cage") && whats[2].contains("github"),
         "{whats:?}"
@@ -456,6 +453,21 @@ fn move_in_change_out_and_back() {
     assert_eq!(whats[3], "taken out of its cage");
     assert!(whats[4].starts_with("moved into a cage"), "{whats:?}");
     assert_eq!(entries[2]["who"], "tester");
+    // JSON: `at`, RFC 3339 with the offset, beside the seconds; text: the
+    // local date and time, never the seconds.
+    let at = entries[0]["at"].as_str().unwrap();
+    assert!(
+        at.len() == "2026-11-30T19:05:09+01:00".len() && at.as_bytes()[10] == b'T',
+        "{at}"
+    );
+    let text = w.run(&["cage", "history", &name]).ok().stdout();
+    let first = text.lines().next().unwrap();
+    let b = first.as_bytes();
+    assert!(
+        b[4] == b'-' && b[10] == b' ' && b[13] == b':' && first.ends_with(whats[0]),
+        "{text}"
+    );
+    assert!(!text.contains(&entries[0]["when"].to_string()), "{text}");
 
     // rm removes the history too, and says what it removed
     let r = w.run(&["cage", "rm", &name]).ok();

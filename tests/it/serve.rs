@@ -31,7 +31,13 @@ fn cpus() -> usize {
 fn routes_over_http_share_the_cli_state() {
     let w = World::new();
     let nix = w.root.join("fake-nix");
-    let s = w.serve(&[], &[("SHROOMS_AGENT_NIX_ROOT", &nix.to_string_lossy())]);
+    // `--listen localhost:PORT`: taken as 127.0.0.1 (the Serve's url).
+    let s = w.serve_listening(
+        "localhost",
+        free_port(),
+        &[],
+        &[("SHROOMS_AGENT_NIX_ROOT", &nix.to_string_lossy())],
+    );
     let u = &s.url;
 
     // GET /v1/harnesses: the cage object, from what serve knows.
@@ -86,6 +92,11 @@ fn routes_over_http_share_the_cli_state() {
     assert_eq!(made["dir"], dir.to_string_lossy().as_ref(), "{made:#}");
     assert!(made["warnings"].is_array(), "{made:#}");
     assert_eq!(w.record(&name)["auto_approve"], true);
+    // The same name again: 409 Conflict, and the first session unchanged.
+    let record = w.record(&name);
+    let r = post(&format!("{u}/v1/sessions"), &body).is(409);
+    assert!(r.error().contains("already"), "{r:#?}");
+    assert_eq!(w.record(&name), record);
 
     // The CLI sees it, on the same state.
     assert!(w.ls_row(&name).is_some(), "cage ls does not list {name}");
@@ -161,6 +172,16 @@ fn routes_over_http_share_the_cli_state() {
         assert!(r.error().contains(says), "{r:#?}");
     }
     assert_eq!(w.record(&name)["cage"]["limits"]["memory"], "512m");
+    // An HTTP client is told the field it sent, not a command-line option.
+    let r = post(
+        &format!("{u}/v1/sessions/{name}/cage/limits"),
+        r#"{"tokens": 0}"#,
+    )
+    .is(400);
+    assert!(
+        r.error().starts_with("field \"tokens\": 0 would refuse") && !r.error().contains("--"),
+        "{r:#?}"
+    );
 
     // 409: a move while `cage exec` holds the session.
     let mut exec = w.spawn_env(&["cage", "exec", &name, "--", "sleep", "6"], &[]);
@@ -182,7 +203,31 @@ fn routes_over_http_share_the_cli_state() {
     }
     let r = post(&format!("{u}/v1/sessions/{name}/cage"), r#"{"cage": null}"#).is(409);
     assert!(r.error().contains("busy"), "{r:#?}");
+    // `cage ls` says what holds it and since when (BUSY), and its AGE.
+    let row = w.ls_row(&name).unwrap();
+    assert_eq!(row["busy"]["what"], "exec", "{row:#}");
+    assert!(row["busy"]["since"].is_string(), "{row:#}");
+    assert!(row["created"].as_str().unwrap().contains('T'), "{row:#}");
+    let text = w.run(&["cage", "ls"]).ok().stdout();
+    let head = text.lines().next().unwrap();
+    assert!(
+        head.starts_with("SESSION") && head.contains(" BUSY ") && head.contains(" AGE "),
+        "{text}"
+    );
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.contains(" exec (just now) ") || line.contains(" exec (for "),
+        "{text}"
+    );
+    let names = w.run(&["cage", "ls", "-q"]).ok().stdout();
+    assert!(names.lines().any(|l| l == name), "{names}");
+    assert!(!names.contains("SESSION"), "{names}");
     finish("cage exec", exec).ok();
+    let row = w.ls_row(&name).unwrap();
+    assert!(row["busy"].is_null(), "{row:#}");
 
     // DELETE: what `cage rm` does.
     let container = w.container(&name);
@@ -191,14 +236,23 @@ fn routes_over_http_share_the_cli_state() {
     assert!(!w.container_exists(&container));
     get(&format!("{u}/v1/sessions/{name}")).is(404);
     assert!(w.ls_row(&name).is_none(), "cage ls still lists {name}");
-    // One log line per request: method, path, status, milliseconds.
+    // One log line per request: the time (UTC, RFC 3339), the client's
+    // address, method, path, status, milliseconds.
     let log = s.log_text();
+    let line = log
+        .lines()
+        .find(|l| request_part(l).starts_with(&format!("DELETE /v1/sessions/{name} 204 ")))
+        .unwrap_or_else(|| panic!("no log line of the DELETE:\n{log}"));
+    assert!(line.ends_with("ms"), "{line}");
+    let mut words = line.split(' ');
+    let (time, client) = (words.next().unwrap(), words.next().unwrap());
     assert!(
-        log.lines().any(
-            |l| l.starts_with(&format!("DELETE /v1/sessions/{name} 204 ")) && l.ends_with("ms")
-        ),
-        "{log}"
+        time.len() == "2026-11-30T18:05:09.123Z".len()
+            && time.as_bytes()[10] == b'T'
+            && time.ends_with('Z'),
+        "{line}"
     );
+    assert!(client.starts_with("127.0.0.1:"), "{line}");
 }
 
 /// The error cases, one per status code: 400, 401, 404, 405, 413, 500,
@@ -650,7 +704,7 @@ fn outbox_send_between_two_machines() {
     .is(200)
     .json();
     let result = r["result"].as_str().unwrap();
-    assert!(result.contains("(1 files) to "), "{r:#}");
+    assert!(result.contains("(1 file) to "), "{r:#}");
     assert!(!result.contains("left out"), "{r:#}");
     assert_eq!(files_in(&folder).len(), 2);
     assert!(files_in(&folder).contains(archive));
@@ -749,9 +803,9 @@ fn outbox_send_between_two_machines() {
         "the broken upload is answered",
         Duration::from_secs(20),
         || {
-            sb.log_text()
-                .lines()
-                .any(|l| l.starts_with(&format!("POST /v1/sessions/{receiver}/drop?name 400 ")))
+            sb.log_text().lines().any(|l| {
+                request_part(l).starts_with(&format!("POST /v1/sessions/{receiver}/drop?name 400 "))
+            })
         },
     );
     assert!(!folder.join("cut.bin").exists(), "{:?}", files_in(&folder));
@@ -1016,7 +1070,7 @@ fn outbox_send_to_this_machine_needs_no_serve() {
         line.starts_with(&format!("sent {sealed}-outbox-"))
             && line
                 .trim_end()
-                .ends_with(&format!(".tar.gz (1 files) to {to}")),
+                .ends_with(&format!(".tar.gz (1 file) to {to}")),
         "{}",
         r.explain()
     );
@@ -1214,6 +1268,11 @@ fn the_systemd_unit_verifies_and_its_exec_start_serves() {
         .unwrap();
     assert_eq!(status.code(), Some(0), "{log}");
     assert!(log.contains("GET /v1/harnesses 200 "), "{log}");
+}
+
+/// A log line without its first two words, the time and the client.
+fn request_part(line: &str) -> &str {
+    line.splitn(3, ' ').nth(2).unwrap_or("")
 }
 
 /// Without a token, serve is driven by anything on loopback, so it must not
@@ -1662,7 +1721,7 @@ fn another_user_cannot_drive_a_serve_without_a_token() {
     assert!(
         s.log_text()
             .lines()
-            .any(|l| l.starts_with("GET /v1/sessions 403 ")
+            .any(|l| request_part(l).starts_with("GET /v1/sessions 403 ")
                 && l.contains(&format!("(from uid {}, not serve's own user)", other.uid))),
         "{}",
         s.log_text()
@@ -1799,7 +1858,7 @@ fn a_request_whose_client_went_away_is_not_carried_on() {
     }
     wait_until("the DELETE's log line", Duration::from_secs(10), || {
         s.log_text().lines().any(|l| {
-            l.starts_with(&format!("DELETE /v1/sessions/{name} - "))
+            request_part(l).starts_with(&format!("DELETE /v1/sessions/{name} - "))
                 && l.contains("the client went away")
         })
     });
@@ -1823,7 +1882,8 @@ fn another_user_cannot_drive_a_rootless_serve_without_a_token() {
     assert!(
         s.log_text()
             .lines()
-            .any(|l| l.starts_with("GET /v1/harnesses 403 ") && l.contains("(from uid 0,")),
+            .any(|l| request_part(l).starts_with("GET /v1/harnesses 403 ")
+                && l.contains("(from uid 0,")),
         "{}",
         s.log_text()
     );

@@ -1,0 +1,92 @@
+//! Times for people and for programs: text output gives a local date and
+//! time or an age ("3 min ago"), never Unix seconds; JSON gives RFC 3339
+//! with the offset. The records keep Unix seconds.
+
+use chrono::{DateTime, Local, TimeZone, Utc};
+
+/// Now, in Unix seconds.
+pub fn now() -> u64 {
+    Utc::now().timestamp().max(0) as u64
+}
+
+/// A moment as this machine's local date and time: `2026-11-30 19:05:09`.
+pub fn local(secs: u64) -> String {
+    local_in(&Local, secs)
+}
+
+pub fn local_in<Tz: TimeZone>(tz: &Tz, secs: u64) -> String
+where
+    Tz::Offset: std::fmt::Display,
+{
+    at(tz, secs).format("%Y-%m-%d %H:%M:%S").to_string()
+}
+
+/// A moment as RFC 3339 with the local offset: `2026-11-30T19:05:09+01:00`.
+pub fn rfc3339(secs: u64) -> String {
+    rfc3339_in(&Local, secs)
+}
+
+pub fn rfc3339_in<Tz: TimeZone>(tz: &Tz, secs: u64) -> String
+where
+    Tz::Offset: std::fmt::Display,
+{
+    at(tz, secs).to_rfc3339_opts(chrono::SecondsFormat::Secs, false)
+}
+
+fn at<Tz: TimeZone>(tz: &Tz, secs: u64) -> DateTime<Tz> {
+    let secs = i64::try_from(secs).unwrap_or(i64::MAX);
+    DateTime::<Utc>::from_timestamp(secs, 0)
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+        .with_timezone(tz)
+}
+
+/// How long ago `then` was, seen at `now`: `just now`, `3 min ago`,
+/// `1 hour ago`, `5 days ago`. A moment after `now` (a clock set back) is
+/// `just now`.
+pub fn age(then: u64, now: u64) -> String {
+    let d = now.saturating_sub(then);
+    let (n, one, many) = match d {
+        0..60 => return "just now".to_string(),
+        60..3600 => (d / 60, "min", "min"),
+        3600..86_400 => (d / 3600, "hour", "hours"),
+        _ => (d / 86_400, "day", "days"),
+    };
+    format!("{} ago", count(n, one, many))
+}
+
+/// A number and its noun, agreeing: `1 file`, `2 files`, `0 files`.
+pub fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_for_people() {
+        // 2026-11-30T18:05:09Z
+        let t = 1_796_061_909;
+        assert_eq!(local_in(&Utc, t), "2026-11-30 18:05:09");
+        let cet = chrono::FixedOffset::east_opt(3600).unwrap();
+        assert_eq!(local_in(&cet, t), "2026-11-30 19:05:09");
+        assert_eq!(rfc3339_in(&Utc, t), "2026-11-30T18:05:09+00:00");
+        assert_eq!(rfc3339_in(&cet, t), "2026-11-30T19:05:09+01:00");
+        for (d, s) in [
+            (0, "just now"),
+            (59, "just now"),
+            (60, "1 min ago"),
+            (3 * 60 + 59, "3 min ago"),
+            (3600, "1 hour ago"),
+            (2 * 3600 + 5, "2 hours ago"),
+            (86_400, "1 day ago"),
+            (5 * 86_400, "5 days ago"),
+        ] {
+            assert_eq!(age(t - d, t), s, "{d}");
+        }
+        assert_eq!(age(t + 10, t), "just now");
+        assert_eq!(count(1, "file", "files"), "1 file");
+        assert_eq!(count(0, "file", "files"), "0 files");
+        assert_eq!(count(2, "file", "files"), "2 files");
+    }
+}
