@@ -303,9 +303,7 @@ fn ready_view(shared: &Shared) -> Option<Arc<super::live::Live>> {
 
 /// `cage show --json` of a record, its state from the live view: no podman
 /// call.
-fn shown_live(shared: &Shared, live: &super::live::Live, mut record: Record) -> ops::show::Shown {
-    // As `ops::show` gives it: the choice in effect, not only one made.
-    record.accept_caged = Some(record.accepts_caged());
+fn shown_live(shared: &Shared, live: &super::live::Live, record: Record) -> ops::show::Shown {
     let (state, running, shared_path) = match &record.cage {
         None => ("uncaged".to_string(), false, None),
         Some(cage) => {
