@@ -339,7 +339,8 @@ pub struct CreateArgs {
 #[derive(Debug, Args, Default)]
 pub struct CageArgs {
     /// The image (default: the config's `image`, else <images_repo>:latest,
-    /// localhost/shrooms-workbench:latest unless the config says otherwise)
+    /// localhost/shrooms-workbench:latest unless the config says otherwise;
+    /// for `cage move`, the image its cage has now)
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
     /// Mount your GitHub login (~/.config/gh) read-only and pass GH_* and GITHUB_*:

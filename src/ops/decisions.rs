@@ -484,6 +484,43 @@ fn move_into_a_cage() {
     assert_eq!(w.fake.calls(), calls::move_in(&cage.create_argv));
 }
 
+/// A caged session moved without --image keeps the image its cage was
+/// made from: the config's image is not looked at (nor built).
+#[test]
+fn move_without_image_keeps_the_sessions_image() {
+    let c = "shrooms-web-0a1b2c";
+    let w = World::new("movekeeps", |f| {
+        f.on_prefix(&["inspect"], Answer::out(container_state(false)))
+            .on_prefix(&["image", "inspect"], Answer::out(our_image()))
+            .on_prefix(&["create"], Answer::ok())
+            .on_prefix(&["rm"], Answer::ok())
+    });
+    w.record("web", Some(c));
+    let moved = super::moves::move_session(
+        &w.ctx,
+        &super::moves::MoveRequest {
+            name: "web".into(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let cage = w.ctx.store.load("web").unwrap().cage.unwrap();
+    assert_eq!(cage.image, "img");
+    assert_eq!(moved.from.as_deref(), Some(c));
+    assert_eq!(
+        w.fake.calls(),
+        vec![
+            calls::inspect_container(c),
+            calls::image_inspect("img"),
+            cage.create_argv.clone(),
+            vec!["rm", "-f", "--ignore", "--", c]
+                .into_iter()
+                .map(String::from)
+                .collect::<Vec<_>>(),
+        ]
+    );
+}
+
 fn move_out(running: bool) {
     let c = "shrooms-web-0a1b2c";
     let w = World::new(&format!("moveout-{running}"), |f| {

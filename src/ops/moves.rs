@@ -86,8 +86,17 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
         (None, "taken out of its cage".to_string())
     } else {
         let host = host.ok_or_else(|| Error::no_podman(crate::host::NO_PODMAN))?;
+        // Without --image, the session keeps the image its cage was made
+        // from: a move changes what was asked, not what was not (a switch
+        // to the config's image could start a build nobody asked for).
+        let image = req
+            .choice
+            .image
+            .clone()
+            .or_else(|| old.as_ref().map(|c| c.image.clone()));
         let choice = make::CageChoice {
             unseal: req.unseal,
+            image,
             ..req.choice.clone()
         };
         let plan = make::plan(
