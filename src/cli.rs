@@ -281,6 +281,10 @@ pub struct MoveArgs {
     /// is untrusted after a sealed session)
     #[arg(long)]
     pub unseal: bool,
+    /// The project folder's new place, for a folder moved or renamed: the
+    /// session works there from now on (checked as `cage create --dir` is)
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
     #[command(flatten)]
     pub cage: CageArgs,
 }

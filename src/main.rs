@@ -320,6 +320,7 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
                 choice: choice(a.cage),
                 by: a.by,
                 unseal: a.unseal,
+                dir: a.dir,
             };
             let r = ops::moves::move_session(&ctx, &req)?;
             output::warnings(&r.warnings);

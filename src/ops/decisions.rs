@@ -846,3 +846,95 @@ fn rm_of_a_cage() {
     assert!(!w.ctx.store.exists("web"));
     assert_eq!(w.fake.calls(), calls::rm(c));
 }
+
+/// A container removed by hand: the start fails, podman says it is not
+/// there, and the message offers `cage move`, which keeps the history.
+#[test]
+fn start_of_a_cage_removed_by_hand_offers_a_move() {
+    let (w, c) = startable("start-gone", false);
+    let w = w.podman(|f| {
+        f.on_prefix(&["start"], Answer::fail(125, "no such container"))
+            .on_prefix(&["container", "exists"], Answer::fail(1, ""))
+    });
+    let e = super::start::start(&w.ctx, "web").unwrap_err();
+    assert_eq!(e.kind, Kind::Failed);
+    assert!(
+        e.message.contains("removed by hand?")
+            && e.message.contains("`shrooms-agent cage move web`")
+            && e.message.contains("keeps its history"),
+        "{}",
+        e.message
+    );
+    assert_eq!(
+        w.fake.calls(),
+        vec![
+            vec!["start".to_string(), "--".into(), c.clone()],
+            vec![
+                "container".to_string(),
+                "exists".into(),
+                "--".into(),
+                c.clone()
+            ],
+        ]
+    );
+}
+
+/// A project folder moved: the start refuses before asking podman anything
+/// and names `cage move NAME --dir NEW`; that move points the session at
+/// the new folder, checked as at create, and its new cage mounts it.
+#[test]
+fn a_moved_project_folder_is_named_and_move_dir_follows_it() {
+    let (w, c) = startable("start-moved-dir", false);
+    let new = w.root.join("home/renamed");
+    std::fs::rename(&w.project, &new).unwrap();
+    let e = super::start::start(&w.ctx, "web").unwrap_err();
+    assert!(
+        e.message.contains("is not there (moved or renamed?)")
+            && e.message
+                .contains("`shrooms-agent cage move web --dir NEW`"),
+        "{}",
+        e.message
+    );
+    assert_eq!(w.fake.calls(), Vec::<Vec<String>>::new());
+    let w = w.podman(|f| {
+        f.on_prefix(&["inspect"], Answer::out(container_state(false)))
+            .on_prefix(&["image", "inspect"], Answer::out(our_image()))
+            .on_prefix(&["create"], Answer::ok())
+            .on_prefix(&["rm"], Answer::ok())
+    });
+    // Not a folder: refused as create refuses it, nothing asked.
+    let e = super::moves::move_session(
+        &w.ctx,
+        &super::moves::MoveRequest {
+            name: "web".into(),
+            dir: Some(w.root.join("home/nowhere")),
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(e.kind, Kind::BadInput, "{}", e.message);
+    assert!(w.fake.calls().is_empty());
+    let moved = super::moves::move_session(
+        &w.ctx,
+        &super::moves::MoveRequest {
+            name: "web".into(),
+            dir: Some(new.clone()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(moved.from.as_deref(), Some(c.as_str()));
+    assert!(
+        moved
+            .what
+            .ends_with(&format!("its folder is {} now", new.display()))
+    );
+    let record = w.ctx.store.load("web").unwrap();
+    assert_eq!(record.dir, new);
+    let argv = record.cage.unwrap().create_argv;
+    assert!(
+        argv.iter().any(|a| a.contains(&*new.to_string_lossy())),
+        "{argv:?}"
+    );
+    assert_eq!(w.fake.calls().len(), 4);
+}
