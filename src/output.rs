@@ -6,7 +6,7 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use crate::error::Error;
+use crate::error::{Error, Face};
 use crate::ops::{create::Created, doctor, ls::Listing, prune::Pruned, rm::Removed, show::Shown};
 use crate::podman::runner::shell_quote;
 
@@ -38,7 +38,11 @@ pub fn warnings(list: &[String]) {
 }
 
 pub fn error(e: &Error, json: bool) {
-    let _ = writeln!(std::io::stderr(), "shrooms-agent: error: {}", e.message);
+    let _ = writeln!(
+        std::io::stderr(),
+        "shrooms-agent: error: {}",
+        e.words(Face::Terminal)
+    );
     if json {
         error_json(e);
     }
@@ -51,7 +55,7 @@ pub fn error_json(e: &Error) {
 }
 
 fn error_json_with(e: &Error, code: u8) {
-    let body = serde_json::json!({"error": e.message, "exit_code": code, "kind": e.kind.name()});
+    let body = serde_json::json!({"error": e.words(Face::Terminal), "exit_code": code, "kind": e.kind.name()});
     raw(format!("{body}\n").as_bytes());
 }
 
@@ -63,7 +67,7 @@ pub fn tool_error(e: &Error, json: bool) {
         std::io::stderr(),
         "shrooms-agent: error ({}): {}",
         e.kind.name(),
-        e.message
+        e.words(Face::Terminal)
     );
     if json {
         tool_error_json(e);
@@ -81,13 +85,13 @@ pub fn tool_error_json(e: &Error) {
 /// `exit_code`) with the fields of what it did.
 pub fn error_after<T: Serialize>(e: &Error, json: bool, done: &T, text: impl Fn(&T) -> String) {
     if json {
-        let mut body = serde_json::json!({"error": e.message, "exit_code": e.kind.exit_code(), "kind": e.kind.name()});
+        let mut body = serde_json::json!({"error": e.words(Face::Terminal), "exit_code": e.kind.exit_code(), "kind": e.kind.name()});
         if let (Some(b), Ok(serde_json::Value::Object(d))) =
             (body.as_object_mut(), serde_json::to_value(done))
         {
             b.extend(d);
         }
-        eprintln!("shrooms-agent: error: {}", e.message);
+        eprintln!("shrooms-agent: error: {}", e.words(Face::Terminal));
         raw(format!("{body:#}\n").as_bytes());
     } else {
         raw(text(done).as_bytes());

@@ -56,7 +56,7 @@ impl Response {
 
     /// An operation's error: its kind's status, its message as the CLI prints it.
     pub fn from_error(e: &crate::error::Error) -> Response {
-        let mut r = Response::error(e.http_status(), &e.message);
+        let mut r = Response::error(e.http_status(), &e.words(crate::error::Face::Http));
         if let Some(secs) = e.retry_after() {
             r.headers.push(("retry-after", secs.to_string()));
         }
