@@ -163,8 +163,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Doctor => {
-            let ctx = context()?;
-            let report = ops::doctor::doctor(&ctx);
+            // A bad config file is one failing check: the others run with
+            // the defaults.
+            let env = environment();
+            let (settings, bad_config) =
+                Settings::load_or_defaults(&env, &settings::Overrides::default())?;
+            let self_paths = self_paths(&env);
+            let ctx = Context::new(settings, env, self_paths);
+            let report = ops::doctor::doctor_with(&ctx, bad_config.as_ref());
             output::show(&report, json, output::doctor);
             Ok(if report.failed() {
                 ExitCode::FAILURE
@@ -542,12 +548,18 @@ fn context() -> Result<Context> {
 
 /// The context, with the command line's overrides resolved beside the config.
 fn context_with(overrides: &settings::Overrides) -> Result<Context> {
-    let env: Env = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .collect();
+    let env = environment();
     let settings = Settings::load(&env, overrides)?;
     let self_paths = self_paths(&env);
     Ok(Context::new(settings, env, self_paths))
+}
+
+/// The environment, as the settings read it (names and values that are
+/// UTF-8).
+fn environment() -> Env {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
 }
 
 /// The program itself, and the link it was called by if that is one, both

@@ -327,17 +327,101 @@ pub fn prune_count(p: &Pruned) -> String {
     )
 }
 
+/// How `doctor` is laid out: on a terminal, its tags in colour (unless
+/// NO_COLOR is set, no-color.org) and its lines wrapped to the terminal's
+/// width, indented under their check; elsewhere one line per detail and
+/// hint, as scripts read them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    pub colour: bool,
+    /// Wrap at this many columns (a terminal's width).
+    pub width: Option<usize>,
+}
+
+impl Layout {
+    /// Asked of stdout: a terminal, its width (TIOCGWINSZ), NO_COLOR.
+    pub fn of_stdout() -> Layout {
+        // SAFETY: isatty on fd 1.
+        let tty = unsafe { libc::isatty(1) } == 1;
+        if !tty {
+            return Layout {
+                colour: false,
+                width: None,
+            };
+        }
+        let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+        // SAFETY: TIOCGWINSZ fills the winsize given, on fd 1.
+        let width = match unsafe { libc::ioctl(1, libc::TIOCGWINSZ, &mut ws) } {
+            0 if ws.ws_col > 0 => ws.ws_col as usize,
+            _ => 80,
+        };
+        Layout {
+            colour: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+            width: Some(width),
+        }
+    }
+}
+
 pub fn doctor(r: &doctor::Report) -> String {
+    doctor_laid_out(r, Layout::of_stdout())
+}
+
+/// `text` wrapped at `width` (at spaces; a word longer than a line stays
+/// whole), each line after the first indented by `indent` spaces; the
+/// first line has `first` columns taken already.
+fn wrap(text: &str, first: usize, indent: usize, width: Option<usize>) -> String {
+    let Some(width) = width else {
+        return text.to_string();
+    };
+    let mut out = String::new();
+    let mut col = first;
+    let mut line_start = true;
+    for word in text.split(' ') {
+        let w = word.chars().count();
+        if !line_start && col + 1 + w > width {
+            out.push('\n');
+            out.push_str(&" ".repeat(indent));
+            col = indent;
+            line_start = true;
+        }
+        if !line_start {
+            out.push(' ');
+            col += 1;
+        }
+        out.push_str(word);
+        col += w;
+        line_start = false;
+    }
+    out
+}
+
+pub fn doctor_laid_out(r: &doctor::Report, layout: Layout) -> String {
+    // "pass  podman    ": the tag, two spaces, the name in nine, a space.
+    const INDENT: usize = 16;
     let mut s = String::new();
     for c in &r.checks {
-        let tag = match c.status {
-            doctor::Status::Pass => "pass",
-            doctor::Status::Warn => "warn",
-            doctor::Status::Fail => "FAIL",
+        let (tag, colour) = match c.status {
+            doctor::Status::Pass => ("pass", "\x1b[32m"),
+            doctor::Status::Warn => ("warn", "\x1b[33m"),
+            doctor::Status::Fail => ("FAIL", "\x1b[1;31m"),
         };
-        s.push_str(&format!("{tag}  {:<9} {}\n", c.name, c.detail));
+        let tag = if layout.colour {
+            format!("{colour}{tag}\x1b[0m")
+        } else {
+            tag.to_string()
+        };
+        let name = format!("{:<9}", c.name);
+        let at = INDENT.max(6 + name.chars().count() + 1);
+        s.push_str(&format!(
+            "{tag}  {name} {}\n",
+            wrap(&c.detail, at, INDENT, layout.width)
+        ));
         if let Some(h) = &c.hint {
-            s.push_str(&format!("      {:<9} hint: {h}\n", ""));
+            s.push_str(&format!(
+                "{:INDENT$}hint: {}\n",
+                "",
+                wrap(h, INDENT + 6, INDENT + 6, layout.width)
+            ));
         }
     }
     s
@@ -496,6 +580,60 @@ pub fn image_status(r: &crate::ops::image::StatusReport) -> String {
 mod tests {
     use super::*;
     use crate::ops::prune::Kept;
+
+    fn report() -> doctor::Report {
+        doctor::Report {
+            checks: vec![
+                doctor::Check {
+                    name: "podman",
+                    status: doctor::Status::Pass,
+                    detail: "4.3.1 at /usr/bin/podman".into(),
+                    hint: None,
+                },
+                doctor::Check {
+                    name: "config",
+                    status: doctor::Status::Fail,
+                    detail: "config file /c.toml: key `image`: not a string, so not used".into(),
+                    hint: Some("fix it in /c.toml; the README lists every key".into()),
+                },
+            ],
+        }
+    }
+
+    /// Without a terminal: one line per detail and hint, no colour.
+    #[test]
+    fn doctor_without_a_terminal_is_plain() {
+        let plain = Layout {
+            colour: false,
+            width: None,
+        };
+        assert_eq!(
+            doctor_laid_out(&report(), plain),
+            "pass  podman    4.3.1 at /usr/bin/podman\n\
+             FAIL  config    config file /c.toml: key `image`: not a string, so not used\n\
+             \x20               hint: fix it in /c.toml; the README lists every key\n"
+        );
+    }
+
+    /// On a terminal: the tags in colour, lines wrapped at its width and
+    /// indented under their check (the hint's under the hint's text).
+    #[test]
+    fn doctor_on_a_terminal_wraps_under_its_check_in_colour() {
+        let tty = Layout {
+            colour: true,
+            width: Some(40),
+        };
+        assert_eq!(
+            doctor_laid_out(&report(), tty),
+            "\x1b[32mpass\x1b[0m  podman    4.3.1 at /usr/bin/podman\n\
+             \x1b[1;31mFAIL\x1b[0m  config    config file /c.toml: key\n\
+             \x20               `image`: not a string,\n\
+             \x20               so not used\n\
+             \x20               hint: fix it in /c.toml;\n\
+             \x20                     the README lists\n\
+             \x20                     every key\n"
+        );
+    }
 
     #[test]
     fn pruned_lists_what_it_keeps_apart() {

@@ -1050,7 +1050,7 @@ fn configured_program(p: &Path, path_var: Option<&str>) -> Result<PathBuf, Strin
 
 /// A configured program must be there, a file, and executable: a podman
 /// that cannot run is the config's fault, not the machine's lack of one.
-fn check_program(p: &Path) -> Result<(), String> {
+pub fn check_program(p: &Path) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
 
     match std::fs::metadata(p) {
