@@ -289,6 +289,8 @@ pub struct MoveArgs {
     pub cage: CageArgs,
 }
 
+/// Without flags: the limits shown, as configured and as podman reports
+/// them, and the token budget and what was spent.
 #[derive(Debug, Args)]
 pub struct LimitsArgs {
     /// The session

@@ -332,6 +332,17 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
             output::warnings(&r.warnings);
             output::show(&r, json, |r| format!("{}: {}\n", r.session, r.what));
         }
+        CageCommand::Limits(a)
+            if a.memory.is_none()
+                && a.cpus.is_none()
+                && a.pids.is_none()
+                && a.tokens.is_none()
+                && !a.reset
+                && a.by.is_none() =>
+        {
+            let r = ops::limits::show(&ctx, &a.name)?;
+            output::show(&r, json, output::limits_shown);
+        }
         CageCommand::Limits(a) => {
             let req = ops::limits::LimitsRequest {
                 name: a.name,

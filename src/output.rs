@@ -483,6 +483,50 @@ pub fn limits(r: &crate::ops::limits::LimitsChanged) -> String {
     )
 }
 
+/// `cage limits NAME`: as configured, and as podman reports them.
+pub fn limits_shown(r: &crate::ops::limits::LimitsShown) -> String {
+    let c = &r.configured;
+    let mut s = format!(
+        "{}: configured memory {}, cpus {}, pids {} ({})\n",
+        r.session,
+        c.memory,
+        c.cpus,
+        c.pids,
+        if r.own {
+            "its own, set with `cage limits`"
+        } else {
+            "the machine's, from the config"
+        }
+    );
+    let none = || "none".to_string();
+    match &r.applied {
+        Some(a) => s.push_str(&format!(
+            "{}: applied memory {}, cpus {}, pids {} (as podman reports {}{})\n",
+            r.session,
+            a.memory_bytes.map_or_else(none, |b| format!("{b} bytes")),
+            a.cpus.map_or_else(none, |c| format!("{c}")),
+            a.pids.map_or_else(none, |p| p.to_string()),
+            r.container,
+            if r.enforced {
+                ""
+            } else {
+                "; NOT enforced on this machine"
+            }
+        )),
+        None => s.push_str(&format!(
+            "{}: applied: none, the container {} is gone\n",
+            r.session, r.container
+        )),
+    }
+    s.push_str(&format!(
+        "{}: token budget {}, spent {}\n",
+        r.session,
+        budget(r.tokens_budget),
+        r.tokens_used
+    ));
+    s
+}
+
 fn budget(b: Option<u64>) -> String {
     b.map_or("none".to_string(), |n| n.to_string())
 }

@@ -115,6 +115,11 @@ mod calls {
         vec![inspect_container(c)]
     }
 
+    /// `cage limits NAME` without flags: one inspect, nothing changed.
+    pub fn limits_shown(c: &str) -> Vec<Vec<String>> {
+        vec![inspect_container(c)]
+    }
+
     pub fn prune_dry_run() -> Vec<Vec<String>> {
         vec![ps()]
     }
@@ -937,4 +942,44 @@ fn a_moved_project_folder_is_named_and_move_dir_follows_it() {
         "{argv:?}"
     );
     assert_eq!(w.fake.calls().len(), 4);
+}
+
+/// `cage limits NAME` without flags shows the limits: the record's, and
+/// what podman reports the container has, with one inspect.
+#[test]
+fn limits_without_flags_shows_configured_and_applied() {
+    let c = "shrooms-web-0a1b2c";
+    let w = World::new("limits-show", |f| {
+        f.on_prefix(
+            &["inspect"],
+            Answer::out(
+                serde_json::json!([{"State": {"Status": "running", "Running": true, "Pid": 42},
+                    "HostConfig": {"Memory": 4294967296_i64, "NanoCpus": 0,
+                        "CpuQuota": 200000, "CpuPeriod": 100000, "PidsLimit": 2048}}])
+                .to_string(),
+            ),
+        )
+    });
+    w.record("web", Some(c));
+    let shown = super::limits::show(&w.ctx, "web").unwrap();
+    assert_eq!(
+        shown.configured,
+        crate::settings::Limits::of("4g", "2", 2048)
+    );
+    assert_eq!(
+        shown.applied,
+        Some(super::limits::Applied {
+            memory_bytes: Some(4294967296),
+            cpus: Some(2.0),
+            pids: Some(2048),
+        })
+    );
+    assert!(!shown.own);
+    assert_eq!(w.fake.calls(), calls::limits_shown(c));
+    let text = crate::output::limits_shown(&shown);
+    assert!(
+        text.contains("web: configured memory 4g, cpus 2, pids 2048 (the machine's")
+            && text.contains("web: applied memory 4294967296 bytes, cpus 2, pids 2048"),
+        "{text}"
+    );
 }

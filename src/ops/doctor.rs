@@ -125,10 +125,6 @@ fn harness_checks(s: &crate::settings::Settings) -> Vec<Check> {
     out
 }
 
-pub fn doctor(ctx: &Context) -> Report {
-    doctor_with(ctx, None)
-}
-
 /// `doctor` when the config file is bad: that is its first check, failed,
 /// and the others run with the defaults (`ctx`'s settings).
 pub fn doctor_with(ctx: &Context, bad_config: Option<&crate::error::Error>) -> Report {
