@@ -291,6 +291,12 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
             };
             let created = ops::create::create(&ctx, &req)?;
             output::warnings(&created.warnings);
+            // A dry run the real command would refuse: the argv, then the
+            // refusal, with its exit code.
+            if let Some(e) = &created.refused {
+                output::error_after(e, json, &created, output::created);
+                return Ok(ExitCode::from(e.kind.exit_code()));
+            }
             output::show(&created, json, output::created);
         }
         CageCommand::Start(a) => {

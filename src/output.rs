@@ -107,8 +107,12 @@ pub fn created(c: &Created) -> String {
         .collect::<Vec<_>>()
         .join(" ");
     if c.dry_run {
+        let refused = match &c.would_be_refused {
+            Some(why) => format!("; the real create would be refused: {why}"),
+            None => String::new(),
+        };
         format!(
-            "# podman command line (nothing was changed)\n{argv}\n\n\
+            "# podman command line (nothing was changed{refused})\n{argv}\n\n\
              # env file cages/{}.env, written at each exec (mode 0600; secrets shown as <redacted>)\n{}",
             c.container, c.env_file
         )

@@ -737,10 +737,14 @@ fn an_image_build_is_a_step_of_the_plan() {
         (refused.error.kind, refused.build),
         (Kind::NotReady, Some(stage))
     );
-    let refused = super::make::decide(&facts, &choice, settings, true)
-        .err()
+    // A dry run: the plan all the same, the refusal beside it, no build.
+    let dry = super::make::decide(&facts, &choice, settings, true)
+        .ok()
         .unwrap();
-    assert_eq!((refused.error.kind, refused.build), (Kind::NotReady, None));
+    assert_eq!(
+        (dry.refused.map(|e| e.kind), dry.rebuild),
+        (Some(Kind::NotReady), None)
+    );
     // Missing while a build runs: wait, start nothing.
     facts.image.status.building = true;
     let refused = super::make::decide(&facts, &choice, settings, false)
@@ -982,4 +986,47 @@ fn limits_without_flags_shows_configured_and_applied() {
             && text.contains("web: applied memory 4294967296 bytes, cpus 2, pids 2048"),
         "{text}"
     );
+}
+
+/// A dry run where the real create would be refused (an image that is not
+/// there): the argv all the same, the refusal beside it with its kind, the
+/// same calls as the real command, nothing made.
+#[test]
+fn a_dry_run_shows_the_argv_of_a_create_that_would_be_refused() {
+    let w = World::new("dry-refused", |f| {
+        f.on_prefix(
+            &["image", "inspect"],
+            Answer::fail(125, "Error: some words"),
+        )
+        .on_prefix(&["image", "exists"], Answer::fail(1, ""))
+    });
+    let mut req = create_request(&w, "web");
+    req.choice.image = Some("localhost/absent:1".into());
+    req.dry_run = true;
+    let created = super::create::create(&w.ctx, &req).unwrap();
+    let e = created.refused.clone().unwrap();
+    assert_eq!(e.kind, Kind::BadInput);
+    assert_eq!(
+        created.would_be_refused.as_deref(),
+        Some("there is no image localhost/absent:1 on this machine for this session's cage")
+    );
+    assert!(
+        created.argv.iter().any(|a| a == "localhost/absent:1")
+            && created.argv.iter().any(|a| a == "create"),
+        "{:?}",
+        created.argv
+    );
+    let text = crate::output::created(&created);
+    assert!(
+        text.starts_with(
+            "# podman command line (nothing was changed; the real create would be refused: \
+             there is no image localhost/absent:1"
+        ),
+        "{text}"
+    );
+    assert_eq!(
+        w.fake.calls(),
+        calls::create_refused_no_image("localhost/absent:1")
+    );
+    assert!(!w.ctx.settings.state_dir.exists(), "the state was touched");
 }
