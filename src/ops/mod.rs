@@ -212,7 +212,7 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<i64
             record.name
         ))
     };
-    let gone = || Error::failed(format!("{}", gone_message(&cage.container, &record.name)));
+    let gone = || Error::failed(gone_message(&cage.container, &record.name));
     if !made_with_init(&cage.container, &cage.create_argv) {
         // It may run (started behind the tool's back): stopped, whatever
         // its state, as it is refused anyway.
