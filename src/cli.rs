@@ -141,10 +141,16 @@ pub enum CageCommand {
     #[command(
         after_help = "Only while the session is idle: while an exec or run holds it, or a process \
         other than its first process (the machine's catatonit) runs in its cage, it exits 3. The old container is deleted, \
-        and everything that was installed in it."
+        and everything that was installed in it. Without --image the new cage has the image the old one had. \
+        A project folder moved or renamed: --dir NEW points the session at its new place."
     )]
     Move(MoveArgs),
     /// Set a session's memory, CPUs and process limits, running or not, and its token budget
+    #[command(
+        after_help = "Without flags: shows the limits, as configured (the session's own or the \
+        machine's) and as podman reports the container has them, and the token budget and what \
+        was spent."
+    )]
     Limits(LimitsArgs),
     /// What happened to a session: creation, moves, limits, each turn's tokens (when, who, what)
     History(NameArg),
@@ -289,8 +295,6 @@ pub struct MoveArgs {
     pub cage: CageArgs,
 }
 
-/// Without flags: the limits shown, as configured and as podman reports
-/// them, and the token budget and what was spent.
 #[derive(Debug, Args)]
 pub struct LimitsArgs {
     /// The session
