@@ -99,10 +99,14 @@ pub const RETRY_AFTER_SECS: u32 = 30;
 /// What the one who asked can do next, beyond what the message says; each
 /// face words it its own way ([`Error::words`]), since a person at a
 /// terminal runs a command again and an HTTP client sends a request again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Next {
     /// The same request, unchanged, will do later (an image being built).
     Again,
+    /// Another image would do (our image's build failed): the request's
+    /// own (`--image`, a body's `"image"`) or the config's `image` key, in
+    /// the config file these words name.
+    OtherImage { config: String },
 }
 
 /// Who an error is worded for.
@@ -185,6 +189,14 @@ impl Error {
         Self::new(Kind::TooLarge, message)
     }
 
+    /// What to do next, worded by each face.
+    pub fn next(self, next: Next) -> Self {
+        Error {
+            next: Some(next),
+            ..self
+        }
+    }
+
     /// The same request will do later: the face says so its own way.
     pub fn again(self) -> Self {
         Error {
@@ -195,10 +207,20 @@ impl Error {
 
     /// The message as `face` gives it: with what to do next in its words.
     pub fn words(&self, face: Face) -> String {
-        match (self.next, face) {
+        match (&self.next, face) {
             (None, _) => self.message.clone(),
             (Some(Next::Again), Face::Terminal) => format!("{}; run it again then", self.message),
             (Some(Next::Again), Face::Http) => format!("{}; send again then", self.message),
+            (Some(Next::OtherImage { config }), Face::Terminal) => format!(
+                "{}; or make the cage from another image: --image IMAGE, or the `image` key in \
+                 {config}",
+                self.message
+            ),
+            (Some(Next::OtherImage { config }), Face::Http) => format!(
+                "{}; or make the cage from another image: the request's \"image\", or the \
+                 `image` key in {config}",
+                self.message
+            ),
         }
     }
 
@@ -255,6 +277,15 @@ mod tests {
             "x: being built; run it again then"
         );
         assert_eq!(Error::failed("f").words(Face::Http), "f");
+        let e = Error::failed("failed").next(Next::OtherImage {
+            config: "/c.toml".into(),
+        });
+        assert_eq!(
+            e.words(Face::Terminal),
+            "failed; or make the cage from another image: --image IMAGE, or the `image` key \
+             in /c.toml"
+        );
+        assert!(!e.words(Face::Http).contains("--image"));
         assert_eq!(Kind::Forbidden.exit_code(), 1);
         assert_eq!(Kind::TooLarge.exit_code(), 2);
         assert_eq!(Kind::NoPodman.exit_code(), 1);

@@ -331,17 +331,19 @@ fn not_ready(log: Option<&Path>) -> Error {
 }
 
 /// A build of ours failed: its line, then the next steps: its log, a
-/// build in the foreground that shows it, or another image (`--image`, or
-/// the config's `image` key, in the config file named by its path).
-pub fn failure_with_next_steps(ctx: &Context, stage: Stage, line: &str) -> String {
-    format!(
+/// build in the foreground that shows it, or another image (worded by
+/// the face: `--image` or a body's `"image"`, or the config's `image` key,
+/// in the config file named by its path).
+pub fn failure_with_next_steps(ctx: &Context, stage: Stage, line: &str) -> Error {
+    Error::failed(format!(
         "{}. Its log: {}. `shrooms-agent image build --wait` builds it again and shows how \
-         (`image status` says how the last one went); or make the cage from another image: \
-         --image IMAGE, or the `image` key in {}",
+         (`image status` says how the last one went)",
         workbench::failure_message(stage, line),
         Dir::of(ctx).log(stage).display(),
-        crate::settings::config_file_words(&ctx.settings.config_path),
-    )
+    ))
+    .next(crate::error::Next::OtherImage {
+        config: crate::settings::config_file_words(&ctx.settings.config_path),
+    })
 }
 
 /// What the machine says of the image a cage would be made from: podman's
@@ -474,7 +476,7 @@ pub fn start_build(ctx: &Context, stage: Stage) -> Error {
         if let (Some(line), false) = (record.error.clone(), record.error_reported) {
             record.error_reported = true;
             write_record(&dir.record(stage), &record)?;
-            return Ok(Error::failed(failure_with_next_steps(ctx, stage, &line)));
+            return Ok(failure_with_next_steps(ctx, stage, &line));
         }
         start_background(&dir, vec![(stage, lock)], workbench::CONTAINERFILE, false)?;
         Ok(not_ready(Some(&dir.log(stage))))
