@@ -1030,3 +1030,37 @@ fn a_dry_run_shows_the_argv_of_a_create_that_would_be_refused() {
     );
     assert!(!w.ctx.settings.state_dir.exists(), "the state was touched");
 }
+
+/// `--harness pi` with an image that is not ours and no configured pi: a
+/// warning that names the image and the config file, and no extra call;
+/// with ours, none.
+#[test]
+fn a_pi_cage_from_an_image_not_ours_is_warned_of() {
+    let not_ours = serde_json::json!([{"Id": "0123abcd",
+        "Config": {"Env": ["PATH=/usr/bin:/bin"], "Labels": {}}}])
+    .to_string();
+    let w = World::new("pi-image", |f| {
+        f.on_prefix(&["image", "inspect"], Answer::out(not_ours))
+    });
+    let mut req = create_request(&w, "web");
+    req.harness = crate::harness::Harness::Pi;
+    req.dry_run = true;
+    req.choice.image = Some("localhost/other:1".into());
+    let created = super::create::create(&w.ctx, &req).unwrap();
+    assert!(
+        created.warnings.iter().any(|x| x.contains(
+            "the image localhost/other:1 is not one of shrooms-agent's, and whether it has a `pi`"
+        ) && x.contains("config.toml")),
+        "{:?}",
+        created.warnings
+    );
+    assert_eq!(w.fake.calls(), [calls::image_inspect("localhost/other:1")]);
+    let w = w.podman(|f| f.on_prefix(&["image", "inspect"], Answer::out(our_image())));
+    req.choice.image = None;
+    let created = super::create::create(&w.ctx, &req).unwrap();
+    assert!(
+        !created.warnings.iter().any(|x| x.contains("`pi`")),
+        "{:?}",
+        created.warnings
+    );
+}

@@ -480,6 +480,28 @@ pub fn decide(
                 .to_string(),
         );
     }
+    // A caged pi runs the image's pi unless the config names one. Ours has
+    // it; of another image nothing is run to look (that would cost a
+    // container per create), so the owner is told before the first turn
+    // finds out.
+    let ours = f.image.stage.is_some()
+        || image_choice.as_ref().is_some_and(|c| {
+            c.inspect
+                .config
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(crate::workbench::LABEL))
+        });
+    if f.harness == Harness::Pi && f.program.is_none() && !ours {
+        warnings.push(format!(
+            "the image {} is not one of shrooms-agent's, and whether it has a `pi` program is \
+             not looked at (nothing of it is run to check): `cage run` fails if it has none. \
+             Build it FROM ours, or name your pi with `pi = \"/path/to/pi\"` under `[harness]` \
+             in {}",
+            f.image.image,
+            crate::settings::config_file_words(&settings.config_path)
+        ));
+    }
     let (found_options, options, make_volume) = options(&f.options, choice)?;
     let request = Request {
         session,
