@@ -141,10 +141,16 @@ pub enum CageCommand {
     #[command(
         after_help = "Only while the session is idle: while an exec or run holds it, or a process \
         other than its first process (the machine's catatonit) runs in its cage, it exits 3. The old container is deleted, \
-        and everything that was installed in it."
+        and everything that was installed in it. Without --image the new cage has the image the old one had. \
+        A project folder moved or renamed: --dir NEW points the session at its new place."
     )]
     Move(MoveArgs),
     /// Set a session's memory, CPUs and process limits, running or not, and its token budget
+    #[command(
+        after_help = "Without flags: shows the limits, as configured (the session's own or the \
+        machine's) and as podman reports the container has them, and the token budget and what \
+        was spent."
+    )]
     Limits(LimitsArgs),
     /// What happened to a session: creation, moves, limits, each turn's tokens (when, who, what)
     History(NameArg),
@@ -285,6 +291,10 @@ pub struct MoveArgs {
     /// is untrusted after a sealed session)
     #[arg(long)]
     pub unseal: bool,
+    /// The project folder's new place, for a folder moved or renamed: the
+    /// session works there from now on (checked as `cage create --dir` is)
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
     #[command(flatten)]
     pub cage: CageArgs,
 }
@@ -343,7 +353,8 @@ pub struct CreateArgs {
 #[derive(Debug, Args, Default)]
 pub struct CageArgs {
     /// The image (default: the config's `image`, else <images_repo>:latest,
-    /// localhost/shrooms-workbench:latest unless the config says otherwise)
+    /// localhost/shrooms-workbench:latest unless the config says otherwise;
+    /// for `cage move`, the image its cage has now)
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
     /// Mount your GitHub login (~/.config/gh) read-only and pass GH_* and GITHUB_*:

@@ -101,6 +101,28 @@ pub struct Exited {
 /// request cannot be served yet: an image being built, or no podman.
 pub const RETRY_AFTER_SECS: u32 = 30;
 
+/// What the one who asked can do next, beyond what the message says; each
+/// face words it its own way ([`Error::words`]), since a person at a
+/// terminal runs a command again and an HTTP client sends a request again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    /// The same request, unchanged, will do later (an image being built).
+    Again,
+    /// Another image would do (our image's build failed): the request's
+    /// own (`--image`, a body's `"image"`) or the config's `image` key, in
+    /// the config file these words name.
+    OtherImage { config: String },
+}
+
+/// Who an error is worded for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Face {
+    /// The CLI: a person, or a script, at a terminal.
+    Terminal,
+    /// serve's HTTP API.
+    Http,
+}
+
 /// An error with a message meant for the person who ran the command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
@@ -108,6 +130,8 @@ pub struct Error {
     pub message: String,
     /// For a process that ran and failed: how it ended.
     pub exited: Option<Box<Exited>>,
+    /// What to do next, worded by the face ([`Error::words`]).
+    pub next: Option<Next>,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -118,6 +142,7 @@ impl Error {
             kind,
             message: message.into(),
             exited: None,
+            next: None,
         }
     }
     /// A process that ran and failed (`kind`: [`Kind::PodmanFailed`] for
@@ -169,6 +194,41 @@ impl Error {
         Self::new(Kind::TooLarge, message)
     }
 
+    /// What to do next, worded by each face.
+    pub fn next(self, next: Next) -> Self {
+        Error {
+            next: Some(next),
+            ..self
+        }
+    }
+
+    /// The same request will do later: the face says so its own way.
+    pub fn again(self) -> Self {
+        Error {
+            next: Some(Next::Again),
+            ..self
+        }
+    }
+
+    /// The message as `face` gives it: with what to do next in its words.
+    pub fn words(&self, face: Face) -> String {
+        match (&self.next, face) {
+            (None, _) => self.message.clone(),
+            (Some(Next::Again), Face::Terminal) => format!("{}; run it again then", self.message),
+            (Some(Next::Again), Face::Http) => format!("{}; send again then", self.message),
+            (Some(Next::OtherImage { config }), Face::Terminal) => format!(
+                "{}; or make the cage from another image: --image IMAGE, or the `image` key in \
+                 {config}",
+                self.message
+            ),
+            (Some(Next::OtherImage { config }), Face::Http) => format!(
+                "{}; or make the cage from another image: the request's \"image\", or the \
+                 `image` key in {config}",
+                self.message
+            ),
+        }
+    }
+
     /// Prefix the message with what was being done, keeping the kind.
     pub fn context(self, what: impl fmt::Display) -> Self {
         Error {
@@ -214,6 +274,23 @@ mod tests {
         assert_eq!(Kind::NotFound.exit_code(), 2);
         assert_eq!(Kind::Busy.exit_code(), 3);
         assert_eq!(Kind::NotReady.exit_code(), 4);
+        let e = Error::new(Kind::NotReady, "being built").again();
+        assert_eq!(e.words(Face::Terminal), "being built; run it again then");
+        assert_eq!(e.words(Face::Http), "being built; send again then");
+        assert_eq!(
+            e.clone().context("x").words(Face::Terminal),
+            "x: being built; run it again then"
+        );
+        assert_eq!(Error::failed("f").words(Face::Http), "f");
+        let e = Error::failed("failed").next(Next::OtherImage {
+            config: "/c.toml".into(),
+        });
+        assert_eq!(
+            e.words(Face::Terminal),
+            "failed; or make the cage from another image: --image IMAGE, or the `image` key \
+             in /c.toml"
+        );
+        assert!(!e.words(Face::Http).contains("--image"));
         assert_eq!(Kind::Forbidden.exit_code(), 1);
         assert_eq!(Kind::TooLarge.exit_code(), 2);
         assert_eq!(Kind::NoPodman.exit_code(), 1);

@@ -164,8 +164,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Doctor => {
-            let ctx = context()?;
-            let report = ops::doctor::doctor(&ctx);
+            // A bad config file is one failing check: the others run with
+            // the defaults.
+            let env = environment();
+            let (settings, bad_config) =
+                Settings::load_or_defaults(&env, &settings::Overrides::default())?;
+            let self_paths = self_paths(&env);
+            let ctx = Context::new(settings, env, self_paths);
+            let report = ops::doctor::doctor_with(&ctx, bad_config.as_ref());
             output::show(&report, json, output::doctor);
             Ok(if report.failed() {
                 ExitCode::FAILURE
@@ -286,6 +292,12 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
             };
             let created = ops::create::create(&ctx, &req)?;
             output::warnings(&created.warnings);
+            // A dry run the real command would refuse: the argv, then the
+            // refusal, with its exit code.
+            if let Some(e) = &created.refused {
+                output::error_after(e, json, &created, output::created);
+                return Ok(ExitCode::from(e.kind.exit_code()));
+            }
             output::show(&created, json, output::created);
         }
         CageCommand::Start(a) => {
@@ -321,10 +333,22 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
                 choice: choice(a.cage),
                 by: a.by,
                 unseal: a.unseal,
+                dir: a.dir,
             };
             let r = ops::moves::move_session(&ctx, &req)?;
             output::warnings(&r.warnings);
             output::show(&r, json, |r| format!("{}: {}\n", r.session, r.what));
+        }
+        CageCommand::Limits(a)
+            if a.memory.is_none()
+                && a.cpus.is_none()
+                && a.pids.is_none()
+                && a.tokens.is_none()
+                && !a.reset
+                && a.by.is_none() =>
+        {
+            let r = ops::limits::show(&ctx, &a.name)?;
+            output::show(&r, json, output::limits_shown);
         }
         CageCommand::Limits(a) => {
             let req = ops::limits::LimitsRequest {
@@ -547,12 +571,18 @@ fn context() -> Result<Context> {
 
 /// The context, with the command line's overrides resolved beside the config.
 fn context_with(overrides: &settings::Overrides) -> Result<Context> {
-    let env: Env = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .collect();
+    let env = environment();
     let settings = Settings::load(&env, overrides)?;
     let self_paths = self_paths(&env);
     Ok(Context::new(settings, env, self_paths))
+}
+
+/// The environment, as the settings read it (names and values that are
+/// UTF-8).
+fn environment() -> Env {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
 }
 
 /// The program itself, and the link it was called by if that is one, both

@@ -6,7 +6,7 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use crate::error::Error;
+use crate::error::{Error, Face};
 use crate::ops::{create::Created, doctor, ls::Listing, prune::Pruned, rm::Removed, show::Shown};
 use crate::podman::runner::shell_quote;
 
@@ -38,7 +38,11 @@ pub fn warnings(list: &[String]) {
 }
 
 pub fn error(e: &Error, json: bool) {
-    let _ = writeln!(std::io::stderr(), "shrooms-agent: error: {}", e.message);
+    let _ = writeln!(
+        std::io::stderr(),
+        "shrooms-agent: error: {}",
+        e.words(Face::Terminal)
+    );
     if json {
         error_json(e);
     }
@@ -51,7 +55,7 @@ pub fn error_json(e: &Error) {
 }
 
 fn error_json_with(e: &Error, code: u8) {
-    let body = serde_json::json!({"error": e.message, "exit_code": code, "kind": e.kind.name()});
+    let body = serde_json::json!({"error": e.words(Face::Terminal), "exit_code": code, "kind": e.kind.name()});
     raw(format!("{body}\n").as_bytes());
 }
 
@@ -63,7 +67,7 @@ pub fn tool_error(e: &Error, json: bool) {
         std::io::stderr(),
         "shrooms-agent: error ({}): {}",
         e.kind.name(),
-        e.message
+        e.words(Face::Terminal)
     );
     if json {
         tool_error_json(e);
@@ -81,13 +85,13 @@ pub fn tool_error_json(e: &Error) {
 /// `exit_code`) with the fields of what it did.
 pub fn error_after<T: Serialize>(e: &Error, json: bool, done: &T, text: impl Fn(&T) -> String) {
     if json {
-        let mut body = serde_json::json!({"error": e.message, "exit_code": e.kind.exit_code(), "kind": e.kind.name()});
+        let mut body = serde_json::json!({"error": e.words(Face::Terminal), "exit_code": e.kind.exit_code(), "kind": e.kind.name()});
         if let (Some(b), Ok(serde_json::Value::Object(d))) =
             (body.as_object_mut(), serde_json::to_value(done))
         {
             b.extend(d);
         }
-        eprintln!("shrooms-agent: error: {}", e.message);
+        eprintln!("shrooms-agent: error: {}", e.words(Face::Terminal));
         raw(format!("{body:#}\n").as_bytes());
     } else {
         raw(text(done).as_bytes());
@@ -103,8 +107,12 @@ pub fn created(c: &Created) -> String {
         .collect::<Vec<_>>()
         .join(" ");
     if c.dry_run {
+        let refused = match &c.would_be_refused {
+            Some(why) => format!("; the real create would be refused: {why}"),
+            None => String::new(),
+        };
         format!(
-            "# podman command line (nothing was changed)\n{argv}\n\n\
+            "# podman command line (nothing was changed{refused})\n{argv}\n\n\
              # env file cages/{}.env, written at each exec (mode 0600; secrets shown as <redacted>)\n{}",
             c.container, c.env_file
         )
@@ -357,17 +365,101 @@ pub fn prune_count(p: &Pruned) -> String {
     )
 }
 
+/// How `doctor` is laid out: on a terminal, its tags in colour (unless
+/// NO_COLOR is set, no-color.org) and its lines wrapped to the terminal's
+/// width, indented under their check; elsewhere one line per detail and
+/// hint, as scripts read them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    pub colour: bool,
+    /// Wrap at this many columns (a terminal's width).
+    pub width: Option<usize>,
+}
+
+impl Layout {
+    /// Asked of stdout: a terminal, its width (TIOCGWINSZ), NO_COLOR.
+    pub fn of_stdout() -> Layout {
+        // SAFETY: isatty on fd 1.
+        let tty = unsafe { libc::isatty(1) } == 1;
+        if !tty {
+            return Layout {
+                colour: false,
+                width: None,
+            };
+        }
+        let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+        // SAFETY: TIOCGWINSZ fills the winsize given, on fd 1.
+        let width = match unsafe { libc::ioctl(1, libc::TIOCGWINSZ, &mut ws) } {
+            0 if ws.ws_col > 0 => ws.ws_col as usize,
+            _ => 80,
+        };
+        Layout {
+            colour: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+            width: Some(width),
+        }
+    }
+}
+
 pub fn doctor(r: &doctor::Report) -> String {
+    doctor_laid_out(r, Layout::of_stdout())
+}
+
+/// `text` wrapped at `width` (at spaces; a word longer than a line stays
+/// whole), each line after the first indented by `indent` spaces; the
+/// first line has `first` columns taken already.
+fn wrap(text: &str, first: usize, indent: usize, width: Option<usize>) -> String {
+    let Some(width) = width else {
+        return text.to_string();
+    };
+    let mut out = String::new();
+    let mut col = first;
+    let mut line_start = true;
+    for word in text.split(' ') {
+        let w = word.chars().count();
+        if !line_start && col + 1 + w > width {
+            out.push('\n');
+            out.push_str(&" ".repeat(indent));
+            col = indent;
+            line_start = true;
+        }
+        if !line_start {
+            out.push(' ');
+            col += 1;
+        }
+        out.push_str(word);
+        col += w;
+        line_start = false;
+    }
+    out
+}
+
+pub fn doctor_laid_out(r: &doctor::Report, layout: Layout) -> String {
+    // "pass  podman    ": the tag, two spaces, the name in nine, a space.
+    const INDENT: usize = 16;
     let mut s = String::new();
     for c in &r.checks {
-        let tag = match c.status {
-            doctor::Status::Pass => "pass",
-            doctor::Status::Warn => "warn",
-            doctor::Status::Fail => "FAIL",
+        let (tag, colour) = match c.status {
+            doctor::Status::Pass => ("pass", "\x1b[32m"),
+            doctor::Status::Warn => ("warn", "\x1b[33m"),
+            doctor::Status::Fail => ("FAIL", "\x1b[1;31m"),
         };
-        s.push_str(&format!("{tag}  {:<9} {}\n", c.name, c.detail));
+        let tag = if layout.colour {
+            format!("{colour}{tag}\x1b[0m")
+        } else {
+            tag.to_string()
+        };
+        let name = format!("{:<9}", c.name);
+        let at = INDENT.max(6 + name.chars().count() + 1);
+        s.push_str(&format!(
+            "{tag}  {name} {}\n",
+            wrap(&c.detail, at, INDENT, layout.width)
+        ));
         if let Some(h) = &c.hint {
-            s.push_str(&format!("      {:<9} hint: {h}\n", ""));
+            s.push_str(&format!(
+                "{:INDENT$}hint: {}\n",
+                "",
+                wrap(h, INDENT + 6, INDENT + 6, layout.width)
+            ));
         }
     }
     s
@@ -427,6 +519,50 @@ pub fn limits(r: &crate::ops::limits::LimitsChanged) -> String {
         budget(r.tokens_after),
         r.applied
     )
+}
+
+/// `cage limits NAME`: as configured, and as podman reports them.
+pub fn limits_shown(r: &crate::ops::limits::LimitsShown) -> String {
+    let c = &r.configured;
+    let mut s = format!(
+        "{}: configured memory {}, cpus {}, pids {} ({})\n",
+        r.session,
+        c.memory,
+        c.cpus,
+        c.pids,
+        if r.own {
+            "its own, set with `cage limits`"
+        } else {
+            "the machine's, from the config"
+        }
+    );
+    let none = || "none".to_string();
+    match &r.applied {
+        Some(a) => s.push_str(&format!(
+            "{}: applied memory {}, cpus {}, pids {} (as podman reports {}{})\n",
+            r.session,
+            a.memory_bytes.map_or_else(none, |b| format!("{b} bytes")),
+            a.cpus.map_or_else(none, |c| format!("{c}")),
+            a.pids.map_or_else(none, |p| p.to_string()),
+            r.container,
+            if r.enforced {
+                ""
+            } else {
+                "; NOT enforced on this machine"
+            }
+        )),
+        None => s.push_str(&format!(
+            "{}: applied: none, the container {} is gone\n",
+            r.session, r.container
+        )),
+    }
+    s.push_str(&format!(
+        "{}: token budget {}, spent {}\n",
+        r.session,
+        budget(r.tokens_budget),
+        r.tokens_used
+    ));
+    s
 }
 
 fn budget(b: Option<u64>) -> String {
@@ -531,6 +667,60 @@ pub fn image_status(r: &crate::ops::image::StatusReport) -> String {
 mod tests {
     use super::*;
     use crate::ops::prune::Kept;
+
+    fn report() -> doctor::Report {
+        doctor::Report {
+            checks: vec![
+                doctor::Check {
+                    name: "podman",
+                    status: doctor::Status::Pass,
+                    detail: "4.3.1 at /usr/bin/podman".into(),
+                    hint: None,
+                },
+                doctor::Check {
+                    name: "config",
+                    status: doctor::Status::Fail,
+                    detail: "config file /c.toml: key `image`: not a string, so not used".into(),
+                    hint: Some("fix it in /c.toml; the README lists every key".into()),
+                },
+            ],
+        }
+    }
+
+    /// Without a terminal: one line per detail and hint, no colour.
+    #[test]
+    fn doctor_without_a_terminal_is_plain() {
+        let plain = Layout {
+            colour: false,
+            width: None,
+        };
+        assert_eq!(
+            doctor_laid_out(&report(), plain),
+            "pass  podman    4.3.1 at /usr/bin/podman\n\
+             FAIL  config    config file /c.toml: key `image`: not a string, so not used\n\
+             \x20               hint: fix it in /c.toml; the README lists every key\n"
+        );
+    }
+
+    /// On a terminal: the tags in colour, lines wrapped at its width and
+    /// indented under their check (the hint's under the hint's text).
+    #[test]
+    fn doctor_on_a_terminal_wraps_under_its_check_in_colour() {
+        let tty = Layout {
+            colour: true,
+            width: Some(40),
+        };
+        assert_eq!(
+            doctor_laid_out(&report(), tty),
+            "\x1b[32mpass\x1b[0m  podman    4.3.1 at /usr/bin/podman\n\
+             \x1b[1;31mFAIL\x1b[0m  config    config file /c.toml: key\n\
+             \x20               `image`: not a string,\n\
+             \x20               so not used\n\
+             \x20               hint: fix it in /c.toml;\n\
+             \x20                     the README lists\n\
+             \x20                     every key\n"
+        );
+    }
 
     #[test]
     fn listing_has_age_and_busy() {

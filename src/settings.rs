@@ -741,6 +741,31 @@ impl Settings {
         Ok(settings)
     }
 
+    /// For `doctor`: the settings, or, when the config file is bad, the
+    /// defaults with the config's error beside them, so that a bad config
+    /// is one failing check and the other checks still run. Without a
+    /// home or with a bad path in the environment there is nothing to fall
+    /// back on: that is the error.
+    pub fn load_or_defaults(env: &Env, overrides: &Overrides) -> Result<(Settings, Option<Error>)> {
+        match Self::load(env, overrides) {
+            Ok(s) => Ok((s, None)),
+            Err(e) => {
+                let home = home_dir(env)?;
+                let (config_path, state_dir) = paths(env, &home)?;
+                let defaults = Self::resolve(
+                    None,
+                    &config_path,
+                    state_dir,
+                    home,
+                    env,
+                    &Overrides::default(),
+                )
+                .map_err(|_| e.clone())?;
+                Ok((defaults, Some(e)))
+            }
+        }
+    }
+
     /// `resolve` without overrides (the tests' way in).
     #[cfg(test)]
     pub fn from_text(
@@ -963,6 +988,22 @@ fn parse_config(text: &str, config_path: &Path) -> Result<ConfigFile> {
 }
 
 /// The home directory: $HOME, else the system's record of the user.
+/// The config file as a hint names it: its path, and when it does not
+/// exist, how to make it (a TOML file of `key = value` lines; its folder
+/// made first).
+pub fn config_file_words(path: &Path) -> String {
+    if path.exists() {
+        path.display().to_string()
+    } else {
+        format!(
+            "{} (not there yet: make it, a TOML file of `key = value` lines, with `mkdir -p {}` \
+             and your editor)",
+            path.display(),
+            path.parent().unwrap_or(Path::new("/")).display()
+        )
+    }
+}
+
 fn home_dir(env: &Env) -> Result<PathBuf> {
     if let Some(h) = env.get("HOME").filter(|h| h.starts_with('/')) {
         return Ok(PathBuf::from(h));
@@ -1033,7 +1074,7 @@ fn configured_program(p: &Path, path_var: Option<&str>) -> Result<PathBuf, Strin
 
 /// A configured program must be there, a file, and executable: a podman
 /// that cannot run is the config's fault, not the machine's lack of one.
-fn check_program(p: &Path) -> Result<(), String> {
+pub fn check_program(p: &Path) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
 
     match std::fs::metadata(p) {

@@ -18,8 +18,10 @@ pub const LABEL: &str = "xyz.vpavlin.shrooms.containerfile";
 /// Where our images are tagged unless the config's `images_repo` says otherwise.
 pub const DEFAULT_REPO: &str = "localhost/shrooms-workbench";
 
-/// The words for a message sent while the image is built (README, "Images").
-pub const BEING_BUILT: &str = "the image for this session's cage is being built (a few minutes, the first time); send again then";
+/// The words for a message sent while the image is built (README,
+/// "Images"); the faces add what to do then (`Error::words`).
+pub const BEING_BUILT: &str =
+    "the image for this session's cage is being built (a few minutes, the first time)";
 
 /// One of the Containerfile's two stages, and so one of our two images.
 #[derive(

@@ -38,6 +38,12 @@ pub struct Created {
     /// The env file as `exec` would write it now, secrets redacted.
     pub env_file: String,
     pub warnings: Vec<String>,
+    /// A dry run's: the real command would be refused, and why (the argv
+    /// is shown all the same). Null otherwise.
+    pub would_be_refused: Option<String>,
+    /// The same refusal, its kind kept for the exit code.
+    #[serde(skip)]
+    pub refused: Option<crate::error::Error>,
 }
 
 pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
@@ -97,6 +103,8 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
         argv,
         env_file: plan.env_redacted(),
         warnings: plan.warnings.clone(),
+        would_be_refused: plan.refused.as_ref().map(|e| e.message.clone()),
+        refused: plan.refused.clone(),
     };
     if req.dry_run {
         return Ok(result);

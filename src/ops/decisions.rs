@@ -115,6 +115,11 @@ mod calls {
         vec![inspect_container(c)]
     }
 
+    /// `cage limits NAME` without flags: one inspect, nothing changed.
+    pub fn limits_shown(c: &str) -> Vec<Vec<String>> {
+        vec![inspect_container(c)]
+    }
+
     pub fn prune_dry_run() -> Vec<Vec<String>> {
         vec![ps()]
     }
@@ -484,6 +489,43 @@ fn move_into_a_cage() {
     assert_eq!(w.fake.calls(), calls::move_in(&cage.create_argv));
 }
 
+/// A caged session moved without --image keeps the image its cage was
+/// made from: the config's image is not looked at (nor built).
+#[test]
+fn move_without_image_keeps_the_sessions_image() {
+    let c = "shrooms-web-0a1b2c";
+    let w = World::new("movekeeps", |f| {
+        f.on_prefix(&["inspect"], Answer::out(container_state(false)))
+            .on_prefix(&["image", "inspect"], Answer::out(our_image()))
+            .on_prefix(&["create"], Answer::ok())
+            .on_prefix(&["rm"], Answer::ok())
+    });
+    w.record("web", Some(c));
+    let moved = super::moves::move_session(
+        &w.ctx,
+        &super::moves::MoveRequest {
+            name: "web".into(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let cage = w.ctx.store.load("web").unwrap().cage.unwrap();
+    assert_eq!(cage.image, "img");
+    assert_eq!(moved.from.as_deref(), Some(c));
+    assert_eq!(
+        w.fake.calls(),
+        vec![
+            calls::inspect_container(c),
+            calls::image_inspect("img"),
+            cage.create_argv.clone(),
+            vec!["rm", "-f", "--ignore", "--", c]
+                .into_iter()
+                .map(String::from)
+                .collect::<Vec<_>>(),
+        ]
+    );
+}
+
 fn move_out(running: bool) {
     let c = "shrooms-web-0a1b2c";
     let w = World::new(&format!("moveout-{running}"), |f| {
@@ -695,10 +737,14 @@ fn an_image_build_is_a_step_of_the_plan() {
         (refused.error.kind, refused.build),
         (Kind::NotReady, Some(stage))
     );
-    let refused = super::make::decide(&facts, &choice, settings, true)
-        .err()
+    // A dry run: the plan all the same, the refusal beside it, no build.
+    let dry = super::make::decide(&facts, &choice, settings, true)
+        .ok()
         .unwrap();
-    assert_eq!((refused.error.kind, refused.build), (Kind::NotReady, None));
+    assert_eq!(
+        (dry.refused.map(|e| e.kind), dry.rebuild),
+        (Some(Kind::NotReady), None)
+    );
     // Missing while a build runs: wait, start nothing.
     facts.image.status.building = true;
     let refused = super::make::decide(&facts, &choice, settings, false)
@@ -808,4 +854,213 @@ fn rm_of_a_cage() {
     assert_eq!(removed.container.as_deref(), Some(c));
     assert!(!w.ctx.store.exists("web"));
     assert_eq!(w.fake.calls(), calls::rm(c));
+}
+
+/// A container removed by hand: the start fails, podman says it is not
+/// there, and the message offers `cage move`, which keeps the history.
+#[test]
+fn start_of_a_cage_removed_by_hand_offers_a_move() {
+    let (w, c) = startable("start-gone", false);
+    let w = w.podman(|f| {
+        f.on_prefix(&["start"], Answer::fail(125, "no such container"))
+            .on_prefix(&["container", "exists"], Answer::fail(1, ""))
+    });
+    let e = super::start::start(&w.ctx, "web").unwrap_err();
+    assert_eq!(e.kind, Kind::Failed);
+    assert!(
+        e.message.contains("removed by hand?")
+            && e.message.contains("`shrooms-agent cage move web`")
+            && e.message.contains("keeps its history"),
+        "{}",
+        e.message
+    );
+    assert_eq!(
+        w.fake.calls(),
+        vec![
+            vec!["start".to_string(), "--".into(), c.clone()],
+            vec![
+                "container".to_string(),
+                "exists".into(),
+                "--".into(),
+                c.clone()
+            ],
+        ]
+    );
+}
+
+/// A project folder moved: the start refuses before asking podman anything
+/// and names `cage move NAME --dir NEW`; that move points the session at
+/// the new folder, checked as at create, and its new cage mounts it.
+#[test]
+fn a_moved_project_folder_is_named_and_move_dir_follows_it() {
+    let (w, c) = startable("start-moved-dir", false);
+    let new = w.root.join("home/renamed");
+    std::fs::rename(&w.project, &new).unwrap();
+    let e = super::start::start(&w.ctx, "web").unwrap_err();
+    assert!(
+        e.message.contains("is not there (moved or renamed?)")
+            && e.message
+                .contains("`shrooms-agent cage move web --dir NEW`"),
+        "{}",
+        e.message
+    );
+    assert_eq!(w.fake.calls(), Vec::<Vec<String>>::new());
+    let w = w.podman(|f| {
+        f.on_prefix(&["inspect"], Answer::out(container_state(false)))
+            .on_prefix(&["image", "inspect"], Answer::out(our_image()))
+            .on_prefix(&["create"], Answer::ok())
+            .on_prefix(&["rm"], Answer::ok())
+    });
+    // Not a folder: refused as create refuses it, nothing asked.
+    let e = super::moves::move_session(
+        &w.ctx,
+        &super::moves::MoveRequest {
+            name: "web".into(),
+            dir: Some(w.root.join("home/nowhere")),
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(e.kind, Kind::BadInput, "{}", e.message);
+    assert!(w.fake.calls().is_empty());
+    let moved = super::moves::move_session(
+        &w.ctx,
+        &super::moves::MoveRequest {
+            name: "web".into(),
+            dir: Some(new.clone()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(moved.from.as_deref(), Some(c.as_str()));
+    assert!(
+        moved
+            .what
+            .ends_with(&format!("its folder is {} now", new.display()))
+    );
+    let record = w.ctx.store.load("web").unwrap();
+    assert_eq!(record.dir, new);
+    let argv = record.cage.unwrap().create_argv;
+    assert!(
+        argv.iter().any(|a| a.contains(&*new.to_string_lossy())),
+        "{argv:?}"
+    );
+    assert_eq!(w.fake.calls().len(), 4);
+}
+
+/// `cage limits NAME` without flags shows the limits: the record's, and
+/// what podman reports the container has, with one inspect.
+#[test]
+fn limits_without_flags_shows_configured_and_applied() {
+    let c = "shrooms-web-0a1b2c";
+    let w = World::new("limits-show", |f| {
+        f.on_prefix(
+            &["inspect"],
+            Answer::out(
+                serde_json::json!([{"State": {"Status": "running", "Running": true, "Pid": 42},
+                    "HostConfig": {"Memory": 4294967296_i64, "NanoCpus": 0,
+                        "CpuQuota": 200000, "CpuPeriod": 100000, "PidsLimit": 2048}}])
+                .to_string(),
+            ),
+        )
+    });
+    w.record("web", Some(c));
+    let shown = super::limits::show(&w.ctx, "web").unwrap();
+    assert_eq!(
+        shown.configured,
+        crate::settings::Limits::of("4g", "2", 2048)
+    );
+    assert_eq!(
+        shown.applied,
+        Some(super::limits::Applied {
+            memory_bytes: Some(4294967296),
+            cpus: Some(2.0),
+            pids: Some(2048),
+        })
+    );
+    assert!(!shown.own);
+    assert_eq!(w.fake.calls(), calls::limits_shown(c));
+    let text = crate::output::limits_shown(&shown);
+    assert!(
+        text.contains("web: configured memory 4g, cpus 2, pids 2048 (the machine's")
+            && text.contains("web: applied memory 4294967296 bytes, cpus 2, pids 2048"),
+        "{text}"
+    );
+}
+
+/// A dry run where the real create would be refused (an image that is not
+/// there): the argv all the same, the refusal beside it with its kind, the
+/// same calls as the real command, nothing made.
+#[test]
+fn a_dry_run_shows_the_argv_of_a_create_that_would_be_refused() {
+    let w = World::new("dry-refused", |f| {
+        f.on_prefix(
+            &["image", "inspect"],
+            Answer::fail(125, "Error: some words"),
+        )
+        .on_prefix(&["image", "exists"], Answer::fail(1, ""))
+    });
+    let mut req = create_request(&w, "web");
+    req.choice.image = Some("localhost/absent:1".into());
+    req.dry_run = true;
+    let created = super::create::create(&w.ctx, &req).unwrap();
+    let e = created.refused.clone().unwrap();
+    assert_eq!(e.kind, Kind::BadInput);
+    assert_eq!(
+        created.would_be_refused.as_deref(),
+        Some("there is no image localhost/absent:1 on this machine for this session's cage")
+    );
+    assert!(
+        created.argv.iter().any(|a| a == "localhost/absent:1")
+            && created.argv.iter().any(|a| a == "create"),
+        "{:?}",
+        created.argv
+    );
+    let text = crate::output::created(&created);
+    assert!(
+        text.starts_with(
+            "# podman command line (nothing was changed; the real create would be refused: \
+             there is no image localhost/absent:1"
+        ),
+        "{text}"
+    );
+    assert_eq!(
+        w.fake.calls(),
+        calls::create_refused_no_image("localhost/absent:1")
+    );
+    assert!(!w.ctx.settings.state_dir.exists(), "the state was touched");
+}
+
+/// `--harness pi` with an image that is not ours and no configured pi: a
+/// warning that names the image and the config file, and no extra call;
+/// with ours, none.
+#[test]
+fn a_pi_cage_from_an_image_not_ours_is_warned_of() {
+    let not_ours = serde_json::json!([{"Id": "0123abcd",
+        "Config": {"Env": ["PATH=/usr/bin:/bin"], "Labels": {}}}])
+    .to_string();
+    let w = World::new("pi-image", |f| {
+        f.on_prefix(&["image", "inspect"], Answer::out(not_ours))
+    });
+    let mut req = create_request(&w, "web");
+    req.harness = crate::harness::Harness::Pi;
+    req.dry_run = true;
+    req.choice.image = Some("localhost/other:1".into());
+    let created = super::create::create(&w.ctx, &req).unwrap();
+    assert!(
+        created.warnings.iter().any(|x| x.contains(
+            "the image localhost/other:1 is not one of shrooms-agent's, and whether it has a `pi`"
+        ) && x.contains("config.toml")),
+        "{:?}",
+        created.warnings
+    );
+    assert_eq!(w.fake.calls(), [calls::image_inspect("localhost/other:1")]);
+    let w = w.podman(|f| f.on_prefix(&["image", "inspect"], Answer::out(our_image())));
+    req.choice.image = None;
+    let created = super::create::create(&w.ctx, &req).unwrap();
+    assert!(
+        !created.warnings.iter().any(|x| x.contains("`pi`")),
+        "{:?}",
+        created.warnings
+    );
 }

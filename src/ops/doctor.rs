@@ -30,16 +30,117 @@ fn check(name: &'static str, status: Status, detail: String, hint: Option<&str>)
     }
 }
 
-pub fn doctor(ctx: &Context) -> Report {
+/// A hint that names a config key: the config file's path with it, and
+/// how to make the file when it is not there.
+fn key_hint(s: &crate::settings::Settings, text: &str) -> String {
+    format!(
+        "{text} in {}",
+        crate::settings::config_file_words(&s.config_path)
+    )
+}
+
+/// `config`: the config file was read and every key in it is good. When
+/// it is bad, the other checks run with the defaults (`bad_config`).
+fn config_check(s: &crate::settings::Settings, bad_config: Option<&crate::error::Error>) -> Check {
+    match bad_config {
+        Some(e) => Check {
+            name: "config",
+            status: Status::Fail,
+            detail: format!("{} (the checks below use the defaults)", e.message),
+            hint: Some(format!(
+                "fix it in {}; README, \"Configuration\", lists every key",
+                s.config_path.display()
+            )),
+        },
+        None if s.config_path.exists() => check(
+            "config",
+            Status::Pass,
+            format!("{} is read", s.config_path.display()),
+            None,
+        ),
+        None => check(
+            "config",
+            Status::Pass,
+            format!(
+                "no config file at {}: the defaults",
+                s.config_path.display()
+            ),
+            None,
+        ),
+    }
+}
+
+/// `claude` and `pi`: the harness programs a session runs. Claude Code is
+/// the machine's own, mounted into a cage; pi in a cage is the image's
+/// unless the config names one, so only a configured pi is looked for.
+fn harness_checks(s: &crate::settings::Settings) -> Vec<Check> {
+    let mut out = Vec::new();
+    for (name, configured) in [("claude", &s.claude), ("pi", &s.pi)] {
+        let key = format!("`{name} = \"/path/to/{name}\"` under `[harness]`");
+        out.push(match configured {
+            Some(p) => match crate::settings::check_program(p) {
+                Ok(()) => Check {
+                    name: if name == "claude" { "claude" } else { "pi" },
+                    status: Status::Pass,
+                    detail: format!("{} (set in the config)", p.display()),
+                    hint: None,
+                },
+                Err(why) => Check {
+                    name: if name == "claude" { "claude" } else { "pi" },
+                    status: Status::Fail,
+                    detail: format!("the config's `harness.{name}`: {why}"),
+                    hint: Some(key_hint(s, &format!("fix {key}"))),
+                },
+            },
+            None => match (
+                name,
+                crate::settings::find_program(name, s.path_var.as_deref()),
+            ) {
+                ("claude", Some(p)) => check("claude", Status::Pass, p.display().to_string(), None),
+                ("claude", None) => Check {
+                    name: "claude",
+                    status: Status::Warn,
+                    detail: "claude is not on PATH: `--harness claude` sessions have no \
+                             program to run"
+                        .into(),
+                    hint: Some(key_hint(s, &format!("install Claude Code, or set {key}"))),
+                },
+                (_, found) => check(
+                    "pi",
+                    Status::Pass,
+                    match found {
+                        Some(p) => format!(
+                            "a caged pi session runs the image's pi (uncaged: {})",
+                            p.display()
+                        ),
+                        None => "a caged pi session runs the image's pi (none on PATH for \
+                                 uncaged sessions)"
+                            .into(),
+                    },
+                    None,
+                ),
+            },
+        });
+    }
+    out
+}
+
+/// `doctor` when the config file is bad: that is its first check, failed,
+/// and the others run with the defaults (`ctx`'s settings).
+pub fn doctor_with(ctx: &Context, bad_config: Option<&crate::error::Error>) -> Report {
     let s = &ctx.settings;
-    let mut checks = Vec::new();
+    let mut checks = vec![config_check(s, bad_config)];
+    checks.extend(harness_checks(s));
     if !s.cages {
-        checks.push(check(
-            "cages",
-            Status::Fail,
-            format!("cages = false in {}", s.config_path.display()),
-            Some("remove `cages = false` from the config to offer cages"),
-        ));
+        checks.push(Check {
+            name: "cages",
+            status: Status::Fail,
+            detail: format!("cages = false in {}", s.config_path.display()),
+            hint: Some(format!(
+                "remove `cages = false` from {} to offer cages",
+                s.config_path.display()
+            )),
+        });
         return Report { checks };
     }
     // Always asked afresh: the doctor is where a changed podman shows.
@@ -67,7 +168,7 @@ pub fn doctor(ctx: &Context) -> Report {
         None,
     ));
     checks.push(root_check(host.rootless, super::euid(), s));
-    checks.push(limits_check(host, s.unenforced_limits));
+    checks.push(limits_check(host, s));
     checks.push(match host.limits_support() {
         LimitsSupport::Enforced => check("update", Status::Pass, update_behaviour(host), None),
         // `podman update` fails where limits are not enforced: `cage
@@ -216,7 +317,8 @@ fn root_check(rootless: bool, euid: u32, s: &crate::settings::Settings) -> Check
     )
 }
 
-fn limits_check(host: &Host, policy: UnenforcedLimits) -> Check {
+fn limits_check(host: &Host, s: &crate::settings::Settings) -> Check {
+    let policy = s.unenforced_limits;
     let v = if host.cgroup_v2 { "v2" } else { "v1" };
     match host.limits_support() {
         LimitsSupport::Enforced => check(
@@ -233,14 +335,18 @@ fn limits_check(host: &Host, policy: UnenforcedLimits) -> Check {
             None,
         ),
         LimitsSupport::IgnoredRootlessV1 => match policy {
-            UnenforcedLimits::Refuse => check(
-                "limits",
-                Status::Fail,
-                "cgroups v1, rootless: podman ignores limits here, so `cage create` refuses".into(),
-                Some(
-                    "use cgroups v2, or set unenforced_limits = \"warn\" to make cages without limits",
-                ),
-            ),
+            UnenforcedLimits::Refuse => Check {
+                name: "limits",
+                status: Status::Fail,
+                detail:
+                    "cgroups v1, rootless: podman ignores limits here, so `cage create` refuses"
+                        .into(),
+                hint: Some(key_hint(
+                    s,
+                    "use cgroups v2, or, to make cages without limits, set \
+                     unenforced_limits = \"warn\"",
+                )),
+            },
             UnenforcedLimits::Warn => check(
                 "limits",
                 Status::Warn,
@@ -306,5 +412,100 @@ fn network_check(host: &Host, choice: NetworkChoice) -> Check {
             check("network", Status::Pass, format!("cages get {why}"), None)
         }
         Err(e) => check("network", Status::Fail, e.message, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::{Env, Settings};
+
+    fn settings(root: &std::path::Path, config: Option<&str>, path: &str) -> Settings {
+        let env: Env = [
+            ("HOME".to_string(), root.join("home").display().to_string()),
+            ("PATH".to_string(), path.to_string()),
+        ]
+        .into();
+        Settings::from_text(
+            config,
+            &root.join("config/config.toml"),
+            root.join("state"),
+            root.join("home"),
+            &env,
+        )
+        .unwrap()
+    }
+
+    /// A bad config is the `config` check, failed, naming the file; a
+    /// missing one passes (the defaults).
+    #[test]
+    fn a_bad_config_is_one_failing_check() {
+        let root = std::env::temp_dir().join(format!("shrooms-doctor-{}", std::process::id()));
+        let s = settings(&root, None, "/nonexistent");
+        let bad = crate::error::Error::bad_input("config file /x: key `image`: wrong");
+        let c = config_check(&s, Some(&bad));
+        assert_eq!(c.status, Status::Fail);
+        assert!(c.detail.starts_with("config file /x: key `image`: wrong"));
+        assert!(
+            c.hint
+                .unwrap()
+                .contains(&s.config_path.display().to_string())
+        );
+        let c = config_check(&s, None);
+        assert_eq!(c.status, Status::Pass);
+        assert!(c.detail.contains("no config file at"), "{}", c.detail);
+    }
+
+    /// A hint naming a key names the config file, and how to make it when
+    /// it is not there.
+    #[test]
+    fn key_hints_name_the_config_file_and_how_to_make_it() {
+        let root = std::env::temp_dir().join(format!("shrooms-doctor-k-{}", std::process::id()));
+        let s = settings(&root, None, "/nonexistent");
+        let h = key_hint(&s, "set unenforced_limits = \"warn\"");
+        assert_eq!(
+            h,
+            format!(
+                "set unenforced_limits = \"warn\" in {} (not there yet: make it, a TOML file of \
+                 `key = value` lines, with `mkdir -p {}` and your editor)",
+                s.config_path.display(),
+                root.join("config").display()
+            )
+        );
+    }
+
+    /// The harness programs: claude looked for on PATH (missing: a warning
+    /// with how to name it), a configured one checked.
+    #[test]
+    fn the_harness_programs_are_checked() {
+        let root = std::env::temp_dir().join(format!("shrooms-doctor-h-{}", std::process::id()));
+        let bin = root.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let s = settings(&root, None, &bin.display().to_string());
+        let checks = harness_checks(&s);
+        assert_eq!(
+            checks
+                .iter()
+                .map(|c| (c.name, c.status))
+                .collect::<Vec<_>>(),
+            [("claude", Status::Warn), ("pi", Status::Pass)]
+        );
+        assert!(checks[0].hint.as_ref().unwrap().contains("config.toml"));
+        use std::os::unix::fs::PermissionsExt;
+        let claude = bin.join("claude");
+        std::fs::write(&claude, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let s = settings(
+            &root,
+            Some("[harness]\npi = \"/nonexistent/pi\""),
+            &bin.display().to_string(),
+        );
+        let checks = harness_checks(&s);
+        assert_eq!(
+            (checks[0].status, checks[0].detail.as_str()),
+            (Status::Pass, claude.to_str().unwrap())
+        );
+        assert_eq!(checks[1].status, Status::Fail, "{}", checks[1].detail);
+        let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -381,12 +381,10 @@ pub fn prepare_join(ctx: &Context, name: &str, what: What, tty: bool) -> Result<
         Err(_) => return Err(Error::bad_input("`cage run` has no --join")),
     };
     let host = ctx.host_for_session()?;
-    let inspected = host.podman.inspect(&cage.container)?.ok_or_else(|| {
-        Error::failed(format!(
-            "the container {} of session {name} is gone (removed by hand?)",
-            cage.container
-        ))
-    })?;
+    let inspected = host
+        .podman
+        .inspect(&cage.container)?
+        .ok_or_else(|| Error::failed(super::gone_message(&cage.container, name)))?;
     if !inspected.state.running {
         return Err(Error::bad_input(format!(
             "session {name}'s cage is not running, so there is no turn to join: --join runs \

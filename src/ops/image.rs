@@ -313,8 +313,37 @@ pub fn doctor_check(ctx: &Context, host: &Host) -> Check {
 
 // ---- cage create -------------------------------------------------------------
 
-fn not_ready() -> Error {
-    Error::new(Kind::NotReady, workbench::BEING_BUILT)
+/// Being built: what to look at meanwhile (`image status`, the build's
+/// log), and, through [`Error::again`], to come back; each face words that.
+fn not_ready(log: Option<&Path>) -> Error {
+    let log = match log {
+        Some(p) => format!(", its log {}", p.display()),
+        None => String::new(),
+    };
+    Error::new(
+        Kind::NotReady,
+        format!(
+            "{} (`shrooms-agent image status` shows how it goes{log})",
+            workbench::BEING_BUILT
+        ),
+    )
+    .again()
+}
+
+/// A build of ours failed: its line, then the next steps: its log, a
+/// build in the foreground that shows it, or another image (worded by
+/// the face: `--image` or a body's `"image"`, or the config's `image` key,
+/// in the config file named by its path).
+pub fn failure_with_next_steps(ctx: &Context, stage: Stage, line: &str) -> Error {
+    Error::failed(format!(
+        "{}. Its log: {}. `shrooms-agent image build --wait` builds it again and shows how \
+         (`image status` says how the last one went)",
+        workbench::failure_message(stage, line),
+        Dir::of(ctx).log(stage).display(),
+    ))
+    .next(crate::error::Next::OtherImage {
+        config: crate::settings::config_file_words(&ctx.settings.config_path),
+    })
 }
 
 /// What the machine says of the image a cage would be made from: podman's
@@ -330,6 +359,8 @@ pub struct ImageFacts {
     pub status: ImageStatus,
     pub record: BuildRecord,
     pub inspect: Option<ImageInspect>,
+    /// Its build's log, for ours.
+    pub log: Option<PathBuf>,
 }
 
 /// Look at the image a cage would be made from. Starts nothing.
@@ -348,6 +379,7 @@ pub fn facts_for_cage(ctx: &Context, host: &Host, image: &str) -> Result<ImageFa
         status: o.status,
         record: o.record,
         inspect: o.inspect,
+        log: stage.map(|s| Dir::of(ctx).log(s)),
     })
 }
 
@@ -386,6 +418,7 @@ pub fn decide_for_cage(
 ) -> std::result::Result<ImageChoice, NoImage> {
     let refused = |error: Error| NoImage { error, build: None };
     let name = &f.name;
+    let not_ready = || not_ready(f.log.as_deref());
     let decision = workbench::for_cage(&f.status, &f.record);
     match (decision, f.stage, f.inspect.clone()) {
         (ForCage::Use, _, Some(inspect)) => Ok(ImageChoice {
@@ -436,17 +469,17 @@ pub fn start_build(ctx: &Context, stage: Stage) -> Error {
     let started = (|| {
         dir.ensure()?;
         let Some(lock) = BuildLock::try_take(&dir.lock(stage))? else {
-            return Ok(not_ready());
+            return Ok(not_ready(Some(&dir.log(stage))));
         };
         // Under the lock, the record cannot change: read it again.
         let mut record = read_record(&dir.record(stage));
         if let (Some(line), false) = (record.error.clone(), record.error_reported) {
             record.error_reported = true;
             write_record(&dir.record(stage), &record)?;
-            return Ok(Error::failed(workbench::failure_message(stage, &line)));
+            return Ok(failure_with_next_steps(ctx, stage, &line));
         }
         start_background(&dir, vec![(stage, lock)], workbench::CONTAINERFILE, false)?;
-        Ok(not_ready())
+        Ok(not_ready(Some(&dir.log(stage))))
     })();
     started.unwrap_or_else(|e| e)
 }

@@ -66,6 +66,71 @@ pub struct LimitsChanged {
     pub tokens_after: Option<u64>,
 }
 
+/// `cage limits NAME` without flags: the limits as configured (the
+/// record's, and whether they are the session's own or the machine's) and
+/// as podman reports the container has them.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct LimitsShown {
+    pub session: String,
+    pub container: String,
+    /// The record's: what the cage is made with, and set again at start.
+    pub configured: Limits,
+    /// Set with `cage limits` (true), or the machine's (the config's).
+    pub own: bool,
+    /// As podman reports them; null when the container is gone.
+    pub applied: Option<Applied>,
+    /// Whether podman enforces limits here (rootless cgroups v1 does not).
+    pub enforced: bool,
+    pub tokens_budget: Option<u64>,
+    pub tokens_used: u64,
+}
+
+/// The limits podman reports a container has; null: none.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Applied {
+    pub memory_bytes: Option<u64>,
+    pub cpus: Option<f64>,
+    pub pids: Option<u64>,
+}
+
+/// Pure: podman's `HostConfig` read as limits.
+pub fn applied_of(h: &crate::podman::inspect::HostConfig) -> Applied {
+    let positive = |v: i64| (v > 0).then_some(v as u64);
+    let cpus = if h.nano_cpus > 0 {
+        Some(h.nano_cpus as f64 / 1e9)
+    } else if h.cpu_quota > 0 && h.cpu_period > 0 {
+        Some(h.cpu_quota as f64 / h.cpu_period as f64)
+    } else {
+        None
+    };
+    Applied {
+        memory_bytes: positive(h.memory),
+        cpus,
+        pids: positive(h.pids_limit),
+    }
+}
+
+/// Show a session's limits: one inspect of its container.
+pub fn show(ctx: &Context, name: &str) -> Result<LimitsShown> {
+    let record = ctx.store.load(name)?;
+    let cage = cage_of(&record)?.clone();
+    let host = ctx.host_for_session()?;
+    let applied = host
+        .podman
+        .inspect(&cage.container)?
+        .map(|c| applied_of(&c.host_config));
+    Ok(LimitsShown {
+        session: record.name,
+        container: cage.container,
+        configured: cage.limits,
+        own: cage.own_limits,
+        applied,
+        enforced: host.limits_support() == LimitsSupport::Enforced,
+        tokens_budget: record.tokens.budget,
+        tokens_used: record.tokens.used.total(),
+    })
+}
+
 fn nothing_asked() -> Error {
     Error::bad_input(
         "say what to change: --memory, --cpus, --pids, --tokens, or --reset for the machine's limits",

@@ -39,6 +39,9 @@ pub struct CageChoice {
 
 /// A cage decided, not yet made.
 pub struct CagePlan {
+    /// A dry run's: why the real command would refuse (its argv is shown
+    /// all the same).
+    pub refused: Option<Error>,
     pub session: String,
     pub dir: PathBuf,
     pub container: String,
@@ -388,9 +391,25 @@ pub fn decide(
     let mut warnings = Vec::new();
     let dir = f.dir.as_path();
     let session = f.session.as_str();
-    sealed::check_seal_neighbours(&f.others, session, dir, choice.sealed)?;
+    // A dry run shows the argv even where the real command would refuse:
+    // the first refusal that leaves an argv to show is kept, said after it
+    // (`CagePlan::refused`); the real command refuses there.
+    let mut refused: Option<Refused> = None;
+    let mut soft = |r: std::result::Result<(), Refused>| -> std::result::Result<(), Refused> {
+        match r {
+            Err(e) if dry_run => {
+                refused.get_or_insert(e);
+                Ok(())
+            }
+            other => other,
+        }
+    };
+    soft(
+        sealed::check_seal_neighbours(&f.others, session, dir, choice.sealed)
+            .map_err(Refused::from),
+    )?;
     if let Some(u) = &f.untrusted {
-        return Err(Error::bad_input(format!(
+        soft(Err(Error::bad_input(format!(
             "{} {} {}, where sealed session {} worked; the folder is untrusted after a sealed \
              session: what the code under review left there (a git hook, a Makefile, an \
              .envrc) would run in an ordinary cage, with your settings and network. Read it, \
@@ -407,7 +426,7 @@ pub fn decide(
             u.path.display(),
             u.session
         ))
-        .into());
+        .into()))?;
     }
     for m in &choice.meshes {
         validate_mesh(m)?;
@@ -424,21 +443,34 @@ pub fn decide(
         ))
         .into());
     }
-    check_limits(settings, &f.host, &mut warnings)?;
+    soft(check_limits(settings, &f.host, &mut warnings).map_err(Refused::from))?;
     let init = f.host.init()?.to_path_buf();
     let network = f.host.network(settings.network)?;
     let image = f.image.image.clone();
     // Ours: built when missing, rebuilt when stale; not ours: must be here,
     // as nothing here builds or pulls it.
     let named = choice.image.is_some();
-    let image_choice = super::image::decide_for_cage(&f.image, named, dry_run, &mut warnings)
-        .map_err(|n| Refused {
-            error: n.error,
-            build: n.build,
-        })?;
+    let image_choice = match super::image::decide_for_cage(&f.image, named, dry_run, &mut warnings)
+    {
+        Ok(c) => Some(c),
+        Err(n) => {
+            soft(Err(Refused {
+                error: n.error,
+                build: n.build,
+            }))?;
+            None
+        }
+    };
     // The rebuild's warning goes where the image's warnings go.
-    let rebuild = image_choice.rebuild.map(|s| (s, warnings.len()));
-    let image_path = image_choice.inspect.path();
+    let rebuild = image_choice
+        .as_ref()
+        .and_then(|c| c.rebuild)
+        .map(|s| (s, warnings.len()));
+    let image_path = match &image_choice {
+        Some(c) => c.inspect.path(),
+        // A dry run without the image: its PATH cannot be known.
+        None => "<the image's PATH>".to_string(),
+    };
     let container = f.container.clone();
     let found = f.found.clone();
     if f.program.is_none() && f.harness == Harness::Claude {
@@ -447,6 +479,28 @@ pub fn decide(
              (set [harness] claude in the config and make the cage again)"
                 .to_string(),
         );
+    }
+    // A caged pi runs the image's pi unless the config names one. Ours has
+    // it; of another image nothing is run to look (that would cost a
+    // container per create), so the owner is told before the first turn
+    // finds out.
+    let ours = f.image.stage.is_some()
+        || image_choice.as_ref().is_some_and(|c| {
+            c.inspect
+                .config
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(crate::workbench::LABEL))
+        });
+    if f.harness == Harness::Pi && f.program.is_none() && !ours {
+        warnings.push(format!(
+            "the image {} is not one of shrooms-agent's, and whether it has a `pi` program is \
+             not looked at (nothing of it is run to check): `cage run` fails if it has none. \
+             Build it FROM ours, or name your pi with `pi = \"/path/to/pi\"` under `[harness]` \
+             in {}",
+            f.image.image,
+            crate::settings::config_file_words(&settings.config_path)
+        ));
     }
     let (found_options, options, make_volume) = options(&f.options, choice)?;
     let request = Request {
@@ -497,7 +551,7 @@ pub fn decide(
             (spec, env, Some((record, s.profile.clone())))
         }
     };
-    check_sources(&f.others, session, dir, &spec, &f.led_to)?;
+    soft(check_sources(&f.others, session, dir, &spec, &f.led_to).map_err(Refused::from))?;
     // A dry run shows where the state folder's id goes; a real one makes it
     // (`plan`, once decided).
     let state_id = f
@@ -523,6 +577,7 @@ pub fn decide(
         found,
         program: f.program.clone(),
         own_limits: false,
+        refused: refused.map(|r| r.error),
         unseal: choice.unseal,
         options,
         make_volume,

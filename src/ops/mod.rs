@@ -153,6 +153,28 @@ pub fn cage_of(record: &Record) -> Result<&CageRecord> {
         .ok_or_else(|| Error::bad_input(format!("session {} is not in a cage", record.name)))
 }
 
+/// What a session whose project folder is not there is told: moved or
+/// renamed, `cage move --dir` points the session at its new place.
+pub fn missing_folder_message(session: &str, dir: &Path) -> String {
+    format!(
+        "session {session}'s project folder {} is not there (moved or renamed?); \
+         `shrooms-agent cage move {session} --dir NEW` points the session at its new folder \
+         and keeps its history",
+        dir.display()
+    )
+}
+
+/// What a session whose container is gone is told: `cage move` makes its
+/// cage again and keeps its record, history and conversations; `cage rm`
+/// would lose the history.
+pub fn gone_message(container: &str, session: &str) -> String {
+    format!(
+        "the container {container} of session {session} is gone (removed by hand?); \
+         `shrooms-agent cage move {session}` gives it a new cage and keeps its history and \
+         conversations (`cage show {session}` lists the options it had)"
+    )
+}
+
 /// Start the cage if it is not running, then close the agent port inside
 /// it. The network namespace is new at every start, so the rule is set
 /// every time; if it cannot be set, the cage is stopped again and the
@@ -190,13 +212,7 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<i64
             record.name
         ))
     };
-    let gone = || {
-        Error::failed(format!(
-            "the container {} of session {} is gone (removed by hand?); \
-             `shrooms-agent cage rm {}` and create the session again",
-            cage.container, record.name, record.name
-        ))
-    };
+    let gone = || Error::failed(gone_message(&cage.container, &record.name));
     if !made_with_init(&cage.container, &cage.create_argv) {
         // It may run (started behind the tool's back): stopped, whatever
         // its state, as it is refused anyway.
@@ -241,6 +257,12 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<i64
                 )
             },
         )?;
+    }
+    if !record.dir.is_dir() {
+        return Err(Error::failed(missing_folder_message(
+            &record.name,
+            &record.dir,
+        )));
     }
     check_mount_sources(&cage.mount_sources, &record.name)?;
     home::check(&ctx.store.private_home(&cage.container), cage, &record.name)?;

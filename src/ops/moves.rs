@@ -23,6 +23,9 @@ pub struct MoveRequest {
     /// Take a sealed session out of its seal (out of its cage, or into an
     /// ordinary one): refused without it.
     pub unseal: bool,
+    /// The project folder's new place (`--dir`), for a folder moved or
+    /// renamed: checked as `cage create` checks its folder.
+    pub dir: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -41,8 +44,13 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
     if let Some(by) = &req.by {
         crate::session::validate_who(by)?;
     }
+    // Checked before anything is locked or asked: it must exist, as at
+    // create; a cage's own checks of it (not under the state folder, not a
+    // sealed session's) are `make::plan`'s, as at create.
+    let new_dir = req.dir.as_deref().map(create::project_dir).transpose()?;
     let (_lock, record) = ctx.store.lock_and_load(&req.name)?;
     _lock.note("move");
+    let dir = new_dir.clone().unwrap_or_else(|| record.dir.clone());
     let old = record.cage.clone();
     // Without podman a caged session can still be taken out of its cage
     // (README, "Configuration", `cages = false`): its container is left for
@@ -84,18 +92,33 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
             // --unseal, checked above: the owner trusts the folder again.
             super::sealed::forget_untrusted(&ctx.store, &record.dir, Some(&record.name))?;
         }
+        if new_dir.is_some() {
+            super::project::check_own_folder(
+                &dir,
+                ctx.env.get("XDG_RUNTIME_DIR").map(String::as_str),
+            )?;
+        }
         (None, "taken out of its cage".to_string())
     } else {
         let host = host.ok_or_else(|| Error::no_podman(crate::host::NO_PODMAN))?;
+        // Without --image, the session keeps the image its cage was made
+        // from: a move changes what was asked, not what was not (a switch
+        // to the config's image could start a build nobody asked for).
+        let image = req
+            .choice
+            .image
+            .clone()
+            .or_else(|| old.as_ref().map(|c| c.image.clone()));
         let choice = make::CageChoice {
             unseal: req.unseal,
+            image,
             ..req.choice.clone()
         };
         let plan = make::plan(
             ctx,
             host,
             &record.name,
-            &record.dir,
+            &dir,
             record.harness,
             &choice,
             false,
@@ -110,15 +133,21 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
         let name = cage.container.clone();
         let mut moved = record.clone();
         moved.cage = Some(cage);
+        moved.dir = dir.clone();
         let what = match &old {
             None => format!("moved into a cage ({})", create::describe(&moved)),
             Some(_) => format!("given a new cage ({})", create::describe(&moved)),
         };
         (Some((name, moved.cage.unwrap())), what)
     };
+    let what = match &new_dir {
+        Some(d) if *d != record.dir => format!("{what}; its folder is {} now", d.display()),
+        _ => what,
+    };
     let new_cage = to.as_ref().map(|(_, c)| c.clone());
     let saved = ctx.store.update(&req.name, |r| {
         r.cage = new_cage;
+        r.dir = dir.clone();
         Ok(())
     });
     if let Err(e) = saved {

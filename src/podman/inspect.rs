@@ -75,6 +75,27 @@ pub struct ContainerInspect {
     pub mounts: Option<Vec<InspectMount>>,
     #[serde(rename = "NetworkSettings")]
     pub network: NetworkSettings,
+    /// The limits podman reports the container has (`cage limits NAME`).
+    #[serde(rename = "HostConfig")]
+    pub host_config: HostConfig,
+}
+
+/// The part of an inspect's `HostConfig` that holds the limits: memory in
+/// bytes, CPUs as nano-CPUs or a quota per period (podman sets the latter
+/// for `--cpus`), processes; 0 or absent: none.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct HostConfig {
+    #[serde(rename = "Memory")]
+    pub memory: i64,
+    #[serde(rename = "NanoCpus")]
+    pub nano_cpus: i64,
+    #[serde(rename = "CpuQuota")]
+    pub cpu_quota: i64,
+    #[serde(rename = "CpuPeriod")]
+    pub cpu_period: u64,
+    #[serde(rename = "PidsLimit")]
+    pub pids_limit: i64,
 }
 
 /// One of a container's mounts, as `podman inspect` lists it.

@@ -54,11 +54,15 @@ impl Response {
         }
     }
 
-    /// An operation's error: its kind's status, its message as the CLI
-    /// prints it but for the options it names, which become the JSON
-    /// fields an HTTP client sends ([`for_http`]).
+    /// An operation's error: its kind's status, its message worded for an
+    /// HTTP client (what to do next: "send again", not "run it again"), but
+    /// for the options it names, which become the JSON fields an HTTP
+    /// client sends ([`for_http`]).
     pub fn from_error(e: &crate::error::Error) -> Response {
-        let mut r = Response::error(e.http_status(), &for_http(&e.message));
+        let mut r = Response::error(
+            e.http_status(),
+            &for_http(&e.words(crate::error::Face::Http)),
+        );
         if let Some(secs) = e.retry_after() {
             r.headers.push(("retry-after", secs.to_string()));
         }
@@ -287,6 +291,19 @@ mod tests {
             "/v1/sessions/x/drop?name&note"
         );
         assert_eq!(for_log("/v1/a\u{7}b", None), "/v1/a?b");
+    }
+
+    /// An image being built: 503, Retry-After, and "send again then".
+    #[test]
+    fn an_error_is_worded_for_http() {
+        let e = crate::error::Error::new(crate::error::Kind::NotReady, "being built").again();
+        let r = Response::from_error(&e);
+        assert_eq!(r.status, 503);
+        assert_eq!(
+            String::from_utf8(r.body.clone()).unwrap(),
+            "{\"error\":\"being built; send again then\"}\n"
+        );
+        assert!(r.headers.iter().any(|(k, _)| *k == "retry-after"));
     }
 
     #[test]

@@ -544,6 +544,7 @@ async fn move_cage(
             // Over HTTP a sealed session is never taken out of its seal: that
             // is the owner's decision, at the machine (`cage move --unseal`).
             unseal: false,
+            dir: None,
         };
         let moved = ops::moves::move_session(&ctx, &request)?;
         if let (Some(live), Some(old)) = (&shared.live, &moved.from) {

@@ -1053,3 +1053,57 @@ fn a_create_that_fails_late_leaves_nothing() {
         .unwrap_or_default();
     assert!(left.is_empty(), "cages/: {left:?}");
 }
+
+/// Messages that lead somewhere: `cage limits NAME` without flags shows
+/// the limits, configured and as podman reports them; a project folder
+/// renamed and a container removed by hand are each named with the `cage
+/// move` that brings the session back, and the moves keep its history.
+#[test]
+fn a_renamed_folder_and_a_removed_container_lead_to_cage_move() {
+    let w = world();
+    let (name, dir) = created(&w, "lead");
+    let r = w.run(&["cage", "limits", &name]).ok();
+    assert!(
+        r.stdout().contains(&format!("{name}: configured memory "))
+            && r.stdout().contains(&format!("{name}: applied memory ")),
+        "{}",
+        r.explain()
+    );
+
+    let new = dir.with_file_name("lead-renamed");
+    fs::rename(&dir, &new).unwrap();
+    let r = w.sh(&name, "true").code_is(125);
+    assert!(
+        r.stderr()
+            .contains(&format!("`shrooms-agent cage move {name} --dir NEW`")),
+        "{}",
+        r.explain()
+    );
+    w.run(&["cage", "move", &name, "--dir", &s(&new)]).ok();
+    assert_eq!(w.record(&name)["dir"], s(&new));
+    let r = w.sh(&name, "pwd").ok();
+    assert_eq!(r.stdout().trim(), s(&new), "{}", r.explain());
+
+    let container = w.record(&name)["cage"]["container"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    w.podman(&["rm", "-f", &container]);
+    let r = w.sh(&name, "true").code_is(125);
+    assert!(
+        r.stderr().contains(&format!(
+            "`shrooms-agent cage move {name}` gives it a new cage and keeps its history"
+        )),
+        "{}",
+        r.explain()
+    );
+    w.run(&["cage", "move", &name]).ok();
+    w.sh(&name, "true").ok();
+    let r = w.run(&["cage", "history", &name]).ok();
+    assert!(
+        r.stdout()
+            .contains(&format!("its folder is {} now", s(&new))),
+        "{}",
+        r.explain()
+    );
+}

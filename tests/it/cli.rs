@@ -190,7 +190,7 @@ fn relative_path_variables_are_refused_by_name() {
 
 /// A `podman` the config names that is empty, missing or cannot run is the
 /// config's error (exit 2, naming the key and the file, nothing made), not
-/// "this machine has no podman".
+/// "this machine has no podman"; for `doctor` it is one failing check.
 #[test]
 fn a_configured_podman_that_cannot_run_is_a_config_error() {
     let w = World::new();
@@ -209,22 +209,31 @@ fn a_configured_podman_that_cannot_run_is_a_config_error() {
     ] {
         w.write_config(&format!("podman = \"{value}\""));
         let name = w.session("badpodman");
-        for args in [
-            vec!["cage", "create", &name, "--dir", project.to_str().unwrap()],
-            vec!["doctor"],
-        ] {
-            let r = w.run(&args).code_is(2);
-            assert!(
-                r.stderr().contains(&format!(
-                    "config file {}: key `podman`: {why}: give the podman program's absolute path",
-                    w.config.display()
-                )),
-                "{}",
-                r.explain()
-            );
-            assert!(!r.stderr().contains("has no podman"), "{}", r.explain());
-        }
+        let said = format!(
+            "config file {}: key `podman`: {why}: give the podman program's absolute path",
+            w.config.display()
+        );
+        let r = w
+            .run(&["cage", "create", &name, "--dir", project.to_str().unwrap()])
+            .code_is(2);
+        assert!(r.stderr().contains(&said), "{}", r.explain());
+        assert!(!r.stderr().contains("has no podman"), "{}", r.explain());
         assert!(!w.record_path(&name).exists());
+        // doctor: the bad config is one failing check, and the others
+        // still run (with the defaults: podman found on PATH).
+        let r = w.run(&["doctor"]).code_is(1);
+        let out = r.stdout();
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("FAIL  config    ") && l.contains(&said)),
+            "{}",
+            r.explain()
+        );
+        assert!(
+            out.lines().any(|l| l.starts_with("pass  podman    ")),
+            "{}",
+            r.explain()
+        );
     }
 }
 

@@ -18,7 +18,18 @@ use serde_json::Value;
 
 use crate::common::*;
 
-const BEING_BUILT: &str = "the image for this session's cage is being built (a few minutes, the first time); send again then";
+const BEING_BUILT: &str =
+    "the image for this session's cage is being built (a few minutes, the first time)";
+
+/// The terminal's words for an image being built: what to look at
+/// meanwhile (`image status`, the build's log), then "run it again".
+fn being_built(line: &str, log: &std::path::Path) -> bool {
+    line == format!(
+        "{BEING_BUILT} (`shrooms-agent image status` shows how it goes, its log {}); run it \
+         again then",
+        log.display()
+    )
+}
 
 static N: AtomicUsize = AtomicUsize::new(0);
 
@@ -393,7 +404,11 @@ fn our_missing_image_starts_a_build_and_is_refused_with_exit_4() {
             "--dry-run",
         ])
         .code_is(4);
-    assert_eq!(error_line(&r), BEING_BUILT, "{}", r.explain());
+    assert!(
+        being_built(&error_line(&r), &im.w.state.join("images/workbench.log")),
+        "{}",
+        r.explain()
+    );
     assert!(
         !im.w.state.join("images/workbench.json").exists(),
         "a dry run started a build"
@@ -401,7 +416,11 @@ fn our_missing_image_starts_a_build_and_is_refused_with_exit_4() {
     let r =
         im.w.run(&["cage", "create", &name, "--dir", &dir, "--image", &latest])
             .code_is(4);
-    assert_eq!(error_line(&r), BEING_BUILT, "{}", r.explain());
+    assert!(
+        being_built(&error_line(&r), &im.w.state.join("images/workbench.log")),
+        "{}",
+        r.explain()
+    );
     assert!(im.w.containers_of(&name).is_empty());
     assert!(!im.w.record_path(&name).exists());
     // A build of it was started: it runs, or it has run (the embedded
@@ -457,13 +476,26 @@ fn a_failed_build_is_reported_then_tried_again() {
     let latest = im.name("workbench");
     let create = ["cage", "create", &name, "--dir", &dir, "--image", &latest];
     let r = im.w.run(&create).code_is(1);
-    assert_eq!(error_line(&r), line, "{}", r.explain());
+    // The next steps follow: the log, a build that shows how, another image.
+    let said = error_line(&r);
+    assert!(
+        said.starts_with(&format!(
+            "{line}. Its log: {}. `shrooms-agent image build --wait` builds it again",
+            im.w.state.join("images/workbench.log").display()
+        )) && said.contains("--image IMAGE, or the `image` key in "),
+        "{}",
+        r.explain()
+    );
     assert!(im.w.containers_of(&name).is_empty());
     assert!(!im.w.record_path(&name).exists());
 
     // Sending again tries the build again.
     let r = im.w.run(&create).code_is(4);
-    assert_eq!(error_line(&r), BEING_BUILT, "{}", r.explain());
+    assert!(
+        being_built(&error_line(&r), &im.w.state.join("images/workbench.log")),
+        "{}",
+        r.explain()
+    );
     assert!(im.w.containers_of(&name).is_empty());
     im.wait_built("workbench", Duration::from_secs(60));
 }
