@@ -328,12 +328,18 @@ fn limits_change_running_or_not_without_remaking() {
         vec!["--cpus", "0"],
         vec!["--cpus", "999"],
         vec!["--pids", "-3"],
-        vec![],
     ] {
         let mut args = vec!["cage", "limits", name.as_str()];
         args.extend(bad.iter().copied());
         w.run(&args).code_is(2);
     }
+    // Without flags: shown, nothing changed.
+    let shown = w.run(&["cage", "limits", &name]).ok();
+    assert!(
+        shown.stdout().contains("memory 200m"),
+        "{}",
+        shown.explain()
+    );
     assert_eq!(w.record(&name)["cage"]["limits"]["memory"], "200m");
     // --reset: back to the machine's
     w.run(&["cage", "limits", &name, "--reset"]).ok();
