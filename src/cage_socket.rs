@@ -152,7 +152,7 @@ pub fn is_rpc_route(method: &str, path: &str) -> bool {
         }
 }
 
-/// The routes a cage may reach (seed, ADR-044, as the agent API of the
+/// The routes a cage may reach (README, "The cage's socket", as the agent API of the
 /// system it describes has them), or None: refused. `rpc` is the JSON-RPC
 /// method of a `POST /a2a` body.
 pub fn classify(method: &str, path: &str, rpc: Option<&str>) -> Option<Kind> {

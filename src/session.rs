@@ -712,6 +712,13 @@ impl Store {
         change: impl FnOnce(&mut Record) -> Result<T>,
     ) -> Result<T> {
         validate_name(name)?;
+        if !self.exists(name) {
+            // No such session: say so, without a lock file for the name.
+            return Err(self
+                .load(name)
+                .err()
+                .unwrap_or_else(|| Error::not_found(name)));
+        }
         let _held = crate::lock::take(&self.record_lock_path(name))?;
         let mut record = self.load(name)?;
         let out = change(&mut record)?;
@@ -1024,6 +1031,19 @@ mod tests {
             let e = validate_name(bad).unwrap_err();
             assert_eq!(e.kind, crate::error::Kind::BadInput, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn changing_a_session_that_is_not_there_is_not_found_and_leaves_nothing() {
+        let (store, dir) = temp_store();
+        // No state folder yet, then one with no such session.
+        for _ in 0..2 {
+            let e = store.update("nosuch", |_| Ok(())).unwrap_err();
+            assert_eq!(e.kind, crate::error::Kind::NotFound, "{}", e.message);
+            assert!(!store.record_lock_path("nosuch").exists());
+            std::fs::create_dir_all(store.sessions_dir()).unwrap();
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     fn temp_store() -> (Store, PathBuf) {

@@ -108,7 +108,7 @@ pub struct AcceptCaged {
 }
 
 /// `cage accept-caged SESSION on|off`: whether it takes tasks and files
-/// from caged sessions (seed, "caged tasks"), kept in its record.
+/// from caged sessions (README, "The cage's socket"), kept in its record.
 pub fn set_accept_caged(ctx: &Context, name: &str, on: bool) -> Result<AcceptCaged> {
     ctx.store.update(name, |r| {
         r.accept_caged = Some(on);
