@@ -115,7 +115,7 @@ impl Mock {
     }
 }
 
-fn read_request(r: &mut BufReader<TcpStream>) -> Option<Seen> {
+pub fn read_request(r: &mut BufReader<TcpStream>) -> Option<Seen> {
     let mut line = String::new();
     r.read_line(&mut line).ok()?;
     let mut parts = line.split_whitespace();

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -18,6 +18,8 @@ use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::common::*;
+// The gateway tests' recording of one request, and its reader.
+use crate::gateway::{Seen, read_request};
 
 const CLIENT_C: &str = r#"
 #include <stdio.h>
@@ -68,15 +70,6 @@ fn client() -> &'static Path {
     })
 }
 
-/// One request as the recording agent received it.
-#[derive(Debug, Clone)]
-struct Seen {
-    method: String,
-    target: String,
-    headers: BTreeMap<String, String>,
-    body: String,
-}
-
 /// A recording agent API on 127.0.0.1: it answers every request 200 with
 /// JSON, and with headers the socket must not pass back.
 struct Agent {
@@ -119,52 +112,6 @@ impl Agent {
     fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
-}
-
-fn read_request(r: &mut BufReader<TcpStream>) -> Option<Seen> {
-    let mut line = String::new();
-    r.read_line(&mut line).ok()?;
-    let mut parts = line.split_whitespace();
-    let method = parts.next()?.to_string();
-    let target = parts.next()?.to_string();
-    let mut headers = BTreeMap::new();
-    loop {
-        let mut h = String::new();
-        r.read_line(&mut h).ok()?;
-        let h = h.trim_end();
-        if h.is_empty() {
-            break;
-        }
-        if let Some((n, v)) = h.split_once(':') {
-            headers.insert(n.trim().to_ascii_lowercase(), v.trim().to_string());
-        }
-    }
-    let mut body = Vec::new();
-    if headers
-        .get("transfer-encoding")
-        .is_some_and(|t| t.contains("chunked"))
-    {
-        loop {
-            let mut size = String::new();
-            r.read_line(&mut size).ok()?;
-            let n = usize::from_str_radix(size.trim().split(';').next()?, 16).ok()?;
-            let mut chunk = vec![0; n + 2];
-            r.read_exact(&mut chunk).ok()?;
-            if n == 0 {
-                break;
-            }
-            body.extend_from_slice(&chunk[..n]);
-        }
-    } else if let Some(n) = headers.get("content-length").and_then(|v| v.parse().ok()) {
-        body = vec![0; n];
-        r.read_exact(&mut body).ok()?;
-    }
-    Some(Seen {
-        method,
-        target,
-        headers,
-        body: String::from_utf8_lossy(&body).into_owned(),
-    })
 }
 
 /// The headers a cage forges on every request: none may reach an agent.
