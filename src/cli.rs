@@ -473,7 +473,10 @@ pub enum ImageCommand {
         after_help = "Images: workbench is <images_repo>:latest, desktop is <images_repo>:desktop \
         (images_repo defaults to localhost/shrooms-workbench).\n\
         An image whose label is the Containerfile's hash already is not built again. \
-        One build at a time per image: another `image build --wait` waits for it and reports its result."
+        One build at a time per image: another `image build --wait` waits for it, follows its log and reports its result.\n\
+        --wait on a terminal shows one line, rewritten in place: the step (3/9), its name and the time so far, \
+        then whether it was built (and how long it took) or the failure with the build's last lines and its log. \
+        Without a terminal, or with --json, podman's STEP lines as they come."
     )]
     Build(ImageBuildArgs),
     /// Show the machine's image and ours: present, current, being built, the last build's error

@@ -587,6 +587,9 @@ pub fn history(h: &crate::ops::history::History) -> String {
 
 /// A foreground image build's progress, on stderr: podman's own lines on a
 /// terminal, else one line per build step.
+/// A foreground build's events without the progress line: podman's lines
+/// as they come (all of them on a terminal, with `--json`; its STEP lines
+/// otherwise).
 pub fn image_event(e: &crate::ops::image::Event, tty: bool) {
     use crate::ops::image::Event;
     match e {
@@ -594,8 +597,165 @@ pub fn image_event(e: &crate::ops::image::Event, tty: bool) {
             "shrooms-agent: {name} is being built by another shrooms-agent; waiting for it"
         ),
         Event::Line(l) if tty || crate::workbench::is_step_line(l) => eprintln!("{l}"),
-        Event::Line(_) => {}
+        Event::Line(_) | Event::Building { .. } | Event::Ended { .. } => {}
     }
+}
+
+/// The width of the terminal on stderr (TIOCGWINSZ), 80 when it says none.
+pub fn stderr_width() -> usize {
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ fills the winsize given, on fd 2.
+    match unsafe { libc::ioctl(2, libc::TIOCGWINSZ, &mut ws) } {
+        0 if ws.ws_col > 0 => ws.ws_col as usize,
+        _ => 80,
+    }
+}
+
+/// Back to the start of the line, and clear it (ECMA-48 EL, "erase in line").
+const REWRITE: &str = "\r\x1b[K";
+
+/// How many of a failed build's last lines are shown with its failure.
+const LAST_LINES: usize = 5;
+
+/// `image build --wait` on a terminal: one line, rewritten in place, with
+/// the step, its name and the time so far; at the end of each image a line
+/// that stays: built, or failed with the build's last lines and its log.
+/// Each method returns what to write to stderr.
+pub struct Progress {
+    /// The image being built or waited for, and since when.
+    current: Option<(String, std::time::Instant)>,
+    waiting: bool,
+    step: Option<String>,
+    last: std::collections::VecDeque<String>,
+}
+
+impl Default for Progress {
+    fn default() -> Progress {
+        Progress::new()
+    }
+}
+
+impl Progress {
+    pub fn new() -> Progress {
+        Progress {
+            current: None,
+            waiting: false,
+            step: None,
+            last: std::collections::VecDeque::new(),
+        }
+    }
+
+    pub fn event(&mut self, e: &crate::ops::image::Event, width: usize) -> String {
+        use crate::ops::image::Event;
+        match e {
+            Event::Waiting(name) | Event::Building { name } => {
+                self.current = Some((name.to_string(), std::time::Instant::now()));
+                self.waiting = matches!(e, Event::Waiting(_));
+                self.step = None;
+                self.last.clear();
+                self.draw(width)
+            }
+            Event::Line(l) => match crate::workbench::step_of(l) {
+                Some(step) => {
+                    self.step = Some(step_words(&step));
+                    self.draw(width)
+                }
+                None => {
+                    let l = l.trim();
+                    if !l.is_empty() && !l.starts_with("--> ") {
+                        if self.last.len() == LAST_LINES {
+                            self.last.pop_front();
+                        }
+                        self.last.push_back(l.to_string());
+                    }
+                    String::new()
+                }
+            },
+            Event::Ended { name, log, built } => {
+                let took = self.elapsed();
+                let out = if *built {
+                    format!("{REWRITE}built {name} in {}\n", crate::when::span(took))
+                } else {
+                    let mut out = format!(
+                        "{REWRITE}failed to build {name} after {}{}",
+                        crate::when::span(took),
+                        match &self.step {
+                            Some(step) => format!(", at {step}"),
+                            None => String::new(),
+                        }
+                    );
+                    if self.last.is_empty() {
+                        out.push('\n');
+                    } else {
+                        out.push_str("; its last lines:\n");
+                        for l in &self.last {
+                            out.push_str(&format!("  {l}\n"));
+                        }
+                    }
+                    out.push_str(&format!("its log: {}\n", log.display()));
+                    out
+                };
+                self.current = None;
+                out
+            }
+        }
+    }
+
+    /// The line again, with the time so far: once a second.
+    pub fn tick(&self, width: usize) -> String {
+        self.draw(width)
+    }
+
+    fn elapsed(&self) -> u64 {
+        self.current
+            .as_ref()
+            .map(|(_, t)| t.elapsed().as_secs())
+            .unwrap_or(0)
+    }
+
+    fn draw(&self, width: usize) -> String {
+        let Some((name, _)) = &self.current else {
+            return String::new();
+        };
+        let what = match (&self.step, self.waiting) {
+            (Some(step), _) => step.clone(),
+            (None, true) => format!("waiting for another shrooms-agent's build of {name}"),
+            (None, false) => format!("building {name}"),
+        };
+        format!(
+            "{REWRITE}{}",
+            progress_line(&what, &crate::when::span(self.elapsed()), width)
+        )
+    }
+}
+
+/// `[2/2] 3/9 RUN apt-get ...`: a step as the progress line shows it.
+pub fn step_words(step: &crate::workbench::Step) -> String {
+    let stage = match step.stage {
+        Some((a, b)) if b > 1 => format!("[{a}/{b}] "),
+        _ => String::new(),
+    };
+    format!("{stage}{}/{} {}", step.n, step.of, step.what)
+}
+
+/// The progress line: what, cut to fit, then the time so far, in fewer
+/// columns than the terminal has (a line as wide as the terminal wraps on
+/// some, and `\r` would then rewrite only its second row). Cut on a
+/// character, never inside one; `…` says it was cut.
+pub fn progress_line(what: &str, took: &str, width: usize) -> String {
+    let tail = format!("  {took}");
+    let room = width.saturating_sub(1).saturating_sub(tail.chars().count());
+    let what = what.split_whitespace().collect::<Vec<_>>().join(" ");
+    let shown = if what.chars().count() <= room {
+        what
+    } else if room == 0 {
+        String::new()
+    } else {
+        let mut cut: String = what.chars().take(room - 1).collect();
+        cut.push('…');
+        cut
+    };
+    format!("{shown}{tail}")
 }
 
 pub fn image_built(r: &crate::ops::image::BuildReport) -> String {
@@ -667,6 +827,96 @@ pub fn image_status(r: &crate::ops::image::StatusReport) -> String {
 mod tests {
     use super::*;
     use crate::ops::prune::Kept;
+
+    #[test]
+    fn the_progress_line_fits_the_terminal() {
+        let step = crate::workbench::step_of(
+            "STEP 3/9: RUN apt-get update && apt-get install -y --no-install-recommends git",
+        )
+        .unwrap();
+        let what = step_words(&step);
+        assert_eq!(
+            what,
+            "3/9 RUN apt-get update && apt-get install -y --no-install-recommends git"
+        );
+        assert_eq!(
+            progress_line(&what, "1 min 12 s", 120),
+            "3/9 RUN apt-get update && apt-get install -y --no-install-recommends git  1 min 12 s"
+        );
+        let cut = progress_line(&what, "1 min 12 s", 40);
+        assert_eq!(cut, "3/9 RUN apt-get update && …  1 min 12 s");
+        assert_eq!(cut.chars().count(), 39);
+        // Cut on a character, not a byte: each `é` is two bytes.
+        let cut = progress_line("1/2 RUN echo éééééééééé", "5 s", 23);
+        assert_eq!(cut, "1/2 RUN echo ééé…  5 s");
+        assert_eq!(cut.chars().count(), 22);
+        // Too narrow for the words: the time alone.
+        assert_eq!(progress_line(&what, "5 s", 6), "  5 s");
+        // A multi-line step (a RUN with a heredoc) stays one line.
+        assert_eq!(
+            progress_line("1/2 RUN a\n b", "0 s", 80),
+            "1/2 RUN a b  0 s"
+        );
+        let staged = crate::workbench::step_of("[2/2] STEP 1/2: FROM abc AS desktop").unwrap();
+        assert_eq!(step_words(&staged), "[2/2] 1/2 FROM abc AS desktop");
+    }
+
+    #[test]
+    fn the_progress_ends_with_a_line_that_stays() {
+        use crate::ops::image::Event;
+        let log = std::path::Path::new("/state/images/workbench.log");
+        let mut p = Progress::new();
+        let out = p.event(
+            &Event::Building {
+                name: "localhost/x:latest",
+            },
+            80,
+        );
+        assert_eq!(out, "\r\x1b[Kbuilding localhost/x:latest  0 s");
+        assert_eq!(
+            p.event(&Event::Line("STEP 2/3: RUN false"), 80),
+            "\r\x1b[K2/3 RUN false  0 s"
+        );
+        for l in [
+            "--> abc",
+            "",
+            "boom",
+            "Error: building at STEP \"RUN false\": exit status 1",
+        ] {
+            assert_eq!(p.event(&Event::Line(l), 80), "", "{l}");
+        }
+        assert_eq!(p.tick(80), "\r\x1b[K2/3 RUN false  0 s");
+        assert_eq!(
+            p.event(
+                &Event::Ended {
+                    name: "localhost/x:latest",
+                    log,
+                    built: false
+                },
+                80
+            ),
+            "\r\x1b[Kfailed to build localhost/x:latest after 0 s, at 2/3 RUN false; its last \
+             lines:\n  boom\n  Error: building at STEP \"RUN false\": exit status 1\n\
+             its log: /state/images/workbench.log\n"
+        );
+        assert_eq!(p.tick(80), "", "nothing is drawn between builds");
+        p.event(&Event::Waiting("localhost/x:latest"), 80);
+        assert_eq!(
+            p.tick(200),
+            "\r\x1b[Kwaiting for another shrooms-agent's build of localhost/x:latest  0 s"
+        );
+        assert_eq!(
+            p.event(
+                &Event::Ended {
+                    name: "localhost/x:latest",
+                    log,
+                    built: true
+                },
+                80
+            ),
+            "\r\x1b[Kbuilt localhost/x:latest in 0 s\n"
+        );
+    }
 
     fn report() -> doctor::Report {
         doctor::Report {

@@ -54,6 +54,17 @@ pub fn age(then: u64, now: u64) -> String {
     format!("{} ago", count(n, one, many))
 }
 
+/// How long something has taken, for a line that is rewritten as it goes:
+/// `0 s`, `12 s`, `1 min 12 s`, `1 h 5 min` (the units of [`age`], short,
+/// so that the line does not change its length every second).
+pub fn span(secs: u64) -> String {
+    match secs {
+        0..60 => format!("{secs} s"),
+        60..3600 => format!("{} min {} s", secs / 60, secs % 60),
+        _ => format!("{} h {} min", secs / 3600, secs % 3600 / 60),
+    }
+}
+
 /// A number and its noun, agreeing: `1 file`, `2 files`, `0 files`.
 pub fn count(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
@@ -85,6 +96,17 @@ mod tests {
             assert_eq!(age(t - d, t), s, "{d}");
         }
         assert_eq!(age(t + 10, t), "just now");
+        for (d, s) in [
+            (0, "0 s"),
+            (59, "59 s"),
+            (60, "1 min 0 s"),
+            (72, "1 min 12 s"),
+            (3599, "59 min 59 s"),
+            (3600, "1 h 0 min"),
+            (3 * 3600 + 5 * 60 + 9, "3 h 5 min"),
+        ] {
+            assert_eq!(span(d), s, "{d}");
+        }
         assert_eq!(count(1, "file", "files"), "1 file");
         assert_eq!(count(0, "file", "files"), "0 files");
         assert_eq!(count(2, "file", "files"), "2 files");

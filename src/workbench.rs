@@ -171,32 +171,54 @@ pub fn labelled(text: &str, hash: &str) -> String {
     out
 }
 
-/// Is this line of `podman build`'s output the start of a step? (`STEP 2/5:
-/// RUN ...`, `[1/2] STEP 2/5: ...` in a multi-stage build.) Shown as the
-/// progress of a build whose output is not a terminal.
-pub fn is_step_line(line: &str) -> bool {
-    let rest = match line.strip_prefix('[') {
-        Some(r) => match r.split_once("] ") {
-            Some((_, after)) => after,
-            None => return false,
-        },
-        None => line,
-    };
-    let Some(rest) = rest.strip_prefix("STEP ") else {
-        return false;
-    };
-    let Some((n, _)) = rest.split_once(':') else {
-        return false;
-    };
-    match n.split_once('/') {
-        Some((a, b)) => {
-            !a.is_empty()
-                && !b.is_empty()
-                && a.bytes().all(|c| c.is_ascii_digit())
-                && b.bytes().all(|c| c.is_ascii_digit())
-        }
-        None => false,
+/// A step of a build, as `podman build` announces it: `STEP 3/9: RUN
+/// apt-get ...`, with `[2/2] ` in front in a build of more than one stage
+/// (podman 4.3 and 5 alike; buildah's imagebuildah prints these lines).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step<'a> {
+    /// `[2/2]`: the stage and how many there are, when there are several.
+    pub stage: Option<(u32, u32)>,
+    /// `3/9`: the step in its stage and how many it has.
+    pub n: u32,
+    pub of: u32,
+    /// What the step does: `RUN apt-get ...`.
+    pub what: &'a str,
+}
+
+/// `A/B` of two numbers.
+fn fraction(s: &str) -> Option<(u32, u32)> {
+    let (a, b) = s.split_once('/')?;
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|c| c.is_ascii_digit());
+    if !digits(a) || !digits(b) {
+        return None;
     }
+    Some((a.parse().ok()?, b.parse().ok()?))
+}
+
+/// The step a line of `podman build`'s output starts, if it starts one.
+pub fn step_of(line: &str) -> Option<Step<'_>> {
+    let (stage, rest) = match line.strip_prefix('[') {
+        Some(r) => {
+            let (stage, after) = r.split_once("] ")?;
+            (Some(fraction(stage)?), after)
+        }
+        None => (None, line),
+    };
+    let rest = rest.strip_prefix("STEP ")?;
+    let (n, what) = rest.split_once(':')?;
+    let (n, of) = fraction(n)?;
+    Some(Step {
+        stage,
+        n,
+        of,
+        what: what.trim(),
+    })
+}
+
+/// Is this line of `podman build`'s output the start of a step? Shown as
+/// the progress of a build whose output is not a terminal.
+pub fn is_step_line(line: &str) -> bool {
+    step_of(line).is_some()
 }
 
 /// The config's `images_repo`: an image name without a tag or digest, in
@@ -610,14 +632,56 @@ mod tests {
         }
         for no in [
             "--> 006d55b27b3",
+            "--> Using cache 53a2860b6f1ab823f781876f1dd3fcd69b982faa3dc66694e1dcc61a41e096a9",
             "[2/2] COMMIT localhost/x:desktop",
             "STEP one",
+            "STEP 1/x: RUN a",
+            "[a/2] STEP 1/2: RUN a",
             "Successfully tagged localhost/x:latest",
             "Error: building at STEP \"RUN false\": exit status 1",
+            "hi",
             "",
         ] {
             assert!(!is_step_line(no), "{no}");
         }
+    }
+
+    #[test]
+    fn steps_golden() {
+        // podman 4.3.1 here, a single-stage target.
+        assert_eq!(
+            step_of("STEP 3/9: RUN apt-get update && apt-get install -y git"),
+            Some(Step {
+                stage: None,
+                n: 3,
+                of: 9,
+                what: "RUN apt-get update && apt-get install -y git",
+            })
+        );
+        // podman 4.3.1, `--target desktop`: the stage in front.
+        assert_eq!(
+            step_of(
+                "[2/2] STEP 1/2: FROM 53a2860b6f1ab823f781876f1dd3fcd69b982faa3dc66694e1dcc61a41e096a9 AS desktop"
+            ),
+            Some(Step {
+                stage: Some((2, 2)),
+                n: 1,
+                of: 2,
+                what: "FROM 53a2860b6f1ab823f781876f1dd3fcd69b982faa3dc66694e1dcc61a41e096a9 AS desktop",
+            })
+        );
+        // podman 5.x prints the same forms.
+        assert_eq!(
+            step_of("[1/2] STEP 12/14: LABEL xyz.vpavlin.shrooms.containerfile=abc"),
+            Some(Step {
+                stage: Some((1, 2)),
+                n: 12,
+                of: 14,
+                what: "LABEL xyz.vpavlin.shrooms.containerfile=abc",
+            })
+        );
+        // A step's own output that looks like one is only one at the start.
+        assert_eq!(step_of("echo STEP 1/2: x"), None);
     }
 
     #[test]

@@ -78,11 +78,6 @@ impl BuildLock {
         Ok(lock::try_take(path)?.map(|file| BuildLock { file }))
     }
 
-    /// Wait for it.
-    fn take(path: &Path) -> Result<BuildLock> {
-        lock::take(path).map(|file| BuildLock { file })
-    }
-
     /// The lock a spawning process took and passed on as descriptor `fd`.
     /// Made close-on-exec again at once, so that podman and what it starts
     /// never hold it (an orphaned RUN step would keep a dead build
@@ -555,10 +550,20 @@ pub struct BuildReport {
 
 /// What a foreground build shows as it goes.
 pub enum Event<'a> {
-    /// Another process builds this image; this one waits for it.
+    /// Another process builds this image; this one waits for it, and
+    /// follows that build's log (its lines come as `Line`s).
     Waiting(&'a str),
+    /// This process starts building this image.
+    Building { name: &'a str },
     /// A line of podman's output.
     Line(&'a str),
+    /// The build ended (this one's, or the one waited for): the image is
+    /// built, or it failed (the command's error says how).
+    Ended {
+        name: &'a str,
+        log: &'a Path,
+        built: bool,
+    },
 }
 
 pub fn build(
@@ -648,18 +653,26 @@ fn build_waiting(
     on_event: &mut dyn FnMut(Event),
 ) -> Result<Outcome> {
     let hash = workbench::hash(text);
+    let log = dir.log(s);
     let (_lock, waited_since) = match BuildLock::try_take(&dir.lock(s))? {
         Some(l) => (l, None),
         None => {
             on_event(Event::Waiting(name));
             let since = now();
-            (BuildLock::take(&dir.lock(s))?, Some(since))
+            (wait_following(dir, s, on_event)?, Some(since))
         }
     };
     if is_current(host, name, &hash)? {
         note_current(dir, s, &hash, custom)?;
         return Ok(match waited_since {
-            Some(_) => Outcome::BuiltByAnother,
+            Some(_) => {
+                on_event(Event::Ended {
+                    name,
+                    log: &log,
+                    built: true,
+                });
+                Outcome::BuiltByAnother
+            }
             None => Outcome::Current,
         });
     }
@@ -672,13 +685,75 @@ fn build_waiting(
             && *h == hash
             && at >= since
         {
+            on_event(Event::Ended {
+                name,
+                log: &log,
+                built: false,
+            });
             return Err(Error::failed(workbench::failure_message(s, line)));
         }
     }
-    build_now(host, dir, s, name, text, custom, &mut |l| {
+    on_event(Event::Building { name });
+    let built = build_now(host, dir, s, name, text, custom, &mut |l| {
         on_event(Event::Line(l))
-    })?;
+    });
+    on_event(Event::Ended {
+        name,
+        log: &log,
+        built: built.is_ok(),
+    });
+    built?;
     Ok(Outcome::Built)
+}
+
+/// Wait for the build another process runs, and pass on its log's lines as
+/// they are written, so that a build waited for shows how it goes as one
+/// run here would. The lock is asked every quarter second.
+fn wait_following(dir: &Dir, s: Stage, on_event: &mut dyn FnMut(Event)) -> Result<BuildLock> {
+    let mut follow = Follow::default();
+    loop {
+        follow.read(&dir.log(s), &mut |l| on_event(Event::Line(l)));
+        if let Some(lock) = BuildLock::try_take(&dir.lock(s))? {
+            // What the build wrote last, before it let go.
+            follow.read(&dir.log(s), &mut |l| on_event(Event::Line(l)));
+            return Ok(lock);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Where a log is read up to, and the line begun after it.
+#[derive(Default)]
+struct Follow {
+    offset: u64,
+    partial: Vec<u8>,
+}
+
+impl Follow {
+    /// Pass on the whole lines written since the last read. A log that
+    /// became shorter was begun again (a build starts by emptying it): read
+    /// from its start.
+    fn read(&mut self, path: &Path, on_line: &mut dyn FnMut(&str)) {
+        use std::io::{Read, Seek, SeekFrom};
+        let Ok(mut f) = File::open(path) else {
+            return;
+        };
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        if len < self.offset {
+            self.offset = 0;
+            self.partial.clear();
+        }
+        let mut new = Vec::new();
+        if f.seek(SeekFrom::Start(self.offset)).is_err() || f.read_to_end(&mut new).is_err() {
+            return;
+        }
+        self.offset += new.len() as u64;
+        self.partial.extend_from_slice(&new);
+        while let Some(at) = self.partial.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.partial.drain(..=at).collect();
+            on_line(String::from_utf8_lossy(&line[..at]).trim_end_matches('\r'));
+        }
+    }
 }
 
 /// Build one image here and now; the caller holds its lock. The record
@@ -917,6 +992,30 @@ mod tests {
         assert!(!building(&p).unwrap());
         drop(asking);
         assert!(BuildLock::try_take(&p).unwrap().is_some());
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_log_is_followed_as_it_grows_and_when_begun_again() {
+        let d = std::env::temp_dir().join(format!("shrooms-follow-test-{}", std::process::id()));
+        fs::create_dir_all(&d).unwrap();
+        let p = d.join("workbench.log");
+        let mut f = Follow::default();
+        let mut seen = Vec::new();
+        f.read(&p, &mut |l| seen.push(l.to_string()));
+        assert!(seen.is_empty(), "no log yet");
+        fs::write(&p, "STEP 1/2: FROM a\nhal").unwrap();
+        f.read(&p, &mut |l| seen.push(l.to_string()));
+        assert_eq!(seen, ["STEP 1/2: FROM a"], "a line begun waits for its end");
+        let mut file = OpenOptions::new().append(true).open(&p).unwrap();
+        file.write_all(b"f\nSTEP 2/2: RUN b\n").unwrap();
+        f.read(&p, &mut |l| seen.push(l.to_string()));
+        assert_eq!(seen, ["STEP 1/2: FROM a", "half", "STEP 2/2: RUN b"]);
+        // A new build empties the log and writes it again.
+        fs::write(&p, "STEP 1/3: FROM c\n").unwrap();
+        seen.clear();
+        f.read(&p, &mut |l| seen.push(l.to_string()));
+        assert_eq!(seen, ["STEP 1/3: FROM c"]);
         let _ = fs::remove_dir_all(&d);
     }
 

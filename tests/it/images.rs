@@ -840,3 +840,174 @@ fn a_stale_image_serves_while_it_is_built_again() {
         "compared with the embedded file's hash: {e:#}"
     );
 }
+
+/// Run the binary with its stderr on a terminal of its own (a pty opened
+/// here, 100 columns wide) and its stdout on a pipe: the Run's stderr is
+/// what was written to the terminal.
+fn on_terminal(w: &World, args: &[&str]) -> Run {
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    use std::io::Read;
+    use std::process::Stdio;
+    let master =
+        openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC).expect("a pty");
+    grantpt(&master).unwrap();
+    unlockpt(&master).unwrap();
+    let name = ptsname(&master, Vec::new()).unwrap();
+    rustix::termios::tcsetwinsize(
+        &master,
+        rustix::termios::Winsize {
+            ws_row: 24,
+            ws_col: 100,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        },
+    )
+    .unwrap();
+    let slave = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(name.to_str().unwrap())
+        .expect("the pty's terminal");
+    let mut c = w.command(args);
+    c.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(slave));
+    let child = c.spawn().expect("run shrooms-agent");
+    // The terminal is the child's alone now: reading ends (EIO) when the
+    // child and what it started have closed it.
+    drop(c);
+    let reader = thread::spawn(move || {
+        let mut master = fs::File::from(master);
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = master.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        got
+    });
+    let out = child.wait_with_output().expect("wait for shrooms-agent");
+    let terminal = reader.join().unwrap();
+    Run {
+        what: format!("(stderr on a terminal) shrooms-agent {}", args.join(" ")),
+        out: std::process::Output {
+            status: out.status,
+            stdout: out.stdout,
+            stderr: terminal,
+        },
+    }
+}
+
+/// Issue 15, point 11: `image build --wait` on a terminal shows one line
+/// rewritten in place (`\r` and erase-in-line) with the step as `N/M`, its
+/// name and the time so far, then a line that stays: built and how long,
+/// or failed with the build's last lines and its log. Without a terminal,
+/// podman's STEP lines as they come, and nothing rewritten.
+#[test]
+fn a_build_on_a_terminal_shows_one_progress_line() {
+    let im = Images::new();
+    let name = im.name("workbench");
+    // FROM, RUN echo, this RUN, and the LABEL appended: 4 steps, one of
+    // which lasts long enough for the line to be drawn again with the time.
+    let (cf, _) = im.containerfile("cf-tty", "RUN sleep 2");
+    let r = on_terminal(
+        &im.w,
+        &[
+            "image",
+            "build",
+            "--wait",
+            "--containerfile",
+            &cf.to_string_lossy(),
+        ],
+    )
+    .ok();
+    let tty = r.stderr();
+    let steps: Vec<&str> = tty.split("\r\x1b[K").collect();
+    for (n, what) in [
+        (1, "FROM localhost/shrooms-test-busybox"),
+        (2, "RUN echo"),
+        (3, "RUN sleep 2"),
+        (4, "LABEL xyz.vpavlin.shrooms.containerfile="),
+    ] {
+        let step = format!("{n}/4 {what}");
+        assert!(
+            steps.iter().any(|s| s.starts_with(&step)),
+            "no line for step {step}:\n{tty:?}"
+        );
+    }
+    // The line drawn again during the 2 s step, with the time so far.
+    let timed = |s: &&str| s.starts_with("3/4 RUN sleep 2  ") && s.ends_with(" s");
+    assert!(
+        steps.iter().filter(|s| timed(s)).count() >= 2,
+        "the sleep step was not drawn again with its time:\n{tty:?}"
+    );
+    let last = steps.last().unwrap();
+    assert!(
+        last.starts_with(&format!("built {name} in ")) && last.ends_with(" s\r\n"),
+        "the line that stays: {last:?}\n{tty:?}"
+    );
+    // Rewritten in place: the only line ends are the last line's.
+    assert_eq!(tty.matches('\n').count(), 1, "{tty:?}");
+    assert!(
+        !tty.contains("STEP "),
+        "podman's own lines are not shown: {tty:?}"
+    );
+    // No line is wider than the terminal.
+    for s in &steps {
+        assert!(s.trim_end().chars().count() < 100, "{s:?}");
+    }
+    assert!(
+        r.stdout().contains(&format!("built {name}")),
+        "{}",
+        r.explain()
+    );
+
+    // Failed: the last lines and the log, after the progress line.
+    let (bad, _) = im.containerfile("cf-tty-bad", "RUN echo broken-on-purpose >&2; false");
+    let r = on_terminal(
+        &im.w,
+        &[
+            "image",
+            "build",
+            "--wait",
+            "--containerfile",
+            &bad.to_string_lossy(),
+        ],
+    )
+    .code_is(1);
+    let tty = r.stderr();
+    let log = im.w.state.join("images/workbench.log");
+    let last = tty.rsplit("\r\x1b[K").next().unwrap();
+    assert!(
+        last.starts_with(&format!("failed to build {name} after "))
+            && last
+                .contains(" s, at 3/4 RUN echo broken-on-purpose >&2; false; its last lines:\r\n"),
+        "{tty:?}"
+    );
+    assert!(last.contains("\r\n  broken-on-purpose\r\n"), "{tty:?}");
+    assert!(
+        last.contains(&format!("its log: {}\r\n", log.display())),
+        "{tty:?}"
+    );
+    assert!(
+        last.contains("shrooms-agent: error: building the workbench image: broken-on-purpose"),
+        "the error follows: {tty:?}"
+    );
+
+    // Without a terminal: podman's STEP lines, nothing rewritten.
+    let (cf2, _) = im.containerfile("cf-pipe", "RUN sleep 1");
+    let r = im
+        .build(&["--wait", "--containerfile", &cf2.to_string_lossy()])
+        .ok();
+    let err = r.stderr();
+    assert!(!err.contains('\r'), "{err:?}");
+    for n in 1..=4 {
+        assert!(
+            err.lines().any(|l| l.starts_with(&format!("STEP {n}/4: "))),
+            "no STEP {n}/4 line: {err:?}"
+        );
+    }
+    assert!(!err.contains("built "), "{err:?}");
+}
