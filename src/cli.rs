@@ -335,7 +335,8 @@ pub struct CreateArgs {
     /// The project folder; mounted read-write at its own path
     #[arg(long, value_name = "DIR")]
     pub dir: PathBuf,
-    /// The harness the session runs
+    /// The harness the session runs. pi runs the image's pi (unless [harness] pi names the
+    /// machine's): an image without one is refused (asked once per image, and kept)
     #[arg(long, value_enum, default_value_t = HarnessArg::Claude)]
     pub harness: HarnessArg,
     /// Print the podman argv and the env file (secrets redacted), and change nothing

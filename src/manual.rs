@@ -264,8 +264,8 @@ fn exit_status(r: &mut Roff) {
         ("1", "Failed: podman, the file system, the machine."),
         (
             "2",
-            "Bad input: a bad name, folder, flag or config, or a session name that is \
-             taken; nothing was changed.",
+            "Bad input: a bad name, folder, flag or config, a session name that is \
+             taken, or a pi session's image without pi; nothing was changed.",
         ),
         ("3", "Busy: another command holds the session."),
         (

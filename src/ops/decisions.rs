@@ -83,6 +83,26 @@ mod calls {
         ]
     }
 
+    /// A pi session with an image not ours, the first time: the image is
+    /// looked at, then asked whether it has pi (a container of it, run and
+    /// removed), then the container made, unless it has none.
+    pub fn create_pi_looked(
+        image: &str,
+        id: &str,
+        create_argv: Option<&[String]>,
+    ) -> Vec<Vec<String>> {
+        let mut calls = vec![image_inspect(image), crate::podman::argv::look_for_pi(id)];
+        calls.extend(create_argv.map(<[String]>::to_vec));
+        calls
+    }
+
+    /// ... and the next time: the answer is kept, nothing is run.
+    pub fn create_pi_known(image: &str, create_argv: Option<&[String]>) -> Vec<Vec<String>> {
+        let mut calls = vec![image_inspect(image)];
+        calls.extend(create_argv.map(<[String]>::to_vec));
+        calls
+    }
+
     pub fn move_in(create_argv: &[String]) -> Vec<Vec<String>> {
         vec![image_inspect(OUR_IMAGE), create_argv.to_vec()]
     }
@@ -403,6 +423,135 @@ fn create_refused_for_a_missing_image_asks_only_about_the_image() {
             .with_extension("lock")
             .exists(),
         "no lock file is left"
+    );
+}
+
+/// podman's inspect of an image not ours.
+fn their_image() -> String {
+    serde_json::json!([{"Id": "feed5678", "Config": {"Env": ["PATH=/usr/bin:/bin"]}}]).to_string()
+}
+
+fn pi_request(w: &World, name: &str, dry_run: bool) -> super::create::CreateRequest {
+    let mut req = create_request(w, name);
+    req.harness = crate::harness::Harness::Pi;
+    req.choice.image = Some("localhost/theirs:1".into());
+    req.dry_run = dry_run;
+    req
+}
+
+#[test]
+fn a_pi_session_with_an_image_without_pi_is_refused_and_asked_once() {
+    let w = World::new("nopi", |f| {
+        f.on_prefix(&["image", "inspect"], Answer::out(their_image()))
+            .on_prefix(&["run"], Answer::out("pi-missing\n"))
+    });
+    // A dry run looks, says it would be refused, and keeps nothing.
+    let dry = super::create::create(&w.ctx, &pi_request(&w, "notes", true)).unwrap();
+    let refused = dry
+        .refused
+        .as_ref()
+        .expect("the dry run says it would be refused");
+    assert_eq!(refused.kind, Kind::BadInput);
+    assert_eq!(
+        w.fake.calls(),
+        calls::create_pi_looked("localhost/theirs:1", "feed5678", None)
+    );
+    assert!(!w.ctx.settings.state_dir.exists(), "the state was touched");
+    w.fake.clear();
+
+    let e = super::create::create(&w.ctx, &pi_request(&w, "notes", false)).unwrap_err();
+    assert_eq!(e.kind, Kind::BadInput);
+    assert!(
+        e.message.starts_with(
+            "the image localhost/theirs:1 has no `pi` program on its PATH, and a pi session's \
+             cage runs the image's pi: add pi to the image"
+        ),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.message.contains("localhost/shrooms-workbench:latest"),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.words(crate::error::Face::Terminal)
+            .contains("--image IMAGE"),
+        "{}",
+        e.words(crate::error::Face::Terminal)
+    );
+    assert_eq!(
+        w.fake.calls(),
+        calls::create_pi_looked("localhost/theirs:1", "feed5678", None)
+    );
+    assert!(!w.ctx.store.exists("notes"));
+    w.fake.clear();
+    // Asked once: the second create runs nothing.
+    let e = super::create::create(&w.ctx, &pi_request(&w, "notes", false)).unwrap_err();
+    assert_eq!(e.kind, Kind::BadInput);
+    assert_eq!(
+        w.fake.calls(),
+        calls::create_pi_known("localhost/theirs:1", None)
+    );
+}
+
+#[test]
+fn a_pi_session_with_an_image_with_pi_is_made_and_asked_once() {
+    let w = World::new("haspi", |f| {
+        f.on_prefix(&["image", "inspect"], Answer::out(their_image()))
+            .on_prefix(&["run"], Answer::out("pi-found\n"))
+            .on_prefix(&["create"], Answer::out("c0ffee\n"))
+    });
+    let created = super::create::create(&w.ctx, &pi_request(&w, "notes", false)).unwrap();
+    let argv = argv_of(&created);
+    assert_eq!(
+        w.fake.calls(),
+        calls::create_pi_looked("localhost/theirs:1", "feed5678", Some(&argv))
+    );
+    assert!(created.warnings.is_empty(), "{:?}", created.warnings);
+    w.fake.clear();
+    let created = super::create::create(&w.ctx, &pi_request(&w, "notes2", false)).unwrap();
+    let argv = argv_of(&created);
+    assert_eq!(
+        w.fake.calls(),
+        calls::create_pi_known("localhost/theirs:1", Some(&argv))
+    );
+}
+
+#[test]
+fn a_pi_session_with_our_image_runs_nothing_to_know() {
+    let w = World::new("ourpi", |f| {
+        f.on_prefix(&["image", "inspect"], Answer::out(our_image()))
+            .on_prefix(&["create"], Answer::out("c0ffee\n"))
+    });
+    let mut req = create_request(&w, "notes");
+    req.harness = crate::harness::Harness::Pi;
+    let created = super::create::create(&w.ctx, &req).unwrap();
+    assert_eq!(w.fake.calls(), calls::create_ordinary(&argv_of(&created)));
+}
+
+#[test]
+fn a_failed_look_for_pi_is_a_warning_and_asked_again() {
+    let w = World::new("lookfails", |f| {
+        f.on_prefix(&["image", "inspect"], Answer::out(their_image()))
+            .on_prefix(&["run"], Answer::fail(126, "Error: runc: it broke"))
+            .on_prefix(&["create"], Answer::out("c0ffee\n"))
+    });
+    let created = super::create::create(&w.ctx, &pi_request(&w, "notes", false)).unwrap();
+    assert_eq!(
+        created.warnings,
+        [format!(
+            "whether the image localhost/theirs:1 has a `pi` program could not be looked at \
+             (Error: runc: it broke): `cage run` fails if it has none. Name your pi with \
+             `pi = \"/path/to/pi\"` under `[harness]` in {} to use the machine's",
+            crate::settings::config_file_words(&w.ctx.settings.config_path)
+        )]
+    );
+    w.fake.clear();
+    let created = super::create::create(&w.ctx, &pi_request(&w, "notes2", false)).unwrap();
+    assert_eq!(
+        w.fake.calls(),
+        calls::create_pi_looked("localhost/theirs:1", "feed5678", Some(&argv_of(&created)))
     );
 }
 
@@ -1029,38 +1178,4 @@ fn a_dry_run_shows_the_argv_of_a_create_that_would_be_refused() {
         calls::create_refused_no_image("localhost/absent:1")
     );
     assert!(!w.ctx.settings.state_dir.exists(), "the state was touched");
-}
-
-/// `--harness pi` with an image that is not ours and no configured pi: a
-/// warning that names the image and the config file, and no extra call;
-/// with ours, none.
-#[test]
-fn a_pi_cage_from_an_image_not_ours_is_warned_of() {
-    let not_ours = serde_json::json!([{"Id": "0123abcd",
-        "Config": {"Env": ["PATH=/usr/bin:/bin"], "Labels": {}}}])
-    .to_string();
-    let w = World::new("pi-image", |f| {
-        f.on_prefix(&["image", "inspect"], Answer::out(not_ours))
-    });
-    let mut req = create_request(&w, "web");
-    req.harness = crate::harness::Harness::Pi;
-    req.dry_run = true;
-    req.choice.image = Some("localhost/other:1".into());
-    let created = super::create::create(&w.ctx, &req).unwrap();
-    assert!(
-        created.warnings.iter().any(|x| x.contains(
-            "the image localhost/other:1 is not one of shrooms-agent's, and whether it has a `pi`"
-        ) && x.contains("config.toml")),
-        "{:?}",
-        created.warnings
-    );
-    assert_eq!(w.fake.calls(), [calls::image_inspect("localhost/other:1")]);
-    let w = w.podman(|f| f.on_prefix(&["image", "inspect"], Answer::out(our_image())));
-    req.choice.image = None;
-    let created = super::create::create(&w.ctx, &req).unwrap();
-    assert!(
-        !created.warnings.iter().any(|x| x.contains("`pi`")),
-        "{:?}",
-        created.warnings
-    );
 }

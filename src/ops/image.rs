@@ -505,6 +505,122 @@ fn rebuild_in_background(dir: &Dir, stage: Stage) -> Result<()> {
     Ok(())
 }
 
+// ---- pi in a cage's image ------------------------------------------------------
+
+/// Whether a cage's image has a `pi` on its PATH (a pi session runs the
+/// image's pi unless the config names one of the machine's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pi {
+    Has,
+    Lacks,
+    /// The look itself failed (podman, the runtime): why.
+    Unknown(String),
+}
+
+/// What was learnt of pi in an image, and whether a container was run to
+/// learn it (then `keep_pi` keeps the answer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PiLook {
+    pub image_id: String,
+    pub pi: Pi,
+    pub looked: bool,
+}
+
+/// Pure: an image built from this binary's embedded Containerfile (ours,
+/// or one built FROM ours, which inherits the label) has pi: the
+/// Containerfile installs it. Nothing is run to know that. An image of
+/// ours built from an owner's `--containerfile` carries another hash and
+/// is looked into like any other.
+pub fn pi_known(inspect: &ImageInspect) -> bool {
+    present_of(inspect).label.as_deref() == Some(workbench::embedded_hash().as_str())
+}
+
+/// Pure: the answer of a finished look ([`crate::podman::argv::look_for_pi`]).
+/// No `sh` in the image (podman's 127, "executable file not found", and
+/// nothing printed) is no pi: pi's own first line asks for a `node` found
+/// through the PATH, by a program an image without a shell is unlikely to
+/// have; any other failure is podman's or the runtime's, and says nothing
+/// of the image.
+pub fn pi_of(out: &runner::Captured) -> Pi {
+    use crate::podman::argv::{PI_FOUND, PI_MISSING};
+    let said = out.stdout.lines().map(str::trim).find(|l| !l.is_empty());
+    match (out.code, said) {
+        (Some(0), Some(PI_FOUND)) => Pi::Has,
+        (Some(0), Some(PI_MISSING)) => Pi::Lacks,
+        (Some(127), None) if out.stderr.contains("executable file not found") => Pi::Lacks,
+        _ => Pi::Unknown(match out.last_stderr_line() {
+            "" => format!(
+                "podman run ended with {}",
+                out.code
+                    .map(|c| format!("status {c}"))
+                    .unwrap_or_else(|| "a signal".into())
+            ),
+            line => line.to_string(),
+        }),
+    }
+}
+
+/// `<state>/images/pi.json`: the answers so far, by image ID. An ID names
+/// an image's content, so an answer never goes stale.
+fn pi_file(ctx: &Context) -> PathBuf {
+    Dir::of(ctx).0.join("pi.json")
+}
+
+fn read_pi_answers(path: &Path) -> std::collections::BTreeMap<String, bool> {
+    // A damaged file is read as none: the images are asked again.
+    fs::read_to_string(path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default()
+}
+
+/// Does this image have pi? Known from its label, or from the answer kept
+/// for its ID, or else asked of the image once (a container of it, run and
+/// removed: about a third of a second). Writes nothing: [`keep_pi`] does.
+pub fn pi_in_image(ctx: &Context, host: &Host, inspect: &ImageInspect) -> PiLook {
+    let look = |pi, looked| PiLook {
+        image_id: inspect.id.clone(),
+        pi,
+        looked,
+    };
+    if pi_known(inspect) {
+        return look(Pi::Has, false);
+    }
+    if let Some(&has) = read_pi_answers(&pi_file(ctx)).get(&inspect.id) {
+        return look(if has { Pi::Has } else { Pi::Lacks }, false);
+    }
+    let argv = crate::podman::argv::look_for_pi(&inspect.id);
+    let pi = match host
+        .podman
+        .process(&argv)
+        .timeout(Duration::from_secs(120))
+        .capture()
+    {
+        Ok(out) => pi_of(&out),
+        Err(e) => Pi::Unknown(e.message),
+    };
+    look(pi, true)
+}
+
+/// Keep what a look learnt, so that the next create with this image runs
+/// nothing. A look that failed is not kept: it is asked again.
+pub fn keep_pi(ctx: &Context, look: &PiLook) -> Result<()> {
+    let has = match (&look.pi, look.looked) {
+        (Pi::Has, true) => true,
+        (Pi::Lacks, true) => false,
+        _ => return Ok(()),
+    };
+    let dir = Dir::of(ctx);
+    dir.ensure()?;
+    let path = pi_file(ctx);
+    let mut answers = read_pi_answers(&path);
+    answers.insert(look.image_id.clone(), has);
+    let mut text = serde_json::to_string_pretty(&answers)
+        .map_err(|e| Error::failed(format!("writing {}: {e}", path.display())))?;
+    text.push('\n');
+    write_atomic(&path, text.as_bytes(), 0o600)
+}
+
 // ---- image build -------------------------------------------------------------
 
 #[derive(Debug, Clone)]
@@ -965,6 +1081,45 @@ pub fn worker(ctx: &Context, jobs: &[String]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_a_look_for_pi_says() {
+        let out = |code, stdout: &str, stderr: &str| runner::Captured {
+            code,
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+        };
+        assert_eq!(pi_of(&out(Some(0), "pi-found\n", "")), Pi::Has);
+        assert_eq!(pi_of(&out(Some(0), "pi-missing\n", "")), Pi::Lacks);
+        // No sh in the image: podman 4.3's words.
+        assert_eq!(
+            pi_of(&out(
+                Some(127),
+                "",
+                "Error: runc: runc create failed: unable to start container process: exec: \
+                 \"sh\": executable file not found in $PATH: OCI runtime attempted to invoke a \
+                 command that was not found\n"
+            )),
+            Pi::Lacks
+        );
+        // The runtime failed: nothing is known of the image.
+        let rlimit = "Error: runc: runc create failed: unable to start container process: \
+                      error during container init: error setting rlimits for ready process: \
+                      error setting rlimit type 7: operation not permitted: OCI permission denied";
+        assert_eq!(
+            pi_of(&out(Some(126), "", rlimit)),
+            Pi::Unknown(rlimit.into())
+        );
+        assert_eq!(
+            pi_of(&out(Some(125), "", "")),
+            Pi::Unknown("podman run ended with status 125".into())
+        );
+        // An image whose sh prints something else first is not believed.
+        assert!(matches!(
+            pi_of(&out(Some(0), "hello\npi-found\n", "")),
+            Pi::Unknown(_)
+        ));
+    }
 
     #[test]
     fn jobs() {

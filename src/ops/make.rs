@@ -87,6 +87,12 @@ pub fn plan(
 ) -> Result<CagePlan> {
     check_choice(choice, harness)?;
     let facts = facts(ctx, host, session, dir, harness, choice)?;
+    // What a look into the image learnt of pi is kept, refused or not, so
+    // that the next create with this image runs nothing; a dry run writes
+    // nothing.
+    if let (Some(look), false) = (&facts.pi, dry_run) {
+        super::image::keep_pi(ctx, look)?;
+    }
     let mut plan = match decide(&facts, choice, &ctx.settings, dry_run) {
         Ok(plan) => plan,
         Err(Refused {
@@ -134,6 +140,8 @@ pub struct Facts {
     pub found: Found,
     /// The harness program found (None: none on PATH, or pi's own).
     pub program: Option<PathBuf>,
+    /// A pi session with the image's own pi: whether the image has one.
+    pub pi: Option<super::image::PiLook>,
     pub options: OptionFacts,
     /// This state folder's identity, if it has one yet.
     pub state_id: Option<String>,
@@ -293,6 +301,12 @@ pub fn facts(
         .unwrap_or_else(|| ctx.settings.image.clone());
     let image = super::image::facts_for_cage(ctx, host, &image)?;
     let (found, program) = gather(ctx, harness, dir, &container)?;
+    // Seed, "Choosing an image": a caged pi runs the image's pi, unless the
+    // config names one of the machine's (then that is mounted).
+    let pi = match (harness, &program, &image.inspect) {
+        (Harness::Pi, None, Some(inspect)) => Some(super::image::pi_in_image(ctx, host, inspect)),
+        _ => None,
+    };
     let sealed = match sealed_facts {
         None => None,
         Some((token_file, transcript)) => {
@@ -335,6 +349,7 @@ pub fn facts(
         container,
         found,
         program,
+        pi,
         options,
         state_id: ctx.store.state_id_if_any()?,
         led_to,
@@ -480,27 +495,21 @@ pub fn decide(
                 .to_string(),
         );
     }
-    // A caged pi runs the image's pi unless the config names one. Ours has
-    // it; of another image nothing is run to look (that would cost a
-    // container per create), so the owner is told before the first turn
-    // finds out.
-    let ours = f.image.stage.is_some()
-        || image_choice.as_ref().is_some_and(|c| {
-            c.inspect
-                .config
-                .labels
-                .as_ref()
-                .is_some_and(|l| l.contains_key(crate::workbench::LABEL))
-        });
-    if f.harness == Harness::Pi && f.program.is_none() && !ours {
-        warnings.push(format!(
-            "the image {} is not one of shrooms-agent's, and whether it has a `pi` program is \
-             not looked at (nothing of it is run to check): `cage run` fails if it has none. \
-             Build it FROM ours, or name your pi with `pi = \"/path/to/pi\"` under `[harness]` \
-             in {}",
-            f.image.image,
-            crate::settings::config_file_words(&settings.config_path)
-        ));
+    // A caged pi runs the image's pi unless the config names one: an image
+    // without it is refused now, not at the first turn with a runtime's
+    // "executable file not found".
+    if let Some(look) = &f.pi {
+        let config = crate::settings::config_file_words(&settings.config_path);
+        match &look.pi {
+            super::image::Pi::Has => {}
+            super::image::Pi::Lacks => soft(Err(no_pi(&f.image.image, settings, &config).into()))?,
+            super::image::Pi::Unknown(why) => warnings.push(format!(
+                "whether the image {} has a `pi` program could not be looked at ({why}): \
+                 `cage run` fails if it has none. Name your pi with `pi = \"/path/to/pi\"` \
+                 under `[harness]` in {config} to use the machine's",
+                f.image.image
+            )),
+        }
     }
     let (found_options, options, make_volume) = options(&f.options, choice)?;
     let request = Request {
@@ -584,6 +593,22 @@ pub fn decide(
         sealed: sealed_parts,
         conversation: choice.conversation.clone(),
         rebuild,
+    })
+}
+
+/// A pi session's image without pi: what to do instead (the face words
+/// the other image: `--image`, or a body's `"image"`).
+fn no_pi(image: &str, settings: &Settings, config: &str) -> Error {
+    Error::bad_input(format!(
+        "the image {image} has no `pi` program on its PATH, and a pi session's cage runs the \
+         image's pi: add pi to the image (`RUN npm install -g @mariozechner/pi-coding-agent` \
+         in its Containerfile, with a Node.js of 20.6 or newer), name a pi of this machine with \
+         `pi = \"/path/to/pi\"` under `[harness]` in {config}, or use shrooms-agent's \
+         workbench image ({}), which has pi",
+        crate::workbench::image_name(&settings.images_repo, crate::workbench::Stage::Workbench)
+    ))
+    .next(crate::error::Next::OtherImage {
+        config: config.to_string(),
     })
 }
 

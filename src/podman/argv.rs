@@ -331,6 +331,43 @@ pub fn image_rm(image: &str) -> Vec<String> {
     named(&["image", "rm"], &[image])
 }
 
+/// The words the look for pi prints: it found one, or not.
+pub const PI_FOUND: &str = "pi-found";
+pub const PI_MISSING: &str = "pi-missing";
+
+/// Is there a `pi` on an image's PATH? Asked of the image itself (by its
+/// ID), in a container that is removed at once, has no network, no
+/// capabilities and never gains privileges, and pulls nothing: its `sh`
+/// says, since pi is a node script that needs a shell's neighbours anyway
+/// (an image without `sh` has no pi that could run). The answer is printed
+/// rather than an exit status, which podman's own failures (125-127) and
+/// the runtime's would blur.
+pub fn look_for_pi(image_id: &str) -> Vec<String> {
+    let script = format!(
+        "if command -v pi >/dev/null 2>&1; then echo {PI_FOUND}; else echo {PI_MISSING}; fi"
+    );
+    [
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--pull",
+        "never",
+        "--cap-drop",
+        "ALL",
+        "--security-opt",
+        "no-new-privileges",
+        "--entrypoint",
+        "sh",
+        "--",
+        image_id,
+        "-c",
+        &script,
+    ]
+    .map(str::to_string)
+    .to_vec()
+}
+
 /// `podman exec` of a command in a cage (`cage exec`).
 pub fn exec(
     container: &str,
@@ -689,6 +726,27 @@ mod tests {
             ["image", "inspect", "--format", "json", "--", "--privileged"]
         );
         assert_eq!(image_rm("abc"), ["image", "rm", "--", "abc"]);
+        assert_eq!(
+            look_for_pi("0123abcd"),
+            [
+                "run",
+                "--rm",
+                "--network",
+                "none",
+                "--pull",
+                "never",
+                "--cap-drop",
+                "ALL",
+                "--security-opt",
+                "no-new-privileges",
+                "--entrypoint",
+                "sh",
+                "--",
+                "0123abcd",
+                "-c",
+                "if command -v pi >/dev/null 2>&1; then echo pi-found; else echo pi-missing; fi"
+            ]
+        );
         let mut s = spec(Network::Bridge);
         s.image = "--privileged".into();
         assert!(create(&s).ends_with(&words(&["--", "--privileged", "-P"])));

@@ -386,3 +386,145 @@ fn eventually(within: Duration, mut f: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+// ---- pi in a pi session's image ---------------------------------------------
+
+/// The `podman run` calls among the logged ones: the look into an image.
+fn runs(podman: &Logged) -> Vec<String> {
+    podman
+        .calls()
+        .into_iter()
+        .filter(|c| c.starts_with("run "))
+        .collect()
+}
+
+/// `cage create --harness pi` with an image that has no `pi` (the test
+/// busybox image) is refused at create, exit 2, with a message that names
+/// the image and what to do; over HTTP, 400 with the request's words. The
+/// image is asked once, in a container run and removed: the next create,
+/// the dry run and serve's create run nothing. Nothing is made.
+fn pi_is_looked_for_once_and_its_absence_refused(w: World) {
+    let podman = Logged::new(&w);
+    let name = w.session("nopi");
+    let project = w.dir(&format!("projects/{name}"));
+    let dir = project.to_string_lossy().into_owned();
+    let create = ["cage", "create", &name, "--dir", &dir, "--harness", "pi"];
+    podman.clear();
+    let r = w.run(&create).code_is(2);
+    let err = r.stderr();
+    for says in [
+        format!("the image {IMAGE} has no `pi` program on its PATH"),
+        "RUN npm install -g @mariozechner/pi-coding-agent".to_string(),
+        "`pi = \"/path/to/pi\"` under `[harness]`".to_string(),
+        "localhost/shrooms-workbench:latest), which has pi".to_string(),
+        "--image IMAGE".to_string(),
+    ] {
+        assert!(err.contains(&says), "no {says:?} in:\n{}", r.explain());
+    }
+    let looked = runs(&podman);
+    assert_eq!(looked.len(), 1, "{:?}", podman.calls());
+    assert!(
+        looked[0].starts_with("run --rm --network none --pull never --cap-drop ALL"),
+        "{looked:?}"
+    );
+    assert!(!w.record_path(&name).exists(), "a record was made");
+    assert!(w.containers_of(&name).is_empty(), "a container was made");
+    // Kept: the look's container is gone, and the next create runs none.
+    let left = w.podman(&["ps", "-a", "--format", "{{.Names}} {{.Command}}"]);
+    assert!(
+        !String::from_utf8_lossy(&left.stdout).contains("command -v pi"),
+        "the look's container was left: {}",
+        show_output(&left)
+    );
+    podman.clear();
+    let r = w.run(&create).code_is(2);
+    assert!(
+        r.stderr().contains("has no `pi` program"),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        runs(&podman).is_empty(),
+        "asked again: {:?}",
+        podman.calls()
+    );
+
+    // A dry run shows the argv and says it would be refused, with the code.
+    let mut dry = create.to_vec();
+    dry.push("--dry-run");
+    let r = w.run(&dry).code_is(2);
+    assert!(
+        r.stdout()
+            .contains("the real create would be refused: the image"),
+        "{}",
+        r.explain()
+    );
+    assert!(r.stdout().contains(" create "), "{}", r.explain());
+    assert!(
+        r.stderr().contains("has no `pi` program"),
+        "{}",
+        r.explain()
+    );
+    assert!(runs(&podman).is_empty(), "{:?}", podman.calls());
+
+    // Over HTTP: 400, worded for a request.
+    let token = "t0k3n-for-the-pi-test-0123456789abcdef";
+    let file = w.file("serve-token", &format!("{token}\n"));
+    fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).unwrap();
+    let s = w.serve(&["--token-file", &file.to_string_lossy()], &[]);
+    let body = format!(r#"{{"name": "{name}", "dir": "{dir}", "harness": "pi"}}"#);
+    let auth = format!("Bearer {token}");
+    let r = http(
+        "POST",
+        &format!("{}/v1/sessions", s.url),
+        Some(&body),
+        &[("authorization", &auth)],
+    )
+    .is(400);
+    let e = r.error();
+    assert!(
+        e.contains(&format!("the image {IMAGE} has no `pi` program")),
+        "{e}"
+    );
+    assert!(e.contains("the request's \"image\""), "{e}");
+    assert!(!e.contains("--image"), "{e}");
+    assert!(runs(&podman).is_empty(), "{:?}", podman.calls());
+    assert!(!w.record_path(&name).exists());
+}
+
+#[test]
+fn pi_is_looked_for_once_and_its_absence_refused_rootful() {
+    pi_is_looked_for_once_and_its_absence_refused(World::new());
+}
+
+#[test]
+fn pi_is_looked_for_once_and_its_absence_refused_rootless() {
+    pi_is_looked_for_once_and_its_absence_refused(World::rootless());
+}
+
+/// With the Debian image that has the real pi, the create passes, having
+/// asked the image once; a second session with the same image asks nothing.
+fn real_pi_image_is_looked_into_once(w: World) {
+    let image = real_pi_image();
+    let podman = Logged::new(&w);
+    podman.clear();
+    for n in ["withpi", "withpi2"] {
+        let name = w.session(n);
+        let project = w.dir(&format!("projects/{name}"));
+        let r = w.create(&name, &project, &["--harness", "pi", "--image", &image]);
+        assert!(!r.stderr().contains("`pi`"), "{}", r.explain());
+        assert!(w.record_path(&name).exists());
+    }
+    let looked = runs(&podman);
+    assert_eq!(looked.len(), 1, "{:?}", podman.calls());
+}
+
+#[test]
+fn real_pi_image_is_looked_into_once_rootful() {
+    real_pi_image_is_looked_into_once(World::new());
+}
+
+#[test]
+fn real_pi_image_is_looked_into_once_rootless() {
+    real_pi_image_is_looked_into_once(World::rootless());
+}

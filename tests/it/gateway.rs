@@ -875,7 +875,10 @@ fn pass_env_refuses_credentials_unless_pass_secrets() {
 /// (the one left out among them) is refused, and the mock never sees it.
 fn pi_routes_are_only_model_routes(w: World) {
     let mock = Mock::start();
-    world_for(&w, &mock, "");
+    // The test image has no pi of its own: a pi of the machine's.
+    let pi = w.file("tools/pi", "#!/bin/sh\n");
+    std::fs::set_permissions(&pi, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    world_for(&w, &mock, &format!("[harness]\npi = \"{}\"", pi.display()));
     let agent = w.home.join(".pi/agent");
     std::fs::create_dir_all(&agent).unwrap();
     let models = serde_json::json!({"providers": {
