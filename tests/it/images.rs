@@ -1011,3 +1011,37 @@ fn a_build_on_a_terminal_shows_one_progress_line() {
     }
     assert!(!err.contains("built "), "{err:?}");
 }
+
+/// A `--wait` on a terminal that waits for a build running in the
+/// background (started by `image build` without `--wait`, as `cage
+/// create` starts one) follows that build's log: it says it waits, then
+/// shows the steps as the build writes them, then the line that stays.
+#[test]
+fn a_build_waited_for_on_a_terminal_shows_its_steps_from_its_log() {
+    let im = Images::new();
+    let name = im.name("workbench");
+    let (cf, _) = im.containerfile("cf-bg", "RUN sleep 3");
+    let cf = cf.to_string_lossy().into_owned();
+    let r = im.build(&["--containerfile", &cf]).ok();
+    assert!(r.stdout().contains("in the background"), "{}", r.explain());
+    let r = on_terminal(&im.w, &["image", "build", "--wait", "--containerfile", &cf]).ok();
+    let tty = r.stderr();
+    let lines: Vec<&str> = tty.split("\r\x1b[K").collect();
+    assert!(
+        lines.iter().any(|l| l.starts_with(&format!(
+            "waiting for another shrooms-agent's build of {name}  "
+        ))),
+        "{tty:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("3/4 RUN sleep 3  ")),
+        "the step from the background build's log: {tty:?}"
+    );
+    let last = lines.last().unwrap();
+    assert!(last.starts_with(&format!("built {name} in ")), "{tty:?}");
+    assert!(
+        r.stdout().contains("was built by another shrooms-agent"),
+        "{}",
+        r.explain()
+    );
+}
