@@ -477,7 +477,7 @@ pub enum ImageCommand {
         One build at a time per image: another `image build --wait` waits for it, follows its log and reports its result.\n\
         --wait on a terminal shows one line, rewritten in place: the step (3/9), its name and the time so far, \
         then whether it was built (and how long it took) or the failure with the build's last lines and its log. \
-        Without a terminal, or with --json, podman's STEP lines as they come."
+        Without a terminal, podman's STEP lines as they come (with --json on a terminal, all of podman's lines)."
     )]
     Build(ImageBuildArgs),
     /// Show the machine's image and ours: present, current, being built, the last build's error
