@@ -537,10 +537,10 @@ pub fn pi_known(inspect: &ImageInspect) -> bool {
 
 /// Pure: the answer of a finished look ([`crate::podman::argv::look_for_pi`]).
 /// No `sh` in the image (podman's 127, "executable file not found", and
-/// nothing printed) is no pi: pi's own first line asks for a `node` found
-/// through the PATH, by a program an image without a shell is unlikely to
-/// have; any other failure is podman's or the runtime's, and says nothing
-/// of the image.
+/// nothing printed) is taken as no pi: pi is a node script started through
+/// `#!/usr/bin/env node`, and an image without even a shell is not one pi
+/// is installed in. Any other failure is podman's or the runtime's, and
+/// says nothing of the image.
 pub fn pi_of(out: &runner::Captured) -> Pi {
     use crate::podman::argv::{PI_FOUND, PI_MISSING};
     let said = out.stdout.lines().map(str::trim).find(|l| !l.is_empty());
@@ -561,7 +561,8 @@ pub fn pi_of(out: &runner::Captured) -> Pi {
 }
 
 /// `<state>/images/pi.json`: the answers so far, by image ID. An ID names
-/// an image's content, so an answer never goes stale.
+/// an image's content, so an answer never goes stale. Two creates that
+/// write it at once may lose one's answer: that image is asked again.
 fn pi_file(ctx: &Context) -> PathBuf {
     Dir::of(ctx).0.join("pi.json")
 }

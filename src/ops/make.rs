@@ -301,8 +301,8 @@ pub fn facts(
         .unwrap_or_else(|| ctx.settings.image.clone());
     let image = super::image::facts_for_cage(ctx, host, &image)?;
     let (found, program) = gather(ctx, harness, dir, &container)?;
-    // Seed, "Choosing an image": a caged pi runs the image's pi, unless the
-    // config names one of the machine's (then that is mounted).
+    // A caged pi runs the image's pi, unless the config names one of the
+    // machine's (then that is mounted): README, "Images".
     let pi = match (harness, &program, &image.inspect) {
         (Harness::Pi, None, Some(inspect)) => Some(super::image::pi_in_image(ctx, host, inspect)),
         _ => None,

@@ -337,11 +337,10 @@ pub const PI_MISSING: &str = "pi-missing";
 
 /// Is there a `pi` on an image's PATH? Asked of the image itself (by its
 /// ID), in a container that is removed at once, has no network, no
-/// capabilities and never gains privileges, and pulls nothing: its `sh`
-/// says, since pi is a node script that needs a shell's neighbours anyway
-/// (an image without `sh` has no pi that could run). The answer is printed
-/// rather than an exit status, which podman's own failures (125-127) and
-/// the runtime's would blur.
+/// capabilities and never gains privileges, and pulls nothing. Its own
+/// `sh` looks along the image's PATH, as the cage's `podman exec` of `pi`
+/// would. The answer is printed rather than given as an exit status, which
+/// podman's own failures (125-127) and the runtime's would blur.
 pub fn look_for_pi(image_id: &str) -> Vec<String> {
     let script = format!(
         "if command -v pi >/dev/null 2>&1; then echo {PI_FOUND}; else echo {PI_MISSING}; fi"

@@ -900,7 +900,7 @@ fn on_terminal(w: &World, args: &[&str]) -> Run {
     }
 }
 
-/// Issue 15, point 11: `image build --wait` on a terminal shows one line
+/// `image build --wait` on a terminal shows one line
 /// rewritten in place (`\r` and erase-in-line) with the step as `N/M`, its
 /// name and the time so far, then a line that stays: built and how long,
 /// or failed with the build's last lines and its log. Without a terminal,
