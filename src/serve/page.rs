@@ -193,6 +193,7 @@ table { border-collapse: collapse; background: #fff; box-shadow: 0 0 0 1px #d5db
 th, td { text-align: left; padding: .35em .7em; border-bottom: 1px solid #e3e7eb; vertical-align: top; }
 th { background: #eef1f4; font-weight: 600; white-space: nowrap; }
 tr:nth-child(even) td { background: #f6f8fa; }
+td.nw { white-space: nowrap; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.what { max-width: 48em; overflow-wrap: anywhere; }
 .state { display: inline-block; padding: 0 .5em; border-radius: .7em; background: #e3e7eb; }
@@ -270,7 +271,7 @@ fn session(row: &Row, now: u64) -> Markup {
     let used = &r.tokens.used;
     html! {
         tr {
-            td { b { (r.name) } }
+            td.nw { b { (r.name) } }
             td { @if cage.is_some() { "caged" } @else { "out" } }
             td { @if cage.is_some_and(|c| c.sealed.is_some()) { "sealed" } @else { (none("no")) } }
             td {
@@ -280,7 +281,7 @@ fn session(row: &Row, now: u64) -> Markup {
                     (Some(_), Some(s)) => span class={ "state " (state_class(s)) } { (s) },
                 }
             }
-            td {
+            td.nw {
                 @match &row.busy {
                     None => (none("-")),
                     Some(b) => span.busy title=[b.since.map(crate::when::local)] {
@@ -289,7 +290,7 @@ fn session(row: &Row, now: u64) -> Markup {
                     },
                 }
             }
-            td title=(crate::when::local(r.created)) { (crate::when::age(r.created, now)) }
+            td.nw title=(crate::when::local(r.created)) { (crate::when::age(r.created, now)) }
             td {
                 @match cage {
                     None => (none("-")),
@@ -379,7 +380,7 @@ fn history(p: &Page) -> Markup {
                 tbody {
                     @for l in &p.history {
                         tr {
-                            td {
+                            td.nw {
                                 (crate::when::local(l.entry.when))
                                 " " span.none { "(" (crate::when::age(l.entry.when, p.now)) ")" }
                             }
@@ -498,7 +499,7 @@ mod tests {
         let html = render(&page_with(r, Some("running"), history)).into_string();
         for want in [
             "<title>shrooms-agent on laptop</title>",
-            "<td><b>webapp</b></td><td>caged</td>",
+            r#"<td class="nw"><b>webapp</b></td><td>caged</td>"#,
             r#"<span class="state running">running</span>"#,
             "turn, for 3 min",
             "2 hours ago",
