@@ -1,8 +1,8 @@
-//! `GET /`: the status page (README, "Status page"). One HTML page made
-//! here, read-only: the sessions, the machine's image, the last history
-//! lines. No script, no form, nothing loaded from anywhere (the style is
-//! in the page), and a Content-Security-Policy that forbids all of it, so
-//! that even a value that slipped through unescaped could run nothing.
+//! `GET /`: the status page (README, "HTTP API"). One HTML page made here,
+//! read-only: the sessions, the machine's image, the last history lines.
+//! No script, no form, nothing loaded from anywhere (the style is in the
+//! page), and a Content-Security-Policy that forbids all of it, so that
+//! even a value that slipped through unescaped could run nothing.
 //!
 //! It answers from what serve holds, as `GET /v1/sessions` does: the
 //! records and histories on disk, the sessions' locks (what holds one),
