@@ -78,7 +78,8 @@ pub enum Command {
     Files(FilesCommand),
     /// Serve the same operations over HTTP, for the apps and other machines
     #[command(
-        after_help = "Routes: GET /v1/harnesses, GET|POST /v1/sessions, GET|DELETE /v1/sessions/NAME, \
+        after_help = "Routes: GET / (a status page for a browser: HTML, read-only), \
+        GET /v1/harnesses, GET|POST /v1/sessions, GET|DELETE /v1/sessions/NAME, \
         POST /v1/sessions/NAME/cage, /cage/limits, /outbox/send, /drop, POST /v1/images/build, \
         GET /v1/openapi.json (the whole description). One log line per request on stderr. \
         SIGTERM or Ctrl-C: stops accepting, finishes what is in flight, exits 0."

@@ -12,7 +12,8 @@
 //! - `peer`: whose process a connection from this machine comes from;
 //! - `state`: what `GET /v1/harnesses` says, looked at in the background;
 //! - `live`: the cages' states, from `podman ps` and `podman events`, for
-//!   `GET /v1/sessions` and `GET /v1/sessions/{name}`.
+//!   `GET /v1/sessions` and `GET /v1/sessions/{name}`;
+//! - `page`: `GET /`, the status page (HTML, no script).
 //!
 //! The stack is hyper (HTTP/1.1) and axum (routing) on tokio. The
 //! operations stay synchronous: each runs on tokio's blocking threads,
@@ -28,6 +29,7 @@
 mod body;
 mod conn;
 mod live;
+mod page;
 mod peer;
 mod reply;
 mod routes;

@@ -23,6 +23,7 @@ use utoipa::{OpenApi, ToSchema};
 use super::Shared;
 use super::body::{self, Unread};
 use super::conn::ConnInfo;
+use super::page::{__path_page, page};
 use super::reply::{ErrorBody, Response, decode, for_log, parse_query};
 use super::state::Harnesses;
 use crate::error::Error;
@@ -32,6 +33,7 @@ use crate::session::Record;
 
 /// Every route: method and path, as the OpenAPI document writes them.
 pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/"),
     ("GET", "/v1/harnesses"),
     ("GET", "/v1/openapi.json"),
     ("GET", "/v1/sessions"),
@@ -49,6 +51,7 @@ pub const ROUTES: &[(&str, &str)] = &[
 /// The handler of a route of [`ROUTES`].
 fn endpoint(method: &str, path: &str) -> Option<MethodRouter> {
     Some(match (method, path) {
+        ("GET", "/") => get(page),
         ("GET", "/v1/harnesses") => get(harnesses),
         ("GET", "/v1/openapi.json") => get(openapi),
         ("GET", "/v1/sessions") => get(list),
@@ -885,7 +888,7 @@ async fn build(Extension(shared): Sh, Extension(info): Info, req: Request) -> Re
             path 404; a slow request 408; a busy serve 503."
     ),
     servers((url = "/")),
-    paths(harnesses, openapi, list, create, show, remove, move_cage, limits, send, drop_file, accept_caged, build),
+    paths(page, harnesses, openapi, list, create, show, remove, move_cage, limits, send, drop_file, accept_caged, build),
 )]
 pub struct ApiDoc;
 
@@ -1011,7 +1014,7 @@ mod tests {
                 operations += 1;
             }
         }
-        assert_eq!(operations, 12);
+        assert_eq!(operations, 13);
         assert!(
             doc["paths"]["/v1/sessions"]["post"]["responses"]
                 .as_object()

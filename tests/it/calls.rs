@@ -286,8 +286,8 @@ fn serve_sees_a_cage_stopped_behind_its_back_within_a_second_rootless() {
 
 /// With a podman that only answers (the config's `podman` a script that
 /// logs its calls and answers from files), 100 sessions: after serve's
-/// start (its `podman ps` and `podman events`), `GET /v1/sessions` and
-/// `GET /v1/sessions/{name}` make no podman call at all.
+/// start (its `podman ps` and `podman events`), `GET /v1/sessions`,
+/// `GET /v1/sessions/{name}` and the status page make no podman call at all.
 #[test]
 fn listing_a_hundred_sessions_over_http_calls_no_podman() {
     let w = World::new();
@@ -348,6 +348,16 @@ fn listing_a_hundred_sessions_over_http_calls_no_podman() {
         calls()
     );
     let at_start = calls();
+    // The status page (`GET /`) too: each session's state from the view.
+    let page = get(&format!("{}/", s.url)).is(200);
+    assert_eq!(
+        page.body
+            .matches(r#"<span class="state other">exited</span>"#)
+            .count(),
+        100,
+        "{}",
+        page.body
+    );
     for _ in 0..3 {
         let list = get(&format!("{}/v1/sessions", s.url)).is(200).json();
         let sessions = list["sessions"].as_array().unwrap();

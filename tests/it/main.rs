@@ -19,6 +19,7 @@ mod images;
 mod mcp;
 mod nokey;
 mod options;
+mod page;
 mod pid1;
 mod policy;
 mod rootless;

@@ -1,0 +1,588 @@
+//! `GET /`: the status page (README, "HTTP API"). One HTML page made here,
+//! read-only: the sessions, the machine's image, the last history lines.
+//! No script, no form, nothing loaded from anywhere (the style is in the
+//! page), and a Content-Security-Policy that forbids all of it, so that
+//! even a value that slipped through unescaped could run nothing.
+//!
+//! It answers from what serve holds, as `GET /v1/sessions` does: the
+//! records and histories on disk, the sessions' locks (what holds one),
+//! serve's live view of the cages and what it last saw of the image. It
+//! never calls podman: without a live view, a cage's state is "unknown".
+//!
+//! Every value from a record, a history, a lock file or a build's log is
+//! text a session or a hand could have written: the page is made with
+//! maud, whose `html!` escapes every value put into it (`&`, `<`, `>`,
+//! `"`) unless it is marked as already HTML, which nothing here is.
+//! Attributes are always in double quotes, which it escapes.
+
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::IntoResponse;
+use maud::{DOCTYPE, Markup, html};
+
+use super::Shared;
+use super::live::Live;
+use super::reply::Response;
+use super::state::CageInfo;
+use crate::session::{Busy, Damaged, HistoryEntry, Record, Store};
+
+/// History lines shown, across the sessions, newest first.
+pub const HISTORY_LINES: usize = 20;
+
+/// Nothing is loaded and nothing runs: no script, image, font, frame or
+/// form target, and no other page may frame this one; the page's own
+/// `<style>` alone is allowed. `base-uri`, `form-action` and
+/// `frame-ancestors` do not fall back to `default-src` (CSP Level 3), so
+/// they are named.
+pub const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; \
+                       form-action 'none'; frame-ancestors 'none'";
+
+/// What the page shows, gathered without podman.
+pub struct Page {
+    /// This machine's name among the machines.
+    pub machine: String,
+    /// When it was made (Unix seconds): ages are counted from it.
+    pub now: u64,
+    pub sessions: Vec<Row>,
+    /// Records that do not read.
+    pub damaged: Vec<Damaged>,
+    /// What serve last saw of the machine's image (`GET /v1/harnesses`).
+    pub cage: CageInfo,
+    pub history: Vec<Line>,
+    /// Histories that did not read: the session, and why.
+    pub unread: Vec<(String, String)>,
+    /// serve has a live view of the cages (else states are unknown).
+    pub live: bool,
+}
+
+/// A session.
+pub struct Row {
+    pub record: Record,
+    /// podman's state of its container ("missing" when podman has none);
+    /// None where serve has no live view.
+    pub state: Option<String>,
+    /// What holds it now, if anything.
+    pub busy: Option<Busy>,
+}
+
+/// A history line and its session.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Line {
+    pub session: String,
+    pub entry: HistoryEntry,
+}
+
+/// The status page, for a person in a browser: read-only HTML made on
+/// the server.
+///
+/// Its headers keep a browser from doing anything with it but showing it.
+#[utoipa::path(get, path = "/", operation_id = "statusPage",
+    responses((status = 200,
+        description = "The status page: the sessions, the machine's image and the last history \
+            lines, as HTML made on the server. No script, no form, nothing loaded from elsewhere.",
+        content_type = "text/html", body = String)))]
+pub async fn page(Extension(shared): Extension<Arc<Shared>>) -> axum::response::Response {
+    // The records and histories are read on a blocking thread, never
+    // behind the operations that wait on podman.
+    let made = tokio::task::spawn_blocking(move || {
+        let live = shared.live.clone().filter(|l| l.ready());
+        gather(&shared, live.as_deref(), crate::when::now()).map(|p| render(&p))
+    })
+    .await;
+    match made {
+        Ok(Ok(markup)) => html_response(markup.into_string()),
+        Ok(Err(e)) => Response::from_error(&e).into_response(),
+        Err(_) => Response::error(500, "the request failed inside serve (a bug); see its log")
+            .into_response(),
+    }
+}
+
+fn html_response(body: String) -> axum::response::Response {
+    let mut r = axum::response::Response::new(axum::body::Body::from(body));
+    *r.status_mut() = StatusCode::OK;
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+/// Everything the page shows, from the disk and serve's memory.
+fn gather(shared: &Shared, live: Option<&Live>, now: u64) -> crate::error::Result<Page> {
+    let store = Store::new(&shared.base.settings.state_dir);
+    let (records, damaged) = store.list_readable()?;
+    let mut histories = Vec::new();
+    let mut unread = Vec::new();
+    let mut sessions = Vec::new();
+    for record in records {
+        match store.history(&record.name) {
+            Ok(h) => histories.push((record.name.clone(), h)),
+            Err(e) => unread.push((record.name.clone(), e.message)),
+        }
+        let state = match (&record.cage, live) {
+            (None, _) => None,
+            (Some(_), None) => None,
+            (Some(c), Some(l)) => Some(l.state(&c.container).unwrap_or_else(|| "missing".into())),
+        };
+        let busy = store.busy(&record.name).ok().flatten();
+        sessions.push(Row {
+            record,
+            state,
+            busy,
+        });
+    }
+    Ok(Page {
+        machine: shared.base.settings.machine_name.clone(),
+        now,
+        sessions,
+        damaged,
+        cage: shared.state.harnesses().cage,
+        history: newest(histories, HISTORY_LINES),
+        unread,
+        live: live.is_some(),
+    })
+}
+
+/// The `n` newest lines of the sessions' histories (each oldest first, as
+/// kept), newest first; of lines written in the same second, the one
+/// later in its file first.
+pub fn newest(histories: Vec<(String, Vec<HistoryEntry>)>, n: usize) -> Vec<Line> {
+    let mut all: Vec<(u64, usize, Line)> = histories
+        .into_iter()
+        .flat_map(|(session, entries)| {
+            entries.into_iter().enumerate().map(move |(i, entry)| {
+                (
+                    entry.when,
+                    i,
+                    Line {
+                        session: session.clone(),
+                        entry,
+                    },
+                )
+            })
+        })
+        .collect();
+    all.sort_by_key(|l| std::cmp::Reverse((l.0, l.1)));
+    all.into_iter().take(n).map(|(_, _, l)| l).collect()
+}
+
+const STYLE: &str = "
+body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5em 2em; color: #1d232b; background: #fafbfc; }
+h1 { font-size: 1.5em; margin: 0 0 .2em; }
+h1 small { font-weight: normal; color: #5b6673; }
+h2 { font-size: 1.15em; margin: 1.6em 0 .5em; }
+p.meta { color: #5b6673; margin: 0 0 1em; }
+table { border-collapse: collapse; background: #fff; box-shadow: 0 0 0 1px #d5dbe1; }
+th, td { text-align: left; padding: .35em .7em; border-bottom: 1px solid #e3e7eb; vertical-align: top; }
+th { background: #eef1f4; font-weight: 600; white-space: nowrap; }
+tr:nth-child(even) td { background: #f6f8fa; }
+td.nw { white-space: nowrap; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.what { max-width: 48em; overflow-wrap: anywhere; }
+.state { display: inline-block; padding: 0 .5em; border-radius: .7em; background: #e3e7eb; }
+.state.running { background: #cdebd3; color: #13541f; }
+.state.missing, .state.unknown { background: #f6d5d5; color: #7a1616; }
+.busy { background: #fbe6b8; color: #5c3d00; padding: 0 .4em; border-radius: .3em; }
+.bad { color: #9b1c1c; }
+.none { color: #8a949e; }
+";
+
+/// The page, whole.
+pub fn render(p: &Page) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { "shrooms-agent on " (p.machine) }
+                style { (maud::PreEscaped(STYLE)) }
+            }
+            body {
+                h1 { "shrooms-agent " small { "on " (p.machine) } }
+                p.meta {
+                    "As of " (crate::when::local(p.now))
+                    ". Read-only; reload the page to see it again."
+                }
+                (sessions(p))
+                (image(&p.cage))
+                (history(p))
+            }
+        }
+    }
+}
+
+fn none(text: &str) -> Markup {
+    html! { span.none { (text) } }
+}
+
+fn sessions(p: &Page) -> Markup {
+    html! {
+        h2 { "Sessions (" (p.sessions.len()) ")" }
+        @if !p.live {
+            p.bad {
+                "serve has no view of podman's containers (podman was not found when it \
+                 started, or its podman ps failed): the cages' states are unknown here."
+            }
+        }
+        @if p.sessions.is_empty() {
+            p { (none("No sessions.")) }
+        } @else {
+            table.sessions {
+                thead { tr {
+                    th { "Session" } th { "Cage" } th { "Sealed" } th { "State" }
+                    th { "Busy" } th { "Age" } th { "Limits" } th { "Tokens spent" }
+                    th { "Budget" } th { "Harness" } th { "Image" }
+                } }
+                tbody {
+                    @for row in &p.sessions { (session(row, p.now)) }
+                }
+            }
+        }
+        @if !p.damaged.is_empty() {
+            h2 { "Damaged records" }
+            ul {
+                @for d in &p.damaged { li { b { (d.session) } ": " (d.error) } }
+            }
+        }
+    }
+}
+
+fn session(row: &Row, now: u64) -> Markup {
+    let r = &row.record;
+    let cage = r.cage.as_ref();
+    let used = &r.tokens.used;
+    html! {
+        tr {
+            td.nw { b { (r.name) } }
+            td { @if cage.is_some() { "caged" } @else { "out" } }
+            td { @if cage.is_some_and(|c| c.sealed.is_some()) { "sealed" } @else { (none("no")) } }
+            td {
+                @match (cage, &row.state) {
+                    (None, _) => (none("-")),
+                    (Some(_), None) => span.state.unknown { "unknown" },
+                    (Some(_), Some(s)) => span class={ "state " (state_class(s)) } { (s) },
+                }
+            }
+            td.nw {
+                @match &row.busy {
+                    None => (none("-")),
+                    Some(b) => span.busy title=[b.since.map(crate::when::local)] {
+                        (b.what)
+                        @if let Some(t) = b.since { ", " (since(t, now)) }
+                    },
+                }
+            }
+            td.nw title=(crate::when::local(r.created)) { (crate::when::age(r.created, now)) }
+            td {
+                @match cage {
+                    None => (none("-")),
+                    Some(c) => {
+                        "memory " (c.limits.memory) ", "
+                        (c.limits.cpus) " CPUs, " (c.limits.pids) " pids"
+                    },
+                }
+            }
+            td.num title=(used.describe()) { (used.total()) }
+            td.num {
+                @match r.tokens.budget {
+                    None => (none("none")),
+                    Some(b) => (b),
+                }
+            }
+            td { (r.harness.name()) }
+            td { @match cage { None => (none("-")), Some(c) => (c.image) } }
+        }
+    }
+}
+
+/// A class name for a state: podman's word when it is one of a few, so a
+/// state never makes up a class of its own.
+fn state_class(state: &str) -> &'static str {
+    match state {
+        "running" => "running",
+        "missing" => "missing",
+        _ => "other",
+    }
+}
+
+/// `for 3 min`, `just now`.
+fn since(then: u64, now: u64) -> String {
+    let a = crate::when::age(then, now);
+    match a.strip_suffix(" ago") {
+        Some(d) => format!("for {d}"),
+        None => a,
+    }
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+fn image(c: &CageInfo) -> Markup {
+    html! {
+        h2 { "Image" }
+        @if !c.available {
+            p.bad { "No podman was found: no cage can be made or started here." }
+        }
+        table.images {
+            thead { tr { th { "Image" } th { "Ready" } th { "Building" } th { "Last build error" } } }
+            tbody { tr {
+                td { (c.image) }
+                td { (yes_no(c.ready)) }
+                td { (yes_no(c.building)) }
+                td.what {
+                    @match &c.error {
+                        None => (none("-")),
+                        Some(e) => span.bad { (e) },
+                    }
+                }
+            } }
+        }
+        @let others: Vec<&String> = c.images.iter().filter(|i| **i != c.image).collect();
+        @if !others.is_empty() {
+            p.meta {
+                "Also offered: "
+                @for (i, o) in others.iter().enumerate() {
+                    @if i > 0 { ", " }
+                    (o)
+                }
+            }
+        }
+    }
+}
+
+fn history(p: &Page) -> Markup {
+    html! {
+        h2 { "History (the last " (HISTORY_LINES) " lines, newest first)" }
+        @if p.history.is_empty() {
+            p { (none("No history yet.")) }
+        } @else {
+            table.history {
+                thead { tr { th { "When" } th { "Session" } th { "Who" } th { "What" } } }
+                tbody {
+                    @for l in &p.history {
+                        tr {
+                            td.nw {
+                                (crate::when::local(l.entry.when))
+                                " " span.none { "(" (crate::when::age(l.entry.when, p.now)) ")" }
+                            }
+                            td { (l.session) }
+                            td { (l.entry.who) }
+                            td.what { (l.entry.what) }
+                        }
+                    }
+                }
+            }
+        }
+        @if !p.unread.is_empty() {
+            ul {
+                @for (s, e) in &p.unread {
+                    li.bad { "The history of " (s) " does not read: " (e) }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::{sample_cage, sample_record};
+
+    fn entry(when: u64, what: &str) -> HistoryEntry {
+        HistoryEntry {
+            when,
+            who: "alice".into(),
+            what: what.into(),
+        }
+    }
+
+    fn cage_info() -> CageInfo {
+        CageInfo {
+            available: true,
+            image: "localhost/shrooms-workbench:latest".into(),
+            images: vec![
+                "localhost/shrooms-workbench:latest".into(),
+                "localhost/shrooms-workbench:desktop".into(),
+            ],
+            nix: false,
+            sealed: false,
+            ready: false,
+            building: true,
+            error: None,
+            shared: true,
+            shared_in: "/shared",
+            shared_root: None,
+        }
+    }
+
+    /// Across sessions, newest first; within a second, the later line of
+    /// a file first; at most `n`.
+    #[test]
+    fn the_newest_history_lines_across_sessions() {
+        let got = newest(
+            vec![
+                (
+                    "a".into(),
+                    vec![entry(10, "a1"), entry(30, "a2"), entry(30, "a3")],
+                ),
+                ("b".into(), vec![entry(20, "b1"), entry(40, "b2")]),
+                ("c".into(), vec![]),
+            ],
+            4,
+        );
+        let whats: Vec<(&str, &str)> = got
+            .iter()
+            .map(|l| (l.session.as_str(), l.entry.what.as_str()))
+            .collect();
+        assert_eq!(whats, [("b", "b2"), ("a", "a3"), ("a", "a2"), ("b", "b1")]);
+        assert!(newest(Vec::new(), 20).is_empty());
+    }
+
+    fn page_with(record: Record, state: Option<&str>, history: Vec<Line>) -> Page {
+        Page {
+            machine: "laptop".into(),
+            now: 1_796_061_909,
+            sessions: vec![Row {
+                record,
+                state: state.map(str::to_string),
+                busy: Some(Busy {
+                    what: "turn".into(),
+                    since: Some(1_796_061_909 - 180),
+                    since_rfc3339: None,
+                }),
+            }],
+            damaged: Vec::new(),
+            cage: cage_info(),
+            history,
+            unread: Vec::new(),
+            live: true,
+        }
+    }
+
+    /// What the page says of a session: its name, cage, seal, state,
+    /// what holds it and since when, its age, limits, tokens and budget;
+    /// the image and its build; the history with local times and ages.
+    #[test]
+    fn the_page_shows_sessions_image_and_history() {
+        let mut r = sample_record("webapp");
+        r.created = 1_796_061_909 - 2 * 3600;
+        let mut c = sample_cage("shrooms-webapp-0a1b2c");
+        c.image = "localhost/shrooms-workbench:latest".into();
+        r.cage = Some(c);
+        r.tokens.budget = Some(5000);
+        r.tokens.used.input_tokens = 12;
+        r.tokens.used.output_tokens = 7;
+        r.tokens.used.responses = 1;
+        let history = vec![Line {
+            session: "webapp".into(),
+            entry: entry(1_796_061_909 - 600, "limits memory 4g -> 8g"),
+        }];
+        let html = render(&page_with(r, Some("running"), history)).into_string();
+        for want in [
+            "<title>shrooms-agent on laptop</title>",
+            r#"<td class="nw"><b>webapp</b></td><td>caged</td>"#,
+            r#"<span class="state running">running</span>"#,
+            "turn, for 3 min",
+            "2 hours ago",
+            "memory 4g, 2 CPUs, 2048 pids",
+            r#"title="in 12, out 7, cache write 0, cache read 0 (19 tokens, 1 response)">19</td>"#,
+            r#"<td class="num">5000</td>"#,
+            "<td>claude</td>",
+            r#"<td>no</td><td>yes</td><td class="what">"#,
+            "Also offered: localhost/shrooms-workbench:desktop",
+            "limits memory 4g -&gt; 8g",
+            "(10 min ago)",
+        ] {
+            assert!(html.contains(want), "{want:?} not in\n{html}");
+        }
+        // No script, no form, nothing loaded from elsewhere.
+        for never in ["<script", "<form", "<link", "<img", "src=", "href="] {
+            assert!(!html.contains(never), "{never:?} in\n{html}");
+        }
+    }
+
+    #[test]
+    fn out_of_a_cage_or_without_a_view() {
+        let html = render(&page_with(sample_record("notes"), None, Vec::new())).into_string();
+        assert!(html.contains("<td>out</td>"), "{html}");
+        assert!(html.contains("No history yet."), "{html}");
+        let mut r = sample_record("webapp");
+        r.cage = Some(sample_cage("shrooms-webapp-0a1b2c"));
+        let mut p = page_with(r, None, Vec::new());
+        p.live = false;
+        let html = render(&p).into_string();
+        assert!(
+            html.contains(r#"<span class="state unknown">unknown</span>"#),
+            "{html}"
+        );
+        assert!(html.contains("serve has no view of podman"), "{html}");
+    }
+
+    /// Whatever a record, a history line, a lock file or a build's log
+    /// holds comes out as text: markup in it is escaped, in the text and
+    /// in the attributes alike, and a state makes up no class.
+    #[test]
+    fn every_value_is_escaped() {
+        let evil = r#""><img src=x onerror=alert(1)><script>alert(2)</script>"#;
+        let mut r = sample_record(evil);
+        let mut c = sample_cage("c");
+        c.image = evil.into();
+        r.cage = Some(c);
+        let mut p = page_with(
+            r,
+            Some(evil),
+            vec![Line {
+                session: evil.into(),
+                entry: HistoryEntry {
+                    when: 1,
+                    who: evil.into(),
+                    what: evil.into(),
+                },
+            }],
+        );
+        p.machine = evil.into();
+        p.sessions[0].busy = Some(Busy {
+            what: evil.into(),
+            since: None,
+            since_rfc3339: None,
+        });
+        p.cage.error = Some(evil.into());
+        p.cage.image = evil.into();
+        p.damaged.push(Damaged {
+            session: evil.into(),
+            error: evil.into(),
+        });
+        p.unread.push((evil.into(), evil.into()));
+        let html = render(&p).into_string();
+        assert!(!html.contains("<script"), "{html}");
+        assert!(!html.contains("<img"), "{html}");
+        assert!(!html.contains("alert(1)>"), "{html}");
+        let escaped =
+            "&quot;&gt;&lt;img src=x onerror=alert(1)&gt;&lt;script&gt;alert(2)&lt;/script&gt;";
+        // The machine's name (title, heading), the session (table,
+        // history, damaged, unread), the image (table twice), the state,
+        // the busy, who and what, the build error, the record's error and
+        // the history's.
+        assert_eq!(html.matches(escaped).count(), 15, "{html}");
+        assert!(html.contains(r#"<span class="state other">"#), "{html}");
+    }
+}
