@@ -40,6 +40,26 @@ fn at<Tz: TimeZone>(tz: &Tz, secs: u64) -> DateTime<Tz> {
         .with_timezone(tz)
 }
 
+/// A moment in Unix seconds that JSON output gives as RFC 3339 with the
+/// local offset ([`rfc3339`]): kept as seconds for the text's ages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Time(pub u64);
+
+impl serde::Serialize for Time {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&rfc3339(self.0))
+    }
+}
+
+/// For `#[serde(serialize_with)]` on a field kept in Unix seconds that
+/// may be unknown (null): RFC 3339 with the local offset, or null.
+pub fn ser_rfc3339_opt<S: serde::Serializer>(secs: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+    match secs {
+        Some(t) => s.serialize_str(&rfc3339(*t)),
+        None => s.serialize_none(),
+    }
+}
+
 /// How long ago `then` was, seen at `now`: `just now`, `3 min ago`,
 /// `1 hour ago`, `5 days ago`. A moment after `now` (a clock set back) is
 /// `just now`.

@@ -459,9 +459,9 @@ fn move_in_change_out_and_back() {
     assert_eq!(whats[3], "taken out of its cage");
     assert!(whats[4].starts_with("moved into a cage"), "{whats:?}");
     assert_eq!(entries[2]["who"], "tester");
-    // JSON: `at`, RFC 3339 with the offset, beside the seconds; text: the
-    // local date and time, never the seconds.
-    let at = entries[0]["at"].as_str().unwrap();
+    // JSON: `when`, RFC 3339 with the offset; text: the local date and
+    // time, never the seconds.
+    let at = entries[0]["when"].as_str().unwrap();
     assert!(
         at.len() == "2026-11-30T19:05:09+01:00".len() && at.as_bytes()[10] == b'T',
         "{at}"
