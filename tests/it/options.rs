@@ -173,7 +173,7 @@ fn the_shared_folder_is_one_per_set_of_meshes() {
     );
     // show gives the folder on the machine, and it holds the file
     let shown = w.run(&["cage", "show", &a, "--json"]).ok().json();
-    let path = shown["shared_path"].as_str().unwrap().to_string();
+    let path = shown["cage"]["shared_path"].as_str().unwrap().to_string();
     assert!(path.ends_with(&format!("{all}/_data")), "{path}");
     assert!(Path::new(&path).join(&marker).exists());
     let _ = fs::remove_file(Path::new(&path).join(&marker));
@@ -433,7 +433,7 @@ fn move_in_change_out_and_back() {
     );
     assert!(r.stderr().contains("not in a cage"), "{}", r.explain());
     let row = w.ls_row(&name).unwrap();
-    assert_eq!(row["state"], "uncaged");
+    assert_eq!(row["cage"], serde_json::Value::Null, "{row:#}");
     w.run(&["cage", "move", &name, "--out"]).code_is(2);
 
     // back in
@@ -803,9 +803,19 @@ fn stop_all_stops_the_rest_and_names_the_busy() {
         w.container_state(&w.container(held)).as_deref(),
         Some("running")
     );
-    // --json: one object, the error's shape with what was done.
+    // --json: one object, the error's shape with what was done; the same
+    // keys when nothing is busy (below).
     let r = w.run(&["cage", "stop", "--all", "--json"]).code_is(3);
     let j = r.json();
+    let keys = |v: &serde_json::Value| -> Vec<String> {
+        v.as_object()
+            .unwrap_or_else(|| panic!("not an object: {v:#}"))
+            .keys()
+            .cloned()
+            .collect()
+    };
+    let busy_keys = keys(&j);
+    assert_eq!(j["kind"], "busy", "{j:#}");
     assert_eq!(j["exit_code"], 3, "{j:#}");
     assert!(
         j["error"].as_str().unwrap().contains(held.as_str()),
@@ -815,7 +825,18 @@ fn stop_all_stops_the_rest_and_names_the_busy() {
     assert_eq!(j["stopped"].as_array().unwrap().len(), 2, "{j:#}");
     drop(lock);
     let j = w.run(&["cage", "stop", "--all", "--json"]).ok().json();
-    assert_eq!(j.as_array().unwrap().len(), 3, "{j:#}");
+    assert_eq!(keys(&j), busy_keys, "{j:#}");
+    assert_eq!(j["stopped"].as_array().unwrap().len(), 3, "{j:#}");
+    assert_eq!(j["busy"], serde_json::json!([]), "{j:#}");
+    assert_eq!(
+        (&j["error"], &j["exit_code"], &j["kind"]),
+        (
+            &serde_json::Value::Null,
+            &serde_json::json!(0),
+            &serde_json::Value::Null
+        ),
+        "{j:#}"
+    );
     assert_eq!(
         w.container_state(&w.container(held)).as_deref(),
         Some("exited")
