@@ -109,4 +109,53 @@ mod tests {
         assert_eq!(count(0, "file", "files"), "0 files");
         assert_eq!(count(2, "file", "files"), "2 files");
     }
+
+    /// Every time the JSON outputs give is RFC 3339 with an offset, never
+    /// Unix seconds: history's `when`, `files list`'s `refused[].when`,
+    /// `image status`'s `building_since` (the session object's own are in
+    /// `ops::show`'s test).
+    #[test]
+    fn json_times_are_rfc3339() {
+        let t = 1_796_061_909u64;
+        let is_rfc3339 = |v: &serde_json::Value| {
+            let s = v.as_str().unwrap_or_else(|| panic!("not a string: {v}"));
+            let parsed = DateTime::parse_from_rfc3339(s).unwrap();
+            assert_eq!(parsed.timestamp(), t as i64, "{s}");
+            assert!(s[19..].starts_with(['+', '-']) || s.ends_with('Z'), "{s}");
+        };
+        is_rfc3339(&serde_json::to_value(Time(t)).unwrap());
+        let entry = crate::ops::history::Entry::from(crate::session::HistoryEntry {
+            when: t,
+            who: "me".into(),
+            what: "made".into(),
+        });
+        let v = serde_json::to_value(&entry).unwrap();
+        is_rfc3339(&v["when"]);
+        assert_eq!(
+            v,
+            serde_json::json!({"when": rfc3339(t), "who": "me", "what": "made"})
+        );
+        let mut policy = crate::session::FilesPolicy::default();
+        policy.remember_refused(t, "m/s".into());
+        let list = crate::ops::files::FilesList {
+            session: "web".into(),
+            files: (&policy).into(),
+        };
+        is_rfc3339(&serde_json::to_value(&list).unwrap()["refused"][0]["when"]);
+        let mut status = crate::workbench::ImageStatus {
+            name: "img".into(),
+            machine: false,
+            stage: None,
+            present: false,
+            current: false,
+            building: true,
+            building_since: Some(t),
+            error: None,
+            label: None,
+            wanted: None,
+        };
+        is_rfc3339(&serde_json::to_value(&status).unwrap()["building_since"]);
+        status.building_since = None;
+        assert!(serde_json::to_value(&status).unwrap()["building_since"].is_null());
+    }
 }
