@@ -498,7 +498,8 @@ fn stop_all() {
         w.run(&["cage", "start", n]).ok();
     }
     let r = w.run(&["cage", "stop", "--all", "--json"]).ok().json();
-    assert!(r.as_array().unwrap().len() >= 2, "{r}");
+    assert!(r["stopped"].as_array().unwrap().len() >= 2, "{r}");
+    assert_eq!(r["busy"], serde_json::json!([]), "{r}");
     for n in [&a, &b] {
         assert_eq!(
             w.container_state(&w.container(n)).as_deref(),
