@@ -32,7 +32,17 @@ fn cpus() -> usize {
 fn one_session_object_everywhere(w: World) {
     let name = w.session("one");
     let dir = fs::canonicalize(w.dir("one-project")).unwrap();
-    w.create(&name, &dir, &[]);
+    // With the shared folder, whose path on the machine each face tells
+    // from what podman said of its volume folder. Removed with the world
+    // when this test made it (without -f: another test's cage may use it).
+    if !w
+        .podman(&["volume", "exists", "shrooms-shared"])
+        .status
+        .success()
+    {
+        w.podman_on_drop(&["volume", "rm", "shrooms-shared"]);
+    }
+    w.create(&name, &dir, &["--shared"]);
     let broken = w.session("broken");
     fs::write(w.record_path(&broken), "{\"version\": 1, \"na").unwrap();
     w.chown_all();
@@ -60,6 +70,12 @@ fn one_session_object_everywhere(w: World) {
         }
         let show = w.run(&["cage", "show", &name, "--json"]).ok().json();
         assert_eq!(show["cage"]["state"], state, "{step}: {show:#}");
+        assert!(
+            show["cage"]["shared_path"]
+                .as_str()
+                .is_some_and(|p| p.ends_with("/shrooms-shared/_data")),
+            "{show:#}"
+        );
         let ls = w.run(&["cage", "ls", "--json"]).ok().json();
         assert_eq!(
             element(&ls),
