@@ -783,7 +783,7 @@ impl Store {
     pub fn lock(&self, name: &str) -> Result<SessionLock> {
         validate_name(name)?;
         make_private_dir(&self.sessions_dir())?;
-        match crate::lock::try_take(&self.lock_path(name))? {
+        match crate::lock::try_take_past_probes(&self.lock_path(name))? {
             Some(file) => {
                 // What the last holder wrote of itself is not this one's.
                 let _ = file.set_len(0);
