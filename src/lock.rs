@@ -61,18 +61,44 @@ pub fn try_take(path: &Path) -> Result<Option<File>> {
     }
 }
 
-/// Does someone hold the lock at `path`? Never makes the file: a lock file
-/// that is not there is held by nobody. The file is opened read-only,
-/// which flock(2) allows.
+/// Does someone hold the lock at `path` (exclusive, as every holder of a
+/// session's lock takes it)? Never makes the file: a lock file that is not
+/// there is held by nobody. The file is opened read-only, which flock(2)
+/// allows. The probe takes the lock shared for the instant of its try, so
+/// that two probes (`cage ls`, `cage show`, serve's listing) never see each
+/// other as holders; a taker that meets a probe tries again
+/// ([`try_take_past_probes`]).
 pub fn held(path: &Path) -> Result<bool> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(Error::failed(format!("opening {}: {e}", path.display()))),
     };
-    try_exclusive(&file)
+    try_shared(&file)
         .map(|free| !free)
         .map_err(|e| Error::failed(format!("locking {}: {e}", path.display())))
+}
+
+/// How often, and how far apart, [`try_take_past_probes`] tries.
+const TRIES: u32 = 10;
+const APART: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// [`try_take`], for a lock that [`held`] probes: a probe holds it for the
+/// instant of one flock(2) call, a holder for a command's length, so a
+/// lock still held after a few tries over some 20 ms is a holder's. Without
+/// this, a `cage exec` that met a `cage ls` at that instant would be
+/// refused as busy.
+pub fn try_take_past_probes(path: &Path) -> Result<Option<File>> {
+    let file = open(path)?;
+    for attempt in 1..=TRIES {
+        match try_exclusive(&file) {
+            Ok(true) => return Ok(Some(file)),
+            Ok(false) if attempt < TRIES => std::thread::sleep(APART),
+            Ok(false) => return Ok(None),
+            Err(e) => return Err(Error::failed(format!("locking {}: {e}", path.display()))),
+        }
+    }
+    Ok(None)
 }
 
 /// Take the lock at `path`, waiting for whoever holds it. A wait cut short
@@ -105,6 +131,33 @@ mod tests {
         let waited = take(&path).unwrap();
         assert!(try_take(&path).unwrap().is_none());
         drop(waited);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A probe is no holder: two probes at once see the lock free, and a
+    /// taker that meets a probe gets the lock once the probe is done; a
+    /// holder is still a holder.
+    #[test]
+    fn a_probe_makes_nobody_busy() {
+        let path = std::env::temp_dir().join(format!("shrooms-lock-probe-{}", std::process::id()));
+        drop(open(&path).unwrap());
+        // A probe in the middle of its try: the lock taken shared.
+        let probe = File::open(&path).unwrap();
+        assert!(try_shared(&probe).unwrap());
+        assert!(
+            !held(&path).unwrap(),
+            "a probe saw another probe as a holder"
+        );
+        let done = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            drop(probe);
+        });
+        let taken = try_take_past_probes(&path).unwrap();
+        assert!(taken.is_some(), "a probe made the taker busy");
+        done.join().unwrap();
+        assert!(held(&path).unwrap());
+        assert!(try_take_past_probes(&path).unwrap().is_none());
+        drop(taken);
         std::fs::remove_file(&path).unwrap();
     }
 }

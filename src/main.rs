@@ -317,8 +317,12 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
                     r.stopped.iter().map(output::stopped).collect()
                 };
                 match r.busy_error() {
-                    // The list, as ever, when every cage could be stopped.
-                    None => output::show(&r.stopped, json, |_| text(&r)),
+                    // One shape with or without a busy session: the error's
+                    // keys are there, null, when every cage could be stopped.
+                    None if json => {
+                        output::show(&output::error_body(None, &r), true, |_| String::new())
+                    }
+                    None => output::show(&r, false, text),
                     Some(e) => {
                         output::error_after(&e, json, &r, text);
                         return Ok(ExitCode::from(e.kind.exit_code()));
@@ -421,7 +425,7 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
         CageCommand::Ls { quiet } => {
             let r = ops::ls::ls(&ctx)?;
             if quiet {
-                let names: Vec<&str> = r.sessions.iter().map(|s| s.session.as_str()).collect();
+                let names: Vec<&str> = r.sessions.iter().map(|s| s.name.as_str()).collect();
                 output::show(&names, json, |n| output::names(n));
             } else {
                 output::show(&r, json, output::listing);

@@ -7,7 +7,7 @@ use std::io::Write;
 use serde::Serialize;
 
 use crate::error::{Error, Face};
-use crate::ops::{create::Created, doctor, ls::Listing, prune::Pruned, rm::Removed, show::Shown};
+use crate::ops::{create::Created, doctor, ls::Listing, prune::Pruned, rm::Removed, show::Session};
 use crate::podman::runner::shell_quote;
 
 /// Print a result as JSON or through its text form.
@@ -83,14 +83,30 @@ pub fn tool_error_json(e: &Error) {
 /// stop --all` with a busy session): what it did on stdout, then the error
 /// on stderr; with `--json`, one object on stdout, the error's (`error`,
 /// `exit_code`) with the fields of what it did.
+/// What a command that did part of its work gives as JSON: the error's
+/// keys (`error`, `exit_code`, `kind`), then what was done. Without an
+/// error the same keys are there, null (exit code 0), so that a command
+/// whose outcome may be partial (`cage stop --all`) has one shape.
+pub fn error_body<T: Serialize>(e: Option<&Error>, done: &T) -> serde_json::Value {
+    let mut body = match e {
+        Some(e) => serde_json::json!({
+            "error": e.words(Face::Terminal),
+            "exit_code": e.kind.exit_code(),
+            "kind": e.kind.name()
+        }),
+        None => serde_json::json!({"error": null, "exit_code": 0, "kind": null}),
+    };
+    if let (Some(b), Ok(serde_json::Value::Object(d))) =
+        (body.as_object_mut(), serde_json::to_value(done))
+    {
+        b.extend(d);
+    }
+    body
+}
+
 pub fn error_after<T: Serialize>(e: &Error, json: bool, done: &T, text: impl Fn(&T) -> String) {
     if json {
-        let mut body = serde_json::json!({"error": e.words(Face::Terminal), "exit_code": e.kind.exit_code(), "kind": e.kind.name()});
-        if let (Some(b), Ok(serde_json::Value::Object(d))) =
-            (body.as_object_mut(), serde_json::to_value(done))
-        {
-            b.extend(d);
-        }
+        let body = error_body(Some(e), done);
         eprintln!("shrooms-agent: error: {}", e.words(Face::Terminal));
         raw(format!("{body:#}\n").as_bytes());
     } else {
@@ -170,10 +186,11 @@ pub fn listing_at(l: &Listing, now: u64) -> String {
         "DIR".into(),
     ]];
     for r in &l.sessions {
+        let cage = r.cage.as_ref();
         rows.push([
-            r.session.clone(),
-            r.container.clone().unwrap_or_else(|| "-".into()),
-            r.state.clone(),
+            r.name.clone(),
+            cage.map_or_else(|| "-".into(), |c| c.container.clone()),
+            cage.map_or_else(|| "uncaged".into(), |c| c.state.clone()),
             match &r.busy {
                 None => "-".into(),
                 Some(b) => match b.since {
@@ -181,14 +198,14 @@ pub fn listing_at(l: &Listing, now: u64) -> String {
                     None => b.what.clone(),
                 },
             },
-            age(r.created_secs, now),
-            match (&r.container, r.sealed) {
+            age(r.created.0, now),
+            match (cage, r.sealed) {
                 (None, _) => "-".into(),
                 (Some(_), true) => "sealed".into(),
                 (Some(_), false) => "caged".into(),
             },
             r.harness.name().into(),
-            r.image.clone().unwrap_or_else(|| "-".into()),
+            cage.map_or_else(|| "-".into(), |c| c.image.clone()),
             r.dir.display().to_string(),
         ]);
     }
@@ -215,7 +232,7 @@ damaged records (the other sessions are listed above):
             s.push_str(&format!(
                 "  {}: {}
 ",
-                d.session, d.error
+                d.name, d.error
             ));
         }
     }
@@ -262,23 +279,18 @@ fn table<const N: usize>(rows: &[[String; N]]) -> String {
     s
 }
 
-pub fn shown(sh: &Shown) -> String {
-    let r = &sh.record;
+pub fn shown(r: &Session) -> String {
     let mut s = format!(
         "session   {}\ndir       {}\nharness   {}\nstate     {}\n",
         r.name,
         r.dir.display(),
         r.harness.name(),
-        sh.state
+        r.cage.as_ref().map_or("uncaged", |c| c.state.as_str())
     );
     s.push_str(&format!(
         "caged     {} tasks and files from caged sessions (accept-caged {})\n",
-        if r.accepts_caged() {
-            "takes"
-        } else {
-            "refuses"
-        },
-        if r.accepts_caged() { "on" } else { "off" }
+        if r.accept_caged { "takes" } else { "refuses" },
+        if r.accept_caged { "on" } else { "off" }
     ));
     if let Some(c) = &r.cage {
         s.push_str(&format!(
@@ -291,7 +303,7 @@ pub fn shown(sh: &Shown) -> String {
             c.limits.pids,
             c.create_argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")
         ));
-        if let Some(p) = &sh.shared_path {
+        if let Some(p) = &c.shared_path {
             s.push_str(&format!("shared    {}\n", p.display()));
         }
         if let Some(sd) = &c.sealed {
@@ -495,7 +507,7 @@ pub fn files(f: &crate::ops::files::FilesList) -> String {
     if !f.files.refused.is_empty() {
         s.push_str("refused (when, from), newest last:\n");
         for r in &f.files.refused {
-            s.push_str(&format!("  {}  {}\n", crate::when::local(r.when), r.from));
+            s.push_str(&format!("  {}  {}\n", crate::when::local(r.when.0), r.from));
         }
     }
     s
@@ -574,9 +586,9 @@ pub fn history(h: &crate::ops::history::History) -> String {
     for e in &h.entries {
         s.push_str(&format!(
             "{}  {}  {}\n",
-            crate::when::local(e.entry.when),
-            e.entry.who,
-            e.entry.what
+            crate::when::local(e.when.0),
+            e.who,
+            e.what
         ));
     }
     if s.is_empty() {
@@ -975,22 +987,22 @@ mod tests {
     #[test]
     fn listing_has_age_and_busy() {
         let now = 1_796_061_909;
-        let row = |name: &str, created: u64, busy: Option<(&str, u64)>| crate::ops::ls::Row {
-            session: name.into(),
-            container: Some(format!("shrooms-{name}-000001")),
-            image: Some("img".into()),
-            state: "running".into(),
-            dir: "/p".into(),
-            harness: crate::harness::Harness::Claude,
-            network: Some("bridge".into()),
-            sealed: false,
-            created: String::new(),
-            created_secs: created,
-            busy: busy.map(|(what, since)| crate::session::Busy {
-                what: what.into(),
-                since: Some(since),
-                since_rfc3339: None,
-            }),
+        let row = |name: &str, created: u64, busy: Option<(&str, u64)>| {
+            let mut r = crate::session::sample_record(name);
+            r.created = created;
+            r.cage = Some(crate::session::sample_cage(&format!(
+                "shrooms-{name}-000001"
+            )));
+            crate::ops::show::Session::new(
+                &r,
+                crate::ops::show::Seen::of_ps("running"),
+                None,
+                busy.map(|(what, since)| crate::session::Busy {
+                    what: what.into(),
+                    since: Some(since),
+                    since_rfc3339: None,
+                }),
+            )
         };
         let l = Listing {
             sessions: vec![
@@ -1007,6 +1019,43 @@ mod tests {
              bb       shrooms-bb-000001  running  -                 1 day  caged  claude   img    /p\n"
         );
         assert_eq!(names(&vec!["a", "bb"]), "a\nbb\n");
+    }
+
+    /// `cage stop --all --json` has the same keys whether or not a session
+    /// was busy: the error's keys are null when none was.
+    #[test]
+    fn stop_all_has_one_shape() {
+        let mut r = crate::ops::stop::StoppedAll {
+            stopped: vec![crate::ops::stop::Stopped {
+                session: "a".into(),
+                container: "shrooms-a-000001".into(),
+                was_running: true,
+            }],
+            busy: vec![],
+        };
+        let keys = |v: &serde_json::Value| -> Vec<String> {
+            v.as_object().unwrap().keys().cloned().collect()
+        };
+        let fine = error_body(r.busy_error().as_ref(), &r);
+        assert_eq!(
+            fine,
+            serde_json::json!({
+                "error": null, "exit_code": 0, "kind": null, "busy": [],
+                "stopped": [{"session": "a", "container": "shrooms-a-000001", "was_running": true}]
+            })
+        );
+        r.busy.push("b".into());
+        let busy = error_body(r.busy_error().as_ref(), &r);
+        assert_eq!(keys(&busy), keys(&fine));
+        assert_eq!(busy["exit_code"], 3);
+        assert_eq!(busy["kind"], "busy");
+        assert_eq!(busy["busy"], serde_json::json!(["b"]));
+        assert!(
+            busy["error"]
+                .as_str()
+                .unwrap()
+                .contains("not stopped, busy: b")
+        );
     }
 
     #[test]

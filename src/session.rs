@@ -264,9 +264,10 @@ pub struct CageRecord {
 }
 
 /// A record that does not read, and why.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Damaged {
-    pub session: String,
+    /// The session's name, as its record file's name says it.
+    pub name: String,
     pub error: String,
 }
 
@@ -692,14 +693,14 @@ impl Store {
                     Ok(r) => out.push(r),
                     Err(e) if e.kind == crate::error::Kind::NotFound => {}
                     Err(e) => damaged.push(Damaged {
-                        session: name.to_string(),
+                        name: name.to_string(),
                         error: e.message,
                     }),
                 }
             }
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
-        damaged.sort_by(|a: &Damaged, b: &Damaged| a.session.cmp(&b.session));
+        damaged.sort_by(|a: &Damaged, b: &Damaged| a.name.cmp(&b.name));
         Ok((out, damaged))
     }
 
@@ -782,7 +783,7 @@ impl Store {
     pub fn lock(&self, name: &str) -> Result<SessionLock> {
         validate_name(name)?;
         make_private_dir(&self.sessions_dir())?;
-        match crate::lock::try_take(&self.lock_path(name))? {
+        match crate::lock::try_take_past_probes(&self.lock_path(name))? {
             Some(file) => {
                 // What the last holder wrote of itself is not this one's.
                 let _ = file.set_len(0);
@@ -868,7 +869,7 @@ pub struct SessionLock {
 }
 
 /// What holds a session's lock, as its holder wrote it in the lock file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Busy {
     /// `turn` (a `cage run` or `cage exec`), `create`, `move`, `start`,
     /// `stop`, `rm`, `prune`; `a command` when the holder did not say.
@@ -878,6 +879,7 @@ pub struct Busy {
     pub since: Option<u64>,
     /// The same, RFC 3339 with the local offset.
     #[serde(rename = "since")]
+    #[schema(format = DateTime)]
     pub since_rfc3339: Option<String>,
 }
 

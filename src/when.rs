@@ -40,6 +40,26 @@ fn at<Tz: TimeZone>(tz: &Tz, secs: u64) -> DateTime<Tz> {
         .with_timezone(tz)
 }
 
+/// A moment in Unix seconds that JSON output gives as RFC 3339 with the
+/// local offset ([`rfc3339`]): kept as seconds for the text's ages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Time(pub u64);
+
+impl serde::Serialize for Time {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&rfc3339(self.0))
+    }
+}
+
+/// For `#[serde(serialize_with)]` on a field kept in Unix seconds that
+/// may be unknown (null): RFC 3339 with the local offset, or null.
+pub fn ser_rfc3339_opt<S: serde::Serializer>(secs: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+    match secs {
+        Some(t) => s.serialize_str(&rfc3339(*t)),
+        None => s.serialize_none(),
+    }
+}
+
 /// How long ago `then` was, seen at `now`: `just now`, `3 min ago`,
 /// `1 hour ago`, `5 days ago`. A moment after `now` (a clock set back) is
 /// `just now`.
@@ -110,5 +130,54 @@ mod tests {
         assert_eq!(count(1, "file", "files"), "1 file");
         assert_eq!(count(0, "file", "files"), "0 files");
         assert_eq!(count(2, "file", "files"), "2 files");
+    }
+
+    /// Every time the JSON outputs give is RFC 3339 with an offset, never
+    /// Unix seconds: history's `when`, `files list`'s `refused[].when`,
+    /// `image status`'s `building_since` (the session object's own are in
+    /// `ops::show`'s test).
+    #[test]
+    fn json_times_are_rfc3339() {
+        let t = 1_796_061_909u64;
+        let is_rfc3339 = |v: &serde_json::Value| {
+            let s = v.as_str().unwrap_or_else(|| panic!("not a string: {v}"));
+            let parsed = DateTime::parse_from_rfc3339(s).unwrap();
+            assert_eq!(parsed.timestamp(), t as i64, "{s}");
+            assert!(s[19..].starts_with(['+', '-']) || s.ends_with('Z'), "{s}");
+        };
+        is_rfc3339(&serde_json::to_value(Time(t)).unwrap());
+        let entry = crate::ops::history::Entry::from(crate::session::HistoryEntry {
+            when: t,
+            who: "me".into(),
+            what: "made".into(),
+        });
+        let v = serde_json::to_value(&entry).unwrap();
+        is_rfc3339(&v["when"]);
+        assert_eq!(
+            v,
+            serde_json::json!({"when": rfc3339(t), "who": "me", "what": "made"})
+        );
+        let mut policy = crate::session::FilesPolicy::default();
+        policy.remember_refused(t, "m/s".into());
+        let list = crate::ops::files::FilesList {
+            session: "web".into(),
+            files: (&policy).into(),
+        };
+        is_rfc3339(&serde_json::to_value(&list).unwrap()["refused"][0]["when"]);
+        let mut status = crate::workbench::ImageStatus {
+            name: "img".into(),
+            machine: false,
+            stage: None,
+            present: false,
+            current: false,
+            building: true,
+            building_since: Some(t),
+            error: None,
+            label: None,
+            wanted: None,
+        };
+        is_rfc3339(&serde_json::to_value(&status).unwrap()["building_since"]);
+        status.building_since = None;
+        assert!(serde_json::to_value(&status).unwrap()["building_since"].is_null());
     }
 }

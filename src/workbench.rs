@@ -344,6 +344,8 @@ pub struct ImageStatus {
     pub current: bool,
     /// Ours: a build of it runs now (its lock is held).
     pub building: bool,
+    /// RFC 3339 with the local offset in JSON.
+    #[serde(serialize_with = "crate::when::ser_rfc3339_opt")]
     pub building_since: Option<u64>,
     /// The last line of its last build, when that failed.
     pub error: Option<String>,

@@ -833,7 +833,12 @@ fn ls_of(n: usize) {
     }
     let listing = super::ls::ls(&w.ctx).unwrap();
     assert_eq!(listing.sessions.len(), n);
-    assert!(listing.sessions.iter().all(|r| r.state == "exited"));
+    assert!(
+        listing
+            .sessions
+            .iter()
+            .all(|r| r.cage.as_ref().is_some_and(|c| c.state == "exited"))
+    );
     assert!(listing.leftovers.is_empty());
     assert_eq!(w.fake.calls(), calls::ls());
 }

@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use super::Context;
 use crate::error::{Error, IoContext, Result};
-use crate::session::{self, FilesPolicy};
+use crate::session;
 use crate::settings::validate_machine_name;
 
 /// At most this much in one file (100 MiB).
@@ -54,8 +54,10 @@ pub fn parse_target(text: &str) -> Result<(String, String)> {
 #[derive(Debug, Clone, Serialize)]
 pub struct FilesList {
     pub session: String,
+    /// As in the session object: `allow`, and `refused` with its times
+    /// in RFC 3339.
     #[serde(flatten)]
-    pub files: FilesPolicy,
+    pub files: super::show::Files,
 }
 
 /// `files allow SESSION MACHINE/SESSION` (or `MACHINE/*`).
@@ -75,7 +77,7 @@ pub fn allow(ctx: &Context, name: &str, sender: &str) -> Result<FilesList> {
         }
         Ok(FilesList {
             session: r.name.clone(),
-            files: r.files.clone(),
+            files: (&r.files).into(),
         })
     })
 }
@@ -94,7 +96,7 @@ pub fn deny(ctx: &Context, name: &str, sender: &str) -> Result<FilesList> {
         r.files.allow.retain(|a| *a != entry);
         Ok(FilesList {
             session: r.name.clone(),
-            files: r.files.clone(),
+            files: (&r.files).into(),
         })
     })
 }
@@ -124,7 +126,7 @@ pub fn list(ctx: &Context, name: &str) -> Result<FilesList> {
     let r = ctx.store.load(name)?;
     Ok(FilesList {
         session: r.name,
-        files: r.files,
+        files: (&r.files).into(),
     })
 }
 
@@ -835,7 +837,7 @@ mod tests {
                 created: 1,
                 cage: None,
                 auto_approve: false,
-                files: FilesPolicy {
+                files: session::FilesPolicy {
                     allow: vec!["alpha/*".into(), "beta/*".into()],
                     refused: Vec::new(),
                 },

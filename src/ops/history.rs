@@ -13,13 +13,22 @@ pub struct History {
     pub entries: Vec<Entry>,
 }
 
-/// One line of the history: the record's entry, and its time as RFC 3339.
+/// One line of the history, its time as RFC 3339 with the local offset.
 #[derive(Debug, Clone, Serialize)]
 pub struct Entry {
-    #[serde(flatten)]
-    pub entry: HistoryEntry,
-    /// `when` as RFC 3339 with the local offset.
-    pub at: String,
+    pub when: crate::when::Time,
+    pub who: String,
+    pub what: String,
+}
+
+impl From<HistoryEntry> for Entry {
+    fn from(e: HistoryEntry) -> Entry {
+        Entry {
+            when: crate::when::Time(e.when),
+            who: e.who,
+            what: e.what,
+        }
+    }
 }
 
 pub fn history(ctx: &Context, name: &str) -> Result<History> {
@@ -30,10 +39,7 @@ pub fn history(ctx: &Context, name: &str) -> Result<History> {
             .store
             .history(name)?
             .into_iter()
-            .map(|entry| Entry {
-                at: crate::when::rfc3339(entry.when),
-                entry,
-            })
+            .map(Entry::from)
             .collect(),
     })
 }

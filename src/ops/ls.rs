@@ -1,40 +1,21 @@
 //! `cage ls`: one `podman ps` call, joined with the records. Containers that
 //! carry the session label but belong to no session are leftovers.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use super::Context;
+use super::show::{Seen, Session};
 use crate::error::Result;
+#[cfg(test)]
 use crate::harness::Harness;
 use crate::podman::inspect::PsEntry;
 use crate::spec::SESSION_LABEL;
 
-#[derive(Debug, Clone, Serialize)]
-pub struct Row {
-    pub session: String,
-    pub container: Option<String>,
-    pub image: Option<String>,
-    /// podman's state (running, exited, created), "missing" when the
-    /// container is gone, "uncaged" for a session out of its cage.
-    pub state: String,
-    pub dir: PathBuf,
-    pub harness: Harness,
-    pub network: Option<String>,
-    /// A sealed cage.
-    pub sealed: bool,
-    /// When the session was made, RFC 3339 with the local offset.
-    pub created: String,
-    /// The same in Unix seconds, for the text's AGE.
-    #[serde(skip)]
-    pub created_secs: u64,
-    /// What holds the session now (a turn, a create, ...) and since when;
-    /// null when nothing does.
-    pub busy: Option<crate::session::Busy>,
-}
-
-#[derive(Debug, Clone, Serialize)]
+/// A container that carries the session label and belongs to no session
+/// here.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Leftover {
     pub container: String,
     /// The session named by its label.
@@ -47,9 +28,13 @@ pub struct Leftover {
     pub state_folder: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// The sessions (README, "The session object"), as `cage ls --json` and
+/// `GET /v1/sessions` give them.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Listing {
-    pub sessions: Vec<Row>,
+    pub sessions: Vec<Session>,
+    /// Containers that carry the session label and belong to no session
+    /// here (`cage prune` removes those this state folder made).
     pub leftovers: Vec<Leftover>,
     /// Records that do not read: listed, not hidden, and not in the way of
     /// the others.
@@ -60,46 +45,43 @@ pub fn ls(ctx: &Context) -> Result<Listing> {
     let (records, damaged) = ctx.store.list_readable()?;
     // Without podman the sessions are still listed, their state unknown: a
     // caged session can still be taken out of its cage there.
-    let ps = match ctx.host() {
-        Ok(host) => Some(host.podman.ps_cages()?),
-        Err(e) if e.kind == crate::error::Kind::NoPodman => None,
+    let (ps, volumes) = match ctx.host() {
+        Ok(host) => (Some(host.podman.ps_cages()?), host.volume_path.as_deref()),
+        Err(e) if e.kind == crate::error::Kind::NoPodman => (None, None),
         Err(e) => return Err(e),
     };
-    let mut listing = join(&records, ps.as_deref());
-    listing.damaged = damaged;
-    for row in &mut listing.sessions {
-        row.busy = ctx.store.busy(&row.session)?;
+    let mut busy = Vec::with_capacity(records.len());
+    for r in &records {
+        busy.push(ctx.store.busy(&r.name)?);
     }
+    let mut listing = join(&records, ps.as_deref(), volumes, busy);
+    listing.damaged = damaged;
     Ok(listing)
 }
 
-/// Pure: the records joined with what podman listed (None: no podman).
-pub fn join(records: &[crate::session::Record], ps: Option<&[PsEntry]>) -> Listing {
+/// Pure: the records joined with what podman listed (None: no podman),
+/// podman's volume folder (for a shared folder's path) and what holds each
+/// (in the records' order).
+pub fn join(
+    records: &[crate::session::Record],
+    ps: Option<&[PsEntry]>,
+    volumes: Option<&Path>,
+    busy: Vec<Option<crate::session::Busy>>,
+) -> Listing {
     let no_podman = ps.is_none();
     let ps = ps.unwrap_or_default();
+    let mut busy = busy.into_iter();
     let sessions = records
         .iter()
         .map(|r| {
             let cage = r.cage.as_ref();
             let entry = cage.and_then(|c| ps.iter().find(|e| e.name() == c.container));
-            Row {
-                session: r.name.clone(),
-                container: cage.map(|c| c.container.clone()),
-                image: cage.map(|c| c.image.clone()),
-                state: match (cage, entry) {
-                    (None, _) => "uncaged".into(),
-                    (Some(_), None) if no_podman => "no podman".into(),
-                    (Some(_), None) => "missing".into(),
-                    (Some(_), Some(e)) => e.state.clone(),
-                },
-                dir: r.dir.clone(),
-                harness: r.harness,
-                network: cage.map(|c| c.network.name().to_string()),
-                sealed: cage.is_some_and(|c| c.sealed.is_some()),
-                created: crate::when::rfc3339(r.created),
-                created_secs: r.created,
-                busy: None,
-            }
+            let seen = match entry {
+                Some(e) => Seen::of_ps(&e.state),
+                None if no_podman => Seen::of_ps("no podman"),
+                None => Seen::missing(),
+            };
+            Session::new(r, seen, shared_path(volumes, r), busy.next().flatten())
         })
         .collect();
     let leftovers = ps
@@ -122,6 +104,13 @@ pub fn join(records: &[crate::session::Record], ps: Option<&[PsEntry]>) -> Listi
         leftovers,
         damaged: Vec::new(),
     }
+}
+
+/// A caged session's shared folder on the machine: podman's volume
+/// folder, then VOLUME/_data (as [`crate::host::Host::shared_path`]).
+pub fn shared_path(volumes: Option<&Path>, r: &crate::session::Record) -> Option<PathBuf> {
+    let volume = r.cage.as_ref()?.options.shared.as_ref()?;
+    Some(volumes?.join(volume).join("_data"))
 }
 
 #[cfg(test)]
@@ -159,15 +148,17 @@ mod tests {
             entry("shrooms-a-1", "a", "running"),
             entry("shrooms-old-3", "old", "exited"),
         ];
-        let l = join(&records, Some(&ps));
-        assert_eq!(l.sessions[0].state, "running");
-        assert_eq!(l.sessions[1].state, "missing");
+        let l = join(&records, Some(&ps), None, vec![]);
+        let state = |s: &Session| s.cage.as_ref().unwrap().state.clone();
+        assert_eq!(state(&l.sessions[0]), "running");
+        assert!(l.sessions[0].cage.as_ref().unwrap().running);
+        assert_eq!(state(&l.sessions[1]), "missing");
         assert_eq!(l.leftovers.len(), 1);
         assert_eq!(l.leftovers[0].container, "shrooms-old-3");
         assert_eq!(l.leftovers[0].session, "old");
         // Without podman: listed, the state unknown, no leftovers.
-        let l = join(&records, None);
-        assert_eq!(l.sessions[0].state, "no podman");
+        let l = join(&records, None, None, vec![]);
+        assert_eq!(state(&l.sessions[0]), "no podman");
         assert!(l.leftovers.is_empty());
     }
 

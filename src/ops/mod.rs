@@ -77,6 +77,12 @@ impl Context {
         self
     }
 
+    /// The host's facts if known already, never asking podman (serve's
+    /// listing, which makes no podman call).
+    pub fn host_known(&self) -> Option<&Host> {
+        self.host.get()
+    }
+
     /// The host's facts; fails with `NO_PODMAN` where there are no cages.
     pub fn host(&self) -> Result<&Host> {
         if let Some(h) = self.host.get() {

@@ -1,31 +1,186 @@
-//! `cage show`: a session's record, its container's state, and the argv it
-//! was made with.
+//! `cage show`: a session as one object, the same wherever a session is
+//! given as JSON (`cage ls --json`, `cage show --json`, `GET /v1/sessions`,
+//! `GET /v1/sessions/{name}`; README, "The session object"): the facts of
+//! the session, and a nested `cage` for what belongs to its container.
+
+use std::path::PathBuf;
 
 use serde::Serialize;
 
 use super::Context;
 use crate::error::Result;
-use crate::session::Record;
+use crate::harness::Harness;
+use crate::session::{Busy, CageRecord, MountSource, Record, SealedRecord, Usage};
+use crate::settings::Limits;
+use crate::spec::{Network, Options};
+use crate::when::Time;
 
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct Shown {
-    #[serde(flatten)]
-    pub record: Record,
-    /// podman's state of the container, "missing" when it is gone,
-    /// "uncaged" out of a cage.
-    pub state: String,
-    pub running: bool,
-    /// The shared folder on the machine (podman's volume folder, then
-    /// VOLUME/_data), for a cage given one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
-    pub shared_path: Option<std::path::PathBuf>,
+/// A session, as every JSON face gives it.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Session {
+    pub name: String,
+    /// The project folder, canonical and absolute.
+    #[schema(value_type = String)]
+    pub dir: PathBuf,
+    pub harness: Harness,
+    /// When it was made: RFC 3339 with the machine's local offset.
+    #[schema(value_type = String, format = DateTime)]
+    pub created: Time,
+    /// In a sealed cage.
+    pub sealed: bool,
+    /// Kept for the apps, which show and set it.
+    pub auto_approve: bool,
+    /// Does it take tasks and files from caged sessions, as in force
+    /// (set, or by default: yes in a cage).
+    pub accept_caged: bool,
+    /// What holds the session now (a turn, a create, ...) and since when;
+    /// null when nothing does.
+    pub busy: Option<Busy>,
+    /// Whom it takes files from, and who tried and was refused.
+    pub files: Files,
+    /// The model tokens its turns spent, and its token budget.
+    pub tokens: Tokens,
+    /// Its cage; null for a session out of its cage.
+    pub cage: Option<Cage>,
 }
 
-pub fn show(ctx: &Context, name: &str) -> Result<Shown> {
+/// What belongs to a session's container.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Cage {
+    /// `shrooms-<session>-<6 hex>`.
+    pub container: String,
+    pub image: String,
+    /// podman's state of the container (running, exited, created, ...);
+    /// "missing" when it is gone, "no podman" where `cage ls` runs without
+    /// podman.
+    pub state: String,
+    pub running: bool,
+    pub network: Network,
+    pub limits: Limits,
+    /// `limits` are the session's own (`cage limits`), not the config's.
+    pub own_limits: bool,
+    /// The options that widen it.
+    pub options: Options,
+    /// The shared folder on the machine (podman's volume folder, then
+    /// VOLUME/_data), for a cage given one; null otherwise.
+    #[schema(value_type = Option<String>)]
+    pub shared_path: Option<PathBuf>,
+    /// What a sealed cage was made with; null for an ordinary cage.
+    pub sealed: Option<SealedRecord>,
+    /// The image's own PATH, for the env file.
+    pub image_path: String,
+    /// The harness's data folder at the machine's path (the mount target).
+    #[schema(value_type = String)]
+    pub harness_dir: PathBuf,
+    /// The harness program run inside for `cage run`, if known.
+    #[schema(value_type = Option<String>)]
+    pub program: Option<PathBuf>,
+    /// The `podman create` argv the container was made with.
+    pub create_argv: Vec<String>,
+    /// Each bind mount's source as it was when the cage was made (empty
+    /// for cages made before this was kept).
+    pub mount_sources: Vec<MountSource>,
+}
+
+/// Whom a session takes files from (`files allow`), and the last refused.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Files {
+    /// `MACHINE/SESSION` or `MACHINE/*`.
+    pub allow: Vec<String>,
+    /// The refused senders, oldest first, at most 10.
+    pub refused: Vec<Refused>,
+}
+
+/// One refused drop.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Refused {
+    /// RFC 3339 with the machine's local offset.
+    #[schema(value_type = String, format = DateTime)]
+    pub when: Time,
+    /// `MACHINE/SESSION`.
+    pub from: String,
+}
+
+impl From<&crate::session::FilesPolicy> for Files {
+    fn from(f: &crate::session::FilesPolicy) -> Files {
+        Files {
+            allow: f.allow.clone(),
+            refused: f
+                .refused
+                .iter()
+                .map(|r| Refused {
+                    when: Time(r.when),
+                    from: r.from.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A session's model tokens (README, "Model gateway").
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Tokens {
+    /// No model request is forwarded once `used` reaches it (all four
+    /// counts together); null: no budget.
+    pub budget: Option<u64>,
+    /// Summed over every turn.
+    pub used: Usage,
+    /// The last turn that reached the model, summed over its responses.
+    pub last_turn: Option<TurnUsage>,
+}
+
+/// One turn's tokens, and when it started.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct TurnUsage {
+    /// RFC 3339 with the machine's local offset.
+    #[schema(value_type = String, format = DateTime)]
+    pub started: Time,
+    #[serde(flatten)]
+    pub usage: Usage,
+}
+
+impl From<&crate::session::Tokens> for Tokens {
+    fn from(t: &crate::session::Tokens) -> Tokens {
+        Tokens {
+            budget: t.budget,
+            used: t.used,
+            last_turn: t.last_turn.as_ref().map(|l| TurnUsage {
+                started: Time(l.started),
+                usage: l.usage,
+            }),
+        }
+    }
+}
+
+/// A cage's state as seen: podman's words, and whether it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    pub state: String,
+    pub running: bool,
+}
+
+impl Seen {
+    pub fn missing() -> Seen {
+        Seen {
+            state: "missing".into(),
+            running: false,
+        }
+    }
+
+    /// From `podman ps`'s state (the live view and `cage ls`).
+    pub fn of_ps(state: &str) -> Seen {
+        Seen {
+            state: state.to_string(),
+            running: state == "running",
+        }
+    }
+}
+
+pub fn show(ctx: &Context, name: &str) -> Result<Session> {
     let record = ctx.store.load(name)?;
-    let (state, running, shared_path) = match &record.cage {
-        None => ("uncaged".to_string(), false, None),
+    let busy = ctx.store.busy(name)?;
+    let (seen, shared_path) = match &record.cage {
+        None => (Seen::missing(), None),
         Some(cage) => {
             let host = ctx.host_for_session()?;
             let shared = cage
@@ -33,30 +188,167 @@ pub fn show(ctx: &Context, name: &str) -> Result<Shown> {
                 .shared
                 .as_ref()
                 .and_then(|v| host.shared_path(v));
-            match host.podman.container(&cage.container)? {
-                Some(s) => (s.status.clone(), s.running, shared),
-                None => ("missing".to_string(), false, shared),
-            }
+            let seen = match host.podman.container(&cage.container)? {
+                Some(s) => Seen {
+                    state: s.status.clone(),
+                    running: s.running,
+                },
+                None => Seen::missing(),
+            };
+            (seen, shared)
         }
     };
-    Ok(Shown::new(record, state, running, shared_path))
+    Ok(Session::new(&record, seen, shared_path, busy))
 }
 
-impl Shown {
-    /// A session as shown, by `cage show` and by serve alike.
+impl Session {
+    /// A session as given: its record, its cage's state as seen (unused
+    /// out of a cage), its shared folder's path and what holds it.
     pub fn new(
-        mut record: Record,
-        state: String,
-        running: bool,
-        shared_path: Option<std::path::PathBuf>,
-    ) -> Shown {
-        // Shown as it is in force, also where it was never set.
-        record.accept_caged = Some(record.accepts_caged());
-        Shown {
-            record,
-            state,
-            running,
-            shared_path,
+        record: &Record,
+        seen: Seen,
+        shared_path: Option<PathBuf>,
+        busy: Option<Busy>,
+    ) -> Session {
+        Session {
+            name: record.name.clone(),
+            dir: record.dir.clone(),
+            harness: record.harness,
+            created: Time(record.created),
+            sealed: record.cage.as_ref().is_some_and(|c| c.sealed.is_some()),
+            auto_approve: record.auto_approve,
+            // As in force, also where it was never set.
+            accept_caged: record.accepts_caged(),
+            busy,
+            files: (&record.files).into(),
+            tokens: (&record.tokens).into(),
+            cage: record
+                .cage
+                .as_ref()
+                .map(|c| Cage::new(c, seen, shared_path)),
         }
+    }
+}
+
+impl Cage {
+    fn new(c: &CageRecord, seen: Seen, shared_path: Option<PathBuf>) -> Cage {
+        Cage {
+            container: c.container.clone(),
+            image: c.image.clone(),
+            state: seen.state,
+            running: seen.running,
+            network: c.network,
+            limits: c.limits.clone(),
+            own_limits: c.own_limits,
+            options: c.options.clone(),
+            shared_path,
+            sealed: c.sealed.clone(),
+            image_path: c.image_path.clone(),
+            harness_dir: c.harness_dir.clone(),
+            program: c.program.clone(),
+            create_argv: c.create_argv.clone(),
+            mount_sources: c.mount_sources.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The session object, golden: every field by its name, the times in
+    /// RFC 3339 with an offset.
+    #[test]
+    fn the_session_object() {
+        let mut r = crate::session::sample_record("web");
+        r.created = 1_796_061_909;
+        r.files.remember_refused(1_796_061_910, "m/s".into());
+        r.tokens.last_turn = Some(crate::session::TurnUsage {
+            started: 1_796_061_911,
+            usage: Usage::default(),
+        });
+        let busy = Some(Busy {
+            what: "turn".into(),
+            since: Some(1_796_061_912),
+            since_rfc3339: Some(crate::when::rfc3339(1_796_061_912)),
+        });
+        let out = Session::new(&r, Seen::missing(), None, busy.clone());
+        let v = serde_json::to_value(&out).unwrap();
+        // serde_json's map sorts its keys.
+        let sorted = |mut k: Vec<&'static str>| {
+            k.sort();
+            k
+        };
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            sorted(vec![
+                "name",
+                "dir",
+                "harness",
+                "created",
+                "sealed",
+                "auto_approve",
+                "accept_caged",
+                "busy",
+                "files",
+                "tokens",
+                "cage"
+            ])
+        );
+        assert_eq!(v["name"], "web");
+        assert_eq!(v["cage"], serde_json::Value::Null);
+        assert_eq!(v["accept_caged"], false);
+        for (t, secs) in [
+            (&v["created"], 1_796_061_909),
+            (&v["files"]["refused"][0]["when"], 1_796_061_910),
+            (&v["tokens"]["last_turn"]["started"], 1_796_061_911),
+            (&v["busy"]["since"], 1_796_061_912),
+        ] {
+            let t = t.as_str().unwrap();
+            let parsed = chrono::DateTime::parse_from_rfc3339(t).unwrap();
+            assert_eq!(parsed.timestamp(), secs, "{t}");
+            // An offset, never a bare time.
+            assert!(t.ends_with('Z') || t[19..].starts_with(['+', '-']), "{t}");
+        }
+        assert_eq!(v["files"]["refused"][0]["from"], "m/s");
+        assert_eq!(v["tokens"]["last_turn"]["responses"], 0);
+
+        r.cage = Some(crate::session::sample_cage("shrooms-web-0a1b2c"));
+        let out = Session::new(&r, Seen::of_ps("running"), Some("/v/x/_data".into()), None);
+        let v = serde_json::to_value(&out).unwrap();
+        let keys: Vec<&str> = v["cage"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
+        assert_eq!(
+            keys,
+            sorted(vec![
+                "container",
+                "image",
+                "state",
+                "running",
+                "network",
+                "limits",
+                "own_limits",
+                "options",
+                "shared_path",
+                "sealed",
+                "image_path",
+                "harness_dir",
+                "program",
+                "create_argv",
+                "mount_sources"
+            ])
+        );
+        assert_eq!(v["cage"]["container"], "shrooms-web-0a1b2c");
+        assert_eq!(v["cage"]["state"], "running");
+        assert_eq!(v["cage"]["running"], true);
+        assert_eq!(v["cage"]["network"], "bridge");
+        assert_eq!(v["cage"]["shared_path"], "/v/x/_data");
+        assert_eq!(v["accept_caged"], true);
+        assert_eq!(v["busy"], serde_json::Value::Null);
     }
 }

@@ -33,8 +33,19 @@ const AGAIN_AFTER: Duration = Duration::from_secs(1);
 struct View {
     /// Container name to podman's state (as `podman ps` says it).
     states: HashMap<String, String>,
+    /// Container name to what its labels and image say, for the leftovers
+    /// (containers of no session here) that `GET /v1/sessions` lists.
+    owners: HashMap<String, Owner>,
     /// A `podman ps` has answered.
     ready: bool,
+}
+
+/// What a container's labels and image say of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Owner {
+    session: String,
+    image: String,
+    state_folder: Option<String>,
 }
 
 #[derive(Default)]
@@ -54,6 +65,21 @@ pub struct Event {
     pub kind: String,
     #[serde(rename = "Attributes")]
     pub attributes: Option<HashMap<String, String>>,
+    #[serde(rename = "Image")]
+    pub image: String,
+}
+
+impl Event {
+    /// What its labels say of its container (the events carry them as
+    /// attributes).
+    fn owner(&self) -> Owner {
+        let label = |k: &str| self.attributes.as_ref().and_then(|a| a.get(k)).cloned();
+        Owner {
+            session: label(SESSION_LABEL).unwrap_or_default(),
+            image: self.image.clone(),
+            state_folder: label(crate::spec::STATE_LABEL),
+        }
+    }
 }
 
 /// What an event does to a container's state.
@@ -135,8 +161,20 @@ impl Live {
                     .iter()
                     .map(|e| (e.name().to_string(), e.state.clone()))
                     .collect();
+                let owners = entries
+                    .iter()
+                    .map(|e| {
+                        let owner = Owner {
+                            session: e.label(SESSION_LABEL).unwrap_or("").to_string(),
+                            image: e.image.clone(),
+                            state_folder: e.label(crate::spec::STATE_LABEL).map(str::to_string),
+                        };
+                        (e.name().to_string(), owner)
+                    })
+                    .collect();
                 let mut v = self.lock();
                 v.states = states;
+                v.owners = owners;
                 v.ready = true;
             }
             Err(e) => {
@@ -178,7 +216,11 @@ impl Live {
 
     fn apply(&self, e: &Event) {
         match change(e) {
-            Change::State(s) => self.note(&e.name, s),
+            Change::State(s) => {
+                let mut v = self.lock();
+                v.states.insert(e.name.clone(), s.to_string());
+                v.owners.insert(e.name.clone(), e.owner());
+            }
             Change::Gone => self.forget(&e.name),
             Change::Reload | Change::None => {}
         }
@@ -203,7 +245,36 @@ impl Live {
 
     /// A container an operation just removed.
     pub fn forget(&self, container: &str) {
-        self.lock().states.remove(container);
+        let mut v = self.lock();
+        v.states.remove(container);
+        v.owners.remove(container);
+    }
+
+    /// The containers that carry the session label and belong to none of
+    /// `records`, as `cage ls` lists them (by name here).
+    pub fn leftovers(&self, records: &[crate::session::Record]) -> Vec<crate::ops::ls::Leftover> {
+        let v = self.lock();
+        let ours: std::collections::HashSet<&str> = records
+            .iter()
+            .filter_map(|r| r.cage.as_ref().map(|c| c.container.as_str()))
+            .collect();
+        let mut out: Vec<_> = v
+            .states
+            .iter()
+            .filter(|(name, _)| !ours.contains(name.as_str()))
+            .map(|(name, state)| {
+                let owner = v.owners.get(name).cloned().unwrap_or_default();
+                crate::ops::ls::Leftover {
+                    container: name.clone(),
+                    session: owner.session,
+                    image: owner.image,
+                    state: state.clone(),
+                    state_folder: owner.state_folder,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.container.cmp(&b.container));
+        out
     }
 }
 
@@ -260,6 +331,7 @@ mod tests {
             status: status.into(),
             kind: "container".into(),
             attributes: Some([(SESSION_LABEL.to_string(), "s".to_string())].into()),
+            image: "img".into(),
         };
         live.apply(&e("create"));
         assert_eq!(live.state("c").as_deref(), Some("created"));
@@ -268,7 +340,22 @@ mod tests {
         assert_eq!(live.state("c").as_deref(), Some("running"));
         live.apply(&e("died"));
         assert_eq!(live.state("c").as_deref(), Some("exited"));
+        // No record owns it: a leftover, its labels from the events.
+        assert_eq!(
+            live.leftovers(&[]),
+            [crate::ops::ls::Leftover {
+                container: "c".into(),
+                session: "s".into(),
+                image: "img".into(),
+                state: "exited".into(),
+                state_folder: None,
+            }]
+        );
+        let mut r = crate::session::sample_record("s");
+        r.cage = Some(crate::session::sample_cage("c"));
+        assert_eq!(live.leftovers(&[r]), []);
         live.apply(&e("remove"));
         assert_eq!(live.state("c"), None);
+        assert_eq!(live.leftovers(&[]), []);
     }
 }

@@ -251,14 +251,10 @@ async fn openapi() -> Response {
     }
 }
 
-#[derive(Serialize, ToSchema)]
-struct SessionList {
-    sessions: Vec<ops::show::Shown>,
-}
-
-/// Every session, as `cage show --json` gives each.
+/// Every session (README, "The session object"), as `cage ls --json`
+/// gives them: damaged records apart.
 #[utoipa::path(get, path = "/v1/sessions", operation_id = "listSessions",
-    responses((status = 200, description = "The sessions.", body = SessionList)))]
+    responses((status = 200, description = "The sessions.", body = ops::ls::Listing)))]
 async fn list(Extension(shared): Sh) -> Response {
     if let Some(live) = ready_view(&shared) {
         // The records are read on a blocking thread, never behind the
@@ -266,12 +262,20 @@ async fn list(Extension(shared): Sh) -> Response {
         let s = shared.clone();
         let listed = tokio::task::spawn_blocking(move || -> Result<Response, Error> {
             let ctx = s.context();
-            let (records, _damaged) = ctx.store.list_readable()?;
-            let sessions = records
-                .into_iter()
-                .map(|r| shown_live(&s, &live, r))
-                .collect();
-            Ok(Response::json(200, &SessionList { sessions }))
+            let (records, damaged) = ctx.store.list_readable()?;
+            let mut sessions = Vec::with_capacity(records.len());
+            for r in &records {
+                sessions.push(session_live(&ctx, &live, r)?);
+            }
+            let leftovers = live.leftovers(&records);
+            Ok(Response::json(
+                200,
+                &ops::ls::Listing {
+                    sessions,
+                    leftovers,
+                    damaged,
+                },
+            ))
         })
         .await;
         return match listed {
@@ -281,18 +285,8 @@ async fn list(Extension(shared): Sh) -> Response {
         };
     }
     operation(&shared, |shared| {
-        let ctx = shared.context();
-        let listing = ops::ls::ls(&ctx)?;
-        let mut sessions = Vec::new();
-        for row in listing.sessions {
-            match ops::show::show(&ctx, &row.session) {
-                Ok(s) => sessions.push(s),
-                // Removed meanwhile.
-                Err(e) if e.kind == crate::error::Kind::NotFound => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(Response::json(200, &SessionList { sessions }))
+        let listing = ops::ls::ls(&shared.context())?;
+        Ok(Response::json(200, &listing))
     })
     .await
 }
@@ -306,34 +300,34 @@ fn ready_view(shared: &Shared) -> Option<Arc<super::live::Live>> {
 
 /// `cage show --json` of a record, its state from the live view: no podman
 /// call.
-fn shown_live(shared: &Shared, live: &super::live::Live, record: Record) -> ops::show::Shown {
-    let (state, running, shared_path) = match &record.cage {
-        None => ("uncaged".to_string(), false, None),
-        Some(cage) => {
-            let host = shared.state.host();
-            let shared_path = cage
-                .options
-                .shared
-                .as_ref()
-                .and_then(|v| host.as_ref().and_then(|h| h.shared_path(v)));
-            let state = live
-                .state(&cage.container)
-                .unwrap_or_else(|| "missing".to_string());
-            let running = state == "running";
-            (state, running, shared_path)
-        }
+fn session_live(
+    ctx: &ops::Context,
+    live: &super::live::Live,
+    record: &Record,
+) -> Result<ops::show::Session, Error> {
+    let volumes = ctx.host_known().and_then(|h| h.volume_path.as_deref());
+    let seen = match &record.cage {
+        None => ops::show::Seen::missing(),
+        Some(cage) => live
+            .state(&cage.container)
+            .map_or_else(ops::show::Seen::missing, |s| ops::show::Seen::of_ps(&s)),
     };
-    ops::show::Shown::new(record, state, running, shared_path)
+    Ok(ops::show::Session::new(
+        record,
+        seen,
+        ops::ls::shared_path(volumes, record),
+        ctx.store.busy(&record.name)?,
+    ))
 }
 
 /// What an operation over HTTP just saw of a session's cage, for the live
 /// view (podman's event may come after the answer).
-fn note(shared: &Shared, shown: &ops::show::Shown) {
-    if let (Some(live), Some(cage)) = (&shared.live, &shown.record.cage) {
-        if shown.state == "missing" {
+fn note(shared: &Shared, shown: &ops::show::Session) {
+    if let (Some(live), Some(cage)) = (&shared.live, &shown.cage) {
+        if cage.state == "missing" {
             live.forget(&cage.container);
         } else {
-            live.note(&cage.container, &shown.state);
+            live.note(&cage.container, &cage.state);
         }
     }
 }
@@ -342,7 +336,7 @@ fn note(shared: &Shared, shown: &ops::show::Shown) {
 #[derive(Serialize, ToSchema)]
 struct ShownWith {
     #[serde(flatten)]
-    shown: ops::show::Shown,
+    shown: ops::show::Session,
     /// What the operation warns of (a choice the machine could not honour in full).
     warnings: Vec<String>,
 }
@@ -452,7 +446,7 @@ async fn create(Extension(shared): Sh, Extension(info): Info, req: Request) -> R
 #[utoipa::path(get, path = "/v1/sessions/{name}", operation_id = "showSession",
     params(("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")),
     responses(
-        (status = 200, description = "The session.", body = ops::show::Shown),
+        (status = 200, description = "The session (README, \"The session object\").", body = ops::show::Session),
         (status = 400, description = "Not a session name.", body = ErrorBody),
         (status = 404, description = "No such session.", body = ErrorBody)))]
 async fn show(Extension(shared): Sh, params: RawPathParams) -> Response {
@@ -460,8 +454,9 @@ async fn show(Extension(shared): Sh, params: RawPathParams) -> Response {
     if let Some(live) = ready_view(&shared) {
         let s = shared.clone();
         let shown = tokio::task::spawn_blocking(move || -> Result<Response, Error> {
-            let record = s.context().store.load(&name)?;
-            Ok(Response::json(200, &shown_live(&s, &live, record)))
+            let ctx = s.context();
+            let record = ctx.store.load(&name)?;
+            Ok(Response::json(200, &session_live(&ctx, &live, &record)?))
         })
         .await;
         return match shown {

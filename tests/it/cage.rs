@@ -78,10 +78,10 @@ fn create_ls_show_exec_stop_start_rm() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|r| r["session"] == name.as_str())
+        .find(|r| r["name"] == name.as_str())
         .unwrap_or_else(|| panic!("cage ls --json does not list {name}: {ls:#}"));
-    assert_eq!(row["container"], container.as_str());
-    assert_eq!(row["state"], "created");
+    assert_eq!(row["cage"]["container"], container.as_str());
+    assert_eq!(row["cage"]["state"], "created");
     assert_eq!(row["dir"], s(&dir).as_str());
     assert!(
         !ls["leftovers"]
@@ -93,7 +93,12 @@ fn create_ls_show_exec_stop_start_rm() {
     );
 
     let show = w.run(&["cage", "show", &name, "--json"]).ok().json();
-    assert_eq!(show["state"], "created");
+    assert_eq!(show["cage"]["state"], "created");
+    // One session object: `cage show --json` is its `cage ls --json` row.
+    assert_eq!(
+        show, *row,
+        "cage show --json and its cage ls --json row differ"
+    );
     let argv: Vec<&str> = show["cage"]["create_argv"]
         .as_array()
         .unwrap_or_else(|| panic!("no argv in cage show: {show:#}"))
@@ -133,8 +138,8 @@ fn create_ls_show_exec_stop_start_rm() {
     w.run(&["cage", "start", &name]).ok();
     assert_eq!(w.container_state(container).as_deref(), Some("running"));
     let show = w.run(&["cage", "show", &name, "--json"]).ok().json();
-    assert_eq!(show["state"], "running");
-    assert_eq!(show["running"], true);
+    assert_eq!(show["cage"]["state"], "running");
+    assert_eq!(show["cage"]["running"], true);
 
     w.run(&["cage", "stop", &name]).ok();
     let stopped = w.container_state(container);
@@ -640,7 +645,7 @@ fn no_podman_says_so_in_the_seeds_words() {
     w.write_config("cages = false");
     let container = w.container(&name);
     let row = w.ls_row(&name).unwrap_or_default();
-    assert_eq!(row["state"], "no podman", "{row:#}");
+    assert_eq!(row["cage"]["state"], "no podman", "{row:#}");
     let r = w.run(&["cage", "move", &name, "--out"]).ok();
     assert!(r.stderr().contains("cage prune"), "{}", r.explain());
     assert!(w.record(&name)["cage"].is_null());

@@ -227,13 +227,13 @@ fn serve_sees_a_stop_behind_its_back(w: World) {
     let get = |url: &str| http("GET", url, None, &[("authorization", &auth)]);
     let url = format!("{}/v1/sessions/{name}", s.url);
     let shown = get(&url).is(200).json();
-    assert_eq!(shown["state"], "running", "{shown:#}");
-    assert_eq!(shown["running"], true, "{shown:#}");
+    assert_eq!(shown["cage"]["state"], "running", "{shown:#}");
+    assert_eq!(shown["cage"]["running"], true, "{shown:#}");
     let stopped = w.podman(&["stop", "-t", "0", &container]);
     assert!(stopped.status.success(), "{}", show_output(&stopped));
     let at = Instant::now();
     let seen = eventually(Duration::from_secs(1), || {
-        get(&url).json()["state"] == "exited"
+        get(&url).json()["cage"]["state"] == "exited"
     });
     let after = at.elapsed();
     assert!(
@@ -251,7 +251,7 @@ fn serve_sees_a_stop_behind_its_back(w: World) {
         .cloned()
         .unwrap();
     assert_eq!(
-        (&row["state"], &row["running"]),
+        (&row["cage"]["state"], &row["cage"]["running"]),
         (&serde_json::json!("exited"), &serde_json::json!(false)),
         "{list:#}"
     );
@@ -259,7 +259,7 @@ fn serve_sees_a_stop_behind_its_back(w: World) {
     let started = w.podman(&["start", &container]);
     assert!(started.status.success(), "{}", show_output(&started));
     assert!(
-        eventually(Duration::from_secs(1), || get(&url).json()["state"]
+        eventually(Duration::from_secs(1), || get(&url).json()["cage"]["state"]
             == "running"),
         "{}",
         s.log_text()
@@ -267,7 +267,7 @@ fn serve_sees_a_stop_behind_its_back(w: World) {
     let rm = w.podman(&["rm", "-f", "-t", "0", &container]);
     assert!(rm.status.success(), "{}", show_output(&rm));
     assert!(
-        eventually(Duration::from_secs(1), || get(&url).json()["state"]
+        eventually(Duration::from_secs(1), || get(&url).json()["cage"]["state"]
             == "missing"),
         "{}",
         s.log_text()
@@ -362,12 +362,15 @@ fn listing_a_hundred_sessions_over_http_calls_no_podman() {
         let list = get(&format!("{}/v1/sessions", s.url)).is(200).json();
         let sessions = list["sessions"].as_array().unwrap();
         assert_eq!(sessions.len(), 100, "{list:#}");
-        assert!(sessions.iter().all(|r| r["state"] == "exited"), "{list:#}");
+        assert!(
+            sessions.iter().all(|r| r["cage"]["state"] == "exited"),
+            "{list:#}"
+        );
     }
     let one = get(&format!("{}/v1/sessions/{}", s.url, names[7]))
         .is(200)
         .json();
-    assert_eq!(one["state"], "exited", "{one:#}");
+    assert_eq!(one["cage"]["state"], "exited", "{one:#}");
     assert_eq!(
         calls().strip_prefix(at_start.as_str()).unwrap_or("?"),
         "",

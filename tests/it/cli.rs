@@ -95,14 +95,10 @@ fn a_damaged_record_is_listed_apart() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| r["session"].as_str().unwrap())
+        .map(|r| r["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, vec![good.as_str()], "{listed:#}");
-    assert_eq!(
-        listed["damaged"][0]["session"],
-        broken.as_str(),
-        "{listed:#}"
-    );
+    assert_eq!(listed["damaged"][0]["name"], broken.as_str(), "{listed:#}");
     let why = listed["damaged"][0]["error"].as_str().unwrap();
     assert!(
         why.contains("damaged") && why.contains("Put it back"),

@@ -615,7 +615,9 @@ fn image_status_during_and_after_builds_and_doctor_agrees() {
     );
     let e = im.entry("workbench");
     assert_eq!(e["building"], true, "{e:#}");
-    assert!(e["building_since"].is_u64(), "{e:#}");
+    // RFC 3339 with an offset.
+    let since = e["building_since"].as_str().unwrap_or_default();
+    assert!(chrono::DateTime::parse_from_rfc3339(since).is_ok(), "{e:#}");
     assert_eq!(e["present"], false, "{e:#}");
     assert!(e["error"].is_null(), "{e:#}");
     assert!(doctor_image(&im.w).contains("is being built"));

@@ -173,7 +173,7 @@ fn the_shared_folder_is_one_per_set_of_meshes() {
     );
     // show gives the folder on the machine, and it holds the file
     let shown = w.run(&["cage", "show", &a, "--json"]).ok().json();
-    let path = shown["shared_path"].as_str().unwrap().to_string();
+    let path = shown["cage"]["shared_path"].as_str().unwrap().to_string();
     assert!(path.ends_with(&format!("{all}/_data")), "{path}");
     assert!(Path::new(&path).join(&marker).exists());
     let _ = fs::remove_file(Path::new(&path).join(&marker));
@@ -433,7 +433,7 @@ fn move_in_change_out_and_back() {
     );
     assert!(r.stderr().contains("not in a cage"), "{}", r.explain());
     let row = w.ls_row(&name).unwrap();
-    assert_eq!(row["state"], "uncaged");
+    assert_eq!(row["cage"], serde_json::Value::Null, "{row:#}");
     w.run(&["cage", "move", &name, "--out"]).code_is(2);
 
     // back in
@@ -459,9 +459,9 @@ fn move_in_change_out_and_back() {
     assert_eq!(whats[3], "taken out of its cage");
     assert!(whats[4].starts_with("moved into a cage"), "{whats:?}");
     assert_eq!(entries[2]["who"], "tester");
-    // JSON: `at`, RFC 3339 with the offset, beside the seconds; text: the
-    // local date and time, never the seconds.
-    let at = entries[0]["at"].as_str().unwrap();
+    // JSON: `when`, RFC 3339 with the offset; text: the local date and
+    // time, never the seconds.
+    let at = entries[0]["when"].as_str().unwrap();
     assert!(
         at.len() == "2026-11-30T19:05:09+01:00".len() && at.as_bytes()[10] == b'T',
         "{at}"
@@ -498,7 +498,8 @@ fn stop_all() {
         w.run(&["cage", "start", n]).ok();
     }
     let r = w.run(&["cage", "stop", "--all", "--json"]).ok().json();
-    assert!(r.as_array().unwrap().len() >= 2, "{r}");
+    assert!(r["stopped"].as_array().unwrap().len() >= 2, "{r}");
+    assert_eq!(r["busy"], serde_json::json!([]), "{r}");
     for n in [&a, &b] {
         assert_eq!(
             w.container_state(&w.container(n)).as_deref(),
@@ -803,9 +804,19 @@ fn stop_all_stops_the_rest_and_names_the_busy() {
         w.container_state(&w.container(held)).as_deref(),
         Some("running")
     );
-    // --json: one object, the error's shape with what was done.
+    // --json: one object, the error's shape with what was done; the same
+    // keys when nothing is busy (below).
     let r = w.run(&["cage", "stop", "--all", "--json"]).code_is(3);
     let j = r.json();
+    let keys = |v: &serde_json::Value| -> Vec<String> {
+        v.as_object()
+            .unwrap_or_else(|| panic!("not an object: {v:#}"))
+            .keys()
+            .cloned()
+            .collect()
+    };
+    let busy_keys = keys(&j);
+    assert_eq!(j["kind"], "busy", "{j:#}");
     assert_eq!(j["exit_code"], 3, "{j:#}");
     assert!(
         j["error"].as_str().unwrap().contains(held.as_str()),
@@ -815,7 +826,18 @@ fn stop_all_stops_the_rest_and_names_the_busy() {
     assert_eq!(j["stopped"].as_array().unwrap().len(), 2, "{j:#}");
     drop(lock);
     let j = w.run(&["cage", "stop", "--all", "--json"]).ok().json();
-    assert_eq!(j.as_array().unwrap().len(), 3, "{j:#}");
+    assert_eq!(keys(&j), busy_keys, "{j:#}");
+    assert_eq!(j["stopped"].as_array().unwrap().len(), 3, "{j:#}");
+    assert_eq!(j["busy"], serde_json::json!([]), "{j:#}");
+    assert_eq!(
+        (&j["error"], &j["exit_code"], &j["kind"]),
+        (
+            &serde_json::Value::Null,
+            &serde_json::json!(0),
+            &serde_json::Value::Null
+        ),
+        "{j:#}"
+    );
     assert_eq!(
         w.container_state(&w.container(held)).as_deref(),
         Some("exited")

@@ -362,7 +362,7 @@ impl World {
         ls["sessions"]
             .as_array()?
             .iter()
-            .find(|r| r["session"] == session)
+            .find(|r| r["name"] == session)
             .cloned()
     }
 
