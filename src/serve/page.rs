@@ -259,7 +259,7 @@ fn sessions(p: &Page) -> Markup {
         @if !p.damaged.is_empty() {
             h2 { "Damaged records" }
             ul {
-                @for d in &p.damaged { li { b { (d.session) } ": " (d.error) } }
+                @for d in &p.damaged { li { b { (d.name) } ": " (d.error) } }
             }
         }
     }
@@ -568,7 +568,7 @@ mod tests {
         p.cage.error = Some(evil.into());
         p.cage.image = evil.into();
         p.damaged.push(Damaged {
-            session: evil.into(),
+            name: evil.into(),
             error: evil.into(),
         });
         p.unread.push((evil.into(), evil.into()));
