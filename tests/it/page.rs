@@ -264,22 +264,6 @@ fn strip_tags(dom: &str) -> String {
         .replace("&amp;", "&")
 }
 
-/// curl's status code for `GET url`, run as `user` (None: root).
-fn curl_status(user: Option<&TestUser>, args: &[&str]) -> String {
-    let mut all = vec![
-        "-s",
-        "-o",
-        "/dev/null",
-        "-w",
-        "%{http_code}",
-        "--max-time",
-        "20",
-    ];
-    all.extend_from_slice(args);
-    let out = as_user(user, "curl", &all, &[]);
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// `GET /` goes through the checks every route does: without a token,
 /// another user's program is refused 403, and so is a request from a web
 /// page (Origin, Sec-Fetch-Site: cross-site, a Host that is a name); with

@@ -1799,22 +1799,6 @@ fn an_answer_before_the_body_is_not_lost_to_a_reset() {
     }
 }
 
-/// curl's status code for a request, run as `user` (None: root).
-fn curl_status(user: Option<&TestUser>, args: &[&str]) -> String {
-    let mut all = vec![
-        "-s",
-        "-o",
-        "/dev/null",
-        "-w",
-        "%{http_code}",
-        "--max-time",
-        "20",
-    ];
-    all.extend_from_slice(args);
-    let out = as_user(user, "curl", &all, &[]);
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// Without a token, serve answers only its own user's programs: over
 /// loopback it finds the uid of the process at the other end (the
 /// kernel's socket tables), and another user's gets 403 and a log line;

@@ -108,6 +108,22 @@ pub fn podman(user: Option<&TestUser>, args: &[&str]) -> Output {
     as_user(user, podman_program(), args, &[])
 }
 
+/// curl's status code for a request, run as `user` (None: root).
+pub fn curl_status(user: Option<&TestUser>, args: &[&str]) -> String {
+    let mut all = vec![
+        "-s",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "--max-time",
+        "20",
+    ];
+    all.extend_from_slice(args);
+    let out = as_user(user, "curl", &all, &[]);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Run a program as root or as the test user, with a small clean environment.
 pub fn as_user(
     user: Option<&TestUser>,
