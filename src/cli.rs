@@ -452,7 +452,8 @@ pub enum FilesCommand {
 pub struct ServeArgs {
     /// The address to listen on (default: 127.0.0.1 and the config's agent_port, 7387);
     /// localhost:PORT is 127.0.0.1:PORT, other names are refused.
-    /// An address other than loopback needs --token-file, and the port agent_port
+    /// An address other than loopback is refused without --token-file, and on a port
+    /// other than agent_port (the one port every cage is closed to)
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: Option<String>,
     /// A file holding a token: every request must then carry

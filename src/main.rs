@@ -316,9 +316,10 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
                 let text = |r: &ops::stop::StoppedAll| -> String {
                     r.stopped.iter().map(output::stopped).collect()
                 };
-                match r.busy_error() {
-                    // One shape with or without a busy session: the error's
-                    // keys are there, null, when every cage could be stopped.
+                match r.error() {
+                    // One shape with or without a busy session or a damaged
+                    // record: the error's keys are there, null, when every
+                    // cage could be stopped.
                     None if json => {
                         output::show(&output::error_body(None, &r), true, |_| String::new())
                     }

@@ -1032,20 +1032,21 @@ mod tests {
                 was_running: true,
             }],
             busy: vec![],
+            damaged: vec![],
         };
         let keys = |v: &serde_json::Value| -> Vec<String> {
             v.as_object().unwrap().keys().cloned().collect()
         };
-        let fine = error_body(r.busy_error().as_ref(), &r);
+        let fine = error_body(r.error().as_ref(), &r);
         assert_eq!(
             fine,
             serde_json::json!({
-                "error": null, "exit_code": 0, "kind": null, "busy": [],
+                "error": null, "exit_code": 0, "kind": null, "busy": [], "damaged": [],
                 "stopped": [{"session": "a", "container": "shrooms-a-000001", "was_running": true}]
             })
         );
         r.busy.push("b".into());
-        let busy = error_body(r.busy_error().as_ref(), &r);
+        let busy = error_body(r.error().as_ref(), &r);
         assert_eq!(keys(&busy), keys(&fine));
         assert_eq!(busy["exit_code"], 3);
         assert_eq!(busy["kind"], "busy");

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use super::{Context, cage_of};
 use crate::error::{Error, Kind, Result};
+use crate::session::Damaged;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Stopped {
@@ -16,38 +17,59 @@ pub struct Stopped {
 }
 
 /// What `cage stop --all` did: the cages stopped (or found not running),
-/// and the sessions left as they were because another command held them.
+/// the sessions left as they were because another command held them, and
+/// the records that do not read (whose container it cannot name).
 #[derive(Debug, Clone, Serialize)]
 pub struct StoppedAll {
     pub stopped: Vec<Stopped>,
     pub busy: Vec<String>,
+    pub damaged: Vec<Damaged>,
 }
 
 impl StoppedAll {
-    /// The error to end with when a session was busy (exit 3), naming them.
-    pub fn busy_error(&self) -> Option<Error> {
-        (!self.busy.is_empty()).then(|| {
-            Error::busy(format!(
+    /// The error to end with: a damaged record (exit 1) before a busy
+    /// session (exit 3), naming each; none when every cage was stopped.
+    pub fn error(&self) -> Option<Error> {
+        let busy = (!self.busy.is_empty()).then(|| {
+            format!(
                 "not stopped, busy: {} (another shrooms-agent command, an exec or run, is using \
                  {}); stop {} when it ends",
                 self.busy.join(", "),
                 if self.busy.len() == 1 { "it" } else { "each" },
                 if self.busy.len() == 1 { "it" } else { "them" },
-            ))
-        })
+            )
+        });
+        if self.damaged.is_empty() {
+            return busy.map(Error::busy);
+        }
+        let names: Vec<&str> = self.damaged.iter().map(|d| d.name.as_str()).collect();
+        let mut words = format!(
+            "not stopped, the record does not read: {} (`shrooms-agent cage ls` says why); mend \
+             the file or move it away, then stop {} again",
+            names.join(", "),
+            if names.len() == 1 { "it" } else { "them" },
+        );
+        if let Some(b) = busy {
+            words = format!("{words}; {b}");
+        }
+        Some(Error::failed(words))
     }
 }
 
 /// `cage stop --all`: every cage of this user that runs. A session another
 /// command holds is passed over and named at the end, so one long `exec`
 /// does not keep every other cage running; a session removed meanwhile is
-/// passed over too.
+/// passed over too, and so is a record that does not read, named at the
+/// end like a busy one, so that one bad file does not keep every cage
+/// running.
 pub fn stop_all(ctx: &Context) -> Result<StoppedAll> {
+    let (records, damaged) = ctx.store.list_readable()?;
     let mut out = StoppedAll {
         stopped: Vec::new(),
         busy: Vec::new(),
+        damaged,
     };
-    for record in ctx.store.list()? {
+    for record in records {
         if record.cage.is_none() {
             continue;
         }
@@ -90,10 +112,11 @@ mod tests {
         let mut all = StoppedAll {
             stopped: vec![],
             busy: vec![],
+            damaged: vec![],
         };
-        assert_eq!(all.busy_error(), None);
+        assert_eq!(all.error(), None);
         all.busy.push("a".into());
-        let e = all.busy_error().unwrap();
+        let e = all.error().unwrap();
         assert_eq!(e.kind, Kind::Busy);
         assert_eq!(
             e.message,
@@ -102,9 +125,31 @@ mod tests {
         );
         all.busy.push("b".into());
         assert_eq!(
-            all.busy_error().unwrap().message,
+            all.error().unwrap().message,
             "not stopped, busy: a, b (another shrooms-agent command, an exec or run, is using \
              each); stop them when it ends"
+        );
+    }
+
+    /// A record that does not read is named, and ends the command as a
+    /// failure (exit 1) even beside a busy session.
+    #[test]
+    fn a_damaged_record_is_named_and_fails() {
+        let all = StoppedAll {
+            stopped: vec![],
+            busy: vec!["b".into()],
+            damaged: vec![Damaged {
+                name: "d".into(),
+                error: "bad".into(),
+            }],
+        };
+        let e = all.error().unwrap();
+        assert_eq!(e.kind, Kind::Failed);
+        assert_eq!(
+            e.message,
+            "not stopped, the record does not read: d (`shrooms-agent cage ls` says why); mend \
+             the file or move it away, then stop it again; not stopped, busy: b (another \
+             shrooms-agent command, an exec or run, is using it); stop it when it ends"
         );
     }
 }

@@ -387,7 +387,8 @@ struct CreateBody {
     dir: String,
     harness: Option<Harness>,
     auto_approve: Option<bool>,
-    /// A cage with these options; none when left out.
+    /// The cage's options; left out, the defaults (what `cage create`
+    /// gives without options: a cage unless the config has `cages = false`).
     cage: Option<CageBody>,
 }
 

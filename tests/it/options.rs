@@ -842,4 +842,32 @@ fn stop_all_stops_the_rest_and_names_the_busy() {
         w.container_state(&w.container(held)).as_deref(),
         Some("exited")
     );
+    // A record that does not read is passed over and named, like a busy
+    // session: the other cages are still stopped, in the same shape, and
+    // the command fails (exit 1).
+    let broken = w.session("stbd");
+    std::fs::write(
+        w.state.join("sessions").join(format!("{broken}.json")),
+        "{\"version\": 1, \"na",
+    )
+    .unwrap();
+    w.run(&["cage", "start", &names[0]]).ok();
+    let r = w.run(&["cage", "stop", "--all", "--json"]).code_is(1);
+    let j = r.json();
+    assert_eq!(keys(&j), busy_keys, "{j:#}");
+    assert_eq!(j["kind"], "failed", "{j:#}");
+    assert_eq!(j["damaged"][0]["name"], broken.as_str(), "{j:#}");
+    assert!(
+        j["error"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("not stopped, the record does not read: {broken}")),
+        "{j:#}"
+    );
+    assert_eq!(j["stopped"].as_array().unwrap().len(), 3, "{j:#}");
+    assert_eq!(
+        w.container_state(&w.container(&names[0])).as_deref(),
+        Some("exited")
+    );
+    std::fs::remove_file(w.state.join("sessions").join(format!("{broken}.json"))).unwrap();
 }
