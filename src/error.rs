@@ -112,6 +112,9 @@ pub enum Next {
     /// own (`--image`, a body's `"image"`) or the config's `image` key, in
     /// the config file these words name.
     OtherImage { config: String },
+    /// Both: the same request later, or another image now (our image is
+    /// being built again after a build that failed, and may fail again).
+    AgainOrOtherImage { config: String },
 }
 
 /// Who an error is worded for.
@@ -226,6 +229,16 @@ impl Error {
                  `image` key in {config}",
                 self.message
             ),
+            (Some(Next::AgainOrOtherImage { config }), Face::Terminal) => format!(
+                "{}; run it again then, or make the cage from another image now: --image \
+                 IMAGE, or the `image` key in {config}",
+                self.message
+            ),
+            (Some(Next::AgainOrOtherImage { config }), Face::Http) => format!(
+                "{}; send again then, or make the cage from another image now: the request's \
+                 \"image\", or the `image` key in {config}",
+                self.message
+            ),
         }
     }
 
@@ -291,6 +304,19 @@ mod tests {
              in /c.toml"
         );
         assert!(!e.words(Face::Http).contains("--image"));
+        let e = Error::new(Kind::NotReady, "building").next(Next::AgainOrOtherImage {
+            config: "/c.toml".into(),
+        });
+        assert_eq!(
+            e.words(Face::Terminal),
+            "building; run it again then, or make the cage from another image now: --image \
+             IMAGE, or the `image` key in /c.toml"
+        );
+        assert_eq!(
+            e.words(Face::Http),
+            "building; send again then, or make the cage from another image now: the \
+             request's \"image\", or the `image` key in /c.toml"
+        );
         assert_eq!(Kind::Forbidden.exit_code(), 1);
         assert_eq!(Kind::TooLarge.exit_code(), 2);
         assert_eq!(Kind::NoPodman.exit_code(), 1);

@@ -474,7 +474,24 @@ pub fn start_build(ctx: &Context, stage: Stage) -> Error {
             return Ok(failure_with_next_steps(ctx, stage, &line));
         }
         start_background(&dir, vec![(stage, lock)], workbench::CONTAINERFILE, false)?;
-        Ok(not_ready(Some(&dir.log(stage))))
+        let building = not_ready(Some(&dir.log(stage)));
+        // Built again after a failure that was reported: what failed may
+        // fail again (no registry, no mirror), so say so and name the way
+        // out that does not wait for it, instead of only "run it again".
+        Ok(match record.error {
+            Some(line) => Error::new(
+                Kind::NotReady,
+                format!(
+                    "the last build failed ({}); {}",
+                    workbench::failure_message(stage, &line),
+                    building.message
+                ),
+            )
+            .next(crate::error::Next::AgainOrOtherImage {
+                config: crate::settings::config_file_words(&ctx.settings.config_path),
+            }),
+            None => building,
+        })
     })();
     started.unwrap_or_else(|e| e)
 }

@@ -350,8 +350,22 @@ fn detached(
             Ok(())
         });
     }
-    cmd.spawn()
-        .map_err(|e| Error::failed(format!("{label}: {e}")))
+    // execve(2) fails with ETXTBSY while any process holds the program open
+    // for writing, which includes a child another thread forked between a
+    // write of the program and its own exec (the inherited descriptor lives
+    // until that exec): a program just written or replaced, as a package
+    // upgrade or a test's stand-in does. Go's os/exec meets the same race
+    // (golang/go#22315); the window is short, so try a few more times.
+    let mut tries = 0;
+    loop {
+        match cmd.spawn() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 20 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            r => return r.map_err(|e| Error::failed(format!("{label}: {e}"))),
+        }
+    }
 }
 
 // ---- a turn: `cage exec` / `cage run` in a cage ----------------------------

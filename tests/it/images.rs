@@ -489,10 +489,20 @@ fn a_failed_build_is_reported_then_tried_again() {
     assert!(im.w.containers_of(&name).is_empty());
     assert!(!im.w.record_path(&name).exists());
 
-    // Sending again tries the build again.
+    // Sending again tries the build again, and says the last one failed
+    // and how not to wait for this one.
     let r = im.w.run(&create).code_is(4);
-    assert!(
-        being_built(&error_line(&r), &im.w.state.join("images/workbench.log")),
+    let said = error_line(&r);
+    let log = im.w.state.join("images/workbench.log");
+    assert_eq!(
+        said,
+        format!(
+            "the last build failed ({line}); {BEING_BUILT} (`shrooms-agent image status` shows \
+             how it goes, its log {}); run it again then, or make the cage from another image \
+             now: --image IMAGE, or the `image` key in {}",
+            log.display(),
+            said.rsplit_once("`image` key in ").unwrap().1
+        ),
         "{}",
         r.explain()
     );
