@@ -534,6 +534,21 @@ pub fn limits(r: &crate::ops::limits::LimitsChanged) -> String {
 }
 
 /// `cage limits NAME`: as configured, and as podman reports them.
+/// Bytes of memory as a person reads them: in GiB or MiB when whole (what
+/// `4g` or `512m` gives, podman's units being powers of 1024), else the
+/// bytes with a rounded GiB beside them.
+fn memory_for_people(b: u64) -> String {
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+    if b >= GIB && b.is_multiple_of(GIB) {
+        format!("{} GiB", b / GIB)
+    } else if b >= MIB && b.is_multiple_of(MIB) {
+        format!("{} MiB", b / MIB)
+    } else {
+        format!("{b} bytes ({:.2} GiB)", b as f64 / GIB as f64)
+    }
+}
+
 pub fn limits_shown(r: &crate::ops::limits::LimitsShown) -> String {
     let c = &r.configured;
     let mut s = format!(
@@ -553,7 +568,7 @@ pub fn limits_shown(r: &crate::ops::limits::LimitsShown) -> String {
         Some(a) => s.push_str(&format!(
             "{}: applied memory {}, cpus {}, pids {} (as podman reports {}{})\n",
             r.session,
-            a.memory_bytes.map_or_else(none, |b| format!("{b} bytes")),
+            a.memory_bytes.map_or_else(none, memory_for_people),
             a.cpus.map_or_else(none, |c| format!("{c}")),
             a.pids.map_or_else(none, |p| p.to_string()),
             r.container,
@@ -839,6 +854,14 @@ pub fn image_status(r: &crate::ops::image::StatusReport) -> String {
 mod tests {
     use super::*;
     use crate::ops::prune::Kept;
+
+    #[test]
+    fn memory_for_people_golden() {
+        assert_eq!(memory_for_people(4 << 30), "4 GiB");
+        assert_eq!(memory_for_people(512 << 20), "512 MiB");
+        assert_eq!(memory_for_people(1536 << 20), "1536 MiB");
+        assert_eq!(memory_for_people(6_000_000), "6000000 bytes (0.01 GiB)");
+    }
 
     #[test]
     fn the_progress_line_fits_the_terminal() {

@@ -1137,7 +1137,7 @@ fn limits_without_flags_shows_configured_and_applied() {
     let text = crate::output::limits_shown(&shown);
     assert!(
         text.contains("web: configured memory 4g, cpus 2, pids 2048 (the machine's")
-            && text.contains("web: applied memory 4294967296 bytes, cpus 2, pids 2048"),
+            && text.contains("web: applied memory 4 GiB, cpus 2, pids 2048"),
         "{text}"
     );
 }

@@ -1078,7 +1078,9 @@ fn a_renamed_folder_and_a_removed_container_lead_to_cage_move() {
     let r = w.run(&["cage", "limits", &name]).ok();
     assert!(
         r.stdout().contains(&format!("{name}: configured memory "))
-            && r.stdout().contains(&format!("{name}: applied memory ")),
+            && r.stdout().contains(&format!("{name}: applied memory "))
+            && r.stdout().contains(" GiB, cpus ")
+            && !r.stdout().contains(" bytes"),
         "{}",
         r.explain()
     );
