@@ -156,6 +156,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Man { dir: Some(dir) } => {
+            // As `install -D` would: the folder is made when it is not there.
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| Error::failed(format!("making {}: {e}", dir.display())))?;
             for page in manual::pages()? {
                 let path = dir.join(&page.file);
                 std::fs::write(&path, &page.text)

@@ -206,6 +206,14 @@ fn files(r: &mut Roff) {
             "sealed-claude-token",
             "the machine's sealed token, unless the config names another",
         ),
+        (
+            "state-id",
+            "this state folder's identity, on the label of every container it makes",
+        ),
+        (
+            "podman-facts.json",
+            "what podman said of itself, kept until podman or its configuration changes",
+        ),
     ] {
         item(r, vec![italic(path)], what);
     }

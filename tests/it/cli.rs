@@ -31,8 +31,10 @@ fn completions_and_man_pages_are_current() {
     }
     // Every page, and no page of a command that is gone; none of the
     // internal commands, hidden from --help, has one.
-    let fresh = std::env::temp_dir().join(format!("shrooms-it-man-{}", std::process::id()));
-    std::fs::create_dir_all(&fresh).unwrap();
+    // A folder that is not there yet: `man --dir` makes it.
+    let fresh = std::env::temp_dir()
+        .join(format!("shrooms-it-man-{}", std::process::id()))
+        .join("man1");
     let out = std::process::Command::new(bin())
         .args(["man", "--dir"])
         .arg(&fresh)
@@ -65,7 +67,7 @@ fn completions_and_man_pages_are_current() {
             assert!(!text.contains(hidden), "man/{page} offers {hidden}");
         }
     }
-    let _ = std::fs::remove_dir_all(&fresh);
+    let _ = std::fs::remove_dir_all(fresh.parent().unwrap());
 }
 
 /// One damaged record does not hide the others from `cage ls`: it is listed
