@@ -215,29 +215,29 @@ impl Error {
 
     /// The message as `face` gives it: with what to do next in its words.
     pub fn words(&self, face: Face) -> String {
-        match (&self.next, face) {
-            (None, _) => self.message.clone(),
-            (Some(Next::Again), Face::Terminal) => format!("{}; run it again then", self.message),
-            (Some(Next::Again), Face::Http) => format!("{}; send again then", self.message),
-            (Some(Next::OtherImage { config }), Face::Terminal) => format!(
-                "{}; or make the cage from another image: --image IMAGE, or the `image` key in \
-                 {config}",
-                self.message
+        // Each face names the same steps its own way: a person runs the
+        // command again and passes a flag, a client sends again and sets a
+        // field of its body.
+        let again = match face {
+            Face::Terminal => "run it again then",
+            Face::Http => "send again then",
+        };
+        let other_image = |config: &str| match face {
+            Face::Terminal => format!("--image IMAGE, or the `image` key in {config}"),
+            Face::Http => format!("the request's \"image\", or the `image` key in {config}"),
+        };
+        match &self.next {
+            None => self.message.clone(),
+            Some(Next::Again) => format!("{}; {again}", self.message),
+            Some(Next::OtherImage { config }) => format!(
+                "{}; or make the cage from another image: {}",
+                self.message,
+                other_image(config)
             ),
-            (Some(Next::OtherImage { config }), Face::Http) => format!(
-                "{}; or make the cage from another image: the request's \"image\", or the \
-                 `image` key in {config}",
-                self.message
-            ),
-            (Some(Next::AgainOrOtherImage { config }), Face::Terminal) => format!(
-                "{}; run it again then, or make the cage from another image now: --image \
-                 IMAGE, or the `image` key in {config}",
-                self.message
-            ),
-            (Some(Next::AgainOrOtherImage { config }), Face::Http) => format!(
-                "{}; send again then, or make the cage from another image now: the request's \
-                 \"image\", or the `image` key in {config}",
-                self.message
+            Some(Next::AgainOrOtherImage { config }) => format!(
+                "{}; {again}, or make the cage from another image now: {}",
+                self.message,
+                other_image(config)
             ),
         }
     }

@@ -294,7 +294,7 @@ async fn list(Extension(shared): Sh) -> Response {
 /// serve's live view of the cages, once loaded: where there is none (no
 /// podman when serve started, or its `podman ps` failed), the routes ask
 /// podman through the operations.
-fn ready_view(shared: &Shared) -> Option<Arc<super::live::Live>> {
+pub(super) fn ready_view(shared: &Shared) -> Option<Arc<super::live::Live>> {
     shared.live.clone().filter(|l| l.ready())
 }
 

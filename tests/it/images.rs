@@ -853,6 +853,20 @@ fn a_stale_image_serves_while_it_is_built_again() {
     );
 }
 
+/// `image build --wait --containerfile FILE` on a terminal ([`on_terminal`]).
+fn build_on_terminal(w: &World, containerfile: &Path) -> Run {
+    on_terminal(
+        w,
+        &[
+            "image",
+            "build",
+            "--wait",
+            "--containerfile",
+            &containerfile.to_string_lossy(),
+        ],
+    )
+}
+
 /// Run the binary with its stderr on a terminal of its own (a pty opened
 /// here, 100 columns wide) and its stdout on a pipe: the Run's stderr is
 /// what was written to the terminal.
@@ -937,17 +951,7 @@ fn a_build_on_a_terminal_shows_one_progress_line() {
     // FROM, RUN echo, this RUN, and the LABEL appended (see step_count), one of
     // which lasts long enough for the line to be drawn again with the time.
     let (cf, _) = im.containerfile("cf-tty", "RUN sleep 2");
-    let r = on_terminal(
-        &im.w,
-        &[
-            "image",
-            "build",
-            "--wait",
-            "--containerfile",
-            &cf.to_string_lossy(),
-        ],
-    )
-    .ok();
+    let r = build_on_terminal(&im.w, &cf).ok();
     let tty = r.stderr();
     let steps: Vec<&str> = tty.split("\r\x1b[K").collect();
     let m = step_count(&steps, &tty);
@@ -993,17 +997,7 @@ fn a_build_on_a_terminal_shows_one_progress_line() {
 
     // Failed: the last lines and the log, after the progress line.
     let (bad, _) = im.containerfile("cf-tty-bad", "RUN echo broken-on-purpose >&2; false");
-    let r = on_terminal(
-        &im.w,
-        &[
-            "image",
-            "build",
-            "--wait",
-            "--containerfile",
-            &bad.to_string_lossy(),
-        ],
-    )
-    .code_is(1);
+    let r = build_on_terminal(&im.w, &bad).code_is(1);
     let tty = r.stderr();
     let log = im.w.state.join("images/workbench.log");
     let last = tty.rsplit("\r\x1b[K").next().unwrap();
@@ -1053,7 +1047,7 @@ fn a_build_waited_for_on_a_terminal_shows_its_steps_from_its_log() {
     let cf = cf.to_string_lossy().into_owned();
     let r = im.build(&["--containerfile", &cf]).ok();
     assert!(r.stdout().contains("in the background"), "{}", r.explain());
-    let r = on_terminal(&im.w, &["image", "build", "--wait", "--containerfile", &cf]).ok();
+    let r = build_on_terminal(&im.w, Path::new(&cf)).ok();
     let tty = r.stderr();
     let lines: Vec<&str> = tty.split("\r\x1b[K").collect();
     assert!(
