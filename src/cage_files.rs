@@ -1,7 +1,9 @@
-//! Files the tool writes for a Claude Code cage at each start: the copy of
-//! the user's settings that the cage is given instead of the file itself,
-//! and the few keys of the cage's own `.claude.json` that let a fresh cage
-//! go straight to the prompt.
+//! Files the tool writes for a cage at each start: the copies of the
+//! user's settings files that the cage is given instead of the files
+//! themselves (Claude Code's `settings.json` and `settings.local.json`,
+//! pi's `settings.json` and `mcp.json`), and the few keys of a Claude Code
+//! cage's own `.claude.json` that let a fresh cage go straight to the
+//! prompt.
 
 use std::io::{Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -10,10 +12,27 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
+use crate::harness::Harness;
+use crate::secret_names::{is_credential_name, without_userinfo};
 
 /// The settings files of Claude Code's folder that a cage gets as a copy
 /// (filtered, see `settings_copy`) rather than as they are.
 pub const CLAUDE_COPIED: &[&str] = &["settings.json", "settings.local.json"];
+
+/// The same for pi's agent folder: its settings, and the MCP servers of
+/// pi's MCP extensions (`mcp.json`: `mcpServers`, each with its `env`,
+/// `headers`, `bearerToken`, `oauth.clientSecret`, a `url`), which hold
+/// tokens. (Its `models.json` is copied too, pointed at the model gateway:
+/// `pi_models`.)
+pub const PI_COPIED: &[&str] = &["settings.json", "mcp.json"];
+
+/// The settings files of a harness that a cage gets as a copy.
+pub fn copied(harness: Harness) -> &'static [&'static str] {
+    match harness {
+        Harness::Claude => CLAUDE_COPIED,
+        Harness::Pi => PI_COPIED,
+    }
+}
 
 /// Keys of Claude Code's settings that run a command to fetch a credential,
 /// or carry one: never copied into a cage. From Anthropic's settings
@@ -40,15 +59,104 @@ pub const SKIP_BYPASS_PROMPT: &str = "skipDangerousModePermissionPrompt";
 /// The largest settings file or `.claude.json` read.
 const MAX_READ: u64 = 16 << 20;
 
-/// Pure: the cage's copy of one settings file. `text` is the user's file
-/// (None: there is none); `passes` says which names of its `env` block may
-/// reach the cage (the environment's own allow-list). The credential keys
-/// go; the user settings file (`main`) also remembers the bypass warning as
-/// accepted: in a cage, the cage is the sandbox that warning asks for.
+/// What the copy keeps of an `env` block's entry: its value as the cage's
+/// environment would take it (`spec::admit`), or None.
+pub type EnvRule<'a> = &'a dyn Fn(&str, &str) -> Option<String>;
+
+/// A string that is a URL and nothing else: `scheme://`, no white space.
+fn is_url(s: &str) -> bool {
+    let Some((scheme, _)) = s.split_once("://") else {
+        return false;
+    };
+    scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '.' | '-'))
+        && !s.contains(char::is_whitespace)
+}
+
+/// A command's arguments without the values of its credential flags
+/// (`--api-key VALUE`, `--token=VALUE`): the value is emptied.
+fn scrub_args(args: &mut [Value]) {
+    let mut blank_next = false;
+    for a in args.iter_mut() {
+        let Value::String(text) = a else {
+            blank_next = false;
+            continue;
+        };
+        if std::mem::take(&mut blank_next) {
+            text.clear();
+            continue;
+        }
+        let Some(flag) = text.strip_prefix('-') else {
+            continue;
+        };
+        match flag.split_once('=') {
+            Some((name, _)) if is_credential_name(name) => {
+                *text = format!("-{name}=");
+            }
+            Some(_) => {}
+            None => blank_next = is_credential_name(flag),
+        }
+    }
+}
+
+/// Take the credentials out of a settings value, at every depth: a key
+/// whose name says it holds one (`secret_names`) goes with its value;
+/// `headers` go whole (what an MCP server is sent is how it is logged in
+/// to); an `env` block keeps what the cage's environment would
+/// (`env_rule`); a URL loses its user information; `args` lose the values
+/// of their credential flags.
+fn scrub(value: &mut Value, env_rule: EnvRule<'_>) {
+    match value {
+        Value::Object(obj) => {
+            obj.retain(|k, _| !is_credential_name(k) && k != "headers");
+            for (k, v) in obj.iter_mut() {
+                match (k.as_str(), v) {
+                    ("env", Value::Object(env)) => {
+                        let kept: Map<String, Value> = std::mem::take(env)
+                            .into_iter()
+                            .filter_map(|(name, v)| {
+                                let text = match &v {
+                                    Value::String(t) => t.clone(),
+                                    other => other.to_string(),
+                                };
+                                let admitted = env_rule(&name, &text)?;
+                                let v = if admitted == text {
+                                    v
+                                } else {
+                                    Value::String(admitted)
+                                };
+                                Some((name, v))
+                            })
+                            .collect();
+                        *env = kept;
+                    }
+                    ("args", Value::Array(args)) => {
+                        scrub_args(args);
+                        args.iter_mut().for_each(|a| scrub(a, env_rule));
+                    }
+                    (_, v) => scrub(v, env_rule),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| scrub(v, env_rule)),
+        Value::String(s) if is_url(s) => *s = without_userinfo(s),
+        _ => {}
+    }
+}
+
+/// Pure: the cage's copy of one settings file `name` of `harness`. `text`
+/// is the user's file (None: there is none); `env_rule` says what of an
+/// `env` block may reach the cage (the environment's own allow-list, with
+/// its value rules). The credential keys go, and whatever `scrub` takes
+/// out; Claude Code's user settings file also remembers the bypass warning
+/// as accepted: in a cage, the cage is the sandbox that warning asks for.
 pub fn settings_copy(
     text: Option<&str>,
-    main: bool,
-    passes: &dyn Fn(&str) -> bool,
+    harness: Harness,
+    name: &str,
+    env_rule: EnvRule<'_>,
 ) -> std::result::Result<String, String> {
     let mut obj = match text.map(serde_json::from_str::<Value>) {
         None => Map::new(),
@@ -59,32 +167,38 @@ pub fn settings_copy(
     for k in CREDENTIAL_KEYS {
         obj.remove(*k);
     }
-    // An `env` that is not an object is not Claude Code's, and goes.
-    if let Some(Value::Object(env)) = obj.remove("env") {
-        let kept: Map<String, Value> = env.into_iter().filter(|(k, _)| passes(k)).collect();
-        obj.insert("env".into(), Value::Object(kept));
+    // An `env` that is not an object is not the harness's, and goes.
+    if obj.get("env").is_some_and(|e| !e.is_object()) {
+        obj.remove("env");
     }
-    if main {
+    let mut value = Value::Object(obj);
+    scrub(&mut value, env_rule);
+    if harness == Harness::Claude
+        && name == "settings.json"
+        && let Value::Object(obj) = &mut value
+    {
         obj.insert(SKIP_BYPASS_PROMPT.into(), Value::Bool(true));
     }
-    let mut out = serde_json::to_string_pretty(&Value::Object(obj))
-        .map_err(|e| format!("cannot write it again ({e})"))?;
+    let mut out =
+        serde_json::to_string_pretty(&value).map_err(|e| format!("cannot write it again ({e})"))?;
     out.push('\n');
     Ok(out)
 }
 
-/// Write the cage's copies of the user's settings files (from `harness_dir`
-/// on the machine) into `copy_dir`, a 0700 folder of the state folder, each
-/// 0600 and replaced whole. Called before each start: a bind-mounted file
-/// is the one there when the cage starts (runc mounts it by inode), so a
-/// copy written then is the one the cage sees until it stops.
+/// Write the cage's copies of the user's settings files of `harness` (from
+/// `harness_dir` on the machine) into `copy_dir`, a 0700 folder of the
+/// state folder, each 0600 and replaced whole. Called before each start: a
+/// bind-mounted file is the one there when the cage starts (runc mounts it
+/// by inode), so a copy written then is the one the cage sees until it
+/// stops.
 pub fn write_settings_copies(
+    harness: Harness,
     harness_dir: &Path,
     copy_dir: &Path,
-    passes: &dyn Fn(&str) -> bool,
+    env_rule: EnvRule<'_>,
 ) -> Result<()> {
     crate::session::make_private_dir(copy_dir)?;
-    for name in CLAUDE_COPIED {
+    for name in copied(harness) {
         let user = harness_dir.join(name);
         let text = match std::fs::File::open(&user) {
             Ok(f) => {
@@ -99,14 +213,13 @@ pub fn write_settings_copies(
                 return Err(Error::failed(format!("reading {}: {e}", user.display())));
             }
         };
-        let copy =
-            settings_copy(text.as_deref(), *name == "settings.json", passes).map_err(|why| {
-                Error::bad_input(format!(
-                    "{}: {why}. A cage gets a copy of it without keys that fetch or hold \
-                     credentials, and it cannot be read to make one: fix it, then try again",
-                    user.display()
-                ))
-            })?;
+        let copy = settings_copy(text.as_deref(), harness, name, env_rule).map_err(|why| {
+            Error::bad_input(format!(
+                "{}: {why}. A cage gets a copy of it without keys that fetch or hold \
+                 credentials, and it cannot be read to make one: fix it, then try again",
+                user.display()
+            ))
+        })?;
         crate::session::write_atomic(&copy_dir.join(name), copy.as_bytes(), 0o600)?;
     }
     Ok(())
@@ -273,8 +386,13 @@ fn write_new_file_over(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
-    fn allow(name: &str) -> bool {
-        name == "ANTHROPIC_MODEL"
+    fn allow(name: &str, value: &str) -> Option<String> {
+        (name == "ANTHROPIC_MODEL" || name == "HTTPS_PROXY")
+            .then(|| crate::secret_names::without_userinfo(value))
+    }
+
+    fn claude(text: Option<&str>, name: &str) -> std::result::Result<String, String> {
+        settings_copy(text, Harness::Claude, name, &allow)
     }
 
     #[test]
@@ -284,15 +402,17 @@ mod tests {
             "awsCredentialExport": "x", "awsAuthRefresh": "y",
             "gcpAuthRefresh": "z", "otelHeadersHelper": "w",
             "env": {"ANTHROPIC_API_KEY": "sk-secret", "ANTHROPIC_MODEL": "opus",
-                    "ANTHROPIC_BASE_URL": "https://elsewhere"},
+                    "ANTHROPIC_BASE_URL": "https://elsewhere",
+                    "HTTPS_PROXY": "http://u:pw@proxy:3128"},
             "model": "sonnet",
-            "permissions": {"allow": ["Bash(ls)"]}
+            "permissions": {"allow": ["Bash(ls)", "WebFetch(domain:user@host)"]}
         }"#;
         let got: Value =
-            serde_json::from_str(&settings_copy(Some(user), true, &allow).unwrap()).unwrap();
+            serde_json::from_str(&claude(Some(user), "settings.json").unwrap()).unwrap();
         let want: Value = serde_json::from_str(
-            r#"{"env": {"ANTHROPIC_MODEL": "opus"}, "model": "sonnet",
-                "permissions": {"allow": ["Bash(ls)"]},
+            r#"{"env": {"ANTHROPIC_MODEL": "opus", "HTTPS_PROXY": "http://proxy:3128"},
+                "model": "sonnet",
+                "permissions": {"allow": ["Bash(ls)", "WebFetch(domain:user@host)"]},
                 "skipDangerousModePermissionPrompt": true}"#,
         )
         .unwrap();
@@ -302,16 +422,67 @@ mod tests {
     #[test]
     fn the_copy_of_nothing_and_of_the_local_file() {
         assert_eq!(
-            settings_copy(None, true, &allow).unwrap(),
+            claude(None, "settings.json").unwrap(),
             "{\n  \"skipDangerousModePermissionPrompt\": true\n}\n"
         );
-        assert_eq!(settings_copy(None, false, &allow).unwrap(), "{}\n");
+        assert_eq!(claude(None, "settings.local.json").unwrap(), "{}\n");
         assert_eq!(
-            settings_copy(Some(r#"{"env": "FOO=1"}"#), false, &allow).unwrap(),
+            claude(Some(r#"{"env": "FOO=1"}"#), "settings.local.json").unwrap(),
             "{}\n"
         );
-        assert!(settings_copy(Some("{nope"), true, &allow).is_err());
-        assert!(settings_copy(Some("[]"), true, &allow).is_err());
+        assert!(claude(Some("{nope"), "settings.json").is_err());
+        assert!(claude(Some("[]"), "settings.json").is_err());
+        assert_eq!(
+            settings_copy(None, Harness::Pi, "settings.json", &allow).unwrap(),
+            "{}\n"
+        );
+    }
+
+    /// pi's mcp.json (the shape pi's MCP extensions read): every place a
+    /// server's token can stand is emptied, the rest is as it was.
+    #[test]
+    fn pis_mcp_servers_lose_their_tokens() {
+        let user = r#"{
+          "settings": {"toolPrefix": "server", "idleTimeout": 10},
+          "mcpServers": {
+            "github": {
+              "command": "npx",
+              "args": ["-y", "server-github", "--token", "ghp_tok1", "--api-key=sk-tok2",
+                       "--verbose"],
+              "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "ghp_tok3", "ANTHROPIC_MODEL": "m",
+                      "LOG_LEVEL": "debug"},
+              "lifecycle": "lazy"
+            },
+            "remote": {
+              "url": "https://bob:tok4@mcp.example.org/mcp",
+              "headers": {"Authorization": "Bearer tok5", "X-Team": "tok6"},
+              "auth": "bearer",
+              "bearerToken": "tok7",
+              "oauth": {"clientId": "id", "clientSecret": "tok8"}
+            }
+          }
+        }"#;
+        let got = settings_copy(Some(user), Harness::Pi, "mcp.json", &allow).unwrap();
+        for n in 1..=8 {
+            assert!(!got.contains(&format!("tok{n}")), "tok{n} in {got}");
+        }
+        let got: Value = serde_json::from_str(&got).unwrap();
+        let want: Value = serde_json::from_str(
+            r#"{
+              "settings": {"toolPrefix": "server", "idleTimeout": 10},
+              "mcpServers": {
+                "github": {
+                  "command": "npx",
+                  "args": ["-y", "server-github", "--token", "", "--api-key=", "--verbose"],
+                  "env": {"ANTHROPIC_MODEL": "m"},
+                  "lifecycle": "lazy"
+                },
+                "remote": {"url": "https://mcp.example.org/mcp"}
+              }
+            }"#,
+        )
+        .unwrap();
+        assert_eq!(got, want);
     }
 
     #[test]

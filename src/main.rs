@@ -24,6 +24,7 @@ mod pi_models;
 mod podman;
 mod rules;
 mod seccomp;
+mod secret_names;
 mod serve;
 mod session;
 mod settings;

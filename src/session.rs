@@ -479,7 +479,7 @@ impl Store {
     pub fn uploads_dir(&self) -> PathBuf {
         self.root.join("uploads")
     }
-    /// `uploads/<session>`: what a sealed cage sees of the uploads.
+    /// `uploads/<session>`: what a cage sees of the uploads (its own only).
     pub fn session_uploads(&self, session: &str) -> PathBuf {
         self.uploads_dir().join(session)
     }

@@ -675,7 +675,11 @@ pub struct Settings {
     pub cages: bool,
     pub claude: Option<PathBuf>,
     pub pi: Option<PathBuf>,
+    /// Every name passed into cages: `pass_env`'s and `pass_secrets`'s.
     pub pass_env: Vec<String>,
+    /// The names of `pass_secrets`: these pass as they are, even a proxy
+    /// URL's password (`spec::admit`).
+    pub pass_secrets: Vec<String>,
     pub unenforced_limits: UnenforcedLimits,
     /// The PATH used to find programs (podman, claude, nft), from `env`.
     pub path_var: Option<String>,
@@ -705,6 +709,14 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// The names the user chose to pass into cages (`spec::admit`).
+    pub fn chosen(&self) -> crate::spec::Chosen<'_> {
+        crate::spec::Chosen {
+            pass_env: &self.pass_env,
+            pass_secrets: &self.pass_secrets,
+        }
+    }
+
     /// Resolve the settings from the environment, the config file it names
     /// and the command line's overrides.
     pub fn load(env: &Env, overrides: &Overrides) -> Result<Settings> {
@@ -827,7 +839,7 @@ impl Settings {
         };
         let mut pass_env: Vec<String> = Vec::new();
         for PassEnvName(name) in file.pass_env.unwrap_or_default() {
-            if looks_like_a_credential(&name) {
+            if crate::secret_names::is_credential_name(&name) {
                 return Err(bad(
                     "pass_env",
                     format!(
@@ -841,9 +853,13 @@ impl Settings {
             pass_env.push(name);
         }
         // Named on purpose, danger and all (README, "Configuration").
+        let mut pass_secrets: Vec<String> = Vec::new();
         for PassEnvName(name) in file.pass_secrets.unwrap_or_default() {
             if !pass_env.contains(&name) {
-                pass_env.push(name);
+                pass_env.push(name.clone());
+            }
+            if !pass_secrets.contains(&name) {
+                pass_secrets.push(name);
             }
         }
         let sealed_dns = match file.sealed_dns {
@@ -922,6 +938,7 @@ impl Settings {
             claude: harness.claude,
             pi: harness.pi,
             pass_env,
+            pass_secrets,
             unenforced_limits: file.unenforced_limits.unwrap_or(UnenforcedLimits::Refuse),
             path_var,
             gateway,
@@ -1204,15 +1221,6 @@ fn host_name() -> String {
     }
 }
 
-/// Does a variable's name say it holds a credential (`*_API_KEY`,
-/// `*_TOKEN`, `*_SECRET`, `*_PASSWORD`, and the like)?
-pub fn looks_like_a_credential(name: &str) -> bool {
-    let n = name.to_ascii_uppercase();
-    ["API_KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD"]
-        .iter()
-        .any(|w| n == *w || n.ends_with(&format!("_{w}")))
-}
-
 /// A name that may be listed in `pass_env`.
 fn validate_pass_env_name(name: &str) -> Result<(), String> {
     if !crate::podman::envfile::valid_name(name) {
@@ -1450,17 +1458,19 @@ mod tests {
         assert_eq!(s.pass_env, vec!["MY_VAR".to_string(), "FOO_API_KEY".into()]);
         let e = load("pass_env = [\"FOO_API_KEY\"]").unwrap_err();
         assert!(e.message.contains("pass_secrets"), "{}", e.message);
-        for plain in ["TOKENIZER_PATH", "MY_KEYBOARD", "SECRETARY", "LANG"] {
-            assert!(!looks_like_a_credential(plain), "{plain}");
-        }
+        // The names the rule matches (`secret_names`) are refused anywhere
+        // in a name, not only at its end.
         for secret in [
-            "OPENAI_API_KEY",
-            "HF_TOKEN",
-            "TOKEN",
-            "X_SECRET",
-            "PGPASSWORD_X_PASSWORD",
+            "AWS_SECRET_ACCESS_KEY",
+            "PGPASSWORD",
+            "OPENAI_KEY",
+            "STRIPE_SECRET_KEY",
+            "DATABASE_URL",
         ] {
-            assert!(looks_like_a_credential(secret), "{secret}");
+            let e = load(&format!("pass_env = [\"{secret}\"]")).unwrap_err();
+            assert!(e.message.contains(secret), "{}", e.message);
+            assert!(e.message.contains("pass_secrets"), "{}", e.message);
+            assert!(load(&format!("pass_secrets = [\"{secret}\"]")).is_ok());
         }
     }
 

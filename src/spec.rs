@@ -177,7 +177,8 @@ pub struct Found {
     pub private_home: PathBuf,
     /// The cage's proxy folder (in the state dir).
     pub proxy_dir: PathBuf,
-    /// `uploads/` in the state dir.
+    /// `uploads/<session>` in the state dir: its own received files, and
+    /// no other session's.
     pub uploads_dir: PathBuf,
     /// Folders of programs let in read-only (the claude program's folder).
     pub program_dirs: Vec<PathBuf>,
@@ -402,20 +403,126 @@ fn check_mount_path(p: &Path) -> Result<()> {
 }
 
 /// Names passed from the invoking environment whatever the harness (README,
-/// "Environment"): locale and time zone, and the proxy variables.
-const PASSED_NAMES: &[&str] = &[
-    "TZ",
-    "LANG",
-    "LANGUAGE",
+/// "Environment"), as they are: the time zone and the proxy exceptions.
+const PASSED_NAMES: &[&str] = &["TZ", "NO_PROXY", "no_proxy"];
+
+/// The proxy variables, passed without the user information of their URL
+/// (`secret_names::without_userinfo`): a password there is a credential.
+const PROXY_NAMES: &[&str] = &[
     "HTTP_PROXY",
     "HTTPS_PROXY",
-    "NO_PROXY",
     "ALL_PROXY",
     "http_proxy",
     "https_proxy",
-    "no_proxy",
     "all_proxy",
 ];
+
+/// The locale categories: POSIX's (locale(7), "LC_ALL" to "LC_TIME") and
+/// glibc's own. Only these `LC_*` names pass: others (`LC_TERMINAL`, or any
+/// name an ssh client sends along as `LC_*`) are not the locale's.
+const LOCALE_CATEGORIES: &[&str] = &[
+    "LC_ALL",
+    "LC_COLLATE",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "LC_MONETARY",
+    "LC_NUMERIC",
+    "LC_TIME",
+    "LC_ADDRESS",
+    "LC_IDENTIFICATION",
+    "LC_MEASUREMENT",
+    "LC_NAME",
+    "LC_PAPER",
+    "LC_TELEPHONE",
+];
+
+/// The longest locale name passed (`sr_RS.UTF-8@latin` is 17).
+const MAX_LOCALE: usize = 64;
+
+/// A locale name (`C`, `POSIX`, `en_US.UTF-8`, `sr_RS@latin`): letters,
+/// digits and `_.@-`, at most `MAX_LOCALE` long.
+fn is_locale_name(v: &str) -> bool {
+    !v.is_empty()
+        && v.len() <= MAX_LOCALE
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'@' | b'-'))
+}
+
+/// What a cage gets of one variable of the invoking environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admit {
+    /// Not on the allow-list: it does not pass, and nothing is said.
+    Not,
+    /// It passes, with this value.
+    As(String),
+    /// On the allow-list, but its value is refused, for this reason.
+    Refused(&'static str),
+}
+
+impl Admit {
+    /// The value it passes with, if it passes.
+    pub fn passed(self) -> Option<String> {
+        match self {
+            Admit::As(v) => Some(v),
+            Admit::Not | Admit::Refused(_) => None,
+        }
+    }
+}
+
+/// The user's choices of names: `pass_env` (which holds the names of
+/// `pass_secrets` too) and `pass_secrets`.
+#[derive(Debug, Clone, Copy)]
+pub struct Chosen<'a> {
+    pub pass_env: &'a [String],
+    pub pass_secrets: &'a [String],
+}
+
+/// The allow-list of an ordinary cage's environment, and what its values
+/// may carry: a name from outside reaches the cage only if this says so.
+/// The `env` blocks of the copies of a harness's settings files a cage is
+/// given (`cage_files`) pass by the same rule.
+/// - a name under `pass_secrets` passes as it is, chosen danger and all;
+/// - the proxy variables pass without their URL's user information;
+/// - `LANG` and the locale categories pass only with a locale name, and
+///   `LANGUAGE` with a `:` list of them;
+/// - `TZ`, `NO_PROXY`, the harness's own settings, GitHub's variables with
+///   `--github`, and the names under `pass_env` pass as they are.
+pub fn admit(
+    name: &str,
+    value: &str,
+    harness: Harness,
+    chosen: Chosen<'_>,
+    options: &Options,
+) -> Admit {
+    let listed = |list: &[String]| list.iter().any(|p| p == name);
+    if listed(chosen.pass_secrets) {
+        Admit::As(value.to_string())
+    } else if PROXY_NAMES.contains(&name) {
+        Admit::As(crate::secret_names::without_userinfo(value))
+    } else if name == "LANG" || LOCALE_CATEGORIES.contains(&name) {
+        if is_locale_name(value) {
+            Admit::As(value.to_string())
+        } else {
+            Admit::Refused("its value is not a locale name (letters, digits and _.@-)")
+        }
+    } else if name == "LANGUAGE" {
+        if value.len() <= 4 * MAX_LOCALE && value.split(':').all(is_locale_name) {
+            Admit::As(value.to_string())
+        } else {
+            Admit::Refused("its value is not a list of locale names")
+        }
+    } else if PASSED_NAMES.contains(&name)
+        || harness.settings_env().contains(&name)
+        || listed(chosen.pass_env)
+        // GitHub's variables reach only a cage given the GitHub login
+        // (`--github`).
+        || (options.github && (name.starts_with("GH_") || name.starts_with("GITHUB_")))
+    {
+        Admit::As(value.to_string())
+    } else {
+        Admit::Not
+    }
+}
 
 /// What goes into a cage's env file, and what was left out and why.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -435,33 +542,24 @@ pub struct EnvRequest<'a> {
     pub harness_dir: &'a Path,
     /// The image's own PATH.
     pub image_path: &'a str,
-    pub pass_env: &'a [String],
+    pub chosen: Chosen<'a>,
     pub options: &'a Options,
     /// The model gateway's base URL for this turn (none when only shown).
     pub gateway: Option<&'a str>,
-}
-
-/// The allow-list of an ordinary cage's environment: a name from outside
-/// reaches the cage only if this says so. The `env` block of the copy of
-/// Claude Code's settings a cage is given passes the same list.
-pub fn passes(name: &str, harness: Harness, pass_env: &[String], options: &Options) -> bool {
-    PASSED_NAMES.contains(&name)
-        || name.starts_with("LC_")
-        || harness.settings_env().contains(&name)
-        || pass_env.iter().any(|p| p == name)
-        // GitHub's variables reach only a cage given the GitHub login
-        // (`--github`).
-        || (options.github && (name.starts_with("GH_") || name.starts_with("GITHUB_")))
 }
 
 /// The environment of an ordinary cage: fixed values, and of the invoking
 /// environment only what is named. Nothing else passes, whatever its name.
 pub fn env_plan(req: &EnvRequest<'_>, invoking: &Env) -> EnvPlan {
     let mut chosen = std::collections::BTreeMap::<String, String>::new();
-    let named = |name: &str| passes(name, req.harness, req.pass_env, req.options);
+    let mut refused = Vec::new();
     for (name, value) in invoking {
-        if named(name) {
-            chosen.insert(name.clone(), value.clone());
+        match admit(name, value, req.harness, req.chosen, req.options) {
+            Admit::Not => {}
+            Admit::As(v) => {
+                chosen.insert(name.clone(), v);
+            }
+            Admit::Refused(why) => refused.push((name.clone(), why.to_string())),
         }
     }
     // Fixed values win over anything of the same name from outside.
@@ -503,6 +601,13 @@ pub fn env_plan(req: &EnvRequest<'_>, invoking: &Env) -> EnvPlan {
             Some(why) => plan.left_out.push((name, why.to_string())),
         }
     }
+    // A refused value is left out, unless a fixed value of that name is in.
+    for (name, why) in refused {
+        if !plan.vars.iter().any(|(n, _)| *n == name) {
+            plan.left_out.push((name, why));
+        }
+    }
+    plan.left_out.sort();
     plan
 }
 
@@ -534,7 +639,7 @@ mod tests {
             conversation_dir: "/home/u/.claude/projects/-home-u-src-web".into(),
             private_home: "/state/cages/shrooms-web-abc123/home".into(),
             proxy_dir: "/state/cages/shrooms-web-abc123/proxy".into(),
-            uploads_dir: "/state/uploads".into(),
+            uploads_dir: "/state/uploads/web".into(),
             program_dirs: vec!["/home/u/.local/share/claude/versions".into()],
             self_paths: vec!["/usr/local/bin/shrooms-agent".into()],
         }
@@ -562,7 +667,7 @@ mod tests {
             got,
             vec![
                 "/home/u/src/web -> /home/u/src/web rw",
-                "/state/uploads -> /state/uploads ro",
+                "/state/uploads/web -> /state/uploads/web ro",
                 "/usr/local/bin/shrooms-agent -> /usr/local/bin/shrooms-agent ro",
                 "/state/cages/shrooms-web-abc123/proxy -> /run/shrooms-agent ro",
                 "/state/cages/shrooms-web-abc123/home -> /home/u/.claude rw",
@@ -679,7 +784,10 @@ mod tests {
                 Harness::Pi => Path::new("/home/u/.pi/agent"),
             },
             image_path: "/usr/local/bin:/usr/bin:/bin",
-            pass_env: pass,
+            chosen: Chosen {
+                pass_env: pass,
+                pass_secrets: &[],
+            },
             options: &NO_OPTIONS,
             gateway: None,
         }
@@ -907,5 +1015,83 @@ mod tests {
             );
             assert!(!value.contains("sk-"), "{name}={value}");
         }
+    }
+
+    /// The env policy, golden: what passes of credential-bearing values
+    /// that pass by design, and with which value.
+    #[test]
+    fn golden_env_policy_of_proxies_and_locales() {
+        let invoking: Env = [
+            ("HTTP_PROXY", "http://alice:s3cret@proxy.lan:3128"),
+            ("https_proxy", "http://tok@proxy.lan:3128/"),
+            ("ALL_PROXY", "alice:s3cret@proxy.lan:1080"),
+            ("all_proxy", "socks5h://proxy.lan:1080"),
+            ("NO_PROXY", "localhost,.lan"),
+            ("LANG", "cs_CZ.UTF-8"),
+            ("LANGUAGE", "cs_CZ:en"),
+            ("LC_ALL", "C.UTF-8"),
+            ("LC_TIME", "sr_RS@latin"),
+            ("LC_CTYPE", "x; curl evil"),
+            ("LC_PAPER", &"a".repeat(MAX_LOCALE + 1)),
+            ("LC_MY_TOKEN", "sent-by-ssh"),
+            ("LC_TERMINAL", "iTerm2"),
+            ("TZ", "Europe/Prague"),
+        ]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+        let plan = env_plan(&env_req(Harness::Pi, &[]), &invoking);
+        let got: Vec<String> = plan
+            .vars
+            .iter()
+            .filter(|(n, _)| !n.starts_with("SHROOMS_") && !n.starts_with("PI_"))
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                "ALL_PROXY=proxy.lan:1080",
+                "HOME=/home/u",
+                "HTTP_PROXY=http://proxy.lan:3128",
+                "IS_SANDBOX=1",
+                "LANG=cs_CZ.UTF-8",
+                "LANGUAGE=cs_CZ:en",
+                "LC_ALL=C.UTF-8",
+                "LC_TIME=sr_RS@latin",
+                "NO_PROXY=localhost,.lan",
+                "PATH=/usr/local/bin:/usr/bin:/bin",
+                "TZ=Europe/Prague",
+                "all_proxy=socks5h://proxy.lan:1080",
+                "https_proxy=http://proxy.lan:3128/",
+            ]
+        );
+        let why = "its value is not a locale name (letters, digits and _.@-)".to_string();
+        assert_eq!(
+            plan.left_out,
+            vec![
+                ("LC_CTYPE".to_string(), why.clone()),
+                ("LC_PAPER".to_string(), why),
+            ]
+        );
+        // Under pass_secrets, a proxy passes whole; under pass_env, still
+        // without its password; a name of pass_env passes as it is.
+        let secrets = vec!["HTTP_PROXY".to_string()];
+        let listed = vec!["https_proxy".to_string(), "LC_TERMINAL".to_string()];
+        let mut req = env_req(Harness::Pi, &listed);
+        req.chosen.pass_secrets = &secrets;
+        let plan = env_plan(&req, &invoking);
+        let value = |name: &str| {
+            plan.vars
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(
+            value("HTTP_PROXY"),
+            Some("http://alice:s3cret@proxy.lan:3128")
+        );
+        assert_eq!(value("https_proxy"), Some("http://proxy.lan:3128/"));
+        assert_eq!(value("LC_TERMINAL"), Some("iTerm2"));
+        assert_eq!(value("LC_MY_TOKEN"), None);
     }
 }

@@ -265,7 +265,7 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
                 home: &ctx.settings.home,
                 harness_dir: &cage.harness_dir,
                 image_path: &cage.image_path,
-                pass_env: &ctx.settings.pass_env,
+                chosen: ctx.settings.chosen(),
                 options: &cage.options,
                 gateway: Some(&url),
             },

@@ -241,14 +241,15 @@ pub fn facts(
         // a cage could put a link in its place, which the next start of
         // any cage would mount.
         .chain(ctx.self_paths.iter().cloned())
-        // Claude Code's settings, copied into the cage at each start: a
-        // cage that could write them would change what your own Claude
-        // Code on the machine obeys (a hook) and what later cages get.
+        // The harness's settings, copied into the cage at each start: a
+        // cage that could write them would change what your own harness
+        // on the machine obeys (a hook, an MCP server) and what later
+        // cages get.
         .chain(
-            (harness == Harness::Claude && !choice.sealed)
+            (!choice.sealed)
                 .then(|| {
                     let d = harness.config_dir(&s.home, &ctx.env);
-                    crate::cage_files::CLAUDE_COPIED
+                    crate::cage_files::copied(harness)
                         .iter()
                         .map(move |n| d.join(n))
                 })
@@ -300,7 +301,7 @@ pub fn facts(
         .clone()
         .unwrap_or_else(|| ctx.settings.image.clone());
     let image = super::image::facts_for_cage(ctx, host, &image)?;
-    let (found, program) = gather(ctx, harness, dir, &container)?;
+    let (found, program) = gather(ctx, harness, session, dir, &container)?;
     // A caged pi runs the image's pi, unless the config names one of the
     // machine's (then that is mounted): README, "Images".
     let pi = match (harness, &program, &image.inspect) {
@@ -531,7 +532,7 @@ pub fn decide(
                     home: &settings.home,
                     harness_dir: &found.harness_dir,
                     image_path: &image_path,
-                    pass_env: &settings.pass_env,
+                    chosen: settings.chosen(),
                     options: &options,
                     gateway: None,
                 },
@@ -773,14 +774,22 @@ impl CagePlan {
                     crate::pi_models::write_placeholder(
                         &ctx.store.settings_copy_dir(&self.container),
                     )?;
-                } else if !self.found.settings_copies.is_empty() {
-                    let pass_env = &ctx.settings.pass_env;
-                    let options = &self.options;
+                }
+                if !self.found.settings_copies.is_empty() {
+                    let harness = if pi { Harness::Pi } else { Harness::Claude };
+                    let (chosen, options) = (ctx.settings.chosen(), &self.options);
                     crate::cage_files::write_settings_copies(
+                        harness,
                         &self.found.harness_dir,
                         &ctx.store.settings_copy_dir(&self.container),
-                        &|name| spec::passes(name, Harness::Claude, pass_env, options),
+                        &|name, value| spec::admit(name, value, harness, chosen, options).passed(),
                     )?;
+                }
+                // Its own received files, and no other session's.
+                let uploads = ctx.store.session_uploads(&self.session);
+                if !uploads.exists() {
+                    undo.dirs.push(uploads.clone());
+                    session::make_private_dir(&uploads)?;
                 }
                 if !self.found.conversation_dir.exists() {
                     // Each folder made on the way (~/.claude, its projects/
@@ -1123,6 +1132,7 @@ fn conversation_source(ctx: &Context, dir: &Path) -> Result<PathBuf> {
 fn gather(
     ctx: &Context,
     harness: Harness,
+    session: &str,
     dir: &Path,
     container: &str,
 ) -> Result<(Found, Option<PathBuf>)> {
@@ -1166,26 +1176,17 @@ fn gather(
         // Claude Code without a program: a warning of `decide`'s.
         None => None,
     };
-    // Claude Code's settings files go in as a copy without credentials
-    // (`cage_files`), each mounted read-only at its own place.
-    let settings_copies = match harness {
-        Harness::Claude => crate::cage_files::CLAUDE_COPIED
-            .iter()
-            .map(|n| {
-                (
-                    ctx.store.settings_copy_dir(container).join(n),
-                    harness_dir.join(n),
-                )
-            })
-            .collect(),
-        // pi's models.json too: the copy points it at the gateway.
-        Harness::Pi => vec![(
-            ctx.store
-                .settings_copy_dir(container)
-                .join(crate::pi_models::COPIED),
-            harness_dir.join(crate::pi_models::COPIED),
-        )],
-    };
+    // The harness's settings files go in as copies without credentials
+    // (`cage_files`), each mounted read-only at its own place; pi's
+    // models.json too: the copy points it at the gateway.
+    let copy_dir = ctx.store.settings_copy_dir(container);
+    let pi_models = (harness == Harness::Pi).then_some(crate::pi_models::COPIED);
+    let settings_copies = crate::cage_files::copied(harness)
+        .iter()
+        .copied()
+        .chain(pi_models)
+        .map(|n| (copy_dir.join(n), harness_dir.join(n)))
+        .collect();
     let found = Found {
         harness_dir,
         harness_read_only,
@@ -1193,7 +1194,7 @@ fn gather(
         conversation_dir,
         private_home: ctx.store.private_home(container),
         proxy_dir: ctx.store.proxy_dir(container),
-        uploads_dir: ctx.store.uploads_dir(),
+        uploads_dir: ctx.store.session_uploads(session),
         program_dirs,
         self_paths: ctx.self_paths.to_vec(),
     };

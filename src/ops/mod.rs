@@ -225,44 +225,37 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<i64
         let _ = host.podman.stop(&cage.container);
         return Err(old());
     }
-    if record.harness == crate::harness::Harness::Pi
-        && mounts_the_machines_models_json(&cage.harness_dir, &cage.create_argv)
-    {
+    if let Some(what) = mounts_what_it_must_not(
+        record.harness,
+        &cage.harness_dir,
+        &ctx.store.uploads_dir(),
+        &cage.create_argv,
+    ) {
         let _ = host.podman.stop(&cage.container);
         return Err(Error::failed(format!(
             "session {}'s cage was not started: it was made by an earlier shrooms-agent and \
-             mounts your pi models.json as it is, keys included. `shrooms-agent cage move {}` \
-             (with the options it had: `cage show` lists them) makes its cage again with a \
-             copy pointed at the model gateway",
+             mounts {what}. `shrooms-agent cage move {}` (with the options it had: `cage show` \
+             lists them) makes its cage again without it",
             record.name, record.name
         )));
     }
-    // The copy of the user's Claude Code settings, made again before
-    // each start: runc mounts the file there at start, so the cage
-    // sees today's settings, filtered by today's allow-list. (Written when
-    // the cage runs already too: what it mounted stays as it was.)
+    // The copies of the user's settings files, made again before each
+    // start: runc mounts the file there at start, so the cage sees today's
+    // settings, filtered by today's allow-list. (Written when the cage
+    // runs already too: what it mounted stays as it was.)
     // pi's models.json copy: the turn writes it once its gateway listens;
     // until then, none of the machine's providers. Written in place, never
     // renamed: a running cage has this very file mounted.
-    if cage.sealed.is_none() && record.harness == crate::harness::Harness::Pi {
+    if cage.sealed.is_none() {
         let dir = ctx.store.settings_copy_dir(&cage.container);
-        crate::session::make_private_dir(&dir)?;
-        crate::pi_models::write_in_place(&dir, "{}\n")?;
-    }
-    if cage.sealed.is_none() && record.harness == crate::harness::Harness::Claude {
-        let pass_env = &ctx.settings.pass_env;
-        crate::cage_files::write_settings_copies(
-            &cage.harness_dir,
-            &ctx.store.settings_copy_dir(&cage.container),
-            &|name| {
-                crate::spec::passes(
-                    name,
-                    crate::harness::Harness::Claude,
-                    pass_env,
-                    &cage.options,
-                )
-            },
-        )?;
+        if record.harness == crate::harness::Harness::Pi {
+            crate::session::make_private_dir(&dir)?;
+            crate::pi_models::write_in_place(&dir, "{}\n")?;
+        }
+        let (harness, chosen, options) = (record.harness, ctx.settings.chosen(), &cage.options);
+        crate::cage_files::write_settings_copies(harness, &cage.harness_dir, &dir, &|n, v| {
+            crate::spec::admit(n, v, harness, chosen, options).passed()
+        })?;
     }
     if !record.dir.is_dir() {
         return Err(Error::failed(missing_folder_message(
@@ -347,12 +340,10 @@ pub fn load_rules(
     host.set_rules(&cage.container, inspected, &rule_set)
 }
 
-/// Pure: was a pi cage made mounting the machine's own models.json (as an
-/// earlier shrooms-agent did), rather than the copy pointed at the
-/// gateway? That file can hold keys.
-pub fn mounts_the_machines_models_json(harness_dir: &Path, create_argv: &[String]) -> bool {
+/// Pure: does the container's create argv bind-mount this very path?
+fn mounts_path(path: &Path, create_argv: &[String]) -> bool {
     let probe = crate::podman::argv::mount(&crate::spec::Mount {
-        src: harness_dir.join(crate::pi_models::COPIED),
+        src: path.to_path_buf(),
         dst: PathBuf::from("/"),
         read_only: true,
     });
@@ -362,6 +353,32 @@ pub fn mounts_the_machines_models_json(harness_dir: &Path, create_argv: &[String
     create_argv
         .iter()
         .any(|a| a.starts_with("type=bind,") && a.split(',').any(|f| f == src))
+}
+
+/// Pure: what a cage made by an earlier shrooms-agent mounts that a cage
+/// is no longer given, said for the user; None for a cage of today. Such
+/// a cage is not started: pi's `models.json`, `settings.json` or
+/// `mcp.json` as they are (they hold keys; a cage gets copies without
+/// them), or the whole `uploads/` folder (every session's received files;
+/// a cage gets its own).
+pub fn mounts_what_it_must_not(
+    harness: crate::harness::Harness,
+    harness_dir: &Path,
+    uploads_dir: &Path,
+    create_argv: &[String],
+) -> Option<String> {
+    if harness == crate::harness::Harness::Pi {
+        let files = crate::cage_files::PI_COPIED
+            .iter()
+            .chain([&crate::pi_models::COPIED]);
+        for f in files {
+            if mounts_path(&harness_dir.join(f), create_argv) {
+                return Some(format!("your pi {f} as it is, keys included"));
+            }
+        }
+    }
+    mounts_path(uploads_dir, create_argv)
+        .then(|| "every session's received files (the whole uploads folder)".to_string())
 }
 
 /// Pure: was the container made with the machine's init as its first
@@ -453,32 +470,44 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_pi_cage_mounting_the_machines_models_json_is_told_apart() {
+    fn a_cage_mounting_what_it_must_not_is_told_apart() {
+        use crate::harness::Harness;
         let pi = Path::new("/home/u/.pi/agent");
-        let argv = |src: &str| {
+        let uploads = Path::new("/home/u/.local/state/shrooms-agent/uploads");
+        let argv = |src: &str, dst: &str| {
             vec![
                 "create".to_string(),
                 "--mount".to_string(),
-                format!(
-                    "type=bind,src={src},dst=/home/u/.pi/agent/models.json,ro=true,nosuid,nodev"
-                ),
+                format!("type=bind,src={src},dst={dst},ro=true,nosuid,nodev"),
             ]
         };
-        // As an earlier shrooms-agent made it: the machine's file itself.
-        assert!(mounts_the_machines_models_json(
-            pi,
-            &argv("/home/u/.pi/agent/models.json")
-        ));
-        // Today's: the copy from the state folder, at the same place.
-        assert!(!mounts_the_machines_models_json(
-            pi,
-            &argv("/home/u/.local/state/shrooms-agent/cages/c/settings/models.json")
-        ));
+        let check = |h, argv: &[String]| mounts_what_it_must_not(h, pi, uploads, argv);
+        // As an earlier shrooms-agent made it: the machine's files themselves.
+        for f in ["models.json", "settings.json", "mcp.json"] {
+            let at = format!("/home/u/.pi/agent/{f}");
+            let said = check(Harness::Pi, &argv(&at, &at)).unwrap();
+            assert!(said.contains(f), "{said}");
+        }
+        let whole = uploads.to_str().unwrap();
+        let said = check(Harness::Claude, &argv(whole, whole)).unwrap();
+        assert!(said.contains("uploads"), "{said}");
+        // Today's: the copy from the state folder, at the same place; its
+        // own uploads.
+        assert_eq!(
+            check(
+                Harness::Pi,
+                &argv(
+                    "/home/u/.local/state/shrooms-agent/cages/c/settings/models.json",
+                    "/home/u/.pi/agent/models.json"
+                )
+            ),
+            None
+        );
+        let own = format!("{whole}/web");
+        assert_eq!(check(Harness::Pi, &argv(&own, &own)), None);
         // A neighbour whose name starts the same is not it.
-        assert!(!mounts_the_machines_models_json(
-            pi,
-            &argv("/home/u/.pi/agent/models.json.bak")
-        ));
+        let bak = "/home/u/.pi/agent/models.json.bak";
+        assert_eq!(check(Harness::Pi, &argv(bak, bak)), None);
     }
 
     #[test]

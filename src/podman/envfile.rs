@@ -52,21 +52,11 @@ pub fn render(vars: &[(String, String)]) -> String {
     out
 }
 
-/// Whether a variable's value should be hidden when shown (`--dry-run`).
+/// Whether a variable's value should be hidden when shown (`--dry-run`):
+/// its name says it is a credential, by the same rule `pass_env`'s check
+/// uses (`secret_names`), or it is a URL with a password or user in it.
 pub fn looks_secret(name: &str, value: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    const WORDS: [&str; 7] = [
-        "TOKEN",
-        "KEY",
-        "SECRET",
-        "PASSWORD",
-        "PASSWD",
-        "CREDENTIAL",
-        "AUTH",
-    ];
-    // A proxy URL can carry user:password@.
-    let url_with_userinfo = value.contains("://") && value.contains('@');
-    WORDS.iter().any(|w| upper.contains(w)) || url_with_userinfo
+    crate::secret_names::is_credential_name(name) || crate::secret_names::has_userinfo(value)
 }
 
 /// The same text as `render`, with secret-looking values shown as `<redacted>`.
@@ -162,5 +152,18 @@ mod tests {
         assert!(text.contains("HTTPS_PROXY=<redacted>\n"));
         assert!(text.contains("NO_PROXY=localhost\n"));
         assert!(text.contains("LANG=C\n"));
+        // The names pass_env refuses are the names shown redacted.
+        for name in [
+            "AWS_SECRET_ACCESS_KEY",
+            "PGPASSWORD",
+            "OPENAI_KEY",
+            "STRIPE_SECRET_KEY",
+            "DATABASE_URL",
+        ] {
+            let text = render_redacted(&v(&[(name, "hidden")]));
+            assert!(text.contains(&format!("{name}=<redacted>\n")), "{text}");
+        }
+        let text = render_redacted(&v(&[("GIT_AUTHOR_EMAIL", "me@example.org")]));
+        assert!(text.contains("=me@example.org\n"), "{text}");
     }
 }

@@ -26,6 +26,7 @@ mod rootless;
 mod sealed;
 mod serve;
 mod shells;
+mod sidedoors;
 mod socket;
 mod turn;
 mod usage;
