@@ -84,3 +84,79 @@ fn interactive_run_ends_with_the_way_back_in_the_cage() {
 fn interactive_run_ends_with_the_way_back_in_the_cage_rootless() {
     the_way_back_stays_in_the_cage(World::rootless());
 }
+
+/// pi's equivalent: after an interactive pi in its cage, the way back is
+/// `-- --session ID`, the id of the session file the turn wrote.
+#[test]
+fn interactive_pi_ends_with_the_way_back_in_the_cage() {
+    let w = World::new();
+    let image = real_pi_image();
+    let mock = Mock::start();
+    world_for(&w, &mock, "");
+    let agent = w.home.join(".pi/agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    let models = serde_json::json!({"providers": {"corp": {
+        "baseUrl": format!("{}/corp", mock.url()),
+        "api": "anthropic-messages",
+        "apiKey": MACHINE_KEY,
+        "models": [{"id": "corp-mock", "name": "Corp mock", "reasoning": false}]
+    }}});
+    std::fs::write(agent.join("models.json"), models.to_string()).unwrap();
+    let name = w.session("resumepi");
+    let project = std::fs::canonicalize(w.dir(&format!("projects/{name}"))).unwrap();
+    w.create(&name, &project, &["--harness", "pi", "--image", &image]);
+    let env = [
+        ("PI_OFFLINE", "1"),
+        ("PI_SKIP_VERSION_CHECK", "1"),
+        ("PI_TELEMETRY", "0"),
+    ];
+    let args = [
+        "cage",
+        "run",
+        &name,
+        "--",
+        "--provider",
+        "corp",
+        "--model",
+        "corp-mock",
+    ];
+    let socket = w.dir("tmux").join("sock");
+    let screen = Screen::start(socket, &w.command_env(&args, &env));
+    wait_until("pi's screen", Duration::from_secs(60), || {
+        screen.text().contains("corp-mock")
+    });
+    screen.keys(&["-l", "say hi"]);
+    std::thread::sleep(Duration::from_millis(500));
+    screen.keys(&["Enter"]);
+    wait_until(
+        "the mock's answer on the screen",
+        Duration::from_secs(60),
+        || screen.text().contains("hello from the mock"),
+    );
+    screen.keys(&["-l", "/quit"]);
+    std::thread::sleep(Duration::from_millis(500));
+    screen.keys(&["Enter"]);
+    wait_until("cage run to end", Duration::from_secs(60), || screen.dead());
+    let text = screen.text();
+    eprintln!("the screen at the end:\n{text}");
+    let ours_words = format!("shrooms-agent cage run {name} -- --session ");
+    let id =
+        id_after(&text, &ours_words).unwrap_or_else(|| panic!("no resume line of ours:\n{text}"));
+    let folder = agent.join("sessions").join(format!(
+        "--{}--",
+        project
+            .to_str()
+            .unwrap()
+            .trim_start_matches('/')
+            .replace('/', "-")
+    ));
+    let written: Vec<String> = std::fs::read_dir(&folder)
+        .unwrap_or_else(|e| panic!("{}: {e}", folder.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        written.iter().any(|f| f.ends_with(&format!("_{id}.jsonl"))),
+        "{id} is not a session file of {}: {written:?}",
+        folder.display()
+    );
+}
