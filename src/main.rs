@@ -713,8 +713,8 @@ mod tests {
         );
         assert_eq!(
             msg(&["cage", "create"]),
-            "the following required arguments were not provided: --dir <DIR> <NAME>; \
-             usage: shrooms-agent cage create --dir <DIR> <NAME>"
+            "the following required arguments were not provided: <NAME>; \
+             usage: shrooms-agent cage create <NAME>"
         );
         assert_eq!(
             msg(&["cage", "lss"]),
