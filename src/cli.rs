@@ -202,13 +202,15 @@ pub enum CageCommand {
         after_help = "On a session taken out of its cage (`cage move NAME --out`), `cage run` refuses \
         unless given --uncaged: the harness would run on this machine as you, outside any cage. \
         `cage move NAME` puts the session back in a cage.\n\
+        Without NAME: the session whose project folder is the current folder; none there, or \
+        several, is refused with their names.\n\
         Exit status: the harness's own. 125: shrooms-agent failed or refused (--json and stderr say which kind); \
         126: the harness could not be run; 127: it was not found."
     )]
     Run {
-        /// The session
+        /// The session (default: the one whose project is the current folder)
         #[arg(add = ArgValueCandidates::new(session_names))]
-        name: String,
+        name: Option<String>,
         /// Run the harness on this machine, outside any cage, when the session is not in one
         #[arg(long)]
         uncaged: bool,
@@ -317,7 +319,10 @@ pub struct LimitsArgs {
     pub pids: Option<String>,
     /// Token budget: once the session's turns have spent N tokens (input,
     /// output and cache together), the model gateway refuses its model
-    /// requests; `none` removes it. Works on any machine, running or not
+    /// requests; `none` removes it. N is a whole number, or with k
+    /// (thousands) or M (millions): 500k, 5M, 1.5M. One at or below what was
+    /// spent is taken, with a warning that the next turn is refused. Works
+    /// on any machine, running or not
     #[arg(long, value_name = "N|none")]
     pub tokens: Option<String>,
     /// Back to the machine's limits (the config's), and no token budget
@@ -333,9 +338,11 @@ pub struct LimitsArgs {
 pub struct CreateArgs {
     /// The session's name: 1 to 63 of A-Z a-z 0-9 _ . - (not starting with `-` or `.`)
     pub name: String,
-    /// The project folder; mounted read-write at its own path
+    /// The project folder; mounted read-write at its own path (default: the
+    /// current folder, refused where --dir would be: the home folder, a
+    /// system or shared folder)
     #[arg(long, value_name = "DIR")]
-    pub dir: PathBuf,
+    pub dir: Option<PathBuf>,
     /// The harness the session runs. pi runs the image's pi (unless [harness] pi names the
     /// machine's): an image without one is refused (asked once per image, and kept)
     #[arg(long, value_enum, default_value_t = HarnessArg::Claude)]
@@ -356,7 +363,8 @@ pub struct CreateArgs {
 pub struct CageArgs {
     /// The image (default: the config's `image`, else <images_repo>:latest,
     /// localhost/shrooms-workbench:latest unless the config says otherwise;
-    /// for `cage move`, the image its cage has now)
+    /// for `cage move`, the image its cage has now, or had when it was
+    /// taken out of it)
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
     /// Mount your GitHub login (~/.config/gh) read-only and pass GH_* and GITHUB_*:

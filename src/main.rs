@@ -280,9 +280,21 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
     ops::refuse_root(&ctx.settings)?;
     match cmd {
         CageCommand::Create(a) => {
+            // Without --dir: the folder it is run in, as a container tool's
+            // users expect; refused as --dir would be, and said so.
+            let dir_from_cwd = a.dir.is_none();
+            let dir = match a.dir {
+                Some(d) => d,
+                None => std::env::current_dir().map_err(|e| {
+                    Error::bad_input(format!(
+                        "the current folder cannot be read ({e}): pass --dir with the project folder"
+                    ))
+                })?,
+            };
             let req = ops::create::CreateRequest {
                 name: a.name,
-                dir: a.dir,
+                dir,
+                dir_from_cwd,
                 harness: match a.harness {
                     HarnessArg::Claude => harness::Harness::Claude,
                     HarnessArg::Pi => harness::Harness::Pi,
@@ -372,6 +384,7 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
                 by: a.by,
             };
             let r = ops::limits::limits(&ctx, &req)?;
+            output::warnings(&r.warnings);
             output::show(&r, json, output::limits);
         }
         CageCommand::AcceptCaged { name, state } => {
@@ -413,6 +426,17 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
             args,
         } => {
             let args = strings(args)?;
+            let name = match name {
+                Some(n) => n,
+                None => {
+                    let cwd = std::env::current_dir().map_err(|e| {
+                        Error::bad_input(format!(
+                            "the current folder cannot be read ({e}): give the session's name"
+                        ))
+                    })?;
+                    ops::exec::session_of_folder(&ctx, &cwd)?
+                }
+            };
             if ops::exec::is_uncaged(&ctx, &name)? {
                 let uncaged = ops::exec::prepare_uncaged(&ctx, &name, args, uncaged)?;
                 output::warnings(std::slice::from_ref(&uncaged.notice));
@@ -585,6 +609,11 @@ fn exec(ctx: &Context, name: &str, what: ops::exec::What) -> Result<ExitCode> {
     if let Some(e) = &ended.stop_error {
         output::warnings(&[format!("the cage could not be stopped afterwards: {e}")]);
     }
+    // Last on the screen, after the harness's own line (which would run it
+    // outside the cage).
+    if let Some(line) = &ended.resume {
+        eprintln!("{line}");
+    }
     // Ended by a signal: the code says so (128 + n), as a shell's would.
     Ok(ExitCode::from(ended.code.clamp(0, 255) as u8))
 }
@@ -685,8 +714,8 @@ mod tests {
         );
         assert_eq!(
             msg(&["cage", "create"]),
-            "the following required arguments were not provided: --dir <DIR> <NAME>; \
-             usage: shrooms-agent cage create --dir <DIR> <NAME>"
+            "the following required arguments were not provided: <NAME>; \
+             usage: shrooms-agent cage create <NAME>"
         );
         assert_eq!(
             msg(&["cage", "lss"]),

@@ -294,13 +294,18 @@ pub fn shown(r: &Session) -> String {
     ));
     if let Some(c) = &r.cage {
         s.push_str(&format!(
-            "container {}\nimage     {}\nnetwork   {}\nlimits    memory {}, cpus {}, pids {}\nargv      {}\n",
+            "container {}\nimage     {}\nnetwork   {}\nlimits    memory {}, cpus {}, pids {}{}\nargv      {}\n",
             c.container,
             c.image,
             c.network.name(),
             c.limits.memory,
             c.limits.cpus,
             c.limits.pids,
+            if c.limits_enforced == Some(false) {
+                NOT_ENFORCED
+            } else {
+                ""
+            },
             c.create_argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")
         ));
         if let Some(p) = &c.shared_path {
@@ -523,15 +528,25 @@ pub fn stopped(r: &crate::ops::stop::Stopped) -> String {
 
 pub fn limits(r: &crate::ops::limits::LimitsChanged) -> String {
     format!(
-        "{}: memory {}, cpus {}, pids {}, token budget {} (applied {})\n",
+        "{}: memory {}, cpus {}, pids {}{}, token budget {} (applied {})\n",
         r.session,
         r.after.memory,
         r.after.cpus,
         r.after.pids,
+        if r.enforced == Some(false) {
+            NOT_ENFORCED
+        } else {
+            ""
+        },
         budget(r.tokens_after),
         r.applied
     )
 }
+
+/// Beside limits that podman keeps but does not enforce (rootless on
+/// cgroups v1: `doctor` says why).
+pub const NOT_ENFORCED: &str =
+    " (NOT enforced on this machine: podman ignores them; see `shrooms-agent doctor`)";
 
 /// `cage limits NAME`: as configured, and as podman reports them.
 /// Bytes of memory as a person reads them: in GiB or MiB when whole (what
@@ -579,8 +594,10 @@ pub fn limits_shown(r: &crate::ops::limits::LimitsShown) -> String {
             }
         )),
         None => s.push_str(&format!(
-            "{}: applied: none, the container {} is gone\n",
-            r.session, r.container
+            "{}: applied: none, the container {} is gone{}\n",
+            r.session,
+            r.container,
+            if r.enforced { "" } else { NOT_ENFORCED }
         )),
     }
     s.push_str(&format!(
@@ -1025,6 +1042,7 @@ mod tests {
                     since: Some(since),
                     since_rfc3339: None,
                 }),
+                Some(true),
             )
         };
         let l = Listing {

@@ -101,6 +101,11 @@ pub struct Record {
     /// The model tokens its turns spent, and its token budget.
     #[serde(default)]
     pub tokens: Tokens,
+    /// Out of a cage: the image of the cage it was taken out of, which
+    /// `cage move NAME` puts it back into (not the config's, which may be
+    /// another image, or one that must be built first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_image: Option<String>,
 }
 
 /// A session's model tokens (README, "Model gateway"): what its turns spent
@@ -304,6 +309,7 @@ pub fn sample_record(name: &str) -> Record {
         files: FilesPolicy::default(),
         tokens: Tokens::default(),
         accept_caged: None,
+        last_image: None,
     }
 }
 

@@ -109,10 +109,11 @@ impl MachineSources {
         match read_claude_login(&self.claude_credentials)? {
             Some(t) => Ok(Credential::OAuth(t)),
             None => Err(format!(
-                "shrooms-agent's model gateway has no credential to add: set [gateway] key_file or \
-                 key_command in {}, or ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN in the \
-                 environment of `shrooms-agent cage run`, or log in with claude on this machine \
-                 ({} is missing)",
+                "shrooms-agent's model gateway has no credential to add (it looked at [gateway] \
+                 key_file and key_command in {}, ANTHROPIC_API_KEY and CLAUDE_CODE_OAUTH_TOKEN in \
+                 the environment of `shrooms-agent cage run`, and the machine's Claude Code \
+                 login, {}, which is missing): set one of them, or log in with claude on this \
+                 machine, and run the turn again",
                 self.config_path.display(),
                 self.claude_credentials.display()
             )),

@@ -160,6 +160,22 @@ pub fn api_error(status: StatusCode, kind: &str, message: &str) -> Response<reqw
     r
 }
 
+/// The answer when there is no credential to add: a 401 in the API's shape
+/// that says what to set, marked `x-should-retry: false`. Without that
+/// header Claude Code 2.1 takes a 401 for a key being renewed and retries it
+/// for about three minutes before it shows the message; the header is the
+/// Messages API's own way of saying that a retry will not help, which the
+/// Anthropic SDKs and Claude Code obey, so the turn ends at once with these
+/// words on the screen.
+pub fn no_credential(why: &str) -> Response<reqwest::Body> {
+    let mut r = api_error(StatusCode::UNAUTHORIZED, "authentication_error", why);
+    r.headers_mut().insert(
+        HeaderName::from_static("x-should-retry"),
+        HeaderValue::from_static("false"),
+    );
+    r
+}
+
 /// What the gateway is told.
 pub struct Config {
     /// The model API's base URL, without a trailing `/`.
@@ -421,11 +437,7 @@ async fn handle(
             if !state.told.swap(true, Ordering::SeqCst) {
                 eprintln!("shrooms-agent: session {}: {why}", state.config.session);
             }
-            return Ok(api_error(
-                StatusCode::UNAUTHORIZED,
-                "authentication_error",
-                &why,
-            ));
+            return Ok(no_credential(&why));
         }
     };
     let resolved = match route_key {
@@ -438,11 +450,7 @@ async fn handle(
             if !state.told.swap(true, Ordering::SeqCst) {
                 eprintln!("shrooms-agent: session {}: {why}", state.config.session);
             }
-            return Ok(api_error(
-                StatusCode::UNAUTHORIZED,
-                "authentication_error",
-                &why,
-            ));
+            return Ok(no_credential(&why));
         }
         Err(e) => {
             return Ok(api_error(
@@ -629,5 +637,10 @@ mod tests {
         let r = api_error(StatusCode::UNAUTHORIZED, "authentication_error", "set X");
         assert_eq!(r.status(), 401);
         assert_eq!(r.headers()["content-type"], "application/json");
+        assert!(r.headers().get("x-should-retry").is_none());
+        // No credential: the harness is told at once not to try again.
+        let r = no_credential("set X");
+        assert_eq!(r.status(), 401);
+        assert_eq!(r.headers()["x-should-retry"], "false");
     }
 }

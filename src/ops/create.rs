@@ -21,6 +21,9 @@ pub struct CreateRequest {
     pub dry_run: bool,
     /// Kept in the record for the apps.
     pub auto_approve: bool,
+    /// `dir` is the current folder, taken since no `--dir` was given: a
+    /// refusal of it says how to give another.
+    pub dir_from_cwd: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -48,7 +51,21 @@ pub struct Created {
 
 pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
     session::validate_name(&req.name)?;
-    let dir = project_dir(&req.dir)?;
+    let dir = if req.dir_from_cwd {
+        // The folder's refusals first, each with the way to another folder.
+        project_dir(&req.dir)
+            .and_then(|d| make::folder_checks(ctx, &d, req.harness, &req.choice).map(|_| d))
+            .map_err(|e| Error {
+                message: format!(
+                    "{}. Without --dir, `cage create` takes the current folder: pass --dir \
+                     with the project folder, or cd to it first",
+                    e.message.trim_end_matches('.')
+                ),
+                ..e
+            })?
+    } else {
+        project_dir(&req.dir)?
+    };
     if ctx.store.exists(&req.name) {
         return Err(already(&req.name));
     }
@@ -129,6 +146,7 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
         // Unset: it follows the session in and out of its cage (on while
         // caged) until someone sets it.
         accept_caged: None,
+        last_image: None,
     };
     let saved = ctx.store.save(&record).and_then(|_| {
         ctx.store.append_history(

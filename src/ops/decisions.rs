@@ -302,6 +302,7 @@ impl World {
             files: Default::default(),
             tokens: Default::default(),
             accept_caged: None,
+            last_image: None,
         };
         self.ctx.store.ensure().unwrap();
         self.ctx.store.save(&record).unwrap();
@@ -350,6 +351,7 @@ fn create_request(w: &World, name: &str) -> super::create::CreateRequest {
         choice: Default::default(),
         dry_run: false,
         auto_approve: false,
+        dir_from_cwd: false,
     }
 }
 

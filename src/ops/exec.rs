@@ -71,6 +71,9 @@ pub struct Prepared<'a> {
     _lock: SessionLock,
     /// Variables left out of the env file, and why: for the face to show.
     pub warnings: Vec<String>,
+    /// An interactive `cage run`: the transcripts it may write, for the
+    /// way back in (`resume`).
+    resume: Option<super::resume::Watch>,
 }
 
 /// How it ended.
@@ -80,6 +83,9 @@ pub struct Ended {
     pub code: i32,
     /// Set when the cage could not be stopped afterwards.
     pub stop_error: Option<Error>,
+    /// After an interactive `cage run`: how to go back into its
+    /// conversation, in the cage.
+    pub resume: Option<String>,
 }
 
 /// `cage run` on a session taken out of its cage: its harness on the
@@ -145,6 +151,36 @@ impl Uncaged {
     }
 }
 
+/// `cage run` without a name: the one session whose project is `cwd`
+/// (exactly that folder, links resolved). None, or more than one, is
+/// refused with the sessions there are, so that a turn never runs in a
+/// session that was not meant.
+pub fn session_of_folder(ctx: &Context, cwd: &std::path::Path) -> Result<String> {
+    let here = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+    let (records, _) = ctx.store.list_readable()?;
+    let mine: Vec<&str> = records
+        .iter()
+        .filter(|r| r.dir == here)
+        .map(|r| r.name.as_str())
+        .collect();
+    match mine.as_slice() {
+        [one] => Ok(one.to_string()),
+        [] => Err(Error::bad_input(format!(
+            "no session has {} as its project folder, so `cage run` without a name has \
+             nothing to run: give the session's name (`shrooms-agent cage ls` lists them), \
+             cd to its project folder, or make one here with `shrooms-agent cage create NAME`",
+            here.display()
+        ))),
+        several => Err(Error::bad_input(format!(
+            "{} sessions have {} as their project folder ({}): give the name of the one to \
+             run, `shrooms-agent cage run NAME`",
+            several.len(),
+            here.display(),
+            several.join(", ")
+        ))),
+    }
+}
+
 /// Is the session out of its cage? (`cage run` then runs on the machine.)
 pub fn is_uncaged(ctx: &Context, name: &str) -> Result<bool> {
     Ok(ctx.store.load(name)?.cage.is_none())
@@ -158,9 +194,11 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
     });
     let cage = cage_of(&record)?;
     let mut notes = Vec::new();
+    let mut wants_resume = false;
     let cmd = match what.words() {
         Ok(cmd) => cmd,
         Err(args) => {
+            wants_resume = tty && super::resume::interactive(&args);
             let program = cage
                 .program
                 .clone()
@@ -290,7 +328,9 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
     let env_file = ctx.store.env_file(&cage.container);
     session::write_atomic(&env_file, envfile::render(&plan.vars).as_bytes(), 0o600)?;
     let args = argv::exec(&cage.container, &record.dir, &env_file, tty, &cmd);
+    let resume = wants_resume.then(|| super::resume::Watch::begin(&ctx.store, &record, cage));
     Ok(Prepared {
+        resume,
         host,
         container: cage.container.clone(),
         process: host.podman.process(&args),
@@ -440,7 +480,12 @@ impl Prepared<'_> {
             TurnEnd::Exited(code) => code,
             TurnEnd::Signal(sig) => 128 + sig,
         };
-        Ok(Ended { code, stop_error })
+        let resume = self.resume.as_ref().and_then(super::resume::Watch::line);
+        Ok(Ended {
+            code,
+            stop_error,
+            resume,
+        })
     }
 }
 

@@ -843,6 +843,7 @@ mod tests {
                 },
                 tokens: Default::default(),
                 accept_caged: None,
+                last_image: None,
             })
             .unwrap();
         (ctx, root)

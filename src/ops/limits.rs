@@ -33,23 +33,55 @@ pub struct LimitsRequest {
 }
 
 /// Read a token budget as given (`--tokens`, or the `tokens` of a request's
-/// body): a positive whole number, or `none` for no budget.
+/// body): a positive whole number, with `k` (thousands) or `M` (millions)
+/// after it if wanted (`5k`, `5M`, `1.5M`), or `none` for no budget.
 pub fn parse_tokens(text: &str) -> Result<Option<u64>> {
     let t = text.trim();
     if t.eq_ignore_ascii_case("none") {
         return Ok(None);
     }
-    match t.parse::<u64>() {
-        Ok(0) => Err(Error::bad_input(
+    match tokens_number(t) {
+        Some(0) => Err(Error::bad_input(
             "--tokens: 0 would refuse every model request; give a positive whole number \
              of tokens, or none for no budget",
         )),
-        Ok(n) => Ok(Some(n)),
-        Err(_) => Err(Error::bad_input(format!(
+        Some(n) => Ok(Some(n)),
+        None => Err(Error::bad_input(format!(
             "--tokens: {t:?} is not a number of tokens; give a positive whole number \
-             (like 2000000), or none for no budget"
+             (like 2000000, 500k or 2M: k for thousands, M for millions), or none for no \
+             budget"
         ))),
     }
+}
+
+/// Pure: `500`, `5k`, `5K`, `5M`, `1.5M` as a whole number of tokens; None
+/// for anything else, a fraction of a token, or more than a u64 holds. A
+/// lower-case `m` is not taken: in memory sizes it means MiB.
+fn tokens_number(t: &str) -> Option<u64> {
+    let (digits, scale) = if let Some(d) = t.strip_suffix(['k', 'K']) {
+        (d, 1_000u64)
+    } else if let Some(d) = t.strip_suffix('M') {
+        (d, 1_000_000)
+    } else {
+        (t, 1)
+    };
+    let (whole, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !all_digits(whole) || (digits.contains('.') && !all_digits(frac)) {
+        return None;
+    }
+    let mut n = whole.parse::<u64>().ok()?.checked_mul(scale)?;
+    // Each digit after the point is worth a tenth of the one before; one
+    // worth less than a token is refused.
+    let mut worth = scale;
+    for d in frac.bytes() {
+        if worth % 10 != 0 {
+            return None;
+        }
+        worth /= 10;
+        n = n.checked_add(u64::from(d - b'0') * worth)?;
+    }
+    Some(n)
 }
 
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -64,6 +96,13 @@ pub struct LimitsChanged {
     /// The token budget before and after; null: none.
     pub tokens_before: Option<u64>,
     pub tokens_after: Option<u64>,
+    /// Whether podman enforces the memory, CPU and process limits on this
+    /// machine (rootless on cgroups v1 it does not); null where podman
+    /// could not be asked.
+    pub enforced: Option<bool>,
+    /// What was done, but may not be what was meant (a budget already
+    /// spent).
+    pub warnings: Vec<String>,
 }
 
 /// `cage limits NAME` without flags: the limits as configured (the
@@ -174,13 +213,31 @@ pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
         req.tokens.unwrap_or(tokens_before)
     };
     let podman_limits = req.reset || !req.asked.is_empty();
-    let (after, applied) = if podman_limits {
-        podman_limits_now(ctx, req, &cage)?
+    let (after, applied, enforced) = if podman_limits {
+        let (after, applied) = podman_limits_now(ctx, req, &cage)?;
+        (
+            after,
+            applied,
+            Some(super::show::enforces_limits(ctx.host()?)),
+        )
     } else if req.tokens.is_some() {
-        // The gateway reads the budget at every model request.
-        (cage.limits.clone(), "now")
+        // The gateway reads the budget at every model request, on any
+        // machine; whether podman enforces the other limits is said where
+        // it can be asked.
+        let enforced = ctx.host().ok().map(super::show::enforces_limits);
+        (cage.limits.clone(), "now", enforced)
     } else {
         return Err(nothing_asked());
+    };
+    let spent = record.tokens.used.total();
+    let warnings = match tokens_after {
+        Some(b) if req.tokens.is_some() && spent >= b => vec![format!(
+            "session {} has already spent {spent} tokens, at or past this budget of {b}: its \
+             next model request will be refused; raise it with `shrooms-agent cage limits {} \
+             --tokens N`, or remove it with --tokens none",
+            record.name, record.name
+        )],
+        _ => Vec::new(),
     };
     let before = cage.limits.clone();
     let container = cage.container.clone();
@@ -231,6 +288,8 @@ pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
         applied: applied.into(),
         tokens_before,
         tokens_after,
+        enforced,
+        warnings,
     })
 }
 
@@ -290,8 +349,10 @@ fn podman_limits_now(
         .podman
         .container(&cage.container)?
         .is_some_and(|s| s.running);
+    // `--reset` where podman does not enforce limits: the record is put
+    // back now; nothing is enforced (the face says so).
     let applied = if !enforced {
-        "not at all: podman does not enforce limits on this machine"
+        "now"
     } else if host.update_persists() {
         host.podman
             .update(&argv::update(&cage.container, &after, true))?;
@@ -409,6 +470,18 @@ mod tests {
         assert_eq!(parse_tokens(" 1 ").unwrap(), Some(1));
         assert_eq!(parse_tokens("none").unwrap(), None);
         assert_eq!(parse_tokens("None").unwrap(), None);
+        // Thousands and millions, as people write budgets.
+        for (text, n) in [
+            ("5k", 5_000),
+            ("5K", 5_000),
+            ("5M", 5_000_000),
+            ("1.5M", 1_500_000),
+            ("2.25k", 2_250),
+            (" 10M ", 10_000_000),
+            ("0.5k", 500),
+        ] {
+            assert_eq!(parse_tokens(text).unwrap(), Some(n), "{text}");
+        }
         for bad in [
             "0",
             "-5",
@@ -417,6 +490,18 @@ mod tests {
             "",
             "lots",
             "99999999999999999999999",
+            "k",
+            "M",
+            ".5k",
+            "5.k",
+            "1.0005k",
+            "5kk",
+            "5 k",
+            "5G",
+            "0k",
+            "-1k",
+            "+5k",
+            "99999999999999M",
         ] {
             let e = parse_tokens(bad).unwrap_err();
             assert_eq!(e.kind, crate::error::Kind::BadInput, "{bad}");

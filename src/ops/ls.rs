@@ -45,28 +45,33 @@ pub fn ls(ctx: &Context) -> Result<Listing> {
     let (records, damaged) = ctx.store.list_readable()?;
     // Without podman the sessions are still listed, their state unknown: a
     // caged session can still be taken out of its cage there.
-    let (ps, volumes) = match ctx.host() {
-        Ok(host) => (Some(host.podman.ps_cages()?), host.volume_path.as_deref()),
-        Err(e) if e.kind == crate::error::Kind::NoPodman => (None, None),
+    let (ps, volumes, enforced) = match ctx.host() {
+        Ok(host) => (
+            Some(host.podman.ps_cages()?),
+            host.volume_path.as_deref(),
+            Some(super::show::enforces_limits(host)),
+        ),
+        Err(e) if e.kind == crate::error::Kind::NoPodman => (None, None, None),
         Err(e) => return Err(e),
     };
     let mut busy = Vec::with_capacity(records.len());
     for r in &records {
         busy.push(ctx.store.busy(&r.name)?);
     }
-    let mut listing = join(&records, ps.as_deref(), volumes, busy);
+    let mut listing = join(&records, ps.as_deref(), volumes, busy, enforced);
     listing.damaged = damaged;
     Ok(listing)
 }
 
 /// Pure: the records joined with what podman listed (None: no podman),
 /// podman's volume folder (for a shared folder's path) and what holds each
-/// (in the records' order).
+/// (in the records' order), and whether podman enforces limits here.
 pub fn join(
     records: &[crate::session::Record],
     ps: Option<&[PsEntry]>,
     volumes: Option<&Path>,
     busy: Vec<Option<crate::session::Busy>>,
+    limits_enforced: Option<bool>,
 ) -> Listing {
     let no_podman = ps.is_none();
     let ps = ps.unwrap_or_default();
@@ -81,7 +86,13 @@ pub fn join(
                 None if no_podman => Seen::of_ps("no podman"),
                 None => Seen::missing(),
             };
-            Session::new(r, seen, shared_path(volumes, r), busy.next().flatten())
+            Session::new(
+                r,
+                seen,
+                shared_path(volumes, r),
+                busy.next().flatten(),
+                limits_enforced,
+            )
         })
         .collect();
     let leftovers = ps
@@ -130,6 +141,7 @@ mod tests {
             files: Default::default(),
             tokens: Default::default(),
             accept_caged: None,
+            last_image: None,
         }
     }
 
@@ -148,7 +160,7 @@ mod tests {
             entry("shrooms-a-1", "a", "running"),
             entry("shrooms-old-3", "old", "exited"),
         ];
-        let l = join(&records, Some(&ps), None, vec![]);
+        let l = join(&records, Some(&ps), None, vec![], Some(true));
         let state = |s: &Session| s.cage.as_ref().unwrap().state.clone();
         assert_eq!(state(&l.sessions[0]), "running");
         assert!(l.sessions[0].cage.as_ref().unwrap().running);
@@ -157,7 +169,7 @@ mod tests {
         assert_eq!(l.leftovers[0].container, "shrooms-old-3");
         assert_eq!(l.leftovers[0].session, "old");
         // Without podman: listed, the state unknown, no leftovers.
-        let l = join(&records, None, None, vec![]);
+        let l = join(&records, None, None, vec![], None);
         assert_eq!(state(&l.sessions[0]), "no podman");
         assert!(l.leftovers.is_empty());
     }

@@ -213,16 +213,15 @@ fn check_choice(choice: &CageChoice, harness: Harness) -> Result<()> {
     Ok(())
 }
 
-/// Gather every fact `decide` needs: the disk, the records, podman.
-/// Starts nothing and writes nothing.
-pub fn facts(
+/// Refuse a project folder that is not the user's own to give a cage: a
+/// shared or system folder, the home or one holding it, the state folder,
+/// the folders kept out of every cage, and what a sealed cage refuses.
+pub fn folder_checks(
     ctx: &Context,
-    host: &Host,
-    session: &str,
     dir: &Path,
     harness: Harness,
     choice: &CageChoice,
-) -> Result<Facts> {
+) -> Result<()> {
     if choice.sealed {
         sealed::check_project(dir, &ctx.settings.home, &ctx.settings.state_dir)?;
     }
@@ -264,7 +263,20 @@ pub fn facts(
                 .join(crate::pi_models::COPIED)
         }))
         .collect();
-    sealed::check_kept_out(dir, &s.home, &guarded)?;
+    sealed::check_kept_out(dir, &s.home, &guarded)
+}
+
+/// Gather every fact `decide` needs: the disk, the records, podman.
+/// Starts nothing and writes nothing.
+pub fn facts(
+    ctx: &Context,
+    host: &Host,
+    session: &str,
+    dir: &Path,
+    harness: Harness,
+    choice: &CageChoice,
+) -> Result<Facts> {
+    folder_checks(ctx, dir, harness, choice)?;
     // The other sessions, read once for the checks against them. A damaged
     // record has no usable cage: it cannot be started until mended, and a
     // mended one is checked at its start.

@@ -20,6 +20,7 @@ pub mod moves;
 pub mod outbox;
 pub mod project;
 pub mod prune;
+pub mod resume;
 pub mod rm;
 pub mod sealed;
 pub mod show;

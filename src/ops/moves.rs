@@ -102,13 +102,15 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
     } else {
         let host = host.ok_or_else(|| Error::no_podman(crate::host::NO_PODMAN))?;
         // Without --image, the session keeps the image its cage was made
-        // from: a move changes what was asked, not what was not (a switch
-        // to the config's image could start a build nobody asked for).
+        // from, or, out of a cage, the one it was taken out of: a move
+        // changes what was asked, not what was not (a switch to the
+        // config's image could start a build nobody asked for).
         let image = req
             .choice
             .image
             .clone()
-            .or_else(|| old.as_ref().map(|c| c.image.clone()));
+            .or_else(|| old.as_ref().map(|c| c.image.clone()))
+            .or_else(|| record.last_image.clone());
         let choice = make::CageChoice {
             unseal: req.unseal,
             image,
@@ -145,9 +147,16 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
         _ => what,
     };
     let new_cage = to.as_ref().map(|(_, c)| c.clone());
+    // Out of its cage, the session remembers that cage's image for the
+    // way back in.
+    let last_image = match &new_cage {
+        None => old.as_ref().map(|c| c.image.clone()),
+        Some(_) => None,
+    };
     let saved = ctx.store.update(&req.name, |r| {
         r.cage = new_cage;
         r.dir = dir.clone();
+        r.last_image = last_image;
         Ok(())
     });
     if let Err(e) = saved {

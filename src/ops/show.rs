@@ -57,6 +57,10 @@ pub struct Cage {
     pub running: bool,
     pub network: Network,
     pub limits: Limits,
+    /// Whether podman enforces `limits` on this machine: false where it
+    /// keeps them but ignores them (rootless on cgroups v1, with
+    /// `unenforced_limits = "warn"`); null where podman could not be asked.
+    pub limits_enforced: Option<bool>,
     /// `limits` are the session's own (`cage limits`), not the config's.
     pub own_limits: bool,
     /// The options that widen it.
@@ -198,17 +202,25 @@ pub fn show(ctx: &Context, name: &str) -> Result<Session> {
             (seen, shared)
         }
     };
-    Ok(Session::new(&record, seen, shared_path, busy))
+    let enforced = ctx.host_known().map(enforces_limits);
+    Ok(Session::new(&record, seen, shared_path, busy, enforced))
+}
+
+/// Does podman enforce a cage's limits on this machine?
+pub fn enforces_limits(host: &crate::host::Host) -> bool {
+    host.limits_support() == crate::host::LimitsSupport::Enforced
 }
 
 impl Session {
     /// A session as given: its record, its cage's state as seen (unused
-    /// out of a cage), its shared folder's path and what holds it.
+    /// out of a cage), its shared folder's path, what holds it, and whether
+    /// this machine's podman enforces limits (None: not known).
     pub fn new(
         record: &Record,
         seen: Seen,
         shared_path: Option<PathBuf>,
         busy: Option<Busy>,
+        limits_enforced: Option<bool>,
     ) -> Session {
         Session {
             name: record.name.clone(),
@@ -225,13 +237,18 @@ impl Session {
             cage: record
                 .cage
                 .as_ref()
-                .map(|c| Cage::new(c, seen, shared_path)),
+                .map(|c| Cage::new(c, seen, shared_path, limits_enforced)),
         }
     }
 }
 
 impl Cage {
-    fn new(c: &CageRecord, seen: Seen, shared_path: Option<PathBuf>) -> Cage {
+    fn new(
+        c: &CageRecord,
+        seen: Seen,
+        shared_path: Option<PathBuf>,
+        limits_enforced: Option<bool>,
+    ) -> Cage {
         Cage {
             container: c.container.clone(),
             image: c.image.clone(),
@@ -239,6 +256,7 @@ impl Cage {
             running: seen.running,
             network: c.network,
             limits: c.limits.clone(),
+            limits_enforced,
             own_limits: c.own_limits,
             options: c.options.clone(),
             shared_path,
@@ -272,7 +290,7 @@ mod tests {
             since: Some(1_796_061_912),
             since_rfc3339: Some(crate::when::rfc3339(1_796_061_912)),
         });
-        let out = Session::new(&r, Seen::missing(), None, busy.clone());
+        let out = Session::new(&r, Seen::missing(), None, busy.clone(), Some(true));
         let v = serde_json::to_value(&out).unwrap();
         // serde_json's map sorts its keys.
         let sorted = |mut k: Vec<&'static str>| {
@@ -315,7 +333,13 @@ mod tests {
         assert_eq!(v["tokens"]["last_turn"]["responses"], 0);
 
         r.cage = Some(crate::session::sample_cage("shrooms-web-0a1b2c"));
-        let out = Session::new(&r, Seen::of_ps("running"), Some("/v/x/_data".into()), None);
+        let out = Session::new(
+            &r,
+            Seen::of_ps("running"),
+            Some("/v/x/_data".into()),
+            None,
+            Some(false),
+        );
         let v = serde_json::to_value(&out).unwrap();
         let keys: Vec<&str> = v["cage"]
             .as_object()
@@ -332,6 +356,7 @@ mod tests {
                 "running",
                 "network",
                 "limits",
+                "limits_enforced",
                 "own_limits",
                 "options",
                 "shared_path",
@@ -348,6 +373,7 @@ mod tests {
         assert_eq!(v["cage"]["running"], true);
         assert_eq!(v["cage"]["network"], "bridge");
         assert_eq!(v["cage"]["shared_path"], "/v/x/_data");
+        assert_eq!(v["cage"]["limits_enforced"], false);
         assert_eq!(v["accept_caged"], true);
         assert_eq!(v["busy"], serde_json::Value::Null);
     }

@@ -55,6 +55,9 @@ pub struct Page {
     pub unread: Vec<(String, String)>,
     /// serve has a live view of the cages (else states are unknown).
     pub live: bool,
+    /// Whether podman enforces the cages' limits on this machine (None:
+    /// not known, serve found no podman).
+    pub limits_enforced: Option<bool>,
 }
 
 /// A session.
@@ -157,6 +160,11 @@ fn gather(shared: &Shared, live: Option<&Live>, now: u64) -> crate::error::Resul
         history: newest(histories, HISTORY_LINES),
         unread,
         live: live.is_some(),
+        limits_enforced: shared
+            .state
+            .host()
+            .as_ref()
+            .map(crate::ops::show::enforces_limits),
     })
 }
 
@@ -252,7 +260,7 @@ fn sessions(p: &Page) -> Markup {
                     th { "Budget" } th { "Harness" } th { "Image" }
                 } }
                 tbody {
-                    @for row in &p.sessions { (session(row, p.now)) }
+                    @for row in &p.sessions { (session(row, p)) }
                 }
             }
         }
@@ -265,7 +273,8 @@ fn sessions(p: &Page) -> Markup {
     }
 }
 
-fn session(row: &Row, now: u64) -> Markup {
+fn session(row: &Row, p: &Page) -> Markup {
+    let now = p.now;
     let r = &row.record;
     let cage = r.cage.as_ref();
     let used = &r.tokens.used;
@@ -297,6 +306,12 @@ fn session(row: &Row, now: u64) -> Markup {
                     Some(c) => {
                         "memory " (c.limits.memory) ", "
                         (c.limits.cpus) " CPUs, " (c.limits.pids) " pids"
+                        @if p.limits_enforced == Some(false) {
+                            " " span.bad title="podman keeps these limits but does not enforce \
+                                them here (rootless on cgroups v1); see shrooms-agent doctor" {
+                                "(NOT enforced on this machine)"
+                            }
+                        }
                     },
                 }
             }
@@ -475,6 +490,7 @@ mod tests {
             history,
             unread: Vec::new(),
             live: true,
+            limits_enforced: Some(true),
         }
     }
 
@@ -514,10 +530,27 @@ mod tests {
         ] {
             assert!(html.contains(want), "{want:?} not in\n{html}");
         }
+        assert!(!html.contains("NOT enforced"), "{html}");
         // No script, no form, nothing loaded from elsewhere.
         for never in ["<script", "<form", "<link", "<img", "src=", "href="] {
             assert!(!html.contains(never), "{never:?} in\n{html}");
         }
+    }
+
+    /// Where podman keeps limits but does not enforce them, the page says
+    /// so beside them.
+    #[test]
+    fn unenforced_limits_are_shown_as_such() {
+        let mut r = sample_record("webapp");
+        r.cage = Some(sample_cage("shrooms-webapp-0a1b2c"));
+        let mut p = page_with(r, Some("running"), Vec::new());
+        p.limits_enforced = Some(false);
+        let html = render(&p).into_string();
+        assert!(
+            html.contains("memory 4g, 2 CPUs, 2048 pids <span class=\"bad\""),
+            "{html}"
+        );
+        assert!(html.contains("(NOT enforced on this machine)"), "{html}");
     }
 
     #[test]

@@ -317,6 +317,7 @@ fn session_live(
         seen,
         ops::ls::shared_path(volumes, record),
         ctx.store.busy(&record.name)?,
+        ctx.host_known().map(ops::show::enforces_limits),
     ))
 }
 
@@ -428,6 +429,7 @@ async fn create(Extension(shared): Sh, Extension(info): Info, req: Request) -> R
             choice: body.cage.unwrap_or_default().choice(),
             dry_run: false,
             auto_approve: body.auto_approve.unwrap_or(false),
+            dir_from_cwd: false,
         };
         let created = ops::create::create(&ctx, &request)?;
         let shown = ops::show::show(&ctx, &body.name)?;

@@ -325,8 +325,8 @@ fn usage_errors_with_json_print_json() {
             "unexpected argument '--nope' found",
         ),
         (
-            vec!["--json", "cage", "create", "x"],
-            "the following required arguments were not provided: --dir <DIR>",
+            vec!["--json", "cage", "create"],
+            "the following required arguments were not provided: <NAME>",
         ),
         (
             vec!["cage", "lss", "--json"],

@@ -831,6 +831,59 @@ fn gateway_real_claude_code_sealed() {
     claude_turns(World::new(), true);
 }
 
+/// With no credential on the machine, the real Claude Code's turn ends
+/// within seconds (not after minutes of retries), and what it prints says
+/// which sources the gateway looked at and how to give one. Nothing reaches
+/// the model API.
+fn claude_without_a_credential(w: World) {
+    let (claude, image) = real_claude();
+    let mock = Mock::start();
+    world_for(&w, &mock, &format!("[harness]\nclaude = \"{claude}\"\n"));
+    let name = w.session("gwclaudenokey");
+    let project = w.dir(&format!("projects/{name}"));
+    w.create(&name, &project, &["--image", &image]);
+    let started = Instant::now();
+    let run = w.run_env(&["cage", "run", &name, "--", "-p", "say hi"], QUIET);
+    let took = started.elapsed();
+    assert_ne!(run.code(), 0, "{}", run.explain());
+    assert!(
+        took < Duration::from_secs(30),
+        "the turn took {took:?}:\n{}",
+        run.explain()
+    );
+    // Claude Code's own line carries the gateway's words.
+    let out = format!("{}{}", run.stdout(), run.stderr());
+    let line = out
+        .lines()
+        .find(|l| l.contains("Failed to authenticate"))
+        .unwrap_or_else(|| panic!("no 'Failed to authenticate':\n{}", run.explain()));
+    for words in [
+        "401",
+        "[gateway] key_file",
+        "ANTHROPIC_API_KEY",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+        ".credentials.json",
+        "log in with claude",
+    ] {
+        assert!(line.contains(words), "{words:?} not in {line:?}");
+    }
+    assert!(
+        !mock.seen().iter().any(|s| s.method == "POST"),
+        "{}",
+        mock.explain()
+    );
+}
+
+#[test]
+fn gateway_real_claude_code_without_a_credential_ends_at_once() {
+    claude_without_a_credential(World::new());
+}
+
+#[test]
+fn gateway_real_claude_code_without_a_credential_ends_at_once_rootless() {
+    claude_without_a_credential(World::rootless());
+}
+
 /// `pass_env` refuses names that look like credentials and says to use
 /// `pass_secrets`, making nothing; under `pass_secrets` the value passes.
 #[test]
@@ -1142,4 +1195,48 @@ fn gateway_real_pi_text_and_tool_turns() {
 #[test]
 fn gateway_real_pi_text_and_tool_turns_rootless() {
     pi_turns(World::rootless());
+}
+
+/// The real pi with no credential on the machine: its built-in anthropic
+/// provider goes to the gateway, whose answer ends the turn within seconds
+/// with the words that say what to set.
+#[test]
+fn gateway_real_pi_without_a_credential_ends_at_once() {
+    let w = World::new();
+    let image = real_pi_image();
+    let mock = Mock::start();
+    world_for(&w, &mock, "");
+    let name = w.session("gwpinokey");
+    let project = w.dir(&format!("projects/{name}"));
+    w.create(&name, &project, &["--harness", "pi", "--image", &image]);
+    let env = [
+        ("PI_OFFLINE", "1"),
+        ("PI_SKIP_VERSION_CHECK", "1"),
+        ("PI_TELEMETRY", "0"),
+    ];
+    let started = Instant::now();
+    let run = w.run_env(&["cage", "run", &name, "--", "-p", "say hi"], &env);
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(30),
+        "the turn took {took:?}:\n{}",
+        run.explain()
+    );
+    let out = format!("{}{}", run.stdout(), run.stderr());
+    let line = out
+        .lines()
+        .find(|l| l.contains("401") && l.contains("no credential to add"))
+        .unwrap_or_else(|| panic!("no 401 with the gateway's words:\n{}", run.explain()));
+    for words in [
+        "[gateway] key_file",
+        "ANTHROPIC_API_KEY",
+        "log in with claude",
+    ] {
+        assert!(line.contains(words), "{words:?} not in {line:?}");
+    }
+    assert!(
+        !mock.seen().iter().any(|s| s.method == "POST"),
+        "{}",
+        mock.explain()
+    );
 }

@@ -187,7 +187,7 @@ fn pass_env_refuses_a_token_unless_pass_secrets() {
 // ---- the real Claude Code on a terminal -----------------------------------
 
 /// A terminal of tmux's, on a server of the test's own, running one command.
-struct Screen {
+pub struct Screen {
     socket: PathBuf,
 }
 
@@ -199,7 +199,7 @@ impl Screen {
     }
 
     /// Start `cmd` (as built for the world's user) on a 200x50 terminal.
-    fn start(socket: PathBuf, cmd: &Command) -> Screen {
+    pub fn start(socket: PathBuf, cmd: &Command) -> Screen {
         let mut argv: Vec<String> = Vec::new();
         if cmd.get_program() != "runuser" {
             // The command's own environment, cleared, as the world gives it.
@@ -239,7 +239,7 @@ impl Screen {
         screen
     }
 
-    fn text(&self) -> String {
+    pub fn text(&self) -> String {
         let out = self
             .tmux()
             .args(["capture-pane", "-p", "-J"])
@@ -248,11 +248,11 @@ impl Screen {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    fn keys(&self, keys: &[&str]) {
+    pub fn keys(&self, keys: &[&str]) {
         let _ = self.tmux().arg("send-keys").args(keys).status();
     }
 
-    fn dead(&self) -> bool {
+    pub fn dead(&self) -> bool {
         let out = self
             .tmux()
             .args(["display-message", "-p", "#{pane_dead}"])
@@ -286,7 +286,7 @@ const NOT_READY: &[&str] = &[
 
 /// Wait for Claude Code's prompt (its input line, with bypass permissions
 /// on), failing on the first screen that shows something else to answer.
-fn reaches_the_prompt(screen: &Screen, what: &str) -> String {
+pub fn reaches_the_prompt(screen: &Screen, what: &str) -> String {
     let start = Instant::now();
     loop {
         let text = screen.text();
