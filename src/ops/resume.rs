@@ -151,6 +151,45 @@ mod tests {
         }
     }
 
+    /// An ordinary cage's transcripts are the machine's own folder for the
+    /// project; a sealed cage's, its private config folder's.
+    #[test]
+    fn where_the_transcripts_are() {
+        let store = Store::new("/state");
+        let mut r = crate::session::sample_record("web");
+        r.dir = "/home/u/src/web.app".into();
+        let mut c = crate::session::sample_cage("shrooms-web-0a1b2c");
+        assert_eq!(
+            transcript_folder(&store, &r, &c),
+            Some(PathBuf::from("/h/.claude/projects/-home-u-src-web-app"))
+        );
+        c.sealed = Some(crate::session::SealedRecord {
+            token_file: "/t".into(),
+            outbox: "/o".into(),
+            rules: String::new(),
+            seccomp_file: "/s".into(),
+            seccomp: String::new(),
+            dns: Vec::new(),
+        });
+        assert_eq!(
+            transcript_folder(&store, &r, &c),
+            Some(
+                store
+                    .private_home("shrooms-web-0a1b2c")
+                    .join("projects/-home-u-src-web-app")
+            )
+        );
+        r.harness = Harness::Pi;
+        c.sealed = None;
+        c.harness_dir = "/h/.pi/agent".into();
+        assert_eq!(
+            transcript_folder(&store, &r, &c),
+            Some(PathBuf::from(
+                "/h/.pi/agent/sessions/--home-u-src-web.app--"
+            ))
+        );
+    }
+
     #[test]
     fn only_interactive_runs() {
         let a = |w: &[&str]| interactive(&w.iter().map(|s| s.to_string()).collect::<Vec<_>>());

@@ -593,7 +593,8 @@ struct LimitsBody {
     cpus: Option<Loose>,
     pids: Option<Loose>,
     /// The token budget, enforced by the model gateway: a positive whole
-    /// number; `"none"` or null removes it.
+    /// number, or a string with `k` (thousands) or `M` (millions) after it
+    /// (`"5k"`, `"1.5M"`); `"none"` or null removes it.
     #[serde(default, deserialize_with = "present")]
     #[schema(nullable)]
     tokens: Option<Option<Loose>>,

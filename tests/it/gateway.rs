@@ -683,6 +683,14 @@ fn gateway_sealed_token_reaches_the_upstream_only_rootless() {
 
 // ---- the real Claude Code ------------------------------------------------
 
+/// What keeps pi's traffic to its model alone (no version check, no
+/// telemetry).
+pub const PI_QUIET: &[(&str, &str)] = &[
+    ("PI_OFFLINE", "1"),
+    ("PI_SKIP_VERSION_CHECK", "1"),
+    ("PI_TELEMETRY", "0"),
+];
+
 /// What keeps Claude Code's traffic to its model alone (no updates,
 /// telemetry or error reports: nothing may leave this machine).
 pub const QUIET: &[(&str, &str)] = &[
@@ -857,6 +865,12 @@ fn claude_without_a_credential(w: World) {
         .lines()
         .find(|l| l.contains("Failed to authenticate"))
         .unwrap_or_else(|| panic!("no 'Failed to authenticate':\n{}", run.explain()));
+    told_what_to_set(line, &mock);
+}
+
+/// The harness's line carries the gateway's words (the sources it looked
+/// at, and how to give one), and no model request reached the mock.
+fn told_what_to_set(line: &str, mock: &Mock) {
     for words in [
         "401",
         "[gateway] key_file",
@@ -1039,11 +1053,7 @@ fn pi_turns(w: World) {
     let name = w.session("gwpi");
     let project = w.dir(&format!("projects/{name}"));
     w.create(&name, &project, &["--harness", "pi", "--image", &image]);
-    let env = [
-        ("PI_OFFLINE", "1"),
-        ("PI_SKIP_VERSION_CHECK", "1"),
-        ("PI_TELEMETRY", "0"),
-    ];
+    let env = PI_QUIET;
     let pi = |prompt: &str| {
         w.run_env(
             &[
@@ -1058,7 +1068,7 @@ fn pi_turns(w: World) {
                 "-p",
                 prompt,
             ],
-            &env,
+            env,
         )
         .ok()
     };
@@ -1209,13 +1219,9 @@ fn gateway_real_pi_without_a_credential_ends_at_once() {
     let name = w.session("gwpinokey");
     let project = w.dir(&format!("projects/{name}"));
     w.create(&name, &project, &["--harness", "pi", "--image", &image]);
-    let env = [
-        ("PI_OFFLINE", "1"),
-        ("PI_SKIP_VERSION_CHECK", "1"),
-        ("PI_TELEMETRY", "0"),
-    ];
+    let env = PI_QUIET;
     let started = Instant::now();
-    let run = w.run_env(&["cage", "run", &name, "--", "-p", "say hi"], &env);
+    let run = w.run_env(&["cage", "run", &name, "--", "-p", "say hi"], env);
     let took = started.elapsed();
     assert!(
         took < Duration::from_secs(30),
@@ -1227,16 +1233,5 @@ fn gateway_real_pi_without_a_credential_ends_at_once() {
         .lines()
         .find(|l| l.contains("401") && l.contains("no credential to add"))
         .unwrap_or_else(|| panic!("no 401 with the gateway's words:\n{}", run.explain()));
-    for words in [
-        "[gateway] key_file",
-        "ANTHROPIC_API_KEY",
-        "log in with claude",
-    ] {
-        assert!(line.contains(words), "{words:?} not in {line:?}");
-    }
-    assert!(
-        !mock.seen().iter().any(|s| s.method == "POST"),
-        "{}",
-        mock.explain()
-    );
+    told_what_to_set(line, &mock);
 }

@@ -7,13 +7,34 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::common::*;
-use crate::gateway::{MACHINE_KEY, Mock, QUIET, world_for};
+use crate::gateway::{MACHINE_KEY, Mock, PI_QUIET, QUIET, world_for};
 use crate::nokey::{Screen, reaches_the_prompt};
 
 /// The id in `... --resume ID` (the first word after it).
 fn id_after<'a>(text: &'a str, words: &str) -> Option<&'a str> {
     let at = text.rfind(words)? + words.len();
     text[at..].split_whitespace().next()
+}
+
+/// Type a prompt, wait for the mock's answer, leave with `quit`, and wait
+/// for `cage run` to end: the screen then.
+fn say_hi_then_leave(screen: &Screen, quit: &str) -> String {
+    let type_line = |line: &str| {
+        screen.keys(&["-l", line]);
+        std::thread::sleep(Duration::from_millis(500));
+        screen.keys(&["Enter"]);
+    };
+    type_line("say hi");
+    wait_until(
+        "the mock's answer on the screen",
+        Duration::from_secs(60),
+        || screen.text().contains("hello from the mock"),
+    );
+    type_line(quit);
+    wait_until("cage run to end", Duration::from_secs(60), || screen.dead());
+    let text = screen.text();
+    eprintln!("the screen at the end:\n{text}");
+    text
 }
 
 fn the_way_back_stays_in_the_cage(w: World) {
@@ -29,20 +50,7 @@ fn the_way_back_stays_in_the_cage(w: World) {
     let socket = w.dir("tmux").join("sock");
     let screen = Screen::start(socket, &w.command_env(&args, &env));
     reaches_the_prompt(&screen, "the turn");
-    screen.keys(&["-l", "say hi"]);
-    std::thread::sleep(Duration::from_millis(500));
-    screen.keys(&["Enter"]);
-    wait_until(
-        "the mock's answer on the screen",
-        Duration::from_secs(60),
-        || screen.text().contains("hello from the mock"),
-    );
-    screen.keys(&["-l", "/exit"]);
-    std::thread::sleep(Duration::from_millis(500));
-    screen.keys(&["Enter"]);
-    wait_until("cage run to end", Duration::from_secs(60), || screen.dead());
-    let text = screen.text();
-    eprintln!("the screen at the end:\n{text}");
+    let text = say_hi_then_leave(&screen, "/exit");
     // Claude Code's own line, then ours with the same conversation.
     let theirs = id_after(&text, "claude --resume ")
         .unwrap_or_else(|| panic!("no resume line of Claude Code's:\n{text}"));
@@ -105,11 +113,6 @@ fn interactive_pi_ends_with_the_way_back_in_the_cage() {
     let name = w.session("resumepi");
     let project = std::fs::canonicalize(w.dir(&format!("projects/{name}"))).unwrap();
     w.create(&name, &project, &["--harness", "pi", "--image", &image]);
-    let env = [
-        ("PI_OFFLINE", "1"),
-        ("PI_SKIP_VERSION_CHECK", "1"),
-        ("PI_TELEMETRY", "0"),
-    ];
     let args = [
         "cage",
         "run",
@@ -121,24 +124,11 @@ fn interactive_pi_ends_with_the_way_back_in_the_cage() {
         "corp-mock",
     ];
     let socket = w.dir("tmux").join("sock");
-    let screen = Screen::start(socket, &w.command_env(&args, &env));
+    let screen = Screen::start(socket, &w.command_env(&args, PI_QUIET));
     wait_until("pi's screen", Duration::from_secs(60), || {
         screen.text().contains("corp-mock")
     });
-    screen.keys(&["-l", "say hi"]);
-    std::thread::sleep(Duration::from_millis(500));
-    screen.keys(&["Enter"]);
-    wait_until(
-        "the mock's answer on the screen",
-        Duration::from_secs(60),
-        || screen.text().contains("hello from the mock"),
-    );
-    screen.keys(&["-l", "/quit"]);
-    std::thread::sleep(Duration::from_millis(500));
-    screen.keys(&["Enter"]);
-    wait_until("cage run to end", Duration::from_secs(60), || screen.dead());
-    let text = screen.text();
-    eprintln!("the screen at the end:\n{text}");
+    let text = say_hi_then_leave(&screen, "/quit");
     let ours_words = format!("shrooms-agent cage run {name} -- --session ");
     let id =
         id_after(&text, &ours_words).unwrap_or_else(|| panic!("no resume line of ours:\n{text}"));
