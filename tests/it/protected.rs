@@ -55,15 +55,22 @@ try fsmonitor-config git config core.fsmonitor "touch MARKS/fsmonitor-config"
 try fsmonitor-edit sh -c 'printf "[core]\n\tfsmonitor = touch MARKS/fsmonitor-edit\n" >> .git/config'
 try hookspath sh -c 'mkdir -p planted && printf "#!/bin/sh\ntouch MARKS/hookspath\n" > planted/pre-commit && chmod +x planted/pre-commit && git config core.hooksPath planted'
 try worktree-config sh -c 'printf "[extensions]\n\tworktreeConfig = true\n[core]\n\tfsmonitor = touch MARKS/worktree\n" > .git/config.worktree'
-try rename-git mv .git .git-old
-try rename-hooks mv .git/hooks .git/hooks-old
-try remove-config rm .git/config
 try envrc sh -c 'echo "touch MARKS/envrc" > .envrc'
 try claude-settings sh -c 'echo "{\"hooks\":{}}" > .claude/settings.json'
 try claude-local sh -c 'echo "{}" > .claude/settings.local.json'
 try vscode sh -c 'mkdir -p .vscode && echo "{}" > .vscode/tasks.json'
 try pi sh -c 'mkdir -p .pi/extensions && echo "x" > .pi/extensions/x.ts'
 try remote-add git remote add other /nowhere
+"##;
+
+/// Then, once the machine's git has run: what would take git's own files
+/// from under their mounts and put the cage's in their place.
+const SWAPS: &str = r##"
+try() { n=$1; shift; if "$@" >/dev/null 2>&1; then echo "$n: done"; else echo "$n: refused"; fi; }
+try remove-config rm .git/config
+try rename-hooks mv .git/hooks .git/hooks-old
+try rename-git mv .git .git-old
+try rename-claude mv .claude .claude-old
 "##;
 
 const WORK: &[&str] = &["commit", "branch", "checkout-b", "fetch", "back"];
@@ -73,9 +80,6 @@ const ATTACKS: &[&str] = &[
     "fsmonitor-edit",
     "hookspath",
     "worktree-config",
-    "rename-git",
-    "rename-hooks",
-    "remove-config",
     "envrc",
     "claude-settings",
     "claude-local",
@@ -84,6 +88,12 @@ const ATTACKS: &[&str] = &[
     // Not an attack: what no longer works in a cage (README, "Protected
     // paths"), refused as the rest of .git/config's writes.
     "remote-add",
+];
+const SWAPPED: &[&str] = &[
+    "remove-config",
+    "rename-hooks",
+    "rename-git",
+    "rename-claude",
 ];
 
 /// A repository with a commit, a bare one in the project as its origin
@@ -183,26 +193,11 @@ fn plants_nothing_the_machines_git_runs(w: World, sealed: bool) {
     w.create(&name, &project, &flags);
     let script = SCRIPT.replace("MARKS", &marks.to_string_lossy());
     let out = w.sh(&name, &script).ok().stdout();
-    for step in WORK {
-        assert!(
-            out.lines().any(|l| l == format!("{step}: ok")),
-            "{step} did not work in the cage:\n{out}"
-        );
-    }
-    for attack in ATTACKS {
-        assert!(
-            out.lines().any(|l| l == format!("{attack}: refused")),
-            "{attack} was not refused in the cage:\n{out}"
-        );
-    }
     w.run(&["cage", "stop", &name]).ok();
-    // The machine's own git, afterwards: the cage's work is there, and
-    // nothing it tried to plant runs.
-    let log = host_git_ok(&w, &project, &["log", "--format=%s", "main"]);
-    assert!(log.starts_with("caged\n"), "{log}");
-    host_git_ok(&w, &project, &["rev-parse", "--verify", "-q", "topic"]);
-    host_git_ok(&w, &project, &["status", "--porcelain"]);
-    host_git_ok(
+    // The machine's own git, afterwards: nothing the cage tried to plant
+    // runs (looked at first: it is what the protection is for).
+    let status = host_git(&w, &project, &["status", "--porcelain"]);
+    let commit = host_git(
         &w,
         &project,
         &["commit", "-q", "--allow-empty", "-m", "host"],
@@ -215,6 +210,33 @@ fn plants_nothing_the_machines_git_runs(w: World, sealed: bool) {
         planted.is_empty(),
         "the machine's git ran what the cage planted: {planted:?}\n{out}"
     );
+    for step in WORK {
+        assert!(
+            out.lines().any(|l| l == format!("{step}: ok")),
+            "{step} did not work in the cage:\n{out}"
+        );
+    }
+    for attack in ATTACKS {
+        assert!(
+            out.lines().any(|l| l == format!("{attack}: refused")),
+            "{attack} was not refused in the cage:\n{out}"
+        );
+    }
+    for (what, o) in [("status", &status), ("commit", &commit)] {
+        assert!(o.status.success(), "git {what}:\n{}", show_output(o));
+    }
+    // The cage's work is there.
+    let log = host_git_ok(&w, &project, &["log", "--format=%s", "main"]);
+    assert!(log.starts_with("host\ncaged\n"), "{log}");
+    host_git_ok(&w, &project, &["rev-parse", "--verify", "-q", "topic"]);
+    let out = w.sh(&name, SWAPS).ok().stdout();
+    for attack in SWAPPED {
+        assert!(
+            out.lines().any(|l| l == format!("{attack}: refused")),
+            "{attack} was not refused in the cage:\n{out}"
+        );
+    }
+    host_git_ok(&w, &project, &["status", "--porcelain"]);
     // The folder it could not make was made empty, and is no repository
     // of the cage's making.
     assert!(project.join(".vscode").is_dir());
