@@ -716,9 +716,11 @@ fn check_sources(
         }
         // What else the other's cage mounts (--nix's folders, a link it
         // was called by) must not be in this project either.
+        // (Its protected paths are in its project: a folder holding one
+        // is inside or above that project, said below.)
         let theirs = other.cage.iter().flat_map(|c| c.mount_sources.iter());
         if let Some(m) = theirs
-            .filter(|m| m.path != other.dir)
+            .filter(|m| !m.path.starts_with(&other.dir))
             .find(|m| m.path.starts_with(dir) || m.led_to.starts_with(dir))
         {
             return Err(Error::bad_input(format!(
