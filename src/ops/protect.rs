@@ -748,23 +748,15 @@ mod tests {
                     [includeIf \"gitdir:~/src/\"]\n\tpath = x.conf\n\
                     [Core] HooksPath = .husky/_\n\tbare\n";
         let v = config_values(text);
-        assert!(
-            v.contains(&("core.hookspath".into(), "tools/hooks".into())),
-            "{v:?}"
-        );
-        assert!(
-            v.contains(&("core.hookspath".into(), ".husky/_".into())),
-            "{v:?}"
-        );
-        assert!(
-            v.contains(&("include.path".into(), "../tools/git.conf".into())),
-            "{v:?}"
-        );
-        assert!(
-            v.contains(&("includeif.gitdir:~/src/.path".into(), "x.conf".into())),
-            "{v:?}"
-        );
-        assert!(v.contains(&("core.bare".into(), "true".into())), "{v:?}");
+        for (key, value) in [
+            ("core.hookspath", "tools/hooks"),
+            ("core.hookspath", ".husky/_"),
+            ("include.path", "../tools/git.conf"),
+            ("includeif.gitdir:~/src/.path", "x.conf"),
+            ("core.bare", "true"),
+        ] {
+            assert!(v.contains(&(key.into(), value.into())), "{key}: {v:?}");
+        }
     }
 
     #[test]

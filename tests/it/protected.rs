@@ -180,15 +180,10 @@ fn plants_nothing_the_machines_git_runs(w: World, sealed: bool) {
     let name = w.session(if sealed { "protects" } else { "protect" });
     let project = project_with_a_repository(&w, &name, !sealed);
     let marks = w.dir("marks");
+    let token = crate::sealed::token_file(&w).to_string_lossy().into_owned();
     let mut flags = vec!["--image", image.as_str()];
     if sealed {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::create_dir_all(&w.state).unwrap();
-        let p = w.state.join("sealed-claude-token");
-        std::fs::write(&p, "sk-ant-oat01-protected-paths-test\n").unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
-        w.chown_all();
-        flags.push("--sealed");
+        flags.extend(["--sealed", "--sealed-token", &token]);
     }
     w.create(&name, &project, &flags);
     let script = SCRIPT.replace("MARKS", &marks.to_string_lossy());
