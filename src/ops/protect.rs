@@ -742,6 +742,36 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_hooks_folder_is_made_with_the_folders_on_its_way() {
+        let mut f = facts_of(&[
+            (".git", Kind::Folder),
+            (".git/config", Kind::File),
+            (".git/hooks", Kind::Folder),
+            ("ci", Kind::Missing),
+            ("ci/hooks", Kind::Missing),
+        ]);
+        f.named = vec![("ci/hooks".into(), IfMissing::Folder, "hooks".into())];
+        let p = decide(Path::new(DIR), &f, &[]).unwrap();
+        let s = shown(&p);
+        assert!(s.contains(&"/home/u/src/web/ci rw".to_string()), "{s:?}");
+        assert!(
+            s.contains(&"/home/u/src/web/ci/hooks ro".to_string()),
+            "{s:?}"
+        );
+        let ci = p.make.iter().position(|(m, _)| m.ends_with("ci")).unwrap();
+        let hooks = p
+            .make
+            .iter()
+            .position(|(m, _)| m.ends_with("ci/hooks"))
+            .unwrap();
+        assert!(ci < hooks, "{:?}", p.make);
+        // a file on the way: nothing git could read there
+        f.kinds.insert("ci".into(), Kind::File);
+        let s = shown(&decide(Path::new(DIR), &f, &[]).unwrap());
+        assert!(!s.iter().any(|m| m.contains("/ci")), "{s:?}");
+    }
+
+    #[test]
     fn git_config_values() {
         let text = "[core]\n\trepositoryformatversion = 0\n\thooksPath = \"tools/hooks\" # ours\n\
                     [include]\n\tpath = ../tools/git.conf\n\

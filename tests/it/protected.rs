@@ -358,3 +358,41 @@ fn a_folder_the_machine_runs_is_refused_as_a_project() {
 fn a_folder_the_machine_runs_is_refused_as_a_project_rootless() {
     a_folder_the_machine_runs_is_refused(World::rootless());
 }
+
+/// `--writable` is the session's choice for one cage: `cage move` with it
+/// gives a cage that can write there (kept in the record and shown), and
+/// a move without it protects the path again.
+#[test]
+fn writable_is_chosen_per_cage_and_kept_in_the_record() {
+    let w = World::new();
+    let name = w.session("writable");
+    let project = w.dir(&format!("projects/{name}"));
+    w.dir(&format!("projects/{name}/.vscode"));
+    w.create(&name, &project, &[]);
+    let write = "echo '{}' > .vscode/tasks.json && echo wrote";
+    let r = w.sh(&name, write);
+    assert!(!r.stdout().contains("wrote"), "{}", r.explain());
+    let r = w
+        .run(&["cage", "move", &name, "--writable", ".vscode"])
+        .ok();
+    assert!(
+        r.stderr()
+            .contains("--writable .vscode: the cage can change"),
+        "{}",
+        r.explain()
+    );
+    assert!(w.sh(&name, write).ok().stdout().contains("wrote"));
+    assert_eq!(
+        w.record(&name)["cage"]["options"]["writable"],
+        serde_json::json!([".vscode"])
+    );
+    let show = w.run(&["cage", "show", &name]).ok().stdout();
+    assert!(
+        show.contains("writable  .vscode (protected paths left writable)"),
+        "{show}"
+    );
+    w.run(&["cage", "move", &name]).ok();
+    let r = w.sh(&name, "echo x > .vscode/other && echo wrote");
+    assert!(!r.stdout().contains("wrote"), "{}", r.explain());
+    assert!(w.record(&name)["cage"]["options"]["writable"].is_null());
+}
