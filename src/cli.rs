@@ -284,7 +284,7 @@ pub struct MoveArgs {
     #[arg(add = ArgValueCandidates::new(session_names))]
     pub name: String,
     /// Take the session out of its cage: its harness runs on the machine again
-    #[arg(long, conflicts_with_all = ["image", "github", "nix", "shared", "meshes", "sealed"])]
+    #[arg(long, conflicts_with_all = ["image", "github", "nix", "shared", "meshes", "sealed", "writable"])]
     pub out: bool,
     /// Who moved it, for the history (default: the user running this); one
     /// line of at most 200 characters
@@ -393,6 +393,11 @@ pub struct CageArgs {
     /// cage: its transcript and the folder beside it are copied in, no other
     #[arg(long, value_name = "ID", requires = "sealed")]
     pub conversation: Option<String>,
+    /// DANGEROUS: leave this protected path of the project writable (repeat for
+    /// more), such as .git/hooks or .vscode; what the cage leaves there runs on
+    /// this machine, outside any cage (README, "Protected paths")
+    #[arg(long, value_name = "PATH")]
+    pub writable: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]

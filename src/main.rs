@@ -630,6 +630,7 @@ fn choice(a: cli::CageArgs) -> ops::make::CageChoice {
         shared: a.shared,
         meshes: a.meshes,
         unseal: false,
+        writable: a.writable,
     }
 }
 

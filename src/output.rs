@@ -311,6 +311,12 @@ pub fn shown(r: &Session) -> String {
         if let Some(p) = &c.shared_path {
             s.push_str(&format!("shared    {}\n", p.display()));
         }
+        if !c.options.writable.is_empty() {
+            s.push_str(&format!(
+                "writable  {} (protected paths left writable)\n",
+                c.options.writable.join(" ")
+            ));
+        }
         if let Some(sd) = &c.sealed {
             s.push_str(&format!(
                 "sealed    yes: rules {}, seccomp {} ({}), dns {}\noutbox    {}\n",

@@ -344,6 +344,14 @@ impl MountSource {
 
     /// Why a start must not mount this source now, if it must not.
     pub fn changed(&self) -> Option<String> {
+        // Gone (a protected path's empty folder removed by hand): podman
+        // would fail on it with an error of its own.
+        if fs::symlink_metadata(&self.path).is_err() {
+            return Some(format!(
+                "{} is gone since the cage was made",
+                self.path.display()
+            ));
+        }
         match &self.links {
             Some(links) => links_on_the_way(&self.path)
                 .into_iter()
@@ -1019,6 +1027,24 @@ pub fn remove_dir_if_there(p: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mount_source_gone_or_made_a_link_is_changed() {
+        let d = std::env::temp_dir().join(format!("shrooms-source-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(d.join("p/.vscode")).unwrap();
+        let s = MountSource::now(&d.join("p/.vscode")).unwrap();
+        assert_eq!(s.changed(), None);
+        fs::remove_dir(d.join("p/.vscode")).unwrap();
+        assert!(
+            s.changed()
+                .unwrap()
+                .ends_with(".vscode is gone since the cage was made")
+        );
+        std::os::unix::fs::symlink("/etc", d.join("p/.vscode")).unwrap();
+        assert!(s.changed().unwrap().contains("is a link now"));
+        fs::remove_dir_all(&d).unwrap();
+    }
 
     #[test]
     fn names() {

@@ -58,6 +58,10 @@ pub struct Options {
     /// The meshes the session is limited to (none: every mesh).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub meshes: Vec<String>,
+    /// Protected paths left writable (`--writable`, README, "Protected
+    /// paths"), relative to the project.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writable: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -184,6 +188,8 @@ pub struct Found {
     pub program_dirs: Vec<PathBuf>,
     /// The shrooms-agent program, and the link it was called by, if any.
     pub self_paths: Vec<PathBuf>,
+    /// The project's protected paths (`ops::protect`), over the project.
+    pub protected: Vec<Mount>,
 }
 
 /// What a cage is made for: a session's fixed choices.
@@ -199,10 +205,19 @@ pub struct Request<'a> {
     pub init: &'a Path,
 }
 
-/// What every cage gets first: its project read-write, its uploads, the
+/// What every cage gets first: its project read-write with its protected
+/// paths over it (README, "Protected paths"), its uploads, the
 /// shrooms-agent program and its proxy folder read-only.
-fn common_mounts(dir: &Path, uploads: &Path, self_paths: &[PathBuf], proxy: &Path) -> Vec<Mount> {
-    let mut mounts = vec![Mount::same(dir, false), Mount::same(uploads, true)];
+fn common_mounts(
+    dir: &Path,
+    protected: &[Mount],
+    uploads: &Path,
+    self_paths: &[PathBuf],
+    proxy: &Path,
+) -> Vec<Mount> {
+    let mut mounts = vec![Mount::same(dir, false)];
+    mounts.extend(protected.iter().cloned());
+    mounts.push(Mount::same(uploads, true));
     for p in self_paths {
         mounts.push(Mount::same(p, true));
     }
@@ -219,6 +234,7 @@ fn common_mounts(dir: &Path, uploads: &Path, self_paths: &[PathBuf], proxy: &Pat
 pub fn build(req: &Request<'_>, found: &Found, options: &FoundOptions) -> Result<CageSpec> {
     let mut mounts = common_mounts(
         req.dir,
+        &found.protected,
         &found.uploads_dir,
         &found.self_paths,
         &found.proxy_dir,
@@ -315,6 +331,8 @@ pub struct FoundSealed {
     pub proxy_dir: PathBuf,
     pub program_dirs: Vec<PathBuf>,
     pub self_paths: Vec<PathBuf>,
+    /// The project's protected paths (`ops::protect`), over the project.
+    pub protected: Vec<Mount>,
 }
 
 /// Build the spec of a sealed cage (README, "Sealed cages"): its project, its
@@ -327,6 +345,7 @@ pub fn build_sealed(
 ) -> Result<CageSpec> {
     let mut mounts = common_mounts(
         req.dir,
+        &found.protected,
         &found.session_uploads,
         &found.self_paths,
         &found.proxy_dir,
@@ -642,7 +661,19 @@ mod tests {
             uploads_dir: "/state/uploads/web".into(),
             program_dirs: vec!["/home/u/.local/share/claude/versions".into()],
             self_paths: vec!["/usr/local/bin/shrooms-agent".into()],
+            protected: protected("/home/u/src/web"),
         }
+    }
+
+    fn protected(dir: &str) -> Vec<Mount> {
+        [(".git", false), (".git/hooks", true)]
+            .iter()
+            .map(|(p, ro)| Mount {
+                src: format!("{dir}/{p}").into(),
+                dst: format!("{dir}/{p}").into(),
+                read_only: *ro,
+            })
+            .collect()
     }
 
     fn limits() -> Limits {
@@ -667,6 +698,8 @@ mod tests {
             got,
             vec![
                 "/home/u/src/web -> /home/u/src/web rw",
+                "/home/u/src/web/.git -> /home/u/src/web/.git rw",
+                "/home/u/src/web/.git/hooks -> /home/u/src/web/.git/hooks ro",
                 "/state/uploads/web -> /state/uploads/web ro",
                 "/usr/local/bin/shrooms-agent -> /usr/local/bin/shrooms-agent ro",
                 "/state/cages/shrooms-web-abc123/proxy -> /run/shrooms-agent ro",
@@ -708,6 +741,7 @@ mod tests {
             proxy_dir: "/state/cages/shrooms-rev-abc123/proxy".into(),
             program_dirs: vec!["/opt/claude".into()],
             self_paths: vec!["/usr/local/bin/shrooms-agent".into()],
+            protected: protected("/home/u/review/pr"),
         };
         let sealed = SealedSpec {
             dns: vec!["1.1.1.1".into()],
@@ -719,6 +753,8 @@ mod tests {
             got,
             vec![
                 "/home/u/review/pr -> /home/u/review/pr rw",
+                "/home/u/review/pr/.git -> /home/u/review/pr/.git rw",
+                "/home/u/review/pr/.git/hooks -> /home/u/review/pr/.git/hooks ro",
                 "/state/uploads/rev -> /state/uploads/rev ro",
                 "/usr/local/bin/shrooms-agent -> /usr/local/bin/shrooms-agent ro",
                 "/state/cages/shrooms-rev-abc123/proxy -> /run/shrooms-agent ro",
@@ -772,6 +808,7 @@ mod tests {
         nix: None,
         shared: None,
         meshes: Vec::new(),
+        writable: Vec::new(),
     };
 
     fn env_req(harness: Harness, pass: &[String]) -> EnvRequest<'_> {

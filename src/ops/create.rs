@@ -195,6 +195,9 @@ pub fn describe(record: &Record) -> String {
     if let Some(v) = &c.options.shared {
         parts.push(format!("shared {v}"));
     }
+    for w in &c.options.writable {
+        parts.push(format!("writable {w}"));
+    }
     parts.join(", ")
 }
 

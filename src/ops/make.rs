@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::{Context, program_mount, sealed};
+use super::{Context, program_mount, protect, sealed};
 use crate::error::{Error, Result};
 use crate::harness::Harness;
 use crate::host::{Host, LimitsSupport};
@@ -35,6 +35,9 @@ pub struct CageChoice {
     /// An ordinary cage for a folder a sealed session worked in, all the
     /// same (`--unseal`; never over HTTP).
     pub unseal: bool,
+    /// Protected paths left writable (`--writable`; never over HTTP):
+    /// README, "Protected paths".
+    pub writable: Vec<String>,
 }
 
 /// A cage decided, not yet made.
@@ -64,6 +67,9 @@ pub struct CagePlan {
     make_volume: bool,
     sealed: Option<(SealedRecord, String)>,
     conversation: Option<String>,
+    /// Protected paths missing now, made empty before the cage (a folder
+    /// rather than a file), so that the cage cannot make them.
+    protect_make: Vec<(PathBuf, bool)>,
     /// A step before the cage is made: our image is stale, so its build
     /// starts again in the background (and the warning saying so goes in
     /// at this index of `warnings`).
@@ -148,6 +154,8 @@ pub struct Facts {
     /// Where each path that a cage may mount leads (links followed); a path
     /// that cannot be followed leads to itself.
     pub led_to: BTreeMap<PathBuf, PathBuf>,
+    /// The project's protected paths as they are on disk.
+    pub protect: protect::ProtectFacts,
 }
 
 #[derive(Debug, Clone)]
@@ -336,6 +344,7 @@ pub fn facts(
                     proxy_dir: found.proxy_dir.clone(),
                     program_dirs: found.program_dirs.clone(),
                     self_paths: found.self_paths.clone(),
+                    protected: Vec::new(),
                 },
                 seccomp_file: ctx.store.seccomp_file(&container),
             })
@@ -366,7 +375,25 @@ pub fn facts(
         options,
         state_id: ctx.store.state_id_if_any()?,
         led_to,
+        protect: protect::facts(dir, &ctx.settings.home, &git_configs(ctx)),
     })
+}
+
+/// git's config files outside a repository (git-config(1), "FILES"): one
+/// may name a hooks folder relative to every work tree.
+fn git_configs(ctx: &Context) -> Vec<PathBuf> {
+    let home = &ctx.settings.home;
+    let xdg = ctx
+        .env
+        .get("XDG_CONFIG_HOME")
+        .filter(|x| x.starts_with('/'))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home.join(".config"));
+    vec![
+        PathBuf::from("/etc/gitconfig"),
+        xdg.join("git/config"),
+        home.join(".gitconfig"),
+    ]
 }
 
 /// Every path a cage of these facts may mount: where each leads is read
@@ -500,7 +527,7 @@ pub fn decide(
         None => "<the image's PATH>".to_string(),
     };
     let container = f.container.clone();
-    let found = f.found.clone();
+    let mut found = f.found.clone();
     if f.program.is_none() && f.harness == Harness::Claude {
         warnings.push(
             "no claude program found on PATH: `cage run` will need one \
@@ -524,7 +551,21 @@ pub fn decide(
             )),
         }
     }
-    let (found_options, options, make_volume) = options(&f.options, choice)?;
+    let (found_options, mut options, make_volume) = options(&f.options, choice)?;
+    // README, "Protected paths": what the machine runs later is read-only
+    // in every cage, unless named writable.
+    let protection = protect::decide(dir, &f.protect, &choice.writable)?;
+    found.protected = protection.mounts.clone();
+    options.writable = choice.writable.clone();
+    for w in &choice.writable {
+        warnings.push(format!(
+            "--writable {w}: the cage can change {} ({}), and what it leaves there runs on \
+             this machine, outside any cage, the next time git, your editor or your harness \
+             reads it",
+            dir.join(w).display(),
+            protect::why(w.trim_start_matches("./").trim_end_matches('/'))
+        ));
+    }
     let request = Request {
         session,
         container: &container,
@@ -553,9 +594,11 @@ pub fn decide(
             (spec, env, None)
         }
         Some(s) => {
+            let mut sealed_found = s.found.clone();
+            sealed_found.protected = protection.mounts.clone();
             let spec = spec::build_sealed(
                 &request,
-                &s.found,
+                &sealed_found,
                 SealedSpec {
                     dns: settings.sealed_dns.clone(),
                     seccomp_profile: s.seccomp_file.clone(),
@@ -573,7 +616,17 @@ pub fn decide(
             (spec, env, Some((record, s.profile.clone())))
         }
     };
-    soft(check_sources(&f.others, session, dir, &spec, &f.led_to).map_err(Refused::from))?;
+    soft(
+        check_sources(
+            &f.others,
+            session,
+            dir,
+            &spec,
+            &f.led_to,
+            &protection.mounts,
+        )
+        .map_err(Refused::from),
+    )?;
     // A dry run shows where the state folder's id goes; a real one makes it
     // (`plan`, once decided).
     let state_id = f
@@ -605,6 +658,7 @@ pub fn decide(
         make_volume,
         sealed: sealed_parts,
         conversation: choice.conversation.clone(),
+        protect_make: protection.make,
         rebuild,
     })
 }
@@ -631,15 +685,22 @@ fn no_pi(image: &str, settings: &Settings, config: &str) -> Error {
 /// mount comes from (its own later, or another session's) could put a link
 /// there to anything of the user's, and the next start would mount it.
 /// The same folder for two sessions is fine: neither gets more than the
-/// other has.
+/// other has. The protected paths are the project's own, mounted over
+/// themselves where no link was on the way (`protect::decide`); they are
+/// mount points in the cage, which it cannot rename or replace, and a
+/// start refuses one that became a link (`MountSource::changed`).
 fn check_sources(
     others: &[session::Record],
     session: &str,
     dir: &Path,
     spec: &spec::CageSpec,
     led_to: &BTreeMap<PathBuf, PathBuf>,
+    protected: &[spec::Mount],
 ) -> Result<()> {
     for m in &spec.mounts {
+        if protected.contains(m) {
+            continue;
+        }
         // Every source was looked at with the facts; one that was not is
         // this program's mistake, refused rather than let through.
         let led_to = led_to.get(&m.src).cloned().ok_or_else(|| {
@@ -668,9 +729,11 @@ fn check_sources(
         }
         // What else the other's cage mounts (--nix's folders, a link it
         // was called by) must not be in this project either.
+        // (Its protected paths are in its project: a folder holding one
+        // is inside or above that project, said below.)
         let theirs = other.cage.iter().flat_map(|c| c.mount_sources.iter());
         if let Some(m) = theirs
-            .filter(|m| m.path != other.dir)
+            .filter(|m| !m.path.starts_with(&other.dir))
             .find(|m| m.path.starts_with(dir) || m.led_to.starts_with(dir))
         {
             return Err(Error::bad_input(format!(
@@ -748,6 +811,9 @@ impl CagePlan {
 
     fn make_steps(&self, ctx: &Context, host: &Host, undo: &mut Undo) -> Result<CageRecord> {
         undo.dirs.push(ctx.store.cage_dir(&self.container));
+        // README, "Protected paths": a missing one is made empty, so that
+        // the cage cannot make it.
+        undo.made = protect::make_missing(&self.protect_make)?;
         session::make_private_dir(&self.found.private_home)?;
         session::make_private_dir(&self.found.proxy_dir)?;
         match &self.sealed {
@@ -895,6 +961,8 @@ pub fn remove_cage(ctx: &Context, host: &Host, cage: &CageRecord) -> Result<Vec<
 struct Undo {
     container: Option<String>,
     dirs: Vec<PathBuf>,
+    /// Protected paths made empty in the project: removed if still empty.
+    made: Vec<PathBuf>,
 }
 
 impl Undo {
@@ -905,6 +973,7 @@ impl Undo {
         for d in self.dirs.iter().rev() {
             let _ = session::remove_dir_if_there(d);
         }
+        protect::take_back(&self.made);
     }
 }
 
@@ -1209,6 +1278,8 @@ fn gather(
         uploads_dir: ctx.store.session_uploads(session),
         program_dirs,
         self_paths: ctx.self_paths.to_vec(),
+        // Decided from the facts (`protect::decide`).
+        protected: Vec::new(),
     };
     Ok((found, program))
 }

@@ -19,6 +19,7 @@ pub mod make;
 pub mod moves;
 pub mod outbox;
 pub mod project;
+pub mod protect;
 pub mod prune;
 pub mod resume;
 pub mod rm;

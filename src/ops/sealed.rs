@@ -47,7 +47,7 @@ pub fn check_any_project(dir: &Path, home: &Path, state: &Path, why: &str) -> Re
 /// Folders of the home that no cage's project may be or be inside, and
 /// what they hold: a cage there would read every project's conversations,
 /// keys or logins, or write what the machine later obeys.
-pub const KEPT_OUT: [(&str, &str); 8] = [
+pub const KEPT_OUT: &[(&str, &str)] = &[
     ("shrooms-outbox", "the sealed cages' outboxes"),
     (
         ".claude",
@@ -59,6 +59,51 @@ pub const KEPT_OUT: [(&str, &str); 8] = [
     (".aws", "your AWS keys"),
     (".config/gh", "your GitHub login"),
     (".config/shrooms-agent", "shrooms-agent's config"),
+    // Folders whose files the machine runs or trusts without being asked
+    // (README, "Protected paths"): what a cage left there would run as
+    // you, outside any cage.
+    (
+        ".config/systemd",
+        "your systemd user units, which the machine starts (systemd.unit(5))",
+    ),
+    (
+        ".config/environment.d",
+        "the environment of your services (environment.d(5))",
+    ),
+    (
+        ".config/autostart",
+        "the programs your desktop starts at login",
+    ),
+    (
+        ".local/share/applications",
+        "the desktop entries your desktop runs",
+    ),
+    (".local/bin", "programs on your PATH"),
+    ("bin", "programs on your PATH"),
+    (
+        ".cargo",
+        "cargo's programs on your PATH and its config, which cargo obeys",
+    ),
+    (
+        ".config/git",
+        "git's own config and hooks, which every git of yours obeys",
+    ),
+    (
+        ".config/containers",
+        "podman's config, which every cage's podman obeys",
+    ),
+    (".local/share/containers", "podman's containers and images"),
+    (".config/direnv", "direnv's config, which direnv obeys"),
+    (
+        ".local/share/direnv",
+        "direnv's list of the .envrc files it runs",
+    ),
+    (".bashrc.d", "files every bash of yours runs at its start"),
+    (".config/fish", "files every fish shell of yours runs"),
+    (".config/zsh", "files every zsh of yours runs"),
+    (".config/nvim", "Neovim's config, which it runs"),
+    (".vim", "Vim's config, which it runs"),
+    (".emacs.d", "Emacs's config, which it runs"),
 ];
 
 /// Refuse, for any cage, a project inside one of [`KEPT_OUT`], or one that
@@ -153,7 +198,12 @@ pub fn check_project(dir: &Path, home: &Path, state: &Path) -> Result<()> {
         }
     }
     for mark in HOME_MARKS {
-        if std::fs::symlink_metadata(dir.join(mark)).is_ok() {
+        // An empty `.claude` folder is what protected paths leave in a
+        // project (README, "Protected paths"), not a home's.
+        let empty_claude = mark == ".claude"
+            && std::fs::symlink_metadata(dir.join(mark)).is_ok_and(|m| m.is_dir())
+            && std::fs::read_dir(dir.join(mark)).is_ok_and(|mut d| d.next().is_none());
+        if std::fs::symlink_metadata(dir.join(mark)).is_ok() && !empty_claude {
             return Err(Error::bad_input(format!(
                 "{} holds {mark}, like a home directory; {why}: give it a folder without it",
                 dir.display()
@@ -430,9 +480,59 @@ mod tests {
         for mark in HOME_MARKS {
             let p = root.join(format!("with{}", mark.replace('/', "_")));
             fs::create_dir_all(p.join(mark)).unwrap();
+            if mark == ".claude" {
+                // empty, as protected paths leave it: no mark of a home
+                assert!(check_project(&p, &home, &state).is_ok());
+                fs::write(p.join(mark).join("settings.json"), "{}").unwrap();
+            }
             let e = check_project(&p, &home, &state).unwrap_err();
             assert!(e.message.contains(mark), "{}", e.message);
         }
+        fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn folders_the_machine_runs_or_trusts_are_kept_out() {
+        let root = temp("runs");
+        let home = root.join("home/u");
+        fs::create_dir_all(&home).unwrap();
+        for (folder, holds) in [
+            (".config/systemd/user", "systemd user units"),
+            (".config/autostart", "desktop starts at login"),
+            (".local/bin", "programs on your PATH"),
+            ("bin/tools", "programs on your PATH"),
+            (".config/git", "git's own config and hooks"),
+            (".config/environment.d", "environment of your services"),
+            (".local/share/applications", "desktop entries"),
+            (".config/fish/conf.d", "fish"),
+            (".bashrc.d", "bash"),
+            (".config/containers", "podman's config"),
+            (".local/share/direnv", "direnv"),
+            (".cargo/bin", "cargo"),
+        ] {
+            let p = home.join(folder);
+            fs::create_dir_all(&p).unwrap();
+            let p = fs::canonicalize(&p).unwrap();
+            let e = check_kept_out(&p, &home, &[]).unwrap_err();
+            assert_eq!(e.kind, crate::error::Kind::BadInput, "{folder}");
+            assert!(e.message.contains(holds), "{folder}: {}", e.message);
+            assert!(
+                e.message.contains("a cage's project is mounted read-write"),
+                "{}",
+                e.message
+            );
+        }
+        // A folder beside them is a project like any other.
+        let p = home.join(".local/src/web");
+        fs::create_dir_all(&p).unwrap();
+        assert!(check_kept_out(&fs::canonicalize(&p).unwrap(), &home, &[]).is_ok());
+        // ~/bin, a link into a dotfiles repository: that repository holds it.
+        let dotfiles = home.join("dotfiles");
+        fs::create_dir_all(dotfiles.join("bin")).unwrap();
+        fs::remove_dir_all(home.join("bin")).unwrap();
+        std::os::unix::fs::symlink(dotfiles.join("bin"), home.join("bin")).unwrap();
+        let e = check_kept_out(&fs::canonicalize(&dotfiles).unwrap(), &home, &[]).unwrap_err();
+        assert!(e.message.contains("holds"), "{}", e.message);
         fs::remove_dir_all(root).unwrap();
     }
 

@@ -832,4 +832,49 @@ mod tests {
                 .any(|x| x == "--env" || x == "-e" || x.starts_with("--env="))
         );
     }
+
+    /// The protected paths over the project (README, "Protected paths"):
+    /// right after the project, folders on the way read-write over
+    /// themselves before what they hold, read-only; nothing else of the
+    /// command line changes.
+    #[test]
+    fn golden_protected_paths_mounts() {
+        let mut s = spec(Network::Bridge);
+        let plain = create(&s);
+        let protected = [
+            ("/home/u/src/web/.claude", true),
+            ("/home/u/src/web/.git", false),
+            ("/home/u/src/web/.git/config", true),
+            ("/home/u/src/web/.git/hooks", true),
+        ];
+        for (i, (p, ro)) in protected.iter().enumerate() {
+            s.mounts.insert(
+                1 + i,
+                Mount {
+                    src: p.into(),
+                    dst: p.into(),
+                    read_only: *ro,
+                },
+            );
+        }
+        let a = create(&s);
+        let mounts: Vec<&str> = a
+            .windows(2)
+            .filter(|w| w[0] == "--mount")
+            .map(|w| w[1].as_str())
+            .collect();
+        assert_eq!(
+            mounts,
+            [
+                "type=bind,src=/usr/libexec/podman/catatonit,dst=/.shrooms-init-shrooms-web-abc123,ro=true,nosuid,nodev",
+                "type=bind,src=/home/u/src/web,dst=/home/u/src/web,nosuid,nodev",
+                "type=bind,src=/home/u/src/web/.claude,dst=/home/u/src/web/.claude,ro=true,nosuid,nodev",
+                "type=bind,src=/home/u/src/web/.git,dst=/home/u/src/web/.git,nosuid,nodev",
+                "type=bind,src=/home/u/src/web/.git/config,dst=/home/u/src/web/.git/config,ro=true,nosuid,nodev",
+                "type=bind,src=/home/u/src/web/.git/hooks,dst=/home/u/src/web/.git/hooks,ro=true,nosuid,nodev",
+                "type=bind,src=/s/proxy,dst=/run/shrooms-agent,ro=true,nosuid,nodev",
+            ]
+        );
+        assert_eq!(a.len(), plain.len() + 2 * protected.len());
+    }
 }

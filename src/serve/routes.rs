@@ -374,6 +374,8 @@ impl CageBody {
             // A folder a sealed session worked in gets an ordinary cage
             // only by the owner's decision, at the machine (`--unseal`).
             unseal: false,
+            // So is a protected path left writable (`--writable`).
+            writable: Vec::new(),
         }
     }
 }

@@ -23,6 +23,7 @@ mod options;
 mod page;
 mod pid1;
 mod policy;
+mod protected;
 mod resume;
 mod rootless;
 mod sealed;

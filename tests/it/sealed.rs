@@ -12,7 +12,7 @@ use crate::common::*;
 const TOKEN: &str = "sk-ant-oat01-test-token-for-sealed-cages";
 
 /// Write a 0600 token file in the world and return its path.
-fn token_file(w: &World) -> PathBuf {
+pub(crate) fn token_file(w: &World) -> PathBuf {
     let p = w.file("sealed-token", &format!("{TOKEN}\n"));
     fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
     p

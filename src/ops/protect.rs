@@ -1,0 +1,814 @@
+//! Protected paths (README, "Protected paths"): the files of a project that
+//! the machine runs or obeys later, outside any cage, are mounted read-only
+//! over the project in every cage. A cage that could write `.git/hooks` or
+//! `core.fsmonitor` in `.git/config` would have the user's next `git
+//! commit` or `git status` (a shell prompt runs one at each `cd`) run what
+//! it planted, as the user, on the machine.
+//!
+//! What a mount cannot do is stop a rename: a folder that holds a mount
+//! point can still be renamed, and a new one made in its place. So every
+//! folder between the project and a protected path (`.git` for
+//! `.git/hooks`) is mounted read-write over itself, which makes it a mount
+//! point the cage can neither rename nor remove (rename(2), EBUSY).
+//!
+//! Links are never followed: a protected path, or a folder on its way, that
+//! is a link refuses the cage (runc follows a bind source's links, so the
+//! mount would lend the cage whatever the link leads to).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Component, Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::spec::Mount;
+
+/// What is made when a protected path is missing at the cage's creation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IfMissing {
+    /// Nothing: what the cage could make there is asked about before it
+    /// runs (`direnv allow`, Claude Code's question for a new MCP server)
+    /// or is read only through a protected file.
+    Leave,
+    /// An empty folder, mounted read-only, so the cage cannot make one.
+    Folder,
+    /// An empty file, mounted read-only (git reads an empty config as
+    /// nothing).
+    File,
+}
+
+/// One protected path of a project, relative to it, and why.
+pub struct Entry {
+    pub path: &'static str,
+    pub if_missing: IfMissing,
+    pub why: &'static str,
+}
+
+/// The protected paths of every project (README, "Protected paths").
+/// Instructions to a model (`CLAUDE.md`, `AGENTS.md`) are not among them:
+/// the harness reads them as it reads the code, and asks before it runs
+/// a tool; a file here runs, or is obeyed, without anyone asking.
+pub const PROTECTED: &[Entry] = &[
+    Entry {
+        path: ".git",
+        // An empty `.git` folder is not a repository to git, which looks
+        // further up; the cage cannot `git init` one whose config a shell
+        // prompt's `git status` would obey.
+        if_missing: IfMissing::Folder,
+        why: "a repository git on the machine obeys",
+    },
+    Entry {
+        path: ".git/hooks",
+        if_missing: IfMissing::Folder,
+        why: "git's hooks, run by your next git commit, merge or push",
+    },
+    Entry {
+        path: ".git/config",
+        if_missing: IfMissing::Leave,
+        why: "the repository's config: core.fsmonitor runs at each git status, \
+              core.hooksPath names the hooks",
+    },
+    Entry {
+        path: ".git/config.worktree",
+        // Read when extensions.worktreeConfig is set; empty, it says nothing.
+        if_missing: IfMissing::File,
+        why: "the worktree's config, read like .git/config",
+    },
+    Entry {
+        path: ".git/modules",
+        if_missing: IfMissing::Leave,
+        why: "the submodules' repositories, with their own hooks and config",
+    },
+    Entry {
+        path: ".git/worktrees",
+        if_missing: IfMissing::Leave,
+        why: "the linked worktrees' folders, whose commondir names their repository",
+    },
+    Entry {
+        path: ".husky",
+        if_missing: IfMissing::Leave,
+        why: "husky's hooks, run by git",
+    },
+    Entry {
+        path: ".pre-commit-config.yaml",
+        if_missing: IfMissing::Leave,
+        why: "what pre-commit's git hook runs",
+    },
+    Entry {
+        path: "lefthook.yml",
+        if_missing: IfMissing::Leave,
+        why: "what lefthook's git hooks run",
+    },
+    Entry {
+        path: ".lefthook.yml",
+        if_missing: IfMissing::Leave,
+        why: "what lefthook's git hooks run",
+    },
+    Entry {
+        path: ".envrc",
+        if_missing: IfMissing::Leave,
+        why: "what direnv runs when you enter the folder",
+    },
+    Entry {
+        path: ".vscode",
+        if_missing: IfMissing::Folder,
+        why: "VS Code's tasks and settings, some run when the folder opens",
+    },
+    Entry {
+        path: ".claude",
+        if_missing: IfMissing::Folder,
+        why: "Claude Code's project settings (hooks, allowed commands) and the scripts they run",
+    },
+    Entry {
+        path: ".mcp.json",
+        if_missing: IfMissing::Leave,
+        why: "the MCP servers Claude Code starts for the project",
+    },
+    Entry {
+        path: ".pi",
+        if_missing: IfMissing::Folder,
+        why: "pi's project settings, packages and extensions, which pi runs",
+    },
+];
+
+/// What a path is, looked at without following a link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    Missing,
+    Folder,
+    File,
+    Link(PathBuf),
+    /// A fifo, a socket, a device: nothing a project's settings are.
+    Other,
+}
+
+impl Kind {
+    fn of(path: &Path) -> Kind {
+        match std::fs::symlink_metadata(path) {
+            Err(_) => Kind::Missing,
+            Ok(m) if m.file_type().is_symlink() => {
+                Kind::Link(std::fs::read_link(path).unwrap_or_default())
+            }
+            Ok(m) if m.is_dir() => Kind::Folder,
+            Ok(m) if m.is_file() => Kind::File,
+            Ok(_) => Kind::Other,
+        }
+    }
+}
+
+/// What the disk says about a project's protected paths, read with the
+/// facts; `decide` reads nothing.
+#[derive(Debug, Clone, Default)]
+pub struct ProtectFacts {
+    /// Every protected path and every folder on its way, relative to the
+    /// project, and what it is.
+    pub kinds: BTreeMap<PathBuf, Kind>,
+    /// `.git` as a file (a linked worktree, a submodule): where its
+    /// `gitdir:` line leads, made absolute (None: no such line).
+    pub gitdir: Option<PathBuf>,
+    /// Paths git's config names that git reads or runs for this project,
+    /// relative to it, and what a missing one becomes: `core.hooksPath`
+    /// (from the repository's config and the machine's) and the files the
+    /// repository's config includes.
+    pub named: Vec<(PathBuf, IfMissing, String)>,
+}
+
+/// Gather the facts for a project (`dir`, canonical). `global_configs`:
+/// git's config files outside the repository (`~/.gitconfig`,
+/// `$XDG_CONFIG_HOME/git/config`, `/etc/gitconfig`), which may name a
+/// hooks folder relative to every work tree.
+pub fn facts(dir: &Path, home: &Path, global_configs: &[PathBuf]) -> ProtectFacts {
+    let mut f = ProtectFacts::default();
+    let git = Kind::of(&dir.join(".git"));
+    if git == Kind::File {
+        f.gitdir = read_small(&dir.join(".git")).and_then(|text| {
+            let line = text.lines().find_map(|l| l.strip_prefix("gitdir:"))?;
+            Some(normal(&dir.join(line.trim())))
+        });
+    }
+    if git == Kind::Folder {
+        let mut local = Vec::new();
+        for name in ["config", "config.worktree"] {
+            let p = dir.join(".git").join(name);
+            if Kind::of(&p) == Kind::File
+                && let Some(text) = read_small(&p)
+            {
+                local.extend(config_values(&text));
+            }
+        }
+        for (key, value) in &local {
+            if key == "include.path" || (key.starts_with("includeif.") && key.ends_with(".path")) {
+                let at = expand(value, home, &dir.join(".git"));
+                if let Ok(rel) = at.strip_prefix(dir) {
+                    f.named.push((
+                        rel.to_path_buf(),
+                        IfMissing::File,
+                        format!("included by .git/config ({key} = {value})"),
+                    ));
+                }
+            }
+        }
+        let global = global_configs
+            .iter()
+            .filter_map(|p| std::fs::read_to_string(p).ok())
+            .flat_map(|t| config_values(&t));
+        for (key, value) in local.iter().cloned().chain(global) {
+            if key == "core.hookspath" {
+                let at = expand(&value, home, dir);
+                if let Ok(rel) = at.strip_prefix(dir)
+                    && !rel.as_os_str().is_empty()
+                {
+                    f.named.push((
+                        rel.to_path_buf(),
+                        IfMissing::Folder,
+                        format!("git's hooks (core.hooksPath = {value})"),
+                    ));
+                }
+            }
+        }
+    }
+    let candidates = PROTECTED
+        .iter()
+        .map(|e| PathBuf::from(e.path))
+        .chain(f.named.iter().map(|(p, _, _)| p.clone()));
+    for rel in candidates {
+        let mut at = PathBuf::new();
+        for c in rel.components() {
+            at.push(c);
+            f.kinds
+                .entry(at.clone())
+                .or_insert_with(|| Kind::of(&dir.join(&at)));
+        }
+    }
+    f
+}
+
+/// A file of a few KiB at most, as text (a config, a `.git` file).
+fn read_small(p: &Path) -> Option<String> {
+    let m = std::fs::metadata(p).ok()?;
+    (m.len() <= 1 << 20)
+        .then(|| std::fs::read_to_string(p).ok())
+        .flatten()
+}
+
+/// A path as git's config means it: `~/` is the home, a relative one is
+/// relative to `base`; `.` and `..` taken out by name, no link followed.
+fn expand(value: &str, home: &Path, base: &Path) -> PathBuf {
+    let p = match value.strip_prefix("~/") {
+        Some(rest) => home.join(rest),
+        None => base.join(value),
+    };
+    normal(&p)
+}
+
+fn normal(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// `section.key` (lower case; a subsection kept as written between them)
+/// and value of each setting of a git config file's text (git-config(1),
+/// "Syntax"): enough to find `core.hooksPath` and the includes.
+pub fn config_values(text: &str) -> Vec<(String, String)> {
+    let mut section = String::new();
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let mut line = line.trim();
+        if line.starts_with('[') {
+            let Some(end) = line.find(']') else { continue };
+            let head = &line[1..end];
+            section = match head.split_once(char::is_whitespace) {
+                Some((name, sub)) => {
+                    let sub = sub.trim().trim_matches('"');
+                    format!("{}.{sub}", name.to_ascii_lowercase())
+                }
+                None => head.to_ascii_lowercase(),
+            };
+            line = line[end + 1..].trim();
+        }
+        if line.is_empty() || line.starts_with(['#', ';']) {
+            continue;
+        }
+        let (key, value) = match line.split_once('=') {
+            Some((k, v)) => (k.trim(), unquote(v.trim())),
+            None => (line, "true".to_string()),
+        };
+        out.push((format!("{section}.{}", key.to_ascii_lowercase()), value));
+    }
+    out
+}
+
+/// A config value: quotes taken out, `\"` and `\\` read, a comment after it dropped.
+fn unquote(v: &str) -> String {
+    let mut out = String::new();
+    let mut quoted = false;
+    let mut chars = v.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => quoted = !quoted,
+            '\\' => {
+                if let Some(n) = chars.next() {
+                    out.push(match n {
+                        'n' => '\n',
+                        't' => '\t',
+                        other => other,
+                    });
+                }
+            }
+            '#' | ';' if !quoted => break,
+            c => out.push(c),
+        }
+    }
+    out.trim_end().to_string()
+}
+
+/// The mounts that protect a project, and what must be made first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Protection {
+    /// In order: folders on the way first (read-write over themselves),
+    /// then what they hold.
+    pub mounts: Vec<Mount>,
+    /// Missing protected paths to make, empty, before the cage is made:
+    /// (path, a folder rather than a file).
+    pub make: Vec<(PathBuf, bool)>,
+}
+
+/// Why a protected path is protected, for what `--writable` says.
+pub fn why(path: &str) -> &'static str {
+    PROTECTED
+        .iter()
+        .find(|e| e.path == path)
+        .map_or("a path git's config names", |e| e.why)
+}
+
+/// The names `--writable` takes for this project.
+fn names(f: &ProtectFacts) -> Vec<String> {
+    PROTECTED
+        .iter()
+        .map(|e| e.path.to_string())
+        .chain(f.named.iter().map(|(p, _, _)| p.display().to_string()))
+        .collect()
+}
+
+/// Pure: the protection of a project (`dir`, canonical) from its facts,
+/// leaving out what `writable` names (`--writable`), or why the cage is
+/// refused.
+pub fn decide(dir: &Path, f: &ProtectFacts, writable: &[String]) -> Result<Protection> {
+    let known = names(f);
+    let mut open = Vec::new();
+    for w in writable {
+        let w = w.trim_start_matches("./").trim_end_matches('/');
+        if !known.iter().any(|k| k == w) {
+            return Err(Error::bad_input(format!(
+                "--writable {w}: not a protected path of this project; it takes one of {}",
+                known.join(", ")
+            )));
+        }
+        open.push(PathBuf::from(w));
+    }
+    let refuse = |rel: &Path, what: String| {
+        Error::bad_input(format!(
+            "{} is {what}; a cage gets it read-only, and shrooms-agent mounts only a real \
+             file or folder there, never where a link leads: replace it with what it holds, \
+             or pass --writable {} to leave it writable (dangerous: the machine runs what a \
+             cage leaves there)",
+            dir.join(rel).display(),
+            rel.display()
+        ))
+    };
+    let kind = |rel: &Path| f.kinds.get(rel).cloned().unwrap_or(Kind::Missing);
+    let candidates = PROTECTED
+        .iter()
+        .map(|e| (PathBuf::from(e.path), e.if_missing))
+        .chain(f.named.iter().map(|(p, m, _)| (p.clone(), *m)));
+    // Each path: read-only (true) or a folder on the way (false).
+    let mut chosen: BTreeMap<PathBuf, bool> = BTreeMap::new();
+    let mut make = Vec::new();
+    let git = kind(Path::new(".git"));
+    if let (Kind::File, Some(gitdir)) = (&git, &f.gitdir)
+        && gitdir.starts_with(dir)
+        && !open.iter().any(|o| o == Path::new(".git"))
+    {
+        return Err(Error::bad_input(format!(
+            "{}/.git is a file that names the repository {}, inside the project; \
+             shrooms-agent protects the hooks and config of a `.git` folder only: \
+             give the cage the repository's own folder, or pass --writable .git \
+             (dangerous: git on the machine runs the hooks a cage leaves there)",
+            dir.display(),
+            gitdir.display()
+        )));
+    }
+    'each: for (rel, if_missing) in candidates {
+        if open.iter().any(|o| rel.starts_with(o)) {
+            continue;
+        }
+        // Inside something read-only already, or beside a `.git` that is
+        // not a folder (a file's repository is elsewhere, outside the
+        // cage).
+        if chosen.iter().any(|(p, ro)| *ro && rel.starts_with(p)) {
+            continue;
+        }
+        let mut on_the_way = Vec::new();
+        let mut at = PathBuf::new();
+        let parts: Vec<_> = rel.components().collect();
+        for (i, c) in parts.iter().enumerate() {
+            at.push(c);
+            let last = i + 1 == parts.len();
+            match kind(&at) {
+                Kind::Link(to) => {
+                    return Err(refuse(&at, format!("a link to {}", to.display())));
+                }
+                Kind::Other => {
+                    return Err(refuse(&at, "neither a file nor a folder".into()));
+                }
+                // A folder on the way is missing: made, where what it
+                // would hold is made when missing (a hooks folder that
+                // core.hooksPath names); else the cage could make it.
+                Kind::Missing if !last => match if_missing {
+                    IfMissing::Leave => continue 'each,
+                    _ => make.push((dir.join(&at), true)),
+                },
+                Kind::Missing => match if_missing {
+                    IfMissing::Leave => continue 'each,
+                    IfMissing::Folder => make.push((dir.join(&at), true)),
+                    IfMissing::File => make.push((dir.join(&at), false)),
+                },
+                Kind::File if !last => continue 'each,
+                Kind::File | Kind::Folder => {}
+            }
+            if !last {
+                on_the_way.push(at.clone());
+            }
+        }
+        for p in on_the_way {
+            chosen.entry(p).or_insert(false);
+        }
+        // A `.git` folder is where git works: read-write over itself,
+        // what it holds read-only; a `.git` file, or one made empty, is
+        // read-only.
+        let ro = !(rel == Path::new(".git") && git == Kind::Folder);
+        chosen.insert(rel, ro);
+    }
+    // What a read-only one holds needs no mount of its own.
+    let ro_paths: BTreeSet<PathBuf> = chosen
+        .iter()
+        .filter(|(_, ro)| **ro)
+        .map(|(p, _)| p.clone())
+        .collect();
+    chosen.retain(|p, _| !ro_paths.iter().any(|r| p != r && p.starts_with(r)));
+    let mut ordered: Vec<(PathBuf, bool)> = chosen.into_iter().collect();
+    ordered.sort_by_key(|(p, _)| (p.components().count(), p.clone()));
+    let mounts = ordered
+        .into_iter()
+        .map(|(rel, ro)| Mount {
+            src: dir.join(&rel),
+            dst: dir.join(&rel),
+            read_only: ro,
+        })
+        .collect();
+    make.retain(|(p, _)| {
+        !ro_paths
+            .iter()
+            .any(|r| p != &dir.join(r) && p.starts_with(dir.join(r)))
+    });
+    Ok(Protection { mounts, make })
+}
+
+/// Make the missing protected paths, empty (folders first, as listed).
+/// Returns what was made, for an undo.
+pub fn make_missing(make: &[(PathBuf, bool)]) -> Result<Vec<PathBuf>> {
+    let mut made = Vec::new();
+    for (p, folder) in make {
+        let r = if *folder {
+            std::fs::create_dir(p)
+        } else {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(p)
+                .map(|_| ())
+        };
+        match r {
+            Ok(()) => made.push(p.clone()),
+            Err(e) => {
+                take_back(&made);
+                return Err(Error::failed(format!(
+                    "making {} (a protected path, empty, so that the cage cannot make it): {e}",
+                    p.display()
+                )));
+            }
+        }
+    }
+    Ok(made)
+}
+
+/// Remove what `make_missing` made, if still empty, last first.
+pub fn take_back(made: &[PathBuf]) {
+    for p in made.iter().rev() {
+        let _ = std::fs::remove_dir(p).or_else(|_| {
+            if std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() == 0) {
+                std::fs::remove_file(p)
+            } else {
+                Ok(())
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts_of(kinds: &[(&str, Kind)]) -> ProtectFacts {
+        ProtectFacts {
+            kinds: kinds
+                .iter()
+                .map(|(p, k)| (PathBuf::from(p), k.clone()))
+                .collect(),
+            ..ProtectFacts::default()
+        }
+    }
+
+    fn shown(p: &Protection) -> Vec<String> {
+        p.mounts
+            .iter()
+            .map(|m| {
+                assert_eq!(m.src, m.dst);
+                format!(
+                    "{} {}",
+                    m.src.display(),
+                    if m.read_only { "ro" } else { "rw" }
+                )
+            })
+            .collect()
+    }
+
+    const DIR: &str = "/home/u/src/web";
+
+    #[test]
+    fn a_repository_and_its_neighbours() {
+        let f = facts_of(&[
+            (".git", Kind::Folder),
+            (".git/hooks", Kind::Folder),
+            (".git/config", Kind::File),
+            (".git/config.worktree", Kind::Missing),
+            (".git/modules", Kind::Folder),
+            (".envrc", Kind::File),
+            (".claude", Kind::Folder),
+            (".vscode", Kind::Missing),
+            (".pi", Kind::Missing),
+            (".mcp.json", Kind::File),
+        ]);
+        let p = decide(Path::new(DIR), &f, &[]).unwrap();
+        assert_eq!(
+            shown(&p),
+            vec![
+                "/home/u/src/web/.claude ro",
+                "/home/u/src/web/.envrc ro",
+                "/home/u/src/web/.git rw",
+                "/home/u/src/web/.mcp.json ro",
+                "/home/u/src/web/.pi ro",
+                "/home/u/src/web/.vscode ro",
+                "/home/u/src/web/.git/config ro",
+                "/home/u/src/web/.git/config.worktree ro",
+                "/home/u/src/web/.git/hooks ro",
+                "/home/u/src/web/.git/modules ro",
+            ]
+        );
+        assert_eq!(
+            p.make,
+            vec![
+                ("/home/u/src/web/.git/config.worktree".into(), false),
+                ("/home/u/src/web/.vscode".into(), true),
+                ("/home/u/src/web/.pi".into(), true),
+            ]
+        );
+    }
+
+    #[test]
+    fn no_repository_gets_an_empty_read_only_git() {
+        let f = facts_of(&[(".git", Kind::Missing)]);
+        let p = decide(Path::new(DIR), &f, &[]).unwrap();
+        let s = shown(&p);
+        assert!(s.contains(&"/home/u/src/web/.git ro".to_string()), "{s:?}");
+        // nothing is made inside it: it stays empty, not a repository
+        assert!(!s.iter().any(|m| m.contains(".git/")), "{s:?}");
+        assert!(p.make.contains(&("/home/u/src/web/.git".into(), true)));
+        let git = Path::new(DIR).join(".git");
+        assert!(!p.make.iter().any(|(m, _)| *m != git && m.starts_with(&git)));
+    }
+
+    #[test]
+    fn a_git_file_is_read_only_and_its_repository_outside_is_not_ours() {
+        let mut f = facts_of(&[(".git", Kind::File)]);
+        f.gitdir = Some("/home/u/src/main/.git/worktrees/web".into());
+        let p = decide(Path::new(DIR), &f, &[]).unwrap();
+        let s = shown(&p);
+        assert!(s.contains(&"/home/u/src/web/.git ro".to_string()), "{s:?}");
+        assert!(!s.iter().any(|m| m.contains(".git/")), "{s:?}");
+        // one whose repository is inside the project is refused
+        f.gitdir = Some("/home/u/src/web/repo.git".into());
+        let e = decide(Path::new(DIR), &f, &[]).unwrap_err();
+        assert_eq!(e.kind, crate::error::Kind::BadInput);
+        assert!(e.message.contains("inside the project"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_link_is_refused_never_followed() {
+        for (at, kinds) in [
+            (
+                ".git/hooks",
+                vec![
+                    (".git", Kind::Folder),
+                    (".git/hooks", Kind::Link("/home/u/hooks".into())),
+                ],
+            ),
+            (".git", vec![(".git", Kind::Link("/home/u/.ssh".into()))]),
+            (
+                ".claude",
+                vec![(".claude", Kind::Link("../elsewhere".into()))],
+            ),
+        ] {
+            let f = facts_of(
+                &kinds
+                    .iter()
+                    .map(|(p, k)| (*p, k.clone()))
+                    .collect::<Vec<_>>(),
+            );
+            let e = decide(Path::new(DIR), &f, &[]).unwrap_err();
+            assert!(
+                e.message.starts_with(&format!("{DIR}/{at} is a link to")),
+                "{}",
+                e.message
+            );
+            assert!(
+                e.message.contains(&format!("--writable {at}")),
+                "{}",
+                e.message
+            );
+            // named writable, it is left alone (and nothing else is followed)
+            let p = decide(Path::new(DIR), &f, &[at.to_string()]).unwrap();
+            assert!(
+                !shown(&p)
+                    .iter()
+                    .any(|m| m.starts_with(&format!("{DIR}/{at} ")))
+            );
+        }
+    }
+
+    #[test]
+    fn writable_names_only_protected_paths() {
+        let f = facts_of(&[
+            (".git", Kind::Folder),
+            (".git/hooks", Kind::Folder),
+            (".git/config", Kind::File),
+        ]);
+        let p = decide(Path::new(DIR), &f, &["./.git/hooks/".into()]).unwrap();
+        assert_eq!(
+            shown(&p),
+            vec![
+                "/home/u/src/web/.claude ro",
+                "/home/u/src/web/.git rw",
+                "/home/u/src/web/.pi ro",
+                "/home/u/src/web/.vscode ro",
+                "/home/u/src/web/.git/config ro",
+                "/home/u/src/web/.git/config.worktree ro",
+            ]
+        );
+        assert!(!shown(&p).iter().any(|m| m.contains("hooks")));
+        // the whole repository
+        let p = decide(Path::new(DIR), &f, &[".git".into()]).unwrap();
+        assert!(!shown(&p).iter().any(|m| m.contains(".git")));
+        let e = decide(Path::new(DIR), &f, &["src".into()]).unwrap_err();
+        assert!(
+            e.message
+                .starts_with("--writable src: not a protected path of this project"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn hooks_path_and_includes_in_the_project_are_protected_with_their_folders() {
+        let mut f = facts_of(&[
+            (".git", Kind::Folder),
+            (".git/config", Kind::File),
+            (".git/hooks", Kind::Folder),
+            ("tools", Kind::Folder),
+            ("tools/hooks", Kind::Missing),
+            ("tools/git.conf", Kind::File),
+        ]);
+        f.named = vec![
+            ("tools/hooks".into(), IfMissing::Folder, "hooks".into()),
+            ("tools/git.conf".into(), IfMissing::File, "include".into()),
+        ];
+        let p = decide(Path::new(DIR), &f, &[]).unwrap();
+        let s = shown(&p);
+        for want in [
+            "/home/u/src/web/tools rw",
+            "/home/u/src/web/tools/hooks ro",
+            "/home/u/src/web/tools/git.conf ro",
+        ] {
+            assert!(s.contains(&want.to_string()), "{want}: {s:?}");
+        }
+        // a folder on the way comes before what it holds
+        let tools = s.iter().position(|m| m.ends_with("tools rw")).unwrap();
+        let hooks = s
+            .iter()
+            .position(|m| m.ends_with("tools/hooks ro"))
+            .unwrap();
+        assert!(tools < hooks);
+        assert!(
+            p.make
+                .contains(&("/home/u/src/web/tools/hooks".into(), true))
+        );
+        // a hooks path inside a protected folder needs nothing more
+        f.named = vec![(".husky/_".into(), IfMissing::Folder, "hooks".into())];
+        f.kinds.insert(".husky".into(), Kind::Folder);
+        f.kinds.insert(".husky/_".into(), Kind::Folder);
+        let s = shown(&decide(Path::new(DIR), &f, &[]).unwrap());
+        assert!(
+            s.contains(&"/home/u/src/web/.husky ro".to_string()),
+            "{s:?}"
+        );
+        assert!(!s.iter().any(|m| m.contains(".husky/_")), "{s:?}");
+    }
+
+    #[test]
+    fn a_missing_hooks_folder_is_made_with_the_folders_on_its_way() {
+        let mut f = facts_of(&[
+            (".git", Kind::Folder),
+            (".git/config", Kind::File),
+            (".git/hooks", Kind::Folder),
+            ("ci", Kind::Missing),
+            ("ci/hooks", Kind::Missing),
+        ]);
+        f.named = vec![("ci/hooks".into(), IfMissing::Folder, "hooks".into())];
+        let p = decide(Path::new(DIR), &f, &[]).unwrap();
+        let s = shown(&p);
+        assert!(s.contains(&"/home/u/src/web/ci rw".to_string()), "{s:?}");
+        assert!(
+            s.contains(&"/home/u/src/web/ci/hooks ro".to_string()),
+            "{s:?}"
+        );
+        let ci = p.make.iter().position(|(m, _)| m.ends_with("ci")).unwrap();
+        let hooks = p
+            .make
+            .iter()
+            .position(|(m, _)| m.ends_with("ci/hooks"))
+            .unwrap();
+        assert!(ci < hooks, "{:?}", p.make);
+        // a file on the way: nothing git could read there
+        f.kinds.insert("ci".into(), Kind::File);
+        let s = shown(&decide(Path::new(DIR), &f, &[]).unwrap());
+        assert!(!s.iter().any(|m| m.contains("/ci")), "{s:?}");
+    }
+
+    #[test]
+    fn git_config_values() {
+        let text = "[core]\n\trepositoryformatversion = 0\n\thooksPath = \"tools/hooks\" # ours\n\
+                    [include]\n\tpath = ../tools/git.conf\n\
+                    [includeIf \"gitdir:~/src/\"]\n\tpath = x.conf\n\
+                    [Core] HooksPath = .husky/_\n\tbare\n";
+        let v = config_values(text);
+        for (key, value) in [
+            ("core.hookspath", "tools/hooks"),
+            ("core.hookspath", ".husky/_"),
+            ("include.path", "../tools/git.conf"),
+            ("includeif.gitdir:~/src/.path", "x.conf"),
+            ("core.bare", "true"),
+        ] {
+            assert!(v.contains(&(key.into(), value.into())), "{key}: {v:?}");
+        }
+    }
+
+    #[test]
+    fn facts_from_a_real_folder() {
+        let t = std::env::temp_dir().join(format!("shrooms-protect-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&t);
+        std::fs::create_dir_all(&t).unwrap();
+        let dir = std::fs::canonicalize(&t).unwrap();
+        std::fs::create_dir_all(dir.join(".git/hooks")).unwrap();
+        std::fs::write(
+            dir.join(".git/config"),
+            "[core]\n\thooksPath = githooks\n[include]\n\tpath = ../shared.conf\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("global"), "[core]\nhooksPath = ~/elsewhere\n").unwrap();
+        std::os::unix::fs::symlink("/etc", dir.join(".envrc")).unwrap();
+        let f = facts(&dir, Path::new("/home/u"), &[dir.join("global")]);
+        assert_eq!(f.kinds[Path::new(".git")], Kind::Folder);
+        assert_eq!(f.kinds[Path::new(".envrc")], Kind::Link("/etc".into()));
+        assert_eq!(f.kinds[Path::new("githooks")], Kind::Missing);
+        let named: Vec<&Path> = f.named.iter().map(|(p, _, _)| p.as_path()).collect();
+        assert_eq!(named, vec![Path::new("shared.conf"), Path::new("githooks")]);
+        std::fs::remove_dir_all(&t).unwrap();
+    }
+}

@@ -1,0 +1,398 @@
+//! Protected paths (README, "Protected paths"): what a cage plants in the
+//! files the machine runs later (git's hooks and config, .envrc, the
+//! editor's and the harness's project settings) does not run when the
+//! user's own git runs on the machine afterwards; git inside the cage
+//! still commits, branches and fetches.
+
+use std::path::Path;
+
+use crate::common::*;
+
+/// git on the machine, as the world's user, with no config of the user's
+/// or the system's: only the repository's own.
+fn host_git(w: &World, project: &Path, args: &[&str]) -> std::process::Output {
+    let p = project.to_string_lossy().into_owned();
+    let mut all = vec!["-C", p.as_str()];
+    all.extend_from_slice(args);
+    as_user(
+        w.user,
+        "git",
+        &all,
+        &[
+            ("GIT_CONFIG_GLOBAL", "/dev/null"),
+            ("GIT_CONFIG_NOSYSTEM", "1"),
+            ("GIT_AUTHOR_NAME", "u"),
+            ("GIT_AUTHOR_EMAIL", "u@example.invalid"),
+            ("GIT_COMMITTER_NAME", "u"),
+            ("GIT_COMMITTER_EMAIL", "u@example.invalid"),
+        ],
+    )
+}
+
+fn host_git_ok(w: &World, project: &Path, args: &[&str]) -> String {
+    let out = host_git(w, project, args);
+    assert!(
+        out.status.success(),
+        "git {args:?} on the machine:\n{}",
+        show_output(&out)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// What the cage tries: git's everyday work (each line says `ok`), then
+/// each way to plant something the machine's git, direnv, editor or
+/// harness would run (each line says `done` or `refused`).
+const SCRIPT: &str = r##"
+G="git -c user.name=cage -c user.email=cage@example.invalid"
+try() { n=$1; shift; if "$@" >/dev/null 2>&1; then echo "$n: done"; else echo "$n: refused"; fi; }
+$G commit -q --allow-empty -m caged && echo "commit: ok"
+git branch topic && echo "branch: ok"
+git checkout -q -b topic2 && echo "checkout-b: ok"
+git fetch -q origin && git rev-parse -q --verify origin/feature >/dev/null && echo "fetch: ok"
+git checkout -q main && echo "back: ok"
+try hook sh -c 'printf "#!/bin/sh\ntouch MARKS/hook\n" > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit'
+try fsmonitor-config git config core.fsmonitor "touch MARKS/fsmonitor-config"
+try fsmonitor-edit sh -c 'printf "[core]\n\tfsmonitor = touch MARKS/fsmonitor-edit\n" >> .git/config'
+try hookspath sh -c 'mkdir -p planted && printf "#!/bin/sh\ntouch MARKS/hookspath\n" > planted/pre-commit && chmod +x planted/pre-commit && git config core.hooksPath planted'
+try worktree-config sh -c 'printf "[extensions]\n\tworktreeConfig = true\n[core]\n\tfsmonitor = touch MARKS/worktree\n" > .git/config.worktree'
+try envrc sh -c 'echo "touch MARKS/envrc" > .envrc'
+try claude-settings sh -c 'echo "{\"hooks\":{}}" > .claude/settings.json'
+try claude-local sh -c 'echo "{}" > .claude/settings.local.json'
+try vscode sh -c 'mkdir -p .vscode && echo "{}" > .vscode/tasks.json'
+try pi sh -c 'mkdir -p .pi/extensions && echo "x" > .pi/extensions/x.ts'
+try remote-add git remote add other /nowhere
+"##;
+
+/// Then, once the machine's git has run: what would take git's own files
+/// from under their mounts and put the cage's in their place.
+const SWAPS: &str = r##"
+try() { n=$1; shift; if "$@" >/dev/null 2>&1; then echo "$n: done"; else echo "$n: refused"; fi; }
+try remove-config rm .git/config
+try rename-hooks mv .git/hooks .git/hooks-old
+try rename-git mv .git .git-old
+try rename-claude mv .claude .claude-old
+"##;
+
+const WORK: &[&str] = &["commit", "branch", "checkout-b", "fetch", "back"];
+const ATTACKS: &[&str] = &[
+    "hook",
+    "fsmonitor-config",
+    "fsmonitor-edit",
+    "hookspath",
+    "worktree-config",
+    "envrc",
+    "claude-settings",
+    "claude-local",
+    "vscode",
+    "pi",
+    // Not an attack: what no longer works in a cage (README, "Protected
+    // paths"), refused as the rest of .git/config's writes.
+    "remote-add",
+];
+const SWAPPED: &[&str] = &[
+    "remove-config",
+    "rename-hooks",
+    "rename-git",
+    "rename-claude",
+];
+
+/// A repository with a commit, a bare one in the project as its origin
+/// with a branch the cage has not fetched yet, an .envrc and Claude Code's
+/// project settings.
+/// (A sealed cage's project may not hold Claude Code's settings: it is
+/// refused as looking like a home; `.claude` is then made empty.)
+fn project_with_a_repository(w: &World, name: &str, claude: bool) -> std::path::PathBuf {
+    let project = w.dir(&format!("projects/{name}"));
+    w.file(&format!("projects/{name}/.envrc"), "export A=1\n");
+    if claude {
+        w.file(&format!("projects/{name}/.claude/settings.json"), "{}\n");
+    }
+    host_git_ok(w, &project, &["init", "-q", "-b", "main"]);
+    host_git_ok(
+        w,
+        &project,
+        &["commit", "-q", "--allow-empty", "-m", "first"],
+    );
+    host_git_ok(
+        w,
+        &project,
+        &["init", "-q", "--bare", "-b", "main", "origin.git"],
+    );
+    host_git_ok(w, &project, &["remote", "add", "origin", "origin.git"]);
+    host_git_ok(
+        w,
+        &project,
+        &["push", "-q", "origin", "main", "main:feature"],
+    );
+    project
+}
+
+/// The Debian image of scripts/test-harnesses with the machine's git
+/// copied in (it has git's libraries, not git), made once per user and
+/// kept, as that image is.
+fn git_image(user: Option<&'static TestUser>) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    use std::sync::OnceLock;
+    static ROOT: OnceLock<String> = OnceLock::new();
+    static USER: OnceLock<String> = OnceLock::new();
+    let cell = if user.is_some() { &USER } else { &ROOT };
+    cell.get_or_init(|| {
+        let (_, base) = real_claude();
+        let tag = base.rsplit(':').next().unwrap_or("latest");
+        let image = format!("localhost/shrooms-test-debian-git:{tag}");
+        if podman(user, &["image", "exists", &image]).status.success() {
+            return image;
+        }
+        let ctx = std::env::temp_dir().join(format!(
+            "shrooms-it-gitimage-{}-{}",
+            std::process::id(),
+            user.is_some()
+        ));
+        let _ = std::fs::remove_dir_all(&ctx);
+        std::fs::create_dir_all(&ctx).unwrap();
+        std::fs::set_permissions(&ctx, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::copy("/usr/bin/git", ctx.join("git")).unwrap();
+        // A fetch from a local repository runs git-upload-pack from git's
+        // own folder; git answers to the name it is called by.
+        std::fs::write(
+            ctx.join("Containerfile"),
+            format!(
+                "FROM {base}\nCOPY git /usr/bin/git\n\
+                 COPY git /usr/lib/git-core/git-upload-pack\n"
+            ),
+        )
+        .unwrap();
+        let c = ctx.to_string_lossy().into_owned();
+        let out = podman(user, &["build", "-q", "-t", &image, &c]);
+        assert!(
+            out.status.success(),
+            "building {image}:\n{}",
+            show_output(&out)
+        );
+        let _ = std::fs::remove_dir_all(&ctx);
+        image
+    })
+    .clone()
+}
+
+fn plants_nothing_the_machines_git_runs(w: World, sealed: bool) {
+    let image = git_image(w.user);
+    let name = w.session(if sealed { "protects" } else { "protect" });
+    let project = project_with_a_repository(&w, &name, !sealed);
+    let marks = w.dir("marks");
+    let token = crate::sealed::token_file(&w).to_string_lossy().into_owned();
+    let mut flags = vec!["--image", image.as_str()];
+    if sealed {
+        flags.extend(["--sealed", "--sealed-token", &token]);
+    }
+    w.create(&name, &project, &flags);
+    let script = SCRIPT.replace("MARKS", &marks.to_string_lossy());
+    let out = w.sh(&name, &script).ok().stdout();
+    w.run(&["cage", "stop", &name]).ok();
+    // The machine's own git, afterwards: nothing the cage tried to plant
+    // runs (looked at first: it is what the protection is for).
+    let status = host_git(&w, &project, &["status", "--porcelain"]);
+    let commit = host_git(
+        &w,
+        &project,
+        &["commit", "-q", "--allow-empty", "-m", "host"],
+    );
+    let planted: Vec<String> = std::fs::read_dir(&marks)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        planted.is_empty(),
+        "the machine's git ran what the cage planted: {planted:?}\n{out}"
+    );
+    for step in WORK {
+        assert!(
+            out.lines().any(|l| l == format!("{step}: ok")),
+            "{step} did not work in the cage:\n{out}"
+        );
+    }
+    for attack in ATTACKS {
+        assert!(
+            out.lines().any(|l| l == format!("{attack}: refused")),
+            "{attack} was not refused in the cage:\n{out}"
+        );
+    }
+    for (what, o) in [("status", &status), ("commit", &commit)] {
+        assert!(o.status.success(), "git {what}:\n{}", show_output(o));
+    }
+    // The cage's work is there.
+    let log = host_git_ok(&w, &project, &["log", "--format=%s", "main"]);
+    assert!(log.starts_with("host\ncaged\n"), "{log}");
+    host_git_ok(&w, &project, &["rev-parse", "--verify", "-q", "topic"]);
+    let out = w.sh(&name, SWAPS).ok().stdout();
+    for attack in SWAPPED {
+        assert!(
+            out.lines().any(|l| l == format!("{attack}: refused")),
+            "{attack} was not refused in the cage:\n{out}"
+        );
+    }
+    host_git_ok(&w, &project, &["status", "--porcelain"]);
+    // The folder it could not make was made empty, and is no repository
+    // of the cage's making.
+    assert!(project.join(".vscode").is_dir());
+    assert_eq!(
+        std::fs::read_dir(project.join(".vscode")).unwrap().count(),
+        0
+    );
+}
+
+#[test]
+fn protected_paths_plant_nothing_the_machines_git_runs() {
+    plants_nothing_the_machines_git_runs(World::new(), false);
+}
+
+#[test]
+fn protected_paths_plant_nothing_the_machines_git_runs_rootless() {
+    plants_nothing_the_machines_git_runs(World::rootless(), false);
+}
+
+#[test]
+fn protected_paths_plant_nothing_the_machines_git_runs_sealed() {
+    plants_nothing_the_machines_git_runs(World::new(), true);
+}
+
+/// A folder that is no repository gets an empty `.git` the cage cannot
+/// fill: `git init` in it fails, and git on the machine looks past it.
+/// `--writable .git` leaves it alone, and says so.
+#[test]
+fn no_repository_is_made_where_there_was_none_unless_writable() {
+    let w = World::new();
+    let image = git_image(None);
+    let name = w.session("nogit");
+    let project = w.dir(&format!("projects/{name}"));
+    w.create(&name, &project, &["--image", &image]);
+    let r = w.sh(&name, "git init -q . && echo made");
+    assert!(!r.stdout().contains("made"), "{}", r.explain());
+    assert_eq!(std::fs::read_dir(project.join(".git")).unwrap().count(), 0);
+
+    let name = w.session("nogitw");
+    let project = w.dir(&format!("projects/{name}"));
+    let d = project.to_string_lossy().into_owned();
+    let r = w
+        .run(&[
+            "cage",
+            "create",
+            &name,
+            "--dir",
+            &d,
+            "--image",
+            &image,
+            "--writable",
+            ".git",
+        ])
+        .ok();
+    assert!(
+        r.stderr().contains("--writable .git: the cage can change"),
+        "{}",
+        r.explain()
+    );
+    w.sh(&name, "git init -q .").ok();
+    assert!(project.join(".git/config").is_file());
+    let show = w.run(&["cage", "show", &name, "--json"]).ok().json();
+    assert_eq!(
+        show["cage"]["options"]["writable"],
+        serde_json::json!([".git"]),
+        "{show}"
+    );
+}
+
+/// A protected path that is a link is refused, never followed: the cage
+/// would get what it leads to. The refusal names `--writable`.
+#[test]
+fn a_link_in_a_protected_path_is_refused() {
+    let w = World::new();
+    let name = w.session("protlink");
+    let project = w.dir(&format!("projects/{name}"));
+    let secret = w.dir("secret");
+    std::os::unix::fs::symlink(&secret, project.join(".vscode")).unwrap();
+    let d = project.to_string_lossy().into_owned();
+    let r = w.run(&["cage", "create", &name, "--dir", &d]).code_is(2);
+    assert!(
+        r.stderr().contains(".vscode is a link to") && r.stderr().contains("--writable .vscode"),
+        "{}",
+        r.explain()
+    );
+    assert!(w.containers_of(&name).is_empty());
+    assert!(!w.record_path(&name).exists());
+}
+
+/// Folders whose files the machine runs or trusts are no project: a cage
+/// there would write what runs as the user, outside any cage. Nothing is
+/// made.
+fn a_folder_the_machine_runs_is_refused(w: World) {
+    for (folder, holds) in [
+        (
+            ".config/systemd/user",
+            "your systemd user units, which the machine starts",
+        ),
+        (".local/bin", "programs on your PATH"),
+        (".config/git", "git's own config and hooks"),
+    ] {
+        let name = w.session("runs");
+        let dir = w.dir_in_home(folder);
+        let d = dir.to_string_lossy().into_owned();
+        let r = w.run(&["cage", "create", &name, "--dir", &d]).code_is(2);
+        assert!(
+            r.stderr().contains(holds)
+                && r.stderr()
+                    .contains("a cage's project is mounted read-write"),
+            "{}",
+            r.explain()
+        );
+        assert!(w.containers_of(&name).is_empty());
+        assert!(!w.record_path(&name).exists());
+    }
+}
+
+#[test]
+fn a_folder_the_machine_runs_is_refused_as_a_project() {
+    a_folder_the_machine_runs_is_refused(World::new());
+}
+
+#[test]
+fn a_folder_the_machine_runs_is_refused_as_a_project_rootless() {
+    a_folder_the_machine_runs_is_refused(World::rootless());
+}
+
+/// `--writable` is the session's choice for one cage: `cage move` with it
+/// gives a cage that can write there (kept in the record and shown), and
+/// a move without it protects the path again.
+#[test]
+fn writable_is_chosen_per_cage_and_kept_in_the_record() {
+    let w = World::new();
+    let name = w.session("writable");
+    let project = w.dir(&format!("projects/{name}"));
+    w.dir(&format!("projects/{name}/.vscode"));
+    w.create(&name, &project, &[]);
+    let write = "echo '{}' > .vscode/tasks.json && echo wrote";
+    let r = w.sh(&name, write);
+    assert!(!r.stdout().contains("wrote"), "{}", r.explain());
+    let r = w
+        .run(&["cage", "move", &name, "--writable", ".vscode"])
+        .ok();
+    assert!(
+        r.stderr()
+            .contains("--writable .vscode: the cage can change"),
+        "{}",
+        r.explain()
+    );
+    assert!(w.sh(&name, write).ok().stdout().contains("wrote"));
+    assert_eq!(
+        w.record(&name)["cage"]["options"]["writable"],
+        serde_json::json!([".vscode"])
+    );
+    let show = w.run(&["cage", "show", &name]).ok().stdout();
+    assert!(
+        show.contains("writable  .vscode (protected paths left writable)"),
+        "{show}"
+    );
+    w.run(&["cage", "move", &name]).ok();
+    let r = w.sh(&name, "echo x > .vscode/other && echo wrote");
+    assert!(!r.stdout().contains("wrote"), "{}", r.explain());
+    assert!(w.record(&name)["cage"]["options"]["writable"].is_null());
+}
