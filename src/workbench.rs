@@ -166,15 +166,24 @@ fn base_recipe() -> String {
     )
 }
 
+/// The build argument that carries the certificate authorities the
+/// machine adds to its own trust, for a Containerfile that declares it.
+pub const LOCAL_CA_ARG: &str = "SHROOMS_LOCAL_CA";
+
 /// Does this Containerfile declare `ARG SHROOMS_BASE` (with or without a
 /// default)?
 pub fn uses_base(text: &str) -> bool {
+    declares_arg(text, BASE_ARG)
+}
+
+/// Does this Containerfile declare `ARG <name>`?
+pub fn declares_arg(text: &str, name: &str) -> bool {
     text.lines().any(|l| {
         let mut words = l.split_whitespace();
         matches!(words.next(), Some(w) if w.eq_ignore_ascii_case("ARG"))
             && words
                 .next()
-                .is_some_and(|a| a.split('=').next() == Some(BASE_ARG))
+                .is_some_and(|a| a.split('=').next() == Some(name))
     })
 }
 
@@ -325,18 +334,25 @@ pub fn apt_mirror(codename: &str, deb822: &[String], one_line: &[String]) -> Opt
 /// `podman build` for one stage, without the program: on
 /// the machine's network, the Containerfile on standard input, an empty
 /// folder as the context (nothing is COPYed in).
-/// `base`: the `SHROOMS_BASE` build argument, for a file built on it.
+/// `base`: the `SHROOMS_BASE` build argument, for a file built on it;
+/// `local_ca`: the `SHROOMS_LOCAL_CA` one (PEM text), for a file that
+/// declares it, on a machine that adds authorities of its own.
 pub fn build_argv(
     stage: Stage,
     name: &str,
     hash: &str,
     context: &Path,
     base: Option<&str>,
+    local_ca: Option<&str>,
 ) -> Vec<String> {
     let mut argv: Vec<String> = vec!["build".into(), "--network".into(), "host".into()];
     if let Some(base) = base {
         argv.push("--build-arg".into());
         argv.push(format!("{BASE_ARG}={base}"));
+    }
+    if let Some(pem) = local_ca {
+        argv.push("--build-arg".into());
+        argv.push(format!("{LOCAL_CA_ARG}={pem}"));
     }
     argv.extend([
         "--target".into(),
@@ -825,6 +841,7 @@ mod tests {
             "abc123",
             Path::new("/state/images/context"),
             Some("localhost/shrooms-workbench-base:0123"),
+            Some("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"),
         );
         assert_eq!(
             argv,
@@ -834,6 +851,8 @@ mod tests {
                 "host",
                 "--build-arg",
                 "SHROOMS_BASE=localhost/shrooms-workbench-base:0123",
+                "--build-arg",
+                "SHROOMS_LOCAL_CA=-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----",
                 "--target",
                 "desktop",
                 "--label",

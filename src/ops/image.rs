@@ -957,7 +957,17 @@ fn build_now(
     } else {
         None
     };
-    let argv = workbench::build_argv(s, name, &hash, &dir.context(), base.as_deref());
+    let local_ca = workbench::declares_arg(text, workbench::LOCAL_CA_ARG)
+        .then(machine_local_cas)
+        .flatten();
+    let argv = workbench::build_argv(
+        s,
+        name,
+        &hash,
+        &dir.context(),
+        base.as_deref(),
+        local_ca.as_deref(),
+    );
     let mut last = String::new();
     let mut cause = String::new();
     let ran = host
@@ -1098,6 +1108,39 @@ fn machine_mirror() -> std::result::Result<String, String> {
             }
         )
     })
+}
+
+/// The certificate authorities this machine adds to its own trust: the
+/// PEM files in Debian's folder for them (`/usr/local/share/ca-certificates`,
+/// one level of subfolders; update-ca-certificates(8)), in name order,
+/// one after another. None when there are none. Public certificates, not
+/// secrets: they may go on a command line.
+fn machine_local_cas() -> Option<String> {
+    let root = Path::new("/usr/local/share/ca-certificates");
+    let mut files = Vec::new();
+    for entry in fs::read_dir(root).ok()?.flatten() {
+        let p = entry.path();
+        if p.is_dir() {
+            if let Ok(sub) = fs::read_dir(&p) {
+                files.extend(sub.flatten().map(|e| e.path()));
+            }
+        } else {
+            files.push(p);
+        }
+    }
+    files.retain(|p| p.extension().is_some_and(|x| x == "crt"));
+    files.sort();
+    let mut pem = String::new();
+    for f in files {
+        if let Ok(text) = fs::read_to_string(&f)
+            && text.contains("-----BEGIN CERTIFICATE-----")
+        {
+            pem.push_str(text.trim());
+            pem.push('\n');
+        }
+    }
+    // A command line's argument is at most 128 KiB (MAX_ARG_STRLEN).
+    (!pem.is_empty() && pem.len() < 100_000).then(|| pem.trim_end().to_string())
 }
 
 /// The Debian base our workbench is built `FROM`: made with mmdebstrap
