@@ -526,10 +526,19 @@ fn a_failed_build_is_reported_until_its_inputs_change() {
             .is_some_and(|l| l.contains("127.0.0.1:9")),
         "{e:#}"
     );
-    // `image build` is the user asking: it builds from the same inputs.
+    // `image build` is the user asking: it builds from the same inputs,
+    // and on a terminal its progress line shows the base's steps.
     let before = im.record("workbench")["failed_at"].clone();
     std::thread::sleep(Duration::from_millis(1100));
-    im.build(&["--wait"]).code_is(1);
+    let r = im.w.run_on_terminal(&["image", "build", "--wait"], "");
+    let shown = r.stdout();
+    assert!(
+        shown.contains("1/2 base: running apt-get update")
+            && shown.contains("failed to build ")
+            && shown.contains("E: Failed to fetch"),
+        "{}",
+        r.explain()
+    );
     assert_ne!(im.record("workbench")["failed_at"], before);
 }
 
