@@ -49,6 +49,7 @@ struct ConfigFile {
     sealed_token: Option<PathBuf>,
     sealed_dns: Option<SealedDns>,
     images_repo: Option<ImagesRepo>,
+    base_mirror: Option<BaseMirror>,
     machine_name: Option<MachineName>,
     machines: Option<BTreeMap<MachineName, MachineEntry>>,
     gateway: Option<GatewayTable>,
@@ -545,6 +546,29 @@ impl FromStr for ImagesRepo {
     }
 }
 
+/// `base_mirror`: the Debian mirror the workbench's base is made from.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+struct BaseMirror(String);
+
+impl TryFrom<String> for BaseMirror {
+    type Error = String;
+    fn try_from(s: String) -> std::result::Result<Self, String> {
+        let ok = ["http://", "https://", "file:/", "mirror+", "copy:/"]
+            .iter()
+            .any(|p| s.starts_with(p))
+            && !s.chars().any(|c| c.is_whitespace() || c.is_control());
+        if ok {
+            Ok(BaseMirror(s))
+        } else {
+            Err(format!(
+                "{s:?} is not a mirror's URL: give one as apt's sources name it, like \
+                 \"http://<mirror>/debian\" (no spaces)"
+            ))
+        }
+    }
+}
+
 /// `sealed_dns`: one IP address or more.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "Vec<String>")]
@@ -689,6 +713,9 @@ pub struct Settings {
     pub sealed_dns: Vec<String>,
     /// Where our images are tagged: `<repo>:latest`, `<repo>:desktop` (README, "Images").
     pub images_repo: String,
+    /// The Debian mirror of the workbench's base (`base_mirror`); None:
+    /// the one this machine's apt sources name.
+    pub base_mirror: Option<String>,
     /// The machine's nix (`/nix`; `$SHROOMS_AGENT_NIX_ROOT` for tests).
     pub nix_root: PathBuf,
     /// Who runs the tool, for the history (`--by` overrides).
@@ -945,6 +972,7 @@ impl Settings {
             sealed_token: file.sealed_token,
             sealed_dns,
             images_repo,
+            base_mirror: file.base_mirror.map(|BaseMirror(m)| m),
             nix_root: env
                 .get("SHROOMS_AGENT_NIX_ROOT")
                 .filter(|p| p.starts_with('/'))
@@ -1272,6 +1300,11 @@ pub fn config_keys() -> Vec<ConfigKey> {
             "images_repo",
             format!("\"{repo}\""),
             "where our images are tagged: :latest (workbench), :desktop",
+        ),
+        k(
+            "base_mirror",
+            "the mirror of this machine's apt sources".into(),
+            "the Debian mirror the workbench's base is made from (mmdebstrap)",
         ),
         k(
             "memory",

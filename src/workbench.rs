@@ -107,19 +107,254 @@ pub fn hash(text: &str) -> String {
         .collect()
 }
 
-/// The hash of the embedded Containerfile: what this binary's images carry.
+/// The hash of the embedded Containerfile and its base's recipe: what
+/// this binary's images carry.
 pub fn embedded_hash() -> String {
-    hash(CONTAINERFILE)
+    input_hash(CONTAINERFILE)
+}
+
+// ---- the base: Debian from the machine's own apt mirror ---------------------
+
+/// The build argument a Containerfile declares (`ARG SHROOMS_BASE`) to be
+/// built `FROM` the Debian base made here with mmdebstrap; its value is the
+/// base's name. A Containerfile without it is built without a base.
+pub const BASE_ARG: &str = "SHROOMS_BASE";
+
+/// The base's Debian release and mmdebstrap variant.
+pub const BASE_SUITE: &str = "bookworm";
+pub const BASE_VARIANT: &str = "apt";
+
+/// The base's packages, from Debian: the workbench's tools (README,
+/// "Images"), and Debian's Node.js and npm, which only fetch Node 22, npm
+/// and pi from the npm registry in the Containerfile (Debian 12's Node is 18).
+pub const BASE_PACKAGES: [&str; 14] = [
+    "ca-certificates",
+    "git",
+    "curl",
+    "build-essential",
+    "python3",
+    "python3-pip",
+    "python3-venv",
+    "ripgrep",
+    "jq",
+    "gh",
+    "nodejs",
+    "npm",
+    "procps",
+    "less",
+];
+
+/// `SOURCE_DATE_EPOCH` for mmdebstrap: fixed, so that the same packages
+/// give the same tarball (mmdebstrap(1), "SOURCE_DATE_EPOCH").
+pub const BASE_EPOCH: u64 = 1_735_689_600;
+
+/// The label of a base: its key.
+pub const BASE_LABEL: &str = "xyz.vpavlin.shrooms.base";
+/// The label of a base: its packages, `name=version` each, as `dpkg-query
+/// -W` lists them, one space between.
+pub const MANIFEST_LABEL: &str = "xyz.vpavlin.shrooms.manifest";
+
+/// Removed from the tree before it is packed: they are the machine's, and
+/// a cage is given its own.
+const BASE_HOOK: &str = r#"rm -f "$1/etc/resolv.conf" "$1/etc/hostname""#;
+
+/// What the base is made of, apart from the mirror: this binary's recipe.
+fn base_recipe() -> String {
+    format!(
+        "suite={BASE_SUITE}\nvariant={BASE_VARIANT}\npackages={}\nepoch={BASE_EPOCH}\nhook={BASE_HOOK}\n",
+        BASE_PACKAGES.join(",")
+    )
+}
+
+/// The build argument that carries the certificate authorities the
+/// machine adds to its own trust, for a Containerfile that declares it.
+pub const LOCAL_CA_ARG: &str = "SHROOMS_LOCAL_CA";
+
+/// Does this Containerfile declare `ARG SHROOMS_BASE` (with or without a
+/// default)?
+pub fn uses_base(text: &str) -> bool {
+    declares_arg(text, BASE_ARG)
+}
+
+/// Does this Containerfile declare `ARG <name>`?
+pub fn declares_arg(text: &str, name: &str) -> bool {
+    text.lines().any(|l| {
+        let mut words = l.split_whitespace();
+        matches!(words.next(), Some(w) if w.eq_ignore_ascii_case("ARG"))
+            && words
+                .next()
+                .is_some_and(|a| a.split('=').next() == Some(name))
+    })
+}
+
+/// The hash an image built from this text carries: the text's, and, when
+/// it is built on the base, the base's recipe's too, so that a binary with
+/// another package list builds its images again. The mirror is the
+/// machine's, not the recipe's: it names the base (`base_key`), not the
+/// image.
+pub fn input_hash(text: &str) -> String {
+    if uses_base(text) {
+        hash(&format!("{text}\n{}", base_recipe()))
+    } else {
+        hash(text)
+    }
+}
+
+/// The key of a base: its recipe and the mirror it is made from. The same
+/// key is the same base; another one is built beside it.
+pub fn base_key(mirror: &str) -> String {
+    hash(&format!("{}mirror={mirror}\n", base_recipe()))[..16].to_string()
+}
+
+/// `<repo>-base:<key>`.
+pub fn base_name(repo: &str, key: &str) -> String {
+    format!("{repo}-base:{key}")
+}
+
+/// `mmdebstrap` without the program: the base as a tarball at `out`, made
+/// in root mode by root and in a user namespace of its own by anyone else
+/// (its subordinate ids; mmdebstrap(1), "MODES").
+pub fn mmdebstrap_argv(mirror: &str, out: &Path, root: bool) -> Vec<String> {
+    vec![
+        format!("--mode={}", if root { "root" } else { "unshare" }),
+        format!("--variant={BASE_VARIANT}"),
+        format!("--include={}", BASE_PACKAGES.join(",")),
+        format!("--customize-hook={BASE_HOOK}"),
+        BASE_SUITE.into(),
+        out.to_string_lossy().into_owned(),
+        mirror.into(),
+    ]
+}
+
+/// `podman import` of the base's tarball, labelled with its key and
+/// packages.
+pub fn import_argv(tar: &Path, name: &str, key: &str, manifest: &str) -> Vec<String> {
+    vec![
+        "import".into(),
+        "--change".into(),
+        r#"CMD ["sleep", "infinity"]"#.into(),
+        "--change".into(),
+        format!("LABEL {BASE_LABEL}={key}"),
+        "--change".into(),
+        format!("LABEL {MANIFEST_LABEL}=\"{manifest}\""),
+        tar.to_string_lossy().into_owned(),
+        name.into(),
+    ]
+}
+
+/// The packages installed in a tree, from its `var/lib/dpkg/status`:
+/// `name=version` each, one space between, sorted by name, as `dpkg-query -W`
+/// lists them. Characters other than a version's are dropped, so the list
+/// fits in a label's quotes.
+pub fn manifest(status: &str) -> String {
+    let mut out = Vec::new();
+    for stanza in status.split("\n\n") {
+        let field = |name: &str| {
+            stanza.lines().find_map(|l| {
+                l.strip_prefix(name)
+                    .and_then(|r| r.strip_prefix(':'))
+                    .map(str::trim)
+            })
+        };
+        if field("Status").is_some_and(|s| s.ends_with(" installed"))
+            && let (Some(p), Some(v)) = (field("Package"), field("Version"))
+        {
+            let clean = |s: &str| -> String {
+                s.chars()
+                    .filter(|c| c.is_ascii_alphanumeric() || ".+-~:_".contains(*c))
+                    .collect()
+            };
+            out.push(format!("{}={}", clean(p), clean(v)));
+        }
+    }
+    out.sort();
+    out.join(" ")
+}
+
+/// The mirror of this machine's Debian release in its apt sources: the
+/// first `URIs:` of a deb822 entry (`/etc/apt/sources.list.d/*.sources`)
+/// whose `Suites:` name `codename`, else the first one-line `deb` entry
+/// (`sources.list`) for it. Each file is given as its text, in the order
+/// apt reads them.
+pub fn apt_mirror(codename: &str, deb822: &[String], one_line: &[String]) -> Option<String> {
+    for text in deb822 {
+        for stanza in text.split("\n\n") {
+            let mut uris = None;
+            let mut suites = "";
+            let mut types = "";
+            let mut enabled = true;
+            for l in stanza.lines() {
+                let l = l.trim();
+                if l.starts_with('#') {
+                    continue;
+                }
+                let Some((k, v)) = l.split_once(':') else {
+                    continue;
+                };
+                match k.trim().to_ascii_lowercase().as_str() {
+                    "uris" => uris = v.split_whitespace().next(),
+                    "suites" => suites = v,
+                    "types" => types = v,
+                    "enabled" => enabled = !v.trim().eq_ignore_ascii_case("no"),
+                    _ => {}
+                }
+            }
+            if enabled
+                && types.split_whitespace().any(|t| t == "deb")
+                && suites.split_whitespace().any(|s| s == codename)
+                && let Some(u) = uris
+            {
+                return Some(u.to_string());
+            }
+        }
+    }
+    for text in one_line {
+        for l in text.lines() {
+            let mut w = l.split_whitespace().peekable();
+            if w.next() != Some("deb") {
+                continue;
+            }
+            if w.peek().is_some_and(|o| o.starts_with('[')) {
+                for o in w.by_ref() {
+                    if o.ends_with(']') {
+                        break;
+                    }
+                }
+            }
+            if let (Some(uri), Some(suite)) = (w.next(), w.next())
+                && suite == codename
+            {
+                return Some(uri.to_string());
+            }
+        }
+    }
+    None
 }
 
 /// `podman build` for one stage, without the program: on
 /// the machine's network, the Containerfile on standard input, an empty
 /// folder as the context (nothing is COPYed in).
-pub fn build_argv(stage: Stage, name: &str, hash: &str, context: &Path) -> Vec<String> {
-    vec![
-        "build".into(),
-        "--network".into(),
-        "host".into(),
+/// `base`: the `SHROOMS_BASE` build argument, for a file built on it;
+/// `local_ca`: the `SHROOMS_LOCAL_CA` one (PEM text), for a file that
+/// declares it, on a machine that adds authorities of its own.
+pub fn build_argv(
+    stage: Stage,
+    name: &str,
+    hash: &str,
+    context: &Path,
+    base: Option<&str>,
+    local_ca: Option<&str>,
+) -> Vec<String> {
+    let mut argv: Vec<String> = vec!["build".into(), "--network".into(), "host".into()];
+    if let Some(base) = base {
+        argv.push("--build-arg".into());
+        argv.push(format!("{BASE_ARG}={base}"));
+    }
+    if let Some(pem) = local_ca {
+        argv.push("--build-arg".into());
+        argv.push(format!("{LOCAL_CA_ARG}={pem}"));
+    }
+    argv.extend([
         "--target".into(),
         stage.name().into(),
         "--label".into(),
@@ -129,7 +364,8 @@ pub fn build_argv(stage: Stage, name: &str, hash: &str, context: &Path) -> Vec<S
         "-f".into(),
         "-".into(),
         context.to_string_lossy().into_owned(),
-    ]
+    ]);
+    argv
 }
 
 /// The text given to `podman build`: the Containerfile with `LABEL
@@ -280,9 +516,9 @@ pub struct BuildRecord {
     /// The last line of the last build, if it failed; cleared when a build starts.
     pub error: Option<String>,
     pub error_hash: Option<String>,
+    /// The key of the base the failed build was made on, if it used one.
+    pub error_base: Option<String>,
     pub failed_at: Option<u64>,
-    /// `cage create` has said so once: the next one builds again.
-    pub error_reported: bool,
 }
 
 impl BuildRecord {
@@ -294,8 +530,8 @@ impl BuildRecord {
         self.pid = None;
         self.error = None;
         self.error_hash = None;
+        self.error_base = None;
         self.failed_at = None;
-        self.error_reported = false;
     }
 
     fn stop(&mut self) {
@@ -312,12 +548,27 @@ impl BuildRecord {
         self.built_at = Some(now);
     }
 
-    pub fn failed(&mut self, hash: &str, line: &str, now: u64) {
+    pub fn failed(&mut self, hash: &str, base: Option<&str>, line: &str, now: u64) {
         self.stop();
         self.error = Some(line.to_string());
         self.error_hash = Some(hash.to_string());
+        self.error_base = base.map(str::to_string);
         self.failed_at = Some(now);
-        self.error_reported = false;
+    }
+
+    /// The last build failed with these very inputs (the Containerfile's
+    /// hash, the base's key): a build from them would fail the same way,
+    /// so none is started for a cage; only `image build` tries again.
+    pub fn failed_with(&self, hash: &str, base: Option<&str>) -> Option<&str> {
+        match &self.error {
+            Some(line)
+                if self.error_hash.as_deref() == Some(hash)
+                    && self.error_base.as_deref() == base =>
+            {
+                Some(line)
+            }
+            _ => None,
+        }
     }
 
     /// The hash our image must carry to be current: the last
@@ -419,8 +670,9 @@ pub enum ForCage {
     UseAndRebuild,
     /// Ours, missing, a build runs: not ready yet.
     Wait,
-    /// Ours, missing, the last build failed and nobody has been told:
-    /// say so (and the next call builds again).
+    /// Ours, missing, the last build failed with the inputs a build would
+    /// have now: say so, and start nothing (until the inputs change or
+    /// `image build` is asked for).
     Report(String),
     /// Ours, missing, no build runs: start one; not ready yet.
     Build,
@@ -428,16 +680,23 @@ pub enum ForCage {
     Missing,
 }
 
-pub fn for_cage(status: &ImageStatus, record: &BuildRecord) -> ForCage {
+/// `hash` and `base`: the inputs of the build a cage would start (the
+/// embedded Containerfile's hash, the base's key on this machine).
+pub fn for_cage(
+    status: &ImageStatus,
+    record: &BuildRecord,
+    hash: &str,
+    base: Option<&str>,
+) -> ForCage {
     match (status.stage, status.present) {
         (None, false) => ForCage::Missing,
         (None, true) => ForCage::Use,
         (Some(_), true) if status.current || status.building => ForCage::Use,
         (Some(_), true) => ForCage::UseAndRebuild,
         (Some(_), false) if status.building => ForCage::Wait,
-        (Some(_), false) => match &record.error {
-            Some(line) if !record.error_reported => ForCage::Report(line.clone()),
-            _ => ForCage::Build,
+        (Some(_), false) => match record.failed_with(hash, base) {
+            Some(line) => ForCage::Report(line.to_string()),
+            None => ForCage::Build,
         },
     }
 }
@@ -564,7 +823,10 @@ mod tests {
 
     #[test]
     fn the_embedded_containerfile_has_both_stages() {
-        assert!(CONTAINERFILE.contains("FROM docker.io/library/node:22-bookworm AS workbench"));
+        assert!(CONTAINERFILE.contains("ARG SHROOMS_BASE\nFROM ${SHROOMS_BASE} AS workbench"));
+        assert!(uses_base(CONTAINERFILE));
+        // No registry is named: the base is made on the machine.
+        assert!(!CONTAINERFILE.contains("docker.io"));
         assert!(CONTAINERFILE.contains("FROM workbench AS desktop"));
         assert!(CONTAINERFILE.contains("ENV APPIMAGE_EXTRACT_AND_RUN=1"));
         assert!(CONTAINERFILE.contains("CMD [\"sleep\", \"infinity\"]"));
@@ -578,6 +840,8 @@ mod tests {
             "localhost/shrooms-workbench:desktop",
             "abc123",
             Path::new("/state/images/context"),
+            Some("localhost/shrooms-workbench-base:0123"),
+            Some("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"),
         );
         assert_eq!(
             argv,
@@ -585,6 +849,10 @@ mod tests {
                 "build",
                 "--network",
                 "host",
+                "--build-arg",
+                "SHROOMS_BASE=localhost/shrooms-workbench-base:0123",
+                "--build-arg",
+                "SHROOMS_LOCAL_CA=-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----",
                 "--target",
                 "desktop",
                 "--label",
@@ -783,7 +1051,7 @@ mod tests {
     #[test]
     fn errors_are_shown_until_a_build_starts() {
         let mut rec = BuildRecord::default();
-        rec.failed("E", "Error: boom", 7);
+        rec.failed("E", None, "Error: boom", 7);
         let w = Some(Stage::Workbench);
         let s = derive("n", false, w, None, false, &rec, "E");
         assert_eq!(s.error.as_deref(), Some("Error: boom"));
@@ -791,7 +1059,7 @@ mod tests {
         assert_eq!(s.error, None, "not while a build runs");
         rec.start("E", false, 8);
         assert_eq!(rec.error, None);
-        assert!(!rec.error_reported);
+        assert_eq!(rec.failed_with("E", None), None);
     }
 
     #[test]
@@ -820,28 +1088,124 @@ mod tests {
         };
         let cur = present(Some("E"));
         let old = present(Some("O"));
-        assert_eq!(for_cage(&st(Some(&cur), false, &rec), &rec), ForCage::Use);
+        let fc = |s: &ImageStatus, rec: &BuildRecord| for_cage(s, rec, "E", Some("k1"));
+        assert_eq!(fc(&st(Some(&cur), false, &rec), &rec), ForCage::Use);
         assert_eq!(
-            for_cage(&st(Some(&old), false, &rec), &rec),
+            fc(&st(Some(&old), false, &rec), &rec),
             ForCage::UseAndRebuild
         );
-        assert_eq!(for_cage(&st(Some(&old), true, &rec), &rec), ForCage::Use);
-        assert_eq!(for_cage(&st(None, true, &rec), &rec), ForCage::Wait);
-        assert_eq!(for_cage(&st(None, false, &rec), &rec), ForCage::Build);
-        rec.failed("E", "Error: boom", 1);
+        assert_eq!(fc(&st(Some(&old), true, &rec), &rec), ForCage::Use);
+        assert_eq!(fc(&st(None, true, &rec), &rec), ForCage::Wait);
+        assert_eq!(fc(&st(None, false, &rec), &rec), ForCage::Build);
+        rec.failed("E", Some("k1"), "Error: boom", 1);
+        // Reported every time, never built again from the same inputs ...
+        for _ in 0..2 {
+            assert_eq!(
+                fc(&st(None, false, &rec), &rec),
+                ForCage::Report("Error: boom".into())
+            );
+        }
+        // ... but built when they change: another base, another file.
         assert_eq!(
-            for_cage(&st(None, false, &rec), &rec),
-            ForCage::Report("Error: boom".into())
+            for_cage(&st(None, false, &rec), &rec, "E", Some("k2")),
+            ForCage::Build
         );
-        rec.error_reported = true;
-        assert_eq!(for_cage(&st(None, false, &rec), &rec), ForCage::Build);
+        assert_eq!(
+            for_cage(&st(None, false, &rec), &rec, "F", Some("k1")),
+            ForCage::Build
+        );
 
         let foreign = |img: Option<&Present>| derive("m:1", true, None, img, false, &rec, "E");
-        assert_eq!(for_cage(&foreign(None), &rec), ForCage::Missing);
-        assert_eq!(for_cage(&foreign(Some(&present(None))), &rec), ForCage::Use);
+        assert_eq!(fc(&foreign(None), &rec), ForCage::Missing);
+        assert_eq!(fc(&foreign(Some(&present(None))), &rec), ForCage::Use);
         assert_eq!(
             failure_message(Stage::Desktop, "Error: x"),
             "building the desktop image: Error: x"
+        );
+    }
+
+    #[test]
+    fn the_base_is_keyed_by_its_recipe_and_mirror() {
+        let a = base_key("http://mirror.example/debian");
+        assert_eq!(a.len(), 16);
+        assert_eq!(a, base_key("http://mirror.example/debian"));
+        assert_ne!(a, base_key("http://other.example/debian"));
+        assert_eq!(
+            base_name("localhost/shrooms-workbench", &a),
+            format!("localhost/shrooms-workbench-base:{a}")
+        );
+        assert!(validate_repo("localhost/shrooms-workbench-base").is_ok());
+        // The recipe is in the images' hash; a file without the base is not.
+        assert_ne!(input_hash(CONTAINERFILE), hash(CONTAINERFILE));
+        assert_eq!(input_hash("FROM x\n"), hash("FROM x\n"));
+        assert!(uses_base("arg SHROOMS_BASE=x\nFROM $SHROOMS_BASE\n"));
+        assert!(!uses_base("ARG SHROOMS_BASEX\n# ARG SHROOMS_BASE\n"));
+    }
+
+    #[test]
+    fn mmdebstrap_and_import_golden() {
+        let argv = mmdebstrap_argv("http://m/debian", Path::new("/s/base.tar"), false);
+        assert_eq!(argv[0], "--mode=unshare");
+        assert_eq!(
+            mmdebstrap_argv("m", Path::new("/t"), true)[0],
+            "--mode=root"
+        );
+        assert_eq!(argv[1], "--variant=apt");
+        assert!(argv[2].starts_with("--include=ca-certificates,git,curl,"));
+        assert_eq!(
+            argv[3],
+            r#"--customize-hook=rm -f "$1/etc/resolv.conf" "$1/etc/hostname""#
+        );
+        assert_eq!(argv[4..], ["bookworm", "/s/base.tar", "http://m/debian"]);
+        let argv = import_argv(Path::new("/s/base.tar"), "r-base:k", "k", "a=1 b=2:3");
+        assert_eq!(
+            argv,
+            [
+                "import",
+                "--change",
+                r#"CMD ["sleep", "infinity"]"#,
+                "--change",
+                "LABEL xyz.vpavlin.shrooms.base=k",
+                "--change",
+                r#"LABEL xyz.vpavlin.shrooms.manifest="a=1 b=2:3""#,
+                "/s/base.tar",
+                "r-base:k"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_manifest_lists_installed_packages() {
+        let status = "Package: zlib1g\nStatus: install ok installed\nVersion: 1:1.2.13.dfsg-1\n\n\
+                      Package: gone\nStatus: deinstall ok config-files\nVersion: 1\n\n\
+                      Package: apt\nStatus: install ok installed\nArchitecture: amd64\n\
+                      Version: 2.6.1\nDescription: x\n more \"quoted\"\n";
+        assert_eq!(manifest(status), "apt=2.6.1 zlib1g=1:1.2.13.dfsg-1");
+        assert_eq!(manifest(""), "");
+    }
+
+    #[test]
+    fn the_mirror_comes_from_apt_sources() {
+        let deb822 = "Types: deb\n# a comment\nURIs: http://m.example/debian\n\
+                      Suites: bookworm bookworm-updates\nComponents: main\n\n\
+                      Types: deb\nURIs: http://m.example/debian-security\n\
+                      Suites: bookworm-security\n";
+        assert_eq!(
+            apt_mirror("bookworm", &[deb822.into()], &[]).as_deref(),
+            Some("http://m.example/debian")
+        );
+        assert_eq!(apt_mirror("trixie", &[deb822.into()], &[]), None);
+        let disabled = "Types: deb\nURIs: http://off/\nSuites: bookworm\nEnabled: no\n";
+        let src = "Types: deb-src\nURIs: http://src/\nSuites: bookworm\n";
+        let list = "# deb http://old/ bookworm main\n\
+                    deb [arch=amd64 signed-by=/k.gpg] http://one.example/debian bookworm main\n";
+        assert_eq!(
+            apt_mirror("bookworm", &[disabled.into(), src.into()], &[list.into()]).as_deref(),
+            Some("http://one.example/debian")
+        );
+        assert_eq!(
+            apt_mirror("bookworm", &[], &["deb http://two/ bookworm main".into()]).as_deref(),
+            Some("http://two/")
         );
     }
 }

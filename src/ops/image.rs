@@ -61,6 +61,10 @@ impl Dir {
     fn context(&self) -> PathBuf {
         self.0.join("context")
     }
+    /// The base's tarball while it is made and imported.
+    fn base_tar(&self) -> PathBuf {
+        self.0.join("base.tar")
+    }
     /// Where a background worker's own stdout and stderr go.
     fn worker_log(&self) -> PathBuf {
         self.0.join("worker.log")
@@ -356,6 +360,9 @@ pub struct ImageFacts {
     pub inspect: Option<ImageInspect>,
     /// Its build's log, for ours.
     pub log: Option<PathBuf>,
+    /// The key of the base a build of ours would be made on here (None:
+    /// no mirror is known, and a build would fail saying so).
+    pub base_key: Option<String>,
 }
 
 /// Look at the image a cage would be made from. Starts nothing.
@@ -375,6 +382,7 @@ pub fn facts_for_cage(ctx: &Context, host: &Host, image: &str) -> Result<ImageFa
         record: o.record,
         inspect: o.inspect,
         log: stage.map(|s| Dir::of(ctx).log(s)),
+        base_key: BaseSpec::of(ctx).key(workbench::CONTAINERFILE),
     })
 }
 
@@ -414,7 +422,12 @@ pub fn decide_for_cage(
     let refused = |error: Error| NoImage { error, build: None };
     let name = &f.name;
     let not_ready = || not_ready(f.log.as_deref());
-    let decision = workbench::for_cage(&f.status, &f.record);
+    let decision = workbench::for_cage(
+        &f.status,
+        &f.record,
+        &workbench::embedded_hash(),
+        f.base_key.as_deref(),
+    );
     match (decision, f.stage, f.inspect.clone()) {
         (ForCage::Use, _, Some(inspect)) => Ok(ImageChoice {
             inspect,
@@ -458,7 +471,9 @@ pub fn decide_for_cage(
 
 /// A step of a plan: our image is missing, so its build starts in the
 /// background. Returns what the command reports: "being built" (exit 4),
-/// or, once, the last build's failure (and the next call builds again).
+/// or the last build's failure when it failed with the inputs a build
+/// would have now: then nothing starts (the same inputs fail the same
+/// way), until they change or `image build` is asked for.
 pub fn start_build(ctx: &Context, stage: Stage) -> Error {
     let dir = Dir::of(ctx);
     let started = (|| {
@@ -467,11 +482,10 @@ pub fn start_build(ctx: &Context, stage: Stage) -> Error {
             return Ok(not_ready(Some(&dir.log(stage))));
         };
         // Under the lock, the record cannot change: read it again.
-        let mut record = read_record(&dir.record(stage));
-        if let (Some(line), false) = (record.error.clone(), record.error_reported) {
-            record.error_reported = true;
-            write_record(&dir.record(stage), &record)?;
-            return Ok(failure_with_next_steps(ctx, stage, &line));
+        let record = read_record(&dir.record(stage));
+        let base = BaseSpec::of(ctx).key(workbench::CONTAINERFILE);
+        if let Some(line) = record.failed_with(&workbench::embedded_hash(), base.as_deref()) {
+            return Ok(failure_with_next_steps(ctx, stage, line));
         }
         start_background(&dir, vec![(stage, lock)], workbench::CONTAINERFILE, false)?;
         let building = not_ready(Some(&dir.log(stage)));
@@ -714,7 +728,8 @@ pub fn build(
         }
         None => (workbench::CONTAINERFILE.to_string(), false),
     };
-    let hash = workbench::hash(&text);
+    let hash = workbench::input_hash(&text);
+    let spec = BaseSpec::of(ctx);
     let dir = Dir::of(ctx);
     dir.ensure()?;
     let repo = &ctx.settings.images_repo;
@@ -729,7 +744,7 @@ pub fn build(
     if req.wait {
         for &s in &req.stages {
             let name = workbench::image_name(repo, s);
-            let outcome = build_waiting(host, &dir, s, &name, &text, custom, on_event)?;
+            let outcome = build_waiting(host, &dir, s, &name, &text, custom, &spec, on_event)?;
             out.push(result(s, outcome));
         }
         return Ok(BuildReport { images: out });
@@ -777,6 +792,7 @@ fn note_current(dir: &Dir, s: Stage, hash: &str, custom: bool) -> Result<()> {
 
 /// `image build --wait` of one image: build it here, or wait for the build
 /// that runs and take its result.
+#[allow(clippy::too_many_arguments)]
 fn build_waiting(
     host: &Host,
     dir: &Dir,
@@ -784,9 +800,10 @@ fn build_waiting(
     name: &str,
     text: &str,
     custom: bool,
+    spec: &BaseSpec,
     on_event: &mut dyn FnMut(Event),
 ) -> Result<Outcome> {
-    let hash = workbench::hash(text);
+    let hash = workbench::input_hash(text);
     let log = dir.log(s);
     let (_lock, waited_since) = match BuildLock::try_take(&dir.lock(s))? {
         Some(l) => (l, None),
@@ -828,7 +845,7 @@ fn build_waiting(
         }
     }
     on_event(Event::Building { name });
-    let built = build_now(host, dir, s, name, text, custom, &mut |l| {
+    let built = build_now(host, dir, s, name, text, custom, spec, &mut |l| {
         on_event(Event::Line(l))
     });
     on_event(Event::Ended {
@@ -894,6 +911,7 @@ impl Follow {
 /// says so while it runs and keeps the result; podman's output goes to
 /// `<stage>.log` and to `on_line`. podman dies with this process, so that a
 /// build whose process was killed does not go on unseen.
+#[allow(clippy::too_many_arguments)]
 fn build_now(
     host: &Host,
     dir: &Dir,
@@ -901,9 +919,10 @@ fn build_now(
     name: &str,
     text: &str,
     custom: bool,
+    spec: &BaseSpec,
     on_line: &mut dyn FnMut(&str),
 ) -> Result<()> {
-    let hash = workbench::hash(text);
+    let hash = workbench::input_hash(text);
     let record_path = dir.record(s);
     let mut record = read_record(&record_path);
     record.start(&hash, custom, now());
@@ -918,7 +937,37 @@ fn build_now(
         .mode(0o600)
         .open(dir.log(s))
         .ok();
-    let argv = workbench::build_argv(s, name, &hash, &dir.context());
+    let base_key = spec.key(text);
+    let base = if workbench::uses_base(text) {
+        let made = ensure_base(host, dir, spec, &mut |line| {
+            if let Some(f) = log.as_mut() {
+                let _ = writeln!(f, "{line}");
+            }
+            on_line(line);
+        });
+        match made {
+            Ok(base) => Some(base),
+            Err(e) => {
+                let mut record = read_record(&record_path);
+                record.failed(&hash, base_key.as_deref(), &e.message, now());
+                write_record(&record_path, &record)?;
+                return Err(Error::failed(workbench::failure_message(s, &e.message)));
+            }
+        }
+    } else {
+        None
+    };
+    let local_ca = workbench::declares_arg(text, workbench::LOCAL_CA_ARG)
+        .then(machine_local_cas)
+        .flatten();
+    let argv = workbench::build_argv(
+        s,
+        name,
+        &hash,
+        &dir.context(),
+        base.as_deref(),
+        local_ca.as_deref(),
+    );
     let mut last = String::new();
     let mut cause = String::new();
     let ran = host
@@ -980,9 +1029,216 @@ fn build_now(
         (Ok(_), _) => last,
         (Err(e), _) => e.message,
     };
-    record.failed(&hash, &why, now());
+    record.failed(&hash, base_key.as_deref(), &why, now());
     write_record(&record_path, &record)?;
     Err(Error::failed(workbench::failure_message(s, &why)))
+}
+
+/// What the base of our images is made from on this machine: where our
+/// images are tagged, and the mirror (or why none is known).
+pub struct BaseSpec {
+    repo: String,
+    mirror: std::result::Result<String, String>,
+    path_var: Option<String>,
+}
+
+impl BaseSpec {
+    pub fn of(ctx: &Context) -> BaseSpec {
+        BaseSpec {
+            repo: ctx.settings.images_repo.clone(),
+            mirror: match &ctx.settings.base_mirror {
+                Some(m) => Ok(m.clone()),
+                None => machine_mirror(),
+            },
+            path_var: ctx.settings.path_var.clone(),
+        }
+    }
+
+    /// The base's key, for a Containerfile built on it and a known mirror.
+    pub fn key(&self, text: &str) -> Option<String> {
+        match (&self.mirror, workbench::uses_base(text)) {
+            (Ok(m), true) => Some(workbench::base_key(m)),
+            _ => None,
+        }
+    }
+}
+
+/// The mirror of this machine's own Debian release, from its apt sources.
+fn machine_mirror() -> std::result::Result<String, String> {
+    let os = fs::read_to_string("/etc/os-release").unwrap_or_default();
+    let codename = os
+        .lines()
+        .find_map(|l| l.strip_prefix("VERSION_CODENAME="))
+        .map(|c| c.trim().trim_matches('"').to_string())
+        .unwrap_or_default();
+    let read_all = |ext: &str| -> Vec<String> {
+        let mut paths: Vec<PathBuf> = fs::read_dir("/etc/apt/sources.list.d")
+            .map(|d| {
+                d.filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|x| x == ext))
+                    .collect()
+            })
+            .unwrap_or_default();
+        paths.sort();
+        paths
+            .iter()
+            .filter_map(|p| fs::read_to_string(p).ok())
+            .collect()
+    };
+    let mut one_line: Vec<String> = fs::read_to_string("/etc/apt/sources.list")
+        .ok()
+        .into_iter()
+        .collect();
+    one_line.extend(read_all("list"));
+    let found = if codename.is_empty() {
+        None
+    } else {
+        workbench::apt_mirror(&codename, &read_all("sources"), &one_line)
+    };
+    found.ok_or_else(|| {
+        format!(
+            "no Debian mirror for this machine's release ({}) in its apt sources \
+             (/etc/apt/sources.list.d/*.sources, /etc/apt/sources.list): the workbench's base \
+             is made from one; name it with `base_mirror` in the config, or make the cage \
+             from another image (--image)",
+            if codename.is_empty() {
+                "none named in /etc/os-release"
+            } else {
+                codename.as_str()
+            }
+        )
+    })
+}
+
+/// The certificate authorities this machine adds to its own trust: the
+/// PEM files in Debian's folder for them (`/usr/local/share/ca-certificates`,
+/// one level of subfolders; update-ca-certificates(8)), in name order,
+/// one after another. None when there are none. Public certificates, not
+/// secrets: they may go on a command line.
+fn machine_local_cas() -> Option<String> {
+    let root = Path::new("/usr/local/share/ca-certificates");
+    let mut files = Vec::new();
+    for entry in fs::read_dir(root).ok()?.flatten() {
+        let p = entry.path();
+        if p.is_dir() {
+            if let Ok(sub) = fs::read_dir(&p) {
+                files.extend(sub.flatten().map(|e| e.path()));
+            }
+        } else {
+            files.push(p);
+        }
+    }
+    files.retain(|p| p.extension().is_some_and(|x| x == "crt"));
+    files.sort();
+    let mut pem = String::new();
+    for f in files {
+        if let Ok(text) = fs::read_to_string(&f)
+            && text.contains("-----BEGIN CERTIFICATE-----")
+        {
+            pem.push_str(text.trim());
+            pem.push('\n');
+        }
+    }
+    // A command line's argument is at most 128 KiB (MAX_ARG_STRLEN).
+    (!pem.is_empty() && pem.len() < 100_000).then(|| pem.trim_end().to_string())
+}
+
+/// The Debian base our workbench is built `FROM`: made with mmdebstrap
+/// from the mirror, imported with `podman import` and tagged by its key,
+/// unless an image of that name is here already. Its lines (mmdebstrap's,
+/// and a `STEP` line for each of its own steps, which the progress line
+/// shows) go to `emit`. Returns its name.
+fn ensure_base(
+    host: &Host,
+    dir: &Dir,
+    spec: &BaseSpec,
+    emit: &mut dyn FnMut(&str),
+) -> Result<String> {
+    let mirror = spec.mirror.clone().map_err(Error::failed)?;
+    let key = workbench::base_key(&mirror);
+    let name = workbench::base_name(&spec.repo, &key);
+    if host.podman.image(&name)?.is_some() {
+        emit(&format!("the base {name} is here already"));
+        return Ok(name);
+    }
+    let how = "install it (Debian: apt-get install mmdebstrap), or make the cage from \
+               another image (--image)";
+    let program = crate::settings::find_program("mmdebstrap", spec.path_var.as_deref())
+        .ok_or_else(|| {
+            Error::failed(format!(
+                "the workbench's base is made with mmdebstrap, which is not installed: {how}"
+            ))
+        })?;
+    let tar = dir.base_tar();
+    let _ = fs::remove_file(&tar);
+    emit(&format!(
+        "STEP 1/2: base: mmdebstrap {} from {mirror} (several minutes)",
+        workbench::BASE_SUITE
+    ));
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let argv = workbench::mmdebstrap_argv(&mirror, &tar, root);
+    // Its first error names the cause (apt's "Failed to fetch ..."); the
+    // last ones only say that it stopped.
+    let mut cause = String::new();
+    let mut last = String::new();
+    let ran = runner::Process::new(&program, "mmdebstrap")
+        .args(argv)
+        .env("SOURCE_DATE_EPOCH", &workbench::BASE_EPOCH.to_string())
+        .die_with_parent()
+        .stream(&mut |line| {
+            emit(line);
+            if let Some(what) = line.strip_prefix("I: ") {
+                emit(&format!("STEP 1/2: base: {what}"));
+            } else if !line.trim().is_empty() {
+                last = line.trim().to_string();
+                if cause.is_empty() && last.starts_with("E: ") {
+                    cause = last.clone();
+                }
+            }
+        });
+    let cleanup = |e: Error| {
+        let _ = fs::remove_file(&tar);
+        e
+    };
+    match ran {
+        Ok(Some(0)) => {}
+        Ok(code) => {
+            return Err(cleanup(Error::failed(format!(
+                "mmdebstrap ended with {}: {}",
+                code.map(|c| format!("status {c}"))
+                    .unwrap_or_else(|| "a signal".into()),
+                match (cause.is_empty(), last.is_empty()) {
+                    (false, _) => cause.as_str(),
+                    (true, false) => last.as_str(),
+                    (true, true) => "(it said nothing)",
+                }
+            ))));
+        }
+        Err(e) => return Err(cleanup(e)),
+    }
+    // The packages, as dpkg's status file in the tarball lists them.
+    let tar_program =
+        crate::settings::find_program("tar", spec.path_var.as_deref()).unwrap_or("tar".into());
+    let status = runner::Process::new(&tar_program, "tar")
+        .args([
+            "-xOf".to_string(),
+            tar.to_string_lossy().into_owned(),
+            "./var/lib/dpkg/status".into(),
+        ])
+        .timeout(Duration::from_secs(300))
+        .run()
+        .map_err(cleanup)?;
+    let manifest = workbench::manifest(&status.stdout);
+    emit(&format!("STEP 2/2: base: podman import {name}"));
+    let imported = host
+        .podman
+        .process(&workbench::import_argv(&tar, &name, &key, &manifest))
+        .timeout(Duration::from_secs(900))
+        .run();
+    let _ = fs::remove_file(&tar);
+    imported?;
+    Ok(name)
 }
 
 /// Start a detached worker that builds these images, handing it their
@@ -995,7 +1251,7 @@ fn start_background(
     text: &str,
     custom: bool,
 ) -> Result<u32> {
-    let hash = workbench::hash(text);
+    let hash = workbench::input_hash(text);
     for (s, _) in &jobs {
         write_atomic(&dir.text(*s), text.as_bytes(), 0o600)?;
         let mut record = read_record(&dir.record(*s));
@@ -1023,7 +1279,7 @@ fn start_background(
             // Nobody else has the locks yet: the records are still ours.
             for (s, _) in &jobs {
                 let mut record = read_record(&dir.record(*s));
-                record.failed(&hash, &e.message, now());
+                record.failed(&hash, None, &e.message, now());
                 write_record(&dir.record(*s), &record)?;
             }
             Err(e)
@@ -1054,6 +1310,7 @@ pub fn worker(ctx: &Context, jobs: &[String]) -> Result<()> {
         locks.push((s, BuildLock::inherited(fd, &dir.lock(s))?));
     }
     let repo = &ctx.settings.images_repo;
+    let spec = BaseSpec::of(ctx);
     let mut errors = Vec::new();
     for (s, lock) in locks {
         let record = read_record(&dir.record(s));
@@ -1072,6 +1329,7 @@ pub fn worker(ctx: &Context, jobs: &[String]) -> Result<()> {
                     &name,
                     &text,
                     record.building_custom,
+                    &spec,
                     &mut |_| {},
                 )
             }
@@ -1080,7 +1338,7 @@ pub fn worker(ctx: &Context, jobs: &[String]) -> Result<()> {
             Err(e) => {
                 let mut record = record;
                 let hash = record.building_hash.clone().unwrap_or_default();
-                record.failed(&hash, &e.message, now());
+                record.failed(&hash, None, &e.message, now());
                 write_record(&dir.record(s), &record).and(Err(e))
             }
         };
@@ -1199,7 +1457,7 @@ mod tests {
         let p = d.join("workbench.json");
         assert_eq!(read_record(&p), BuildRecord::default());
         let mut r = BuildRecord::default();
-        r.failed("h", "Error: x", 3);
+        r.failed("h", None, "Error: x", 3);
         write_record(&p, &r).unwrap();
         assert_eq!(read_record(&p), r);
         fs::write(&p, "{not json").unwrap();

@@ -25,6 +25,8 @@ pub struct Process {
     die_with_parent: bool,
     /// The kind of the error when it runs and fails (`run`).
     fails_as: Kind,
+    /// Set in its environment, beside what it inherits.
+    env: Vec<(String, String)>,
 }
 
 /// What a finished process printed.
@@ -61,7 +63,14 @@ impl Process {
             label: label.into(),
             die_with_parent: false,
             fails_as: Kind::Failed,
+            env: Vec::new(),
         }
+    }
+    /// One more variable in its environment (never a secret: a process's
+    /// environment is readable by its user in /proc).
+    pub fn env(mut self, name: &str, value: &str) -> Process {
+        self.env.push((name.to_string(), value.to_string()));
+        self
     }
     pub fn args<I, S>(mut self, args: I) -> Process
     where
@@ -130,6 +139,9 @@ impl Process {
         // ("cannot chdir"); every path we pass is absolute, so use /.
         let cwd = self.cwd.clone().unwrap_or_else(|| PathBuf::from("/"));
         let mut e = duct::cmd(&self.program, &self.args).unchecked().dir(cwd);
+        for (k, v) in &self.env {
+            e = e.env(k, v);
+        }
         if self.die_with_parent {
             // SAFETY: getpid cannot fail.
             let parent = unsafe { libc::getpid() };

@@ -442,32 +442,35 @@ fn our_missing_image_starts_a_build_and_is_refused_with_exit_4() {
     );
 }
 
-/// Issue 4, point 6: a failed build fails `cage create` once with its last
-/// line (exit 1, no container); the next one builds again (exit 4).
+/// A failed build of ours is reported by every `cage create` that would
+/// start the same build again, with its line and log (exit 1), and none is
+/// started: the same inputs would fail the same way. Another mirror (the
+/// base's key) is another input: then a create starts a build (exit 4) and
+/// says the last one failed; and `image build`, asked for, always builds.
 #[test]
-fn a_failed_build_is_reported_then_tried_again() {
+fn a_failed_build_is_reported_until_its_inputs_change() {
     let im = Images::new();
-    // Failing at its first step, the build leaves no layer behind.
-    let cf = im.w.file(
-        "bad",
-        &format!("FROM {IMAGE} AS workbench\nRUN echo {}; false\n", im.repo),
-    );
-    let r = im
-        .build(&["--wait", "--containerfile", &cf.to_string_lossy()])
-        .code_is(1);
+    // The world's config names a mirror on a closed loopback port: the
+    // workbench's base cannot be made, and the build fails in seconds.
+    let r = im.build(&["--wait"]).code_is(1);
     let line = error_line(&r);
-    // The step's own last line first (what it printed), then podman's.
     assert!(
-        line.starts_with(&format!(
-            "building the workbench image: {} (Error: ",
-            im.repo
-        )) && line.contains("false"),
+        line.starts_with("building the workbench image: mmdebstrap ended with status ")
+            && line.contains("127.0.0.1:9"),
         "{}",
         r.explain()
     );
+    let log = im.w.state.join("images/workbench.log");
+    let logged = fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.contains("STEP 1/2: base: mmdebstrap bookworm from http://127.0.0.1:9/debian")
+            && logged.contains("E: Failed to fetch"),
+        "{logged}"
+    );
+    let failed_at = im.record("workbench")["failed_at"].clone();
+    assert!(failed_at.is_u64(), "{:#}", im.record("workbench"));
     let e = im.entry("workbench");
     assert_eq!(e["present"], false, "{e:#}");
-    assert_eq!(e["building"], false, "{e:#}");
     let error = e["error"].as_str().expect("the error is set").to_string();
     assert!(line.ends_with(&error), "{line} / {error}");
 
@@ -475,25 +478,34 @@ fn a_failed_build_is_reported_then_tried_again() {
     let dir = im.project("p");
     let latest = im.name("workbench");
     let create = ["cage", "create", &name, "--dir", &dir, "--image", &latest];
-    let r = im.w.run(&create).code_is(1);
-    // The next steps follow: the log, a build that shows how, another image.
-    let said = error_line(&r);
-    assert!(
-        said.starts_with(&format!(
-            "{line}. Its log: {}. `shrooms-agent image build --wait` builds it again",
-            im.w.state.join("images/workbench.log").display()
-        )) && said.contains("--image IMAGE, or the `image` key in "),
-        "{}",
-        r.explain()
-    );
-    assert!(im.w.containers_of(&name).is_empty());
-    assert!(!im.w.record_path(&name).exists());
+    for _ in 0..2 {
+        let r = im.w.run(&create).code_is(1);
+        // The next steps follow: the log, a build that shows how, another image.
+        let said = error_line(&r);
+        assert!(
+            said.starts_with(&format!(
+                "{line}. Its log: {}. `shrooms-agent image build --wait` builds it again",
+                log.display()
+            )) && said.contains("--image IMAGE, or the `image` key in "),
+            "{}",
+            r.explain()
+        );
+        assert!(im.w.containers_of(&name).is_empty());
+        assert!(!im.w.record_path(&name).exists());
+        // Nothing was started again: the record is the failed build's.
+        let rec = im.record("workbench");
+        assert_eq!(rec["failed_at"], failed_at, "{rec:#}");
+        assert!(rec["building_since"].is_null(), "{rec:#}");
+    }
 
-    // Sending again tries the build again, and says the last one failed
-    // and how not to wait for this one.
+    // Another mirror: the inputs changed, so a create builds again, and
+    // says the last build failed and how not to wait for this one.
+    im.w.write_config(&format!(
+        "images_repo = \"{}\"\nbase_mirror = \"http://127.0.0.1:9/other\"",
+        im.repo
+    ));
     let r = im.w.run(&create).code_is(4);
     let said = error_line(&r);
-    let log = im.w.state.join("images/workbench.log");
     assert_eq!(
         said,
         format!(
@@ -507,7 +519,153 @@ fn a_failed_build_is_reported_then_tried_again() {
         r.explain()
     );
     assert!(im.w.containers_of(&name).is_empty());
-    im.wait_built("workbench", Duration::from_secs(60));
+    let e = im.wait_built("workbench", Duration::from_secs(60));
+    assert!(
+        e["error"]
+            .as_str()
+            .is_some_and(|l| l.contains("127.0.0.1:9")),
+        "{e:#}"
+    );
+    // `image build` is the user asking: it builds from the same inputs,
+    // and on a terminal its progress line shows the base's steps.
+    let before = im.record("workbench")["failed_at"].clone();
+    std::thread::sleep(Duration::from_millis(1100));
+    let r = im.w.run_on_terminal(&["image", "build", "--wait"], "");
+    let shown = r.stdout();
+    assert!(
+        shown.contains("1/2 base: running apt-get update")
+            && shown.contains("failed to build ")
+            && shown.contains("E: Failed to fetch"),
+        "{}",
+        r.explain()
+    );
+    assert_ne!(im.record("workbench")["failed_at"], before);
+}
+
+/// The real default workbench, as the machine makes it with no registry:
+/// a Debian base from the machine's own apt mirror (mmdebstrap, `podman
+/// import`, tagged by its key, labelled with its packages), and the
+/// embedded Containerfile on top (Node 22 and pi from npm). Built as the
+/// test user in its own storage; scripts/test-workbench builds it once
+/// before the tests (and keeps it between runs), so here `image build
+/// --wait` finds it current, or builds it when run alone.
+#[test]
+fn the_default_workbench_is_made_from_apt_alone() {
+    let w = World::rootless();
+    // The machine's mirror (no `base_mirror`), our default repository.
+    fs::write(&w.config, "unenforced_limits = \"warn\"\n").unwrap();
+    w.chown_all();
+    let image = "localhost/shrooms-workbench:latest";
+    let r = w.run(&["image", "build", "--wait", "--json"]).ok();
+    let outcome = r.json()["images"][0]["outcome"].clone();
+    assert!(
+        outcome == "built" || outcome == "current",
+        "{}",
+        r.explain()
+    );
+    let podman = |args: &[&str]| {
+        let out = w.podman(args);
+        assert!(out.status.success(), "podman {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    // Its base: the image of ours whose first layer is the workbench's.
+    let first = |name: &str| {
+        podman(&[
+            "image",
+            "inspect",
+            "--format",
+            "{{index .RootFS.Layers 0}}",
+            name,
+        ])
+    };
+    let wb_first = first(image);
+    let bases = podman(&[
+        "images",
+        "--filter",
+        "reference=localhost/shrooms-workbench-base",
+        "--format",
+        "{{.Repository}}:{{.Tag}}",
+    ]);
+    let base = bases
+        .lines()
+        .find(|b| first(b) == wb_first)
+        .unwrap_or_else(|| panic!("no base under the workbench among {bases:?}"))
+        .to_string();
+    let label = |name: &str, key: &str| {
+        podman(&[
+            "image",
+            "inspect",
+            "--format",
+            &format!("{{{{index .Config.Labels \"{key}\"}}}}"),
+            name,
+        ])
+    };
+    assert_eq!(
+        base.rsplit_once(':').unwrap().1,
+        label(&base, "xyz.vpavlin.shrooms.base"),
+        "a base is tagged by its key"
+    );
+    let manifest = label(&base, "xyz.vpavlin.shrooms.manifest");
+    for pkg in [
+        "git=",
+        "curl=",
+        "build-essential=",
+        "python3-venv=",
+        "ripgrep=",
+        "jq=",
+        "gh=",
+        "nodejs=",
+    ] {
+        assert!(
+            manifest.split(' ').any(|p| p.starts_with(pkg)),
+            "{pkg} not in the manifest: {manifest}"
+        );
+    }
+    // Asked again: nothing to build, no other base made.
+    let again = w.run(&["image", "build", "--wait", "--json"]).ok();
+    assert_eq!(
+        again.json()["images"][0]["outcome"],
+        "current",
+        "{}",
+        again.explain()
+    );
+    assert_eq!(
+        podman(&[
+            "images",
+            "--filter",
+            "reference=localhost/shrooms-workbench-base",
+            "-q"
+        ])
+        .lines()
+        .count(),
+        bases.lines().count()
+    );
+    // A cage of it has what the README says the workbench has.
+    let name = w.session("workbench");
+    let project = w.dir(&format!("projects/{name}"));
+    w.create(&name, &project, &[]);
+    let r = w
+        .sh(
+            &name,
+            "node --version; npm --version >/dev/null && echo npm-ok; pi --version >/dev/null && \
+             echo pi-ok; gh --version | head -1; git --version; python3 -m venv /tmp/v && \
+             echo venv-ok; rg --version | head -1; jq --version; cc --version | head -1",
+        )
+        .ok();
+    let out = r.stdout();
+    for want in [
+        "v22.",
+        "npm-ok",
+        "pi-ok",
+        "gh version",
+        "git version",
+        "venv-ok",
+        "ripgrep",
+        "jq-",
+        "cc (Debian",
+    ] {
+        assert!(out.contains(want), "{want}: {}", r.explain());
+    }
 }
 
 /// Issue 4, point 6: an image that is not ours is never built or pulled:

@@ -471,7 +471,8 @@ fn each_status_code_has_its_error_case() {
         ["started", "building"].contains(&b["images"][0]["outcome"].as_str().unwrap()),
         "{b:#}"
     );
-    // The builds cannot succeed here (no registry); wait for them to end.
+    // The builds cannot succeed here (the config's base_mirror is a closed
+    // port); wait for them to end.
     wait_until("the builds end", Duration::from_secs(120), || {
         let st = w.run(&["image", "status", "--json"]).ok().json();
         st["images"]
