@@ -152,6 +152,41 @@ fn segment_ok(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'~'))
 }
 
+/// A task id as a path segment holds it, percent-decoded once: the apps
+/// name a task `SESSION:MESSAGE-ID`, so `:` is one of its characters (and
+/// `@ + = ,`, which a path takes as they are), besides a name's. Nothing
+/// that a server could read as another path or a second escape: no `/`, no
+/// `.` or `..` alone, no `%` left after decoding, no control or other
+/// character. None: not a task id.
+pub fn task_id(segment: &str) -> Option<String> {
+    let id = percent_encoding::percent_decode_str(segment)
+        .decode_utf8()
+        .ok()?;
+    let ok = !id.is_empty()
+        && id != "."
+        && id != ".."
+        && id.len() <= 200
+        && id.bytes().all(|b| {
+            b.is_ascii_alphanumeric()
+                || matches!(
+                    b,
+                    b'_' | b'-' | b'.' | b'~' | b':' | b'@' | b'+' | b'=' | b','
+                )
+        });
+    ok.then(|| id.into_owned())
+}
+
+/// The path a request is forwarded to: a task update's id as it was
+/// decoded (its characters need no escape in a path), the rest as it came.
+fn forwarded_path(kind: Kind, path: &str) -> String {
+    if kind == Kind::TaskUpdate
+        && let Some(id) = path.strip_prefix("/v1/tasks/").and_then(task_id)
+    {
+        return format!("/v1/tasks/{id}");
+    }
+    path.to_string()
+}
+
 /// Does this route need its JSON-RPC method read from the body?
 pub fn is_rpc_route(method: &str, path: &str) -> bool {
     let segs: Vec<&str> = path.split('/').skip(1).collect();
@@ -168,7 +203,15 @@ pub fn is_rpc_route(method: &str, path: &str) -> bool {
 /// method of a `POST /a2a` body.
 pub fn classify(method: &str, path: &str, rpc: Option<&str>) -> Option<Kind> {
     let segs: Vec<&str> = path.split('/').skip(1).collect();
-    if !path.starts_with('/') || segs.iter().any(|s| !segment_ok(s)) {
+    if !path.starts_with('/') {
+        return None;
+    }
+    // A task update's id is a task id ([`task_id`]); every other segment
+    // a plain name.
+    if let ("POST", ["v1", "tasks", id]) = (method, segs.as_slice()) {
+        return task_id(id).map(|_| Kind::TaskUpdate);
+    }
+    if segs.iter().any(|s| !segment_ok(s)) {
         return None;
     }
     match (method, segs.as_slice()) {
@@ -180,7 +223,6 @@ pub fn classify(method: &str, path: &str, rpc: Option<&str>) -> Option<Kind> {
             Some("GetTask" | "AckTask") => Some(Kind::Rpc),
             _ => None,
         },
-        ("POST", ["v1", "tasks", _]) => Some(Kind::TaskUpdate),
         ("POST", ["v1", "sessions", _, "drop"]) => Some(Kind::Drop),
         _ => None,
     }
@@ -784,6 +826,7 @@ async fn forward_buffered(
         Ok(b) => b,
         Err(why) => return error(400, &why),
     };
+    let path = &forwarded_path(kind, path);
     let headers = pass_headers(incoming);
     forward(
         state,
@@ -923,6 +966,14 @@ mod tests {
             ("POST", "/a2a/web", Some("GetTask"), Kind::Rpc),
             ("POST", "/a2a", Some("AckTask"), Kind::Rpc),
             ("POST", "/v1/tasks/t-1", None, Kind::TaskUpdate),
+            ("POST", "/v1/tasks/review:m1", None, Kind::TaskUpdate),
+            ("POST", "/v1/tasks/review%3Am1", None, Kind::TaskUpdate),
+            (
+                "POST",
+                "/v1/tasks/web.2:msg-01HZX@a",
+                None,
+                Kind::TaskUpdate,
+            ),
             ("POST", "/v1/sessions/web/drop", None, Kind::Drop),
         ];
         for (m, p, rpc, kind) in ok {
@@ -955,10 +1006,35 @@ mod tests {
             ("GET", "/v1/sessions/", None),
             ("GET", "/v1/openapi.json", None),
             ("POST", "v1/tasks/t", None),
+            ("POST", "/v1/tasks/a%2Fb", None),
+            ("POST", "/v1/tasks/..", None),
+            ("POST", "/v1/tasks/%2E%2E", None),
+            ("POST", "/v1/tasks/a%252Fb", None),
+            ("POST", "/v1/tasks/a%0Ab", None),
+            ("POST", "/v1/tasks/a%00", None),
+            ("POST", "/v1/tasks/a b", None),
+            ("POST", "/v1/tasks/a?b", None),
+            ("POST", "/v1/tasks/%", None),
+            ("POST", "/v1/tasks/", None),
+            ("POST", "/v1/tasks/a:b/cancel", None),
+            ("GET", "/v1/tasks/a:b", None),
+            ("POST", "/v1/sessions/a:b/drop", None),
         ];
         for (m, p, rpc) in refused {
             assert_eq!(classify(m, p, rpc), None, "{m} {p} {rpc:?}");
         }
+    }
+
+    #[test]
+    fn task_ids_as_the_apps_write_them() {
+        assert_eq!(task_id("review:m1").as_deref(), Some("review:m1"));
+        assert_eq!(task_id("review%3Am1").as_deref(), Some("review:m1"));
+        assert_eq!(task_id("a%252Fb"), None);
+        assert_eq!(
+            forwarded_path(Kind::TaskUpdate, "/v1/tasks/review%3Am1"),
+            "/v1/tasks/review:m1"
+        );
+        assert_eq!(forwarded_path(Kind::Read, "/v1/sessions"), "/v1/sessions");
     }
 
     #[test]

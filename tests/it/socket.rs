@@ -189,13 +189,13 @@ fn compiled(name: &str, source: &str) -> PathBuf {
 
 /// A recording agent API on 127.0.0.1: it answers every request 200 with
 /// JSON, and with headers the socket must not pass back.
-struct Agent {
+pub struct Agent {
     port: u16,
     seen: Arc<Mutex<Vec<Seen>>>,
 }
 
 impl Agent {
-    fn on(port: u16) -> Agent {
+    pub fn on(port: u16) -> Agent {
         let l = TcpListener::bind(("127.0.0.1", port)).unwrap();
         let port = l.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -226,7 +226,7 @@ impl Agent {
     fn any() -> Agent {
         Self::on(0)
     }
-    fn seen(&self) -> Vec<Seen> {
+    pub fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
 }
