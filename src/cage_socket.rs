@@ -44,8 +44,19 @@ use crate::settings::Settings;
 pub const CAGED_HEADER: &str = "x-shrooms-caged";
 /// The header a drop names its sending session in (`serve`'s drop route).
 pub const FROM_SESSION_HEADER: &str = "x-shrooms-from-session";
-/// A request's body, at most (16 MiB).
-pub const MAX_BODY: u64 = 16 * 1024 * 1024;
+/// A request's body that is read before it is forwarded (an A2A call, a
+/// task update), at most: a cage holds at most this much of the turn's
+/// memory per connection. Files go by drop, streamed.
+pub const MAX_BODY: u64 = 1024 * 1024;
+/// The JSON values in such a body, at most (each costs more memory parsed
+/// than written).
+pub const MAX_JSON_VALUES: usize = 50_000;
+/// Connections served at once, at most; those past it are closed at once.
+pub const MAX_CONNECTIONS: usize = 32;
+/// A request head's bytes, at most (hyper's read buffer; its least is 8 KiB).
+const MAX_HEAD: usize = 64 * 1024;
+/// A body that is read before it is forwarded must arrive within this time.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// A drop's body, at most: what a session takes in one file.
 pub const MAX_DROP: u64 = crate::ops::files::MAX_FILE;
 /// A request's head must arrive within this time.
@@ -141,6 +152,41 @@ fn segment_ok(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'~'))
 }
 
+/// A task id as a path segment holds it, percent-decoded once: the apps
+/// name a task `SESSION:MESSAGE-ID`, so `:` is one of its characters (and
+/// `@ + = ,`, which a path takes as they are), besides a name's. Nothing
+/// that a server could read as another path or a second escape: no `/`, no
+/// `.` or `..` alone, no `%` left after decoding, no control or other
+/// character. None: not a task id.
+pub fn task_id(segment: &str) -> Option<String> {
+    let id = percent_encoding::percent_decode_str(segment)
+        .decode_utf8()
+        .ok()?;
+    let ok = !id.is_empty()
+        && id != "."
+        && id != ".."
+        && id.len() <= 200
+        && id.bytes().all(|b| {
+            b.is_ascii_alphanumeric()
+                || matches!(
+                    b,
+                    b'_' | b'-' | b'.' | b'~' | b':' | b'@' | b'+' | b'=' | b','
+                )
+        });
+    ok.then(|| id.into_owned())
+}
+
+/// The path a request is forwarded to: a task update's id as it was
+/// decoded (its characters need no escape in a path), the rest as it came.
+fn forwarded_path(kind: Kind, path: &str) -> String {
+    if kind == Kind::TaskUpdate
+        && let Some(id) = path.strip_prefix("/v1/tasks/").and_then(task_id)
+    {
+        return format!("/v1/tasks/{id}");
+    }
+    path.to_string()
+}
+
 /// Does this route need its JSON-RPC method read from the body?
 pub fn is_rpc_route(method: &str, path: &str) -> bool {
     let segs: Vec<&str> = path.split('/').skip(1).collect();
@@ -157,7 +203,15 @@ pub fn is_rpc_route(method: &str, path: &str) -> bool {
 /// method of a `POST /a2a` body.
 pub fn classify(method: &str, path: &str, rpc: Option<&str>) -> Option<Kind> {
     let segs: Vec<&str> = path.split('/').skip(1).collect();
-    if !path.starts_with('/') || segs.iter().any(|s| !segment_ok(s)) {
+    if !path.starts_with('/') {
+        return None;
+    }
+    // A task update's id is a task id ([`task_id`]); every other segment
+    // a plain name.
+    if let ("POST", ["v1", "tasks", id]) = (method, segs.as_slice()) {
+        return task_id(id).map(|_| Kind::TaskUpdate);
+    }
+    if segs.iter().any(|s| !segment_ok(s)) {
         return None;
     }
     match (method, segs.as_slice()) {
@@ -169,7 +223,6 @@ pub fn classify(method: &str, path: &str, rpc: Option<&str>) -> Option<Kind> {
             Some("GetTask" | "AckTask") => Some(Kind::Rpc),
             _ => None,
         },
-        ("POST", ["v1", "tasks", _]) => Some(Kind::TaskUpdate),
         ("POST", ["v1", "sessions", _, "drop"]) => Some(Kind::Drop),
         _ => None,
     }
@@ -211,20 +264,15 @@ pub fn decide<'a>(
 }
 
 /// Write the sender into a body the socket forwards: `shrooms/from` in a
-/// message's metadata on a send, `session` on a task update; other bodies
-/// pass as they are.
+/// message's metadata on a send, `session` on a task update. `v` is the
+/// body as [`strict_json`] read it; what is forwarded is that value
+/// written again ([`forwarded`]), never the cage's bytes.
 pub fn rewrite(
     kind: Kind,
-    body: Bytes,
+    v: &mut Value,
     machine: &str,
     session: &str,
-) -> std::result::Result<Bytes, String> {
-    let mut v: Value = match kind {
-        Kind::Send | Kind::TaskUpdate => {
-            serde_json::from_slice(&body).map_err(|e| format!("the body is not JSON: {e}"))?
-        }
-        _ => return Ok(body),
-    };
+) -> std::result::Result<(), String> {
     match kind {
         Kind::Send => {
             let message = v
@@ -243,19 +291,205 @@ pub fn rewrite(
                 Value::String(format!("{machine}/{session}")),
             );
         }
-        _ => {
+        Kind::TaskUpdate => {
             v.as_object_mut()
                 .ok_or("a task update is a JSON object")?
                 .insert("session".into(), Value::String(session.into()));
         }
+        _ => {}
     }
+    Ok(())
+}
+
+/// The body forwarded for a request the socket read: `v` rewritten for
+/// `kind` and written again, or why not. A key the rewriting adds beside
+/// one of another case (`Metadata`, `ſession`) would be two names for one
+/// field to a receiver that folds case: refused.
+pub fn forwarded(
+    kind: Kind,
+    mut v: Value,
+    machine: &str,
+    session: &str,
+) -> std::result::Result<Bytes, String> {
+    rewrite(kind, &mut v, machine, session)?;
+    strict_json::check(&v)?;
     Ok(Bytes::from(v.to_string()))
 }
 
-/// The JSON-RPC method of a body, if it is a JSON-RPC request.
-pub fn rpc_method(body: &[u8]) -> Option<String> {
-    let v: Value = serde_json::from_slice(body).ok()?;
+/// The JSON-RPC method of a body, if it is a JSON-RPC request: the
+/// `method` key exactly (no other spelling of it is in a body that
+/// [`strict_json`] read).
+pub fn rpc_method(v: &Value) -> Option<String> {
     v.get("method")?.as_str().map(str::to_string)
+}
+
+/// JSON read as a receiver that folds the case of keys would read it, so
+/// that what the socket checked is what an agent reads. Go's
+/// `encoding/json` (the reference agent's) matches an object's key to a
+/// field whatever its case, with Unicode's simple case folding (`ſ` is
+/// `s`, the Kelvin sign `K` is `k`), the last one winning; serde_json
+/// takes the last of two equal keys, other readers the first. An object
+/// with two keys that fold alike (equal ones included) is refused, and
+/// what is forwarded is the value read, written again.
+pub mod strict_json {
+    use std::cell::Cell;
+    use std::collections::HashSet;
+    use std::fmt;
+
+    use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+    use serde_json::{Map, Value};
+
+    /// A key as a case-folding receiver compares it: each character to
+    /// the lower case of its upper case (`ſ` to `s`, `K` to `k`, `ẞ` and
+    /// `ß` alike); a character whose case changes its length stays as
+    /// its lower case, or itself. At least as many keys meet as under
+    /// Go's `bytes.EqualFold`.
+    pub fn fold(key: &str) -> String {
+        fn single(mut it: impl Iterator<Item = char>) -> Option<char> {
+            match (it.next(), it.next()) {
+                (Some(c), None) => Some(c),
+                _ => None,
+            }
+        }
+        key.chars()
+            .map(|c| {
+                single(c.to_uppercase())
+                    .and_then(|u| single(u.to_lowercase()))
+                    .or_else(|| single(c.to_lowercase()))
+                    .unwrap_or(c)
+            })
+            .collect()
+    }
+
+    /// Read `bytes` as one JSON value, refusing keys that fold alike in
+    /// an object and more than `max_values` values.
+    pub fn parse(bytes: &[u8], max_values: usize) -> Result<Value, String> {
+        let count = Cell::new(0usize);
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let v = Strict {
+            count: &count,
+            max: max_values,
+        }
+        .deserialize(&mut de)
+        .map_err(|e| format!("the body is not JSON the socket passes: {e}"))?;
+        de.end()
+            .map_err(|e| format!("the body is not JSON the socket passes: {e}"))?;
+        Ok(v)
+    }
+
+    /// No object in `v` has two keys that fold alike.
+    pub fn check(v: &Value) -> Result<(), String> {
+        match v {
+            Value::Object(m) => {
+                let mut seen = HashSet::new();
+                for (k, inner) in m {
+                    if !seen.insert(fold(k)) {
+                        return Err(twice(k));
+                    }
+                    check(inner)?;
+                }
+                Ok(())
+            }
+            Value::Array(a) => a.iter().try_for_each(check),
+            _ => Ok(()),
+        }
+    }
+
+    fn twice(k: &str) -> String {
+        format!(
+            "the body names the key {k:?} twice, or in two spellings that an agent may read as \
+             one (case, or a character such as ſ or K): each key once, as it is spelt"
+        )
+    }
+
+    struct Strict<'a> {
+        count: &'a Cell<usize>,
+        max: usize,
+    }
+
+    impl Strict<'_> {
+        fn counted<E: de::Error>(&self) -> Result<(), E> {
+            self.count.set(self.count.get() + 1);
+            if self.count.get() > self.max {
+                return Err(E::custom(format!(
+                    "more than {} values in one body",
+                    self.max
+                )));
+            }
+            Ok(())
+        }
+        fn again(&self) -> Strict<'_> {
+            Strict {
+                count: self.count,
+                max: self.max,
+            }
+        }
+    }
+
+    impl<'de> DeserializeSeed<'de> for Strict<'_> {
+        type Value = Value;
+        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Strict<'_> {
+        type Value = Value;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a JSON value")
+        }
+        fn visit_bool<E: de::Error>(self, b: bool) -> Result<Value, E> {
+            self.counted()?;
+            Ok(Value::Bool(b))
+        }
+        fn visit_i64<E: de::Error>(self, n: i64) -> Result<Value, E> {
+            self.counted()?;
+            Ok(Value::from(n))
+        }
+        fn visit_u64<E: de::Error>(self, n: u64) -> Result<Value, E> {
+            self.counted()?;
+            Ok(Value::from(n))
+        }
+        fn visit_f64<E: de::Error>(self, n: f64) -> Result<Value, E> {
+            self.counted()?;
+            serde_json::Number::from_f64(n)
+                .map(Value::Number)
+                .ok_or_else(|| E::custom("a number JSON cannot hold"))
+        }
+        fn visit_str<E: de::Error>(self, s: &str) -> Result<Value, E> {
+            self.counted()?;
+            Ok(Value::String(s.to_string()))
+        }
+        fn visit_string<E: de::Error>(self, s: String) -> Result<Value, E> {
+            self.counted()?;
+            Ok(Value::String(s))
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+            self.counted()?;
+            Ok(Value::Null)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+            self.counted()?;
+            let mut out = Vec::new();
+            while let Some(v) = seq.next_element_seed(self.again())? {
+                out.push(v);
+            }
+            Ok(Value::Array(out))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+            self.counted()?;
+            let mut out = Map::new();
+            let mut seen = HashSet::new();
+            while let Some(k) = map.next_key::<String>()? {
+                if !seen.insert(fold(&k)) {
+                    return Err(de::Error::custom(twice(&k)));
+                }
+                let v = map.next_value_seed(self.again())?;
+                out.insert(k, v);
+            }
+            Ok(Value::Object(out))
+        }
+    }
 }
 
 /// What the socket serves for.
@@ -312,7 +546,7 @@ pub fn start(path: &Path, config: Config) -> Result<Socket> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(fail(e.to_string())),
     }
-    let listener = std::os::unix::net::UnixListener::bind(path).map_err(|e| fail(e.to_string()))?;
+    let listener = bind_short(path).map_err(|e| fail(e.to_string()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| fail(e.to_string()))?;
     listener
@@ -349,6 +583,27 @@ pub fn start(path: &Path, config: Config) -> Result<Socket> {
     })
 }
 
+/// Bind a Unix socket at `path`, however long: a socket's path is at most
+/// 107 bytes (unix(7), `sun_path`), and a state folder's path with a long
+/// session's container name in it passes that. The socket is bound
+/// through its folder opened here, as `/proc/self/fd/N/NAME` (proc(5): the
+/// link names the open folder itself), which is short whatever the
+/// folder's path.
+fn bind_short(path: &Path) -> std::io::Result<std::os::unix::net::UnixListener> {
+    use std::os::fd::AsRawFd;
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(std::io::Error::other("not a path to a socket"));
+    };
+    let folder = rustix::fs::open(
+        dir,
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?;
+    let mut short = std::ffi::OsString::from(format!("/proc/self/fd/{}/", folder.as_raw_fd()));
+    short.push(name);
+    std::os::unix::net::UnixListener::bind(Path::new(&short))
+}
+
 impl Drop for Socket {
     fn drop(&mut self) {
         if let Some(s) = self.stop.take() {
@@ -373,6 +628,7 @@ async fn serve(
             return;
         }
     };
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         let stream = tokio::select! {
             _ = &mut stopped => return,
@@ -384,14 +640,23 @@ async fn serve(
                 }
             },
         };
+        // Past the cap a connection is closed at once: a cage holds no
+        // more of the turn's process than MAX_CONNECTIONS connections.
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            drop(stream);
+            continue;
+        };
         let state = state.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let service = hyper::service::service_fn(move |req| handle(state.clone(), req));
-            let _ = hyper::server::conn::http1::Builder::new()
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(HEAD_TIMEOUT)
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                .await;
+                .max_buf_size(MAX_HEAD);
+            let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let _ = conn.await;
         });
     }
 }
@@ -459,16 +724,35 @@ async fn answer(state: &State, req: Request<Incoming>) -> Reply {
     };
     let query = req.uri().query().map(str::to_string);
     let (parts, incoming) = req.into_parts();
-    // A body is read before deciding only where its JSON-RPC method or its
-    // sender is needed; a drop is streamed.
+    // A body is read only where its JSON-RPC method or its sender is
+    // needed, and only once the rest of the request could pass (a cage
+    // holds no memory here with a request that is refused anyway); a drop
+    // is streamed.
     let looks_like_drop = classify(&method, &path, None) == Some(Kind::Drop);
     if !looks_like_drop && method != "GET" && method != "HEAD" {
-        let body = match Limited::new(incoming, MAX_BODY as usize).collect().await {
-            Ok(b) => Some(b.to_bytes()),
-            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-                return error(413, "the body is over 16 MiB, what the cage's socket takes");
+        let rpc = (!state.config.sealed && is_rpc_route(&method, &path)).then_some("SendMessage");
+        if let Err(why) = decide(
+            state.config.sealed,
+            &method,
+            &path,
+            rpc,
+            &addr,
+            &state.config.agents,
+        ) {
+            return error(403, &why);
+        }
+        let read = Limited::new(incoming, MAX_BODY as usize).collect();
+        let body = match tokio::time::timeout(BODY_TIMEOUT, read).await {
+            Ok(Ok(b)) => b.to_bytes(),
+            Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+                return error(
+                    413,
+                    "the body is over 1 MiB, what the cage's socket reads of a request \
+                     (files go by drop)",
+                );
             }
-            Err(e) => return error(400, &format!("reading the body: {e}")),
+            Ok(Err(e)) => return error(400, &format!("reading the body: {e}")),
+            Err(_) => return error(408, "the body did not arrive in time"),
         };
         return forward_buffered(state, &method, &path, query, &addr, &parts.headers, body).await;
     }
@@ -515,11 +799,17 @@ async fn forward_buffered(
     query: Option<String>,
     addr: &str,
     incoming: &HeaderMap,
-    body: Option<Bytes>,
+    body: Bytes,
 ) -> Reply {
-    let body = body.unwrap_or_default();
+    // Read as a receiver that folds case reads it; what goes on is what
+    // was read, written again.
+    let value = match strict_json::parse(&body, MAX_JSON_VALUES) {
+        Ok(v) => v,
+        Err(why) => return error(400, &why),
+    };
+    drop(body);
     let rpc = is_rpc_route(method, path)
-        .then(|| rpc_method(&body))
+        .then(|| rpc_method(&value))
         .flatten();
     let (kind, agent) = match decide(
         state.config.sealed,
@@ -532,10 +822,11 @@ async fn forward_buffered(
         Ok(d) => d,
         Err(why) => return error(403, &why),
     };
-    let body = match rewrite(kind, body, &state.config.machine, &state.config.session) {
+    let body = match forwarded(kind, value, &state.config.machine, &state.config.session) {
         Ok(b) => b,
         Err(why) => return error(400, &why),
     };
+    let path = &forwarded_path(kind, path);
     let headers = pass_headers(incoming);
     forward(
         state,
@@ -675,6 +966,14 @@ mod tests {
             ("POST", "/a2a/web", Some("GetTask"), Kind::Rpc),
             ("POST", "/a2a", Some("AckTask"), Kind::Rpc),
             ("POST", "/v1/tasks/t-1", None, Kind::TaskUpdate),
+            ("POST", "/v1/tasks/review:m1", None, Kind::TaskUpdate),
+            ("POST", "/v1/tasks/review%3Am1", None, Kind::TaskUpdate),
+            (
+                "POST",
+                "/v1/tasks/web.2:msg-01HZX@a",
+                None,
+                Kind::TaskUpdate,
+            ),
             ("POST", "/v1/sessions/web/drop", None, Kind::Drop),
         ];
         for (m, p, rpc, kind) in ok {
@@ -707,10 +1006,35 @@ mod tests {
             ("GET", "/v1/sessions/", None),
             ("GET", "/v1/openapi.json", None),
             ("POST", "v1/tasks/t", None),
+            ("POST", "/v1/tasks/a%2Fb", None),
+            ("POST", "/v1/tasks/..", None),
+            ("POST", "/v1/tasks/%2E%2E", None),
+            ("POST", "/v1/tasks/a%252Fb", None),
+            ("POST", "/v1/tasks/a%0Ab", None),
+            ("POST", "/v1/tasks/a%00", None),
+            ("POST", "/v1/tasks/a b", None),
+            ("POST", "/v1/tasks/a?b", None),
+            ("POST", "/v1/tasks/%", None),
+            ("POST", "/v1/tasks/", None),
+            ("POST", "/v1/tasks/a:b/cancel", None),
+            ("GET", "/v1/tasks/a:b", None),
+            ("POST", "/v1/sessions/a:b/drop", None),
         ];
         for (m, p, rpc) in refused {
             assert_eq!(classify(m, p, rpc), None, "{m} {p} {rpc:?}");
         }
+    }
+
+    #[test]
+    fn task_ids_as_the_apps_write_them() {
+        assert_eq!(task_id("review:m1").as_deref(), Some("review:m1"));
+        assert_eq!(task_id("review%3Am1").as_deref(), Some("review:m1"));
+        assert_eq!(task_id("a%252Fb"), None);
+        assert_eq!(
+            forwarded_path(Kind::TaskUpdate, "/v1/tasks/review%3Am1"),
+            "/v1/tasks/review:m1"
+        );
+        assert_eq!(forwarded_path(Kind::Read, "/v1/sessions"), "/v1/sessions");
     }
 
     #[test]
@@ -738,8 +1062,8 @@ mod tests {
     }
 
     fn rw(kind: Kind, body: &str) -> std::result::Result<String, String> {
-        rewrite(kind, Bytes::from(body.to_string()), "alpha", "web")
-            .map(|b| String::from_utf8(b.to_vec()).unwrap())
+        let v = strict_json::parse(body.as_bytes(), MAX_JSON_VALUES)?;
+        forwarded(kind, v, "alpha", "web").map(|b| String::from_utf8(b.to_vec()).unwrap())
     }
 
     #[test]
@@ -768,11 +1092,11 @@ mod tests {
                 r#"{"session":"web","state":"completed"}"#,
             ),
             (Kind::TaskUpdate, r#"{}"#, r#"{"session":"web"}"#),
-            // The rest passes untouched, byte for byte.
+            // The rest passes as it was read, written again.
             (
                 Kind::Rpc,
-                r#"{"method":"GetTask",  "params":{}}"#,
-                r#"{"method":"GetTask",  "params":{}}"#,
+                r#"{"method":"GetTask",  "params":{"id":"t\u0031"}}"#,
+                r#"{"method":"GetTask","params":{"id":"t1"}}"#,
             ),
         ];
         for (kind, input, want) in golden {
@@ -783,9 +1107,60 @@ mod tests {
             (Kind::Send, "not json"),
             (Kind::TaskUpdate, "[1]"),
             (Kind::TaskUpdate, ""),
+            // A key the socket writes, already there in another spelling.
+            (
+                Kind::Send,
+                r#"{"method":"SendMessage","params":{"message":{"Metadata":{"shrooms/from":"beta/boss"}}}}"#,
+            ),
+            (
+                Kind::Send,
+                r#"{"method":"SendMessage","params":{"message":{"metadata":{"ſhrooms/from":"beta/boss"}}}}"#,
+            ),
+            (
+                Kind::TaskUpdate,
+                r#"{"ſession":"boss","state":"completed"}"#,
+            ),
+            (Kind::TaskUpdate, r#"{"SESSION":"boss"}"#),
         ] {
             assert!(rw(kind, input).is_err(), "{input}");
         }
+    }
+
+    /// What a receiver that folds case (Go's encoding/json) would read
+    /// otherwise than the socket: two keys of one name, in any spelling,
+    /// in any object, are refused; so is a body of too many values.
+    #[test]
+    fn keys_that_fold_alike_are_refused() {
+        use strict_json::{fold, parse};
+        assert_eq!(fold("Method"), "method");
+        assert_eq!(fold("METHOD"), "method");
+        assert_eq!(fold("meſsage"), "message");
+        assert_eq!(fold("\u{212A}ind"), "kind");
+        assert_eq!(fold("\u{1E9E}"), fold("ß"));
+        for bad in [
+            r#"{"method":"GetTask","Method":"CancelTask"}"#,
+            r#"{"method":"GetTask","METHOD":"CancelTask"}"#,
+            r#"{"method":"GetTask","method":"CancelTask"}"#,
+            r#"{"method":"GetTask","me\u0074hod":"CancelTask"}"#,
+            r#"{"method":"SendMessage","params":{"message":{"parts":[]},"meſsage":{"metadata":{"shrooms/from":"x/boss"}}}}"#,
+            r#"{"a":[{"\u212Aey":1,"key":2}]}"#,
+            r#"{"x":1} {"y":2}"#,
+        ] {
+            let e = parse(bad.as_bytes(), 100).unwrap_err();
+            assert!(e.contains("not JSON the socket passes"), "{bad}: {e}");
+        }
+        let ok = r#"{"method":"GetTask","params":{"id":"t1","Other":{"method":1}},"list":[{"k":1},{"k":2}]}"#;
+        assert_eq!(
+            parse(ok.as_bytes(), 100).unwrap(),
+            serde_json::from_str::<Value>(ok).unwrap()
+        );
+        let many = format!("[{}0]", "0,".repeat(100));
+        assert!(
+            parse(many.as_bytes(), 100)
+                .unwrap_err()
+                .contains("more than 100")
+        );
+        assert!(parse(many.as_bytes(), 102).is_ok());
     }
 
     #[test]

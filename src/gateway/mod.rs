@@ -103,12 +103,20 @@ pub fn upstream_headers(incoming: &HeaderMap, credential: &Credential) -> Header
         if HOP_BY_HOP.contains(&n)
             || named_by_connection.iter().any(|c| c == n)
             || n == "anthropic-beta"
+            || n == "accept-encoding"
             || is_credential_header(n)
         {
             continue;
         }
         out.append(name.clone(), value.clone());
     }
+    // The answer is read for its token counts on the way (`usage`): it
+    // must come in a form the gateway reads, whatever the harness would
+    // take. A compressed answer would pass by uncounted.
+    out.insert(
+        header::ACCEPT_ENCODING,
+        HeaderValue::from_static("identity"),
+    );
     // The beta flags pass, but the OAuth one only with an OAuth token.
     let mut betas: Vec<String> = incoming
         .get_all("anthropic-beta")
@@ -156,22 +164,6 @@ pub fn api_error(status: StatusCode, kind: &str, message: &str) -> Response<reqw
     r.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
-    );
-    r
-}
-
-/// The answer when there is no credential to add: a 401 in the API's shape
-/// that says what to set, marked `x-should-retry: false`. Without that
-/// header Claude Code 2.1 takes a 401 for a key being renewed and retries it
-/// for about three minutes before it shows the message; the header is the
-/// Messages API's own way of saying that a retry will not help, which the
-/// Anthropic SDKs and Claude Code obey, so the turn ends at once with these
-/// words on the screen.
-pub fn no_credential(why: &str) -> Response<reqwest::Body> {
-    let mut r = api_error(StatusCode::UNAUTHORIZED, "authentication_error", why);
-    r.headers_mut().insert(
-        HeaderName::from_static("x-should-retry"),
-        HeaderValue::from_static("false"),
     );
     r
 }
@@ -432,13 +424,7 @@ async fn handle(
     let extra_headers = match route_headers {
         None => Vec::new(),
         Some(Ok(h)) => h,
-        Some(Err(why)) => {
-            let why = format!("shrooms-agent's model gateway: {why}");
-            if !state.told.swap(true, Ordering::SeqCst) {
-                eprintln!("shrooms-agent: session {}: {why}", state.config.session);
-            }
-            return Ok(no_credential(&why));
-        }
+        Some(Err(why)) => return Ok(no_credential(&state, &why, NO_PROVIDER_CREDENTIAL)),
     };
     let resolved = match route_key {
         Some(k) => Ok(k),
@@ -447,10 +433,12 @@ async fn handle(
     let credential = match resolved {
         Ok(Ok(c)) => c,
         Ok(Err(why)) => {
-            if !state.told.swap(true, Ordering::SeqCst) {
-                eprintln!("shrooms-agent: session {}: {why}", state.config.session);
-            }
-            return Ok(no_credential(&why));
+            let words = match (route, &state.config.credentials) {
+                (Some(_), _) => NO_PROVIDER_CREDENTIAL,
+                (None, Credentials::Sealed { .. }) => NO_SEALED_CREDENTIAL,
+                (None, Credentials::Machine(_)) => NO_CREDENTIAL,
+            };
+            return Ok(no_credential(&state, &why, words));
         }
         Err(e) => {
             return Ok(api_error(
@@ -503,13 +491,98 @@ async fn handle(
         Err(e) => Ok(api_error(
             StatusCode::BAD_GATEWAY,
             "api_error",
-            &format!(
-                "shrooms-agent's model gateway could not reach {}: {}",
-                upstream_base,
-                error_chain(&e)
-            ),
+            &unreachable(upstream_base, e),
         )),
     }
+}
+
+/// Why an upstream could not be reached, in words the cage may read: the
+/// URL as its origin alone (scheme, host and port: no user or password,
+/// no path or query, where a key may be written), and nothing of it in
+/// the error's own words either.
+pub fn unreachable(url: &str, e: reqwest::Error) -> String {
+    format!(
+        "shrooms-agent's model gateway could not reach {}: {}",
+        shown_url(url),
+        scrub(url, &error_chain(&e.without_url()))
+    )
+}
+
+/// A URL as it may be shown to a cage: its origin alone.
+pub fn shown_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(u) if u.has_host() => u.origin().ascii_serialization(),
+        _ => "the configured URL".to_string(),
+    }
+}
+
+/// `text` with the user, password, path and query of `url` blanked
+/// wherever they appear (an error's words may repeat them).
+pub fn scrub(url: &str, text: &str) -> String {
+    let Ok(u) = reqwest::Url::parse(url) else {
+        return text.replace(url, "the configured URL");
+    };
+    let mut out = text.to_string();
+    let secrets = [
+        Some(u.username().to_string()),
+        u.password().map(str::to_string),
+        Some(u.path().to_string()).filter(|p| p.len() > 1),
+        u.query().map(str::to_string),
+    ];
+    for s in secrets.into_iter().flatten().filter(|s| !s.is_empty()) {
+        out = out.replace(&s, "***");
+        let decoded = percent_encoding::percent_decode_str(&s).decode_utf8_lossy();
+        if !decoded.is_empty() {
+            out = out.replace(decoded.as_ref(), "***");
+        }
+    }
+    out
+}
+
+/// What the harness is told when the machine's credential could not be
+/// had. Fixed words: why it could not (a key command's output, a file's
+/// path) is the machine's, told on the terminal of the turn (serve's log
+/// for a turn serve holds), never in the cage.
+pub const NO_CREDENTIAL: &str = "shrooms-agent's model gateway has no credential to add to \
+    this request; the terminal of the turn (or serve's log) says why. It takes the first of: \
+    [gateway] key_file or key_command in shrooms-agent's config, ANTHROPIC_API_KEY or \
+    CLAUDE_CODE_OAUTH_TOKEN in the environment of `shrooms-agent cage run`, and the machine's \
+    Claude Code login (~/.claude/.credentials.json: log in with claude on the machine)";
+/// The same for a sealed cage, whose own token is the only one.
+pub const NO_SEALED_CREDENTIAL: &str = "shrooms-agent's model gateway could not read this \
+    sealed cage's token; the terminal of the turn (or serve's log) says why";
+/// The same for a pi provider's key or headers.
+pub const NO_PROVIDER_CREDENTIAL: &str = "shrooms-agent's model gateway could not resolve this \
+    provider's key or headers from the machine's pi models.json; the terminal of the turn (or \
+    serve's log) says why";
+
+/// The answer when no credential could be had: `why` on the terminal (once
+/// a turn), the fixed `words` to the harness in a 401 marked
+/// `x-should-retry: false`. Without that header Claude Code 2.1 takes a 401
+/// for a key being renewed and retries it for about three minutes before it
+/// shows the message; the header is the Messages API's own way of saying that
+/// a retry will not help, which the Anthropic SDKs and Claude Code obey, so
+/// the turn ends at once with these words on the screen.
+fn no_credential(state: &State, why: &str, words: &str) -> Response<reqwest::Body> {
+    if !state.told.swap(true, Ordering::SeqCst) {
+        let said = if why.starts_with("shrooms-agent") {
+            why.to_string()
+        } else {
+            format!("shrooms-agent's model gateway: {why}")
+        };
+        eprintln!("shrooms-agent: session {}: {said}", state.config.session);
+    }
+    do_not_retry(words)
+}
+
+/// A 401 with `words` that the harness is told not to try again.
+fn do_not_retry(words: &str) -> Response<reqwest::Body> {
+    let mut r = api_error(StatusCode::UNAUTHORIZED, "authentication_error", words);
+    r.headers_mut().insert(
+        HeaderName::from_static("x-should-retry"),
+        HeaderValue::from_static("false"),
+    );
+    r
 }
 
 /// A pi provider's own headers (resolved on the machine), and its key as
@@ -607,11 +680,13 @@ mod tests {
             ("x-drop-me", "1"),
             ("transfer-encoding", "chunked"),
             ("user-agent", "claude-cli/2.1"),
+            ("accept-encoding", "gzip, br"),
         ]);
         let got = upstream_headers(&incoming, &Credential::ApiKey("sk-machine".into()));
         assert_eq!(
             shown(&got),
             vec![
+                "accept-encoding: identity",
                 "anthropic-beta: claude-code-20250219",
                 "anthropic-version: 2023-06-01",
                 "content-type: application/json",
@@ -623,6 +698,7 @@ mod tests {
         assert_eq!(
             shown(&got),
             vec![
+                "accept-encoding: identity",
                 "anthropic-beta: claude-code-20250219,oauth-2025-04-20",
                 "anthropic-version: 2023-06-01",
                 "authorization: Bearer oat-machine",
@@ -633,13 +709,36 @@ mod tests {
     }
 
     #[test]
+    fn an_upstream_url_is_shown_without_its_secrets() {
+        for (url, shown) in [
+            (
+                "https://user:s3cret-pass@llm.corp.example:8443/v1/key/abc?k=q1",
+                "https://llm.corp.example:8443",
+            ),
+            ("http://127.0.0.1:9/corp", "http://127.0.0.1:9"),
+            ("http://[::1]:9", "http://[::1]:9"),
+            ("not a url with s3cret-pass", "the configured URL"),
+        ] {
+            assert_eq!(shown_url(url), shown, "{url}");
+        }
+        let url = "http://user:s3cret%2Dpass@127.0.0.1:9/key/abc";
+        let said = scrub(
+            url,
+            "for url (http://user:s3cret%2Dpass@127.0.0.1:9/key/abc): s3cret-pass user",
+        );
+        assert!(!said.contains("s3cret"), "{said}");
+        assert!(!said.contains("/key/abc"), "{said}");
+        assert!(!said.contains("user"), "{said}");
+    }
+
+    #[test]
     fn an_error_in_the_apis_shape() {
         let r = api_error(StatusCode::UNAUTHORIZED, "authentication_error", "set X");
         assert_eq!(r.status(), 401);
         assert_eq!(r.headers()["content-type"], "application/json");
         assert!(r.headers().get("x-should-retry").is_none());
         // No credential: the harness is told at once not to try again.
-        let r = no_credential("set X");
+        let r = do_not_retry("set X");
         assert_eq!(r.status(), 401);
         assert_eq!(r.headers()["x-should-retry"], "false");
     }

@@ -88,9 +88,22 @@ pub struct SseMeter {
     event: String,
     data: Vec<u8>,
     data_overlong: bool,
+    /// The bytes of the current event's data, read or skipped.
+    data_len: u64,
     reported: Option<Reported>,
+    /// The bytes of generated content (text, tool input, thinking) passed
+    /// so far: what a stream cut before its final count is charged by.
+    generated: u64,
+    /// A `message_delta` gave the output count: it is the final one.
+    output_final: bool,
     stopped: bool,
 }
+
+/// A stream cut before the API gave its final output count is charged
+/// one output token per this many bytes of the content that passed: less
+/// than the four characters of English text a token usually holds, so
+/// that a cut stream is charged at least what it carried.
+pub const BYTES_PER_TOKEN: u64 = 3;
 
 impl SseMeter {
     pub fn feed(&mut self, bytes: &[u8]) {
@@ -99,9 +112,10 @@ impl SseMeter {
             match b {
                 b'\n' if after_cr => {}
                 b'\r' | b'\n' => self.end_line(),
-                _ if self.overlong => {}
+                _ if self.overlong => self.data_len += 1,
                 _ if self.line.len() >= MAX_LINE => {
                     self.overlong = true;
+                    self.data_len += self.line.len() as u64 + 1;
                     self.line.clear();
                 }
                 _ => self.line.push(b),
@@ -112,6 +126,9 @@ impl SseMeter {
     fn end_line(&mut self) {
         let overlong = std::mem::replace(&mut self.overlong, false);
         let line = std::mem::take(&mut self.line);
+        if line.starts_with(b"data:") {
+            self.data_len += line.len() as u64;
+        }
         if overlong {
             // A field cut short is not read: if it was data, the event is.
             self.data_overlong = true;
@@ -147,15 +164,24 @@ impl SseMeter {
     fn dispatch(&mut self) {
         let event = std::mem::take(&mut self.event);
         let data = std::mem::take(&mut self.data);
-        if std::mem::replace(&mut self.data_overlong, false) {
-            return;
-        }
-        // Only the events that can carry usage are parsed; a text delta
-        // is passed by without it.
+        let data_len = std::mem::take(&mut self.data_len);
         let named = matches!(
             event.as_str(),
             "message_start" | "message_delta" | "message_stop"
         );
+        if std::mem::replace(&mut self.data_overlong, false) {
+            // Too long to read: if it was content, it is charged whole.
+            if !named {
+                self.generated += data_len;
+            }
+            return;
+        }
+        if event == "content_block_delta" || contains(&data, b"\"content_block_delta\"") {
+            self.generated += generated_bytes(&data);
+            return;
+        }
+        // Only the events that can carry usage are parsed; the rest is
+        // passed by unread.
         if !named && !contains(&data, b"\"message_") {
             return;
         }
@@ -173,6 +199,11 @@ impl SseMeter {
             Some("message_delta") => {
                 if let Some(u) = v.get("usage") {
                     self.reported.get_or_insert_with(Reported::default).merge(u);
+                    if u.get("output_tokens")
+                        .is_some_and(serde_json::Value::is_u64)
+                    {
+                        self.output_final = true;
+                    }
                 }
             }
             Some("message_stop") => self.stopped = true,
@@ -180,15 +211,46 @@ impl SseMeter {
         }
     }
 
-    /// The response's counts so far; None before any was reported.
+    /// The response's counts so far; None before any was reported. Until
+    /// the final output count came, the output is at least what the
+    /// content that passed is worth ([`BYTES_PER_TOKEN`]): a stream cut
+    /// short is charged what it carried, not the first event's count.
     pub fn usage(&self) -> Option<Usage> {
-        self.reported.as_ref().map(Reported::usage)
+        let mut u = self.reported.as_ref().map(Reported::usage)?;
+        if !self.output_final {
+            u.output_tokens = u
+                .output_tokens
+                .max(self.generated.div_ceil(BYTES_PER_TOKEN));
+        }
+        Some(u)
+    }
+
+    /// Has the stream's first event, with its input counts, been read?
+    pub fn started(&self) -> bool {
+        self.reported.is_some()
     }
 
     /// Has the message ended (`message_stop`)? Its counts are final then.
     pub fn ended(&self) -> bool {
         self.stopped
     }
+}
+
+/// The bytes of generated content a `content_block_delta` event carries:
+/// its text, tool input or thinking (its JSON unescaped); an event that
+/// does not read is charged whole.
+fn generated_bytes(data: &[u8]) -> u64 {
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) else {
+        return data.len() as u64;
+    };
+    let Some(delta) = v.get("delta").and_then(serde_json::Value::as_object) else {
+        return 0;
+    };
+    ["text", "partial_json", "thinking"]
+        .iter()
+        .filter_map(|k| delta.get(*k).and_then(serde_json::Value::as_str))
+        .map(|t| t.len() as u64)
+        .sum()
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
@@ -240,19 +302,19 @@ enum Meter {
 }
 
 impl Meter {
-    fn for_response(headers: &HeaderMap) -> Option<Meter> {
-        let ctype = headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_ascii_lowercase();
+    /// The meter for an answer of this type; None: not a type the gateway
+    /// reads. `encoded`: the body comes compressed, so its length says
+    /// nothing of the JSON's.
+    fn for_response(headers: &HeaderMap, encoded: bool) -> Option<Meter> {
+        let ctype = content_type(headers);
         if ctype.starts_with("text/event-stream") {
             Some(Meter::Sse(SseMeter::default()))
         } else if ctype.starts_with("application/json") {
             let length = headers
                 .get(header::CONTENT_LENGTH)
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse().ok());
+                .and_then(|v| v.parse().ok())
+                .filter(|_| !encoded);
             Some(Meter::Json(JsonMeter {
                 length,
                 ..JsonMeter::default()
@@ -279,23 +341,143 @@ impl Meter {
             Meter::Json(m) => m.usage(),
         }
     }
+    /// Has enough been read to charge the answer, were it cut now? A
+    /// stream once its first event (the input counts) came, the output
+    /// being charged by what passed; a JSON answer only whole (its counts
+    /// come last, and it is generated whole before it is sent).
+    fn enough(&self) -> bool {
+        match self {
+            Meter::Sse(m) => m.started() || m.ended(),
+            Meter::Json(m) => m.ended(),
+        }
+    }
+}
+
+fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase()
+}
+
+/// How an answer's body is encoded (RFC 9110, section 8.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    Identity,
+    Gzip,
+}
+
+/// The answer's `Content-Encoding`, if the gateway reads it: none (or
+/// `identity`), else one `gzip` (the gateway asks for `identity`; an
+/// upstream that compresses all the same is read through a decoder).
+/// Anything else is named in the error.
+pub fn encoding(headers: &HeaderMap) -> std::result::Result<Encoding, String> {
+    let mut codings = Vec::new();
+    for v in headers.get_all(header::CONTENT_ENCODING) {
+        let Ok(v) = v.to_str() else {
+            return Err("(not text)".to_string());
+        };
+        codings.extend(
+            v.split(',')
+                .map(|c| c.trim().to_ascii_lowercase())
+                .filter(|c| !c.is_empty() && c != "identity"),
+        );
+    }
+    match codings.as_slice() {
+        [] => Ok(Encoding::Identity),
+        [c] if c == "gzip" || c == "x-gzip" => Ok(Encoding::Gzip),
+        _ => Err(codings.join(", ")),
+    }
+}
+
+/// Where a decoder writes: the meter.
+#[derive(Debug)]
+struct MeterSink(Meter);
+
+impl std::io::Write for MeterSink {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.feed(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The meter, behind a decoder when the answer is compressed.
+enum Reader {
+    Plain(Meter),
+    Gzip(Box<flate2::write::MultiGzDecoder<MeterSink>>),
+}
+
+impl Reader {
+    fn feed(&mut self, b: &[u8]) -> std::io::Result<()> {
+        match self {
+            Reader::Plain(m) => {
+                m.feed(b);
+                Ok(())
+            }
+            // Flushed at once: what decoded reaches the meter now, not at
+            // the decoder's next write.
+            Reader::Gzip(d) => {
+                std::io::Write::write_all(d, b)?;
+                std::io::Write::flush(d)
+            }
+        }
+    }
+    fn meter(&self) -> &Meter {
+        match self {
+            Reader::Plain(m) => m,
+            Reader::Gzip(d) => &d.get_ref().0,
+        }
+    }
 }
 
 /// A response body that passes each frame on as it comes and counts the
 /// usage in it; the counts go to the ledger when the message ends, or when
-/// the body is dropped before (a harness that went away: what the model
-/// reported until then still counts).
+/// the body is dropped before (a harness that went away: what passed until
+/// then still counts).
 pub struct Metered {
     inner: reqwest::Body,
-    meter: Option<Meter>,
+    reader: Option<Reader>,
     ledger: Arc<Ledger>,
+    /// Read on after the harness went away, for the counts alone.
+    draining: bool,
 }
+
+/// How long an answer is read on, at most, after its harness went away
+/// before it could be charged.
+const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
 impl Metered {
     fn record(&mut self) {
-        if let Some(u) = self.meter.take().and_then(|m| m.usage()) {
+        if let Some(u) = self.reader.take().and_then(|r| r.meter().usage()) {
             self.ledger.add(u);
         }
+    }
+
+    fn feed(&mut self, data: &[u8]) {
+        let Some(r) = self.reader.as_mut() else {
+            return;
+        };
+        if let Err(e) = r.feed(data) {
+            // What was read so far counts; what follows cannot be.
+            self.record();
+            self.ledger
+                .stop_spending(&format!("its compressed body does not decode: {e}"));
+            return;
+        }
+        // Counted before the harness gets the end of the message, so its
+        // next request meets the new total.
+        if r.meter().ended() {
+            self.record();
+        }
+    }
+
+    /// Is there nothing more to learn by reading on?
+    fn charged(&self) -> bool {
+        self.reader.as_ref().is_none_or(|r| r.meter().enough())
     }
 }
 
@@ -311,16 +493,16 @@ impl Body for Metered {
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
-                if let (Some(m), Some(data)) = (this.meter.as_mut(), frame.data_ref()) {
-                    m.feed(data);
-                    // Counted before the harness gets the end of the
-                    // message, so its next request meets the new total.
-                    if m.ended() {
-                        this.record();
-                    }
+                if let Some(data) = frame.data_ref() {
+                    this.feed(data);
                 }
             }
-            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => this.record(),
+            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => {
+                if let Some(Reader::Gzip(d)) = this.reader.as_mut() {
+                    let _ = d.try_finish();
+                }
+                this.record();
+            }
             Poll::Pending => {}
         }
         polled
@@ -337,12 +519,44 @@ impl Body for Metered {
 
 impl Drop for Metered {
     fn drop(&mut self) {
+        // The harness went away before the answer could be charged (a
+        // stream before its first event, a JSON answer before its counts,
+        // which come last): the rest is read here, for the counts alone,
+        // and the upstream request dropped once they came. A stream is
+        // not read past its first event: what did not pass is not
+        // generated.
+        if !self.draining
+            && !self.charged()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let mut rest = Metered {
+                inner: std::mem::replace(&mut self.inner, reqwest::Body::from(Vec::<u8>::new())),
+                reader: self.reader.take(),
+                ledger: self.ledger.clone(),
+                draining: true,
+            };
+            runtime.spawn(async move {
+                use http_body_util::BodyExt;
+                let _ = tokio::time::timeout(DRAIN_TIMEOUT, async {
+                    while !rest.charged() {
+                        match rest.frame().await {
+                            Some(Ok(_)) => {}
+                            _ => break,
+                        }
+                    }
+                })
+                .await;
+            });
+            return;
+        }
         self.record();
     }
 }
 
 /// The upstream's answer to `method path`, its usage counted if it is a
-/// model response.
+/// model response. An answer the gateway cannot read for its counts (an
+/// encoding or type it does not read) is not passed on uncounted: the
+/// harness gets an error in its place and the turn spends nothing more.
 pub fn metered(
     ledger: &Arc<Ledger>,
     method: &str,
@@ -352,18 +566,58 @@ pub fn metered(
     if !spends(method, path) || !response.status().is_success() {
         return response;
     }
-    let Some(meter) = Meter::for_response(response.headers()) else {
-        return response;
+    let encoding = match encoding(response.headers()) {
+        Ok(e) => e,
+        Err(what) => {
+            return unmeterable(
+                ledger,
+                &format!("its Content-Encoding {what} is not one the gateway reads"),
+            );
+        }
+    };
+    let Some(meter) = Meter::for_response(response.headers(), encoding != Encoding::Identity)
+    else {
+        let ctype = content_type(response.headers());
+        return unmeterable(
+            ledger,
+            &format!("its Content-Type {ctype:?} is not one the gateway reads"),
+        );
+    };
+    let reader = match encoding {
+        Encoding::Identity => Reader::Plain(meter),
+        Encoding::Gzip => Reader::Gzip(Box::new(flate2::write::MultiGzDecoder::new(MeterSink(
+            meter,
+        )))),
     };
     let ledger = ledger.clone();
     response.map(|inner| {
         reqwest::Body::wrap(Metered {
             inner,
-            meter: Some(meter),
+            reader: Some(reader),
             ledger,
+            draining: false,
         })
     })
 }
+
+/// In place of an answer that cannot be counted: the turn spends nothing
+/// more, the terminal is told why, the harness gets fixed words (nothing
+/// of the upstream's answer).
+fn unmeterable(ledger: &Ledger, why: &str) -> Response<reqwest::Body> {
+    ledger.stop_spending(why);
+    super::api_error(StatusCode::BAD_GATEWAY, "api_error", UNMETERED)
+}
+
+/// What the harness is told when an answer could not be counted, and at
+/// each model request of the turn after it.
+pub const UNMETERED: &str = "shrooms-agent's model gateway could not count the tokens of an \
+    answer of the model API, so it did not pass it on and refuses this turn's model requests; \
+    the terminal of the turn says why";
+
+/// What the harness is told at each model request after that.
+pub const STOPPED: &str = "shrooms-agent's model gateway could not count the tokens of an \
+    answer of the model API this turn, so it refuses the turn's model requests; the terminal of \
+    the turn says why";
 
 /// What a turn spent: summed in memory, written to the session's record
 /// as it goes, and a line of the session's history at its end.
@@ -383,6 +637,8 @@ struct Turn {
     spent: Usage,
     refused: u64,
     told: bool,
+    /// An answer could not be counted: the turn spends nothing more.
+    stopped: bool,
 }
 
 struct Writer {
@@ -449,6 +705,9 @@ impl Ledger {
     /// budget (read from its record at each request, so a `cage limits`
     /// during the turn counts at once) is spent. Blocking: reads a file.
     pub fn refusal(&self) -> Option<String> {
+        if self.turn().stopped {
+            return Some(STOPPED.to_string());
+        }
         let budget = match self.store.load(&self.session) {
             Ok(r) => r.tokens.budget?,
             Err(e) => {
@@ -461,6 +720,19 @@ impl Ledger {
         };
         let spent = self.spent().total();
         (spent >= budget).then(|| budget_spent(&self.session, spent, budget))
+    }
+
+    /// An answer could not be counted (`why`, for the terminal): the
+    /// turn's model requests are refused from now on, whatever its budget,
+    /// since what it spent is no longer known.
+    pub fn stop_spending(&self, why: &str) {
+        if !std::mem::replace(&mut self.turn().stopped, true) {
+            eprintln!(
+                "shrooms-agent: session {}: an answer of the model API could not be counted \
+                 ({why}); the model gateway refuses the turn's model requests",
+                self.session
+            );
+        }
     }
 
     /// Note a refused request; true the first time in the turn (the
@@ -480,11 +752,11 @@ impl Ledger {
         };
         drop(w.send);
         let _ = w.thread.join();
-        let (spent, refused) = {
+        let (spent, refused, stopped) = {
             let t = self.turn();
-            (t.spent, t.refused)
+            (t.spent, t.refused, t.stopped)
         };
-        let Some(what) = turn_line(&spent, refused) else {
+        let Some(what) = turn_line(&spent, refused, stopped) else {
             return;
         };
         let entry = HistoryEntry {
@@ -540,15 +812,23 @@ fn write_all(store: &Store, session: &str, started: u64, receive: mpsc::Receiver
 }
 
 /// The history line of a turn, if it reached the model or was refused.
-pub fn turn_line(spent: &Usage, refused: u64) -> Option<String> {
-    if spent.responses == 0 && refused == 0 {
+pub fn turn_line(spent: &Usage, refused: u64, stopped: bool) -> Option<String> {
+    if spent.responses == 0 && refused == 0 && !stopped {
         return None;
     }
     let mut s = format!("turn: tokens {}", spent.describe());
+    if stopped {
+        s.push_str("; an answer could not be counted");
+    }
     if refused > 0 {
         s.push_str(&format!(
-            "; {refused} model request{} refused: token budget spent",
-            if refused == 1 { "" } else { "s" }
+            "; {refused} model request{} refused: {}",
+            if refused == 1 { "" } else { "s" },
+            if stopped {
+                "tokens no longer counted"
+            } else {
+                "token budget spent"
+            }
         ));
     }
     Some(s)
@@ -648,14 +928,40 @@ mod tests {
         }
     }
 
-    /// A stream cut before its end: what was reported so far. Before the
-    /// first event: nothing.
+    /// A stream cut before its end: what was reported so far, and the
+    /// output by the text that passed (26 bytes: 9 tokens), not the first
+    /// event's 1. Before the first event: nothing.
     #[test]
     fn a_stream_cut_short_counts_what_came() {
         let cut = STREAM.find("event: message_delta").unwrap();
         let m = fed(&[&STREAM.as_bytes()[..cut]]);
         assert!(!m.ended());
-        assert_eq!(m.usage(), Some(usage(25, 1, 300, 4000)));
+        assert_eq!(m.usage(), Some(usage(25, 9, 300, 4000)));
+        let before_text = STREAM.find("event: content_block_delta").unwrap();
+        assert_eq!(
+            fed(&[&STREAM.as_bytes()[..before_text]]).usage(),
+            Some(usage(25, 1, 300, 4000))
+        );
+        // Tool input and thinking count as text does; an overlong delta whole.
+        let more = format!(
+            "{}event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":\"{}\"}}}}\n\n\
+             event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"delta\":{{\"type\":\"thinking_delta\",\"thinking\":\"{}\"}}}}\n\n\
+             event: content_block_delta\ndata: {{\"delta\":{{\"text\":\"{}\"}}}}\n\n",
+            &STREAM[..cut],
+            "j".repeat(30),
+            "t".repeat(30),
+            "x".repeat(MAX_LINE)
+        );
+        let out = fed(&[more.as_bytes()]).usage().unwrap().output_tokens;
+        assert!(out > (26 + 60 + MAX_LINE as u64) / 3, "{out}");
+        // The final count, once it came, is the API's own.
+        assert_eq!(
+            fed(&[more.as_bytes(), &STREAM.as_bytes()[cut..]])
+                .usage()
+                .unwrap()
+                .output_tokens,
+            15
+        );
         assert_eq!(fed(&[b"event: message_start\ndata: {\"ty"]).usage(), None);
         // An event is counted only once its blank line came.
         let first_event_end = STREAM.find("\n\n").unwrap();
@@ -731,6 +1037,57 @@ mod tests {
     }
 
     #[test]
+    fn the_encodings_read() {
+        let h = |vals: &[&str]| {
+            let mut m = HeaderMap::new();
+            for v in vals {
+                m.append(header::CONTENT_ENCODING, v.parse().unwrap());
+            }
+            encoding(&m)
+        };
+        assert_eq!(h(&[]), Ok(Encoding::Identity));
+        assert_eq!(h(&["identity"]), Ok(Encoding::Identity));
+        assert_eq!(h(&["gzip"]), Ok(Encoding::Gzip));
+        assert_eq!(h(&["X-Gzip"]), Ok(Encoding::Gzip));
+        assert_eq!(h(&["br"]), Err("br".to_string()));
+        assert_eq!(h(&["gzip", "gzip"]), Err("gzip, gzip".to_string()));
+        assert_eq!(h(&["gzip, zstd"]), Err("gzip, zstd".to_string()));
+        assert_eq!(h(&["deflate"]), Err("deflate".to_string()));
+    }
+
+    /// A gzip answer, cut anywhere, reads as the plain one; gzip members
+    /// one after another too.
+    #[test]
+    fn a_gzip_answer_reads_as_the_plain_one() {
+        use std::io::Write;
+        let gz = |b: &[u8]| {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(b).unwrap();
+            e.finish().unwrap()
+        };
+        let (a, b) = STREAM.split_at(STREAM.len() / 2);
+        let mut bytes = gz(a.as_bytes());
+        bytes.extend(gz(b.as_bytes()));
+        for cut in (0..bytes.len()).step_by(7) {
+            let mut r = Reader::Gzip(Box::new(flate2::write::MultiGzDecoder::new(MeterSink(
+                Meter::Sse(SseMeter::default()),
+            ))));
+            r.feed(&bytes[..cut]).unwrap();
+            r.feed(&bytes[cut..]).unwrap();
+            assert_eq!(
+                r.meter().usage(),
+                Some(usage(25, 15, 300, 4000)),
+                "cut at {cut}"
+            );
+            assert!(r.meter().ended());
+        }
+        let mut r = Reader::Gzip(Box::new(flate2::write::MultiGzDecoder::new(MeterSink(
+            Meter::Sse(SseMeter::default()),
+        ))));
+        assert!(r.feed(b"\x1f\x8b\x08\x00garbage-not-deflate").is_err());
+    }
+
+    #[test]
     fn only_the_messages_route_spends() {
         assert!(spends("POST", "/v1/messages"));
         assert!(!spends("POST", "/v1/messages/count_tokens"));
@@ -739,15 +1096,15 @@ mod tests {
 
     #[test]
     fn the_lines_and_the_words() {
-        assert_eq!(turn_line(&Usage::default(), 0), None);
+        assert_eq!(turn_line(&Usage::default(), 0, false), None);
         let mut two = usage(12, 7, 0, 0);
         two.add(&usage(30, 4, 2, 1));
         assert_eq!(
-            turn_line(&two, 0).unwrap(),
+            turn_line(&two, 0, false).unwrap(),
             "turn: tokens in 42, out 11, cache write 2, cache read 1 (56 tokens, 2 responses)"
         );
         assert_eq!(
-            turn_line(&Usage::default(), 1).unwrap(),
+            turn_line(&Usage::default(), 1, false).unwrap(),
             "turn: tokens in 0, out 0, cache write 0, cache read 0 (0 tokens, 0 responses); \
              1 model request refused: token budget spent"
         );

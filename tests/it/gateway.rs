@@ -60,16 +60,43 @@ pub struct Mock {
     cut: Arc<AtomicBool>,
 }
 
+/// How the mock writes its model answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// As they are.
+    Plain,
+    /// Compressed with gzip when the request's Accept-Encoding takes it,
+    /// as the model API and the proxies before it do.
+    GzipWhenAsked,
+    /// Compressed with gzip whatever the request said.
+    GzipAlways,
+    /// Said to be brotli (`Content-Encoding: br`), whatever was asked: an
+    /// encoding the gateway does not read.
+    Brotli,
+    /// A streamed answer's first event, then [`LONG_DELTAS`] text deltas
+    /// of [`LONG_DELTA`] bytes each, then held until `release`.
+    LongThenHold,
+}
+
+/// The text deltas of [`Mode::LongThenHold`], and the bytes of each.
+pub const LONG_DELTAS: usize = 100;
+pub const LONG_DELTA: usize = 300;
+
 impl Mock {
     pub fn start() -> Mock {
-        Self::make(None)
+        Self::make(None, Mode::Plain)
+    }
+    /// A mock whose answers are written as `mode` says.
+    pub fn with(mode: Mode) -> Mock {
+        let gate = (mode == Mode::LongThenHold).then(|| Arc::new(Gate::default()));
+        Self::make(gate, mode)
     }
     /// A mock that sends the first event of each streamed answer, then
     /// waits for `release` before the rest.
     fn held() -> Mock {
-        Self::make(Some(Arc::new(Gate::default())))
+        Self::make(Some(Arc::new(Gate::default())), Mode::Plain)
     }
-    fn make(gate: Option<Arc<Gate>>) -> Mock {
+    fn make(gate: Option<Arc<Gate>>, mode: Mode) -> Mock {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -81,7 +108,7 @@ impl Mock {
                 let Ok(c) = c else { continue };
                 let (s, g, ls, ct) = (s.clone(), g.clone(), ls.clone(), ct.clone());
                 std::thread::spawn(move || {
-                    if answer(c, &s, g.as_deref(), &ls).is_none() {
+                    if answer(c, &s, g.as_deref(), &ls, mode).is_none() {
                         ct.store(true, Ordering::SeqCst);
                     }
                 });
@@ -101,7 +128,7 @@ impl Mock {
     pub fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
-    fn release(&self) {
+    pub fn release(&self) {
         let g = self.gate.as_ref().unwrap();
         *g.released.lock().unwrap() = true;
         g.cond.notify_all();
@@ -247,12 +274,21 @@ fn events(tool: Option<&str>) -> Vec<String> {
     v
 }
 
+/// The mock's answer to a request for no stream.
+fn plain_answer() -> serde_json::Value {
+    serde_json::json!({"id": "msg_mock", "type": "message", "role": "assistant",
+        "model": "claude-mock", "content": [{"type": "text", "text": "hello from the mock"}],
+        "stop_reason": "end_turn", "stop_sequence": null,
+        "usage": PLAIN.json(PLAIN.output_tokens)})
+}
+
 /// Answer one request; None when the other side went away mid-answer.
 fn answer(
     c: TcpStream,
     seen: &Mutex<Vec<Seen>>,
     gate: Option<&Gate>,
     last: &Mutex<Option<Instant>>,
+    mode: Mode,
 ) -> Option<()> {
     let mut w = c.try_clone().unwrap();
     let mut r = BufReader::new(c);
@@ -293,13 +329,61 @@ fn answer(
                 .filter(|_| req.body.contains(TOOL_MARKER) && !req.body.contains("tool_result"));
             let streamed =
                 req.body.contains("\"stream\":true") || req.body.contains("\"stream\": true");
+            let gzip = match mode {
+                Mode::GzipWhenAsked => req
+                    .header("accept-encoding")
+                    .is_some_and(|a| a.contains("gzip")),
+                Mode::GzipAlways => true,
+                _ => false,
+            };
+            if gzip || mode == Mode::Brotli {
+                // The whole answer at once, compressed (or said to be).
+                let (ctype, body) = if streamed {
+                    ("text/event-stream", events(tool).concat())
+                } else {
+                    ("application/json", plain_answer().to_string())
+                };
+                let (coding, bytes) = if gzip {
+                    use flate2::write::GzEncoder;
+                    let mut e = GzEncoder::new(Vec::new(), flate2::Compression::default());
+                    e.write_all(body.as_bytes()).unwrap();
+                    ("gzip", e.finish().unwrap())
+                } else {
+                    ("br", b"\x1b\x00not really brotli".to_vec())
+                };
+                let _ = write!(
+                    w,
+                    "HTTP/1.1 200 OK\r\ncontent-type: {ctype}\r\ncontent-encoding: {coding}\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n",
+                    bytes.len()
+                );
+                let _ = w.write_all(&bytes);
+                return Some(());
+            }
+            if mode == Mode::LongThenHold && streamed {
+                let _ = w.write_all(head("200 OK", "text/event-stream").as_bytes());
+                let mut out = events(None)[0].clone();
+                for i in 0..LONG_DELTAS {
+                    let text = format!("{i:03}{}", "x".repeat(LONG_DELTA - 3));
+                    out.push_str(&event(
+                        "content_block_delta",
+                        serde_json::json!({"type": "content_block_delta", "index": 0,
+                            "delta": {"type": "text_delta", "text": text}}),
+                    ));
+                }
+                w.write_all(out.as_bytes()).ok()?;
+                w.flush().ok()?;
+                let g = gate.unwrap();
+                let released = g.released.lock().unwrap();
+                let _ = g
+                    .cond
+                    .wait_timeout_while(released, Duration::from_secs(60), |r| !*r)
+                    .unwrap();
+                return Some(());
+            }
             if !streamed {
-                let text = serde_json::json!({"id": "msg_mock", "type": "message", "role": "assistant",
-                    "model": "claude-mock", "content": [{"type": "text", "text": "hello from the mock"}],
-                    "stop_reason": "end_turn", "stop_sequence": null,
-                    "usage": PLAIN.json(PLAIN.output_tokens)});
                 let _ = w.write_all(head("200 OK", "application/json").as_bytes());
-                let _ = w.write_all(text.to_string().as_bytes());
+                let _ = w.write_all(plain_answer().to_string().as_bytes());
                 return Some(());
             }
             let _ = w.write_all(head("200 OK", "text/event-stream").as_bytes());
@@ -1234,4 +1318,143 @@ fn gateway_real_pi_without_a_credential_ends_at_once() {
         .find(|l| l.contains("401") && l.contains("no credential to add"))
         .unwrap_or_else(|| panic!("no 401 with the gateway's words:\n{}", run.explain()));
     told_what_to_set(line, &mock);
+}
+
+// ---- what the cage is told when the gateway fails --------------------------
+
+/// What a failing key command prints on its stderr: it goes to the
+/// terminal of the turn, never into the cage.
+const KEY_COMMAND_SECRET: &str = "key-vault-said-token-4e2a1-expired";
+
+/// A failing `[gateway] key_command`, and a pi provider's failing
+/// `!command` key: the harness gets fixed words (what to set), the
+/// terminal of the turn the command's own last line; the cage never sees
+/// that line (it once came back in the 401's message).
+fn key_command_output_stays_on_the_machine(w: World) {
+    let mock = Mock::start();
+    let pi = w.file("tools/pi", "#!/bin/sh\n");
+    std::fs::set_permissions(&pi, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let fail = format!("echo {KEY_COMMAND_SECRET} >&2; exit 3");
+    world_for(
+        &w,
+        &mock,
+        &format!(
+            "key_command = [\"/bin/sh\", \"-c\", \"{fail}\"]\n[harness]\npi = \"{}\"\n",
+            pi.display()
+        ),
+    );
+    let agent = w.home.join(".pi/agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    let models = serde_json::json!({"providers": {
+        "corp": {"baseUrl": format!("{}{PI_UPSTREAM_PATH}", mock.url()),
+                 "api": "anthropic-messages", "apiKey": format!("!{fail}"),
+                 "models": [{"id": "corp-mock"}]}
+    }});
+    std::fs::write(agent.join("models.json"), models.to_string()).unwrap();
+    w.chown_all();
+    let name = w.session("gwkeycmd");
+    let project = w.dir(&format!("projects/{name}"));
+    w.create(&name, &project, &["--harness", "pi"]);
+    let p = project.display();
+    let script = format!(
+        "{REQ_FN}req POST /v1/messages {p}/default.txt
+         req POST /pi/corp/v1/messages {p}/corp.txt"
+    );
+    let run = w
+        .run_env(
+            &["cage", "exec", &name, "--", "sh", "-c", &script],
+            &[("ANTHROPIC_API_KEY", MACHINE_KEY)],
+        )
+        .ok();
+    for (f, words) in [
+        ("default", "[gateway] key_file or key_command"),
+        ("corp", "pi models.json"),
+    ] {
+        let t = read(&project.join(format!("{f}.txt")));
+        assert_eq!(status(&t), 401, "{f}: {t}\n{}", run.explain());
+        assert!(t.contains("\"authentication_error\""), "{f}: {t}");
+        assert!(t.contains(words), "{f}: {t}");
+        assert!(t.contains("the terminal of the turn"), "{f}: {t}");
+        assert!(!t.contains(KEY_COMMAND_SECRET), "{f}: {t}");
+    }
+    // The machine's own log has it.
+    assert!(
+        run.stderr().contains(KEY_COMMAND_SECRET),
+        "{}",
+        run.explain()
+    );
+    assert!(mock.seen().is_empty(), "{}", mock.explain());
+}
+
+#[test]
+fn gateway_key_command_output_stays_on_the_machine() {
+    key_command_output_stays_on_the_machine(World::new());
+}
+
+#[test]
+fn gateway_key_command_output_stays_on_the_machine_rootless() {
+    key_command_output_stays_on_the_machine(World::rootless());
+}
+
+/// The password in an upstream's URL (a pi provider's `baseUrl` with
+/// `user:pass@`, a path with a key in it) never reaches the cage: an upstream
+/// that cannot be reached is named by its origin alone in the 502 (the
+/// whole URL once came back in it).
+fn no_upstream_password_reaches_the_cage(w: World) {
+    const PASS: &str = "upstream-pass-77c1d";
+    const USER: &str = "gwuser-b6";
+    let closed = free_port();
+    let pi = w.file("tools/pi", "#!/bin/sh\n");
+    std::fs::set_permissions(&pi, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    // (`[gateway] anthropic_url` takes no user: refused when read.)
+    w.write_config(&format!(
+        "[gateway]\nanthropic_url = \"http://127.0.0.1:{closed}/base-{PASS}\"\n\
+         [harness]\npi = \"{}\"\n",
+        pi.display()
+    ));
+    let agent = w.home.join(".pi/agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    let models = serde_json::json!({"providers": {
+        "corp": {"baseUrl": format!("http://{USER}:{PASS}@127.0.0.1:{closed}/corp/key-{PASS}"),
+                 "api": "anthropic-messages", "apiKey": PI_KEY,
+                 "models": [{"id": "corp-mock"}]}
+    }});
+    std::fs::write(agent.join("models.json"), models.to_string()).unwrap();
+    w.chown_all();
+    let name = w.session("gwurlpass");
+    let project = w.dir(&format!("projects/{name}"));
+    w.create(&name, &project, &["--harness", "pi"]);
+    let p = project.display();
+    let script = format!(
+        "{REQ_FN}req POST /v1/messages {p}/default.txt
+         req POST /pi/corp/v1/messages {p}/corp.txt
+         grep -rls {PASS} / --exclude-dir=proc --exclude-dir=sys 2>/dev/null | grep -v '^{p}' | head -5
+         echo END"
+    );
+    let run = w
+        .run_env(
+            &["cage", "exec", &name, "--", "sh", "-c", &script],
+            &[("ANTHROPIC_API_KEY", MACHINE_KEY)],
+        )
+        .ok();
+    for f in ["default", "corp"] {
+        let t = read(&project.join(format!("{f}.txt")));
+        assert_eq!(status(&t), 502, "{f}: {t}\n{}", run.explain());
+        assert!(
+            t.contains(&format!("could not reach http://127.0.0.1:{closed}")),
+            "{f}: {t}"
+        );
+        assert!(!t.contains(PASS) && !t.contains(USER), "{f}: {t}");
+    }
+    assert_eq!(run.stdout(), "END\n", "{}", run.explain());
+}
+
+#[test]
+fn gateway_no_upstream_password_reaches_the_cage() {
+    no_upstream_password_reaches_the_cage(World::new());
+}
+
+#[test]
+fn gateway_no_upstream_password_reaches_the_cage_rootless() {
+    no_upstream_password_reaches_the_cage(World::rootless());
 }

@@ -126,3 +126,62 @@ fn mcp_in_a_cage_lists_its_six_tools() {
 fn mcp_in_a_cage_lists_its_six_tools_rootless() {
     lists_its_tools(World::rootless());
 }
+
+/// `task_update` with a task id as the apps write it (`SESSION:MESSAGE-ID`)
+/// from `shrooms-agent mcp` in a real cage reaches this machine's agent (a
+/// recording one at the agent port) through the real socket, ordinary and
+/// sealed, at `/v1/tasks/SESSION:MESSAGE-ID`, with the cage's session
+/// written in (the socket once refused the `:` with a 403, so the tool
+/// never got through).
+fn task_update_reaches_the_agent(w: World, sealed: bool) {
+    let (_, image) = real_claude();
+    let agent = crate::socket::Agent::on(w.agent_port);
+    let name = w.session(if sealed { "mcptasks" } else { "mcptask" });
+    let project = w.dir(&format!("projects/{name}"));
+    let token = w.file("sealed-token", "sk-ant-oat01-test-token-for-mcp\n");
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    w.chown_all();
+    let token = token.to_string_lossy().into_owned();
+    let mut flags = vec!["--image", image.as_str()];
+    if sealed {
+        flags.extend(["--sealed", "--sealed-token", &token]);
+    }
+    w.create(&name, &project, &flags);
+    let got = mcp_in_cage(
+        &w,
+        &name,
+        &[(
+            "tools/call",
+            json!({"name": "task_update", "arguments": {
+                "task": "review:m1", "state": "done", "summary": "all good"}}),
+        )],
+    );
+    assert_ne!(got[1]["result"]["isError"], true, "{got:?}");
+    let seen = agent.seen();
+    assert_eq!(seen.len(), 1, "{got:?}\n{seen:?}");
+    assert_eq!(seen[0].method, "POST");
+    assert_eq!(seen[0].target, "/v1/tasks/review:m1", "{seen:?}");
+    let body: Value = serde_json::from_str(&seen[0].body).unwrap();
+    assert_eq!(body["state"], "done", "{body}");
+    assert_eq!(body["summary"], "all good", "{body}");
+    assert_eq!(body["session"], name.as_str(), "{body}");
+    assert_eq!(
+        seen[0].headers.get("x-shrooms-caged").map(String::as_str),
+        Some(name.as_str())
+    );
+}
+
+#[test]
+fn mcp_task_update_reaches_the_agent() {
+    task_update_reaches_the_agent(World::new(), false);
+}
+
+#[test]
+fn mcp_task_update_reaches_the_agent_rootless() {
+    task_update_reaches_the_agent(World::rootless(), false);
+}
+
+#[test]
+fn mcp_task_update_reaches_the_agent_sealed() {
+    task_update_reaches_the_agent(World::new(), true);
+}

@@ -48,18 +48,135 @@ int main(int argc, char **argv) {
 }
 "#;
 
+/// A cage that holds the socket's connections and memory: it opens N
+/// connections, each a request head that promises a 16 MiB body to a
+/// route that passes, then BYTES of the body; writes "holding" to MARK,
+/// and holds them all for SECS seconds.
+const FLOOD_C: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+/* usage: flood SOCKET N BYTES SECS MARK */
+int main(int argc, char **argv) {
+    if (argc != 6) return 2;
+    signal(SIGPIPE, SIG_IGN);
+    int n = atoi(argv[2]), bytes = atoi(argv[3]), secs = atoi(argv[4]);
+    static char buf[65536];
+    memset(buf, ' ', sizeof buf);
+    const char *head = "POST /peer/127.0.0.1/a2a HTTP/1.1\r\nHost: cage\r\n"
+        "Content-Type: application/json\r\nContent-Length: 16777216\r\n\r\n";
+    int open_ok = 0;
+    for (int i = 0; i < n; i++) {
+        int s = socket(AF_UNIX, SOCK_STREAM, 0);
+        struct sockaddr_un a; memset(&a, 0, sizeof a);
+        a.sun_family = AF_UNIX;
+        strncpy(a.sun_path, argv[1], sizeof a.sun_path - 1);
+        struct timeval tv = {2, 0};
+        setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) continue;
+        if (write(s, head, strlen(head)) <= 0) continue;
+        int sent = 0;
+        while (sent < bytes) {
+            int k = bytes - sent < (int)sizeof buf ? bytes - sent : (int)sizeof buf;
+            ssize_t w = write(s, buf, k);
+            if (w <= 0) break;
+            sent += w;
+        }
+        if (sent == bytes) open_ok++;
+    }
+    FILE *m = fopen(argv[5], "w");
+    fprintf(m, "holding %d\n", open_ok);
+    fclose(m);
+    sleep(secs);
+    return 0;
+}
+"#;
+
+/// A client that sends part of a request head and waits: it prints how
+/// many seconds passed until the socket closed the connection. MODE:
+/// `half` (half a head at once), `trickle` (a byte every 700 ms, never
+/// its end), `after` (a whole request, then half of a second one).
+const SLOWHEAD_C: &str = r#"
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <signal.h>
+#include <pthread.h>
+#include <time.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+static int s; static const char *mode;
+static void *writer(void *x) {
+    const char *half = "GET /machines HTTP/1.1\r\nHost: ca";
+    if (strcmp(mode, "after") == 0) {
+        const char *whole = "GET /machines HTTP/1.1\r\nHost: cage\r\n\r\n";
+        write(s, whole, strlen(whole));
+        sleep(1);
+    }
+    if (strcmp(mode, "trickle") == 0) {
+        for (int i = 0; i < 60; i++) {
+            if (write(s, half + (i % 20), 1) <= 0) break;
+            usleep(700000);
+        }
+    } else write(s, half, strlen(half));
+    return x;
+}
+int main(int argc, char **argv) {
+    if (argc != 3) return 2;
+    signal(SIGPIPE, SIG_IGN);
+    mode = argv[2];
+    s = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un a; memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    strncpy(a.sun_path, argv[1], sizeof a.sun_path - 1);
+    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) { perror("connect"); return 3; }
+    struct timespec t0, t1; clock_gettime(CLOCK_MONOTONIC, &t0);
+    pthread_t w; pthread_create(&w, 0, writer, 0);
+    char buf[4096];
+    struct timeval tv = {60, 0};
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    while (read(s, buf, sizeof buf) > 0) {}
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    printf("%s %ld\n", mode, (long)(t1.tv_sec - t0.tv_sec));
+    fflush(stdout);
+    _exit(0);
+}
+"#;
+
 /// The client, compiled once per test process.
 fn client() -> &'static Path {
     static P: OnceLock<PathBuf> = OnceLock::new();
-    P.get_or_init(|| {
+    P.get_or_init(|| compiled("uclient", CLIENT_C))
+}
+
+/// The flood, compiled once per test process.
+fn flood() -> &'static Path {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| compiled("flood", FLOOD_C))
+}
+
+/// The slow head, compiled once per test process.
+fn slowhead() -> &'static Path {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| compiled("slowhead", SLOWHEAD_C))
+}
+
+/// A static program compiled from `source`.
+fn compiled(name: &str, source: &str) -> PathBuf {
+    {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("socket-client-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
-        let src = dir.join("uclient.c");
-        fs::write(&src, CLIENT_C).unwrap();
-        let out = dir.join("uclient");
+        let src = dir.join(format!("{name}.c"));
+        fs::write(&src, source).unwrap();
+        let out = dir.join(name);
         let r = Command::new("gcc")
-            .args(["-static", "-O1", "-o"])
+            .args(["-static", "-O1", "-pthread", "-o"])
             .arg(&out)
             .arg(&src)
             .output()
@@ -67,18 +184,18 @@ fn client() -> &'static Path {
         assert!(r.status.success(), "gcc: {}", show_output(&r));
         fs::set_permissions(&out, fs::Permissions::from_mode(0o755)).unwrap();
         out
-    })
+    }
 }
 
 /// A recording agent API on 127.0.0.1: it answers every request 200 with
 /// JSON, and with headers the socket must not pass back.
-struct Agent {
+pub struct Agent {
     port: u16,
     seen: Arc<Mutex<Vec<Seen>>>,
 }
 
 impl Agent {
-    fn on(port: u16) -> Agent {
+    pub fn on(port: u16) -> Agent {
         let l = TcpListener::bind(("127.0.0.1", port)).unwrap();
         let port = l.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -109,7 +226,7 @@ impl Agent {
     fn any() -> Agent {
         Self::on(0)
     }
-    fn seen(&self) -> Vec<Seen> {
+    pub fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
 }
@@ -642,4 +759,262 @@ fn serve_refuses_changes_from_caged_sessions() {
     assert_eq!(r.0, 200, "{r:?}");
     assert_eq!(w.record(&name)["accept_caged"], false);
     serve.stop(std::time::Duration::from_secs(10));
+}
+
+/// What the socket forwards is what it checked, read as a receiver that
+/// folds the case of keys reads it (Go's encoding/json, the reference
+/// agent's): a second spelling of `method` (`Method`, `METHOD`, the same
+/// key twice), a second `meſsage`, a `ſession` beside the socket's own
+/// are refused and never reach an agent (each once passed as what the
+/// socket read first, and a Go agent ran the other); what passes reaches
+/// the agent written again from what was read, not as the cage wrote it.
+fn forwards_what_it_checked(mut w: World) {
+    let (here, rec) = two_agents(&mut w);
+    let name = w.session("sockjson");
+    let project = w.dir(&format!("projects/{name}"));
+    w.create(&name, &project, &[]);
+    let r = format!("/peer/127.0.0.1:{}", rec.port);
+    let h = "/peer/127.0.0.1";
+    let refused: Vec<(&str, String)> = vec![
+        (
+            "method-case",
+            request(
+                "POST",
+                &format!("{r}/a2a"),
+                r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","Method":"CancelTask","params":{"id":"t1"}}"#,
+            ),
+        ),
+        (
+            "method-upper",
+            request(
+                "POST",
+                &format!("{r}/a2a"),
+                r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","METHOD":"CancelTask","params":{"id":"t1"}}"#,
+            ),
+        ),
+        (
+            "method-twice",
+            request(
+                "POST",
+                &format!("{r}/a2a"),
+                r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","method":"CancelTask","params":{"id":"t1"}}"#,
+            ),
+        ),
+        (
+            "message-long-s",
+            request(
+                "POST",
+                &format!("{r}/a2a"),
+                r#"{"jsonrpc":"2.0","id":2,"method":"SendMessage","params":{"message":{"role":"user","parts":[]},"meſsage":{"role":"user","parts":[],"metadata":{"shrooms/from":"rec/boss"}}}}"#,
+            ),
+        ),
+        (
+            "session-long-s",
+            request(
+                "POST",
+                &format!("{h}/v1/tasks/t1"),
+                r#"{"state":"completed","ſession":"boss"}"#,
+            ),
+        ),
+        (
+            "metadata-case",
+            request(
+                "POST",
+                &format!("{r}/a2a"),
+                r#"{"jsonrpc":"2.0","id":2,"method":"SendMessage","params":{"message":{"parts":[],"Metadata":{"shrooms/from":"rec/boss"}}}}"#,
+            ),
+        ),
+    ];
+    let mut all = refused.clone();
+    all.push((
+        "ok",
+        request(
+            "POST",
+            &format!("{r}/a2a"),
+            "{ \"jsonrpc\" : \"2.0\", \"id\": 3,\n \"method\": \"Get\\u0054ask\", \"params\": {\"id\": \"t1\"} }",
+        ),
+    ));
+    let got = ask(&w, &name, &project, &all);
+    let explain = || format!("{got:#?}\nhere: {:#?}\nrec: {:#?}", here.seen(), rec.seen());
+    for (key, _) in &refused {
+        assert_eq!(status(&got[*key]), 400, "{key}: {}", explain());
+        assert!(
+            body(&got[*key]).contains("spellings"),
+            "{key}: {}",
+            explain()
+        );
+    }
+    assert_eq!(status(&got["ok"]), 200, "{}", explain());
+    assert!(here.seen().is_empty(), "{}", explain());
+    let seen = rec.seen();
+    assert_eq!(seen.len(), 1, "{}", explain());
+    assert_eq!(
+        seen[0].body,
+        r#"{"id":3,"jsonrpc":"2.0","method":"GetTask","params":{"id":"t1"}}"#,
+        "{}",
+        explain()
+    );
+}
+
+#[test]
+fn socket_forwards_what_it_checked_rootful() {
+    forwards_what_it_checked(World::new());
+}
+
+#[test]
+fn socket_forwards_what_it_checked_rootless() {
+    forwards_what_it_checked(World::rootless());
+}
+
+/// The resident memory of a process, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A cage opens 200 connections to its socket, each promising a 16 MiB
+/// body and sending 900 KiB of it, and holds them: the turn's process
+/// serves a fixed number of connections at once and reads no body before
+/// its route could pass, so it grows by little (it once read up to 16 MiB
+/// of each, 21 to 206 MiB with such a cage), and the socket still answers.
+fn bounds_connections_and_memory(mut w: World) {
+    let (_here, _rec) = two_agents(&mut w);
+    let name = w.session("sockflood");
+    let project = w.dir(&format!("projects/{name}"));
+    w.create(&name, &project, &[]);
+    fs::copy(flood(), project.join("flood")).unwrap();
+    fs::copy(client(), project.join("uclient")).unwrap();
+    fs::write(
+        project.join("machines.req"),
+        request("GET", "/machines", ""),
+    )
+    .unwrap();
+    w.chown_all();
+    let p = project.display();
+    let (ready, holding) = (project.join("ready"), project.join("holding"));
+    let script = format!(
+        "cd {p}; echo > ready; sleep 3; ./flood \"$SHROOMS_AGENT_PROXY\" 200 921600 8 holding; \
+         ./uclient \"$SHROOMS_AGENT_PROXY\" machines.req > machines.out; echo done"
+    );
+    let child = w
+        .direct_command(&["cage", "exec", &name, "--", "sh", "-c", &script])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    wait_until("the turn ready", std::time::Duration::from_secs(60), || {
+        ready.exists()
+    });
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let before = rss_kib(pid);
+    wait_until(
+        "the flood holding",
+        std::time::Duration::from_secs(90),
+        || holding.exists(),
+    );
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let during = rss_kib(pid);
+    let run = finish("cage exec (flood)", child).ok();
+    let grown = during.saturating_sub(before);
+    eprintln!(
+        "the turn's process: {before} KiB, {during} KiB with the flood ({})",
+        fs::read_to_string(&holding).unwrap_or_default().trim()
+    );
+    assert!(before > 0 && during > 0, "{}", run.explain());
+    assert!(
+        grown < 64 * 1024,
+        "the turn's process grew by {grown} KiB: {}",
+        run.explain()
+    );
+    let answer = fs::read_to_string(project.join("machines.out")).unwrap_or_default();
+    assert_eq!(status(&answer), 200, "{answer}\n{}", run.explain());
+}
+
+#[test]
+fn socket_bounds_connections_and_memory_rootful() {
+    bounds_connections_and_memory(World::new());
+}
+
+#[test]
+fn socket_bounds_connections_and_memory_rootless() {
+    bounds_connections_and_memory(World::rootless());
+}
+
+/// A session of a long name (its container's name, in the socket's path
+/// on the machine, makes that path longer than a Unix socket's 107 bytes)
+/// still gets its socket: every turn of it once failed.
+fn long_name_gets_its_socket(w: World) {
+    let name = w.session("a-session-name-as-long-as-one-may-be-given-x");
+    assert!(name.len() > 50 && name.len() <= 63, "{name}");
+    let project = w.dir(&format!("projects/{name}"));
+    w.create(&name, &project, &[]);
+    let got = ask(
+        &w,
+        &name,
+        &project,
+        &[("machines", request("GET", "/machines", ""))],
+    );
+    assert_eq!(status(&got["machines"]), 200, "{got:#?}");
+    let cage = w.container(&name);
+    let path = w.state.join("cages").join(&cage).join("proxy/proxy.sock");
+    assert!(path.as_os_str().len() > 107, "{}", path.display());
+}
+
+#[test]
+fn socket_long_session_name_rootful() {
+    long_name_gets_its_socket(World::new());
+}
+
+#[test]
+fn socket_long_session_name_rootless() {
+    long_name_gets_its_socket(World::rootless());
+}
+
+/// The socket's head deadline holds for a request head that does not come
+/// whole: half of one, one trickled a byte at a time, half of a second one
+/// after a whole one; each connection is closed within the deadline (10 s)
+/// of when it began (or its last answer).
+fn head_deadline_holds(w: World) {
+    let name = w.session("sockhead");
+    let project = w.dir(&format!("projects/{name}"));
+    w.create(&name, &project, &[]);
+    fs::copy(slowhead(), project.join("slowhead")).unwrap();
+    w.chown_all();
+    let script = format!(
+        "cd {}; for m in half trickle after; do ./slowhead \"$SHROOMS_AGENT_PROXY\" $m > $m.out & done; wait; cat *.out",
+        project.display()
+    );
+    let r = w.sh(&name, &script);
+    let mut closed: Vec<(String, u64)> = r
+        .stdout()
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(m, s)| (m.to_string(), s.parse().unwrap()))
+        .collect();
+    closed.sort();
+    assert_eq!(closed.len(), 3, "{}", r.explain());
+    for (mode, secs) in &closed {
+        let most = if mode == "after" { 12 } else { 11 };
+        assert!(
+            (9..=most).contains(secs),
+            "{mode}: closed after {secs} s: {}",
+            r.explain()
+        );
+    }
+}
+
+#[test]
+fn socket_head_deadline_holds_rootful() {
+    head_deadline_holds(World::new());
+}
+
+#[test]
+fn socket_head_deadline_holds_rootless() {
+    head_deadline_holds(World::rootless());
 }

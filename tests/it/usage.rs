@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 
 use crate::common::*;
 use crate::gateway::{
-    Counts, MACHINE_KEY, Mock, PLAIN, QUIET, REQ_FN, STREAMED, read, session_in, status, world_for,
+    Counts, LONG_DELTA, LONG_DELTAS, MACHINE_KEY, Mock, Mode, PLAIN, QUIET, REQ_FN, STREAMED, read,
+    session_in, status, world_for,
 };
 
 /// `plain OUTFILE`: a Messages request that asks for no stream, so the
@@ -434,4 +435,187 @@ fn usage_real_claude_code_shows_the_spent_budget() {
         .filter(|s| s.method == "POST")
         .count();
     assert_eq!(posts_after, 0, "{}", mock.explain());
+}
+
+/// The model requests the mock answered.
+fn model_posts(mock: &Mock) -> usize {
+    mock.seen()
+        .iter()
+        .filter(|s| s.method == "POST" && s.target.split('?').next() == Some("/v1/messages"))
+        .count()
+}
+
+/// A harness that asks for compressed answers (`Accept-Encoding: gzip`),
+/// against an upstream that compresses when asked: the gateway asks for
+/// them as they are, counts each, and the budget holds (the gateway once
+/// passed the harness's header on, could not read the compressed answers
+/// and counted nothing).
+fn compressed_answers_are_counted(w: World) {
+    let mock = Mock::with(Mode::GzipWhenAsked);
+    world_for(&w, &mock, "");
+    let (name, project) = session_in(&w, "gzip");
+    let p = project.display();
+    w.run(&[
+        "cage",
+        "limits",
+        &name,
+        "--tokens",
+        &(STREAMED.total() + 1).to_string(),
+    ])
+    .ok();
+    let mut script = REQ_FN.to_string();
+    for i in 1..=4 {
+        script.push_str(&format!(
+            "req POST /v1/messages {p}/g{i}.txt 'Accept-Encoding: gzip, br'\n"
+        ));
+    }
+    let r = exec(&w, &name, &script).ok();
+    // An answer compressed (as the gateway once let it be) is not text.
+    let read = |p: std::path::PathBuf| {
+        String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned()
+    };
+    for i in 1..=2 {
+        let a = read(project.join(format!("g{i}.txt")));
+        assert_eq!(status(&a), 200, "{a}\n{}", r.explain());
+        assert!(a.contains("message_stop"), "{a}");
+    }
+    for i in 3..=4 {
+        let a = read(project.join(format!("g{i}.txt")));
+        assert_eq!(status(&a), 400, "{a}\n{}", r.explain());
+        assert!(a.contains("has spent its token budget"), "{a}");
+    }
+    assert_eq!(model_posts(&mock), 2, "{}", mock.explain());
+    for s in mock.seen() {
+        assert_eq!(
+            s.headers.get("accept-encoding").map(String::as_str),
+            Some("identity"),
+            "{s:?}"
+        );
+    }
+    assert_eq!(
+        w.record(&name)["tokens"]["used"],
+        summed(&[&STREAMED, &STREAMED])
+    );
+}
+
+#[test]
+fn usage_compressed_answers_are_counted() {
+    compressed_answers_are_counted(World::new());
+}
+
+#[test]
+fn usage_compressed_answers_are_counted_rootless() {
+    compressed_answers_are_counted(World::rootless());
+}
+
+/// An upstream that compresses whatever it is asked: its gzip answers,
+/// streamed and plain, are read through a decoder and counted.
+#[test]
+fn usage_an_upstream_that_compresses_anyway_is_counted() {
+    let w = World::new();
+    let mock = Mock::with(Mode::GzipAlways);
+    world_for(&w, &mock, "");
+    let (name, project) = session_in(&w, "gzipany");
+    let p = project.display();
+    let script = format!("{REQ_FN}{PLAIN_FN}req POST /v1/messages {p}/s.txt\nplain {p}/p.txt");
+    let r = exec(&w, &name, &script).ok();
+    // As the upstream sent it: compressed.
+    let s = String::from_utf8_lossy(&std::fs::read(project.join("s.txt")).unwrap()).into_owned();
+    assert_eq!(status(&s), 200, "{s}\n{}", r.explain());
+    assert!(
+        s.to_ascii_lowercase().contains("content-encoding: gzip"),
+        "{s}"
+    );
+    assert_eq!(model_posts(&mock), 2, "{}", mock.explain());
+    assert_eq!(
+        w.record(&name)["tokens"]["used"],
+        summed(&[&STREAMED, &PLAIN])
+    );
+}
+
+/// An answer in an encoding the gateway does not read is not passed on
+/// uncounted: the harness gets fixed words in its place, the turn's next
+/// model request is refused without reaching the upstream, the terminal
+/// says why, and the history says so.
+#[test]
+fn usage_an_answer_that_cannot_be_counted_ends_the_turns_spending() {
+    let w = World::new();
+    let mock = Mock::with(Mode::Brotli);
+    world_for(&w, &mock, "");
+    let (name, project) = session_in(&w, "brotli");
+    let p = project.display();
+    let script = format!(
+        "{REQ_FN}req POST /v1/messages {p}/a.txt 'Accept-Encoding: br'
+         req POST /v1/messages {p}/b.txt
+         req HEAD /api/hello {p}/h.txt"
+    );
+    let r = exec(&w, &name, &script).ok();
+    let a = read(&project.join("a.txt"));
+    assert_eq!(status(&a), 502, "{a}\n{}", r.explain());
+    assert!(a.contains("could not count the tokens"), "{a}");
+    assert!(!a.contains("not really brotli"), "{a}");
+    let b = read(&project.join("b.txt"));
+    assert_eq!(status(&b), 400, "{b}");
+    assert!(b.contains("could not count the tokens"), "{b}");
+    assert_eq!(status(&read(&project.join("h.txt"))), 200);
+    assert!(
+        r.stderr().contains("Content-Encoding br"),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(model_posts(&mock), 1, "{}", mock.explain());
+    assert_eq!(
+        turn_lines(&w, &name),
+        [
+            "turn: tokens in 0, out 0, cache write 0, cache read 0 (0 tokens, 0 responses); \
+          an answer could not be counted; 1 model request refused: tokens no longer counted"
+        ]
+    );
+}
+
+/// A stream the harness drops before its end is charged what passed: its
+/// input counts, and its output by the bytes of the text that passed
+/// (the API gives the output count only at the end), not the first
+/// event's count of 1.
+fn dropped_stream_is_charged(w: World) {
+    let mock = Mock::with(Mode::LongThenHold);
+    world_for(&w, &mock, "");
+    let (name, project) = session_in(&w, "dropped");
+    let out = project.join("long.txt");
+    let last = format!("{:03}x", LONG_DELTAS - 1);
+    let script = format!(
+        "body='{{\"model\":\"m\",\"max_tokens\":9,\"stream\":true,\"messages\":[]}}'
+         wget -q -O {out} --header 'Content-Type: application/json' --post-data \"$body\" \
+           \"$ANTHROPIC_BASE_URL/v1/messages\" & pid=$!
+         n=0; while ! grep -q {last} {out} 2>/dev/null; do sleep 0.1; n=$((n+1)); [ $n -lt 300 ] || break; done
+         kill $pid; wait $pid; echo killed",
+        out = out.display(),
+    );
+    let r = exec(&w, &name, &script).ok();
+    mock.release();
+    assert!(read(&out).contains(&last), "{}", r.explain());
+    let used = &w.record(&name)["tokens"]["used"];
+    let passed = (LONG_DELTAS * LONG_DELTA) as u64;
+    assert_eq!(
+        *used,
+        json!({
+            "input_tokens": STREAMED.input_tokens,
+            "output_tokens": passed.div_ceil(3),
+            "cache_creation_input_tokens": STREAMED.cache_creation_input_tokens,
+            "cache_read_input_tokens": STREAMED.cache_read_input_tokens,
+            "responses": 1,
+        }),
+        "{}",
+        r.explain()
+    );
+}
+
+#[test]
+fn usage_a_dropped_stream_is_charged_what_passed() {
+    dropped_stream_is_charged(World::new());
+}
+
+#[test]
+fn usage_a_dropped_stream_is_charged_what_passed_rootless() {
+    dropped_stream_is_charged(World::rootless());
 }
