@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::podman::{Podman, inspect::Info};
 
 pub mod facts_cache;
+pub mod loopback;
 use crate::settings::{Env, NetworkChoice, Settings, find_program};
 use crate::spec::Network;
 

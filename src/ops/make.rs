@@ -148,6 +148,9 @@ pub struct Facts {
     /// Where each path that a cage may mount leads (links followed); a path
     /// that cannot be followed leads to itself.
     pub led_to: BTreeMap<PathBuf, PathBuf>,
+    /// podman's containers.conf files as it reads them, in its order, with
+    /// their text (`host::loopback`).
+    pub podman_confs: Vec<(PathBuf, String)>,
 }
 
 #[derive(Debug, Clone)]
@@ -353,6 +356,15 @@ pub fn facts(
         options,
         state_id: ctx.store.state_id_if_any()?,
         led_to,
+        podman_confs: crate::host::loopback::config_files(
+            &ctx.env,
+            host.rootless,
+            super::euid(),
+            &ctx.settings.home,
+        )
+        .into_iter()
+        .filter_map(|f| std::fs::read_to_string(&f).ok().map(|t| (f, t)))
+        .collect(),
     })
 }
 
@@ -461,6 +473,13 @@ pub fn decide(
     soft(check_limits(settings, &f.host, &mut warnings).map_err(Refused::from))?;
     let init = f.host.init()?.to_path_buf();
     let network = f.host.network(settings.network)?;
+    if let Some(why) = crate::host::loopback::opening(network, &f.podman_confs) {
+        soft(Err(Refused::from(Error::failed(format!(
+            "{why}: a cage there could drive any agent on this machine; remove that option, or \
+             set network = \"slirp4netns\" in the config (its cages close the host's loopback \
+             themselves)"
+        )))))?;
+    }
     let image = f.image.image.clone();
     // Ours: built when missing, rebuilt when stale; not ours: must be here,
     // as nothing here builds or pulls it.
