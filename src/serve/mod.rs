@@ -115,40 +115,48 @@ impl Shared {
         self.base.context(self.state.host())
     }
 
-    /// The machine a request came from, by its address, never
-    /// from a header (a header is whatever the sender writes): the
-    /// `[machines]` entry whose host resolves to it, else this machine
-    /// when it came over loopback.
+    /// The machine a request came from (see [`machine_of`]).
     pub fn machine_of(&self, ip: IpAddr) -> std::result::Result<String, String> {
-        let ip = canonical(ip);
-        let s = &self.base.settings;
-        let matches: Vec<&String> = s
-            .machines
-            .iter()
-            .filter(|(_, m)| {
-                (m.host.as_str(), m.port)
-                    .to_socket_addrs()
-                    .map(|mut addrs| addrs.any(|a| canonical(a.ip()) == ip))
-                    .unwrap_or(false)
-            })
-            .map(|(name, _)| name)
-            .collect();
-        match matches.as_slice() {
-            [one] => Ok((*one).clone()),
-            [] if ip.is_loopback() => Ok(s.machine_name.clone()),
-            [] => Err(format!(
-                "{ip} is the address of no machine in this machine's [machines]: \
-                 files are taken only from machines it names"
-            )),
-            many => Err(format!(
-                "{ip} is the address of several machines in [machines] ({}): \
-                 it cannot tell which one sent this",
-                many.iter()
-                    .map(|m| m.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
-        }
+        machine_of(&self.base.settings, ip)
+    }
+}
+
+/// The machine a request came from, by its address, never from a header (a
+/// header is whatever the sender writes): this machine when it came over
+/// loopback, whatever `[machines]` says (an entry whose host is loopback
+/// would otherwise be credited with every local program's drop, and any
+/// local user could send as that machine); else the `[machines]` entry
+/// whose host resolves to it.
+pub fn machine_of(s: &Settings, ip: IpAddr) -> std::result::Result<String, String> {
+    let ip = canonical(ip);
+    if ip.is_loopback() {
+        return Ok(s.machine_name.clone());
+    }
+    let matches: Vec<&String> = s
+        .machines
+        .iter()
+        .filter(|(_, m)| {
+            (m.host.as_str(), m.port)
+                .to_socket_addrs()
+                .map(|mut addrs| addrs.any(|a| canonical(a.ip()) == ip))
+                .unwrap_or(false)
+        })
+        .map(|(name, _)| name)
+        .collect();
+    match matches.as_slice() {
+        [one] => Ok((*one).clone()),
+        [] => Err(format!(
+            "{ip} is the address of no machine in this machine's [machines]: \
+             files are taken only from machines it names"
+        )),
+        many => Err(format!(
+            "{ip} is the address of several machines in [machines] ({}): \
+             it cannot tell which one sent this",
+            many.iter()
+                .map(|m| m.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
     }
 }
 
@@ -505,9 +513,11 @@ async fn handle(
 }
 
 /// Why a request is refused before its route: two Host headers (400);
-/// another user's process over loopback, without a token (403); no token
-/// or a wrong one (401); a web page, without a token (403). `why` gets
-/// what the log line adds.
+/// with a token, no token or a wrong one (401); without one, over TCP: a
+/// web page (403), anyone when serve runs as root (403), another user's
+/// process, a closed or unknown socket, or a container's network helper
+/// (403). The Unix socket's client is serve's own user. `why` gets what
+/// the log line adds.
 fn refusal(
     shared: &Shared,
     info: &ConnInfo,
@@ -540,6 +550,10 @@ fn refusal(
         return None;
     }
     if let Peer::Tcp { user, .. } = info.peer {
+        // A web page is refused first, whoever's browser it is in.
+        if let Some(why) = from_a_web_page(headers) {
+            return Some(Response::error(403, &why));
+        }
         if shared.uid == 0 {
             // Root's programs use the Unix socket. Over TCP the user of a
             // client is what the kernel says of its socket at one moment;
@@ -553,7 +567,7 @@ fn refusal(
             ));
         }
         let who = match (user, &info.helper) {
-            (Ok(l), None) if l.uid == shared.uid => return web_page_refusal(headers),
+            (Ok(l), None) if l.uid == shared.uid => return None,
             (Ok(l), Some(helper)) if l.uid == shared.uid => {
                 format!("a container's network helper ({helper})")
             }
@@ -572,11 +586,6 @@ fn refusal(
         ));
     }
     None
-}
-
-/// A web page's request to a serve without a token (see [`from_a_web_page`]).
-fn web_page_refusal(headers: &HeaderMap) -> Option<Response> {
-    from_a_web_page(headers).map(|why| Response::error(403, &why))
 }
 
 /// What the log says of one request, written when it is dropped: at the
@@ -766,6 +775,33 @@ mod tests {
         };
         assert_eq!(v6.for_log(), "10.1.2.3:4000");
         assert_eq!(conn::Peer::Unix.for_log(), "unix");
+    }
+
+    #[test]
+    fn a_drop_over_loopback_is_this_machines_whatever_machines_says() {
+        let s = Settings::from_text(
+            Some(
+                "machine_name = \"here\"\n[machines]\nlocal = \"http://127.0.0.1:7400\"\n\
+                 two = \"http://127.0.0.2\"\nfar = \"http://10.1.2.3:7387\"\n",
+            ),
+            Path::new("/cfg/config.toml"),
+            PathBuf::from("/state"),
+            PathBuf::from("/home/u"),
+            &Env::new(),
+        )
+        .unwrap();
+        for ip in ["127.0.0.1", "127.0.0.2", "::1", "::ffff:127.0.0.1"] {
+            assert_eq!(
+                machine_of(&s, ip.parse().unwrap()),
+                Ok("here".into()),
+                "{ip}"
+            );
+        }
+        assert_eq!(
+            machine_of(&s, "10.1.2.3".parse().unwrap()),
+            Ok("far".into())
+        );
+        assert!(machine_of(&s, "10.9.9.9".parse().unwrap()).is_err());
     }
 
     #[test]

@@ -272,3 +272,165 @@ fn a_container_reaching_the_hosts_loopback_cannot_drive_its_users_serve() {
     );
     assert!(w.record(&name)["cage"].is_object(), "{}", w.record(&name));
 }
+
+/// The test run's containers.conf with `extra` added under its `[engine]`
+/// and `[network]` tables, for the test user to read; its path.
+fn containers_conf_with(w: &World, engine: &str, network: &str) -> PathBuf {
+    let base = fs::read_to_string(std::env::var("CONTAINERS_CONF").unwrap()).unwrap();
+    let text = base.replacen("[engine]\n", &format!("[engine]\n{engine}\n"), 1)
+        + &format!("\n[network]\n{network}\n");
+    let p = w.file("loopback-containers.conf", &text);
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
+    p
+}
+
+/// podman's configuration lets every slirp4netns container reach the
+/// host's loopback (`allow_host_loopback=true` in `network_cmd_options`):
+/// a plain container does, a cage does not (its own
+/// `slirp4netns:allow_host_loopback=false` comes after and wins), and
+/// `doctor` passes its network. pasta options that open the host's
+/// loopback are refused by `cage create` and failed by `doctor`, whatever
+/// the network (the check reads the files as podman reads them).
+#[test]
+fn a_podman_configuration_that_opens_the_hosts_loopback() {
+    let w = World::rootless();
+    if rootless_network() == "pasta" {
+        // The podman-5 lane: pasta options that open the host's loopback.
+        let conf = containers_conf_with(&w, "", "pasta_options = [\"--map-gw\"]");
+        w.set_env("CONTAINERS_CONF", &conf.to_string_lossy());
+        let name = w.session("mapgw");
+        let dir = w.dir(&format!("projects/{name}"));
+        let r = w
+            .run(&["cage", "create", &name, "--dir", &dir.to_string_lossy()])
+            .code_is(1);
+        assert!(r.stderr().contains("--map-gw"), "{}", r.explain());
+        assert!(w.containers_of(&name).is_empty(), "{}", r.explain());
+        assert!(!w.record_path(&name).exists(), "{}", r.explain());
+        let d = w.run(&["doctor"]);
+        assert!(d.stdout().contains("--map-gw"), "{}", d.explain());
+        return;
+    }
+    let conf = containers_conf_with(
+        &w,
+        "network_cmd_options = [\"allow_host_loopback=true\"]",
+        "",
+    );
+    w.set_env("CONTAINERS_CONF", &conf.to_string_lossy());
+    let l = Listener::any();
+    let probe = nc_probe("10.0.2.2", l.port);
+    let conf_env = format!("CONTAINERS_CONF={}", conf.display());
+    let plain = as_user(
+        w.user,
+        "env",
+        &[
+            &conf_env,
+            podman_program(),
+            "run",
+            "--rm",
+            "--network",
+            "slirp4netns",
+            IMAGE,
+            "sh",
+            "-c",
+            &probe,
+        ],
+        &[],
+    );
+    assert!(
+        String::from_utf8_lossy(&plain.stdout).contains(&format!("CONNECTED-{}", l.port)),
+        "the configuration does not open the host's loopback, so this proves nothing:\n{}",
+        show_output(&plain)
+    );
+    let name = w.session("loopback");
+    let dir = w.dir(&format!("projects/{name}"));
+    w.create(&name, &dir, &[]);
+    let r = w.sh(&name, &probe);
+    assert!(
+        r.stdout().contains(&format!("REFUSED-{}", l.port)),
+        "{}",
+        r.explain()
+    );
+    // The cage closes it itself, so doctor does not name the option.
+    let d = w.run(&["doctor"]);
+    assert!(
+        !d.stdout().contains("allow_host_loopback"),
+        "{}",
+        d.explain()
+    );
+}
+
+/// A listener that keeps the head of every request it gets, answering 404.
+fn recording_listener(addr: &str, port: u16) -> std::sync::Arc<std::sync::Mutex<Vec<String>>> {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind((addr, port))
+        .unwrap_or_else(|e| panic!("bind {addr}:{port}: {e}"));
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = seen.clone();
+    thread::spawn(move || {
+        for mut c in l.incoming().flatten() {
+            let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut head = Vec::new();
+            let mut b = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && c.read(&mut b).is_ok_and(|n| n == 1) {
+                head.push(b[0]);
+            }
+            kept.lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&head).into_owned());
+            let _ = c.write_all(
+                b"HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+            );
+        }
+    });
+    seen
+}
+
+/// A `[machines]` URL without a port is port 7387, listed and used alike:
+/// `outbox send` goes to 127.0.0.2:7387 with the machine's token, and
+/// nothing reaches port 80 of that address.
+#[test]
+fn a_machine_url_without_a_port_is_port_7387_for_its_token_too() {
+    let w = World::new();
+    let on_80 = recording_listener("127.0.0.2", 80);
+    let on_7387 = recording_listener("127.0.0.2", 7387);
+    let token = w.file("far-token", "far-s3cret\n");
+    fs::set_permissions(&token, fs::Permissions::from_mode(0o600)).unwrap();
+    let sealed_token = w.file("sealed-token", "sk-ant-oat01-test-token\n");
+    fs::set_permissions(&sealed_token, fs::Permissions::from_mode(0o600)).unwrap();
+    w.write_config(&format!(
+        "[machines]\nfar = {{ url = \"http://127.0.0.2\", token_file = \"{}\" }}\n",
+        token.display()
+    ));
+    let name = w.session("portless");
+    let dir = w.dir(&format!("projects/{name}"));
+    w.create(
+        &name,
+        &dir,
+        &[
+            "--sealed",
+            "--sealed-token",
+            &sealed_token.to_string_lossy(),
+        ],
+    );
+    fs::write(
+        w.home.join("shrooms-outbox").join(&name).join("report.md"),
+        "# findings\n",
+    )
+    .unwrap();
+    let r = w.run(&["outbox", "send", &name, "far/inbox"]);
+    assert_ne!(r.code(), 0, "{}", r.explain());
+    assert!(r.stderr().contains("127.0.0.2:7387"), "{}", r.explain());
+    let got = on_7387.lock().unwrap().clone();
+    assert!(
+        got.iter().any(|h| h
+            .to_ascii_lowercase()
+            .contains("authorization: bearer far-s3cret")),
+        "{got:?}\n{}",
+        r.explain()
+    );
+    assert!(
+        on_80.lock().unwrap().is_empty(),
+        "{:?}",
+        on_80.lock().unwrap()
+    );
+}

@@ -991,6 +991,34 @@ impl World {
         self.serve_at(free_port(), args, env)
     }
 
+    /// This machine's serve on the agent port, as the cages' sockets reach
+    /// it: root's has a token, which the config gives its own machine's
+    /// `[machines]` entry (the socket sends it). `extra` is the rest of the
+    /// config; the machine is named `name`.
+    pub fn serve_for_cages(&self, name: &str, extra: &str) -> Serve {
+        let port = self.agent_port;
+        if self.user.is_some() {
+            self.write_config(&format!("machine_name = \"{name}\"\n{extra}"));
+            return self.serve_at(port, &[], &[]);
+        }
+        let t = format!("owner-{}-{port}", std::process::id());
+        let f = self.file(&format!("serve-token-{port}"), &format!("{t}\n"));
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).unwrap();
+        self.write_config(&format!(
+            "machine_name = \"{name}\"\n{extra}\n[machines]\n{name} = {{ url = \"http://127.0.0.1:{port}\", token_file = \"{}\" }}\n",
+            f.display()
+        ));
+        let file = f.to_string_lossy().into_owned();
+        let mut s = self.serve_at(port, &["--token-file", &file], &[]);
+        SERVE_TOKENS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((port, t.clone()));
+        s.token = Some(t);
+        s.token_file = Some(f);
+        s
+    }
+
     /// `serve` as started with no token at all, root's too.
     pub fn serve_without_token(&self, args: &[&str], env: &[(&str, &str)]) -> Serve {
         self.start_serve("127.0.0.1", free_port(), args, env, false)
@@ -1220,6 +1248,47 @@ pub fn raw(port: u16, bytes: &[u8], timeout: Duration) -> String {
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out);
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The Authorization header line root's raw requests to `port` carry
+/// (empty when that serve has no harness-made token).
+pub fn owner_auth(port: u16) -> String {
+    owner_token(port).map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"))
+}
+
+/// A proxy on a loopback port of its own that puts the owner's token of
+/// `port`'s serve into every request on its way there: for a browser,
+/// which has no way to send it. Its port.
+pub fn owner_proxy(port: u16) -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mine = l.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for client in l.incoming().flatten() {
+            thread::spawn(move || {
+                let mut client = client;
+                let mut head = Vec::new();
+                let mut b = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    match client.read(&mut b) {
+                        Ok(1) => head.push(b[0]),
+                        _ => return,
+                    }
+                }
+                let Ok(mut serve) = TcpStream::connect(("127.0.0.1", port)) else {
+                    return;
+                };
+                if serve.write_all(&with_owner_token(port, &head)).is_err() {
+                    return;
+                }
+                let (mut c2, mut s2) = (client.try_clone().unwrap(), serve.try_clone().unwrap());
+                thread::spawn(move || {
+                    let _ = std::io::copy(&mut c2, &mut s2);
+                });
+                let _ = std::io::copy(&mut serve, &mut client);
+            });
+        }
+    });
+    mine
 }
 
 /// A raw request with the owner's token of that port's serve put after
