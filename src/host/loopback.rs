@@ -15,69 +15,14 @@
 //!   passes `-T none -U none` only when the options name neither). A
 //!   cage cannot take these back, so a cage on pasta is refused.
 //!
-//! The files are read as podman reads them (containers.conf(5), "FILES"):
-//! `$CONTAINERS_CONF` alone when set; else the system's files and their
-//! `.d` folders, then (rootless) the user's; `$CONTAINERS_CONF_OVERRIDE`
-//! last. A later file's key replaces an earlier one's.
+//! The files are those podman reads, in its order
+//! ([`super::containers_conf_files`]); a later file's key replaces an
+//! earlier one's.
 
 use std::path::{Path, PathBuf};
 
 use crate::settings::Env;
 use crate::spec::Network;
-
-/// The containers.conf files podman reads, in its order, that exist.
-pub fn config_files(env: &Env, rootless: bool, uid: u32, home: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    if let Some(only) = env.get("CONTAINERS_CONF").filter(|v| !v.is_empty()) {
-        files.push(PathBuf::from(only));
-    } else {
-        let with_d = |files: &mut Vec<PathBuf>, f: &str| {
-            files.push(PathBuf::from(f));
-            files.extend(conf_d(Path::new(&format!("{f}.d"))));
-        };
-        with_d(&mut files, "/usr/share/containers/containers.conf");
-        with_d(&mut files, "/etc/containers/containers.conf");
-        if rootless {
-            with_d(&mut files, "/etc/containers/containers.rootless.conf");
-            files.extend(conf_d(Path::new(&format!(
-                "/etc/containers/containers.rootless.conf.d/{uid}"
-            ))));
-            let config = env
-                .get("XDG_CONFIG_HOME")
-                .filter(|d| d.starts_with('/'))
-                .map(PathBuf::from)
-                .unwrap_or_else(|| home.join(".config"));
-            with_d(
-                &mut files,
-                &config.join("containers/containers.conf").to_string_lossy(),
-            );
-        } else {
-            with_d(&mut files, "/etc/containers/containers.rootful.conf");
-        }
-    }
-    if let Some(last) = env
-        .get("CONTAINERS_CONF_OVERRIDE")
-        .filter(|v| !v.is_empty())
-    {
-        files.push(PathBuf::from(last));
-    }
-    files.retain(|f| f.is_file());
-    files
-}
-
-/// The `*.conf` files of a folder, by name.
-fn conf_d(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|e| e == "conf"))
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
-}
 
 /// What opens the host's loopback to a cage on `network`, given the files'
 /// texts in podman's order: the setting and its file; None when nothing does.
@@ -127,21 +72,19 @@ pub fn opening(network: Network, files: &[(PathBuf, String)]) -> Option<String> 
 }
 
 /// The same, reading the files this machine's podman reads.
-pub fn opening_here(
-    network: Network,
-    env: &Env,
-    rootless: bool,
-    uid: u32,
-    home: &Path,
-) -> Option<String> {
+pub fn opening_here(network: Network, env: &Env, rootless: bool, home: &Path) -> Option<String> {
     if network != Network::Pasta {
         return None;
     }
-    let texts: Vec<(PathBuf, String)> = config_files(env, rootless, uid, home)
+    opening(network, &read(env, rootless, home))
+}
+
+/// The containers.conf files podman reads, with their text, in its order.
+pub fn read(env: &Env, rootless: bool, home: &Path) -> Vec<(PathBuf, String)> {
+    super::containers_conf_files(env, home, rootless)
         .into_iter()
         .filter_map(|f| std::fs::read_to_string(&f).ok().map(|t| (f, t)))
-        .collect();
-    opening(network, &texts)
+        .collect()
 }
 
 #[cfg(test)]
@@ -200,45 +143,5 @@ mod tests {
             opening(Network::Pasta, &files(&[other, "not toml ["])),
             None
         );
-    }
-
-    #[test]
-    fn containers_conf_alone_when_set() {
-        let dir = std::env::temp_dir().join(format!("shrooms-loopback-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let only = dir.join("only.conf");
-        let over = dir.join("override.conf");
-        std::fs::write(&only, "").unwrap();
-        std::fs::write(&over, "").unwrap();
-        let mut env = Env::new();
-        env.insert("CONTAINERS_CONF".into(), only.to_string_lossy().into());
-        assert_eq!(config_files(&env, true, 1000, &dir), vec![only.clone()]);
-        env.insert(
-            "CONTAINERS_CONF_OVERRIDE".into(),
-            over.to_string_lossy().into(),
-        );
-        assert_eq!(config_files(&env, true, 1000, &dir), vec![only, over]);
-        // The user's own file, rootless.
-        let env = Env::new();
-        std::fs::create_dir_all(dir.join(".config/containers/containers.conf.d")).unwrap();
-        std::fs::write(dir.join(".config/containers/containers.conf"), "").unwrap();
-        std::fs::write(dir.join(".config/containers/containers.conf.d/b.conf"), "").unwrap();
-        std::fs::write(dir.join(".config/containers/containers.conf.d/a.conf"), "").unwrap();
-        let got = config_files(&env, true, 1000, &dir);
-        let mine: Vec<&PathBuf> = got.iter().filter(|p| p.starts_with(&dir)).collect();
-        assert_eq!(
-            mine,
-            vec![
-                &dir.join(".config/containers/containers.conf"),
-                &dir.join(".config/containers/containers.conf.d/a.conf"),
-                &dir.join(".config/containers/containers.conf.d/b.conf"),
-            ]
-        );
-        assert!(
-            config_files(&env, false, 0, &dir)
-                .iter()
-                .all(|p| !p.starts_with(&dir))
-        );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -397,9 +397,7 @@ fn network_check(
 ) -> Check {
     match host.network(choice) {
         Ok(n) => {
-            if let Some(why) =
-                crate::host::loopback::opening_here(n, env, host.rootless, super::euid(), home)
-            {
+            if let Some(why) = crate::host::loopback::opening_here(n, env, host.rootless, home) {
                 return Check {
                     name: "network",
                     status: Status::Fail,

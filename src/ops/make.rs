@@ -356,15 +356,7 @@ pub fn facts(
         options,
         state_id: ctx.store.state_id_if_any()?,
         led_to,
-        podman_confs: crate::host::loopback::config_files(
-            &ctx.env,
-            host.rootless,
-            super::euid(),
-            &ctx.settings.home,
-        )
-        .into_iter()
-        .filter_map(|f| std::fs::read_to_string(&f).ok().map(|t| (f, t)))
-        .collect(),
+        podman_confs: crate::host::loopback::read(&ctx.env, host.rootless, &ctx.settings.home),
     })
 }
 
