@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::podman::{Podman, inspect::Info};
 
 pub mod facts_cache;
+pub mod loopback;
 use crate::settings::{Env, NetworkChoice, Settings, find_program};
 use crate::spec::Network;
 
@@ -233,7 +234,7 @@ const INIT_PLACES: &[&str] = &[
 /// The containers.conf files podman reads, in order, the later winning
 /// (containers.conf(5)): `$CONTAINERS_CONF` alone when set; else the
 /// system's, its `.d` folder, and rootless the user's and its `.d` folder.
-fn containers_conf_files(env: &Env, home: &Path, rootless: bool) -> Vec<PathBuf> {
+pub fn containers_conf_files(env: &Env, home: &Path, rootless: bool) -> Vec<PathBuf> {
     let var = |k: &str| env.get(k).filter(|v| !v.is_empty()).map(PathBuf::from);
     let mut files = Vec::new();
     let with_d = |files: &mut Vec<PathBuf>, f: PathBuf| {

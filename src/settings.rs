@@ -1167,8 +1167,6 @@ pub fn validate_machine_name(name: &str) -> Result<(), String> {
     }
 }
 
-/// `http://host:port` (a trailing `/` is let go; the port defaults to 7387).
-/// Only plain HTTP: `serve` speaks nothing else; a mesh carries it.
 /// The model API's base URL: http or https, a host, no query; returned
 /// without a trailing `/` (request paths are appended to it).
 fn validate_upstream(url: &str) -> Result<String, String> {
@@ -1185,6 +1183,8 @@ fn validate_upstream(url: &str) -> Result<String, String> {
     Ok(url.trim_end_matches('/').to_string())
 }
 
+/// `http://host:port` (a trailing `/` is let go; the port defaults to 7387).
+/// Only plain HTTP: `serve` speaks nothing else; a mesh carries it.
 pub fn parse_machine_url(url: &str, token_file: Option<PathBuf>) -> Result<Machine, String> {
     let why = || {
         format!("{url:?} is not an address of a machine's serve: write it as \"http://host:port\"")
@@ -1222,8 +1222,17 @@ pub fn parse_machine_url(url: &str, token_file: Option<PathBuf>) -> Result<Machi
         None => DEFAULT_AGENT_PORT,
         Some(p) => p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(why)?,
     };
+    // The URL requests go to is written from the host and port shown,
+    // never as given: without a port, "http://host" would be port 80 to
+    // an HTTP client while every listing says 7387, and the machine's
+    // token would go to whatever listens on 80.
+    let url = if host.contains(':') {
+        format!("http://[{host}]:{port}")
+    } else {
+        format!("http://{host}:{port}")
+    };
     Ok(Machine {
-        url: url.trim_end_matches('/').to_string(),
+        url,
         host,
         port,
         token_file,
@@ -1743,8 +1752,17 @@ delta = { url = "http://[fd00::1]:9000", token_file = "/t/delta" }
                 token_file: None
             }
         );
-        assert_eq!(s.machines["gamma"].url, "http://gamma.mesh");
+        // Without a port: 7387, shown and used alike.
+        assert_eq!(s.machines["gamma"].url, "http://gamma.mesh:7387");
         assert_eq!(s.machines["gamma"].port, 7387);
+        assert_eq!(
+            parse_machine_url("http://[fd00::1]/", None).unwrap().url,
+            "http://[fd00::1]:7387"
+        );
+        assert_eq!(
+            parse_machine_url("http://127.0.0.2", None).unwrap().url,
+            "http://127.0.0.2:7387"
+        );
         assert_eq!(s.machines["delta"].host, "fd00::1");
         assert_eq!(s.machines["delta"].port, 9000);
         assert_eq!(

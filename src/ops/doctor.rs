@@ -184,7 +184,7 @@ pub fn doctor_with(ctx: &Context, bad_config: Option<&crate::error::Error>) -> R
             Some("use cgroups v2 with the memory, cpu and pids controllers delegated"),
         ),
     });
-    checks.push(network_check(host, s.network));
+    checks.push(network_check(host, s.network, &ctx.env, &s.home));
     checks.push(match (&host.nft, &host.nsenter) {
         (Some(nft), Some(ns)) => check(
             "nft",
@@ -389,9 +389,26 @@ fn update_behaviour(host: &Host) -> String {
     }
 }
 
-fn network_check(host: &Host, choice: NetworkChoice) -> Check {
+fn network_check(
+    host: &Host,
+    choice: NetworkChoice,
+    env: &crate::settings::Env,
+    home: &std::path::Path,
+) -> Check {
     match host.network(choice) {
         Ok(n) => {
+            if let Some(why) = crate::host::loopback::opening_here(n, env, host.rootless, home) {
+                return Check {
+                    name: "network",
+                    status: Status::Fail,
+                    detail: format!("{why}; `cage create` refuses"),
+                    hint: Some(
+                        "remove that option from podman's configuration, or set network = \
+                         \"slirp4netns\" in the config"
+                            .into(),
+                    ),
+                };
+            }
             let why = match (choice, n) {
                 (NetworkChoice::Auto, crate::spec::Network::Pasta) => {
                     "pasta with the cage's own address fd5e:ca9e:1::2".to_string()

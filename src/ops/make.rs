@@ -156,6 +156,9 @@ pub struct Facts {
     pub led_to: BTreeMap<PathBuf, PathBuf>,
     /// The project's protected paths as they are on disk.
     pub protect: protect::ProtectFacts,
+    /// podman's containers.conf files as it reads them, in its order, with
+    /// their text (`host::loopback`).
+    pub podman_confs: Vec<(PathBuf, String)>,
 }
 
 #[derive(Debug, Clone)]
@@ -376,6 +379,7 @@ pub fn facts(
         state_id: ctx.store.state_id_if_any()?,
         led_to,
         protect: protect::facts(dir, &ctx.settings.home, &git_configs(ctx)),
+        podman_confs: crate::host::loopback::read(&ctx.env, host.rootless, &ctx.settings.home),
     })
 }
 
@@ -501,6 +505,13 @@ pub fn decide(
     soft(check_limits(settings, &f.host, &mut warnings).map_err(Refused::from))?;
     let init = f.host.init()?.to_path_buf();
     let network = f.host.network(settings.network)?;
+    if let Some(why) = crate::host::loopback::opening(network, &f.podman_confs) {
+        soft(Err(Refused::from(Error::failed(format!(
+            "{why}: a cage there could drive any agent on this machine; remove that option, or \
+             set network = \"slirp4netns\" in the config (its cages close the host's loopback \
+             themselves)"
+        )))))?;
+    }
     let image = f.image.image.clone();
     // Ours: built when missing, rebuilt when stale; not ours: must be here,
     // as nothing here builds or pulls it.

@@ -166,7 +166,11 @@ pub fn network(n: Network) -> Vec<String> {
         // podman splits pasta's options on commas, so the IPv6 colons are
         // safe (podman PR #16141, 4.4).
         Network::Pasta => format!("pasta:-a,{PASTA_ADDRESS},-g,{PASTA_GATEWAY}"),
-        Network::Slirp4netns => "slirp4netns".into(),
+        // Said even though it is slirp4netns's own default: podman puts
+        // containers.conf's `network_cmd_options` before these, and the
+        // last word wins (slirp4netns(1), podman-run(1) `--network`), so no
+        // configuration can let the cage reach the host's loopback.
+        Network::Slirp4netns => "slirp4netns:allow_host_loopback=false".into(),
         Network::Bridge => "bridge".into(),
     };
     vec!["--network".into(), value]
@@ -636,12 +640,12 @@ mod tests {
     fn golden_network_modes() {
         assert_eq!(
             network(Network::Slirp4netns),
-            vec!["--network", "slirp4netns"]
+            vec!["--network", "slirp4netns:allow_host_loopback=false"]
         );
         assert_eq!(network(Network::Bridge), vec!["--network", "bridge"]);
         let a = create(&spec(Network::Slirp4netns));
         let i = a.iter().position(|x| x == "--network").unwrap();
-        assert_eq!(a[i + 1], "slirp4netns");
+        assert_eq!(a[i + 1], "slirp4netns:allow_host_loopback=false");
     }
 
     #[test]

@@ -5,8 +5,12 @@
 //! - the head's deadline: [`READ_TIMEOUT`] from the accept, answered 408
 //!   (hyper's own header timeout closes without an answer). A connection
 //!   still sending its head holds nothing but a task;
-//! - the bounds: at most [`MAX_CONNECTIONS`] at once, and [`PER_PEER`]
-//!   from one address other than loopback; past either, 503 at once;
+//! - the bounds: places are counted per user of this machine (the uid of
+//!   the client's socket, [`PER_USER`]) and per address of another
+//!   machine ([`PER_PEER`]), at most [`MAX_CONNECTIONS`] over TCP in all;
+//!   past any of them, 503 at once. serve's own user on its Unix socket
+//!   has places of its own ([`UNIX_CONNECTIONS`]), which no one else's
+//!   connections take;
 //! - the lingering close: a connection answered before its body was read
 //!   (401, 413...) is read from and what arrives thrown away, until the
 //!   client stops or [`LINGER`] passes, and only then closed. Closed at
@@ -45,19 +49,30 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// The request line and headers together may be at most this long
 /// (hyper's smallest buffer).
 pub const MAX_HEAD: usize = 16 * 1024;
-/// Connections at once; past this, a new one is answered 503.
+/// TCP connections at once; past this, a new one is answered 503.
 pub const MAX_CONNECTIONS: usize = 1024;
-/// Connections in flight from one address other than loopback.
+/// TCP connections in flight from one address of another machine.
 pub const PER_PEER: usize = 16;
+/// TCP connections in flight from one user of this machine (and from
+/// those of this machine whose user the kernel could not name, together).
+pub const PER_USER: usize = 256;
+/// Connections on the Unix socket (its owner's only), besides the TCP ones.
+pub const UNIX_CONNECTIONS: usize = 256;
 /// How long a connection is read from after its answer before it is closed.
 pub const LINGER: Duration = Duration::from_secs(2);
 
 /// Who is at the other end.
 #[derive(Debug, Clone, Copy)]
 pub enum Peer {
-    /// A TCP connection: the client's address, and ours.
-    Tcp { peer: SocketAddr, ours: SocketAddr },
-    /// The Unix socket (only its owner can connect: mode 0600).
+    /// A TCP connection: the client's address; for a client on this
+    /// machine, the user of its socket as the kernel said when the
+    /// connection was accepted (why not, else).
+    Tcp {
+        peer: SocketAddr,
+        user: Result<super::peer::Local, &'static str>,
+    },
+    /// The Unix socket (mode 0600), from serve's own user: SO_PEERCRED
+    /// said so when it connected, and anyone else was refused then.
     Unix,
 }
 
@@ -94,6 +109,9 @@ pub struct ConnInfo {
     /// Set once the request's body is read whole (or it has none): from
     /// then on the client's end of the connection means it went away.
     pub body_read: Arc<Flag>,
+    /// The network helper (slirp4netns, pasta...) holding the client's
+    /// socket, when serve answers by user and the client is serve's own.
+    pub helper: Option<String>,
 }
 
 /// A flag a task can wait for.
@@ -124,67 +142,120 @@ impl Flag {
     }
 }
 
-/// Connections in flight, in all and per address other than loopback.
+/// Whose place a connection takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Who {
+    /// serve's own user on the Unix socket.
+    Owner,
+    /// A user of this machine over TCP, by the uid of its socket.
+    User(u32),
+    /// Clients of this machine over TCP whose user is not known.
+    Unknown,
+    /// Another machine, by its address.
+    Address(IpAddr),
+}
+
+impl Who {
+    /// A TCP client's: a loopback client's user, else its address.
+    pub fn of_tcp(peer: &Peer) -> Who {
+        match peer {
+            Peer::Tcp { peer, user, .. } if super::canonical(peer.ip()).is_loopback() => match user
+            {
+                Ok(l) => Who::User(l.uid),
+                Err(_) => Who::Unknown,
+            },
+            Peer::Tcp { peer, .. } => Who::Address(super::canonical(peer.ip())),
+            Peer::Unix => Who::Owner,
+        }
+    }
+}
+
+/// How many places there are.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    /// TCP connections in all.
+    pub all: usize,
+    pub per_user: usize,
+    pub per_address: usize,
+    /// The owner's Unix socket, apart from the others.
+    pub owner: usize,
+}
+
+pub const BOUNDS: Bounds = Bounds {
+    all: MAX_CONNECTIONS,
+    per_user: PER_USER,
+    per_address: PER_PEER,
+    owner: UNIX_CONNECTIONS,
+};
+
+/// Connections in flight: over TCP in all, and per [`Who`].
 #[derive(Default)]
 pub struct Peers {
-    inner: Mutex<(usize, HashMap<IpAddr, usize>)>,
+    inner: Mutex<(usize, HashMap<Who, usize>)>,
 }
 
 /// A connection's place; given back when dropped.
 pub struct Slot {
     peers: Arc<Peers>,
-    /// None for loopback, which is not counted per address: everything on
-    /// this machine reaches it, so a cap there would stop no one and could
-    /// stop `serve`'s own users.
-    ip: Option<IpAddr>,
+    who: Who,
 }
 
 /// Why a connection gets no place.
 #[derive(Debug, PartialEq)]
 pub enum Full {
+    /// Every TCP place is taken.
     All,
-    Address,
+    /// Every place of that user, address or socket is taken.
+    Own,
 }
 
 impl Peers {
-    pub fn admit(self: &Arc<Self>, ip: IpAddr, cap: usize, all: usize) -> Result<Slot, Full> {
-        let ip = super::canonical(ip);
+    pub fn admit(self: &Arc<Self>, who: Who, bounds: &Bounds) -> Result<Slot, Full> {
+        let who = match who {
+            Who::Address(ip) => Who::Address(super::canonical(ip)),
+            w => w,
+        };
+        let cap = match who {
+            Who::Owner => bounds.owner,
+            Who::User(_) | Who::Unknown => bounds.per_user,
+            Who::Address(_) => bounds.per_address,
+        };
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        if g.0 >= all {
+        let tcp = who != Who::Owner;
+        if tcp && g.0 >= bounds.all {
             return Err(Full::All);
         }
-        let counted = (!ip.is_loopback()).then_some(ip);
-        if let Some(ip) = counted {
-            let n = g.1.entry(ip).or_insert(0);
-            if *n >= cap {
-                return Err(Full::Address);
-            }
-            *n += 1;
+        let n = g.1.entry(who).or_insert(0);
+        if *n >= cap {
+            return Err(Full::Own);
         }
-        g.0 += 1;
+        *n += 1;
+        if tcp {
+            g.0 += 1;
+        }
         Ok(Slot {
             peers: self.clone(),
-            ip: counted,
+            who,
         })
     }
 
     #[cfg(test)]
-    fn in_flight(&self, ip: IpAddr) -> usize {
+    fn in_flight(&self, who: Who) -> usize {
         let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        g.1.get(&super::canonical(ip)).copied().unwrap_or(0)
+        g.1.get(&who).copied().unwrap_or(0)
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut g = self.peers.inner.lock().unwrap_or_else(|e| e.into_inner());
-        g.0 = g.0.saturating_sub(1);
-        if let Some(ip) = self.ip
-            && let Some(n) = g.1.get_mut(&ip)
-        {
+        if self.who != Who::Owner {
+            g.0 = g.0.saturating_sub(1);
+        }
+        if let Some(n) = g.1.get_mut(&self.who) {
             *n -= 1;
             if *n == 0 {
-                g.1.remove(&ip);
+                g.1.remove(&self.who);
             }
         }
     }
@@ -259,11 +330,20 @@ pub async fn serve<S: Socket>(
     _slot: Slot,
 ) {
     let info_peer = peer.for_log();
+    let helper = match peer {
+        Peer::Tcp { user: Ok(l), .. } if shared.by_user() && l.uid == shared.uid => {
+            tokio::task::spawn_blocking(move || super::peer::network_helper(l.inode, l.uid))
+                .await
+                .unwrap_or_else(|_| Some("one serve could not look for".into()))
+        }
+        _ => None,
+    };
     let info = ConnInfo {
         peer,
         start,
         deadline: start + READ_TIMEOUT,
         body_read: Arc::new(Flag::default()),
+        helper,
     };
     let head_read = Arc::new(AtomicBool::new(false));
     let service = {
@@ -312,9 +392,13 @@ pub async fn serve<S: Socket>(
     linger(mine).await;
 }
 
-/// Refuse a connection at once, reading nothing: 503 with Retry-After.
-pub async fn refuse_busy<S: Socket>(mut s: S, why: &str) {
-    let r = Response::error(503, why).with_header("retry-after", "1");
+/// Refuse a connection at once, reading nothing: `status` (503 with
+/// Retry-After).
+pub async fn refuse<S: Socket>(mut s: S, status: u16, why: &str) {
+    let mut r = Response::error(status, why);
+    if status == 503 {
+        r = r.with_header("retry-after", "1");
+    }
     // Small, on a socket that has sent nothing yet: it fits in the send
     // buffer, and the write does not wait.
     let _ = tokio::time::timeout(Duration::from_secs(1), s.write_all(&r.raw())).await;
@@ -349,28 +433,48 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_address_has_its_own_places_and_loopback_is_not_counted() {
+    fn each_user_and_address_has_its_own_places_and_the_owner_its_socket() {
         let peers = Arc::new(Peers::default());
+        let b = Bounds {
+            all: 13,
+            per_user: 3,
+            per_address: 2,
+            owner: 4,
+        };
         let a: IpAddr = "10.0.0.1".parse().unwrap();
         let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
-        let b: IpAddr = "fd5e::2".parse().unwrap();
-        let first = peers.admit(a, 2, 100).unwrap();
-        let _second = peers.admit(mapped, 2, 100).unwrap();
-        assert_eq!(peers.admit(a, 2, 100).err(), Some(Full::Address));
-        assert_eq!(peers.in_flight(a), 2);
-        let _other = peers.admit(b, 2, 100).unwrap();
-        let loopback: Vec<Slot> = (0..10)
-            .map(|_| peers.admit("127.0.0.1".parse().unwrap(), 2, 100).unwrap())
-            .collect();
-        assert_eq!(loopback.len(), 10);
+        let first = peers.admit(Who::Address(a), &b).unwrap();
+        let _second = peers.admit(Who::Address(mapped), &b).unwrap();
+        assert_eq!(peers.admit(Who::Address(a), &b).err(), Some(Full::Own));
+        assert_eq!(peers.in_flight(Who::Address(a)), 2);
         drop(first);
-        assert_eq!(peers.in_flight(a), 1);
-        let _again = peers.admit(a, 2, 100).unwrap();
-        assert_eq!(peers.admit(a, 2, 100).err(), Some(Full::Address));
-        // 13 in all now: the 14th of a bound of 13 has no place, whoever.
-        assert_eq!(
-            peers.admit("127.0.0.1".parse().unwrap(), 2, 13).err(),
-            Some(Full::All)
-        );
+        let _again = peers.admit(Who::Address(a), &b).unwrap();
+        // One user of this machine fills its own places, not another's.
+        let other: Vec<Slot> = (0..3)
+            .map(|_| peers.admit(Who::User(1001), &b).unwrap())
+            .collect();
+        assert_eq!(peers.admit(Who::User(1001), &b).err(), Some(Full::Own));
+        let _root = peers.admit(Who::User(0), &b).unwrap();
+        let _unknown: Vec<Slot> = (0..3)
+            .map(|_| peers.admit(Who::Unknown, &b).unwrap())
+            .collect();
+        assert_eq!(peers.admit(Who::Unknown, &b).err(), Some(Full::Own));
+        // 9 over TCP now; 4 more fill every TCP place, whoever's.
+        let _more: Vec<Slot> = (0..3)
+            .map(|_| peers.admit(Who::User(1002), &b).unwrap())
+            .collect();
+        let _last = peers
+            .admit(Who::Address("10.0.0.2".parse().unwrap()), &b)
+            .unwrap();
+        assert_eq!(peers.admit(Who::User(0), &b).err(), Some(Full::All));
+        // The owner's socket still has all of its own.
+        let owner: Vec<Slot> = (0..4)
+            .map(|_| peers.admit(Who::Owner, &b).unwrap())
+            .collect();
+        assert_eq!(peers.admit(Who::Owner, &b).err(), Some(Full::Own));
+        drop(owner);
+        drop(other);
+        assert_eq!(peers.in_flight(Who::User(1001)), 0);
+        let _back = peers.admit(Who::User(0), &b).unwrap();
     }
 }

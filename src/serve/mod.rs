@@ -104,45 +104,59 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// Whether a TCP client is answered by its user (no token, and serve
+    /// is not root's, which answers TCP only with a token).
+    pub fn by_user(&self) -> bool {
+        self.token.is_none() && self.uid != 0
+    }
+
     /// A request's own context.
     pub fn context(&self) -> Context {
         self.base.context(self.state.host())
     }
 
-    /// The machine a request came from, by its address, never
-    /// from a header (a header is whatever the sender writes): the
-    /// `[machines]` entry whose host resolves to it, else this machine
-    /// when it came over loopback.
+    /// The machine a request came from (see [`machine_of`]).
     pub fn machine_of(&self, ip: IpAddr) -> std::result::Result<String, String> {
-        let ip = canonical(ip);
-        let s = &self.base.settings;
-        let matches: Vec<&String> = s
-            .machines
-            .iter()
-            .filter(|(_, m)| {
-                (m.host.as_str(), m.port)
-                    .to_socket_addrs()
-                    .map(|mut addrs| addrs.any(|a| canonical(a.ip()) == ip))
-                    .unwrap_or(false)
-            })
-            .map(|(name, _)| name)
-            .collect();
-        match matches.as_slice() {
-            [one] => Ok((*one).clone()),
-            [] if ip.is_loopback() => Ok(s.machine_name.clone()),
-            [] => Err(format!(
-                "{ip} is the address of no machine in this machine's [machines]: \
-                 files are taken only from machines it names"
-            )),
-            many => Err(format!(
-                "{ip} is the address of several machines in [machines] ({}): \
-                 it cannot tell which one sent this",
-                many.iter()
-                    .map(|m| m.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
-        }
+        machine_of(&self.base.settings, ip)
+    }
+}
+
+/// The machine a request came from, by its address, never from a header (a
+/// header is whatever the sender writes): this machine when it came over
+/// loopback, whatever `[machines]` says (an entry whose host is loopback
+/// would otherwise be credited with every local program's drop, and any
+/// local user could send as that machine); else the `[machines]` entry
+/// whose host resolves to it.
+pub fn machine_of(s: &Settings, ip: IpAddr) -> std::result::Result<String, String> {
+    let ip = canonical(ip);
+    if ip.is_loopback() {
+        return Ok(s.machine_name.clone());
+    }
+    let matches: Vec<&String> = s
+        .machines
+        .iter()
+        .filter(|(_, m)| {
+            (m.host.as_str(), m.port)
+                .to_socket_addrs()
+                .map(|mut addrs| addrs.any(|a| canonical(a.ip()) == ip))
+                .unwrap_or(false)
+        })
+        .map(|(name, _)| name)
+        .collect();
+    match matches.as_slice() {
+        [one] => Ok((*one).clone()),
+        [] => Err(format!(
+            "{ip} is the address of no machine in this machine's [machines]: \
+             files are taken only from machines it names"
+        )),
+        many => Err(format!(
+            "{ip} is the address of several machines in [machines] ({}): \
+             it cannot tell which one sent this",
+            many.iter()
+                .map(|m| m.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
     }
 }
 
@@ -326,6 +340,7 @@ async fn accept(
     stop: Arc<AtomicBool>,
 ) {
     let peers = Arc::new(conn::Peers::default());
+    let mut lookup = peer::Lookup::new();
     let mut tasks = tokio::task::JoinSet::new();
     let mut signals = Vec::new();
     for kind in [
@@ -366,28 +381,40 @@ async fn accept(
                 Ok((stream, peer)) => {
                     let start = Instant::now();
                     let ours = stream.local_addr().unwrap_or(peer);
-                    let slot = match peers.admit(peer.ip(), conn::PER_PEER, conn::MAX_CONNECTIONS) {
-                        Ok(slot) => Some(slot),
-                        Err(conn::Full::All) => {
-                            log(&peer_for_log(peer), "-", "-", "503", start, " (too many connections)");
-                            None
-                        }
-                        Err(conn::Full::Address) => {
-                            log(&peer_for_log(peer), "-", "-", "503", start, &format!(" (too many connections from {})", canonical(peer.ip())));
-                            None
-                        }
+                    // Asked at once, while a client that sent its request
+                    // and closed is still told apart from one that is there.
+                    let user = if canonical(peer.ip()).is_loopback() {
+                        lookup.user(peer, ours)
+                    } else {
+                        Err("another machine")
                     };
-                    let Some(slot) = slot else {
-                        let why = format!(
-                            "this address has {} connections to this serve already (or serve \
-                             has {} in all); try again when they are done",
-                            conn::PER_PEER, conn::MAX_CONNECTIONS
-                        );
-                        tasks.spawn(async move { conn::refuse_busy(stream, &why).await });
-                        continue;
+                    let peer = Peer::Tcp { peer, user };
+                    let who = conn::Who::of_tcp(&peer);
+                    let slot = match peers.admit(who, &conn::BOUNDS) {
+                        Ok(slot) => slot,
+                        Err(full) => {
+                            let why = match (full, who) {
+                                (conn::Full::All, _) => format!(
+                                    "serve has {} connections already; try again when they are done",
+                                    conn::MAX_CONNECTIONS
+                                ),
+                                (conn::Full::Own, conn::Who::Address(ip)) => format!(
+                                    "{ip} has {} connections to this serve already; try again when \
+                                     they are done",
+                                    conn::PER_PEER
+                                ),
+                                (conn::Full::Own, _) => format!(
+                                    "this user has {} connections to this serve already; try again \
+                                     when they are done",
+                                    conn::PER_USER
+                                ),
+                            };
+                            log(&peer.for_log(), "-", "-", "503", start, &format!(" ({why})"));
+                            tasks.spawn(async move { conn::refuse(stream, 503, &why).await });
+                            continue;
+                        }
                     };
                     let Some(dup) = duplicate_tcp(&stream) else { continue };
-                    let peer = Peer::Tcp { peer, ours };
                     tasks.spawn(conn::serve(shared.clone(), stream, dup, peer, start, slot));
                 }
                 Err(e) => {
@@ -400,9 +427,22 @@ async fn accept(
             accepted = accept_unix(&unix) => match accepted {
                 Ok(stream) => {
                     let start = Instant::now();
-                    let Ok(slot) = peers.admit(IpAddr::from([127, 0, 0, 1]), conn::PER_PEER, conn::MAX_CONNECTIONS) else {
-                        log("unix", "-", "-", "503", start, " (too many connections)");
-                        tasks.spawn(conn::refuse_busy(stream, "serve is busy; try again in a moment"));
+                    // SO_PEERCRED: the uid of the process that connected.
+                    let uid = stream.peer_cred().ok().map(|c| c.uid());
+                    if uid != Some(shared.uid) {
+                        let who = uid.map_or("an unknown user".to_string(), |u| format!("uid {u}"));
+                        let why = format!(
+                            "this socket answers only serve's own user (uid {}); this connection \
+                             came from {who}",
+                            shared.uid
+                        );
+                        log("unix", "-", "-", "403", start, &format!(" (from {who}, not serve's own user)"));
+                        tasks.spawn(async move { conn::refuse(stream, 403, &why).await });
+                        continue;
+                    }
+                    let Ok(slot) = peers.admit(conn::Who::Owner, &conn::BOUNDS) else {
+                        log("unix", "-", "-", "503", start, " (too many connections on the socket)");
+                        tasks.spawn(conn::refuse(stream, 503, "serve is busy; try again in a moment"));
                         continue;
                     };
                     let Some(dup) = duplicate_unix(&stream) else { continue };
@@ -473,9 +513,11 @@ async fn handle(
 }
 
 /// Why a request is refused before its route: two Host headers (400);
-/// another user's process over loopback, without a token (403); no token
-/// or a wrong one (401); a web page, without a token (403). `why` gets
-/// what the log line adds.
+/// with a token, no token or a wrong one (401); without one, over TCP: a
+/// web page (403), anyone when serve runs as root (403), another user's
+/// process, a closed or unknown socket, or a container's network helper
+/// (403). The Unix socket's client is serve's own user. `why` gets what
+/// the log line adds.
 fn refusal(
     shared: &Shared,
     info: &ConnInfo,
@@ -490,25 +532,10 @@ fn refusal(
             "the request has two Host headers; send one",
         ));
     }
-    if shared.token.is_none()
-        && let Peer::Tcp { peer, ours } = info.peer
-    {
-        match peer::uid_of_peer(peer, ours) {
-            Some(uid) if uid == shared.uid => {}
-            other => {
-                let who = other.map_or("an unknown user".to_string(), |u| format!("uid {u}"));
-                *why = format!(" (from {who}, not serve's own user)");
-                return Some(Response::error(
-                    403,
-                    &format!(
-                        "this serve answers only its own user's programs (uid {}); this \
-                         request came from {who}. Start your own serve, or start this one \
-                         with --token-file FILE and give its token",
-                        shared.uid
-                    ),
-                ));
-            }
-        }
+    // The Unix socket's client is serve's own user (SO_PEERCRED, checked
+    // when it connected): it could read the token file as well.
+    if let Peer::Unix = info.peer {
+        return None;
     }
     if let Some(token) = &shared.token {
         if !authorized(headers, token) {
@@ -520,10 +547,43 @@ fn refusal(
                 .with_header("www-authenticate", "Bearer"),
             );
         }
-    } else if !matches!(info.peer, Peer::Unix)
-        && let Some(why) = from_a_web_page(headers)
-    {
-        return Some(Response::error(403, &why));
+        return None;
+    }
+    if let Peer::Tcp { user, .. } = info.peer {
+        // A web page is refused first, whoever's browser it is in.
+        if let Some(why) = from_a_web_page(headers) {
+            return Some(Response::error(403, &why));
+        }
+        if shared.uid == 0 {
+            // Root's programs use the Unix socket. Over TCP the user of a
+            // client is what the kernel says of its socket at one moment;
+            // for root's serve no such moment is worth its power.
+            *why = " (serve runs as root: TCP needs its token)".into();
+            return Some(Response::error(
+                403,
+                "this serve runs as root and was started without --token-file: over TCP it \
+                 answers no one. Use its Unix socket ($XDG_RUNTIME_DIR/shrooms-agent/serve-PORT.sock), \
+                 or start it with --token-file FILE and give its token",
+            ));
+        }
+        let who = match (user, &info.helper) {
+            (Ok(l), None) if l.uid == shared.uid => return None,
+            (Ok(l), Some(helper)) if l.uid == shared.uid => {
+                format!("a container's network helper ({helper})")
+            }
+            (Ok(l), _) => format!("uid {}", l.uid),
+            (Err(e), _) => e.to_string(),
+        };
+        *why = format!(" (from {who}, not serve's own user)");
+        return Some(Response::error(
+            403,
+            &format!(
+                "this serve answers only its own user's programs (uid {}); this request came \
+                 from {who}. Start your own serve, or start this one with --token-file FILE and \
+                 give its token",
+                shared.uid
+            ),
+        ));
     }
     None
 }
@@ -668,11 +728,6 @@ fn log_line(
     )
 }
 
-/// A TCP client's address for the log, as `Peer::for_log` gives it.
-fn peer_for_log(peer: std::net::SocketAddr) -> String {
-    conn::Peer::Tcp { peer, ours: peer }.for_log()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -716,10 +771,37 @@ mod tests {
         );
         let v6 = conn::Peer::Tcp {
             peer: "[::ffff:10.1.2.3]:4000".parse().unwrap(),
-            ours: "[::1]:7387".parse().unwrap(),
+            user: Err("another machine"),
         };
         assert_eq!(v6.for_log(), "10.1.2.3:4000");
         assert_eq!(conn::Peer::Unix.for_log(), "unix");
+    }
+
+    #[test]
+    fn a_drop_over_loopback_is_this_machines_whatever_machines_says() {
+        let s = Settings::from_text(
+            Some(
+                "machine_name = \"here\"\n[machines]\nlocal = \"http://127.0.0.1:7400\"\n\
+                 two = \"http://127.0.0.2\"\nfar = \"http://10.1.2.3:7387\"\n",
+            ),
+            Path::new("/cfg/config.toml"),
+            PathBuf::from("/state"),
+            PathBuf::from("/home/u"),
+            &Env::new(),
+        )
+        .unwrap();
+        for ip in ["127.0.0.1", "127.0.0.2", "::1", "::ffff:127.0.0.1"] {
+            assert_eq!(
+                machine_of(&s, ip.parse().unwrap()),
+                Ok("here".into()),
+                "{ip}"
+            );
+        }
+        assert_eq!(
+            machine_of(&s, "10.1.2.3".parse().unwrap()),
+            Ok("far".into())
+        );
+        assert!(machine_of(&s, "10.9.9.9".parse().unwrap()).is_err());
     }
 
     #[test]

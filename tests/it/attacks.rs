@@ -197,6 +197,28 @@ fn agent_listener(w: &mut World) -> u16 {
     port
 }
 
+/// The probe, built as `dir/probe`; its path.
+pub fn build_probe(dir: &Path) -> PathBuf {
+    let probe = dir.join("probe");
+    // The podman-5 lane runs the suite in a tree without gcc: its
+    // script builds the probe beforehand and names it here.
+    if let Some(built) = std::env::var_os("SHROOMS_TEST_PROBE") {
+        fs::copy(&built, &probe).unwrap();
+    } else {
+        let src = dir.join("probe.c");
+        fs::write(&src, PROBE_C).unwrap();
+        let out = Command::new("gcc")
+            .args(["-static", "-O1", "-o"])
+            .arg(&probe)
+            .arg(&src)
+            .output()
+            .expect("gcc (scripts/setup-host installs it)");
+        assert!(out.status.success(), "gcc -static: {}", show_output(&out));
+        fs::remove_file(&src).unwrap();
+    }
+    probe
+}
+
 /// The probe and a copy of the host's nft with its loader and libraries,
 /// made once per test in the world, copied into each project that needs
 /// them (a cage sees its project at the same path).
@@ -207,22 +229,7 @@ struct Tools {
 impl Tools {
     fn new(w: &World) -> Tools {
         let dir = w.dir("tools");
-        // The podman-5 lane runs the suite in a tree without gcc: its
-        // script builds the probe beforehand and names it here.
-        if let Some(built) = std::env::var_os("SHROOMS_TEST_PROBE") {
-            fs::copy(&built, dir.join("probe")).unwrap();
-        } else {
-            let src = dir.join("probe.c");
-            fs::write(&src, PROBE_C).unwrap();
-            let out = Command::new("gcc")
-                .args(["-static", "-O1", "-o"])
-                .arg(dir.join("probe"))
-                .arg(&src)
-                .output()
-                .expect("gcc (scripts/setup-host installs it)");
-            assert!(out.status.success(), "gcc -static: {}", show_output(&out));
-            fs::remove_file(&src).unwrap();
-        }
+        build_probe(&dir);
         let ldd = Command::new("ldd").arg(NFT).output().unwrap();
         assert!(ldd.status.success(), "ldd {NFT}: {}", show_output(&ldd));
         let mut files = vec![PathBuf::from(NFT)];

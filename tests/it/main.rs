@@ -21,6 +21,7 @@ mod mcp;
 mod nokey;
 mod options;
 mod page;
+mod peer;
 mod pid1;
 mod policy;
 mod protected;

@@ -77,7 +77,7 @@ fn lists_its_tools(w: World) {
     let project = w.dir(&format!("projects/{name}"));
     w.create(&name, &project, &["--image", &image]);
     // This machine's agent API, where the socket sends `list_agents`.
-    let _serve = w.serve_at(w.agent_port, &[], &[]);
+    let _serve = w.serve_for_cages("here", "");
     let got = mcp_in_cage(
         &w,
         &name,

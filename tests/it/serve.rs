@@ -583,10 +583,14 @@ fn serve_stays_up_under_bad_and_many_requests() {
 
     // Headers sent, body promised, then nothing: the others are answered
     // meanwhile, and the stalled one gets 408 within the read timeout.
+    let auth = owner_auth(s.port);
     let mut stalled = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
     stalled
         .write_all(
-            b"POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"na",
+            format!(
+                "POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Content-Length: 100\r\n\r\n{{\"na"
+            )
+            .as_bytes(),
         )
         .unwrap();
     let mut half = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
@@ -638,7 +642,8 @@ fn serve_stays_up_under_bad_and_many_requests() {
     // SIGTERM with a request in flight (a slow body): it is finished, then exit 0.
     let mut slow = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
     slow.write_all(
-        b"POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 8\r\n\r\n{\"a\"",
+        format!("POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Content-Length: 8\r\n\r\n{{\"a\"")
+            .as_bytes(),
     )
     .unwrap();
     thread::sleep(Duration::from_millis(300));
@@ -681,6 +686,20 @@ fn serve_on(w: &World, port: u16) -> Serve {
     w.serve_at(port, &[], &[])
 }
 
+/// Name the other machines' serves in a machine's config, with the token
+/// file each will be given (root's serve answers TCP only with its token;
+/// the harness writes it as `serve-token-PORT` in its world).
+fn name_machines(w: &World, name: &str, others: &[(&str, &World, u16)]) {
+    let mut extra = format!("machine_name = \"{name}\"\n[machines]\n");
+    for (n, o, port) in others {
+        extra.push_str(&format!(
+            "{n} = {{ url = \"http://127.0.0.1:{port}\", token_file = \"{}\" }}\n",
+            o.root.join(format!("serve-token-{port}")).display()
+        ));
+    }
+    w.write_config(&extra);
+}
+
 /// Names in a .tar.gz, and the bytes of each regular file.
 fn untar(path: &Path) -> Vec<(String, Vec<u8>)> {
     let f = fs::File::open(path).unwrap();
@@ -714,8 +733,13 @@ fn outbox_send_between_two_machines() {
     let port_b = free_port();
     let (a, _) = machine("alpha", &[("beta", port_b)]);
     let (b, _) = machine("beta", &[("alpha", port_a)]);
+    name_machines(&a, "alpha", &[("beta", &b, port_b)]);
+    name_machines(&b, "beta", &[("alpha", &a, port_a)]);
     let _sa = serve_on(&a, port_a);
     let sb = serve_on(&b, port_b);
+    // Both serves are on this machine's loopback, so beta credits alpha's
+    // drops to itself: a loopback address is this machine's, whatever
+    // [machines] says.
 
     // A sealed session on alpha, with files and a link in its outbox.
     let sealed = a.session("review");
@@ -746,28 +770,28 @@ fn outbox_send_between_two_machines() {
     let r = a.run(&["outbox", "send", &sealed, &to]).code_is(1);
     assert!(
         r.stderr()
-            .contains(&format!("takes no files from alpha/{sealed}")),
+            .contains(&format!("takes no files from beta/{sealed}")),
         "{}",
         r.explain()
     );
     let listed = b.run(&["files", "list", &receiver, "--json"]).ok().json();
     assert_eq!(
         listed["refused"][0]["from"],
-        format!("alpha/{sealed}"),
+        format!("beta/{sealed}"),
         "{listed:#}"
     );
     assert!(listed["allow"].as_array().unwrap().is_empty(), "{listed:#}");
     let text = b.run(&["files", "list", &receiver]).ok().stdout();
-    assert!(text.contains(&format!("alpha/{sealed}")), "{text}");
+    assert!(text.contains(&format!("beta/{sealed}")), "{text}");
     let drop_dir = b.state.join("uploads").join(&receiver).join("drop");
-    assert!(files_in(&drop_dir.join(format!("from-alpha_{sealed}"))).is_empty());
+    assert!(files_in(&drop_dir.join(format!("from-beta_{sealed}"))).is_empty());
     assert!(
         sb.log_text()
             .contains(&format!("POST /v1/sessions/{receiver}/drop?name 403 "))
     );
 
     // Allowed: accepted.
-    b.run(&["files", "allow", &receiver, &format!("alpha/{sealed}")])
+    b.run(&["files", "allow", &receiver, &format!("beta/{sealed}")])
         .ok();
     let r = a.run(&["outbox", "send", &sealed, &to]).ok();
     let line = r.stdout();
@@ -784,7 +808,7 @@ fn outbox_send_between_two_machines() {
         "{}",
         r.explain()
     );
-    let folder = drop_dir.join(format!("from-alpha_{sealed}"));
+    let folder = drop_dir.join(format!("from-beta_{sealed}"));
     let got = files_in(&folder);
     assert_eq!(got.len(), 1, "{got:?}");
     let archive = &got[0];
@@ -910,7 +934,8 @@ fn outbox_send_between_two_machines() {
     write!(
         s,
         "POST /v1/sessions/{receiver}/drop?name=cut.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n\
-         X-Shrooms-From-Session: {sealed}\r\nContent-Length: 100000\r\n\r\n"
+         {}X-Shrooms-From-Session: {sealed}\r\nContent-Length: 100000\r\n\r\n",
+        owner_auth(port_b)
     )
     .unwrap();
     s.write_all(&[7u8; 1000]).unwrap();
@@ -928,13 +953,13 @@ fn outbox_send_between_two_machines() {
 
     // `files deny`: refused again, and remembered again (the refusal before
     // `files allow` went off the list with it).
-    b.run(&["files", "deny", &receiver, &format!("alpha/{sealed}")])
+    b.run(&["files", "deny", &receiver, &format!("beta/{sealed}")])
         .ok();
     a.run(&["outbox", "send", &sealed, &to]).code_is(1);
     let listed = b.run(&["files", "list", &receiver, "--json"]).ok().json();
     assert_eq!(listed["refused"].as_array().unwrap().len(), 1, "{listed:#}");
-    // MACHINE/* lets every session of alpha in.
-    b.run(&["files", "allow", &receiver, "alpha/*"]).ok();
+    // MACHINE/* lets every session of that machine in.
+    b.run(&["files", "allow", &receiver, "beta/*"]).ok();
     a.run(&["outbox", "send", &sealed, &to]).ok();
     assert_eq!(files_in(&folder).len(), 6);
 
@@ -1078,7 +1103,8 @@ fn a_trickled_upload_runs_out_of_time_and_leaves_nothing() {
     write!(
         c,
         "POST /v1/sessions/{receiver}/drop?name=slow.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n\
-         X-Shrooms-From-Session: trickler\r\nContent-Length: {}\r\n\r\n",
+         {}X-Shrooms-From-Session: trickler\r\nContent-Length: {}\r\n\r\n",
+        owner_auth(s.port),
         300 * 1024
     )
     .unwrap();
@@ -1345,10 +1371,13 @@ fn the_systemd_unit_verifies_and_its_exec_start_serves() {
         .expect("the unit's Environment sets PATH")
         .to_string();
     assert_eq!(value("KillSignal"), "SIGTERM");
+    // systemd's user manager gives its units XDG_RUNTIME_DIR.
+    let run = w.dir("run");
     let mut child = std::process::Command::new(&exec[0])
         .args(&exec[1..])
         .env_clear()
         .env("HOME", &w.home)
+        .env("XDG_RUNTIME_DIR", &run)
         .env("PATH", &path)
         .env("SHROOMS_AGENT_CONFIG", &w.config)
         .env("SHROOMS_AGENT_STATE_DIR", &w.state)
@@ -1365,7 +1394,21 @@ fn the_systemd_unit_verifies_and_its_exec_start_serves() {
     wait_until("the unit's serve listens", Duration::from_secs(20), || {
         TcpStream::connect(("127.0.0.1", w.agent_port)).is_ok()
     });
-    get(&format!("{url}/v1/harnesses")).is(200);
+    // As root, over TCP only with a token (this unit gives none); its
+    // owner's programs use the Unix socket.
+    get(&format!("{url}/v1/harnesses")).is(403);
+    let sock = run.join(format!("shrooms-agent/serve-{}.sock", w.agent_port));
+    assert_eq!(
+        curl_status(
+            None,
+            &[
+                "--unix-socket",
+                &sock.to_string_lossy(),
+                "http://localhost/v1/harnesses"
+            ]
+        ),
+        "200"
+    );
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let end = Instant::now() + Duration::from_secs(30);
     let status = loop {
@@ -1399,7 +1442,7 @@ fn request_part(line: &str) -> &str {
 #[test]
 fn web_pages_cannot_drive_a_serve_without_a_token() {
     let w = World::new();
-    let s = w.serve(&[], &[]);
+    let s = w.serve_without_token(&[], &[]);
     let u = &s.url;
     let dir = w.dir("page");
     let body = format!(
@@ -1442,20 +1485,32 @@ fn web_pages_cannot_drive_a_serve_without_a_token() {
     );
     assert!(answer.starts_with("HTTP/1.1 403 "), "{answer}");
     assert!(answer.contains("Host: rebind.attacker.example"), "{answer}");
-    // Nothing was made; a program's request (no Origin, a number or
-    // localhost as the host) is served.
+    // Nothing was made. A program's request (no Origin, a number or
+    // localhost as the host) is served by a serve of an ordinary user
+    // (root's answers TCP only with a token).
     assert!(w.record_names().is_empty(), "{:?}", w.record_names());
-    get(&format!("{u}/v1/sessions")).is(200);
-    let answer = raw(
-        s.port,
-        format!(
-            "GET /v1/harnesses HTTP/1.1\r\nHost: localhost:{}\r\n\r\n",
-            s.port
-        )
-        .as_bytes(),
-        Duration::from_secs(15),
+    drop(s);
+    let mine = World::rootless();
+    let s = mine.serve(&[], &[]);
+    let owner = Some(test_user());
+    let u = &s.url;
+    assert_eq!(curl_status(owner, &[&format!("{u}/v1/sessions")]), "200");
+    let host = format!("Host: localhost:{}", s.port);
+    assert_eq!(
+        curl_status(owner, &["-H", &host, &format!("{u}/v1/harnesses")]),
+        "200"
     );
-    assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+    assert_eq!(
+        curl_status(
+            owner,
+            &[
+                "-H",
+                "Origin: http://attacker.example",
+                &format!("{u}/v1/harnesses")
+            ]
+        ),
+        "403"
+    );
     drop(s);
 
     // With a token, a page cannot have it: Origin is no reason to refuse.
@@ -1543,7 +1598,8 @@ fn a_drop_the_disk_cannot_hold_is_500_and_leaves_nothing() {
     write!(
         c,
         "POST /v1/sessions/{receiver}/drop?name=short.txt HTTP/1.1\r\nHost: 127.0.0.1\r\n\
-         X-Shrooms-From-Session: filler\r\nContent-Length: 10\r\n\r\nhel"
+         {}X-Shrooms-From-Session: filler\r\nContent-Length: 10\r\n\r\nhel",
+        owner_auth(s.port)
     )
     .unwrap();
     c.shutdown(std::net::Shutdown::Write).unwrap();
@@ -1579,7 +1635,8 @@ fn a_drop_on_its_way_is_hidden_and_a_killed_serve_leaves_no_file() {
     write!(
         c,
         "POST /v1/sessions/{receiver}/drop?name=slow.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n\
-         X-Shrooms-From-Session: slow\r\nContent-Length: {}\r\n\r\n",
+         {}X-Shrooms-From-Session: slow\r\nContent-Length: {}\r\n\r\n",
+        owner_auth(s.port),
         300 * 1024
     )
     .unwrap();
@@ -1642,7 +1699,8 @@ fn an_upload_is_held_to_its_pace_at_every_read() {
     write!(
         c,
         "POST /v1/sessions/{receiver}/drop?name=drip.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n\
-         X-Shrooms-From-Session: drip\r\nContent-Length: {}\r\n\r\n",
+         {}X-Shrooms-From-Session: drip\r\nContent-Length: {}\r\n\r\n",
+        owner_auth(s.port),
         100 * 1024 * 1024
     )
     .unwrap();
@@ -1744,8 +1802,9 @@ fn one_address_may_have_only_so_many_connections_in_flight() {
     assert!(r.error().contains("16 connections"), "{r:#?}");
     assert_eq!(r.header("retry-after"), Some("1"), "{r:#?}");
     assert!(
-        s.log_text()
-            .contains(&format!("503 0ms (too many connections from {HOST_ADDR})")),
+        s.log_text().contains(&format!(
+            "503 0ms ({HOST_ADDR} has 16 connections to this serve"
+        )),
         "{}",
         s.log_text()
     );
@@ -1786,7 +1845,8 @@ fn an_answer_before_the_body_is_not_lost_to_a_reset() {
         let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
         write!(
             c,
-            "POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len}\r\n\r\n"
+            "POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\n{}Content-Length: {len}\r\n\r\n",
+            owner_auth(s.port)
         )
         .unwrap();
         // The answer is written, and serve has shut its side, by now.
@@ -1810,24 +1870,28 @@ fn another_user_cannot_drive_a_serve_without_a_token() {
     let w = World::new();
     let run = w.dir("run");
     let run_dir = run.to_string_lossy().into_owned();
-    let s = w.serve(&[], &[("XDG_RUNTIME_DIR", &run_dir)]);
+    let s = w.serve_without_token(&[], &[("XDG_RUNTIME_DIR", &run_dir)]);
     let sessions = format!("{}/v1/sessions", s.url);
     let other = test_user();
+    // serve runs as root: over TCP, without its token, no one is answered.
     assert_eq!(curl_status(Some(other), &[&sessions]), "403");
     assert_eq!(
         curl_status(Some(other), &["-X", "DELETE", &format!("{sessions}/x")]),
         "403"
     );
+    assert_eq!(curl_status(None, &[&sessions]), "403");
+    let r = get(&sessions).is(403);
+    assert!(r.error().contains("runs as root"), "{r:#?}");
     assert!(
         s.log_text()
             .lines()
             .any(|l| request_part(l).starts_with("GET /v1/sessions 403 ")
-                && l.contains(&format!("(from uid {}, not serve's own user)", other.uid))),
+                && l.contains("(serve runs as root: TCP needs its token)")),
         "{}",
         s.log_text()
     );
-    assert_eq!(curl_status(None, &[&sessions]), "200");
 
+    // Its owner uses the Unix socket, which the other user cannot even open.
     let socket = run.join(format!("shrooms-agent/serve-{}.sock", s.port));
     assert_eq!(mode_of(&socket), 0o600);
     assert_eq!(mode_of(socket.parent().unwrap()), 0o700);
@@ -1948,7 +2012,8 @@ fn a_request_whose_client_went_away_is_not_carried_on() {
     let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
     write!(
         c,
-        "DELETE /v1/sessions/{name} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        "DELETE /v1/sessions/{name} HTTP/1.1\r\nHost: 127.0.0.1\r\n{}\r\n",
+        owner_auth(s.port)
     )
     .unwrap();
     thread::sleep(Duration::from_millis(300));

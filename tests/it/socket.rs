@@ -627,8 +627,7 @@ fn socket_sealed_gets_only_machines_and_task_updates() {
 }
 
 fn caged_drop_to_serve(w: World) {
-    w.write_config("machine_name = \"here\"\n");
-    let mut serve = w.serve_at(w.agent_port, &[], &[]);
+    let mut serve = w.serve_for_cages("here", "");
     let sender = w.session("sender");
     let project = w.dir(&format!("projects/{sender}"));
     w.create(&sender, &project, &[]);
@@ -712,8 +711,9 @@ fn serve_refuses_changes_from_caged_sessions() {
         };
         write!(
             c,
-            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{extra}Content-Type: application/json\r\n\
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{}{extra}Content-Type: application/json\r\n\
              Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            owner_auth(serve.port),
             body.len()
         )
         .unwrap();

@@ -11,6 +11,15 @@
  *   probe udp ADDR PORT    send one datagram: "udp ADDR SENT" or
  *                          "udp ADDR <errno name>"; to a multicast ADDR
  *                          with a time to live of 0 (see udp())
+ *   probe blind ADDR PORT SECONDS FILE...
+ *                          connect, send one FILE (each in turn) whole,
+ *                          close at once without reading, again and again
+ *                          for SECONDS: a client that never reads its
+ *                          answer. "blind TRIES n SENT n"
+ *   probe hold ADDR PORT N SECONDS
+ *                          open N connections, send each half a request
+ *                          head, keep them SECONDS, then close them:
+ *                          "hold OPEN n" once they are open
  *
  * ADDR is numeric IPv4 or IPv6; an IPv6 link-local address takes its
  * interface after a '%' (fe80::1%eth0). The exit status is 0 whenever the
@@ -29,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -218,6 +228,81 @@ static int udp(const char *addr, int port) {
     return 0;
 }
 
+/* Seconds on the monotonic clock. */
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static int blind(const char *addr, int port, int seconds, int nfiles, char **files) {
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int family = address(addr, port, &ss, &len);
+    if (family < 0) {
+        printf("blind %s BAD-ADDRESS\n", addr);
+        return 2;
+    }
+    static char bodies[16][4096];
+    size_t sizes[16];
+    if (nfiles > 16) nfiles = 16;
+    for (int i = 0; i < nfiles; i++) {
+        int fd = open(files[i], O_RDONLY);
+        if (fd < 0) {
+            printf("blind cannot-open %s\n", files[i]);
+            return 2;
+        }
+        ssize_t n = read(fd, bodies[i], sizeof bodies[i]);
+        close(fd);
+        sizes[i] = n > 0 ? (size_t)n : 0;
+    }
+    long tries = 0, sent = 0;
+    double end = now() + seconds;
+    while (now() < end) {
+        int s = socket(family, SOCK_STREAM, 0);
+        if (s < 0) continue;
+        tries++;
+        if (connect(s, (struct sockaddr *)&ss, len) == 0) {
+            int i = (int)(tries % nfiles);
+            if (write(s, bodies[i], sizes[i]) == (ssize_t)sizes[i]) sent++;
+        }
+        close(s);
+    }
+    printf("blind TRIES %ld SENT %ld\n", tries, sent);
+    return 0;
+}
+
+static int hold(const char *addr, int port, int n, int seconds) {
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int family = address(addr, port, &ss, &len);
+    if (family < 0) {
+        printf("hold %s BAD-ADDRESS\n", addr);
+        return 2;
+    }
+    /* As many descriptors as the hard limit allows (the soft one is often
+     * 1024, fewer than a flood needs). */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    int open_ = 0;
+    static const char half[] = "GET /v1/harnesses HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+    for (int i = 0; i < n; i++) {
+        int s = socket(family, SOCK_STREAM, 0);
+        if (s < 0) break;
+        if (connect(s, (struct sockaddr *)&ss, len) != 0) {
+            close(s);
+            continue;
+        }
+        if (write(s, half, sizeof half - 1) > 0) open_++;
+    }
+    printf("hold OPEN %d\n", open_);
+    sleep(seconds);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc == 2 && strcmp(argv[1], "userns") == 0) {
@@ -228,6 +313,11 @@ int main(int argc, char **argv) {
     }
     if (argc == 4 && strcmp(argv[1], "tcp") == 0) return tcp(argv[2], atoi(argv[3]));
     if (argc == 4 && strcmp(argv[1], "udp") == 0) return udp(argv[2], atoi(argv[3]));
-    fprintf(stderr, "usage: probe userns | tcp ADDR PORT | udp ADDR PORT\n");
+    if (argc >= 6 && strcmp(argv[1], "blind") == 0)
+        return blind(argv[2], atoi(argv[3]), atoi(argv[4]), argc - 5, argv + 5);
+    if (argc == 6 && strcmp(argv[1], "hold") == 0)
+        return hold(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
+    fprintf(stderr, "usage: probe userns | tcp ADDR PORT | udp ADDR PORT | "
+                    "blind ADDR PORT SECONDS FILE... | hold ADDR PORT N SECONDS\n");
     return 2;
 }

@@ -120,6 +120,16 @@ pub fn curl_status(user: Option<&TestUser>, args: &[&str]) -> String {
         "20",
     ];
     all.extend_from_slice(args);
+    let header;
+    if user.is_none()
+        && !args
+            .iter()
+            .any(|a| a.to_ascii_lowercase().starts_with("authorization:"))
+        && let Some(t) = args.iter().find_map(|a| port_of(a)).and_then(owner_token)
+    {
+        header = format!("Authorization: Bearer {t}");
+        all.extend_from_slice(&["-H", &header]);
+    }
     let out = as_user(user, "curl", &all, &[]);
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -947,14 +957,77 @@ pub struct Serve {
     pub port: u16,
     pub url: String,
     pub log: PathBuf,
+    /// The token it was given (root's serves: see [`World::serve`]).
+    pub token: Option<String>,
+    /// Its `--token-file`, when the harness made it.
+    pub token_file: Option<PathBuf>,
     child: Option<std::process::Child>,
+}
+
+/// The tokens of root's serves the harness started, by port: root's serve
+/// answers TCP only with its token, and root's requests in these tests
+/// (`http`, `raw`, `curl_status` as root) are its owner's, so they carry it
+/// unless they bring an Authorization of their own.
+static SERVE_TOKENS: std::sync::Mutex<Vec<(u16, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// The token root's requests to `port` carry, if the harness gave that
+/// serve one.
+pub fn owner_token(port: u16) -> Option<String> {
+    let t = SERVE_TOKENS.lock().unwrap_or_else(|e| e.into_inner());
+    t.iter()
+        .rev()
+        .find(|(p, _)| *p == port)
+        .map(|(_, t)| t.clone())
+}
+
+/// The port of an `http://host:port/...` URL.
+fn port_of(url: &str) -> Option<u16> {
+    let rest = url.strip_prefix("http://")?;
+    let authority = rest.split('/').next()?;
+    authority.rsplit_once(':')?.1.parse().ok()
 }
 
 impl World {
     /// Start `serve --listen 127.0.0.1:<free port>` with `args` and `env`,
-    /// and wait until it accepts connections.
+    /// and wait until it accepts connections. Root's serve answers TCP
+    /// only with a token: unless `args` name a `--token-file`, a root
+    /// world's serve gets one, which root's requests of this harness carry
+    /// ([`owner_token`]); [`World::serve_without_token`] gives none.
     pub fn serve(&self, args: &[&str], env: &[(&str, &str)]) -> Serve {
         self.serve_at(free_port(), args, env)
+    }
+
+    /// This machine's serve on the agent port, as the cages' sockets reach
+    /// it: root's has a token, which the config gives its own machine's
+    /// `[machines]` entry (the socket sends it). `extra` is the rest of the
+    /// config; the machine is named `name`.
+    pub fn serve_for_cages(&self, name: &str, extra: &str) -> Serve {
+        let port = self.agent_port;
+        if self.user.is_some() {
+            self.write_config(&format!("machine_name = \"{name}\"\n{extra}"));
+            return self.serve_at(port, &[], &[]);
+        }
+        let t = format!("owner-{}-{port}", std::process::id());
+        let f = self.file(&format!("serve-token-{port}"), &format!("{t}\n"));
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).unwrap();
+        self.write_config(&format!(
+            "machine_name = \"{name}\"\n{extra}\n[machines]\n{name} = {{ url = \"http://127.0.0.1:{port}\", token_file = \"{}\" }}\n",
+            f.display()
+        ));
+        let file = f.to_string_lossy().into_owned();
+        let mut s = self.serve_at(port, &["--token-file", &file], &[]);
+        SERVE_TOKENS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((port, t.clone()));
+        s.token = Some(t);
+        s.token_file = Some(f);
+        s
+    }
+
+    /// `serve` as started with no token at all, root's too.
+    pub fn serve_without_token(&self, args: &[&str], env: &[(&str, &str)]) -> Serve {
+        self.start_serve("127.0.0.1", free_port(), args, env, false)
     }
 
     /// The same, on a port chosen before (one another world's config names).
@@ -971,9 +1044,35 @@ impl World {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Serve {
+        self.start_serve(host, port, args, env, true)
+    }
+
+    fn start_serve(
+        &self,
+        host: &str,
+        port: u16,
+        args: &[&str],
+        env: &[(&str, &str)],
+        token_for_root: bool,
+    ) -> Serve {
         let listen = format!("{host}:{port}");
         let mut all = vec!["serve", "--listen", &listen];
         all.extend_from_slice(args);
+        let (mut token, mut token_file) = (None, None);
+        let file_arg;
+        if token_for_root && self.user.is_none() && !args.contains(&"--token-file") {
+            let t = format!("owner-{}-{port}", std::process::id());
+            let f = self.file(&format!("serve-token-{port}"), &format!("{t}\n"));
+            fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).unwrap();
+            file_arg = f.to_string_lossy().into_owned();
+            all.extend_from_slice(&["--token-file", &file_arg]);
+            SERVE_TOKENS
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((port, t.clone()));
+            token = Some(t);
+            token_file = Some(f);
+        }
         let log = self.root.join(format!("serve-{port}.log"));
         let out = fs::File::create(&log).unwrap();
         let mut c = self.command_env(&all, env);
@@ -985,6 +1084,8 @@ impl World {
             port,
             url: format!("http://127.0.0.1:{port}"),
             log,
+            token,
+            token_file,
             child: Some(child),
         };
         let end = std::time::Instant::now() + Duration::from_secs(30);
@@ -1105,6 +1206,13 @@ pub fn http(method: &str, url: &str, body: Option<&str>, headers: &[(&str, &str)
     for (k, v) in headers {
         req = req.header(*k, *v);
     }
+    if !headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+        && let Some(t) = port_of(url).and_then(owner_token)
+    {
+        req = req.header("Authorization", format!("Bearer {t}"));
+    }
     let result = match body {
         Some(b) => agent.run(req.body(b.to_string()).unwrap()),
         None => agent.run(req.body(()).unwrap()),
@@ -1142,10 +1250,71 @@ pub fn post(url: &str, body: &str) -> Reply {
 pub fn raw(port: u16, bytes: &[u8], timeout: Duration) -> String {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(timeout)).unwrap();
-    let _ = s.write_all(bytes);
+    let _ = s.write_all(&with_owner_token(port, bytes));
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out);
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The Authorization header line root's raw requests to `port` carry
+/// (empty when that serve has no harness-made token).
+pub fn owner_auth(port: u16) -> String {
+    owner_token(port).map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"))
+}
+
+/// A proxy on a loopback port of its own that puts the owner's token of
+/// `port`'s serve into every request on its way there: for a browser,
+/// which has no way to send it. Its port.
+pub fn owner_proxy(port: u16) -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mine = l.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for client in l.incoming().flatten() {
+            thread::spawn(move || {
+                let mut client = client;
+                let mut head = Vec::new();
+                let mut b = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    match client.read(&mut b) {
+                        Ok(1) => head.push(b[0]),
+                        _ => return,
+                    }
+                }
+                let Ok(mut serve) = TcpStream::connect(("127.0.0.1", port)) else {
+                    return;
+                };
+                if serve.write_all(&with_owner_token(port, &head)).is_err() {
+                    return;
+                }
+                let (mut c2, mut s2) = (client.try_clone().unwrap(), serve.try_clone().unwrap());
+                thread::spawn(move || {
+                    let _ = std::io::copy(&mut c2, &mut s2);
+                });
+                let _ = std::io::copy(&mut serve, &mut client);
+            });
+        }
+    });
+    mine
+}
+
+/// A raw request with the owner's token of that port's serve put after
+/// its request line, unless it has an Authorization already.
+pub fn with_owner_token(port: u16, bytes: &[u8]) -> Vec<u8> {
+    let has = String::from_utf8_lossy(bytes)
+        .to_ascii_lowercase()
+        .contains("\r\nauthorization:");
+    match (
+        owner_token(port),
+        bytes.windows(2).position(|w| w == b"\r\n"),
+    ) {
+        (Some(t), Some(at)) if !has => {
+            let mut out = bytes[..at + 2].to_vec();
+            out.extend_from_slice(format!("Authorization: Bearer {t}\r\n").as_bytes());
+            out.extend_from_slice(&bytes[at + 2..]);
+            out
+        }
+        _ => bytes.to_vec(),
+    }
 }
 
 /// Claude Code's folder name for a project, written out again here from its
