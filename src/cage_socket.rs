@@ -315,6 +315,7 @@ pub fn start(path: &Path, config: Config) -> Result<Socket> {
     let listener = std::os::unix::net::UnixListener::bind(path).map_err(|e| fail(e.to_string()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| fail(e.to_string()))?;
+    give_to_the_cages_root(path).map_err(|e| fail(e.to_string()))?;
     listener
         .set_nonblocking(true)
         .map_err(|e| fail(e.to_string()))?;
@@ -347,6 +348,21 @@ pub fn start(path: &Path, config: Config) -> Result<Socket> {
         stop: Some(stop),
         thread: Some(thread),
     })
+}
+
+/// As root, a cage's proxy folder belongs to the cage's root once the cage
+/// has started (podman gives it at each start: `argv::userns`), and root in
+/// the cage is no one to a socket of the machine's root: the socket goes to
+/// the folder's owner, so that root in the cage connects. The folder (0700,
+/// read-only inside) still keeps every other user out.
+fn give_to_the_cages_root(socket: &Path) -> std::io::Result<()> {
+    let Some(dir) = socket.parent() else {
+        return Ok(());
+    };
+    if let Some((uid, gid)) = crate::userns::cage_owner_of(dir)? {
+        std::os::unix::fs::lchown(socket, Some(uid), Some(gid))?;
+    }
+    Ok(())
 }
 
 impl Drop for Socket {

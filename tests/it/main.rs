@@ -22,6 +22,7 @@ mod options;
 mod page;
 mod pid1;
 mod policy;
+mod rootful;
 mod rootless;
 mod sealed;
 mod serve;
