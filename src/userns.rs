@@ -62,10 +62,16 @@ fn read(path: &str) -> Option<String> {
     std::fs::read_to_string(path).ok()
 }
 
+/// Why podman could not give a rootful cage a user namespace of its own
+/// on this machine, if it could not.
+pub fn auto_ranges_refusal() -> Option<String> {
+    auto_refusal(read(SUBUID).as_deref(), read(SUBGID).as_deref())
+}
+
 /// Refuse a rootful cage where podman could not give it a user namespace
 /// of its own (exit 2: the machine's configuration must change).
 pub fn check_auto_ranges() -> Result<()> {
-    match auto_refusal(read(SUBUID).as_deref(), read(SUBGID).as_deref()) {
+    match auto_ranges_refusal() {
         Some(why) => Err(Error::bad_input(why)),
         None => Ok(()),
     }

@@ -302,6 +302,14 @@ fn root_check(rootless: bool, euid: u32, s: &crate::settings::Settings) -> Check
             hint: Some("run shrooms-agent as your own user".into()),
         };
     }
+    if let Some(why) = crate::userns::auto_ranges_refusal() {
+        return check(
+            "rootless",
+            Status::Fail,
+            format!("cage create refuses: {why}"),
+            Some("add the `containers` ranges to /etc/subuid and /etc/subgid"),
+        );
+    }
     check(
         "rootless",
         Status::Warn,
