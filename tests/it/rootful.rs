@@ -104,9 +104,13 @@ fn rand_word() -> String {
     format!("{:x}", t & 0xffff_ffff)
 }
 
-/// What the keyring probe said inside a cage: the secret never, and each
-/// keyring call refused by the cage's seccomp profile (ENOSYS).
-fn check_keyring(out: &str, key: &HostKey, what: &str) {
+/// Run the keyring probe in a session's cage and check what it said: the
+/// secret never, and each keyring call refused by the cage's seccomp
+/// profile (ENOSYS).
+fn check_keyring(w: &World, session: (String, PathBuf), key: &HostKey, what: &str) {
+    let (name, project) = session;
+    let script = format!("{}/probe keyring {}", project.display(), key.desc);
+    let out = w.sh(&name, &script).ok().stdout();
     assert!(
         !out.contains(&key.secret),
         "{what}: the cage read the host root's key\n{out}"
@@ -127,19 +131,8 @@ fn check_keyring(out: &str, key: &HostKey, what: &str) {
 fn the_host_roots_keyring_is_out_of_reach_of_a_rootful_cage() {
     let w = World::new();
     let key = HostKey::add();
-    for sealed in [false, true] {
-        let (name, project) = session_with_probe(&w, "keys", sealed);
-        let r = w
-            .sh(
-                &name,
-                &format!("{}/probe keyring {}", project.display(), key.desc),
-            )
-            .ok();
-        check_keyring(
-            &r.stdout(),
-            &key,
-            if sealed { "sealed" } else { "ordinary" },
-        );
+    for (sealed, what) in [(false, "ordinary"), (true, "sealed")] {
+        check_keyring(&w, session_with_probe(&w, "keys", sealed), &key, what);
     }
 }
 
@@ -148,14 +141,7 @@ fn the_host_roots_keyring_is_out_of_reach_of_a_rootful_cage() {
 fn keyring_calls_are_refused_in_a_rootless_cage() {
     let w = World::rootless();
     let key = HostKey::add();
-    let (name, project) = session_with_probe(&w, "keys", false);
-    let r = w
-        .sh(
-            &name,
-            &format!("{}/probe keyring {}", project.display(), key.desc),
-        )
-        .ok();
-    check_keyring(&r.stdout(), &key, "rootless");
+    check_keyring(&w, session_with_probe(&w, "keys", false), &key, "rootless");
 }
 
 /// The uids root's cages run as: the `containers` ranges of /etc/subuid.
