@@ -372,6 +372,10 @@ fn write_new_file_over(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     };
     let result = (|| {
         f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        // As root, the folder is a rootful cage's: the file is its too.
+        if let Some((uid, gid)) = crate::userns::cage_owner_of(dir)? {
+            std::os::unix::fs::fchown(&f, Some(uid), Some(gid))?;
+        }
         f.write_all(bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)

@@ -549,6 +549,7 @@ pub fn start(path: &Path, config: Config) -> Result<Socket> {
     let listener = bind_short(path).map_err(|e| fail(e.to_string()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| fail(e.to_string()))?;
+    give_to_the_cages_root(path).map_err(|e| fail(e.to_string()))?;
     listener
         .set_nonblocking(true)
         .map_err(|e| fail(e.to_string()))?;
@@ -602,6 +603,21 @@ fn bind_short(path: &Path) -> std::io::Result<std::os::unix::net::UnixListener> 
     let mut short = std::ffi::OsString::from(format!("/proc/self/fd/{}/", folder.as_raw_fd()));
     short.push(name);
     std::os::unix::net::UnixListener::bind(Path::new(&short))
+}
+
+/// As root, a cage's proxy folder belongs to the cage's root once the cage
+/// has started (podman gives it at each start: `argv::userns`), and root in
+/// the cage is no one to a socket of the machine's root: the socket goes to
+/// the folder's owner, so that root in the cage connects. The folder (0700,
+/// read-only inside) still keeps every other user out.
+fn give_to_the_cages_root(socket: &Path) -> std::io::Result<()> {
+    let Some(dir) = socket.parent() else {
+        return Ok(());
+    };
+    if let Some((uid, gid)) = crate::userns::cage_owner_of(dir)? {
+        std::os::unix::fs::lchown(socket, Some(uid), Some(gid))?;
+    }
+    Ok(())
 }
 
 impl Drop for Socket {

@@ -338,9 +338,10 @@ pub struct LimitsArgs {
 pub struct CreateArgs {
     /// The session's name: 1 to 63 of A-Z a-z 0-9 _ . - (not starting with `-` or `.`)
     pub name: String,
-    /// The project folder; mounted read-write at its own path (default: the
-    /// current folder, refused where --dir would be: the home folder, a
-    /// system or shared folder)
+    /// The project folder, of your own; mounted read-write at its own path
+    /// (default: the current folder, refused where --dir would be: the home
+    /// folder, a system or shared folder; as root: a folder root owns,
+    /// outside other users' homes and the system's trees)
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
     /// The harness the session runs. pi runs the image's pi (unless [harness] pi names the

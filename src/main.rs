@@ -30,6 +30,7 @@ mod session;
 mod settings;
 mod spec;
 mod token;
+mod userns;
 mod when;
 mod workbench;
 
@@ -653,6 +654,7 @@ fn context() -> Result<Context> {
 fn context_with(overrides: &settings::Overrides) -> Result<Context> {
     let env = environment();
     let settings = Settings::load(&env, overrides)?;
+    session::check_state_dir(&settings.state_dir)?;
     let self_paths = self_paths(&env);
     Ok(Context::new(settings, env, self_paths))
 }

@@ -1,14 +1,21 @@
-//! The seccomp profile of a sealed cage: podman's default, with
-//! CLONE_NEWUSER refused, which closes the door most container escapes go
-//! through (user namespaces give an unprivileged process the capabilities
-//! that kernel bugs are reached with).
+//! The seccomp profiles of the cages, derived at run time from podman's own
+//! default profile, so that they keep whatever podman's packagers allow and
+//! refuse, with these changes:
 //!
-//! It is derived at run time from podman's own default profile, so it keeps
-//! whatever podman's packagers allow and refuse, with one change: `clone`
-//! and `unshare` are allowed only without CLONE_NEWUSER, and `clone3`
-//! answers ENOSYS. clone3 passes its flags in a struct in memory, which
-//! seccomp cannot look into; ENOSYS makes glibc and others fall back to
-//! `clone`, where the flag can be checked.
+//! - Every cage: the kernel's key management calls (`keyctl`, `add_key`,
+//!   `request_key`) answer ENOSYS, as Docker's default profile refuses them
+//!   (podman's allows `keyctl`). Keyrings are not namespaced by containers:
+//!   a rootful cage without a user namespace of its own reached the host
+//!   root's user keyring with `keyctl` (keyrings(7), "User keyrings").
+//!   ENOSYS is what the profile answers for every call it does not list,
+//!   and what programs that use keyrings take for "no keyrings here".
+//! - A sealed cage: CLONE_NEWUSER refused too, which closes the door most
+//!   container escapes go through (user namespaces give an unprivileged
+//!   process the capabilities that kernel bugs are reached with). `clone`
+//!   and `unshare` are allowed only without CLONE_NEWUSER, and `clone3`
+//!   answers ENOSYS. clone3 passes its flags in a struct in memory, which
+//!   seccomp cannot look into; ENOSYS makes glibc and others fall back to
+//!   `clone`, where the flag can be checked.
 
 use std::path::{Path, PathBuf};
 
@@ -28,8 +35,11 @@ pub const CLONE_NEWUSER: u64 = 0x1000_0000;
 /// ENOSYS on x86_64 and arm64.
 const ENOSYS: u64 = 38;
 
-/// The syscalls whose rules are replaced.
+/// The syscalls whose rules a sealed cage's profile replaces.
 const REPLACED: [&str; 3] = ["clone", "clone3", "unshare"];
+
+/// The kernel's key management calls, refused in every cage.
+pub const KEYRING_CALLS: [&str; 3] = ["keyctl", "add_key", "request_key"];
 
 /// The first default profile that exists; a clear error if none does.
 pub fn default_profile() -> Result<PathBuf> {
@@ -46,26 +56,35 @@ pub fn default_profile() -> Result<PathBuf> {
         })
 }
 
-/// Read podman's default profile and derive the sealed one from it.
-pub fn sealed_from_file(path: &Path) -> Result<String> {
+/// Read podman's default profile and derive a cage's from it: a sealed
+/// cage's, or an ordinary one's.
+pub fn profile_from_file(path: &Path, sealed: bool) -> Result<String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| Error::failed(format!("reading {}: {e}", path.display())))?;
-    sealed(&text).map_err(|e| e.context(format!("the seccomp profile {}", path.display())))
+    derive(&text, sealed).map_err(|e| e.context(format!("the seccomp profile {}", path.display())))
 }
 
 /// Pure: podman's default profile (JSON text) -> the sealed profile.
+#[cfg(test)]
 pub fn sealed(default_profile: &str) -> Result<String> {
+    derive(default_profile, true)
+}
+
+/// Pure: podman's default profile (JSON text) -> a cage's profile: the
+/// keyring calls refused, and for a sealed cage CLONE_NEWUSER too.
+pub fn derive(default_profile: &str, sealed: bool) -> Result<String> {
     let mut profile: Value = serde_json::from_str(default_profile)
         .map_err(|e| Error::failed(format!("not a seccomp profile: {e}")))?;
     let rules = profile
         .get_mut("syscalls")
         .and_then(Value::as_array_mut)
         .ok_or_else(|| Error::failed("not a seccomp profile: it has no \"syscalls\" list"))?;
-    // Take the three syscalls out of every rule, whatever its condition, so
-    // that no other rule can allow them unconditionally.
+    // Take the replaced syscalls out of every rule, whatever its condition,
+    // so that no other rule can allow them unconditionally.
+    let replaced = |s: &str| KEYRING_CALLS.contains(&s) || (sealed && REPLACED.contains(&s));
     for rule in rules.iter_mut() {
         if let Some(names) = rule.get_mut("names").and_then(Value::as_array_mut) {
-            names.retain(|n| !n.as_str().is_some_and(|s| REPLACED.contains(&s)));
+            names.retain(|n| !n.as_str().is_some_and(replaced));
         }
     }
     rules.retain(|rule| {
@@ -73,6 +92,21 @@ pub fn sealed(default_profile: &str) -> Result<String> {
             .and_then(Value::as_array)
             .is_none_or(|n| !n.is_empty())
     });
+    // Said in a rule of its own rather than left to the default action, so
+    // that the answer holds whatever a packager's default is.
+    rules.push(json!({
+        "names": KEYRING_CALLS,
+        "action": "SCMP_ACT_ERRNO",
+        "errnoRet": ENOSYS,
+        "comment": "shrooms-agent cage: no kernel keyrings (as Docker's default profile)"
+    }));
+    if !sealed {
+        return to_text(&profile);
+    }
+    let rules = profile
+        .get_mut("syscalls")
+        .and_then(Value::as_array_mut)
+        .ok_or_else(|| Error::failed("not a seccomp profile: it has no \"syscalls\" list"))?;
     let without_newuser = |index: u64| {
         json!([{
             "index": index,
@@ -110,7 +144,11 @@ pub fn sealed(default_profile: &str) -> Result<String> {
         "errnoRet": ENOSYS,
         "comment": "shrooms-agent sealed cage: clone3 hides its flags; ENOSYS makes callers use clone"
     }));
-    let mut text = serde_json::to_string_pretty(&profile)
+    to_text(&profile)
+}
+
+fn to_text(profile: &Value) -> Result<String> {
+    let mut text = serde_json::to_string_pretty(profile)
         .map_err(|e| Error::failed(format!("writing the seccomp profile: {e}")))?;
     text.push('\n');
     Ok(text)
@@ -203,11 +241,53 @@ mod tests {
     fn the_machines_own_profile_derives() {
         // The real file of the installed podman (scripts/test installs it).
         let path = default_profile().expect("podman's seccomp.json: run scripts/test");
-        let text = sealed_from_file(&path).unwrap();
+        let text = profile_from_file(&path, true).unwrap();
         let p: Value = serde_json::from_str(&text).unwrap();
         // Ours only: one for most arches, one for s390 and s390x.
         assert_eq!(rules_for(&p, "clone").len(), 2);
         assert_eq!(rules_for(&p, "clone3")[0]["action"], "SCMP_ACT_ERRNO");
+        // Both profiles: the keyring calls only in our refusing rule
+        // (podman's own allows keyctl).
+        for sealed in [false, true] {
+            let p: Value =
+                serde_json::from_str(&profile_from_file(&path, sealed).unwrap()).unwrap();
+            for call in KEYRING_CALLS {
+                let rules = rules_for(&p, call);
+                assert_eq!(rules.len(), 1, "{call}: {rules:?}");
+                assert_eq!(rules[0]["action"], "SCMP_ACT_ERRNO", "{call}");
+            }
+        }
+    }
+
+    /// Every cage's profile: the keyring calls refused with ENOSYS, taken
+    /// out of every rule that allowed them; an ordinary cage's keeps clone,
+    /// clone3 and unshare as podman has them.
+    #[test]
+    fn keyring_calls_are_refused_in_every_profile() {
+        let with_keys = PODMAN_LIKE.replace(
+            r#"["read", "clone","#,
+            r#"["read", "keyctl", "add_key", "clone","#,
+        );
+        for sealed in [false, true] {
+            let p: Value = serde_json::from_str(&derive(&with_keys, sealed).unwrap()).unwrap();
+            for call in KEYRING_CALLS {
+                let rules = rules_for(&p, call);
+                assert_eq!(rules.len(), 1, "{call}: {rules:?}");
+                assert_eq!(rules[0]["action"], "SCMP_ACT_ERRNO");
+                assert_eq!(rules[0]["errnoRet"], 38);
+            }
+            assert_eq!(rules_for(&p, "read").len(), 1);
+        }
+        let ordinary: Value = serde_json::from_str(&derive(&with_keys, false).unwrap()).unwrap();
+        assert_eq!(rules_for(&ordinary, "clone").len(), 2);
+        assert_eq!(
+            rules_for(&ordinary, "clone3")[0]["action"],
+            "SCMP_ACT_ALLOW"
+        );
+        assert_eq!(
+            rules_for(&ordinary, "unshare")[0]["action"],
+            "SCMP_ACT_ALLOW"
+        );
     }
 
     #[test]

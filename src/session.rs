@@ -933,6 +933,73 @@ impl SessionLock {
     }
 }
 
+/// Why a state folder must not be used, if it must not (pure). `chain`:
+/// the folder (when it exists) and each existing folder above it, nearest
+/// first, canonical, each with its owner and mode; `leaf`: whether the
+/// first is the state folder itself. The state folder must be the user's
+/// and writable by no one else; a folder above it the user's or root's,
+/// and writable by no one else unless its sticky bit is set (`/tmp`): there
+/// another user can neither rename nor remove what is not theirs
+/// (chmod(2), "S_ISVTX"), so a folder of the user's own below it keeps its
+/// content. ssh's StrictModes refuses such a folder; here it is accepted,
+/// as a temporary state folder under /tmp is a common, safe layout.
+pub fn state_dir_refusal(chain: &[(PathBuf, u32, u32)], leaf: bool, me: u32) -> Option<String> {
+    let fix = "use a state folder of your own (SHROOMS_AGENT_STATE_DIR), in folders only \
+               you (or root) own and can write";
+    for (i, (path, uid, mode)) in chain.iter().enumerate() {
+        let is_leaf = leaf && i == 0;
+        let what = if is_leaf {
+            "shrooms-agent's state folder"
+        } else {
+            "a folder above shrooms-agent's state folder"
+        };
+        if *uid != me && (is_leaf || *uid != 0) {
+            return Some(format!(
+                "{} is {what}, and it belongs to uid {uid}, not to you (uid {me}): that user \
+                 could swap the records, keys and profiles kept there; {fix}",
+                path.display()
+            ));
+        }
+        let sticky = mode & 0o1000 != 0;
+        if mode & 0o022 != 0 && (is_leaf || !sticky) {
+            return Some(format!(
+                "{} is {what}, and others can write to it (mode {:04o}): they could swap the \
+                 records, keys and profiles kept there; `chmod go-w {}`, or {fix}",
+                path.display(),
+                mode & 0o7777,
+                path.display()
+            ));
+        }
+    }
+    None
+}
+
+/// Refuse a state folder another user could change (`state_dir_refusal`),
+/// before anything in it is read or written (exit 2).
+pub fn check_state_dir(state: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let me = crate::ops::euid();
+    // The nearest existing folder, as it really is (links followed).
+    let (existing, leaf) = match state
+        .ancestors()
+        .find_map(|a| fs::canonicalize(a).ok().map(|c| (c, a == state)))
+    {
+        Some(found) => found,
+        None => return Ok(()),
+    };
+    let chain: Vec<(PathBuf, u32, u32)> = existing
+        .ancestors()
+        .filter_map(|a| {
+            let m = fs::metadata(a).ok()?;
+            Some((a.to_path_buf(), m.uid(), m.mode()))
+        })
+        .collect();
+    match state_dir_refusal(&chain, leaf, me) {
+        Some(why) => Err(Error::bad_input(why)),
+        None => Ok(()),
+    }
+}
+
 /// Make a folder (and its parents) with mode 0700, and make sure an
 /// existing one is 0700 too.
 pub fn make_private_dir(dir: &Path) -> Result<()> {
@@ -966,7 +1033,9 @@ pub fn make_private_dir_here(dir: &Path) -> Result<()> {
     }
     // SAFETY: getuid has no preconditions and cannot fail.
     let me = unsafe { libc::getuid() };
-    if meta.uid() != me {
+    // As root, a cage's own folder (an outbox a rootful cage wrote to)
+    // belongs to the cage's root: `userns`.
+    if !crate::userns::owned_by_me_or_my_cages(meta.uid(), me) {
         return Err(Error::bad_input(format!(
             "{} belongs to uid {}, not to you; move it away and try again",
             dir.display(),
@@ -1298,5 +1367,64 @@ mod tests {
         files.dedup();
         assert_eq!(files.len(), all, "two sessions share a file: {files:?}");
         let _ = fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_state_folder_only_its_user_can_change() {
+        let c = |v: &[(&str, u32, u32)]| -> Vec<(PathBuf, u32, u32)> {
+            v.iter()
+                .map(|(p, u, m)| (PathBuf::from(p), *u, *m))
+                .collect()
+        };
+        let dir = 0o40000;
+        // The user's, under their home, under root's /home.
+        let home = c(&[
+            ("/home/u/.local/share/shrooms-agent", 1001, dir | 0o700),
+            ("/home/u/.local/share", 1001, dir | 0o755),
+            ("/home/u", 1001, dir | 0o700),
+            ("/home", 0, dir | 0o755),
+            ("/", 0, dir | 0o755),
+        ]);
+        assert_eq!(state_dir_refusal(&home, true, 1001), None);
+        // Root using it: another user's folder.
+        let why = state_dir_refusal(&home, true, 0).unwrap();
+        assert!(
+            why.starts_with("/home/u/.local/share/shrooms-agent is shrooms-agent's state folder, and it belongs to uid 1001, not to you (uid 0)"),
+            "{why}"
+        );
+        // Not made yet: a parent of another user's.
+        let why = state_dir_refusal(&home[1..], false, 0).unwrap();
+        assert!(
+            why.contains("/home/u/.local/share is a folder above"),
+            "{why}"
+        );
+        // Under sticky /tmp: accepted; a group-writable folder is not.
+        let tmp = c(&[
+            ("/tmp/s/state", 0, dir | 0o700),
+            ("/tmp/s", 0, dir | 0o755),
+            ("/tmp", 0, dir | 0o1777),
+            ("/", 0, dir | 0o755),
+        ]);
+        assert_eq!(state_dir_refusal(&tmp, true, 0), None);
+        let mut open = tmp.clone();
+        open[1].2 = dir | 0o775;
+        let why = state_dir_refusal(&open, true, 0).unwrap();
+        assert!(why.contains("/tmp/s is a folder above"), "{why}");
+        assert!(
+            why.contains("(mode 0775)") && why.contains("chmod go-w /tmp/s"),
+            "{why}"
+        );
+        // The state folder itself: never writable by others, sticky or not.
+        let mut leaf = tmp.clone();
+        leaf[0].2 = dir | 0o1777;
+        assert!(state_dir_refusal(&leaf, true, 0).is_some());
+        // A world-writable folder above without the sticky bit.
+        let mut bare = tmp;
+        bare[2].2 = dir | 0o777;
+        assert!(
+            state_dir_refusal(&bare, true, 0)
+                .unwrap()
+                .contains("/tmp is a folder above")
+        );
     }
 }

@@ -152,6 +152,18 @@ pub struct CageSpec {
     pub volumes: Vec<(String, PathBuf)>,
     /// The machine's catatonit, the cage's first process.
     pub init: PathBuf,
+    /// The cage's seccomp profile (`--security-opt seccomp=`), derived
+    /// from podman's default (`seccomp.rs`); None: podman's own.
+    pub seccomp_profile: Option<PathBuf>,
+    /// The cage runs in a user namespace of its own (`--userns=auto`):
+    /// rootful podman, where root in the cage would otherwise be root on
+    /// the machine (README, "As root").
+    pub own_userns: bool,
+    /// The mount sources that are the cage's own (its project, its folders
+    /// in the state folder, its outbox): with a user namespace of its own,
+    /// podman gives them to the cage's root at each start (`U`), since
+    /// root in the cage is then nobody to the machine's root-owned files.
+    pub own: Vec<PathBuf>,
 }
 
 /// What a sealed cage adds to the command line.
@@ -159,8 +171,6 @@ pub struct CageSpec {
 pub struct SealedSpec {
     /// Public resolvers (`--dns`).
     pub dns: Vec<String>,
-    /// The derived seccomp profile (`--security-opt seccomp=`).
-    pub seccomp_profile: PathBuf,
 }
 
 /// Facts found on disk by the operation before the spec is built, so that
@@ -291,7 +301,18 @@ pub fn build(req: &Request<'_>, found: &Found, options: &FoundOptions) -> Result
         .iter()
         .map(|v| (v.clone(), PathBuf::from(SHARED_IN_CAGE)))
         .collect();
-    finish(req, mounts, None, volumes)
+    let own = [
+        req.dir,
+        &found.uploads_dir,
+        &found.proxy_dir,
+        &found.private_home,
+    ]
+    .into_iter()
+    .map(Path::to_path_buf)
+    .chain(found.settings_copies.iter().map(|(copy, _)| copy.clone()))
+    .chain(std::iter::once(found.conversation_dir.clone()))
+    .collect();
+    finish(req, mounts, None, volumes, own)
 }
 
 fn finish(
@@ -299,6 +320,7 @@ fn finish(
     mounts: Vec<Mount>,
     sealed: Option<SealedSpec>,
     volumes: Vec<(String, PathBuf)>,
+    own: Vec<PathBuf>,
 ) -> Result<CageSpec> {
     for m in &mounts {
         for p in [&m.src, &m.dst] {
@@ -316,6 +338,9 @@ fn finish(
         sealed,
         volumes,
         init: req.init.to_path_buf(),
+        seccomp_profile: None,
+        own_userns: false,
+        own,
     })
 }
 
@@ -363,7 +388,17 @@ pub fn build_sealed(
     for p in &found.program_dirs {
         mounts.push(Mount::same(p, true));
     }
-    finish(req, mounts, Some(sealed), Vec::new())
+    let own = [
+        req.dir,
+        &found.session_uploads,
+        &found.proxy_dir,
+        &found.private_config,
+        &found.outbox,
+    ]
+    .into_iter()
+    .map(Path::to_path_buf)
+    .collect();
+    finish(req, mounts, Some(sealed), Vec::new(), own)
 }
 
 /// The environment of a sealed cage (README, "Sealed cages"): fixed values,
@@ -710,6 +745,20 @@ mod tests {
                 "/home/u/.local/share/claude/versions -> /home/u/.local/share/claude/versions ro",
             ]
         );
+        // Given to the cage's root when it has a user namespace of its own:
+        // never the machine's programs or the user's own harness files.
+        assert_eq!(
+            spec.own,
+            [
+                "/home/u/src/web",
+                "/state/uploads",
+                "/state/cages/shrooms-web-abc123/proxy",
+                "/state/cages/shrooms-web-abc123/home",
+                "/state/cages/shrooms-web-abc123/settings/settings.json",
+                "/home/u/.claude/projects/-home-u-src-web",
+            ]
+            .map(PathBuf::from)
+        );
         for m in &spec.mounts {
             let s = m.src.to_string_lossy();
             assert!(!s.contains(".ssh") && !s.ends_with("history.jsonl"), "{s}");
@@ -745,7 +794,6 @@ mod tests {
         };
         let sealed = SealedSpec {
             dns: vec!["1.1.1.1".into()],
-            seccomp_profile: "/state/cages/shrooms-rev-abc123/seccomp.json".into(),
         };
         let spec = build_sealed(&req, &found, sealed.clone()).unwrap();
         let got = show_mounts(&spec.mounts);
@@ -764,6 +812,19 @@ mod tests {
             ]
         );
         assert_eq!(spec.sealed, Some(sealed));
+        // Given to the cage's root when it has a user namespace of its own:
+        // what it writes and its own folders, nothing of the machine's.
+        assert_eq!(
+            spec.own,
+            [
+                "/home/u/review/pr",
+                "/state/uploads/rev",
+                "/state/cages/shrooms-rev-abc123/proxy",
+                "/state/cages/shrooms-rev-abc123/home",
+                "/home/u/shrooms-outbox/rev",
+            ]
+            .map(PathBuf::from)
+        );
     }
 
     #[test]

@@ -302,11 +302,20 @@ fn root_check(rootless: bool, euid: u32, s: &crate::settings::Settings) -> Check
             hint: Some("run shrooms-agent as your own user".into()),
         };
     }
+    if let Some(why) = crate::userns::auto_ranges_refusal() {
+        return check(
+            "rootless",
+            Status::Fail,
+            format!("cage create refuses: {why}"),
+            Some("add the `containers` ranges to /etc/subuid and /etc/subgid"),
+        );
+    }
     check(
         "rootless",
         Status::Warn,
         format!(
-            "podman runs as root{}: root in a cage is root on the machine's files it is given",
+            "podman runs as root{}: each cage runs in a user namespace of its own, and its \
+             project is chowned to the cage's uid at each start",
             if s.allow_root {
                 " (allow_root = true)"
             } else {

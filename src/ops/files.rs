@@ -298,6 +298,16 @@ fn receive_within(
         let _ = fs::remove_file(&path);
     }
     let (path, note) = placed?;
+    // As root, a rootful cage was given its folder at its start (it is no
+    // one to root's files): what arrives meanwhile is given to it too.
+    if let Some((uid, gid)) = crate::userns::cage_owner_of(&uploads)
+        .map_err(|e| Error::failed(format!("looking at {}: {e}", uploads.display())))?
+    {
+        for p in [&drops, &folder, &path].into_iter().chain(note.as_ref()) {
+            std::os::unix::fs::lchown(p, Some(uid), Some(gid))
+                .map_err(|e| Error::failed(format!("giving {} to the cage: {e}", p.display())))?;
+        }
+    }
     Ok(Received {
         path,
         size: d.length,

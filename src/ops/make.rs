@@ -65,7 +65,9 @@ pub struct CagePlan {
     options: Options,
     /// The shared volume must be made (it does not exist yet).
     make_volume: bool,
-    sealed: Option<(SealedRecord, String)>,
+    sealed: Option<SealedRecord>,
+    /// The cage's seccomp profile (written to `spec.seccomp_profile`).
+    seccomp_profile: String,
     conversation: Option<String>,
     /// Protected paths missing now, made empty before the cage (a folder
     /// rather than a file), so that the cage cannot make them.
@@ -137,9 +139,12 @@ pub struct Facts {
     /// The untrusted folder the project is, is in or holds; looked up for
     /// an ordinary cage without `--unseal`.
     pub untrusted: Option<sealed::Untrusted>,
-    /// For a sealed cage: its token, the conversation asked for, its
-    /// seccomp profile.
+    /// For a sealed cage: its token, the conversation asked for.
     pub sealed: Option<SealedFacts>,
+    /// The cage's seccomp profile, made from podman's default one, and
+    /// where it is written.
+    pub seccomp_profile: String,
+    pub seccomp_file: PathBuf,
     pub image: super::image::ImageFacts,
     /// The container's name, chosen now (random).
     pub container: String,
@@ -166,10 +171,7 @@ pub struct SealedFacts {
     pub token_file: PathBuf,
     /// `--conversation ID`: its transcript, and whether it is a file.
     pub transcript: Option<(PathBuf, bool)>,
-    /// The sealed seccomp profile, made from podman's default one.
-    pub profile: String,
     pub found: FoundSealed,
-    pub seccomp_file: PathBuf,
 }
 
 /// What the machine has for the options asked.
@@ -331,27 +333,27 @@ pub fn facts(
         (Harness::Pi, None, Some(inspect)) => Some(super::image::pi_in_image(ctx, host, inspect)),
         _ => None,
     };
+    // Every cage's seccomp profile is derived from podman's default one.
+    let seccomp_profile =
+        crate::seccomp::profile_from_file(&crate::seccomp::default_profile()?, choice.sealed)?;
+    if !host.rootless {
+        crate::userns::check_auto_ranges()?;
+    }
     let sealed = match sealed_facts {
         None => None,
-        Some((token_file, transcript)) => {
-            let profile_path = crate::seccomp::default_profile()?;
-            let profile = crate::seccomp::sealed_from_file(&profile_path)?;
-            Some(SealedFacts {
-                token_file,
-                transcript,
-                profile,
-                found: FoundSealed {
-                    session_uploads: ctx.store.session_uploads(session),
-                    private_config: found.private_home.clone(),
-                    outbox: sealed::outbox_dir(&ctx.settings.home, session),
-                    proxy_dir: found.proxy_dir.clone(),
-                    program_dirs: found.program_dirs.clone(),
-                    self_paths: found.self_paths.clone(),
-                    protected: Vec::new(),
-                },
-                seccomp_file: ctx.store.seccomp_file(&container),
-            })
-        }
+        Some((token_file, transcript)) => Some(SealedFacts {
+            token_file,
+            transcript,
+            found: FoundSealed {
+                session_uploads: ctx.store.session_uploads(session),
+                private_config: found.private_home.clone(),
+                outbox: sealed::outbox_dir(&ctx.settings.home, session),
+                proxy_dir: found.proxy_dir.clone(),
+                program_dirs: found.program_dirs.clone(),
+                self_paths: found.self_paths.clone(),
+                protected: Vec::new(),
+            },
+        }),
     };
     let options = option_facts(ctx, host, choice)?;
     let led_to = mount_candidates(dir, &found, &options, sealed.as_ref())
@@ -362,6 +364,7 @@ pub fn facts(
         })
         .collect();
     Ok(Facts {
+        seccomp_file: ctx.store.seccomp_file(&container),
         session: session.to_string(),
         dir: dir.to_path_buf(),
         harness,
@@ -380,6 +383,7 @@ pub fn facts(
         led_to,
         protect: protect::facts(dir, &ctx.settings.home, &git_configs(ctx)),
         podman_confs: crate::host::loopback::read(&ctx.env, host.rootless, &ctx.settings.home),
+        seccomp_profile,
     })
 }
 
@@ -612,7 +616,6 @@ pub fn decide(
                 &sealed_found,
                 SealedSpec {
                     dns: settings.sealed_dns.clone(),
-                    seccomp_profile: s.seccomp_file.clone(),
                 },
             )?;
             let env = spec::sealed_env_plan(session, &image_path, None);
@@ -620,13 +623,18 @@ pub fn decide(
                 token_file: s.token_file.clone(),
                 outbox: s.found.outbox.clone(),
                 rules: format!("{} v{}", rules::SEALED_TABLE, rules::SEALED_VERSION),
-                seccomp_file: s.seccomp_file.clone(),
-                seccomp: crate::seccomp::fingerprint(&s.profile),
+                seccomp_file: f.seccomp_file.clone(),
+                seccomp: crate::seccomp::fingerprint(&f.seccomp_profile),
                 dns: settings.sealed_dns.clone(),
             };
-            (spec, env, Some((record, s.profile.clone())))
+            (spec, env, Some(record))
         }
     };
+    let mut spec = spec;
+    spec.seccomp_profile = Some(f.seccomp_file.clone());
+    // Rootful podman: root in the cage is given a user namespace of its own,
+    // or it would be root on the machine (README, "As root").
+    spec.own_userns = !f.host.rootless;
     soft(
         check_sources(
             &f.others,
@@ -668,6 +676,7 @@ pub fn decide(
         options,
         make_volume,
         sealed: sealed_parts,
+        seccomp_profile: f.seccomp_profile.clone(),
         conversation: choice.conversation.clone(),
         protect_make: protection.make,
         rebuild,
@@ -827,11 +836,13 @@ impl CagePlan {
         undo.made = protect::make_missing(&self.protect_make)?;
         session::make_private_dir(&self.found.private_home)?;
         session::make_private_dir(&self.found.proxy_dir)?;
+        if let Some(file) = &self.spec.seccomp_profile {
+            session::write_atomic(file, self.seccomp_profile.as_bytes(), 0o600)?;
+        }
         match &self.sealed {
             // A sealed cage has no conversation folder of the user's: its
             // config folder is its own.
-            Some((record, profile)) => {
-                session::write_atomic(&record.seccomp_file, profile.as_bytes(), 0o600)?;
+            Some(record) => {
                 let uploads = ctx.store.session_uploads(&self.session);
                 if !uploads.exists() {
                     undo.dirs.push(uploads.clone());
@@ -931,7 +942,7 @@ impl CagePlan {
             },
             program: self.program.clone(),
             create_argv: self.create_argv.clone(),
-            sealed: self.sealed.as_ref().map(|(r, _)| r.clone()),
+            sealed: self.sealed.clone(),
             options: self.options.clone(),
             mount_sources,
         })

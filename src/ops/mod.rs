@@ -116,17 +116,18 @@ impl Context {
     }
 }
 
-/// Why cage commands refuse to run as root without `allow_root = true`:
-/// with podman run as root, root in a cage is root on the machine's files
-/// it is given. A cage can leave a set-user-ID root program in its project
-/// (its folders are mounted nosuid inside, but not for the machine), and
-/// the next local user who runs it is root. The design is rootless.
+/// Why cage commands refuse to run as root without `allow_root = true`.
+/// The design is rootless: with podman run as root, podman itself and what
+/// it starts to make a cage run as root, and although each cage runs in a
+/// user namespace of its own (root in it is an unprivileged uid outside,
+/// `podman::argv::userns`), its project and folders are given to that uid
+/// at each start.
 pub fn root_refused(config: &Path) -> String {
     format!(
-        "shrooms-agent runs as root, so its podman is rootful: root in a cage would be root \
-         on the machine's files it is given (a cage could leave a set-user-ID root program in \
-         its project for anyone on this machine to run). Run shrooms-agent as your own user, \
-         with rootless podman (the user needs ranges in /etc/subuid and /etc/subgid); or, to \
+        "shrooms-agent runs as root, so its podman is rootful: podman and what it starts run \
+         as root, and each cage, in a user namespace of its own, is given its project (chowned \
+         to the cage's own uid at each start). Run shrooms-agent as your own user, with \
+         rootless podman (the user needs ranges in /etc/subuid and /etc/subgid); or, to \
          accept that, set allow_root = true in {}",
         config.display()
     )
@@ -519,7 +520,7 @@ mod tests {
         assert_eq!(e.kind, crate::error::Kind::BadInput);
         for words in [
             "runs as root",
-            "set-user-ID root program",
+            "chowned to the cage's own uid",
             "as your own user",
             "allow_root = true in /home/u/.config/shrooms-agent/config.toml",
         ] {

@@ -68,15 +68,90 @@ pub fn refusal(dir: &Path, runtime: Option<&Path>) -> Option<String> {
 }
 
 /// Refuse a project that is not a folder of the user's own (exit 2).
-/// `dir` is canonical; the runtime folder is resolved here.
+/// `dir` is canonical; the runtime folder is resolved here. As root, also
+/// a folder that is not root's (`root_refusal`).
 pub fn check_own_folder(dir: &Path, runtime_dir: Option<&str>) -> Result<()> {
     let runtime: Option<PathBuf> = runtime_dir
         .filter(|r| r.starts_with('/'))
         .map(|r| std::fs::canonicalize(r).unwrap_or_else(|_| PathBuf::from(r)));
-    match refusal(dir, runtime.as_deref()) {
-        Some(why) => Err(Error::bad_input(why)),
-        None => Ok(()),
+    if let Some(why) = refusal(dir, runtime.as_deref()) {
+        return Err(Error::bad_input(why));
     }
+    if super::euid() == 0 {
+        use std::os::unix::fs::MetadataExt;
+        let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+        let owner = std::fs::metadata(dir).map(|m| m.uid()).ok();
+        let owner_ok = owner.is_some_and(|uid| crate::userns::owned_by_me_or_my_cages(uid, 0));
+        if let Some(why) = root_refusal(dir, owner.filter(|_| !owner_ok), &homes(&passwd)) {
+            return Err(Error::bad_input(why));
+        }
+    }
+    Ok(())
+}
+
+/// Trees of the machine's own programs, configuration and data: as root,
+/// refused with all they hold (`/etc/ssh`, `/usr/local/bin`,
+/// `/var/lib/containers/storage`), since a cage given one writes what the
+/// machine runs or trusts. An ordinary user owns nothing there anyway.
+const ROOTS_SYSTEM_TREES: [&str; 10] = [
+    "/etc", "/usr", "/var", "/boot", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+];
+
+/// Pure: the home folders of /etc/passwd's users other than root, with
+/// their names (a home of `/` is no one's folder).
+pub fn homes(passwd: &str) -> Vec<(String, PathBuf)> {
+    passwd
+        .lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split(':').collect();
+            let (name, uid, home) = (f.first()?, f.get(2)?, f.get(5)?);
+            (*uid != "0" && home.starts_with('/') && *home != "/")
+                .then(|| (name.to_string(), PathBuf::from(home)))
+        })
+        .collect()
+}
+
+/// Pure: why root may not take `dir` (canonical) as a project, if it may
+/// not: a folder of another user's (`other_owner`: its uid, when it is
+/// neither root's nor a cage's of root's), in or above another user's home,
+/// or in a tree of the machine's (`/var/tmp`'s own folders aside, as for
+/// every user). A cage's project is mounted read-write and, as root, given
+/// to the cage at each start: another user's files there would be the
+/// cage's, and what the machine runs there the cage's to change.
+pub fn root_refusal(
+    dir: &Path,
+    other_owner: Option<u32>,
+    homes: &[(String, PathBuf)],
+) -> Option<String> {
+    let what = if let Some((name, home)) = homes
+        .iter()
+        .find(|(_, h)| dir.starts_with(h) || h.starts_with(dir))
+    {
+        format!(
+            "{} {name}'s home {}",
+            if dir.starts_with(home) {
+                "in"
+            } else {
+                "a folder holding"
+            },
+            home.display()
+        )
+    } else if let Some(t) = ROOTS_SYSTEM_TREES
+        .iter()
+        .find(|t| dir.starts_with(t) && !dir.starts_with("/var/tmp/"))
+    {
+        format!("in {t}, a tree of the machine's own programs, configuration and data")
+    } else if let Some(uid) = other_owner {
+        format!("a folder of uid {uid}'s, not root's")
+    } else {
+        return None;
+    };
+    Some(format!(
+        "{} is {what}; as root, a cage's project is a folder root owns, outside the system's \
+         trees and other users' homes, since the cage writes it and is given it at each start: \
+         make one (such as /root/<project>, or /srv/<project>) and give that",
+        dir.display()
+    ))
 }
 
 #[cfg(test)]
@@ -124,6 +199,53 @@ mod tests {
         ] {
             assert!(refusal(Path::new(d), None).is_some(), "{d}");
         }
+    }
+
+    #[test]
+    fn root_keeps_to_roots_folders() {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\nsync:x:4:65534:sync:/bin:/bin/sync\n\
+                      systemd-network:x:998:998::/:/usr/sbin/nologin\n\
+                      u:x:1001:1001::/home/u:/bin/bash\n";
+        let h = homes(passwd);
+        assert_eq!(
+            h,
+            [
+                ("sync".to_string(), PathBuf::from("/bin")),
+                ("u".to_string(), PathBuf::from("/home/u"))
+            ]
+        );
+        let refused = |d: &str| root_refusal(Path::new(d), None, &h);
+        for d in [
+            "/home/u",
+            "/home/u/src",
+            "/home",
+            "/etc/ssh",
+            "/usr/local/bin",
+            "/var/lib/containers/storage",
+            "/opt/app",
+            "/lib64/x",
+        ] {
+            let why = refused(d).unwrap_or_else(|| panic!("{d} passed"));
+            assert!(why.starts_with(&format!("{d} is ")), "{why}");
+            assert!(why.contains("a folder root owns"), "{why}");
+        }
+        assert!(
+            refused("/home/u/src")
+                .unwrap()
+                .contains("in u's home /home/u")
+        );
+        assert!(refused("/home").unwrap().contains("holding u's home"));
+        for d in [
+            "/root/web",
+            "/srv/web",
+            "/var/tmp/x",
+            "/tmp/shrooms-it-1/proj",
+            "/homework",
+        ] {
+            assert_eq!(refused(d), None, "{d}");
+        }
+        let why = root_refusal(Path::new("/srv/theirs"), Some(1001), &h).unwrap();
+        assert!(why.contains("a folder of uid 1001's, not root's"), "{why}");
     }
 
     #[test]

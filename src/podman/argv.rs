@@ -20,6 +20,12 @@ pub fn create(spec: &CageSpec) -> Vec<String> {
     if let Some(s) = &spec.sealed {
         a.extend(sealed(s));
     }
+    if let Some(p) = &spec.seccomp_profile {
+        a.extend(["--security-opt".into(), format!("seccomp={}", path(p))]);
+    }
+    if spec.own_userns {
+        a.extend(userns());
+    }
     // SELinux relabelling of a bind mount would change the labels of the
     // user's own project folder on the machine; the cage is contained by
     // the user namespace instead.
@@ -32,7 +38,8 @@ pub fn create(spec: &CageSpec) -> Vec<String> {
     a.extend(init(spec));
     a.extend(["--workdir".into(), path(&spec.workdir)]);
     for m in &spec.mounts {
-        a.extend(["--mount".into(), mount(m)]);
+        let given = spec.own_userns && spec.own.contains(&m.src);
+        a.extend(["--mount".into(), mount_given(m, given)]);
     }
     for (volume, dst) in &spec.volumes {
         a.extend([
@@ -146,18 +153,28 @@ pub fn init(spec: &CageSpec) -> Vec<String> {
     ]
 }
 
-/// What a sealed cage adds (README, "Sealed cages"): its mark, public
-/// resolvers, and the seccomp profile without user namespaces.
+/// What a sealed cage adds (README, "Sealed cages"): its mark and public
+/// resolvers (its seccomp profile, without user namespaces, follows).
 pub fn sealed(s: &SealedSpec) -> Vec<String> {
     let mut a = vec!["--label".into(), format!("{SEALED_LABEL}=true")];
     for d in &s.dns {
         a.extend(["--dns".into(), d.clone()]);
     }
-    a.extend([
-        "--security-opt".into(),
-        format!("seccomp={}", path(&s.seccomp_profile)),
-    ]);
     a
+}
+
+/// The size of a rootful cage's user namespace: every uid and gid an image
+/// may name (`nobody` is 65534), so none of its files is unmapped.
+pub const USERNS_SIZE: u32 = 65536;
+
+/// A rootful cage's own user namespace: podman takes a range of uids and
+/// gids no other container has from the `containers` entries of
+/// /etc/subuid and /etc/subgid (podman-run(1), `--userns=auto`), and root in
+/// the cage is the first of them on the machine: an unprivileged uid that
+/// owns no file of the machine's, whose set-user-ID programs make no one
+/// root, and whose keyrings are not root's.
+pub fn userns() -> Vec<String> {
+    vec![format!("--userns=auto:size={USERNS_SIZE}")]
 }
 
 /// The network options for a mode.
@@ -191,6 +208,13 @@ pub fn limits(l: &crate::settings::Limits) -> Vec<String> {
 /// One `--mount` value. podman reads it as a CSV record (podman #13922), so
 /// a field holding a comma or a quote is quoted whole, with quotes doubled.
 pub fn mount(m: &Mount) -> String {
+    mount_given(m, false)
+}
+
+/// One `--mount` value; `given`: podman gives the source to the cage's
+/// root at each start (`U=true`, podman-run(1), "Chowning Volume Mounts"),
+/// for a cage in a user namespace of its own.
+fn mount_given(m: &Mount, given: bool) -> String {
     let mut fields = vec![
         "type=bind".to_string(),
         format!("src={}", path(&m.src)),
@@ -198,6 +222,9 @@ pub fn mount(m: &Mount) -> String {
     ];
     if m.read_only {
         fields.push("ro=true".into());
+    }
+    if given {
+        fields.push("U=true".into());
     }
     // Every folder of the machine a cage is given (its project, its
     // conversations, its outbox, the programs) is mounted without set-user-ID
@@ -436,6 +463,9 @@ mod tests {
             sealed: None,
             volumes: vec![],
             init: "/usr/libexec/podman/catatonit".into(),
+            seccomp_profile: None,
+            own_userns: false,
+            own: vec!["/home/u/src/web".into(), "/s/proxy".into()],
         }
     }
 
@@ -510,8 +540,8 @@ mod tests {
         s.mounts.truncate(1);
         s.sealed = Some(SealedSpec {
             dns: vec!["1.1.1.1".into(), "9.9.9.9".into()],
-            seccomp_profile: "/s/cages/c/seccomp.json".into(),
         });
+        s.seccomp_profile = Some("/s/cages/c/seccomp.json".into());
         assert_eq!(
             create(&s),
             [
@@ -633,6 +663,47 @@ mod tests {
                 "localhost/shrooms-workbench:latest",
                 "-P"
             ]
+        );
+    }
+
+    /// Rootful: the cage in a user namespace of its own, its own mounts
+    /// given to its root, every cage's seccomp profile; all else as the
+    /// same cage's without them.
+    #[test]
+    fn golden_create_rootful() {
+        let plain = create(&spec(Network::Bridge));
+        let mut s = spec(Network::Bridge);
+        s.own_userns = true;
+        s.seccomp_profile = Some("/s/cages/c/seccomp.json".into());
+        let mut expected = plain.clone();
+        let at = expected.iter().position(|a| a == "bridge").unwrap() + 1;
+        expected.splice(
+            at..at,
+            words(&[
+                "--security-opt",
+                "seccomp=/s/cages/c/seccomp.json",
+                "--userns=auto:size=65536",
+            ]),
+        );
+        for (from, to) in [
+            (
+                "type=bind,src=/home/u/src/web,dst=/home/u/src/web,nosuid,nodev",
+                "type=bind,src=/home/u/src/web,dst=/home/u/src/web,U=true,nosuid,nodev",
+            ),
+            (
+                "type=bind,src=/s/proxy,dst=/run/shrooms-agent,ro=true,nosuid,nodev",
+                "type=bind,src=/s/proxy,dst=/run/shrooms-agent,ro=true,U=true,nosuid,nodev",
+            ),
+        ] {
+            let i = expected.iter().position(|a| a == from).unwrap();
+            expected[i] = to.to_string();
+        }
+        assert_eq!(create(&s), expected);
+        // Without a user namespace of its own, nothing is given.
+        assert!(
+            !plain
+                .iter()
+                .any(|a| a.contains("U=true") || a.starts_with("--userns"))
         );
     }
 

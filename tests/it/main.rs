@@ -26,6 +26,7 @@ mod pid1;
 mod policy;
 mod protected;
 mod resume;
+mod rootful;
 mod rootless;
 mod sealed;
 mod serve;

@@ -191,10 +191,10 @@ fn no_device_nodes_file_capabilities_or_setuid_and_package_work_still_works() {
 }
 
 /// As root, cage commands refuse without `allow_root = true`, before any
-/// cage is made: with rootful podman, a cage's root is root on the files it
-/// is given, and it could leave a set-user-ID root program in its project
-/// for another user of the machine to run. `doctor` and `serve` say the
-/// same. With `allow_root = true` that is what is given away.
+/// cage is made: the design is rootless. `doctor` and `serve` say the
+/// same. With `allow_root = true`, a cage runs in a user namespace of its
+/// own: a set-user-ID root program it leaves in its project makes another
+/// user of the machine the cage's uid, not root.
 #[test]
 fn as_root_cage_commands_refuse_without_allow_root() {
     let w = World::new();
@@ -206,7 +206,7 @@ fn as_root_cage_commands_refuse_without_allow_root() {
     let err = r.stderr();
     for words in [
         "runs as root",
-        "set-user-ID root program",
+        "chowned to the cage's own uid",
         "as your own user",
         "allow_root = true",
         &w.config.to_string_lossy(),
@@ -245,17 +245,31 @@ fn as_root_cage_commands_refuse_without_allow_root() {
     );
     assert!(w.containers_of(&name).is_empty());
 
-    // allow_root = true: what it gives away, shown. The cage's root leaves
-    // a set-user-ID root program in the project; outside, it is root's.
+    // allow_root = true: root in the cage is no one outside. The cage's
+    // root leaves a set-user-ID root program in the project; outside, it
+    // belongs to the cage's own uid, and another user who runs it gets
+    // that uid, never root (the machine's /tmp honours set-user-ID: the
+    // program does change its euid).
     w.write_config("");
+    fs::copy(probe(), project.join("probe")).unwrap();
     w.create(&name, &project, &[]);
     w.sh(
         &name,
-        "cp /bin/busybox suid-left && chown 0:0 suid-left && chmod 4755 suid-left",
+        "cp probe suid-left && chown 0:0 suid-left && chmod 4755 suid-left",
     )
     .ok();
     let m = fs::metadata(project.join("suid-left")).unwrap();
-    assert_eq!((m.uid(), m.mode() & 0o7777), (0, 0o4755));
+    assert_eq!(m.mode() & 0o7777, 0o4755);
+    assert_ne!(m.uid(), 0, "the cage left a set-user-ID root program");
+    let u = test_user();
+    let out = as_user(
+        Some(u),
+        &project.join("suid-left").to_string_lossy(),
+        &["euid"],
+        &[],
+    );
+    let said = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert_eq!(said, format!("EUID-{}", m.uid()), "{}", show_output(&out));
     let doctor = w.run(&["doctor", "--json"]).json();
     let line = doctor["checks"]
         .as_array()

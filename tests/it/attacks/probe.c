@@ -21,6 +21,20 @@
  *                          head, keep them SECONDS, then close them:
  *                          "hold OPEN n" once they are open
  *
+ *   probe keyring DESC     the host root's user keyring, from a cage: one
+ *                          line per call, "keyctl <id or errno name>"
+ *                          (KEYCTL_SEARCH of @u for the user key DESC),
+ *                          "link <0 or errno name>" (@u linked into the
+ *                          session keyring), "read <payload or errno
+ *                          name>" when it was found,
+ *                          "request_key <id or errno name>" and
+ *                          "add_key <id or errno name>"
+ *   probe keyadd DESC DATA add the user key DESC to @u (the test's own
+ *                          keyring, on the host): prints its id
+ *   probe keyrm ID         invalidate that key
+ *   probe ids              "ruid=N euid=N": who runs it (a set-user-ID
+ *                          copy shows its owner as euid)
+ *
  * ADDR is numeric IPv4 or IPv6; an IPv6 link-local address takes its
  * interface after a '%' (fe80::1%eth0). The exit status is 0 whenever the
  * probe could say what happened: the verdict is in the output.
@@ -64,6 +78,9 @@ static const char *errname(int e) {
     case ETIMEDOUT: return "ETIMEDOUT";
     case EADDRNOTAVAIL: return "EADDRNOTAVAIL";
     case EAFNOSUPPORT: return "EAFNOSUPPORT";
+    case ENOKEY: return "ENOKEY";
+    case EKEYREVOKED: return "EKEYREVOKED";
+    case EDQUOT: return "EDQUOT";
     default: return "OTHER";
     }
 }
@@ -303,6 +320,45 @@ static int hold(const char *addr, int port, int n, int seconds) {
     return 0;
 }
 
+/* keyctl(2), add_key(2), request_key(2): no libkeyutils in a static
+ * build, so the system calls and their constants from linux/keyctl.h. */
+#define KEY_SPEC_SESSION_KEYRING -3
+#define KEY_SPEC_USER_KEYRING -4
+#define KEYCTL_LINK 8
+#define KEYCTL_SEARCH 10
+#define KEYCTL_READ 11
+#define KEYCTL_INVALIDATE 21
+
+static void key_verdict(const char *what, long r) {
+    if (r >= 0) printf("%s %ld\n", what, r);
+    else printf("%s %s\n", what, errname(errno));
+}
+
+static int keyring(const char *desc) {
+    long id = syscall(SYS_keyctl, KEYCTL_SEARCH, KEY_SPEC_USER_KEYRING, "user", desc, 0);
+    key_verdict("keyctl", id);
+    /* Linked into the session keyring, the key is possessed, and
+     * possession is what its default permissions let read. */
+    key_verdict("link", syscall(SYS_keyctl, KEYCTL_LINK, KEY_SPEC_USER_KEYRING,
+                                KEY_SPEC_SESSION_KEYRING));
+    if (id >= 0) id = syscall(SYS_keyctl, KEYCTL_SEARCH, KEY_SPEC_SESSION_KEYRING, "user", desc, 0);
+    if (id >= 0) {
+        char buf[256];
+        long n = syscall(SYS_keyctl, KEYCTL_READ, id, buf, sizeof buf - 1);
+        if (n >= 0) {
+            buf[n < (long)sizeof buf - 1 ? n : (long)sizeof buf - 1] = 0;
+            printf("read %s\n", buf);
+        } else {
+            printf("read %s\n", errname(errno));
+        }
+    }
+    key_verdict("request_key",
+                syscall(SYS_request_key, "user", desc, NULL, KEY_SPEC_SESSION_KEYRING));
+    key_verdict("add_key", syscall(SYS_add_key, "user", "shrooms-probe", "x", 1,
+                                   KEY_SPEC_SESSION_KEYRING));
+    return 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc == 2 && strcmp(argv[1], "userns") == 0) {
@@ -317,7 +373,22 @@ int main(int argc, char **argv) {
         return blind(argv[2], atoi(argv[3]), atoi(argv[4]), argc - 5, argv + 5);
     if (argc == 6 && strcmp(argv[1], "hold") == 0)
         return hold(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
+    if (argc == 3 && strcmp(argv[1], "keyring") == 0) return keyring(argv[2]);
+    if (argc == 4 && strcmp(argv[1], "keyadd") == 0) {
+        long id = syscall(SYS_add_key, "user", argv[2], argv[3], strlen(argv[3]),
+                          KEY_SPEC_USER_KEYRING);
+        if (id < 0) { perror("add_key"); return 1; }
+        printf("%ld\n", id);
+        return 0;
+    }
+    if (argc == 3 && strcmp(argv[1], "keyrm") == 0)
+        return syscall(SYS_keyctl, KEYCTL_INVALIDATE, atol(argv[2])) == 0 ? 0 : 1;
+    if (argc == 2 && strcmp(argv[1], "ids") == 0) {
+        printf("ruid=%d euid=%d\n", (int)getuid(), (int)geteuid());
+        return 0;
+    }
     fprintf(stderr, "usage: probe userns | tcp ADDR PORT | udp ADDR PORT | "
-                    "blind ADDR PORT SECONDS FILE... | hold ADDR PORT N SECONDS\n");
+                    "blind ADDR PORT SECONDS FILE... | hold ADDR PORT N SECONDS | keyring DESC"
+                    " | keyadd DESC DATA | keyrm ID | ids\n");
     return 2;
 }
