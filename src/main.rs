@@ -29,6 +29,7 @@ mod session;
 mod settings;
 mod spec;
 mod token;
+mod tools;
 mod when;
 mod workbench;
 

@@ -181,8 +181,10 @@ pub struct Found {
     pub uploads_dir: PathBuf,
     /// Folders of programs let in read-only (the claude program's folder).
     pub program_dirs: Vec<PathBuf>,
-    /// The shrooms-agent program, and the link it was called by, if any.
-    pub self_paths: Vec<PathBuf>,
+    /// `tools/` in the state folder, where this program puts the copy of
+    /// itself that the cage runs (`crate::tools`); None when this program
+    /// does not know its own path.
+    pub tools_dir: Option<PathBuf>,
 }
 
 /// What a cage is made for: a session's fixed choices.
@@ -199,11 +201,11 @@ pub struct Request<'a> {
 }
 
 /// What every cage gets first: its project read-write, its uploads, the
-/// shrooms-agent program and its proxy folder read-only.
-fn common_mounts(dir: &Path, uploads: &Path, self_paths: &[PathBuf], proxy: &Path) -> Vec<Mount> {
+/// folder of the shrooms-agent program and its proxy folder read-only.
+fn common_mounts(dir: &Path, uploads: &Path, tools: Option<&Path>, proxy: &Path) -> Vec<Mount> {
     let mut mounts = vec![Mount::same(dir, false), Mount::same(uploads, true)];
-    for p in self_paths {
-        mounts.push(Mount::same(p, true));
+    if let Some(t) = tools {
+        mounts.push(Mount::same(t, true));
     }
     mounts.push(Mount {
         src: proxy.to_path_buf(),
@@ -219,7 +221,7 @@ pub fn build(req: &Request<'_>, found: &Found, options: &FoundOptions) -> Result
     let mut mounts = common_mounts(
         req.dir,
         &found.uploads_dir,
-        &found.self_paths,
+        found.tools_dir.as_deref(),
         &found.proxy_dir,
     );
     // The private home first, then what is let in over it: read-only what the
@@ -313,7 +315,7 @@ pub struct FoundSealed {
     pub outbox: PathBuf,
     pub proxy_dir: PathBuf,
     pub program_dirs: Vec<PathBuf>,
-    pub self_paths: Vec<PathBuf>,
+    pub tools_dir: Option<PathBuf>,
 }
 
 /// Build the spec of a sealed cage (README, "Sealed cages"): its project, its
@@ -327,7 +329,7 @@ pub fn build_sealed(
     let mut mounts = common_mounts(
         req.dir,
         &found.session_uploads,
-        &found.self_paths,
+        found.tools_dir.as_deref(),
         &found.proxy_dir,
     );
     mounts.push(Mount {
@@ -536,7 +538,7 @@ mod tests {
             proxy_dir: "/state/cages/shrooms-web-abc123/proxy".into(),
             uploads_dir: "/state/uploads".into(),
             program_dirs: vec!["/home/u/.local/share/claude/versions".into()],
-            self_paths: vec!["/usr/local/bin/shrooms-agent".into()],
+            tools_dir: Some("/state/tools".into()),
         }
     }
 
@@ -563,7 +565,7 @@ mod tests {
             vec![
                 "/home/u/src/web -> /home/u/src/web rw",
                 "/state/uploads -> /state/uploads ro",
-                "/usr/local/bin/shrooms-agent -> /usr/local/bin/shrooms-agent ro",
+                "/state/tools -> /state/tools ro",
                 "/state/cages/shrooms-web-abc123/proxy -> /run/shrooms-agent ro",
                 "/state/cages/shrooms-web-abc123/home -> /home/u/.claude rw",
                 "/state/cages/shrooms-web-abc123/settings/settings.json -> /home/u/.claude/settings.json ro",
@@ -602,7 +604,7 @@ mod tests {
             outbox: "/home/u/shrooms-outbox/rev".into(),
             proxy_dir: "/state/cages/shrooms-rev-abc123/proxy".into(),
             program_dirs: vec!["/opt/claude".into()],
-            self_paths: vec!["/usr/local/bin/shrooms-agent".into()],
+            tools_dir: Some("/state/tools".into()),
         };
         let sealed = SealedSpec {
             dns: vec!["1.1.1.1".into()],
@@ -615,7 +617,7 @@ mod tests {
             vec![
                 "/home/u/review/pr -> /home/u/review/pr rw",
                 "/state/uploads/rev -> /state/uploads/rev ro",
-                "/usr/local/bin/shrooms-agent -> /usr/local/bin/shrooms-agent ro",
+                "/state/tools -> /state/tools ro",
                 "/state/cages/shrooms-rev-abc123/proxy -> /run/shrooms-agent ro",
                 "/state/cages/shrooms-rev-abc123/home -> /root/.claude rw",
                 "/home/u/shrooms-outbox/rev -> /outbox rw",

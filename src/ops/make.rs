@@ -322,7 +322,7 @@ pub fn facts(
                     outbox: sealed::outbox_dir(&ctx.settings.home, session),
                     proxy_dir: found.proxy_dir.clone(),
                     program_dirs: found.program_dirs.clone(),
-                    self_paths: found.self_paths.clone(),
+                    tools_dir: found.tools_dir.clone(),
                 },
                 seccomp_file: ctx.store.seccomp_file(&container),
             })
@@ -375,7 +375,7 @@ fn mount_candidates(
     paths.extend(found.harness_read_only.iter().cloned());
     paths.extend(found.settings_copies.iter().map(|(copy, _)| copy.clone()));
     paths.extend(found.program_dirs.iter().cloned());
-    paths.extend(found.self_paths.iter().cloned());
+    paths.extend(found.tools_dir.iter().cloned());
     if let Some((gh, _)) = &options.gh {
         paths.push(gh.clone());
     }
@@ -737,6 +737,11 @@ impl CagePlan {
         undo.dirs.push(ctx.store.cage_dir(&self.container));
         session::make_private_dir(&self.found.private_home)?;
         session::make_private_dir(&self.found.proxy_dir)?;
+        // The program the cage runs as its tools, in the folder it mounts
+        // (kept for every cage of the state folder: not taken back).
+        if let (Some(tools), Some(exe)) = (&self.found.tools_dir, ctx.self_paths.first()) {
+            crate::tools::provide(tools, exe)?;
+        }
         match &self.sealed {
             // A sealed cage has no conversation folder of the user's: its
             // config folder is its own.
@@ -1195,7 +1200,8 @@ fn gather(
         proxy_dir: ctx.store.proxy_dir(container),
         uploads_dir: ctx.store.uploads_dir(),
         program_dirs,
-        self_paths: ctx.self_paths.to_vec(),
+        // The program's folder, only when the program knows where it is.
+        tools_dir: ctx.self_paths.first().map(|_| ctx.store.tools_dir()),
     };
     Ok((found, program))
 }

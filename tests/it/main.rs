@@ -28,4 +28,5 @@ mod serve;
 mod shells;
 mod socket;
 mod turn;
+mod update;
 mod usage;
