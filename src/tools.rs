@@ -190,13 +190,6 @@ fn remove_old(tools: &Path, keep: &Path, now: SystemTime) {
 mod tests {
     use super::*;
 
-    fn folder(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("shrooms-tools-{tag}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&d);
-        fs::create_dir_all(&d).unwrap();
-        d
-    }
-
     /// Each version gets a name of its own; the same file keeps its name.
     #[test]
     fn the_name_follows_the_file() {
@@ -218,7 +211,8 @@ mod tests {
     /// a new program beside it gets a second name; a stale copy goes.
     #[test]
     fn provide_puts_each_version_in_once() {
-        let d = folder("provide");
+        let d = std::env::temp_dir().join(format!("shrooms-tools-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
         let exe = d.join("bin/shrooms-agent");
         fs::create_dir_all(exe.parent().unwrap()).unwrap();
         fs::write(&exe, "#!/bin/sh\necho one\n").unwrap();
@@ -265,19 +259,19 @@ mod tests {
             fs::read_to_string(&third).unwrap(),
             "#!/bin/sh\necho three\n"
         );
-        let _ = fs::remove_file(&third);
+        assert_eq!(fs::read_link(&link).unwrap(), third.file_name().unwrap());
 
         // Other versions' programs put in over a week ago go when a new
         // one comes; those of this week stay. (A change time cannot be set
         // back: the clock is moved forward instead.)
-        remove_old(&tools, &second, SystemTime::now());
-        assert!(first.is_file());
+        remove_old(&tools, &third, SystemTime::now());
+        assert!(first.is_file() && second.is_file());
         let stray = tools.join("not-ours");
         fs::write(&stray, "kept").unwrap();
         let later = SystemTime::now() + KEEP_OTHERS + Duration::from_secs(3600);
-        remove_old(&tools, &second, later);
-        assert!(!first.exists());
-        assert!(second.is_file());
+        remove_old(&tools, &third, later);
+        assert!(!first.exists() && !second.exists());
+        assert!(third.is_file());
         assert!(stray.is_file());
         assert!(link.is_file());
         let _ = fs::remove_dir_all(&d);
