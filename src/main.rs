@@ -30,6 +30,7 @@ mod session;
 mod settings;
 mod spec;
 mod token;
+mod tools;
 mod userns;
 mod when;
 mod workbench;
@@ -263,8 +264,23 @@ fn completion_script(shell: clap_complete::Shell) -> Result<Vec<u8>> {
             &mut out,
         )
         .map_err(|e| Error::failed(format!("writing the completion script: {e}")))?;
+    if shell == Shell::Zsh {
+        out.extend_from_slice(ZSH_AUTOLOADED.as_bytes());
+    }
     Ok(out)
 }
+
+/// Appended to the zsh script. Installed as `_shrooms-agent` in a folder on
+/// `$fpath` (the package's /usr/share/zsh/vendor-completions, `~/.zfunc`),
+/// compinit autoloads the file as that function's body at the first Tab:
+/// clap_complete's script there only defines its completer and registers
+/// it, so the first Tab of every new shell offered nothing (seen with zsh
+/// 5.9). Run from there, it completes that Tab too; sourced, it does not.
+const ZSH_AUTOLOADED: &str = r#"
+if [[ ${funcstack[1]-} == _shrooms-agent ]]; then
+    _clap_dynamic_completer_shrooms_agent "$@"
+fi
+"#;
 
 fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
     // The command line's limits are read with the config, by the same rules.

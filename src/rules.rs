@@ -176,7 +176,7 @@ mod sealed_tests {
     }
 
     #[test]
-    fn the_issues_ranges_are_all_refused() {
+    fn every_sealed_range_is_refused() {
         for r in [
             "0.0.0.0/8",
             "10.0.0.0/8",

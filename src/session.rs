@@ -493,6 +493,11 @@ impl Store {
     pub fn uploads_dir(&self) -> PathBuf {
         self.root.join("uploads")
     }
+    /// `tools/`: the copies of this program that cages run (`crate::tools`),
+    /// read-only in every cage made since it was kept here.
+    pub fn tools_dir(&self) -> PathBuf {
+        self.root.join("tools")
+    }
     /// `uploads/<session>`: what a cage sees of the uploads (its own only).
     pub fn session_uploads(&self, session: &str) -> PathBuf {
         self.uploads_dir().join(session)

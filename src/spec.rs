@@ -196,8 +196,10 @@ pub struct Found {
     pub uploads_dir: PathBuf,
     /// Folders of programs let in read-only (the claude program's folder).
     pub program_dirs: Vec<PathBuf>,
-    /// The shrooms-agent program, and the link it was called by, if any.
-    pub self_paths: Vec<PathBuf>,
+    /// `tools/` in the state folder, where this program puts the copy of
+    /// itself that the cage runs (`crate::tools`); None when this program
+    /// does not know its own path.
+    pub tools_dir: Option<PathBuf>,
     /// The project's protected paths (`ops::protect`), over the project.
     pub protected: Vec<Mount>,
 }
@@ -216,20 +218,20 @@ pub struct Request<'a> {
 }
 
 /// What every cage gets first: its project read-write with its protected
-/// paths over it (README, "Protected paths"), its uploads, the
+/// paths over it (README, "Protected paths"), its uploads, the folder of the
 /// shrooms-agent program and its proxy folder read-only.
 fn common_mounts(
     dir: &Path,
     protected: &[Mount],
     uploads: &Path,
-    self_paths: &[PathBuf],
+    tools: Option<&Path>,
     proxy: &Path,
 ) -> Vec<Mount> {
     let mut mounts = vec![Mount::same(dir, false)];
     mounts.extend(protected.iter().cloned());
     mounts.push(Mount::same(uploads, true));
-    for p in self_paths {
-        mounts.push(Mount::same(p, true));
+    if let Some(t) = tools {
+        mounts.push(Mount::same(t, true));
     }
     mounts.push(Mount {
         src: proxy.to_path_buf(),
@@ -246,7 +248,7 @@ pub fn build(req: &Request<'_>, found: &Found, options: &FoundOptions) -> Result
         req.dir,
         &found.protected,
         &found.uploads_dir,
-        &found.self_paths,
+        found.tools_dir.as_deref(),
         &found.proxy_dir,
     );
     // The private home first, then what is let in over it: read-only what the
@@ -355,7 +357,7 @@ pub struct FoundSealed {
     pub outbox: PathBuf,
     pub proxy_dir: PathBuf,
     pub program_dirs: Vec<PathBuf>,
-    pub self_paths: Vec<PathBuf>,
+    pub tools_dir: Option<PathBuf>,
     /// The project's protected paths (`ops::protect`), over the project.
     pub protected: Vec<Mount>,
 }
@@ -372,7 +374,7 @@ pub fn build_sealed(
         req.dir,
         &found.protected,
         &found.session_uploads,
-        &found.self_paths,
+        found.tools_dir.as_deref(),
         &found.proxy_dir,
     );
     mounts.push(Mount {
@@ -695,7 +697,7 @@ mod tests {
             proxy_dir: "/state/cages/shrooms-web-abc123/proxy".into(),
             uploads_dir: "/state/uploads/web".into(),
             program_dirs: vec!["/home/u/.local/share/claude/versions".into()],
-            self_paths: vec!["/usr/local/bin/shrooms-agent".into()],
+            tools_dir: Some("/state/tools".into()),
             protected: protected("/home/u/src/web"),
         }
     }
@@ -736,7 +738,7 @@ mod tests {
                 "/home/u/src/web/.git -> /home/u/src/web/.git rw",
                 "/home/u/src/web/.git/hooks -> /home/u/src/web/.git/hooks ro",
                 "/state/uploads/web -> /state/uploads/web ro",
-                "/usr/local/bin/shrooms-agent -> /usr/local/bin/shrooms-agent ro",
+                "/state/tools -> /state/tools ro",
                 "/state/cages/shrooms-web-abc123/proxy -> /run/shrooms-agent ro",
                 "/state/cages/shrooms-web-abc123/home -> /home/u/.claude rw",
                 "/state/cages/shrooms-web-abc123/settings/settings.json -> /home/u/.claude/settings.json ro",
@@ -789,7 +791,7 @@ mod tests {
             outbox: "/home/u/shrooms-outbox/rev".into(),
             proxy_dir: "/state/cages/shrooms-rev-abc123/proxy".into(),
             program_dirs: vec!["/opt/claude".into()],
-            self_paths: vec!["/usr/local/bin/shrooms-agent".into()],
+            tools_dir: Some("/state/tools".into()),
             protected: protected("/home/u/review/pr"),
         };
         let sealed = SealedSpec {
@@ -804,7 +806,7 @@ mod tests {
                 "/home/u/review/pr/.git -> /home/u/review/pr/.git rw",
                 "/home/u/review/pr/.git/hooks -> /home/u/review/pr/.git/hooks ro",
                 "/state/uploads/rev -> /state/uploads/rev ro",
-                "/usr/local/bin/shrooms-agent -> /usr/local/bin/shrooms-agent ro",
+                "/state/tools -> /state/tools ro",
                 "/state/cages/shrooms-rev-abc123/proxy -> /run/shrooms-agent ro",
                 "/state/cages/shrooms-rev-abc123/home -> /root/.claude rw",
                 "/home/u/shrooms-outbox/rev -> /outbox rw",

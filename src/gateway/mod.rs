@@ -271,11 +271,18 @@ pub fn open(
     let nsenter = host.nsenter.as_ref().ok_or_else(|| {
         Error::failed("nsenter is not installed (Debian: apt install util-linux)")
     })?;
-    let self_exe = std::env::current_exe().map_err(|e| {
-        Error::failed(format!(
-            "finding this program to open the model gateway: {e}"
-        ))
-    })?;
+    // nsenter runs this very program, whatever became of its path since
+    // it started (an update may have replaced it): its copy in `tools/`
+    // (`crate::tools`), a file of the user's that `podman unshare` reaches
+    // too (its user namespace may not open this process's /proc/PID/exe).
+    let self_exe = match ctx.self_paths.first() {
+        Some(file) => crate::tools::provide(&ctx.store.tools_dir(), file)?,
+        None => std::env::current_exe().map_err(|e| {
+            Error::failed(format!(
+                "finding this program to open the model gateway: {e}"
+            ))
+        })?,
+    };
     let enter = listen::Enter {
         pid,
         nsenter,

@@ -211,19 +211,13 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
                 })?;
             let tools = match record.harness {
                 crate::harness::Harness::Claude => {
-                    let found = tools_in_cage(&ctx.self_paths, &cage.create_argv);
-                    if found.is_none() {
+                    let found = tools_in_cage(ctx, name, &cage.create_argv);
+                    if let Err(why) = &found {
                         notes.push(format!(
-                            "the shrooms tools are not given to this run: this shrooms-agent \
-                             program ({}) was not mounted when the cage was made (it has moved \
-                             since); `shrooms-agent cage move {name}` makes the cage again with it",
-                            ctx.self_paths
-                                .first()
-                                .map(|p| p.display().to_string())
-                                .unwrap_or_default()
+                            "the shrooms tools are not given to this run: {why}"
                         ));
                     }
-                    found.map(|p| (p, cage.sealed.is_some()))
+                    found.ok().map(|p| (p, cage.sealed.is_some()))
                 }
                 crate::harness::Harness::Pi => None,
             };
@@ -348,11 +342,36 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
     })
 }
 
-/// The shrooms-agent program as the cage sees it: the first of this
-/// program's paths that the cage was made with a mount of (at the
-/// machine's own path, `spec::common_mounts`). None when the program has
-/// moved since: the cage lacks it until it is made again.
-fn tools_in_cage(self_paths: &[PathBuf], create_argv: &[String]) -> Option<PathBuf> {
+/// The shrooms-agent program as the cage sees it. A cage made with the
+/// state folder's `tools/` gets this program put there (`crate::tools`),
+/// wherever it has moved since; one made before, the program at its path
+/// of then (`program_mounted`). Err says why the run goes without.
+fn tools_in_cage(
+    ctx: &Context,
+    session: &str,
+    create_argv: &[String],
+) -> std::result::Result<PathBuf, String> {
+    let exe = ctx
+        .self_paths
+        .first()
+        .ok_or_else(|| "this program does not know its own path".to_string())?;
+    if super::mounts_tools(ctx, create_argv) {
+        return crate::tools::provide(&ctx.store.tools_dir(), exe).map_err(|e| e.to_string());
+    }
+    program_mounted(&ctx.self_paths, create_argv).ok_or_else(|| {
+        format!(
+            "this shrooms-agent program ({}) was not mounted when the cage was made (it has \
+             moved since); `shrooms-agent cage move {session}` makes the cage again, and the \
+             program it then gets stays where moving this one does not matter",
+            exe.display()
+        )
+    })
+}
+
+/// In a cage made before `tools/`: the first of this program's paths that
+/// the cage was made with a mount of (at the machine's own path). None when
+/// the program has moved since.
+fn program_mounted(self_paths: &[PathBuf], create_argv: &[String]) -> Option<PathBuf> {
     self_paths
         .iter()
         .find(|p| {
@@ -499,8 +518,7 @@ fn start_watcher(
     container: &str,
     lock: &SessionLock,
 ) -> Result<Watcher> {
-    let program = std::env::current_exe()
-        .map_err(|e| Error::failed(format!("finding this program, to watch the turn with: {e}")))?;
+    let program = PathBuf::from(crate::tools::THIS_PROGRAM);
     let dir = ctx.store.cage_dir(container);
     let log = dir.is_dir().then(|| dir.join("turn.log"));
     let lock_fd = lock.fd();
@@ -624,7 +642,8 @@ mod tests {
         );
     }
 
-    /// The program is named only where the cage was made with it mounted.
+    /// In a cage made before `tools/`, the program is named only where the
+    /// cage was made with it mounted.
     #[test]
     fn the_program_as_the_cage_was_made_with_it() {
         let paths = vec![
@@ -639,13 +658,13 @@ mod tests {
             ]
         };
         assert_eq!(
-            tools_in_cage(&paths, &made("/usr/local/bin/shrooms-agent")),
+            program_mounted(&paths, &made("/usr/local/bin/shrooms-agent")),
             Some(PathBuf::from("/usr/local/bin/shrooms-agent"))
         );
         assert_eq!(
-            tools_in_cage(&paths, &made("/opt/sa/shrooms-agent")),
+            program_mounted(&paths, &made("/opt/sa/shrooms-agent")),
             Some(PathBuf::from("/opt/sa/shrooms-agent"))
         );
-        assert_eq!(tools_in_cage(&paths, &made("/old/shrooms-agent")), None);
+        assert_eq!(program_mounted(&paths, &made("/old/shrooms-agent")), None);
     }
 }

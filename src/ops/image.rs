@@ -1258,21 +1258,15 @@ fn start_background(
         record.start(&hash, custom, now());
         write_record(&dir.record(*s), &record)?;
     }
-    let started = std::env::current_exe()
-        .map_err(|e| {
-            Error::failed(format!(
-                "finding this program to build in the background: {e}"
-            ))
-        })
-        .and_then(|program| {
-            let mut args = vec!["image".to_string(), "build-worker".into()];
-            for (s, lock) in &jobs {
-                args.push("--job".into());
-                args.push(format!("{}:{}", s.name(), lock.fd()));
-            }
-            let fds: Vec<RawFd> = jobs.iter().map(|(_, l)| l.fd()).collect();
-            runner::spawn_detached(&program, &args, &dir.worker_log(), &fds)
-        });
+    // The running program, whatever became of its path (`crate::tools`).
+    let program = Path::new(crate::tools::THIS_PROGRAM);
+    let mut args = vec!["image".to_string(), "build-worker".into()];
+    for (s, lock) in &jobs {
+        args.push("--job".into());
+        args.push(format!("{}:{}", s.name(), lock.fd()));
+    }
+    let fds: Vec<RawFd> = jobs.iter().map(|(_, l)| l.fd()).collect();
+    let started = runner::spawn_detached(program, &args, &dir.worker_log(), &fds);
     match started {
         Ok(pid) => Ok(pid),
         Err(e) => {

@@ -350,7 +350,7 @@ pub fn facts(
                 outbox: sealed::outbox_dir(&ctx.settings.home, session),
                 proxy_dir: found.proxy_dir.clone(),
                 program_dirs: found.program_dirs.clone(),
-                self_paths: found.self_paths.clone(),
+                tools_dir: found.tools_dir.clone(),
                 protected: Vec::new(),
             },
         }),
@@ -423,7 +423,7 @@ fn mount_candidates(
     paths.extend(found.harness_read_only.iter().cloned());
     paths.extend(found.settings_copies.iter().map(|(copy, _)| copy.clone()));
     paths.extend(found.program_dirs.iter().cloned());
-    paths.extend(found.self_paths.iter().cloned());
+    paths.extend(found.tools_dir.iter().cloned());
     if let Some((gh, _)) = &options.gh {
         paths.push(gh.clone());
     }
@@ -838,6 +838,11 @@ impl CagePlan {
         session::make_private_dir(&self.found.proxy_dir)?;
         if let Some(file) = &self.spec.seccomp_profile {
             session::write_atomic(file, self.seccomp_profile.as_bytes(), 0o600)?;
+        }
+        // The program the cage runs as its tools, in the folder it mounts
+        // (kept for every cage of the state folder: not taken back).
+        if let (Some(tools), Some(exe)) = (&self.found.tools_dir, ctx.self_paths.first()) {
+            crate::tools::provide(tools, exe)?;
         }
         match &self.sealed {
             // A sealed cage has no conversation folder of the user's: its
@@ -1299,9 +1304,10 @@ fn gather(
         proxy_dir: ctx.store.proxy_dir(container),
         uploads_dir: ctx.store.session_uploads(session),
         program_dirs,
-        self_paths: ctx.self_paths.to_vec(),
         // Decided from the facts (`protect::decide`).
         protected: Vec::new(),
+        // The program's folder, only when the program knows where it is.
+        tools_dir: ctx.self_paths.first().map(|_| ctx.store.tools_dir()),
     };
     Ok((found, program))
 }

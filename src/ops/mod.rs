@@ -266,6 +266,13 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<i64
             &record.dir,
         )));
     }
+    // The folder of the program the cage runs as its tools is one of its
+    // mount sources: made again, with this program in it, if it was removed.
+    if let Some(exe) = ctx.self_paths.first()
+        && mounts_tools(ctx, &cage.create_argv)
+    {
+        crate::tools::provide(&ctx.store.tools_dir(), exe)?;
+    }
     check_mount_sources(&cage.mount_sources, &record.name)?;
     home::check(&ctx.store.private_home(&cage.container), cage, &record.name)?;
     // Its folder is untrusted for as long as it is sealed, whatever
@@ -392,6 +399,19 @@ pub fn made_with_init(container: &str, create_argv: &[String]) -> bool {
     create_argv
         .windows(2)
         .any(|w| w[0] == "--entrypoint" && w[1] == init)
+}
+
+/// Whether a cage was made with the state folder's `tools/` (every cage
+/// made since the program's copy is kept there): cages made before mount
+/// the program at the path it had then.
+pub fn mounts_tools(ctx: &Context, create_argv: &[String]) -> bool {
+    let dir = ctx.store.tools_dir();
+    let mount = crate::podman::argv::mount(&crate::spec::Mount {
+        src: dir.clone(),
+        dst: dir,
+        read_only: true,
+    });
+    create_argv.contains(&mount)
 }
 
 /// Refuse to start a cage where a folder on the way to one of its bind

@@ -707,7 +707,7 @@ fn run_runs_the_configured_claude_through_its_link() {
     // Handed the shrooms tools first: the program as the cage has it.
     let tools = serde_json::json!({"mcpServers": {"shrooms": {
         "type": "stdio",
-        "command": s(&fs::canonicalize(bin()).unwrap()),
+        "command": s(&w.tools_program()),
         "args": ["mcp"],
     }}});
     assert_eq!(

@@ -228,7 +228,7 @@ fn error_line(r: &Run) -> String {
         .to_string()
 }
 
-/// Issue 4, points 2 and 3: a build with --containerfile tags the image with
+/// A build with --containerfile tags the image with
 /// the file's hash; the same file again builds nothing; a changed file
 /// builds again, while a cage made from the old image keeps it and runs.
 #[test]
@@ -332,7 +332,7 @@ fn counting_listener() -> (u16, Arc<AtomicUsize>) {
     (port, count)
 }
 
-/// Issue 4, point 4: two `image build --wait` at once run one build (its
+/// Two `image build --wait` at once run one build (its
 /// RUN step reaches the host once), and both report its result.
 #[test]
 fn two_waiting_builds_run_one_build_and_both_succeed() {
@@ -668,7 +668,7 @@ fn the_default_workbench_is_made_from_apt_alone() {
     }
 }
 
-/// Issue 4, point 6: an image that is not ours is never built or pulled:
+/// An image that is not ours is never built or pulled:
 /// missing, `cage create` fails with the message it always had.
 #[test]
 fn a_missing_image_not_ours_is_refused_and_never_built() {
@@ -733,7 +733,7 @@ fn an_image_without_sleep_makes_a_cage() {
     im.w.run(&["cage", "stop", &name]).ok();
 }
 
-/// Issue 4, point 5: `image status --json` while a build runs, after it,
+/// `image status --json` while a build runs, after it,
 /// and after a failed one; `doctor` says the same.
 #[test]
 fn image_status_during_and_after_builds_and_doctor_agrees() {
@@ -833,7 +833,7 @@ fn ended(pid: u32) -> bool {
     }
 }
 
-/// Issue 4, point 4: a build whose process is killed midway is not
+/// A build whose process is killed midway is not
 /// reported as building by the next call, and its podman went with it;
 /// the background worker and a `--wait` build alike.
 #[test]
@@ -914,7 +914,7 @@ fn a_killed_build_is_not_reported_as_building() {
     assert!(r.stdout().starts_with("built "), "{}", r.explain());
 }
 
-/// Issue 4, point 7: the desktop image, built from a local Containerfile
+/// The desktop image, built from a local Containerfile
 /// with the same stage names, gives a cage APPIMAGE_EXTRACT_AND_RUN=1.
 #[test]
 fn a_desktop_cage_runs_appimages_extracted() {
@@ -952,7 +952,7 @@ fn a_desktop_cage_runs_appimages_extracted() {
     );
 }
 
-/// Issue 4, point 2: an image of ours whose label is not the hash it should
+/// An image of ours whose label is not the hash it should
 /// carry is stale: `cage create` starts its build again in the background
 /// and makes the cage from the old one meanwhile ("The old image serves
 /// until the new one is ready").

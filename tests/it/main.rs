@@ -35,4 +35,5 @@ mod sidedoors;
 mod socket;
 mod truth;
 mod turn;
+mod update;
 mod usage;

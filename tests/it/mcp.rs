@@ -1,5 +1,5 @@
-//! The shrooms tools inside a real cage: the shrooms-agent program, mounted
-//! into every cage at its machine path, runs there as `shrooms-agent mcp`
+//! The shrooms tools inside a real cage: the shrooms-agent program, put in
+//! the state folder's `tools/` that every cage mounts, runs there as `shrooms-agent mcp`
 //! and answers an MCP client (these tests, on its standard input and
 //! output through `cage exec`) with its six tools. The image is the Debian
 //! one the harness tests use: the program needs the C library it was built
@@ -16,8 +16,7 @@ use crate::common::*;
 /// Speak MCP to `shrooms-agent mcp` in the cage of session `name`: the
 /// handshake, then `calls`; the answers by id (1 is the handshake's).
 fn mcp_in_cage(w: &World, name: &str, calls: &[(&str, Value)]) -> Vec<Value> {
-    let program = std::fs::canonicalize(bin()).unwrap();
-    let program = program.to_string_lossy().into_owned();
+    let program = w.tools_program().to_string_lossy().into_owned();
     let mut c = w.command(&["cage", "exec", name, "--", &program, "mcp"]);
     c.stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -450,6 +450,12 @@ impl World {
     }
 
     pub fn command_env(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
+        self.command_of(&bin(), args, env)
+    }
+
+    /// Another shrooms-agent program (a copy of the binary, installed
+    /// elsewhere) as a Command, as `command_env` makes it.
+    pub fn command_of(&self, program: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
         let home = self.home.to_string_lossy().into_owned();
         let config = self.config.to_string_lossy().into_owned();
         let state = self.state.to_string_lossy().into_owned();
@@ -463,8 +469,7 @@ impl World {
             all.push((k, v));
         }
         all.extend_from_slice(env);
-        let b = bin();
-        let mut c = command_as(self.user, &b.to_string_lossy(), args, &all);
+        let mut c = command_as(self.user, &program.to_string_lossy(), args, &all);
         if self.user.is_none() {
             c.env("HOME", &home);
         }
@@ -588,6 +593,22 @@ impl World {
         let text = fs::read_to_string(self.state.join("sessions").join(format!("{session}.json")))
             .unwrap();
         serde_json::from_str(&text).unwrap()
+    }
+
+    /// The copy of the binary this world's cages run as their tools (the
+    /// state folder's `tools/`), when there is exactly one.
+    pub fn tools_program(&self) -> PathBuf {
+        let found: Vec<PathBuf> = fs::read_dir(self.state.join("tools"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("shrooms-agent-"))
+            })
+            .collect();
+        assert_eq!(found.len(), 1, "{found:?}");
+        found[0].clone()
     }
 
     pub fn container(&self, session: &str) -> String {
