@@ -753,7 +753,7 @@ mod tests {
             spec.own,
             [
                 "/home/u/src/web",
-                "/state/uploads",
+                "/state/uploads/web",
                 "/state/cages/shrooms-web-abc123/proxy",
                 "/state/cages/shrooms-web-abc123/home",
                 "/state/cages/shrooms-web-abc123/settings/settings.json",
