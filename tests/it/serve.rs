@@ -456,7 +456,13 @@ fn each_status_code_has_its_error_case() {
        "cage": {{"image": "{repo}:desktop", "github": true}}}}"#
     );
     let r = post(&format!("{}/v1/sessions", s2.url), &seed).is(503);
-    assert!(r.error().contains("is being built"), "{r:#?}");
+    // The seed's sentence, word for word: no path of the machine.
+    assert_eq!(
+        r.error(),
+        "the image for this session's cage is being built (a few minutes, the first time); \
+         send again then",
+        "{r:#?}"
+    );
     assert_eq!(r.header("retry-after"), Some("30"), "{r:#?}");
     assert!(!w.record_path(&webapp).exists());
     // POST /v1/images/build: 202, a build started or running.
