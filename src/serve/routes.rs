@@ -366,15 +366,25 @@ struct CageBody {
     meshes: Option<Vec<String>>,
     /// A sealed cage: no network but the model's, an outbox for what leaves.
     sealed: Option<bool>,
+    /// For a sealed cage: the Claude Code conversation of the project to
+    /// bring in (its id: letters, digits, - and _), as `--conversation`.
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,128}$")]
+    conversation: Option<String>,
 }
 
 impl CageBody {
-    fn choice(self) -> ops::make::CageChoice {
-        ops::make::CageChoice {
+    fn choice(self) -> Result<ops::make::CageChoice, Error> {
+        let sealed = self.sealed.unwrap_or(false);
+        if self.conversation.is_some() && !sealed {
+            return Err(Error::bad_input(
+                "field \"conversation\" is for a sealed cage: add \"sealed\": true",
+            ));
+        }
+        Ok(ops::make::CageChoice {
             image: self.image,
-            sealed: self.sealed.unwrap_or(false),
+            sealed,
             sealed_token: None,
-            conversation: None,
+            conversation: self.conversation,
             github: self.github.unwrap_or(false),
             nix: self.nix.unwrap_or(false),
             shared: self.shared.unwrap_or(false),
@@ -382,7 +392,7 @@ impl CageBody {
             // A folder a sealed session worked in gets an ordinary cage
             // only by the owner's decision, at the machine (`--unseal`).
             unseal: false,
-        }
+        })
     }
 }
 
@@ -434,7 +444,7 @@ async fn create(Extension(shared): Sh, Extension(info): Info, req: Request) -> R
             name: body.name.clone(),
             dir,
             harness: body.harness.unwrap_or(Harness::Claude),
-            choice: body.cage.unwrap_or_default().choice(),
+            choice: body.cage.unwrap_or_default().choice()?,
             dry_run: false,
             auto_approve: body.auto_approve.unwrap_or(false),
             dir_from_cwd: false,
@@ -548,7 +558,7 @@ async fn move_cage(
         let request = ops::moves::MoveRequest {
             name: name.clone(),
             out: cage.is_none(),
-            choice: cage.map(CageBody::choice).unwrap_or_default(),
+            choice: cage.map(CageBody::choice).transpose()?.unwrap_or_default(),
             by: Some(by),
             // Over HTTP a sealed session is never taken out of its seal: that
             // is the owner's decision, at the machine (`cage move --unseal`).
@@ -1266,7 +1276,23 @@ mod tests {
             .cage
             .unwrap()
             .unwrap();
-        assert!(into.choice().nix);
+        assert!(into.choice().unwrap().nix);
+        let sealed = parse(r#"{"cage": {"sealed": true, "conversation": "abc-123"}}"#)
+            .unwrap()
+            .cage
+            .unwrap()
+            .unwrap()
+            .choice()
+            .unwrap();
+        assert_eq!(sealed.conversation.as_deref(), Some("abc-123"));
+        let e = parse(r#"{"cage": {"conversation": "abc-123"}}"#)
+            .unwrap()
+            .cage
+            .unwrap()
+            .unwrap()
+            .choice()
+            .unwrap_err();
+        assert!(e.message.contains("for a sealed cage"), "{e:?}");
         let e = parse(r#"{"cage": {"nix": true, "gpu": 1}}"#).unwrap_err();
         assert!(e.to_string().contains("unknown field `gpu`"), "{e}");
         let e = parse(r#"{"where": null}"#).unwrap_err();
