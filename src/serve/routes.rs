@@ -790,6 +790,34 @@ struct SettingsBody {
     ignore_file_request: Option<String>,
 }
 
+/// What a change of settings answers, by either route.
+#[derive(utoipa::IntoResponses)]
+// Never made: only its description is used, the document's.
+#[allow(dead_code, clippy::large_enum_variant)]
+enum SettingsAnswers<'a> {
+    /// Set: the session (README, "The session object").
+    #[response(status = 200)]
+    Set(ops::show::Session),
+    /// A bad request (an unknown field, a bad sender).
+    #[response(status = 400)]
+    Bad(ErrorBody<'a>),
+    /// Asked by a caged session (X-Shrooms-Caged).
+    #[response(status = 403)]
+    Caged(ErrorBody<'a>),
+    /// No such session.
+    #[response(status = 404)]
+    Missing(ErrorBody<'a>),
+    /// The body did not arrive in time.
+    #[response(status = 408)]
+    Slow(ErrorBody<'a>),
+    /// The session is busy.
+    #[response(status = 409)]
+    Busy(ErrorBody<'a>),
+    /// The body is over 1 MiB.
+    #[response(status = 413)]
+    Large(ErrorBody<'a>),
+}
+
 /// Set what the body names, then answer the session object.
 async fn change_settings(
     shared: Arc<Shared>,
@@ -822,14 +850,7 @@ async fn change_settings(
 #[utoipa::path(post, path = "/v1/sessions/{name}/settings", operation_id = "changeSettings",
     params(("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")),
     request_body = SettingsBody,
-    responses(
-        (status = 200, description = "Set: the session (README, \"The session object\").", body = ops::show::Session),
-        (status = 400, description = "A bad request (an unknown field, a bad sender).", body = ErrorBody),
-        (status = 403, description = "Asked by a caged session (X-Shrooms-Caged).", body = ErrorBody),
-        (status = 404, description = "No such session.", body = ErrorBody),
-        (status = 408, description = "The body did not arrive in time.", body = ErrorBody),
-        (status = 409, description = "The session is busy.", body = ErrorBody),
-        (status = 413, description = "The body is over 1 MiB.", body = ErrorBody)))]
+    responses(SettingsAnswers))]
 async fn settings(
     Extension(shared): Sh,
     Extension(info): Info,
@@ -843,14 +864,7 @@ async fn settings(
 #[utoipa::path(patch, path = "/v1/sessions/{name}", operation_id = "patchSession",
     params(("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")),
     request_body = SettingsBody,
-    responses(
-        (status = 200, description = "Set: the session (README, \"The session object\").", body = ops::show::Session),
-        (status = 400, description = "A bad request (an unknown field, a bad sender).", body = ErrorBody),
-        (status = 403, description = "Asked by a caged session (X-Shrooms-Caged).", body = ErrorBody),
-        (status = 404, description = "No such session.", body = ErrorBody),
-        (status = 408, description = "The body did not arrive in time.", body = ErrorBody),
-        (status = 409, description = "The session is busy.", body = ErrorBody),
-        (status = 413, description = "The body is over 1 MiB.", body = ErrorBody)))]
+    responses(SettingsAnswers))]
 async fn patch_session(
     Extension(shared): Sh,
     Extension(info): Info,
