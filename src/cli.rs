@@ -460,6 +460,32 @@ pub enum FilesCommand {
         #[arg(add = ArgValueCandidates::new(session_names))]
         name: String,
     },
+    /// Dismiss a refused sender without taking files from it (its next drop is
+    /// refused, and shown, again)
+    Ignore {
+        /// The receiving session
+        #[arg(add = ArgValueCandidates::new(session_names))]
+        name: String,
+        #[arg(value_name = "MACHINE/SESSION")]
+        from: String,
+    },
+    /// List the files a session received: sender, name and size
+    Received {
+        /// The session
+        #[arg(add = ArgValueCandidates::new(session_names))]
+        name: String,
+    },
+    /// Delete one received file (and its note), named as `files received` lists it
+    Clear {
+        /// The receiving session
+        #[arg(add = ArgValueCandidates::new(session_names))]
+        name: String,
+        /// Its sender
+        #[arg(value_name = "MACHINE/SESSION")]
+        from: String,
+        /// The file's name
+        file: String,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -106,8 +106,11 @@ pub const RETRY_AFTER_SECS: u32 = 30;
 /// terminal runs a command again and an HTTP client sends a request again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Next {
-    /// The same request, unchanged, will do later (an image being built).
-    Again,
+    /// The same request, unchanged, will do later (an image being built),
+    /// and what to look at meanwhile: a line of its own for a
+    /// person at the terminal; an HTTP client gets none of it (it names
+    /// the machine's paths).
+    AgainWithHint { hint: String },
     /// Another image would do (our image's build failed): the request's
     /// own (`--image`, a body's `"image"`) or the config's `image` key, in
     /// the config file these words name.
@@ -205,14 +208,6 @@ impl Error {
         }
     }
 
-    /// The same request will do later: the face says so its own way.
-    pub fn again(self) -> Self {
-        Error {
-            next: Some(Next::Again),
-            ..self
-        }
-    }
-
     /// The message as `face` gives it: with what to do next in its words.
     pub fn words(&self, face: Face) -> String {
         // Each face names the same steps its own way: a person runs the
@@ -228,7 +223,12 @@ impl Error {
         };
         match &self.next {
             None => self.message.clone(),
-            Some(Next::Again) => format!("{}; {again}", self.message),
+            // The seed's sentence on both faces, word for word; the
+            // terminal's hint after it, on a line of its own.
+            Some(Next::AgainWithHint { hint }) => match face {
+                Face::Terminal => format!("{}; send again then\n{hint}", self.message),
+                Face::Http => format!("{}; send again then", self.message),
+            },
             Some(Next::OtherImage { config }) => format!(
                 "{}; or make the cage from another image: {}",
                 self.message,
@@ -287,12 +287,17 @@ mod tests {
         assert_eq!(Kind::NotFound.exit_code(), 2);
         assert_eq!(Kind::Busy.exit_code(), 3);
         assert_eq!(Kind::NotReady.exit_code(), 4);
-        let e = Error::new(Kind::NotReady, "being built").again();
-        assert_eq!(e.words(Face::Terminal), "being built; run it again then");
+        let e = Error::new(Kind::NotReady, "being built").next(Next::AgainWithHint {
+            hint: "its log /var/x.log".into(),
+        });
+        assert_eq!(
+            e.clone().context("x").words(Face::Http),
+            "x: being built; send again then"
+        );
         assert_eq!(e.words(Face::Http), "being built; send again then");
         assert_eq!(
-            e.clone().context("x").words(Face::Terminal),
-            "x: being built; run it again then"
+            e.words(Face::Terminal),
+            "being built; send again then\nits log /var/x.log"
         );
         assert_eq!(Error::failed("f").words(Face::Http), "f");
         let e = Error::failed("failed").next(Next::OtherImage {

@@ -219,6 +219,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 cli::FilesCommand::Allow { name, from } => ops::files::allow(&ctx, &name, &from)?,
                 cli::FilesCommand::Deny { name, from } => ops::files::deny(&ctx, &name, &from)?,
                 cli::FilesCommand::List { name } => ops::files::list(&ctx, &name)?,
+                cli::FilesCommand::Ignore { name, from } => ops::files::ignore(&ctx, &name, &from)?,
+                cli::FilesCommand::Received { name } => {
+                    let r = ops::files::received(&ctx, &name)?;
+                    output::show(&r, json, output::received);
+                    return Ok(ExitCode::SUCCESS);
+                }
+                cli::FilesCommand::Clear { name, from, file } => {
+                    let r = ops::files::clear(&ctx, &name, &from, &file)?;
+                    output::show(&r, json, output::received);
+                    return Ok(ExitCode::SUCCESS);
+                }
             };
             output::show(&r, json, output::files);
             Ok(ExitCode::SUCCESS)

@@ -524,6 +524,17 @@ pub fn files(f: &crate::ops::files::FilesList) -> String {
     s
 }
 
+pub fn received(r: &crate::ops::files::ReceivedList) -> String {
+    if r.files.is_empty() {
+        return format!("{} has received no files\n", r.session);
+    }
+    let mut s = format!("{} has received (from, size, name):\n", r.session);
+    for f in &r.files {
+        s.push_str(&format!("  {}  {}  {}\n", f.from, f.size, f.name));
+    }
+    s
+}
+
 pub fn stopped(r: &crate::ops::stop::Stopped) -> String {
     if r.was_running {
         format!("stopped {} ({})\n", r.session, r.container)

@@ -90,6 +90,9 @@ pub struct Record {
     /// read it.
     #[serde(default)]
     pub auto_approve: bool,
+    /// Starred in the apps; the tool itself does not read it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub starred: bool,
     /// Whom it takes files from, and who tried and was refused.
     #[serde(default)]
     pub files: FilesPolicy,
@@ -306,6 +309,7 @@ pub fn sample_record(name: &str) -> Record {
         created: 1,
         cage: None,
         auto_approve: false,
+        starred: false,
         files: FilesPolicy::default(),
         tokens: Tokens::default(),
         accept_caged: None,

@@ -141,6 +141,7 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
         created: now(),
         cage: Some(cage),
         auto_approve: req.auto_approve,
+        starred: false,
         files: Default::default(),
         tokens: Default::default(),
         // Unset: it follows the session in and out of its cage (on while

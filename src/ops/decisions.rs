@@ -299,6 +299,7 @@ impl World {
             created: 1,
             cage: container.map(sample_cage),
             auto_approve: false,
+            starred: false,
             files: Default::default(),
             tokens: Default::default(),
             accept_caged: None,

@@ -121,6 +121,202 @@ pub fn set_accept_caged(ctx: &Context, name: &str, on: bool) -> Result<AcceptCag
     })
 }
 
+/// What the apps change of a session at once (`POST
+/// /v1/sessions/{name}/settings`, `PATCH /v1/sessions/{name}`): each left
+/// out is left as it is.
+#[derive(Debug, Default)]
+pub struct SettingsChange {
+    pub accept_caged: Option<bool>,
+    /// The whole allow list, replacing the one kept.
+    pub accept_files_from: Option<Vec<String>>,
+    pub auto_approve: Option<bool>,
+    pub starred: Option<bool>,
+    /// A refused sender (`MACHINE/SESSION`) taken off the refused list
+    /// without being allowed.
+    pub ignore_file_request: Option<String>,
+}
+
+/// Change a session's settings in one step: every sender is checked first,
+/// so a bad one changes nothing.
+pub fn change_settings(ctx: &Context, name: &str, change: SettingsChange) -> Result<()> {
+    let allow = match &change.accept_files_from {
+        None => None,
+        Some(list) => {
+            let mut entries: Vec<String> = Vec::with_capacity(list.len());
+            for sender in list {
+                let (m, s) =
+                    parse_sender(sender, true).map_err(|e| e.context("accept_files_from"))?;
+                let entry = format!("{m}/{s}");
+                if !entries.contains(&entry) {
+                    entries.push(entry);
+                }
+            }
+            Some(entries)
+        }
+    };
+    let ignore = match &change.ignore_file_request {
+        None => None,
+        Some(sender) => {
+            let (m, s) =
+                parse_sender(sender, false).map_err(|e| e.context("ignore_file_request"))?;
+            Some(format!("{m}/{s}"))
+        }
+    };
+    ctx.store.update(name, |r| {
+        if let Some(on) = change.accept_caged {
+            r.accept_caged = Some(on);
+        }
+        if let Some(on) = change.auto_approve {
+            r.auto_approve = on;
+        }
+        if let Some(on) = change.starred {
+            r.starred = on;
+        }
+        if let Some(allow) = allow {
+            // Those it now takes are no longer shown as refused.
+            r.files.refused.retain(|x| {
+                !x.from.split_once('/').is_some_and(|(xm, xs)| {
+                    allow
+                        .iter()
+                        .any(|a| a.split_once('/') == Some((xm, xs)) || *a == format!("{xm}/*"))
+                })
+            });
+            r.files.allow = allow;
+        }
+        if let Some(from) = &ignore {
+            r.files.refused.retain(|x| x.from != *from);
+        }
+        Ok(())
+    })
+}
+
+/// `files ignore SESSION MACHINE/SESSION`: dismiss a refused sender without
+/// allowing it (its next drop is refused, and remembered, again).
+pub fn ignore(ctx: &Context, name: &str, sender: &str) -> Result<FilesList> {
+    change_settings(
+        ctx,
+        name,
+        SettingsChange {
+            ignore_file_request: Some(sender.to_string()),
+            ..SettingsChange::default()
+        },
+    )?;
+    list(ctx, name)
+}
+
+/// A file received, as `files received` and `GET /v1/sessions/{name}/drop`
+/// list them.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct ReceivedFile {
+    /// The sender: `MACHINE/SESSION`.
+    pub from: String,
+    /// The file's name in its sender's folder.
+    pub name: String,
+    pub size: u64,
+}
+
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct ReceivedList {
+    pub session: String,
+    /// By sender, then name.
+    pub files: Vec<ReceivedFile>,
+}
+
+/// `files received SESSION`: what arrived, whole (files on their way and
+/// the notes beside files are not listed).
+pub fn received(ctx: &Context, name: &str) -> Result<ReceivedList> {
+    let record = ctx.store.load(name)?;
+    let drops = ctx.store.session_uploads(&record.name).join("drop");
+    let mut files = Vec::new();
+    let folders = match fs::read_dir(&drops) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Ok(ReceivedList {
+                session: record.name,
+                files,
+            });
+        }
+        Err(e) => return Err(Error::failed(format!("reading {}: {e}", drops.display()))),
+    };
+    for folder in folders.flatten() {
+        let Some(from) = folder
+            .file_name()
+            .to_str()
+            .and_then(|n| n.strip_prefix("from-"))
+            // Machine names have no `_`: the first one ends the machine's.
+            .and_then(|n| n.split_once('_'))
+            .map(|(m, s)| format!("{m}/{s}"))
+        else {
+            continue;
+        };
+        if !folder.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let Ok(entries) = fs::read_dir(folder.path()) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Some(file) = entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            let Ok(meta) = entry.metadata() else { continue };
+            if file.starts_with('.') || !meta.is_file() {
+                continue;
+            }
+            if file
+                .strip_suffix(".note")
+                .is_some_and(|f| folder.path().join(f).is_file())
+            {
+                continue;
+            }
+            files.push(ReceivedFile {
+                from: from.clone(),
+                name: file,
+                size: meta.len(),
+            });
+        }
+    }
+    files.sort_by(|a, b| (&a.from, &a.name).cmp(&(&b.from, &b.name)));
+    Ok(ReceivedList {
+        session: record.name,
+        files,
+    })
+}
+
+/// `files clear SESSION MACHINE/SESSION FILE`: delete one received file
+/// (and its note). The file is named as `files received` lists it: a name
+/// that is not one a drop can have (a path, `..`, a hidden name) is refused.
+pub fn clear(ctx: &Context, name: &str, from: &str, file: &str) -> Result<ReceivedList> {
+    let (m, s) = parse_sender(from, false)?;
+    if file.is_empty() || safe_name(file) != file {
+        return Err(Error::bad_input(format!(
+            "{file:?} is not the name of a received file: give it as `shrooms-agent files              received {name}` lists it"
+        )));
+    }
+    let record = ctx.store.load(name)?;
+    let folder = ctx
+        .store
+        .session_uploads(&record.name)
+        .join("drop")
+        .join(format!("from-{m}_{s}"));
+    let path = folder.join(file);
+    match fs::symlink_metadata(&path) {
+        Ok(meta) if meta.is_file() => {}
+        _ => {
+            return Err(Error::not_found(format!(
+                "session {} has no file {file:?} from {m}/{s}: `shrooms-agent files received {}`                  lists what it has",
+                record.name, record.name
+            )));
+        }
+    }
+    fs::remove_file(&path).ctx(|| format!("removing {}", path.display()))?;
+    let note = folder.join(format!("{file}.note"));
+    if fs::symlink_metadata(&note).is_ok_and(|m| m.is_file()) {
+        let _ = fs::remove_file(&note);
+    }
+    received(ctx, name)
+}
+
 /// `files list SESSION`.
 pub fn list(ctx: &Context, name: &str) -> Result<FilesList> {
     let r = ctx.store.load(name)?;
@@ -847,6 +1043,7 @@ mod tests {
                 created: 1,
                 cage: None,
                 auto_approve: false,
+                starred: false,
                 files: session::FilesPolicy {
                     allow: vec!["alpha/*".into(), "beta/*".into()],
                     refused: Vec::new(),

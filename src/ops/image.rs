@@ -312,21 +312,22 @@ pub fn doctor_check(ctx: &Context, host: &Host) -> Check {
 
 // ---- cage create -------------------------------------------------------------
 
-/// Being built: what to look at meanwhile (`image status`, the build's
-/// log), and, through [`Error::again`], to come back; each face words that.
+/// Being built: the seed's sentence, with "send again then" (each face
+/// words that), and for the terminal alone, on a line of its own, what to
+/// look at meanwhile (`image status`, the build's log).
 fn not_ready(log: Option<&Path>) -> Error {
+    Error::new(Kind::NotReady, workbench::BEING_BUILT).next(crate::error::Next::AgainWithHint {
+        hint: being_built_hint(log),
+    })
+}
+
+/// What to look at while an image is built.
+fn being_built_hint(log: Option<&Path>) -> String {
     let log = match log {
         Some(p) => format!(", its log {}", p.display()),
         None => String::new(),
     };
-    Error::new(
-        Kind::NotReady,
-        format!(
-            "{} (`shrooms-agent image status` shows how it goes{log})",
-            workbench::BEING_BUILT
-        ),
-    )
-    .again()
+    format!("`shrooms-agent image status` shows how it goes{log}")
 }
 
 /// A build of ours failed: its line, then the next steps: its log, a
@@ -496,9 +497,10 @@ pub fn start_build(ctx: &Context, stage: Stage) -> Error {
             Some(line) => Error::new(
                 Kind::NotReady,
                 format!(
-                    "the last build failed ({}); {}",
+                    "the last build failed ({}); {} ({})",
                     workbench::failure_message(stage, &line),
-                    building.message
+                    building.message,
+                    being_built_hint(Some(&dir.log(stage)))
                 ),
             )
             .next(crate::error::Next::AgainOrOtherImage {
@@ -1351,6 +1353,26 @@ pub fn worker(ctx: &Context, jobs: &[String]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The "being built" refusal is the seed's sentence, word for word,
+    /// on both faces; over HTTP nothing more (no path of the machine), at
+    /// the terminal what to look at meanwhile on a line of its own.
+    #[test]
+    fn being_built_is_the_seeds_sentence() {
+        use crate::error::Face;
+        let seed = "the image for this session's cage is being built (a few minutes, the first \
+                    time); send again then";
+        let e = not_ready(Some(Path::new("/home/u/.local/state/images/workbench.log")));
+        assert_eq!(e.kind, Kind::NotReady);
+        assert_eq!(e.words(Face::Http), seed);
+        assert_eq!(
+            e.words(Face::Terminal),
+            format!(
+                "{seed}\n`shrooms-agent image status` shows how it goes, its log \
+                 /home/u/.local/state/images/workbench.log"
+            )
+        );
+    }
 
     #[test]
     fn what_a_look_for_pi_says() {

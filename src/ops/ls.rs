@@ -138,6 +138,7 @@ mod tests {
             created: 0,
             cage: Some(crate::session::sample_cage(container)),
             auto_approve: false,
+            starred: false,
             files: Default::default(),
             tokens: Default::default(),
             accept_caged: None,

@@ -311,6 +311,8 @@ pub fn facts(
         sealed::read_token(&token_file)?;
         let transcript = match &choice.conversation {
             Some(id) => {
+                // Checked before it names a file: an id is no path.
+                sealed::check_conversation_id(id)?;
                 let transcript = conversation_source(ctx, dir)?.join(format!("{id}.jsonl"));
                 let there = std::fs::symlink_metadata(&transcript).is_ok_and(|m| m.is_file());
                 Some((transcript, there))

@@ -615,21 +615,29 @@ pub struct CopiedConversation {
     pub skipped: Vec<String>,
 }
 
-/// Copy one Claude Code conversation into a sealed cage's config folder
-/// once, and no other conversation, so that the code under review can read
-/// only the session's own: `<from>/<id>.jsonl` and `<from>/<id>/`, regular files only, no
-/// link followed (each file is opened with O_NOFOLLOW).
-pub fn copy_conversation(from: &Path, id: &str, to: &Path) -> Result<CopiedConversation> {
+/// A conversation id as Claude Code names them: letters, digits, - and _
+/// (no path: it names a file of the project's folder only).
+pub fn check_conversation_id(id: &str) -> Result<()> {
     let id_ok = !id.is_empty()
         && id.len() <= 128
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    if !id_ok {
-        return Err(Error::bad_input(format!(
+    if id_ok {
+        Ok(())
+    } else {
+        Err(Error::bad_input(format!(
             "{id:?} is not a conversation id (letters, digits, - and _)"
-        )));
+        )))
     }
+}
+
+/// Copy one Claude Code conversation into a sealed cage's config folder
+/// once, and no other conversation, so that the code under review can read
+/// only the session's own: `<from>/<id>.jsonl` and `<from>/<id>/`, regular files only, no
+/// link followed (each file is opened with O_NOFOLLOW).
+pub fn copy_conversation(from: &Path, id: &str, to: &Path) -> Result<CopiedConversation> {
+    check_conversation_id(id)?;
     // Everything below `from` is opened by descriptor, never by path: an
     // ordinary cage on the same project writes in `from`, and could put a
     // link in place of a folder between a check and a read.

@@ -30,6 +30,8 @@ pub struct Session {
     pub sealed: bool,
     /// Kept for the apps, which show and set it.
     pub auto_approve: bool,
+    /// Starred in the apps; the tool itself does not read it.
+    pub starred: bool,
     /// Does it take tasks and files from caged sessions, as in force
     /// (set, or by default: yes in a cage).
     pub accept_caged: bool,
@@ -229,6 +231,7 @@ impl Session {
             created: Time(record.created),
             sealed: record.cage.as_ref().is_some_and(|c| c.sealed.is_some()),
             auto_approve: record.auto_approve,
+            starred: record.starred,
             // As in force, also where it was never set.
             accept_caged: record.accepts_caged(),
             busy,
@@ -307,6 +310,7 @@ mod tests {
                 "created",
                 "sealed",
                 "auto_approve",
+                "starred",
                 "accept_caged",
                 "busy",
                 "files",

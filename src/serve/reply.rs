@@ -296,7 +296,11 @@ mod tests {
     /// An image being built: 503, Retry-After, and "send again then".
     #[test]
     fn an_error_is_worded_for_http() {
-        let e = crate::error::Error::new(crate::error::Kind::NotReady, "being built").again();
+        let e = crate::error::Error::new(crate::error::Kind::NotReady, "being built").next(
+            crate::error::Next::AgainWithHint {
+                hint: "its log /var/x.log".into(),
+            },
+        );
         let r = Response::from_error(&e);
         assert_eq!(r.status, 503);
         assert_eq!(

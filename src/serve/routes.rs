@@ -15,7 +15,7 @@ use axum::Extension;
 use axum::body::Body;
 use axum::extract::{RawPathParams, Request};
 use axum::http::HeaderMap;
-use axum::routing::{MethodRouter, delete, get, post};
+use axum::routing::{MethodRouter, delete, get, patch, post};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::{OpenApi, ToSchema};
@@ -40,10 +40,14 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/sessions"),
     ("GET", "/v1/sessions/{name}"),
     ("DELETE", "/v1/sessions/{name}"),
+    ("PATCH", "/v1/sessions/{name}"),
     ("POST", "/v1/sessions/{name}/cage"),
     ("POST", "/v1/sessions/{name}/cage/limits"),
     ("POST", "/v1/sessions/{name}/outbox/send"),
+    ("GET", "/v1/sessions/{name}/drop"),
     ("POST", "/v1/sessions/{name}/drop"),
+    ("DELETE", "/v1/sessions/{name}/drop"),
+    ("POST", "/v1/sessions/{name}/settings"),
     ("POST", "/v1/sessions/{name}/accept-caged"),
     ("POST", "/v1/images/build"),
 ];
@@ -58,10 +62,14 @@ fn endpoint(method: &str, path: &str) -> Option<MethodRouter> {
         ("POST", "/v1/sessions") => post(create),
         ("GET", "/v1/sessions/{name}") => get(show),
         ("DELETE", "/v1/sessions/{name}") => delete(remove),
+        ("PATCH", "/v1/sessions/{name}") => patch(patch_session),
         ("POST", "/v1/sessions/{name}/cage") => post(move_cage),
         ("POST", "/v1/sessions/{name}/cage/limits") => post(limits),
         ("POST", "/v1/sessions/{name}/outbox/send") => post(send),
+        ("GET", "/v1/sessions/{name}/drop") => get(received),
         ("POST", "/v1/sessions/{name}/drop") => post(drop_file),
+        ("DELETE", "/v1/sessions/{name}/drop") => delete(clear_received),
+        ("POST", "/v1/sessions/{name}/settings") => post(settings),
         ("POST", "/v1/sessions/{name}/accept-caged") => post(accept_caged),
         ("POST", "/v1/images/build") => post(build),
         _ => return None,
@@ -358,15 +366,25 @@ struct CageBody {
     meshes: Option<Vec<String>>,
     /// A sealed cage: no network but the model's, an outbox for what leaves.
     sealed: Option<bool>,
+    /// For a sealed cage: the Claude Code conversation of the project to
+    /// bring in (its id: letters, digits, - and _), as `--conversation`.
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,128}$")]
+    conversation: Option<String>,
 }
 
 impl CageBody {
-    fn choice(self) -> ops::make::CageChoice {
-        ops::make::CageChoice {
+    fn choice(self) -> Result<ops::make::CageChoice, Error> {
+        let sealed = self.sealed.unwrap_or(false);
+        if self.conversation.is_some() && !sealed {
+            return Err(Error::bad_input(
+                "field \"conversation\" is for a sealed cage: add \"sealed\": true",
+            ));
+        }
+        Ok(ops::make::CageChoice {
             image: self.image,
-            sealed: self.sealed.unwrap_or(false),
+            sealed,
             sealed_token: None,
-            conversation: None,
+            conversation: self.conversation,
             github: self.github.unwrap_or(false),
             nix: self.nix.unwrap_or(false),
             shared: self.shared.unwrap_or(false),
@@ -376,7 +394,7 @@ impl CageBody {
             unseal: false,
             // So is a protected path left writable (`--writable`).
             writable: Vec::new(),
-        }
+        })
     }
 }
 
@@ -428,7 +446,7 @@ async fn create(Extension(shared): Sh, Extension(info): Info, req: Request) -> R
             name: body.name.clone(),
             dir,
             harness: body.harness.unwrap_or(Harness::Claude),
-            choice: body.cage.unwrap_or_default().choice(),
+            choice: body.cage.unwrap_or_default().choice()?,
             dry_run: false,
             auto_approve: body.auto_approve.unwrap_or(false),
             dir_from_cwd: false,
@@ -542,7 +560,7 @@ async fn move_cage(
         let request = ops::moves::MoveRequest {
             name: name.clone(),
             out: cage.is_none(),
-            choice: cage.map(CageBody::choice).unwrap_or_default(),
+            choice: cage.map(CageBody::choice).transpose()?.unwrap_or_default(),
             by: Some(by),
             // Over HTTP a sealed session is never taken out of its seal: that
             // is the owner's decision, at the machine (`cage move --unseal`).
@@ -758,6 +776,148 @@ async fn drop_file(
     .await
 }
 
+/// A session's settings, as the apps set them: each left out is left as it is.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct SettingsBody {
+    /// Take tasks and files from caged sessions, as `accept-caged` sets it.
+    accept_caged: Option<bool>,
+    /// Whom it takes files from (`MACHINE/SESSION` or `MACHINE/*`): the
+    /// whole list, replacing the one kept.
+    accept_files_from: Option<Vec<String>>,
+    /// Kept for the apps, which show and set it.
+    auto_approve: Option<bool>,
+    /// Kept for the apps, which show and set it.
+    starred: Option<bool>,
+    /// A refused sender (`MACHINE/SESSION`) to dismiss without allowing it.
+    ignore_file_request: Option<String>,
+}
+
+/// What a change of settings answers, by either route.
+#[derive(utoipa::IntoResponses)]
+// Never made: only its description is used, the document's.
+#[allow(dead_code, clippy::large_enum_variant)]
+enum SettingsAnswers<'a> {
+    /// Set: the session (README, "The session object").
+    #[response(status = 200)]
+    Set(ops::show::Session),
+    /// A bad request (an unknown field, a bad sender).
+    #[response(status = 400)]
+    Bad(ErrorBody<'a>),
+    /// Asked by a caged session (X-Shrooms-Caged).
+    #[response(status = 403)]
+    Caged(ErrorBody<'a>),
+    /// No such session.
+    #[response(status = 404)]
+    Missing(ErrorBody<'a>),
+    /// The body did not arrive in time.
+    #[response(status = 408)]
+    Slow(ErrorBody<'a>),
+    /// The session is busy.
+    #[response(status = 409)]
+    Busy(ErrorBody<'a>),
+    /// The body is over 1 MiB.
+    #[response(status = 413)]
+    Large(ErrorBody<'a>),
+}
+
+/// Set what the body names, then answer the session object.
+async fn change_settings(
+    shared: Arc<Shared>,
+    info: ConnInfo,
+    name: String,
+    req: Request,
+) -> Response {
+    with_body(&shared, &info, req, move |shared, body: SettingsBody| {
+        let ctx = shared.context();
+        let change = ops::files::SettingsChange {
+            accept_caged: body.accept_caged,
+            accept_files_from: body.accept_files_from,
+            auto_approve: body.auto_approve,
+            starred: body.starred,
+            ignore_file_request: body.ignore_file_request,
+        };
+        ops::files::change_settings(&ctx, &name, change)?;
+        let record = ctx.store.load(&name)?;
+        let shown = match ready_view(shared) {
+            Some(live) => session_live(&ctx, &live, &record)?,
+            None => ops::show::show(&ctx, &name)?,
+        };
+        Ok(Response::json(200, &shown))
+    })
+    .await
+}
+
+/// A session's settings, the apps' way: `accept_caged`, whom it takes files
+/// from, `auto_approve`, `starred`, a refused sender dismissed.
+#[utoipa::path(post, path = "/v1/sessions/{name}/settings", operation_id = "changeSettings",
+    params(("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")),
+    request_body = SettingsBody,
+    responses(SettingsAnswers))]
+async fn settings(
+    Extension(shared): Sh,
+    Extension(info): Info,
+    params: RawPathParams,
+    req: Request,
+) -> Response {
+    change_settings(shared, info, name_of(&params), req).await
+}
+
+/// The same as `POST /v1/sessions/{name}/settings`.
+#[utoipa::path(patch, path = "/v1/sessions/{name}", operation_id = "patchSession",
+    params(("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")),
+    request_body = SettingsBody,
+    responses(SettingsAnswers))]
+async fn patch_session(
+    Extension(shared): Sh,
+    Extension(info): Info,
+    params: RawPathParams,
+    req: Request,
+) -> Response {
+    change_settings(shared, info, name_of(&params), req).await
+}
+
+/// `files received`: what a session received.
+#[utoipa::path(get, path = "/v1/sessions/{name}/drop", operation_id = "receivedFiles",
+    params(("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")),
+    responses(
+        (status = 200, description = "The files, by sender.", body = ops::files::ReceivedList),
+        (status = 400, description = "Not a session name.", body = ErrorBody),
+        (status = 404, description = "No such session.", body = ErrorBody)))]
+async fn received(Extension(shared): Sh, params: RawPathParams) -> Response {
+    let name = name_of(&params);
+    operation(&shared, move |shared| {
+        Ok(Response::json(
+            200,
+            &ops::files::received(&shared.context(), &name)?,
+        ))
+    })
+    .await
+}
+
+/// `files clear`: delete one received file, and its note.
+#[utoipa::path(delete, path = "/v1/sessions/{name}/drop", operation_id = "clearReceived",
+    params(
+        ("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$"),
+        ("from" = String, Query, description = "The sender, MACHINE/SESSION, as listed."),
+        ("file" = String, Query, description = "The file's name, as listed.")),
+    responses(
+        (status = 204, description = "Deleted."),
+        (status = 400, description = "A bad request: a sender or a name that is not one (a path).", body = ErrorBody),
+        (status = 403, description = "Asked by a caged session (X-Shrooms-Caged).", body = ErrorBody),
+        (status = 404, description = "No such session, or no such file.", body = ErrorBody)))]
+async fn clear_received(Extension(shared): Sh, params: RawPathParams, req: Request) -> Response {
+    let name = name_of(&params);
+    let query = parse_query(req.uri().query().unwrap_or(""));
+    let q = |k: &str| query.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let (from, file) = (q("from").unwrap_or_default(), q("file").unwrap_or_default());
+    operation(&shared, move |shared| {
+        ops::files::clear(&shared.context(), &name, &from, &file)?;
+        Ok(Response::no_content())
+    })
+    .await
+}
+
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct AcceptCagedBody {
@@ -794,7 +954,8 @@ async fn accept_caged(
 
 /// Why a request that carries `X-Shrooms-Caged` is refused before its
 /// route, if it is: every route of serve's that changes something, but a
-/// drop (which the header names the sender of). Routes serve does not have
+/// drop (which the header names the sender of); deleting a received file
+/// is refused too. Routes serve does not have
 /// (A2A's) get serve's own 404.
 ///
 /// Who can send the header: serve answers only its own user's programs
@@ -818,7 +979,7 @@ pub fn caged_refusal(method: &str, path: &str, headers: &HeaderMap) -> Option<Re
                 .zip(&segs)
                 .all(|(w, s)| w.starts_with('{') || w == s)
     })?;
-    if route.1 == "/v1/sessions/{name}/drop" {
+    if route == &("POST", "/v1/sessions/{name}/drop") {
         return None;
     }
     Some(Response::error(
@@ -889,7 +1050,7 @@ async fn build(Extension(shared): Sh, Extension(info): Info, req: Request) -> Re
             path 404; a slow request 408; a busy serve 503."
     ),
     servers((url = "/")),
-    paths(page, harnesses, openapi, list, create, show, remove, move_cage, limits, send, drop_file, accept_caged, build),
+    paths(page, harnesses, openapi, list, create, show, remove, patch_session, move_cage, limits, send, received, drop_file, clear_received, settings, accept_caged, build),
 )]
 pub struct ApiDoc;
 
@@ -1015,7 +1176,7 @@ mod tests {
                 operations += 1;
             }
         }
-        assert_eq!(operations, 13);
+        assert_eq!(operations, 17);
         assert!(
             doc["paths"]["/v1/sessions"]["post"]["responses"]
                 .as_object()
@@ -1132,7 +1293,23 @@ mod tests {
             .cage
             .unwrap()
             .unwrap();
-        assert!(into.choice().nix);
+        assert!(into.choice().unwrap().nix);
+        let sealed = parse(r#"{"cage": {"sealed": true, "conversation": "abc-123"}}"#)
+            .unwrap()
+            .cage
+            .unwrap()
+            .unwrap()
+            .choice()
+            .unwrap();
+        assert_eq!(sealed.conversation.as_deref(), Some("abc-123"));
+        let e = parse(r#"{"cage": {"conversation": "abc-123"}}"#)
+            .unwrap()
+            .cage
+            .unwrap()
+            .unwrap()
+            .choice()
+            .unwrap_err();
+        assert!(e.message.contains("for a sealed cage"), "{e:?}");
         let e = parse(r#"{"cage": {"nix": true, "gpu": 1}}"#).unwrap_err();
         assert!(e.to_string().contains("unknown field `gpu`"), "{e}");
         let e = parse(r#"{"where": null}"#).unwrap_err();

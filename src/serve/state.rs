@@ -38,6 +38,16 @@ pub struct HarnessInfo {
     #[schema(value_type = Option<String>)]
     pub program: Option<PathBuf>,
     pub available: bool,
+    /// What the apps may offer for it.
+    pub caps: Caps,
+}
+
+/// What a harness can do, for the apps.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub struct Caps {
+    /// It asks before a tool runs, so a session can be set to approve on
+    /// its own (`auto_approve`): Claude Code does; pi has no approvals.
+    pub approve: bool,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -176,6 +186,9 @@ fn look(base: &Base, host: Option<Host>) -> Harnesses {
             name,
             available: program.as_ref().is_some_and(|p| p.is_file()),
             program,
+            caps: Caps {
+                approve: name == "claude",
+            },
         }
     };
     let harnesses = vec![harness("claude", &s.claude), harness("pi", &s.pi)];

@@ -21,14 +21,15 @@ use crate::common::*;
 const BEING_BUILT: &str =
     "the image for this session's cage is being built (a few minutes, the first time)";
 
-/// The terminal's words for an image being built: what to look at
-/// meanwhile (`image status`, the build's log), then "run it again".
-fn being_built(line: &str, log: &std::path::Path) -> bool {
-    line == format!(
-        "{BEING_BUILT} (`shrooms-agent image status` shows how it goes, its log {}); run it \
-         again then",
+/// The terminal's words for an image being built: the seed's sentence,
+/// then what to look at meanwhile (`image status`, the build's log) on a
+/// line of its own.
+fn being_built(r: &Run, log: &std::path::Path) -> bool {
+    r.stderr().contains(&format!(
+        "shrooms-agent: error: {BEING_BUILT}; send again then\n`shrooms-agent image status` \
+         shows how it goes, its log {}\n",
         log.display()
-    )
+    ))
 }
 
 static N: AtomicUsize = AtomicUsize::new(0);
@@ -405,7 +406,7 @@ fn our_missing_image_starts_a_build_and_is_refused_with_exit_4() {
         ])
         .code_is(4);
     assert!(
-        being_built(&error_line(&r), &im.w.state.join("images/workbench.log")),
+        being_built(&r, &im.w.state.join("images/workbench.log")),
         "{}",
         r.explain()
     );
@@ -417,7 +418,7 @@ fn our_missing_image_starts_a_build_and_is_refused_with_exit_4() {
         im.w.run(&["cage", "create", &name, "--dir", &dir, "--image", &latest])
             .code_is(4);
     assert!(
-        being_built(&error_line(&r), &im.w.state.join("images/workbench.log")),
+        being_built(&r, &im.w.state.join("images/workbench.log")),
         "{}",
         r.explain()
     );

@@ -515,6 +515,62 @@ fn a_sealed_cage_gets_its_own_conversation_only() {
     assert!(!out.contains("other-456"), "{out}");
 }
 
+/// Over HTTP too: a move into a sealed cage carries the conversation to
+/// keep (`"conversation"`, as `--conversation`), on the machine's token;
+/// an id that is a path, or one for a cage that is not sealed, is refused
+/// and changes nothing.
+#[test]
+fn a_move_over_http_into_a_sealed_cage_carries_its_conversation() {
+    let w = World::new();
+    let token = token_file(&w);
+    w.write_config(&format!("sealed_token = \"{}\"", token.display()));
+    let name = w.session("httpseal");
+    let project = w.dir(&format!("projects/{name}"));
+    let folder = claude_folder(&project);
+    w.create(&name, &project, &[]);
+    let host_conv = w.home.join(".claude/projects").join(&folder);
+    fs::create_dir_all(&host_conv).unwrap();
+    fs::write(host_conv.join("conv-1.jsonl"), "{\"turn\":1}\n").unwrap();
+    fs::write(host_conv.join("conv-2.jsonl"), "other\n").unwrap();
+    let s = w.serve(&[], &[]);
+    let url = format!("{}/v1/sessions/{name}/cage", s.url);
+    let before = w.record(&name);
+    for (body, says) in [
+        (
+            r#"{"cage": {"sealed": true, "conversation": "../../.ssh/id"}}"#,
+            "not a conversation id",
+        ),
+        (
+            r#"{"cage": {"conversation": "conv-1"}}"#,
+            "for a sealed cage",
+        ),
+        (
+            r#"{"cage": {"sealed": true, "conversation": "nope"}}"#,
+            "no conversation",
+        ),
+    ] {
+        let r = post(&url, body).is(400);
+        assert!(r.error().contains(says), "{body}: {r:#?}");
+    }
+    assert_eq!(w.record(&name), before);
+    let moved = post(
+        &url,
+        r#"{"cage": {"sealed": true, "conversation": "conv-1"}}"#,
+    )
+    .is(200)
+    .json();
+    assert!(moved["cage"]["sealed"].is_object(), "{moved:#}");
+    let out = w
+        .sh(
+            &name,
+            &format!("ls /root/.claude/projects/{folder}; cat /root/.claude/projects/{folder}/conv-1.jsonl"),
+        )
+        .ok()
+        .stdout();
+    assert!(out.contains("{\"turn\":1}"), "{out}");
+    assert!(!out.contains("conv-2"), "{out}");
+}
+
 /// A session moved into a sealed cage (the same spec as `create --sealed`)
 /// keeps its conversation, and nothing else of the user's comes along.
 #[test]

@@ -456,7 +456,13 @@ fn each_status_code_has_its_error_case() {
        "cage": {{"image": "{repo}:desktop", "github": true}}}}"#
     );
     let r = post(&format!("{}/v1/sessions", s2.url), &seed).is(503);
-    assert!(r.error().contains("is being built"), "{r:#?}");
+    // The seed's sentence, word for word: no path of the machine.
+    assert_eq!(
+        r.error(),
+        "the image for this session's cage is being built (a few minutes, the first time); \
+         send again then",
+        "{r:#?}"
+    );
     assert_eq!(r.header("retry-after"), Some("30"), "{r:#?}");
     assert!(!w.record_path(&webapp).exists());
     // POST /v1/images/build: 202, a build started or running.
@@ -2052,4 +2058,231 @@ fn another_user_cannot_drive_a_rootless_serve_without_a_token() {
         "{}",
         s.log_text()
     );
+}
+
+/// The apps' requests, as they send them, get the apps' answers: settings
+/// by `POST .../settings` and `PATCH /v1/sessions/{name}` (each field
+/// alone, unknown fields 400, the session object back, `accept-caged`
+/// still an alias, a change through a cage's socket refused), a refused
+/// sender dismissed without being allowed, received files listed and
+/// deleted (a path refused, a caged caller refused), `caps` in the
+/// harnesses; and the CLI's `files ignore`, `files received`, `files clear`.
+#[test]
+fn the_apps_requests_get_the_apps_answers() {
+    let w = World::new();
+    w.write_config("machine_name = \"alpha\"");
+    let name = w.session("inbox");
+    let dir = w.dir("inbox-project");
+    w.create(&name, &dir, &[]);
+    let s = w.serve(&[], &[]);
+    let u = &s.url;
+    let one = format!("{u}/v1/sessions/{name}");
+    let settings = format!("{one}/settings");
+
+    // GET /v1/harnesses: caps.approve, true for claude, false for pi.
+    let h = get(&format!("{u}/v1/harnesses")).is(200).json();
+    let caps: Vec<(&str, bool)> = h["harnesses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            (
+                x["name"].as_str().unwrap(),
+                x["caps"]["approve"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(caps, [("claude", true), ("pi", false)], "{h:#}");
+
+    // Each field alone, by POST .../settings: the session object back,
+    // the record changed.
+    let shown = post(&settings, r#"{"accept_caged": false}"#).is(200).json();
+    assert_eq!(shown["name"], name.as_str(), "{shown:#}");
+    assert_eq!(shown["accept_caged"], false, "{shown:#}");
+    assert_eq!(w.record(&name)["accept_caged"], false);
+    let shown = post(&settings, r#"{"auto_approve": true}"#).is(200).json();
+    assert_eq!(shown["auto_approve"], true, "{shown:#}");
+    let shown = post(&settings, r#"{"starred": true}"#).is(200).json();
+    assert_eq!(shown["starred"], true, "{shown:#}");
+    assert_eq!(w.record(&name)["starred"], true);
+    let shown = post(
+        &settings,
+        r#"{"accept_files_from": ["alpha/writer", "beta/*"]}"#,
+    )
+    .is(200)
+    .json();
+    assert_eq!(
+        shown["files"]["allow"],
+        serde_json::json!(["alpha/writer", "beta/*"]),
+        "{shown:#}"
+    );
+    // The answer is the session object, as GET gives it.
+    assert_eq!(shown, get(&one).is(200).json());
+    // PATCH /v1/sessions/{name}, the same fields.
+    let shown = http(
+        "PATCH",
+        &one,
+        Some(r#"{"auto_approve": false, "starred": false}"#),
+        &[],
+    )
+    .is(200)
+    .json();
+    assert_eq!(shown["auto_approve"], false, "{shown:#}");
+    assert_eq!(shown["starred"], false, "{shown:#}");
+    assert_eq!(w.record(&name)["auto_approve"], false);
+    // The alias still answers.
+    let r = post(&format!("{one}/accept-caged"), r#"{"accept_caged": true}"#)
+        .is(200)
+        .json();
+    assert_eq!(r["accept_caged"], true, "{r:#}");
+    // Unknown fields, a bad sender: 400, nothing changed.
+    let before = w.record(&name);
+    for (method, body, says) in [
+        (
+            "POST",
+            r#"{"starred": true, "pinned": true}"#,
+            "unknown field `pinned`",
+        ),
+        ("PATCH", r#"{"gpu": 1}"#, "unknown field `gpu`"),
+        (
+            "POST",
+            r#"{"accept_files_from": ["../x"]}"#,
+            "accept_files_from",
+        ),
+        (
+            "PATCH",
+            r#"{"ignore_file_request": "alpha/*"}"#,
+            "ignore_file_request",
+        ),
+    ] {
+        let url = if method == "POST" { &settings } else { &one };
+        let r = http(method, url, Some(body), &[]).is(400);
+        assert!(r.error().contains(says), "{body}: {r:#?}");
+    }
+    assert_eq!(w.record(&name), before);
+    // A change through a cage's socket (X-Shrooms-Caged) is refused, and
+    // so is deleting a received file.
+    let caged = [("x-shrooms-caged", "other")];
+    http("POST", &settings, Some(r#"{"starred": true}"#), &caged).is(403);
+    http("PATCH", &one, Some(r#"{"starred": true}"#), &caged).is(403);
+    http(
+        "DELETE",
+        &format!("{one}/drop?from=alpha/writer&file=a.txt"),
+        None,
+        &caged,
+    )
+    .is(403);
+    assert_eq!(w.record(&name), before);
+    // 404 for a session that is not there.
+    let r = post(&format!("{u}/v1/sessions/nobody-here/settings"), "{}").is(404);
+    assert!(r.error().contains("nobody-here"), "{r:#?}");
+
+    // Drops: one taken, one refused (and remembered).
+    let drop = |from: &str, file: &str, body: &str| {
+        raw(
+            s.port,
+            format!(
+                "POST /v1/sessions/{name}/drop?name={file}&note=hi HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+                 X-Shrooms-From-Session: {from}\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+            Duration::from_secs(15),
+        )
+    };
+    let answer = drop("writer", "a.txt", "hello");
+    assert!(answer.starts_with("HTTP/1.1 201 "), "{answer}");
+    let answer = drop("stranger", "b.txt", "nope");
+    assert!(answer.starts_with("HTTP/1.1 403 "), "{answer}");
+    let refused = get(&one).json()["files"]["refused"].clone();
+    assert_eq!(refused[0]["from"], "alpha/stranger", "{refused:#}");
+
+    // Dismissed without being allowed: off the refused list, not on the
+    // allow list, and its next drop refused again.
+    let shown = post(&settings, r#"{"ignore_file_request": "alpha/stranger"}"#)
+        .is(200)
+        .json();
+    assert_eq!(
+        shown["files"]["refused"],
+        serde_json::json!([]),
+        "{shown:#}"
+    );
+    assert_eq!(
+        shown["files"]["allow"],
+        serde_json::json!(["alpha/writer", "beta/*"]),
+        "{shown:#}"
+    );
+    assert!(drop("stranger", "b.txt", "nope").starts_with("HTTP/1.1 403 "));
+    // The CLI's way: `files ignore`.
+    let list = w
+        .run(&["files", "ignore", &name, "alpha/stranger", "--json"])
+        .ok()
+        .json();
+    assert_eq!(list["refused"], serde_json::json!([]), "{list:#}");
+
+    // GET .../drop: what arrived (the note beside it is not a file of its
+    // own), as `files received` lists it.
+    let listed = get(&format!("{one}/drop")).is(200).json();
+    assert_eq!(
+        listed["files"],
+        serde_json::json!([{"from": "alpha/writer", "name": "a.txt", "size": 5}]),
+        "{listed:#}"
+    );
+    let cli = w.run(&["files", "received", &name, "--json"]).ok().json();
+    assert_eq!(cli, listed);
+    let text = w.run(&["files", "received", &name]).ok().stdout();
+    assert!(text.contains("alpha/writer  5  a.txt"), "{text}");
+
+    // DELETE .../drop: a path, a hidden name, a bad sender refused (400);
+    // a file not there 404; the file 204, its note with it.
+    let folder = w
+        .state
+        .join("uploads")
+        .join(&name)
+        .join("drop/from-alpha_writer");
+    let outside = w.state.join("uploads").join(&name).join("drop/keep.txt");
+    fs::write(&outside, "keep").unwrap();
+    for q in [
+        "from=alpha/writer&file=..%2Fkeep.txt",
+        "from=alpha/writer&file=..",
+        "from=alpha/writer&file=.lock",
+        "from=alpha%2F..&file=a.txt",
+        "from=alpha/writer",
+    ] {
+        let r = http("DELETE", &format!("{one}/drop?{q}"), None, &[]).is(400);
+        assert!(!r.error().is_empty(), "{q}");
+    }
+    assert!(outside.exists());
+    http(
+        "DELETE",
+        &format!("{one}/drop?from=alpha/writer&file=zzz.txt"),
+        None,
+        &[],
+    )
+    .is(404);
+    assert!(folder.join("a.txt").exists() && folder.join("a.txt.note").exists());
+    let r = http(
+        "DELETE",
+        &format!("{one}/drop?from=alpha%2Fwriter&file=a.txt"),
+        None,
+        &[],
+    )
+    .is(204);
+    assert!(r.body.is_empty(), "{r:#?}");
+    assert!(!folder.join("a.txt").exists());
+    assert!(!folder.join("a.txt.note").exists());
+    let listed = get(&format!("{one}/drop")).is(200).json();
+    assert_eq!(listed["files"], serde_json::json!([]), "{listed:#}");
+
+    // The CLI's `files clear`, and its refusal of a path (exit 2, nothing gone).
+    assert!(drop("writer", "c.txt", "again").starts_with("HTTP/1.1 201 "));
+    let bad = w.run(&["files", "clear", &name, "alpha/writer", "../keep.txt"]);
+    assert_eq!(bad.code(), 2, "{}", bad.explain());
+    assert!(outside.exists());
+    let left = w
+        .run(&["files", "clear", &name, "alpha/writer", "c.txt", "--json"])
+        .ok()
+        .json();
+    assert_eq!(left["files"], serde_json::json!([]), "{left:#}");
+    assert!(!folder.join("c.txt").exists());
 }
