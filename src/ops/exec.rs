@@ -193,6 +193,11 @@ pub fn is_uncaged(ctx: &Context, name: &str) -> Result<bool> {
 }
 
 pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Result<Prepared<'a>> {
+    // A killed turn's cage is stopped first: this turn starts it afresh,
+    // without what the dead one left running in it.
+    if let Ok(record) = ctx.store.load(name) {
+        reap_dead_turn(ctx, &record);
+    }
     let (lock, record) = ctx.store.lock_and_load(name)?;
     lock.note(match what {
         What::Command(_) | What::Shell => "exec",

@@ -6,6 +6,8 @@
 //! free; after a signal that can be caught, the terminal's modes are back
 //! as they were before podman put it in raw mode. The next round's `cage
 //! exec` on the same session is refused if the session was left busy.
+//! And a turn whose process and watcher are both SIGKILLed has its cage
+//! stopped by the next command that looks at the session, or by serve.
 
 use std::fs::File;
 use std::io::Read;
@@ -400,6 +402,19 @@ fn dead_turn(w: &World) {
         shown.stderr().contains(&format!("stopped {container}")),
         "cage show did not say it stopped the cage: {}",
         shown.explain()
+    );
+    // The next turn stops it first, and starts the cage afresh.
+    kill_turn_and_watcher(w, &name, &secs);
+    let again = w.run(&["cage", "exec", &name, "--", "echo", "again"]).ok();
+    assert_eq!(again.stdout(), "again\n");
+    assert!(
+        again.stderr().contains(&format!("stopped {container}")),
+        "cage exec did not stop the dead turn's cage: {}",
+        again.explain()
+    );
+    assert!(
+        !sleeping_inside(&format!("sleep {secs}")),
+        "the dead turn's command lived on"
     );
     // Said once: the marker is gone, and a cage started again stays up.
     w.run(&["cage", "start", &name]).ok();
