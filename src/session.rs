@@ -636,6 +636,7 @@ impl Store {
         remove_file_if_there(&self.record_path(name))?;
         remove_file_if_there(&self.history_path(name))?;
         remove_file_if_there(&self.record_lock_path(name))?;
+        remove_file_if_there(&self.turn_marker(name))?;
         remove_file_if_there(&self.lock_path(name))
     }
 
@@ -799,6 +800,51 @@ impl Store {
         }
         let text = fs::read_to_string(self.lock_path(name)).unwrap_or_default();
         Ok(Some(Busy::parse(&text)))
+    }
+
+    /// The turn marker: made (under the session's lock) before a turn's
+    /// cage starts, removed once the turn or its watcher stopped the cage.
+    /// Named with `@`, as the record's lock, so no session's file is it.
+    pub fn turn_marker(&self, name: &str) -> PathBuf {
+        self.sessions_dir().join(format!("{name}@turn"))
+    }
+
+    /// The sessions that have a turn's marker now (live turns, dead ones).
+    pub fn turn_markers(&self) -> Vec<String> {
+        let Ok(entries) = fs::read_dir(self.sessions_dir()) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_str()?.strip_suffix("@turn")?.to_string();
+                validate_name(&name).is_ok().then_some(name)
+            })
+            .collect()
+    }
+
+    /// A turn whose holders all died: its marker is there and nobody holds
+    /// the session's lock (the turn's process and its watcher both hold it
+    /// while the turn runs, and the kernel lets go when both are gone).
+    /// Then the session's lock, taken, for the caller to stop the cage and
+    /// remove the marker; None otherwise (no marker, or the lock is held).
+    /// A cage started by `cage start` has no marker.
+    pub fn dead_turn(&self, name: &str) -> Result<Option<SessionLock>> {
+        validate_name(name)?;
+        let marker = self.turn_marker(name);
+        if !marker.exists() {
+            return Ok(None);
+        }
+        match crate::lock::try_take_past_probes(&self.lock_path(name))? {
+            // Looked at again under the lock: a turn that ended cleanly
+            // in between removed it.
+            Some(file) if marker.exists() => {
+                let lock = SessionLock { _file: file };
+                lock.note("stop");
+                Ok(Some(lock))
+            }
+            _ => Ok(None),
+        }
     }
 
     /// Take the session's lock, or fail at once with `Busy`: a command that
@@ -1200,6 +1246,27 @@ mod tests {
             store.load("a").unwrap_err().kind,
             crate::error::Kind::NotFound
         );
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A turn's marker means a dead turn only once nobody holds the lock:
+    /// no marker (a cage `cage start` started), or a live holder, is none.
+    #[test]
+    fn a_dead_turn_is_a_marker_with_a_free_lock() {
+        let (store, dir) = temp_store();
+        store.ensure().unwrap();
+        store.save(&record("a")).unwrap();
+        let held = store.lock("a").unwrap();
+        assert!(store.dead_turn("a").unwrap().is_none(), "no marker");
+        write_atomic(&store.turn_marker("a"), b"", 0o600).unwrap();
+        assert!(store.dead_turn("a").unwrap().is_none(), "a live turn");
+        assert_eq!(store.turn_markers(), vec!["a".to_string()]);
+        drop(held);
+        let taken = store.dead_turn("a").unwrap().expect("a dead turn");
+        assert!(store.lock_held("a").unwrap(), "its lock is taken");
+        drop(taken);
+        store.remove("a").unwrap();
+        assert!(!store.turn_marker("a").exists(), "rm leaves the marker");
         fs::remove_dir_all(dir).unwrap();
     }
 

@@ -10,7 +10,10 @@
 //! the hidden `cage watch-turn`) sees our end of a pipe close and stops it.
 //! The watcher holds the session's lock too (the same open file
 //! description), so no other command can take the session until the cage
-//! is stopped.
+//! is stopped. Should both die (each SIGKILLed), the turn's marker, made
+//! before the cage starts and removed once it is stopped, is left with
+//! nobody holding the lock: the next command that looks at the session, or
+//! serve, stops the cage then ([`stop_dead_turn`]).
 
 use std::path::PathBuf;
 
@@ -63,6 +66,9 @@ pub struct Prepared<'a> {
     process: Process,
     /// Stops the cage if this process dies without doing so.
     watcher: Watcher,
+    /// The turn's marker (`Store::turn_marker`), removed once the cage is
+    /// stopped.
+    marker: PathBuf,
     /// Served until the turn ends (dropped after the cage is stopped, and
     /// before the lock: the turn's line goes into the history under it).
     _gateway: crate::gateway::Gateway,
@@ -187,6 +193,11 @@ pub fn is_uncaged(ctx: &Context, name: &str) -> Result<bool> {
 }
 
 pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Result<Prepared<'a>> {
+    // A killed turn's cage is stopped first: this turn starts it afresh,
+    // without what the dead one left running in it.
+    if let Ok(record) = ctx.store.load(name) {
+        reap_dead_turn(ctx, &record);
+    }
     let (lock, record) = ctx.store.lock_and_load(name)?;
     lock.note(match what {
         What::Command(_) | What::Shell => "exec",
@@ -243,7 +254,15 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
         )?),
         _ => None,
     };
-    let watcher = start_watcher(ctx, &host.podman, &record.name, &cage.container, &lock)?;
+    let marker = ctx.store.turn_marker(&record.name);
+    session::write_atomic(&marker, b"", 0o600)?;
+    let watcher = match start_watcher(ctx, &host.podman, &record.name, &cage.container, &lock) {
+        Ok(w) => w,
+        Err(e) => {
+            let _ = session::remove_file_if_there(&marker);
+            return Err(e);
+        }
+    };
     let pid = ensure_running(ctx, host, &record)?;
     // The model gateway, served by this process for as long as the turn
     // runs (dropped with `Prepared`); the env file is written once its
@@ -267,6 +286,9 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
         Ok(g) => g,
         Err(e) => {
             let stopped = host.podman.stop(&cage.container).is_ok();
+            if stopped {
+                let _ = session::remove_file_if_there(&marker);
+            }
             watcher.finish(stopped);
             return Err(Error::failed(format!(
                 "{}; the cage was stopped again",
@@ -280,6 +302,9 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
         Err(e) => {
             drop(gateway);
             let stopped = host.podman.stop(&cage.container).is_ok();
+            if stopped {
+                let _ = session::remove_file_if_there(&marker);
+            }
             watcher.finish(stopped);
             return Err(Error::failed(format!(
                 "{}; the cage was stopped again",
@@ -329,6 +354,7 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
         container: cage.container.clone(),
         process: host.podman.process(&args),
         watcher,
+        marker,
         _gateway: gateway,
         _socket: socket,
         _lock: lock,
@@ -494,6 +520,9 @@ impl Prepared<'_> {
         let end = TurnSignals::catch()
             .and_then(|signals| self.process.turn(&signals, Terminal::save().as_ref()));
         let stop_error = self.host.podman.stop(&self.container).err();
+        if stop_error.is_none() {
+            let _ = session::remove_file_if_there(&self.marker);
+        }
         self.watcher.finish(stop_error.is_none());
         let code = match end? {
             TurnEnd::Exited(code) => code,
@@ -505,6 +534,48 @@ impl Prepared<'_> {
             stop_error,
             resume,
         })
+    }
+}
+
+/// Stop the cage of a turn whose process and watcher both died (both
+/// SIGKILLed: nothing was left to stop it), and remove its marker. Some
+/// line saying so when the cage was running; None when there was no such
+/// turn (a cage `cage start` started has no marker, a live turn holds the
+/// lock).
+pub fn stop_dead_turn(ctx: &Context, record: &session::Record) -> Result<Option<String>> {
+    let Some(cage) = &record.cage else {
+        return Ok(None);
+    };
+    let Some(_lock) = ctx.store.dead_turn(&record.name)? else {
+        return Ok(None);
+    };
+    let podman = &ctx.host_for_session()?.podman;
+    let running = podman
+        .container(&cage.container)?
+        .is_some_and(|c| c.running);
+    if running {
+        podman.stop(&cage.container)?;
+    }
+    session::remove_file_if_there(&ctx.store.turn_marker(&record.name))?;
+    Ok(running.then(|| {
+        format!(
+            "stopped {}: the turn on session {} ended without stopping it (its process and its \
+             watcher were killed)",
+            cage.container, record.name
+        )
+    }))
+}
+
+/// [`stop_dead_turn`], its line said on stderr (a failure too: the
+/// command that looked goes on).
+pub fn reap_dead_turn(ctx: &Context, record: &session::Record) {
+    match stop_dead_turn(ctx, record) {
+        Ok(Some(line)) => crate::output::warnings(&[line]),
+        Ok(None) => {}
+        Err(e) => crate::output::warnings(&[format!(
+            "session {}'s turn ended without stopping its cage, which could not be stopped: {}",
+            record.name, e.message
+        )]),
     }
 }
 
@@ -590,7 +661,10 @@ pub fn watch(ctx: &Context, req: &WatchRequest) -> Result<Watched> {
     let mut tries = 0;
     loop {
         match podman.stop(&req.container) {
-            Ok(()) => return Ok(Watched::Stopped { signal }),
+            Ok(()) => {
+                let _ = session::remove_file_if_there(&ctx.store.turn_marker(&req.session));
+                return Ok(Watched::Stopped { signal });
+            }
             Err(e) if tries >= 2 => return Err(e),
             Err(_) => {
                 tries += 1;

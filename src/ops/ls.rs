@@ -43,6 +43,13 @@ pub struct Listing {
 
 pub fn ls(ctx: &Context) -> Result<Listing> {
     let (records, damaged) = ctx.store.list_readable()?;
+    // A turn killed with its watcher left its cage running: stopped
+    // before the cages are listed.
+    if ctx.host().is_ok() {
+        for r in &records {
+            super::exec::reap_dead_turn(ctx, r);
+        }
+    }
     // Without podman the sessions are still listed, their state unknown: a
     // caged session can still be taken out of its cage there.
     let (ps, volumes, enforced) = match ctx.host() {

@@ -184,6 +184,7 @@ impl Seen {
 
 pub fn show(ctx: &Context, name: &str) -> Result<Session> {
     let record = ctx.store.load(name)?;
+    super::exec::reap_dead_turn(ctx, &record);
     let busy = ctx.store.busy(name)?;
     let (seen, shared_path) = match &record.cage {
         None => (Seen::missing(), None),

@@ -12,6 +12,12 @@ pub struct Started {
 }
 
 pub fn start(ctx: &Context, name: &str) -> Result<Started> {
+    // A cage a killed turn left running has its marker still: stopped and
+    // the marker gone, so that the cage started here is not taken for the
+    // turn's later.
+    if let Ok(record) = ctx.store.load(name) {
+        super::exec::reap_dead_turn(ctx, &record);
+    }
     let (_lock, record) = ctx.store.lock_and_load(name)?;
     _lock.note("start");
     let cage = cage_of(&record)?;

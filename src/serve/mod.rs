@@ -239,6 +239,7 @@ pub fn run(ctx: Context, token_file: Option<&Path>) -> Result<()> {
     let live = state
         .host()
         .map(|h| live::Live::start(h.podman.clone(), stop.clone()));
+    stop_dead_turns(base.clone(), state.clone(), stop.clone());
     let listening = runtime
         .block_on(tokio::net::TcpListener::bind(addr))
         .map_err(|e| Error::failed(format!("listening on {addr}: {e}")))
@@ -290,6 +291,35 @@ pub fn run(ctx: Context, token_file: Option<&Path>) -> Result<()> {
     let _ = state_thread.join();
     eprintln!("shrooms-agent serve: stopped");
     Ok(())
+}
+
+/// How often serve looks for turns that died with their watchers.
+const DEAD_TURNS_EVERY: Duration = Duration::from_secs(2);
+
+/// Stop the cages of turns whose process and watcher were both killed
+/// (`ops::exec::stop_dead_turn`), every [`DEAD_TURNS_EVERY`], for as long
+/// as serve runs: nobody else may look at the session for days. Only the
+/// sessions with a turn's marker are looked at (one listing of a folder).
+fn stop_dead_turns(base: Arc<Base>, state: Arc<state::State>, stop: Arc<AtomicBool>) {
+    let looking = std::thread::Builder::new()
+        .name("serve-turns".into())
+        .spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                std::thread::sleep(DEAD_TURNS_EVERY);
+                let Some(host) = state.host() else {
+                    continue;
+                };
+                let ctx = base.context(Some(host));
+                for name in ctx.store.turn_markers() {
+                    if let Ok(r) = ctx.store.load(&name) {
+                        crate::ops::exec::reap_dead_turn(&ctx, &r);
+                    }
+                }
+            }
+        });
+    if let Err(e) = looking {
+        eprintln!("shrooms-agent serve: no thread to stop the cages of killed turns: {e}");
+    }
 }
 
 /// `$XDG_RUNTIME_DIR/shrooms-agent/serve-PORT.sock`, when the

@@ -6,6 +6,8 @@
 //! free; after a signal that can be caught, the terminal's modes are back
 //! as they were before podman put it in raw mode. The next round's `cage
 //! exec` on the same session is refused if the session was left busy.
+//! And a turn whose process and watcher are both SIGKILLed has its cage
+//! stopped by the next command that looks at the session, or by serve.
 
 use std::fs::File;
 use std::io::Read;
@@ -325,4 +327,126 @@ fn rootless_the_cage_stops_however_the_turns_process_ends() {
             End::CloseTerminal,
         ],
     );
+}
+
+/// Is `sleep N` running in the cage (its own process, not the command
+/// lines that name it)?
+fn sleeping_inside(inside: &str) -> bool {
+    cmdlines_containing(inside)
+        .iter()
+        .any(|(_, t)| t.trim_end() == inside)
+}
+
+/// Start a turn (`cage exec S -- sleep N`) and SIGKILL its watcher, then
+/// its process: nothing is left to stop the cage, which still runs (with
+/// no gateway and no socket) until something looks at the session.
+fn kill_turn_and_watcher(w: &World, session: &str, secs: &str) {
+    let inside = format!("sleep {secs}");
+    let watcher = format!("watch-turn --session {session} ");
+    let pty = Pty::open();
+    let mut holder = start_holder(w, session, secs, &pty, false);
+    let started = Instant::now();
+    while !sleeping_inside(&inside) || cmdlines_containing(&watcher).is_empty() {
+        assert!(
+            holder.try_wait().unwrap().is_none(),
+            "the turn ended by itself"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the turn did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The watcher first: killed second, it would see the turn's process
+    // go and stop the cage itself.
+    for (pid, _) in cmdlines_containing(&watcher) {
+        // SAFETY: kill(2) of the watcher this test's turn started.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    }
+    while !cmdlines_containing(&watcher).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(70),
+            "the watcher lived on"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+}
+
+/// A turn whose process and watcher were both killed leaves its cage
+/// running; the next command that looks at the session (`cage show`)
+/// stops it and says so, and serve does within a few seconds. A cage
+/// `cage start` started is left running by both.
+fn dead_turn(w: &World) {
+    let name = w.session("deadturn");
+    let dir = std::fs::canonicalize(w.dir("deadturn-project")).unwrap();
+    w.create(&name, &dir, &[]);
+    let container = w.container(&name);
+    let secs = format!("{}", 300_000 + u32::from(w.agent_port));
+    w.run(&["cage", "start", &name]).ok();
+    w.run(&["cage", "ls"]).ok();
+    assert!(running(w, &container), "cage ls stopped a started cage");
+
+    kill_turn_and_watcher(w, &name, &secs);
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(lock_free(w, &name), "the session's lock is still held");
+    assert!(running(w, &container), "the cage was stopped already");
+    let shown = w.run(&["cage", "show", &name]).ok();
+    assert!(
+        !running(w, &container),
+        "cage show left the dead turn's cage running: {}",
+        shown.explain()
+    );
+    assert!(
+        shown.stderr().contains(&format!("stopped {container}")),
+        "cage show did not say it stopped the cage: {}",
+        shown.explain()
+    );
+    // The next turn stops it first, and starts the cage afresh.
+    kill_turn_and_watcher(w, &name, &secs);
+    let again = w.run(&["cage", "exec", &name, "--", "echo", "again"]).ok();
+    assert_eq!(again.stdout(), "again\n");
+    assert!(
+        again.stderr().contains(&format!("stopped {container}")),
+        "cage exec did not stop the dead turn's cage: {}",
+        again.explain()
+    );
+    assert!(
+        !sleeping_inside(&format!("sleep {secs}")),
+        "the dead turn's command lived on"
+    );
+    // Said once: the marker is gone, and a cage started again stays up.
+    w.run(&["cage", "start", &name]).ok();
+    let listed = w.run(&["cage", "ls"]).ok();
+    assert!(!listed.stderr().contains("stopped"), "{}", listed.explain());
+    assert!(running(w, &container), "cage ls stopped a started cage");
+
+    let serve = w.serve(&[], &[]);
+    kill_turn_and_watcher(w, &name, &secs);
+    let t0 = Instant::now();
+    // Its line comes once `podman stop` has returned.
+    while running(w, &container) || !serve.log_text().contains(&format!("stopped {container}")) {
+        assert!(
+            t0.elapsed() < WITHIN,
+            "serve did not stop the dead turn's cage (running: {}); its log:\n{}",
+            running(w, &container),
+            serve.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        !sleeping_inside(&format!("sleep {secs}")),
+        "the command inside survived"
+    );
+}
+
+#[test]
+fn a_turn_killed_with_its_watcher_is_stopped_by_the_next_look() {
+    dead_turn(&World::new());
+}
+
+#[test]
+fn rootless_a_turn_killed_with_its_watcher_is_stopped_by_the_next_look() {
+    dead_turn(&World::rootless());
 }
