@@ -9,10 +9,14 @@ use std::path::Path;
 use crate::common::*;
 
 /// git on the machine, as the world's user, with no config of the user's
-/// or the system's: only the repository's own.
+/// or the system's: only the repository's own. The project is marked safe
+/// (`safe.directory`): as root, a rootful cage's project belongs to the
+/// cage's own uid (README, "As root"), and git would otherwise refuse to
+/// read that repository's config and hooks at all; a user who trusts it
+/// that way is the case where a planted hook would run.
 fn host_git(w: &World, project: &Path, args: &[&str]) -> std::process::Output {
     let p = project.to_string_lossy().into_owned();
-    let mut all = vec!["-C", p.as_str()];
+    let mut all = vec!["-c", "safe.directory=*", "-C", p.as_str()];
     all.extend_from_slice(args);
     as_user(
         w.user,
