@@ -528,6 +528,31 @@ pub fn start_rebuild(ctx: &Context, stage: Stage, name: &str) -> String {
     }
 }
 
+/// The machine's image, when it is ours and older than this program's
+/// Containerfile, built again in the background, as the seed's agent does
+/// at its start (serve calls this once as it starts): the old image serves
+/// until the new one is ready. Returns what it did, when it started one.
+/// A missing image, or a rebuild that already failed with the same inputs
+/// (the same would fail again), is left to the next `cage create`, which
+/// reports it.
+pub fn rebuild_if_stale(ctx: &Context, host: &Host) -> Result<Option<String>> {
+    let f = facts_for_cage(ctx, host, &ctx.settings.image)?;
+    let hash = workbench::embedded_hash();
+    let decision = workbench::for_cage(&f.status, &f.record, &hash, f.base_key.as_deref());
+    let failed_before = f.record.failed_with(&hash, f.base_key.as_deref()).is_some();
+    let (ForCage::UseAndRebuild, Some(stage), Some(_), false) =
+        (decision, f.stage, f.inspect, failed_before)
+    else {
+        return Ok(None);
+    };
+    rebuild_in_background(&Dir::of(ctx), stage)?;
+    Ok(Some(format!(
+        "the image {} is older than this shrooms-agent's Containerfile: it is being built \
+         again in the background, and the old one serves until it is ready",
+        f.name
+    )))
+}
+
 /// A stale image of ours: build it again from the embedded Containerfile,
 /// unless a build runs already.
 fn rebuild_in_background(dir: &Dir, stage: Stage) -> Result<()> {

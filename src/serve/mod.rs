@@ -240,6 +240,7 @@ pub fn run(ctx: Context, token_file: Option<&Path>) -> Result<()> {
         .host()
         .map(|h| live::Live::start(h.podman.clone(), stop.clone()));
     stop_dead_turns(base.clone(), state.clone(), stop.clone());
+    rebuild_a_stale_image(base.clone(), state.host());
     let listening = runtime
         .block_on(tokio::net::TcpListener::bind(addr))
         .map_err(|e| Error::failed(format!("listening on {addr}: {e}")))
@@ -300,6 +301,23 @@ const DEAD_TURNS_EVERY: Duration = Duration::from_secs(2);
 /// (`ops::exec::stop_dead_turn`), every [`DEAD_TURNS_EVERY`], for as long
 /// as serve runs: nobody else may look at the session for days. Only the
 /// sessions with a turn's marker are looked at (one listing of a folder).
+/// The machine's image, ours and stale, is built again when serve starts
+/// (README, "Images"), in the background: serve listens meanwhile.
+fn rebuild_a_stale_image(base: Arc<Base>, host: Option<Host>) {
+    let Some(host) = host else { return };
+    std::thread::spawn(move || {
+        let ctx = base.context(Some(host.clone()));
+        match crate::ops::image::rebuild_if_stale(&ctx, &host) {
+            Ok(Some(said)) => eprintln!("shrooms-agent serve: {said}"),
+            Ok(None) => {}
+            Err(e) => eprintln!(
+                "shrooms-agent serve: could not look at the machine's image: {}",
+                e.message
+            ),
+        }
+    });
+}
+
 fn stop_dead_turns(base: Arc<Base>, state: Arc<state::State>, stop: Arc<AtomicBool>) {
     let looking = std::thread::Builder::new()
         .name("serve-turns".into())

@@ -1012,6 +1012,54 @@ fn a_stale_image_serves_while_it_is_built_again() {
     );
 }
 
+/// The machine's image, ours and stale, is built again when serve starts,
+/// as the seed's agent does at its start, not only at the next create; a
+/// current one is left alone.
+#[test]
+fn serve_starts_the_rebuild_of_a_stale_image_of_ours() {
+    let im = Images::new();
+    let latest = im.name("workbench");
+    // Ours by name, without the label: stale; and the machine's image.
+    let out = im.w.podman(&["tag", IMAGE, &latest]);
+    assert!(out.status.success(), "{}", show_output(&out));
+    let config = std::fs::read_to_string(&im.w.config).unwrap().replace(
+        &format!("image = \"{IMAGE}\""),
+        &format!("image = \"{latest}\""),
+    );
+    std::fs::write(&im.w.config, config).unwrap();
+    let serve = im.w.serve(&[], &[]);
+    let said = format!(
+        "the image {latest} is older than this shrooms-agent's Containerfile: it is being built \
+         again in the background"
+    );
+    let end = Instant::now() + Duration::from_secs(30);
+    while !serve.log_text().contains(&said) {
+        assert!(
+            Instant::now() < end,
+            "serve did not start the rebuild:\n{}",
+            serve.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // It ran (from the embedded Containerfile, which fails here: the
+    // world's mirror is a closed port), and the old image is still there.
+    let e = im.wait_built("workbench", Duration::from_secs(60));
+    assert_eq!(e["present"], true, "{e:#}");
+    assert!(im.record("workbench")["error"].is_string(), "{e:#}");
+    drop(serve);
+    // The same inputs would fail the same way: the next serve starts no
+    // build, and leaves the failure for the next create to report.
+    let before = im.record("workbench");
+    let serve = im.w.serve(&[], &[]);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        !serve.log_text().contains("built again"),
+        "{}",
+        serve.log_text()
+    );
+    assert_eq!(im.record("workbench"), before);
+}
+
 /// `image build --wait --containerfile FILE` on a terminal ([`on_terminal`]).
 fn build_on_terminal(w: &World, containerfile: &Path) -> Run {
     on_terminal(
