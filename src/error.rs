@@ -116,8 +116,10 @@ pub enum Next {
     /// the config file these words name.
     OtherImage { config: String },
     /// Both: the same request later, or another image now (our image is
-    /// being built again after a build that failed, and may fail again).
-    AgainOrOtherImage { config: String },
+    /// being built again after a build that failed, and may fail again);
+    /// what to look at meanwhile for a person at the terminal only, as
+    /// with `AgainWithHint`.
+    AgainOrOtherImage { config: String, hint: String },
 }
 
 /// Who an error is worded for.
@@ -234,11 +236,17 @@ impl Error {
                 self.message,
                 other_image(config)
             ),
-            Some(Next::AgainOrOtherImage { config }) => format!(
-                "{}; {again}, or make the cage from another image now: {}",
-                self.message,
-                other_image(config)
-            ),
+            Some(Next::AgainOrOtherImage { config, hint }) => {
+                let hint = match face {
+                    Face::Terminal => format!(" ({hint})"),
+                    Face::Http => String::new(),
+                };
+                format!(
+                    "{}{hint}; {again}, or make the cage from another image now: {}",
+                    self.message,
+                    other_image(config)
+                )
+            }
         }
     }
 
@@ -311,11 +319,12 @@ mod tests {
         assert!(!e.words(Face::Http).contains("--image"));
         let e = Error::new(Kind::NotReady, "building").next(Next::AgainOrOtherImage {
             config: "/c.toml".into(),
+            hint: "its log /var/x.log".into(),
         });
         assert_eq!(
             e.words(Face::Terminal),
-            "building; run it again then, or make the cage from another image now: --image \
-             IMAGE, or the `image` key in /c.toml"
+            "building (its log /var/x.log); run it again then, or make the cage from another \
+             image now: --image IMAGE, or the `image` key in /c.toml"
         );
         assert_eq!(
             e.words(Face::Http),

@@ -497,14 +497,14 @@ pub fn start_build(ctx: &Context, stage: Stage) -> Error {
             Some(line) => Error::new(
                 Kind::NotReady,
                 format!(
-                    "the last build failed ({}); {} ({})",
+                    "the last build failed ({}); {}",
                     workbench::failure_message(stage, &line),
                     building.message,
-                    being_built_hint(Some(&dir.log(stage)))
                 ),
             )
             .next(crate::error::Next::AgainOrOtherImage {
                 config: crate::settings::config_file_words(&ctx.settings.config_path),
+                hint: being_built_hint(Some(&dir.log(stage))),
             }),
             None => building,
         })
