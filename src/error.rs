@@ -267,12 +267,6 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-impl From<anyhow::Error> for Error {
-    fn from(e: anyhow::Error) -> Self {
-        Error::failed(format!("{e:#}"))
-    }
-}
-
 /// Attach "what we were doing with which path" to an I/O error.
 pub trait IoContext<T> {
     fn ctx(self, what: impl FnOnce() -> String) -> Result<T>;
