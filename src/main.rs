@@ -2,7 +2,7 @@
 //!
 //! Data flows one way: argv -> `cli` (clap types) -> `settings`
 //! (resolved once) -> `ops` (typed results) -> `spec` (CageSpec) ->
-//! `podman::argv` / `podman::envfile` (pure) -> `podman::runner` (the one
+//! `podman::argv` / `podman::envfile` (pure) -> `process` (the one
 //! place a process starts) -> results printed here, as text or `--json`.
 
 mod cage_files;
@@ -22,6 +22,7 @@ mod output;
 mod pack;
 mod pi_models;
 mod podman;
+mod process;
 mod rules;
 mod seccomp;
 mod secret_names;

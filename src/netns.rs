@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::podman::QUICK;
 use crate::podman::inspect::ContainerInspect;
-use crate::podman::runner::Process;
+use crate::process::Process;
 
 impl Host {
     /// Load an nft rule set into the network namespace podman made for a

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Face};
 use crate::ops::{create::Created, doctor, ls::Listing, prune::Pruned, rm::Removed, show::Session};
-use crate::podman::runner::shell_quote;
+use crate::process::shell_quote;
 
 /// Print a result as JSON or through its text form.
 pub fn show<T: Serialize>(value: &T, json: bool, text: impl Fn(&T) -> String) {

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::podman::runner::Process;
+use crate::process::Process;
 
 /// How long a key command's answer is used before it is run again.
 pub const KEY_COMMAND_TTL: Duration = Duration::from_secs(300);

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::podman::runner::Process;
+use crate::process::Process;
 
 /// The hidden subcommand the helper runs as (left out of completions).
 pub const SUBCOMMAND: &str = "gateway-listen";

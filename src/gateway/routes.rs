@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::Credential;
-use crate::podman::runner::Process;
+use crate::process::Process;
 
 /// The prefix of the providers' routes on the gateway's base URL.
 pub const PI_PREFIX: &str = "/pi/";

@@ -20,8 +20,8 @@ use std::path::PathBuf;
 use super::{Context, cage_of, ensure_running};
 use crate::error::{Error, Result};
 use crate::host::Host;
-use crate::podman::runner::{self, Holder, Process, Terminal, TurnEnd, TurnSignals, Watcher};
 use crate::podman::{Podman, argv, envfile};
+use crate::process::{self as runner, Holder, Process, Terminal, TurnEnd, TurnSignals, Watcher};
 use crate::session::{self, SessionLock};
 use crate::spec::{self, EnvRequest};
 

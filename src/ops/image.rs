@@ -26,7 +26,7 @@ use crate::error::{Error, Kind, Result};
 use crate::host::Host;
 use crate::lock;
 use crate::podman::inspect::ImageInspect;
-use crate::podman::runner;
+use crate::process as runner;
 use crate::session::{make_private_dir, write_atomic};
 use crate::workbench::{self, BuildRecord, ForCage, ImageStatus, Present, Stage};
 

@@ -7,13 +7,12 @@ pub mod envfile;
 #[cfg(test)]
 pub mod fake;
 pub mod inspect;
-pub mod runner;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::error::{Error, Kind, Result};
-use runner::{Captured, Process};
+use crate::process::{Captured, Process};
 
 /// Calls that should answer quickly get this long before they are called hung.
 pub(crate) const QUICK: Duration = Duration::from_secs(60);
