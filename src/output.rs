@@ -402,18 +402,15 @@ pub struct Layout {
 impl Layout {
     /// Asked of stdout: a terminal, its width (TIOCGWINSZ), NO_COLOR.
     pub fn of_stdout() -> Layout {
-        // SAFETY: isatty on fd 1.
-        let tty = unsafe { libc::isatty(1) } == 1;
+        let tty = rustix::termios::isatty(std::io::stdout());
         if !tty {
             return Layout {
                 colour: false,
                 width: None,
             };
         }
-        let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
-        // SAFETY: TIOCGWINSZ fills the winsize given, on fd 1.
-        let width = match unsafe { libc::ioctl(1, libc::TIOCGWINSZ, &mut ws) } {
-            0 if ws.ws_col > 0 => ws.ws_col as usize,
+        let width = match rustix::termios::tcgetwinsize(std::io::stdout()) {
+            Ok(ws) if ws.ws_col > 0 => ws.ws_col as usize,
             _ => 80,
         };
         Layout {
@@ -664,10 +661,8 @@ pub fn image_event(e: &crate::ops::image::Event, tty: bool) {
 
 /// The width of the terminal on stderr (TIOCGWINSZ), 80 when it says none.
 pub fn stderr_width() -> usize {
-    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
-    // SAFETY: TIOCGWINSZ fills the winsize given, on fd 2.
-    match unsafe { libc::ioctl(2, libc::TIOCGWINSZ, &mut ws) } {
-        0 if ws.ws_col > 0 => ws.ws_col as usize,
+    match rustix::termios::tcgetwinsize(std::io::stderr()) {
+        Ok(ws) if ws.ws_col > 0 => ws.ws_col as usize,
         _ => 80,
     }
 }

@@ -1202,8 +1202,7 @@ fn ensure_base(
         "STEP 1/2: base: mmdebstrap {} from {mirror} (several minutes)",
         workbench::BASE_SUITE
     ));
-    // SAFETY: geteuid cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = super::euid() == 0;
     let argv = workbench::mmdebstrap_argv(&mirror, &tar, root);
     // Its first error names the cause (apt's "Failed to fetch ..."); the
     // last ones only say that it stopped.

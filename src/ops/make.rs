@@ -1216,9 +1216,8 @@ fn check_shared_volume(v: &crate::podman::inspect::VolumeInspect) -> Result<()> 
 /// of an old name gets its own.
 fn container_name(session: &str) -> Result<String> {
     let mut bytes = [0u8; 3];
-    // SAFETY: getrandom(2) fills the buffer we own.
-    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
-    if n != bytes.len() as isize {
+    let n = rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty());
+    if n.ok() != Some(bytes.len()) {
         return Err(Error::failed("getrandom failed"));
     }
     Ok(format!(

@@ -150,8 +150,7 @@ pub fn refuse_root(settings: &Settings) -> Result<()> {
 
 /// The effective user id of this process.
 pub fn euid() -> u32 {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() }
+    rustix::process::geteuid().as_raw()
 }
 
 /// A session's cage, or a clear error when it has none.

@@ -270,8 +270,7 @@ pub fn run(ctx: Context, token_file: Option<&Path>) -> Result<()> {
         upload_grace,
         operations: Arc::new(Semaphore::new(OPERATIONS)),
         waiting: Default::default(),
-        // SAFETY: geteuid(2) cannot fail.
-        uid: unsafe { libc::geteuid() },
+        uid: crate::ops::euid(),
         router: routes::router(test_panic),
     });
     eprintln!("shrooms-agent serve: listening on http://{addr}");
@@ -371,10 +370,9 @@ fn listen_unix(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
     }
     let _ = std::fs::remove_file(path);
     // Made 0600 before it listens: umask for the bind, then chmod.
-    // SAFETY: umask(2) cannot fail; the old mask is put back at once.
-    let old = unsafe { libc::umask(0o177) };
+    let old = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o177));
     let l = tokio::net::UnixListener::bind(path);
-    unsafe { libc::umask(old) };
+    rustix::process::umask(old);
     let l = l?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
     Ok(l)

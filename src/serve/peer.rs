@@ -452,8 +452,7 @@ mod tests {
         let ours = l.local_addr().unwrap();
         let mut c = std::net::TcpStream::connect(ours).unwrap();
         let (_s, peer) = l.accept().unwrap();
-        // SAFETY: geteuid(2) cannot fail.
-        let me = unsafe { libc::geteuid() };
+        let me = crate::ops::euid();
         let mut lookup = Lookup::new();
         assert!(lookup.netlink(), "no netlink socket could be opened");
         let found = lookup.user(peer, ours).unwrap();
