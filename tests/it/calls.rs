@@ -264,7 +264,18 @@ fn serve_sees_a_stop_behind_its_back(w: World) {
         "{}",
         s.log_text()
     );
-    let rm = w.podman(&["rm", "-f", "-t", "0", &container]);
+    // podman 4.3 sometimes fails to unmount a container's shm just after a
+    // start ("device or resource busy", seen under load): the test's own
+    // removal is tried again, the tool is not what is tested here.
+    let mut rm = w.podman(&["rm", "-f", "-t", "0", &container]);
+    for _ in 0..3 {
+        if rm.status.success() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        // --ignore: the failed try may have removed it after all.
+        rm = w.podman(&["rm", "-f", "--ignore", "-t", "0", &container]);
+    }
     assert!(rm.status.success(), "{}", show_output(&rm));
     assert!(
         eventually(Duration::from_secs(1), || get(&url).json()["cage"]["state"]
