@@ -19,6 +19,19 @@ pub(crate) const QUICK: Duration = Duration::from_secs(60);
 /// `podman create` and `start` may set up storage and networks.
 const SLOW: Duration = Duration::from_secs(300);
 
+/// The waits before trying a failed `podman rm` again (`Podman::rm_force`).
+const RM_RETRY_WAITS: [Duration; 3] = [
+    Duration::from_millis(300),
+    Duration::from_secs(1),
+    Duration::from_secs(3),
+];
+
+/// Did podman run and fail on its own account (status 125: "the command
+/// fails for any other reason", podman-rm(1))?
+fn podman_own_failure(e: &Error) -> bool {
+    e.exited.as_ref().is_some_and(|x| x.status == Some(125))
+}
+
 /// The podman program, ready to be called.
 #[derive(Debug, Clone)]
 pub struct Podman {
@@ -74,8 +87,26 @@ impl Podman {
 
     /// `podman rm -f --ignore`; a container that is already gone is not an
     /// error (`--ignore`, podman-rm(1)).
+    ///
+    /// Tried again, after a short wait, when podman itself failed (status
+    /// 125, podman-rm(1)): podman 4.3 sometimes fails to unmount a container
+    /// it has just stopped ("unlinkat .../userdata/shm: device or resource
+    /// busy", containers/podman#11594, fixed in 4.4), and the same removal a
+    /// moment later succeeds. Removal is idempotent, so trying again is safe;
+    /// a timeout or another status is not tried again.
     pub fn rm_force(&self, container: &str) -> Result<()> {
-        self.run(&argv::rm_force(container), SLOW).map(drop)
+        let args = argv::rm_force(container);
+        let mut waits = RM_RETRY_WAITS.iter();
+        loop {
+            match self.run(&args, SLOW) {
+                Ok(_) => return Ok(()),
+                Err(e) if podman_own_failure(&e) => match waits.next() {
+                    Some(wait) => std::thread::sleep(*wait),
+                    None => return Err(e),
+                },
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Is there a container, volume or image of this name? `podman
@@ -621,6 +652,24 @@ mod tests {
             (e.kind, e.message.as_str()),
             (Kind::PodmanFailed, "podman stop: exited with status 125")
         );
+    }
+
+    /// podman 4.3's "device or resource busy" on the first removal
+    /// (containers/podman#11594): the removal is tried again and succeeds;
+    /// a failure that lasts is told after the last try.
+    #[test]
+    fn a_removal_podman_fails_once_is_tried_again() {
+        let f = Fake::new(
+            "rm-busy",
+            "rm\\ -f\\ --ignore\\ --\\ c1) if [ -e \"$0.once\" ]; then exit 0; fi; : >\"$0.once\"; \
+             echo 'Error: unlinkat /x/userdata/shm: device or resource busy' >&2; exit 125 ;;\n\
+             rm\\ -f\\ --ignore\\ --\\ c2) echo 'Error: stuck' >&2; exit 125 ;;",
+        );
+        f.podman.rm_force("c1").unwrap();
+        assert_eq!(f.calls().len(), 2);
+        let e = f.podman.rm_force("c2").unwrap_err();
+        assert_eq!(e.message, "podman rm: Error: stuck");
+        assert_eq!(f.calls().len(), 2 + 1 + RM_RETRY_WAITS.len());
     }
 
     /// Each of these was checked against podman 4.3.1's `image exists`:
