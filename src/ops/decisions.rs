@@ -1270,6 +1270,9 @@ fn rename_of(running: bool) {
     before.tokens.budget = Some(5000);
     w.ctx.store.save(&before).unwrap();
     with_history_and_a_file(&w, "web");
+    let home = w.ctx.store.private_home(c);
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("todo.json"), "[]").unwrap();
     let r = super::rename::rename(&w.ctx, &rename_request("web", "site")).unwrap();
     assert_eq!((r.session.as_str(), r.from.as_str()), ("site", "web"));
     assert_eq!(r.stopped, running);
@@ -1294,6 +1297,10 @@ fn rename_of(running: bool) {
         "hello"
     );
     assert!(!w.ctx.store.session_uploads("web").exists());
+    // The cage's private home is the new cage's; the old cage's folder is gone.
+    let moved = w.ctx.store.private_home(&cage.container).join("todo.json");
+    assert_eq!(std::fs::read_to_string(moved).unwrap(), "[]");
+    assert!(!w.ctx.store.cage_dir(c).exists());
     let sessions = w
         .ctx
         .store
@@ -1360,6 +1367,8 @@ fn a_rename_that_fails_leaves_the_session_under_its_old_name() {
     });
     let before = w.record("web", Some(c));
     let file = with_history_and_a_file(&w, "web");
+    let home = w.ctx.store.private_home(c);
+    std::fs::create_dir_all(&home).unwrap();
     let e = super::rename::rename(&w.ctx, &rename_request("web", "site")).unwrap_err();
     assert!(e.message.contains("no space left"), "{}", e.message);
     assert_eq!(w.ctx.store.load("web").unwrap(), before);
@@ -1368,6 +1377,7 @@ fn a_rename_that_fails_leaves_the_session_under_its_old_name() {
     assert_eq!(w.ctx.store.load("site").unwrap_err().kind, Kind::NotFound);
     assert!(!w.ctx.store.session_uploads("site").exists());
     assert!(!w.ctx.store.history_path("site").exists());
+    assert!(home.is_dir());
     let sessions = w
         .ctx
         .store

@@ -1,7 +1,8 @@
 //! `cage rename OLD NEW`: a session under another name (README, "Limits,
 //! moving, history"). Everything kept under the session's name follows:
 //! its record (settings, files policy, token budget and use), history,
-//! received files (`uploads/<name>`) and a sealed session's outbox. A cage
+//! received files (`uploads/<name>`), a sealed session's outbox, and its
+//! cage's private home (a sealed cage's conversation is there). A cage
 //! mounts folders named after its session and podman cannot change a
 //! container's mounts, so a caged session gets a new container, made as
 //! `cage move` makes one (the same image, options and limits); the old one
@@ -170,12 +171,15 @@ fn rename_locked(ctx: &Context, req: &RenameRequest, record: &session::Record) -
         _ => false,
     };
     let mut renames = Renames::default();
-    let steps = (|| -> Result<Option<CageRecord>> {
+    let mut made: Option<CageRecord> = None;
+    let mut renamed = record.clone();
+    renamed.name = new.to_string();
+    let steps = (|| -> Result<()> {
         for (from, to) in &folders {
             renames.rename(from.clone(), to.clone())?;
         }
-        Ok(match host {
-            Some((host, cage, _)) => Some(moves::new_cage(
+        if let Some((host, cage, _)) = host {
+            let new_cage = moves::new_cage(
                 ctx,
                 host,
                 record,
@@ -183,24 +187,24 @@ fn rename_locked(ctx: &Context, req: &RenameRequest, record: &session::Record) -
                 &record.dir,
                 choice_of(cage),
                 &mut warnings,
-            )?),
-            None => None,
-        })
-    })();
-    let new_cage = match steps {
-        Ok(done) => done,
-        Err(e) => {
-            renames.undo();
-            return Err(e);
+            )?;
+            let (from, to) = (
+                ctx.store.private_home(&cage.container),
+                ctx.store.private_home(&new_cage.container),
+            );
+            made = Some(new_cage);
+            // The cage's private home follows (the harness's own files, a
+            // sealed cage's conversation): the new one is empty, made now.
+            if from.is_dir() {
+                std::fs::remove_dir(&to)
+                    .map_err(|e| Error::failed(format!("removing {}: {e}", to.display())))?;
+                renames.rename(from, to)?;
+            }
         }
-    };
-    // The record under its new name, then the old one gone: past that the
-    // rename is done. The history goes first, so the new record never
-    // stands without it.
-    let mut renamed = record.clone();
-    renamed.name = new.to_string();
-    renamed.cage = new_cage.clone();
-    let recorded = (|| -> Result<()> {
+        renamed.cage = made.clone();
+        // The record under its new name, then the old one gone: past that
+        // the rename is done. The history goes first, so the new record
+        // never stands without it.
         let history = ctx.store.history_path(old);
         if history.exists() {
             renames.rename(history, ctx.store.history_path(new))?;
@@ -208,14 +212,18 @@ fn rename_locked(ctx: &Context, req: &RenameRequest, record: &session::Record) -
         ctx.store.save(&renamed)?;
         session::remove_file_if_there(&ctx.store.record_path(old))
     })();
-    if let Err(e) = recorded {
+    if let Err(e) = steps {
+        // Back as it was, in the reverse order: the new record, what was
+        // renamed (the home back out of the new cage's folder), then the
+        // new cage.
         let _ = session::remove_file_if_there(&ctx.store.record_path(new));
-        if let (Some((host, ..)), Some(cage)) = (host, &new_cage) {
+        renames.undo();
+        if let (Some((host, ..)), Some(cage)) = (host, &made) {
             let _ = make::remove_cage(ctx, host, cage);
         }
-        renames.undo();
         return Err(e);
     }
+    let new_cage = made;
     // The old name's lock, record lock and turn marker (its history is
     // under the new name now).
     let _ = ctx.store.remove(old);
