@@ -570,20 +570,26 @@ async fn move_cage(
             dir: None,
         };
         let moved = ops::moves::move_session(&ctx, &request)?;
-        if let (Some(live), Some(old)) = (&shared.live, &moved.from) {
-            live.forget(old);
-        }
-        let shown = ops::show::show(&ctx, &name)?;
-        note(shared, &shown);
-        Ok(Response::json(
-            200,
-            &ShownWith {
-                shown,
-                warnings: moved.warnings,
-            },
-        ))
+        remade(shared, &ctx, &name, moved.from.as_deref(), moved.warnings)
     })
     .await
+}
+
+/// The answer of a route that gave a session a new container: the old
+/// one forgotten by the live view, the session as it is now, the warnings.
+fn remade(
+    shared: &Shared,
+    ctx: &ops::Context,
+    name: &str,
+    old: Option<&str>,
+    warnings: Vec<String>,
+) -> Result<Response, Fail> {
+    if let (Some(live), Some(old)) = (&shared.live, old) {
+        live.forget(old);
+    }
+    let shown = ops::show::show(ctx, name)?;
+    note(shared, &shown);
+    Ok(Response::json(200, &ShownWith { shown, warnings }))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -623,18 +629,13 @@ async fn rename(
             by: Some(by),
         };
         let renamed = ops::rename::rename(&ctx, &request)?;
-        if let (Some(live), Some(old)) = (&shared.live, &renamed.old_container) {
-            live.forget(old);
-        }
-        let shown = ops::show::show(&ctx, &renamed.session)?;
-        note(shared, &shown);
-        Ok(Response::json(
-            200,
-            &ShownWith {
-                shown,
-                warnings: renamed.warnings,
-            },
-        ))
+        remade(
+            shared,
+            &ctx,
+            &renamed.session,
+            renamed.old_container.as_deref(),
+            renamed.warnings,
+        )
     })
     .await
 }
