@@ -1461,3 +1461,42 @@ fn a_rename_to_a_taken_name_a_path_or_while_busy_is_refused_and_changes_nothing(
             .exists()
     );
 }
+
+/// A session out of a cage: no podman at all; its received files and its
+/// outbox (a sealed session's, kept after it was taken out) follow. A new
+/// name whose received files are there already (an earlier session's) is
+/// refused first.
+#[test]
+fn rename_out_of_a_cage_asks_no_podman_and_moves_the_outbox() {
+    let w = World::new("renameout", |f| f);
+    w.record("web", None);
+    let file = with_history_and_a_file(&w, "web");
+    let outbox = super::sealed::outbox_dir(&w.ctx.settings.home, "web");
+    std::fs::create_dir_all(&outbox).unwrap();
+    std::fs::write(outbox.join("findings.md"), "found").unwrap();
+    let earlier = w.ctx.store.session_uploads("site");
+    std::fs::create_dir_all(&earlier).unwrap();
+    let e = super::rename::rename(&w.ctx, &rename_request("web", "site")).unwrap_err();
+    assert_eq!(e.kind, Kind::Exists, "{}", e.message);
+    assert!(
+        e.message.contains(&earlier.display().to_string()),
+        "{}",
+        e.message
+    );
+    assert!(file.exists() && outbox.join("findings.md").exists());
+    std::fs::remove_dir(&earlier).unwrap();
+    let r = super::rename::rename(&w.ctx, &rename_request("web", "site")).unwrap();
+    assert_eq!(
+        (r.container, r.old_container, r.stopped),
+        (None, None, false)
+    );
+    assert_eq!(r.what, "renamed from web");
+    let moved = super::sealed::outbox_dir(&w.ctx.settings.home, "site");
+    assert_eq!(
+        std::fs::read_to_string(moved.join("findings.md")).unwrap(),
+        "found"
+    );
+    assert!(!outbox.exists() && !file.exists());
+    assert!(w.ctx.store.load("site").unwrap().cage.is_none());
+    assert_eq!(w.fake.calls(), Vec::<Vec<String>>::new());
+}
