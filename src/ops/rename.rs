@@ -100,8 +100,8 @@ pub fn rename(ctx: &Context, req: &RenameRequest) -> Result<Renamed> {
     let (lock, record) = ctx.store.lock_and_load(&req.name)?;
     lock.note("rename");
     taken(ctx, &req.to)?;
-    // The new name's lock too: a `cage create` of it waits for this one,
-    // and this one for it (its record is not there until it is made).
+    // The new name's lock too: a `cage create` of it is refused as busy
+    // meanwhile, and this rename while one is making it.
     let new_lock = ctx.store.lock(&req.to)?;
     new_lock.note("rename");
     let renamed = rename_locked(ctx, req, &record);
