@@ -146,6 +146,11 @@ pub enum CageCommand {
         A project folder moved or renamed: --dir NEW points the session at its new place."
     )]
     Move(MoveArgs),
+    /// Give a session another name: its record, history, received files and settings follow
+    #[command(
+        after_help = "Only while the session is idle (exit 3 otherwise); a name another session has         is refused (exit 2). A caged session gets a new container under the new name, made as         `cage move` makes one (the same image, options and limits): its mounts name the session.         The old container is deleted, and everything that was installed in it; a running cage is         stopped first and the new one left stopped (the next exec or run starts it). If a step         fails, the steps before it are undone: the session keeps its old name."
+    )]
+    Rename(RenameArgs),
     /// Set a session's memory, CPUs and process limits, running or not, and its token budget
     #[command(
         after_help = "Without flags: shows the limits, as configured (the session's own or the \
@@ -300,6 +305,19 @@ pub struct MoveArgs {
     pub dir: Option<PathBuf>,
     #[command(flatten)]
     pub cage: CageArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RenameArgs {
+    /// The session
+    #[arg(add = ArgValueCandidates::new(session_names))]
+    pub name: String,
+    /// Its new name: 1 to 63 of A-Z a-z 0-9 _ . -, not starting with - or .
+    pub new: String,
+    /// Who renamed it, for the history (default: the user running this); one
+    /// line of at most 200 characters
+    #[arg(long, value_name = "WHO")]
+    pub by: Option<String>,
 }
 
 #[derive(Debug, Args)]

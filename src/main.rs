@@ -389,6 +389,16 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
             output::warnings(&r.warnings);
             output::show(&r, json, |r| format!("{}: {}\n", r.session, r.what));
         }
+        CageCommand::Rename(a) => {
+            let req = ops::rename::RenameRequest {
+                name: a.name,
+                to: a.new,
+                by: a.by,
+            };
+            let r = ops::rename::rename(&ctx, &req)?;
+            output::warnings(&r.warnings);
+            output::show(&r, json, |r| format!("{}: {}\n", r.session, r.what));
+        }
         CageCommand::Limits(a)
             if a.memory.is_none()
                 && a.cpus.is_none()

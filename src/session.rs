@@ -940,8 +940,9 @@ pub struct SessionLock {
 /// What holds a session's lock, as its holder wrote it in the lock file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Busy {
-    /// `turn` (a `cage run` or `cage exec`), `create`, `move`, `start`,
-    /// `stop`, `rm`, `prune`; `a command` when the holder did not say.
+    /// `turn` (a `cage run` or `cage exec`), `create`, `move`, `rename`,
+    /// `start`, `stop`, `rm`, `prune`; `a command` when the holder did not
+    /// say.
     pub what: String,
     /// Since when, in Unix seconds (None when the holder did not say).
     #[serde(skip)]

@@ -169,7 +169,7 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
     Ok(result)
 }
 
-fn already(name: &str) -> Error {
+pub(super) fn already(name: &str) -> Error {
     Error::new(
         crate::error::Kind::Exists,
         format!(

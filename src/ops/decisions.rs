@@ -1,5 +1,5 @@
 //! The decisions of `cage create`, `start` (the part of `exec` before
-//! the command), `move`, `limits`, `rm`, `prune` and `ls`,
+//! the command), `move`, `rename`, `limits`, `rm`, `prune` and `ls`,
 //! unit-tested with a recording fake podman (`podman::fake`) and a state
 //! folder and home in a temporary folder: no root, no podman. Each test
 //! asserts what the operation decided (its result or the kind of its
@@ -118,6 +118,41 @@ mod calls {
             inspect_container(c),
             v(&["top", "--", c, "args"]),
             v(&["rm", "-f", "--ignore", "--", c]),
+        ]
+    }
+
+    /// A rename of a stopped cage: is it running (no), the new container
+    /// made from the old one's image, then the old one removed.
+    pub fn rename_stopped(old: &str, create_argv: &[String]) -> Vec<Vec<String>> {
+        vec![
+            inspect_container(old),
+            image_inspect("img"),
+            create_argv.to_vec(),
+            v(&["rm", "-f", "--ignore", "--", old]),
+        ]
+    }
+
+    /// ... of a running idle one: what runs in it is asked, and it is
+    /// stopped first.
+    pub fn rename_running(old: &str, create_argv: &[String]) -> Vec<Vec<String>> {
+        vec![
+            inspect_container(old),
+            v(&["top", "--", old, "args"]),
+            v(&["stop", "--", old]),
+            image_inspect("img"),
+            create_argv.to_vec(),
+            v(&["rm", "-f", "--ignore", "--", old]),
+        ]
+    }
+
+    /// ... whose new container podman fails to make: the half-made one is
+    /// taken back, and the old one is left.
+    pub fn rename_failed(old: &str, new: &str, create_argv: &[String]) -> Vec<Vec<String>> {
+        vec![
+            inspect_container(old),
+            image_inspect("img"),
+            create_argv.to_vec(),
+            v(&["rm", "-f", "--ignore", "--", new]),
         ]
     }
 
@@ -1186,4 +1221,282 @@ fn a_dry_run_shows_the_argv_of_a_create_that_would_be_refused() {
         calls::create_refused_no_image("localhost/absent:1")
     );
     assert!(!w.ctx.settings.state_dir.exists(), "the state was touched");
+}
+
+fn rename_request(name: &str, to: &str) -> super::rename::RenameRequest {
+    super::rename::RenameRequest {
+        name: name.into(),
+        to: to.into(),
+        by: None,
+    }
+}
+
+/// What a session keeps under its name, for the checks of a rename: a
+/// history line and a received file.
+fn with_history_and_a_file(w: &World, name: &str) -> PathBuf {
+    w.ctx
+        .store
+        .append_history(
+            name,
+            &crate::session::HistoryEntry {
+                when: 1,
+                who: "me".into(),
+                what: "created".into(),
+            },
+        )
+        .unwrap();
+    let file = w
+        .ctx
+        .store
+        .session_uploads(name)
+        .join("drop/from-alpha_a/a.txt");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, "hello").unwrap();
+    file
+}
+
+fn rename_of(running: bool) {
+    let c = "shrooms-web-0a1b2c";
+    let w = World::new(&format!("rename-{running}"), |f| {
+        f.on_prefix(&["inspect"], Answer::out(container_state(running)))
+            .on_prefix(&["top"], Answer::out("COMMAND\nsleep infinity\n"))
+            .on_prefix(&["stop"], Answer::ok())
+            .on_prefix(&["image", "inspect"], Answer::out(our_image()))
+            .on_prefix(&["create"], Answer::ok())
+            .on_prefix(&["rm"], Answer::ok())
+    });
+    let mut before = w.record("web", Some(c));
+    before.starred = true;
+    before.tokens.budget = Some(5000);
+    w.ctx.store.save(&before).unwrap();
+    with_history_and_a_file(&w, "web");
+    let home = w.ctx.store.private_home(c);
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("todo.json"), "[]").unwrap();
+    let r = super::rename::rename(&w.ctx, &rename_request("web", "site")).unwrap();
+    assert_eq!((r.session.as_str(), r.from.as_str()), ("site", "web"));
+    assert_eq!(r.stopped, running);
+    let after = w.ctx.store.load("site").unwrap();
+    let cage = after.cage.clone().unwrap();
+    assert!(
+        crate::session::is_container_name_of(&cage.container, "site"),
+        "{}",
+        cage.container
+    );
+    assert_eq!(r.container.as_deref(), Some(cage.container.as_str()));
+    assert_eq!(r.old_container.as_deref(), Some(c));
+    // What the record kept follows it.
+    assert!(after.starred);
+    assert_eq!(after.tokens.budget, Some(5000));
+    assert_eq!(after.created, before.created);
+    // The old name is gone, with its files; the new one has them.
+    assert_eq!(w.ctx.store.load("web").unwrap_err().kind, Kind::NotFound);
+    let uploads = w.ctx.store.session_uploads("site");
+    assert_eq!(
+        std::fs::read_to_string(uploads.join("drop/from-alpha_a/a.txt")).unwrap(),
+        "hello"
+    );
+    assert!(!w.ctx.store.session_uploads("web").exists());
+    // The cage's private home is the new cage's; the old cage's folder is gone.
+    let moved = w.ctx.store.private_home(&cage.container).join("todo.json");
+    assert_eq!(std::fs::read_to_string(moved).unwrap(), "[]");
+    assert!(!w.ctx.store.cage_dir(c).exists());
+    let sessions = w
+        .ctx
+        .store
+        .record_path("web")
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let mut left: Vec<String> = std::fs::read_dir(&sessions)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("web"))
+        .collect();
+    left.sort();
+    assert_eq!(left, Vec::<String>::new());
+    let history: Vec<String> = w
+        .ctx
+        .store
+        .history("site")
+        .unwrap()
+        .into_iter()
+        .map(|h| h.what)
+        .collect();
+    assert_eq!(history[0], "created");
+    assert!(history[1].starts_with("renamed from web"), "{history:?}");
+    // The new cage mounts the new name's folder.
+    assert!(
+        cage.create_argv
+            .iter()
+            .any(|a| a.contains(&uploads.display().to_string())),
+        "{:?}",
+        cage.create_argv
+    );
+    let expected = if running {
+        calls::rename_running(c, &cage.create_argv)
+    } else {
+        calls::rename_stopped(c, &cage.create_argv)
+    };
+    assert_eq!(w.fake.calls(), expected);
+}
+
+#[test]
+fn rename_of_a_stopped_cage() {
+    rename_of(false);
+}
+
+#[test]
+fn rename_of_a_running_idle_cage_stops_it_first() {
+    rename_of(true);
+}
+
+/// podman fails to make the new container: every step before it is
+/// undone, and the session works under its old name as it did.
+#[test]
+fn a_rename_that_fails_leaves_the_session_under_its_old_name() {
+    let c = "shrooms-web-0a1b2c";
+    let w = World::new("renamefails", |f| {
+        f.on_prefix(&["inspect"], Answer::out(container_state(false)))
+            .on_prefix(&["image", "inspect"], Answer::out(our_image()))
+            .on_prefix(
+                &["create"],
+                Answer::fail(125, "Error: no space left on device"),
+            )
+            .on_prefix(&["rm"], Answer::ok())
+    });
+    let before = w.record("web", Some(c));
+    let file = with_history_and_a_file(&w, "web");
+    let home = w.ctx.store.private_home(c);
+    std::fs::create_dir_all(&home).unwrap();
+    let e = super::rename::rename(&w.ctx, &rename_request("web", "site")).unwrap_err();
+    assert!(e.message.contains("no space left"), "{}", e.message);
+    assert_eq!(w.ctx.store.load("web").unwrap(), before);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "hello");
+    assert_eq!(w.ctx.store.history("web").unwrap().len(), 1);
+    assert_eq!(w.ctx.store.load("site").unwrap_err().kind, Kind::NotFound);
+    assert!(!w.ctx.store.session_uploads("site").exists());
+    assert!(!w.ctx.store.history_path("site").exists());
+    assert!(home.is_dir());
+    let sessions = w
+        .ctx
+        .store
+        .record_path("web")
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    assert!(
+        std::fs::read_dir(&sessions).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with("site")),
+        "a file of the new name is left"
+    );
+    // The new container's name is in the argv podman was given.
+    let calls = w.fake.calls();
+    let create = calls[2].clone();
+    let new = create
+        .iter()
+        .find(|a| crate::session::is_container_name_of(a, "site"))
+        .unwrap()
+        .clone();
+    assert_eq!(calls, calls::rename_failed(c, &new, &create));
+    // The old name still works: it renames (or moves) as before.
+    let w = w.podman(|f| {
+        f.on_prefix(&["inspect"], Answer::out(container_state(false)))
+            .on_prefix(&["image", "inspect"], Answer::out(our_image()))
+            .on_prefix(&["create"], Answer::ok())
+            .on_prefix(&["rm"], Answer::ok())
+    });
+    super::rename::rename(&w.ctx, &rename_request("web", "site")).unwrap();
+    assert!(w.ctx.store.load("site").is_ok());
+}
+
+#[test]
+fn a_rename_to_a_taken_name_a_path_or_while_busy_is_refused_and_changes_nothing() {
+    let c = "shrooms-web-0a1b2c";
+    let w = World::new("renamerefused", |f| {
+        f.on_prefix(&["inspect"], Answer::out(container_state(true)))
+            .on_prefix(&["top"], Answer::out("COMMAND\nsleep infinity\nclaude\n"))
+    });
+    let before = w.record("web", Some(c));
+    let other = w.record("other", None);
+    for (to, kind, says) in [
+        (
+            "other",
+            Kind::Exists,
+            "there is a session \"other\" already",
+        ),
+        ("../x", Kind::BadInput, "is not a session name"),
+        ("/", Kind::BadInput, "is not a session name"),
+        ("a/b", Kind::BadInput, "is not a session name"),
+        ("..", Kind::BadInput, "is not a session name"),
+        ("web", Kind::BadInput, "named web already"),
+    ] {
+        let e = super::rename::rename(&w.ctx, &rename_request("web", to)).unwrap_err();
+        assert_eq!(e.kind, kind, "{to}: {}", e.message);
+        assert!(e.message.contains(says), "{to}: {}", e.message);
+    }
+    assert_eq!(w.fake.calls(), Vec::<Vec<String>>::new());
+    let e = super::rename::rename(&w.ctx, &rename_request("nobody", "x")).unwrap_err();
+    assert_eq!(e.kind, Kind::NotFound);
+    // Busy: something else runs in its cage.
+    let e = super::rename::rename(&w.ctx, &rename_request("web", "site")).unwrap_err();
+    assert_eq!(e.kind, Kind::Busy, "{}", e.message);
+    assert!(
+        e.message.contains("rename it once it is idle"),
+        "{}",
+        e.message
+    );
+    assert_eq!(w.fake.calls(), calls::move_out_running(c)[..2].to_vec());
+    assert_eq!(w.ctx.store.load("web").unwrap(), before);
+    assert_eq!(w.ctx.store.load("other").unwrap(), other);
+    assert!(!w.ctx.store.exists("site"));
+    assert!(
+        !w.ctx
+            .store
+            .record_path("site")
+            .with_extension("lock")
+            .exists()
+    );
+}
+
+/// A session out of a cage: no podman at all; its received files and its
+/// outbox (a sealed session's, kept after it was taken out) follow. A new
+/// name whose received files are there already (an earlier session's) is
+/// refused first.
+#[test]
+fn rename_out_of_a_cage_asks_no_podman_and_moves_the_outbox() {
+    let w = World::new("renameout", |f| f);
+    w.record("web", None);
+    let file = with_history_and_a_file(&w, "web");
+    let outbox = super::sealed::outbox_dir(&w.ctx.settings.home, "web");
+    std::fs::create_dir_all(&outbox).unwrap();
+    std::fs::write(outbox.join("findings.md"), "found").unwrap();
+    let earlier = w.ctx.store.session_uploads("site");
+    std::fs::create_dir_all(&earlier).unwrap();
+    let e = super::rename::rename(&w.ctx, &rename_request("web", "site")).unwrap_err();
+    assert_eq!(e.kind, Kind::Exists, "{}", e.message);
+    assert!(
+        e.message.contains(&earlier.display().to_string()),
+        "{}",
+        e.message
+    );
+    assert!(file.exists() && outbox.join("findings.md").exists());
+    std::fs::remove_dir(&earlier).unwrap();
+    let r = super::rename::rename(&w.ctx, &rename_request("web", "site")).unwrap();
+    assert_eq!(
+        (r.container, r.old_container, r.stopped),
+        (None, None, false)
+    );
+    assert_eq!(r.what, "renamed from web");
+    let moved = super::sealed::outbox_dir(&w.ctx.settings.home, "site");
+    assert_eq!(
+        std::fs::read_to_string(moved.join("findings.md")).unwrap(),
+        "found"
+    );
+    assert!(!outbox.exists() && !file.exists());
+    assert!(w.ctx.store.load("site").unwrap().cage.is_none());
+    assert_eq!(w.fake.calls(), Vec::<Vec<String>>::new());
 }

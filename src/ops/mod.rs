@@ -21,6 +21,7 @@ pub mod outbox;
 pub mod project;
 pub mod protect;
 pub mod prune;
+pub mod rename;
 pub mod resume;
 pub mod rm;
 pub mod sealed;

@@ -6,11 +6,13 @@
 
 use serde::Serialize;
 
+use std::path::Path;
+
 use super::make::{self, CageChoice};
 use super::{Context, create};
 use crate::error::{Error, Result};
 use crate::host::Host;
-use crate::session::{CageRecord, HistoryEntry};
+use crate::session::{CageRecord, HistoryEntry, Record};
 
 #[derive(Debug, Clone, Default)]
 pub struct MoveRequest {
@@ -84,7 +86,7 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
         )));
     }
     if let (Some(cage), Some(host)) = (&old, host) {
-        check_idle(host, &req.name, cage)?;
+        check_idle(host, &req.name, cage, "move")?;
     }
     let mut warnings = Vec::new();
     let (to, what) = if req.out {
@@ -101,37 +103,19 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
         (None, "taken out of its cage".to_string())
     } else {
         let host = host.ok_or_else(|| Error::no_podman(crate::host::NO_PODMAN))?;
-        // Without --image, the session keeps the image its cage was made
-        // from, or, out of a cage, the one it was taken out of: a move
-        // changes what was asked, not what was not (a switch to the
-        // config's image could start a build nobody asked for).
-        let image = req
-            .choice
-            .image
-            .clone()
-            .or_else(|| old.as_ref().map(|c| c.image.clone()))
-            .or_else(|| record.last_image.clone());
         let choice = make::CageChoice {
             unseal: req.unseal,
-            image,
             ..req.choice.clone()
         };
-        let plan = make::plan(
+        let cage = new_cage(
             ctx,
             host,
+            &record,
             &record.name,
             &dir,
-            record.harness,
-            &choice,
-            false,
+            choice,
+            &mut warnings,
         )?;
-        // The session's own limits go with it into its new cage.
-        let plan = match &old {
-            Some(c) if c.own_limits => plan.with_own_limits(c.limits.clone()),
-            _ => plan,
-        };
-        warnings.extend(plan.warnings.iter().cloned());
-        let cage = plan.make(ctx, host)?;
         let name = cage.container.clone();
         let mut moved = record.clone();
         moved.cage = Some(cage);
@@ -196,16 +180,54 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
     })
 }
 
+/// A new cage for a session (`record`) under the name `session`, in `dir`,
+/// made as a move makes it: what `cage move` and `cage rename` share.
+/// Without an image in `choice`, it keeps the image its cage was made from,
+/// or, out of a cage, the one it was taken out of: a move changes what was
+/// asked, not what was not (a switch to the config's image could start a
+/// build nobody asked for). The session's own limits go with it.
+pub(super) fn new_cage(
+    ctx: &Context,
+    host: &Host,
+    record: &Record,
+    session: &str,
+    dir: &Path,
+    choice: CageChoice,
+    warnings: &mut Vec<String>,
+) -> Result<CageRecord> {
+    let old = record.cage.as_ref();
+    let image = choice
+        .image
+        .clone()
+        .or_else(|| old.map(|c| c.image.clone()))
+        .or_else(|| record.last_image.clone());
+    let choice = make::CageChoice { image, ..choice };
+    let plan = make::plan(ctx, host, session, dir, record.harness, &choice, false)?;
+    let plan = match old {
+        Some(c) if c.own_limits => plan.with_own_limits(c.limits.clone()),
+        _ => plan,
+    };
+    warnings.extend(plan.warnings.iter().cloned());
+    plan.make(ctx, host)
+}
+
 /// Idle: no command holds the session (the lock, taken by the caller) and
 /// nothing but its first process runs in its cage: the machine's catatonit
 /// (`<init path> -P`), or `sleep infinity` in a cage made before that.
-fn check_idle(host: &Host, session: &str, cage: &CageRecord) -> Result<()> {
+/// `verb`: what the refusal says to do once it is idle. Idle, whether its
+/// cage runs.
+pub(super) fn check_idle(
+    host: &Host,
+    session: &str,
+    cage: &CageRecord,
+    verb: &str,
+) -> Result<bool> {
     let running = host
         .podman
         .container(&cage.container)?
         .is_some_and(|s| s.running);
     if !running {
-        return Ok(());
+        return Ok(false);
     }
     let init = format!("{} -P", crate::podman::argv::init_path(&cage.container));
     let busy: Vec<String> = host
@@ -215,10 +237,10 @@ fn check_idle(host: &Host, session: &str, cage: &CageRecord) -> Result<()> {
         .filter(|args| *args != init && args != "sleep infinity")
         .collect();
     if busy.is_empty() {
-        Ok(())
+        Ok(true)
     } else {
         Err(Error::busy(format!(
-            "session {session} is busy: {} runs in its cage; move it once it is idle",
+            "session {session} is busy: {} runs in its cage; {verb} it once it is idle",
             busy.join(", ")
         )))
     }

@@ -43,6 +43,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("PATCH", "/v1/sessions/{name}"),
     ("POST", "/v1/sessions/{name}/cage"),
     ("POST", "/v1/sessions/{name}/cage/limits"),
+    ("POST", "/v1/sessions/{name}/rename"),
     ("POST", "/v1/sessions/{name}/outbox/send"),
     ("GET", "/v1/sessions/{name}/drop"),
     ("POST", "/v1/sessions/{name}/drop"),
@@ -65,6 +66,7 @@ fn endpoint(method: &str, path: &str) -> Option<MethodRouter> {
         ("PATCH", "/v1/sessions/{name}") => patch(patch_session),
         ("POST", "/v1/sessions/{name}/cage") => post(move_cage),
         ("POST", "/v1/sessions/{name}/cage/limits") => post(limits),
+        ("POST", "/v1/sessions/{name}/rename") => post(rename),
         ("POST", "/v1/sessions/{name}/outbox/send") => post(send),
         ("GET", "/v1/sessions/{name}/drop") => get(received),
         ("POST", "/v1/sessions/{name}/drop") => post(drop_file),
@@ -568,18 +570,72 @@ async fn move_cage(
             dir: None,
         };
         let moved = ops::moves::move_session(&ctx, &request)?;
-        if let (Some(live), Some(old)) = (&shared.live, &moved.from) {
-            live.forget(old);
-        }
-        let shown = ops::show::show(&ctx, &name)?;
-        note(shared, &shown);
-        Ok(Response::json(
-            200,
-            &ShownWith {
-                shown,
-                warnings: moved.warnings,
-            },
-        ))
+        remade(shared, &ctx, &name, moved.from.as_deref(), moved.warnings)
+    })
+    .await
+}
+
+/// The answer of a route that gave a session a new container: the old
+/// one forgotten by the live view, the session as it is now, the warnings.
+fn remade(
+    shared: &Shared,
+    ctx: &ops::Context,
+    name: &str,
+    old: Option<&str>,
+    warnings: Vec<String>,
+) -> Result<Response, Fail> {
+    if let (Some(live), Some(old)) = (&shared.live, old) {
+        live.forget(old);
+    }
+    let shown = ops::show::show(ctx, name)?;
+    note(shared, &shown);
+    Ok(Response::json(200, &ShownWith { shown, warnings }))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct RenameBody {
+    /// The session's new name.
+    #[schema(pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")]
+    name: String,
+}
+
+/// `cage rename`: the session under another name, its record, history,
+/// received files and settings with it (a caged one in a new container).
+#[utoipa::path(post, path = "/v1/sessions/{name}/rename", operation_id = "renameSession",
+    params(("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")),
+    request_body = RenameBody,
+    responses(
+        (status = 200, description = "Renamed: the session under its new name (README, \"The session object\").", body = ShownWith),
+        (status = 400, description = "A bad request: a new name that is not a session name (a path).", body = ErrorBody),
+        (status = 403, description = "Asked by a caged session (X-Shrooms-Caged).", body = ErrorBody),
+        (status = 404, description = "No such session.", body = ErrorBody),
+        (status = 408, description = "The body did not arrive in time.", body = ErrorBody),
+        (status = 409, description = "The new name is taken, or the session is busy.", body = ErrorBody),
+        (status = 413, description = "The body is over 1 MiB.", body = ErrorBody)))]
+async fn rename(
+    Extension(shared): Sh,
+    Extension(info): Info,
+    params: RawPathParams,
+    req: Request,
+) -> Response {
+    let name = name_of(&params);
+    let by = by(&shared, &info);
+    with_body(&shared, &info, req, move |shared, body: RenameBody| {
+        let ctx = shared.context();
+        let request = ops::rename::RenameRequest {
+            name,
+            to: body.name,
+            by: Some(by),
+        };
+        let renamed = ops::rename::rename(&ctx, &request)?;
+        remade(
+            shared,
+            &ctx,
+            &renamed.session,
+            renamed.old_container.as_deref(),
+            renamed.warnings,
+        )
     })
     .await
 }
@@ -1050,7 +1106,7 @@ async fn build(Extension(shared): Sh, Extension(info): Info, req: Request) -> Re
             path 404; a slow request 408; a busy serve 503."
     ),
     servers((url = "/")),
-    paths(page, harnesses, openapi, list, create, show, remove, patch_session, move_cage, limits, send, received, drop_file, clear_received, settings, accept_caged, build),
+    paths(page, harnesses, openapi, list, create, show, remove, patch_session, move_cage, limits, rename, send, received, drop_file, clear_received, settings, accept_caged, build),
 )]
 pub struct ApiDoc;
 
@@ -1176,7 +1232,7 @@ mod tests {
                 operations += 1;
             }
         }
-        assert_eq!(operations, 17);
+        assert_eq!(operations, 18);
         assert!(
             doc["paths"]["/v1/sessions"]["post"]["responses"]
                 .as_object()

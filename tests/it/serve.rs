@@ -2066,7 +2066,8 @@ fn another_user_cannot_drive_a_rootless_serve_without_a_token() {
 /// still an alias, a change through a cage's socket refused), a refused
 /// sender dismissed without being allowed, received files listed and
 /// deleted (a path refused, a caged caller refused), `caps` in the
-/// harnesses; and the CLI's `files ignore`, `files received`, `files clear`.
+/// harnesses, a session renamed (a path, a taken name, a caged caller
+/// refused); and the CLI's `files ignore`, `files received`, `files clear`.
 #[test]
 fn the_apps_requests_get_the_apps_answers() {
     let w = World::new();
@@ -2285,4 +2286,61 @@ fn the_apps_requests_get_the_apps_answers() {
         .json();
     assert_eq!(left["files"], serde_json::json!([]), "{left:#}");
     assert!(!folder.join("c.txt").exists());
+
+    // POST .../rename: a path, a bad name, an unknown field 400 with the
+    // validation's words; a taken name 409; a caged caller 403; a session
+    // that is not there 404; nothing changed by any of them.
+    assert!(drop("writer", "d.txt", "moved").starts_with("HTTP/1.1 201 "));
+    let taken = w.session("inbox-taken");
+    w.create(&taken, &w.dir("inbox-taken"), &[]);
+    let renamed = w.session("inbox-renamed");
+    let rename = format!("{one}/rename");
+    let before = w.record(&name);
+    for (body, status, says) in [
+        (
+            r#"{"name": "../x"}"#.to_string(),
+            400,
+            "is not a session name",
+        ),
+        (r#"{"name": "/"}"#.to_string(), 400, "is not a session name"),
+        (
+            r#"{"name": ".."}"#.to_string(),
+            400,
+            "is not a session name",
+        ),
+        (
+            format!(r#"{{"name": "{renamed}", "force": true}}"#),
+            400,
+            "unknown field `force`",
+        ),
+        (format!(r#"{{"name": "{taken}"}}"#), 409, "already"),
+    ] {
+        let r = post(&rename, &body).is(status);
+        assert!(r.error().contains(says), "{body}: {r:#?}");
+    }
+    let body = format!(r#"{{"name": "{renamed}"}}"#);
+    http("POST", &rename, Some(&body), &caged).is(403);
+    post(&format!("{u}/v1/sessions/nobody-here/rename"), &body).is(404);
+    assert_eq!(w.record(&name), before);
+    // Renamed: the session object under its new name, its settings and
+    // received files with it; the old name 404.
+    let shown = post(&rename, &body).is(200).json();
+    assert_eq!(shown["name"], renamed.as_str(), "{shown:#}");
+    assert_eq!(
+        shown["files"]["allow"],
+        serde_json::json!(["alpha/writer", "beta/*"]),
+        "{shown:#}"
+    );
+    assert_eq!(shown["accept_caged"], true, "{shown:#}");
+    let again = get(&format!("{u}/v1/sessions/{renamed}")).is(200).json();
+    assert_eq!(again["name"], renamed.as_str(), "{again:#}");
+    get(&one).is(404);
+    let listed = get(&format!("{u}/v1/sessions/{renamed}/drop"))
+        .is(200)
+        .json();
+    assert_eq!(
+        listed["files"],
+        serde_json::json!([{"from": "alpha/writer", "name": "d.txt", "size": 5}]),
+        "{listed:#}"
+    );
 }
