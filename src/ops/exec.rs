@@ -104,7 +104,7 @@ pub fn prepare_uncaged(
     args: Vec<String>,
     allowed: bool,
 ) -> Result<Uncaged> {
-    let (lock, record) = ctx.store.lock_and_load(name)?;
+    let (lock, record) = super::plan::lock_and_load(ctx, name)?;
     lock.note("turn");
     if record.cage.is_some() {
         return Err(Error::bad_input(format!("session {name} is in a cage")));
@@ -198,7 +198,7 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
     if let Ok(record) = ctx.store.load(name) {
         reap_dead_turn(ctx, &record);
     }
-    let (lock, record) = ctx.store.lock_and_load(name)?;
+    let (lock, record) = super::plan::lock_and_load(ctx, name)?;
     lock.note(match what {
         What::Command(_) | What::Shell => "exec",
         What::Harness(_) => "turn",

@@ -18,6 +18,7 @@ pub mod ls;
 pub mod make;
 pub mod moves;
 pub mod outbox;
+pub mod plan;
 pub mod project;
 pub mod protect;
 pub mod prune;
@@ -49,6 +50,9 @@ pub struct Context {
     host: OnceCell<Host>,
     /// The shrooms-agent program, and the link it was called by, if any.
     pub self_paths: Arc<Vec<PathBuf>>,
+    /// What the operation did besides its work, one line each (a command
+    /// that died, repaired: `plan::repair`), for the face to show.
+    notes: std::cell::RefCell<Vec<String>>,
 }
 
 impl Context {
@@ -69,7 +73,18 @@ impl Context {
             store,
             host: OnceCell::new(),
             self_paths,
+            notes: Default::default(),
         }
+    }
+
+    /// Keep a line for the face to show (operations never print).
+    pub fn note(&self, line: String) {
+        self.notes.borrow_mut().push(line);
+    }
+
+    /// The lines kept so far, taken.
+    pub fn take_notes(&self) -> Vec<String> {
+        std::mem::take(&mut *self.notes.borrow_mut())
     }
 
     /// The same, with the host's facts known already (`serve` keeps them
