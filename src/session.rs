@@ -935,7 +935,19 @@ impl Store {
     pub fn lock(&self, name: &str) -> Result<SessionLock> {
         validate_name(name)?;
         make_private_dir(&self.sessions_dir())?;
-        match crate::lock::try_take_past_probes(&self.lock_path(name))? {
+        let mut taken = crate::lock::try_take_past_probes(&self.lock_path(name))?;
+        // A dead turn's watcher stopping its cage holds the lock for as long
+        // as `podman stop` takes (and a second or so after the cage shows
+        // as stopped): waited for, as the session is not in use.
+        let until = std::time::Instant::now() + STOP_WAIT;
+        while taken.is_none()
+            && std::time::Instant::now() < until
+            && self.busy(name)?.is_some_and(|b| b.what == STOPPING)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            taken = crate::lock::try_take_past_probes(&self.lock_path(name))?;
+        }
+        match taken {
             Some(file) => {
                 // What the last holder wrote of itself is not this one's.
                 let _ = file.set_len(0);
@@ -1023,6 +1035,14 @@ pub enum Intent {
     /// removed too.
     Remove { container: Option<String> },
 }
+
+/// What a dead turn's watcher says in the lock file while it stops the
+/// cage (`ops::exec::watch`).
+pub const STOPPING: &str = "stopping";
+
+/// How long a command waits for such a watcher: its `podman stop` (10 s
+/// before podman kills, podman-stop(1)) and two tries more.
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(40);
 
 /// A state folder's identity as `Store::state_id` makes it.
 pub fn is_state_id(id: &str) -> bool {

@@ -655,6 +655,9 @@ pub fn watch(ctx: &Context, req: &WatchRequest) -> Result<Watched> {
         Holder::Gone => None,
         Holder::Signal(sig) => Some(sig),
     };
+    // Said in the lock file: the next command waits for the stop rather
+    // than being told the session is busy (`Store::lock`).
+    _lock.note(session::STOPPING);
     let podman = Podman::new(&req.podman);
     // A second and third try: the lock goes when this ends, and a cage
     // left running then would run with nobody's turn.
