@@ -714,11 +714,13 @@ impl Store {
     }
 
     /// Remove a session's record, history and lock file.
+    /// The record goes last but the intent and lock: until then the
+    /// session is there, to be removed again.
     pub fn remove(&self, name: &str) -> Result<()> {
-        remove_file_if_there(&self.record_path(name))?;
         remove_file_if_there(&self.history_path(name))?;
         remove_file_if_there(&self.record_lock_path(name))?;
         remove_file_if_there(&self.turn_marker(name))?;
+        remove_file_if_there(&self.record_path(name))?;
         remove_file_if_there(&self.intent_path(name))?;
         remove_file_if_there(&self.lock_path(name))
     }

@@ -290,6 +290,9 @@ fn take_back(ctx: &Context, host: Option<&Host>, undo: &Undo) {
             }
         }
         Undo::Record(session) => {
+            // The record first: whatever else fails, no session is left
+            // naming a container taken back.
+            let _ = session::remove_file_if_there(&ctx.store.record_path(session));
             let _ = ctx.store.remove(session);
         }
         Undo::Restore(record) => {
@@ -402,13 +405,21 @@ pub fn repair_all(ctx: &Context) -> Vec<String> {
 /// then read its record: what every command on an existing session starts
 /// with.
 pub fn lock_and_load(ctx: &Context, name: &str) -> Result<(session::SessionLock, Record)> {
-    let (lock, record) = ctx.store.lock_and_load(name)?;
-    if ctx.store.intent_path(name).exists() {
-        if let Some(line) = repair(ctx, name)? {
-            ctx.note(line);
-        }
-        let record = ctx.store.load(name)?;
-        return Ok((lock, record));
+    session::validate_name(name)?;
+    if !ctx.store.intent_path(name).exists() {
+        return ctx.store.lock_and_load(name);
     }
-    Ok((lock, record))
+    // An intent, with or without a record (an rm that died after removing
+    // it): repaired under the lock, then the record read.
+    let lock = ctx.store.lock(name)?;
+    if let Some(line) = repair(ctx, name)? {
+        ctx.note(line);
+    }
+    match ctx.store.load(name) {
+        Ok(record) => Ok((lock, record)),
+        Err(e) => {
+            ctx.store.forget_lock(name);
+            Err(e)
+        }
+    }
 }
