@@ -294,13 +294,26 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<i64
     if cage.sealed.is_some() {
         sealed::remember_untrusted(&ctx.store, &record.dir, &record.name)?;
     }
-    if let Err(e) = host.podman.start(&cage.container) {
-        // Only on failure: is it gone, or did podman fail?
-        return Err(match host.podman.container_exists(&cage.container) {
-            Ok(false) => gone(),
-            _ => e,
-        });
-    }
+    let ran = plan::execute(ctx, Some(host), start_steps(host, cage, gone(), old()))?;
+    ran.pid
+        .ok_or_else(|| Error::failed("the cage's rules were not loaded"))
+}
+
+/// Pure: the steps of a start (after its checks): `podman start` (which
+/// leaves a running container as it is, podman-start(1)), the session's
+/// own limits again where podman does not keep them, one inspect and the
+/// rules. A step that fails stops the cage again: a cage never runs with
+/// the agent port open.
+pub fn start_steps<'a>(
+    host: &Host,
+    cage: &'a CageRecord,
+    gone: Error,
+    old: Error,
+) -> Vec<plan::Step<'a>> {
+    let mut steps = vec![plan::Step::Start {
+        container: cage.container.clone(),
+        gone: gone.clone(),
+    }];
     // Before podman 5.1 `podman update` does not persist: a start brings
     // back the limits the container was made with, so the session's own
     // are set again (seen on podman 4.3.1); on a cage that ran already
@@ -311,36 +324,17 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<i64
         && host.limits_support() == crate::host::LimitsSupport::Enforced
         && limits_in_argv(&cage.create_argv).as_ref() != Some(&cage.limits)
     {
-        let update =
-            crate::podman::argv::update(&cage.container, &cage.limits, host.update_has_pids());
-        if let Err(e) = host.podman.update(&update) {
-            let _ = host.podman.stop(&cage.container);
-            return Err(e.context(format!(
-                "setting the session's limits again in {} failed, so it was stopped again",
-                cage.container
-            )));
-        }
+        steps.push(plan::Step::Update {
+            container: cage.container.clone(),
+            argv: crate::podman::argv::update(
+                &cage.container,
+                &cage.limits,
+                host.update_has_pids(),
+            ),
+        });
     }
-    let inspected = match host.podman.inspect(&cage.container) {
-        Ok(Some(c)) => c,
-        Ok(None) => return Err(gone()),
-        Err(e) => {
-            let _ = host.podman.stop(&cage.container);
-            return Err(e);
-        }
-    };
-    if inspected.init_source().is_none() {
-        let _ = host.podman.stop(&cage.container);
-        return Err(old());
-    }
-    if let Err(e) = load_rules(ctx, host, cage, &inspected) {
-        let _ = host.podman.stop(&cage.container);
-        return Err(e.context(format!(
-            "setting the network rules in {} failed, so it was stopped again",
-            cage.container
-        )));
-    }
-    Ok(inspected.state.pid)
+    steps.push(plan::Step::Rules { cage, gone, old });
+    steps
 }
 
 /// Load a running cage's network rules into its namespace (again: the load

@@ -63,6 +63,23 @@ pub enum Step<'a> {
     /// Remove the session's record, history and lock file. Cannot be
     /// taken back.
     RemoveRecord { session: String },
+    /// `podman start` (taken back: `podman stop`); `gone` is the error when
+    /// it fails and the container is not there.
+    Start { container: String, gone: Error },
+    /// `podman update` of a started cage's limits (nothing to take back: a
+    /// stop follows).
+    Update {
+        container: String,
+        argv: Vec<String>,
+    },
+    /// Inspect the started cage and load its network rules; its first
+    /// process's pid is kept in `Ran::pid`. `gone` and `old` are the errors
+    /// when it is not there, or was not made with the machine's init.
+    Rules {
+        cage: &'a session::CageRecord,
+        gone: Error,
+        old: Error,
+    },
     /// The operation is done: its intent removed. A failure is harmless
     /// (the next command finds the work done) and only warned of.
     Done { session: String },
@@ -94,6 +111,9 @@ impl Step<'_> {
                 if *best_effort { " (best effort)" } else { "" }
             ),
             Step::RemoveRecord { session } => format!("remove record {session}"),
+            Step::Start { container, .. } => format!("start {container}"),
+            Step::Update { container, .. } => format!("update {container}"),
+            Step::Rules { cage, .. } => format!("rules {}", cage.container),
             Step::Done { .. } => "done".to_string(),
         }
     }
@@ -112,6 +132,7 @@ fn intent_words(intent: &Intent) -> String {
 /// What takes a step back.
 enum Undo {
     Intent(String),
+    Stop(String),
     Files(make::FilesUndo),
     Container(String),
     Record(String),
@@ -122,6 +143,8 @@ enum Undo {
 #[derive(Debug, Default)]
 pub struct Ran {
     pub warnings: Vec<String>,
+    /// The started cage's first process (`Step::Rules`).
+    pub pid: Option<i64>,
     /// A step left work for the next command: the intent is kept.
     keep_intent: bool,
 }
@@ -253,6 +276,44 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
             ctx.store.remove(session)?;
             None
         }
+        Step::Start { container, gone } => {
+            let h = podman(host)?;
+            if let Err(e) = h.podman.start(container) {
+                // Only on failure: is it gone, or did podman fail?
+                return Err(match h.podman.container_exists(container) {
+                    Ok(false) => gone.clone(),
+                    _ => e,
+                });
+            }
+            Some(Undo::Stop(container.clone()))
+        }
+        Step::Update { container, argv } => {
+            podman(host)?.podman.update(argv).map_err(|e| {
+                e.context(format!(
+                    "setting the session's limits again in {container} failed, so it was \
+                     stopped again"
+                ))
+            })?;
+            None
+        }
+        Step::Rules { cage, gone, old } => {
+            let h = podman(host)?;
+            let inspected = match h.podman.inspect(&cage.container)? {
+                Some(c) => c,
+                None => return Err(gone.clone()),
+            };
+            if inspected.init_source().is_none() {
+                return Err(old.clone());
+            }
+            super::load_rules(ctx, h, cage, &inspected).map_err(|e| {
+                e.context(format!(
+                    "setting the network rules in {} failed, so it was stopped again",
+                    cage.container
+                ))
+            })?;
+            ran.pid = Some(inspected.state.pid);
+            None
+        }
         Step::Done { .. } if ran.keep_intent => None,
         Step::Done { session } => {
             if let Err(e) = ctx.store.remove_intent(session) {
@@ -284,6 +345,11 @@ fn take_back(ctx: &Context, host: Option<&Host>, undo: &Undo) {
             let _ = ctx.store.remove_intent(session);
         }
         Undo::Files(made) => made.run(),
+        Undo::Stop(container) => {
+            if let Some(h) = host {
+                let _ = h.podman.stop(container);
+            }
+        }
         Undo::Container(name) => {
             if let Some(h) = host {
                 let _ = make::remove_container(ctx, h, name);
