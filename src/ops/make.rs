@@ -1,7 +1,8 @@
 //! Making a cage for a session: everything `cage create` and `cage move`
 //! share. `plan` looks at the machine and decides (it changes nothing, so
-//! `--dry-run` is a plan shown); `CagePlan::make` carries it out, undoing
-//! its own steps when a later one fails: never a half-made cage.
+//! `--dry-run` is a plan shown); `CagePlan::steps` are the steps that make
+//! it, which the caller runs with its own (`ops::plan::execute`), each taken
+//! back when a later one fails: never a half-made cage.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
