@@ -259,6 +259,12 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
             let removed = podman(host).and_then(|h| make::remove_container(ctx, h, name));
             match removed {
                 Ok(_) => {}
+                // Without podman, left for `cage prune` once it is back: the
+                // session must stay usable meanwhile.
+                Err(e) if *best_effort && e.kind == Kind::NoPodman => ran.warnings.push(format!(
+                    "the old container {name} could not be removed ({e}); \
+                         `shrooms-agent cage prune` removes it later"
+                )),
                 Err(e) if *best_effort => {
                     // The intent stays: the next command on the session
                     // removes it.
@@ -384,42 +390,45 @@ pub fn repair(ctx: &Context, name: &str) -> Result<Option<String>> {
         .as_ref()
         .and_then(|r| r.cage.as_ref())
         .map(|c| c.container.clone());
-    let remove = |c: &str| -> Result<()> { make::remove_container(ctx, ctx.host()?, c).map(drop) };
+    // Without podman (`cages = false`, or podman gone) a container cannot
+    // be removed, and must not keep the session from being used: it is
+    // left, of no session, for `cage prune` once podman is back.
+    let remove = |c: &str| -> Result<&'static str> {
+        match ctx.host() {
+            Ok(host) => make::remove_container(ctx, host, c).map(|_| "removed"),
+            Err(e) if e.kind == Kind::NoPodman => {
+                Ok("left for `shrooms-agent cage prune` (no podman here)")
+            }
+            Err(e) => Err(e),
+        }
+    };
     let said = match &intent {
         Intent::Create { container } if named.as_ref() == Some(container) => {
             format!("an interrupted `cage create` of session {name} had made it; nothing to do")
         }
         Intent::Create { container } => {
-            remove(container)?;
+            let how = remove(container)?;
             if record.is_none() {
                 ctx.store.forget_lock(name);
             }
             format!(
                 "an interrupted `cage create` of session {name} was taken back: its container \
-                 {container} removed"
+                 {container} {how}"
             )
         }
         Intent::Move { from, to } if named == *to => {
+            let mut how = String::new();
             if let Some(from) = from.as_ref().filter(|f| Some(*f) != to.as_ref()) {
-                remove(from)?;
+                how = format!(": its old container {from} {}", remove(from)?);
             }
-            format!(
-                "an interrupted `cage move` of session {name} was finished{}",
-                from.as_ref()
-                    .map(|f| format!(": its old container {f} removed"))
-                    .unwrap_or_default()
-            )
+            format!("an interrupted `cage move` of session {name} was finished{how}")
         }
         Intent::Move { to, .. } => {
+            let mut how = String::new();
             if let Some(to) = to.as_ref().filter(|t| Some(*t) != named.as_ref()) {
-                remove(to)?;
+                how = format!(": its new container {to} {}", remove(to)?);
             }
-            format!(
-                "an interrupted `cage move` of session {name} was taken back{}",
-                to.as_ref()
-                    .map(|t| format!(": its new container {t} removed"))
-                    .unwrap_or_default()
-            )
+            format!("an interrupted `cage move` of session {name} was taken back{how}")
         }
         Intent::Remove { container } => {
             if let Some(c) = container {
