@@ -307,6 +307,9 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
     };
     let ctx = context_with(&overrides)?;
     ops::refuse_root(&ctx.settings)?;
+    // What was repaired on the way (a command that died), one line each,
+    // whether this one succeeded or not: shown when it ends.
+    let _notes = Notes(&ctx);
     match cmd {
         CageCommand::Create(a) => {
             // Without --dir: the folder it is run in, as a container tool's
@@ -639,10 +642,27 @@ fn build_with_progress(
     })
 }
 
+/// The context's notes, on stderr.
+fn notes(ctx: &Context) {
+    for line in ctx.take_notes() {
+        eprintln!("shrooms-agent: {line}");
+    }
+}
+
+/// Shows the context's notes when the command ends.
+struct Notes<'a>(&'a Context);
+
+impl Drop for Notes<'_> {
+    fn drop(&mut self) {
+        notes(self.0);
+    }
+}
+
 fn exec(ctx: &Context, name: &str, what: ops::exec::What) -> Result<ExitCode> {
     // SAFETY: isatty on fd 0.
     let tty = unsafe { libc::isatty(0) } == 1;
     let prepared = ops::exec::prepare(ctx, name, what, tty)?;
+    notes(ctx);
     output::warnings(&prepared.warnings);
     let ended = prepared.run()?;
     if let Some(e) = &ended.stop_error {

@@ -467,6 +467,88 @@ impl Store {
     fn record_lock_path(&self, name: &str) -> PathBuf {
         self.sessions_dir().join(format!("{name}@record.lock"))
     }
+    /// An operation's intent: written before its first step that a crash
+    /// would leave half done, removed once it is done (`ops::plan`).
+    /// Named with `@`, which no session's name has.
+    pub fn intent_path(&self, name: &str) -> PathBuf {
+        self.sessions_dir().join(format!("{name}@intent"))
+    }
+
+    /// Write a session's intent, atomically (a crash leaves the old one or
+    /// the new one, never half of one).
+    pub fn write_intent(&self, name: &str, intent: &Intent) -> Result<()> {
+        validate_name(name)?;
+        make_private_dir(&self.sessions_dir())?;
+        let mut text = serde_json::to_string(intent)
+            .map_err(|e| Error::failed(format!("writing the intent: {e}")))?;
+        text.push('\n');
+        write_atomic(&self.intent_path(name), text.as_bytes(), 0o600)
+    }
+
+    /// A session's intent, if an operation on it did not finish. One that
+    /// does not read is an error: what it named cannot be known.
+    pub fn intent(&self, name: &str) -> Result<Option<Intent>> {
+        let path = self.intent_path(name);
+        match fs::read_to_string(&path) {
+            Ok(t) => serde_json::from_str(&t).map(Some).map_err(|e| {
+                Error::failed(format!(
+                    "the intent {} is damaged: {e}; look at the session's container \
+                     (`podman ps -a`), then remove the file",
+                    path.display()
+                ))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::failed(format!("reading {}: {e}", path.display()))),
+        }
+    }
+
+    pub fn remove_intent(&self, name: &str) -> Result<()> {
+        remove_file_if_there(&self.intent_path(name))
+    }
+
+    /// The sessions with an intent left (an operation that did not finish,
+    /// or one running now).
+    pub fn intents(&self) -> Vec<String> {
+        let Ok(entries) = fs::read_dir(self.sessions_dir()) else {
+            return Vec::new();
+        };
+        let mut names: Vec<String> = entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_str()?.strip_suffix("@intent")?.to_string();
+                validate_name(&name).is_ok().then_some(name)
+            })
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Remove the temporary files `write_atomic` left in the sessions'
+    /// folder when its process died between making one and renaming it:
+    /// each names its process, and one whose process is gone is nobody's.
+    pub fn remove_dead_temporaries(&self) -> Vec<PathBuf> {
+        let Ok(entries) = fs::read_dir(self.sessions_dir()) else {
+            return Vec::new();
+        };
+        let mut removed = Vec::new();
+        for e in entries.flatten() {
+            let file = e.file_name();
+            let Some(pid) = file
+                .to_str()
+                .filter(|f| f.starts_with('.'))
+                .and_then(|f| f.rsplit_once(".tmp-"))
+                .and_then(|(_, pid)| pid.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let alive = Path::new("/proc").join(pid.to_string()).exists();
+            if !alive && fs::remove_file(e.path()).is_ok() {
+                removed.push(e.path());
+            }
+        }
+        removed
+    }
+
     /// The folders sealed sessions worked in (`ops::sealed::Untrusted`).
     pub fn untrusted_folders(&self) -> PathBuf {
         self.root.join("untrusted-folders.json")
@@ -632,11 +714,14 @@ impl Store {
     }
 
     /// Remove a session's record, history and lock file.
+    /// The record goes last but the intent and lock: until then the
+    /// session is there, to be removed again.
     pub fn remove(&self, name: &str) -> Result<()> {
-        remove_file_if_there(&self.record_path(name))?;
         remove_file_if_there(&self.history_path(name))?;
         remove_file_if_there(&self.record_lock_path(name))?;
         remove_file_if_there(&self.turn_marker(name))?;
+        remove_file_if_there(&self.record_path(name))?;
+        remove_file_if_there(&self.intent_path(name))?;
         remove_file_if_there(&self.lock_path(name))
     }
 
@@ -852,7 +937,19 @@ impl Store {
     pub fn lock(&self, name: &str) -> Result<SessionLock> {
         validate_name(name)?;
         make_private_dir(&self.sessions_dir())?;
-        match crate::lock::try_take_past_probes(&self.lock_path(name))? {
+        let mut taken = crate::lock::try_take_past_probes(&self.lock_path(name))?;
+        // A dead turn's watcher stopping its cage holds the lock for as long
+        // as `podman stop` takes (and a second or so after the cage shows
+        // as stopped): waited for, as the session is not in use.
+        let until = std::time::Instant::now() + STOP_WAIT;
+        while taken.is_none()
+            && std::time::Instant::now() < until
+            && self.busy(name)?.is_some_and(|b| b.what == STOPPING)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            taken = crate::lock::try_take_past_probes(&self.lock_path(name))?;
+        }
+        match taken {
             Some(file) => {
                 // What the last holder wrote of itself is not this one's.
                 let _ = file.set_len(0);
@@ -919,6 +1016,35 @@ impl Store {
         Ok(SessionLock { _file: file })
     }
 }
+
+/// What an operation set out to do, kept in the state folder until it is
+/// done, so that the next command on the session can finish it or take it
+/// back after a crash (`ops::plan::repair`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Intent {
+    /// `cage create`: the container it makes. Done once the record names
+    /// it; otherwise taken back.
+    Create { container: String },
+    /// `cage move`: the container it leaves and the one it makes. Done
+    /// once the record names `to` (then `from` is removed); otherwise `to`
+    /// is taken back.
+    Move {
+        from: Option<String>,
+        to: Option<String>,
+    },
+    /// `cage rm`: once podman may have removed the container, the rest is
+    /// removed too.
+    Remove { container: Option<String> },
+}
+
+/// What a dead turn's watcher says in the lock file while it stops the
+/// cage (`ops::exec::watch`).
+pub const STOPPING: &str = "stopping";
+
+/// How long a command waits for such a watcher: its `podman stop` (10 s
+/// before podman kills, podman-stop(1)) and two tries more.
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(40);
 
 /// A state folder's identity as `Store::state_id` makes it.
 pub fn is_state_id(id: &str) -> bool {

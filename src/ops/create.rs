@@ -8,9 +8,10 @@ use serde::Serialize;
 
 use super::Context;
 use super::make::{self, CageChoice};
+use super::plan::Step;
 use crate::error::{Error, Result};
 use crate::harness::Harness;
-use crate::session::{self, HistoryEntry, RECORD_VERSION, Record};
+use crate::session::{self, HistoryEntry, Intent, RECORD_VERSION, Record};
 
 #[derive(Debug, Clone)]
 pub struct CreateRequest {
@@ -83,6 +84,11 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
             }
             held => held?,
         };
+        // A create of this name that died left its intent: its container
+        // is taken back before this one is made.
+        if let Some(line) = super::plan::repair(ctx, &req.name)? {
+            ctx.note(line);
+        }
         if ctx.store.exists(&req.name) {
             return Err(already(&req.name));
         }
@@ -126,20 +132,24 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
     if req.dry_run {
         return Ok(result);
     }
-    let cage = match plan.make(ctx, host) {
-        Ok(cage) => cage,
-        Err(e) => {
-            ctx.store.forget_lock(&req.name);
-            return Err(e);
-        }
-    };
-    let record = Record {
+    let record = new_record(req, &dir, &plan);
+    let who = ctx.settings.user.clone();
+    if let Err(e) = super::plan::execute(ctx, Some(host), steps(&plan, &record, who)) {
+        ctx.store.forget_lock(&req.name);
+        return Err(e);
+    }
+    Ok(result)
+}
+
+/// The record of a session made by `req` in `plan`'s cage.
+fn new_record(req: &CreateRequest, dir: &Path, plan: &make::CagePlan) -> Record {
+    Record {
         version: RECORD_VERSION,
         name: req.name.clone(),
-        dir,
+        dir: dir.to_path_buf(),
         harness: req.harness,
         created: now(),
-        cage: Some(cage),
+        cage: Some(plan.record()),
         auto_approve: req.auto_approve,
         starred: false,
         files: Default::default(),
@@ -148,25 +158,31 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
         // caged) until someone sets it.
         accept_caged: None,
         last_image: None,
-    };
-    let saved = ctx.store.save(&record).and_then(|_| {
-        ctx.store.append_history(
-            &req.name,
-            &HistoryEntry {
-                when: record.created,
-                who: ctx.settings.user.clone(),
-                what: format!("created in a cage ({})", describe(&record)),
-            },
-        )
-    });
-    if let Err(e) = saved {
-        if let Some(cage) = &record.cage {
-            let _ = make::remove_cage(ctx, host, cage);
-        }
-        let _ = ctx.store.remove(&req.name);
-        return Err(e);
     }
-    Ok(result)
+}
+
+/// Pure: the steps of a create. Its intent first: a crash after `podman
+/// create` and before the record would leave a container of no session.
+pub fn steps<'a>(plan: &'a make::CagePlan, record: &Record, who: String) -> Vec<Step<'a>> {
+    let session = record.name.clone();
+    let mut steps = vec![Step::Intent {
+        session: session.clone(),
+        intent: Intent::Create {
+            container: plan.container.clone(),
+        },
+    }];
+    steps.extend(plan.steps());
+    steps.push(Step::NewRecord(Box::new(record.clone())));
+    steps.push(Step::History {
+        session: session.clone(),
+        entry: HistoryEntry {
+            when: record.created,
+            who,
+            what: format!("created in a cage ({})", describe(record)),
+        },
+    });
+    steps.push(Step::Done { session });
+    steps
 }
 
 pub(super) fn already(name: &str) -> Error {

@@ -9,6 +9,8 @@
 
 use std::path::PathBuf;
 
+mod faults;
+
 use super::Context;
 use crate::error::Kind;
 use crate::host::{Host, Version};

@@ -168,6 +168,18 @@ pub fn doctor_with(ctx: &Context, bad_config: Option<&crate::error::Error>) -> R
         None,
     ));
     checks.push(root_check(host.rootless, super::euid(), s));
+    // Commands that died halfway: finished or taken back now, and said.
+    let repaired = super::plan::repair_all(ctx);
+    checks.push(if repaired.is_empty() {
+        check(
+            "interrupted",
+            Status::Pass,
+            "no command left its work half done".to_string(),
+            None,
+        )
+    } else {
+        check("interrupted", Status::Warn, repaired.join("; "), None)
+    });
     checks.push(limits_check(host, s));
     checks.push(match host.limits_support() {
         LimitsSupport::Enforced => check("update", Status::Pass, update_behaviour(host), None),

@@ -104,7 +104,7 @@ pub fn prepare_uncaged(
     args: Vec<String>,
     allowed: bool,
 ) -> Result<Uncaged> {
-    let (lock, record) = ctx.store.lock_and_load(name)?;
+    let (lock, record) = super::plan::lock_and_load(ctx, name)?;
     lock.note("turn");
     if record.cage.is_some() {
         return Err(Error::bad_input(format!("session {name} is in a cage")));
@@ -198,7 +198,7 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
     if let Ok(record) = ctx.store.load(name) {
         reap_dead_turn(ctx, &record);
     }
-    let (lock, record) = ctx.store.lock_and_load(name)?;
+    let (lock, record) = super::plan::lock_and_load(ctx, name)?;
     lock.note(match what {
         What::Command(_) | What::Shell => "exec",
         What::Harness(_) => "turn",
@@ -655,6 +655,9 @@ pub fn watch(ctx: &Context, req: &WatchRequest) -> Result<Watched> {
         Holder::Gone => None,
         Holder::Signal(sig) => Some(sig),
     };
+    // Said in the lock file: the next command waits for the stop rather
+    // than being told the session is busy (`Store::lock`).
+    _lock.note(session::STOPPING);
     let podman = Podman::new(&req.podman);
     // A second and third try: the lock goes when this ends, and a cage
     // left running then would run with nobody's turn.

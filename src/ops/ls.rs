@@ -42,6 +42,9 @@ pub struct Listing {
 }
 
 pub fn ls(ctx: &Context) -> Result<Listing> {
+    // What commands that died left undone is finished or taken back before
+    // the sessions are listed.
+    super::plan::repair_all(ctx);
     let (records, damaged) = ctx.store.list_readable()?;
     // A turn killed with its watcher left its cage running: stopped
     // before the cages are listed.

@@ -1,12 +1,13 @@
 //! Making a cage for a session: everything `cage create` and `cage move`
 //! share. `plan` looks at the machine and decides (it changes nothing, so
-//! `--dry-run` is a plan shown); `CagePlan::make` carries it out, undoing
-//! its own steps when a later one fails: never a half-made cage.
+//! `--dry-run` is a plan shown); `CagePlan::steps` are the steps that make
+//! it, which the caller runs with its own (`ops::plan::execute`), each taken
+//! back when a later one fails: never a half-made cage.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::{Context, program_mount, protect, sealed};
+use super::{Context, plan, program_mount, protect, sealed};
 use crate::error::{Error, Result};
 use crate::harness::Harness;
 use crate::host::{Host, LimitsSupport};
@@ -810,28 +811,39 @@ impl CagePlan {
         self.sealed.is_some()
     }
 
-    /// Make it: folders, the shared volume, the container. Returns the
-    /// cage's record; on failure, what was made is taken back.
-    pub fn make(&self, ctx: &Context, host: &Host) -> Result<CageRecord> {
-        ctx.store.ensure()?;
-        let mut undo = Undo::default();
-        let made = self.make_steps(ctx, host, &mut undo).and_then(|cage| {
-            // Seed, "After a sealed session": its folder stays untrusted,
-            // whatever becomes of the session.
-            if self.sealed.is_some() {
-                sealed::remember_untrusted(&ctx.store, &self.dir, &self.session)?;
-            } else if self.unseal {
-                sealed::forget_untrusted(&ctx.store, &self.dir, Some(&self.session))?;
-            }
-            Ok(cage)
-        });
-        if made.is_err() {
-            undo.run(host);
+    /// The steps that make it: its folders and files, the shared volume,
+    /// the container, and what a sealed cage (or `--unseal`) says of its
+    /// folder. The caller adds its intent and the record's steps.
+    pub fn steps(&self) -> Vec<plan::Step<'_>> {
+        let mut steps = vec![plan::Step::CageFiles(self)];
+        if let (true, Some(volume)) = (self.make_volume, &self.options.shared) {
+            // A shared folder is for every session given it: once made, it
+            // is not taken back by an undo.
+            steps.push(plan::Step::CreateVolume {
+                name: volume.clone(),
+                label: format!("{SHARED_LABEL}=true"),
+            });
         }
-        made
+        steps.push(plan::Step::CreateContainer {
+            name: self.container.clone(),
+            argv: self.create_argv.clone(),
+        });
+        // Seed, "After a sealed session": its folder stays untrusted,
+        // whatever becomes of the session.
+        if self.sealed.is_some() || self.unseal {
+            steps.push(plan::Step::Untrusted {
+                dir: self.dir.clone(),
+                session: self.session.clone(),
+                remember: self.sealed.is_some(),
+            });
+        }
+        steps
     }
 
-    fn make_steps(&self, ctx: &Context, host: &Host, undo: &mut Undo) -> Result<CageRecord> {
+    /// The cage's folders and files on the machine; what was made is in
+    /// `undo`, for the executor to take back.
+    pub(super) fn make_files(&self, ctx: &Context, undo: &mut FilesUndo) -> Result<()> {
+        ctx.store.ensure()?;
         undo.dirs.push(ctx.store.cage_dir(&self.container));
         // README, "Protected paths": a missing one is made empty, so that
         // the cage cannot make it.
@@ -915,28 +927,13 @@ impl CagePlan {
                 }
             }
         }
-        if let (true, Some(volume)) = (self.make_volume, &self.options.shared) {
-            // A shared folder is for every session given it: once made, it
-            // is not taken back by an undo.
-            host.podman
-                .volume_create(volume, &format!("{SHARED_LABEL}=true"))?;
-        }
-        // Where each bind source leads now that all exist: a start checks
-        // they still lead there (see CageRecord::mount_sources).
-        let mount_sources = self
-            .spec
-            .mounts
-            .iter()
-            .map(|m| {
-                MountSource::now(&m.src)
-                    .map_err(|e| Error::failed(format!("looking at {}: {e}", m.src.display())))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        // Taken back even if podman create fails late (a time-out after the
-        // container was made); `rm -f --ignore` of nothing is harmless.
-        undo.container = Some(self.container.clone());
-        host.podman.create(&self.create_argv)?;
-        Ok(CageRecord {
+        Ok(())
+    }
+
+    /// The record of the cage once made. Where its mount sources lead is
+    /// looked at by the step that writes the record, once they all exist.
+    pub fn record(&self) -> CageRecord {
+        CageRecord {
             container: self.container.clone(),
             image: self.image.clone(),
             network: self.spec.network,
@@ -951,21 +948,27 @@ impl CagePlan {
             create_argv: self.create_argv.clone(),
             sealed: self.sealed.clone(),
             options: self.options.clone(),
-            mount_sources,
-        })
+            mount_sources: self
+                .spec
+                .mounts
+                .iter()
+                .map(|m| MountSource {
+                    path: m.src.clone(),
+                    led_to: m.src.clone(),
+                    links: None,
+                })
+                .collect(),
+        }
     }
 }
 
 /// Remove a cage: the container (and everything installed in it), its env
 /// file and its private folders. Returns what was removed besides the
 /// container.
-pub fn remove_cage(ctx: &Context, host: &Host, cage: &CageRecord) -> Result<Vec<PathBuf>> {
-    host.podman.rm_force(&cage.container)?;
+pub fn remove_container(ctx: &Context, host: &Host, container: &str) -> Result<Vec<PathBuf>> {
+    host.podman.rm_force(container)?;
     let mut files = Vec::new();
-    for f in [
-        ctx.store.env_file(&cage.container),
-        ctx.store.cage_dir(&cage.container),
-    ] {
+    for f in [ctx.store.env_file(container), ctx.store.cage_dir(container)] {
         if f.is_dir() {
             if let Err(e) = session::remove_dir_if_there(&f) {
                 // Rootless, what the cage's root made under another of its
@@ -985,20 +988,17 @@ pub fn remove_cage(ctx: &Context, host: &Host, cage: &CageRecord) -> Result<Vec<
     Ok(files)
 }
 
-/// What to take back when a step fails.
+/// What the cage's files step made, to take back when a later step fails
+/// (the container is the executor's own step).
 #[derive(Default)]
-struct Undo {
-    container: Option<String>,
+pub struct FilesUndo {
     dirs: Vec<PathBuf>,
     /// Protected paths made empty in the project: removed if still empty.
     made: Vec<PathBuf>,
 }
 
-impl Undo {
-    fn run(&self, host: &Host) {
-        if let Some(c) = &self.container {
-            let _ = host.podman.rm_force(c);
-        }
+impl FilesUndo {
+    pub fn run(&self) {
         for d in self.dirs.iter().rev() {
             let _ = session::remove_dir_if_there(d);
         }

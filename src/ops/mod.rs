@@ -18,6 +18,7 @@ pub mod ls;
 pub mod make;
 pub mod moves;
 pub mod outbox;
+pub mod plan;
 pub mod project;
 pub mod protect;
 pub mod prune;
@@ -50,6 +51,9 @@ pub struct Context {
     host: OnceCell<Host>,
     /// The shrooms-agent program, and the link it was called by, if any.
     pub self_paths: Arc<Vec<PathBuf>>,
+    /// What the operation did besides its work, one line each (a command
+    /// that died, repaired: `plan::repair`), for the face to show.
+    notes: std::cell::RefCell<Vec<String>>,
 }
 
 impl Context {
@@ -70,7 +74,18 @@ impl Context {
             store,
             host: OnceCell::new(),
             self_paths,
+            notes: Default::default(),
         }
+    }
+
+    /// Keep a line for the face to show (operations never print).
+    pub fn note(&self, line: String) {
+        self.notes.borrow_mut().push(line);
+    }
+
+    /// The lines kept so far, taken.
+    pub fn take_notes(&self) -> Vec<String> {
+        std::mem::take(&mut *self.notes.borrow_mut())
     }
 
     /// The same, with the host's facts known already (`serve` keeps them
@@ -280,13 +295,26 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<i64
     if cage.sealed.is_some() {
         sealed::remember_untrusted(&ctx.store, &record.dir, &record.name)?;
     }
-    if let Err(e) = host.podman.start(&cage.container) {
-        // Only on failure: is it gone, or did podman fail?
-        return Err(match host.podman.container_exists(&cage.container) {
-            Ok(false) => gone(),
-            _ => e,
-        });
-    }
+    let ran = plan::execute(ctx, Some(host), start_steps(host, cage, gone(), old()))?;
+    ran.pid
+        .ok_or_else(|| Error::failed("the cage's rules were not loaded"))
+}
+
+/// Pure: the steps of a start (after its checks): `podman start` (which
+/// leaves a running container as it is, podman-start(1)), the session's
+/// own limits again where podman does not keep them, one inspect and the
+/// rules. A step that fails stops the cage again: a cage never runs with
+/// the agent port open.
+pub fn start_steps<'a>(
+    host: &Host,
+    cage: &'a CageRecord,
+    gone: Error,
+    old: Error,
+) -> Vec<plan::Step<'a>> {
+    let mut steps = vec![plan::Step::Start {
+        container: cage.container.clone(),
+        gone: gone.clone(),
+    }];
     // Before podman 5.1 `podman update` does not persist: a start brings
     // back the limits the container was made with, so the session's own
     // are set again (seen on podman 4.3.1); on a cage that ran already
@@ -297,36 +325,17 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<i64
         && host.limits_support() == crate::host::LimitsSupport::Enforced
         && limits_in_argv(&cage.create_argv).as_ref() != Some(&cage.limits)
     {
-        let update =
-            crate::podman::argv::update(&cage.container, &cage.limits, host.update_has_pids());
-        if let Err(e) = host.podman.update(&update) {
-            let _ = host.podman.stop(&cage.container);
-            return Err(e.context(format!(
-                "setting the session's limits again in {} failed, so it was stopped again",
-                cage.container
-            )));
-        }
+        steps.push(plan::Step::Update {
+            container: cage.container.clone(),
+            argv: crate::podman::argv::update(
+                &cage.container,
+                &cage.limits,
+                host.update_has_pids(),
+            ),
+        });
     }
-    let inspected = match host.podman.inspect(&cage.container) {
-        Ok(Some(c)) => c,
-        Ok(None) => return Err(gone()),
-        Err(e) => {
-            let _ = host.podman.stop(&cage.container);
-            return Err(e);
-        }
-    };
-    if inspected.init_source().is_none() {
-        let _ = host.podman.stop(&cage.container);
-        return Err(old());
-    }
-    if let Err(e) = load_rules(ctx, host, cage, &inspected) {
-        let _ = host.podman.stop(&cage.container);
-        return Err(e.context(format!(
-            "setting the network rules in {} failed, so it was stopped again",
-            cage.container
-        )));
-    }
-    Ok(inspected.state.pid)
+    steps.push(plan::Step::Rules { cage, gone, old });
+    steps
 }
 
 /// Load a running cage's network rules into its namespace (again: the load

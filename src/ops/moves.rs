@@ -9,10 +9,11 @@ use serde::Serialize;
 use std::path::Path;
 
 use super::make::{self, CageChoice};
+use super::plan::{self, Step};
 use super::{Context, create};
 use crate::error::{Error, Result};
 use crate::host::Host;
-use crate::session::{CageRecord, HistoryEntry, Record};
+use crate::session::{CageRecord, HistoryEntry, Intent, Record};
 
 #[derive(Debug, Clone, Default)]
 pub struct MoveRequest {
@@ -50,7 +51,7 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
     // create; a cage's own checks of it (not under the state folder, not a
     // sealed session's) are `make::plan`'s, as at create.
     let new_dir = req.dir.as_deref().map(create::project_dir).transpose()?;
-    let (_lock, record) = ctx.store.lock_and_load(&req.name)?;
+    let (_lock, record) = plan::lock_and_load(ctx, &req.name)?;
     _lock.note("move");
     let dir = new_dir.clone().unwrap_or_else(|| record.dir.clone());
     let old = record.cage.clone();
@@ -89,25 +90,21 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
         check_idle(host, &req.name, cage, "move")?;
     }
     let mut warnings = Vec::new();
-    let (to, what) = if req.out {
-        if sealed_now {
-            // --unseal, checked above: the owner trusts the folder again.
-            super::sealed::forget_untrusted(&ctx.store, &record.dir, Some(&record.name))?;
-        }
+    let plan = if req.out {
         if new_dir.is_some() {
             super::project::check_own_folder(
                 &dir,
                 ctx.env.get("XDG_RUNTIME_DIR").map(String::as_str),
             )?;
         }
-        (None, "taken out of its cage".to_string())
+        None
     } else {
         let host = host.ok_or_else(|| Error::no_podman(crate::host::NO_PODMAN))?;
         let choice = make::CageChoice {
             unseal: req.unseal,
             ..req.choice.clone()
         };
-        let cage = new_cage(
+        Some(new_cage(
             ctx,
             host,
             &record,
@@ -115,73 +112,29 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
             &dir,
             choice,
             &mut warnings,
-        )?;
-        let name = cage.container.clone();
-        let mut moved = record.clone();
-        moved.cage = Some(cage);
-        moved.dir = dir.clone();
-        let what = match &old {
-            None => format!("moved into a cage ({})", create::describe(&moved)),
-            Some(_) => format!("given a new cage ({})", create::describe(&moved)),
-        };
-        (Some((name, moved.cage.unwrap())), what)
+        )?)
     };
-    let what = match &new_dir {
-        Some(d) if *d != record.dir => format!("{what}; its folder is {} now", d.display()),
-        _ => what,
+    let who = req.by.clone().unwrap_or_else(|| ctx.settings.user.clone());
+    let steps = steps(&record, plan.as_ref(), &dir, who);
+    let what = match steps.iter().find_map(|s| match s {
+        Step::History { entry, .. } => Some(entry.what.clone()),
+        _ => None,
+    }) {
+        Some(w) => w,
+        None => return Err(Error::failed("a move without a history entry")),
     };
-    let new_cage = to.as_ref().map(|(_, c)| c.clone());
-    // Out of its cage, the session remembers that cage's image for the
-    // way back in.
-    let last_image = match &new_cage {
-        None => old.as_ref().map(|c| c.image.clone()),
-        Some(_) => None,
-    };
-    let saved = ctx.store.update(&req.name, |r| {
-        r.cage = new_cage;
-        r.dir = dir.clone();
-        r.last_image = last_image;
-        Ok(())
-    });
-    if let Err(e) = saved {
-        // The record still names the old cage: take the new one back.
-        if let (Some((_, cage)), Some(host)) = (&to, host) {
-            let _ = make::remove_cage(ctx, host, cage);
-        }
-        return Err(e);
-    }
-    if let Some(cage) = &old {
-        let removed = match host {
-            Some(host) => make::remove_cage(ctx, host, cage).map(|_| ()),
-            None => Err(Error::failed("this machine has no podman")),
-        };
-        if let Err(e) = removed {
-            warnings.push(format!(
-                "the old container {} could not be removed ({e}); `shrooms-agent cage prune` \
-                 removes it later",
-                cage.container
-            ));
-        }
-    }
-    ctx.store.append_history(
-        &req.name,
-        &HistoryEntry {
-            when: create::now(),
-            who: req.by.clone().unwrap_or_else(|| ctx.settings.user.clone()),
-            what: what.clone(),
-        },
-    )?;
+    warnings.extend(plan::execute(ctx, host, steps)?.warnings);
     Ok(Moved {
         session: record.name,
         from: old.map(|c| c.container),
-        to: to.map(|(n, _)| n),
+        to: plan.map(|p| p.container),
         what,
         warnings,
     })
 }
 
 /// A new cage for a session (`record`) under the name `session`, in `dir`,
-/// made as a move makes it: what `cage move` and `cage rename` share.
+/// planned as a move plans it: what `cage move` and `cage rename` share.
 /// Without an image in `choice`, it keeps the image its cage was made from,
 /// or, out of a cage, the one it was taken out of: a move changes what was
 /// asked, not what was not (a switch to the config's image could start a
@@ -194,7 +147,7 @@ pub(super) fn new_cage(
     dir: &Path,
     choice: CageChoice,
     warnings: &mut Vec<String>,
-) -> Result<CageRecord> {
+) -> Result<make::CagePlan> {
     let old = record.cage.as_ref();
     let image = choice
         .image
@@ -208,7 +161,81 @@ pub(super) fn new_cage(
         _ => plan,
     };
     warnings.extend(plan.warnings.iter().cloned());
-    plan.make(ctx, host)
+    Ok(plan)
+}
+
+/// Pure: the steps of a move of `record` into `plan`'s cage (None: out of
+/// its cage) with its folder at `dir`. The new container is made and the
+/// record changed before the old one is removed, so that a failure leaves
+/// the session as it was; the intent names both, so that a crash between
+/// them leaves neither two containers nor none.
+pub fn steps<'a>(
+    record: &Record,
+    plan: Option<&'a make::CagePlan>,
+    dir: &Path,
+    who: String,
+) -> Vec<Step<'a>> {
+    let session = record.name.clone();
+    let old = record.cage.as_ref();
+    let mut steps = vec![Step::Intent {
+        session: session.clone(),
+        intent: Intent::Move {
+            from: old.map(|c| c.container.clone()),
+            to: plan.map(|p| p.container.clone()),
+        },
+    }];
+    // --unseal out of a cage (checked by the caller): the owner trusts the
+    // folder again.
+    if plan.is_none() && old.is_some_and(|c| c.sealed.is_some()) {
+        steps.push(Step::Untrusted {
+            dir: record.dir.clone(),
+            session: session.clone(),
+            remember: false,
+        });
+    }
+    let new_cage = plan.map(|p| p.record());
+    if let Some(p) = plan {
+        steps.extend(p.steps());
+    }
+    let mut moved = record.clone();
+    moved.cage = new_cage.clone();
+    let what = match (old, &new_cage) {
+        (_, None) => "taken out of its cage".to_string(),
+        (None, Some(_)) => format!("moved into a cage ({})", create::describe(&moved)),
+        (Some(_), Some(_)) => format!("given a new cage ({})", create::describe(&moved)),
+    };
+    let what = if dir != record.dir {
+        format!("{what}; its folder is {} now", dir.display())
+    } else {
+        what
+    };
+    steps.push(Step::ChangeRecord {
+        session: session.clone(),
+        // Out of its cage, the session remembers that cage's image for the
+        // way back in.
+        last_image: match &new_cage {
+            None => old.map(|c| c.image.clone()),
+            Some(_) => None,
+        },
+        cage: new_cage.map(Box::new),
+        dir: dir.to_path_buf(),
+    });
+    if let Some(c) = old {
+        steps.push(Step::RemoveContainer {
+            name: c.container.clone(),
+            best_effort: true,
+        });
+    }
+    steps.push(Step::History {
+        session: session.clone(),
+        entry: HistoryEntry {
+            when: create::now(),
+            who,
+            what,
+        },
+    });
+    steps.push(Step::Done { session });
+    steps
 }
 
 /// Idle: no command holds the session (the lock, taken by the caller) and

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::make::CageChoice;
-use super::{Context, create, make, moves};
+use super::{Context, create, make, moves, plan};
 use crate::error::{Error, Result};
 use crate::session::{self, CageRecord, HistoryEntry, validate_name};
 
@@ -97,7 +97,7 @@ pub fn rename(ctx: &Context, req: &RenameRequest) -> Result<Renamed> {
             req.name, req.to
         )));
     }
-    let (lock, record) = ctx.store.lock_and_load(&req.name)?;
+    let (lock, record) = plan::lock_and_load(ctx, &req.name)?;
     lock.note("rename");
     taken(ctx, &req.to)?;
     // The new name's lock too: a `cage create` of it is refused as busy
@@ -179,7 +179,7 @@ fn rename_locked(ctx: &Context, req: &RenameRequest, record: &session::Record) -
             renames.rename(from.clone(), to.clone())?;
         }
         if let Some((host, cage, _)) = host {
-            let new_cage = moves::new_cage(
+            let cage_plan = moves::new_cage(
                 ctx,
                 host,
                 record,
@@ -188,6 +188,10 @@ fn rename_locked(ctx: &Context, req: &RenameRequest, record: &session::Record) -
                 choice_of(cage),
                 &mut warnings,
             )?;
+            // The executor takes back its own steps when one fails; past
+            // it, the container is this function's to remove on failure.
+            warnings.extend(plan::execute(ctx, Some(host), cage_plan.steps())?.warnings);
+            let new_cage = cage_plan.record();
             let (from, to) = (
                 ctx.store.private_home(&cage.container),
                 ctx.store.private_home(&new_cage.container),
@@ -219,7 +223,7 @@ fn rename_locked(ctx: &Context, req: &RenameRequest, record: &session::Record) -
         let _ = session::remove_file_if_there(&ctx.store.record_path(new));
         renames.undo();
         if let (Some((host, ..)), Some(cage)) = (host, &made) {
-            let _ = make::remove_cage(ctx, host, cage);
+            let _ = make::remove_container(ctx, host, &cage.container);
         }
         return Err(e);
     }
@@ -228,7 +232,7 @@ fn rename_locked(ctx: &Context, req: &RenameRequest, record: &session::Record) -
     // under the new name now).
     let _ = ctx.store.remove(old);
     if let Some((host, cage, _)) = host
-        && let Err(e) = make::remove_cage(ctx, host, cage)
+        && let Err(e) = make::remove_container(ctx, host, &cage.container)
     {
         warnings.push(format!(
             "the old container {} could not be removed ({e}); `shrooms-agent cage prune` \

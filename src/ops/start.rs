@@ -18,7 +18,7 @@ pub fn start(ctx: &Context, name: &str) -> Result<Started> {
     if let Ok(record) = ctx.store.load(name) {
         super::exec::reap_dead_turn(ctx, &record);
     }
-    let (_lock, record) = ctx.store.lock_and_load(name)?;
+    let (_lock, record) = super::plan::lock_and_load(ctx, name)?;
     _lock.note("start");
     let cage = cage_of(&record)?;
     let host = ctx.host_for_session()?;

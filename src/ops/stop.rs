@@ -84,7 +84,7 @@ pub fn stop_all(ctx: &Context) -> Result<StoppedAll> {
 }
 
 pub fn stop(ctx: &Context, name: &str) -> Result<Stopped> {
-    let (_lock, record) = ctx.store.lock_and_load(name)?;
+    let (_lock, record) = super::plan::lock_and_load(ctx, name)?;
     _lock.note("stop");
     let cage = cage_of(&record)?;
     let host = ctx.host_for_session()?;

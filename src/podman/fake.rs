@@ -7,6 +7,15 @@
 //! to stdout, stderr and exit status, the first that matches winning, and
 //! records every argv it is called with. A call no rule answers fails with
 //! status 99, and shows in the recorded calls.
+//!
+//! Faults are injected by the call's number (1 is the first recorded):
+//! [`FakePodman::fail_call`] makes that call fail as podman fails (status
+//! 125), and [`FakePodman::crash_after`] has it answer as usual and then
+//! the tool "die": the runner panics with [`Crash`] right after the call
+//! returns ([`crash_point`]), so that nothing after it runs, as after a
+//! SIGKILL; the test catches the panic. (Destructors run on the way out,
+//! which a SIGKILL would not run; the only ones on these paths close files,
+//! which the kernel does for a killed process too: a lock is let go.)
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -97,6 +106,9 @@ impl FakePodman {
     pub fn podman(&self) -> Podman {
         let quote = |w: &str| format!("'{}'", w.replace('\'', r"'\''"));
         let calls = quote(&self.dir.join("calls").to_string_lossy());
+        let fail_at = quote(&self.dir.join("fail-at").to_string_lossy());
+        let crash_at = quote(&self.dir.join("crash-at").to_string_lossy());
+        let crashed = quote(&self.dir.join(CRASHED).to_string_lossy());
         let mut cases = String::new();
         for (i, r) in self.rules.iter().enumerate() {
             let out = self.dir.join(format!("out-{i}"));
@@ -115,7 +127,7 @@ impl FakePodman {
                 pattern = "''".into();
             }
             cases.push_str(&format!(
-                "{pattern}) cat {}; cat {} >&2; exit {} ;;\n",
+                "{pattern}) cat {}; cat {} >&2; st={} ;;\n",
                 quote(&out.to_string_lossy()),
                 quote(&err.to_string_lossy()),
                 r.status
@@ -127,9 +139,16 @@ impl FakePodman {
              key=''\n\
              for a in \"$@\"; do key=\"$key$a{US}\"; done\n\
              printf '%s\\n' \"$key\" >> {calls}\n\
+             n=$(wc -l < {calls})\n\
+             if [ \"$n\" = \"$(cat {fail_at} 2>/dev/null)\" ]; then\n\
+             echo 'Error: a failure injected by the test' >&2; exit 125\n\
+             fi\n\
+             st=0\n\
              case \"$key\" in\n{cases}\
-             *) echo \"Error: the fake podman has no answer for: $*\" >&2; exit 99 ;;\n\
-             esac\n"
+             *) echo \"Error: the fake podman has no answer for: $*\" >&2; st=99 ;;\n\
+             esac\n\
+             if [ \"$n\" = \"$(cat {crash_at} 2>/dev/null)\" ]; then : > {crashed}; fi\n\
+             exit $st\n"
         );
         std::fs::write(&program, script).unwrap();
         std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -148,8 +167,52 @@ impl FakePodman {
             .collect()
     }
 
-    /// Forget the calls so far (after a test's setup).
+    /// Forget the calls so far (after a test's setup), and any fault.
     pub fn clear(&self) {
-        let _ = std::fs::remove_file(self.dir.join("calls"));
+        for f in ["calls", "fail-at", "crash-at", CRASHED] {
+            let _ = std::fs::remove_file(self.dir.join(f));
+        }
+    }
+
+    /// Make the `n`th call from now (1: the next) fail, once.
+    pub fn fail_call(&self, n: usize) {
+        std::fs::write(self.dir.join("fail-at"), format!("{}\n", self.count() + n)).unwrap();
+    }
+
+    /// Have the tool die right after the `n`th call from now.
+    pub fn crash_after(&self, n: usize) {
+        std::fs::write(self.dir.join("crash-at"), format!("{}\n", self.count() + n)).unwrap();
+    }
+
+    /// Calls recorded so far.
+    pub fn count(&self) -> usize {
+        self.calls().len()
+    }
+}
+
+/// The marker the fake leaves when the tool is to die after its call.
+const CRASHED: &str = "crashed";
+
+/// What the runner panics with when the fake says the tool dies here.
+#[derive(Debug)]
+pub struct Crash;
+
+/// Called by the runner after each process it ran, in unit tests: after
+/// the fake's chosen call, the tool dies (a panic with [`Crash`]).
+pub fn crash_point(program: &Path) {
+    let Some(dir) = program.parent() else { return };
+    let marker = dir.join(CRASHED);
+    if std::fs::remove_file(&marker).is_ok() {
+        std::panic::panic_any(Crash);
+    }
+}
+
+/// Run `f` as the tool would run until it died: Ok when it ran to its end,
+/// Err(()) when the fake's crash ended it. Another panic is the test's.
+pub fn until_crash<T>(f: impl FnOnce() -> T) -> Result<T, ()> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(v) => Ok(v),
+        Err(p) if p.is::<Crash>() => Err(()),
+        Err(p) => std::panic::resume_unwind(p),
     }
 }

@@ -1,0 +1,499 @@
+//! Every fault, injected: for each operation and for each podman call it
+//! makes, the operation runs once with that call failing and once with the
+//! tool dying right after it (`FakePodman::fail_call`, `crash_after`);
+//! then the next command runs, and the state must hold: no container
+//! without a record, no record whose container is gone, no second
+//! container of a session, no lock held, no intent nor temporary file
+//! left, no folder of a container that is not there. Exhaustive, not
+//! sampled: each operation is run once first to count its calls.
+//!
+//! Which containers exist is replayed from the calls the fake answered
+//! (`create --name C` makes one, `rm -f ... C` removes it; a call made to
+//! fail did nothing), so the fake needs no state of its own.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use super::*;
+use crate::podman::fake::until_crash;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fault {
+    Fail,
+    Crash,
+}
+
+/// An operation under test: how to make its world (named), the containers
+/// that exist before it, and the command itself (also the next command).
+struct Case {
+    name: &'static str,
+    world: fn(&str) -> World,
+    before: &'static [&'static str],
+    run: fn(&World) -> crate::error::Result<()>,
+    /// The next command (None: the same again).
+    next: Option<fn(&World) -> crate::error::Result<()>>,
+}
+
+const C: &str = "shrooms-web-0a1b2c";
+
+fn ordinary(name: &str) -> World {
+    World::new(name, |f| {
+        f.on_prefix(&["image", "inspect"], Answer::out(our_image()))
+            .on_prefix(&["create"], Answer::ok())
+            .on_prefix(&["inspect"], Answer::out(container_state(false)))
+            .on_prefix(&["rm"], Answer::ok())
+            .on_prefix(&["update"], Answer::ok())
+            .on_prefix(&["stop"], Answer::ok())
+    })
+}
+
+fn caged(name: &str) -> World {
+    let w = ordinary(name);
+    w.record("web", Some(C));
+    w
+}
+
+fn uncaged(name: &str) -> World {
+    let w = ordinary(name);
+    w.record("web", None);
+    w
+}
+
+fn create(w: &World) -> crate::error::Result<()> {
+    match super::super::create::create(&w.ctx, &create_request(w, "web")) {
+        Err(e) if e.kind == Kind::Exists => Ok(()),
+        other => other.map(drop),
+    }
+}
+
+fn rm(w: &World) -> crate::error::Result<()> {
+    match super::super::rm::rm(&w.ctx, "web") {
+        Err(e) if e.kind == Kind::NotFound => Ok(()),
+        other => other.map(drop),
+    }
+}
+
+fn move_to(w: &World, out: bool) -> crate::error::Result<()> {
+    let req = super::super::moves::MoveRequest {
+        name: "web".into(),
+        out,
+        ..Default::default()
+    };
+    match super::super::moves::move_session(&w.ctx, &req) {
+        // Out already: the next command has nothing to do.
+        Err(e) if out && e.message.contains("is not in a cage") => Ok(()),
+        other => other.map(drop),
+    }
+}
+
+fn limits(w: &World) -> crate::error::Result<()> {
+    super::super::limits::limits(
+        &w.ctx,
+        &super::super::limits::LimitsRequest {
+            name: "web".into(),
+            asked: crate::settings::LimitsAsked::parse(Some("1g"), None, None).unwrap(),
+            ..Default::default()
+        },
+    )
+    .map(drop)
+}
+
+fn start(w: &World) -> crate::error::Result<()> {
+    super::super::start::start(&w.ctx, "web").map(drop)
+}
+
+fn stop(w: &World) -> crate::error::Result<()> {
+    super::super::stop::stop(&w.ctx, "web").map(drop)
+}
+
+fn startable_world(name: &str) -> World {
+    startable(name, false).0
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "create",
+        world: ordinary,
+        before: &[],
+        run: create,
+        next: None,
+    },
+    Case {
+        name: "rm",
+        world: caged,
+        before: &[C],
+        run: rm,
+        // One that leaves the record as it finds it: a record whose
+        // container the crashed rm removed must not be left.
+        next: Some(|w| match stop(w) {
+            Err(e) if e.kind == Kind::NotFound => Ok(()),
+            other => other,
+        }),
+    },
+    Case {
+        name: "move",
+        world: caged,
+        before: &[C],
+        run: |w| move_to(w, false),
+        next: None,
+    },
+    Case {
+        name: "movein",
+        world: uncaged,
+        before: &[],
+        run: |w| move_to(w, false),
+        next: None,
+    },
+    Case {
+        name: "moveout",
+        world: caged,
+        before: &[C],
+        run: |w| move_to(w, true),
+        next: None,
+    },
+    Case {
+        name: "limits",
+        world: caged,
+        before: &[C],
+        run: limits,
+        next: None,
+    },
+    Case {
+        name: "start",
+        world: startable_world,
+        before: &[C],
+        run: start,
+        next: None,
+    },
+    Case {
+        name: "stop",
+        world: startable_world,
+        before: &[C],
+        run: stop,
+        next: None,
+    },
+];
+
+/// The containers there after these calls (1-based `failed`: that one did
+/// nothing).
+fn containers(before: &[&str], calls: &[Vec<String>], failed: Option<usize>) -> BTreeSet<String> {
+    let mut there: BTreeSet<String> = before.iter().map(|c| c.to_string()).collect();
+    for (i, call) in calls.iter().enumerate() {
+        if Some(i + 1) == failed {
+            continue;
+        }
+        match call.first().map(String::as_str) {
+            Some("create") => {
+                if let Some(at) = call.iter().position(|w| w == "--name") {
+                    there.insert(call[at + 1].clone());
+                }
+            }
+            Some("rm") => {
+                there.remove(call.last().unwrap());
+            }
+            _ => {}
+        }
+    }
+    there
+}
+
+/// The invariants, said as the first that does not hold.
+/// With `pending`, a container an intent left names is the next
+/// command's to remove, and the intent may be there.
+fn check(w: &World, before: &[&str], failed: Option<usize>, pending: bool) -> Result<(), String> {
+    let mut there = containers(before, &w.fake.calls(), failed);
+    let intent = w.ctx.store.intent("web").map_err(|e| e.message)?;
+    // What a pending intent finishes: the old container of a move, the
+    // record of an rm.
+    let mut excused = None;
+    match (pending, &intent) {
+        (true, Some(crate::session::Intent::Move { from: Some(f), .. })) => {
+            there.remove(f);
+        }
+        (true, Some(crate::session::Intent::Remove { container })) => excused = container.clone(),
+        _ => {}
+    }
+    let (records, damaged) = w.ctx.store.list_readable().map_err(|e| e.message)?;
+    if !damaged.is_empty() {
+        return Err(format!("damaged records: {damaged:?}"));
+    }
+    let named: Vec<String> = records
+        .iter()
+        .filter_map(|r| r.cage.as_ref().map(|c| c.container.clone()))
+        .collect();
+    for c in &there {
+        if !named.contains(c) {
+            return Err(format!(
+                "the container {c} has no record (there: {there:?})"
+            ));
+        }
+    }
+    for c in &named {
+        if !there.contains(c) && excused.as_ref() != Some(c) {
+            return Err(format!("a record names {c}, which is gone"));
+        }
+    }
+    if there.len() > records.len() {
+        return Err(format!("a second container: {there:?}"));
+    }
+    if !pending && !w.ctx.store.intents().is_empty() {
+        return Err(format!("intents left: {:?}", w.ctx.store.intents()));
+    }
+    // Held each time over some 50 ms: a process another test forks
+    // holds a copy of every descriptor for the instant before its exec.
+    let held = (0..10).all(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        w.ctx.store.lock_held("web").unwrap_or(true)
+    });
+    if held {
+        return Err("the session's lock is held".into());
+    }
+    let sessions = w.ctx.settings.state_dir.join("sessions");
+    for e in std::fs::read_dir(&sessions).into_iter().flatten().flatten() {
+        let f = e.file_name().to_string_lossy().into_owned();
+        if f.contains(".tmp-") {
+            return Err(format!("a temporary file is left: {f}"));
+        }
+    }
+    for e in std::fs::read_dir(w.ctx.store.cages_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let f = e.file_name().to_string_lossy().into_owned();
+        let of = f.strip_suffix(".env").unwrap_or(&f);
+        if !there.contains(of) {
+            return Err(format!("the cage folder {f} of no container is left"));
+        }
+    }
+    Ok(())
+}
+
+/// Run one case with every fault at every call; returns what failed.
+fn exhaust(case: &Case) -> Vec<String> {
+    let w = (case.world)(&format!("fault-{}-count", case.name));
+    w.fake.clear();
+    (case.run)(&w).unwrap_or_else(|e| panic!("{}: {}", case.name, e.message));
+    let n = w.fake.count();
+    assert!(n > 0, "{} made no podman call", case.name);
+    drop(w);
+    let mut bad = Vec::new();
+    for k in 1..=n {
+        for fault in [Fault::Fail, Fault::Crash] {
+            let w = (case.world)(&format!("fault-{}-{fault:?}-{k}", case.name));
+            w.fake.clear();
+            match fault {
+                Fault::Fail => w.fake.fail_call(k),
+                Fault::Crash => w.fake.crash_after(k),
+            }
+            let first = until_crash(|| (case.run)(&w));
+            let said = |what: &str| format!("{} with call {k} {fault:?}: {what}", case.name);
+            // A removal podman failed is tried again (`Podman::rm_force`):
+            // the fault, injected once, is then overcome, as podman 4.3's
+            // passing "device or resource busy" is.
+            let calls = w.fake.calls();
+            let overcome = fault == Fault::Fail
+                && calls
+                    .get(k - 1)
+                    .is_some_and(|c| c.first().is_some_and(|w| w == "rm"))
+                && calls.get(k - 1) == calls.get(k);
+            let fault_felt = if overcome { None } else { Some(fault) };
+            match (fault_felt, &first) {
+                (None, _) => {}
+                (Some(Fault::Fail), Err(())) => bad.push(said("a failure crashed")),
+                // (A move whose old container could not be removed warns: the
+                // next command removes it.)
+                (Some(Fault::Fail), Ok(Ok(())))
+                    if !matches!(case.name, "stop" | "limits" | "move" | "moveout") =>
+                {
+                    bad.push(said("a failed call was not noticed"))
+                }
+                (Some(Fault::Crash), Ok(_)) => bad.push(said("the crash did not happen")),
+                _ => {}
+            }
+            let failed = (fault_felt == Some(Fault::Fail)).then_some(k);
+            // A failure changes nothing, or what it changed is taken back.
+            if failed.is_some()
+                && let Err(why) = check(&w, case.before, failed, true)
+            {
+                bad.push(said(&format!("after the failure: {why}")));
+            }
+            // The next command: it repairs, then does its work.
+            if let Err(e) = case.next.unwrap_or(case.run)(&w) {
+                bad.push(said(&format!("the next command failed: {}", e.message)));
+            }
+            if let Err(why) = check(&w, case.before, failed, false) {
+                bad.push(said(&format!("after the next command: {why}")));
+            }
+        }
+    }
+    bad
+}
+
+fn exhaustive(name: &str) {
+    let case = CASES.iter().find(|c| c.name == name).unwrap();
+    // The crash is a panic the test catches: its message is noise.
+    let bad = exhaust(case);
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn every_fault_of_create() {
+    exhaustive("create");
+}
+
+#[test]
+fn every_fault_of_rm() {
+    exhaustive("rm");
+}
+
+#[test]
+fn every_fault_of_move_into_a_new_cage() {
+    exhaustive("move");
+}
+
+#[test]
+fn every_fault_of_move_into_a_cage() {
+    exhaustive("movein");
+}
+
+#[test]
+fn every_fault_of_move_out() {
+    exhaustive("moveout");
+}
+
+#[test]
+fn every_fault_of_limits() {
+    exhaustive("limits");
+}
+
+#[test]
+fn every_fault_of_start() {
+    exhaustive("start");
+}
+
+#[test]
+fn every_fault_of_stop() {
+    exhaustive("stop");
+}
+
+fn described(steps: &[crate::ops::plan::Step]) -> Vec<String> {
+    steps.iter().map(|s| s.describe()).collect()
+}
+
+/// The plans themselves: the intent first, what cannot be taken back last.
+#[test]
+fn the_plans_of_rm_and_move() {
+    let w = caged("plans");
+    let record = w.ctx.store.load("web").unwrap();
+    assert_eq!(
+        described(&super::super::rm::steps(&record)),
+        [
+            format!("intent remove {C}"),
+            format!("remove container {C}"),
+            "remove record web".to_string(),
+        ]
+    );
+    let out = super::super::moves::steps(&record, None, &record.dir, "me".into());
+    assert_eq!(
+        described(&out),
+        [
+            format!("intent move {C} -> none"),
+            "change record to no cage".to_string(),
+            format!("remove container {C} (best effort)"),
+            "history".to_string(),
+            "done".to_string(),
+        ]
+    );
+    let mut uncaged = record.clone();
+    uncaged.cage = None;
+    assert_eq!(
+        described(&super::super::rm::steps(&uncaged)),
+        ["intent remove none", "remove record web"]
+    );
+}
+
+#[test]
+fn the_plan_of_create() {
+    let w = ordinary("plan-create");
+    let host = w.ctx.host().unwrap();
+    let plan = super::super::make::plan(
+        &w.ctx,
+        host,
+        "web",
+        &w.project,
+        crate::harness::Harness::Claude,
+        &Default::default(),
+        false,
+    )
+    .unwrap();
+    let c = plan.container.clone();
+    let record = w.record("web", Some(&c));
+    assert_eq!(
+        described(&super::super::create::steps(&plan, &record, "me".into())),
+        [
+            format!("intent create {c}"),
+            format!("cage files {c}"),
+            format!("create container {c}"),
+            "new record web".to_string(),
+            "history".to_string(),
+            "done".to_string(),
+        ]
+    );
+    let moved = super::super::moves::steps(&record, Some(&plan), &record.dir, "me".into());
+    assert_eq!(
+        described(&moved),
+        [
+            format!("intent move {c} -> {c}"),
+            format!("cage files {c}"),
+            format!("create container {c}"),
+            format!("change record to {c}"),
+            format!("remove container {c} (best effort)"),
+            "history".to_string(),
+            "done".to_string(),
+        ]
+    );
+}
+
+/// The writes an operation makes in the state folder, each made to fail by
+/// a folder in its way (which fails root too, unlike a mode): the intent's
+/// and the record's temporary files (`session::write_atomic`), and the
+/// history, appended.
+fn blocked_writes(w: &World) -> Vec<(&'static str, PathBuf)> {
+    let sessions = w.ctx.settings.state_dir.join("sessions");
+    let pid = std::process::id();
+    vec![
+        ("intent", sessions.join(format!(".web@intent.tmp-{pid}"))),
+        ("record", sessions.join(format!(".web.json.tmp-{pid}"))),
+        ("history", sessions.join("web.history.jsonl")),
+    ]
+}
+
+/// Each write of each operation that writes records, failed: the state
+/// holds, and the next command works.
+#[test]
+fn every_failed_write_in_the_state_folder() {
+    let mut bad = Vec::new();
+    for case in CASES.iter().filter(|c| !matches!(c.name, "start" | "stop")) {
+        let count = blocked_writes(&(case.world)("write-names")).len();
+        for i in 0..count {
+            let w = (case.world)(&format!("write-{}-{i}", case.name));
+            let (what, path) = blocked_writes(&w).swap_remove(i);
+            std::fs::create_dir_all(path.join("in-the-way")).unwrap();
+            w.fake.clear();
+            let said = |s: &str| format!("{} with its {what} write failing: {s}", case.name);
+            let first = until_crash(|| (case.run)(&w)).expect("no crash was asked");
+            std::fs::remove_dir_all(&path).unwrap();
+            if let Err(why) = check(&w, case.before, None, true) {
+                bad.push(said(&format!("after it ({first:?}): {why}")));
+            }
+            if let Err(e) = case.next.unwrap_or(case.run)(&w) {
+                bad.push(said(&format!("the next command failed: {}", e.message)));
+            }
+            if let Err(why) = check(&w, case.before, None, false) {
+                bad.push(said(&format!("after the next command: {why}")));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}

@@ -1,0 +1,500 @@
+//! Operations as plans: a decision returns a list of steps, and one
+//! executor runs them in order. When a step fails, the executor takes back
+//! the steps before it, newest first, down to the last step that cannot be
+//! taken back (a container removed stays removed: what came before it is
+//! kept, and the operation's intent finishes the rest).
+//!
+//! A crash takes nothing back. So an operation's first step writes its
+//! intent (`session::Intent`) in the state folder, and its last removes it;
+//! the next command that takes the session's lock, and `cage ls` and
+//! `doctor`, find an intent left behind and finish or take back what it
+//! names ([`repair`]), saying so in one line (`Context::note`).
+
+use std::path::PathBuf;
+
+use super::Context;
+use super::make::{self, CagePlan};
+use crate::error::{Error, Kind, Result};
+use crate::host::Host;
+use crate::session::{self, HistoryEntry, Intent, MountSource, Record};
+
+/// One thing an operation does, with what takes it back.
+pub enum Step<'a> {
+    /// Write the operation's intent (taken back: removed).
+    Intent { session: String, intent: Intent },
+    /// The cage's folders and files on the machine: its private home,
+    /// proxy folder, seccomp profile, settings copies, received files,
+    /// outbox, the protected paths made empty (taken back: what it made).
+    CageFiles(&'a CagePlan),
+    /// `podman volume create` of the shared folder (never taken back: it is
+    /// every session's given it).
+    CreateVolume { name: String, label: String },
+    /// `podman create` (taken back: `podman rm -f`, and its folders).
+    CreateContainer { name: String, argv: Vec<String> },
+    /// Remember a folder untrusted after a sealed session, or forget it
+    /// (`--unseal`). Not taken back: a folder is untrusted whatever
+    /// becomes of the session.
+    Untrusted {
+        dir: PathBuf,
+        session: String,
+        remember: bool,
+    },
+    /// Write a new session's record; the cage's mount sources are looked
+    /// at now, once its folders exist (taken back: the record removed).
+    NewRecord(Box<Record>),
+    /// Change a session's cage, folder and last image (taken back: as
+    /// they were).
+    ChangeRecord {
+        session: String,
+        cage: Option<Box<session::CageRecord>>,
+        dir: PathBuf,
+        last_image: Option<String>,
+    },
+    /// Append to the session's history (not taken back: it says what was
+    /// done, and an undo leaves its own trace in nothing).
+    History {
+        session: String,
+        entry: HistoryEntry,
+    },
+    /// `podman rm -f` and the cage's folders. Cannot be taken back. With
+    /// `best_effort`, a failure is a warning, not the operation's: the
+    /// intent is kept, and the next command on the session finishes it.
+    RemoveContainer { name: String, best_effort: bool },
+    /// Remove the session's record, history and lock file. Cannot be
+    /// taken back.
+    RemoveRecord { session: String },
+    /// `podman start` (taken back: `podman stop`); `gone` is the error when
+    /// it fails and the container is not there.
+    Start { container: String, gone: Error },
+    /// `podman update` of a started cage's limits (nothing to take back: a
+    /// stop follows).
+    Update {
+        container: String,
+        argv: Vec<String>,
+    },
+    /// Inspect the started cage and load its network rules; its first
+    /// process's pid is kept in `Ran::pid`. `gone` and `old` are the errors
+    /// when it is not there, or was not made with the machine's init.
+    Rules {
+        cage: &'a session::CageRecord,
+        gone: Error,
+        old: Error,
+    },
+    /// The operation is done: its intent removed. A failure is harmless
+    /// (the next command finds the work done) and only warned of.
+    Done { session: String },
+}
+
+#[cfg(test)]
+impl Step<'_> {
+    /// The step in a few words, for the plans' tests.
+    pub fn describe(&self) -> String {
+        match self {
+            Step::Intent { intent, .. } => format!("intent {}", intent_words(intent)),
+            Step::CageFiles(p) => format!("cage files {}", p.container),
+            Step::CreateVolume { name, .. } => format!("create volume {name}"),
+            Step::CreateContainer { name, .. } => format!("create container {name}"),
+            Step::Untrusted { remember, .. } => {
+                format!(
+                    "{} untrusted",
+                    if *remember { "remember" } else { "forget" }
+                )
+            }
+            Step::NewRecord(r) => format!("new record {}", r.name),
+            Step::ChangeRecord { cage, .. } => format!(
+                "change record to {}",
+                cage.as_ref().map_or("no cage", |c| c.container.as_str())
+            ),
+            Step::History { .. } => "history".to_string(),
+            Step::RemoveContainer { name, best_effort } => format!(
+                "remove container {name}{}",
+                if *best_effort { " (best effort)" } else { "" }
+            ),
+            Step::RemoveRecord { session } => format!("remove record {session}"),
+            Step::Start { container, .. } => format!("start {container}"),
+            Step::Update { container, .. } => format!("update {container}"),
+            Step::Rules { cage, .. } => format!("rules {}", cage.container),
+            Step::Done { .. } => "done".to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+fn intent_words(intent: &Intent) -> String {
+    let or_none = |c: &Option<String>| c.clone().unwrap_or_else(|| "none".into());
+    match intent {
+        Intent::Create { container } => format!("create {container}"),
+        Intent::Move { from, to } => format!("move {} -> {}", or_none(from), or_none(to)),
+        Intent::Remove { container } => format!("remove {}", or_none(container)),
+    }
+}
+
+/// What takes a step back.
+enum Undo {
+    Intent(String),
+    Stop(String),
+    Files(make::FilesUndo),
+    Container(String),
+    Record(String),
+    Restore(Box<Record>),
+}
+
+/// What a plan run said besides success: warnings for the user.
+#[derive(Debug, Default)]
+pub struct Ran {
+    pub warnings: Vec<String>,
+    /// The started cage's first process (`Step::Rules`).
+    pub pid: Option<i64>,
+    /// A step left work for the next command: the intent is kept.
+    keep_intent: bool,
+}
+
+/// Run a plan's steps in order; when one fails, take back the ones before
+/// it, newest first, and return its error. `host` is None where there is
+/// no podman (a cage taken out of a session while podman is gone).
+pub fn execute(ctx: &Context, host: Option<&Host>, steps: Vec<Step>) -> Result<Ran> {
+    let mut undo: Vec<Undo> = Vec::new();
+    let mut ran = Ran::default();
+    for step in &steps {
+        match run(ctx, host, step, &mut ran) {
+            Ok(Some(u)) => undo.push(u),
+            Ok(None) => {}
+            Err(e) => {
+                for u in undo.iter().rev() {
+                    take_back(ctx, host, u);
+                }
+                return Err(e);
+            }
+        }
+        // Past a step that cannot be taken back, nothing before it is
+        // either: the intent finishes the rest after a crash.
+        if matches!(
+            step,
+            Step::RemoveContainer { .. } | Step::RemoveRecord { .. }
+        ) {
+            undo.clear();
+        }
+    }
+    Ok(ran)
+}
+
+fn podman(host: Option<&Host>) -> Result<&Host> {
+    host.ok_or_else(|| Error::no_podman(crate::host::NO_PODMAN))
+}
+
+fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result<Option<Undo>> {
+    Ok(match step {
+        Step::Intent { session, intent } => {
+            ctx.store.write_intent(session, intent)?;
+            Some(Undo::Intent(session.clone()))
+        }
+        Step::CageFiles(plan) => {
+            let mut made = make::FilesUndo::default();
+            match plan.make_files(ctx, &mut made) {
+                Ok(()) => Some(Undo::Files(made)),
+                Err(e) => {
+                    made.run();
+                    return Err(e);
+                }
+            }
+        }
+        Step::CreateVolume { name, label } => {
+            podman(host)?.podman.volume_create(name, label)?;
+            None
+        }
+        Step::CreateContainer { name, argv } => {
+            // Taken back even if podman create fails late (a time-out after
+            // the container was made); `rm -f --ignore` of nothing is
+            // harmless.
+            if let Err(e) = podman(host)?.podman.create(argv) {
+                take_back(ctx, host, &Undo::Container(name.clone()));
+                return Err(e);
+            }
+            Some(Undo::Container(name.clone()))
+        }
+        Step::Untrusted {
+            dir,
+            session,
+            remember,
+        } => {
+            if *remember {
+                super::sealed::remember_untrusted(&ctx.store, dir, session)?;
+            } else {
+                super::sealed::forget_untrusted(&ctx.store, dir, Some(session))?;
+            }
+            None
+        }
+        Step::NewRecord(record) => {
+            let mut record = record.as_ref().clone();
+            if let Some(cage) = &mut record.cage {
+                measure(cage)?;
+            }
+            ctx.store.save(&record)?;
+            Some(Undo::Record(record.name.clone()))
+        }
+        Step::ChangeRecord {
+            session,
+            cage,
+            dir,
+            last_image,
+        } => {
+            let mut cage = cage.as_deref().cloned();
+            if let Some(c) = &mut cage {
+                measure(c)?;
+            }
+            let before = ctx.store.update(session, |r| {
+                let before = r.clone();
+                r.cage = cage;
+                r.dir = dir.clone();
+                r.last_image = last_image.clone();
+                Ok(before)
+            })?;
+            Some(Undo::Restore(Box::new(before)))
+        }
+        Step::History { session, entry } => {
+            ctx.store.append_history(session, entry)?;
+            None
+        }
+        Step::RemoveContainer { name, best_effort } => {
+            let removed = podman(host).and_then(|h| make::remove_container(ctx, h, name));
+            match removed {
+                Ok(_) => {}
+                // Without podman, left for `cage prune` once it is back: the
+                // session must stay usable meanwhile.
+                Err(e) if *best_effort && e.kind == Kind::NoPodman => ran.warnings.push(format!(
+                    "the old container {name} could not be removed ({e}); \
+                         `shrooms-agent cage prune` removes it later"
+                )),
+                Err(e) if *best_effort => {
+                    // The intent stays: the next command on the session
+                    // removes it.
+                    ran.keep_intent = true;
+                    ran.warnings.push(format!(
+                        "the old container {name} could not be removed ({e}); the next \
+                         command on the session removes it"
+                    ))
+                }
+                Err(e) => return Err(e),
+            }
+            None
+        }
+        Step::RemoveRecord { session } => {
+            ctx.store.remove(session)?;
+            None
+        }
+        Step::Start { container, gone } => {
+            let h = podman(host)?;
+            if let Err(e) = h.podman.start(container) {
+                // Only on failure: is it gone, or did podman fail?
+                return Err(match h.podman.container_exists(container) {
+                    Ok(false) => gone.clone(),
+                    _ => e,
+                });
+            }
+            Some(Undo::Stop(container.clone()))
+        }
+        Step::Update { container, argv } => {
+            podman(host)?.podman.update(argv).map_err(|e| {
+                e.context(format!(
+                    "setting the session's limits again in {container} failed, so it was \
+                     stopped again"
+                ))
+            })?;
+            None
+        }
+        Step::Rules { cage, gone, old } => {
+            let h = podman(host)?;
+            let inspected = match h.podman.inspect(&cage.container)? {
+                Some(c) => c,
+                None => return Err(gone.clone()),
+            };
+            if inspected.init_source().is_none() {
+                return Err(old.clone());
+            }
+            super::load_rules(ctx, h, cage, &inspected).map_err(|e| {
+                e.context(format!(
+                    "setting the network rules in {} failed, so it was stopped again",
+                    cage.container
+                ))
+            })?;
+            ran.pid = Some(inspected.state.pid);
+            None
+        }
+        Step::Done { .. } if ran.keep_intent => None,
+        Step::Done { session } => {
+            if let Err(e) = ctx.store.remove_intent(session) {
+                ran.warnings
+                    .push(format!("{e} (the next command removes it)"));
+            }
+            None
+        }
+    })
+}
+
+/// Where each of the cage's bind sources leads now that all exist: a start
+/// checks they still lead there (see `CageRecord::mount_sources`).
+fn measure(cage: &mut session::CageRecord) -> Result<()> {
+    let paths: Vec<PathBuf> = cage.mount_sources.iter().map(|m| m.path.clone()).collect();
+    cage.mount_sources = paths
+        .iter()
+        .map(|p| {
+            MountSource::now(p)
+                .map_err(|e| Error::failed(format!("looking at {}: {e}", p.display())))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(())
+}
+
+fn take_back(ctx: &Context, host: Option<&Host>, undo: &Undo) {
+    match undo {
+        Undo::Intent(session) => {
+            let _ = ctx.store.remove_intent(session);
+        }
+        Undo::Files(made) => made.run(),
+        Undo::Stop(container) => {
+            if let Some(h) = host {
+                let _ = h.podman.stop(container);
+            }
+        }
+        Undo::Container(name) => {
+            if let Some(h) = host {
+                let _ = make::remove_container(ctx, h, name);
+            }
+        }
+        Undo::Record(session) => {
+            // The record first: whatever else fails, no session is left
+            // naming a container taken back.
+            let _ = session::remove_file_if_there(&ctx.store.record_path(session));
+            let _ = ctx.store.remove(session);
+        }
+        Undo::Restore(record) => {
+            let _ = ctx.store.save(record);
+        }
+    }
+}
+
+/// Finish or take back what an operation on `name` left undone when it
+/// died (its intent is still there), under the session's lock, which the
+/// caller holds. Returns the line that says what was done, also kept in
+/// the context's notes; None when there was nothing to repair.
+pub fn repair(ctx: &Context, name: &str) -> Result<Option<String>> {
+    let Some(intent) = ctx.store.intent(name)? else {
+        return Ok(None);
+    };
+    let record = match ctx.store.load(name) {
+        Ok(r) => Some(r),
+        Err(e) if e.kind == Kind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    let named = record
+        .as_ref()
+        .and_then(|r| r.cage.as_ref())
+        .map(|c| c.container.clone());
+    // Without podman (`cages = false`, or podman gone) a container cannot
+    // be removed, and must not keep the session from being used: it is
+    // left, of no session, for `cage prune` once podman is back.
+    let remove = |c: &str| -> Result<&'static str> {
+        match ctx.host() {
+            Ok(host) => make::remove_container(ctx, host, c).map(|_| "removed"),
+            Err(e) if e.kind == Kind::NoPodman => {
+                Ok("left for `shrooms-agent cage prune` (no podman here)")
+            }
+            Err(e) => Err(e),
+        }
+    };
+    let said = match &intent {
+        Intent::Create { container } if named.as_ref() == Some(container) => {
+            format!("an interrupted `cage create` of session {name} had made it; nothing to do")
+        }
+        Intent::Create { container } => {
+            let how = remove(container)?;
+            if record.is_none() {
+                ctx.store.forget_lock(name);
+            }
+            format!(
+                "an interrupted `cage create` of session {name} was taken back: its container \
+                 {container} {how}"
+            )
+        }
+        Intent::Move { from, to } if named == *to => {
+            let mut how = String::new();
+            if let Some(from) = from.as_ref().filter(|f| Some(*f) != to.as_ref()) {
+                how = format!(": its old container {from} {}", remove(from)?);
+            }
+            format!("an interrupted `cage move` of session {name} was finished{how}")
+        }
+        Intent::Move { to, .. } => {
+            let mut how = String::new();
+            if let Some(to) = to.as_ref().filter(|t| Some(*t) != named.as_ref()) {
+                how = format!(": its new container {to} {}", remove(to)?);
+            }
+            format!("an interrupted `cage move` of session {name} was taken back{how}")
+        }
+        Intent::Remove { container } => {
+            if let Some(c) = container {
+                remove(c)?;
+            }
+            ctx.store.remove(name)?;
+            format!(
+                "an interrupted `cage rm` of session {name} was finished: the session is removed"
+            )
+        }
+    };
+    ctx.store.remove_intent(name)?;
+    Ok(Some(said))
+}
+
+/// Repair every session whose intent is left and whose lock is free
+/// (`cage ls`, `doctor`), and remove the temporary files of processes
+/// that are gone. A session in use is left to its holder.
+pub fn repair_all(ctx: &Context) -> Vec<String> {
+    let mut said = Vec::new();
+    for path in ctx.store.remove_dead_temporaries() {
+        said.push(format!(
+            "a temporary file of a command that died was removed: {}",
+            path.display()
+        ));
+    }
+    for name in ctx.store.intents() {
+        let Ok(_lock) = ctx.store.lock(&name) else {
+            continue;
+        };
+        match repair(ctx, &name) {
+            Ok(Some(line)) => said.push(line),
+            Ok(None) => {}
+            Err(e) => said.push(format!(
+                "an interrupted command on session {name} could not be repaired: {e}"
+            )),
+        }
+        if !ctx.store.exists(&name) {
+            ctx.store.forget_lock(&name);
+        }
+    }
+    for line in &said {
+        ctx.note(line.clone());
+    }
+    said
+}
+
+/// Take the session's lock, repair what a command that died left undone,
+/// then read its record: what every command on an existing session starts
+/// with.
+pub fn lock_and_load(ctx: &Context, name: &str) -> Result<(session::SessionLock, Record)> {
+    session::validate_name(name)?;
+    if !ctx.store.intent_path(name).exists() {
+        return ctx.store.lock_and_load(name);
+    }
+    // An intent, with or without a record (an rm that died after removing
+    // it): repaired under the lock, then the record read.
+    let lock = ctx.store.lock(name)?;
+    if let Some(line) = repair(ctx, name)? {
+        ctx.note(line);
+    }
+    match ctx.store.load(name) {
+        Ok(record) => Ok((lock, record)),
+        Err(e) => {
+            ctx.store.forget_lock(name);
+            Err(e)
+        }
+    }
+}
