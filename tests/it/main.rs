@@ -25,6 +25,7 @@ mod peer;
 mod pid1;
 mod policy;
 mod protected;
+mod remote;
 mod resume;
 mod rootful;
 mod rootless;
