@@ -8,7 +8,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use crate::gateway::{MACHINE_KEY, Mock, QUIET};
+use crate::gateway::{Mock, QUIET};
+
+/// The key root's CLI lends: this test run's own, so that no other test's
+/// command line (the gateway's tests put theirs on one) is taken for it.
+fn lent_key() -> String {
+    format!("sk-ant-api03-lent-by-this-machine-{}", std::process::id())
+}
 
 /// The sshd scripts/test-ssh started: its folder (root's client key, the
 /// known host key) and its port.
@@ -83,6 +89,46 @@ impl Two {
     }
 }
 
+/// The other machine holds the lent key nowhere: not in the far world's
+/// files, the test user's home and runtime folder, any process's command
+/// line (this machine's ssh included), or the test user's processes'
+/// environments.
+fn key_nowhere_there(far: &World) -> Result<(), String> {
+    let key = lent_key();
+    let uid = test_user().uid.to_string();
+    let look = std::process::Command::new("grep")
+        .args(["-rlsF", &key])
+        .arg(&far.root)
+        .arg(&test_user().home)
+        .arg(format!("/run/user/{uid}"))
+        .output()
+        .unwrap();
+    let files = String::from_utf8_lossy(&look.stdout).into_owned();
+    if !files.is_empty() {
+        return Err(format!("files there hold the key: {files}"));
+    }
+    let lines = cmdlines_containing(&key);
+    if !lines.is_empty() {
+        return Err(format!("command lines hold the key: {lines:?}"));
+    }
+    let in_env = std::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!(
+                "for p in $(pgrep -u {uid}); do tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null; done | grep -c {key}"
+            ),
+        ])
+        .output()
+        .unwrap();
+    let n = String::from_utf8_lossy(&in_env.stdout).trim().to_string();
+    if n != "0" {
+        return Err(format!(
+            "{n} environment entries of the test user's processes hold the key"
+        ));
+    }
+    Ok(())
+}
+
 /// The far world's own view of its session (its `cage ls`, run there).
 fn far_row(far: &World, session: &str) -> Option<serde_json::Value> {
     far.ls_row(session)
@@ -117,7 +163,8 @@ fn on_another_machine_a_real_claude_turn_with_the_lent_key() {
 
     // The key is in root's environment here, and nowhere there.
     let mut env = QUIET.to_vec();
-    env.push(("ANTHROPIC_API_KEY", MACHINE_KEY));
+    let key = lent_key();
+    env.push(("ANTHROPIC_API_KEY", &key));
     let turn = two
         .on(&["cage", "run", &name, "--", "-p", "say hi"], &env)
         .ok();
@@ -132,37 +179,31 @@ fn on_another_machine_a_real_claude_turn_with_the_lent_key() {
     for s in &seen {
         assert_eq!(
             s.headers.get("x-api-key").map(String::as_str),
-            Some(MACHINE_KEY),
+            Some(key.as_str()),
             "{s:?}"
         );
     }
-    // The other machine holds it nowhere: not in the far world's files, the
-    // test user's home and runtime folder, any process's command line, or
-    // the test user's processes' environments.
-    let uid = test_user().uid.to_string();
-    let look = std::process::Command::new("grep")
-        .args(["-rlsF", MACHINE_KEY])
-        .arg(&two.far.root)
-        .arg(&test_user().home)
-        .arg(format!("/run/user/{uid}"))
-        .output()
-        .unwrap();
-    assert_eq!(
-        String::from_utf8_lossy(&look.stdout),
-        "",
-        "files of the other machine hold the key"
+    key_nowhere_there(&two.far).unwrap_or_else(|e| panic!("after the turn: {e}"));
+    // And while a turn runs there (its gateway open, the lender here
+    // answering): an exec that waits while the test looks.
+    let child = two.here.spawn_env(
+        &["--on", "far", "cage", "exec", &name, "--", "sleep", "600"],
+        &env,
     );
-    assert!(cmdlines_containing(MACHINE_KEY).is_empty());
-    let in_env = std::process::Command::new("sh")
-        .args([
-            "-c",
-            &format!(
-                "for p in $(pgrep -u {uid}); do tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null; done | grep -c {MACHINE_KEY}"
-            ),
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&in_env.stdout).trim(), "0");
+    let container = two.far.container(&name);
+    wait_until("the far exec runs", Duration::from_secs(60), || {
+        two.far.container_state(&container).as_deref() == Some("running")
+            && !cmdlines_containing("sleep 600").is_empty()
+    });
+    let during = key_nowhere_there(&two.far);
+    let _ = std::process::Command::new("pkill")
+        .args(["-x", "-P", &child.id().to_string(), "ssh"])
+        .status();
+    let _ = finish("the far exec", child);
+    during.unwrap_or_else(|e| panic!("while a turn ran: {e}"));
+    wait_until("the far cage stops", Duration::from_secs(30), || {
+        two.far.container_state(&container).as_deref() != Some("running")
+    });
 
     // exec, with its status passed through, on no terminal.
     let ex = two.on(
