@@ -387,3 +387,60 @@ fn on_another_machine_a_killed_ssh_stops_the_cage() {
     all.extend(["--", "true"]);
     two.here.run(&all).ok();
 }
+
+/// A server whose config says `remote_turns = "own"` uses its own key for
+/// a turn sent from another machine; without it, the key lent for the turn
+/// (a model request made with busybox's wget from the cage there).
+#[test]
+fn on_another_machine_a_server_may_use_its_own_key() {
+    let mock = Mock::start();
+    let own = "sk-ant-api03-the-servers-own-key-51d0";
+    let two = Two::new(&bin(), "");
+    let key_file = two.far.file("own-key", own);
+    let config = |extra: &str| {
+        two.far.write_config(&format!(
+            "[gateway]\nanthropic_url = \"{}\"\nkey_file = \"{}\"\n{extra}",
+            mock.url(),
+            key_file.display()
+        ))
+    };
+    config("remote_turns = \"own\"\n");
+    let name = two.far.session("farown");
+    let project = two.far.dir(&format!("projects/{name}"));
+    two.on(
+        &["cage", "create", &name, "--dir", &project.to_string_lossy()],
+        &[],
+    )
+    .ok();
+    let ask = "wget -q -O - --header 'Content-Type: application/json' \
+               --post-data '{\"model\":\"m\",\"max_tokens\":9,\"messages\":[]}' \
+               \"$ANTHROPIC_BASE_URL/v1/messages\"";
+    let key = lent_key();
+    let env = [("ANTHROPIC_API_KEY", key.as_str())];
+    let r = two
+        .on(&["cage", "exec", &name, "--", "sh", "-c", ask], &env)
+        .ok();
+    assert!(
+        r.stdout().contains("hello from the mock"),
+        "{}",
+        r.explain()
+    );
+    let keys = || -> Vec<String> {
+        mock.seen()
+            .iter()
+            .map(|s| s.headers.get("x-api-key").cloned().unwrap_or_default())
+            .collect()
+    };
+    assert_eq!(keys(), [own], "{}", mock.explain());
+    // Lent, the default: [gateway] key_file there is not used.
+    config("");
+    let r = two
+        .on(&["cage", "exec", &name, "--", "sh", "-c", ask], &env)
+        .ok();
+    assert!(
+        r.stdout().contains("hello from the mock"),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(keys(), [own, key.as_str()], "{}", mock.explain());
+}
