@@ -386,6 +386,19 @@ fn on_another_machine_a_killed_ssh_stops_the_cage() {
     all.truncate(5);
     all.extend(["--", "true"]);
     two.here.run(&all).ok();
+    // A terminal there only for a terminal here (ssh -t, else -T).
+    let probe = "[ -t 0 ] && echo on-a-terminal || echo no-terminal";
+    let t = two.here.run_on_terminal(
+        &[
+            "--on", "far", "cage", "exec", &name, "--", "sh", "-c", probe,
+        ],
+        "",
+    );
+    assert!(t.stdout().contains("on-a-terminal"), "{}", t.explain());
+    let t = two
+        .on(&["cage", "exec", &name, "--", "sh", "-c", probe], &[])
+        .ok();
+    assert_eq!(t.stdout(), "no-terminal\n", "{}", t.explain());
 }
 
 /// A server whose config says `remote_turns = "own"` uses its own key for
