@@ -905,6 +905,37 @@ mod tests {
         assert!(!passes(&["image", "exec"]));
     }
 
+    /// `--on MACHINE` is taken out where it is an option, and left where
+    /// it is a word of the command run in the cage.
+    #[test]
+    fn on_is_taken_out_of_the_words_sent() {
+        let sent = |args: &[&str]| -> Vec<String> {
+            let raw: Vec<std::ffi::OsString> = std::iter::once("shrooms-agent")
+                .chain(args.iter().copied())
+                .map(std::ffi::OsString::from)
+                .collect();
+            let cli = Cli::try_parse_from(&raw).unwrap();
+            assert!(cli.on.is_some());
+            words_without_on(&raw, &cli)
+                .unwrap()
+                .into_iter()
+                .map(|w| w.into_string().unwrap())
+                .collect()
+        };
+        assert_eq!(
+            sent(&["--on", "far", "cage", "exec", "n", "grep", "--on", "x"]),
+            ["cage", "exec", "n", "grep", "--on", "x"]
+        );
+        assert_eq!(
+            sent(&["cage", "--on=far", "ls", "--json"]),
+            ["cage", "ls", "--json"]
+        );
+        assert_eq!(
+            sent(&["cage", "exec", "--on", "far", "n", "--", "--on", "y"]),
+            ["cage", "exec", "n", "--", "--on", "y"]
+        );
+    }
+
     #[test]
     fn json_is_asked_for_before_a_double_dash_only() {
         let asked = |args: &[&str]| {
