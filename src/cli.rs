@@ -28,6 +28,23 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
+    /// Run this cage command on another machine, with shrooms-agent there,
+    /// over ssh: a name of the config's [ssh], or an ssh destination
+    /// ([user@]host, an alias of ~/.ssh/config). Paths (--dir) are that
+    /// machine's; a turn's key is lent from this one (README, "On another machine")
+    #[arg(long, global = true, value_name = "MACHINE")]
+    pub on: Option<String>,
+
+    /// Sent by the machine that ran `--on`: its name for this one, which
+    /// errors here are prefixed with
+    #[arg(long, global = true, hide = true, value_name = "NAME")]
+    pub remote: Option<String>,
+
+    /// Sent by the machine that ran `--on` for a turn: the socket its ssh
+    /// forwards here, to its key lender and the turn's line
+    #[arg(long, global = true, hide = true, value_name = "SOCKET")]
+    pub laptop: Option<PathBuf>,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -85,6 +102,8 @@ pub enum Command {
         SIGTERM or Ctrl-C: stops accepting, finishes what is in flight, exits 0."
     )]
     Serve(ServeArgs),
+    /// Print this program's version and the protocol its ends speak over ssh (`--on`)
+    Version,
     /// Print a shell completion script to standard output (commands, options and session names)
     #[command(
         after_help = "The script asks shrooms-agent (on PATH) for the candidates at each Tab, \
@@ -228,6 +247,11 @@ pub enum CageCommand {
         /// Print the sessions' names only, one a line (with --json: an array of them)
         #[arg(long, short = 'q')]
         quiet: bool,
+        /// The sessions of this machine and of every machine of the config's
+        /// [ssh], with a MACHINE column; a machine that cannot be asked is
+        /// named with why, and the others are still listed (exit 1)
+        #[arg(long, conflicts_with = "quiet")]
+        all: bool,
     },
     /// Show a session: its record, its container's state and the argv it was made with
     Show(NameArg),

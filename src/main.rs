@@ -23,6 +23,7 @@ mod pack;
 mod pi_models;
 mod podman;
 mod process;
+mod remote;
 mod rules;
 mod seccomp;
 mod secret_names;
@@ -68,7 +69,22 @@ fn main() -> ExitCode {
         cli.command,
         Command::Cage(CageCommand::Exec { .. } | CageCommand::Run { .. })
     );
-    match run(cli) {
+    // Run here for another machine's `--on`: errors say where they happened.
+    let here = cli.remote.clone();
+    if let Some(socket) = cli.laptop.clone() {
+        remote::set_laptop(socket);
+    }
+    let result = match cli.on.clone() {
+        Some(machine) => on_machine(cli, &machine),
+        None => run(cli),
+    };
+    let result = result.map_err(|mut e| {
+        if let Some(name) = &here {
+            e.message = format!("on {name}: {}", e.message);
+        }
+        e
+    });
+    match result {
         Ok(code) => code,
         Err(e) if passes_status => {
             output::tool_error(&e, json);
@@ -148,9 +164,94 @@ fn usage_message(kind: clap::error::ErrorKind, text: &str) -> String {
     out
 }
 
+/// `--on MACHINE`: the same cage command, run by shrooms-agent on that
+/// machine over ssh (`remote`); its exit status passes through.
+fn on_machine(cli: Cli, machine: &str) -> Result<ExitCode> {
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let words = strings(words_without_on(&raw, &cli)?)?;
+    let kind = match &cli.command {
+        Command::Cage(CageCommand::Create(a)) if a.dir.is_none() => {
+            return Err(Error::bad_input(format!(
+                "cage create --on {machine}: give the project folder with --dir, a path on {machine} \
+                 (this machine's current folder is not there)"
+            )));
+        }
+        Command::Cage(CageCommand::Run { name: None, .. }) => {
+            return Err(Error::bad_input(format!(
+                "cage run --on {machine}: give the session's name (this machine's current folder \
+                 says nothing of {machine}'s sessions)"
+            )));
+        }
+        Command::Cage(CageCommand::WatchTurn { .. } | CageCommand::Prune { .. }) => {
+            return Err(Error::bad_input(format!(
+                "--on {machine}: this command runs on its own machine only (ssh there and run it)"
+            )));
+        }
+        Command::Cage(CageCommand::Run { .. } | CageCommand::Exec { .. }) => {
+            // SAFETY: isatty on fd 0.
+            let tty = unsafe { libc::isatty(0) } == 1;
+            remote::Kind::Turn { tty }
+        }
+        Command::Cage(_) => remote::Kind::Plain,
+        _ => {
+            return Err(Error::bad_input(format!(
+                "--on {machine} runs cage commands only (cage create, run, exec, ls, show, stop, \
+                 rm, limits, move, history, ...)"
+            )));
+        }
+    };
+    let env = environment();
+    let (settings, bad) = Settings::load_or_defaults(&env, &settings::Overrides::default())?;
+    if let Some(e) = bad {
+        return Err(e);
+    }
+    let target = remote::target(&settings, machine)?;
+    let code = remote::run(&settings, &env, &target, words, kind)?;
+    Ok(ExitCode::from(code.clamp(0, 255) as u8))
+}
+
+/// The command line without `--on MACHINE`: the one occurrence whose removal
+/// leaves the same command, so a `--on` among a command's own words
+/// (`cage exec NAME grep --on x`) stays there.
+fn words_without_on(raw: &[std::ffi::OsString], cli: &Cli) -> Result<Vec<std::ffi::OsString>> {
+    let want = format!("{:?}", cli.command);
+    for i in 1..raw.len() {
+        let w = raw[i].to_string_lossy();
+        let take = if w == "--on" {
+            2
+        } else if w.starts_with("--on=") {
+            1
+        } else {
+            continue;
+        };
+        let mut rest: Vec<std::ffi::OsString> = raw[..i].to_vec();
+        rest.extend(raw.iter().skip(i + take).cloned());
+        if let Ok(c) = Cli::try_parse_from(&rest)
+            && c.on.is_none()
+            && c.json == cli.json
+            && format!("{:?}", c.command) == want
+        {
+            return Ok(rest.into_iter().skip(1).collect());
+        }
+    }
+    Err(Error::bad_input(
+        "--on MACHINE could not be told apart from the command's words: put it first \
+         (shrooms-agent --on MACHINE cage ...)",
+    ))
+}
+
 fn run(cli: Cli) -> Result<ExitCode> {
     let json = cli.json;
     match cli.command {
+        Command::Version => {
+            let env = environment();
+            let (settings, _) = Settings::load_or_defaults(&env, &settings::Overrides::default())?;
+            let v = remote::version(&settings, &env);
+            output::show(&v, json, |v| {
+                format!("shrooms-agent {} (protocol {})\n", v.version, v.protocol)
+            });
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Completions { shell } => {
             output::raw(&completion_script(shell)?);
             Ok(ExitCode::SUCCESS)
@@ -493,7 +594,8 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
             }
             return exec(&ctx, &name, ops::exec::What::Harness(args));
         }
-        CageCommand::Ls { quiet } => {
+        CageCommand::Ls { all: true, .. } => return remote::ls_all(&ctx, json),
+        CageCommand::Ls { quiet, .. } => {
             let r = ops::ls::ls(&ctx)?;
             if quiet {
                 let names: Vec<&str> = r.sessions.iter().map(|s| s.name.as_str()).collect();
@@ -659,6 +761,23 @@ impl Drop for Notes<'_> {
 }
 
 fn exec(ctx: &Context, name: &str, what: ops::exec::What) -> Result<ExitCode> {
+    // A turn sent from another machine holds a line to it: the line's end
+    // is a hang-up, and the turn's status is said on it.
+    let line = match remote::laptop() {
+        Some(socket) => Some(remote::hold(socket)?),
+        None => None,
+    };
+    let code = exec_here(ctx, name, what)?;
+    if let Some(line) = line {
+        line.exit(i32::from(code));
+        if let Some(socket) = remote::laptop() {
+            let _ = std::fs::remove_file(socket);
+        }
+    }
+    Ok(ExitCode::from(code))
+}
+
+fn exec_here(ctx: &Context, name: &str, what: ops::exec::What) -> Result<u8> {
     // SAFETY: isatty on fd 0.
     let tty = unsafe { libc::isatty(0) } == 1;
     let prepared = ops::exec::prepare(ctx, name, what, tty)?;
@@ -674,7 +793,7 @@ fn exec(ctx: &Context, name: &str, what: ops::exec::What) -> Result<ExitCode> {
         eprintln!("{line}");
     }
     // Ended by a signal: the code says so (128 + n), as a shell's would.
-    Ok(ExitCode::from(ended.code.clamp(0, 255) as u8))
+    Ok(ended.code.clamp(0, 255) as u8)
 }
 
 /// The cage flags as the operations take them.
@@ -814,6 +933,37 @@ mod tests {
         assert!(!passes(&["cage", "ls"]));
         assert!(!passes(&["--", "cage", "exec"]));
         assert!(!passes(&["image", "exec"]));
+    }
+
+    /// `--on MACHINE` is taken out where it is an option, and left where
+    /// it is a word of the command run in the cage.
+    #[test]
+    fn on_is_taken_out_of_the_words_sent() {
+        let sent = |args: &[&str]| -> Vec<String> {
+            let raw: Vec<std::ffi::OsString> = std::iter::once("shrooms-agent")
+                .chain(args.iter().copied())
+                .map(std::ffi::OsString::from)
+                .collect();
+            let cli = Cli::try_parse_from(&raw).unwrap();
+            assert!(cli.on.is_some());
+            words_without_on(&raw, &cli)
+                .unwrap()
+                .into_iter()
+                .map(|w| w.into_string().unwrap())
+                .collect()
+        };
+        assert_eq!(
+            sent(&["--on", "far", "cage", "exec", "n", "grep", "--on", "x"]),
+            ["cage", "exec", "n", "grep", "--on", "x"]
+        );
+        assert_eq!(
+            sent(&["cage", "--on=far", "ls", "--json"]),
+            ["cage", "ls", "--json"]
+        );
+        assert_eq!(
+            sent(&["cage", "exec", "--on", "far", "n", "--", "--on", "y"]),
+            ["cage", "exec", "n", "--", "--on", "y"]
+        );
     }
 
     #[test]

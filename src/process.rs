@@ -265,10 +265,19 @@ impl Process {
     /// signals stay caught (signal-hook) for the rest of the process's life,
     /// as a turn's do ([`TurnSignals`]).
     pub fn interactive(&self) -> Result<i32> {
+        self.interactive_seen(&|_| {})
+    }
+
+    /// [`Process::interactive`], telling `started` the child's pid once it
+    /// runs (`--on`'s key lender answers that process alone).
+    pub fn interactive_seen(&self, started: &dyn Fn(u32)) -> Result<i32> {
         let cwd = self.cwd.clone().unwrap_or_else(|| PathBuf::from("/"));
         let e = duct::cmd(&self.program, &self.args).unchecked().dir(cwd);
         let signals = TurnSignals::catch()?;
         let handle = e.start().map_err(|e| self.could_not_start(e))?;
+        for pid in handle.pids() {
+            started(pid);
+        }
         let output = loop {
             match handle
                 .wait_timeout(Duration::from_millis(100))

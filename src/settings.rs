@@ -52,6 +52,7 @@ struct ConfigFile {
     base_mirror: Option<BaseMirror>,
     machine_name: Option<MachineName>,
     machines: Option<BTreeMap<MachineName, MachineEntry>>,
+    ssh: Option<BTreeMap<MachineName, crate::remote::SshEntry>>,
     gateway: Option<GatewayTable>,
     allow_root: Option<bool>,
 }
@@ -64,6 +65,18 @@ struct GatewayTable {
     anthropic_url: Option<String>,
     key_file: Option<PathBuf>,
     key_command: Option<Vec<String>>,
+    remote_turns: Option<RemoteTurns>,
+}
+
+/// `[gateway] remote_turns`: whose key a turn run here from another
+/// machine (`--on`) uses: the one that machine lends for the turn, or this
+/// machine's own sources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RemoteTurns {
+    #[default]
+    Lent,
+    Own,
 }
 
 /// The model gateway's settings.
@@ -74,6 +87,8 @@ pub struct GatewaySettings {
     pub key_file: Option<PathBuf>,
     /// A program and its arguments (no shell), run on the machine.
     pub key_command: Option<Vec<String>>,
+    /// Whose key a turn started here over ssh uses (`remote_turns`).
+    pub remote_turns: RemoteTurns,
 }
 
 /// A `[machines]` entry: `name = "http://host:port"`, or a table with the
@@ -724,6 +739,8 @@ pub struct Settings {
     pub machine_name: String,
     /// The other machines' `serve`s, by name (`[machines]`).
     pub machines: BTreeMap<String, Machine>,
+    /// The machines `--on` reaches over ssh, by name (`[ssh]`).
+    pub ssh: BTreeMap<String, crate::remote::SshMachine>,
     /// `[gateway]`.
     pub gateway: GatewaySettings,
     /// `allow_root = true`: cage commands run as root, with rootful podman,
@@ -931,6 +948,7 @@ impl Settings {
                 anthropic_url,
                 key_file: g.key_file,
                 key_command: g.key_command,
+                remote_turns: g.remote_turns.unwrap_or_default(),
             }
         };
         let harness = file.harness.unwrap_or_default();
@@ -988,6 +1006,12 @@ impl Settings {
                 }),
             machine_name,
             machines,
+            ssh: file
+                .ssh
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(MachineName(name), crate::remote::SshEntry(m))| (name, m))
+                .collect(),
             allow_root: file.allow_root.unwrap_or(false),
             asked_limits,
             listen,
@@ -1381,6 +1405,16 @@ pub fn config_keys() -> Vec<ConfigKey> {
             "machines",
             "none".into(),
             "other machines' serve: name = \"http://host:port\", or name = { url = \"http://host:port\", token_file = \"FILE\" }",
+        ),
+        k(
+            "ssh",
+            "none".into(),
+            "machines `--on NAME` reaches over ssh: name = \"user@host\", or name = { destination = \"user@host\", program = \"shrooms-agent\", ssh_config = \"FILE\" }",
+        ),
+        k(
+            "gateway.remote_turns",
+            "\"lent\"".into(),
+            "a turn started here from another machine (--on): \"lent\" uses the key that machine lends, \"own\" this machine's sources",
         ),
         k(
             "gateway.anthropic_url",

@@ -64,6 +64,12 @@ pub enum Credentials {
     Sealed {
         token_file: PathBuf,
     },
+    /// A turn sent here from another machine: that machine's key, asked
+    /// for at each request over the socket its ssh connection forwards
+    /// (`crate::remote::lent_key`), kept nowhere here.
+    Lent {
+        socket: PathBuf,
+    },
 }
 
 impl Credentials {
@@ -81,12 +87,13 @@ impl Credentials {
                     .ok_or_else(|| format!("the sealed token {} is empty", token_file.display()))
             }
             Credentials::Machine(m) => m.resolve(),
+            Credentials::Lent { socket } => crate::remote::lent_key(socket),
         }
     }
 }
 
 impl MachineSources {
-    fn resolve(&self) -> Result<Credential, String> {
+    pub fn resolve(&self) -> Result<Credential, String> {
         if let Some(f) = &self.key_file {
             let text = std::fs::read_to_string(f)
                 .map_err(|e| format!("[gateway] key_file {}: {e}", f.display()))?;

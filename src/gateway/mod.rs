@@ -300,21 +300,18 @@ pub fn open(
         Some(s) => Credentials::Sealed {
             token_file: s.token_file.clone(),
         },
-        None => {
-            let login_dir = match ctx.env.get("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
-                Some(d) => std::path::PathBuf::from(d),
-                None => ctx.settings.home.join(".claude"),
-            };
-            Credentials::Machine(Arc::new(credentials::MachineSources {
-                key_file: ctx.settings.gateway.key_file.clone(),
-                key_command: ctx.settings.gateway.key_command.clone(),
-                env_api_key: ctx.env.get("ANTHROPIC_API_KEY").cloned(),
-                env_oauth_token: ctx.env.get("CLAUDE_CODE_OAUTH_TOKEN").cloned(),
-                claude_credentials: login_dir.join(".credentials.json"),
-                config_path: ctx.settings.config_path.clone(),
-                cache: Default::default(),
-            }))
-        }
+        // A turn sent here from another machine (`--on`) uses the key it
+        // lends for the turn, unless this machine's config says to use its own.
+        None => match crate::remote::laptop() {
+            Some(socket)
+                if ctx.settings.gateway.remote_turns == crate::settings::RemoteTurns::Lent =>
+            {
+                Credentials::Lent {
+                    socket: socket.to_path_buf(),
+                }
+            }
+            _ => Credentials::Machine(Arc::new(machine_sources(&ctx.settings, &ctx.env))),
+        },
     };
     Gateway::start(
         listener,
@@ -331,6 +328,27 @@ pub fn open(
             )),
         },
     )
+}
+
+/// This machine's sources of a key for an ordinary cage (also what it
+/// lends to a turn it runs on another machine, `crate::remote`).
+pub fn machine_sources(
+    settings: &crate::settings::Settings,
+    env: &crate::settings::Env,
+) -> credentials::MachineSources {
+    let login_dir = match env.get("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
+        Some(d) => std::path::PathBuf::from(d),
+        None => settings.home.join(".claude"),
+    };
+    credentials::MachineSources {
+        key_file: settings.gateway.key_file.clone(),
+        key_command: settings.gateway.key_command.clone(),
+        env_api_key: env.get("ANTHROPIC_API_KEY").cloned(),
+        env_oauth_token: env.get("CLAUDE_CODE_OAUTH_TOKEN").cloned(),
+        claude_credentials: login_dir.join(".credentials.json"),
+        config_path: settings.config_path.clone(),
+        cache: Default::default(),
+    }
 }
 
 pub fn base_url(port: u16) -> String {
@@ -443,7 +461,7 @@ async fn handle(
             let words = match (route, &state.config.credentials) {
                 (Some(_), _) => NO_PROVIDER_CREDENTIAL,
                 (None, Credentials::Sealed { .. }) => NO_SEALED_CREDENTIAL,
-                (None, Credentials::Machine(_)) => NO_CREDENTIAL,
+                (None, Credentials::Machine(_) | Credentials::Lent { .. }) => NO_CREDENTIAL,
             };
             return Ok(no_credential(&state, &why, words));
         }

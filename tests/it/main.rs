@@ -27,6 +27,7 @@ mod pid1;
 mod policy;
 mod protected;
 mod rename;
+mod remote;
 mod resume;
 mod rootful;
 mod rootless;
