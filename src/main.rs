@@ -1,9 +1,11 @@
-//! shrooms-agent: puts AI coding sessions into rootless podman cages.
-//!
-//! Data flows one way: argv -> `cli` (clap types) -> `settings`
-//! (resolved once) -> `ops` (typed results) -> `spec` (CageSpec) ->
-//! `podman::argv` / `podman::envfile` (pure) -> `process` (the one
-//! place a process starts) -> results printed here, as text or `--json`.
+// shrooms-agent: puts AI coding sessions into rootless podman cages.
+//
+// Data flows one way: argv -> `cli` (clap types) -> `settings`
+// (resolved once) -> `ops` (typed results) -> `spec` (CageSpec) ->
+// `podman::argv` / `podman::envfile` (pure) -> `process` (the one
+// place a process starts) -> results printed here, as text or `--json`.
+// (Plain comments, not `//!`: src/lib.rs includes this file for the fuzz
+// targets, and an included file can hold no inner attribute.)
 
 mod cage_files;
 mod cage_socket;
@@ -35,6 +37,11 @@ mod tools;
 mod userns;
 mod when;
 mod workbench;
+
+// The properties the fuzz targets (fuzz/) check, exported by src/lib.rs;
+// the unit tests run them over the seed corpus.
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

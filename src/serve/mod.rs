@@ -35,6 +35,12 @@ mod reply;
 mod routes;
 mod state;
 
+// The parsers the fuzz targets reach (src/fuzzing.rs).
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use reply::{for_log, parse_query};
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use routes::check_bodies;
+
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
