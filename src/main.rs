@@ -186,7 +186,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let self_paths = self_paths(&env);
             let ctx = Context::new(settings, env, self_paths);
             let report = ops::doctor::doctor_with(&ctx, bad_config.as_ref());
-            output::show(&report, json, output::doctor);
+            let colour = ctx.settings.colour;
+            output::show(&report, json, |r| output::doctor(r, colour));
             Ok(if report.failed() {
                 ExitCode::FAILURE
             } else {
@@ -194,7 +195,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             })
         }
         Command::Mcp { sealed } => {
-            mcp::run(sealed)?;
+            mcp::run(sealed, &environment())?;
             Ok(ExitCode::SUCCESS)
         }
         Command::GatewayListen { to } => {
@@ -694,12 +695,9 @@ fn context_with(overrides: &settings::Overrides) -> Result<Context> {
     Ok(Context::new(settings, env, self_paths))
 }
 
-/// The environment, as the settings read it (names and values that are
-/// UTF-8).
+/// The environment, as the settings read it.
 fn environment() -> Env {
-    std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .collect()
+    settings::environment()
 }
 
 /// The program itself, and the link it was called by if that is one, both

@@ -318,10 +318,7 @@ pub fn open(
             token_file: s.token_file.clone(),
         },
         None => {
-            let login_dir = match ctx.env.get("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
-                Some(d) => std::path::PathBuf::from(d),
-                None => ctx.settings.home.join(".claude"),
-            };
+            let login_dir = &ctx.settings.claude_dir;
             Credentials::Machine(Arc::new(credentials::MachineSources {
                 key_file: ctx.settings.gateway.key_file.clone(),
                 key_command: ctx.settings.gateway.key_command.clone(),

@@ -93,10 +93,7 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
             super::sealed::forget_untrusted(&ctx.store, &record.dir, Some(&record.name))?;
         }
         if new_dir.is_some() {
-            super::project::check_own_folder(
-                &dir,
-                ctx.env.get("XDG_RUNTIME_DIR").map(String::as_str),
-            )?;
+            super::project::check_own_folder(&dir, ctx.settings.runtime_dir.as_deref())?;
         }
         (None, "taken out of its cage".to_string())
     } else {
