@@ -259,22 +259,23 @@ fn chunks(data: &[u8]) -> (Vec<u8>, Vec<Vec<u8>>) {
 pub fn usage(data: &[u8]) {
     use crate::gateway::usage::{JsonMeter, SseMeter};
     let (whole, pieces) = chunks(data);
-    let mut one = SseMeter::default();
-    one.feed(&whole);
-    let mut many = SseMeter::default();
-    for p in &pieces {
-        many.feed(p);
-    }
+    let (one, many) = fed(&whole, &pieces, SseMeter::feed);
     assert_eq!(one.usage(), many.usage());
     assert_eq!(one.started(), many.started());
     assert_eq!(one.ended(), many.ended());
-    let mut one = JsonMeter::default();
-    one.feed(&whole);
-    let mut many = JsonMeter::default();
-    for p in &pieces {
-        many.feed(p);
-    }
+    let (one, many) = fed(&whole, &pieces, JsonMeter::feed);
     assert_eq!(one.usage(), many.usage());
+}
+
+/// Two meters, one fed `whole` at once, the other its `pieces` one by one.
+fn fed<M: Default>(whole: &[u8], pieces: &[Vec<u8>], feed: fn(&mut M, &[u8])) -> (M, M) {
+    let mut one = M::default();
+    feed(&mut one, whole);
+    let mut many = M::default();
+    for p in pieces {
+        feed(&mut many, p);
+    }
+    (one, many)
 }
 
 /// pi's models.json: the cage's copy is JSON, holds no key of the
