@@ -178,7 +178,7 @@ pub fn task_id(segment: &str) -> Option<String> {
 
 /// The path a request is forwarded to: a task update's id as it was
 /// decoded (its characters need no escape in a path), the rest as it came.
-fn forwarded_path(kind: Kind, path: &str) -> String {
+pub(crate) fn forwarded_path(kind: Kind, path: &str) -> String {
     if kind == Kind::TaskUpdate
         && let Some(id) = path.strip_prefix("/v1/tasks/").and_then(task_id)
     {

@@ -55,9 +55,7 @@ pub struct Cli {
 /// at once and change nothing; where the folder cannot be told or read,
 /// nothing is offered.
 fn session_names() -> Vec<clap_complete::CompletionCandidate> {
-    let env: crate::settings::Env = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .collect();
+    let env = crate::settings::environment();
     let Some(home) = env
         .get("HOME")
         .filter(|h| h.starts_with('/'))

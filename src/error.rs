@@ -257,6 +257,15 @@ impl Error {
             ..self
         }
     }
+
+    /// What followed, added after the message (`...; the cage was stopped
+    /// again`), the kind, the process's exit and the next step kept.
+    pub fn then(self, after: impl fmt::Display) -> Self {
+        Error {
+            message: format!("{}; {after}", self.message),
+            ..self
+        }
+    }
 }
 
 impl fmt::Display for Error {
@@ -406,6 +415,13 @@ mod tests {
             (e.kind.exit_code(), e.http_status(), e.retry_after()),
             (1, 503, Some(RETRY_AFTER_SECS))
         );
+    }
+
+    #[test]
+    fn then_keeps_the_kind() {
+        let e = Error::busy("held").then("the cage was stopped again");
+        assert_eq!(e.kind, Kind::Busy);
+        assert_eq!(e.message, "held; the cage was stopped again");
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::settings::Env;
+use crate::settings::Settings;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -95,14 +95,13 @@ impl Harness {
     }
 
     /// The harness's data folder on the machine, which the cage sees at the
-    /// same path: ~/.claude, or pi's `$PI_CODING_AGENT_DIR`, else ~/.pi/agent.
-    pub fn config_dir(self, home: &Path, env: &Env) -> PathBuf {
+    /// same path, as the settings resolved it: Claude Code's
+    /// (`$CLAUDE_CONFIG_DIR`, else ~/.claude) or pi's
+    /// (`$PI_CODING_AGENT_DIR`, else ~/.pi/agent).
+    pub fn config_dir(self, settings: &Settings) -> PathBuf {
         match self {
-            Harness::Claude => home.join(".claude"),
-            Harness::Pi => match env.get("PI_CODING_AGENT_DIR") {
-                Some(d) if d.starts_with('/') => PathBuf::from(d),
-                _ => home.join(".pi/agent"),
-            },
+            Harness::Claude => settings.claude_dir.clone(),
+            Harness::Pi => settings.pi_dir.clone(),
         }
     }
 
@@ -201,20 +200,36 @@ mod tests {
 
     #[test]
     fn config_dirs() {
-        let mut env = Env::new();
-        let home = Path::new("/home/u");
+        let load = |pairs: &[(&str, &str)]| {
+            let env: crate::settings::Env = pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let s = Settings::from_text(
+                None,
+                Path::new("/cfg/config.toml"),
+                PathBuf::from("/state"),
+                PathBuf::from("/home/u"),
+                &env,
+            )
+            .unwrap();
+            (Harness::Claude.config_dir(&s), Harness::Pi.config_dir(&s))
+        };
         assert_eq!(
-            Harness::Claude.config_dir(home, &env),
-            PathBuf::from("/home/u/.claude")
+            load(&[]),
+            ("/home/u/.claude".into(), "/home/u/.pi/agent".into())
         );
         assert_eq!(
-            Harness::Pi.config_dir(home, &env),
-            PathBuf::from("/home/u/.pi/agent")
+            load(&[
+                ("CLAUDE_CONFIG_DIR", "/data/claude"),
+                ("PI_CODING_AGENT_DIR", "/data/pi")
+            ]),
+            ("/data/claude".into(), "/data/pi".into())
         );
-        env.insert("PI_CODING_AGENT_DIR".into(), "/data/pi".into());
+        // A relative folder would be read from wherever the command runs.
         assert_eq!(
-            Harness::Pi.config_dir(home, &env),
-            PathBuf::from("/data/pi")
+            load(&[("CLAUDE_CONFIG_DIR", "rel"), ("PI_CODING_AGENT_DIR", "")]),
+            ("/home/u/.claude".into(), "/home/u/.pi/agent".into())
         );
     }
 }

@@ -1,9 +1,11 @@
-//! shrooms-agent: puts AI coding sessions into rootless podman cages.
-//!
-//! Data flows one way: argv -> `cli` (clap types) -> `settings`
-//! (resolved once) -> `ops` (typed results) -> `spec` (CageSpec) ->
-//! `podman::argv` / `podman::envfile` (pure) -> `process` (the one
-//! place a process starts) -> results printed here, as text or `--json`.
+// shrooms-agent: puts AI coding sessions into rootless podman cages.
+//
+// Data flows one way: argv -> `cli` (clap types) -> `settings`
+// (resolved once) -> `ops` (typed results) -> `spec` (CageSpec) ->
+// `podman::argv` / `podman::envfile` (pure) -> `process` (the one
+// place a process starts) -> results printed here, as text or `--json`.
+// (Plain comments, not `//!`: src/lib.rs includes this file for the fuzz
+// targets, and an included file can hold no inner attribute.)
 
 mod cage_files;
 mod cage_socket;
@@ -36,6 +38,11 @@ mod tools;
 mod userns;
 mod when;
 mod workbench;
+
+// The properties the fuzz targets (fuzz/) check, exported by src/lib.rs;
+// the unit tests run them over the seed corpus.
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -246,7 +253,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Version => {
             let env = environment();
             let (settings, _) = Settings::load_or_defaults(&env, &settings::Overrides::default())?;
-            let v = remote::version(&settings, &env);
+            let v = remote::version(&settings);
             output::show(&v, json, |v| {
                 format!("shrooms-agent {} (protocol {})\n", v.version, v.protocol)
             });
@@ -280,7 +287,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let self_paths = self_paths(&env);
             let ctx = Context::new(settings, env, self_paths);
             let report = ops::doctor::doctor_with(&ctx, bad_config.as_ref());
-            output::show(&report, json, output::doctor);
+            let colour = ctx.settings.colour;
+            output::show(&report, json, |r| output::doctor(r, colour));
             Ok(if report.failed() {
                 ExitCode::FAILURE
             } else {
@@ -288,7 +296,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             })
         }
         Command::Mcp { sealed } => {
-            mcp::run(sealed)?;
+            mcp::run(sealed, &environment())?;
             Ok(ExitCode::SUCCESS)
         }
         Command::GatewayListen { to } => {
@@ -836,12 +844,9 @@ fn context_with(overrides: &settings::Overrides) -> Result<Context> {
     Ok(Context::new(settings, env, self_paths))
 }
 
-/// The environment, as the settings read it (names and values that are
-/// UTF-8).
+/// The environment, as the settings read it.
 fn environment() -> Env {
-    std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .collect()
+    settings::environment()
 }
 
 /// The program itself, and the link it was called by if that is one, both

@@ -61,16 +61,21 @@ const INSTRUCTIONS: &str = "The other coding-agent sessions this machine knows o
 
 /// Start the server on standard input and output; it ends when its input
 /// does. `sealed` offers only the tool a sealed cage is let use.
-pub fn run(sealed: bool) -> Result<()> {
-    let socket = std::env::var_os(SOCKET_VAR)
+pub fn run(sealed: bool, env: &crate::settings::Env) -> Result<()> {
+    let socket = env
+        .get(SOCKET_VAR)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from);
+    let session = env
+        .get("SHROOMS_AGENT_SESSION")
+        .cloned()
+        .unwrap_or_default();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Error::failed(format!("starting the MCP server: {e}")))?;
     runtime.block_on(async move {
-        let server = Tools::new(Socket { path: socket }, sealed);
+        let server = Tools::new(Socket { path: socket }, sealed, session);
         let running = server
             .serve(rmcp::transport::stdio())
             .await
@@ -440,11 +445,13 @@ type Told = std::result::Result<String, String>;
 #[derive(Clone)]
 struct Tools {
     socket: Socket,
+    /// `$SHROOMS_AGENT_SESSION`: the session this turn is of.
+    session: String,
     tool_router: ToolRouter<Tools>,
 }
 
 impl Tools {
-    fn new(socket: Socket, sealed: bool) -> Tools {
+    fn new(socket: Socket, sealed: bool, session: String) -> Tools {
         let mut tool_router = Self::tool_router();
         if sealed {
             for t in TOOLS.iter().filter(|t| !SEALED_TOOLS.contains(t)) {
@@ -453,6 +460,7 @@ impl Tools {
         }
         Tools {
             socket,
+            session,
             tool_router,
         }
     }
@@ -639,7 +647,7 @@ impl Tools {
         let body = json!({
             "state": a.state.word(),
             "summary": a.summary,
-            "session": std::env::var("SHROOMS_AGENT_SESSION").unwrap_or_default(),
+            "session": self.session,
         });
         let answer = self
             .socket
@@ -900,9 +908,12 @@ mod tests {
         };
         let mut all: Vec<String> = TOOLS.iter().map(|s| s.to_string()).collect();
         all.sort();
-        assert_eq!(names(&Tools::new(Socket { path: None }, false)), all);
         assert_eq!(
-            names(&Tools::new(Socket { path: None }, true)),
+            names(&Tools::new(Socket { path: None }, false, String::new())),
+            all
+        );
+        assert_eq!(
+            names(&Tools::new(Socket { path: None }, true, String::new())),
             vec!["task_update".to_string()]
         );
     }

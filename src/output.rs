@@ -400,8 +400,9 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// Asked of stdout: a terminal, its width (TIOCGWINSZ), NO_COLOR.
-    pub fn of_stdout() -> Layout {
+    /// Asked of stdout: a terminal, its width (TIOCGWINSZ); colour there
+    /// when the settings want it (`NO_COLOR`).
+    pub fn of_stdout(colour: bool) -> Layout {
         let tty = rustix::termios::isatty(std::io::stdout());
         if !tty {
             return Layout {
@@ -414,14 +415,14 @@ impl Layout {
             _ => 80,
         };
         Layout {
-            colour: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+            colour,
             width: Some(width),
         }
     }
 }
 
-pub fn doctor(r: &doctor::Report) -> String {
-    doctor_laid_out(r, Layout::of_stdout())
+pub fn doctor(r: &doctor::Report, colour: bool) -> String {
+    doctor_laid_out(r, Layout::of_stdout(colour))
 }
 
 /// `text` wrapped at `width` (at spaces; a word longer than a line stays

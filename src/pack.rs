@@ -32,7 +32,7 @@
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
-use std::os::unix::ffi::OsStringExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
@@ -244,6 +244,14 @@ pub(crate) fn open_dir(path: &Path) -> io::Result<File> {
 /// a link. Returns the folder, its path relative to the outbox and its level.
 fn descend(root: File, only: &Path, limits: &Limits) -> Result<(File, PathBuf, usize)> {
     let shown = only.display();
+    // No file name holds a NUL byte: the kernel would refuse the path as
+    // invalid, which is the caller's mistake, not the machine's failure.
+    if only.as_os_str().as_bytes().contains(&0) {
+        return Err(Error::bad_input(format!(
+            "--only {:?}: a path with a NUL byte names no folder of the outbox",
+            only.as_os_str()
+        )));
+    }
     let mut names: Vec<&OsStr> = Vec::new();
     for c in only.components() {
         match c {
@@ -282,7 +290,10 @@ fn descend(root: File, only: &Path, limits: &Limits) -> Result<(File, PathBuf, u
                 let what = match lstat_at(&dir, name) {
                     Ok(Type::Link) => "is a link, and links are not followed".to_string(),
                     Ok(t) if t != Type::Dir => format!("is {}, not a folder", t.what()),
-                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                    // A name longer than a file name may be is in no folder.
+                    Err(e)
+                        if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENAMETOOLONG)) =>
+                    {
                         "is not in the outbox".to_string()
                     }
                     _ => {
@@ -1517,6 +1528,7 @@ mod tests {
         symlink(&outside, o.join("lnk")).unwrap();
         symlink(&outside, o.join("real/lnk")).unwrap();
         write(&o.join("file.txt"), "f");
+        let long = "n".repeat(300);
         let cases = [
             ("../x", "`..` is not allowed"),
             ("real/../../x", "`..` is not allowed"),
@@ -1527,6 +1539,10 @@ mod tests {
             ("real/lnk", "real/lnk is a link"),
             ("file.txt", "is a file, not a folder"),
             ("missing", "missing is not in the outbox"),
+            // Found by the fuzz target `outbox_path`: both were a failure
+            // of the machine's (exit 1, a 500 over HTTP), not bad input.
+            ("real\0/etc", "a NUL byte"),
+            (long.as_str(), "is not in the outbox"),
         ];
         for (only, says) in cases {
             let e = pack(&o, Some(Path::new(only)), &t.out(), false).unwrap_err();

@@ -236,16 +236,18 @@ pub struct Version {
 }
 
 /// This program's version, as another machine's `--on` asks for it.
-pub fn version(settings: &Settings, env: &crate::settings::Env) -> Version {
-    let runtime = env
-        .get("XDG_RUNTIME_DIR")
-        .filter(|d| d.starts_with('/') && Path::new(d).is_dir());
+pub fn version(settings: &Settings) -> Version {
+    let runtime = settings
+        .runtime_dir
+        .as_deref()
+        .filter(|d| d.is_dir())
+        .map(|d| d.to_string_lossy().into_owned());
     Version {
         version: env!("CARGO_PKG_VERSION").to_string(),
         protocol: PROTOCOL,
         machine: settings.machine_name.clone(),
         socket_dir: match runtime {
-            Some(d) => d.clone(),
+            Some(d) => d,
             None => settings.state_dir.to_string_lossy().into_owned(),
         },
         remote_turns: settings.gateway.remote_turns,

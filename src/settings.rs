@@ -750,6 +750,19 @@ pub struct Settings {
     pub asked_limits: LimitsAsked,
     /// Where `serve` listens: `--listen`, else 127.0.0.1 and `agent_port`.
     pub listen: SocketAddr,
+    /// The user's runtime folder (`$XDG_RUNTIME_DIR`, when absolute): its
+    /// sockets are never a project folder, and serve's Unix socket is in it.
+    pub runtime_dir: Option<PathBuf>,
+    /// Claude Code's folder on the machine: `$CLAUDE_CONFIG_DIR` (absolute),
+    /// else ~/.claude. The cage's copy is made from it and the gateway
+    /// reads the machine's login from it: one answer for both.
+    pub claude_dir: PathBuf,
+    /// pi's folder on the machine: `$PI_CODING_AGENT_DIR` (absolute), else
+    /// ~/.pi/agent.
+    pub pi_dir: PathBuf,
+    /// Colour on a terminal: unless `NO_COLOR` is set and not empty
+    /// (no-color.org).
+    pub colour: bool,
 }
 
 impl Settings {
@@ -972,7 +985,6 @@ impl Settings {
         Ok(Settings {
             config_path: config_path.to_path_buf(),
             state_dir,
-            home,
             podman,
             podman_configured,
             image,
@@ -1015,6 +1027,13 @@ impl Settings {
             allow_root: file.allow_root.unwrap_or(false),
             asked_limits,
             listen,
+            runtime_dir: absolute_var(env, "XDG_RUNTIME_DIR"),
+            claude_dir: absolute_var(env, "CLAUDE_CONFIG_DIR")
+                .unwrap_or_else(|| home.join(".claude")),
+            pi_dir: absolute_var(env, "PI_CODING_AGENT_DIR")
+                .unwrap_or_else(|| home.join(".pi/agent")),
+            colour: env.get("NO_COLOR").is_none_or(|v| v.is_empty()),
+            home,
         })
     }
 }
@@ -1054,6 +1073,22 @@ fn parse_config(text: &str, config_path: &Path) -> Result<ConfigFile> {
             None => whole(e.inner()),
         }
     })
+}
+
+/// The process's environment, read once (names and values that are
+/// UTF-8): every other module is handed what it needs from here.
+pub fn environment() -> Env {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
+}
+
+/// A folder a variable names, when it is an absolute path (a relative one
+/// would be read from wherever the command runs).
+fn absolute_var(env: &Env, name: &str) -> Option<PathBuf> {
+    env.get(name)
+        .filter(|d| d.starts_with('/'))
+        .map(PathBuf::from)
 }
 
 /// The home directory: $HOME, else the system's record of the user.
@@ -2243,5 +2278,47 @@ delta = { url = "http://[fd00::1]:9000", token_file = "/t/delta" }
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
         assert!(paths(&env, Path::new("/home/u")).is_ok());
+    }
+
+    /// The environment is read here alone, once: every other module is
+    /// handed what it needs. Outside their tests, no other source file
+    /// reads a variable itself, nor looks up again one of the facts
+    /// resolved here by its name.
+    #[test]
+    fn no_other_module_reads_the_environment() {
+        let reads = [
+            "env::var(",
+            "env::var_os(",
+            "env::vars(",
+            "env::vars_os(",
+            "\"XDG_RUNTIME_DIR\")",
+            "\"CLAUDE_CONFIG_DIR\")",
+            "\"PI_CODING_AGENT_DIR\")",
+            "\"NO_COLOR\")",
+        ];
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = vec![src.clone()];
+        let mut found = Vec::new();
+        while let Some(p) = files.pop() {
+            if p.is_dir() {
+                files.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+                continue;
+            }
+            if p.extension().is_none_or(|e| e != "rs") || p.ends_with("src/settings.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).unwrap();
+            let code = text.split("#[cfg(test)]\nmod tests").next().unwrap();
+            for (i, line) in code.lines().enumerate() {
+                if reads.iter().any(|r| line.contains(r)) {
+                    found.push(format!("{}:{}: {}", p.display(), i + 1, line.trim()));
+                }
+            }
+        }
+        assert!(
+            found.is_empty(),
+            "read outside settings:\n{}",
+            found.join("\n")
+        );
     }
 }

@@ -50,6 +50,23 @@ pub fn allowed(method: &str, path: &str) -> bool {
     ROUTES.iter().any(|(m, p)| *m == method && *p == path)
 }
 
+/// Where a request goes: its route (a pi provider's, or None for the
+/// default) and the path sent upstream; None: refused. A pi provider's
+/// prefix picks its upstream and key, and the rest of the path must still
+/// be a model route; an unknown prefix passes nothing.
+pub fn passes<'a>(
+    routes: &'a routes::Routes,
+    method: &str,
+    full_path: &'a str,
+) -> Option<(Option<&'a routes::Route>, String)> {
+    let (route, path) = match routes.pick(full_path) {
+        routes::Picked::Default => (None, full_path),
+        routes::Picked::Provider(r, rest) => (Some(r), rest),
+        routes::Picked::Unknown => return None,
+    };
+    allowed(method, path).then(|| (route, path.to_string()))
+}
+
 /// Hop-by-hop headers (RFC 9110, section 7.6.1), which a proxy never passes on.
 const HOP_BY_HOP: &[&str] = &[
     "connection",
@@ -336,10 +353,7 @@ pub fn machine_sources(
     settings: &crate::settings::Settings,
     env: &crate::settings::Env,
 ) -> credentials::MachineSources {
-    let login_dir = match env.get("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
-        Some(d) => std::path::PathBuf::from(d),
-        None => settings.home.join(".claude"),
-    };
+    let login_dir = &settings.claude_dir;
     credentials::MachineSources {
         key_file: settings.gateway.key_file.clone(),
         key_command: settings.gateway.key_command.clone(),
@@ -404,15 +418,7 @@ async fn handle(
 ) -> std::result::Result<Response<reqwest::Body>, Infallible> {
     let method = req.method().as_str().to_string();
     let full_path = req.uri().path().to_string();
-    // A pi provider's prefix picks its upstream and key; the rest of the
-    // path must still be a model route. An unknown prefix passes nothing.
-    let picked = state.config.routes.pick(&full_path);
-    let (route, path) = match picked {
-        routes::Picked::Default => (None, full_path.clone()),
-        routes::Picked::Provider(r, rest) => (Some(r), rest.to_string()),
-        routes::Picked::Unknown => (None, String::new()),
-    };
-    if path.is_empty() || !allowed(&method, &path) {
+    let Some((route, path)) = passes(&state.config.routes, &method, &full_path) else {
         let path = &full_path;
         return Ok(api_error(
             StatusCode::FORBIDDEN,
@@ -422,7 +428,7 @@ async fn handle(
                  {method} {path} is not one of them"
             ),
         ));
-    }
+    };
     if usage::spends(&method, &path) {
         let ledger = state.config.ledger.clone();
         let refusal = tokio::task::spawn_blocking(move || ledger.refusal())

@@ -290,10 +290,7 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
                 let _ = session::remove_file_if_there(&marker);
             }
             watcher.finish(stopped);
-            return Err(Error::failed(format!(
-                "{}; the cage was stopped again",
-                e.message
-            )));
+            return Err(stopped_again(e));
         }
     };
     // The cage's socket to the agents, served for the turn too.
@@ -306,10 +303,7 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
                 let _ = session::remove_file_if_there(&marker);
             }
             watcher.finish(stopped);
-            return Err(Error::failed(format!(
-                "{}; the cage was stopped again",
-                e.message
-            )));
+            return Err(stopped_again(e));
         }
     };
     let url = gateway.base_url();
@@ -372,6 +366,14 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
 /// state folder's `tools/` gets this program put there (`crate::tools`),
 /// wherever it has moved since; one made before, the program at its path
 /// of then (`program_mounted`). Err says why the run goes without.
+/// A turn's preparation failed after its cage started, and the cage was
+/// stopped: the error as it was (its kind gives the exit code and the HTTP
+/// status: a busy session stays busy, a bad models.json bad input), with
+/// what was done after it.
+fn stopped_again(e: Error) -> Error {
+    e.then("the cage was stopped again")
+}
+
 fn tools_in_cage(
     ctx: &Context,
     session: &str,
@@ -680,6 +682,30 @@ pub fn watch(ctx: &Context, req: &WatchRequest) -> Result<Watched> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The gateway or the cage's socket failing once the cage started: the
+    /// error keeps its kind and its process's exit (it was re-worded as a
+    /// failure, so a busy session answered exit 1 and a 500).
+    #[test]
+    fn a_failure_after_the_start_keeps_its_kind() {
+        use crate::error::Kind;
+        let e = stopped_again(Error::busy("session x is held by pid 7"));
+        assert_eq!(e.kind, Kind::Busy);
+        assert_eq!(
+            e.message,
+            "session x is held by pid 7; the cage was stopped again"
+        );
+        let e = stopped_again(Error::bad_input("models.json: it is not valid JSON"));
+        assert_eq!(e.kind, Kind::BadInput);
+        let e = stopped_again(Error::exited(
+            Kind::PodmanFailed,
+            "podman exec: no",
+            Some(125),
+            "Error: no\n",
+        ));
+        assert_eq!(e.kind, Kind::PodmanFailed);
+        assert_eq!(e.exited.as_ref().and_then(|x| x.status), Some(125));
+    }
 
     /// `cage run` of Claude Code hands it the shrooms tools' server, at
     /// the path the cage was given the program at, before the caller's words.

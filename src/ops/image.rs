@@ -594,18 +594,20 @@ pub fn pi_known(inspect: &ImageInspect) -> bool {
 }
 
 /// Pure: the answer of a finished look ([`crate::podman::argv::look_for_pi`]).
-/// No `sh` in the image (podman's 127, "executable file not found", and
-/// nothing printed) is taken as no pi: pi is a node script started through
-/// `#!/usr/bin/env node`, and an image without even a shell is not one pi
-/// is installed in. Any other failure is podman's or the runtime's, and
-/// says nothing of the image.
+/// No `sh` in the image (exit status 127, "the contained command cannot be
+/// found" in podman-run(1)'s EXIT STATUS, and nothing printed) is taken as
+/// no pi: pi is a node script started through `#!/usr/bin/env node`, and an
+/// image without even a shell is not one pi is installed in. The status
+/// tells it, not the runtime's words, which differ between runc and crun.
+/// Any other failure is podman's (125) or the runtime's (126), and says
+/// nothing of the image.
 pub fn pi_of(out: &runner::Captured) -> Pi {
     use crate::podman::argv::{PI_FOUND, PI_MISSING};
     let said = out.stdout.lines().map(str::trim).find(|l| !l.is_empty());
     match (out.code, said) {
         (Some(0), Some(PI_FOUND)) => Pi::Has,
         (Some(0), Some(PI_MISSING)) => Pi::Lacks,
-        (Some(127), None) if out.stderr.contains("executable file not found") => Pi::Lacks,
+        (Some(127), None) => Pi::Lacks,
         _ => Pi::Unknown(match out.last_stderr_line() {
             "" => format!(
                 "podman run ended with {}",
@@ -1418,6 +1420,14 @@ mod tests {
             )),
             Pi::Lacks
         );
+        // crun's words for it, and none at all: the status alone tells.
+        for stderr in [
+            "Error: crun: executable file `sh` not found in $PATH: No such file or directory: \
+             OCI runtime attempted to invoke a command that was not found\n",
+            "",
+        ] {
+            assert_eq!(pi_of(&out(Some(127), "", stderr)), Pi::Lacks, "{stderr}");
+        }
         // The runtime failed: nothing is known of the image.
         let rlimit = "Error: runc: runc create failed: unable to start container process: \
                       error during container init: error setting rlimits for ready process: \

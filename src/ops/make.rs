@@ -239,7 +239,7 @@ pub fn folder_checks(
     if choice.sealed {
         sealed::check_project(dir, &ctx.settings.home, &ctx.settings.state_dir)?;
     }
-    super::project::check_own_folder(dir, ctx.env.get("XDG_RUNTIME_DIR").map(String::as_str))?;
+    super::project::check_own_folder(dir, ctx.settings.runtime_dir.as_deref())?;
     sealed::check_any_project(
         dir,
         &ctx.settings.home,
@@ -261,7 +261,7 @@ pub fn folder_checks(
         .chain(
             (!choice.sealed)
                 .then(|| {
-                    let d = harness.config_dir(&s.home, &ctx.env);
+                    let d = harness.config_dir(s);
                     crate::cage_files::copied(harness)
                         .iter()
                         .map(move |n| d.join(n))
@@ -271,11 +271,9 @@ pub fn folder_checks(
         )
         // pi's models.json, whose keys the gateway uses and whose
         // `!command`s it runs on the machine: a cage must not write it.
-        .chain((harness == Harness::Pi).then(|| {
-            harness
-                .config_dir(&s.home, &ctx.env)
-                .join(crate::pi_models::COPIED)
-        }))
+        .chain(
+            (harness == Harness::Pi).then(|| harness.config_dir(s).join(crate::pi_models::COPIED)),
+        )
         .collect();
     sealed::check_kept_out(dir, &s.home, &guarded)
 }
@@ -1228,7 +1226,7 @@ fn container_name(session: &str) -> Result<String> {
 
 /// This project's Claude Code conversation folder on the machine.
 fn conversation_source(ctx: &Context, dir: &Path) -> Result<PathBuf> {
-    let config = Harness::Claude.config_dir(&ctx.settings.home, &ctx.env);
+    let config = Harness::Claude.config_dir(&ctx.settings);
     Harness::Claude
         .conversation_dir(&config, dir)
         .ok_or_else(|| {
@@ -1245,9 +1243,7 @@ fn gather(
     dir: &Path,
     container: &str,
 ) -> Result<(Found, Option<PathBuf>)> {
-    let home = ctx.settings.home.clone();
-    let env: &Env = &ctx.env;
-    let harness_dir = harness.config_dir(&home, env);
+    let harness_dir = harness.config_dir(&ctx.settings);
     let harness_read_only = harness
         .read_only_entries()
         .iter()

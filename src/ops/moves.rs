@@ -92,10 +92,7 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
     let mut warnings = Vec::new();
     let plan = if req.out {
         if new_dir.is_some() {
-            super::project::check_own_folder(
-                &dir,
-                ctx.env.get("XDG_RUNTIME_DIR").map(String::as_str),
-            )?;
+            super::project::check_own_folder(&dir, ctx.settings.runtime_dir.as_deref())?;
         }
         None
     } else {

@@ -70,10 +70,9 @@ pub fn refusal(dir: &Path, runtime: Option<&Path>) -> Option<String> {
 /// Refuse a project that is not a folder of the user's own (exit 2).
 /// `dir` is canonical; the runtime folder is resolved here. As root, also
 /// a folder that is not root's (`root_refusal`).
-pub fn check_own_folder(dir: &Path, runtime_dir: Option<&str>) -> Result<()> {
-    let runtime: Option<PathBuf> = runtime_dir
-        .filter(|r| r.starts_with('/'))
-        .map(|r| std::fs::canonicalize(r).unwrap_or_else(|_| PathBuf::from(r)));
+pub fn check_own_folder(dir: &Path, runtime_dir: Option<&Path>) -> Result<()> {
+    let runtime: Option<PathBuf> =
+        runtime_dir.map(|r| std::fs::canonicalize(r).unwrap_or_else(|_| r.to_path_buf()));
     if let Some(why) = refusal(dir, runtime.as_deref()) {
         return Err(Error::bad_input(why));
     }

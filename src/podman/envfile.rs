@@ -59,10 +59,13 @@ pub fn looks_secret(name: &str, value: &str) -> bool {
     crate::secret_names::is_credential_name(name) || crate::secret_names::has_userinfo(value)
 }
 
-/// The same text as `render`, with secret-looking values shown as `<redacted>`.
+/// The same text as `render`, with secret-looking values shown as
+/// `<redacted>`: the same variables, those `render` leaves out left out
+/// here too (a value that cannot be written is never shown as passing).
 pub fn render_redacted(vars: &[(String, String)]) -> String {
     let shown: Vec<(String, String)> = vars
         .iter()
+        .filter(|(n, v)| unwritable(n, v).is_none())
         .map(|(n, v)| {
             if looks_secret(n, v) {
                 (n.clone(), "<redacted>".to_string())
@@ -135,6 +138,16 @@ mod tests {
         let long = "x".repeat(MAX_LINE);
         assert!(unwritable("A", &long).is_some());
         assert!(unwritable("A", &"x".repeat(MAX_LINE - 2)).is_none());
+    }
+
+    /// Found by the fuzz target `env_file`: a secret-looking value that
+    /// cannot be written (a line break) was left out of the file but shown
+    /// as `NAME=<redacted>` by `--dry-run`.
+    #[test]
+    fn what_is_left_out_is_not_shown_redacted() {
+        let vars = v(&[("B", "x:y@h\rz"), ("API_KEY", "a\nb"), ("OK", "1")]);
+        assert_eq!(render(&vars), render_redacted(&vars));
+        assert!(!render_redacted(&vars).contains("B="));
     }
 
     #[test]

@@ -35,6 +35,12 @@ mod reply;
 mod routes;
 mod state;
 
+// The parsers the fuzz targets reach (src/fuzzing.rs).
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use reply::{for_log, parse_query};
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use routes::check_bodies;
+
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -231,7 +237,7 @@ pub fn run(ctx: Context, token_file: Option<&Path>) -> Result<()> {
         env: ctx.env,
         self_paths: ctx.self_paths,
     });
-    let socket = unix_socket_path(&base.env, addr.port());
+    let socket = unix_socket_path(base.settings.runtime_dir.as_deref(), addr.port());
     // What `GET /v1/harnesses` says is looked at once before serve
     // listens: a client that can connect is answered at once.
     let (state, state_thread) = state::State::start(base.clone(), stop.clone());
@@ -341,10 +347,9 @@ fn stop_dead_turns(base: Arc<Base>, state: Arc<state::State>, stop: Arc<AtomicBo
 
 /// `$XDG_RUNTIME_DIR/shrooms-agent/serve-PORT.sock`, when the
 /// environment has a runtime folder.
-fn unix_socket_path(env: &Env, port: u16) -> Option<PathBuf> {
-    let run = env.get("XDG_RUNTIME_DIR").filter(|d| d.starts_with('/'))?;
+fn unix_socket_path(runtime_dir: Option<&Path>, port: u16) -> Option<PathBuf> {
     Some(
-        PathBuf::from(run)
+        runtime_dir?
             .join("shrooms-agent")
             .join(format!("serve-{port}.sock")),
     )

@@ -212,7 +212,46 @@ async fn json_body<T: DeserializeOwned>(
     body: Body,
 ) -> Result<T, Fail> {
     let bytes = body::json(info, headers, body).await?;
-    serde_json::from_slice(&bytes).map_err(|e| Fail::Op(Error::bad_input(format!("the body: {e}"))))
+    parse_body(&bytes).map_err(Fail::Op)
+}
+
+fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
+    serde_json::from_slice(bytes).map_err(|e| Error::bad_input(format!("the body: {e}")))
+}
+
+/// Every JSON body serve reads, parsed from `bytes` as its route parses
+/// it, then checked as far as its route checks before its operation runs
+/// (the fuzz target `http_body`): each body's error, if any.
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn check_bodies(bytes: &[u8]) -> Vec<Result<(), Error>> {
+    let home = std::path::Path::new("/home/u");
+    let limits = |b: LimitsBody| -> Result<(), Error> {
+        crate::settings::LimitsAsked::parse(
+            b.memory.map(Loose::text).as_deref(),
+            b.cpus.map(Loose::text).as_deref(),
+            b.pids.map(Loose::text).as_deref(),
+        )?;
+        if let Some(Some(t)) = b.tokens {
+            ops::limits::parse_tokens(&t.text())?;
+        }
+        Ok(())
+    };
+    vec![
+        parse_body::<CreateBody>(bytes).and_then(|b| {
+            let dir = project_dir(home, &b.dir)?;
+            assert!(dir.is_absolute(), "{dir:?}");
+            b.cage.unwrap_or_default().choice().map(drop)
+        }),
+        parse_body::<MoveBody>(bytes)
+            .and_then(|b| b.cage.flatten().map(CageBody::choice).transpose().map(drop)),
+        parse_body::<LimitsBody>(bytes).and_then(limits),
+        parse_body::<SendBody>(bytes).map(drop),
+        parse_body::<SettingsBody>(bytes).map(drop),
+        parse_body::<AcceptCagedBody>(bytes).map(drop),
+        parse_body::<BuildBody>(bytes).map(|b| {
+            let _ = crate::workbench::Stage::parse(&b.image);
+        }),
+    ]
 }
 
 /// A route that reads a JSON body, then runs its operation.

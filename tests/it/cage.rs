@@ -1122,3 +1122,29 @@ fn a_renamed_folder_and_a_removed_container_lead_to_cage_move() {
         r.explain()
     );
 }
+
+/// `$CLAUDE_CONFIG_DIR` names Claude Code's folder for every part: the
+/// cage's copy of its settings is made from there (the gateway reads the
+/// machine's login from the same folder), and the cage sees it at that
+/// path; ~/.claude is not used.
+#[test]
+fn claude_config_dir_is_the_folder_the_cage_copies() {
+    let w = world();
+    let elsewhere = w.dir_in_home("elsewhere-claude");
+    fs::write(elsewhere.join("settings.json"), "{\"from\": \"elsewhere\"}").unwrap();
+    let home_settings = w.dir_in_home(".claude").join("settings.json");
+    fs::write(&home_settings, "{\"from\": \"home\"}").unwrap();
+    w.chown_all();
+    let name = w.session("ccd");
+    let dir = project(&w, "ccd-project");
+    let env = [("CLAUDE_CONFIG_DIR", s(&elsewhere))];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    w.run_env(&["cage", "create", &name, "--dir", &s(&dir)], &env)
+        .ok();
+    let copy = s(&elsewhere.join("settings.json"));
+    let r = w
+        .run_env(&["cage", "exec", &name, "--", "cat", &copy], &env)
+        .ok();
+    assert!(r.stdout().contains("elsewhere"), "{}", r.explain());
+    assert!(!r.stdout().contains("home"), "{}", r.explain());
+}
