@@ -41,6 +41,7 @@ struct ConfigFile {
     pids: Option<Pids>,
     agent_port: Option<Port>,
     network: Option<NetworkChoice>,
+    net: Option<crate::netpolicy::NetPolicy>,
     cages: Option<bool>,
     harness: Option<HarnessPrograms>,
     pass_env: Option<Vec<PassEnvName>>,
@@ -695,6 +696,9 @@ pub struct Settings {
     pub limits: Limits,
     pub agent_port: u16,
     pub network: NetworkChoice,
+    /// The network policy of a new ordinary cage (`net`; README, "Network
+    /// policy"): `internet` unless the config says otherwise.
+    pub net: crate::netpolicy::NetPolicy,
     /// `cages = false`: this machine offers no cages.
     pub cages: bool,
     pub claude: Option<PathBuf>,
@@ -961,6 +965,7 @@ impl Settings {
             limits,
             agent_port,
             network: file.network.unwrap_or(NetworkChoice::Auto),
+            net: file.net.unwrap_or(crate::netpolicy::NetPolicy::Internet),
             cages: file.cages.unwrap_or(true),
             claude: harness.claude,
             pi: harness.pi,
@@ -1356,6 +1361,11 @@ pub fn config_keys() -> Vec<ConfigKey> {
             "pass_secrets",
             "[]".into(),
             "credentials to pass into cages all the same; dangerous: the code in the cage can read them and send them anywhere",
+        ),
+        k(
+            "net",
+            "\"internet\"".into(),
+            "a new cage's network policy: \"open\", \"internet\" or \"allow:NAME,HOST:PORT,...\" (--net overrides)",
         ),
         k(
             "unenforced_limits",

@@ -111,9 +111,17 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
             .clone()
             .or_else(|| old.as_ref().map(|c| c.image.clone()))
             .or_else(|| record.last_image.clone());
+        // So is its network policy, unless it is sealed now (a sealed
+        // cage has its own rules).
+        let net = match (&req.choice.net, req.choice.sealed) {
+            (Some(n), _) => Some(n.clone()),
+            (None, false) => old.as_ref().map(|c| c.net.clone()),
+            (None, true) => None,
+        };
         let choice = make::CageChoice {
             unseal: req.unseal,
             image,
+            net,
             ..req.choice.clone()
         };
         let plan = make::plan(

@@ -18,6 +18,7 @@ mod here;
 mod home_prune;
 mod images;
 mod mcp;
+mod netpolicy;
 mod nokey;
 mod options;
 mod page;
