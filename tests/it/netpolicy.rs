@@ -429,3 +429,52 @@ fn the_default_policy_and_its_refusals() {
     w.create(&open, &od, &[]);
     assert_eq!(w.record(&open)["cage"]["net"], "open");
 }
+
+/// Over HTTP: the create body and the limits route set the policy, a bad
+/// one is refused naming the field, and the status page shows it.
+#[test]
+fn policies_over_http_and_on_the_status_page() {
+    let w = World::new();
+    let s = w.serve_listening("localhost", free_port(), &[], &[]);
+    let u = &s.url;
+    let name = w.session("nethttp");
+    let d = w.dir("nethttp");
+    let body = serde_json::json!({
+        "name": name,
+        "dir": d.to_string_lossy(),
+        "cage": {"net": format!("allow:{HOST_ADDR}:8080")},
+    });
+    let made = post(&format!("{u}/v1/sessions"), &body.to_string())
+        .is(201)
+        .json();
+    assert_eq!(
+        made["cage"]["net"],
+        format!("allow:{HOST_ADDR}:8080"),
+        "{made:#}"
+    );
+    let page = get(&format!("{u}/")).is(200).body;
+    assert!(page.contains(&format!("allow:{HOST_ADDR}:8080")), "{page}");
+    let l = post(
+        &format!("{u}/v1/sessions/{name}/cage/limits"),
+        r#"{"net": "internet"}"#,
+    )
+    .is(200)
+    .json();
+    assert_eq!(l["net_before"], format!("allow:{HOST_ADDR}:8080"), "{l:#}");
+    assert_eq!(l["net_after"], "internet", "{l:#}");
+    assert_eq!(w.record(&name)["cage"]["net"], "internet");
+    let r = post(
+        &format!("{u}/v1/sessions/{name}/cage/limits"),
+        r#"{"net": "closed"}"#,
+    )
+    .is(400);
+    assert!(r.error().starts_with("field \"net\": "), "{r:#?}");
+    assert_eq!(w.record(&name)["cage"]["net"], "internet");
+    let history = w.run(&["cage", "history", &name, "--json"]).ok().json();
+    let last = history["entries"].as_array().unwrap().last().unwrap()["what"].clone();
+    assert_eq!(
+        last,
+        format!("limits: net allow:{HOST_ADDR}:8080 -> internet"),
+        "{history:#}"
+    );
+}
