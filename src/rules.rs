@@ -349,6 +349,16 @@ mod sealed_tests {
 mod policy_tests {
     use super::*;
 
+    /// How every policy table but `open`'s begins.
+    const HEAD: &str = "table inet shrooms_net\n\
+         delete table inet shrooms_net\n\
+         table inet shrooms_net {\n\
+         \tchain output {\n\
+         \t\ttype filter hook output priority 0; policy accept;\n\
+         \t\toif \"lo\" accept comment \"loopback\"\n\
+         \t\ticmpv6 type { nd-router-solicit, nd-router-advert, nd-neighbor-solicit, \
+         nd-neighbor-advert, packet-too-big } accept comment \"ndp\"\n";
+
     #[test]
     fn golden_open_policy_rules() {
         assert_eq!(
@@ -366,14 +376,8 @@ mod policy_tests {
         });
         assert_eq!(
             text,
-            "table inet shrooms_net\n\
-             delete table inet shrooms_net\n\
-             table inet shrooms_net {\n\
-             \tchain output {\n\
-             \t\ttype filter hook output priority 0; policy accept;\n\
-             \t\toif \"lo\" accept comment \"loopback\"\n\
-             \t\ticmpv6 type { nd-router-solicit, nd-router-advert, nd-neighbor-solicit, nd-neighbor-advert, packet-too-big } accept comment \"ndp\"\n\
-             \t\tip daddr { 10.255.255.53, 10.0.2.3 } meta l4proto { tcp, udp } th dport 53 accept comment \"dns\"\n\
+            HEAD.to_string()
+                + "\t\tip daddr { 10.255.255.53, 10.0.2.3 } meta l4proto { tcp, udp } th dport 53 accept comment \"dns\"\n\
              \t\tmeta l4proto { tcp, udp } th dport 53 reject comment \"dns\"\n\
              \t\tip daddr { 0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12, 192.0.0.0/24, 192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/4, 240.0.0.0/4 } reject comment \"private\"\n\
              \t\tip6 daddr { ::/128, ::1/128, ::ffff:0:0/96, 64:ff9b::/96, 64:ff9b:1::/48, 2001::/32, 2002::/16, 100::/64, 200::/7, fc00::/7, fe80::/10, fec0::/10, ff00::/8 } reject comment \"private\"\n\
@@ -402,14 +406,8 @@ mod policy_tests {
         ]));
         assert_eq!(
             text,
-            "table inet shrooms_net\n\
-             delete table inet shrooms_net\n\
-             table inet shrooms_net {\n\
-             \tchain output {\n\
-             \t\ttype filter hook output priority 0; policy accept;\n\
-             \t\toif \"lo\" accept comment \"loopback\"\n\
-             \t\ticmpv6 type { nd-router-solicit, nd-router-advert, nd-neighbor-solicit, nd-neighbor-advert, packet-too-big } accept comment \"ndp\"\n\
-             \t\tip daddr . tcp dport { 203.0.113.7 . 443, 203.0.113.7 . 8080 } accept comment \"allow-list\"\n\
+            HEAD.to_string()
+                + "\t\tip daddr . tcp dport { 203.0.113.7 . 443, 203.0.113.7 . 8080 } accept comment \"allow-list\"\n\
              \t\tip6 daddr . tcp dport { fd77:77::1 . 443 } accept comment \"allow-list\"\n\
              \t\tmeta l4proto { tcp, udp } th dport 53 reject comment \"dns\"\n\
              \t\treject comment \"default\"\n\

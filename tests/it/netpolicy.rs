@@ -85,6 +85,47 @@ fn attacks(t: &std::path::Path, port: u16, other: u16, rootless: bool) -> String
     s
 }
 
+/// The attacks that go out unless a policy refuses them (IPv6 besides,
+/// rootless).
+const ATTACKS: &[&str] = &[
+    "internet",
+    "unnamed-port",
+    "lan",
+    "cgnat",
+    "link-local",
+    "machine",
+    "mapped",
+    "dns-tcp",
+    "dns-udp",
+    "udp",
+    "udp-lan",
+    "no-env",
+];
+
+/// Under `policy`, the attacks named in `pass` go out and every other one
+/// is refused at once by a rule.
+fn expect(run: &Run, rootless: bool, policy: &str, pass: &[&str]) {
+    let out = run.stdout();
+    let ipv6 = rootless.then_some("ipv6");
+    for label in ATTACKS.iter().copied().chain(ipv6) {
+        let v = seen(&out, label);
+        if pass.contains(&label) {
+            assert!(
+                passed(v),
+                "under {policy}, {label} does not pass (under open, a refusal would prove \
+                 nothing):\n{}",
+                run.explain()
+            );
+        } else {
+            assert!(
+                refused(v),
+                "under {policy}, {label} is not refused at once by a rule:\n{}",
+                run.explain()
+            );
+        }
+    }
+}
+
 /// The verdict of one labelled attack.
 fn seen<'a>(out: &'a str, label: &str) -> &'a str {
     verdict(out, &format!("K {label} ")).trim()
@@ -149,29 +190,7 @@ fn net_policies_hold(w: World) {
     // so each refusal below is the policy's.
     let run = w.sh(&name, &script).ok();
     let out = run.stdout();
-    for label in [
-        "internet",
-        "unnamed-port",
-        "lan",
-        "cgnat",
-        "link-local",
-        "machine",
-        "mapped",
-        "dns-tcp",
-        "dns-udp",
-        "udp",
-        "udp-lan",
-        "no-env",
-    ]
-    .into_iter()
-    .chain(rootless.then_some("ipv6"))
-    {
-        assert!(
-            passed(seen(&out, label)),
-            "under open, {label} does not pass, so the policy's refusal would prove nothing:\n{}",
-            run.explain()
-        );
-    }
+    expect(&run, rootless, "open", &[ATTACKS, &["ipv6"]].concat());
     // ICMP: a cage has no CAP_NET_RAW and podman leaves ping sockets
     // closed (net.ipv4.ping_group_range), so it sends none at all here;
     // where it can, the policies must refuse it too.
@@ -192,33 +211,12 @@ fn net_policies_hold(w: World) {
     assert_eq!(r.json()["net_before"], "open");
     let run = w.sh(&name, &script).ok();
     let out = run.stdout();
-    for label in ["internet", "unnamed-port", "udp"] {
-        assert!(
-            passed(seen(&out, label)),
-            "under internet, the internet stand-in is refused ({label}):\n{}",
-            run.explain()
-        );
-    }
-    for label in [
-        "lan",
-        "cgnat",
-        "link-local",
-        "machine",
-        "mapped",
-        "dns-tcp",
-        "dns-udp",
-        "udp-lan",
-        "no-env",
-    ]
-    .into_iter()
-    .chain(rootless.then_some("ipv6"))
-    {
-        assert!(
-            refused(seen(&out, label)),
-            "under internet, {label} is not refused at once by a rule:\n{}",
-            run.explain()
-        );
-    }
+    expect(
+        &run,
+        rootless,
+        "internet",
+        &["internet", "unnamed-port", "udp"],
+    );
     assert!(!passed(seen(&out, "own-netns")), "{}", run.explain());
     if can_ping {
         assert_eq!(seen(&out, "icmp"), "PING-FAILED", "{}", run.explain());
@@ -242,29 +240,7 @@ fn net_policies_hold(w: World) {
         run.explain()
     );
     assert_eq!(seen(&out, "name"), "CONNECTED", "{}", run.explain());
-    assert!(passed(seen(&out, "internet")), "{}", run.explain());
-    for label in [
-        "unnamed-port",
-        "lan",
-        "cgnat",
-        "link-local",
-        "machine",
-        "mapped",
-        "dns-tcp",
-        "dns-udp",
-        "udp",
-        "udp-lan",
-        "no-env",
-    ]
-    .into_iter()
-    .chain(rootless.then_some("ipv6"))
-    {
-        assert!(
-            refused(seen(&out, label)),
-            "under {allow}, {label} is not refused at once by a rule:\n{}",
-            run.explain()
-        );
-    }
+    expect(&run, rootless, &allow, &["internet"]);
     assert!(!passed(seen(&out, "own-netns")), "{}", run.explain());
     if can_ping {
         assert_eq!(seen(&out, "icmp"), "PING-FAILED", "{}", run.explain());
