@@ -363,6 +363,15 @@ fn the_default_policy_and_its_refusals() {
     assert!(out.contains(&format!("CONNECTED-{}", l.port)), "{out}");
     assert!(out.contains(&format!("REFUSED-{}", l.port)), "{out}");
 
+    // A move: to the policy given, else the one it had.
+    w.run(&["cage", "move", &name, "--net", "open"]).ok();
+    assert_eq!(w.record(&name)["cage"]["net"], "open");
+    w.run(&["cage", "move", &name]).ok();
+    assert_eq!(w.record(&name)["cage"]["net"], "open");
+    let out = w.sh(&name, &nc_probe(LAN_ADDR, l.port)).ok().stdout();
+    assert!(out.contains(&format!("CONNECTED-{}", l.port)), "{out}");
+    w.run(&["cage", "move", &name, "--net", "internet"]).ok();
+
     let r = w.run(&["cage", "limits", &name, "--net", "closed"]);
     assert_eq!(r.code(), 2, "{}", r.explain());
     assert!(r.stderr().contains("allow:"), "{}", r.explain());
