@@ -354,9 +354,15 @@ pub fn load_rules(
             (text, pinned)
         }
     };
-    // The names first: once the rules are in, the cage has no DNS.
+    // The names first: once the rules are in, the cage has no DNS. With
+    // none to pin, an earlier policy's are taken out if the file can be
+    // written; if not (the cage may have made it unwritable), they do no
+    // harm: what the rules let through is all that counts.
     if cage.sealed.is_none() {
-        pin_names(&cage.container, inspected, &pinned)?;
+        let pinned_now = pin_names(&cage.container, inspected, &pinned);
+        if !pinned.is_empty() {
+            pinned_now?;
+        }
     }
     host.set_rules(&cage.container, inspected, &rule_set)
 }
