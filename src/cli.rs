@@ -366,8 +366,14 @@ pub struct LimitsArgs {
     #[arg(long, value_name = "N|none")]
     pub tokens: Option<String>,
     /// Back to the machine's limits (the config's), and no token budget
-    #[arg(long, conflicts_with_all = ["memory", "cpus", "pids", "tokens"])]
+    #[arg(long, conflicts_with_all = ["memory", "cpus", "pids", "tokens", "net"])]
     pub reset: bool,
+    /// A new network policy (`open`, `internet`, `allow:NAME,HOST:PORT,...`;
+    /// README, "Network policy"): the rules of a running cage are replaced
+    /// at once, without making it again, and the policy is kept for every
+    /// later start
+    #[arg(long, value_name = "POLICY")]
+    pub net: Option<String>,
     /// Who changed them, for the history (default: the user running this);
     /// one line of at most 200 characters
     #[arg(long, value_name = "WHO")]
@@ -439,6 +445,15 @@ pub struct CageArgs {
     /// this machine, outside any cage (README, "Protected paths")
     #[arg(long, value_name = "PATH")]
     pub writable: Vec<String>,
+    /// The network policy (README, "Network policy"): `open` (everything),
+    /// `internet` (no LAN, private, link-local or the machine's own ranges;
+    /// DNS to the machine's resolvers only), or `allow:NAME,HOST:PORT,...`
+    /// (those only, over TCP; a bare name is ports 80 and 443; names
+    /// resolved by this machine and pinned in the cage's /etc/hosts; no DNS).
+    /// Default: the config's `net`, else internet; for `cage move`, the
+    /// policy its cage has
+    #[arg(long, value_name = "POLICY")]
+    pub net: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

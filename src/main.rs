@@ -19,6 +19,7 @@ mod manual;
 mod mcp;
 mod netif;
 mod netns;
+mod netpolicy;
 mod ops;
 mod output;
 mod pack;
@@ -442,7 +443,7 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
                 },
                 choice: ops::make::CageChoice {
                     unseal: a.unseal,
-                    ..choice(a.cage)
+                    ..choice(a.cage)?
                 },
                 dry_run: a.dry_run,
                 auto_approve: false,
@@ -492,7 +493,7 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
             let req = ops::moves::MoveRequest {
                 name: a.name,
                 out: a.out,
-                choice: choice(a.cage),
+                choice: choice(a.cage)?,
                 by: a.by,
                 unseal: a.unseal,
                 dir: a.dir,
@@ -516,6 +517,7 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
                 && a.cpus.is_none()
                 && a.pids.is_none()
                 && a.tokens.is_none()
+                && a.net.is_none()
                 && !a.reset
                 && a.by.is_none() =>
         {
@@ -531,6 +533,11 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
                     .tokens
                     .as_deref()
                     .map(ops::limits::parse_tokens)
+                    .transpose()?,
+                net: a
+                    .net
+                    .as_deref()
+                    .map(netpolicy::NetPolicy::parse)
                     .transpose()?,
                 by: a.by,
             };
@@ -805,8 +812,8 @@ fn exec_here(ctx: &Context, name: &str, what: ops::exec::What) -> Result<u8> {
 }
 
 /// The cage flags as the operations take them.
-fn choice(a: cli::CageArgs) -> ops::make::CageChoice {
-    ops::make::CageChoice {
+fn choice(a: cli::CageArgs) -> Result<ops::make::CageChoice> {
+    Ok(ops::make::CageChoice {
         image: a.image,
         sealed: a.sealed,
         sealed_token: a.sealed_token,
@@ -817,7 +824,12 @@ fn choice(a: cli::CageArgs) -> ops::make::CageChoice {
         meshes: a.meshes,
         unseal: false,
         writable: a.writable,
-    }
+        net: a
+            .net
+            .as_deref()
+            .map(netpolicy::NetPolicy::parse)
+            .transpose()?,
+    })
 }
 
 /// Command words must be UTF-8 to go into podman's argument list as text.

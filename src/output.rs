@@ -294,10 +294,15 @@ pub fn shown(r: &Session) -> String {
     ));
     if let Some(c) = &r.cage {
         s.push_str(&format!(
-            "container {}\nimage     {}\nnetwork   {}\nlimits    memory {}, cpus {}, pids {}{}\nargv      {}\n",
+            "container {}\nimage     {}\nnetwork   {}, policy {}\nlimits    memory {}, cpus {}, pids {}{}\nargv      {}\n",
             c.container,
             c.image,
             c.network.name(),
+            if c.sealed.is_some() {
+                "sealed"
+            } else {
+                c.net.as_str()
+            },
             c.limits.memory,
             c.limits.cpus,
             c.limits.pids,
@@ -555,7 +560,13 @@ pub fn limits(r: &crate::ops::limits::LimitsChanged) -> String {
         },
         budget(r.tokens_after),
         r.applied
-    )
+    ) + &match &r.net_applied {
+        Some(when) => format!(
+            "{}: network policy {} -> {} (applied {when})\n",
+            r.session, r.net_before, r.net_after
+        ),
+        None => String::new(),
+    }
 }
 
 /// Beside limits that podman keeps but does not enforce (rootless on

@@ -11,16 +11,44 @@ pub const AGENT_PORT_TABLE: &str = "shrooms_agent_port";
 /// an earlier copy atomically ("add table; delete table; define" in one
 /// transaction), so it can be loaded after every start.
 pub fn agent_port(port: u16) -> String {
+    let rule = verdict("agent-port", Verdict::Reset, &format!("tcp dport {port}"));
     format!(
         "table inet {AGENT_PORT_TABLE}\n\
          delete table inet {AGENT_PORT_TABLE}\n\
          table inet {AGENT_PORT_TABLE} {{\n\
          \tchain output {{\n\
          \t\ttype filter hook output priority 0; policy accept;\n\
-         \t\ttcp dport {port} reject with tcp reset\n\
+         {rule}\
          \t}}\n\
          }}\n"
     )
+}
+
+/// What a rule does with what it matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Accept,
+    /// Refused: an ICMP error (TCP: connection refused) or, on the output
+    /// hook, the sending call itself failing (EPERM).
+    Refuse,
+    /// Refused with a TCP reset, so a client fails at once.
+    Reset,
+}
+
+/// Every rule that decides for a cage's outgoing packets, in one place:
+/// `matcher` (empty: everything) and the verdict, named by `rule` in the
+/// rule's comment (`nft list ruleset` shows it). The names are stable:
+/// `loopback`, `ndp`, `dns`, `agent-port`, `private`, `machine`,
+/// `allow-list`, `default`; a statement that should see every verdict (a
+/// log) goes here.
+pub fn verdict(rule: &str, v: Verdict, matcher: &str) -> String {
+    let what = match v {
+        Verdict::Accept => "accept",
+        Verdict::Refuse => "reject",
+        Verdict::Reset => "reject with tcp reset",
+    };
+    let sep = if matcher.is_empty() { "" } else { " " };
+    format!("\t\t{matcher}{sep}{what} comment \"{rule}\"\n")
 }
 
 #[cfg(test)]
@@ -36,7 +64,7 @@ mod tests {
              table inet shrooms_agent_port {\n\
              \tchain output {\n\
              \t\ttype filter hook output priority 0; policy accept;\n\
-             \t\ttcp dport 7387 reject with tcp reset\n\
+             \t\ttcp dport 7387 reject with tcp reset comment \"agent-port\"\n\
              \t}\n\
              }\n"
         );
@@ -85,14 +113,28 @@ pub const SEALED_REFUSED_V6: &[&str] = &[
     "ff00::/8",
 ];
 
-/// A sealed cage's rule set: its own loopback, DNS only to its resolvers,
-/// the ICMPv6 that IPv6 needs, the agent port refused with a reset, every
-/// local range refused, and the rest of the internet open. `local_v4` and
-/// `local_v6` are the machine's own networks (`netif::local_prefixes`),
-/// refused one rule each: they may overlap the fixed ranges, which one set
-/// cannot hold. Replaces an earlier copy atomically, like `agent_port`.
+/// A sealed cage's rule set: the `internet` policy's rules
+/// ([`internet_rules`]) with the agent port refused in its own table's
+/// place. Replaces an earlier copy atomically, like `agent_port`.
 pub fn sealed(
     agent_port: u16,
+    resolvers: &[String],
+    local_v4: &[String],
+    local_v6: &[String],
+) -> String {
+    let rules = internet_rules(Some(agent_port), resolvers, local_v4, local_v6);
+    table(SEALED_TABLE, &rules)
+}
+
+/// The `internet` policy, and a sealed cage's: its own loopback (where the
+/// model gateway listens), the ICMPv6 that IPv6 needs, DNS only to
+/// `resolvers`, the agent port refused with a reset (when given: a sealed
+/// cage's one table), every local range refused, the rest of the internet
+/// open. `local_v4` and `local_v6` are the machine's own networks
+/// (`netif::local_prefixes`), refused one rule each: they may overlap the
+/// fixed ranges, which one set cannot hold.
+fn internet_rules(
+    agent_port: Option<u16>,
     resolvers: &[String],
     local_v4: &[String],
     local_v6: &[String],
@@ -101,45 +143,141 @@ pub fn sealed(
     let v6 = SEALED_REFUSED_V6.join(", ");
     let (dns4, dns6): (Vec<&String>, Vec<&String>) =
         resolvers.iter().partition(|r| !r.contains(':'));
-    let mut dns = String::new();
-    if !dns4.is_empty() {
-        let list: Vec<&str> = dns4.iter().map(|s| s.as_str()).collect();
-        dns.push_str(&format!(
-            "\t\tip daddr {{ {} }} meta l4proto {{ tcp, udp }} th dport 53 accept\n",
-            list.join(", ")
+    let mut r = first_rules();
+    for (family, list) in [("ip", dns4), ("ip6", dns6)] {
+        if !list.is_empty() {
+            let list: Vec<&str> = list.iter().map(|s| s.as_str()).collect();
+            r.push_str(&verdict(
+                "dns",
+                Verdict::Accept,
+                &format!(
+                    "{family} daddr {{ {} }} meta l4proto {{ tcp, udp }} th dport 53",
+                    list.join(", ")
+                ),
+            ));
+        }
+    }
+    r.push_str(&verdict("dns", Verdict::Refuse, DNS_MATCH));
+    if let Some(port) = agent_port {
+        r.push_str(&verdict(
+            "agent-port",
+            Verdict::Reset,
+            &format!("tcp dport {port}"),
         ));
     }
-    if !dns6.is_empty() {
-        let list: Vec<&str> = dns6.iter().map(|s| s.as_str()).collect();
-        dns.push_str(&format!(
-            "\t\tip6 daddr {{ {} }} meta l4proto {{ tcp, udp }} th dport 53 accept\n",
-            list.join(", ")
-        ));
-    }
-    let mut local = String::new();
+    r.push_str(&verdict(
+        "private",
+        Verdict::Refuse,
+        &format!("ip daddr {{ {v4} }}"),
+    ));
+    r.push_str(&verdict(
+        "private",
+        Verdict::Refuse,
+        &format!("ip6 daddr {{ {v6} }}"),
+    ));
     for p in local_v4 {
-        local.push_str(&format!("\t\tip daddr {p} reject\n"));
+        r.push_str(&verdict(
+            "machine",
+            Verdict::Refuse,
+            &format!("ip daddr {p}"),
+        ));
     }
     for p in local_v6 {
-        local.push_str(&format!("\t\tip6 daddr {p} reject\n"));
+        r.push_str(&verdict(
+            "machine",
+            Verdict::Refuse,
+            &format!("ip6 daddr {p}"),
+        ));
     }
+    r.push_str(&verdict("default", Verdict::Accept, ""));
+    r
+}
+
+/// DNS, on either transport.
+const DNS_MATCH: &str = "meta l4proto { tcp, udp } th dport 53";
+
+/// The rules every policy but `open` begins with: the cage's own loopback
+/// (where the model gateway listens: `gateway::open`), and the ICMPv6 that
+/// IPv6 needs to find its neighbours and router.
+fn first_rules() -> String {
+    let mut r = verdict("loopback", Verdict::Accept, "oif \"lo\"");
+    r.push_str(&verdict(
+        "ndp",
+        Verdict::Accept,
+        "icmpv6 type { nd-router-solicit, nd-router-advert, nd-neighbor-solicit, \
+         nd-neighbor-advert, packet-too-big }",
+    ));
+    r
+}
+
+/// A table of one output chain holding `rules`, replacing an earlier copy
+/// atomically ("add table; delete table; define" in one transaction).
+fn table(name: &str, rules: &str) -> String {
     format!(
-        "table inet {SEALED_TABLE}\n\
-         delete table inet {SEALED_TABLE}\n\
-         table inet {SEALED_TABLE} {{\n\
+        "table inet {name}\n\
+         delete table inet {name}\n\
+         table inet {name} {{\n\
          \tchain output {{\n\
          \t\ttype filter hook output priority 0; policy accept;\n\
-         \t\toif \"lo\" accept\n\
-         \t\ticmpv6 type {{ nd-router-solicit, nd-router-advert, nd-neighbor-solicit, nd-neighbor-advert, packet-too-big }} accept\n\
-         {dns}\
-         \t\tmeta l4proto {{ tcp, udp }} th dport 53 reject\n\
-         \t\ttcp dport {agent_port} reject with tcp reset\n\
-         \t\tip daddr {{ {v4} }} reject\n\
-         \t\tip6 daddr {{ {v6} }} reject\n\
-         {local}\
+         {rules}\
          \t}}\n\
          }}\n"
     )
+}
+
+/// The table of an ordinary cage's network policy (README, "Network
+/// policy"); beside the agent port's, which every cage has. A packet must
+/// pass both: a refusal in either is final (nft(8), "Chains").
+pub const POLICY_TABLE: &str = "shrooms_net";
+
+/// A policy as the rules need it, its names resolved and the machine's
+/// networks read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicyRules {
+    Open,
+    Internet {
+        resolvers: Vec<String>,
+        local_v4: Vec<String>,
+        local_v6: Vec<String>,
+    },
+    /// Each address with a port it may be reached on over TCP.
+    Allow(Vec<(std::net::IpAddr, u16)>),
+}
+
+/// An ordinary cage's policy table: none for `open` (an earlier one is
+/// deleted), else the rules of its policy. An allow-list accepts TCP to
+/// its addresses and ports only, and refuses the rest, DNS included (the
+/// names are pinned in the cage's hosts file instead).
+pub fn policy(p: &PolicyRules) -> String {
+    let rules = match p {
+        PolicyRules::Open => {
+            return format!("table inet {POLICY_TABLE}\ndelete table inet {POLICY_TABLE}\n");
+        }
+        PolicyRules::Internet {
+            resolvers,
+            local_v4,
+            local_v6,
+        } => internet_rules(None, resolvers, local_v4, local_v6),
+        PolicyRules::Allow(targets) => {
+            let mut r = first_rules();
+            let (v4, v6): (Vec<_>, Vec<_>) = targets.iter().partition(|(a, _)| a.is_ipv4());
+            for (family, list) in [("ip", v4), ("ip6", v6)] {
+                if list.is_empty() {
+                    continue;
+                }
+                let set: Vec<String> = list.iter().map(|(a, p)| format!("{a} . {p}")).collect();
+                r.push_str(&verdict(
+                    "allow-list",
+                    Verdict::Accept,
+                    &format!("{family} daddr . tcp dport {{ {} }}", set.join(", ")),
+                ));
+            }
+            r.push_str(&verdict("dns", Verdict::Refuse, DNS_MATCH));
+            r.push_str(&verdict("default", Verdict::Refuse, ""));
+            r
+        }
+    };
+    table(POLICY_TABLE, &rules)
 }
 
 #[cfg(test)]
@@ -161,15 +299,16 @@ mod sealed_tests {
              table inet shrooms_sealed {\n\
              \tchain output {\n\
              \t\ttype filter hook output priority 0; policy accept;\n\
-             \t\toif \"lo\" accept\n\
-             \t\ticmpv6 type { nd-router-solicit, nd-router-advert, nd-neighbor-solicit, nd-neighbor-advert, packet-too-big } accept\n\
-             \t\tip daddr { 1.1.1.1, 9.9.9.9 } meta l4proto { tcp, udp } th dport 53 accept\n\
-             \t\tmeta l4proto { tcp, udp } th dport 53 reject\n\
-             \t\ttcp dport 7387 reject with tcp reset\n\
-             \t\tip daddr { 0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12, 192.0.0.0/24, 192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/4, 240.0.0.0/4 } reject\n\
-             \t\tip6 daddr { ::/128, ::1/128, ::ffff:0:0/96, 64:ff9b::/96, 64:ff9b:1::/48, 2001::/32, 2002::/16, 100::/64, 200::/7, fc00::/7, fe80::/10, fec0::/10, ff00::/8 } reject\n\
-             \t\tip daddr 198.51.100.0/24 reject\n\
-             \t\tip6 daddr 2a02:1:2:3::/64 reject\n\
+             \t\toif \"lo\" accept comment \"loopback\"\n\
+             \t\ticmpv6 type { nd-router-solicit, nd-router-advert, nd-neighbor-solicit, nd-neighbor-advert, packet-too-big } accept comment \"ndp\"\n\
+             \t\tip daddr { 1.1.1.1, 9.9.9.9 } meta l4proto { tcp, udp } th dport 53 accept comment \"dns\"\n\
+             \t\tmeta l4proto { tcp, udp } th dport 53 reject comment \"dns\"\n\
+             \t\ttcp dport 7387 reject with tcp reset comment \"agent-port\"\n\
+             \t\tip daddr { 0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12, 192.0.0.0/24, 192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/4, 240.0.0.0/4 } reject comment \"private\"\n\
+             \t\tip6 daddr { ::/128, ::1/128, ::ffff:0:0/96, 64:ff9b::/96, 64:ff9b:1::/48, 2001::/32, 2002::/16, 100::/64, 200::/7, fc00::/7, fe80::/10, fec0::/10, ff00::/8 } reject comment \"private\"\n\
+             \t\tip daddr 198.51.100.0/24 reject comment \"machine\"\n\
+             \t\tip6 daddr 2a02:1:2:3::/64 reject comment \"machine\"\n\
+             \t\taccept comment \"default\"\n\
              \t}\n\
              }\n"
         );
@@ -203,5 +342,93 @@ mod sealed_tests {
             "ip6 daddr { 2606:4700:4700::1111 } meta l4proto { tcp, udp } th dport 53 accept"
         ));
         assert!(!text.contains("ip daddr {  }"));
+    }
+}
+
+#[cfg(test)]
+mod policy_tests {
+    use super::*;
+
+    /// How every policy table but `open`'s begins.
+    const HEAD: &str = "table inet shrooms_net\n\
+         delete table inet shrooms_net\n\
+         table inet shrooms_net {\n\
+         \tchain output {\n\
+         \t\ttype filter hook output priority 0; policy accept;\n\
+         \t\toif \"lo\" accept comment \"loopback\"\n\
+         \t\ticmpv6 type { nd-router-solicit, nd-router-advert, nd-neighbor-solicit, \
+         nd-neighbor-advert, packet-too-big } accept comment \"ndp\"\n";
+
+    #[test]
+    fn golden_open_policy_rules() {
+        assert_eq!(
+            policy(&PolicyRules::Open),
+            "table inet shrooms_net\ndelete table inet shrooms_net\n"
+        );
+    }
+
+    #[test]
+    fn golden_internet_policy_rules() {
+        let text = policy(&PolicyRules::Internet {
+            resolvers: vec!["10.255.255.53".into(), "10.0.2.3".into()],
+            local_v4: vec!["198.51.100.0/24".into()],
+            local_v6: vec![],
+        });
+        assert_eq!(
+            text,
+            HEAD.to_string()
+                + "\t\tip daddr { 10.255.255.53, 10.0.2.3 } meta l4proto { tcp, udp } th dport 53 accept comment \"dns\"\n\
+             \t\tmeta l4proto { tcp, udp } th dport 53 reject comment \"dns\"\n\
+             \t\tip daddr { 0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12, 192.0.0.0/24, 192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/4, 240.0.0.0/4 } reject comment \"private\"\n\
+             \t\tip6 daddr { ::/128, ::1/128, ::ffff:0:0/96, 64:ff9b::/96, 64:ff9b:1::/48, 2001::/32, 2002::/16, 100::/64, 200::/7, fc00::/7, fe80::/10, fec0::/10, ff00::/8 } reject comment \"private\"\n\
+             \t\tip daddr 198.51.100.0/24 reject comment \"machine\"\n\
+             \t\taccept comment \"default\"\n\
+             \t}\n\
+             }\n"
+        );
+        // No resolver: DNS refused everywhere, and no empty set.
+        let none = policy(&PolicyRules::Internet {
+            resolvers: vec![],
+            local_v4: vec![],
+            local_v6: vec![],
+        });
+        assert!(!none.contains("{  }"), "{none}");
+        assert!(!none.contains("dport 53 accept"), "{none}");
+    }
+
+    #[test]
+    fn golden_allow_list_policy_rules() {
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        let text = policy(&PolicyRules::Allow(vec![
+            (ip("203.0.113.7"), 443),
+            (ip("203.0.113.7"), 8080),
+            (ip("fd77:77::1"), 443),
+        ]));
+        assert_eq!(
+            text,
+            HEAD.to_string()
+                + "\t\tip daddr . tcp dport { 203.0.113.7 . 443, 203.0.113.7 . 8080 } accept comment \"allow-list\"\n\
+             \t\tip6 daddr . tcp dport { fd77:77::1 . 443 } accept comment \"allow-list\"\n\
+             \t\tmeta l4proto { tcp, udp } th dport 53 reject comment \"dns\"\n\
+             \t\treject comment \"default\"\n\
+             \t}\n\
+             }\n"
+        );
+        // Nothing resolved: everything but loopback refused.
+        let none = policy(&PolicyRules::Allow(vec![]));
+        assert!(!none.contains("allow-list"), "{none}");
+        assert!(none.contains("reject comment \"default\""), "{none}");
+    }
+
+    #[test]
+    fn every_verdict_is_named() {
+        assert_eq!(
+            verdict("dns", Verdict::Refuse, "udp dport 53"),
+            "\t\tudp dport 53 reject comment \"dns\"\n"
+        );
+        assert_eq!(
+            verdict("default", Verdict::Accept, ""),
+            "\t\taccept comment \"default\"\n"
+        );
     }
 }

@@ -269,6 +269,11 @@ pub struct CageRecord {
     /// a move into a new cage keeps them.
     #[serde(default)]
     pub own_limits: bool,
+    /// Its network policy (README, "Network policy"): `open`, `internet`
+    /// or `allow:...`. A record without one is `open`, as its cage was made.
+    #[serde(default)]
+    #[schema(value_type = String)]
+    pub net: crate::netpolicy::NetPolicy,
 }
 
 /// A record that does not read, and why.
@@ -295,6 +300,7 @@ pub fn sample_cage(container: &str) -> CageRecord {
         options: Default::default(),
         mount_sources: Vec::new(),
         own_limits: false,
+        net: Default::default(),
     }
 }
 

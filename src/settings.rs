@@ -41,6 +41,7 @@ struct ConfigFile {
     pids: Option<Pids>,
     agent_port: Option<Port>,
     network: Option<NetworkChoice>,
+    net: Option<crate::netpolicy::NetPolicy>,
     cages: Option<bool>,
     harness: Option<HarnessPrograms>,
     pass_env: Option<Vec<PassEnvName>>,
@@ -710,6 +711,9 @@ pub struct Settings {
     pub limits: Limits,
     pub agent_port: u16,
     pub network: NetworkChoice,
+    /// The network policy of a new ordinary cage (`net`; README, "Network
+    /// policy"): `internet` unless the config says otherwise.
+    pub net: crate::netpolicy::NetPolicy,
     /// `cages = false`: this machine offers no cages.
     pub cages: bool,
     pub claude: Option<PathBuf>,
@@ -753,6 +757,10 @@ pub struct Settings {
     /// The user's runtime folder (`$XDG_RUNTIME_DIR`, when absolute): its
     /// sockets are never a project folder, and serve's Unix socket is in it.
     pub runtime_dir: Option<PathBuf>,
+    /// A hosts-format file read before the machine's resolver for the
+    /// names of an allow-list (`$SHROOMS_AGENT_HOSTS_FILE`, when absolute;
+    /// README, "Network policy").
+    pub hosts_file: Option<PathBuf>,
     /// Claude Code's folder on the machine: `$CLAUDE_CONFIG_DIR` (absolute),
     /// else ~/.claude. The cage's copy is made from it and the gateway
     /// reads the machine's login from it: one answer for both.
@@ -991,6 +999,7 @@ impl Settings {
             limits,
             agent_port,
             network: file.network.unwrap_or(NetworkChoice::Auto),
+            net: file.net.unwrap_or(crate::netpolicy::NetPolicy::Internet),
             cages: file.cages.unwrap_or(true),
             claude: harness.claude,
             pi: harness.pi,
@@ -1028,6 +1037,7 @@ impl Settings {
             asked_limits,
             listen,
             runtime_dir: absolute_var(env, "XDG_RUNTIME_DIR"),
+            hosts_file: absolute_var(env, crate::netpolicy::HOSTS_ENV),
             claude_dir: absolute_var(env, "CLAUDE_CONFIG_DIR")
                 .unwrap_or_else(|| home.join(".claude")),
             pi_dir: absolute_var(env, "PI_CODING_AGENT_DIR")
@@ -1415,6 +1425,11 @@ pub fn config_keys() -> Vec<ConfigKey> {
             "pass_secrets",
             "[]".into(),
             "credentials to pass into cages all the same; dangerous: the code in the cage can read them and send them anywhere",
+        ),
+        k(
+            "net",
+            "\"internet\"".into(),
+            "a new cage's network policy: \"open\", \"internet\" or \"allow:NAME,HOST:PORT,...\" (--net overrides)",
         ),
         k(
             "unenforced_limits",

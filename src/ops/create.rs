@@ -202,6 +202,8 @@ pub fn describe(record: &Record) -> String {
     let mut parts = vec![format!("image {}", c.image)];
     if c.sealed.is_some() {
         parts.push("sealed".into());
+    } else {
+        parts.push(format!("net {}", c.net));
     }
     if c.options.github {
         parts.push("github".into());

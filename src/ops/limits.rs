@@ -29,6 +29,8 @@ pub struct LimitsRequest {
     pub reset: bool,
     /// The token budget: `Some(None)` removes it (`--tokens none`).
     pub tokens: Option<Option<u64>>,
+    /// A new network policy (README, "Network policy").
+    pub net: Option<crate::netpolicy::NetPolicy>,
     pub by: Option<String>,
 }
 
@@ -103,6 +105,12 @@ pub struct LimitsChanged {
     /// What was done, but may not be what was meant (a budget already
     /// spent).
     pub warnings: Vec<String>,
+    /// The network policy before and after (the same when not changed).
+    pub net_before: String,
+    pub net_after: String,
+    /// When a new policy took effect: "now" (the running cage's rules were
+    /// replaced), "at its next start"; null when it was not changed.
+    pub net_applied: Option<String>,
 }
 
 /// `cage limits NAME` without flags: the limits as configured (the
@@ -172,7 +180,7 @@ pub fn show(ctx: &Context, name: &str) -> Result<LimitsShown> {
 
 fn nothing_asked() -> Error {
     Error::bad_input(
-        "say what to change: --memory, --cpus, --pids, --tokens, or --reset for the machine's limits",
+        "say what to change: --memory, --cpus, --pids, --tokens, --net, or --reset for the machine's limits",
     )
 }
 
@@ -213,6 +221,16 @@ pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
         req.tokens.unwrap_or(tokens_before)
     };
     let podman_limits = req.reset || !req.asked.is_empty();
+    if let Some(net) = &req.net {
+        if cage.sealed.is_some() && *net != crate::netpolicy::NetPolicy::Internet {
+            return Err(Error::bad_input(format!(
+                "--net {net}: session {} is sealed, and a sealed cage has its own rules (the \
+                 internet and nothing local); leave out --net",
+                record.name
+            )));
+        }
+        crate::netpolicy::check_enforceable(net, ctx.settings.hosts_file.as_deref())?;
+    }
     let (after, applied, enforced) = if podman_limits {
         let (after, applied) = podman_limits_now(ctx, req, &cage)?;
         (
@@ -226,6 +244,8 @@ pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
         // it can be asked.
         let enforced = ctx.host().ok().map(super::show::enforces_limits);
         (cage.limits.clone(), "now", enforced)
+    } else if req.net.is_some() {
+        (cage.limits.clone(), "unchanged", None)
     } else {
         return Err(nothing_asked());
     };
@@ -243,12 +263,18 @@ pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
     let container = cage.container.clone();
     let kept = after.clone();
     let reset = req.reset;
+    let net_before = cage.net.clone();
+    let net_after = req.net.clone().unwrap_or_else(|| net_before.clone());
+    let new_net = req.net.clone();
     ctx.store.update(&req.name, move |r| {
         match r.cage.as_mut() {
             Some(c) if c.container == container => {
                 if podman_limits {
                     c.limits = kept;
                     c.own_limits = !reset;
+                }
+                if let Some(n) = new_net {
+                    c.net = n;
                 }
             }
             _ => {
@@ -261,8 +287,17 @@ pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
         r.tokens.budget = tokens_after;
         Ok(())
     })?;
+    // The new rules go into the running cage now (its record says the
+    // new policy already, so a start meanwhile loads them too).
+    let net_applied = match &req.net {
+        Some(_) => Some(apply_net(ctx, &record.name)?),
+        None => None,
+    };
     let shown = |b: Option<u64>| b.map_or("none".to_string(), |n| n.to_string());
     let mut parts = Vec::new();
+    if req.net.is_some() {
+        parts.push(format!("net {net_before} -> {net_after}"));
+    }
     if podman_limits {
         parts.extend(changed_limits(&before, &after));
     }
@@ -290,7 +325,32 @@ pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
         tokens_after,
         enforced,
         warnings,
+        net_before: net_before.to_string(),
+        net_after: net_after.to_string(),
+        net_applied,
     })
+}
+
+/// Load a session's rules again into its running cage, from its record as
+/// it is now: "now", or "at its next start" when it is not running. A
+/// failure stops the cage: it never runs with rules other than its record's.
+fn apply_net(ctx: &Context, name: &str) -> Result<String> {
+    let record = ctx.store.load(name)?;
+    let cage = cage_of(&record)?;
+    let host = ctx.host_for_session()?;
+    let inspected = match host.podman.inspect(&cage.container)? {
+        Some(c) if c.state.running => c,
+        _ => return Ok("at its next start".into()),
+    };
+    if let Err(e) = super::load_rules(ctx, host, cage, &inspected) {
+        let _ = host.podman.stop(&cage.container);
+        return Err(e.context(format!(
+            "setting the new network rules in {} failed, so it was stopped; its next start \
+             loads them",
+            cage.container
+        )));
+    }
+    Ok("now".into())
 }
 
 /// The history's words for the limits that changed, `memory 1g -> 2g`;

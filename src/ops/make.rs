@@ -39,6 +39,9 @@ pub struct CageChoice {
     /// Protected paths left writable (`--writable`; never over HTTP):
     /// README, "Protected paths".
     pub writable: Vec<String>,
+    /// `--net`: the network policy; None: the config's `net` (a move: the
+    /// one its cage has).
+    pub net: Option<crate::netpolicy::NetPolicy>,
 }
 
 /// A cage decided, not yet made.
@@ -67,6 +70,8 @@ pub struct CagePlan {
     /// The shared volume must be made (it does not exist yet).
     make_volume: bool,
     sealed: Option<SealedRecord>,
+    /// Its network policy (README, "Network policy").
+    pub net: crate::netpolicy::NetPolicy,
     /// The cage's seccomp profile (written to `spec.seccomp_profile`).
     seccomp_profile: String,
     conversation: Option<String>,
@@ -109,6 +114,8 @@ pub fn plan(
         }) => return Err(super::image::start_build(ctx, stage)),
         Err(Refused { error, .. }) => return Err(error),
     };
+    // A policy that cannot be enforced is refused, never made open.
+    crate::netpolicy::check_enforceable(&plan.net, ctx.settings.hosts_file.as_deref())?;
     if let Some((stage, at)) = plan.rebuild {
         let warning = super::image::start_rebuild(ctx, stage, &facts.image.name);
         plan.warnings.insert(at, warning);
@@ -203,6 +210,15 @@ impl From<Error> for Refused {
 /// Pure: the choice alone, before anything is looked at.
 fn check_choice(choice: &CageChoice, harness: Harness) -> Result<()> {
     check_meshes(choice)?;
+    if choice.sealed
+        && let Some(net) = &choice.net
+        && *net != crate::netpolicy::NetPolicy::Internet
+    {
+        return Err(Error::bad_input(format!(
+            "--net {net}: a sealed cage has its own rules (the internet and nothing local, \
+             DNS to its resolvers only); leave out --net or --sealed"
+        )));
+    }
     if choice.sealed {
         // Seed, "Sealed cages": "GitHub, nix and the shared folder are not
         // offered". Refused by name, not dropped.
@@ -677,6 +693,12 @@ pub fn decide(
         options,
         make_volume,
         sealed: sealed_parts,
+        // A sealed cage's rules are `internet` and more (`rules::sealed`).
+        net: if choice.sealed {
+            crate::netpolicy::NetPolicy::Internet
+        } else {
+            choice.net.clone().unwrap_or_else(|| settings.net.clone())
+        },
         seccomp_profile: f.seccomp_profile.clone(),
         conversation: choice.conversation.clone(),
         protect_make: protection.make,
@@ -956,6 +978,7 @@ impl CagePlan {
                     links: None,
                 })
                 .collect(),
+            net: self.net.clone(),
         }
     }
 }

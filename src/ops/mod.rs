@@ -348,15 +348,107 @@ pub fn load_rules(
     cage: &CageRecord,
     inspected: &crate::podman::inspect::ContainerInspect,
 ) -> Result<()> {
-    let rule_set = match &cage.sealed {
+    let (rule_set, pinned) = match &cage.sealed {
         // The machine's own networks, read now: interfaces change.
         Some(s) => {
             let (v4, v6) = crate::netif::local_prefixes();
-            rules::sealed(ctx.settings.agent_port, &s.dns, &v4, &v6)
+            (
+                rules::sealed(ctx.settings.agent_port, &s.dns, &v4, &v6),
+                Vec::new(),
+            )
         }
-        None => rules::agent_port(ctx.settings.agent_port),
+        None => {
+            let (policy, pinned) =
+                policy_rules(&cage.net, cage.network, ctx.settings.hosts_file.as_deref());
+            let mut text = rules::agent_port(ctx.settings.agent_port);
+            text.push_str(&rules::policy(&policy));
+            (text, pinned)
+        }
     };
+    // The names first: once the rules are in, the cage has no DNS. With
+    // none to pin, an earlier policy's are taken out if the file can be
+    // written; if not (the cage may have made it unwritable), they do no
+    // harm: what the rules let through is all that counts.
+    if cage.sealed.is_none() {
+        let pinned_now = pin_names(&cage.container, inspected, &pinned);
+        if !pinned.is_empty() {
+            pinned_now?;
+        }
+    }
     host.set_rules(&cage.container, inspected, &rule_set)
+}
+
+/// A policy as the rules need it, read now (the machine's resolvers and
+/// networks, the allow-list's names: interfaces and answers change), and
+/// the names to pin in the cage's hosts file.
+fn policy_rules(
+    net: &crate::netpolicy::NetPolicy,
+    network: crate::spec::Network,
+    hosts_file: Option<&Path>,
+) -> (rules::PolicyRules, Vec<(String, Vec<std::net::IpAddr>)>) {
+    use crate::netpolicy::NetPolicy;
+    match net {
+        NetPolicy::Open => (rules::PolicyRules::Open, Vec::new()),
+        NetPolicy::Internet => {
+            let (local_v4, local_v6) = crate::netif::local_prefixes();
+            let conf = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+            let rules = rules::PolicyRules::Internet {
+                resolvers: crate::netpolicy::internet_resolvers(&conf, network),
+                local_v4,
+                local_v6,
+            };
+            (rules, Vec::new())
+        }
+        // A name that no longer resolves is reachable by no address: the
+        // policy fails closed.
+        NetPolicy::Allow(entries) => {
+            let r = crate::netpolicy::resolve(entries, hosts_file);
+            (rules::PolicyRules::Allow(r.targets), r.names)
+        }
+    }
+}
+
+/// Write the policy's names into the cage's hosts file (podman's, in its
+/// storage: the cage sees it at /etc/hosts), in place of the ones pinned
+/// before; the rest of the file is left as podman wrote it. Written in
+/// place, never renamed: the running cage has this very file mounted. What
+/// the cage writes there itself changes only what its programs ask for,
+/// never what the rules let through.
+fn pin_names(
+    container: &str,
+    inspected: &crate::podman::inspect::ContainerInspect,
+    names: &[(String, Vec<std::net::IpAddr>)],
+) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if inspected.hosts_path.is_empty() {
+        if names.is_empty() {
+            return Ok(());
+        }
+        return Err(Error::failed(format!(
+            "podman names no hosts file for {container}, so the names of its allow-list \
+             cannot be pinned"
+        )));
+    }
+    let path = Path::new(&inspected.hosts_path);
+    let fail = |e: std::io::Error| {
+        Error::failed(format!(
+            "pinning the allow-list's names in {container}'s hosts file {}: {e}",
+            path.display()
+        ))
+    };
+    let now = std::fs::read_to_string(path).map_err(fail)?;
+    let new = crate::netpolicy::pin_hosts(&now, names);
+    if new == now {
+        return Ok(());
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+        .map_err(fail)?;
+    f.write_all(new.as_bytes()).map_err(fail)
 }
 
 /// Pure: does the container's create argv bind-mount this very path?

@@ -97,8 +97,16 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
         None
     } else {
         let host = host.ok_or_else(|| Error::no_podman(crate::host::NO_PODMAN))?;
+        // So is its network policy, unless it is sealed now (a sealed
+        // cage has its own rules).
+        let net = match (&req.choice.net, req.choice.sealed) {
+            (Some(n), _) => Some(n.clone()),
+            (None, false) => old.as_ref().map(|c| c.net.clone()),
+            (None, true) => None,
+        };
         let choice = make::CageChoice {
             unseal: req.unseal,
+            net,
             ..req.choice.clone()
         };
         Some(new_cage(

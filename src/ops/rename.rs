@@ -58,6 +58,8 @@ fn choice_of(cage: &CageRecord) -> CageChoice {
         meshes: cage.options.meshes.clone(),
         unseal: false,
         writable: cage.options.writable.clone(),
+        // A sealed cage has its own rules, not a policy.
+        net: cage.sealed.is_none().then(|| cage.net.clone()),
     }
 }
 

@@ -73,6 +73,10 @@ pub struct Cage {
     pub shared_path: Option<PathBuf>,
     /// What a sealed cage was made with; null for an ordinary cage.
     pub sealed: Option<SealedRecord>,
+    /// Its network policy (README, "Network policy"): "open", "internet"
+    /// or "allow:NAME,HOST:PORT,..."; a sealed cage's is "internet" and
+    /// its own rules.
+    pub net: String,
     /// The image's own PATH, for the env file.
     pub image_path: String,
     /// The harness's data folder at the machine's path (the mount target).
@@ -265,6 +269,7 @@ impl Cage {
             options: c.options.clone(),
             shared_path,
             sealed: c.sealed.clone(),
+            net: c.net.to_string(),
             image_path: c.image_path.clone(),
             harness_dir: c.harness_dir.clone(),
             program: c.program.clone(),
@@ -366,6 +371,7 @@ mod tests {
                 "options",
                 "shared_path",
                 "sealed",
+                "net",
                 "image_path",
                 "harness_dir",
                 "program",
@@ -377,6 +383,7 @@ mod tests {
         assert_eq!(v["cage"]["state"], "running");
         assert_eq!(v["cage"]["running"], true);
         assert_eq!(v["cage"]["network"], "bridge");
+        assert_eq!(v["cage"]["net"], "open");
         assert_eq!(v["cage"]["shared_path"], "/v/x/_data");
         assert_eq!(v["cage"]["limits_enforced"], false);
         assert_eq!(v["accept_caged"], true);

@@ -78,6 +78,10 @@ pub struct ContainerInspect {
     /// The limits podman reports the container has (`cage limits NAME`).
     #[serde(rename = "HostConfig")]
     pub host_config: HostConfig,
+    /// The file podman mounts at the cage's /etc/hosts (in its own
+    /// storage, outside the cage), where a policy's names are pinned.
+    #[serde(rename = "HostsPath")]
+    pub hosts_path: String,
 }
 
 /// The part of an inspect's `HostConfig` that holds the limits: memory in

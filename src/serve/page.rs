@@ -255,7 +255,7 @@ fn sessions(p: &Page) -> Markup {
         } @else {
             table.sessions {
                 thead { tr {
-                    th { "Session" } th { "Cage" } th { "Sealed" } th { "State" }
+                    th { "Session" } th { "Cage" } th { "Sealed" } th { "Network" } th { "State" }
                     th { "Busy" } th { "Age" } th { "Limits" } th { "Tokens spent" }
                     th { "Budget" } th { "Harness" } th { "Image" }
                 } }
@@ -283,6 +283,15 @@ fn session(row: &Row, p: &Page) -> Markup {
             td.nw { b { (r.name) } }
             td { @if cage.is_some() { "caged" } @else { "out" } }
             td { @if cage.is_some_and(|c| c.sealed.is_some()) { "sealed" } @else { (none("no")) } }
+            // The network policy (README, "Network policy"); a sealed
+            // cage's rules are its own.
+            td.net {
+                @match cage {
+                    None => (none("-")),
+                    Some(c) if c.sealed.is_some() => "sealed",
+                    Some(c) => (c.net),
+                }
+            }
             td {
                 @match (cage, &row.state) {
                     (None, _) => (none("-")),

@@ -411,6 +411,9 @@ struct CageBody {
     /// bring in (its id: letters, digits, - and _), as `--conversation`.
     #[schema(pattern = "^[A-Za-z0-9_-]{1,128}$")]
     conversation: Option<String>,
+    /// The network policy, as `--net`: "open", "internet" or
+    /// "allow:NAME,HOST:PORT,..."; left out, the config's `net`.
+    net: Option<String>,
 }
 
 impl CageBody {
@@ -435,6 +438,11 @@ impl CageBody {
             unseal: false,
             // So is a protected path left writable (`--writable`).
             writable: Vec::new(),
+            net: self
+                .net
+                .as_deref()
+                .map(crate::netpolicy::NetPolicy::parse)
+                .transpose()?,
         })
     }
 }
@@ -713,6 +721,9 @@ struct LimitsBody {
     #[serde(default, deserialize_with = "present")]
     #[schema(nullable)]
     tokens: Option<Option<Loose>>,
+    /// A new network policy, as `--net`: "open", "internet" or
+    /// "allow:NAME,HOST:PORT,..."; a running cage's rules change at once.
+    net: Option<String>,
 }
 
 /// `cage limits`: the session's own limits, applied to a running cage, and
@@ -747,6 +758,11 @@ async fn limits(
             tokens: body
                 .tokens
                 .map(|t| t.map_or(Ok(None), |t| ops::limits::parse_tokens(&t.text())))
+                .transpose()?,
+            net: body
+                .net
+                .as_deref()
+                .map(crate::netpolicy::NetPolicy::parse)
                 .transpose()?,
             by: Some(by),
         };

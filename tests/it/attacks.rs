@@ -92,7 +92,7 @@ fn machine_addresses() -> Vec<String> {
 
 /// This machine's own IPv4 addresses on its interfaces other than `lo`
 /// (its own networks, which a sealed cage refuses whatever their prefix).
-fn own_network_addresses() -> Vec<String> {
+pub(crate) fn own_network_addresses() -> Vec<String> {
     let out = Command::new("ip")
         .args(["-o", "-4", "addr"])
         .output()
@@ -164,7 +164,7 @@ fn pasta_own_address() -> Option<String> {
 
 /// Fail unless every address is this machine's: a probe of a stand-in
 /// that scripts/setup-host did not add would go to the network.
-fn all_on_this_machine(addrs: &[&str]) {
+pub(crate) fn all_on_this_machine(addrs: &[&str]) {
     let mine = machine_addresses();
     for a in addrs {
         assert!(
@@ -177,7 +177,7 @@ fn all_on_this_machine(addrs: &[&str]) {
 
 /// A TCP listener on every address of the host, IPv4 and IPv6 (one
 /// dual-stack socket, bound before it is returned), answering "hello".
-fn listen_everywhere() -> u16 {
+pub(crate) fn listen_everywhere() -> u16 {
     let l = TcpListener::bind("[::]:0").expect("bind [::]:0");
     let port = l.local_addr().unwrap().port();
     thread::spawn(move || {
@@ -222,12 +222,12 @@ pub fn build_probe(dir: &Path) -> PathBuf {
 /// The probe and a copy of the host's nft with its loader and libraries,
 /// made once per test in the world, copied into each project that needs
 /// them (a cage sees its project at the same path).
-struct Tools {
+pub(crate) struct Tools {
     dir: PathBuf,
 }
 
 impl Tools {
-    fn new(w: &World) -> Tools {
+    pub(crate) fn new(w: &World) -> Tools {
         let dir = w.dir("tools");
         build_probe(&dir);
         let ldd = Command::new("ldd").arg(NFT).output().unwrap();
@@ -252,7 +252,7 @@ impl Tools {
     }
 
     /// A copy in `project/tools`; returns that folder.
-    fn into(&self, w: &World, project: &Path) -> PathBuf {
+    pub(crate) fn into(&self, w: &World, project: &Path) -> PathBuf {
         let to = project.join("tools");
         fs::create_dir_all(&to).unwrap();
         for e in fs::read_dir(&self.dir).unwrap() {
@@ -286,13 +286,15 @@ fn session_with_tools(w: &World, tools: &Tools, base: &str, sealed: bool) -> (St
             &["--sealed", "--sealed-token", &token.to_string_lossy()],
         );
     } else {
-        w.create(&name, &project, &[]);
+        // Open: it must reach every stand-in, so that the sealed cage's
+        // refusals are its rules' doing.
+        w.create(&name, &project, &["--net", "open"]);
     }
     (name, t)
 }
 
 /// The lines of a probe's output that begin with `prefix` (say "tcp ADDR ").
-fn verdict<'a>(out: &'a str, prefix: &str) -> &'a str {
+pub(crate) fn verdict<'a>(out: &'a str, prefix: &str) -> &'a str {
     out.lines()
         .find_map(|l| l.strip_prefix(prefix))
         .unwrap_or_else(|| panic!("no line {prefix:?} in:\n{out}"))
@@ -301,7 +303,7 @@ fn verdict<'a>(out: &'a str, prefix: &str) -> &'a str {
 /// Is this TCP verdict a refusal by a rule (at once, not a timeout)? A
 /// `reject` on the cage's output hook answers the socket with an ICMP
 /// error (ECONNREFUSED) or fails the send itself (EPERM).
-fn refused_at_once(v: &str) -> bool {
+pub(crate) fn refused_at_once(v: &str) -> bool {
     let mut f = v.split_whitespace();
     let (Some(e), Some(ms)) = (f.next(), f.next()) else {
         return false;

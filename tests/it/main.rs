@@ -19,6 +19,7 @@ mod here;
 mod home_prune;
 mod images;
 mod mcp;
+mod netpolicy;
 mod nokey;
 mod options;
 mod page;

@@ -49,7 +49,7 @@ fn sealed_cage_reaches_the_internet_and_nothing_local() {
     // agent port, so the refusals below are the sealed rules' doing.
     let ordinary = w.session("plain");
     let plain_dir = w.dir("plain");
-    w.create(&ordinary, &plain_dir, &[]);
+    w.create(&ordinary, &plain_dir, &["--net", "open"]);
     let seen = w
         .sh(
             &ordinary,
@@ -107,15 +107,11 @@ fn sealed_dns_goes_only_to_its_resolvers() {
     // A "DNS server" on a public-range address of the host that is not one
     // of the cage's resolvers.
     let dns_port = 53;
-    let listener = std::net::TcpListener::bind((HOST_ADDR, dns_port));
-    let Ok(listener) = listener else {
-        panic!("cannot listen on {HOST_ADDR}:53 for the test: {listener:?}");
-    };
-    std::thread::spawn(move || for _s in listener.incoming() {});
+    crate::netpolicy::dns_listener();
     let (name, _) = sealed_session(&w, "dns");
     let ordinary = w.session("plaindns");
     let d = w.dir("plaindns");
-    w.create(&ordinary, &d, &[]);
+    w.create(&ordinary, &d, &["--net", "open"]);
     let plain = w
         .sh(&ordinary, &nc_probe(HOST_ADDR, dns_port))
         .ok()
@@ -433,7 +429,7 @@ fn sealed_cage_rootless() {
     let (name, _) = sealed_session(&w, "rootless");
     let ordinary = w.session("plainrl");
     let d = w.dir("plainrl");
-    w.create(&ordinary, &d, &[]);
+    w.create(&ordinary, &d, &["--net", "open"]);
     let plain = w
         .sh(&ordinary, &nc_probe(LAN_ADDR, public.port))
         .ok()
@@ -625,7 +621,7 @@ fn the_machines_own_networks_are_refused() {
         let own = Listener::any();
         let ordinary = w.session("ownnet");
         let d = w.dir("ownnet");
-        w.create(&ordinary, &d, &[]);
+        w.create(&ordinary, &d, &["--net", "open"]);
         // An interface's network, and a network reached by a route only.
         let probes = format!(
             "{}; {}",
