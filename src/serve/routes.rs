@@ -265,29 +265,17 @@ async fn openapi() -> Response {
     responses((status = 200, description = "The sessions.", body = ops::ls::Listing)))]
 async fn list(Extension(shared): Sh) -> Response {
     if let Some(live) = ready_view(&shared) {
-        // The records are read on a blocking thread, never behind the
-        // operations that wait on podman.
+        // The answer kept since the last change (`records`), else built
+        // again on a blocking thread, never behind the operations that
+        // wait on podman.
+        let host = shared.state.host_facts();
+        if let Some(body) = shared.records.kept(&live, &host) {
+            return kept_listing(&body);
+        }
         let s = shared.clone();
-        let listed = tokio::task::spawn_blocking(move || -> Result<Response, Error> {
-            let ctx = s.context();
-            let (records, damaged) = ctx.store.list_readable()?;
-            let mut sessions = Vec::with_capacity(records.len());
-            for r in &records {
-                sessions.push(session_live(&ctx, &live, r)?);
-            }
-            let leftovers = live.leftovers(&records);
-            Ok(Response::json(
-                200,
-                &ops::ls::Listing {
-                    sessions,
-                    leftovers,
-                    damaged,
-                },
-            ))
-        })
-        .await;
-        return match listed {
-            Ok(Ok(r)) => r,
+        let built = tokio::task::spawn_blocking(move || s.records.build(&live, &host)).await;
+        return match built {
+            Ok(Ok(body)) => kept_listing(&body),
             Ok(Err(e)) => Response::from_error(&e),
             Err(_) => Response::error(500, "the request failed inside serve (a bug); see its log"),
         };
@@ -297,6 +285,15 @@ async fn list(Extension(shared): Sh) -> Response {
         Ok(Response::json(200, &listing))
     })
     .await
+}
+
+/// A listing's answer kept (JSON, its newline included).
+fn kept_listing(body: &[u8]) -> Response {
+    Response {
+        status: 200,
+        headers: Vec::new(),
+        body: body.to_vec(),
+    }
 }
 
 /// serve's live view of the cages, once loaded: where there is none (no
@@ -313,20 +310,8 @@ fn session_live(
     live: &super::live::Live,
     record: &Record,
 ) -> Result<ops::show::Session, Error> {
-    let volumes = ctx.host_known().and_then(|h| h.volume_path.as_deref());
-    let seen = match &record.cage {
-        None => ops::show::Seen::missing(),
-        Some(cage) => live
-            .state(&cage.container)
-            .map_or_else(ops::show::Seen::missing, |s| ops::show::Seen::of_ps(&s)),
-    };
-    Ok(ops::show::Session::new(
-        record,
-        seen,
-        ops::ls::shared_path(volumes, record),
-        ctx.store.busy(&record.name)?,
-        ctx.host_known().map(ops::show::enforces_limits),
-    ))
+    let host = super::records::HostFacts::of(ctx.host_known());
+    super::records::session(&ctx.store, live, &host, record)
 }
 
 /// What an operation over HTTP just saw of a session's cage, for the live
