@@ -31,9 +31,9 @@
 mod body;
 mod conn;
 mod live;
-mod records;
 mod page;
 mod peer;
+mod records;
 mod reply;
 mod routes;
 mod state;

@@ -300,18 +300,17 @@ mod tests {
     use super::*;
     use std::collections::HashSet;
 
-/// The names of the sessions a listing's answer shows busy.
-fn shown_busy(body: &[u8]) -> HashSet<String> {
-    let v: serde_json::Value = serde_json::from_slice(body).unwrap();
-    v["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|s| !s["busy"].is_null())
-        .map(|s| s["name"].as_str().unwrap().to_string())
-        .collect()
-}
-
+    /// The names of the sessions a listing's answer shows busy.
+    fn shown_busy(body: &[u8]) -> HashSet<String> {
+        let v: serde_json::Value = serde_json::from_slice(body).unwrap();
+        v["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| !s["busy"].is_null())
+            .map(|s| s["name"].as_str().unwrap().to_string())
+            .collect()
+    }
 
     fn names(body: &[u8]) -> Vec<String> {
         let v: serde_json::Value = serde_json::from_slice(body).unwrap();
@@ -334,8 +333,7 @@ fn shown_busy(body: &[u8]) -> HashSet<String> {
     /// answer is given again without being built.
     #[test]
     fn a_change_behind_its_back_shows_in_the_next_listing() {
-        let root =
-            std::env::temp_dir().join(format!("shrooms-records-{}", std::process::id()));
+        let root = std::env::temp_dir().join(format!("shrooms-records-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).unwrap();
         let store = Store::new(&root);
@@ -356,18 +354,22 @@ fn shown_busy(body: &[u8]) -> HashSet<String> {
         assert_eq!(names(&body), ["a", "b"]);
         let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(v["sessions"][1]["starred"], true);
-        store.update("b", |rec| {
-            rec.starred = false;
-            Ok(())
-        })
-        .unwrap();
+        store
+            .update("b", |rec| {
+                rec.starred = false;
+                Ok(())
+            })
+            .unwrap();
         let v: serde_json::Value = serde_json::from_slice(&listing(&r, &live)).unwrap();
         assert_eq!(v["sessions"][1]["starred"], false);
 
         // Taken: busy at once; let go (no event of its own): free at once.
         let lock = store.lock("a").unwrap();
         lock.note("create");
-        assert_eq!(shown_busy(&listing(&r, &live)), HashSet::from(["a".to_string()]));
+        assert_eq!(
+            shown_busy(&listing(&r, &live)),
+            HashSet::from(["a".to_string()])
+        );
         drop(lock);
         assert!(shown_busy(&listing(&r, &live)).is_empty());
 
