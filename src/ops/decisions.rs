@@ -263,6 +263,7 @@ impl World {
             init: Ok(PathBuf::from("/usr/libexec/podman/catatonit")),
             runtime: "runc".into(),
             volume_path: None,
+            images_file: None,
             cpus: 4,
         };
         let ctx = Context::new(settings, env, Vec::new()).with_host(host);

@@ -935,7 +935,19 @@ impl CagePlan {
         // Taken back even if podman create fails late (a time-out after the
         // container was made); `rm -f --ignore` of nothing is harmless.
         undo.container = Some(self.container.clone());
-        host.podman.create(&self.create_argv)?;
+        if let Err(e) = host.podman.create(&self.create_argv) {
+            // The image was looked at through an inspect kept from an
+            // earlier command (`image::facts_for_cage`): removed since, it
+            // is told by podman's exit status, never by its words.
+            return Err(match host.podman.image_exists(&self.image) {
+                Ok(false) => Error::failed(format!(
+                    "there is no image {} on this machine for this session's cage (it was \
+                     removed while the cage was being made)",
+                    self.image
+                )),
+                _ => e,
+            });
+        }
         Ok(CageRecord {
             container: self.container.clone(),
             image: self.image.clone(),
