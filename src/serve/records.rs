@@ -52,6 +52,7 @@ impl HostFacts {
 }
 
 /// The records read at `changes` (the watch's count then).
+#[derive(Clone)]
 struct Loaded {
     changes: u64,
     records: Arc<Vec<Record>>,
@@ -182,7 +183,7 @@ impl Records {
 
     /// The records as they are now: those in memory, unless the watch has
     /// told of a change since they were read (or there is no watch).
-    fn records(&self) -> Result<(u64, Arc<Vec<Record>>, Arc<Vec<Damaged>>)> {
+    fn records(&self) -> Result<Loaded> {
         self.drain();
         let changes = self.changes.load(Ordering::SeqCst);
         let mut loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
@@ -190,7 +191,7 @@ impl Records {
             && l.changes == changes
             && self.keeps()
         {
-            return Ok((changes, l.records.clone(), l.damaged.clone()));
+            return Ok(l.clone());
         }
         // Read after the count is taken: a change made while they are read
         // is counted at the next drain, and read again then.
@@ -200,9 +201,8 @@ impl Records {
             records: Arc::new(records),
             damaged: Arc::new(damaged),
         };
-        let out = (changes, l.records.clone(), l.damaged.clone());
-        *loaded = Some(l);
-        Ok(out)
+        *loaded = Some(l.clone());
+        Ok(l)
     }
 
     /// Build the listing's answer (reading the records if they changed),
@@ -214,7 +214,11 @@ impl Records {
             return Ok(body);
         }
         let live_changes = live.changes();
-        let (changes, records, damaged) = self.records()?;
+        let Loaded {
+            changes,
+            records,
+            damaged,
+        } = self.records()?;
         let mut sessions = Vec::with_capacity(records.len());
         let mut busy = Vec::new();
         for r in records.iter() {
