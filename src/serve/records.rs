@@ -27,6 +27,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use axum::body::Bytes;
 use rustix::fs::inotify;
 
 use super::live::Live;
@@ -66,7 +67,7 @@ struct Built {
     host: HostFacts,
     /// The sessions it shows busy.
     busy: Vec<String>,
-    body: Arc<Vec<u8>>,
+    body: Bytes,
 }
 
 pub struct Records {
@@ -157,7 +158,7 @@ impl Records {
     /// since; None when it is to be built ([`Records::build`], which reads
     /// files: on a blocking thread). Costs a read of the watch, plus a
     /// lock probe per session it shows busy.
-    pub fn kept(&self, live: &Live, host: &HostFacts) -> Option<Arc<Vec<u8>>> {
+    pub fn kept(&self, live: &Live, host: &HostFacts) -> Option<Bytes> {
         if !self.keeps() {
             return None;
         }
@@ -208,7 +209,7 @@ impl Records {
     /// Build the listing's answer (reading the records if they changed),
     /// and keep it for the next listings. Blocking: the files are read,
     /// each session's lock is probed.
-    pub fn build(&self, live: &Live, host: &HostFacts) -> Result<Arc<Vec<u8>>> {
+    pub fn build(&self, live: &Live, host: &HostFacts) -> Result<Bytes> {
         if let Some(body) = self.kept(live, host) {
             // Built by another request while this one waited.
             return Ok(body);
@@ -234,7 +235,7 @@ impl Records {
             leftovers,
             damaged: (*damaged).clone(),
         };
-        let body = Arc::new(super::reply::Response::json(200, &listing).body);
+        let body = Bytes::from(super::reply::Response::json(200, &listing).body);
         let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
         *built = Some(Built {
             changes,
@@ -326,7 +327,7 @@ mod tests {
             .collect()
     }
 
-    fn listing(r: &Records, live: &Live) -> Arc<Vec<u8>> {
+    fn listing(r: &Records, live: &Live) -> Bytes {
         let host = HostFacts::default();
         r.kept(live, &host)
             .unwrap_or_else(|| r.build(live, &host).unwrap())
@@ -349,7 +350,7 @@ mod tests {
         store.save(&crate::session::sample_record("a")).unwrap();
         assert_eq!(names(&listing(&r, &live)), ["a"]);
         let first = listing(&r, &live);
-        assert!(Arc::ptr_eq(&first, &listing(&r, &live)), "built again");
+        assert_eq!(first.as_ptr(), listing(&r, &live).as_ptr(), "built again");
 
         let mut b = crate::session::sample_record("b");
         b.starred = true;
@@ -380,7 +381,7 @@ mod tests {
         // A change of the cages' view builds it again.
         let before = listing(&r, &live);
         live.forget("nothing");
-        assert!(!Arc::ptr_eq(&before, &listing(&r, &live)));
+        assert_ne!(before.as_ptr(), listing(&r, &live).as_ptr());
 
         store.remove("a").unwrap();
         assert_eq!(names(&listing(&r, &live)), ["b"]);

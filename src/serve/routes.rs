@@ -263,21 +263,23 @@ async fn openapi() -> Response {
 /// gives them: damaged records apart.
 #[utoipa::path(get, path = "/v1/sessions", operation_id = "listSessions",
     responses((status = 200, description = "The sessions.", body = ops::ls::Listing)))]
-async fn list(Extension(shared): Sh) -> Response {
+async fn list(Extension(shared): Sh) -> axum::response::Response {
+    use axum::response::IntoResponse;
     if let Some(live) = ready_view(&shared) {
         // The answer kept since the last change (`records`), else built
         // again on a blocking thread, never behind the operations that
         // wait on podman.
         let host = shared.state.host_facts();
         if let Some(body) = shared.records.kept(&live, &host) {
-            return kept_listing(&body);
+            return kept_listing(body);
         }
         let s = shared.clone();
         let built = tokio::task::spawn_blocking(move || s.records.build(&live, &host)).await;
         return match built {
-            Ok(Ok(body)) => kept_listing(&body),
-            Ok(Err(e)) => Response::from_error(&e),
-            Err(_) => Response::error(500, "the request failed inside serve (a bug); see its log"),
+            Ok(Ok(body)) => kept_listing(body),
+            Ok(Err(e)) => Response::from_error(&e).into_response(),
+            Err(_) => Response::error(500, "the request failed inside serve (a bug); see its log")
+                .into_response(),
         };
     }
     operation(&shared, |shared| {
@@ -285,15 +287,18 @@ async fn list(Extension(shared): Sh) -> Response {
         Ok(Response::json(200, &listing))
     })
     .await
+    .into_response()
 }
 
-/// A listing's answer kept (JSON, its newline included).
-fn kept_listing(body: &[u8]) -> Response {
-    Response {
-        status: 200,
-        headers: Vec::new(),
-        body: body.to_vec(),
-    }
+/// A listing's answer kept (JSON, its newline included), shared with the
+/// other requests' answers rather than copied.
+fn kept_listing(body: axum::body::Bytes) -> axum::response::Response {
+    let mut r = axum::response::Response::new(axum::body::Body::from(body));
+    r.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    r
 }
 
 /// serve's live view of the cages, once loaded: where there is none (no
