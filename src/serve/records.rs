@@ -80,6 +80,11 @@ pub struct Records {
     changes: AtomicU64,
     loaded: Mutex<Option<Loaded>>,
     built: Mutex<Option<Built>>,
+    /// Held while an answer is built: the requests that find none wait
+    /// for the one being built, without a thread each, rather than each
+    /// building its own (50 clients at once made 50 copies of the
+    /// listing, on 50 blocking threads).
+    building: tokio::sync::Mutex<()>,
 }
 
 impl Records {
@@ -104,6 +109,7 @@ impl Records {
             changes: AtomicU64::new(0),
             loaded: Mutex::new(None),
             built: Mutex::new(None),
+            building: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -204,6 +210,12 @@ impl Records {
         };
         *loaded = Some(l.clone());
         Ok(l)
+    }
+
+    /// The turn to build the answer: taken (waited for) before
+    /// [`Records::build`] by a request that found none kept.
+    pub async fn turn(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.building.lock().await
     }
 
     /// Build the listing's answer (reading the records if they changed),

@@ -273,8 +273,14 @@ async fn list(Extension(shared): Sh) -> axum::response::Response {
         if let Some(body) = shared.records.kept(&live, &host) {
             return kept_listing(body);
         }
+        let turn = shared.records.turn().await;
+        if let Some(body) = shared.records.kept(&live, &host) {
+            // Built while this request waited for its turn.
+            return kept_listing(body);
+        }
         let s = shared.clone();
         let built = tokio::task::spawn_blocking(move || s.records.build(&live, &host)).await;
+        drop(turn);
         return match built {
             Ok(Ok(body)) => kept_listing(body),
             Ok(Err(e)) => Response::from_error(&e).into_response(),
