@@ -34,6 +34,13 @@ pub struct PodmanFacts {
     pub pasta: Option<PathBuf>,
     pub runtime: String,
     pub volume_path: Option<PathBuf>,
+    /// The image store's list of images (containers-storage's
+    /// `GRAPHROOT/DRIVER-images/images.json`), rewritten whole, into a new
+    /// file, at each change of the images: its stamp says that an inspect
+    /// kept since still holds. None when podman did not say (and in facts
+    /// kept by an older version).
+    #[serde(default)]
+    pub images_file: Option<PathBuf>,
 }
 
 impl PodmanFacts {
@@ -58,6 +65,13 @@ impl PodmanFacts {
                 .map(|r| r.name.clone())
                 .unwrap_or_default(),
             volume_path: non_empty(&info.store.volume_path),
+            images_file: (!info.store.graph_root.is_empty()
+                && !info.store.graph_driver_name.is_empty())
+            .then(|| {
+                PathBuf::from(&info.store.graph_root)
+                    .join(format!("{}-images", info.store.graph_driver_name))
+                    .join("images.json")
+            }),
         }
     }
 }
@@ -120,6 +134,8 @@ pub struct Host {
     pub runtime: String,
     /// podman's volume folder (`store.volumePath`).
     pub volume_path: Option<PathBuf>,
+    /// See [`PodmanFacts::images_file`].
+    pub images_file: Option<PathBuf>,
     /// CPUs this machine has, the most a cage can be given.
     pub cpus: usize,
 }
@@ -172,6 +188,7 @@ impl Host {
             init: find_init(&confs, path),
             runtime: facts.runtime.clone(),
             volume_path: facts.volume_path.clone(),
+            images_file: facts.images_file.clone(),
             cpus: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),

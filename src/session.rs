@@ -458,7 +458,7 @@ impl Store {
     pub fn new(root: impl Into<PathBuf>) -> Store {
         Store { root: root.into() }
     }
-    fn sessions_dir(&self) -> PathBuf {
+    pub fn sessions_dir(&self) -> PathBuf {
         self.root.join("sessions")
     }
     pub fn record_path(&self, name: &str) -> PathBuf {

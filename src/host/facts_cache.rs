@@ -52,7 +52,7 @@ pub struct Stamp {
 impl Stamp {
     /// Device, inode, size, modification and change time (seconds and
     /// nanoseconds): a file edited in place, replaced or touched differs.
-    fn of(path: &Path) -> Stamp {
+    pub fn of(path: &Path) -> Stamp {
         let seen = std::fs::metadata(path).ok().map(|m| {
             [
                 m.dev() as i64,
@@ -323,6 +323,7 @@ mod tests {
                 pasta: None,
                 runtime: "runc".into(),
                 volume_path: None,
+                images_file: None,
             },
         }
     }

@@ -155,6 +155,9 @@ mod calls {
             image_inspect("img"),
             create_argv.to_vec(),
             v(&["rm", "-f", "--ignore", "--", new]),
+            // Is the image still there? (A create's failure is told by
+            // exit statuses, never by podman's words.)
+            v(&["image", "exists", "--", "img"]),
         ]
     }
 
@@ -300,6 +303,7 @@ impl World {
             init: Ok(PathBuf::from("/usr/libexec/podman/catatonit")),
             runtime: "runc".into(),
             volume_path: None,
+            images_file: None,
             cpus: 4,
         };
         let ctx = Context::new(settings, env, Vec::new()).with_host(host);

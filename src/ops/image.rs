@@ -24,6 +24,7 @@ use super::Context;
 use super::check::{Check, Status as CheckStatus};
 use crate::error::{Error, Kind, Result};
 use crate::host::Host;
+use crate::host::facts_cache::Stamp;
 use crate::lock;
 use crate::podman::inspect::ImageInspect;
 use crate::process as runner;
@@ -64,6 +65,13 @@ impl Dir {
     /// The base's tarball while it is made and imported.
     fn base_tar(&self) -> PathBuf {
         self.0.join("base.tar")
+    }
+    /// An image's inspect kept ([`inspect_kept`]), by a hash of its name.
+    fn kept_inspect(&self, image: &str) -> PathBuf {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(image.as_bytes());
+        let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+        self.0.join(format!("inspect-{hex}.json"))
     }
     /// Where a background worker's own stdout and stderr go.
     fn worker_log(&self) -> PathBuf {
@@ -183,6 +191,58 @@ struct Observed {
     inspect: Option<ImageInspect>,
 }
 
+/// An image's inspect as an earlier command kept it in the state folder.
+#[derive(Debug, serde::Deserialize, Serialize)]
+struct Kept {
+    name: String,
+    /// podman's list of images when the inspect was asked.
+    store: Stamp,
+    inspect: ImageInspect,
+}
+
+/// An image's inspect (None: not on this machine), kept in the state
+/// folder for the next commands while podman's list of images is the same
+/// file as when it was asked ([`crate::host::PodmanFacts::images_file`]:
+/// containers-storage writes it anew at each change of an image, its
+/// name, tag or removal, so a new inode, size or time says that the
+/// images changed). Where podman names no such file, or it is not there,
+/// podman is asked each time. An image that is not there is never kept:
+/// it is asked about again, and the answer stays podman's.
+fn inspect_kept(host: &Host, dir: &Dir, name: &str) -> Result<Option<ImageInspect>> {
+    let store = host
+        .images_file
+        .as_deref()
+        .map(Stamp::of)
+        .filter(|s| s.seen.is_some());
+    let file = dir.kept_inspect(name);
+    if let Some(store) = &store
+        && let Some(kept) = fs::read(&file)
+            .ok()
+            .and_then(|t| serde_json::from_slice::<Kept>(&t).ok())
+        && kept.name == name
+        && &kept.store == store
+    {
+        return Ok(Some(kept.inspect));
+    }
+    // The stamp is taken before podman is asked: a change of the images
+    // in between makes the kept answer's stamp differ next time.
+    let inspect = host.podman.image(name)?;
+    if let (Some(store), Some(i)) = (store, &inspect) {
+        let kept = Kept {
+            name: name.to_string(),
+            store,
+            inspect: i.clone(),
+        };
+        // Only a saving: a folder that cannot be written asks podman again.
+        if let Ok(text) = serde_json::to_vec(&kept) {
+            let _ = dir
+                .ensure()
+                .and_then(|()| write_atomic(&file, &text, 0o600));
+        }
+    }
+    Ok(inspect)
+}
+
 fn observe(
     host: &Host,
     dir: &Dir,
@@ -190,7 +250,7 @@ fn observe(
     machine: bool,
     stage: Option<Stage>,
 ) -> Result<Observed> {
-    let inspect = host.podman.image(name)?;
+    let inspect = inspect_kept(host, dir, name)?;
     let present = inspect.as_ref().map(present_of);
     let (is_building, record) = match stage {
         Some(s) => (building(&dir.lock(s))?, read_record(&dir.record(s))),

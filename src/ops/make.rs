@@ -847,6 +847,7 @@ impl CagePlan {
         steps.push(plan::Step::CreateContainer {
             name: self.container.clone(),
             argv: self.create_argv.clone(),
+            image: self.image.clone(),
         });
         // Seed, "After a sealed session": its folder stays untrusted,
         // whatever becomes of the session.

@@ -30,7 +30,13 @@ pub enum Step<'a> {
     /// every session's given it).
     CreateVolume { name: String, label: String },
     /// `podman create` (taken back: `podman rm -f`, and its folders).
-    CreateContainer { name: String, argv: Vec<String> },
+    CreateContainer {
+        name: String,
+        argv: Vec<String>,
+        /// The image it is made from, looked at through an inspect kept
+        /// from an earlier command (`image::facts_for_cage`).
+        image: String,
+    },
     /// Remember a folder untrusted after a sealed session, or forget it
     /// (`--unseal`). Not taken back: a folder is untrusted whatever
     /// becomes of the session.
@@ -202,13 +208,22 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
             podman(host)?.podman.volume_create(name, label)?;
             None
         }
-        Step::CreateContainer { name, argv } => {
+        Step::CreateContainer { name, argv, image } => {
             // Taken back even if podman create fails late (a time-out after
             // the container was made); `rm -f --ignore` of nothing is
             // harmless.
-            if let Err(e) = podman(host)?.podman.create(argv) {
+            let podman = &podman(host)?.podman;
+            if let Err(e) = podman.create(argv) {
                 take_back(ctx, host, &Undo::Container(name.clone()));
-                return Err(e);
+                // An image removed since its inspect was kept is told by
+                // podman's exit status (`image exists`), never by its words.
+                return Err(match podman.image_exists(image) {
+                    Ok(false) => Error::failed(format!(
+                        "there is no image {image} on this machine for this session's cage (it \
+                         was removed while the cage was being made)"
+                    )),
+                    _ => e,
+                });
             }
             Some(Undo::Container(name.clone()))
         }

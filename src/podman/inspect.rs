@@ -52,6 +52,8 @@ pub struct InfoRuntime {
 #[serde(default, rename_all = "camelCase")]
 pub struct InfoStore {
     pub volume_path: String,
+    pub graph_root: String,
+    pub graph_driver_name: String,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -196,8 +198,9 @@ pub struct VolumeInspect {
     pub options: Option<BTreeMap<String, String>>,
 }
 
-/// One entry of `podman image inspect --format json`.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// One entry of `podman image inspect --format json` (written back as
+/// read, for the inspect kept between commands).
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize)]
 #[serde(default)]
 pub struct ImageInspect {
     #[serde(rename = "Id")]
@@ -206,7 +209,7 @@ pub struct ImageInspect {
     pub config: ImageConfig,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize)]
 #[serde(default)]
 pub struct ImageConfig {
     #[serde(rename = "Env")]

@@ -123,6 +123,11 @@ impl Podman {
         }
     }
 
+    /// Is there an image of this name? (`podman image exists`)
+    pub fn image_exists(&self, image: &str) -> Result<bool> {
+        self.exists(&argv::image_exists(image))
+    }
+
     /// Is there a container of this name? (`podman container exists`)
     pub fn container_exists(&self, container: &str) -> Result<bool> {
         self.exists(&argv::container_exists(container))

@@ -17,7 +17,7 @@
 //! on 4.3 and 5.x alike (podman-events(1)); 5.x adds fields, left unread.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -51,6 +51,9 @@ struct Owner {
 #[derive(Default)]
 pub struct Live {
     view: Mutex<View>,
+    /// Counts the view's changes, so that an answer built from it (the
+    /// listing's) knows when it is out of date.
+    changes: AtomicU64,
 }
 
 /// One line of `podman events --format json`.
@@ -143,13 +146,25 @@ impl Live {
             });
         if started.is_err() {
             // No thread, no live view: the routes ask podman instead.
-            live.lock().ready = false;
+            live.change().ready = false;
         }
         live
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, View> {
         self.view.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The view, to be changed: counted as a change.
+    fn change(&self) -> std::sync::MutexGuard<'_, View> {
+        let v = self.lock();
+        self.changes.fetch_add(1, Ordering::SeqCst);
+        v
+    }
+
+    /// How many times the view changed so far.
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Ordering::SeqCst)
     }
 
     /// One `podman ps`: the view, whole. On failure, the view is not
@@ -172,14 +187,14 @@ impl Live {
                         (e.name().to_string(), owner)
                     })
                     .collect();
-                let mut v = self.lock();
+                let mut v = self.change();
                 v.states = states;
                 v.owners = owners;
                 v.ready = true;
             }
             Err(e) => {
                 eprintln!("shrooms-agent serve: podman ps for the live view: {e}");
-                self.lock().ready = false;
+                self.change().ready = false;
             }
         }
     }
@@ -217,7 +232,7 @@ impl Live {
     fn apply(&self, e: &Event) {
         match change(e) {
             Change::State(s) => {
-                let mut v = self.lock();
+                let mut v = self.change();
                 v.states.insert(e.name.clone(), s.to_string());
                 v.owners.insert(e.name.clone(), e.owner());
             }
@@ -238,14 +253,16 @@ impl Live {
 
     /// A state an operation just saw.
     pub fn note(&self, container: &str, state: &str) {
-        self.lock()
-            .states
-            .insert(container.to_string(), state.to_string());
+        let mut v = self.lock();
+        if v.states.get(container).map(String::as_str) != Some(state) {
+            self.changes.fetch_add(1, Ordering::SeqCst);
+            v.states.insert(container.to_string(), state.to_string());
+        }
     }
 
     /// A container an operation just removed.
     pub fn forget(&self, container: &str) {
-        let mut v = self.lock();
+        let mut v = self.change();
         v.states.remove(container);
         v.owners.remove(container);
     }

@@ -13,6 +13,8 @@
 //! - `state`: what `GET /v1/harnesses` says, looked at in the background;
 //! - `live`: the cages' states, from `podman ps` and `podman events`, for
 //!   `GET /v1/sessions` and `GET /v1/sessions/{name}`;
+//! - `records`: the records in memory, and `GET /v1/sessions`'s answer
+//!   built once per change (the sessions folder watched);
 //! - `page`: `GET /`, the status page (HTML, no script).
 //!
 //! The stack is hyper (HTTP/1.1) and axum (routing) on tokio. The
@@ -31,6 +33,7 @@ mod conn;
 mod live;
 mod page;
 mod peer;
+mod records;
 mod reply;
 mod routes;
 mod state;
@@ -95,6 +98,8 @@ pub struct Shared {
     /// The cages' states as podman's events tell them; None where serve
     /// found no podman when it started.
     pub live: Option<Arc<live::Live>>,
+    /// The records in memory, and the listing's answer kept.
+    pub records: records::Records,
     /// An upload's time before its pace counts ([`reply::UPLOAD_GRACE`];
     /// `SHROOMS_AGENT_TEST_UPLOAD_GRACE_MS` makes it shorter, for tests).
     pub upload_grace: Duration,
@@ -268,11 +273,13 @@ pub fn run(ctx: Context, token_file: Option<&Path>) -> Result<()> {
             return Err(e);
         }
     };
+    let records = records::Records::new(crate::session::Store::new(&base.settings.state_dir));
     let shared = Arc::new(Shared {
         base,
         token,
         state,
         live,
+        records,
         upload_grace,
         operations: Arc::new(Semaphore::new(OPERATIONS)),
         waiting: Default::default(),

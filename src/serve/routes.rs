@@ -304,33 +304,29 @@ async fn openapi() -> Response {
 /// gives them: damaged records apart.
 #[utoipa::path(get, path = "/v1/sessions", operation_id = "listSessions",
     responses((status = 200, description = "The sessions.", body = ops::ls::Listing)))]
-async fn list(Extension(shared): Sh) -> Response {
+async fn list(Extension(shared): Sh) -> axum::response::Response {
+    use axum::response::IntoResponse;
     if let Some(live) = ready_view(&shared) {
-        // The records are read on a blocking thread, never behind the
-        // operations that wait on podman.
+        // The answer kept since the last change (`records`), else built
+        // again on a blocking thread, never behind the operations that
+        // wait on podman.
+        let host = shared.state.host_facts();
+        if let Some(body) = shared.records.kept(&live, &host) {
+            return kept_listing(body);
+        }
+        let turn = shared.records.turn().await;
+        if let Some(body) = shared.records.kept(&live, &host) {
+            // Built while this request waited for its turn.
+            return kept_listing(body);
+        }
         let s = shared.clone();
-        let listed = tokio::task::spawn_blocking(move || -> Result<Response, Error> {
-            let ctx = s.context();
-            let (records, damaged) = ctx.store.list_readable()?;
-            let mut sessions = Vec::with_capacity(records.len());
-            for r in &records {
-                sessions.push(session_live(&ctx, &live, r)?);
-            }
-            let leftovers = live.leftovers(&records);
-            Ok(Response::json(
-                200,
-                &ops::ls::Listing {
-                    sessions,
-                    leftovers,
-                    damaged,
-                },
-            ))
-        })
-        .await;
-        return match listed {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => Response::from_error(&e),
-            Err(_) => Response::error(500, "the request failed inside serve (a bug); see its log"),
+        let built = tokio::task::spawn_blocking(move || s.records.build(&live, &host)).await;
+        drop(turn);
+        return match built {
+            Ok(Ok(body)) => kept_listing(body),
+            Ok(Err(e)) => Response::from_error(&e).into_response(),
+            Err(_) => Response::error(500, "the request failed inside serve (a bug); see its log")
+                .into_response(),
         };
     }
     operation(&shared, |shared| {
@@ -338,6 +334,18 @@ async fn list(Extension(shared): Sh) -> Response {
         Ok(Response::json(200, &listing))
     })
     .await
+    .into_response()
+}
+
+/// A listing's answer kept (JSON, its newline included), shared with the
+/// other requests' answers rather than copied.
+fn kept_listing(body: axum::body::Bytes) -> axum::response::Response {
+    let mut r = axum::response::Response::new(axum::body::Body::from(body));
+    r.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    r
 }
 
 /// serve's live view of the cages, once loaded: where there is none (no
@@ -354,20 +362,8 @@ fn session_live(
     live: &super::live::Live,
     record: &Record,
 ) -> Result<ops::show::Session, Error> {
-    let volumes = ctx.host_known().and_then(|h| h.volume_path.as_deref());
-    let seen = match &record.cage {
-        None => ops::show::Seen::missing(),
-        Some(cage) => live
-            .state(&cage.container)
-            .map_or_else(ops::show::Seen::missing, |s| ops::show::Seen::of_ps(&s)),
-    };
-    Ok(ops::show::Session::new(
-        record,
-        seen,
-        ops::ls::shared_path(volumes, record),
-        ctx.store.busy(&record.name)?,
-        ctx.host_known().map(ops::show::enforces_limits),
-    ))
+    let host = super::records::HostFacts::of(ctx.host_known());
+    super::records::session(&ctx.store, live, &host, record)
 }
 
 /// What an operation over HTTP just saw of a session's cage, for the live

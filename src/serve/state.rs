@@ -119,6 +119,11 @@ impl State {
         self.lock().host.clone()
     }
 
+    /// What a listing takes from the host, without a copy of it.
+    pub fn host_facts(&self) -> super::records::HostFacts {
+        super::records::HostFacts::of(self.lock().host.as_ref())
+    }
+
     /// Look again now.
     pub fn poke(&self) {
         *self.poked.lock().unwrap_or_else(|e| e.into_inner()) = true;

@@ -285,6 +285,56 @@ fn serve_sees_a_stop_behind_its_back(w: World) {
     );
 }
 
+/// serve keeps its listing's answer until a record changes: a session
+/// made, changed and removed by the CLI while serve runs shows in the very
+/// next listing, with no wait.
+fn serve_sees_a_record_change_behind_its_back(w: World) {
+    let name = w.session("records");
+    let dir = w.dir("records");
+    let token = "records-token";
+    let file = w.file("serve-token", &format!("{token}\n"));
+    fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).unwrap();
+    let s = w.serve(&["--token-file", &file.to_string_lossy()], &[]);
+    let auth = format!("Bearer {token}");
+    let url = format!("{}/v1/sessions", s.url);
+    let row = || {
+        let list = http("GET", &url, None, &[("authorization", &auth)])
+            .is(200)
+            .json();
+        list["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name.as_str())
+            .cloned()
+    };
+    assert_eq!(row(), None);
+    // Asked twice: the answer is kept, and must still change below.
+    assert_eq!(row(), None);
+    w.create(&name, &dir, &[]);
+    let made = row().unwrap_or_else(|| panic!("not listed after its create\n{}", s.log_text()));
+    assert_eq!(
+        made["tokens"]["budget"],
+        serde_json::Value::Null,
+        "{made:#}"
+    );
+    w.run(&["cage", "limits", &name, "--tokens", "5k"]).ok();
+    let changed = row().unwrap();
+    assert_eq!(changed["tokens"]["budget"], 5000, "{changed:#}");
+    w.run(&["cage", "rm", &name]).ok();
+    assert_eq!(row(), None, "still listed after its rm\n{}", s.log_text());
+}
+
+#[test]
+fn serve_sees_a_record_changed_behind_its_back_in_the_next_listing() {
+    serve_sees_a_record_change_behind_its_back(World::new());
+}
+
+#[test]
+fn serve_sees_a_record_changed_behind_its_back_in_the_next_listing_rootless() {
+    serve_sees_a_record_change_behind_its_back(World::rootless());
+}
+
 #[test]
 fn serve_sees_a_cage_stopped_behind_its_back_within_a_second() {
     serve_sees_a_stop_behind_its_back(World::new());

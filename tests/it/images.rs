@@ -695,6 +695,81 @@ fn a_missing_image_not_ours_is_refused_and_never_built() {
     assert!(records.is_empty(), "a build was started: {records:?}");
 }
 
+/// An image's inspect is kept in the state folder between commands while
+/// podman's list of images stays the same file: removed, the image is
+/// refused with the message it always had. And when it goes between that
+/// look and `podman create` (made to happen here: the kept inspect and
+/// podman's facts are pointed at a file of the test's own, which does not
+/// change), podman create's failure is told apart by `podman image exists`
+/// and refused with the same words, nothing left behind.
+#[test]
+fn an_image_removed_after_its_inspect_was_kept_is_refused_as_missing() {
+    use std::os::unix::fs::MetadataExt;
+    let im = Images::new();
+    let image = format!("localhost/shrooms-it-kept-{}:1", unique());
+    im.extra.borrow_mut().push(image.clone());
+    let tagged = im.w.podman(&["tag", IMAGE, &image]);
+    assert!(tagged.status.success(), "{}", show_output(&tagged));
+    let dir = im.project("p");
+    let a = im.w.session("kept-a");
+    im.w.run(&["cage", "create", &a, "--dir", &dir, "--image", &image])
+        .ok();
+    let kept: Vec<PathBuf> = fs::read_dir(im.w.state.join("images"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("inspect-")
+        })
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let untagged = im.w.podman(&["rmi", &image]);
+    assert!(untagged.status.success(), "{}", show_output(&untagged));
+    let missing = format!("there is no image {image} on this machine for this session's cage");
+    let b = im.w.session("kept-b");
+    let r =
+        im.w.run(&["cage", "create", &b, "--dir", &dir, "--image", &image])
+            .code_is(2);
+    assert_eq!(error_line(&r), missing, "{}", r.explain());
+
+    // The race, made certain.
+    let still = im.w.root.join("images-that-do-not-change.json");
+    fs::write(&still, "[]").unwrap();
+    let m = fs::metadata(&still).unwrap();
+    let seen = serde_json::json!([
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec()
+    ]);
+    let facts_file = im.w.state.join("podman-facts.json");
+    let mut facts: Value = serde_json::from_slice(&fs::read(&facts_file).unwrap()).unwrap();
+    facts["facts"]["images_file"] = serde_json::json!(still);
+    fs::write(&facts_file, serde_json::to_vec(&facts).unwrap()).unwrap();
+    let mut k: Value = serde_json::from_slice(&fs::read(&kept[0]).unwrap()).unwrap();
+    k["store"] = serde_json::json!({"path": still, "seen": seen});
+    fs::write(&kept[0], serde_json::to_vec(&k).unwrap()).unwrap();
+    im.w.chown_all();
+    let c = im.w.session("kept-c");
+    let r =
+        im.w.run(&["cage", "create", &c, "--dir", &dir, "--image", &image])
+            .code_is(1);
+    assert_eq!(
+        error_line(&r),
+        format!("{missing} (it was removed while the cage was being made)"),
+        "{}",
+        r.explain()
+    );
+    assert!(im.w.containers_of(&c).is_empty());
+    assert!(!im.w.record_path(&c).exists());
+}
+
 /// An image needs no program of its own to be a cage: the first process
 /// is the machine's catatonit, never `sleep` from the image's PATH (which
 /// an image without one used to be refused for). An image of one text file
