@@ -27,6 +27,7 @@ mod rules;
 mod seccomp;
 mod secret_names;
 mod serve;
+mod server;
 mod session;
 mod settings;
 mod spec;
