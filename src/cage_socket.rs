@@ -58,7 +58,7 @@ const MAX_HEAD: usize = 64 * 1024;
 /// A body that is read before it is forwarded must arrive within this time.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// A drop's body, at most: what a session takes in one file.
-pub const MAX_DROP: u64 = crate::ops::files::MAX_FILE;
+pub const MAX_DROP: u64 = crate::session::MAX_FILE;
 /// A request's head must arrive within this time.
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// A forwarded request, at most (a blocking send may be held ten minutes).
@@ -518,22 +518,6 @@ pub const LIMITS: crate::server::Limits = crate::server::Limits {
     max_head: MAX_HEAD,
     keep_alive: true,
 };
-
-/// Serve a session's socket in its cage's proxy folder for one turn.
-pub fn open(ctx: &crate::ops::Context, record: &crate::session::Record) -> Result<Socket> {
-    let cage = crate::ops::cage_of(record)?;
-    let dir = ctx.store.proxy_dir(&cage.container);
-    crate::session::make_private_dir(&dir)?;
-    start(
-        &dir.join("proxy.sock"),
-        Config {
-            session: record.name.clone(),
-            sealed: cage.sealed.is_some(),
-            machine: ctx.settings.machine_name.clone(),
-            agents: agents(&ctx.settings),
-        },
-    )
-}
 
 /// Serve `config` on a Unix socket at `path` on a thread of its own.
 pub fn start(path: &Path, config: Config) -> Result<Socket> {

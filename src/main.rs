@@ -2,12 +2,13 @@
 //!
 //! Data flows one way: argv -> `cli` (clap types) -> `settings`
 //! (resolved once) -> `ops` (typed results) -> `spec` (CageSpec) ->
-//! `podman::argv` / `podman::envfile` (pure) -> `process` (the one
+//! `podman::argv` / `envfile` (pure) -> `process` (the one
 //! place a process starts) -> results printed here, as text or `--json`.
 
 mod cage_files;
 mod cage_socket;
 mod cli;
+mod envfile;
 mod error;
 mod gateway;
 mod harness;

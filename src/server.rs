@@ -565,6 +565,8 @@ mod tests {
             accept_loop("a test", failing, stop, Drain::All, |_, _| None).await
         });
         let n = tries.load(Ordering::SeqCst);
-        assert!((5..=12).contains(&n), "{n} tries in 500 ms");
+        // About ten; spinning makes tens of thousands. Loose, for a busy
+        // machine.
+        assert!((2..=40).contains(&n), "{n} tries in 500 ms");
     }
 }

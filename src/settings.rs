@@ -735,10 +735,18 @@ pub struct Settings {
     pub listen: SocketAddr,
 }
 
+/// The user's choices of names: `pass_env` (which holds the names of
+/// `pass_secrets` too) and `pass_secrets`.
+#[derive(Debug, Clone, Copy)]
+pub struct Chosen<'a> {
+    pub pass_env: &'a [String],
+    pub pass_secrets: &'a [String],
+}
+
 impl Settings {
     /// The names the user chose to pass into cages (`spec::admit`).
-    pub fn chosen(&self) -> crate::spec::Chosen<'_> {
-        crate::spec::Chosen {
+    pub fn chosen(&self) -> Chosen<'_> {
+        Chosen {
             pass_env: &self.pass_env,
             pass_secrets: &self.pass_secrets,
         }
@@ -1260,7 +1268,7 @@ fn host_name() -> String {
 
 /// A name that may be listed in `pass_env`.
 fn validate_pass_env_name(name: &str) -> Result<(), String> {
-    if !crate::podman::envfile::valid_name(name) {
+    if !crate::envfile::valid_name(name) {
         return Err(format!(
             "{name:?} is not a variable name (letters, digits and _, not starting with a digit)"
         ));

@@ -434,7 +434,7 @@ pub fn sealed_env_plan(session: &str, image_path: &str, gateway: Option<&str>) -
     let mut plan = EnvPlan::default();
     vars.sort();
     for (name, value) in vars {
-        match crate::podman::envfile::unwritable(&name, &value) {
+        match crate::envfile::unwritable(&name, &value) {
             None => plan.vars.push((name, value)),
             Some(why) => plan.left_out.push((name, why.to_string())),
         }
@@ -525,13 +525,7 @@ impl Admit {
     }
 }
 
-/// The user's choices of names: `pass_env` (which holds the names of
-/// `pass_secrets` too) and `pass_secrets`.
-#[derive(Debug, Clone, Copy)]
-pub struct Chosen<'a> {
-    pub pass_env: &'a [String],
-    pub pass_secrets: &'a [String],
-}
+pub use crate::settings::Chosen;
 
 /// The allow-list of an ordinary cage's environment, and what its values
 /// may carry: a name from outside reaches the cage only if this says so.
@@ -652,7 +646,7 @@ pub fn env_plan(req: &EnvRequest<'_>, invoking: &Env) -> EnvPlan {
     };
     let mut plan = EnvPlan::default();
     for (name, value) in chosen {
-        match crate::podman::envfile::unwritable(&name, &value) {
+        match crate::envfile::unwritable(&name, &value) {
             None => plan.vars.push((name, value)),
             Some(why) => plan.left_out.push((name, why.to_string())),
         }

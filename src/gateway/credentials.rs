@@ -71,7 +71,7 @@ impl Credentials {
     pub fn resolve(&self) -> Result<Credential, String> {
         match self {
             Credentials::Sealed { token_file } => {
-                let token = crate::ops::sealed::read_token(token_file).map_err(|e| {
+                let token = crate::token::read_sealed(token_file).map_err(|e| {
                     format!(
                         "shrooms-agent's model gateway has no sealed token: {}",
                         e.message

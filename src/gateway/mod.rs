@@ -252,87 +252,16 @@ impl Gateway {
 }
 
 /// Open a session's gateway for one turn: a listener on its running cage's
-/// loopback, served by this process until the returned value is dropped.
-/// `pid` is the cage's first process, as podman said when the cage was
-/// started and its rules loaded (`ops::ensure_running`): podman is not asked
-/// again.
+/// loopback (entered as `enter` says; `handover` is the path of the socket
+/// the listener is handed over on, in a folder only we can reach), served
+/// by this process with `config` until the returned value is dropped.
 pub fn open(
-    ctx: &crate::ops::Context,
-    host: &crate::host::Host,
-    record: &crate::session::Record,
-    pid: i64,
-    routes: routes::Routes,
+    enter: &listen::Enter<'_>,
+    handover: &std::path::Path,
+    config: Config,
 ) -> Result<Gateway> {
-    let cage = crate::ops::cage_of(record)?;
-    if pid <= 0 {
-        return Err(Error::failed(format!(
-            "the container {} is not running, so its model gateway cannot be opened",
-            cage.container
-        )));
-    }
-    let nsenter = host.nsenter.as_ref().ok_or_else(|| {
-        Error::failed("nsenter is not installed (Debian: apt install util-linux)")
-    })?;
-    // nsenter runs this very program, whatever became of its path since
-    // it started (an update may have replaced it): its copy in `tools/`
-    // (`crate::tools`), a file of the user's that `podman unshare` reaches
-    // too (its user namespace may not open this process's /proc/PID/exe).
-    let self_exe = match ctx.self_paths.first() {
-        Some(file) => crate::tools::provide(&ctx.store.tools_dir(), file)?,
-        None => std::env::current_exe().map_err(|e| {
-            Error::failed(format!(
-                "finding this program to open the model gateway: {e}"
-            ))
-        })?,
-    };
-    let enter = listen::Enter {
-        pid,
-        nsenter,
-        rootless_podman: host.rootless.then(|| host.podman.program()),
-        self_exe: &self_exe,
-    };
-    // Short, in a folder only we can reach (a Unix socket's path is at
-    // most 107 bytes), one per process: one turn per process.
-    let socket = ctx
-        .store
-        .cages_dir()
-        .join(format!("gw{}.sock", std::process::id()));
-    let listener = listen::listener_in(&enter, &socket)?;
-    let credentials = match &cage.sealed {
-        Some(s) => Credentials::Sealed {
-            token_file: s.token_file.clone(),
-        },
-        None => {
-            let login_dir = match ctx.env.get("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
-                Some(d) => std::path::PathBuf::from(d),
-                None => ctx.settings.home.join(".claude"),
-            };
-            Credentials::Machine(Arc::new(credentials::MachineSources {
-                key_file: ctx.settings.gateway.key_file.clone(),
-                key_command: ctx.settings.gateway.key_command.clone(),
-                env_api_key: ctx.env.get("ANTHROPIC_API_KEY").cloned(),
-                env_oauth_token: ctx.env.get("CLAUDE_CODE_OAUTH_TOKEN").cloned(),
-                claude_credentials: login_dir.join(".credentials.json"),
-                config_path: ctx.settings.config_path.clone(),
-                cache: Default::default(),
-            }))
-        }
-    };
-    Gateway::start(
-        listener,
-        Config {
-            upstream: ctx.settings.gateway.anthropic_url.clone(),
-            credentials,
-            session: record.name.clone(),
-            routes,
-            ledger: Arc::new(usage::Ledger::new(
-                ctx.store.clone(),
-                &record.name,
-                &ctx.settings.user,
-                record.tokens.used,
-            )),
-        },
-    )
+    let listener = listen::listener_in(enter, handover)?;
+    Gateway::start(listener, config)
 }
 
 pub fn base_url(port: u16) -> String {

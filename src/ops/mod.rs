@@ -27,6 +27,7 @@ pub mod sealed;
 pub mod show;
 pub mod start;
 pub mod stop;
+mod turn_servers;
 
 use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
@@ -148,10 +149,7 @@ pub fn refuse_root(settings: &Settings) -> Result<()> {
     }
 }
 
-/// The effective user id of this process.
-pub fn euid() -> u32 {
-    rustix::process::geteuid().as_raw()
-}
+pub use crate::userns::euid;
 
 /// A session's cage, or a clear error when it has none.
 pub fn cage_of(record: &Record) -> Result<&CageRecord> {
