@@ -121,6 +121,13 @@ impl Shared {
     }
 }
 
+/// serve's live view of the cages, once loaded: where there is none (no
+/// podman when serve started, or its `podman ps` failed), the routes and the page ask
+/// podman through the operations.
+fn ready_view(shared: &Shared) -> Option<Arc<live::Live>> {
+    shared.live.clone().filter(|l| l.ready())
+}
+
 /// The machine a request came from, by its address, never from a header (a
 /// header is whatever the sender writes): this machine when it came over
 /// loopback, whatever `[machines]` says (an entry whose host is loopback
