@@ -550,22 +550,18 @@ pub fn start(path: &Path, config: Config) -> Result<Socket> {
         .build()
         .map_err(|e| fail(e.to_string()))?;
     let state = Arc::new(State { config, client });
-    let server = crate::server::Background::start("shrooms-cage-socket", move |stop| async move {
-        let listener = match crate::server::Listener::unix(listener) {
-            Ok(l) => l,
-            Err(e) => {
-                eprintln!("shrooms-agent: the cage's socket could not serve: {e}");
-                return;
-            }
-        };
-        let service = hyper::service::service_fn(move |req| handle(state.clone(), req));
-        // Past MAX_CONNECTIONS a connection is closed at once: a cage holds
-        // no more of the turn's process than that. Requests still in flight
-        // end with the turn.
-        let (cap, drain) = (Some(MAX_CONNECTIONS), Duration::from_millis(200));
-        let name = "the cage's socket";
-        crate::server::serve(name, listener, LIMITS, cap, drain, stop, service).await;
-    })
+    let service = hyper::service::service_fn(move |req| handle(state.clone(), req));
+    // Past MAX_CONNECTIONS a connection is closed at once: a cage holds no
+    // more of the turn's process than that. Requests still in flight end
+    // with the turn.
+    let server = crate::server::Background::serving(
+        "shrooms-cage-socket",
+        "the cage's socket",
+        move || crate::server::Listener::unix(listener),
+        LIMITS,
+        Some(MAX_CONNECTIONS),
+        service,
+    )
     .map_err(|e| fail(e.message))?;
     Ok(Socket {
         path: path.to_path_buf(),

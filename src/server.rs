@@ -332,58 +332,6 @@ impl AsyncWrite for Stream {
     }
 }
 
-/// Serve `service` on `listener` until `stop`: each connection a task,
-/// under `limits`, at most `max_connections` at once (those past it are
-/// closed at once), the rest given [`Drain::For`] `drain` at the stop.
-/// The gateway's and the socket's whole loop.
-pub async fn serve<S, B>(
-    name: &str,
-    listener: Listener,
-    limits: Limits,
-    max_connections: Option<usize>,
-    drain: Duration,
-    stop: impl Future<Output = ()>,
-    service: S,
-) where
-    S: hyper::service::Service<hyper::Request<Incoming>, Response = hyper::Response<B>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    B: hyper::body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let slots = max_connections.map(|n| Arc::new(tokio::sync::Semaphore::new(n)));
-    accept_loop(
-        name,
-        Listeners::from(listener),
-        stop,
-        Drain::For(drain),
-        move |c, accepted| {
-            let slot = match &slots {
-                // Past the cap a connection is closed at once.
-                Some(s) => Some(s.clone().try_acquire_owned().ok()?),
-                None => None,
-            };
-            let service = service.clone();
-            Some(Box::pin(async move {
-                let _slot = slot;
-                connection(
-                    c.stream(),
-                    service,
-                    &limits,
-                    accepted,
-                    std::future::pending(),
-                )
-                .await;
-            }))
-        },
-    )
-    .await;
-}
-
 /// A server on a thread of its own with a runtime of its own, for as long
 /// as a turn runs: stopped, and its thread joined, when dropped.
 pub struct Background {
@@ -421,6 +369,60 @@ impl Background {
         Ok(Background {
             stop: Some(stop),
             thread: Some(thread),
+        })
+    }
+}
+
+impl Background {
+    /// Serve `service` on the listener `listen` makes (on the new thread,
+    /// where there is a runtime), on a thread named `thread`, until
+    /// dropped: each connection a task, read under `limits`, at most
+    /// `max_connections` at once (those past it are closed at once); the
+    /// requests in flight are given 200 ms at the end. The gateway's and
+    /// the socket's whole server. `name` says what failed, on stderr.
+    pub fn serving<S, B>(
+        thread: &str,
+        name: &'static str,
+        listen: impl FnOnce() -> io::Result<Listener> + Send + 'static,
+        limits: Limits,
+        max_connections: Option<usize>,
+        service: S,
+    ) -> Result<Background>
+    where
+        S: hyper::service::Service<hyper::Request<Incoming>, Response = hyper::Response<B>>
+            + Clone
+            + Send
+            + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+        B: hyper::body::Body + Send + 'static,
+        B::Data: Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        Background::start(thread, move |stop| async move {
+            let listener = match listen() {
+                Ok(l) => l,
+                Err(e) => {
+                    eprintln!("shrooms-agent: {name} could not serve: {e}");
+                    return;
+                }
+            };
+            let slots = max_connections.map(|n| Arc::new(tokio::sync::Semaphore::new(n)));
+            let drain = Drain::For(Duration::from_millis(200));
+            let on_conn = move |c: Accepted, accepted| -> Option<Task> {
+                let slot = match &slots {
+                    // Past the cap a connection is closed at once.
+                    Some(s) => Some(s.clone().try_acquire_owned().ok()?),
+                    None => None,
+                };
+                let service = service.clone();
+                Some(Box::pin(async move {
+                    let _slot = slot;
+                    let never = std::future::pending();
+                    connection(c.stream(), service, &limits, accepted, never).await;
+                }))
+            };
+            accept_loop(name, Listeners::from(listener), stop, drain, on_conn).await;
         })
     }
 }
@@ -485,19 +487,28 @@ mod tests {
         let tcp = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
         let port = tcp.local_addr().unwrap().port();
         let unix = std::os::unix::net::UnixListener::bind(&path).unwrap();
-        let start = |make: Box<dyn FnOnce() -> io::Result<Listener> + Send>| {
-            Background::start("shell-test", move |stop| async move {
-                let service = hyper::service::service_fn(|_req| async {
-                    Ok::<_, std::convert::Infallible>(hyper::Response::new("hi".to_string()))
-                });
-                let l = make().unwrap();
-                serve("a test", l, SHORT, None, Duration::ZERO, stop, service).await
-            })
-            .unwrap()
-        };
+        let service = hyper::service::service_fn(|_req| async {
+            Ok::<_, std::convert::Infallible>(hyper::Response::new("hi".to_string()))
+        });
         let servers = [
-            start(Box::new(move || Listener::tcp(tcp))),
-            start(Box::new(move || Listener::unix(unix))),
+            Background::serving(
+                "shell-test",
+                "a test",
+                move || Listener::tcp(tcp),
+                SHORT,
+                None,
+                service,
+            )
+            .unwrap(),
+            Background::serving(
+                "shell-test",
+                "a test",
+                move || Listener::unix(unix),
+                SHORT,
+                None,
+                service,
+            )
+            .unwrap(),
         ];
         let p = path.clone();
         let connects: [Box<dyn Fn() -> Box<dyn ReadWrite>>; 2] = [

@@ -224,20 +224,16 @@ impl Gateway {
             client,
             told: AtomicBool::new(false),
         });
-        let server = crate::server::Background::start("shrooms-gateway", move |stop| async move {
-            let listener = match crate::server::Listener::tcp(listener) {
-                Ok(l) => l,
-                Err(e) => {
-                    eprintln!("shrooms-agent: the model gateway could not serve: {e}");
-                    return;
-                }
-            };
-            let service = hyper::service::service_fn(move |req| handle(state.clone(), req));
-            // Requests still in flight end with the turn.
-            let drain = std::time::Duration::from_millis(200);
-            let name = "the model gateway";
-            crate::server::serve(name, listener, LIMITS, None, drain, stop, service).await;
-        })?;
+        let service = hyper::service::service_fn(move |req| handle(state.clone(), req));
+        // Requests still in flight end with the turn.
+        let server = crate::server::Background::serving(
+            "shrooms-gateway",
+            "the model gateway",
+            move || crate::server::Listener::tcp(listener),
+            LIMITS,
+            None,
+            service,
+        )?;
         Ok(Gateway {
             port,
             server: Some(server),
