@@ -58,7 +58,7 @@ const MAX_HEAD: usize = 64 * 1024;
 /// A body that is read before it is forwarded must arrive within this time.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// A drop's body, at most: what a session takes in one file.
-pub const MAX_DROP: u64 = crate::ops::files::MAX_FILE;
+pub const MAX_DROP: u64 = crate::session::MAX_FILE;
 /// A request's head must arrive within this time.
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// A forwarded request, at most (a blocking send may be held ten minutes).
@@ -509,25 +509,15 @@ struct State {
 /// removed.
 pub struct Socket {
     path: PathBuf,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    server: Option<crate::server::Background>,
 }
 
-/// Serve a session's socket in its cage's proxy folder for one turn.
-pub fn open(ctx: &crate::ops::Context, record: &crate::session::Record) -> Result<Socket> {
-    let cage = crate::ops::cage_of(record)?;
-    let dir = ctx.store.proxy_dir(&cage.container);
-    crate::session::make_private_dir(&dir)?;
-    start(
-        &dir.join("proxy.sock"),
-        Config {
-            session: record.name.clone(),
-            sealed: cage.sealed.is_some(),
-            machine: ctx.settings.machine_name.clone(),
-            agents: agents(&ctx.settings),
-        },
-    )
-}
+/// How the socket reads a connection.
+pub const LIMITS: crate::server::Limits = crate::server::Limits {
+    head: HEAD_TIMEOUT,
+    max_head: MAX_HEAD,
+    keep_alive: true,
+};
 
 /// Serve `config` on a Unix socket at `path` on a thread of its own.
 pub fn start(path: &Path, config: Config) -> Result<Socket> {
@@ -550,9 +540,6 @@ pub fn start(path: &Path, config: Config) -> Result<Socket> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| fail(e.to_string()))?;
     give_to_the_cages_root(path).map_err(|e| fail(e.to_string()))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| fail(e.to_string()))?;
     let client = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
         .timeout(FORWARD_TIMEOUT)
@@ -562,25 +549,23 @@ pub fn start(path: &Path, config: Config) -> Result<Socket> {
         .no_proxy()
         .build()
         .map_err(|e| fail(e.to_string()))?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("shrooms-cage-socket")
-        .enable_all()
-        .build()
-        .map_err(|e| fail(e.to_string()))?;
     let state = Arc::new(State { config, client });
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::Builder::new()
-        .name("shrooms-cage-socket".into())
-        .spawn(move || {
-            runtime.block_on(serve(listener, state, stopped));
-            runtime.shutdown_timeout(Duration::from_millis(200));
-        })
-        .map_err(|e| fail(e.to_string()))?;
+    let service = hyper::service::service_fn(move |req| handle(state.clone(), req));
+    // Past MAX_CONNECTIONS a connection is closed at once: a cage holds no
+    // more of the turn's process than that. Requests still in flight end
+    // with the turn.
+    let server = crate::server::Background::serving(
+        "shrooms-cage-socket",
+        "the cage's socket",
+        move || crate::server::Listener::unix(listener),
+        LIMITS,
+        Some(MAX_CONNECTIONS),
+        service,
+    )
+    .map_err(|e| fail(e.message))?;
     Ok(Socket {
         path: path.to_path_buf(),
-        stop: Some(stop),
-        thread: Some(thread),
+        server: Some(server),
     })
 }
 
@@ -622,58 +607,8 @@ fn give_to_the_cages_root(socket: &Path) -> std::io::Result<()> {
 
 impl Drop for Socket {
     fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        drop(self.server.take());
         let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-async fn serve(
-    listener: std::os::unix::net::UnixListener,
-    state: Arc<State>,
-    mut stopped: tokio::sync::oneshot::Receiver<()>,
-) {
-    let listener = match tokio::net::UnixListener::from_std(listener) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("shrooms-agent: the cage's socket could not serve: {e}");
-            return;
-        }
-    };
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    loop {
-        let stream = tokio::select! {
-            _ = &mut stopped => return,
-            a = listener.accept() => match a {
-                Ok((s, _)) => s,
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        // Past the cap a connection is closed at once: a cage holds no
-        // more of the turn's process than MAX_CONNECTIONS connections.
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            drop(stream);
-            continue;
-        };
-        let state = state.clone();
-        tokio::spawn(async move {
-            let _slot = slot;
-            let service = hyper::service::service_fn(move |req| handle(state.clone(), req));
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEAD_TIMEOUT)
-                .max_buf_size(MAX_HEAD);
-            let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            let _ = conn.await;
-        });
     }
 }
 

@@ -2,7 +2,7 @@
 //
 // Data flows one way: argv -> `cli` (clap types) -> `settings`
 // (resolved once) -> `ops` (typed results) -> `spec` (CageSpec) ->
-// `podman::argv` / `podman::envfile` (pure) -> `process` (the one
+// `podman::argv` / `envfile` (pure) -> `process` (the one
 // place a process starts) -> results printed here, as text or `--json`.
 // (Plain comments, not `//!`: src/lib.rs includes this file for the fuzz
 // targets, and an included file can hold no inner attribute.)
@@ -10,6 +10,7 @@
 mod cage_files;
 mod cage_socket;
 mod cli;
+mod envfile;
 mod error;
 mod gateway;
 mod harness;
@@ -31,9 +32,11 @@ mod rules;
 mod seccomp;
 mod secret_names;
 mod serve;
+mod server;
 mod session;
 mod settings;
 mod spec;
+mod ssh_table;
 mod token;
 mod tools;
 mod userns;

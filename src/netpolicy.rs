@@ -361,10 +361,10 @@ pub fn pin_hosts(current: &str, names: &[(String, Vec<IpAddr>)]) -> String {
 
 /// Pure: the resolvers a cage under `internet` may ask: the machine's own
 /// (its resolv.conf, loopback ones left out: a cage cannot reach those),
-/// and the forwarder its network gives it (slirp4netns: 10.0.2.3; pasta:
-/// 169.254.1.1, podman's address for pasta's DNS forwarding). Read from
-/// the machine, never from the cage, whose resolv.conf it can write.
-pub fn internet_resolvers(resolv_conf: &str, network: crate::spec::Network) -> Vec<String> {
+/// and the forwarder its network gives it (`spec::Network::dns_forwarder`).
+/// Read from the machine, never from the cage, whose resolv.conf it can
+/// write.
+pub fn internet_resolvers(resolv_conf: &str, forwarder: Option<&str>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for line in resolv_conf.lines() {
         let mut w = line.split_whitespace();
@@ -382,11 +382,6 @@ pub fn internet_resolvers(resolv_conf: &str, network: crate::spec::Network) -> V
             out.push(a);
         }
     }
-    let forwarder = match network {
-        crate::spec::Network::Slirp4netns => Some("10.0.2.3"),
-        crate::spec::Network::Pasta => Some("169.254.1.1"),
-        crate::spec::Network::Bridge => None,
-    };
     if let Some(f) = forwarder
         && !out.iter().any(|a| a == f)
     {
@@ -527,16 +522,13 @@ mod tests {
         let conf = "# x\nnameserver 10.255.255.53\nnameserver 127.0.0.53\nnameserver ::1\n\
                     nameserver 2001:db8::53\nsearch lan\n";
         assert_eq!(
-            internet_resolvers(conf, crate::spec::Network::Bridge),
+            internet_resolvers(conf, None),
             ["10.255.255.53", "2001:db8::53"]
         );
         assert_eq!(
-            internet_resolvers(conf, crate::spec::Network::Slirp4netns),
+            internet_resolvers(conf, Some("10.0.2.3")),
             ["10.255.255.53", "2001:db8::53", "10.0.2.3"]
         );
-        assert_eq!(
-            internet_resolvers("", crate::spec::Network::Pasta),
-            ["169.254.1.1"]
-        );
+        assert_eq!(internet_resolvers("", Some("169.254.1.1")), ["169.254.1.1"]);
     }
 }

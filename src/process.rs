@@ -201,7 +201,7 @@ impl Process {
         // The recording fake podman's crash, in unit tests: the tool dies
         // right after this call, before it looks at the answer.
         #[cfg(test)]
-        crate::podman::fake::crash_point(&self.program);
+        crash::crash_point(&self.program);
         Ok(Captured {
             code: output.status.code(),
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -813,6 +813,40 @@ pub fn shell_quote(s: &str) -> String {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// A recording fake program's crash, in unit tests (`podman::fake`): the
+/// runner stops the tool right after the call the fake was told to.
+#[cfg(test)]
+pub mod crash {
+    use std::path::Path;
+
+    /// The marker the fake leaves when the tool is to die after its call.
+    pub const CRASHED: &str = "crashed";
+
+    /// What the runner panics with when the fake says the tool dies here.
+    #[derive(Debug)]
+    pub struct Crash;
+
+    /// Called by the runner after each process it ran, in unit tests: after
+    /// the fake's chosen call, the tool dies (a panic with [`Crash`]).
+    pub fn crash_point(program: &Path) {
+        let Some(dir) = program.parent() else { return };
+        let marker = dir.join(CRASHED);
+        if std::fs::remove_file(&marker).is_ok() {
+            std::panic::panic_any(Crash);
+        }
+    }
+
+    /// Run `f` as the tool would run until it died: Ok when it ran to its end,
+    /// Err(()) when the fake's crash ended it. Another panic is the test's.
+    pub fn until_crash<T>(f: impl FnOnce() -> T) -> Result<T, ()> {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+            Ok(v) => Ok(v),
+            Err(p) if p.is::<Crash>() => Err(()),
+            Err(p) => std::panic::resume_unwind(p),
+        }
     }
 }
 

@@ -20,15 +20,20 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::gateway::credentials::{Credential, MachineSources};
+pub use crate::gateway::credentials::{laptop, set_laptop};
 use crate::process::Process;
 use crate::settings::Settings;
+pub use crate::ssh_table::SshMachine;
+#[cfg(test)]
+use crate::ssh_table::check_destination;
+use crate::ssh_table::machine;
 
 /// The protocol between the two ends: the words one sends and the other
 /// takes, and the lender's lines. Raised when either changes in a way the
@@ -40,97 +45,6 @@ const SSH_FAILED: i32 = 255;
 
 /// How long the version check may take (a connection, a login, a run).
 const CHECK_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// A machine of `[ssh]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SshMachine {
-    /// As ssh(1) takes it: `[user@]host`, an alias of ~/.ssh/config, or
-    /// `ssh://[user@]host[:port]`.
-    pub destination: String,
-    /// The program there (default `shrooms-agent`, found on the PATH of a
-    /// non-interactive login).
-    pub program: String,
-    /// An ssh_config(5) file of its own (`ssh -F`).
-    pub ssh_config: Option<PathBuf>,
-}
-
-/// An `[ssh]` entry: `name = "user@host"`, or a table.
-#[derive(Debug)]
-pub struct SshEntry(pub SshMachine);
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SshTable {
-    destination: String,
-    program: Option<String>,
-    ssh_config: Option<PathBuf>,
-}
-
-impl<'de> Deserialize<'de> for SshEntry {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> serde::de::Visitor<'de> for Visit {
-            type Value = SshEntry;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str(
-                    "\"user@host\" or { destination = \"user@host\", program = \"shrooms-agent\", ssh_config = \"/path\" }",
-                )
-            }
-            fn visit_str<E: serde::de::Error>(self, d: &str) -> std::result::Result<SshEntry, E> {
-                machine(d, None, None).map(SshEntry).map_err(E::custom)
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                map: A,
-            ) -> std::result::Result<SshEntry, A::Error> {
-                let t = SshTable::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
-                machine(&t.destination, t.program, t.ssh_config)
-                    .map(SshEntry)
-                    .map_err(serde::de::Error::custom)
-            }
-        }
-        d.deserialize_any(Visit)
-    }
-}
-
-fn machine(
-    destination: &str,
-    program: Option<String>,
-    ssh_config: Option<PathBuf>,
-) -> std::result::Result<SshMachine, String> {
-    check_destination(destination)?;
-    let program = program.unwrap_or_else(|| "shrooms-agent".into());
-    if program.trim().is_empty() || program.chars().any(char::is_control) {
-        return Err(format!(
-            "program {program:?} is not a program's name or path"
-        ));
-    }
-    if let Some(c) = &ssh_config
-        && !c.is_absolute()
-    {
-        return Err(format!(
-            "ssh_config {} is not an absolute path",
-            c.display()
-        ));
-    }
-    Ok(SshMachine {
-        destination: destination.to_string(),
-        program,
-        ssh_config,
-    })
-}
-
-/// A destination ssh takes as one: not an option, no space, no control
-/// character.
-fn check_destination(d: &str) -> std::result::Result<(), String> {
-    if d.is_empty() || d.starts_with('-') || d.chars().any(|c| c.is_whitespace() || c.is_control())
-    {
-        return Err(format!(
-            "{d:?} is not an ssh destination: [user@]host, an alias of ~/.ssh/config, or ssh://[user@]host[:port]"
-        ));
-    }
-    Ok(())
-}
 
 /// Where `--on WORD` goes: a name of `[ssh]`, else WORD as ssh takes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -498,48 +412,6 @@ fn serve_line(conn: UnixStream, sources: Option<&MachineSources>, said: &Mutex<O
 
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// The other end: set on the machine a turn was sent to (`--laptop`).
-static LAPTOP: OnceLock<PathBuf> = OnceLock::new();
-
-pub fn set_laptop(socket: PathBuf) {
-    let _ = LAPTOP.set(socket);
-}
-
-/// The socket ssh forwards to the machine the turn came from, if it did.
-pub fn laptop() -> Option<&'static Path> {
-    LAPTOP.get().map(PathBuf::as_path)
-}
-
-/// How long a key may take to come from the other machine.
-const KEY_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The key the other machine lends, asked for now (at each model request:
-/// it is kept in no file and no variable here).
-pub fn lent_key(socket: &Path) -> std::result::Result<Credential, String> {
-    let why = |e: std::io::Error| {
-        format!(
-            "the key lent by the machine this turn came from ({}): {e}",
-            socket.display()
-        )
-    };
-    let mut s = UnixStream::connect(socket).map_err(why)?;
-    s.set_read_timeout(Some(KEY_TIMEOUT)).map_err(why)?;
-    s.write_all(b"key\n").map_err(why)?;
-    let mut line = String::new();
-    BufReader::new(&s).read_line(&mut line).map_err(why)?;
-    let line = line.trim_end_matches('\n');
-    match line.split_once(' ') {
-        Some(("api", k)) if !k.is_empty() => Ok(Credential::ApiKey(k.to_string())),
-        Some(("oauth", t)) if !t.is_empty() => Ok(Credential::OAuth(t.to_string())),
-        Some(("error", why)) => Err(format!(
-            "the machine this turn came from has no key to lend: {why}"
-        )),
-        _ => Err(format!(
-            "the machine this turn came from answered {line:?} when asked for its key"
-        )),
-    }
 }
 
 /// The turn's line to the other machine: held open while the turn runs;

@@ -448,6 +448,10 @@ pub struct SealedRecord {
     pub dns: Vec<String>,
 }
 
+/// A file a session takes (a drop, a received file) or sends, at most
+/// (100 MiB).
+pub const MAX_FILE: u64 = 100 * 1024 * 1024;
+
 /// The state folder and what lives in it.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -1166,7 +1170,7 @@ pub fn state_dir_refusal(chain: &[(PathBuf, u32, u32)], leaf: bool, me: u32) -> 
 /// before anything in it is read or written (exit 2).
 pub fn check_state_dir(state: &Path) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
-    let me = crate::ops::euid();
+    let me = crate::userns::euid();
     // The nearest existing folder, as it really is (links followed).
     let (existing, leaf) = match state
         .ancestors()

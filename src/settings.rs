@@ -53,7 +53,7 @@ struct ConfigFile {
     base_mirror: Option<BaseMirror>,
     machine_name: Option<MachineName>,
     machines: Option<BTreeMap<MachineName, MachineEntry>>,
-    ssh: Option<BTreeMap<MachineName, crate::remote::SshEntry>>,
+    ssh: Option<BTreeMap<MachineName, crate::ssh_table::SshEntry>>,
     gateway: Option<GatewayTable>,
     allow_root: Option<bool>,
 }
@@ -744,7 +744,7 @@ pub struct Settings {
     /// The other machines' `serve`s, by name (`[machines]`).
     pub machines: BTreeMap<String, Machine>,
     /// The machines `--on` reaches over ssh, by name (`[ssh]`).
-    pub ssh: BTreeMap<String, crate::remote::SshMachine>,
+    pub ssh: BTreeMap<String, crate::ssh_table::SshMachine>,
     /// `[gateway]`.
     pub gateway: GatewaySettings,
     /// `allow_root = true`: cage commands run as root, with rootful podman,
@@ -773,10 +773,18 @@ pub struct Settings {
     pub colour: bool,
 }
 
+/// The user's choices of names: `pass_env` (which holds the names of
+/// `pass_secrets` too) and `pass_secrets`.
+#[derive(Debug, Clone, Copy)]
+pub struct Chosen<'a> {
+    pub pass_env: &'a [String],
+    pub pass_secrets: &'a [String],
+}
+
 impl Settings {
     /// The names the user chose to pass into cages (`spec::admit`).
-    pub fn chosen(&self) -> crate::spec::Chosen<'_> {
-        crate::spec::Chosen {
+    pub fn chosen(&self) -> Chosen<'_> {
+        Chosen {
             pass_env: &self.pass_env,
             pass_secrets: &self.pass_secrets,
         }
@@ -1031,7 +1039,7 @@ impl Settings {
                 .ssh
                 .unwrap_or_default()
                 .into_iter()
-                .map(|(MachineName(name), crate::remote::SshEntry(m))| (name, m))
+                .map(|(MachineName(name), crate::ssh_table::SshEntry(m))| (name, m))
                 .collect(),
             allow_root: file.allow_root.unwrap_or(false),
             asked_limits,
@@ -1329,7 +1337,7 @@ fn host_name() -> String {
 
 /// A name that may be listed in `pass_env`.
 fn validate_pass_env_name(name: &str) -> Result<(), String> {
-    if !crate::podman::envfile::valid_name(name) {
+    if !crate::envfile::valid_name(name) {
         return Err(format!(
             "{name:?} is not a variable name (letters, digits and _, not starting with a digit)"
         ));

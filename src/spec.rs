@@ -109,6 +109,17 @@ pub enum Network {
 }
 
 impl Network {
+    /// The DNS forwarder this network gives a cage: slirp4netns's
+    /// 10.0.2.3, and 169.254.1.1, podman's address for pasta's DNS
+    /// forwarding; none on the bridge.
+    pub fn dns_forwarder(self) -> Option<&'static str> {
+        match self {
+            Network::Slirp4netns => Some("10.0.2.3"),
+            Network::Pasta => Some("169.254.1.1"),
+            Network::Bridge => None,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Network::Pasta => "pasta",
@@ -434,7 +445,7 @@ pub fn sealed_env_plan(session: &str, image_path: &str, gateway: Option<&str>) -
     let mut plan = EnvPlan::default();
     vars.sort();
     for (name, value) in vars {
-        match crate::podman::envfile::unwritable(&name, &value) {
+        match crate::envfile::unwritable(&name, &value) {
             None => plan.vars.push((name, value)),
             Some(why) => plan.left_out.push((name, why.to_string())),
         }
@@ -525,13 +536,7 @@ impl Admit {
     }
 }
 
-/// The user's choices of names: `pass_env` (which holds the names of
-/// `pass_secrets` too) and `pass_secrets`.
-#[derive(Debug, Clone, Copy)]
-pub struct Chosen<'a> {
-    pub pass_env: &'a [String],
-    pub pass_secrets: &'a [String],
-}
+pub use crate::settings::Chosen;
 
 /// The allow-list of an ordinary cage's environment, and what its values
 /// may carry: a name from outside reaches the cage only if this says so.
@@ -652,7 +657,7 @@ pub fn env_plan(req: &EnvRequest<'_>, invoking: &Env) -> EnvPlan {
     };
     let mut plan = EnvPlan::default();
     for (name, value) in chosen {
-        match crate::podman::envfile::unwritable(&name, &value) {
+        match crate::envfile::unwritable(&name, &value) {
             None => plan.vars.push((name, value)),
             Some(why) => plan.left_out.push((name, why.to_string())),
         }

@@ -34,6 +34,56 @@ pub fn read(file: &Path) -> Result<String> {
     Ok(token.to_string())
 }
 
+/// Read the machine's sealed token (README, "Sealed cages"): it must
+/// exist, be non-empty and be readable only by its owner.
+pub fn read_sealed(path: &Path) -> Result<String> {
+    let how = format!(
+        "make it once with `claude setup-token`, then paste the token it prints into \
+         `install -m 600 /dev/stdin {}` and press Ctrl-D",
+        path.display()
+    );
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::bad_input(format!(
+                "there is no sealed token at {}: {how}",
+                path.display()
+            )));
+        }
+        Err(e) => {
+            return Err(Error::bad_input(format!(
+                "the sealed token {}: {e}",
+                path.display()
+            )));
+        }
+    };
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o066 != 0 {
+        return Err(Error::bad_input(format!(
+            "the sealed token {} can be read or changed by others (mode {mode:04o}): `chmod 600 {}`",
+            path.display(),
+            path.display()
+        )));
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::bad_input(format!("the sealed token {}: {e}", path.display())))?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(Error::bad_input(format!(
+            "the sealed token {} is empty: {how}",
+            path.display()
+        )));
+    }
+    if token.contains(['\n', '\r']) {
+        return Err(Error::bad_input(format!(
+            "the sealed token {} has more than one line: it should hold the one token \
+             `claude setup-token` printed",
+            path.display()
+        )));
+    }
+    Ok(token.to_string())
+}
+
 #[cfg(test)]
 pub mod tests {
     use super::*;

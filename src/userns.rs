@@ -99,6 +99,11 @@ pub fn owned_by_me_or_my_cages(uid: u32, me: u32) -> bool {
     uid == me || (me == 0 && in_ranges(uid, &cage_uids()))
 }
 
+/// The effective user id of this process.
+pub fn euid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
 /// As root: the uid and gid of a cage's of root's that `dir` was given to
 /// (podman gives a rootful cage its folders at each start, `U=true`), if
 /// it was. A file root writes there for the cage (its socket, its
@@ -107,7 +112,7 @@ pub fn owned_by_me_or_my_cages(uid: u32, me: u32) -> bool {
 pub fn cage_owner_of(dir: &Path) -> std::io::Result<Option<(u32, u32)>> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::symlink_metadata(dir)?;
-    let me = crate::ops::euid();
+    let me = euid();
     Ok(
         (me == 0 && meta.uid() != 0 && in_ranges(meta.uid(), &cage_uids()))
             .then(|| (meta.uid(), meta.gid())),

@@ -7,8 +7,10 @@
 //! machine's claude keeps it fresh). A sealed cage uses its sealed token
 //! file alone.
 
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::process::Process;
@@ -66,7 +68,7 @@ pub enum Credentials {
     },
     /// A turn sent here from another machine: that machine's key, asked
     /// for at each request over the socket its ssh connection forwards
-    /// (`crate::remote::lent_key`), kept nowhere here.
+    /// (`lent_key`), kept nowhere here.
     Lent {
         socket: PathBuf,
     },
@@ -77,7 +79,7 @@ impl Credentials {
     pub fn resolve(&self) -> Result<Credential, String> {
         match self {
             Credentials::Sealed { token_file } => {
-                let token = crate::ops::sealed::read_token(token_file).map_err(|e| {
+                let token = crate::token::read_sealed(token_file).map_err(|e| {
                     format!(
                         "shrooms-agent's model gateway has no sealed token: {}",
                         e.message
@@ -87,7 +89,7 @@ impl Credentials {
                     .ok_or_else(|| format!("the sealed token {} is empty", token_file.display()))
             }
             Credentials::Machine(m) => m.resolve(),
-            Credentials::Lent { socket } => crate::remote::lent_key(socket),
+            Credentials::Lent { socket } => lent_key(socket),
         }
     }
 }
@@ -183,6 +185,48 @@ pub fn read_claude_login(path: &std::path::Path) -> Result<Option<String>, Strin
         }
     }
     Ok(Some(token.to_string()))
+}
+
+/// The other end: set on the machine a turn was sent to (`--laptop`).
+static LAPTOP: OnceLock<PathBuf> = OnceLock::new();
+
+pub fn set_laptop(socket: PathBuf) {
+    let _ = LAPTOP.set(socket);
+}
+
+/// The socket ssh forwards to the machine the turn came from, if it did.
+pub fn laptop() -> Option<&'static Path> {
+    LAPTOP.get().map(PathBuf::as_path)
+}
+
+/// How long a key may take to come from the other machine.
+const KEY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The key the other machine lends, asked for now (at each model request:
+/// it is kept in no file and no variable here).
+pub fn lent_key(socket: &Path) -> std::result::Result<Credential, String> {
+    let why = |e: std::io::Error| {
+        format!(
+            "the key lent by the machine this turn came from ({}): {e}",
+            socket.display()
+        )
+    };
+    let mut s = UnixStream::connect(socket).map_err(why)?;
+    s.set_read_timeout(Some(KEY_TIMEOUT)).map_err(why)?;
+    s.write_all(b"key\n").map_err(why)?;
+    let mut line = String::new();
+    BufReader::new(&s).read_line(&mut line).map_err(why)?;
+    let line = line.trim_end_matches('\n');
+    match line.split_once(' ') {
+        Some(("api", k)) if !k.is_empty() => Ok(Credential::ApiKey(k.to_string())),
+        Some(("oauth", t)) if !t.is_empty() => Ok(Credential::OAuth(t.to_string())),
+        Some(("error", why)) => Err(format!(
+            "the machine this turn came from has no key to lend: {why}"
+        )),
+        _ => Err(format!(
+            "the machine this turn came from answered {line:?} when asked for its key"
+        )),
+    }
 }
 
 #[cfg(test)]

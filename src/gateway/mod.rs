@@ -208,10 +208,17 @@ struct State {
 /// A running gateway: serving until dropped (the turn's end).
 pub struct Gateway {
     pub port: u16,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    server: Option<crate::server::Background>,
     ledger: Arc<usage::Ledger>,
 }
+
+/// How the gateway reads a connection: kept alive, as the harnesses'
+/// clients keep theirs.
+pub const LIMITS: crate::server::Limits = crate::server::Limits {
+    head: std::time::Duration::from_secs(10),
+    max_head: 64 * 1024,
+    keep_alive: true,
+};
 
 impl Gateway {
     /// Serve on `listener` (made in the cage by `listen::listener_in`) on a
@@ -222,19 +229,10 @@ impl Gateway {
             .local_addr()
             .map_err(|e| fail(e.to_string()))?
             .port();
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| fail(e.to_string()))?;
         let client = reqwest::Client::builder()
             // A model's answer can take long; only connecting is bounded.
             .connect_timeout(std::time::Duration::from_secs(30))
             .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| fail(e.to_string()))?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("shrooms-gateway")
-            .enable_all()
             .build()
             .map_err(|e| fail(e.to_string()))?;
         let ledger = config.ledger.clone();
@@ -243,19 +241,19 @@ impl Gateway {
             client,
             told: AtomicBool::new(false),
         });
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name("shrooms-gateway".into())
-            .spawn(move || {
-                runtime.block_on(serve(listener, state, stopped));
-                // Requests still in flight end with the turn.
-                runtime.shutdown_timeout(std::time::Duration::from_millis(200));
-            })
-            .map_err(|e| fail(e.to_string()))?;
+        let service = hyper::service::service_fn(move |req| handle(state.clone(), req));
+        // Requests still in flight end with the turn.
+        let server = crate::server::Background::serving(
+            "shrooms-gateway",
+            "the model gateway",
+            move || crate::server::Listener::tcp(listener),
+            LIMITS,
+            None,
+            service,
+        )?;
         Ok(Gateway {
             port,
-            stop: Some(stop),
-            thread: Some(thread),
+            server: Some(server),
             ledger,
         })
     }
@@ -267,84 +265,16 @@ impl Gateway {
 }
 
 /// Open a session's gateway for one turn: a listener on its running cage's
-/// loopback, served by this process until the returned value is dropped.
-/// `pid` is the cage's first process, as podman said when the cage was
-/// started and its rules loaded (`ops::ensure_running`): podman is not asked
-/// again.
+/// loopback (entered as `enter` says; `handover` is the path of the socket
+/// the listener is handed over on, in a folder only we can reach), served
+/// by this process with `config` until the returned value is dropped.
 pub fn open(
-    ctx: &crate::ops::Context,
-    host: &crate::host::Host,
-    record: &crate::session::Record,
-    pid: i64,
-    routes: routes::Routes,
+    enter: &listen::Enter<'_>,
+    handover: &std::path::Path,
+    config: Config,
 ) -> Result<Gateway> {
-    let cage = crate::ops::cage_of(record)?;
-    if pid <= 0 {
-        return Err(Error::failed(format!(
-            "the container {} is not running, so its model gateway cannot be opened",
-            cage.container
-        )));
-    }
-    let nsenter = host.nsenter.as_ref().ok_or_else(|| {
-        Error::failed("nsenter is not installed (Debian: apt install util-linux)")
-    })?;
-    // nsenter runs this very program, whatever became of its path since
-    // it started (an update may have replaced it): its copy in `tools/`
-    // (`crate::tools`), a file of the user's that `podman unshare` reaches
-    // too (its user namespace may not open this process's /proc/PID/exe).
-    let self_exe = match ctx.self_paths.first() {
-        Some(file) => crate::tools::provide(&ctx.store.tools_dir(), file)?,
-        None => std::env::current_exe().map_err(|e| {
-            Error::failed(format!(
-                "finding this program to open the model gateway: {e}"
-            ))
-        })?,
-    };
-    let enter = listen::Enter {
-        pid,
-        nsenter,
-        rootless_podman: host.rootless.then(|| host.podman.program()),
-        self_exe: &self_exe,
-    };
-    // Short, in a folder only we can reach (a Unix socket's path is at
-    // most 107 bytes), one per process: one turn per process.
-    let socket = ctx
-        .store
-        .cages_dir()
-        .join(format!("gw{}.sock", std::process::id()));
-    let listener = listen::listener_in(&enter, &socket)?;
-    let credentials = match &cage.sealed {
-        Some(s) => Credentials::Sealed {
-            token_file: s.token_file.clone(),
-        },
-        // A turn sent here from another machine (`--on`) uses the key it
-        // lends for the turn, unless this machine's config says to use its own.
-        None => match crate::remote::laptop() {
-            Some(socket)
-                if ctx.settings.gateway.remote_turns == crate::settings::RemoteTurns::Lent =>
-            {
-                Credentials::Lent {
-                    socket: socket.to_path_buf(),
-                }
-            }
-            _ => Credentials::Machine(Arc::new(machine_sources(&ctx.settings, &ctx.env))),
-        },
-    };
-    Gateway::start(
-        listener,
-        Config {
-            upstream: ctx.settings.gateway.anthropic_url.clone(),
-            credentials,
-            session: record.name.clone(),
-            routes,
-            ledger: Arc::new(usage::Ledger::new(
-                ctx.store.clone(),
-                &record.name,
-                &ctx.settings.user,
-                record.tokens.used,
-            )),
-        },
-    )
+    let listener = listen::listener_in(enter, handover)?;
+    Gateway::start(listener, config)
 }
 
 /// This machine's sources of a key for an ordinary cage (also what it
@@ -371,44 +301,9 @@ pub fn base_url(port: u16) -> String {
 
 impl Drop for Gateway {
     fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        drop(self.server.take());
         // Every response has been counted: the turn's line.
         self.ledger.finish();
-    }
-}
-
-async fn serve(
-    listener: TcpListener,
-    state: Arc<State>,
-    mut stopped: tokio::sync::oneshot::Receiver<()>,
-) {
-    let listener = match tokio::net::TcpListener::from_std(listener) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("shrooms-agent: the model gateway could not serve: {e}");
-            return;
-        }
-    };
-    loop {
-        let stream = tokio::select! {
-            _ = &mut stopped => return,
-            a = listener.accept() => match a {
-                Ok((s, _)) => s,
-                Err(_) => continue,
-            },
-        };
-        let state = state.clone();
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| handle(state.clone(), req));
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                .await;
-        });
     }
 }
 
@@ -760,6 +655,60 @@ mod tests {
         assert!(!said.contains("s3cret"), "{said}");
         assert!(!said.contains("/key/abc"), "{said}");
         assert!(!said.contains("user"), "{said}");
+    }
+
+    /// The gateway holds the server shell's head deadline: a connection
+    /// that sends half a head, or half of a second one after a whole one,
+    /// is closed within [`LIMITS`]' head deadline, unanswered.
+    #[test]
+    fn the_gateway_cuts_off_a_head_that_does_not_come() {
+        use std::io::{Read, Write};
+        let dir = std::env::temp_dir().join(format!("shrooms-gw-head-{}", std::process::id()));
+        let store = crate::session::Store::new(&dir);
+        store.ensure().unwrap();
+        let r = crate::session::sample_record("u");
+        store.save(&r).unwrap();
+        let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let gateway = Gateway::start(
+            listener,
+            Config {
+                upstream: "http://127.0.0.1:9".into(),
+                credentials: Credentials::Sealed {
+                    token_file: dir.join("no-token"),
+                },
+                session: "u".into(),
+                routes: Default::default(),
+                ledger: Arc::new(usage::Ledger::new(store, "u", "alice", r.tokens.used)),
+            },
+        )
+        .unwrap();
+        let cut_off = |sent: &[u8]| {
+            let mut c = std::net::TcpStream::connect(("127.0.0.1", gateway.port)).unwrap();
+            c.set_read_timeout(Some(LIMITS.head * 3)).unwrap();
+            let t = std::time::Instant::now();
+            c.write_all(sent).unwrap();
+            let mut got = Vec::new();
+            let _ = c.read_to_end(&mut got);
+            (t.elapsed(), String::from_utf8_lossy(&got).into_owned())
+        };
+        let half = b"POST /v1/messages HTTP/1.1\r\nHost: x\r\n";
+        let whole_then_half = b"GET /v1/files HTTP/1.1\r\nHost: x\r\n\r\nPOST /v1/mess";
+        let (a, b) = std::thread::scope(|s| {
+            let a = s.spawn(|| cut_off(half));
+            let b = s.spawn(|| cut_off(whole_then_half));
+            (a.join().unwrap(), b.join().unwrap())
+        });
+        let around = |d: std::time::Duration| {
+            d >= LIMITS.head - std::time::Duration::from_secs(1)
+                && d < LIMITS.head + std::time::Duration::from_secs(3)
+        };
+        assert!(around(a.0), "{:?}", a.0);
+        assert_eq!(a.1, "");
+        assert!(around(b.0), "{:?}", b.0);
+        assert!(b.1.starts_with("HTTP/1.1 403"), "{}", b.1);
+        assert_eq!(b.1.matches("HTTP/1.1").count(), 1, "{}", b.1);
+        drop(gateway);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

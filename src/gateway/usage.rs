@@ -650,7 +650,7 @@ impl Ledger {
     /// A turn's ledger; `before` is the session's total as its record says.
     pub fn new(store: Store, session: &str, who: &str, before: Usage) -> Ledger {
         let (send, receive) = mpsc::channel::<Usage>();
-        let started = crate::ops::create::now();
+        let started = crate::when::now();
         let (s, name) = (store.clone(), session.to_string());
         let thread = std::thread::Builder::new()
             .name("shrooms-usage".into())
@@ -760,7 +760,7 @@ impl Ledger {
             return;
         };
         let entry = HistoryEntry {
-            when: crate::ops::create::now(),
+            when: crate::when::now(),
             who: self.who.clone(),
             what,
         };

@@ -243,9 +243,4 @@ pub fn project_dir(dir: &Path) -> Result<PathBuf> {
     Ok(canonical)
 }
 
-pub fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
+pub use crate::when::now;

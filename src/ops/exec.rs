@@ -271,7 +271,7 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
         .as_mut()
         .map(|p| std::mem::take(&mut p.routes))
         .unwrap_or_default();
-    let opened = crate::gateway::open(ctx, host, &record, pid, routes).and_then(|g| {
+    let opened = super::turn_servers::open_gateway(ctx, host, &record, pid, routes).and_then(|g| {
         // pi's copy, pointed at this turn's gateway, in the file the cage
         // has mounted.
         if let Some(p) = &pi_plan {
@@ -294,7 +294,7 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
         }
     };
     // The cage's socket to the agents, served for the turn too.
-    let socket = match crate::cage_socket::open(ctx, &record) {
+    let socket = match super::turn_servers::open_socket(ctx, &record) {
         Ok(s) => s,
         Err(e) => {
             drop(gateway);

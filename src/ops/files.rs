@@ -25,8 +25,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::session;
 use crate::settings::validate_machine_name;
 
-/// At most this much in one file (100 MiB).
-pub const MAX_FILE: u64 = 100 * 1024 * 1024;
+pub use crate::session::MAX_FILE;
 /// At most this much from one sender to one session, in all (1 GiB).
 pub const MAX_SENDER: u64 = 1024 * 1024 * 1024;
 

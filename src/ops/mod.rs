@@ -29,6 +29,7 @@ pub mod sealed;
 pub mod show;
 pub mod start;
 pub mod stop;
+mod turn_servers;
 
 use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
@@ -164,10 +165,7 @@ pub fn refuse_root(settings: &Settings) -> Result<()> {
     }
 }
 
-/// The effective user id of this process.
-pub fn euid() -> u32 {
-    rustix::process::geteuid().as_raw()
-}
+pub use crate::userns::euid;
 
 /// A session's cage, or a clear error when it has none.
 pub fn cage_of(record: &Record) -> Result<&CageRecord> {
@@ -393,7 +391,7 @@ fn policy_rules(
             let (local_v4, local_v6) = crate::netif::local_prefixes();
             let conf = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
             let rules = rules::PolicyRules::Internet {
-                resolvers: crate::netpolicy::internet_resolvers(&conf, network),
+                resolvers: crate::netpolicy::internet_resolvers(&conf, network.dns_forwarder()),
                 local_v4,
                 local_v6,
             };

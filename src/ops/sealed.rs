@@ -1,7 +1,7 @@
 //! The checks and paths particular to sealed cages, for code nobody vouches
 //! for (README, "Sealed cages").
 
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -213,55 +213,7 @@ pub fn check_project(dir: &Path, home: &Path, state: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Read the machine's sealed token (README, "Sealed cages"): it must
-/// exist, be non-empty and be readable only by its owner.
-pub fn read_token(path: &Path) -> Result<String> {
-    let how = format!(
-        "make it once with `claude setup-token`, then paste the token it prints into \
-         `install -m 600 /dev/stdin {}` and press Ctrl-D",
-        path.display()
-    );
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(Error::bad_input(format!(
-                "there is no sealed token at {}: {how}",
-                path.display()
-            )));
-        }
-        Err(e) => {
-            return Err(Error::bad_input(format!(
-                "the sealed token {}: {e}",
-                path.display()
-            )));
-        }
-    };
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o066 != 0 {
-        return Err(Error::bad_input(format!(
-            "the sealed token {} can be read or changed by others (mode {mode:04o}): `chmod 600 {}`",
-            path.display(),
-            path.display()
-        )));
-    }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::bad_input(format!("the sealed token {}: {e}", path.display())))?;
-    let token = text.trim();
-    if token.is_empty() {
-        return Err(Error::bad_input(format!(
-            "the sealed token {} is empty: {how}",
-            path.display()
-        )));
-    }
-    if token.contains(['\n', '\r']) {
-        return Err(Error::bad_input(format!(
-            "the sealed token {} has more than one line: it should hold the one token \
-             `claude setup-token` printed",
-            path.display()
-        )));
-    }
-    Ok(token.to_string())
-}
+pub use crate::token::read_sealed as read_token;
 
 /// `~/shrooms-outbox/<session>`: a sealed session's results, `/outbox`
 /// inside.
@@ -447,6 +399,7 @@ pub fn untrusted_near(store: &Store, dir: &Path) -> Result<Option<Untrusted>> {
 mod tests {
     use super::*;
     use std::fs;
+    use std::os::unix::fs::PermissionsExt;
 
     fn temp(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("shrooms-sealed-{name}-{}", std::process::id()));

@@ -190,29 +190,4 @@ impl FakePodman {
     }
 }
 
-/// The marker the fake leaves when the tool is to die after its call.
-const CRASHED: &str = "crashed";
-
-/// What the runner panics with when the fake says the tool dies here.
-#[derive(Debug)]
-pub struct Crash;
-
-/// Called by the runner after each process it ran, in unit tests: after
-/// the fake's chosen call, the tool dies (a panic with [`Crash`]).
-pub fn crash_point(program: &Path) {
-    let Some(dir) = program.parent() else { return };
-    let marker = dir.join(CRASHED);
-    if std::fs::remove_file(&marker).is_ok() {
-        std::panic::panic_any(Crash);
-    }
-}
-
-/// Run `f` as the tool would run until it died: Ok when it ran to its end,
-/// Err(()) when the fake's crash ended it. Another panic is the test's.
-pub fn until_crash<T>(f: impl FnOnce() -> T) -> Result<T, ()> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-        Ok(v) => Ok(v),
-        Err(p) if p.is::<Crash>() => Err(()),
-        Err(p) => std::panic::resume_unwind(p),
-    }
-}
+pub use crate::process::crash::{CRASHED, until_crash};

@@ -3,7 +3,7 @@
 //! structs, and every call an explicit argument list through the runner.
 
 pub mod argv;
-pub mod envfile;
+pub(crate) use crate::envfile;
 #[cfg(test)]
 pub mod fake;
 pub mod inspect;

@@ -35,7 +35,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;
 
@@ -49,6 +48,14 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// The request line and headers together may be at most this long
 /// (hyper's smallest buffer).
 pub const MAX_HEAD: usize = 16 * 1024;
+/// How hyper reads a connection: one request, its head within
+/// [`READ_TIMEOUT`] of the accept (the server shell's deadline, answered
+/// 408 here).
+const LIMITS: crate::server::Limits = crate::server::Limits {
+    head: READ_TIMEOUT,
+    max_head: MAX_HEAD,
+    keep_alive: false,
+};
 /// TCP connections at once; past this, a new one is answered 503.
 pub const MAX_CONNECTIONS: usize = 1024;
 /// TCP connections in flight from one address of another machine.
@@ -345,12 +352,9 @@ pub async fn serve<S: Socket>(
         body_read: Arc::new(Flag::default()),
         helper,
     };
-    let head_read = Arc::new(AtomicBool::new(false));
     let service = {
         let info = info.clone();
-        let head_read = head_read.clone();
         hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
-            head_read.store(true, Ordering::SeqCst);
             let shared = shared.clone();
             let info = info.clone();
             if !has_body(&req) {
@@ -360,29 +364,14 @@ pub async fn serve<S: Socket>(
             async move { Ok::<_, std::convert::Infallible>(super::handle(shared, info, req).await) }
         })
     };
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .keep_alive(false)
-        .max_buf_size(MAX_HEAD)
-        .header_read_timeout(None);
-    let conn = builder.serve_connection(TokioIo::new(hyper_io), service);
-    let head_late = async {
-        tokio::time::sleep_until(info.deadline.into()).await;
-        if head_read.load(Ordering::SeqCst) {
-            std::future::pending::<()>().await;
-        }
-    };
     let gone = async {
         info.body_read.wait().await;
         mine.gone().await;
     };
-    let mut late = false;
-    tokio::select! {
-        _ = conn => {}
-        _ = head_late => late = true,
-        // Dropping hyper's connection drops the request's future with it.
-        _ = gone => {}
-    }
+    // Dropping hyper's connection when the client is gone drops the
+    // request's future with it.
+    let ended = crate::server::connection(hyper_io, service, &LIMITS, start, gone).await;
+    let late = ended == crate::server::Ended::HeadLate;
     let mut mine = mine;
     if late {
         let r = Response::error(408, "the request did not arrive in time");

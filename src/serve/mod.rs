@@ -132,6 +132,13 @@ impl Shared {
     }
 }
 
+/// serve's live view of the cages, once loaded: where there is none (no
+/// podman when serve started, or its `podman ps` failed), the routes and the page ask
+/// podman through the operations.
+fn ready_view(shared: &Shared) -> Option<Arc<live::Live>> {
+    shared.live.clone().filter(|l| l.ready())
+}
+
 /// The machine a request came from, by its address, never from a header (a
 /// header is whatever the sender writes): this machine when it came over
 /// loopback, whatever `[machines]` says (an entry whose host is loopback
@@ -390,134 +397,151 @@ fn listen_unix(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
     Ok(l)
 }
 
-/// Accept connections until SIGTERM or SIGINT, then wait for those in flight.
+/// Accept connections until SIGTERM or SIGINT, then wait for those in
+/// flight (the server shell's loop; what is done with a connection is
+/// serve's own).
 async fn accept(
     shared: Arc<Shared>,
     listener: tokio::net::TcpListener,
     unix: Option<tokio::net::UnixListener>,
     stop: Arc<AtomicBool>,
 ) {
+    use crate::server::{Accepted, Listener};
     let peers = Arc::new(conn::Peers::default());
     let mut lookup = peer::Lookup::new();
-    let mut tasks = tokio::task::JoinSet::new();
-    let mut signals = Vec::new();
-    for kind in [
-        tokio::signal::unix::SignalKind::terminate(),
-        tokio::signal::unix::SignalKind::interrupt(),
-    ] {
-        if let Ok(s) = tokio::signal::unix::signal(kind) {
-            signals.push(s);
-        }
-    }
-    let (mut term, mut int) = (signals.pop(), signals.pop());
-    async fn next(s: &mut Option<tokio::signal::unix::Signal>) {
-        match s {
-            Some(s) => {
-                s.recv().await;
+    let listeners = crate::server::Listeners::new(
+        std::iter::once(Listener::Tcp(listener))
+            .chain(unix.map(Listener::Unix))
+            .collect(),
+    );
+    let stopped = {
+        let stop = stop.clone();
+        async move {
+            let mut signals = Vec::new();
+            for kind in [
+                tokio::signal::unix::SignalKind::terminate(),
+                tokio::signal::unix::SignalKind::interrupt(),
+            ] {
+                if let Ok(s) = tokio::signal::unix::signal(kind) {
+                    signals.push(s);
+                }
             }
-            None => std::future::pending().await,
-        }
-    }
-    async fn accept_unix(
-        l: &Option<tokio::net::UnixListener>,
-    ) -> std::io::Result<tokio::net::UnixStream> {
-        match l {
-            Some(l) => l.accept().await.map(|(s, _)| s),
-            None => std::future::pending().await,
-        }
-    }
-    // Also a flag to look at now and then: a signal that came before
-    // tokio's handler was set is seen there.
-    let mut tick = tokio::time::interval(Duration::from_millis(200));
-    loop {
-        tokio::select! {
-            _ = next(&mut term) => break,
-            _ = next(&mut int) => break,
-            _ = tick.tick() => if stop.load(Ordering::SeqCst) { break },
-            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    let start = Instant::now();
-                    let ours = stream.local_addr().unwrap_or(peer);
-                    // Asked at once, while a client that sent its request
-                    // and closed is still told apart from one that is there.
-                    let user = if canonical(peer.ip()).is_loopback() {
-                        lookup.user(peer, ours)
-                    } else {
-                        Err("another machine")
-                    };
-                    let peer = Peer::Tcp { peer, user };
-                    let who = conn::Who::of_tcp(&peer);
-                    let slot = match peers.admit(who, &conn::BOUNDS) {
-                        Ok(slot) => slot,
-                        Err(full) => {
-                            let why = match (full, who) {
-                                (conn::Full::All, _) => format!(
-                                    "serve has {} connections already; try again when they are done",
-                                    conn::MAX_CONNECTIONS
-                                ),
-                                (conn::Full::Own, conn::Who::Address(ip)) => format!(
-                                    "{ip} has {} connections to this serve already; try again when \
-                                     they are done",
-                                    conn::PER_PEER
-                                ),
-                                (conn::Full::Own, _) => format!(
-                                    "this user has {} connections to this serve already; try again \
-                                     when they are done",
-                                    conn::PER_USER
-                                ),
-                            };
-                            log(&peer.for_log(), "-", "-", "503", start, &format!(" ({why})"));
-                            tasks.spawn(async move { conn::refuse(stream, 503, &why).await });
-                            continue;
-                        }
-                    };
-                    let Some(dup) = duplicate_tcp(&stream) else { continue };
-                    tasks.spawn(conn::serve(shared.clone(), stream, dup, peer, start, slot));
-                }
-                Err(e) => {
-                    // Out of descriptors, say: leave the listener alone a
-                    // moment rather than spin.
-                    eprintln!("shrooms-agent serve: accepting: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            },
-            accepted = accept_unix(&unix) => match accepted {
-                Ok(stream) => {
-                    let start = Instant::now();
-                    // SO_PEERCRED: the uid of the process that connected.
-                    let uid = stream.peer_cred().ok().map(|c| c.uid());
-                    if uid != Some(shared.uid) {
-                        let who = uid.map_or("an unknown user".to_string(), |u| format!("uid {u}"));
-                        let why = format!(
-                            "this socket answers only serve's own user (uid {}); this connection \
-                             came from {who}",
-                            shared.uid
-                        );
-                        log("unix", "-", "-", "403", start, &format!(" (from {who}, not serve's own user)"));
-                        tasks.spawn(async move { conn::refuse(stream, 403, &why).await });
-                        continue;
+            let (mut term, mut int) = (signals.pop(), signals.pop());
+            async fn next(s: &mut Option<tokio::signal::unix::Signal>) {
+                match s {
+                    Some(s) => {
+                        s.recv().await;
                     }
-                    let Ok(slot) = peers.admit(conn::Who::Owner, &conn::BOUNDS) else {
-                        log("unix", "-", "-", "503", start, " (too many connections on the socket)");
-                        tasks.spawn(conn::refuse(stream, 503, "serve is busy; try again in a moment"));
-                        continue;
-                    };
-                    let Some(dup) = duplicate_unix(&stream) else { continue };
-                    tasks.spawn(conn::serve(shared.clone(), stream, dup, Peer::Unix, start, slot));
+                    None => std::future::pending().await,
                 }
-                Err(e) => {
-                    eprintln!("shrooms-agent serve: accepting on the socket: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            // Also a flag to look at now and then: a signal that came
+            // before tokio's handler was set is seen there.
+            let mut tick = tokio::time::interval(Duration::from_millis(200));
+            loop {
+                tokio::select! {
+                    _ = next(&mut term) => break,
+                    _ = next(&mut int) => break,
+                    _ = tick.tick() => if stop.load(Ordering::SeqCst) { break },
                 }
-            },
+            }
+            stop.store(true, Ordering::SeqCst);
+            eprintln!("shrooms-agent serve: stopping: finishing the requests in flight");
         }
-    }
-    stop.store(true, Ordering::SeqCst);
-    drop(listener);
-    drop(unix);
-    eprintln!("shrooms-agent serve: stopping: finishing the requests in flight");
-    while tasks.join_next().await.is_some() {}
+    };
+    let on_conn = move |c: Accepted, start: Instant| -> Option<crate::server::Task> {
+        match c {
+            Accepted::Tcp(stream, peer) => {
+                let ours = stream.local_addr().unwrap_or(peer);
+                // Asked at once, while a client that sent its request and
+                // closed is still told apart from one that is there.
+                let user = if canonical(peer.ip()).is_loopback() {
+                    lookup.user(peer, ours)
+                } else {
+                    Err("another machine")
+                };
+                let peer = Peer::Tcp { peer, user };
+                let who = conn::Who::of_tcp(&peer);
+                let slot = match peers.admit(who, &conn::BOUNDS) {
+                    Ok(slot) => slot,
+                    Err(full) => {
+                        let why = match (full, who) {
+                            (conn::Full::All, _) => format!(
+                                "serve has {} connections already; try again when they are done",
+                                conn::MAX_CONNECTIONS
+                            ),
+                            (conn::Full::Own, conn::Who::Address(ip)) => format!(
+                                "{ip} has {} connections to this serve already; try again when \
+                                 they are done",
+                                conn::PER_PEER
+                            ),
+                            (conn::Full::Own, _) => format!(
+                                "this user has {} connections to this serve already; try again \
+                                 when they are done",
+                                conn::PER_USER
+                            ),
+                        };
+                        log(
+                            &peer.for_log(),
+                            "-",
+                            "-",
+                            "503",
+                            start,
+                            &format!(" ({why})"),
+                        );
+                        return Some(Box::pin(
+                            async move { conn::refuse(stream, 503, &why).await },
+                        ));
+                    }
+                };
+                let dup = duplicate_tcp(&stream)?;
+                Some(Box::pin(conn::serve(
+                    shared.clone(),
+                    stream,
+                    dup,
+                    peer,
+                    start,
+                    slot,
+                )))
+            }
+            Accepted::Unix(stream) => {
+                // SO_PEERCRED: the uid of the process that connected.
+                let uid = stream.peer_cred().ok().map(|c| c.uid());
+                if uid != Some(shared.uid) {
+                    let who = uid.map_or("an unknown user".to_string(), |u| format!("uid {u}"));
+                    let why = format!(
+                        "this socket answers only serve's own user (uid {}); this connection \
+                         came from {who}",
+                        shared.uid
+                    );
+                    let said = format!(" (from {who}, not serve's own user)");
+                    log("unix", "-", "-", "403", start, &said);
+                    return Some(Box::pin(
+                        async move { conn::refuse(stream, 403, &why).await },
+                    ));
+                }
+                let Ok(slot) = peers.admit(conn::Who::Owner, &conn::BOUNDS) else {
+                    let said = " (too many connections on the socket)";
+                    log("unix", "-", "-", "503", start, said);
+                    let busy = "serve is busy; try again in a moment";
+                    return Some(Box::pin(conn::refuse(stream, 503, busy)));
+                };
+                let dup = duplicate_unix(&stream)?;
+                Some(Box::pin(conn::serve(
+                    shared.clone(),
+                    stream,
+                    dup,
+                    Peer::Unix,
+                    start,
+                    slot,
+                )))
+            }
+        }
+    };
+    // Operations whose clients went away finish too (they cannot be cut
+    // short half-way).
+    let drain = crate::server::Drain::All;
+    crate::server::accept_loop("serve", listeners, stopped, drain, on_conn).await;
 }
 
 /// A second descriptor of a connection's socket (see `conn`).

@@ -90,7 +90,7 @@ pub async fn page(Extension(shared): Extension<Arc<Shared>>) -> axum::response::
     // The records and histories are read on a blocking thread, never
     // behind the operations that wait on podman.
     let made = tokio::task::spawn_blocking(move || {
-        let live = super::routes::ready_view(&shared);
+        let live = super::ready_view(&shared);
         gather(&shared, live.as_deref(), crate::when::now()).map(|p| render(&p))
     })
     .await;

@@ -24,6 +24,7 @@ use super::Shared;
 use super::body::{self, Unread};
 use super::conn::ConnInfo;
 use super::page::{__path_page, page};
+use super::ready_view;
 use super::reply::{ErrorBody, Response, decode, for_log, parse_query};
 use super::state::Harnesses;
 use crate::error::Error;
@@ -346,13 +347,6 @@ fn kept_listing(body: axum::body::Bytes) -> axum::response::Response {
         axum::http::HeaderValue::from_static("application/json"),
     );
     r
-}
-
-/// serve's live view of the cages, once loaded: where there is none (no
-/// podman when serve started, or its `podman ps` failed), the routes ask
-/// podman through the operations.
-pub(super) fn ready_view(shared: &Shared) -> Option<Arc<super::live::Live>> {
-    shared.live.clone().filter(|l| l.ready())
 }
 
 /// `cage show --json` of a record, its state from the live view: no podman
