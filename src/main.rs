@@ -8,6 +8,7 @@
 mod cage_files;
 mod cage_socket;
 mod cli;
+mod egress;
 mod error;
 mod gateway;
 mod harness;
@@ -192,6 +193,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::GatewayListen { to } => {
             gateway::listen::helper(&to)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::EgressListen {
+            log,
+            pid_file,
+            session,
+            cage_pid,
+        } => {
+            egress::listen(&egress::Listen {
+                log: &log,
+                pid_file: &pid_file,
+                session: &session,
+                cage_pid,
+            })?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Cage(cmd) => cage(cmd, json),
@@ -425,6 +440,10 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
                     if r.accept_caged { "takes" } else { "refuses" }
                 )
             });
+        }
+        CageCommand::History(a) if a.net => {
+            let r = ops::history::egress(&ctx, &a.name)?;
+            output::show(&r, json, output::egress);
         }
         CageCommand::History(a) => {
             let r = ops::history::history(&ctx, &a.name)?;

@@ -2,22 +2,34 @@
 //! (README, "What a cage is given": the agent port is closed inside every
 //! cage, by a rule its root cannot remove). The text is a pure function; `netns`
 //! loads it. The cage runs without NET_ADMIN, so root inside cannot change it.
+//!
+//! Each verdict is logged for the egress log (`egress::log_statement`): a
+//! refusing rule logs each packet it refuses; what is let through is logged
+//! once per connection (`ct state new`: each new flow for UDP and ICMP), by
+//! a rule of its own before the verdict, as a match in the verdict's own
+//! rule would keep it from applying to the rest of the connection.
+
+use crate::egress::log_statement;
 
 /// The table that closes the agent port. Its name says what it is.
 pub const AGENT_PORT_TABLE: &str = "shrooms_agent_port";
 
 /// A rule set that refuses TCP to the agent port on any address, with a
-/// reset so a client fails at once instead of hanging. Loading it replaces
+/// reset so a client fails at once instead of hanging, and logs every other
+/// connection leaving the cage (its own loopback is not egress). Loading it replaces
 /// an earlier copy atomically ("add table; delete table; define" in one
 /// transaction), so it can be loaded after every start.
 pub fn agent_port(port: u16) -> String {
+    let refused = log_statement("agent-port", false);
+    let open = log_statement("open", true);
     format!(
         "table inet {AGENT_PORT_TABLE}\n\
          delete table inet {AGENT_PORT_TABLE}\n\
          table inet {AGENT_PORT_TABLE} {{\n\
          \tchain output {{\n\
          \t\ttype filter hook output priority 0; policy accept;\n\
-         \t\ttcp dport {port} reject with tcp reset\n\
+         \t\ttcp dport {port} {refused} reject with tcp reset\n\
+         \t\toif != \"lo\" ct state new {open}\n\
          \t}}\n\
          }}\n"
     )
@@ -36,7 +48,8 @@ mod tests {
              table inet shrooms_agent_port {\n\
              \tchain output {\n\
              \t\ttype filter hook output priority 0; policy accept;\n\
-             \t\ttcp dport 7387 reject with tcp reset\n\
+             \t\ttcp dport 7387 log group 7 prefix \"shrooms:refuse:agent-port\" reject with tcp reset\n\
+             \t\toif != \"lo\" ct state new log group 7 prefix \"shrooms:accept:open\"\n\
              \t}\n\
              }\n"
         );
@@ -102,27 +115,32 @@ pub fn sealed(
     let (dns4, dns6): (Vec<&String>, Vec<&String>) =
         resolvers.iter().partition(|r| !r.contains(':'));
     let mut dns = String::new();
-    if !dns4.is_empty() {
-        let list: Vec<&str> = dns4.iter().map(|s| s.as_str()).collect();
-        dns.push_str(&format!(
-            "\t\tip daddr {{ {} }} meta l4proto {{ tcp, udp }} th dport 53 accept\n",
+    let dns_log = log_statement("dns", true);
+    for (family, list) in [("ip", dns4), ("ip6", dns6)] {
+        if list.is_empty() {
+            continue;
+        }
+        let list: Vec<&str> = list.iter().map(|s| s.as_str()).collect();
+        let matches = format!(
+            "{family} daddr {{ {} }} meta l4proto {{ tcp, udp }} th dport 53",
             list.join(", ")
-        ));
-    }
-    if !dns6.is_empty() {
-        let list: Vec<&str> = dns6.iter().map(|s| s.as_str()).collect();
+        );
         dns.push_str(&format!(
-            "\t\tip6 daddr {{ {} }} meta l4proto {{ tcp, udp }} th dport 53 accept\n",
-            list.join(", ")
+            "\t\t{matches} ct state new {dns_log}\n\t\t{matches} accept\n"
         ));
     }
     let mut local = String::new();
+    let machine = log_statement("machine", false);
     for p in local_v4 {
-        local.push_str(&format!("\t\tip daddr {p} reject\n"));
+        local.push_str(&format!("\t\tip daddr {p} {machine} reject\n"));
     }
     for p in local_v6 {
-        local.push_str(&format!("\t\tip6 daddr {p} reject\n"));
+        local.push_str(&format!("\t\tip6 daddr {p} {machine} reject\n"));
     }
+    let other_dns = log_statement("other-dns", false);
+    let agent = log_statement("agent-port", false);
+    let ranges = log_statement("local-range", false);
+    let internet = log_statement("internet", true);
     format!(
         "table inet {SEALED_TABLE}\n\
          delete table inet {SEALED_TABLE}\n\
@@ -132,11 +150,12 @@ pub fn sealed(
          \t\toif \"lo\" accept\n\
          \t\ticmpv6 type {{ nd-router-solicit, nd-router-advert, nd-neighbor-solicit, nd-neighbor-advert, packet-too-big }} accept\n\
          {dns}\
-         \t\tmeta l4proto {{ tcp, udp }} th dport 53 reject\n\
-         \t\ttcp dport {agent_port} reject with tcp reset\n\
-         \t\tip daddr {{ {v4} }} reject\n\
-         \t\tip6 daddr {{ {v6} }} reject\n\
+         \t\tmeta l4proto {{ tcp, udp }} th dport 53 {other_dns} reject\n\
+         \t\ttcp dport {agent_port} {agent} reject with tcp reset\n\
+         \t\tip daddr {{ {v4} }} {ranges} reject\n\
+         \t\tip6 daddr {{ {v6} }} {ranges} reject\n\
          {local}\
+         \t\tct state new {internet}\n\
          \t}}\n\
          }}\n"
     )
@@ -163,13 +182,15 @@ mod sealed_tests {
              \t\ttype filter hook output priority 0; policy accept;\n\
              \t\toif \"lo\" accept\n\
              \t\ticmpv6 type { nd-router-solicit, nd-router-advert, nd-neighbor-solicit, nd-neighbor-advert, packet-too-big } accept\n\
+             \t\tip daddr { 1.1.1.1, 9.9.9.9 } meta l4proto { tcp, udp } th dport 53 ct state new log group 7 prefix \"shrooms:accept:dns\"\n\
              \t\tip daddr { 1.1.1.1, 9.9.9.9 } meta l4proto { tcp, udp } th dport 53 accept\n\
-             \t\tmeta l4proto { tcp, udp } th dport 53 reject\n\
-             \t\ttcp dport 7387 reject with tcp reset\n\
-             \t\tip daddr { 0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12, 192.0.0.0/24, 192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/4, 240.0.0.0/4 } reject\n\
-             \t\tip6 daddr { ::/128, ::1/128, ::ffff:0:0/96, 64:ff9b::/96, 64:ff9b:1::/48, 2001::/32, 2002::/16, 100::/64, 200::/7, fc00::/7, fe80::/10, fec0::/10, ff00::/8 } reject\n\
-             \t\tip daddr 198.51.100.0/24 reject\n\
-             \t\tip6 daddr 2a02:1:2:3::/64 reject\n\
+             \t\tmeta l4proto { tcp, udp } th dport 53 log group 7 prefix \"shrooms:refuse:other-dns\" reject\n\
+             \t\ttcp dport 7387 log group 7 prefix \"shrooms:refuse:agent-port\" reject with tcp reset\n\
+             \t\tip daddr { 0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12, 192.0.0.0/24, 192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/4, 240.0.0.0/4 } log group 7 prefix \"shrooms:refuse:local-range\" reject\n\
+             \t\tip6 daddr { ::/128, ::1/128, ::ffff:0:0/96, 64:ff9b::/96, 64:ff9b:1::/48, 2001::/32, 2002::/16, 100::/64, 200::/7, fc00::/7, fe80::/10, fec0::/10, ff00::/8 } log group 7 prefix \"shrooms:refuse:local-range\" reject\n\
+             \t\tip daddr 198.51.100.0/24 log group 7 prefix \"shrooms:refuse:machine\" reject\n\
+             \t\tip6 daddr 2a02:1:2:3::/64 log group 7 prefix \"shrooms:refuse:machine\" reject\n\
+             \t\tct state new log group 7 prefix \"shrooms:accept:internet\"\n\
              \t}\n\
              }\n"
         );
@@ -200,7 +221,7 @@ mod sealed_tests {
     fn ipv6_resolvers_get_their_own_line() {
         let text = sealed(1, &["2606:4700:4700::1111".into()], &[], &[]);
         assert!(text.contains(
-            "ip6 daddr { 2606:4700:4700::1111 } meta l4proto { tcp, udp } th dport 53 accept"
+            "ip6 daddr { 2606:4700:4700::1111 } meta l4proto { tcp, udp } th dport 53 accept\n"
         ));
         assert!(!text.contains("ip daddr {  }"));
     }

@@ -635,9 +635,27 @@ impl Store {
     pub fn remove(&self, name: &str) -> Result<()> {
         remove_file_if_there(&self.record_path(name))?;
         remove_file_if_there(&self.history_path(name))?;
+        let egress = self.egress_path(name);
+        remove_file_if_there(&crate::egress::older(&egress))?;
+        remove_file_if_there(&egress)?;
+        remove_file_if_there(&self.egress_pid_path(name))?;
+        remove_file_if_there(&self.egress_err_path(name))?;
         remove_file_if_there(&self.record_lock_path(name))?;
         remove_file_if_there(&self.turn_marker(name))?;
         remove_file_if_there(&self.lock_path(name))
+    }
+
+    /// `sessions/<name>.egress.jsonl`: the session's egress log
+    /// (`crate::egress`), rotated to `<name>.egress.1.jsonl`.
+    pub fn egress_path(&self, name: &str) -> PathBuf {
+        self.sessions_dir().join(format!("{name}.egress.jsonl"))
+    }
+    /// The egress log listener's pid file, and its errors' log.
+    pub fn egress_pid_path(&self, name: &str) -> PathBuf {
+        self.sessions_dir().join(format!("{name}.egress.pid"))
+    }
+    pub fn egress_err_path(&self, name: &str) -> PathBuf {
+        self.sessions_dir().join(format!("{name}.egress.err"))
     }
 
     pub fn history_path(&self, name: &str) -> PathBuf {

@@ -318,7 +318,7 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<i64
         let _ = host.podman.stop(&cage.container);
         return Err(old());
     }
-    if let Err(e) = load_rules(ctx, host, cage, &inspected) {
+    if let Err(e) = load_rules(ctx, host, &record.name, cage, &inspected) {
         let _ = host.podman.stop(&cage.container);
         return Err(e.context(format!(
             "setting the network rules in {} failed, so it was stopped again",
@@ -335,6 +335,7 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<i64
 pub fn load_rules(
     ctx: &Context,
     host: &Host,
+    session: &str,
     cage: &CageRecord,
     inspected: &crate::podman::inspect::ContainerInspect,
 ) -> Result<()> {
@@ -346,7 +347,50 @@ pub fn load_rules(
         }
         None => rules::agent_port(ctx.settings.agent_port),
     };
-    host.set_rules(&cage.container, inspected, &rule_set)
+    let netns = host.set_rules(&cage.container, inspected, &rule_set)?;
+    start_egress_log(
+        ctx,
+        host,
+        session,
+        &cage.container,
+        inspected.state.pid,
+        netns,
+    )
+}
+
+/// Start the cage's egress log listener (`crate::egress`) unless it runs
+/// for this namespace already, and wait until it listens: a cage whose
+/// connections cannot be logged does not run (the callers stop it).
+fn start_egress_log(
+    ctx: &Context,
+    host: &Host,
+    session: &str,
+    container: &str,
+    pid: i64,
+    netns: crate::netns::FileId,
+) -> Result<()> {
+    let exe = ctx.self_paths.first().ok_or_else(|| {
+        Error::failed("the egress log needs this program's own path, which is not known")
+    })?;
+    let (log, pid_file, err) = (
+        ctx.store.egress_path(session),
+        ctx.store.egress_pid_path(session),
+        ctx.store.egress_err_path(session),
+    );
+    let s = |p: &std::path::Path| p.to_string_lossy().into_owned();
+    let listen = vec![
+        "--log".to_string(),
+        s(&log),
+        "--pid-file".into(),
+        s(&pid_file),
+        "--session".into(),
+        session.to_string(),
+        "--cage-pid".into(),
+        pid.to_string(),
+    ];
+    let (program, args) = host.egress_listener_argv(pid, exe, &listen)?;
+    crate::egress::ensure_listener(&program, &args, &pid_file, &err, netns)
+        .map_err(|e| e.context(format!("the egress log of {} could not be kept", container)))
 }
 
 /// Pure: does the container's create argv bind-mount this very path?

@@ -12,6 +12,7 @@ mod attacks;
 mod cage;
 mod calls;
 mod cli;
+mod egress;
 mod exec;
 mod gateway;
 mod here;
