@@ -393,7 +393,15 @@ pub fn listen(a: &Listen<'_>) -> Result<()> {
             at += len;
         }
     }
-    let _ = std::fs::remove_file(a.pid_file);
+    // The pid file may be a newer listener's already (the cage started
+    // again meanwhile): only our own is removed.
+    let ours = std::fs::read_to_string(a.pid_file)
+        .ok()
+        .and_then(|t| parse_pid_file(&t))
+        .is_some_and(|(pid, _, _)| pid == std::process::id());
+    if ours {
+        let _ = std::fs::remove_file(a.pid_file);
+    }
     Ok(())
 }
 

@@ -37,6 +37,19 @@ fn has(lines: &[Value], addr: &str, port: u16, allowed: bool, rule: &str) -> boo
     })
 }
 
+/// A GET's body, as the world's user (root's serve wants its token, which
+/// `get` sends; a user's serve answers that user).
+fn fetch(w: &World, url: &str) -> String {
+    match w.user {
+        None => get(url).is(200).body,
+        Some(u) => {
+            let out = as_user(Some(u), "curl", &["-sf", "--max-time", "20", url], &[]);
+            assert!(out.status.success(), "{url}: {}", show_output(&out));
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+    }
+}
+
 /// A session with a project folder, created.
 fn created(w: &World, base: &str, extra: &[&str]) -> String {
     let name = w.session(base);
@@ -96,6 +109,17 @@ fn open_cage_is_logged(w: World) {
         cmdlines_containing(&format!("--session {name} ")).is_empty()
     });
     assert!(!pid_file.exists());
+    // A started cage has its listener until it is stopped.
+    w.run(&["cage", "start", &name]).ok();
+    // (Rootless, `podman unshare` waits beside it, with its command line.)
+    assert!(
+        !cmdlines_containing(&format!("egress-listen --log {} ", path.display())).is_empty(),
+        "no listener runs for the started cage"
+    );
+    w.run(&["cage", "stop", &name]).ok();
+    wait_until("the listener to end", Duration::from_secs(5), || {
+        cmdlines_containing(&format!("--session {name} ")).is_empty()
+    });
 
     let h = w
         .run(&["cage", "history", &name, "--net", "--json"])
@@ -133,4 +157,82 @@ fn an_open_cage_s_connections_are_logged() {
 #[test]
 fn an_open_rootless_cage_s_connections_are_logged() {
     open_cage_is_logged(World::rootless());
+}
+
+/// A sealed cage is refused a stand-in LAN address and let through to the
+/// internet stand-in: the log has both, with their rules; serve's route
+/// and status page show them. Its log, filled to its bound before, is
+/// rotated by the listener, not grown past it.
+fn sealed_cage_is_logged(w: World) {
+    let other = Listener::any();
+    let name = w.session("egress-sealed");
+    let dir = fs::canonicalize(w.dir("egress-sealed-project")).unwrap();
+    let token = w.file(&format!("{name}.token"), "sk-ant-oat01-egress-test\n");
+    fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    // The log, full but for a line.
+    let path = log_path(&w, &name);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let filler = format!(
+        "{{\"time\":\"2026-01-01T00:00:00.000Z\",\"session\":\"{name}\",\"address\":\"192.0.2.1\",\
+         \"name\":null,\"port\":80,\"protocol\":\"tcp\",\"allowed\":true,\"rule\":\"open\"}}\n"
+    );
+    let bound: usize = 1024 * 1024;
+    let full = filler.repeat((bound - 50) / filler.len());
+    fs::write(&path, &full).unwrap();
+    w.chown_all();
+    w.create(
+        &name,
+        &dir,
+        &["--sealed", "--sealed-token", &token.to_string_lossy()],
+    );
+
+    let script = format!(
+        "nc -w 3 {LAN_ADDR} {port} </dev/null 2>&1; {probe}",
+        port = other.port,
+        probe = nc_probe(HOST_ADDR, other.port),
+    );
+    let run = w.sh(&name, &script).ok();
+    assert!(
+        run.stdout().contains(&format!("CONNECTED-{}", other.port)),
+        "{}",
+        run.explain()
+    );
+    let mut got = Vec::new();
+    wait_until("the log's lines", Duration::from_secs(5), || {
+        got = lines(&path);
+        has(&got, LAN_ADDR, other.port, false, "local-range")
+            && has(&got, HOST_ADDR, other.port, true, "internet")
+    });
+    // Rotated at the bound: the old lines are in the older file, neither
+    // file is past the bound.
+    let older = w
+        .state
+        .join("sessions")
+        .join(format!("{name}.egress.1.jsonl"));
+    assert_eq!(fs::read_to_string(&older).unwrap(), full);
+    assert!(fs::metadata(&path).unwrap().len() < 4096, "{got:?}");
+
+    let s = w.serve(&[], &[]);
+    let body = fetch(&w, &format!("{}/v1/sessions/{name}/egress", s.url));
+    let r: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    let all = r["connections"].as_array().unwrap().clone();
+    assert!(all.len() > 1000, "the rotated lines are not served");
+    assert!(
+        has(&all, LAN_ADDR, other.port, false, "local-range"),
+        "{:?}",
+        &all[all.len() - 3..]
+    );
+    let page = fetch(&w, &format!("{}/", s.url));
+    let want = format!("refused {LAN_ADDR}:{} tcp (local-range)", other.port);
+    assert!(page.contains(&want), "{want:?} not on the page:\n{page}");
+}
+
+#[test]
+fn a_sealed_cage_s_connections_are_logged() {
+    sealed_cage_is_logged(World::new());
+}
+
+#[test]
+fn a_sealed_rootless_cage_s_connections_are_logged() {
+    sealed_cage_is_logged(World::rootless());
 }
