@@ -263,49 +263,27 @@ mod tests {
     #[test]
     fn the_egress_listener_enters_the_namespace_as_the_rules_do() {
         let listen = ["--session".to_string(), "s1".to_string()];
-        let (p, a) = listener_argv(
-            Path::new("/usr/bin/nsenter"),
-            None,
-            42,
-            Path::new("/x/shrooms-agent"),
-            &listen,
-        );
-        assert_eq!(p, Path::new("/usr/bin/nsenter"));
+        let inside = [
+            "-t",
+            "42",
+            "-n",
+            "--",
+            "/x/sa",
+            "egress-listen",
+            "--session",
+            "s1",
+        ];
+        let nsenter = Path::new("/usr/bin/nsenter");
+        let podman = Path::new("/usr/bin/podman");
+        let (p, a) = listener_argv(nsenter, None, 42, Path::new("/x/sa"), &listen);
         assert_eq!(
-            a,
-            [
-                "-t",
-                "42",
-                "-n",
-                "--",
-                "/x/shrooms-agent",
-                "egress-listen",
-                "--session",
-                "s1"
-            ]
+            (p.as_path(), &a[..]),
+            (nsenter, &inside.map(String::from)[..])
         );
-        let (p, a) = listener_argv(
-            Path::new("/usr/bin/nsenter"),
-            Some(Path::new("/usr/bin/podman")),
-            42,
-            Path::new("/x/shrooms-agent"),
-            &listen,
-        );
-        assert_eq!(p, Path::new("/usr/bin/podman"));
+        let (p, a) = listener_argv(nsenter, Some(podman), 42, Path::new("/x/sa"), &listen);
+        assert_eq!(p, podman);
         assert_eq!(a[..2], ["unshare", "/usr/bin/nsenter"]);
-        assert_eq!(
-            a[2..],
-            [
-                "-t",
-                "42",
-                "-n",
-                "--",
-                "/x/shrooms-agent",
-                "egress-listen",
-                "--session",
-                "s1"
-            ]
-        );
+        assert_eq!(a[2..], inside);
     }
 
     #[test]
