@@ -143,6 +143,23 @@ pub enum Command {
         #[arg(long, value_name = "PATH")]
         to: PathBuf,
     },
+    /// Write a cage's egress log from inside its network namespace (started
+    /// with the cage's rules, not for use by hand)
+    #[command(name = "egress-listen", hide = true)]
+    EgressListen {
+        /// The log file
+        #[arg(long, value_name = "PATH")]
+        log: PathBuf,
+        /// The file that says the listener runs (its pid and namespace)
+        #[arg(long, value_name = "PATH")]
+        pid_file: PathBuf,
+        /// The session, for each line
+        #[arg(long)]
+        session: String,
+        /// The cage's first process: the listener ends when it is gone
+        #[arg(long)]
+        cage_pid: i64,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -176,7 +193,14 @@ pub enum CageCommand {
     )]
     Limits(LimitsArgs),
     /// What happened to a session: creation, moves, limits, each turn's tokens (when, who, what)
-    History(NameArg),
+    #[command(
+        after_help = "--net shows the egress log instead: each connection the session's cage opened \
+        or was refused (time, destination address and port, protocol, allowed or refused and by which \
+        rule, and the name asked for where the packet is a DNS question), oldest first. It is written \
+        outside the cage (sessions/NAME.egress.jsonl in the state folder) and kept to 1 MiB, plus the \
+        1 MiB before it (sessions/NAME.egress.1.jsonl)."
+    )]
+    History(HistoryArgs),
     /// Whether a session takes tasks and files from caged sessions ("caged tasks")
     #[command(
         name = "accept-caged",
@@ -292,6 +316,16 @@ pub struct NameArg {
     /// The session
     #[arg(add = ArgValueCandidates::new(session_names))]
     pub name: String,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// The session
+    #[arg(add = ArgValueCandidates::new(session_names))]
+    pub name: String,
+    /// Show the egress log: the connections its cage opened or was refused
+    #[arg(long)]
+    pub net: bool,
 }
 
 #[derive(Debug, Args)]

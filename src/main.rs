@@ -10,6 +10,7 @@
 mod cage_files;
 mod cage_socket;
 mod cli;
+mod egress;
 mod envfile;
 mod error;
 mod gateway;
@@ -307,6 +308,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
             gateway::listen::helper(&to)?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::EgressListen {
+            log,
+            pid_file,
+            session,
+            cage_pid,
+        } => {
+            egress::listen(&egress::Listen {
+                log: &log,
+                pid_file: &pid_file,
+                session: &session,
+                cage_pid,
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Cage(cmd) => cage(cmd, json),
         Command::Image(cmd) => image(cmd, json),
         Command::Outbox(cli::OutboxCommand::Pack {
@@ -557,6 +572,10 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
                     if r.accept_caged { "takes" } else { "refuses" }
                 )
             });
+        }
+        CageCommand::History(a) if a.net => {
+            let r = ops::history::egress(&ctx, &a.name)?;
+            output::show(&r, json, output::egress);
         }
         CageCommand::History(a) => {
             let r = ops::history::history(&ctx, &a.name)?;

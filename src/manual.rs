@@ -353,7 +353,13 @@ mod tests {
         ] {
             assert!(files.contains(&f), "{f} missing from {files:?}");
         }
-        for hidden in ["watch-turn", "build-worker", "gateway-listen", "help"] {
+        for hidden in [
+            "watch-turn",
+            "build-worker",
+            "gateway-listen",
+            "egress-listen",
+            "help",
+        ] {
             assert!(!files.iter().any(|f| f.contains(hidden)), "{files:?}");
         }
         let top = String::from_utf8(pages[0].text.clone()).unwrap();

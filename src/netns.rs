@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+pub use crate::egress::FileId;
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::podman::QUICK;
@@ -13,7 +14,8 @@ use crate::process::Process;
 impl Host {
     /// Load an nft rule set into the network namespace podman made for a
     /// running container, from outside, and check that it is the one the
-    /// container's processes are in. Returns what was checked.
+    /// container's processes are in. Returns the namespace's device and
+    /// inode, checked to be the first process's.
     ///
     /// The namespace is the one podman reports (`NetworkSettings.SandboxKey`),
     /// where the network it set up is, whatever namespace a process of the
@@ -28,7 +30,7 @@ impl Host {
     ///
     /// `c` is podman's inspect of the container since it was started: no
     /// second inspect is made here.
-    pub fn set_rules(&self, container: &str, c: &ContainerInspect, rules: &str) -> Result<()> {
+    pub fn set_rules(&self, container: &str, c: &ContainerInspect, rules: &str) -> Result<FileId> {
         if !c.state.running || c.state.pid <= 0 {
             return Err(Error::failed(format!(
                 "the container {container} is not running, so its network cannot be closed"
@@ -107,12 +109,36 @@ impl Host {
                 std::thread::sleep(std::time::Duration::from_millis(50));
                 continue;
             }
-            return check_first_process(&first).map_err(|why| {
-                Error::failed(format!(
-                    "the network rules of {container} were not loaded where its processes run: {why}"
-                ))
-            });
+            return check_first_process(&first)
+                .map(|()| first.loaded)
+                .map_err(|why| {
+                    Error::failed(format!(
+                        "the network rules of {container} were not loaded where its processes run: {why}"
+                    ))
+                });
         }
+    }
+
+    /// The egress log's listener (`egress::SUBCOMMAND`) for a running cage
+    /// whose first process is `pid`: this program, run in that process's
+    /// network namespace the way the rules are loaded. Returns the program
+    /// and arguments to start it with (pure but for what the host has).
+    pub fn egress_listener_argv(
+        &self,
+        pid: i64,
+        self_exe: &Path,
+        listen: &[String],
+    ) -> Result<(std::path::PathBuf, Vec<String>)> {
+        let nsenter = self.nsenter.as_ref().ok_or_else(|| {
+            Error::failed("nsenter is not installed (Debian: apt install util-linux)")
+        })?;
+        Ok(listener_argv(
+            nsenter,
+            self.rootless.then(|| self.podman.program()),
+            pid,
+            self_exe,
+            listen,
+        ))
     }
 
     /// A program run in the cage's namespaces from outside: as root
@@ -135,6 +161,35 @@ impl Host {
     }
 }
 
+/// `egress_listener_argv`'s command line (pure).
+pub fn listener_argv(
+    nsenter: &Path,
+    rootless_podman: Option<&Path>,
+    pid: i64,
+    self_exe: &Path,
+    listen: &[String],
+) -> (std::path::PathBuf, Vec<String>) {
+    let s = |p: &Path| p.to_string_lossy().into_owned();
+    let mut args = Vec::new();
+    let program = match rootless_podman {
+        Some(podman) => {
+            args.extend(["unshare".to_string(), s(nsenter)]);
+            podman.to_path_buf()
+        }
+        None => nsenter.to_path_buf(),
+    };
+    args.extend([
+        "-t".to_string(),
+        pid.to_string(),
+        "-n".to_string(),
+        "--".to_string(),
+        s(self_exe),
+        crate::egress::SUBCOMMAND.to_string(),
+    ]);
+    args.extend(listen.iter().cloned());
+    (program, args)
+}
+
 /// How long a just-started container's first process may take to become
 /// the init it was made with.
 const FIRST_EXEC: std::time::Duration = std::time::Duration::from_secs(3);
@@ -146,25 +201,6 @@ pub fn old_cage(container: &str) -> String {
          is `sleep` from the image, which the cage can replace, so it could run before the \
          network rules are in place"
     )
-}
-
-/// A file's device and inode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileId {
-    pub dev: u64,
-    pub ino: u64,
-}
-
-impl FileId {
-    /// A line of `stat -c '%d %i'`.
-    pub fn parse(line: &str) -> Option<FileId> {
-        let mut w = line.split_whitespace();
-        let id = FileId {
-            dev: w.next()?.parse().ok()?,
-            ino: w.next()?.parse().ok()?,
-        };
-        w.next().is_none().then_some(id)
-    }
 }
 
 /// What the check after loading the rules looks at.
@@ -205,6 +241,32 @@ pub fn check_first_process(f: &FirstProcess) -> std::result::Result<(), String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_egress_listener_enters_the_namespace_as_the_rules_do() {
+        let listen = ["--session".to_string(), "s1".to_string()];
+        let inside = [
+            "-t",
+            "42",
+            "-n",
+            "--",
+            "/x/sa",
+            "egress-listen",
+            "--session",
+            "s1",
+        ];
+        let nsenter = Path::new("/usr/bin/nsenter");
+        let podman = Path::new("/usr/bin/podman");
+        let (p, a) = listener_argv(nsenter, None, 42, Path::new("/x/sa"), &listen);
+        assert_eq!(
+            (p.as_path(), &a[..]),
+            (nsenter, &inside.map(String::from)[..])
+        );
+        let (p, a) = listener_argv(nsenter, Some(podman), 42, Path::new("/x/sa"), &listen);
+        assert_eq!(p, podman);
+        assert_eq!(a[..2], ["unshare", "/usr/bin/nsenter"]);
+        assert_eq!(a[2..], inside);
+    }
 
     #[test]
     fn stat_lines() {

@@ -655,6 +655,44 @@ pub fn history(h: &crate::ops::history::History) -> String {
     s
 }
 
+/// `cage history --net`: one line per connection, its time local.
+pub fn egress(h: &crate::ops::history::Egress) -> String {
+    let mut s = String::new();
+    for l in &h.connections {
+        s.push_str(&egress_line(l));
+        s.push('\n');
+    }
+    if s.is_empty() {
+        s = format!("no connections logged for {}\n", h.session);
+    }
+    s
+}
+
+/// One line of the egress log, as a person reads it: when, allowed or
+/// refused, where, how, by which rule, and the name asked where known.
+pub fn egress_line(l: &crate::egress::Line) -> String {
+    let when = chrono::DateTime::parse_from_rfc3339(&l.time)
+        .ok()
+        .and_then(|t| u64::try_from(t.timestamp()).ok())
+        .map(crate::when::local)
+        .unwrap_or_else(|| l.time.clone());
+    if l.rule == "lost" {
+        return format!("{when}  some connections were not logged (the listener fell behind)");
+    }
+    let verdict = if l.allowed { "allowed" } else { "refused" };
+    let dest = match (l.port, l.address.contains(':')) {
+        (Some(p), true) => format!("[{}]:{p}", l.address),
+        (Some(p), false) => format!("{}:{p}", l.address),
+        (None, _) => l.address.clone(),
+    };
+    let name = l
+        .name
+        .as_deref()
+        .map(|n| format!(" asking {n}"))
+        .unwrap_or_default();
+    format!("{when}  {verdict} {dest} {} ({}){name}", l.protocol, l.rule)
+}
+
 /// A foreground image build's progress, on stderr: podman's own lines on a
 /// terminal, else one line per build step.
 /// A foreground build's events without the progress line: podman's lines

@@ -2,16 +2,34 @@
 //! (README, "What a cage is given": the agent port is closed inside every
 //! cage, by a rule its root cannot remove). The text is a pure function; `netns`
 //! loads it. The cage runs without NET_ADMIN, so root inside cannot change it.
+//!
+//! Each verdict is logged for the egress log (`egress::log_statement`), in
+//! [`verdict`]: a refusing rule logs each packet it refuses; what is let
+//! through is logged once per connection (`ct state new`: each new flow for
+//! UDP and ICMP), by a rule of its own before the verdict, as a match in the
+//! verdict's own rule would keep it from applying to the rest of the
+//! connection. The cage's own loopback (the model gateway) and IPv6's
+//! neighbour discovery are not egress, and are not logged.
+
+use crate::egress::log_statement;
 
 /// The table that closes the agent port. Its name says what it is.
 pub const AGENT_PORT_TABLE: &str = "shrooms_agent_port";
 
 /// A rule set that refuses TCP to the agent port on any address, with a
-/// reset so a client fails at once instead of hanging. Loading it replaces
-/// an earlier copy atomically ("add table; delete table; define" in one
-/// transaction), so it can be loaded after every start.
-pub fn agent_port(port: u16) -> String {
-    let rule = verdict("agent-port", Verdict::Reset, &format!("tcp dport {port}"));
+/// reset so a client fails at once instead of hanging; with `log_open` (a
+/// cage under the `open` policy, whose policy table has no verdicts to log),
+/// it also logs every other connection leaving the cage as `open`. Loading
+/// it replaces an earlier copy atomically ("add table; delete table;
+/// define" in one transaction), so it can be loaded after every start.
+pub fn agent_port(port: u16, log_open: bool) -> String {
+    let mut rule = verdict("agent-port", Verdict::Reset, &format!("tcp dport {port}"));
+    if log_open {
+        rule.push_str(&format!(
+            "\t\toif != \"lo\" ct state new {}\n",
+            log_statement("open", true)
+        ));
+    }
     format!(
         "table inet {AGENT_PORT_TABLE}\n\
          delete table inet {AGENT_PORT_TABLE}\n\
@@ -48,8 +66,20 @@ pub fn verdict(rule: &str, v: Verdict, matcher: &str) -> String {
         Verdict::Reset => "reject with tcp reset",
     };
     let sep = if matcher.is_empty() { "" } else { " " };
-    format!("\t\t{matcher}{sep}{what} comment \"{rule}\"\n")
+    let rule_line = |log: &str| format!("\t\t{matcher}{sep}{log}{what} comment \"{rule}\"\n");
+    match v {
+        _ if NOT_EGRESS.contains(&rule) => rule_line(""),
+        Verdict::Accept => format!(
+            "\t\t{matcher}{sep}ct state new {}\n{}",
+            log_statement(rule, true),
+            rule_line("")
+        ),
+        Verdict::Refuse | Verdict::Reset => rule_line(&format!("{} ", log_statement(rule, false))),
+    }
 }
+
+/// Rules whose packets do not leave the cage: not logged.
+const NOT_EGRESS: [&str; 2] = ["loopback", "ndp"];
 
 #[cfg(test)]
 mod tests {
@@ -58,13 +88,26 @@ mod tests {
     #[test]
     fn golden_agent_port_rules() {
         assert_eq!(
-            agent_port(7387),
+            agent_port(7387, false),
             "table inet shrooms_agent_port\n\
              delete table inet shrooms_agent_port\n\
              table inet shrooms_agent_port {\n\
              \tchain output {\n\
              \t\ttype filter hook output priority 0; policy accept;\n\
-             \t\ttcp dport 7387 reject with tcp reset comment \"agent-port\"\n\
+             \t\ttcp dport 7387 log group 7 prefix \"shrooms:refuse:agent-port\" reject with tcp reset comment \"agent-port\"\n\
+             \t}\n\
+             }\n"
+        );
+        // Under `open`, every other connection out is logged as such.
+        assert_eq!(
+            agent_port(7387, true),
+            "table inet shrooms_agent_port\n\
+             delete table inet shrooms_agent_port\n\
+             table inet shrooms_agent_port {\n\
+             \tchain output {\n\
+             \t\ttype filter hook output priority 0; policy accept;\n\
+             \t\ttcp dport 7387 log group 7 prefix \"shrooms:refuse:agent-port\" reject with tcp reset comment \"agent-port\"\n\
+             \t\toif != \"lo\" ct state new log group 7 prefix \"shrooms:accept:open\"\n\
              \t}\n\
              }\n"
         );
@@ -74,7 +117,7 @@ mod tests {
 /// The table of a sealed cage. Its name says what it is.
 pub const SEALED_TABLE: &str = "shrooms_sealed";
 /// Kept in a sealed cage's record; raise it when the rules change.
-pub const SEALED_VERSION: u32 = 1;
+pub const SEALED_VERSION: u32 = 2;
 
 /// Ranges a sealed cage may not reach (the internet and nothing local: no
 /// LAN, no mesh over IPv6 or IPv4, no link-local, on any port): private, carrier-grade NAT (also Tailscale's mesh), loopback
@@ -301,14 +344,14 @@ mod sealed_tests {
              \t\ttype filter hook output priority 0; policy accept;\n\
              \t\toif \"lo\" accept comment \"loopback\"\n\
              \t\ticmpv6 type { nd-router-solicit, nd-router-advert, nd-neighbor-solicit, nd-neighbor-advert, packet-too-big } accept comment \"ndp\"\n\
-             \t\tip daddr { 1.1.1.1, 9.9.9.9 } meta l4proto { tcp, udp } th dport 53 accept comment \"dns\"\n\
-             \t\tmeta l4proto { tcp, udp } th dport 53 reject comment \"dns\"\n\
-             \t\ttcp dport 7387 reject with tcp reset comment \"agent-port\"\n\
-             \t\tip daddr { 0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12, 192.0.0.0/24, 192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/4, 240.0.0.0/4 } reject comment \"private\"\n\
-             \t\tip6 daddr { ::/128, ::1/128, ::ffff:0:0/96, 64:ff9b::/96, 64:ff9b:1::/48, 2001::/32, 2002::/16, 100::/64, 200::/7, fc00::/7, fe80::/10, fec0::/10, ff00::/8 } reject comment \"private\"\n\
-             \t\tip daddr 198.51.100.0/24 reject comment \"machine\"\n\
-             \t\tip6 daddr 2a02:1:2:3::/64 reject comment \"machine\"\n\
-             \t\taccept comment \"default\"\n\
+             \t\tip daddr { 1.1.1.1, 9.9.9.9 } meta l4proto { tcp, udp } th dport 53 ct state new log group 7 prefix \"shrooms:accept:dns\"\n\t\tip daddr { 1.1.1.1, 9.9.9.9 } meta l4proto { tcp, udp } th dport 53 accept comment \"dns\"\n\
+             \t\tmeta l4proto { tcp, udp } th dport 53 log group 7 prefix \"shrooms:refuse:dns\" reject comment \"dns\"\n\
+             \t\ttcp dport 7387 log group 7 prefix \"shrooms:refuse:agent-port\" reject with tcp reset comment \"agent-port\"\n\
+             \t\tip daddr { 0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12, 192.0.0.0/24, 192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/4, 240.0.0.0/4 } log group 7 prefix \"shrooms:refuse:private\" reject comment \"private\"\n\
+             \t\tip6 daddr { ::/128, ::1/128, ::ffff:0:0/96, 64:ff9b::/96, 64:ff9b:1::/48, 2001::/32, 2002::/16, 100::/64, 200::/7, fc00::/7, fe80::/10, fec0::/10, ff00::/8 } log group 7 prefix \"shrooms:refuse:private\" reject comment \"private\"\n\
+             \t\tip daddr 198.51.100.0/24 log group 7 prefix \"shrooms:refuse:machine\" reject comment \"machine\"\n\
+             \t\tip6 daddr 2a02:1:2:3::/64 log group 7 prefix \"shrooms:refuse:machine\" reject comment \"machine\"\n\
+             \t\tct state new log group 7 prefix \"shrooms:accept:default\"\n\t\taccept comment \"default\"\n\
              \t}\n\
              }\n"
         );
@@ -377,12 +420,12 @@ mod policy_tests {
         assert_eq!(
             text,
             HEAD.to_string()
-                + "\t\tip daddr { 10.255.255.53, 10.0.2.3 } meta l4proto { tcp, udp } th dport 53 accept comment \"dns\"\n\
-             \t\tmeta l4proto { tcp, udp } th dport 53 reject comment \"dns\"\n\
-             \t\tip daddr { 0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12, 192.0.0.0/24, 192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/4, 240.0.0.0/4 } reject comment \"private\"\n\
-             \t\tip6 daddr { ::/128, ::1/128, ::ffff:0:0/96, 64:ff9b::/96, 64:ff9b:1::/48, 2001::/32, 2002::/16, 100::/64, 200::/7, fc00::/7, fe80::/10, fec0::/10, ff00::/8 } reject comment \"private\"\n\
-             \t\tip daddr 198.51.100.0/24 reject comment \"machine\"\n\
-             \t\taccept comment \"default\"\n\
+                + "\t\tip daddr { 10.255.255.53, 10.0.2.3 } meta l4proto { tcp, udp } th dport 53 ct state new log group 7 prefix \"shrooms:accept:dns\"\n\t\tip daddr { 10.255.255.53, 10.0.2.3 } meta l4proto { tcp, udp } th dport 53 accept comment \"dns\"\n\
+             \t\tmeta l4proto { tcp, udp } th dport 53 log group 7 prefix \"shrooms:refuse:dns\" reject comment \"dns\"\n\
+             \t\tip daddr { 0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12, 192.0.0.0/24, 192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/4, 240.0.0.0/4 } log group 7 prefix \"shrooms:refuse:private\" reject comment \"private\"\n\
+             \t\tip6 daddr { ::/128, ::1/128, ::ffff:0:0/96, 64:ff9b::/96, 64:ff9b:1::/48, 2001::/32, 2002::/16, 100::/64, 200::/7, fc00::/7, fe80::/10, fec0::/10, ff00::/8 } log group 7 prefix \"shrooms:refuse:private\" reject comment \"private\"\n\
+             \t\tip daddr 198.51.100.0/24 log group 7 prefix \"shrooms:refuse:machine\" reject comment \"machine\"\n\
+             \t\tct state new log group 7 prefix \"shrooms:accept:default\"\n\t\taccept comment \"default\"\n\
              \t}\n\
              }\n"
         );
@@ -407,10 +450,10 @@ mod policy_tests {
         assert_eq!(
             text,
             HEAD.to_string()
-                + "\t\tip daddr . tcp dport { 203.0.113.7 . 443, 203.0.113.7 . 8080 } accept comment \"allow-list\"\n\
-             \t\tip6 daddr . tcp dport { fd77:77::1 . 443 } accept comment \"allow-list\"\n\
-             \t\tmeta l4proto { tcp, udp } th dport 53 reject comment \"dns\"\n\
-             \t\treject comment \"default\"\n\
+                + "\t\tip daddr . tcp dport { 203.0.113.7 . 443, 203.0.113.7 . 8080 } ct state new log group 7 prefix \"shrooms:accept:allow-list\"\n\t\tip daddr . tcp dport { 203.0.113.7 . 443, 203.0.113.7 . 8080 } accept comment \"allow-list\"\n\
+             \t\tip6 daddr . tcp dport { fd77:77::1 . 443 } ct state new log group 7 prefix \"shrooms:accept:allow-list\"\n\t\tip6 daddr . tcp dport { fd77:77::1 . 443 } accept comment \"allow-list\"\n\
+             \t\tmeta l4proto { tcp, udp } th dport 53 log group 7 prefix \"shrooms:refuse:dns\" reject comment \"dns\"\n\
+             \t\tlog group 7 prefix \"shrooms:refuse:default\" reject comment \"default\"\n\
              \t}\n\
              }\n"
         );
@@ -424,11 +467,11 @@ mod policy_tests {
     fn every_verdict_is_named() {
         assert_eq!(
             verdict("dns", Verdict::Refuse, "udp dport 53"),
-            "\t\tudp dport 53 reject comment \"dns\"\n"
+            "\t\tudp dport 53 log group 7 prefix \"shrooms:refuse:dns\" reject comment \"dns\"\n"
         );
         assert_eq!(
             verdict("default", Verdict::Accept, ""),
-            "\t\taccept comment \"default\"\n"
+            "\t\tct state new log group 7 prefix \"shrooms:accept:default\"\n\t\taccept comment \"default\"\n"
         );
     }
 }

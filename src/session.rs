@@ -728,11 +728,29 @@ impl Store {
     /// session is there, to be removed again.
     pub fn remove(&self, name: &str) -> Result<()> {
         remove_file_if_there(&self.history_path(name))?;
+        let egress = self.egress_path(name);
+        remove_file_if_there(&older(&egress))?;
+        remove_file_if_there(&egress)?;
+        remove_file_if_there(&self.egress_pid_path(name))?;
+        remove_file_if_there(&self.egress_err_path(name))?;
         remove_file_if_there(&self.record_lock_path(name))?;
         remove_file_if_there(&self.turn_marker(name))?;
         remove_file_if_there(&self.record_path(name))?;
         remove_file_if_there(&self.intent_path(name))?;
         remove_file_if_there(&self.lock_path(name))
+    }
+
+    /// `sessions/<name>.egress.jsonl`: the session's egress log
+    /// (`crate::egress`), rotated to `<name>.egress.1.jsonl`.
+    pub fn egress_path(&self, name: &str) -> PathBuf {
+        self.sessions_dir().join(format!("{name}.egress.jsonl"))
+    }
+    /// The egress log listener's pid file, and its errors' log.
+    pub fn egress_pid_path(&self, name: &str) -> PathBuf {
+        self.sessions_dir().join(format!("{name}.egress.pid"))
+    }
+    pub fn egress_err_path(&self, name: &str) -> PathBuf {
+        self.sessions_dir().join(format!("{name}.egress.err"))
     }
 
     pub fn history_path(&self, name: &str) -> PathBuf {
@@ -1283,6 +1301,14 @@ pub fn remove_dir_if_there(p: &Path) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(Error::failed(format!("removing {}: {e}", p.display()))),
     }
+}
+
+/// The rotated copy of a log file: `x.egress.jsonl` → `x.egress.1.jsonl`.
+pub fn older(path: &Path) -> PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let name = name.unwrap_or_default();
+    let stem = name.strip_suffix(".jsonl").unwrap_or(&name);
+    path.with_file_name(format!("{stem}.1.jsonl"))
 }
 
 #[cfg(test)]

@@ -479,7 +479,7 @@ pub fn prepare_join(ctx: &Context, name: &str, what: What, tty: bool) -> Result<
              `shrooms-agent cage exec {name}` or `cage run {name}`, or leave out --join"
         )));
     }
-    if let Err(e) = super::load_rules(ctx, host, cage, &inspected) {
+    if let Err(e) = super::load_rules(ctx, host, name, cage, &inspected) {
         return Err(e.context(format!(
             "session {name}: the cage's network rules could not be checked, so nothing was \
              run beside its turn (the cage was left as it is)"

@@ -31,6 +31,21 @@ impl From<HistoryEntry> for Entry {
     }
 }
 
+/// `cage history --net`: the session's egress log, oldest first.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Egress {
+    pub session: String,
+    pub connections: Vec<crate::egress::Line>,
+}
+
+pub fn egress(ctx: &Context, name: &str) -> Result<Egress> {
+    let record = ctx.store.load(name)?;
+    Ok(Egress {
+        connections: crate::egress::read(&ctx.store.egress_path(&record.name))?,
+        session: record.name,
+    })
+}
+
 pub fn history(ctx: &Context, name: &str) -> Result<History> {
     let record = ctx.store.load(name)?;
     Ok(History {

@@ -342,7 +342,7 @@ fn apply_net(ctx: &Context, name: &str) -> Result<String> {
         Some(c) if c.state.running => c,
         _ => return Ok("at its next start".into()),
     };
-    if let Err(e) = super::load_rules(ctx, host, cage, &inspected) {
+    if let Err(e) = super::load_rules(ctx, host, name, cage, &inspected) {
         let _ = host.podman.stop(&cage.container);
         return Err(e.context(format!(
             "setting the new network rules in {} failed, so it was stopped; its next start \

@@ -293,7 +293,11 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<i64
     if cage.sealed.is_some() {
         sealed::remember_untrusted(&ctx.store, &record.dir, &record.name)?;
     }
-    let ran = plan::execute(ctx, Some(host), start_steps(host, cage, gone(), old()))?;
+    let ran = plan::execute(
+        ctx,
+        Some(host),
+        start_steps(host, &record.name, cage, gone(), old()),
+    )?;
     ran.pid
         .ok_or_else(|| Error::failed("the cage's rules were not loaded"))
 }
@@ -305,6 +309,7 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<i64
 /// the agent port open.
 pub fn start_steps<'a>(
     host: &Host,
+    session: &str,
     cage: &'a CageRecord,
     gone: Error,
     old: Error,
@@ -332,7 +337,12 @@ pub fn start_steps<'a>(
             ),
         });
     }
-    steps.push(plan::Step::Rules { cage, gone, old });
+    steps.push(plan::Step::Rules {
+        session: session.to_string(),
+        cage,
+        gone,
+        old,
+    });
     steps
 }
 
@@ -343,6 +353,7 @@ pub fn start_steps<'a>(
 pub fn load_rules(
     ctx: &Context,
     host: &Host,
+    session: &str,
     cage: &CageRecord,
     inspected: &crate::podman::inspect::ContainerInspect,
 ) -> Result<()> {
@@ -358,7 +369,8 @@ pub fn load_rules(
         None => {
             let (policy, pinned) =
                 policy_rules(&cage.net, cage.network, ctx.settings.hosts_file.as_deref());
-            let mut text = rules::agent_port(ctx.settings.agent_port);
+            let open = matches!(policy, rules::PolicyRules::Open);
+            let mut text = rules::agent_port(ctx.settings.agent_port, open);
             text.push_str(&rules::policy(&policy));
             (text, pinned)
         }
@@ -373,7 +385,56 @@ pub fn load_rules(
             pinned_now?;
         }
     }
-    host.set_rules(&cage.container, inspected, &rule_set)
+    let netns = host.set_rules(&cage.container, inspected, &rule_set)?;
+    start_egress_log(
+        ctx,
+        host,
+        session,
+        &cage.container,
+        inspected.state.pid,
+        netns,
+    )
+}
+
+/// Start the cage's egress log listener (`crate::egress`) unless it runs
+/// for this namespace already, and wait until it listens: a cage whose
+/// connections cannot be logged does not run (the callers stop it).
+fn start_egress_log(
+    ctx: &Context,
+    host: &Host,
+    session: &str,
+    container: &str,
+    pid: i64,
+    netns: crate::netns::FileId,
+) -> Result<()> {
+    // The unit tests' worlds run no program of ours (their podman is a
+    // recording fake): the listener is the end-to-end tests' (tests/it/egress.rs).
+    #[cfg(test)]
+    if ctx.self_paths.is_empty() {
+        return Ok(());
+    }
+    let exe = ctx.self_paths.first().ok_or_else(|| {
+        Error::failed("the egress log needs this program's own path, which is not known")
+    })?;
+    let (log, pid_file, err) = (
+        ctx.store.egress_path(session),
+        ctx.store.egress_pid_path(session),
+        ctx.store.egress_err_path(session),
+    );
+    let s = |p: &std::path::Path| p.to_string_lossy().into_owned();
+    let listen = vec![
+        "--log".to_string(),
+        s(&log),
+        "--pid-file".into(),
+        s(&pid_file),
+        "--session".into(),
+        session.to_string(),
+        "--cage-pid".into(),
+        pid.to_string(),
+    ];
+    let (program, args) = host.egress_listener_argv(pid, exe, &listen)?;
+    crate::egress::ensure_listener(&program, &args, &pid_file, &err, netns)
+        .map_err(|e| e.context(format!("the egress log of {} could not be kept", container)))
 }
 
 /// A policy as the rules need it, read now (the machine's resolvers and

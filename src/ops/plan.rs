@@ -82,6 +82,8 @@ pub enum Step<'a> {
     /// process's pid is kept in `Ran::pid`. `gone` and `old` are the errors
     /// when it is not there, or was not made with the machine's init.
     Rules {
+        /// Whose cage: its egress log is kept under its name.
+        session: String,
         cage: &'a session::CageRecord,
         gone: Error,
         old: Error,
@@ -317,7 +319,12 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
             })?;
             None
         }
-        Step::Rules { cage, gone, old } => {
+        Step::Rules {
+            session,
+            cage,
+            gone,
+            old,
+        } => {
             let h = podman(host)?;
             let inspected = match h.podman.inspect(&cage.container)? {
                 Some(c) => c,
@@ -326,7 +333,7 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
             if inspected.init_source().is_none() {
                 return Err(old.clone());
             }
-            super::load_rules(ctx, h, cage, &inspected).map_err(|e| {
+            super::load_rules(ctx, h, session, cage, &inspected).map_err(|e| {
                 e.context(format!(
                     "setting the network rules in {} failed, so it was stopped again",
                     cage.container

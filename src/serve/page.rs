@@ -31,6 +31,9 @@ use crate::session::{Busy, Damaged, HistoryEntry, Record, Store};
 /// History lines shown, across the sessions, newest first.
 pub const HISTORY_LINES: usize = 20;
 
+/// Refused connections shown for each session, newest first.
+pub const REFUSALS: usize = 3;
+
 /// Nothing is loaded and nothing runs: no script, image, font, frame or
 /// form target, and no other page may frame this one; the page's own
 /// `<style>` alone is allowed. `base-uri`, `form-action` and
@@ -53,6 +56,12 @@ pub struct Page {
     pub history: Vec<Line>,
     /// Histories that did not read: the session, and why.
     pub unread: Vec<(String, String)>,
+    /// Each session's last refused connections (`REFUSALS`, newest first),
+    /// for the sessions that have any; or why its egress log did not read.
+    pub refusals: Vec<(
+        String,
+        std::result::Result<Vec<crate::egress::Line>, String>,
+    )>,
     /// serve has a live view of the cages (else states are unknown).
     pub live: bool,
     /// Whether podman enforces the cages' limits on this machine (None:
@@ -134,7 +143,17 @@ fn gather(shared: &Shared, live: Option<&Live>, now: u64) -> crate::error::Resul
     let mut histories = Vec::new();
     let mut unread = Vec::new();
     let mut sessions = Vec::new();
+    let mut refusals = Vec::new();
     for record in records {
+        match crate::egress::read(&store.egress_path(&record.name)) {
+            Ok(lines) => {
+                let last = crate::egress::last_refusals(&lines, REFUSALS);
+                if !last.is_empty() {
+                    refusals.push((record.name.clone(), Ok(last)));
+                }
+            }
+            Err(e) => refusals.push((record.name.clone(), Err(e.message))),
+        }
         match store.history(&record.name) {
             Ok(h) => histories.push((record.name.clone(), h)),
             Err(e) => unread.push((record.name.clone(), e.message)),
@@ -159,6 +178,7 @@ fn gather(shared: &Shared, live: Option<&Live>, now: u64) -> crate::error::Resul
         cage: shared.state.harnesses().cage,
         history: newest(histories, HISTORY_LINES),
         unread,
+        refusals,
         live: live.is_some(),
         limits_enforced: shared
             .state
@@ -230,6 +250,7 @@ pub fn render(p: &Page) -> Markup {
                     ". Read-only; reload the page to see it again."
                 }
                 (sessions(p))
+                (refused(p))
                 (image(&p.cage))
                 (history(p))
             }
@@ -393,6 +414,36 @@ fn image(c: &CageInfo) -> Markup {
     }
 }
 
+fn refused(p: &Page) -> Markup {
+    html! {
+        h2 { "Refused connections (each session's last " (REFUSALS) ", newest first)" }
+        @if p.refusals.is_empty() {
+            p { (none("No connection refused.")) }
+        } @else {
+            table.refused {
+                thead { tr { th { "Session" } th { "When, where, by which rule" } } }
+                tbody {
+                    @for (s, lines) in &p.refusals {
+                        @match lines {
+                            Ok(lines) => {
+                                @for l in lines {
+                                    tr {
+                                        td { (s) }
+                                        td.what { (crate::output::egress_line(l)) }
+                                    }
+                                }
+                            }
+                            Err(e) => {
+                                tr { td { (s) } td.bad { "The egress log does not read: " (e) } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 fn history(p: &Page) -> Markup {
     html! {
         h2 { "History (the last " (HISTORY_LINES) " lines, newest first)" }
@@ -498,6 +549,7 @@ mod tests {
             cage: cage_info(),
             history,
             unread: Vec::new(),
+            refusals: Vec::new(),
             live: true,
             limits_enforced: Some(true),
         }
@@ -521,8 +573,23 @@ mod tests {
             session: "webapp".into(),
             entry: entry(1_796_061_909 - 600, "limits memory 4g -> 8g"),
         }];
-        let html = render(&page_with(r, Some("running"), history)).into_string();
+        let mut p = page_with(r, Some("running"), history);
+        p.refusals = vec![(
+            "webapp".into(),
+            Ok(vec![crate::egress::Line {
+                time: "2026-12-01T18:00:00.000Z".into(),
+                session: "webapp".into(),
+                address: "10.199.77.1".into(),
+                name: None,
+                port: Some(22),
+                protocol: "tcp".into(),
+                allowed: false,
+                rule: "local-range".into(),
+            }]),
+        )];
+        let html = render(&p).into_string();
         for want in [
+            "refused 10.199.77.1:22 tcp (local-range)",
             "<title>shrooms-agent on laptop</title>",
             r#"<td class="nw"><b>webapp</b></td><td>caged</td>"#,
             r#"<span class="state running">running</span>"#,
@@ -567,6 +634,7 @@ mod tests {
         let html = render(&page_with(sample_record("notes"), None, Vec::new())).into_string();
         assert!(html.contains("<td>out</td>"), "{html}");
         assert!(html.contains("No history yet."), "{html}");
+        assert!(html.contains("No connection refused."), "{html}");
         let mut r = sample_record("webapp");
         r.cage = Some(sample_cage("shrooms-webapp-0a1b2c"));
         let mut p = page_with(r, None, Vec::new());

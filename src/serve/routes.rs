@@ -49,6 +49,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/sessions/{name}/drop"),
     ("POST", "/v1/sessions/{name}/drop"),
     ("DELETE", "/v1/sessions/{name}/drop"),
+    ("GET", "/v1/sessions/{name}/egress"),
     ("POST", "/v1/sessions/{name}/settings"),
     ("POST", "/v1/sessions/{name}/accept-caged"),
     ("POST", "/v1/images/build"),
@@ -70,6 +71,7 @@ fn endpoint(method: &str, path: &str) -> Option<MethodRouter> {
         ("POST", "/v1/sessions/{name}/rename") => post(rename),
         ("POST", "/v1/sessions/{name}/outbox/send") => post(send),
         ("GET", "/v1/sessions/{name}/drop") => get(received),
+        ("GET", "/v1/sessions/{name}/egress") => get(egress),
         ("POST", "/v1/sessions/{name}/drop") => post(drop_file),
         ("DELETE", "/v1/sessions/{name}/drop") => delete(clear_received),
         ("POST", "/v1/sessions/{name}/settings") => post(settings),
@@ -996,6 +998,24 @@ async fn received(Extension(shared): Sh, params: RawPathParams) -> Response {
     .await
 }
 
+/// `cage history --net`: the session's egress log, oldest first.
+#[utoipa::path(get, path = "/v1/sessions/{name}/egress", operation_id = "egressLog",
+    params(("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")),
+    responses(
+        (status = 200, description = "Each connection its cage opened or was refused (README, \"The egress log\").", body = ops::history::Egress),
+        (status = 400, description = "Not a session name.", body = ErrorBody),
+        (status = 404, description = "No such session.", body = ErrorBody)))]
+async fn egress(Extension(shared): Sh, params: RawPathParams) -> Response {
+    let name = name_of(&params);
+    operation(&shared, move |shared| {
+        Ok(Response::json(
+            200,
+            &ops::history::egress(&shared.context(), &name)?,
+        ))
+    })
+    .await
+}
+
 /// `files clear`: delete one received file, and its note.
 #[utoipa::path(delete, path = "/v1/sessions/{name}/drop", operation_id = "clearReceived",
     params(
@@ -1151,7 +1171,7 @@ async fn build(Extension(shared): Sh, Extension(info): Info, req: Request) -> Re
             path 404; a slow request 408; a busy serve 503."
     ),
     servers((url = "/")),
-    paths(page, harnesses, openapi, list, create, show, remove, patch_session, move_cage, limits, rename, send, received, drop_file, clear_received, settings, accept_caged, build),
+    paths(page, harnesses, openapi, list, create, show, remove, patch_session, move_cage, limits, rename, send, received, egress, drop_file, clear_received, settings, accept_caged, build),
 )]
 pub struct ApiDoc;
 
@@ -1277,7 +1297,7 @@ mod tests {
                 operations += 1;
             }
         }
-        assert_eq!(operations, 18);
+        assert_eq!(operations, 19);
         assert!(
             doc["paths"]["/v1/sessions"]["post"]["responses"]
                 .as_object()

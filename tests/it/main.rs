@@ -13,6 +13,7 @@ mod cage;
 mod calls;
 mod cli;
 mod crashes;
+mod egress;
 mod exec;
 mod gateway;
 mod here;
