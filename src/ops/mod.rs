@@ -413,9 +413,13 @@ fn start_egress_log(
     if ctx.self_paths.is_empty() {
         return Ok(());
     }
-    let exe = ctx.self_paths.first().ok_or_else(|| {
+    let file = ctx.self_paths.first().ok_or_else(|| {
         Error::failed("the egress log needs this program's own path, which is not known")
     })?;
+    // This very program, whatever became of its path since it started (an
+    // update may have moved or replaced it): its copy in `tools/`, which
+    // `podman unshare` reaches too, as the model gateway's listener does.
+    let exe = &crate::tools::provide(&ctx.store.tools_dir(), file)?;
     let (log, pid_file, err) = (
         ctx.store.egress_path(session),
         ctx.store.egress_pid_path(session),

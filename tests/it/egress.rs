@@ -223,7 +223,7 @@ fn sealed_cage_is_logged(w: World) {
         &all[all.len() - 3..]
     );
     let page = fetch(&w, &format!("{}/", s.url));
-    let want = format!("refused {LAN_ADDR}:{} tcp (local-range)", other.port);
+    let want = format!("refused {LAN_ADDR}:{} tcp (private)", other.port);
     assert!(page.contains(&want), "{want:?} not on the page:\n{page}");
 }
 

@@ -200,10 +200,13 @@ fn the_status_page_in_a_real_browser() {
             .to_string()
     };
     let b = row(&busy);
-    assert!(b.contains("| caged | no | running | exec, "), "{b}");
+    assert!(
+        b.contains("| caged | no | internet | running | exec, "),
+        "{b}"
+    );
     assert!(b.contains("memory "), "{b}");
     let h = row(&hist);
-    assert!(h.contains("| caged | no | created | - |"), "{h}");
+    assert!(h.contains("| caged | no | internet | created | - |"), "{h}");
     assert!(h.contains("memory 300m,"), "{h}");
     assert!(h.contains("| 5000 |"), "{h}");
     let o = row(&out);

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 
 /// The subcommands of `cage` a Tab offers (and clap's own `help`).
-const CAGE_WORDS: [&str; 14] = [
+const CAGE_WORDS: [&str; 15] = [
     "create",
     "start",
     "stop",
@@ -23,6 +23,7 @@ const CAGE_WORDS: [&str; 14] = [
     "show",
     "accept-caged",
     "prune",
+    "rename",
     "help",
 ];
 
@@ -198,7 +199,7 @@ fn completion_offers_subcommands_and_sessions_in_bash_zsh_and_fish() {
     let env = shell_env(&w);
     let cwd = cwd(&w);
     let mut cage: Vec<String> = CAGE_WORDS.iter().map(|s| s.to_string()).collect();
-    cage.extend(["--json".into(), "--help".into()]);
+    cage.extend(["--json".into(), "--help".into(), "--on".into()]);
     let cage = sorted(cage);
     type Complete = fn(&[(String, String)], &Path, &str) -> Vec<String>;
     for (sh, complete) in [("bash", bash as Complete), ("fish", fish), ("zsh", zsh)] {
