@@ -1,7 +1,8 @@
 //! The tool killed (SIGKILL) right after each podman call of `cage
 //! create`, `rm`, `move` and `exec`, against real podman, rootful and
 //! rootless: the config's podman is a wrapper that runs podman, then, after
-//! the chosen call, kills its parent, the tool. The next command must find
+//! the chosen call, kills its parent, the tool (every call the tool waits
+//! on: the egress log's listener, which runs beside the cage, is not one). The next command must find
 //! a consistent session and work: no container without a record, no second
 //! container, no record whose container the tool removed, no intent,
 //! temporary file or lock left.
@@ -27,6 +28,7 @@ impl Killing {
             &program,
             format!(
                 "#!/bin/sh\n\
+                 case \" $* \" in *' {listen} '*) exec '{podman}' \"$@\" ;; esac\n\
                  n=$(( $(cat '{count}' 2>/dev/null || echo 0) + 1 ))\n\
                  echo $n > '{count}'\n\
                  '{podman}' \"$@\"\n\
@@ -35,7 +37,11 @@ impl Killing {
                  exit $st\n",
                 count = count.display(),
                 at = at.display(),
-                podman = podman_program()
+                podman = podman_program(),
+                // The egress log's listener runs as long as the cage does,
+                // started and not waited for (`egress::ensure_listener`):
+                // not a call the tool waits on, so not one to die after.
+                listen = "egress-listen",
             ),
         )
         .unwrap();
