@@ -299,21 +299,10 @@ impl Socket for tokio::net::UnixStream {
                 // Through try_io, so that "nothing yet" clears the
                 // readiness and the next readable() waits.
                 let peeked = self.try_io(tokio::io::Interest::READABLE, || {
+                    use rustix::net::{RecvFlags, recv};
                     let mut b = [0u8; 1];
-                    // SAFETY: recv(2) with MSG_PEEK into a live one-byte buffer.
-                    let n = unsafe {
-                        libc::recv(
-                            std::os::fd::AsRawFd::as_raw_fd(self),
-                            b.as_mut_ptr().cast(),
-                            1,
-                            libc::MSG_PEEK | libc::MSG_DONTWAIT,
-                        )
-                    };
-                    if n < 0 {
-                        Err(std::io::Error::last_os_error())
-                    } else {
-                        Ok(n as usize)
-                    }
+                    let (n, _) = recv(self, &mut b, RecvFlags::PEEK | RecvFlags::DONTWAIT)?;
+                    Ok(n)
                 });
                 match peeked {
                     Ok(0) => return,
