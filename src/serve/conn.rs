@@ -455,4 +455,32 @@ mod tests {
         assert_eq!(peers.in_flight(Who::User(1001)), 0);
         let _back = peers.admit(Who::User(0), &b).unwrap();
     }
+
+    /// The Unix socket's `gone` (a peek that takes nothing): a client that
+    /// sends more is still there, and still is after the peek; one that
+    /// closed its end is gone.
+    #[test]
+    fn a_unix_client_is_gone_only_when_its_end_closes() {
+        use std::io::Write;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+            ours.set_nonblocking(true).unwrap();
+            let ours = tokio::net::UnixStream::from_std(ours).unwrap();
+            let mut theirs = theirs;
+            theirs.write_all(b"more").unwrap();
+            let waited = tokio::time::timeout(Duration::from_millis(200), ours.gone()).await;
+            assert!(waited.is_err(), "a client that sends more is not gone");
+            let mut b = [0u8; 4];
+            ours.try_read(&mut b).unwrap();
+            assert_eq!(&b, b"more", "the peek took nothing");
+            drop(theirs);
+            tokio::time::timeout(Duration::from_secs(5), ours.gone())
+                .await
+                .expect("a closed end is gone");
+        });
+    }
 }
