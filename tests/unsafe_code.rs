@@ -7,7 +7,10 @@
 //! sources, comments left out. No podman needed: a plain `cargo test` runs
 //! this.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+mod source;
+use source::rs_files;
 
 /// (file under src/, a piece of the site's code, why it is unsafe). The
 /// piece is looked for in the site's text: its line from `unsafe` on and
@@ -140,17 +143,6 @@ fn unlisted<'a>(
         }
     }
     (found, gone)
-}
-
-fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            rs_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
 }
 
 /// The program's sites, from `src/`.
