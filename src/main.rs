@@ -49,6 +49,7 @@ mod workbench;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -200,8 +201,7 @@ fn on_machine(cli: Cli, machine: &str) -> Result<ExitCode> {
             )));
         }
         Command::Cage(CageCommand::Run { .. } | CageCommand::Exec { .. }) => {
-            // SAFETY: isatty on fd 0.
-            let tty = unsafe { libc::isatty(0) } == 1;
+            let tty = std::io::stdin().is_terminal();
             remote::Kind::Turn { tty }
         }
         Command::Cage(_) => remote::Kind::Plain,
@@ -593,8 +593,7 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
                 ops::exec::What::Command(cmd)
             };
             if join {
-                // SAFETY: isatty on fd 0.
-                let tty = unsafe { libc::isatty(0) } == 1;
+                let tty = std::io::stdin().is_terminal();
                 let code = ops::exec::prepare_join(&ctx, &name, what, tty)?.run()?;
                 return Ok(ExitCode::from(code.clamp(0, 255) as u8));
             }
@@ -685,8 +684,7 @@ fn prune(ctx: &ops::Context, dry_run: bool, yes: bool, json: bool) -> Result<Exi
         return Ok(ExitCode::SUCCESS);
     }
     if !yes {
-        // SAFETY: isatty on fd 0.
-        let tty = unsafe { libc::isatty(0) } == 1;
+        let tty = std::io::stdin().is_terminal();
         if !tty {
             let e = Error::bad_input(format!(
                 "cage prune removed nothing: it asks before it removes, and there is no \
@@ -726,8 +724,7 @@ fn image(cmd: cli::ImageCommand, json: bool) -> Result<ExitCode> {
                 wait: a.wait,
                 containerfile: a.containerfile,
             };
-            // SAFETY: isatty on fd 2.
-            let tty = unsafe { libc::isatty(2) } == 1;
+            let tty = std::io::stderr().is_terminal();
             let r = if tty && !json && req.wait {
                 build_with_progress(&ctx, &req)?
             } else {
@@ -815,8 +812,7 @@ fn exec(ctx: &Context, name: &str, what: ops::exec::What) -> Result<ExitCode> {
 }
 
 fn exec_here(ctx: &Context, name: &str, what: ops::exec::What) -> Result<u8> {
-    // SAFETY: isatty on fd 0.
-    let tty = unsafe { libc::isatty(0) } == 1;
+    let tty = std::io::stdin().is_terminal();
     let prepared = ops::exec::prepare(ctx, name, what, tty)?;
     notes(ctx);
     output::warnings(&prepared.warnings);

@@ -143,21 +143,25 @@ impl Process {
             e = e.env(k, v);
         }
         if self.die_with_parent {
-            // SAFETY: getpid cannot fail.
-            let parent = unsafe { libc::getpid() };
+            use rustix::process::{Signal, getpid, getppid, kill_process};
+            let parent = getpid();
             e = e.before_spawn(move |cmd| {
                 use std::os::unix::process::CommandExt;
-                // SAFETY: prctl, getppid and kill are async-signal-safe; the
-                // closure allocates nothing.
+                let in_child = move || {
+                    let _ = rustix::process::set_parent_process_death_signal(Some(Signal::TERM));
+                    // The parent may have died before prctl took effect.
+                    if getppid() != Some(parent) {
+                        let _ = kill_process(getpid(), Signal::TERM);
+                    }
+                    Ok(())
+                };
+                // SAFETY: pre_exec's closure runs in the child between fork
+                // and exec, where only async-signal-safe calls are sound
+                // (signal-safety(7)): rustix's prctl, getppid, getpid and
+                // kill in `in_child` are each one system call, and it
+                // allocates nothing and takes no lock.
                 unsafe {
-                    cmd.pre_exec(move || {
-                        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                        // The parent may have died before prctl took effect.
-                        if libc::getppid() != parent {
-                            libc::kill(libc::getpid(), libc::SIGTERM);
-                        }
-                        Ok(())
-                    });
+                    cmd.pre_exec(in_child);
                 }
                 Ok(())
             });
@@ -292,10 +296,7 @@ impl Process {
                         && (sig == libc::SIGTERM || sig == libc::SIGHUP)
                     {
                         for pid in handle.pids() {
-                            // SAFETY: kill(2) on our own child's pid.
-                            unsafe {
-                                libc::kill(pid as libc::pid_t, sig);
-                            }
+                            signal_child(pid, sig);
                         }
                     }
                 }
@@ -360,20 +361,24 @@ fn detached(
         .stdout(out)
         .stderr(err);
     let fds = keep_fds.to_vec();
-    // SAFETY: setsid and fcntl are async-signal-safe; nothing is allocated.
+    let in_child = move || -> std::io::Result<()> {
+        rustix::process::setsid()?;
+        for &fd in &fds {
+            // SAFETY: `keep_fds` are descriptors the caller holds open
+            // across this call, so the child's copies are open too; the
+            // borrow ends before exec.
+            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+            let flags = rustix::io::fcntl_getfd(fd)?;
+            rustix::io::fcntl_setfd(fd, flags - rustix::io::FdFlags::CLOEXEC)?;
+        }
+        Ok(())
+    };
+    // SAFETY: pre_exec's closure runs in the child between fork and exec,
+    // where only async-signal-safe calls are sound (signal-safety(7)):
+    // rustix's setsid and fcntl in `in_child` are each one system call,
+    // and it allocates nothing (`fds` was made before) and takes no lock.
     unsafe {
-        cmd.pre_exec(move || {
-            if libc::setsid() == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            for &fd in &fds {
-                let flags = libc::fcntl(fd, libc::F_GETFD);
-                if flags == -1 || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) == -1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
+        cmd.pre_exec(in_child);
     }
     // execve(2) fails with ETXTBSY while any process holds the program open
     // for writing, which includes a child another thread forked between a
@@ -461,47 +466,71 @@ impl TurnSignals {
 /// command (podman exec -t puts it in raw mode and puts it back only when
 /// it ends normally; killed, it leaves the terminal raw).
 pub struct Terminal {
-    saved: libc::termios,
+    saved: rustix::termios::Termios,
 }
 
 impl Terminal {
     /// Standard input's modes, if it is a terminal.
     pub fn save() -> Option<Terminal> {
-        // SAFETY: tcgetattr fills the struct it is given; zeroed is a valid termios.
-        unsafe {
-            let mut saved: libc::termios = std::mem::zeroed();
-            (libc::tcgetattr(0, &mut saved) == 0).then_some(Terminal { saved })
-        }
+        let saved = rustix::termios::tcgetattr(std::io::stdin()).ok()?;
+        Some(Terminal { saved })
     }
 
     /// Put the modes back, where they differ. SIGTTOU is blocked meanwhile,
     /// as shells do, so that a turn run in the background is not stopped by
     /// it (tcsetattr(3)). A terminal that is gone (closed: EIO) is left be.
     pub fn restore(&self) {
-        // SAFETY: termios calls on fd 0 with structs we own; the signal mask
-        // is this thread's and is put back.
+        use rustix::termios::{OptionalActions, tcgetattr, tcsetattr};
+        let stdin = std::io::stdin();
+        match tcgetattr(&stdin) {
+            Ok(now) if !same_modes(&now, &self.saved) => {}
+            _ => return,
+        }
+        // rustix has no signal masks (std neither): libc's pthread_sigmask.
+        // SAFETY: sigset_t is plain data that sigemptyset initialises
+        // before use; the mask changed is this thread's, and is put back.
         unsafe {
-            let mut now: libc::termios = std::mem::zeroed();
-            if libc::tcgetattr(0, &mut now) != 0 || same_modes(&now, &self.saved) {
-                return;
-            }
             let mut block: libc::sigset_t = std::mem::zeroed();
             let mut old: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut block);
             libc::sigaddset(&mut block, libc::SIGTTOU);
             libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut old);
-            libc::tcsetattr(0, libc::TCSANOW, &self.saved);
+            let _ = tcsetattr(&stdin, OptionalActions::Now, &self.saved);
             libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
         }
     }
 }
 
-fn same_modes(a: &libc::termios, b: &libc::termios) -> bool {
-    a.c_iflag == b.c_iflag
-        && a.c_oflag == b.c_oflag
-        && a.c_cflag == b.c_cflag
-        && a.c_lflag == b.c_lflag
-        && a.c_cc == b.c_cc
+/// Whether two terminals' modes are the same: the four flag words and
+/// the control characters (rustix's `Termios` and its `SpecialCodes` have
+/// no `==`; the codes are compared by name).
+fn same_modes(a: &rustix::termios::Termios, b: &rustix::termios::Termios) -> bool {
+    use rustix::termios::SpecialCodeIndex as I;
+    a.input_modes == b.input_modes
+        && a.output_modes == b.output_modes
+        && a.control_modes == b.control_modes
+        && a.local_modes == b.local_modes
+        && [
+            I::VINTR,
+            I::VQUIT,
+            I::VERASE,
+            I::VKILL,
+            I::VEOF,
+            I::VTIME,
+            I::VMIN,
+            I::VSWTC,
+            I::VSTART,
+            I::VSTOP,
+            I::VSUSP,
+            I::VEOL,
+            I::VREPRINT,
+            I::VDISCARD,
+            I::VWERASE,
+            I::VLNEXT,
+            I::VEOL2,
+        ]
+        .into_iter()
+        .all(|i| a.special_codes[i] == b.special_codes[i])
 }
 
 /// How a turn's command ended.
@@ -545,10 +574,7 @@ impl Process {
             }
             if let Some(sig) = signals.received() {
                 for pid in handle.pids() {
-                    // SAFETY: kill(2) on our own child, not yet reaped.
-                    unsafe {
-                        libc::kill(pid as libc::pid_t, libc::SIGTERM);
-                    }
+                    signal_child(pid, libc::SIGTERM);
                 }
                 if wait(END_GRACE)?.is_none() {
                     let _ = handle.kill();
@@ -560,24 +586,23 @@ impl Process {
     }
 }
 
+/// Send `sig` (one of [`TURN_SIGNALS`]) to our own child `pid`, not yet
+/// reaped; a child that ended meanwhile is no error.
+fn signal_child(pid: u32, sig: i32) {
+    use rustix::process::{Pid, Signal, kill_process};
+    if let (Some(pid), Some(sig)) = (
+        i32::try_from(pid).ok().and_then(Pid::from_raw),
+        Signal::from_named_raw(sig),
+    ) {
+        let _ = kill_process(pid, sig);
+    }
+}
+
 /// A pipe, both ends close-on-exec from the start (pipe2), so that no
 /// program started meanwhile by another thread holds an end.
 fn pipe() -> Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
-    use std::os::fd::FromRawFd;
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: pipe2 fills two descriptors, owned from here on.
-    unsafe {
-        if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
-            return Err(Error::failed(format!(
-                "making a pipe: {}",
-                std::io::Error::last_os_error()
-            )));
-        }
-        Ok((
-            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
-            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
-        ))
-    }
+    rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| Error::failed(format!("making a pipe: {e}")))
 }
 
 /// What the holder writes when it has stopped the cage itself.
@@ -622,7 +647,7 @@ pub fn spawn_watcher(
         child,
         tell: Some(std::fs::File::from(write)),
     };
-    match read_byte(ready_read.as_raw_fd(), Some(READY_WITHIN), None) {
+    match read_byte(&ready_read, Some(READY_WITHIN), None) {
         Ok(Some(READY)) => Ok(watcher),
         other => {
             // Whatever it does not do now, it must not do later.
@@ -674,57 +699,70 @@ impl Drop for Watcher {
 /// signal-hook's handlers restart reads, so it polls, and looks at the
 /// signals between.
 fn read_byte(
-    fd: std::os::fd::RawFd,
+    fd: &impl std::os::fd::AsFd,
     within: Option<Duration>,
     signals: Option<&TurnSignals>,
 ) -> Result<Option<u8>> {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
     let end = within.map(|w| std::time::Instant::now() + w);
+    let every = Timespec {
+        tv_sec: 0,
+        tv_nsec: 200_000_000,
+    };
     loop {
         if signals.is_some_and(|s| s.received().is_some())
             || end.is_some_and(|e| std::time::Instant::now() >= e)
         {
             return Ok(None);
         }
-        let mut p = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: poll on one pollfd we own.
-        if unsafe { libc::poll(&mut p, 1, 200) } <= 0 {
+        let mut p = [PollFd::new(fd, PollFlags::IN)];
+        if !matches!(poll(&mut p, Some(&every)), Ok(n) if n > 0) {
             continue;
         }
         let mut byte = [0u8; 1];
-        // SAFETY: read into a buffer of one byte we own.
-        match unsafe { libc::read(fd, byte.as_mut_ptr().cast(), 1) } {
-            0 => return Ok(None),
-            1 => return Ok(Some(byte[0])),
-            _ => {
-                let e = std::io::Error::last_os_error();
-                if e.kind() != std::io::ErrorKind::Interrupted {
-                    return Err(Error::failed(format!("reading a pipe: {e}")));
-                }
-            }
+        match rustix::io::read(fd, &mut byte) {
+            Ok(0) => return Ok(None),
+            Ok(_) => return Ok(Some(byte[0])),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(Error::failed(format!("reading a pipe: {e}"))),
         }
     }
+}
+
+/// A descriptor passed on to us as number `fd` by the process that started
+/// us (a lock or a pipe's end, named on our command line), owned from here
+/// on and made close-on-exec again at once, so that nothing we start holds
+/// it; None when no such descriptor is open. To be taken once, before
+/// anything else could own that number.
+pub fn inherited_fd(fd: std::os::fd::RawFd) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd};
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: the number comes from the command line of a hidden
+    // subcommand, which only `spawn_detached` and `spawn_watcher` start,
+    // with that descriptor open for it; open since exec, its number cannot
+    // have been given to a descriptor of ours, so nothing here owns it.
+    // fcntl checks it is open before it is owned, and each caller takes
+    // each number once.
+    let owned = unsafe {
+        rustix::io::fcntl_getfd(BorrowedFd::borrow_raw(fd)).ok()?;
+        OwnedFd::from_raw_fd(fd)
+    };
+    let flags = rustix::io::fcntl_getfd(&owned).ok()?;
+    let _ = rustix::io::fcntl_setfd(&owned, flags | rustix::io::FdFlags::CLOEXEC);
+    Some(owned)
 }
 
 /// A pipe's end passed on to us as descriptor `fd`: made close-on-exec
 /// again at once (nothing we start may hold it), and refused unless it is
 /// a pipe.
 fn inherited_pipe(fd: std::os::fd::RawFd) -> Result<std::fs::File> {
-    use std::os::fd::FromRawFd;
     use std::os::unix::fs::FileTypeExt;
-    // SAFETY: fcntl on a descriptor number; checked before it is owned.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
-    if fd < 3 || flags == -1 {
+    let Some(file) = (fd >= 3).then(|| inherited_fd(fd)).flatten() else {
         return Err(Error::failed(format!("descriptor {fd} was not passed on")));
-    }
-    // SAFETY: as above; from here on the File owns the descriptor.
-    let file = unsafe {
-        libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
-        std::fs::File::from_raw_fd(fd)
     };
+    let file = std::fs::File::from(file);
     let is_fifo = file
         .metadata()
         .map(|m| m.file_type().is_fifo())
@@ -757,7 +795,6 @@ pub fn await_holder(
     signals: &TurnSignals,
 ) -> Result<Holder> {
     use std::io::Write;
-    use std::os::fd::AsRawFd;
     let pipe = inherited_pipe(watched)?;
     let mut ready = inherited_pipe(ready)?;
     ready
@@ -765,7 +802,7 @@ pub fn await_holder(
         .map_err(|e| Error::failed(format!("saying ready: {e}")))?;
     drop(ready);
     loop {
-        match read_byte(pipe.as_raw_fd(), None, Some(signals))? {
+        match read_byte(&pipe, None, Some(signals))? {
             Some(DONE) => return Ok(Holder::Done),
             Some(_) => continue,
             None => {

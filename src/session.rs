@@ -647,9 +647,8 @@ impl Store {
         }
         make_private_dir(&self.root)?;
         let mut bytes = [0u8; 16];
-        // SAFETY: getrandom(2) fills the buffer we own.
-        let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
-        if n != bytes.len() as isize {
+        let n = rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty());
+        if n.ok() != Some(bytes.len()) {
             return Err(Error::failed("getrandom failed"));
         }
         let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
@@ -1003,7 +1002,6 @@ impl Store {
     /// keeps the session busy; refused unless it is this session's lock
     /// file and held through this very open file description.
     pub fn inherited_lock(&self, name: &str, fd: std::os::fd::RawFd) -> Result<SessionLock> {
-        use std::os::fd::FromRawFd;
         use std::os::unix::fs::MetadataExt;
         validate_name(name)?;
         if fd < 3 {
@@ -1011,17 +1009,10 @@ impl Store {
                 "descriptor {fd} cannot be a session lock"
             )));
         }
-        // SAFETY: fcntl on a descriptor number; checked before it is owned.
-        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
-        if flags == -1 {
+        let Some(file) = crate::process::inherited_fd(fd).map(File::from) else {
             return Err(Error::failed(format!(
                 "the lock of session {name} was not passed on as descriptor {fd}"
             )));
-        }
-        // SAFETY: as above; from here on the File owns the descriptor.
-        let file = unsafe {
-            libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
-            File::from_raw_fd(fd)
         };
         let path = self.lock_path(name);
         let same = match (file.metadata(), fs::metadata(&path)) {
@@ -1241,8 +1232,7 @@ pub fn make_private_dir_here(dir: &Path) -> Result<()> {
             dir.display()
         )));
     }
-    // SAFETY: getuid has no preconditions and cannot fail.
-    let me = unsafe { libc::getuid() };
+    let me = rustix::process::getuid().as_raw();
     // As root, a cage's own folder (an outbox a rootful cage wrote to)
     // belongs to the cage's root: `userns`.
     if !crate::userns::owned_by_me_or_my_cages(meta.uid(), me) {

@@ -1029,10 +1029,7 @@ impl Settings {
                 .get("USER")
                 .or_else(|| env.get("LOGNAME"))
                 .cloned()
-                .unwrap_or_else(|| {
-                    // SAFETY: getuid cannot fail.
-                    format!("uid {}", unsafe { libc::getuid() })
-                }),
+                .unwrap_or_else(|| format!("uid {}", rustix::process::getuid().as_raw())),
             machine_name,
             machines,
             ssh: file
@@ -1316,17 +1313,13 @@ pub fn parse_machine_url(url: &str, token_file: Option<PathBuf>) -> Result<Machi
     })
 }
 
-/// The host name (gethostname), up to its first dot, or "localhost".
+/// The host name (uname's node name, which gethostname(2) reads), up to
+/// its first dot, or "localhost".
 fn host_name() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most buf.len() bytes into our buffer.
-    let r = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    let name = if r == 0 {
-        let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-        String::from_utf8_lossy(&buf[..end]).into_owned()
-    } else {
-        String::new()
-    };
+    let name = rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned();
     let short = name.split('.').next().unwrap_or("").to_string();
     if validate_machine_name(&short).is_ok() {
         short

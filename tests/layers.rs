@@ -8,7 +8,10 @@
 //! out). No podman needed: a plain `cargo test` runs this.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+mod source;
+use source::rs_files;
 
 /// The one circle still allowed, with why: `output` renders the
 /// operations' results, and two operations write a line of `output`'s
@@ -143,17 +146,6 @@ fn circles(g: &Graph) -> Vec<Vec<String>> {
     }
     t.out.sort();
     t.out
-}
-
-fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            rs_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
 }
 
 /// The program's own graph, from `src/`.

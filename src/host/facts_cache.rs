@@ -170,8 +170,10 @@ fn stamps(paths: &[PathBuf]) -> Vec<Stamp> {
 
 /// The key as things are now.
 pub fn key_now(podman: &Podman, settings: &Settings, env: &Env) -> Key {
-    // SAFETY: getuid and geteuid cannot fail.
-    let (uid, euid) = unsafe { (libc::getuid(), libc::geteuid()) };
+    let (uid, euid) = (
+        rustix::process::getuid().as_raw(),
+        rustix::process::geteuid().as_raw(),
+    );
     Key {
         podman: Stamp::of(podman.program()),
         podman_resolved: std::fs::canonicalize(podman.program()).ok(),
@@ -205,8 +207,7 @@ fn now() -> u64 {
 /// writable by others.
 fn read(path: &Path) -> Option<Kept> {
     let meta = std::fs::symlink_metadata(path).ok()?;
-    // SAFETY: geteuid cannot fail.
-    let euid = unsafe { libc::geteuid() };
+    let euid = rustix::process::geteuid().as_raw();
     if !meta.is_file() || meta.uid() != euid || meta.mode() & 0o022 != 0 {
         return None;
     }

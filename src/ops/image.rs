@@ -13,7 +13,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -95,17 +95,10 @@ impl BuildLock {
     /// never hold it (an orphaned RUN step would keep a dead build
     /// "running").
     fn inherited(fd: RawFd, path: &Path) -> Result<BuildLock> {
-        // SAFETY: fcntl on a descriptor number; checked before it is owned.
-        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
-        if flags == -1 {
+        let Some(file) = runner::inherited_fd(fd).map(File::from) else {
             return Err(Error::failed(format!(
                 "the build lock descriptor {fd} was not passed on"
             )));
-        }
-        // SAFETY: as above; from here on the File owns the descriptor.
-        let file = unsafe {
-            libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
-            File::from_raw_fd(fd)
         };
         let same = match (file.metadata(), fs::metadata(path)) {
             (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),

@@ -299,21 +299,10 @@ impl Socket for tokio::net::UnixStream {
                 // Through try_io, so that "nothing yet" clears the
                 // readiness and the next readable() waits.
                 let peeked = self.try_io(tokio::io::Interest::READABLE, || {
+                    use rustix::net::{RecvFlags, recv};
                     let mut b = [0u8; 1];
-                    // SAFETY: recv(2) with MSG_PEEK into a live one-byte buffer.
-                    let n = unsafe {
-                        libc::recv(
-                            std::os::fd::AsRawFd::as_raw_fd(self),
-                            b.as_mut_ptr().cast(),
-                            1,
-                            libc::MSG_PEEK | libc::MSG_DONTWAIT,
-                        )
-                    };
-                    if n < 0 {
-                        Err(std::io::Error::last_os_error())
-                    } else {
-                        Ok(n as usize)
-                    }
+                    let (n, _) = recv(self, &mut b, RecvFlags::PEEK | RecvFlags::DONTWAIT)?;
+                    Ok(n)
                 });
                 match peeked {
                     Ok(0) => return,
@@ -465,5 +454,33 @@ mod tests {
         drop(other);
         assert_eq!(peers.in_flight(Who::User(1001)), 0);
         let _back = peers.admit(Who::User(0), &b).unwrap();
+    }
+
+    /// The Unix socket's `gone` (a peek that takes nothing): a client that
+    /// sends more is still there, and still is after the peek; one that
+    /// closed its end is gone.
+    #[test]
+    fn a_unix_client_is_gone_only_when_its_end_closes() {
+        use std::io::Write;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+            ours.set_nonblocking(true).unwrap();
+            let ours = tokio::net::UnixStream::from_std(ours).unwrap();
+            let mut theirs = theirs;
+            theirs.write_all(b"more").unwrap();
+            let waited = tokio::time::timeout(Duration::from_millis(200), ours.gone()).await;
+            assert!(waited.is_err(), "a client that sends more is not gone");
+            let mut b = [0u8; 4];
+            ours.try_read(&mut b).unwrap();
+            assert_eq!(&b, b"more", "the peek took nothing");
+            drop(theirs);
+            tokio::time::timeout(Duration::from_secs(5), ours.gone())
+                .await
+                .expect("a closed end is gone");
+        });
     }
 }

@@ -1415,6 +1415,7 @@ fn the_systemd_unit_verifies_and_its_exec_start_serves() {
         ),
         "200"
     );
+    // SAFETY: kill(2) on the pid of a child we have not reaped.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let end = Instant::now() + Duration::from_secs(30);
     let status = loop {
@@ -1665,6 +1666,7 @@ fn a_drop_on_its_way_is_hidden_and_a_killed_serve_leaves_no_file() {
     assert!(!folder.join("slow.bin").exists());
 
     // SIGKILL: nothing under the file's name.
+    // SAFETY: kill(2) on the pid of serve, which this test started.
     unsafe { libc::kill(s.pid() as i32, libc::SIGKILL) };
     wait_until("serve is gone", Duration::from_secs(10), || !s.running());
     drop(c);
