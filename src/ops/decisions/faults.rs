@@ -312,19 +312,7 @@ fn exhaust(case: &Case) -> Vec<String> {
                 _ => {}
             }
             let failed = (fault_felt == Some(Fault::Fail)).then_some(k);
-            // A failure changes nothing, or what it changed is taken back.
-            if failed.is_some()
-                && let Err(why) = check(&w, case.before, failed, true)
-            {
-                bad.push(said(&format!("after the failure: {why}")));
-            }
-            // The next command: it repairs, then does its work.
-            if let Err(e) = case.next.unwrap_or(case.run)(&w) {
-                bad.push(said(&format!("the next command failed: {}", e.message)));
-            }
-            if let Err(why) = check(&w, case.before, failed, false) {
-                bad.push(said(&format!("after the next command: {why}")));
-            }
+            bad.extend(then_the_next(&w, case, failed, failed.is_some(), &said));
         }
     }
     bad
@@ -565,18 +553,32 @@ fn exhaust_writes(case: &Case) -> Vec<String> {
                 (WriteFault::Crash, Ok(_)) => bad.push(said("the crash did not happen")),
                 _ => {}
             }
-            if fault == WriteFault::Fail
-                && let Err(why) = check(&w, case.before, None, true)
-            {
-                bad.push(said(&format!("after the failure ({first:?}): {why}")));
-            }
-            if let Err(e) = case.next.unwrap_or(case.run)(&w) {
-                bad.push(said(&format!("the next command failed: {}", e.message)));
-            }
-            if let Err(why) = check(&w, case.before, None, false) {
-                bad.push(said(&format!("after the next command: {why}")));
-            }
+            let failure = fault == WriteFault::Fail;
+            bad.extend(then_the_next(&w, case, None, failure, &said));
         }
+    }
+    bad
+}
+
+/// After a fault (`failed`: the podman call that did nothing; `failure`: a
+/// failure, not a crash): what failed changed nothing or was taken back,
+/// and the next command repairs, then does its work.
+fn then_the_next(
+    w: &World,
+    case: &Case,
+    failed: Option<usize>,
+    failure: bool,
+    said: &dyn Fn(&str) -> String,
+) -> Vec<String> {
+    let mut bad = Vec::new();
+    if failure && let Err(why) = check(w, case.before, failed, true) {
+        bad.push(said(&format!("after the failure: {why}")));
+    }
+    if let Err(e) = case.next.unwrap_or(case.run)(w) {
+        bad.push(said(&format!("the next command failed: {}", e.message)));
+    }
+    if let Err(why) = check(w, case.before, failed, false) {
+        bad.push(said(&format!("after the next command: {why}")));
     }
     bad
 }
