@@ -885,6 +885,59 @@ pub mod crash {
             Err(p) => std::panic::resume_unwind(p),
         }
     }
+
+    /// A fault of one of the state folder's writes (`session::write_atomic`,
+    /// the history's append): it fails, or the tool dies right after it.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub enum WriteFault {
+        Fail,
+        Crash,
+    }
+
+    // Counted on the thread that writes: an operation under test runs on
+    // its test's thread, and other tests run beside it on theirs.
+    thread_local! {
+        static WRITES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+        static FAULT: std::cell::Cell<Option<(usize, WriteFault)>> =
+            const { std::cell::Cell::new(None) };
+    }
+
+    /// The writes made on this thread so far.
+    pub fn writes() -> usize {
+        WRITES.get()
+    }
+
+    /// Give the `n`th write from now on this thread (1: the next) `fault`,
+    /// once.
+    pub fn fault_write(n: usize, fault: WriteFault) {
+        FAULT.set(Some((WRITES.get() + n, fault)));
+    }
+
+    /// No fault for this thread's writes.
+    pub fn no_write_fault() {
+        FAULT.set(None);
+    }
+
+    /// Called by a write before it writes anything: counts it, and fails
+    /// it when it is the one chosen.
+    pub fn before_write() -> std::io::Result<()> {
+        let n = WRITES.get() + 1;
+        WRITES.set(n);
+        if FAULT.get() == Some((n, WriteFault::Fail)) {
+            FAULT.set(None);
+            return Err(std::io::Error::other("injected failure"));
+        }
+        Ok(())
+    }
+
+    /// Called by a write once it is done: the tool dies here when it is the
+    /// one chosen.
+    pub fn after_write() {
+        if FAULT.get() == Some((WRITES.get(), WriteFault::Crash)) {
+            FAULT.set(None);
+            std::panic::panic_any(Crash);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -762,6 +762,8 @@ impl Store {
         let mut line = serde_json::to_string(entry)
             .map_err(|e| Error::failed(format!("writing the history: {e}")))?;
         line.push('\n');
+        #[cfg(test)]
+        crate::process::crash::before_write().ctx(|| format!("opening {}", path.display()))?;
         let mut f = OpenOptions::new()
             .create(true)
             .append(true)
@@ -770,7 +772,10 @@ impl Store {
             .ctx(|| format!("opening {}", path.display()))?;
         f.write_all(line.as_bytes())
             .and_then(|_| f.sync_all())
-            .ctx(|| format!("writing {}", path.display()))
+            .ctx(|| format!("writing {}", path.display()))?;
+        #[cfg(test)]
+        crate::process::crash::after_write();
+        Ok(())
     }
 
     /// A session's history, oldest first.
@@ -1258,6 +1263,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
+        #[cfg(test)]
+        crate::process::crash::before_write()?;
         let mut f = OpenOptions::new()
             .create(true)
             .truncate(true)
@@ -1273,6 +1280,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
+    }
+    #[cfg(test)]
+    if result.is_ok() {
+        crate::process::crash::after_write();
     }
     result.ctx(|| format!("writing {}", path.display()))
 }

@@ -67,7 +67,9 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
     } else {
         project_dir(&req.dir)?
     };
-    if ctx.store.exists(&req.name) {
+    // With an intent beside the record, a create that died after writing
+    // it: repaired under the lock below before the refusal.
+    if ctx.store.exists(&req.name) && !ctx.store.intent_path(&req.name).exists() {
         return Err(already(&req.name));
     }
     let host = ctx.host()?;

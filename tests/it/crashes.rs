@@ -1,11 +1,20 @@
-//! The tool killed (SIGKILL) right after each podman call of `cage
-//! create`, `rm`, `move` and `exec`, against real podman, rootful and
-//! rootless: the config's podman is a wrapper that runs podman, then, after
-//! the chosen call, kills its parent, the tool (every call the tool waits
-//! on: the egress log's listener, which runs beside the cage, is not one). The next command must find
-//! a consistent session and work: no container without a record, no second
-//! container, no record whose container the tool removed, no intent,
-//! temporary file or lock left.
+//! Every podman call of `cage create`, `rm`, `move` and `exec` failing, and
+//! the tool killed (SIGKILL) right after each, against real podman,
+//! rootful and rootless: the config's podman is a wrapper that runs podman
+//! and counts its calls (every call the tool waits on: the egress log's
+//! listener, which runs beside the cage, is not one). At the chosen call
+//! it either fails instead of running podman (status 125 and an `Error:`
+//! line, as podman fails), or runs it and then kills its parent, the tool.
+//! The next command must find a consistent session and work: no container
+//! without a record, no second container, no record whose container the
+//! tool removed, no intent, temporary file or lock left.
+//!
+//! A failure is modelled as podman's own: refused before it changes
+//! anything (podman takes back a half-made container itself, and its
+//! commands are transactions in its database), and the same model as the
+//! recording fake's in the unit tests (`FakePodman::fail_call`). A call
+//! that does its work and then fails is the crash after it, seen from
+//! the other side: what the tool has not recorded, its intent repairs.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -13,17 +22,26 @@ use std::path::PathBuf;
 
 use crate::common::*;
 
-/// A podman that counts its calls and kills the tool after the chosen one.
-struct Killing {
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fault {
+    /// podman is not run: status 125, `Error: injected failure`.
+    Fail,
+    /// podman runs, then the tool is killed.
+    Kill,
+}
+
+/// A podman that counts its calls and, at the chosen one, fails or kills
+/// the tool after it.
+struct Wrapper {
     count: PathBuf,
     at: PathBuf,
 }
 
-impl Killing {
-    fn new(w: &World) -> Killing {
-        let program = w.root.join("killing-podman");
+impl Wrapper {
+    fn new(w: &World) -> Wrapper {
+        let program = w.root.join("faulty-podman");
         let count = w.root.join("podman-count");
-        let at = w.root.join("crash-at");
+        let at = w.root.join("fault-at");
         fs::write(
             &program,
             format!(
@@ -31,16 +49,18 @@ impl Killing {
                  case \" $* \" in *' {listen} '*) exec '{podman}' \"$@\" ;; esac\n\
                  n=$(( $(cat '{count}' 2>/dev/null || echo 0) + 1 ))\n\
                  echo $n > '{count}'\n\
+                 at=$(cat '{at}' 2>/dev/null)\n\
+                 if [ \"$at\" = \"$n Fail\" ]; then echo 'Error: injected failure' >&2; exit 125; fi\n\
                  '{podman}' \"$@\"\n\
                  st=$?\n\
-                 if [ \"$n\" = \"$(cat '{at}' 2>/dev/null)\" ]; then kill -KILL $PPID; fi\n\
+                 if [ \"$at\" = \"$n Kill\" ]; then kill -KILL $PPID; fi\n\
                  exit $st\n",
                 count = count.display(),
                 at = at.display(),
                 podman = podman_program(),
                 // The egress log's listener runs as long as the cage does,
                 // started and not waited for (`egress::ensure_listener`):
-                // not a call the tool waits on, so not one to die after.
+                // not a call the tool waits on, so not one to fault.
                 listen = "egress-listen",
             ),
         )
@@ -48,7 +68,7 @@ impl Killing {
         fs::set_permissions(&program, fs::Permissions::from_mode(0o755)).unwrap();
         w.write_config(&format!("podman = \"{}\"", program.display()));
         w.chown_all();
-        Killing { count, at }
+        Wrapper { count, at }
     }
 
     fn count(&self) -> usize {
@@ -58,9 +78,9 @@ impl Killing {
             .unwrap_or(0)
     }
 
-    /// Kill the tool after the `n`th call from now.
-    fn crash_after(&self, n: usize) {
-        fs::write(&self.at, format!("{}\n", self.count() + n)).unwrap();
+    /// `fault` at the `n`th call from now.
+    fn fault(&self, n: usize, fault: Fault) {
+        fs::write(&self.at, format!("{} {fault:?}\n", self.count() + n)).unwrap();
     }
 
     fn off(&self) {
@@ -101,16 +121,17 @@ fn check(w: &World, s: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Kill `op` after each of its calls in turn, on a session `setup` made;
-/// then run `next` and check.
-fn after_each_call(
+/// `fault` at each call of `op` in turn, on a session `setup` made; then
+/// run `next` and check.
+fn at_each_call(
     w: &World,
+    fault: Fault,
     what: &str,
     setup: impl Fn(&World, &str),
     op: impl Fn(&World, &str) -> Run,
     next: impl Fn(&World, &str) -> Run,
 ) {
-    let k = Killing::new(w);
+    let k = Wrapper::new(w);
     // The first command of a world asks podman about itself too: counted
     // on the second.
     let s = w.session(what);
@@ -126,18 +147,42 @@ fn after_each_call(
     for i in 1..=n {
         let s = w.session(what);
         setup(w, &s);
-        k.crash_after(i);
-        let killed = op(w, &s);
+        let start = k.count();
+        k.fault(i, fault);
+        let first = op(w, &s);
         k.off();
-        if killed.out.status.success() {
-            bad.push(format!("{what}, call {i}: not killed"));
+        let said = |why: &str| format!("{what}, call {i} {fault:?}: {why}");
+        // (Fewer calls this time: a removal podman 4.3 refused once,
+        // "device or resource busy", and the tool tried again, in the run
+        // that counted them.)
+        let made = k.count() - start;
+        if fault == Fault::Kill && first.out.status.success() && made >= i {
+            bad.push(said("not killed"));
+        }
+        // A failure changes nothing, or takes back what it changed.
+        if fault == Fault::Fail
+            && let Err(why) = check(w, &s)
+        {
+            bad.push(said(&format!(
+                "after the failure: {why}\n{}",
+                first.explain()
+            )));
         }
         let next = next(w, &s);
         if next.stderr().contains("removed by hand") || next.stderr().contains("is busy") {
-            bad.push(format!("{what}, call {i}: {}", next.explain()));
+            bad.push(said(&next.explain()));
+        }
+        // After a failure, the next command does its work; after a kill,
+        // or a failure the tool overcame (a removal is tried again), the
+        // work may be done already (a create: the session exists).
+        if fault == Fault::Fail && !first.out.status.success() && !next.out.status.success() {
+            bad.push(said(&format!(
+                "the next command failed\n{}",
+                next.explain()
+            )));
         }
         if let Err(why) = check(w, &s) {
-            bad.push(format!("{what}, call {i}: {why}\n{}", next.explain()));
+            bad.push(said(&format!("{why}\n{}", next.explain())));
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n\n"));
@@ -148,9 +193,10 @@ fn made(w: &World, s: &str) {
     w.create(s, &dir, &[]);
 }
 
-fn create(w: &World) {
-    after_each_call(
+fn create(w: &World, fault: Fault) {
+    at_each_call(
         w,
+        fault,
         "crcreate",
         |w, s| {
             w.dir(&format!("p-{s}"));
@@ -166,9 +212,10 @@ fn create(w: &World) {
     );
 }
 
-fn rm(w: &World) {
-    after_each_call(
+fn rm(w: &World, fault: Fault) {
+    at_each_call(
         w,
+        fault,
         "crrm",
         made,
         |w, s| w.run(&["cage", "rm", s]),
@@ -176,9 +223,10 @@ fn rm(w: &World) {
     );
 }
 
-fn moved(w: &World) {
-    after_each_call(
+fn moved(w: &World, fault: Fault) {
+    at_each_call(
         w,
+        fault,
         "crmove",
         made,
         |w, s| w.run(&["cage", "move", s]),
@@ -186,9 +234,10 @@ fn moved(w: &World) {
     );
 }
 
-fn exec(w: &World) {
-    after_each_call(
+fn exec(w: &World, fault: Fault) {
+    at_each_call(
         w,
+        fault,
         "crexec",
         made,
         |w, s| w.run(&["cage", "exec", s, "--", "true"]),
@@ -196,42 +245,108 @@ fn exec(w: &World) {
     );
 }
 
+/// A session moved into a sealed cage (its token, its rules).
+fn sealed(w: &World, fault: Fault) {
+    let token = crate::sealed::token_file(w);
+    at_each_call(
+        w,
+        fault,
+        "crseal",
+        made,
+        |w, s| {
+            let token = token.to_string_lossy();
+            w.run(&["cage", "move", s, "--sealed", "--sealed-token", &token])
+        },
+        |w, s| w.run(&["cage", "start", s]),
+    );
+}
+
 #[test]
 fn create_killed_after_each_podman_call() {
-    create(&World::new());
+    create(&World::new(), Fault::Kill);
 }
 
 #[test]
 fn create_killed_after_each_podman_call_rootless() {
-    create(&World::rootless());
+    create(&World::rootless(), Fault::Kill);
+}
+
+#[test]
+fn create_with_each_podman_call_failing() {
+    create(&World::new(), Fault::Fail);
+}
+
+#[test]
+fn create_with_each_podman_call_failing_rootless() {
+    create(&World::rootless(), Fault::Fail);
 }
 
 #[test]
 fn rm_killed_after_each_podman_call() {
-    rm(&World::new());
+    rm(&World::new(), Fault::Kill);
 }
 
 #[test]
 fn rm_killed_after_each_podman_call_rootless() {
-    rm(&World::rootless());
+    rm(&World::rootless(), Fault::Kill);
+}
+
+#[test]
+fn rm_with_each_podman_call_failing() {
+    rm(&World::new(), Fault::Fail);
+}
+
+#[test]
+fn rm_with_each_podman_call_failing_rootless() {
+    rm(&World::rootless(), Fault::Fail);
 }
 
 #[test]
 fn move_killed_after_each_podman_call() {
-    moved(&World::new());
+    moved(&World::new(), Fault::Kill);
 }
 
 #[test]
 fn move_killed_after_each_podman_call_rootless() {
-    moved(&World::rootless());
+    moved(&World::rootless(), Fault::Kill);
+}
+
+#[test]
+fn move_with_each_podman_call_failing() {
+    moved(&World::new(), Fault::Fail);
+}
+
+#[test]
+fn move_with_each_podman_call_failing_rootless() {
+    moved(&World::rootless(), Fault::Fail);
 }
 
 #[test]
 fn exec_killed_after_each_podman_call() {
-    exec(&World::new());
+    exec(&World::new(), Fault::Kill);
 }
 
 #[test]
 fn exec_killed_after_each_podman_call_rootless() {
-    exec(&World::rootless());
+    exec(&World::rootless(), Fault::Kill);
+}
+
+#[test]
+fn exec_with_each_podman_call_failing() {
+    exec(&World::new(), Fault::Fail);
+}
+
+#[test]
+fn exec_with_each_podman_call_failing_rootless() {
+    exec(&World::rootless(), Fault::Fail);
+}
+
+#[test]
+fn move_sealed_killed_after_each_podman_call() {
+    sealed(&World::new(), Fault::Kill);
+}
+
+#[test]
+fn move_sealed_with_each_podman_call_failing() {
+    sealed(&World::new(), Fault::Fail);
 }

@@ -312,19 +312,7 @@ fn exhaust(case: &Case) -> Vec<String> {
                 _ => {}
             }
             let failed = (fault_felt == Some(Fault::Fail)).then_some(k);
-            // A failure changes nothing, or what it changed is taken back.
-            if failed.is_some()
-                && let Err(why) = check(&w, case.before, failed, true)
-            {
-                bad.push(said(&format!("after the failure: {why}")));
-            }
-            // The next command: it repairs, then does its work.
-            if let Err(e) = case.next.unwrap_or(case.run)(&w) {
-                bad.push(said(&format!("the next command failed: {}", e.message)));
-            }
-            if let Err(why) = check(&w, case.before, failed, false) {
-                bad.push(said(&format!("after the next command: {why}")));
-            }
+            bad.extend(then_the_next(&w, case, failed, failed.is_some(), &said));
         }
     }
     bad
@@ -495,5 +483,115 @@ fn every_failed_write_in_the_state_folder() {
             }
         }
     }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// A session moved into a sealed cage (`cage move --sealed`): its token is
+/// there, and the next command is the same move again (a sealed session
+/// moved into a new sealed cage).
+fn sealed_world(name: &str) -> World {
+    let w = caged(name);
+    let token = w.ctx.store.default_sealed_token();
+    std::fs::write(&token, "sk-ant-oat01-test\n").unwrap();
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    w
+}
+
+fn move_sealed(w: &World) -> crate::error::Result<()> {
+    let req = super::super::moves::MoveRequest {
+        name: "web".into(),
+        choice: super::super::make::CageChoice {
+            sealed: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    super::super::moves::move_session(&w.ctx, &req).map(drop)
+}
+
+/// Operations with a world of their own, beside `CASES`.
+const MORE_CASES: &[Case] = &[Case {
+    name: "movesealed",
+    world: sealed_world,
+    before: &[C],
+    run: move_sealed,
+    next: None,
+}];
+
+#[test]
+fn every_fault_of_move_into_a_sealed_cage() {
+    let w = sealed_world("sealed-plain");
+    move_sealed(&w).unwrap();
+    let record = w.ctx.store.load("web").unwrap();
+    assert!(record.cage.is_some_and(|c| c.sealed.is_some()));
+    drop(w);
+    let bad = exhaust(&MORE_CASES[0]);
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// Run one case with each of its writes in the state folder
+/// (`session::write_atomic`, the history's append) failing, and again with
+/// the tool dying right after it; returns what failed.
+fn exhaust_writes(case: &Case) -> Vec<String> {
+    use crate::process::crash::{WriteFault, fault_write, no_write_fault, writes};
+    let w = (case.world)(&format!("writes-{}-count", case.name));
+    let before = writes();
+    (case.run)(&w).unwrap_or_else(|e| panic!("{}: {}", case.name, e.message));
+    let n = writes() - before;
+    drop(w);
+    let mut bad = Vec::new();
+    for k in 1..=n {
+        for fault in [WriteFault::Fail, WriteFault::Crash] {
+            let w = (case.world)(&format!("writes-{}-{fault:?}-{k}", case.name));
+            w.fake.clear();
+            fault_write(k, fault);
+            let first = until_crash(|| (case.run)(&w));
+            no_write_fault();
+            let said = |what: &str| format!("{} with write {k} {fault:?}: {what}", case.name);
+            match (fault, &first) {
+                (WriteFault::Fail, Err(())) => bad.push(said("a failure crashed")),
+                (WriteFault::Crash, Ok(_)) => bad.push(said("the crash did not happen")),
+                _ => {}
+            }
+            let failure = fault == WriteFault::Fail;
+            bad.extend(then_the_next(&w, case, None, failure, &said));
+        }
+    }
+    bad
+}
+
+/// After a fault (`failed`: the podman call that did nothing; `failure`: a
+/// failure, not a crash): what failed changed nothing or was taken back,
+/// and the next command repairs, then does its work.
+fn then_the_next(
+    w: &World,
+    case: &Case,
+    failed: Option<usize>,
+    failure: bool,
+    said: &dyn Fn(&str) -> String,
+) -> Vec<String> {
+    let mut bad = Vec::new();
+    if failure && let Err(why) = check(w, case.before, failed, true) {
+        bad.push(said(&format!("after the failure: {why}")));
+    }
+    if let Err(e) = case.next.unwrap_or(case.run)(w) {
+        bad.push(said(&format!("the next command failed: {}", e.message)));
+    }
+    if let Err(why) = check(w, case.before, failed, false) {
+        bad.push(said(&format!("after the next command: {why}")));
+    }
+    bad
+}
+
+/// Each write in the state folder of each operation, failed and crashed
+/// right after, by its number (the test-only hook in the writes): the
+/// state holds, and the next command works.
+#[test]
+fn every_write_in_the_state_folder_failed_and_crashed_after() {
+    let bad: Vec<String> = CASES
+        .iter()
+        .chain(MORE_CASES)
+        .flat_map(exhaust_writes)
+        .collect();
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
