@@ -49,7 +49,7 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
     }
     // Checked before anything is locked or asked: it must exist, as at
     // create; a cage's own checks of it (not under the state folder, not a
-    // sealed session's) are `make::plan`'s, as at create.
+    // sealed session's) are `make::prepare`'s, as at create.
     let new_dir = req.dir.as_deref().map(create::project_dir).transpose()?;
     let (_lock, record) = plan::lock_and_load(ctx, &req.name)?;
     _lock.note("move");
@@ -160,7 +160,7 @@ pub(super) fn new_cage(
         .or_else(|| old.map(|c| c.image.clone()))
         .or_else(|| record.last_image.clone());
     let choice = make::CageChoice { image, ..choice };
-    let plan = make::plan(ctx, host, session, dir, record.harness, &choice, false)?;
+    let plan = make::prepare(ctx, host, session, dir, record.harness, &choice, false)?;
     let plan = match old {
         Some(c) if c.own_limits => plan.with_own_limits(c.limits.clone()),
         _ => plan,
