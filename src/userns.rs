@@ -9,8 +9,6 @@
 
 use std::path::Path;
 
-use crate::error::{Error, Result};
-
 /// The user whose subordinate ranges podman's `--userns=auto` takes from
 /// when it runs as root.
 pub const AUTO_USER: &str = "containers";
@@ -66,15 +64,6 @@ fn read(path: &str) -> Option<String> {
 /// on this machine, if it could not.
 pub fn auto_ranges_refusal() -> Option<String> {
     auto_refusal(read(SUBUID).as_deref(), read(SUBGID).as_deref())
-}
-
-/// Refuse a rootful cage where podman could not give it a user namespace
-/// of its own (exit 2: the machine's configuration must change).
-pub fn check_auto_ranges() -> Result<()> {
-    match auto_ranges_refusal() {
-        Some(why) => Err(Error::bad_input(why)),
-        None => Ok(()),
-    }
 }
 
 /// The uid ranges root's cages run as (empty where there are none).

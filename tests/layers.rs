@@ -235,3 +235,186 @@ fn the_servers_and_what_podman_is_told_stay_below() {
         );
     }
 }
+
+// ---- decisions stay small -------------------------------------------------
+//
+// Decisions stay small enough to read at once. In `src/ops/` (every file
+// below it, test modules left out), a decision is a function named
+// `decide...` or `..._decision`, or one whose doc comment begins `Pure`
+// (what the operations call their pure functions: a refusal or a plan
+// from facts). Each is at most `MAX_LINES` lines, from its `fn` line to
+// its closing brace; a longer one is split into smaller decisions, each
+// named for what it decides. No podman needed: a plain `cargo test` runs
+// this.
+
+const MAX_LINES: usize = 80;
+
+/// A function found: its name, where its `fn` line is (1-based), how many
+/// lines it spans, and whether it is a decision.
+#[derive(Debug, PartialEq)]
+struct Function {
+    name: String,
+    line: usize,
+    lines: usize,
+    decision: bool,
+}
+
+/// The text before a file's test module.
+fn before_tests(text: &str) -> &str {
+    match text.find("#[cfg(test)]\nmod tests") {
+        Some(i) => &text[..i],
+        None => text,
+    }
+}
+
+/// The name after `fn ` on a line that declares a function, if it does.
+fn fn_name(line: &str) -> Option<&str> {
+    let mut rest = line.trim_start();
+    for word in [
+        "pub(crate) ",
+        "pub(super) ",
+        "pub ",
+        "const ",
+        "async ",
+        "unsafe ",
+    ] {
+        rest = rest.strip_prefix(word).unwrap_or(rest);
+    }
+    let name = rest.strip_prefix("fn ")?;
+    let end = name
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(name.len());
+    Some(&name[..end]).filter(|n| !n.is_empty())
+}
+
+/// Pure: a file's functions (rustfmt's layout: a body closes with `}` at
+/// the indentation of its `fn`; a declaration without a body, in a trait,
+/// ends with `;` and is left out).
+fn functions(code: &str) -> Vec<Function> {
+    let lines: Vec<&str> = code.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(name) = fn_name(line) else {
+            continue;
+        };
+        let indent = &line[..line.len() - line.trim_start().len()];
+        let close = format!("{indent}}}");
+        // The end of its signature: a body opens, or a declaration ends.
+        let Some(open) = (i..lines.len()).find(|&j| {
+            let l = lines[j].trim_end();
+            l.ends_with('{') || l.ends_with("{}") || l.ends_with(';')
+        }) else {
+            continue;
+        };
+        let end = if lines[open].trim_end().ends_with(';') {
+            continue;
+        } else if lines[open].trim_end().ends_with("{}") {
+            open
+        } else {
+            match (open + 1..lines.len()).find(|&j| lines[j] == close) {
+                Some(end) => end,
+                None => continue,
+            }
+        };
+        // Its doc comment: the `///` lines above it, attributes between.
+        let doc_first = lines[..i]
+            .iter()
+            .rev()
+            .map(|l| l.trim_start())
+            .take_while(|l| l.starts_with("///") || l.starts_with("#["))
+            .filter(|l| l.starts_with("///"))
+            .last();
+        let pure =
+            doc_first.is_some_and(|d| d.trim_start_matches('/').trim_start().starts_with("Pure"));
+        out.push(Function {
+            name: name.to_string(),
+            line: i + 1,
+            lines: end - i + 1,
+            decision: name.starts_with("decide") || name.ends_with("_decision") || pure,
+        });
+    }
+    out
+}
+
+#[test]
+fn the_reader_finds_functions_and_their_length() {
+    let code = "\
+/// Pure: a decision by its doc.
+#[must_use]
+pub fn a(x: u8) -> u8 {
+    x
+}
+
+fn decide_b() {}
+
+impl T {
+    /// Not a decision.
+    pub(super) fn c(&self) {
+        let _ = 1;
+    }
+
+    fn d_decision(
+        &self,
+    ) {
+    }
+}
+
+trait U {
+    fn e(&self);
+}
+";
+    let found = functions(code);
+    let seen: Vec<(&str, usize, usize, bool)> = found
+        .iter()
+        .map(|f| (f.name.as_str(), f.line, f.lines, f.decision))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("a", 3, 3, true),
+            ("decide_b", 7, 1, true),
+            ("c", 11, 3, false),
+            ("d_decision", 15, 4, true),
+        ]
+    );
+    assert_eq!(
+        before_tests("fn a() {}\n#[cfg(test)]\nmod tests {\n fn decide() {}\n}\n"),
+        "fn a() {}\n"
+    );
+}
+
+#[test]
+fn no_decision_is_over_80_lines() {
+    let ops = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/ops");
+    let mut files = Vec::new();
+    rs_files(&ops, &mut files);
+    files.sort();
+    let mut long = Vec::new();
+    let mut decisions = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for f in functions(before_tests(&text))
+            .into_iter()
+            .filter(|f| f.decision)
+        {
+            decisions += 1;
+            if f.lines > MAX_LINES {
+                long.push(format!(
+                    "{}:{} {} is {} lines",
+                    file.strip_prefix(&ops).unwrap().display(),
+                    f.line,
+                    f.name,
+                    f.lines
+                ));
+            }
+        }
+    }
+    // The reader found the decisions at all (`make::decide` and its parts
+    // among them).
+    assert!(decisions > 20, "only {decisions} decisions found");
+    assert!(
+        long.is_empty(),
+        "decisions over {MAX_LINES} lines; split each into smaller decisions:\n{}",
+        long.join("\n")
+    );
+}

@@ -55,7 +55,12 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
     let dir = if req.dir_from_cwd {
         // The folder's refusals first, each with the way to another folder.
         project_dir(&req.dir)
-            .and_then(|d| make::folder_checks(ctx, &d, req.harness, &req.choice).map(|_| d))
+            .and_then(
+                |d| match make::folder_refusal(ctx, &d, req.harness, &req.choice) {
+                    Some(e) => Err(e),
+                    None => Ok(d),
+                },
+            )
             .map_err(|e| Error {
                 message: format!(
                     "{}. Without --dir, `cage create` takes the current folder: pass --dir \
@@ -97,7 +102,7 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
         lock.note("create");
         Some(lock)
     };
-    let plan = match make::plan(
+    let plan = match make::prepare(
         ctx,
         host,
         &req.name,

@@ -84,13 +84,15 @@ pub struct CagePlan {
     pub rebuild: Option<(crate::workbench::Stage, usize)>,
 }
 
-/// Decide a cage for a session: gather the facts, decide from them, and
-/// act on what the decision asks first (an image build). Checks everything
+/// Prepare a cage for a session: look (`first_facts`, then `facts_with`),
+/// decide (`decide`, pure), and take the steps the decision leaves to its
+/// caller, each named: `keep_learnt` before it, `start_refused_build` and
+/// `start_rebuild` and `name_state_folder` after it. Checks everything
 /// that can be checked before anything changes; with `dry_run`, changes
 /// nothing at all (no image build is started). A caller that will make the
 /// cage holds the session's lock already: the checks against neighbouring
 /// sessions read their records under it.
-pub fn plan(
+pub fn prepare(
     ctx: &Context,
     host: &Host,
     session: &str,
@@ -99,40 +101,88 @@ pub fn plan(
     choice: &CageChoice,
     dry_run: bool,
 ) -> Result<CagePlan> {
-    check_choice(choice, harness)?;
-    let facts = facts(ctx, host, session, dir, harness, choice)?;
-    // What a look into the image learnt of pi is kept, refused or not, so
-    // that the next create with this image runs nothing; a dry run writes
-    // nothing.
-    if let (Some(look), false) = (&facts.pi, dry_run) {
-        super::image::keep_pi(ctx, look)?;
+    let first = first_facts(ctx, host, session, dir, harness, choice)?;
+    // Refused from the first look alone: podman is asked nothing about a
+    // cage that would be refused anyway (`decide` says the same again).
+    decide_first(&first, harness, choice, &ctx.settings, dir)?;
+    let facts = facts_with(ctx, host, session, dir, harness, choice, first)?;
+    if !dry_run {
+        keep_learnt(ctx, &facts)?;
     }
-    let mut plan = match decide(&facts, choice, &ctx.settings, dry_run) {
-        Ok(plan) => plan,
-        Err(Refused {
-            build: Some(stage), ..
-        }) => return Err(super::image::start_build(ctx, stage)),
-        Err(Refused { error, .. }) => return Err(error),
-    };
-    // A policy that cannot be enforced is refused, never made open.
-    crate::netpolicy::check_enforceable(&plan.net, ctx.settings.hosts_file.as_deref())?;
-    if let Some((stage, at)) = plan.rebuild {
-        let warning = super::image::start_rebuild(ctx, stage, &facts.image.name);
-        plan.warnings.insert(at, warning);
-    }
-    // Which state folder made the container, on its label: `cage prune`
-    // removes only its own. Made once, with the first cage; a dry run
-    // writes nothing and shows where it goes.
-    if !dry_run && facts.state_id.is_none() {
-        plan.set_state_id(ctx.store.state_id()?);
+    let mut plan =
+        decide(&facts, choice, &ctx.settings, dry_run).map_err(|r| start_refused_build(ctx, r))?;
+    if !dry_run {
+        start_rebuild(ctx, &facts, &mut plan);
+        name_state_folder(ctx, &facts, &mut plan)?;
     }
     Ok(plan)
 }
 
+/// A step before the decision: what a look into the image learnt of pi is
+/// kept, refused or not, so that the next create with this image runs
+/// nothing. (A dry run writes nothing.)
+fn keep_learnt(ctx: &Context, facts: &Facts) -> Result<()> {
+    match &facts.pi {
+        Some(look) => super::image::keep_pi(ctx, look),
+        None => Ok(()),
+    }
+}
+
+/// A step after a refusal: the image build it names starts, and what that
+/// says is the error (being built, or the last build's failure).
+fn start_refused_build(ctx: &Context, refused: Refused) -> Error {
+    match refused.build {
+        Some(stage) => super::image::start_build(ctx, stage),
+        None => refused.error,
+    }
+}
+
+/// A step after the decision: our image is stale, so its build starts
+/// again in the background, and the warning saying so goes where the
+/// decision put it.
+fn start_rebuild(ctx: &Context, facts: &Facts, plan: &mut CagePlan) {
+    if let Some((stage, at)) = plan.rebuild {
+        let warning = super::image::start_rebuild(ctx, stage, &facts.image.name);
+        plan.warnings.insert(at, warning);
+    }
+}
+
+/// A step after the decision: which state folder made the container, on
+/// its label (`cage prune` removes only its own). Made once, with the
+/// first cage; a dry run writes nothing and shows where it goes.
+fn name_state_folder(ctx: &Context, facts: &Facts, plan: &mut CagePlan) -> Result<()> {
+    if facts.state_id.is_none() {
+        plan.set_state_id(ctx.store.state_id()?);
+    }
+    Ok(())
+}
+
+/// What the first look finds, before podman is asked anything: what is
+/// wrong with the project folder, a sealed cage's token and conversation,
+/// the harness's files. What is wrong is kept as a fact; `decide_first`
+/// refuses with it.
+#[derive(Debug, Clone)]
+pub struct FirstFacts {
+    /// What makes the project folder no folder for a cage, if anything
+    /// (`folder_refusal`).
+    pub folder: Option<Error>,
+    /// A sealed cage's token file, and what is wrong with it, if anything
+    /// (missing, or open to others).
+    pub token: Option<(PathBuf, Option<Error>)>,
+    /// A sealed cage's `--conversation ID`: its transcript, and whether it
+    /// is a file (None: the id is no id, or its folder cannot be named).
+    pub transcript: Option<(PathBuf, bool)>,
+    pub harness: HarnessFacts,
+    /// The container's name, chosen now (random).
+    pub container: String,
+    /// Rootful: why root's cages have no user ids of their own, if they
+    /// have none (`userns::auto_ranges_refusal`).
+    pub auto_ranges: Option<String>,
+}
+
 /// What the machine, the records and podman say, gathered before anything
 /// is decided: every read `decide` needs, so that it reads nothing itself.
-/// The checks of the project folder that need the file system (whose it
-/// is, what it holds) are made here, as they are read.
+/// What is wrong is gathered as it is found, and refused by `decide`.
 #[derive(Debug, Clone)]
 pub struct Facts {
     pub session: String,
@@ -142,23 +192,18 @@ pub struct Facts {
     pub env: Env,
     /// The host's facts (podman's version, rootless, cgroups, pasta...).
     pub host: Host,
+    /// What was looked at before podman was asked.
+    pub first: FirstFacts,
     /// The other sessions' records that read.
     pub others: Vec<session::Record>,
     /// The untrusted folder the project is, is in or holds; looked up for
     /// an ordinary cage without `--unseal`.
     pub untrusted: Option<sealed::Untrusted>,
-    /// For a sealed cage: its token, the conversation asked for.
-    pub sealed: Option<SealedFacts>,
     /// The cage's seccomp profile, made from podman's default one, and
     /// where it is written.
     pub seccomp_profile: String,
     pub seccomp_file: PathBuf,
     pub image: super::image::ImageFacts,
-    /// The container's name, chosen now (random).
-    pub container: String,
-    pub found: Found,
-    /// The harness program found (None: none on PATH, or pi's own).
-    pub program: Option<PathBuf>,
     /// A pi session with the image's own pi: whether the image has one.
     pub pi: Option<super::image::PiLook>,
     pub options: OptionFacts,
@@ -172,14 +217,31 @@ pub struct Facts {
     /// podman's containers.conf files as it reads them, in its order, with
     /// their text (`host::loopback`).
     pub podman_confs: Vec<(PathBuf, String)>,
+    /// Why the network policy cannot be enforced here, if it cannot (the
+    /// machine resolves no address for a name of its allow-list).
+    pub unenforceable: Option<Error>,
 }
 
+/// What the machine has of the harness: its folder and the files of it a
+/// cage gets, the project's conversation folder, its program; and the
+/// cage's own folders in the state folder.
 #[derive(Debug, Clone)]
-pub struct SealedFacts {
-    pub token_file: PathBuf,
-    /// `--conversation ID`: its transcript, and whether it is a file.
-    pub transcript: Option<(PathBuf, bool)>,
-    pub found: FoundSealed,
+pub struct HarnessFacts {
+    pub harness_dir: PathBuf,
+    /// Its read-only entries that are there (links followed).
+    pub read_only: Vec<PathBuf>,
+    /// The copies of its settings files: (copy, original).
+    pub settings_copies: Vec<(PathBuf, PathBuf)>,
+    /// This project's conversation folder; None: its name cannot be known
+    /// from outside (a path too long).
+    pub conversation_dir: Option<PathBuf>,
+    /// The program found, with what a cage mounts for it, or why it cannot
+    /// be used (None: none found, or pi's own).
+    pub program: Option<std::result::Result<(PathBuf, PathBuf), Error>>,
+    pub private_home: PathBuf,
+    pub proxy_dir: PathBuf,
+    pub uploads_dir: PathBuf,
+    pub tools_dir: Option<PathBuf>,
 }
 
 /// What the machine has for the options asked.
@@ -243,15 +305,20 @@ fn check_choice(choice: &CageChoice, harness: Harness) -> Result<()> {
     Ok(())
 }
 
-/// Refuse a project folder that is not the user's own to give a cage: a
-/// shared or system folder, the home or one holding it, the state folder,
-/// the folders kept out of every cage, and what a sealed cage refuses.
-pub fn folder_checks(
+/// Look at the project folder: what makes it no folder for a cage, if
+/// anything (a shared or system folder, the home or one holding it, the
+/// state folder, the folders kept out of every cage, and what a sealed
+/// cage refuses). A finding, kept as a fact: `decide_first` refuses with it.
+pub fn folder_refusal(
     ctx: &Context,
     dir: &Path,
     harness: Harness,
     choice: &CageChoice,
-) -> Result<()> {
+) -> Option<Error> {
+    look_at_folder(ctx, dir, harness, choice).err()
+}
+
+fn look_at_folder(ctx: &Context, dir: &Path, harness: Harness, choice: &CageChoice) -> Result<()> {
     if choice.sealed {
         sealed::check_project(dir, &ctx.settings.home, &ctx.settings.state_dir)?;
     }
@@ -294,8 +361,60 @@ pub fn folder_checks(
     sealed::check_kept_out(dir, &s.home, &guarded)
 }
 
+/// The first look: the project folder, a sealed cage's token and
+/// conversation, the harness's files. Asks podman nothing, starts nothing,
+/// writes nothing, refuses nothing; chooses the container's name.
+pub fn first_facts(
+    ctx: &Context,
+    host: &Host,
+    session: &str,
+    dir: &Path,
+    harness: Harness,
+    choice: &CageChoice,
+) -> Result<FirstFacts> {
+    let container = container_name(session)?;
+    let token = choice.sealed.then(|| {
+        let token_file = choice
+            .sealed_token
+            .clone()
+            .or_else(|| ctx.settings.sealed_token.clone())
+            .unwrap_or_else(|| ctx.store.default_sealed_token());
+        // Read now only to refuse a missing or open token at once; the
+        // gateway reads it again at each request, outside the cage.
+        let wrong = sealed::read_token(&token_file).err();
+        (token_file, wrong)
+    });
+    let transcript = match (&choice.conversation, choice.sealed) {
+        // Looked at only as an id: an id is no path.
+        (Some(id), true) if sealed::check_conversation_id(id).is_ok() => {
+            conversation_source(&ctx.settings, dir).ok().map(|from| {
+                let transcript = from.join(format!("{id}.jsonl"));
+                let there = std::fs::symlink_metadata(&transcript).is_ok_and(|m| m.is_file());
+                (transcript, there)
+            })
+        }
+        _ => None,
+    };
+    Ok(FirstFacts {
+        folder: folder_refusal(ctx, dir, harness, choice),
+        token,
+        transcript,
+        harness: harness_facts(ctx, harness, session, dir, &container),
+        container,
+        auto_ranges: if host.rootless {
+            None
+        } else {
+            crate::userns::auto_ranges_refusal()
+        },
+    })
+}
+
 /// Gather every fact `decide` needs: the disk, the records, podman.
-/// Starts nothing and writes nothing.
+/// Starts nothing and writes nothing; refuses nothing (what is wrong is a
+/// fact). Fails only where it cannot look (podman or a file that cannot
+/// be read). `prepare` looks in two goes, deciding on the first look
+/// before podman is asked; the decisions' tests look at once.
+#[cfg(test)]
 pub fn facts(
     ctx: &Context,
     host: &Host,
@@ -304,7 +423,20 @@ pub fn facts(
     harness: Harness,
     choice: &CageChoice,
 ) -> Result<Facts> {
-    folder_checks(ctx, dir, harness, choice)?;
+    let first = first_facts(ctx, host, session, dir, harness, choice)?;
+    facts_with(ctx, host, session, dir, harness, choice, first)
+}
+
+/// The facts after the first look: the records, the image, podman's.
+pub fn facts_with(
+    ctx: &Context,
+    host: &Host,
+    session: &str,
+    dir: &Path,
+    harness: Harness,
+    choice: &CageChoice,
+    first: FirstFacts,
+) -> Result<Facts> {
     // The other sessions, read once for the checks against them. A damaged
     // record has no usable cage: it cannot be started until mended, and a
     // mended one is checked at its start.
@@ -314,86 +446,43 @@ pub fn facts(
     } else {
         None
     };
-    let container = container_name(session)?;
-    let sealed_facts = if choice.sealed {
-        let token_file = choice
-            .sealed_token
-            .clone()
-            .or_else(|| ctx.settings.sealed_token.clone())
-            .unwrap_or_else(|| ctx.store.default_sealed_token());
-        // Read now only to refuse a missing or open token at once; the
-        // gateway reads it again at each request, outside the cage.
-        sealed::read_token(&token_file)?;
-        let transcript = match &choice.conversation {
-            Some(id) => {
-                // Checked before it names a file: an id is no path.
-                sealed::check_conversation_id(id)?;
-                let transcript = conversation_source(ctx, dir)?.join(format!("{id}.jsonl"));
-                let there = std::fs::symlink_metadata(&transcript).is_ok_and(|m| m.is_file());
-                Some((transcript, there))
-            }
-            None => None,
-        };
-        Some((token_file, transcript))
-    } else {
-        None
-    };
     let image = choice
         .image
         .clone()
         .unwrap_or_else(|| ctx.settings.image.clone());
     let image = super::image::facts_for_cage(ctx, host, &image)?;
-    let (found, program) = gather(ctx, harness, session, dir, &container)?;
     // A caged pi runs the image's pi, unless the config names one of the
     // machine's (then that is mounted): README, "Images".
-    let pi = match (harness, &program, &image.inspect) {
+    let pi = match (harness, &first.harness.program, &image.inspect) {
         (Harness::Pi, None, Some(inspect)) => Some(super::image::pi_in_image(ctx, host, inspect)),
         _ => None,
     };
     // Every cage's seccomp profile is derived from podman's default one.
     let seccomp_profile =
         crate::seccomp::profile_from_file(&crate::seccomp::default_profile()?, choice.sealed)?;
-    if !host.rootless {
-        crate::userns::check_auto_ranges()?;
-    }
-    let sealed = match sealed_facts {
-        None => None,
-        Some((token_file, transcript)) => Some(SealedFacts {
-            token_file,
-            transcript,
-            found: FoundSealed {
-                session_uploads: ctx.store.session_uploads(session),
-                private_config: found.private_home.clone(),
-                outbox: sealed::outbox_dir(&ctx.settings.home, session),
-                proxy_dir: found.proxy_dir.clone(),
-                program_dirs: found.program_dirs.clone(),
-                tools_dir: found.tools_dir.clone(),
-                protected: Vec::new(),
-            },
-        }),
-    };
     let options = option_facts(ctx, host, choice)?;
-    let led_to = mount_candidates(dir, &found, &options, sealed.as_ref())
+    let outbox = choice
+        .sealed
+        .then(|| sealed::outbox_dir(&ctx.settings.home, session));
+    let led_to = mount_candidates(dir, &first.harness, &options, outbox)
         .into_iter()
         .map(|p| {
             let to = std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone());
             (p, to)
         })
         .collect();
+    let net = net_of(choice, &ctx.settings);
     Ok(Facts {
-        seccomp_file: ctx.store.seccomp_file(&container),
+        seccomp_file: ctx.store.seccomp_file(&first.container),
         session: session.to_string(),
         dir: dir.to_path_buf(),
         harness,
         env: (*ctx.env).clone(),
         host: host.clone(),
+        first,
         others,
         untrusted,
-        sealed,
         image,
-        container,
-        found,
-        program,
         pi,
         options,
         state_id: ctx.store.state_id_if_any()?,
@@ -401,6 +490,11 @@ pub fn facts(
         protect: protect::facts(dir, &ctx.settings.home, &git_configs(ctx)),
         podman_confs: crate::host::loopback::read(&ctx.env, host.rootless, &ctx.settings.home),
         seccomp_profile,
+        unenforceable: crate::netpolicy::check_enforceable(
+            &net,
+            ctx.settings.hosts_file.as_deref(),
+        )
+        .err(),
     })
 }
 
@@ -425,22 +519,24 @@ fn git_configs(ctx: &Context) -> Vec<PathBuf> {
 /// with the facts, for `check_sources`.
 fn mount_candidates(
     dir: &Path,
-    found: &Found,
+    h: &HarnessFacts,
     options: &OptionFacts,
-    sealed: Option<&SealedFacts>,
+    outbox: Option<PathBuf>,
 ) -> Vec<PathBuf> {
     let mut paths = vec![
         dir.to_path_buf(),
-        found.harness_dir.clone(),
-        found.conversation_dir.clone(),
-        found.private_home.clone(),
-        found.proxy_dir.clone(),
-        found.uploads_dir.clone(),
+        h.harness_dir.clone(),
+        h.private_home.clone(),
+        h.proxy_dir.clone(),
+        h.uploads_dir.clone(),
     ];
-    paths.extend(found.harness_read_only.iter().cloned());
-    paths.extend(found.settings_copies.iter().map(|(copy, _)| copy.clone()));
-    paths.extend(found.program_dirs.iter().cloned());
-    paths.extend(found.tools_dir.iter().cloned());
+    paths.extend(h.conversation_dir.iter().cloned());
+    paths.extend(h.read_only.iter().cloned());
+    paths.extend(h.settings_copies.iter().map(|(copy, _)| copy.clone()));
+    if let Some(Ok((_, mount))) = &h.program {
+        paths.push(mount.clone());
+    }
+    paths.extend(h.tools_dir.iter().cloned());
     if let Some((gh, _)) = &options.gh {
         paths.push(gh.clone());
     }
@@ -450,72 +546,169 @@ fn mount_candidates(
         paths.extend(nix.state_dir.iter().cloned());
         paths.extend(nix.config_dir.iter().cloned());
     }
-    if let Some(s) = sealed {
-        paths.push(s.found.session_uploads.clone());
-        paths.push(s.found.private_config.clone());
-        paths.push(s.found.outbox.clone());
-    }
+    paths.extend(outbox);
     paths
+}
+
+/// Pure: the network policy a cage of this choice gets: a sealed cage's
+/// rules are `internet` and more (`rules::sealed`).
+fn net_of(choice: &CageChoice, settings: &Settings) -> crate::netpolicy::NetPolicy {
+    if choice.sealed {
+        crate::netpolicy::NetPolicy::Internet
+    } else {
+        choice.net.clone().unwrap_or_else(|| settings.net.clone())
+    }
+}
+
+/// What a decision reads: the facts, the choice and the settings.
+struct Given<'a> {
+    f: &'a Facts,
+    choice: &'a CageChoice,
+    settings: &'a Settings,
+}
+
+/// What a decision says besides its plan: its warnings, and a dry run's
+/// first refusal that leaves an argv to show (`CagePlan::refused`): a dry
+/// run goes on past it, where the real command refuses.
+struct Said {
+    dry_run: bool,
+    refused: Option<Refused>,
+    warnings: Vec<String>,
+}
+
+impl Said {
+    /// A refusal a dry run notes and goes on past.
+    fn soft(&mut self, r: std::result::Result<(), Refused>) -> std::result::Result<(), Refused> {
+        match r {
+            Err(e) if self.dry_run => {
+                self.refused.get_or_insert(e);
+                Ok(())
+            }
+            other => other,
+        }
+    }
 }
 
 /// Pure: the plan for a cage from the facts, the choice and the settings,
 /// or why there is none (and the image build to start, if that is why).
 /// Reads nothing and changes nothing: the caller acts on `rebuild` and a
-/// refusal's `build`.
+/// refusal's `build` (`prepare`). Each part is decided by a function of
+/// its own, in the order the refusals are said.
 pub fn decide(
     f: &Facts,
     choice: &CageChoice,
     settings: &Settings,
     dry_run: bool,
 ) -> std::result::Result<CagePlan, Refused> {
-    let mut warnings = Vec::new();
-    let dir = f.dir.as_path();
-    let session = f.session.as_str();
-    // A dry run shows the argv even where the real command would refuse:
-    // the first refusal that leaves an argv to show is kept, said after it
-    // (`CagePlan::refused`); the real command refuses there.
-    let mut refused: Option<Refused> = None;
-    let mut soft = |r: std::result::Result<(), Refused>| -> std::result::Result<(), Refused> {
-        match r {
-            Err(e) if dry_run => {
-                refused.get_or_insert(e);
-                Ok(())
-            }
-            other => other,
-        }
+    let g = Given {
+        f,
+        choice,
+        settings,
     };
-    soft(
-        sealed::check_seal_neighbours(&f.others, session, dir, choice.sealed)
-            .map_err(Refused::from),
-    )?;
+    let (mut found, program) = decide_first(&f.first, f.harness, choice, settings, &f.dir)?;
+    let mut said = Said {
+        dry_run,
+        refused: None,
+        warnings: Vec::new(),
+    };
+    decide_neighbours(&g, &mut said)?;
+    let (init, network) = decide_host(&g, &mut said)?;
+    let (image_path, rebuild) = decide_image(&g, &mut said)?;
+    decide_harness(&g, program.is_some(), &mut said)?;
+    let (found_options, mut options, make_volume) = options(&f.options, choice)?;
+    // README, "Protected paths": what the machine runs later is read-only
+    // in every cage, unless named writable.
+    let protection = protect::decide(&f.dir, &f.protect, &choice.writable)?;
+    found.protected = protection.mounts.clone();
+    options.writable = choice.writable.clone();
+    said.warnings
+        .extend(writable_warnings(&f.dir, &choice.writable));
+    let request = Request {
+        session: &f.session,
+        container: &f.first.container,
+        image: &f.image.image,
+        dir: &f.dir,
+        network,
+        limits: &settings.limits,
+        init: &init,
+    };
+    let (spec, env, sealed) =
+        decide_spec(&g, &request, &found, &found_options, &options, &image_path)?;
+    let sources = check_sources(
+        &f.others,
+        &f.session,
+        &f.dir,
+        &spec,
+        &f.led_to,
+        &found.protected,
+    );
+    said.soft(sources.map_err(Refused::from))?;
+    for (name, why) in &env.left_out {
+        said.warnings.push(format!(
+            "{name} is left out of the cage's environment: {why}"
+        ));
+    }
+    if let Some(e) = &f.unenforceable {
+        // A policy that cannot be enforced is refused, never made open.
+        return Err(e.clone().into());
+    }
+    let drafted = Drafted {
+        image_path,
+        rebuild,
+        spec,
+        env,
+        found,
+        program,
+        options,
+        make_volume,
+        sealed,
+        protect_make: protection.make,
+    };
+    Ok(plan_of(&g, drafted, said))
+}
+
+/// Pure: the refusals of the first look (`FirstFacts`), in the order they
+/// are said, and the harness's part of the cage.
+fn decide_first(
+    first: &FirstFacts,
+    harness: Harness,
+    choice: &CageChoice,
+    settings: &Settings,
+    dir: &Path,
+) -> Result<(Found, Option<PathBuf>)> {
+    check_choice(choice, harness)?;
+    if let Some(e) = &first.folder {
+        return Err(e.clone());
+    }
+    if let Some((_, Some(e))) = &first.token {
+        return Err(e.clone());
+    }
+    if let (Some(id), true) = (&choice.conversation, choice.sealed) {
+        // Checked before it names a file: an id is no path.
+        sealed::check_conversation_id(id)?;
+        conversation_source(settings, dir)?;
+    }
+    let found = harness_found(&first.harness, dir)?;
+    if let Some(why) = &first.auto_ranges {
+        return Err(Error::bad_input(why.clone()));
+    }
+    Ok(found)
+}
+
+/// Pure: the folder against its neighbours and its past (a sealed
+/// session's), the meshes named, and the conversation a sealed cage is
+/// given.
+fn decide_neighbours(g: &Given, said: &mut Said) -> std::result::Result<(), Refused> {
+    let (f, choice) = (g.f, g.choice);
+    let sealed_ones = sealed::check_seal_neighbours(&f.others, &f.session, &f.dir, choice.sealed);
+    said.soft(sealed_ones.map_err(Refused::from))?;
     if let Some(u) = &f.untrusted {
-        soft(Err(Error::bad_input(format!(
-            "{} {} {}, where sealed session {} worked; the folder is untrusted after a sealed \
-             session: what the code under review left there (a git hook, a Makefile, an \
-             .envrc) would run in an ordinary cage, with your settings and network. Read it, \
-             then delete it or clone again; to give it an ordinary cage all the same, pass \
-             --unseal",
-            dir.display(),
-            if dir == u.path {
-                "is"
-            } else if dir.starts_with(&u.path) {
-                "is inside"
-            } else {
-                "holds"
-            },
-            u.path.display(),
-            u.session
-        ))
-        .into()))?;
+        said.soft(Err(untrusted_refusal(&f.dir, u).into()))?;
     }
     for m in &choice.meshes {
         validate_mesh(m)?;
     }
-    if let Some(SealedFacts {
-        transcript: Some((transcript, false)),
-        ..
-    }) = &f.sealed
-    {
+    if let Some((transcript, false)) = &f.first.transcript {
         return Err(Error::bad_input(format!(
             "there is no conversation {:?} of this project: {} is missing",
             choice.conversation.as_deref().unwrap_or_default(),
@@ -523,25 +716,65 @@ pub fn decide(
         ))
         .into());
     }
-    soft(check_limits(settings, &f.host, &mut warnings).map_err(Refused::from))?;
+    Ok(())
+}
+
+/// Pure: an ordinary cage refused in a folder a sealed session worked in.
+fn untrusted_refusal(dir: &Path, u: &sealed::Untrusted) -> Error {
+    Error::bad_input(format!(
+        "{} {} {}, where sealed session {} worked; the folder is untrusted after a sealed \
+         session: what the code under review left there (a git hook, a Makefile, an \
+         .envrc) would run in an ordinary cage, with your settings and network. Read it, \
+         then delete it or clone again; to give it an ordinary cage all the same, pass \
+         --unseal",
+        dir.display(),
+        if dir == u.path {
+            "is"
+        } else if dir.starts_with(&u.path) {
+            "is inside"
+        } else {
+            "holds"
+        },
+        u.path.display(),
+        u.session
+    ))
+}
+
+/// Pure: what the machine gives every cage: its limits enforced, its init,
+/// its network, and the host's loopback closed to it.
+fn decide_host(
+    g: &Given,
+    said: &mut Said,
+) -> std::result::Result<(PathBuf, spec::Network), Refused> {
+    let (f, settings) = (g.f, g.settings);
+    let limits = check_limits(settings, &f.host, &mut said.warnings);
+    said.soft(limits.map_err(Refused::from))?;
     let init = f.host.init()?.to_path_buf();
     let network = f.host.network(settings.network)?;
     if let Some(why) = crate::host::loopback::opening(network, &f.podman_confs) {
-        soft(Err(Refused::from(Error::failed(format!(
+        said.soft(Err(Refused::from(Error::failed(format!(
             "{why}: a cage there could drive any agent on this machine; remove that option, or \
              set network = \"slirp4netns\" in the config (its cages close the host's loopback \
              themselves)"
         )))))?;
     }
-    let image = f.image.image.clone();
-    // Ours: built when missing, rebuilt when stale; not ours: must be here,
-    // as nothing here builds or pulls it.
-    let named = choice.image.is_some();
-    let image_choice = match super::image::decide_for_cage(&f.image, named, dry_run, &mut warnings)
-    {
+    Ok((init, network))
+}
+
+/// Pure: the image's PATH, and the rebuild to start (with where its
+/// warning goes). Ours: built when missing, rebuilt when stale; not ours:
+/// must be here, as nothing here builds or pulls it.
+fn decide_image(
+    g: &Given,
+    said: &mut Said,
+) -> std::result::Result<(String, Option<(crate::workbench::Stage, usize)>), Refused> {
+    let named = g.choice.image.is_some();
+    let decided =
+        super::image::decide_for_cage(&g.f.image, named, said.dry_run, &mut said.warnings);
+    let image_choice = match decided {
         Ok(c) => Some(c),
         Err(n) => {
-            soft(Err(Refused {
+            said.soft(Err(Refused {
                 error: n.error,
                 build: n.build,
             }))?;
@@ -552,30 +785,40 @@ pub fn decide(
     let rebuild = image_choice
         .as_ref()
         .and_then(|c| c.rebuild)
-        .map(|s| (s, warnings.len()));
+        .map(|s| (s, said.warnings.len()));
     let image_path = match &image_choice {
         Some(c) => c.inspect.path(),
         // A dry run without the image: its PATH cannot be known.
         None => "<the image's PATH>".to_string(),
     };
-    let container = f.container.clone();
-    let mut found = f.found.clone();
-    if f.program.is_none() && f.harness == Harness::Claude {
-        warnings.push(
+    Ok((image_path, rebuild))
+}
+
+/// Pure: the harness's program: Claude Code's on the machine, a caged pi's
+/// in the image unless the config names one.
+fn decide_harness(
+    g: &Given,
+    has_program: bool,
+    said: &mut Said,
+) -> std::result::Result<(), Refused> {
+    let (f, settings) = (g.f, g.settings);
+    if !has_program && f.harness == Harness::Claude {
+        said.warnings.push(
             "no claude program found on PATH: `cage run` will need one \
              (set [harness] claude in the config and make the cage again)"
                 .to_string(),
         );
     }
-    // A caged pi runs the image's pi unless the config names one: an image
-    // without it is refused now, not at the first turn with a runtime's
-    // "executable file not found".
+    // An image without pi is refused now, not at the first turn with a
+    // runtime's "executable file not found".
     if let Some(look) = &f.pi {
         let config = crate::settings::config_file_words(&settings.config_path);
         match &look.pi {
             super::image::Pi::Has => {}
-            super::image::Pi::Lacks => soft(Err(no_pi(&f.image.image, settings, &config).into()))?,
-            super::image::Pi::Unknown(why) => warnings.push(format!(
+            super::image::Pi::Lacks => {
+                said.soft(Err(no_pi(&f.image.image, settings, &config).into()))?
+            }
+            super::image::Pi::Unknown(why) => said.warnings.push(format!(
                 "whether the image {} has a `pi` program could not be looked at ({why}): \
                  `cage run` fails if it has none. Name your pi with `pi = \"/path/to/pi\"` \
                  under `[harness]` in {config} to use the machine's",
@@ -583,130 +826,152 @@ pub fn decide(
             )),
         }
     }
-    let (found_options, mut options, make_volume) = options(&f.options, choice)?;
-    // README, "Protected paths": what the machine runs later is read-only
-    // in every cage, unless named writable.
-    let protection = protect::decide(dir, &f.protect, &choice.writable)?;
-    found.protected = protection.mounts.clone();
-    options.writable = choice.writable.clone();
-    for w in &choice.writable {
-        warnings.push(format!(
-            "--writable {w}: the cage can change {} ({}), and what it leaves there runs on \
-             this machine, outside any cage, the next time git, your editor or your harness \
-             reads it",
-            dir.join(w).display(),
-            protect::why(w.trim_start_matches("./").trim_end_matches('/'))
-        ));
-    }
-    let request = Request {
-        session,
-        container: &container,
-        image: &image,
-        dir,
-        network,
-        limits: &settings.limits,
-        init: &init,
-    };
-    let (spec, env, sealed_parts) = match &f.sealed {
+    Ok(())
+}
+
+/// Pure: what each `--writable` path lets the cage do, said.
+fn writable_warnings(dir: &Path, writable: &[String]) -> Vec<String> {
+    writable
+        .iter()
+        .map(|w| {
+            format!(
+                "--writable {w}: the cage can change {} ({}), and what it leaves there runs on \
+                 this machine, outside any cage, the next time git, your editor or your harness \
+                 reads it",
+                dir.join(w).display(),
+                protect::why(w.trim_start_matches("./").trim_end_matches('/'))
+            )
+        })
+        .collect()
+}
+
+/// Pure: the container's spec and environment, and a sealed cage's record.
+fn decide_spec(
+    g: &Given,
+    request: &Request,
+    found: &Found,
+    found_options: &FoundOptions,
+    options: &Options,
+    image_path: &str,
+) -> Result<(CageSpec, EnvPlan, Option<SealedRecord>)> {
+    let (f, settings) = (g.f, g.settings);
+    let (mut spec, env, sealed) = match &f.first.token {
         None => {
-            let spec = spec::build(&request, &found, &found_options)?;
+            let spec = spec::build(request, found, found_options)?;
             let env = spec::env_plan(
                 &EnvRequest {
-                    session,
+                    session: &f.session,
                     harness: f.harness,
                     home: &settings.home,
                     harness_dir: &found.harness_dir,
-                    image_path: &image_path,
+                    image_path,
                     chosen: settings.chosen(),
-                    options: &options,
+                    options,
                     gateway: None,
                 },
                 &f.env,
             );
             (spec, env, None)
         }
-        Some(s) => {
-            let mut sealed_found = s.found.clone();
-            sealed_found.protected = protection.mounts.clone();
-            let spec = spec::build_sealed(
-                &request,
-                &sealed_found,
-                SealedSpec {
-                    dns: settings.sealed_dns.clone(),
-                },
-            )?;
-            let env = spec::sealed_env_plan(session, &image_path, None);
-            let record = SealedRecord {
-                token_file: s.token_file.clone(),
-                outbox: s.found.outbox.clone(),
-                rules: format!("{} v{}", rules::SEALED_TABLE, rules::SEALED_VERSION),
-                seccomp_file: f.seccomp_file.clone(),
-                seccomp: crate::seccomp::fingerprint(&f.seccomp_profile),
-                dns: settings.sealed_dns.clone(),
-            };
+        Some((token_file, _)) => {
+            let (spec, record) = decide_sealed_spec(g, request, found, token_file)?;
+            let env = spec::sealed_env_plan(&f.session, image_path, None);
             (spec, env, Some(record))
         }
     };
-    let mut spec = spec;
     spec.seccomp_profile = Some(f.seccomp_file.clone());
     // Rootful podman: root in the cage is given a user namespace of its own,
     // or it would be root on the machine (README, "As root").
     spec.own_userns = !f.host.rootless;
-    soft(
-        check_sources(
-            &f.others,
-            session,
-            dir,
-            &spec,
-            &f.led_to,
-            &protection.mounts,
-        )
-        .map_err(Refused::from),
+    Ok((spec, env, sealed))
+}
+
+/// Pure: a sealed cage's spec, and its record.
+fn decide_sealed_spec(
+    g: &Given,
+    request: &Request,
+    found: &Found,
+    token_file: &Path,
+) -> Result<(CageSpec, SealedRecord)> {
+    let (f, settings) = (g.f, g.settings);
+    let outbox = sealed::outbox_dir(&settings.home, &f.session);
+    let sealed_found = FoundSealed {
+        session_uploads: found.uploads_dir.clone(),
+        private_config: found.private_home.clone(),
+        outbox: outbox.clone(),
+        proxy_dir: found.proxy_dir.clone(),
+        program_dirs: found.program_dirs.clone(),
+        tools_dir: found.tools_dir.clone(),
+        protected: found.protected.clone(),
+    };
+    let spec = spec::build_sealed(
+        request,
+        &sealed_found,
+        SealedSpec {
+            dns: settings.sealed_dns.clone(),
+        },
     )?;
-    // A dry run shows where the state folder's id goes; a real one makes it
-    // (`plan`, once decided).
+    let record = SealedRecord {
+        token_file: token_file.to_path_buf(),
+        outbox,
+        rules: format!("{} v{}", rules::SEALED_TABLE, rules::SEALED_VERSION),
+        seccomp_file: f.seccomp_file.clone(),
+        seccomp: crate::seccomp::fingerprint(&f.seccomp_profile),
+        dns: settings.sealed_dns.clone(),
+    };
+    Ok((spec, record))
+}
+
+/// The parts of a plan decided so far.
+struct Drafted {
+    image_path: String,
+    rebuild: Option<(crate::workbench::Stage, usize)>,
+    spec: CageSpec,
+    env: EnvPlan,
+    found: Found,
+    program: Option<PathBuf>,
+    options: Options,
+    make_volume: bool,
+    sealed: Option<SealedRecord>,
+    protect_make: Vec<(PathBuf, bool)>,
+}
+
+/// Pure: the plan of the parts decided. A dry run shows where the state
+/// folder's id goes; a real one makes it (`name_state_folder`).
+fn plan_of(g: &Given, d: Drafted, said: Said) -> CagePlan {
+    let (f, choice) = (g.f, g.choice);
     let state_id = f
         .state_id
         .clone()
         .unwrap_or_else(|| "<this state folder's id, made with its first cage>".into());
-    for (name, why) in &env.left_out {
-        warnings.push(format!(
-            "{name} is left out of the cage's environment: {why}"
-        ));
-    }
-    Ok(CagePlan {
-        session: session.to_string(),
-        dir: dir.to_path_buf(),
-        create_argv: argv::with_state_label(argv::create(&spec), &state_id),
+    CagePlan {
+        session: f.session.clone(),
+        dir: f.dir.clone(),
+        create_argv: argv::with_state_label(argv::create(&d.spec), &state_id),
         state_id,
-        container,
-        image,
-        image_path,
-        spec,
-        env,
-        warnings,
-        found,
-        program: f.program.clone(),
+        container: f.first.container.clone(),
+        image: f.image.image.clone(),
+        image_path: d.image_path,
+        spec: d.spec,
+        env: d.env,
+        warnings: said.warnings,
+        found: d.found,
+        program: d.program,
         own_limits: false,
-        refused: refused.map(|r| r.error),
+        refused: said.refused.map(|r| r.error),
         unseal: choice.unseal,
-        options,
-        make_volume,
-        sealed: sealed_parts,
-        // A sealed cage's rules are `internet` and more (`rules::sealed`).
-        net: if choice.sealed {
-            crate::netpolicy::NetPolicy::Internet
-        } else {
-            choice.net.clone().unwrap_or_else(|| settings.net.clone())
-        },
+        options: d.options,
+        make_volume: d.make_volume,
+        sealed: d.sealed,
+        net: net_of(choice, g.settings),
         seccomp_profile: f.seccomp_profile.clone(),
         conversation: choice.conversation.clone(),
-        protect_make: protection.make,
-        rebuild,
-    })
+        protect_make: d.protect_make,
+        rebuild: d.rebuild,
+    }
 }
 
-/// A pi session's image without pi: what to do instead (the face words
+/// Pure: a pi session's image without pi: what to do instead (the face words
 /// the other image: `--image`, or a body's `"image"`).
 fn no_pi(image: &str, settings: &Settings, config: &str) -> Error {
     Error::bad_input(format!(
@@ -722,7 +987,7 @@ fn no_pi(image: &str, settings: &Settings, config: &str) -> Error {
     })
 }
 
-/// Refuse a cage whose project holds another of its mount sources (where
+/// Pure: refuse a cage whose project holds another of its mount sources (where
 /// links lead), or that is inside or above another session's project: runc
 /// follows links at every start, so a cage that can write a folder another
 /// mount comes from (its own later, or another session's) could put a link
@@ -895,7 +1160,7 @@ impl CagePlan {
                 }
                 crate::pack::make_outbox(&record.outbox)?;
                 if let Some(id) = &self.conversation {
-                    let from = conversation_source(ctx, &self.dir)?;
+                    let from = conversation_source(&ctx.settings, &self.dir)?;
                     let folder = from.file_name().unwrap_or_default();
                     let to = self.found.private_home.join("projects").join(folder);
                     sealed::copy_conversation(&from, id, &to)?;
@@ -1028,7 +1293,7 @@ impl FilesUndo {
     }
 }
 
-/// Refuse (or warn, as configured) where podman would not enforce limits.
+/// Pure: refuse (or warn, as configured) where podman would not enforce limits.
 fn check_limits(settings: &Settings, host: &Host, warnings: &mut Vec<String>) -> Result<()> {
     match host.limits_support() {
         LimitsSupport::Enforced => Ok(()),
@@ -1055,7 +1320,7 @@ fn check_limits(settings: &Settings, host: &Host, warnings: &mut Vec<String>) ->
     }
 }
 
-/// `--mesh` chooses which shared folder a cage gets (README, "Options
+/// Pure: `--mesh` chooses which shared folder a cage gets (README, "Options
 /// that widen a cage": one volume per set of meshes) and nothing else: without `--shared`,
 /// or on a sealed cage, which has no shared folder, it would be taken and
 /// do nothing, so it is refused. (Sealed with `--shared` too: `--shared`
@@ -1073,7 +1338,7 @@ fn check_meshes(choice: &CageChoice) -> Result<()> {
     }))
 }
 
-/// A mesh label: what a volume name can hold.
+/// Pure: a mesh label: what a volume name can hold.
 fn validate_mesh(m: &str) -> Result<()> {
     let ok = !m.is_empty()
         && m.len() <= 32
@@ -1249,8 +1514,8 @@ fn container_name(session: &str) -> Result<String> {
 }
 
 /// This project's Claude Code conversation folder on the machine.
-fn conversation_source(ctx: &Context, dir: &Path) -> Result<PathBuf> {
-    let config = Harness::Claude.config_dir(&ctx.settings);
+fn conversation_source(settings: &Settings, dir: &Path) -> Result<PathBuf> {
+    let config = Harness::Claude.config_dir(settings);
     Harness::Claude
         .conversation_dir(&config, dir)
         .ok_or_else(|| {
@@ -1260,29 +1525,21 @@ fn conversation_source(ctx: &Context, dir: &Path) -> Result<PathBuf> {
 
 /// Look at the machine for what the spec needs: which of the harness's
 /// files exist, its conversation folder, its program.
-fn gather(
+fn harness_facts(
     ctx: &Context,
     harness: Harness,
     session: &str,
     dir: &Path,
     container: &str,
-) -> Result<(Found, Option<PathBuf>)> {
+) -> HarnessFacts {
     let harness_dir = harness.config_dir(&ctx.settings);
-    let harness_read_only = harness
+    let read_only = harness
         .read_only_entries()
         .iter()
         .map(|e| harness_dir.join(e))
         // metadata follows links: a dangling one is left out, as podman would fail on it.
         .filter(|p| std::fs::metadata(p).is_ok())
         .collect();
-    let conversation_dir = harness.conversation_dir(&harness_dir, dir).ok_or_else(|| {
-        Error::bad_input(format!(
-            "the project folder's path is too long for Claude Code's conversation folder \
-             (over 200 characters once named), whose name cannot be known from outside: \
-             use a shorter path for {}",
-            dir.display()
-        ))
-    })?;
     let configured = match harness {
         Harness::Claude => ctx.settings.claude.clone(),
         Harness::Pi => ctx.settings.pi.clone(),
@@ -1295,16 +1552,8 @@ fn gather(
         // installed in the image, unless the config names one.
         Harness::Pi => None,
     });
-    let mut program_dirs = Vec::new();
-    let program = match found_program {
-        Some(p) => {
-            let (resolved, mount) = program_mount(&p, harness.name(), &ctx.settings.home)?;
-            program_dirs.push(mount);
-            Some(resolved)
-        }
-        // Claude Code without a program: a warning of `decide`'s.
-        None => None,
-    };
+    // Claude Code without a program: a warning of `decide`'s.
+    let program = found_program.map(|p| program_mount(&p, harness.name(), &ctx.settings.home));
     // The harness's settings files go in as copies without credentials
     // (`cage_files`), each mounted read-only at its own place; pi's
     // models.json too: the copy points it at the gateway.
@@ -1316,19 +1565,52 @@ fn gather(
         .chain(pi_models)
         .map(|n| (copy_dir.join(n), harness_dir.join(n)))
         .collect();
-    let found = Found {
-        harness_dir,
-        harness_read_only,
+    HarnessFacts {
+        conversation_dir: harness.conversation_dir(&harness_dir, dir),
+        read_only,
         settings_copies,
-        conversation_dir,
+        program,
         private_home: ctx.store.private_home(container),
         proxy_dir: ctx.store.proxy_dir(container),
         uploads_dir: ctx.store.session_uploads(session),
+        // The program's folder, only when the program knows where it is.
+        tools_dir: ctx.self_paths.first().map(|_| ctx.store.tools_dir()),
+        harness_dir,
+    }
+}
+
+/// Pure: the harness's part of the cage from its facts: what it mounts,
+/// and its program; or why there is none.
+fn harness_found(h: &HarnessFacts, dir: &Path) -> Result<(Found, Option<PathBuf>)> {
+    let conversation_dir = h.conversation_dir.clone().ok_or_else(|| {
+        Error::bad_input(format!(
+            "the project folder's path is too long for Claude Code's conversation folder \
+             (over 200 characters once named), whose name cannot be known from outside: \
+             use a shorter path for {}",
+            dir.display()
+        ))
+    })?;
+    let mut program_dirs = Vec::new();
+    let program = match &h.program {
+        Some(Ok((resolved, mount))) => {
+            program_dirs.push(mount.clone());
+            Some(resolved.clone())
+        }
+        Some(Err(e)) => return Err(e.clone()),
+        None => None,
+    };
+    let found = Found {
+        harness_dir: h.harness_dir.clone(),
+        harness_read_only: h.read_only.clone(),
+        settings_copies: h.settings_copies.clone(),
+        conversation_dir,
+        private_home: h.private_home.clone(),
+        proxy_dir: h.proxy_dir.clone(),
+        uploads_dir: h.uploads_dir.clone(),
         program_dirs,
         // Decided from the facts (`protect::decide`).
         protected: Vec::new(),
-        // The program's folder, only when the program knows where it is.
-        tools_dir: ctx.self_paths.first().map(|_| ctx.store.tools_dir()),
+        tools_dir: h.tools_dir.clone(),
     };
     Ok((found, program))
 }

@@ -49,22 +49,18 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
     }
     // Checked before anything is locked or asked: it must exist, as at
     // create; a cage's own checks of it (not under the state folder, not a
-    // sealed session's) are `make::plan`'s, as at create.
+    // sealed session's) are `make::prepare`'s, as at create.
     let new_dir = req.dir.as_deref().map(create::project_dir).transpose()?;
     let (_lock, record) = plan::lock_and_load(ctx, &req.name)?;
     _lock.note("move");
     let dir = new_dir.clone().unwrap_or_else(|| record.dir.clone());
     let old = record.cage.clone();
+    decide_way_out(req, old.as_ref())?;
     // Without podman a caged session can still be taken out of its cage
     // (README, "Configuration", `cages = false`): its container is left for
     // `cage prune` once podman is back.
     let host = match (&old, req.out) {
-        (None, true) => {
-            return Err(Error::bad_input(format!(
-                "session {} is not in a cage, so it cannot be taken out of one",
-                req.name
-            )));
-        }
+        (None, true) => None,
         (Some(_), true) => match ctx.host() {
             Ok(h) => Some(h),
             Err(e) if e.kind == crate::error::Kind::NoPodman => None,
@@ -73,19 +69,7 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
         (Some(_), false) => Some(ctx.host_for_session()?),
         (None, false) => Some(ctx.host()?),
     };
-    // Seed, "After a sealed session": the folder is untrusted; run nothing
-    // from it outside a cage. Out of the seal, the harness would run there
-    // with the user's settings and hooks, or as the user itself.
-    let sealed_now = old.as_ref().is_some_and(|c| c.sealed.is_some());
-    if sealed_now && (req.out || !req.choice.sealed) && !req.unseal {
-        return Err(Error::bad_input(format!(
-            "session {} is sealed, and its folder is untrusted after a sealed session: what the \
-             code under review left there (a git hook, a Makefile, an .envrc) would run as you \
-             outside the seal; read it, then delete it or clone again. To take the session out \
-             of its seal all the same, pass --unseal",
-            req.name
-        )));
-    }
+    decide_seal(req, old.as_ref())?;
     if let (Some(cage), Some(host)) = (&old, host) {
         check_idle(host, &req.name, cage, "move")?;
     }
@@ -97,18 +81,7 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
         None
     } else {
         let host = host.ok_or_else(|| Error::no_podman(crate::host::NO_PODMAN))?;
-        // So is its network policy, unless it is sealed now (a sealed
-        // cage has its own rules).
-        let net = match (&req.choice.net, req.choice.sealed) {
-            (Some(n), _) => Some(n.clone()),
-            (None, false) => old.as_ref().map(|c| c.net.clone()),
-            (None, true) => None,
-        };
-        let choice = make::CageChoice {
-            unseal: req.unseal,
-            net,
-            ..req.choice.clone()
-        };
+        let choice = decide_choice(req, old.as_ref());
         Some(new_cage(
             ctx,
             host,
@@ -138,6 +111,49 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
     })
 }
 
+/// Pure: a session out of its cage must have one.
+fn decide_way_out(req: &MoveRequest, old: Option<&CageRecord>) -> Result<()> {
+    if req.out && old.is_none() {
+        return Err(Error::bad_input(format!(
+            "session {} is not in a cage, so it cannot be taken out of one",
+            req.name
+        )));
+    }
+    Ok(())
+}
+
+/// Pure: seed, "After a sealed session": the folder is untrusted; run
+/// nothing from it outside a cage. Out of the seal, the harness would run
+/// there with the user's settings and hooks, or as the user itself.
+fn decide_seal(req: &MoveRequest, old: Option<&CageRecord>) -> Result<()> {
+    let sealed_now = old.is_some_and(|c| c.sealed.is_some());
+    if sealed_now && (req.out || !req.choice.sealed) && !req.unseal {
+        return Err(Error::bad_input(format!(
+            "session {} is sealed, and its folder is untrusted after a sealed session: what the \
+             code under review left there (a git hook, a Makefile, an .envrc) would run as you \
+             outside the seal; read it, then delete it or clone again. To take the session out \
+             of its seal all the same, pass --unseal",
+            req.name
+        )));
+    }
+    Ok(())
+}
+
+/// Pure: the new cage's choice: what was asked, and the network policy the
+/// cage has, unless it is sealed now (a sealed cage has its own rules).
+fn decide_choice(req: &MoveRequest, old: Option<&CageRecord>) -> CageChoice {
+    let net = match (&req.choice.net, req.choice.sealed) {
+        (Some(n), _) => Some(n.clone()),
+        (None, false) => old.map(|c| c.net.clone()),
+        (None, true) => None,
+    };
+    make::CageChoice {
+        unseal: req.unseal,
+        net,
+        ..req.choice.clone()
+    }
+}
+
 /// A new cage for a session (`record`) under the name `session`, in `dir`,
 /// planned as a move plans it: what `cage move` and `cage rename` share.
 /// Without an image in `choice`, it keeps the image its cage was made from,
@@ -160,7 +176,7 @@ pub(super) fn new_cage(
         .or_else(|| old.map(|c| c.image.clone()))
         .or_else(|| record.last_image.clone());
     let choice = make::CageChoice { image, ..choice };
-    let plan = make::plan(ctx, host, session, dir, record.harness, &choice, false)?;
+    let plan = make::prepare(ctx, host, session, dir, record.harness, &choice, false)?;
     let plan = match old {
         Some(c) if c.own_limits => plan.with_own_limits(c.limits.clone()),
         _ => plan,

@@ -361,37 +361,8 @@ fn names(f: &ProtectFacts) -> Vec<String> {
 /// leaving out what `writable` names (`--writable`), or why the cage is
 /// refused.
 pub fn decide(dir: &Path, f: &ProtectFacts, writable: &[String]) -> Result<Protection> {
-    let known = names(f);
-    let mut open = Vec::new();
-    for w in writable {
-        let w = w.trim_start_matches("./").trim_end_matches('/');
-        if !known.iter().any(|k| k == w) {
-            return Err(Error::bad_input(format!(
-                "--writable {w}: not a protected path of this project; it takes one of {}",
-                known.join(", ")
-            )));
-        }
-        open.push(PathBuf::from(w));
-    }
-    let refuse = |rel: &Path, what: String| {
-        Error::bad_input(format!(
-            "{} is {what}; a cage gets it read-only, and shrooms-agent mounts only a real \
-             file or folder there, never where a link leads: replace it with what it holds, \
-             or pass --writable {} to leave it writable (dangerous: the machine runs what a \
-             cage leaves there)",
-            dir.join(rel).display(),
-            rel.display()
-        ))
-    };
-    let kind = |rel: &Path| f.kinds.get(rel).cloned().unwrap_or(Kind::Missing);
-    let candidates = PROTECTED
-        .iter()
-        .map(|e| (PathBuf::from(e.path), e.if_missing))
-        .chain(f.named.iter().map(|(p, m, _)| (p.clone(), *m)));
-    // Each path: read-only (true) or a folder on the way (false).
-    let mut chosen: BTreeMap<PathBuf, bool> = BTreeMap::new();
-    let mut make = Vec::new();
-    let git = kind(Path::new(".git"));
+    let open = decide_open(f, writable)?;
+    let git = kind(f, Path::new(".git"));
     if let (Kind::File, Some(gitdir)) = (&git, &f.gitdir)
         && gitdir.starts_with(dir)
         && !open.iter().any(|o| o == Path::new(".git"))
@@ -405,7 +376,14 @@ pub fn decide(dir: &Path, f: &ProtectFacts, writable: &[String]) -> Result<Prote
             gitdir.display()
         )));
     }
-    'each: for (rel, if_missing) in candidates {
+    let candidates = PROTECTED
+        .iter()
+        .map(|e| (PathBuf::from(e.path), e.if_missing))
+        .chain(f.named.iter().map(|(p, m, _)| (p.clone(), *m)));
+    // Each path: read-only (true) or a folder on the way (false).
+    let mut chosen: BTreeMap<PathBuf, bool> = BTreeMap::new();
+    let mut make = Vec::new();
+    for (rel, if_missing) in candidates {
         if open.iter().any(|o| rel.starts_with(o)) {
             continue;
         }
@@ -415,38 +393,9 @@ pub fn decide(dir: &Path, f: &ProtectFacts, writable: &[String]) -> Result<Prote
         if chosen.iter().any(|(p, ro)| *ro && rel.starts_with(p)) {
             continue;
         }
-        let mut on_the_way = Vec::new();
-        let mut at = PathBuf::new();
-        let parts: Vec<_> = rel.components().collect();
-        for (i, c) in parts.iter().enumerate() {
-            at.push(c);
-            let last = i + 1 == parts.len();
-            match kind(&at) {
-                Kind::Link(to) => {
-                    return Err(refuse(&at, format!("a link to {}", to.display())));
-                }
-                Kind::Other => {
-                    return Err(refuse(&at, "neither a file nor a folder".into()));
-                }
-                // A folder on the way is missing: made, where what it
-                // would hold is made when missing (a hooks folder that
-                // core.hooksPath names); else the cage could make it.
-                Kind::Missing if !last => match if_missing {
-                    IfMissing::Leave => continue 'each,
-                    _ => make.push((dir.join(&at), true)),
-                },
-                Kind::Missing => match if_missing {
-                    IfMissing::Leave => continue 'each,
-                    IfMissing::Folder => make.push((dir.join(&at), true)),
-                    IfMissing::File => make.push((dir.join(&at), false)),
-                },
-                Kind::File if !last => continue 'each,
-                Kind::File | Kind::Folder => {}
-            }
-            if !last {
-                on_the_way.push(at.clone());
-            }
-        }
+        let Some(on_the_way) = decide_way(dir, f, &rel, if_missing, &mut make)? else {
+            continue;
+        };
         for p in on_the_way {
             chosen.entry(p).or_insert(false);
         }
@@ -456,7 +405,95 @@ pub fn decide(dir: &Path, f: &ProtectFacts, writable: &[String]) -> Result<Prote
         let ro = !(rel == Path::new(".git") && git == Kind::Folder);
         chosen.insert(rel, ro);
     }
-    // What a read-only one holds needs no mount of its own.
+    Ok(protection_of(dir, chosen, make))
+}
+
+/// What a protected path is on disk (missing where it was not looked at).
+fn kind(f: &ProtectFacts, rel: &Path) -> Kind {
+    f.kinds.get(rel).cloned().unwrap_or(Kind::Missing)
+}
+
+/// Pure: the paths `--writable` leaves writable, each one this project's
+/// protected path; or why one is refused.
+fn decide_open(f: &ProtectFacts, writable: &[String]) -> Result<Vec<PathBuf>> {
+    let known = names(f);
+    let mut open = Vec::new();
+    for w in writable {
+        let w = w.trim_start_matches("./").trim_end_matches('/');
+        if !known.iter().any(|k| k == w) {
+            return Err(Error::bad_input(format!(
+                "--writable {w}: not a protected path of this project; it takes one of {}",
+                known.join(", ")
+            )));
+        }
+        open.push(PathBuf::from(w));
+    }
+    Ok(open)
+}
+
+/// Pure: the folders on the way to a protected path (`rel`), the missing
+/// ones to make added to `make`; None where the path is left alone (missing
+/// and left so, or past a file); or why the cage is refused (a link or
+/// something else on the way).
+fn decide_way(
+    dir: &Path,
+    f: &ProtectFacts,
+    rel: &Path,
+    if_missing: IfMissing,
+    make: &mut Vec<(PathBuf, bool)>,
+) -> Result<Option<Vec<PathBuf>>> {
+    let refuse = |rel: &Path, what: String| {
+        Error::bad_input(format!(
+            "{} is {what}; a cage gets it read-only, and shrooms-agent mounts only a real \
+             file or folder there, never where a link leads: replace it with what it holds, \
+             or pass --writable {} to leave it writable (dangerous: the machine runs what a \
+             cage leaves there)",
+            dir.join(rel).display(),
+            rel.display()
+        ))
+    };
+    let mut on_the_way = Vec::new();
+    let mut at = PathBuf::new();
+    let parts: Vec<_> = rel.components().collect();
+    for (i, c) in parts.iter().enumerate() {
+        at.push(c);
+        let last = i + 1 == parts.len();
+        match kind(f, &at) {
+            Kind::Link(to) => {
+                return Err(refuse(&at, format!("a link to {}", to.display())));
+            }
+            Kind::Other => {
+                return Err(refuse(&at, "neither a file nor a folder".into()));
+            }
+            // A folder on the way is missing: made, where what it
+            // would hold is made when missing (a hooks folder that
+            // core.hooksPath names); else the cage could make it.
+            Kind::Missing if !last => match if_missing {
+                IfMissing::Leave => return Ok(None),
+                _ => make.push((dir.join(&at), true)),
+            },
+            Kind::Missing => match if_missing {
+                IfMissing::Leave => return Ok(None),
+                IfMissing::Folder => make.push((dir.join(&at), true)),
+                IfMissing::File => make.push((dir.join(&at), false)),
+            },
+            Kind::File if !last => return Ok(None),
+            Kind::File | Kind::Folder => {}
+        }
+        if !last {
+            on_the_way.push(at.clone());
+        }
+    }
+    Ok(Some(on_the_way))
+}
+
+/// Pure: the mounts of the paths chosen (read-only or on the way), in
+/// order, and what to make; what a read-only one holds needs neither.
+fn protection_of(
+    dir: &Path,
+    mut chosen: BTreeMap<PathBuf, bool>,
+    mut make: Vec<(PathBuf, bool)>,
+) -> Protection {
     let ro_paths: BTreeSet<PathBuf> = chosen
         .iter()
         .filter(|(_, ro)| **ro)
@@ -478,7 +515,7 @@ pub fn decide(dir: &Path, f: &ProtectFacts, writable: &[String]) -> Result<Prote
             .iter()
             .any(|r| p != &dir.join(r) && p.starts_with(dir.join(r)))
     });
-    Ok(Protection { mounts, make })
+    Protection { mounts, make }
 }
 
 /// Make the missing protected paths, empty (folders first, as listed).

@@ -405,7 +405,7 @@ fn the_plans_of_rm_and_move() {
 fn the_plan_of_create() {
     let w = ordinary("plan-create");
     let host = w.ctx.host().unwrap();
-    let plan = super::super::make::plan(
+    let plan = super::super::make::prepare(
         &w.ctx,
         host,
         "web",
