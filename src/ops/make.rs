@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{Context, plan, program_mount, protect, sealed};
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result, Subject};
 use crate::harness::Harness;
 use crate::host::{Host, LimitsSupport};
 use crate::podman::{argv, envfile};
@@ -214,23 +214,35 @@ fn check_choice(choice: &CageChoice, harness: Harness) -> Result<()> {
         && let Some(net) = &choice.net
         && *net != crate::netpolicy::NetPolicy::Internet
     {
-        return Err(Error::bad_input(format!(
-            "--net {net}: a sealed cage has its own rules (the internet and nothing local, \
-             DNS to its resolvers only); leave out --net or --sealed"
-        )));
+        return Err(Error::worded(Kind::BadInput, |f| {
+            format!(
+                "{} {net}: a sealed cage has its own rules (the internet and nothing local, \
+                 DNS to its resolvers only); leave out {} or {}",
+                f.field("net"),
+                f.field("net"),
+                f.field("sealed")
+            )
+        })
+        .about(Subject::Field("net")));
     }
     if choice.sealed {
         // Seed, "Sealed cages": "GitHub, nix and the shared folder are not
         // offered". Refused by name, not dropped.
-        for (on, flag) in [
-            (choice.github, "--github"),
-            (choice.nix, "--nix"),
-            (choice.shared, "--shared"),
+        for (on, field) in [
+            (choice.github, "github"),
+            (choice.nix, "nix"),
+            (choice.shared, "shared"),
         ] {
             if on {
-                return Err(Error::bad_input(format!(
-                    "{flag} widens a cage, and a sealed cage is not widened: leave out {flag} or --sealed"
-                )));
+                return Err(Error::worded(Kind::BadInput, |f| {
+                    format!(
+                        "{} widens a cage, and a sealed cage is not widened: leave out {} or {}",
+                        f.field(field),
+                        f.field(field),
+                        f.field("sealed")
+                    )
+                })
+                .about(Subject::Field(field)));
             }
         }
         if harness != Harness::Claude {
@@ -489,23 +501,26 @@ pub fn decide(
             .map_err(Refused::from),
     )?;
     if let Some(u) = &f.untrusted {
-        soft(Err(Error::bad_input(format!(
-            "{} {} {}, where sealed session {} worked; the folder is untrusted after a sealed \
-             session: what the code under review left there (a git hook, a Makefile, an \
-             .envrc) would run in an ordinary cage, with your settings and network. Read it, \
-             then delete it or clone again; to give it an ordinary cage all the same, pass \
-             --unseal",
-            dir.display(),
-            if dir == u.path {
-                "is"
-            } else if dir.starts_with(&u.path) {
-                "is inside"
-            } else {
-                "holds"
-            },
-            u.path.display(),
-            u.session
-        ))
+        soft(Err(Error::worded(Kind::BadInput, |f| {
+            format!(
+                "{} {} {}, where sealed session {} worked; the folder is untrusted after a \
+                 sealed session: what the code under review left there (a git hook, a \
+                 Makefile, an .envrc) would run in an ordinary cage, with your settings and \
+                 network. Read it, then delete it or clone again; to give it an ordinary cage \
+                 all the same, pass {}",
+                dir.display(),
+                if dir == u.path {
+                    "is"
+                } else if dir.starts_with(&u.path) {
+                    "is inside"
+                } else {
+                    "holds"
+                },
+                u.path.display(),
+                u.session,
+                f.machine_option("--unseal")
+            )
+        })
         .into()))?;
     }
     for m in &choice.meshes {
@@ -1064,13 +1079,22 @@ fn check_meshes(choice: &CageChoice) -> Result<()> {
     if choice.meshes.is_empty() || choice.shared {
         return Ok(());
     }
-    Err(Error::bad_input(if choice.sealed {
-        "--mesh only chooses the shared folder's set of meshes, and a sealed cage has no \
-         shared folder: leave out --mesh"
-    } else {
-        "--mesh only chooses the shared folder's set of meshes, and does nothing without \
-         --shared: add --shared, or leave out --mesh"
-    }))
+    Err(Error::worded(Kind::BadInput, |f| {
+        let mesh = f.field("meshes");
+        if choice.sealed {
+            format!(
+                "{mesh} only chooses the shared folder's set of meshes, and a sealed cage has no \
+                 shared folder: leave out {mesh}"
+            )
+        } else {
+            let shared = f.field("shared");
+            format!(
+                "{mesh} only chooses the shared folder's set of meshes, and does nothing without \
+                 {shared}: add {shared}, or leave out {mesh}"
+            )
+        }
+    })
+    .about(Subject::Field("meshes")))
 }
 
 /// A mesh label: what a volume name can hold.
@@ -1083,9 +1107,10 @@ fn validate_mesh(m: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::bad_input(format!(
-            "{m:?} is not a mesh label: use 1 to 32 of a-z 0-9 - _, not starting with -"
-        )))
+        Err(Error::bad_field(
+            "meshes",
+            format!("{m:?} is not a mesh label: use 1 to 32 of a-z 0-9 - _, not starting with -"),
+        ))
     }
 }
 
@@ -1166,19 +1191,27 @@ fn options(facts: &OptionFacts, choice: &CageChoice) -> Result<(FoundOptions, Op
     };
     if let Some((gh, there)) = &facts.gh {
         if !there {
-            return Err(Error::bad_input(format!(
-                "--github mounts your GitHub login, {}, which is not there: `gh auth login` first",
-                gh.display()
-            )));
+            return Err(Error::worded(Kind::BadInput, |f| {
+                format!(
+                    "{} mounts your GitHub login, {}, which is not there: `gh auth login` first",
+                    f.field("github"),
+                    gh.display()
+                )
+            })
+            .about(Subject::Field("github")));
         }
         found.gh_dir = Some(gh.clone());
     }
     if let Some((store, nix, path)) = &facts.nix {
         if !store {
-            return Err(Error::bad_input(format!(
-                "--nix gives a cage this machine's nix, and it has none: {} is not there",
-                nix.root.join("store").display()
-            )));
+            return Err(Error::worded(Kind::BadInput, |f| {
+                format!(
+                    "{} gives a cage this machine's nix, and it has none: {} is not there",
+                    f.field("nix"),
+                    nix.root.join("store").display()
+                )
+            })
+            .about(Subject::Field("nix")));
         }
         found.nix = Some(nix.clone());
         options.nix = Some(NixOption {

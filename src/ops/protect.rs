@@ -374,14 +374,17 @@ pub fn decide(dir: &Path, f: &ProtectFacts, writable: &[String]) -> Result<Prote
         open.push(PathBuf::from(w));
     }
     let refuse = |rel: &Path, what: String| {
-        Error::bad_input(format!(
-            "{} is {what}; a cage gets it read-only, and shrooms-agent mounts only a real \
-             file or folder there, never where a link leads: replace it with what it holds, \
-             or pass --writable {} to leave it writable (dangerous: the machine runs what a \
-             cage leaves there)",
-            dir.join(rel).display(),
-            rel.display()
-        ))
+        Error::worded(crate::error::Kind::BadInput, |f| {
+            format!(
+                "{} is {what}; a cage gets it read-only, and shrooms-agent mounts only a real \
+                 file or folder there, never where a link leads: replace it with what it \
+                 holds, or pass {} {} to leave it writable (dangerous: the machine runs what a \
+                 cage leaves there)",
+                dir.join(rel).display(),
+                f.machine_option("--writable"),
+                rel.display()
+            )
+        })
     };
     let kind = |rel: &Path| f.kinds.get(rel).cloned().unwrap_or(Kind::Missing);
     let candidates = PROTECTED
@@ -396,14 +399,17 @@ pub fn decide(dir: &Path, f: &ProtectFacts, writable: &[String]) -> Result<Prote
         && gitdir.starts_with(dir)
         && !open.iter().any(|o| o == Path::new(".git"))
     {
-        return Err(Error::bad_input(format!(
-            "{}/.git is a file that names the repository {}, inside the project; \
-             shrooms-agent protects the hooks and config of a `.git` folder only: \
-             give the cage the repository's own folder, or pass --writable .git \
-             (dangerous: git on the machine runs the hooks a cage leaves there)",
-            dir.display(),
-            gitdir.display()
-        )));
+        return Err(Error::worded(crate::error::Kind::BadInput, |f| {
+            format!(
+                "{}/.git is a file that names the repository {}, inside the project; \
+                 shrooms-agent protects the hooks and config of a `.git` folder only: \
+                 give the cage the repository's own folder, or pass {} .git \
+                 (dangerous: git on the machine runs the hooks a cage leaves there)",
+                dir.display(),
+                gitdir.display(),
+                f.machine_option("--writable")
+            )
+        }));
     }
     'each: for (rel, if_missing) in candidates {
         if open.iter().any(|o| rel.starts_with(o)) {
@@ -652,6 +658,13 @@ mod tests {
                 e.message.contains(&format!("--writable {at}")),
                 "{}",
                 e.message
+            );
+            // No HTTP request leaves a path writable: the option is the
+            // command line's.
+            assert!(
+                e.words(crate::error::Face::Http)
+                    .contains("`--writable` (on the command line, at the machine)"),
+                "{e:?}"
             );
             // named writable, it is left alone (and nothing else is followed)
             let p = decide(Path::new(DIR), &f, &[at.to_string()]).unwrap();
