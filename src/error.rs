@@ -89,10 +89,12 @@ impl Kind {
 /// found) are podman exec's own, passed through with the rest.
 pub const TOOL_FAILED: u8 = 125;
 
-/// How a process that ran ended: its exit status (None: ended by a
-/// signal) and all it wrote to stderr.
+/// How a process that ran ended: the call (its program and verb, and the
+/// name it acted on: `podman start shrooms-web-1a2b`, never a secret), its
+/// exit status (None: ended by a signal) and all it wrote to stderr.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Exited {
+    pub call: String,
     pub status: Option<i32>,
     pub stderr: String,
 }
@@ -131,6 +133,82 @@ pub enum Face {
     Http,
 }
 
+impl Face {
+    /// A field of a request, named as this face's users give it: the
+    /// option on the command line (`--memory`), the body's field over HTTP
+    /// (`field "memory"`).
+    pub fn field(self, name: &str) -> String {
+        match self {
+            Face::Terminal => flag_of(name),
+            Face::Http => format!("field {name:?}"),
+        }
+    }
+
+    /// An option of the command line that no HTTP request can give (a
+    /// decision left to the owner at the machine, as `--unseal` is):
+    /// as it is on the terminal, and said to be the command line's over
+    /// HTTP.
+    pub fn machine_option(self, flag: &str) -> String {
+        match self {
+            Face::Terminal => flag.to_string(),
+            Face::Http => format!("`{flag}` (on the command line, at the machine)"),
+        }
+    }
+}
+
+/// The command line's option for a field of a request (the JSON bodies'
+/// name, which is the config's key where there is one): the one place the
+/// two are told apart.
+pub fn flag_of(field: &str) -> String {
+    match field {
+        "meshes" => "--mesh".to_string(),
+        f => format!("--{}", f.replace('_', "-")),
+    }
+}
+
+/// What an error is about, as data: each face renders it its own way (the
+/// CLI's `--json`, the HTTP error body), and decides nothing from words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    /// A value given for this field of a request was refused (its name as
+    /// the JSON bodies and the config give it; [`flag_of`] for the CLI's).
+    Field(&'static str),
+    /// What holds the session ([`Kind::Busy`]).
+    Holder(Holder),
+}
+
+/// What holds a session's lock, as its holder wrote it in the lock file.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct Holder {
+    /// `exec` (a `cage exec`), `turn` (a harness's turn: `cage run`),
+    /// `create`, `move`, `rename`, `start`, `stop`, `rm`, `prune`; `a
+    /// command` when it did not say.
+    pub what: String,
+    /// Since when, RFC 3339 with the local offset (Unix seconds kept).
+    #[serde(serialize_with = "rfc3339")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub since: Option<u64>,
+    /// Its process, when it said.
+    pub pid: Option<u32>,
+}
+
+fn rfc3339<S: serde::Serializer>(secs: &Option<u64>, s: S) -> std::result::Result<S::Ok, S::Error> {
+    match secs {
+        Some(t) => s.serialize_str(&crate::when::rfc3339(*t)),
+        None => s.serialize_none(),
+    }
+}
+
+/// A podman call that ran and failed, as JSON gives it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct PodmanCall {
+    /// Its verb and the name it acted on: `podman start shrooms-web-1a2b`.
+    pub call: String,
+    /// Its exit status (podman's own: 125; the contained command's
+    /// otherwise, podman-run(1), "Exit Status"); null when a signal ended it.
+    pub status: Option<i32>,
+}
+
 /// An error with a message meant for the person who ran the command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
@@ -140,6 +218,12 @@ pub struct Error {
     pub exited: Option<Box<Exited>>,
     /// What to do next, worded by the face ([`Error::words`]).
     pub next: Option<Next>,
+    /// What the error is about, as data ([`Subject`]).
+    pub subject: Option<Box<Subject>>,
+    /// The words for an HTTP client, where they differ from `message`
+    /// (which is the terminal's): they name fields, not options
+    /// ([`Error::worded`]).
+    pub http: Option<Box<str>>,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -151,7 +235,65 @@ impl Error {
             message: message.into(),
             exited: None,
             next: None,
+            subject: None,
+            http: None,
         }
+    }
+
+    /// An error whose words differ by face (they name fields of a request,
+    /// or an option only the command line has): `words` is asked once for
+    /// each face.
+    pub fn worded(kind: Kind, words: impl Fn(Face) -> String) -> Self {
+        let message = words(Face::Terminal);
+        let http = Some(words(Face::Http))
+            .filter(|h| *h != message)
+            .map(String::into_boxed_str);
+        Error {
+            http,
+            ..Self::new(kind, message)
+        }
+    }
+
+    /// A value refused for a field of a request: `--memory: WHY` on the
+    /// terminal, `field "memory": WHY` over HTTP, the field kept as data.
+    pub fn bad_field(field: &'static str, why: impl fmt::Display) -> Self {
+        Self::worded(Kind::BadInput, |face| {
+            format!("{}: {why}", face.field(field))
+        })
+        .about(Subject::Field(field))
+    }
+
+    /// What the error is about.
+    pub fn about(self, subject: Subject) -> Self {
+        Error {
+            subject: Some(Box::new(subject)),
+            ..self
+        }
+    }
+
+    /// The field whose value was refused, if that is what it is about.
+    pub fn field(&self) -> Option<&'static str> {
+        match self.subject.as_deref() {
+            Some(Subject::Field(f)) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// What holds the session, for a busy one that said.
+    pub fn holder(&self) -> Option<&Holder> {
+        match self.subject.as_deref() {
+            Some(Subject::Holder(h)) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// The podman call that failed ([`Kind::PodmanFailed`]).
+    pub fn podman(&self) -> Option<PodmanCall> {
+        let x = self.exited.as_deref()?;
+        (self.kind == Kind::PodmanFailed).then(|| PodmanCall {
+            call: x.call.clone(),
+            status: x.status,
+        })
     }
     /// A process that ran and failed (`kind`: [`Kind::PodmanFailed`] for
     /// podman), its status and stderr kept.
@@ -161,11 +303,21 @@ impl Error {
         status: Option<i32>,
         stderr: impl Into<String>,
     ) -> Self {
-        Error {
-            exited: Some(Box::new(Exited {
+        Self::ran(
+            kind,
+            message,
+            Exited {
+                call: String::new(),
                 status,
                 stderr: stderr.into(),
-            })),
+            },
+        )
+    }
+
+    /// A process that ran and failed, named by its call ([`Exited`]).
+    pub fn ran(kind: Kind, message: impl Into<String>, exited: Exited) -> Self {
+        Error {
+            exited: Some(Box::new(exited)),
             ..Self::new(kind, message)
         }
     }
@@ -223,17 +375,21 @@ impl Error {
             Face::Terminal => format!("--image IMAGE, or the `image` key in {config}"),
             Face::Http => format!("the request's \"image\", or the `image` key in {config}"),
         };
+        let message = match (face, &self.http) {
+            (Face::Http, Some(http)) => http,
+            _ => self.message.as_str(),
+        };
         match &self.next {
-            None => self.message.clone(),
+            None => message.to_string(),
             // The seed's sentence on both faces, word for word; the
             // terminal's hint after it, on a line of its own.
             Some(Next::AgainWithHint { hint }) => match face {
-                Face::Terminal => format!("{}; send again then\n{hint}", self.message),
-                Face::Http => format!("{}; send again then", self.message),
+                Face::Terminal => format!("{}; send again then\n{hint}", message),
+                Face::Http => format!("{}; send again then", message),
             },
             Some(Next::OtherImage { config }) => format!(
                 "{}; or make the cage from another image: {}",
-                self.message,
+                message,
                 other_image(config)
             ),
             Some(Next::AgainOrOtherImage { config, hint }) => {
@@ -243,7 +399,7 @@ impl Error {
                 };
                 format!(
                     "{}{hint}; {again}, or make the cage from another image now: {}",
-                    self.message,
+                    message,
                     other_image(config)
                 )
             }
@@ -254,6 +410,7 @@ impl Error {
     pub fn context(self, what: impl fmt::Display) -> Self {
         Error {
             message: format!("{what}: {}", self.message),
+            http: self.http.as_ref().map(|h| format!("{what}: {h}").into()),
             ..self
         }
     }
@@ -263,6 +420,7 @@ impl Error {
     pub fn then(self, after: impl fmt::Display) -> Self {
         Error {
             message: format!("{}; {after}", self.message),
+            http: self.http.as_ref().map(|h| format!("{h}; {after}").into()),
             ..self
         }
     }
@@ -435,9 +593,90 @@ mod tests {
         assert_eq!(
             e.exited.as_deref(),
             Some(&Exited {
+                call: String::new(),
                 status: Some(2),
                 stderr: "Error: no\n".into()
             })
         );
+    }
+
+    /// A refused field: the option on the terminal, the body's field over
+    /// HTTP, the field itself kept as data through context and what
+    /// followed.
+    #[test]
+    fn a_field_is_worded_by_each_face() {
+        let e = Error::bad_field("memory", "\"12x\" is not a size");
+        assert_eq!(e.kind, Kind::BadInput);
+        assert_eq!(e.field(), Some("memory"));
+        assert_eq!(e.words(Face::Terminal), "--memory: \"12x\" is not a size");
+        assert_eq!(
+            e.words(Face::Http),
+            "field \"memory\": \"12x\" is not a size"
+        );
+        let e = e.context("session web").then("nothing was changed");
+        assert_eq!((e.kind, e.field()), (Kind::BadInput, Some("memory")));
+        assert_eq!(
+            e.words(Face::Terminal),
+            "session web: --memory: \"12x\" is not a size; nothing was changed"
+        );
+        assert_eq!(
+            e.words(Face::Http),
+            "session web: field \"memory\": \"12x\" is not a size; nothing was changed"
+        );
+        assert_eq!(e.to_string(), e.words(Face::Terminal));
+        // Words that name several fields, and an option only the command
+        // line has.
+        let e = Error::worded(Kind::BadInput, |f| {
+            format!(
+                "{} does nothing without {}: add it, or leave out {}; or {}",
+                f.field("meshes"),
+                f.field("shared"),
+                f.field("meshes"),
+                f.machine_option("--unseal")
+            )
+        })
+        .about(Subject::Field("meshes"));
+        assert_eq!(
+            e.words(Face::Terminal),
+            "--mesh does nothing without --shared: add it, or leave out --mesh; or --unseal"
+        );
+        assert_eq!(
+            e.words(Face::Http),
+            "field \"meshes\" does nothing without field \"shared\": add it, or leave out \
+             field \"meshes\"; or `--unseal` (on the command line, at the machine)"
+        );
+        // Words the same on both faces keep none apart.
+        assert_eq!(Error::worded(Kind::Failed, |_| "x".into()).http, None);
+        assert_eq!(flag_of("auto_approve"), "--auto-approve");
+        assert_eq!(flag_of("meshes"), "--mesh");
+        assert_eq!(flag_of("tokens"), "--tokens");
+    }
+
+    /// A busy session's holder and a failed podman call are data, as JSON
+    /// gives them.
+    #[test]
+    fn holders_and_podman_calls_are_data() {
+        let e = Error::busy("held").about(Subject::Holder(Holder {
+            what: "exec".into(),
+            since: None,
+            pid: Some(42),
+        }));
+        assert_eq!(
+            serde_json::to_value(e.holder().unwrap()).unwrap(),
+            serde_json::json!({"what": "exec", "since": null, "pid": 42})
+        );
+        assert_eq!(e.podman(), None);
+        let x = Exited {
+            call: "podman start c1".into(),
+            status: Some(125),
+            stderr: "Error: x\n".into(),
+        };
+        let e = Error::ran(Kind::PodmanFailed, "podman start: Error: x", x.clone());
+        assert_eq!(
+            serde_json::to_value(e.podman().unwrap()).unwrap(),
+            serde_json::json!({"call": "podman start c1", "status": 125})
+        );
+        // Another program's failure is not podman's.
+        assert_eq!(Error::ran(Kind::Failed, "nft: no", x).podman(), None);
     }
 }

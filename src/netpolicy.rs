@@ -96,7 +96,7 @@ impl From<NetPolicy> for String {
 impl TryFrom<String> for NetPolicy {
     type Error = String;
     fn try_from(s: String) -> std::result::Result<Self, String> {
-        NetPolicy::parse(&s).map_err(|e| e.message)
+        NetPolicy::read(&s)
     }
 }
 
@@ -106,8 +106,15 @@ pub const SYNTAX: &str = "give open, internet, or allow: followed by names and a
                           (allow:example.org,api.example.com:8443,203.0.113.7:22,[2001:db8::1]:443)";
 
 impl NetPolicy {
-    /// Read a policy as `--net` and the config's `net` give it.
+    /// Read a policy as `--net`, a body's `net` and the config's `net`
+    /// give it: a refusal names the field `net`.
     pub fn parse(text: &str) -> Result<NetPolicy> {
+        NetPolicy::read(text).map_err(|why| Error::bad_field("net", why))
+    }
+
+    /// Read a policy, or say why not (in words that name no field: the
+    /// config's reader names its key itself).
+    fn read(text: &str) -> std::result::Result<NetPolicy, String> {
         let t = text.trim();
         match t {
             "open" => return Ok(NetPolicy::Open),
@@ -115,9 +122,7 @@ impl NetPolicy {
             _ => {}
         }
         let Some(list) = t.strip_prefix("allow:") else {
-            return Err(Error::bad_input(format!(
-                "--net: {t:?} is not a network policy; {SYNTAX}"
-            )));
+            return Err(format!("{t:?} is not a network policy; {SYNTAX}"));
         };
         let mut entries = BTreeSet::new();
         for word in list.split(',').map(str::trim) {
@@ -127,15 +132,13 @@ impl NetPolicy {
             entries.insert(parse_entry(word)?);
         }
         if entries.is_empty() {
-            return Err(Error::bad_input(format!(
-                "--net: allow: names nothing; {SYNTAX}"
-            )));
+            return Err(format!("allow: names nothing; {SYNTAX}"));
         }
         if entries.len() > MAX_ENTRIES {
-            return Err(Error::bad_input(format!(
-                "--net: {} entries, more than {MAX_ENTRIES}; name fewer",
+            return Err(format!(
+                "{} entries, more than {MAX_ENTRIES}; name fewer",
                 entries.len()
-            )));
+            ));
         }
         Ok(NetPolicy::Allow(entries.into_iter().collect()))
     }
@@ -150,9 +153,8 @@ impl NetPolicy {
     }
 }
 
-fn parse_entry(word: &str) -> Result<Entry> {
-    let bad =
-        |why: &str| Error::bad_input(format!("--net: {word:?} in the allow-list {why}; {SYNTAX}"));
+fn parse_entry(word: &str) -> std::result::Result<Entry, String> {
+    let bad = |why: &str| format!("{word:?} in the allow-list {why}; {SYNTAX}");
     let (host, port) = if let Some(rest) = word.strip_prefix('[') {
         let (addr, after) = rest
             .split_once(']')
@@ -307,17 +309,20 @@ pub fn check_enforceable(policy: &NetPolicy, hosts_file: Option<&std::path::Path
     };
     let r = resolve(entries, hosts_file);
     if !r.unresolved.is_empty() {
-        return Err(Error::bad_input(format!(
-            "--net: this machine cannot resolve {} of the allow-list, so the cage could reach \
-             {} by no address; check the spelling, or give the address itself \
-             (allow:203.0.113.7:443)",
-            r.unresolved.join(", "),
-            if r.unresolved.len() == 1 {
-                "it"
-            } else {
-                "them"
-            }
-        )));
+        return Err(Error::bad_field(
+            "net",
+            format!(
+                "this machine cannot resolve {} of the allow-list, so the cage could reach {} \
+                 by no address; check the spelling, or give the address itself \
+                 (allow:203.0.113.7:443)",
+                r.unresolved.join(", "),
+                if r.unresolved.len() == 1 {
+                    "it"
+                } else {
+                    "them"
+                }
+            ),
+        ));
     }
     Ok(())
 }

@@ -55,8 +55,29 @@ pub fn error_json(e: &Error) {
 }
 
 fn error_json_with(e: &Error, code: u8) {
-    let body = serde_json::json!({"error": e.words(Face::Terminal), "exit_code": code, "kind": e.kind.name()});
+    let body = serde_json::Value::Object(error_keys(e, code));
     raw(format!("{body}\n").as_bytes());
+}
+
+/// An error's keys as `--json` gives them: its words, exit code and kind,
+/// then what it is about, as data, each only when there is one: the
+/// option whose value was refused (`"option": "--memory"`), what holds a
+/// busy session (`"holder"`), the podman call that failed (`"podman"`).
+pub fn error_keys(e: &Error, code: u8) -> serde_json::Map<String, serde_json::Value> {
+    let mut keys = serde_json::Map::new();
+    keys.insert("error".into(), e.words(Face::Terminal).into());
+    keys.insert("exit_code".into(), code.into());
+    keys.insert("kind".into(), e.kind.name().into());
+    if let Some(field) = e.field() {
+        keys.insert("option".into(), crate::error::flag_of(field).into());
+    }
+    if let Some(holder) = e.holder().and_then(|h| serde_json::to_value(h).ok()) {
+        keys.insert("holder".into(), holder);
+    }
+    if let Some(podman) = e.podman().and_then(|p| serde_json::to_value(p).ok()) {
+        keys.insert("podman".into(), podman);
+    }
+    keys
 }
 
 /// A failure of `cage exec` or `cage run` themselves: they exit
@@ -89,11 +110,7 @@ pub fn tool_error_json(e: &Error) {
 /// whose outcome may be partial (`cage stop --all`) has one shape.
 pub fn error_body<T: Serialize>(e: Option<&Error>, done: &T) -> serde_json::Value {
     let mut body = match e {
-        Some(e) => serde_json::json!({
-            "error": e.words(Face::Terminal),
-            "exit_code": e.kind.exit_code(),
-            "kind": e.kind.name()
-        }),
+        Some(e) => serde_json::Value::Object(error_keys(e, e.kind.exit_code())),
         None => serde_json::json!({"error": null, "exit_code": 0, "kind": null}),
     };
     if let (Some(b), Ok(serde_json::Value::Object(d))) =
@@ -1200,5 +1217,53 @@ mod tests {
         };
         assert_eq!(pruned(&none), "nothing to prune\n");
         assert_eq!(prune_count(&none), "0 containers and 0 files");
+    }
+
+    /// `--json`'s error keys: the subject as data beside the words, only
+    /// when there is one; the option as the command line takes it.
+    #[test]
+    fn error_keys_carry_the_subject() {
+        use crate::error::{Exited, Holder, Kind, Subject};
+        let plain = serde_json::Value::Object(error_keys(&Error::failed("no"), 1));
+        assert_eq!(
+            plain,
+            serde_json::json!({"error": "no", "exit_code": 1, "kind": "failed"})
+        );
+        let e = Error::bad_field("meshes", "\"a b\" is not a mesh");
+        assert_eq!(
+            serde_json::Value::Object(error_keys(&e, 2)),
+            serde_json::json!({
+                "error": "--mesh: \"a b\" is not a mesh", "exit_code": 2,
+                "kind": "bad_input", "option": "--mesh"
+            })
+        );
+        let e = Error::busy("session s is busy").about(Subject::Holder(Holder {
+            what: "exec".into(),
+            since: None,
+            pid: Some(7),
+        }));
+        assert_eq!(
+            serde_json::Value::Object(error_keys(&e, 3)),
+            serde_json::json!({
+                "error": "session s is busy", "exit_code": 3, "kind": "busy",
+                "holder": {"what": "exec", "since": null, "pid": 7}
+            })
+        );
+        let e = Error::ran(
+            Kind::PodmanFailed,
+            "podman start: Error: x",
+            Exited {
+                call: "podman start c1".into(),
+                status: Some(125),
+                stderr: "Error: x\n".into(),
+            },
+        );
+        assert_eq!(
+            serde_json::Value::Object(error_keys(&e, 1)),
+            serde_json::json!({
+                "error": "podman start: Error: x", "exit_code": 1, "kind": "podman_failed",
+                "podman": {"call": "podman start c1", "status": 125}
+            })
+        );
     }
 }

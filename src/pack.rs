@@ -41,7 +41,7 @@ use serde::Serialize;
 
 use rustix::fs::{Mode, OFlags};
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, Kind, Result, Subject};
 
 mod pargz;
 
@@ -240,6 +240,15 @@ pub(crate) fn open_dir(path: &Path) -> io::Result<File> {
     Ok(File::from(fd))
 }
 
+/// A refused folder of the outbox (`--only`, a body's `"only"`), named as
+/// each face names it.
+fn bad_only(shown: impl std::fmt::Display, why: impl std::fmt::Display) -> Error {
+    Error::worded(Kind::BadInput, |f| {
+        format!("{} {shown}: {why}", f.field("only"))
+    })
+    .about(Subject::Field("only"))
+}
+
 /// Walk from the outbox down to `only`, one folder at a time, never through
 /// a link. Returns the folder, its path relative to the outbox and its level.
 fn descend(root: File, only: &Path, limits: &Limits) -> Result<(File, PathBuf, usize)> {
@@ -247,10 +256,10 @@ fn descend(root: File, only: &Path, limits: &Limits) -> Result<(File, PathBuf, u
     // No file name holds a NUL byte: the kernel would refuse the path as
     // invalid, which is the caller's mistake, not the machine's failure.
     if only.as_os_str().as_bytes().contains(&0) {
-        return Err(Error::bad_input(format!(
-            "--only {:?}: a path with a NUL byte names no folder of the outbox",
-            only.as_os_str()
-        )));
+        return Err(bad_only(
+            format!("{:?}", only.as_os_str()),
+            "a path with a NUL byte names no folder of the outbox",
+        ));
     }
     let mut names: Vec<&OsStr> = Vec::new();
     for c in only.components() {
@@ -258,27 +267,33 @@ fn descend(root: File, only: &Path, limits: &Limits) -> Result<(File, PathBuf, u
             Component::Normal(n) => names.push(n),
             Component::CurDir => {}
             Component::ParentDir => {
-                return Err(Error::bad_input(format!(
-                    "--only {shown}: `..` is not allowed; give a folder inside the outbox, relative to it"
-                )));
+                return Err(bad_only(
+                    shown,
+                    "`..` is not allowed; give a folder inside the outbox, relative to it",
+                ));
             }
             Component::RootDir | Component::Prefix(_) => {
-                return Err(Error::bad_input(format!(
-                    "--only {shown}: give a folder of the outbox as a path relative to it, not an absolute path"
-                )));
+                return Err(bad_only(
+                    shown,
+                    "give a folder of the outbox as a path relative to it, not an absolute path",
+                ));
             }
         }
     }
     if names.is_empty() {
-        return Err(Error::bad_input(format!(
-            "--only {shown}: names no folder of the outbox; leave --only out to pack all of it"
-        )));
+        return Err(Error::worded(Kind::BadInput, |f| {
+            let only = f.field("only");
+            format!(
+                "{only} {shown}: names no folder of the outbox; leave {only} out to pack all of it"
+            )
+        })
+        .about(Subject::Field("only")));
     }
     if names.len() > limits.depth {
-        return Err(Error::bad_input(format!(
-            "--only {shown}: deeper than {} folder levels",
-            limits.depth
-        )));
+        return Err(bad_only(
+            shown,
+            format!("deeper than {} folder levels", limits.depth),
+        ));
     }
     let mut dir = root;
     let mut rel = PathBuf::new();
@@ -298,15 +313,12 @@ fn descend(root: File, only: &Path, limits: &Limits) -> Result<(File, PathBuf, u
                     }
                     _ => {
                         return Err(Error::failed(format!(
-                            "--only {shown}: opening {} in the outbox: {e}",
+                            "opening {} in the outbox: {e}",
                             rel.display()
                         )));
                     }
                 };
-                return Err(Error::bad_input(format!(
-                    "--only {shown}: {} {what}",
-                    rel.display()
-                )));
+                return Err(bad_only(shown, format!("{} {what}", rel.display())));
             }
         };
     }

@@ -27,6 +27,9 @@ pub struct Process {
     fails_as: Kind,
     /// Set in its environment, beside what it inherits.
     env: Vec<(String, String)>,
+    /// The call as its failure names it, as data (`podman start NAME`);
+    /// the label when not given.
+    call: Option<String>,
 }
 
 /// What a finished process printed.
@@ -64,6 +67,7 @@ impl Process {
             die_with_parent: false,
             fails_as: Kind::Failed,
             env: Vec::new(),
+            call: None,
         }
     }
     /// One more variable in its environment (never a secret: a process's
@@ -109,6 +113,13 @@ impl Process {
         self
     }
 
+    /// The call its failure names as data ([`crate::error::Exited`]): the
+    /// program, its verb and what it acts on, never a secret.
+    pub fn call(mut self, call: impl Into<String>) -> Process {
+        self.call = Some(call.into());
+        self
+    }
+
     /// The error of a run that ended without success: `<label>: <last
     /// stderr line>`, the exit status and the whole stderr kept.
     pub fn failure(&self, out: &Captured) -> Error {
@@ -118,11 +129,14 @@ impl Process {
         } else {
             line.to_string()
         };
-        Error::exited(
+        Error::ran(
             self.fails_as,
             format!("{}: {why}", self.label),
-            out.code,
-            out.stderr.clone(),
+            crate::error::Exited {
+                call: self.call.clone().unwrap_or_else(|| self.label.clone()),
+                status: out.code,
+                stderr: out.stderr.clone(),
+            },
         )
     }
 
@@ -962,12 +976,24 @@ mod tests {
         assert_eq!(
             e.exited.as_deref(),
             Some(&crate::error::Exited {
+                call: "podman create".into(),
                 status: Some(125),
                 stderr: "first\nError: no such image\n".into()
             })
         );
-        let e = p.fails_as(Kind::PodmanFailed).run().unwrap_err();
+        let e = p
+            .fails_as(Kind::PodmanFailed)
+            .call("podman create web")
+            .run()
+            .unwrap_err();
         assert_eq!(e.kind, Kind::PodmanFailed);
+        assert_eq!(
+            e.podman(),
+            Some(crate::error::PodmanCall {
+                call: "podman create web".into(),
+                status: Some(125)
+            })
+        );
     }
 
     #[test]

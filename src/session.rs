@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Holder, IoContext, Result, Subject};
 use crate::harness::Harness;
 use crate::settings::Limits;
 use crate::spec::Network;
@@ -919,6 +919,18 @@ impl Store {
         Ok(Some(Busy::parse(&text)))
     }
 
+    /// What holds the session's lock, as the lock file says (`WHAT
+    /// SECONDS PID`): for the error of a command refused as busy.
+    fn holder(&self, name: &str) -> Holder {
+        let text = fs::read_to_string(self.lock_path(name)).unwrap_or_default();
+        let busy = Busy::parse(&text);
+        Holder {
+            what: busy.what,
+            since: busy.since,
+            pid: text.split_whitespace().nth(2).and_then(|p| p.parse().ok()),
+        }
+    }
+
     /// The turn marker: made (under the session's lock) before a turn's
     /// cage starts, removed once the turn or its watcher stopped the cage.
     /// Named with `@`, as the record's lock, so no session's file is it.
@@ -992,11 +1004,22 @@ impl Store {
             None if !self.exists(name) => Err(Error::busy(format!(
                 "session {name} is being created by another shrooms-agent command; when that \
                  ends, use it, or pick another name"
-            ))),
-            None => Err(Error::busy(format!(
-                "session {name} is busy: another shrooms-agent command (an exec or run) is using it; \
-                 try again when it ends"
-            ))),
+            ))
+            .about(Subject::Holder(self.holder(name)))),
+            None => {
+                let holder = self.holder(name);
+                let pid = holder.pid.map(|p| format!(", pid {p}")).unwrap_or_default();
+                let what = match holder.what.as_str() {
+                    "exec" | "turn" | "a command" => "an exec or run".to_string(),
+                    STOPPING => "a dead turn's watcher, stopping its cage".to_string(),
+                    w => format!("`cage {w}`"),
+                };
+                Err(Error::busy(format!(
+                    "session {name} is busy: another shrooms-agent command ({what}{pid}) is \
+                     using it; try again when it ends"
+                ))
+                .about(Subject::Holder(holder)))
+            }
         }
     }
 
@@ -1122,14 +1145,15 @@ impl Busy {
 }
 
 impl SessionLock {
-    /// Say in the lock file what holds it and since when, for `cage ls`
-    /// (its BUSY): the lock is this process's, so only it writes there.
+    /// Say in the lock file what holds it, since when and which process,
+    /// for `cage ls` (its BUSY) and a command refused as busy: the lock is
+    /// this process's, so only it writes there.
     pub fn note(&self, what: &str) {
         use std::io::Seek;
         let mut f = &self._file;
         let _ = f.set_len(0);
         let _ = f.seek(std::io::SeekFrom::Start(0));
-        let _ = writeln!(f, "{what} {}", crate::when::now());
+        let _ = writeln!(f, "{what} {} {}", crate::when::now(), std::process::id());
     }
 
     /// Its descriptor, to pass on to a process that must hold it too.
@@ -1581,6 +1605,15 @@ mod tests {
         let (store, dir) = temp_store();
         let first = store.lock("s").unwrap();
         assert_eq!(store.lock("s").unwrap_err().kind, crate::error::Kind::Busy);
+        // What holds it is told as data, its process too.
+        store.save(&record("s")).unwrap();
+        first.note("move");
+        let e = store.lock("s").unwrap_err();
+        let holder = e.holder().expect("a holder");
+        assert_eq!(holder.what, "move");
+        assert!(holder.since.is_some(), "{holder:?}");
+        assert_eq!(holder.pid, Some(std::process::id()));
+        assert!(e.message.contains("(`cage move`, pid "), "{}", e.message);
         assert!(store.lock("other").is_ok());
         drop(first);
         assert!(store.lock("s").is_ok());

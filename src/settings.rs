@@ -660,23 +660,23 @@ pub struct LimitsAsked {
 }
 
 impl LimitsAsked {
-    /// Read the three values as written, naming the flag of one refused.
+    /// Read the three values as written, naming the field of one refused.
     pub fn parse(
         memory: Option<&str>,
         cpus: Option<&str>,
         pids: Option<&str>,
     ) -> Result<LimitsAsked> {
-        fn one<T: FromStr<Err = String>>(flag: &str, v: Option<&str>) -> Result<Option<T>> {
-            v.map(|v| {
-                v.parse()
-                    .map_err(|why| Error::bad_input(format!("{flag}: {why}")))
-            })
-            .transpose()
+        fn one<T: FromStr<Err = String>>(
+            field: &'static str,
+            v: Option<&str>,
+        ) -> Result<Option<T>> {
+            v.map(|v| v.parse().map_err(|why| Error::bad_field(field, why)))
+                .transpose()
         }
         Ok(LimitsAsked {
-            memory: one("--memory", memory)?,
-            cpus: one("--cpus", cpus)?,
-            pids: one("--pids", pids)?,
+            memory: one("memory", memory)?,
+            cpus: one("cpus", cpus)?,
+            pids: one("pids", pids)?,
         })
     }
 

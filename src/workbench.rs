@@ -709,7 +709,9 @@ pub fn failure_message(stage: Stage, line: &str) -> String {
 /// podman's own last line of a failed build names only the step ("Error:
 /// building at STEP \"RUN ...\": ... exit status 6"); the cause is the
 /// step's own last line before it (curl's, npm's). Lines that are podman's
-/// progress are not a cause.
+/// progress are not a cause. Only the line a person is shown hangs on these
+/// words (podman-build(1) gives no cause as data); that the build failed is
+/// its exit status alone.
 pub fn may_be_the_cause(line: &str) -> bool {
     !(line.starts_with("STEP ")
         || line.starts_with("--> ")

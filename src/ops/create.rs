@@ -230,16 +230,24 @@ pub fn describe(record: &Record) -> String {
 /// The project folder: it must exist and be a folder; kept canonical.
 pub fn project_dir(dir: &Path) -> Result<PathBuf> {
     let canonical = std::fs::canonicalize(dir).map_err(|e| {
-        Error::bad_input(format!(
-            "the project folder {} cannot be used: {e}; --dir must name an existing folder",
-            dir.display()
-        ))
+        Error::worded(crate::error::Kind::BadInput, |f| {
+            format!(
+                "the project folder {} cannot be used: {e}; {} must name an existing folder",
+                dir.display(),
+                f.field("dir")
+            )
+        })
+        .about(crate::error::Subject::Field("dir"))
     })?;
     if !canonical.is_dir() {
-        return Err(Error::bad_input(format!(
-            "{} is not a folder; --dir must name an existing folder",
-            dir.display()
-        )));
+        return Err(Error::worded(crate::error::Kind::BadInput, |f| {
+            format!(
+                "{} is not a folder; {} must name an existing folder",
+                dir.display(),
+                f.field("dir")
+            )
+        })
+        .about(crate::error::Subject::Field("dir")));
     }
     if canonical.to_str().is_none() {
         return Err(Error::bad_input(format!(

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::Context;
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, Result, Subject};
 use crate::session;
 use crate::settings::validate_machine_name;
 
@@ -143,8 +143,10 @@ pub fn change_settings(ctx: &Context, name: &str, change: SettingsChange) -> Res
         Some(list) => {
             let mut entries: Vec<String> = Vec::with_capacity(list.len());
             for sender in list {
-                let (m, s) =
-                    parse_sender(sender, true).map_err(|e| e.context("accept_files_from"))?;
+                let (m, s) = parse_sender(sender, true).map_err(|e| {
+                    e.context("accept_files_from")
+                        .about(Subject::Field("accept_files_from"))
+                })?;
                 let entry = format!("{m}/{s}");
                 if !entries.contains(&entry) {
                     entries.push(entry);
@@ -156,8 +158,10 @@ pub fn change_settings(ctx: &Context, name: &str, change: SettingsChange) -> Res
     let ignore = match &change.ignore_file_request {
         None => None,
         Some(sender) => {
-            let (m, s) =
-                parse_sender(sender, false).map_err(|e| e.context("ignore_file_request"))?;
+            let (m, s) = parse_sender(sender, false).map_err(|e| {
+                e.context("ignore_file_request")
+                    .about(Subject::Field("ignore_file_request"))
+            })?;
             Some(format!("{m}/{s}"))
         }
     };

@@ -1182,7 +1182,7 @@ fn machine_mirror() -> std::result::Result<String, String> {
             "no Debian mirror for this machine's release ({}) in its apt sources \
              (/etc/apt/sources.list.d/*.sources, /etc/apt/sources.list): the workbench's base \
              is made from one; name it with `base_mirror` in the config, or make the cage \
-             from another image (--image)",
+             from another image (the config's `image`)",
             if codename.is_empty() {
                 "none named in /etc/os-release"
             } else {
@@ -1244,7 +1244,7 @@ fn ensure_base(
         return Ok(name);
     }
     let how = "install it (Debian: apt-get install mmdebstrap), or make the cage from \
-               another image (--image)";
+               another image (the config's `image`)";
     let program = crate::settings::find_program("mmdebstrap", spec.path_var.as_deref())
         .ok_or_else(|| {
             Error::failed(format!(

@@ -15,7 +15,7 @@
 use serde::Serialize;
 
 use super::{Context, cage_of};
-use crate::error::{Error, Result};
+use crate::error::{Error, Face, Kind, Result, Subject};
 use crate::host::{LimitsSupport, PASTA_SINCE};
 use crate::podman::argv;
 use crate::session::HistoryEntry;
@@ -43,16 +43,19 @@ pub fn parse_tokens(text: &str) -> Result<Option<u64>> {
         return Ok(None);
     }
     match tokens_number(t) {
-        Some(0) => Err(Error::bad_input(
-            "--tokens: 0 would refuse every model request; give a positive whole number \
-             of tokens, or none for no budget",
+        Some(0) => Err(Error::bad_field(
+            "tokens",
+            "0 would refuse every model request; give a positive whole number of tokens, or \
+             none for no budget",
         )),
         Some(n) => Ok(Some(n)),
-        None => Err(Error::bad_input(format!(
-            "--tokens: {t:?} is not a number of tokens; give a positive whole number \
-             (like 2000000, 500k or 2M: k for thousands, M for millions), or none for no \
-             budget"
-        ))),
+        None => Err(Error::bad_field(
+            "tokens",
+            format!(
+                "{t:?} is not a number of tokens; give a positive whole number (like 2000000, \
+                 500k or 2M: k for thousands, M for millions), or none for no budget"
+            ),
+        )),
     }
 }
 
@@ -179,9 +182,14 @@ pub fn show(ctx: &Context, name: &str) -> Result<LimitsShown> {
 }
 
 fn nothing_asked() -> Error {
-    Error::bad_input(
-        "say what to change: --memory, --cpus, --pids, --tokens, --net, or --reset for the machine's limits",
-    )
+    Error::worded(Kind::BadInput, |face| match face {
+        Face::Terminal => "say what to change: --memory, --cpus, --pids, --tokens, --net, or \
+                           --reset for the machine's limits"
+            .to_string(),
+        Face::Http => "say what to change: \"memory\", \"cpus\", \"pids\", \"tokens\" or \
+                       \"net\""
+            .to_string(),
+    })
 }
 
 /// The new limits from the old ones and the request (pure).
@@ -200,9 +208,10 @@ pub fn new_limits(
     if let Some(c) = &req.asked.cpus
         && c.value() > machine_cpus as f64
     {
-        return Err(Error::bad_input(format!(
-            "--cpus: {c} is more than this machine's {machine_cpus} CPUs"
-        )));
+        return Err(Error::bad_field(
+            "cpus",
+            format!("{c} is more than this machine's {machine_cpus} CPUs"),
+        ));
     }
     Ok(before.with(&req.asked))
 }
@@ -223,11 +232,16 @@ pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
     let podman_limits = req.reset || !req.asked.is_empty();
     if let Some(net) = &req.net {
         if cage.sealed.is_some() && *net != crate::netpolicy::NetPolicy::Internet {
-            return Err(Error::bad_input(format!(
-                "--net {net}: session {} is sealed, and a sealed cage has its own rules (the \
-                 internet and nothing local); leave out --net",
-                record.name
-            )));
+            return Err(Error::worded(Kind::BadInput, |f| {
+                format!(
+                    "{} {net}: session {} is sealed, and a sealed cage has its own rules (the \
+                     internet and nothing local); leave out {}",
+                    f.field("net"),
+                    record.name,
+                    f.field("net")
+                )
+            })
+            .about(Subject::Field("net")));
         }
         crate::netpolicy::check_enforceable(net, ctx.settings.hosts_file.as_deref())?;
     }
@@ -398,12 +412,17 @@ fn podman_limits_now(
         return Err(Error::failed(unenforced_refusal(&host.limits_support())));
     }
     if after.pids != cage.limits.pids && !host.update_has_pids() {
-        return Err(Error::bad_input(format!(
-            "changing a cage's process limit needs podman {PASTA_SINCE} or later \
-             (`podman update --pids-limit`); this machine has podman {}: \
-             change --memory and --cpus only, or move the session into a new cage",
-            host.version
-        )));
+        return Err(Error::worded(Kind::BadInput, |f| {
+            format!(
+                "changing a cage's process limit needs podman {PASTA_SINCE} or later \
+                 (`podman update --pids-limit`); this machine has podman {}: \
+                 change {} and {} only, or move the session into a new cage",
+                host.version,
+                f.field("memory"),
+                f.field("cpus")
+            )
+        })
+        .about(Subject::Field("pids")));
     }
     let running = host
         .podman

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{Context, plan, program_mount, protect, sealed};
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result, Subject};
 use crate::harness::Harness;
 use crate::host::{Host, LimitsSupport};
 use crate::podman::{argv, envfile};
@@ -276,23 +276,35 @@ fn check_choice(choice: &CageChoice, harness: Harness) -> Result<()> {
         && let Some(net) = &choice.net
         && *net != crate::netpolicy::NetPolicy::Internet
     {
-        return Err(Error::bad_input(format!(
-            "--net {net}: a sealed cage has its own rules (the internet and nothing local, \
-             DNS to its resolvers only); leave out --net or --sealed"
-        )));
+        return Err(Error::worded(Kind::BadInput, |f| {
+            format!(
+                "{} {net}: a sealed cage has its own rules (the internet and nothing local, \
+                 DNS to its resolvers only); leave out {} or {}",
+                f.field("net"),
+                f.field("net"),
+                f.field("sealed")
+            )
+        })
+        .about(Subject::Field("net")));
     }
     if choice.sealed {
         // Seed, "Sealed cages": "GitHub, nix and the shared folder are not
         // offered". Refused by name, not dropped.
-        for (on, flag) in [
-            (choice.github, "--github"),
-            (choice.nix, "--nix"),
-            (choice.shared, "--shared"),
+        for (on, field) in [
+            (choice.github, "github"),
+            (choice.nix, "nix"),
+            (choice.shared, "shared"),
         ] {
             if on {
-                return Err(Error::bad_input(format!(
-                    "{flag} widens a cage, and a sealed cage is not widened: leave out {flag} or --sealed"
-                )));
+                return Err(Error::worded(Kind::BadInput, |f| {
+                    format!(
+                        "{} widens a cage, and a sealed cage is not widened: leave out {} or {}",
+                        f.field(field),
+                        f.field(field),
+                        f.field("sealed")
+                    )
+                })
+                .about(Subject::Field(field)));
             }
         }
         if harness != Harness::Claude {
@@ -721,23 +733,25 @@ fn decide_neighbours(g: &Given, said: &mut Said) -> std::result::Result<(), Refu
 
 /// Pure: an ordinary cage refused in a folder a sealed session worked in.
 fn untrusted_refusal(dir: &Path, u: &sealed::Untrusted) -> Error {
-    Error::bad_input(format!(
-        "{} {} {}, where sealed session {} worked; the folder is untrusted after a sealed \
-         session: what the code under review left there (a git hook, a Makefile, an \
-         .envrc) would run in an ordinary cage, with your settings and network. Read it, \
-         then delete it or clone again; to give it an ordinary cage all the same, pass \
-         --unseal",
-        dir.display(),
-        if dir == u.path {
-            "is"
-        } else if dir.starts_with(&u.path) {
-            "is inside"
-        } else {
-            "holds"
-        },
-        u.path.display(),
-        u.session
-    ))
+    Error::worded(Kind::BadInput, |f| {
+        format!(
+            "{} {} {}, where sealed session {} worked; the folder is untrusted after a sealed \
+             session: what the code under review left there (a git hook, a Makefile, an \
+             .envrc) would run in an ordinary cage, with your settings and network. Read it, \
+             then delete it or clone again; to give it an ordinary cage all the same, pass {}",
+            dir.display(),
+            if dir == u.path {
+                "is"
+            } else if dir.starts_with(&u.path) {
+                "is inside"
+            } else {
+                "holds"
+            },
+            u.path.display(),
+            u.session,
+            f.machine_option("--unseal")
+        )
+    })
 }
 
 /// Pure: what the machine gives every cage: its limits enforced, its init,
@@ -1329,13 +1343,22 @@ fn check_meshes(choice: &CageChoice) -> Result<()> {
     if choice.meshes.is_empty() || choice.shared {
         return Ok(());
     }
-    Err(Error::bad_input(if choice.sealed {
-        "--mesh only chooses the shared folder's set of meshes, and a sealed cage has no \
-         shared folder: leave out --mesh"
-    } else {
-        "--mesh only chooses the shared folder's set of meshes, and does nothing without \
-         --shared: add --shared, or leave out --mesh"
-    }))
+    Err(Error::worded(Kind::BadInput, |f| {
+        let mesh = f.field("meshes");
+        if choice.sealed {
+            format!(
+                "{mesh} only chooses the shared folder's set of meshes, and a sealed cage has no \
+                 shared folder: leave out {mesh}"
+            )
+        } else {
+            let shared = f.field("shared");
+            format!(
+                "{mesh} only chooses the shared folder's set of meshes, and does nothing without \
+                 {shared}: add {shared}, or leave out {mesh}"
+            )
+        }
+    })
+    .about(Subject::Field("meshes")))
 }
 
 /// Pure: a mesh label: what a volume name can hold.
@@ -1348,9 +1371,10 @@ fn validate_mesh(m: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::bad_input(format!(
-            "{m:?} is not a mesh label: use 1 to 32 of a-z 0-9 - _, not starting with -"
-        )))
+        Err(Error::bad_field(
+            "meshes",
+            format!("{m:?} is not a mesh label: use 1 to 32 of a-z 0-9 - _, not starting with -"),
+        ))
     }
 }
 
@@ -1431,19 +1455,27 @@ fn options(facts: &OptionFacts, choice: &CageChoice) -> Result<(FoundOptions, Op
     };
     if let Some((gh, there)) = &facts.gh {
         if !there {
-            return Err(Error::bad_input(format!(
-                "--github mounts your GitHub login, {}, which is not there: `gh auth login` first",
-                gh.display()
-            )));
+            return Err(Error::worded(Kind::BadInput, |f| {
+                format!(
+                    "{} mounts your GitHub login, {}, which is not there: `gh auth login` first",
+                    f.field("github"),
+                    gh.display()
+                )
+            })
+            .about(Subject::Field("github")));
         }
         found.gh_dir = Some(gh.clone());
     }
     if let Some((store, nix, path)) = &facts.nix {
         if !store {
-            return Err(Error::bad_input(format!(
-                "--nix gives a cage this machine's nix, and it has none: {} is not there",
-                nix.root.join("store").display()
-            )));
+            return Err(Error::worded(Kind::BadInput, |f| {
+                format!(
+                    "{} gives a cage this machine's nix, and it has none: {} is not there",
+                    f.field("nix"),
+                    nix.root.join("store").display()
+                )
+            })
+            .about(Subject::Field("nix")));
         }
         found.nix = Some(nix.clone());
         options.nix = Some(NixOption {

@@ -165,12 +165,18 @@ fn pack_and_deliver(
         .map_err(|e| Error::failed(format!("reading {}: {e}", path.display())))?
         .len();
     if size > MAX_SEND {
-        return Err(Error::too_large(format!(
-            "the archive is {} MiB, over the {} MiB a machine takes in one file; \
-             send a part of the outbox with --only FOLDER",
-            size.div_ceil(1024 * 1024),
-            MAX_SEND / 1024 / 1024
-        )));
+        return Err(Error::worded(crate::error::Kind::TooLarge, |f| {
+            format!(
+                "the archive is {} MiB, over the {} MiB a machine takes in one file; send a \
+                 part of the outbox with {}",
+                size.div_ceil(1024 * 1024),
+                MAX_SEND / 1024 / 1024,
+                match f {
+                    crate::error::Face::Terminal => "--only FOLDER".to_string(),
+                    crate::error::Face::Http => f.field("only"),
+                }
+            )
+        }));
     }
     let (machine, session) = super::files::parse_target(&req.to)?;
     let answer = match destination {

@@ -367,14 +367,17 @@ pub fn decide(dir: &Path, f: &ProtectFacts, writable: &[String]) -> Result<Prote
         && gitdir.starts_with(dir)
         && !open.iter().any(|o| o == Path::new(".git"))
     {
-        return Err(Error::bad_input(format!(
-            "{}/.git is a file that names the repository {}, inside the project; \
-             shrooms-agent protects the hooks and config of a `.git` folder only: \
-             give the cage the repository's own folder, or pass --writable .git \
-             (dangerous: git on the machine runs the hooks a cage leaves there)",
-            dir.display(),
-            gitdir.display()
-        )));
+        return Err(Error::worded(crate::error::Kind::BadInput, |f| {
+            format!(
+                "{}/.git is a file that names the repository {}, inside the project; \
+                 shrooms-agent protects the hooks and config of a `.git` folder only: \
+                 give the cage the repository's own folder, or pass {} .git \
+                 (dangerous: git on the machine runs the hooks a cage leaves there)",
+                dir.display(),
+                gitdir.display(),
+                f.machine_option("--writable")
+            )
+        }));
     }
     let candidates = PROTECTED
         .iter()
@@ -443,14 +446,17 @@ fn decide_way(
     make: &mut Vec<(PathBuf, bool)>,
 ) -> Result<Option<Vec<PathBuf>>> {
     let refuse = |rel: &Path, what: String| {
-        Error::bad_input(format!(
-            "{} is {what}; a cage gets it read-only, and shrooms-agent mounts only a real \
-             file or folder there, never where a link leads: replace it with what it holds, \
-             or pass --writable {} to leave it writable (dangerous: the machine runs what a \
-             cage leaves there)",
-            dir.join(rel).display(),
-            rel.display()
-        ))
+        Error::worded(crate::error::Kind::BadInput, |f| {
+            format!(
+                "{} is {what}; a cage gets it read-only, and shrooms-agent mounts only a real \
+                 file or folder there, never where a link leads: replace it with what it \
+                 holds, or pass {} {} to leave it writable (dangerous: the machine runs what a \
+                 cage leaves there)",
+                dir.join(rel).display(),
+                f.machine_option("--writable"),
+                rel.display()
+            )
+        })
     };
     let mut on_the_way = Vec::new();
     let mut at = PathBuf::new();
@@ -689,6 +695,13 @@ mod tests {
                 e.message.contains(&format!("--writable {at}")),
                 "{}",
                 e.message
+            );
+            // No HTTP request leaves a path writable: the option is the
+            // command line's.
+            assert!(
+                e.words(crate::error::Face::Http)
+                    .contains("`--writable` (on the command line, at the machine)"),
+                "{e:?}"
             );
             // named writable, it is left alone (and nothing else is followed)
             let p = decide(Path::new(DIR), &f, &[at.to_string()]).unwrap();

@@ -32,6 +32,26 @@ fn podman_own_failure(e: &Error) -> bool {
     e.exited.as_ref().is_some_and(|x| x.status == Some(125))
 }
 
+/// A podman call as its failure names it: `podman`, its verb (the words
+/// before the first option) and the name it acts on (`--name`'s, else the
+/// first word after `--`), never the rest of its arguments:
+/// `podman container exists shrooms-web-1a2b`.
+fn call_of(args: &[String]) -> String {
+    let mut words = vec!["podman"];
+    words.extend(
+        args.iter()
+            .take_while(|a| !a.starts_with('-'))
+            .map(String::as_str),
+    );
+    let named = args
+        .iter()
+        .position(|a| a == "--name")
+        .or_else(|| args.iter().position(|a| a == "--"))
+        .and_then(|i| args.get(i + 1));
+    words.extend(named.map(String::as_str));
+    words.join(" ")
+}
+
 /// The podman program, ready to be called.
 #[derive(Debug, Clone)]
 pub struct Podman {
@@ -56,6 +76,7 @@ impl Podman {
         Process::new(&self.program, format!("podman {verb}"))
             .args(args.iter().cloned())
             .fails_as(Kind::PodmanFailed)
+            .call(call_of(args))
     }
 
     fn run(&self, args: &[String], timeout: Duration) -> Result<Captured> {
@@ -651,12 +672,20 @@ mod tests {
             (e.kind, e.message.as_str()),
             (Kind::PodmanFailed, "podman rm: Error: busy")
         );
-        assert_eq!(e.exited.unwrap().status, Some(2));
+        assert_eq!(e.exited.as_ref().unwrap().status, Some(2));
+        assert_eq!(
+            e.podman(),
+            Some(crate::error::PodmanCall {
+                call: "podman rm c1".into(),
+                status: Some(2)
+            })
+        );
         let e = f.podman.stop("c1").unwrap_err();
         assert_eq!(
             (e.kind, e.message.as_str()),
             (Kind::PodmanFailed, "podman stop: exited with status 125")
         );
+        assert_eq!(e.podman().unwrap().call, "podman stop c1");
     }
 
     /// podman 4.3's "device or resource busy" on the first removal
@@ -721,5 +750,47 @@ mod tests {
         ] {
             assert!(!is_image_reference(bad), "{bad}");
         }
+    }
+
+    /// A failed call names its verb and what it acted on, never the rest
+    /// of its arguments (a create's mounts and environment file).
+    #[test]
+    fn a_call_is_named_by_its_verb_and_its_subject() {
+        let call = |a: &[&str]| call_of(&argv(a));
+        assert_eq!(
+            call(&["container", "exists", "--", "c1"]),
+            "podman container exists c1"
+        );
+        assert_eq!(call(&["info", "--format", "json"]), "podman info");
+        assert_eq!(
+            call(&[
+                "create",
+                "--name",
+                "c1",
+                "--env-file",
+                "/s/env",
+                "--",
+                "img",
+                "sh"
+            ]),
+            "podman create c1"
+        );
+        assert_eq!(
+            call(&[
+                "exec",
+                "-i",
+                "--env-file",
+                "/s/env",
+                "--",
+                "c1",
+                "claude",
+                "-p"
+            ]),
+            "podman exec c1"
+        );
+        assert_eq!(
+            call(&["unshare", "rm", "-rf", "--", "/x/y"]),
+            "podman unshare rm /x/y"
+        );
     }
 }

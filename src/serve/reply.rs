@@ -9,6 +9,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::error::{Error, Face, Holder, PodmanCall};
+
 /// An upload's time before its pace counts.
 pub const UPLOAD_GRACE: Duration = Duration::from_secs(30);
 /// The slowest an upload may arrive, on average, once its grace is over:
@@ -23,11 +25,25 @@ pub struct Response {
     pub body: Vec<u8>,
 }
 
-/// Every error's body: the words the CLI prints.
+/// Every error's body: the words the CLI prints, with the fields of a
+/// request named as its body names them; then what the error is about, as
+/// data, each only when there is one.
 #[derive(Serialize, ToSchema)]
 pub struct ErrorBody<'a> {
     /// What was wrong, and how to fix it.
     pub error: &'a str,
+    /// The field of the request's body whose value was refused (400).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<&'a str>,
+    /// What holds the session (409): what it does, since when, its process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(inline)]
+    pub holder: Option<Holder>,
+    /// The podman call that failed (500): its verb and what it acted on,
+    /// and its exit status.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(inline)]
+    pub podman: Option<PodmanCall>,
 }
 
 impl Response {
@@ -40,7 +56,13 @@ impl Response {
 
     /// `{"error": "..."}`.
     pub fn error(status: u16, message: &str) -> Response {
-        let body = serde_json::to_vec(&ErrorBody { error: message }).unwrap_or_default();
+        let body = serde_json::to_vec(&ErrorBody {
+            error: message,
+            field: None,
+            holder: None,
+            podman: None,
+        })
+        .unwrap_or_default();
         Response::json_line(status, body)
     }
 
@@ -54,14 +76,22 @@ impl Response {
         }
     }
 
-    /// An operation's error: its kind's status, its message worded for an
-    /// HTTP client (what to do next: "send again", not "run it again"), but
-    /// for the options it names, which become the JSON fields an HTTP
-    /// client sends ([`for_http`]).
-    pub fn from_error(e: &crate::error::Error) -> Response {
-        let mut r = Response::error(
+    /// An operation's error: its kind's status, its words for an HTTP
+    /// client (what to do next: "send again", not "run it again"; the
+    /// fields of a body, not the command line's options), and what it is
+    /// about as data: the field refused, what holds a busy session, the
+    /// podman call that failed.
+    pub fn from_error(e: &Error) -> Response {
+        let words = e.words(Face::Http);
+        let body = ErrorBody {
+            error: &words,
+            field: e.field(),
+            holder: e.holder().cloned(),
+            podman: e.podman(),
+        };
+        let mut r = Response::json_line(
             e.http_status(),
-            &for_http(&e.words(crate::error::Face::Http)),
+            serde_json::to_vec(&body).unwrap_or_default(),
         );
         if let Some(secs) = e.retry_after() {
             r.headers.push(("retry-after", secs.to_string()));
@@ -147,44 +177,6 @@ pub fn decode(s: &str) -> String {
 
 /// The path and the query's names, never its values, with anything
 /// unprintable shown as `?`: what the log line shows.
-/// An operation's message for an HTTP client, who passes fields, not
-/// command-line options: `--tokens: 0 would ...` becomes `field "tokens":
-/// 0 would ...`. Text in backticks is a command for a terminal, and is
-/// kept as it is.
-pub fn for_http(message: &str) -> String {
-    let mut out = String::with_capacity(message.len());
-    let mut quoted = false;
-    let mut rest = message;
-    while let Some(c) = rest.chars().next() {
-        if c == '`' {
-            quoted = !quoted;
-        }
-        let at_word = out.is_empty() || out.ends_with([' ', '(', '"', '\'']);
-        if !quoted && at_word && rest.starts_with("--") {
-            let name: String = rest[2..]
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
-                .collect();
-            if name.starts_with(|c: char| c.is_ascii_lowercase()) {
-                out.push_str(&format!("field {:?}", field_of(&name)));
-                rest = &rest[2 + name.len()..];
-                continue;
-            }
-        }
-        out.push(c);
-        rest = &rest[c.len_utf8()..];
-    }
-    out
-}
-
-/// The JSON field that stands for a command-line option.
-fn field_of(option: &str) -> String {
-    match option {
-        "mesh" => "meshes".to_string(),
-        o => o.replace('-', "_"),
-    }
-}
-
 pub fn for_log(path: &str, query: Option<&str>) -> String {
     let mut s: String = path.chars().take(200).map(printable).collect();
     let names: Vec<String> = parse_query(query.unwrap_or(""))
@@ -311,32 +303,6 @@ mod tests {
     }
 
     #[test]
-    fn options_become_fields_for_http() {
-        for (cli, http) in [
-            (
-                "--tokens: 0 would refuse every model request",
-                "field \"tokens\": 0 would refuse every model request",
-            ),
-            (
-                "--memory: \"12x\" is not a size",
-                "field \"memory\": \"12x\" is not a size",
-            ),
-            (
-                "--mesh only chooses the shared folder's set of meshes",
-                "field \"meshes\" only chooses the shared folder's set of meshes",
-            ),
-            (
-                "there is a session \"a\" already; pick another name, or `shrooms-agent cage rm --force a` first",
-                "there is a session \"a\" already; pick another name, or `shrooms-agent cage rm --force a` first",
-            ),
-            ("a -- b --5 x--y", "a -- b --5 x--y"),
-            ("(--auto-approve)", "(field \"auto_approve\")"),
-        ] {
-            assert_eq!(for_http(cli), http);
-        }
-    }
-
-    #[test]
     fn a_raw_answer_is_whole() {
         let r = Response::error(408, "late").with_header("retry-after", "1");
         let text = String::from_utf8(r.raw()).unwrap();
@@ -345,6 +311,81 @@ mod tests {
             "HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n\
              content-length: 17\r\nretry-after: 1\r\nconnection: close\r\n\r\n\
              {\"error\":\"late\"}\n"
+        );
+    }
+
+    /// What an error is about, in its body: the field refused, in the
+    /// body's words and as data; what holds a busy session; the podman call
+    /// that failed. An error about none of them has the error alone.
+    #[test]
+    fn an_error_body_carries_its_subject() {
+        use crate::error::{Exited, Kind, Subject};
+        let body = |e: &Error| {
+            let r = Response::from_error(e);
+            (r.status, String::from_utf8(r.body).unwrap())
+        };
+        assert_eq!(
+            body(&Error::bad_field(
+                "tokens",
+                "0 would refuse every model request"
+            )),
+            (
+                400,
+                "{\"error\":\"field \\\"tokens\\\": 0 would refuse every model request\",\
+                 \"field\":\"tokens\"}\n"
+                    .to_string()
+            )
+        );
+        let e = Error::worded(Kind::BadInput, |f| {
+            format!(
+                "{} does nothing without {}",
+                f.field("meshes"),
+                f.field("shared")
+            )
+        })
+        .about(Subject::Field("meshes"))
+        .context("session web");
+        assert_eq!(
+            body(&e).1,
+            "{\"error\":\"session web: field \\\"meshes\\\" does nothing without field \\\"shared\\\"\",\
+             \"field\":\"meshes\"}\n"
+        );
+        let e = Error::busy("session s is busy").about(Subject::Holder(Holder {
+            what: "exec".into(),
+            since: None,
+            pid: Some(7),
+        }));
+        assert_eq!(
+            body(&e),
+            (
+                409,
+                "{\"error\":\"session s is busy\",\"holder\":{\"what\":\"exec\",\"since\":null,\
+                 \"pid\":7}}\n"
+                    .to_string()
+            )
+        );
+        let e = Error::ran(
+            Kind::PodmanFailed,
+            "podman start: Error: x",
+            Exited {
+                call: "podman start c1".into(),
+                status: Some(125),
+                stderr: "Error: x\n".into(),
+            },
+        );
+        assert_eq!(
+            body(&e),
+            (
+                500,
+                "{\"error\":\"podman start: Error: x\",\"podman\":{\"call\":\"podman start c1\",\
+                 \"status\":125}}\n"
+                    .to_string()
+            )
+        );
+        // The words name no command-line option.
+        assert_eq!(
+            body(&Error::failed("no")),
+            (500, "{\"error\":\"no\"}\n".to_string())
         );
     }
 }

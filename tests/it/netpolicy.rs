@@ -454,6 +454,7 @@ fn policies_over_http_and_on_the_status_page() {
     )
     .is(400);
     assert!(r.error().starts_with("field \"net\": "), "{r:#?}");
+    assert_eq!(r.json()["field"], "net", "{r:#?}");
     assert_eq!(w.record(&name)["cage"]["net"], "internet");
     let history = w.run(&["cage", "history", &name, "--json"]).ok().json();
     let last = history["entries"].as_array().unwrap().last().unwrap()["what"].clone();

@@ -528,9 +528,12 @@ fn sealed_refuses_the_options_by_name() {
                 "--sealed-token",
                 &tok.to_string_lossy(),
                 flag,
+                "--json",
             ])
             .code_is(2);
         assert!(r.stderr().contains(flag), "{}", r.explain());
+        // `--json` names the option refused as data.
+        assert_eq!(r.json()["option"], flag, "{}", r.explain());
         assert!(w.containers_of(&n).is_empty());
     }
 }

@@ -776,6 +776,12 @@ fn a_sealed_sessions_folder_stays_untrusted_after_it() {
     )
     .is(400);
     assert!(r.error().contains("untrusted"), "{r:#?}");
+    // The way past it is the owner's, at the machine: said as such.
+    assert!(
+        r.error()
+            .contains("pass `--unseal` (on the command line, at the machine)"),
+        "{r:#?}"
+    );
     drop(s);
     assert!(!w.record_path(&again).exists());
     // Another sealed cage there is fine: it is sealed.

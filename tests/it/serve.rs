@@ -292,6 +292,7 @@ fn routes_over_http_share_the_cli_state() {
         r.error().starts_with("field \"tokens\": 0 would refuse") && !r.error().contains("--"),
         "{r:#?}"
     );
+    assert_eq!(r.json()["field"], "tokens", "{r:#?}");
 
     // 409: a move while `cage exec` holds the session.
     let mut exec = w.spawn_env(&["cage", "exec", &name, "--", "sleep", "6"], &[]);
@@ -313,6 +314,11 @@ fn routes_over_http_share_the_cli_state() {
     }
     let r = post(&format!("{u}/v1/sessions/{name}/cage"), r#"{"cage": null}"#).is(409);
     assert!(r.error().contains("busy"), "{r:#?}");
+    // What holds it, as data: the exec, since when, its process.
+    let holder = &r.json()["holder"];
+    assert_eq!(holder["what"], "exec", "{r:#?}");
+    assert!(holder["since"].is_string(), "{r:#?}");
+    assert!(holder["pid"].as_u64().is_some_and(|p| p > 1), "{r:#?}");
     // `cage ls` says what holds it and since when (BUSY), and its AGE.
     let row = w.ls_row(&name).unwrap();
     assert_eq!(row["busy"]["what"], "exec", "{row:#}");
