@@ -199,27 +199,56 @@ struct Kept {
 /// containers-storage writes it anew at each change of an image, its
 /// name, tag or removal, so a new inode, size or time says that the
 /// images changed). Where podman names no such file, or it is not there,
-/// podman is asked each time. An image that is not there is never kept:
-/// it is asked about again, and the answer stays podman's.
+/// podman is asked each time. An image that is not there is not kept in
+/// the state folder, only in the process ([`ABSENT`]).
 fn inspect_kept(host: &Host, dir: &Dir, name: &str) -> Result<Option<ImageInspect>> {
     let store = host
         .images_file
         .as_deref()
         .map(Stamp::of)
         .filter(|s| s.seen.is_some());
-    let file = dir.kept_inspect(name);
     if let Some(store) = &store
-        && let Some(kept) = fs::read(&file)
-            .ok()
-            .and_then(|t| serde_json::from_slice::<Kept>(&t).ok())
-        && kept.name == name
-        && &kept.store == store
+        && absent().iter().any(|(n, seen)| n == name && seen == store)
     {
-        return Ok(Some(kept.inspect));
+        return Ok(None);
+    }
+    let file = dir.kept_inspect(name);
+    let read_kept = || {
+        let store = store.as_ref()?;
+        let kept = fs::read(&file)
+            .ok()
+            .and_then(|t| serde_json::from_slice::<Kept>(&t).ok())?;
+        (kept.name == name && &kept.store == store).then_some(kept.inspect)
+    };
+    if let Some(inspect) = read_kept() {
+        return Ok(Some(inspect));
+    }
+    // Commands started together (a script making many cages at once, in a
+    // new state folder or after the images changed) would each start a
+    // podman of their own to ask the same: one asks, under a lock in the
+    // state folder (beside podman's facts' own; `images/` is made only to
+    // keep an answer), and the others, waiting on it, read its answer.
+    // Without the lock (no state folder yet), each asks.
+    let _held = store
+        .as_ref()
+        .and_then(|_| dir.0.parent())
+        .and_then(|state| crate::lock::open(&state.join(INSPECT_LOCK)).ok())
+        .filter(|f| f.lock().is_ok());
+    if _held.is_some()
+        && let Some(inspect) = read_kept()
+    {
+        return Ok(Some(inspect));
     }
     // The stamp is taken before podman is asked: a change of the images
     // in between makes the kept answer's stamp differ next time.
     let inspect = host.podman.image(name)?;
+    if let Some(store) = &store {
+        let mut absent = absent();
+        absent.retain(|(n, _)| n != name);
+        if inspect.is_none() {
+            absent.push((name.to_string(), store.clone()));
+        }
+    }
     if let (Some(store), Some(i)) = (store, &inspect) {
         let kept = Kept {
             name: name.to_string(),
@@ -234,6 +263,20 @@ fn inspect_kept(host: &Host, dir: &Dir, name: &str) -> Result<Option<ImageInspec
         }
     }
     Ok(inspect)
+}
+
+/// Held while an image's inspect is asked of podman ([`inspect_kept`]).
+const INSPECT_LOCK: &str = "image-inspect.lock";
+
+/// The images this process was told are not there, with podman's list of
+/// images as it was then: while that file is the same, they are still not
+/// there. For serve, which looks at the machine's image and ours every few
+/// seconds for as long as it runs (`serve::state`): without this, four
+/// podman calls every three seconds when our images were never built.
+static ABSENT: std::sync::Mutex<Vec<(String, Stamp)>> = std::sync::Mutex::new(Vec::new());
+
+fn absent() -> std::sync::MutexGuard<'static, Vec<(String, Stamp)>> {
+    ABSENT.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn observe(

@@ -10,13 +10,18 @@
 //!   machine ([`PER_PEER`]), at most [`MAX_CONNECTIONS`] over TCP in all;
 //!   past any of them, 503 at once. serve's own user on its Unix socket
 //!   has places of its own ([`UNIX_CONNECTIONS`]), which no one else's
-//!   connections take;
+//!   connections take. A place is given back once the answer is written
+//!   and serve's side of the connection shut: what follows is no longer
+//!   the client's request but serve's courtesy (below), and a client that
+//!   keeps N connections open never finds more than N of its places
+//!   taken, however late serve gets to see that it closed them;
 //! - the lingering close: a connection answered before its body was read
 //!   (401, 413...) is read from and what arrives thrown away, until the
 //!   client stops or [`LINGER`] passes, and only then closed. Closed at
 //!   once, the socket would answer the rest of the body with a reset, and
 //!   a client still sending it would lose the answer it has not read yet
-//!   (RFC 9112, 9.6);
+//!   (RFC 9112, 9.6). At most [`LINGERING`] connections linger at once,
+//!   whoever's; past that, one is closed at once;
 //! - a client gone away: once the request is read whole, the end of the
 //!   connection from the client's side ends the request (a route not
 //!   begun yet is never begun; an operation under way finishes, and its
@@ -30,7 +35,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -67,6 +72,8 @@ pub const PER_USER: usize = 256;
 pub const UNIX_CONNECTIONS: usize = 256;
 /// How long a connection is read from after its answer before it is closed.
 pub const LINGER: Duration = Duration::from_secs(2);
+/// Connections lingering at once (any user's, any socket's).
+pub const LINGERING: usize = 512;
 
 /// Who is at the other end.
 #[derive(Debug, Clone, Copy)]
@@ -195,10 +202,12 @@ pub const BOUNDS: Bounds = Bounds {
     owner: UNIX_CONNECTIONS,
 };
 
-/// Connections in flight: over TCP in all, and per [`Who`].
+/// Connections in flight: over TCP in all, and per [`Who`]; and those
+/// lingering.
 #[derive(Default)]
 pub struct Peers {
     inner: Mutex<(usize, HashMap<Who, usize>)>,
+    lingering: AtomicUsize,
 }
 
 /// A connection's place; given back when dropped.
@@ -246,10 +255,29 @@ impl Peers {
         })
     }
 
+    /// A place to linger in, if one of the `bound` is free.
+    pub fn linger_place(self: &Arc<Self>, bound: usize) -> Option<LingerPlace> {
+        self.lingering
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < bound).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| LingerPlace(self.clone()))
+    }
+
     #[cfg(test)]
     fn in_flight(&self, who: Who) -> usize {
         let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         g.1.get(&who).copied().unwrap_or(0)
+    }
+}
+
+/// A lingering connection's place; given back when dropped.
+pub struct LingerPlace(Arc<Peers>);
+
+impl Drop for LingerPlace {
+    fn drop(&mut self) {
+        self.0.lingering.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -323,7 +351,7 @@ pub async fn serve<S: Socket>(
     mine: S,
     peer: Peer,
     start: Instant,
-    _slot: Slot,
+    slot: Slot,
 ) {
     let info_peer = peer.for_log();
     let helper = match peer {
@@ -367,12 +395,17 @@ pub async fn serve<S: Socket>(
         let _ = tokio::time::timeout(Duration::from_secs(1), mine.write_all(&r.raw())).await;
         super::log(&info_peer, "-", "-", "408", start, "");
     }
-    linger(mine).await;
+    let _ = mine.shutdown().await;
+    // Answered and shut: the client's place is free (see the top of this
+    // file).
+    let peers = slot.peers.clone();
+    drop(slot);
+    linger(mine, &peers).await;
 }
 
 /// Refuse a connection at once, reading nothing: `status` (503 with
 /// Retry-After).
-pub async fn refuse<S: Socket>(mut s: S, status: u16, why: &str) {
+pub async fn refuse<S: Socket>(mut s: S, status: u16, why: &str, peers: &Arc<Peers>) {
     let mut r = Response::error(status, why);
     if status == 503 {
         r = r.with_header("retry-after", "1");
@@ -380,15 +413,23 @@ pub async fn refuse<S: Socket>(mut s: S, status: u16, why: &str) {
     // Small, on a socket that has sent nothing yet: it fits in the send
     // buffer, and the write does not wait.
     let _ = tokio::time::timeout(Duration::from_secs(1), s.write_all(&r.raw())).await;
-    linger(s).await;
+    let _ = s.shutdown().await;
+    linger(s, peers).await;
 }
 
-/// Shut our side, then read and throw away what the client still sends
-/// until it closes its side or [`LINGER`] passes; then close.
-async fn linger<S: Socket>(mut s: S) {
-    let _ = s.shutdown().await;
+/// With serve's side shut: read and throw away what the client still
+/// sends until it closes its side or [`LINGER`] passes; then close. With
+/// [`LINGERING`] connections lingering already, close at once.
+async fn linger<S: Socket>(mut s: S, peers: &Arc<Peers>) {
+    let Some(_place) = peers.linger_place(LINGERING) else {
+        return;
+    };
     let end = tokio::time::Instant::now() + LINGER;
-    let mut chunk = vec![0u8; 64 * 1024];
+    // Small, and no allocation of its own: most connections linger only
+    // until the client's end closes (one read of nothing). A buffer of
+    // 64 KiB each was 12.6 MiB of serve's heap at its peak under 100
+    // clients (heaptrack), most of what it held.
+    let mut chunk = [0u8; 1024];
     loop {
         match tokio::time::timeout_at(end, s.read(&mut chunk)).await {
             Ok(Ok(n)) if n > 0 => {}
@@ -481,6 +522,47 @@ mod tests {
             tokio::time::timeout(Duration::from_secs(5), ours.gone())
                 .await
                 .expect("a closed end is gone");
+        });
+    }
+
+    /// At most LINGERING connections linger: past that, one is closed at
+    /// once although its client has not closed its end; with a place free,
+    /// it is read from until the client closes. The place is given back
+    /// either way.
+    #[test]
+    fn lingering_has_a_bound_of_its_own() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let peers = Arc::new(Peers::default());
+            let all: Vec<LingerPlace> = (0..LINGERING)
+                .map(|_| peers.linger_place(LINGERING).unwrap())
+                .collect();
+            assert!(peers.linger_place(LINGERING).is_none());
+            let (ours, _theirs) = tokio::net::UnixStream::pair().unwrap();
+            tokio::time::timeout(Duration::from_millis(500), linger(ours, &peers))
+                .await
+                .expect("lingered with no place free");
+            drop(all);
+            let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
+            let lingering = tokio::spawn({
+                let peers = peers.clone();
+                async move { linger(ours, &peers).await }
+            });
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            assert!(
+                !lingering.is_finished(),
+                "closed while the client was there"
+            );
+            assert_eq!(peers.lingering.load(Ordering::SeqCst), 1);
+            drop(theirs);
+            tokio::time::timeout(Duration::from_millis(500), lingering)
+                .await
+                .expect("lingered after the client closed")
+                .unwrap();
+            assert_eq!(peers.lingering.load(Ordering::SeqCst), 0);
         });
     }
 }

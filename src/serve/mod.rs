@@ -489,9 +489,10 @@ async fn accept(
                             start,
                             &format!(" ({why})"),
                         );
-                        return Some(Box::pin(
-                            async move { conn::refuse(stream, 503, &why).await },
-                        ));
+                        let peers = peers.clone();
+                        return Some(Box::pin(async move {
+                            conn::refuse(stream, 503, &why, &peers).await
+                        }));
                     }
                 };
                 let dup = duplicate_tcp(&stream)?;
@@ -516,15 +517,19 @@ async fn accept(
                     );
                     let said = format!(" (from {who}, not serve's own user)");
                     log("unix", "-", "-", "403", start, &said);
-                    return Some(Box::pin(
-                        async move { conn::refuse(stream, 403, &why).await },
-                    ));
+                    let peers = peers.clone();
+                    return Some(Box::pin(async move {
+                        conn::refuse(stream, 403, &why, &peers).await
+                    }));
                 }
                 let Ok(slot) = peers.admit(conn::Who::Owner, &conn::BOUNDS) else {
                     let said = " (too many connections on the socket)";
                     log("unix", "-", "-", "503", start, said);
                     let busy = "serve is busy; try again in a moment";
-                    return Some(Box::pin(conn::refuse(stream, 503, busy)));
+                    let peers = peers.clone();
+                    return Some(Box::pin(async move {
+                        conn::refuse(stream, 503, busy, &peers).await
+                    }));
                 };
                 let dup = duplicate_unix(&stream)?;
                 Some(Box::pin(conn::serve(

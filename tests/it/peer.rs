@@ -435,3 +435,44 @@ fn a_machine_url_without_a_port_is_port_7387_for_its_token_too() {
         on_80.lock().unwrap()
     );
 }
+
+/// A connection's place is given back once its answer is written and
+/// serve's side shut, not when the client gets to closing its own: a
+/// client that reads each answer and leaves the connection open a moment
+/// (as a busy client closes late, while serve lingers on it) is not
+/// refused for the connections it is done with. One address other than
+/// loopback has 16 places: 24 requests in a row from it, each connection
+/// left open after its answer, are all answered 200 (before, the 17th was
+/// refused 503 while serve lingered on the first ones).
+#[test]
+fn answered_connections_left_open_take_no_place() {
+    use std::io::Write;
+    let w = World::new();
+    let token = w.file("serve-token", "s3cret-token\n");
+    fs::set_permissions(&token, fs::Permissions::from_mode(0o600)).unwrap();
+    // Beyond loopback, serve listens on agent_port only.
+    let s = w.serve_listening(
+        "0.0.0.0",
+        w.agent_port,
+        &["--token-file", &token.to_string_lossy()],
+        &[],
+    );
+    // Each request takes milliseconds: the first ones are still open
+    // at both ends (serve lingers 2 s) when the 17th is sent.
+    let mut left_open = Vec::new();
+    for i in 0..24 {
+        let mut c = std::net::TcpStream::connect((HOST_ADDR, s.port)).unwrap();
+        c.write_all(
+            b"GET /v1/harnesses HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret-token\r\n\r\n",
+        )
+        .unwrap();
+        // Until serve's side is shut: the answer is whole.
+        let answer = read_until_closed(&c, Duration::from_secs(10));
+        assert!(
+            answer.starts_with("HTTP/1.1 200 "),
+            "{i}: {answer:?}\n{}",
+            s.log_text()
+        );
+        left_open.push(c);
+    }
+}
