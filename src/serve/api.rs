@@ -386,6 +386,42 @@ mod tests {
         assert_eq!(documented, listed);
     }
 
+    /// A path or a query that does not parse is refused by its typed
+    /// extractor with our body and 400, before the route's operation.
+    #[test]
+    fn a_bad_path_or_query_is_our_400() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let router = router(false);
+        for (uri, says) in [
+            ("/v1/sessions/x/drop?from=here/y", "missing field `file`"),
+            (
+                "/v1/sessions/x/drop?from=a&file=b&file=c",
+                "duplicate field `file`",
+            ),
+            ("/v1/sessions/%FF/drop?from=a&file=b", "the path: "),
+        ] {
+            let req = axum::http::Request::builder()
+                .method("DELETE")
+                .uri(uri)
+                .body(axum::body::Body::empty())
+                .unwrap();
+            let r = runtime
+                .block_on(tower::ServiceExt::oneshot(router.clone(), req))
+                .unwrap();
+            assert_eq!(r.status().as_u16(), 400, "{uri}");
+            assert_eq!(r.headers()["content-type"], "application/json", "{uri}");
+            let body = runtime
+                .block_on(axum::body::to_bytes(r.into_body(), 4096))
+                .unwrap();
+            let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            let error = body["error"].as_str().unwrap();
+            assert!(error.contains(says), "{uri}: {error}");
+        }
+    }
+
     /// assets/openapi.json is the document serve makes, for readers of the
     /// repository and the tools that take a file. `SHROOMS_WRITE_OPENAPI=1`
     /// (scripts/generate-docs) writes it anew.

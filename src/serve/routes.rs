@@ -997,9 +997,9 @@ struct ClearQuery {
         (status = 403, description = "Asked by a caged session (X-Shrooms-Caged).", body = ErrorBody),
         (status = 404, description = "No such session, or no such file.", body = ErrorBody)))]
 async fn clear_received(
-    Extension(shared): Sh,
     InPath(Session { name }): InPath<Session>,
     InQuery(ClearQuery { from, file }): InQuery<ClearQuery>,
+    Extension(shared): Sh,
 ) -> Response {
     operation(&shared, move |shared| {
         ops::files::clear(&shared.context(), &name, &from, &file)?;
