@@ -36,9 +36,9 @@ use crate::harness::Harness;
 use crate::ops;
 use crate::session::Record;
 
-/// Every route of this module, each from its handler's `#[utoipa::path]`:
-/// the handlers of one path together in one `routes!`, in the order the
-/// path's `Allow` lists them.
+/// Every route of this module, each from its handler's `#[utoipa::path]`.
+/// One `routes!` holds the handlers of one path only: utoipa-axum routes
+/// each handler of a `routes!` on every path of it.
 pub fn api() -> OpenApiRouter {
     OpenApiRouter::new()
         .routes(routes!(harnesses))
