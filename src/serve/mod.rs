@@ -7,7 +7,10 @@
 //! - `conn`: a connection from its accept to its close, around hyper
 //!   (deadlines, bounds, the lingering close, a client gone away);
 //! - `body`: reading a request's body, with its deadline or its pace;
-//! - `routes`: the routes (axum), and the OpenAPI document made from them;
+//! - `routes`: the operations' routes, each a handler with its
+//!   `#[utoipa::path]`;
+//! - `api`: the router and the OpenAPI document, both made from the
+//!   routes' declarations (`routes`, `page`) by utoipa-axum;
 //! - `reply`: what a route answers;
 //! - `peer`: whose process a connection from this machine comes from;
 //! - `state`: what `GET /v1/harnesses` says, looked at in the background;
@@ -28,6 +31,7 @@
 //! are finished, and `serve` exits 0. A second signal ends it at once
 //! (exit 1). A panic in a request is answered 500; serve goes on.
 
+mod api;
 mod body;
 mod conn;
 mod live;
@@ -291,7 +295,7 @@ pub fn run(ctx: Context, token_file: Option<&Path>) -> Result<()> {
         operations: Arc::new(Semaphore::new(OPERATIONS)),
         waiting: Default::default(),
         uid: crate::ops::euid(),
-        router: routes::router(test_panic),
+        router: api::router(test_panic),
     });
     eprintln!("shrooms-agent serve: listening on http://{addr}");
     if let Some(p) = &socket {
@@ -584,7 +588,7 @@ async fn handle(
         why: String::new(),
     };
     if let Some(r) = refusal(&shared, &info, req.headers(), &mut line.why)
-        .or_else(|| routes::caged_refusal(req.method().as_str(), req.uri().path(), req.headers()))
+        .or_else(|| api::caged_refusal(req.method().as_str(), req.uri().path(), req.headers()))
     {
         line.status = Some(r.status);
         return r.into_response();

@@ -21,6 +21,8 @@ use axum::Extension;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::IntoResponse;
 use maud::{DOCTYPE, Markup, html};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::Shared;
 use super::live::Live;
@@ -84,6 +86,11 @@ pub struct Row {
 pub struct Line {
     pub session: String,
     pub entry: HistoryEntry,
+}
+
+/// The status page's route, from its `#[utoipa::path]`.
+pub fn api() -> OpenApiRouter {
+    OpenApiRouter::new().routes(routes!(page))
 }
 
 /// The status page, for a person in a browser: read-only HTML made on

@@ -2,139 +2,119 @@
 //! operation the CLI calls, and maps the typed result or error to a
 //! response. Nothing here decides what an operation decides.
 //!
-//! [`ROUTES`] lists every route; the router is made from it, and the
-//! OpenAPI document from the handlers' `#[utoipa::path]` and the types
-//! they take and give ([`ApiDoc`]); a test fails when the two disagree.
-//! A new route: its handler here with its `#[utoipa::path]`, a line in
-//! [`ROUTES`] and in `endpoint`, and its name in [`ApiDoc`]'s `paths`.
+//! Each route is its handler with its `#[utoipa::path]` (method, path,
+//! parameters, answers), listed once in [`api`]: utoipa-axum's `routes!`
+//! makes the router's route and the OpenAPI document's operation from
+//! that one declaration, so the two cannot disagree. The router and the
+//! whole document (this module's routes, the status page's, the
+//! document's own) are put together in `api`. A route's `{name}` and its
+//! query come through typed extractors ([`InPath`], [`InQuery`]), whose
+//! refusals are 400s with our JSON body like any other.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Extension;
 use axum::body::Body;
-use axum::extract::{RawPathParams, Request};
+use axum::extract::{FromRequestParts, Request};
 use axum::http::HeaderMap;
-use axum::routing::{MethodRouter, delete, get, patch, post};
+use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
-use utoipa::{OpenApi, ToSchema};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::Shared;
 use super::body::{self, Unread};
 use super::conn::ConnInfo;
-use super::page::{__path_page, page};
 use super::ready_view;
-use super::reply::{ErrorBody, Response, decode, for_log, parse_query};
+use super::reply::{ErrorBody, Response};
 use super::state::Harnesses;
 use crate::error::Error;
 use crate::harness::Harness;
 use crate::ops;
 use crate::session::Record;
 
-/// Every route: method and path, as the OpenAPI document writes them.
-pub const ROUTES: &[(&str, &str)] = &[
-    ("GET", "/"),
-    ("GET", "/v1/harnesses"),
-    ("GET", "/v1/openapi.json"),
-    ("GET", "/v1/sessions"),
-    ("POST", "/v1/sessions"),
-    ("GET", "/v1/sessions/{name}"),
-    ("DELETE", "/v1/sessions/{name}"),
-    ("PATCH", "/v1/sessions/{name}"),
-    ("POST", "/v1/sessions/{name}/cage"),
-    ("POST", "/v1/sessions/{name}/cage/limits"),
-    ("POST", "/v1/sessions/{name}/rename"),
-    ("POST", "/v1/sessions/{name}/outbox/send"),
-    ("GET", "/v1/sessions/{name}/drop"),
-    ("POST", "/v1/sessions/{name}/drop"),
-    ("DELETE", "/v1/sessions/{name}/drop"),
-    ("GET", "/v1/sessions/{name}/egress"),
-    ("POST", "/v1/sessions/{name}/settings"),
-    ("POST", "/v1/sessions/{name}/accept-caged"),
-    ("POST", "/v1/images/build"),
-];
-
-/// The handler of a route of [`ROUTES`].
-fn endpoint(method: &str, path: &str) -> Option<MethodRouter> {
-    Some(match (method, path) {
-        ("GET", "/") => get(page),
-        ("GET", "/v1/harnesses") => get(harnesses),
-        ("GET", "/v1/openapi.json") => get(openapi),
-        ("GET", "/v1/sessions") => get(list),
-        ("POST", "/v1/sessions") => post(create),
-        ("GET", "/v1/sessions/{name}") => get(show),
-        ("DELETE", "/v1/sessions/{name}") => delete(remove),
-        ("PATCH", "/v1/sessions/{name}") => patch(patch_session),
-        ("POST", "/v1/sessions/{name}/cage") => post(move_cage),
-        ("POST", "/v1/sessions/{name}/cage/limits") => post(limits),
-        ("POST", "/v1/sessions/{name}/rename") => post(rename),
-        ("POST", "/v1/sessions/{name}/outbox/send") => post(send),
-        ("GET", "/v1/sessions/{name}/drop") => get(received),
-        ("GET", "/v1/sessions/{name}/egress") => get(egress),
-        ("POST", "/v1/sessions/{name}/drop") => post(drop_file),
-        ("DELETE", "/v1/sessions/{name}/drop") => delete(clear_received),
-        ("POST", "/v1/sessions/{name}/settings") => post(settings),
-        ("POST", "/v1/sessions/{name}/accept-caged") => post(accept_caged),
-        ("POST", "/v1/images/build") => post(build),
-        _ => return None,
-    })
+/// Every route of this module, each from its handler's `#[utoipa::path]`.
+/// One `routes!` holds the handlers of one path only: utoipa-axum routes
+/// each handler of a `routes!` on every path of it.
+pub fn api() -> OpenApiRouter {
+    OpenApiRouter::new()
+        .routes(routes!(harnesses))
+        .routes(routes!(list, create))
+        .routes(routes!(show, remove, patch_session))
+        .routes(routes!(move_cage))
+        .routes(routes!(limits))
+        .routes(routes!(rename))
+        .routes(routes!(send))
+        .routes(routes!(received, drop_file, clear_received))
+        .routes(routes!(egress))
+        .routes(routes!(settings))
+        .routes(routes!(accept_caged))
+        .routes(routes!(build))
 }
 
-/// The router: [`ROUTES`], 405 with Allow for another method on a path
-/// of them, 404 for the rest; and the panicking route for tests.
-pub fn router(test_panic: bool) -> axum::Router {
-    let mut paths: Vec<&str> = ROUTES.iter().map(|(_, p)| *p).collect();
-    paths.dedup();
-    let mut router = axum::Router::new();
-    for path in paths {
-        let methods: Vec<&str> = ROUTES
-            .iter()
-            .filter(|(_, p)| *p == path)
-            .map(|(m, _)| *m)
-            .collect();
-        let mut route: MethodRouter = MethodRouter::new();
-        for m in &methods {
-            if let Some(e) = endpoint(m, path) {
-                route = route.merge(e);
-            }
+/// The route a test asks for (`SHROOMS_AGENT_TEST_PANIC_ROUTE=1`): a
+/// panic inside an operation, which serve answers 500 and outlives.
+pub async fn test_panic(Extension(shared): Sh) -> Response {
+    operation(&shared, |_| panic!("a panic asked for by the test route")).await
+}
+
+/// axum's `Path`, refused in our words and body (400, as any bad input).
+pub struct InPath<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for InPath<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(t)) => Ok(InPath(t)),
+            Err(e) => Err(Response::error(
+                e.status().as_u16(),
+                &format!("the path: {}", e.body_text()),
+            )),
         }
-        router = router.route(path, route.fallback(not_allowed(methods.join(", "))));
     }
-    if test_panic {
-        router = router.route(
-            "/v1/_test/panic",
-            get(|Extension(shared): Extension<Arc<Shared>>| async move {
-                operation(&shared, |_| panic!("a panic asked for by the test route")).await
-            })
-            .fallback(not_allowed("GET".into())),
-        );
-    }
-    router.fallback(|req: Request| async move {
-        Response::error(
-            404,
-            &format!(
-                "no such route: {}",
-                for_log(req.uri().path(), req.uri().query())
-            ),
-        )
-    })
 }
 
-fn not_allowed(allow: String) -> impl Fn(Request) -> std::future::Ready<Response> + Clone {
-    move |req: Request| {
-        std::future::ready(
-            Response::error(
-                405,
+/// axum's `Query` (serde's names; `+` a space; bytes that are not UTF-8
+/// U+FFFD), refused in our words and body (400).
+pub struct InQuery<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for InQuery<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(t)) => Ok(InQuery(t)),
+            Err(e) => Err(Response::error(
+                e.status().as_u16(),
                 &format!(
-                    "{} is not allowed on {}: use {allow}",
-                    req.method().as_str().chars().take(16).collect::<String>(),
-                    for_log(req.uri().path(), req.uri().query())
+                    "the query: {}; this route's parameters are in /v1/openapi.json",
+                    e.body_text()
                 ),
-            )
-            .with_header("allow", &allow),
-        )
+            )),
+        }
     }
+}
+
+/// A route's `{name}`: a session's name, as the path writes it
+/// (percent-decoded); the operation says when it is not one.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+struct Session {
+    /// The session's name.
+    #[param(pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")]
+    name: String,
 }
 
 /// Run a synchronous operation on a blocking thread, at most
@@ -196,15 +176,6 @@ impl From<Unread> for Fail {
             Unread::Http(r) => Fail::Http(r),
         }
     }
-}
-
-/// The route's `{name}`, percent-decoded.
-fn name_of(params: &RawPathParams) -> String {
-    params
-        .iter()
-        .find(|(k, _)| *k == "name")
-        .map(|(_, v)| decode(v))
-        .unwrap_or_default()
 }
 
 /// Read a JSON body and parse it: Content-Length needed, at most 1 MiB
@@ -290,17 +261,6 @@ type Info = Extension<ConnInfo>;
     responses((status = 200, description = "What this machine offers.", body = Harnesses)))]
 async fn harnesses(Extension(shared): Sh) -> Response {
     Response::json(200, &shared.state.harnesses())
-}
-
-/// This document.
-#[utoipa::path(get, path = "/v1/openapi.json", operation_id = "openapi",
-    responses((status = 200, description = "The OpenAPI document.", body = Object)))]
-async fn openapi() -> Response {
-    Response {
-        status: 200,
-        headers: Vec::new(),
-        body: document().into_bytes(),
-    }
 }
 
 /// Every session (README, "The session object"), as `cage ls --json`
@@ -508,13 +468,12 @@ async fn create(Extension(shared): Sh, Extension(info): Info, req: Request) -> R
 
 /// `cage show --json`.
 #[utoipa::path(get, path = "/v1/sessions/{name}", operation_id = "showSession",
-    params(("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")),
+    params(Session),
     responses(
         (status = 200, description = "The session (README, \"The session object\").", body = ops::show::Session),
         (status = 400, description = "Not a session name.", body = ErrorBody),
         (status = 404, description = "No such session.", body = ErrorBody)))]
-async fn show(Extension(shared): Sh, params: RawPathParams) -> Response {
-    let name = name_of(&params);
+async fn show(Extension(shared): Sh, InPath(Session { name }): InPath<Session>) -> Response {
     if let Some(live) = ready_view(&shared) {
         let s = shared.clone();
         let shown = tokio::task::spawn_blocking(move || -> Result<Response, Error> {
@@ -538,14 +497,13 @@ async fn show(Extension(shared): Sh, params: RawPathParams) -> Response {
 
 /// `cage rm`: the session, its container and what it kept.
 #[utoipa::path(delete, path = "/v1/sessions/{name}", operation_id = "removeSession",
-    params(("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")),
+    params(Session),
     responses(
         (status = 204, description = "Removed."),
         (status = 400, description = "Not a session name.", body = ErrorBody),
         (status = 404, description = "No such session.", body = ErrorBody),
         (status = 409, description = "The session is busy.", body = ErrorBody)))]
-async fn remove(Extension(shared): Sh, params: RawPathParams) -> Response {
-    let name = name_of(&params);
+async fn remove(Extension(shared): Sh, InPath(Session { name }): InPath<Session>) -> Response {
     operation(&shared, move |shared| {
         let removed = ops::rm::rm(&shared.context(), &name)?;
         if let (Some(live), Some(c)) = (&shared.live, &removed.container) {
@@ -574,7 +532,7 @@ fn present<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
 
 /// `cage move`: into a cage with these options, or out of its cage.
 #[utoipa::path(post, path = "/v1/sessions/{name}/cage", operation_id = "moveSession",
-    params(("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")),
+    params(Session),
     request_body = MoveBody,
     responses(
         (status = 200, description = "Moved.", body = ShownWith),
@@ -586,10 +544,9 @@ fn present<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
 async fn move_cage(
     Extension(shared): Sh,
     Extension(info): Info,
-    params: RawPathParams,
+    InPath(Session { name }): InPath<Session>,
     req: Request,
 ) -> Response {
-    let name = name_of(&params);
     let by = by(&shared, &info);
     with_body(&shared, &info, req, move |shared, body: MoveBody| {
         let cage = body.cage.ok_or_else(|| {
@@ -642,7 +599,7 @@ struct RenameBody {
 /// `cage rename`: the session under another name, its record, history,
 /// received files and settings with it (a caged one in a new container).
 #[utoipa::path(post, path = "/v1/sessions/{name}/rename", operation_id = "renameSession",
-    params(("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")),
+    params(Session),
     request_body = RenameBody,
     responses(
         (status = 200, description = "Renamed: the session under its new name (README, \"The session object\").", body = ShownWith),
@@ -655,10 +612,9 @@ struct RenameBody {
 async fn rename(
     Extension(shared): Sh,
     Extension(info): Info,
-    params: RawPathParams,
+    InPath(Session { name }): InPath<Session>,
     req: Request,
 ) -> Response {
-    let name = name_of(&params);
     let by = by(&shared, &info);
     with_body(&shared, &info, req, move |shared, body: RenameBody| {
         let ctx = shared.context();
@@ -721,7 +677,7 @@ struct LimitsBody {
 /// `cage limits`: the session's own limits, applied to a running cage, and
 /// its token budget.
 #[utoipa::path(post, path = "/v1/sessions/{name}/cage/limits", operation_id = "setLimits",
-    params(("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")),
+    params(Session),
     request_body = LimitsBody,
     responses(
         (status = 200, description = "Changed.", body = ops::limits::LimitsChanged),
@@ -733,10 +689,9 @@ struct LimitsBody {
 async fn limits(
     Extension(shared): Sh,
     Extension(info): Info,
-    params: RawPathParams,
+    InPath(Session { name }): InPath<Session>,
     req: Request,
 ) -> Response {
-    let name = name_of(&params);
     let by = by(&shared, &info);
     with_body(&shared, &info, req, move |shared, body: LimitsBody| {
         let request = ops::limits::LimitsRequest {
@@ -776,7 +731,7 @@ struct SendBody {
 /// `outbox send`: a sealed session's outbox, to a session of this or
 /// another machine.
 #[utoipa::path(post, path = "/v1/sessions/{name}/outbox/send", operation_id = "sendOutbox",
-    params(("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")),
+    params(Session),
     request_body = SendBody,
     responses(
         (status = 200, description = "Sent.", body = ops::outbox::Sent),
@@ -788,10 +743,9 @@ struct SendBody {
 async fn send(
     Extension(shared): Sh,
     Extension(info): Info,
-    params: RawPathParams,
+    InPath(Session { name }): InPath<Session>,
     req: Request,
 ) -> Response {
-    let name = name_of(&params);
     with_body(&shared, &info, req, move |shared, body: SendBody| {
         let request = ops::outbox::SendRequest {
             name,
@@ -804,13 +758,22 @@ async fn send(
     .await
 }
 
+/// A dropped file's name and note.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct DropQuery {
+    /// The file's name; made safe, and never over another file.
+    name: String,
+    /// A note from the sender (at most 4096 bytes), kept beside the file as NAME.note.
+    note: Option<String>,
+}
+
 /// A file from another session (README, "Files between machines"). The sender's machine
 /// is told from the peer's address by `Shared::machine_of`.
 #[utoipa::path(post, path = "/v1/sessions/{name}/drop", operation_id = "dropFile",
     params(
-        ("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$"),
-        ("name" = String, Query, description = "The file's name; made safe, and never over another file."),
-        ("note" = Option<String>, Query, description = "A note from the sender (at most 4096 bytes), kept beside the file as NAME.note."),
+        Session,
+        DropQuery,
         ("X-Shrooms-From-Session" = String, Header, description = "The sending session. Its machine is told from the request's address."),
         ("X-Shrooms-Caged" = Option<String>, Header, description = "Set by a cage's socket: the caged session sending. It is the sender then, whatever X-Shrooms-From-Session says, and only a session that accepts caged senders takes the file.")),
     request_body(content = String, content_type = "application/octet-stream",
@@ -825,20 +788,19 @@ async fn send(
 async fn drop_file(
     Extension(shared): Sh,
     Extension(info): Info,
-    params: RawPathParams,
+    InPath(Session { name }): InPath<Session>,
+    InQuery(DropQuery {
+        name: file_name,
+        note,
+    }): InQuery<DropQuery>,
     req: Request,
 ) -> Response {
-    let name = name_of(&params);
     let (parts, body) = req.into_parts();
     let length = match body::length(&parts.headers, "a file") {
         Ok(Some(n)) => n,
         Ok(None) => return Response::from_error(&Error::bad_input("a file needs Content-Length")),
         Err(e) => return Response::from_error(&e),
     };
-    let query = parse_query(parts.uri.query().unwrap_or(""));
-    let q = |k: &str| query.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-    let file_name = q("name").unwrap_or_default();
-    let note = q("note");
     let from_session = parts
         .headers
         .get("x-shrooms-from-session")
@@ -954,41 +916,40 @@ async fn change_settings(
 /// A session's settings, the apps' way: `accept_caged`, whom it takes files
 /// from, `auto_approve`, `starred`, a refused sender dismissed.
 #[utoipa::path(post, path = "/v1/sessions/{name}/settings", operation_id = "changeSettings",
-    params(("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")),
+    params(Session),
     request_body = SettingsBody,
     responses(SettingsAnswers))]
 async fn settings(
     Extension(shared): Sh,
     Extension(info): Info,
-    params: RawPathParams,
+    InPath(Session { name }): InPath<Session>,
     req: Request,
 ) -> Response {
-    change_settings(shared, info, name_of(&params), req).await
+    change_settings(shared, info, name, req).await
 }
 
 /// The same as `POST /v1/sessions/{name}/settings`.
 #[utoipa::path(patch, path = "/v1/sessions/{name}", operation_id = "patchSession",
-    params(("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")),
+    params(Session),
     request_body = SettingsBody,
     responses(SettingsAnswers))]
 async fn patch_session(
     Extension(shared): Sh,
     Extension(info): Info,
-    params: RawPathParams,
+    InPath(Session { name }): InPath<Session>,
     req: Request,
 ) -> Response {
-    change_settings(shared, info, name_of(&params), req).await
+    change_settings(shared, info, name, req).await
 }
 
 /// `files received`: what a session received.
 #[utoipa::path(get, path = "/v1/sessions/{name}/drop", operation_id = "receivedFiles",
-    params(("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")),
+    params(Session),
     responses(
         (status = 200, description = "The files, by sender.", body = ops::files::ReceivedList),
         (status = 400, description = "Not a session name.", body = ErrorBody),
         (status = 404, description = "No such session.", body = ErrorBody)))]
-async fn received(Extension(shared): Sh, params: RawPathParams) -> Response {
-    let name = name_of(&params);
+async fn received(Extension(shared): Sh, InPath(Session { name }): InPath<Session>) -> Response {
     operation(&shared, move |shared| {
         Ok(Response::json(
             200,
@@ -1000,13 +961,12 @@ async fn received(Extension(shared): Sh, params: RawPathParams) -> Response {
 
 /// `cage history --net`: the session's egress log, oldest first.
 #[utoipa::path(get, path = "/v1/sessions/{name}/egress", operation_id = "egressLog",
-    params(("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")),
+    params(Session),
     responses(
         (status = 200, description = "Each connection its cage opened or was refused (README, \"The egress log\").", body = ops::history::Egress),
         (status = 400, description = "Not a session name.", body = ErrorBody),
         (status = 404, description = "No such session.", body = ErrorBody)))]
-async fn egress(Extension(shared): Sh, params: RawPathParams) -> Response {
-    let name = name_of(&params);
+async fn egress(Extension(shared): Sh, InPath(Session { name }): InPath<Session>) -> Response {
     operation(&shared, move |shared| {
         Ok(Response::json(
             200,
@@ -1016,22 +976,31 @@ async fn egress(Extension(shared): Sh, params: RawPathParams) -> Response {
     .await
 }
 
+/// Which received file to delete.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ClearQuery {
+    /// The sender, MACHINE/SESSION, as listed.
+    from: String,
+    /// The file's name, as listed.
+    file: String,
+}
+
 /// `files clear`: delete one received file, and its note.
 #[utoipa::path(delete, path = "/v1/sessions/{name}/drop", operation_id = "clearReceived",
     params(
-        ("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$"),
-        ("from" = String, Query, description = "The sender, MACHINE/SESSION, as listed."),
-        ("file" = String, Query, description = "The file's name, as listed.")),
+        Session,
+        ClearQuery),
     responses(
         (status = 204, description = "Deleted."),
         (status = 400, description = "A bad request: a sender or a name that is not one (a path).", body = ErrorBody),
         (status = 403, description = "Asked by a caged session (X-Shrooms-Caged).", body = ErrorBody),
         (status = 404, description = "No such session, or no such file.", body = ErrorBody)))]
-async fn clear_received(Extension(shared): Sh, params: RawPathParams, req: Request) -> Response {
-    let name = name_of(&params);
-    let query = parse_query(req.uri().query().unwrap_or(""));
-    let q = |k: &str| query.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-    let (from, file) = (q("from").unwrap_or_default(), q("file").unwrap_or_default());
+async fn clear_received(
+    InPath(Session { name }): InPath<Session>,
+    InQuery(ClearQuery { from, file }): InQuery<ClearQuery>,
+    Extension(shared): Sh,
+) -> Response {
     operation(&shared, move |shared| {
         ops::files::clear(&shared.context(), &name, &from, &file)?;
         Ok(Response::no_content())
@@ -1049,7 +1018,7 @@ struct AcceptCagedBody {
 /// `cage accept-caged`: whether a session takes tasks and files from
 /// caged sessions ("caged tasks").
 #[utoipa::path(post, path = "/v1/sessions/{name}/accept-caged", operation_id = "acceptCaged",
-    params(("name" = String, Path, description = "The session's name.", pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")),
+    params(Session),
     request_body = AcceptCagedBody,
     responses(
         (status = 200, description = "Set.", body = ops::files::AcceptCaged),
@@ -1062,59 +1031,14 @@ struct AcceptCagedBody {
 async fn accept_caged(
     Extension(shared): Sh,
     Extension(info): Info,
-    params: RawPathParams,
+    InPath(Session { name }): InPath<Session>,
     req: Request,
 ) -> Response {
-    let name = name_of(&params);
     with_body(&shared, &info, req, move |shared, body: AcceptCagedBody| {
         let r = ops::files::set_accept_caged(&shared.context(), &name, body.accept_caged)?;
         Ok(Response::json(200, &r))
     })
     .await
-}
-
-/// Why a request that carries `X-Shrooms-Caged` is refused before its
-/// route, if it is: every route of serve's that changes something, but a
-/// drop (which the header names the sender of); deleting a received file
-/// is refused too. Routes serve does not have
-/// (A2A's) get serve's own 404.
-///
-/// Who can send the header: serve answers only its own user's programs
-/// (loopback, the Unix socket) or a holder of its token; no cage can reach
-/// it (the agent port is closed in every cage, and the Unix socket is not
-/// mounted in one), except through its own socket, which always sets the
-/// header to its session. And the header only ever takes away: a sender
-/// that leaves it out is refused nothing more than one that sends it.
-pub fn caged_refusal(method: &str, path: &str, headers: &HeaderMap) -> Option<Response> {
-    let caged = headers.get(crate::cage_socket::CAGED_HEADER)?;
-    if method == "GET" || method == "HEAD" {
-        return None;
-    }
-    let segs: Vec<&str> = path.split('/').skip(1).collect();
-    let route = ROUTES.iter().find(|(m, p)| {
-        let want: Vec<&str> = p.split('/').skip(1).collect();
-        *m == method
-            && want.len() == segs.len()
-            && want
-                .iter()
-                .zip(&segs)
-                .all(|(w, s)| w.starts_with('{') || w == s)
-    })?;
-    if route == &("POST", "/v1/sessions/{name}/drop") {
-        return None;
-    }
-    Some(Response::error(
-        403,
-        &format!(
-            "a caged session ({}) changes no settings: {method} {} is refused through a cage's \
-             socket",
-            String::from_utf8_lossy(caged.as_bytes())
-                .chars()
-                .take(64)
-                .collect::<String>(),
-            route.1
-        ),
-    ))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -1157,228 +1081,9 @@ async fn build(Extension(shared): Sh, Extension(info): Info, req: Request) -> Re
     .await
 }
 
-/// The OpenAPI document: the routes' paths and the types they take and give.
-#[derive(OpenApi)]
-#[openapi(
-    info(
-        title = "shrooms-agent serve",
-        description = "The operations of shrooms-agent over HTTP: one request per connection, \
-            JSON in and out. Every error is {\"error\": \"...\"} with the words the CLI prints. \
-            A serve started with --token-file needs `Authorization: Bearer <token>` on every \
-            request (401 otherwise); one started without it answers only its own user's \
-            programs and refuses requests that look like they came from a web page (403). A \
-            request whose method a path does not take is answered 405 with Allow; an unknown \
-            path 404; a slow request 408; a busy serve 503."
-    ),
-    servers((url = "/")),
-    paths(page, harnesses, openapi, list, create, show, remove, patch_session, move_cage, limits, rename, send, received, egress, drop_file, clear_received, settings, accept_caged, build),
-)]
-pub struct ApiDoc;
-
-/// The document as served: every operation also lists the answers any
-/// request can get before its route (401, 403, 500, 503) and the token.
-pub fn document() -> String {
-    use utoipa::openapi::security::{
-        HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
-    };
-    use utoipa::openapi::{ContentBuilder, RefOr, ResponseBuilder};
-    let mut doc = ApiDoc::openapi();
-    let version = env!("CARGO_PKG_VERSION");
-    doc.info.version = version.to_string();
-    let components = doc.components.get_or_insert_with(Default::default);
-    components.add_security_scheme(
-        "bearer",
-        SecurityScheme::Http(
-            HttpBuilder::new()
-                .scheme(HttpAuthScheme::Bearer)
-                .description(Some(
-                    "The first line of the file given to `serve --token-file`. A serve \
-                     started without one (loopback only) wants none.",
-                ))
-                .build(),
-        ),
-    );
-    components.schemas.insert("ErrorBody".to_string(), {
-        use utoipa::PartialSchema;
-        ErrorBody::schema()
-    });
-    doc.security = Some(vec![
-        SecurityRequirement::new("bearer", Vec::<String>::new()),
-        SecurityRequirement::default(),
-    ]);
-    let always = [
-        (
-            "401",
-            "This serve wants its token (Authorization: Bearer), and it was missing or wrong.",
-        ),
-        (
-            "403",
-            "Without a token: another user's program, or a request from a web page; a \
-             change asked through a cage's socket (X-Shrooms-Caged); or an operation's refusal.",
-        ),
-        ("500", "A failure on the machine, in the CLI's words."),
-        (
-            "503",
-            "Not ready (no podman, an image being built) or busy; see Retry-After.",
-        ),
-    ];
-    for item in doc.paths.paths.values_mut() {
-        for op in [
-            &mut item.get,
-            &mut item.post,
-            &mut item.delete,
-            &mut item.put,
-            &mut item.patch,
-        ]
-        .into_iter()
-        .flatten()
-        {
-            for (status, description) in always {
-                if !op.responses.responses.contains_key(status) {
-                    let r = ResponseBuilder::new()
-                        .description(description)
-                        .content(
-                            "application/json",
-                            ContentBuilder::new()
-                                .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
-                                    "ErrorBody",
-                                ))))
-                                .build(),
-                        )
-                        .build();
-                    op.responses
-                        .responses
-                        .insert(status.to_string(), RefOr::T(r));
-                }
-            }
-        }
-    }
-    let mut text = doc.to_pretty_json().unwrap_or_else(|e| {
-        serde_json::json!({ "error": format!("making the document: {e}") }).to_string()
-    });
-    text.push('\n');
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The document says what every route can answer: a bearer scheme
-    /// (optional: a serve without a token wants none), 403 on every
-    /// operation (a serve without a token refuses web pages on any route),
-    /// 503 on every one (a full queue, or an address's connections at
-    /// their bound), 409 where two creations of one name meet.
-    #[test]
-    fn the_openapi_document_lists_auth_and_refusals() {
-        let doc: serde_json::Value = serde_json::from_str(&document()).unwrap();
-        let scheme = &doc["components"]["securitySchemes"]["bearer"];
-        assert_eq!(scheme["type"], "http", "{scheme:#}");
-        assert_eq!(scheme["scheme"], "bearer", "{scheme:#}");
-        let security = doc["security"].as_array().expect("a top-level security");
-        assert!(
-            security.contains(&serde_json::json!({"bearer": []})),
-            "{security:?}"
-        );
-        assert!(security.contains(&serde_json::json!({})), "{security:?}");
-        let mut operations = 0;
-        for (path, item) in doc["paths"].as_object().unwrap() {
-            for (method, op) in item.as_object().unwrap() {
-                if method == "parameters" {
-                    continue;
-                }
-                let responses = op["responses"].as_object().unwrap();
-                for status in ["401", "403", "500", "503"] {
-                    assert!(
-                        responses.contains_key(status),
-                        "{method} {path} does not list {status}"
-                    );
-                }
-                operations += 1;
-            }
-        }
-        assert_eq!(operations, 19);
-        assert!(
-            doc["paths"]["/v1/sessions"]["post"]["responses"]
-                .as_object()
-                .unwrap()
-                .contains_key("409")
-        );
-    }
-
-    /// Every route of the router is in the document, with its method, and
-    /// every operation of the document is a route; and each is answered
-    /// by its handler (not 404, not 405: without serve's state around it,
-    /// a handler answers 500).
-    #[test]
-    fn the_document_and_the_routes_agree() {
-        let doc: serde_json::Value = serde_json::from_str(&document()).unwrap();
-        let mut documented = Vec::new();
-        for (path, item) in doc["paths"].as_object().unwrap() {
-            for method in item.as_object().unwrap().keys() {
-                if method != "parameters" {
-                    documented.push((method.to_uppercase(), path.clone()));
-                }
-            }
-        }
-        let mut routed: Vec<(String, String)> = ROUTES
-            .iter()
-            .map(|(m, p)| (m.to_string(), p.to_string()))
-            .collect();
-        documented.sort();
-        routed.sort();
-        assert_eq!(documented, routed);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let router = router(false);
-        for (method, path) in &routed {
-            assert!(endpoint(method, path).is_some(), "{method} {path}");
-            let uri = path.replace("{name}", "some-session");
-            let req = axum::http::Request::builder()
-                .method(method.as_str())
-                .uri(&uri)
-                .body(Body::empty())
-                .unwrap();
-            let r = runtime
-                .block_on(tower::ServiceExt::oneshot(router.clone(), req))
-                .unwrap();
-            assert!(
-                ![404, 405].contains(&r.status().as_u16()),
-                "{method} {uri}: {}",
-                r.status()
-            );
-        }
-        // And what is not a route is not routed.
-        let req = axum::http::Request::builder()
-            .method("PUT")
-            .uri("/v1/sessions")
-            .body(Body::empty())
-            .unwrap();
-        let r = runtime
-            .block_on(tower::ServiceExt::oneshot(router.clone(), req))
-            .unwrap();
-        assert_eq!(r.status().as_u16(), 405);
-        assert_eq!(r.headers()["allow"], "GET, POST");
-    }
-
-    /// assets/openapi.json is the document serve makes, for readers of the
-    /// repository and the tools that take a file. `SHROOMS_WRITE_OPENAPI=1`
-    /// (scripts/generate-docs) writes it anew.
-    #[test]
-    fn the_committed_document_is_current() {
-        let file = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/openapi.json");
-        let made = document();
-        if std::env::var_os("SHROOMS_WRITE_OPENAPI").is_some() {
-            std::fs::write(file, &made).unwrap();
-        }
-        let committed = std::fs::read_to_string(file).unwrap_or_default();
-        assert!(
-            committed == made,
-            "assets/openapi.json is stale: run scripts/generate-docs"
-        );
-    }
 
     #[test]
     fn dirs_absolute_or_under_home() {
