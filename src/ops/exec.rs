@@ -245,8 +245,6 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
         super::sealed::read_token(&s.token_file)?;
     }
     ctx.store.ensure()?;
-    // Before the cage starts: from here on, however this process ends, the
-    // cage is stopped.
     // pi's providers, from the machine's models.json read now: the
     // gateway's routes to them, and the cage's copy (`pi_models`).
     let pi_plan = match (record.harness, &cage.sealed) {
@@ -258,6 +256,8 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
         _ => None,
     };
     let marker = ctx.store.turn_marker(&record.name);
+    // The facts, the start's decision in the turn's plan, and the plan run:
+    // a failed step takes back those before it (`turn_steps`).
     let pi_plan = pi_plan.map(std::cell::RefCell::new);
     let facts = super::start_facts(ctx, &record)?;
     let ran = super::plan::execute(
@@ -272,6 +272,7 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
     )?;
     lock.note(holder);
     let pi_plan = pi_plan.map(std::cell::RefCell::into_inner);
+    notes.extend(ran.warnings);
     let (Some(watcher), Some(gateway), Some(socket)) = (ran.watcher, ran.gateway, ran.socket)
     else {
         return Err(Error::failed("the turn's plan did not open its servers"));

@@ -209,21 +209,16 @@ pub fn new_limits(
 }
 
 /// `cage limits`: under the session's lock, so that a change cannot race
-/// a start (which loads the rules and limits of the record it read). A
-/// live turn holds the session for as long as it runs; once its cage is
-/// started (its lock says `turn` or `exec`, `Store::busy`), its limits,
-/// budget and rules are changed beside it, as the start is done.
+/// a start (which loads the rules and limits of the record it read): a
+/// start under way (its lock says `start`: `cage start`, or a turn's) is
+/// waited for. A live turn holds the session for as long as it runs; once
+/// its cage is started (its lock says `turn` or `exec`, `Store::busy`),
+/// its limits, budget and rules are changed beside it.
 pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
     if let Some(by) = &req.by {
         crate::session::validate_who(by)?;
     }
-    let (lock, record) = match super::plan::lock_and_load(ctx, &req.name) {
-        Ok((lock, record)) => (Some(lock), record),
-        Err(e) if e.kind == Kind::Busy && turn_started(ctx, &req.name) => {
-            (None, ctx.store.load(&req.name)?)
-        }
-        Err(e) => return Err(e),
-    };
+    let (lock, record) = lock_or_beside_a_turn(ctx, &req.name)?;
     if let Some(lock) = &lock {
         lock.note("limits");
     }
@@ -234,13 +229,32 @@ pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
     Ok(changed)
 }
 
-/// Does a turn hold the session, past its start?
-fn turn_started(ctx: &Context, name: &str) -> bool {
-    ctx.store
-        .busy(name)
-        .ok()
-        .flatten()
-        .is_some_and(|b| b.what == "turn" || b.what == "exec")
+/// How long `cage limits` waits for a start: its `podman start`, the
+/// rules, the egress log's listener.
+const START_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The session's lock and record; or, when a turn past its start holds
+/// the lock, its record alone (None).
+fn lock_or_beside_a_turn(
+    ctx: &Context,
+    name: &str,
+) -> Result<(Option<crate::session::SessionLock>, Record)> {
+    let until = std::time::Instant::now() + START_WAIT;
+    loop {
+        let e = match super::plan::lock_and_load(ctx, name) {
+            Ok((lock, record)) => return Ok((Some(lock), record)),
+            Err(e) if e.kind == Kind::Busy => e,
+            Err(e) => return Err(e),
+        };
+        let holder = ctx.store.busy(name).ok().flatten().map(|b| b.what);
+        match holder.as_deref() {
+            Some("turn" | "exec") => return Ok((None, ctx.store.load(name)?)),
+            Some("start") if std::time::Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_millis(100))
+            }
+            _ => return Err(e),
+        }
+    }
 }
 
 /// What `cage limits` decides on, read before anything changes.
