@@ -323,13 +323,7 @@ pub fn decide<'a>(
     };
     let podman_limits = req.reset || !req.asked.is_empty();
     if let Some(net) = &req.net {
-        if cage.sealed.is_some() && *net != crate::netpolicy::NetPolicy::Internet {
-            return Err(Error::bad_input(format!(
-                "--net {net}: session {} is sealed, and a sealed cage has its own rules (the \
-                 internet and nothing local); leave out --net",
-                record.name
-            )));
-        }
+        net_refusal(net, record, cage)?;
         f.enforceable.clone()?;
     }
     let mut steps = Vec::new();
@@ -384,16 +378,6 @@ pub fn decide<'a>(
             what,
         },
     });
-    let spent = record.tokens.used.total();
-    let warnings = match tokens_after {
-        Some(b) if req.tokens.is_some() && spent >= b => vec![format!(
-            "session {} has already spent {spent} tokens, at or past this budget of {b}: its \
-             next model request will be refused; raise it with `shrooms-agent cage limits {} \
-             --tokens N`, or remove it with --tokens none",
-            record.name, record.name
-        )],
-        _ => Vec::new(),
-    };
     let changed = LimitsChanged {
         session: record.name.clone(),
         before: cage.limits.clone(),
@@ -402,12 +386,43 @@ pub fn decide<'a>(
         tokens_before,
         tokens_after,
         enforced,
-        warnings,
+        warnings: spent_warning(record, req.tokens.and(tokens_after)),
         net_before: cage.net.to_string(),
         net_after: net_after.to_string(),
         net_applied,
     };
     Ok((steps, changed))
+}
+
+/// Pure: a sealed cage has its own rules: no policy but `internet`.
+fn net_refusal(
+    net: &crate::netpolicy::NetPolicy,
+    record: &Record,
+    cage: &CageRecord,
+) -> Result<()> {
+    if cage.sealed.is_some() && *net != crate::netpolicy::NetPolicy::Internet {
+        return Err(Error::bad_input(format!(
+            "--net {net}: session {} is sealed, and a sealed cage has its own rules (the \
+             internet and nothing local); leave out --net",
+            record.name
+        )));
+    }
+    Ok(())
+}
+
+/// Pure: what a new budget (`budget`, None when none was given) already
+/// spent says.
+fn spent_warning(record: &Record, budget: Option<u64>) -> Vec<String> {
+    let spent = record.tokens.used.total();
+    match budget {
+        Some(b) if spent >= b => vec![format!(
+            "session {} has already spent {spent} tokens, at or past this budget of {b}: its \
+             next model request will be refused; raise it with `shrooms-agent cage limits {} \
+             --tokens N`, or remove it with --tokens none",
+            record.name, record.name
+        )],
+        _ => Vec::new(),
+    }
 }
 
 /// Pure: the history's line of a change.
