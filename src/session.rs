@@ -1083,6 +1083,10 @@ pub enum Intent {
     /// `cage rm`: once podman may have removed the container, the rest is
     /// removed too.
     Remove { container: Option<String> },
+    /// A start (`cage start`, or a turn's): from `podman start` until the
+    /// cage's rules are loaded it may run without them. Taken back: the
+    /// cage is stopped.
+    Start { container: String },
 }
 
 /// What a dead turn's watcher says in the lock file while it stops the

@@ -17,7 +17,7 @@
 
 use std::path::PathBuf;
 
-use super::{Context, cage_of, ensure_running};
+use super::{Context, cage_of};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::podman::{Podman, argv, envfile};
@@ -199,10 +199,13 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
         reap_dead_turn(ctx, &record);
     }
     let (lock, record) = super::plan::lock_and_load(ctx, name)?;
-    lock.note(match what {
+    // "start" until the cage's rules are in: `cage limits` changes a
+    // turn's cage beside it only once its start is done.
+    lock.note("start");
+    let holder = match what {
         What::Command(_) | What::Shell => "exec",
         What::Harness(_) => "turn",
-    });
+    };
     let cage = cage_of(&record)?;
     let mut notes = Vec::new();
     let mut wants_resume = false;
@@ -242,11 +245,9 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
         super::sealed::read_token(&s.token_file)?;
     }
     ctx.store.ensure()?;
-    // Before the cage starts: from here on, however this process ends, the
-    // cage is stopped.
     // pi's providers, from the machine's models.json read now: the
     // gateway's routes to them, and the cage's copy (`pi_models`).
-    let mut pi_plan = match (record.harness, &cage.sealed) {
+    let pi_plan = match (record.harness, &cage.sealed) {
         (crate::harness::Harness::Pi, None) => Some(crate::pi_models::plan_from(
             &cage.harness_dir,
             spec::DUMMY_KEY,
@@ -255,56 +256,26 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
         _ => None,
     };
     let marker = ctx.store.turn_marker(&record.name);
-    session::write_atomic(&marker, b"", 0o600)?;
-    let watcher = match start_watcher(ctx, &host.podman, &record.name, &cage.container, &lock) {
-        Ok(w) => w,
-        Err(e) => {
-            let _ = session::remove_file_if_there(&marker);
-            return Err(e);
-        }
-    };
-    let pid = ensure_running(ctx, host, &record)?;
-    // The model gateway, served by this process for as long as the turn
-    // runs (dropped with `Prepared`); the env file is written once its
-    // port is known.
-    let routes = pi_plan
-        .as_mut()
-        .map(|p| std::mem::take(&mut p.routes))
-        .unwrap_or_default();
-    let opened = super::turn_servers::open_gateway(ctx, host, &record, pid, routes).and_then(|g| {
-        // pi's copy, pointed at this turn's gateway, in the file the cage
-        // has mounted.
-        if let Some(p) = &pi_plan {
-            crate::pi_models::write_in_place(
-                &ctx.store.settings_copy_dir(&cage.container),
-                &p.copy_text(&g.base_url()),
-            )?;
-        }
-        Ok(g)
-    });
-    let gateway = match opened {
-        Ok(g) => g,
-        Err(e) => {
-            let stopped = host.podman.stop(&cage.container).is_ok();
-            if stopped {
-                let _ = session::remove_file_if_there(&marker);
-            }
-            watcher.finish(stopped);
-            return Err(stopped_again(e));
-        }
-    };
-    // The cage's socket to the agents, served for the turn too.
-    let socket = match super::turn_servers::open_socket(ctx, &record) {
-        Ok(s) => s,
-        Err(e) => {
-            drop(gateway);
-            let stopped = host.podman.stop(&cage.container).is_ok();
-            if stopped {
-                let _ = session::remove_file_if_there(&marker);
-            }
-            watcher.finish(stopped);
-            return Err(stopped_again(e));
-        }
+    // The facts, the start's decision in the turn's plan, and the plan run:
+    // a failed step takes back those before it (`turn_steps`).
+    let pi_plan = pi_plan.map(std::cell::RefCell::new);
+    let facts = super::start_facts(ctx, &record)?;
+    let ran = super::plan::execute(
+        ctx,
+        Some(host),
+        turn_steps(
+            super::decide_start(&facts, host)?,
+            &record,
+            &lock,
+            pi_plan.as_ref(),
+        ),
+    )?;
+    lock.note(holder);
+    let pi_plan = pi_plan.map(std::cell::RefCell::into_inner);
+    notes.extend(ran.warnings);
+    let (Some(watcher), Some(gateway), Some(socket)) = (ran.watcher, ran.gateway, ran.socket)
+    else {
+        return Err(Error::failed("the turn's plan did not open its servers"));
     };
     let url = gateway.base_url();
     let plan = match &cage.sealed {
@@ -362,6 +333,69 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
     })
 }
 
+/// Pure: a turn's plan around its start's (`decide_start`): the turn's
+/// marker and its watcher before the cage starts (from there on, however
+/// this process ends, the cage is stopped), then the start, then the
+/// model gateway and the cage's socket. A step that fails takes back the
+/// ones before it: the cage stopped, the watcher told, the marker removed.
+pub fn turn_steps<'a>(
+    start: Vec<super::plan::Step<'a>>,
+    record: &'a session::Record,
+    lock: &'a SessionLock,
+    pi: Option<&'a std::cell::RefCell<crate::pi_models::Plan>>,
+) -> Vec<super::plan::Step<'a>> {
+    use super::plan::Step;
+    let container = record
+        .cage
+        .as_ref()
+        .map(|c| c.container.clone())
+        .unwrap_or_default();
+    // A refusal is the start's alone: no turn is begun for it.
+    if start.iter().any(|s| matches!(s, Step::Refuse(_))) {
+        return start;
+    }
+    let mut steps = vec![
+        Step::TurnMarker {
+            session: record.name.clone(),
+        },
+        Step::Watcher {
+            session: record.name.clone(),
+            container,
+            lock,
+        },
+    ];
+    steps.extend(start);
+    steps.push(Step::Gateway { record, pi });
+    steps.push(Step::Socket(record));
+    steps
+}
+
+/// Open the turn's model gateway on its started cage (`pid`, its first
+/// process), and point pi's copy of models.json at it, in the file the
+/// cage has mounted.
+pub fn open_gateway(
+    ctx: &Context,
+    host: &Host,
+    record: &session::Record,
+    pid: i64,
+    pi: Option<&std::cell::RefCell<crate::pi_models::Plan>>,
+) -> Result<crate::gateway::Gateway> {
+    let cage = cage_of(record)?;
+    let routes = pi
+        .map(|p| std::mem::take(&mut p.borrow_mut().routes))
+        .unwrap_or_default();
+    let opened = super::turn_servers::open_gateway(ctx, host, record, pid, routes).and_then(|g| {
+        if let Some(p) = pi {
+            crate::pi_models::write_in_place(
+                &ctx.store.settings_copy_dir(&cage.container),
+                &p.borrow().copy_text(&g.base_url()),
+            )?;
+        }
+        Ok(g)
+    });
+    opened.map_err(stopped_again)
+}
+
 /// The shrooms-agent program as the cage sees it. A cage made with the
 /// state folder's `tools/` gets this program put there (`crate::tools`),
 /// wherever it has moved since; one made before, the program at its path
@@ -370,7 +404,7 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
 /// stopped: the error as it was (its kind gives the exit code and the HTTP
 /// status: a busy session stays busy, a bad models.json bad input), with
 /// what was done after it.
-fn stopped_again(e: Error) -> Error {
+pub fn stopped_again(e: Error) -> Error {
     e.then("the cage was stopped again")
 }
 
@@ -584,7 +618,7 @@ pub fn reap_dead_turn(ctx: &Context, record: &session::Record) {
 /// Start the turn's watcher: this program again, as the hidden `cage
 /// watch-turn`, given the session's lock. Its output goes to `turn.log` in
 /// the cage's folder of the state (outside every mount), where there is one.
-fn start_watcher(
+pub fn start_watcher(
     ctx: &Context,
     podman: &Podman,
     session: &str,

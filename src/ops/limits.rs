@@ -14,11 +14,12 @@
 
 use serde::Serialize;
 
+use super::plan::Step;
 use super::{Context, cage_of};
 use crate::error::{Error, Face, Kind, Result, Subject};
-use crate::host::{LimitsSupport, PASTA_SINCE};
+use crate::host::{Host, LimitsSupport, PASTA_SINCE};
 use crate::podman::argv;
-use crate::session::HistoryEntry;
+use crate::session::{CageRecord, HistoryEntry, Record};
 use crate::settings::{Limits, LimitsAsked};
 
 #[derive(Debug, Clone, Default)]
@@ -216,12 +217,112 @@ pub fn new_limits(
     Ok(before.with(&req.asked))
 }
 
+/// `cage limits`: under the session's lock, so that a change cannot race
+/// a start (which loads the rules and limits of the record it read): a
+/// start under way (its lock says `start`: `cage start`, or a turn's) is
+/// waited for. A live turn holds the session for as long as it runs; once
+/// its cage is started (its lock says `turn` or `exec`, `Store::busy`),
+/// its limits, budget and rules are changed beside it.
 pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
     if let Some(by) = &req.by {
         crate::session::validate_who(by)?;
     }
-    let record = ctx.store.load(&req.name)?;
-    let cage = cage_of(&record)?.clone();
+    let (lock, record) = lock_or_beside_a_turn(ctx, &req.name)?;
+    if let Some(lock) = &lock {
+        lock.note("limits");
+    }
+    let facts = limits_facts(ctx, req, &record)?;
+    let (steps, changed) = decide(&facts, req)?;
+    let host = facts.host.as_ref().ok().copied();
+    super::plan::execute(ctx, host, steps)?;
+    Ok(changed)
+}
+
+/// How long `cage limits` waits for a start: its `podman start`, the
+/// rules, the egress log's listener.
+const START_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The session's lock and record; or, when a turn past its start holds
+/// the lock, its record alone (None).
+fn lock_or_beside_a_turn(
+    ctx: &Context,
+    name: &str,
+) -> Result<(Option<crate::session::SessionLock>, Record)> {
+    let until = std::time::Instant::now() + START_WAIT;
+    loop {
+        let e = match super::plan::lock_and_load(ctx, name) {
+            Ok((lock, record)) => return Ok((Some(lock), record)),
+            Err(e) if e.kind == Kind::Busy => e,
+            Err(e) => return Err(e),
+        };
+        let holder = ctx.store.busy(name).ok().flatten().map(|b| b.what);
+        match holder.as_deref() {
+            Some("turn" | "exec") => return Ok((None, ctx.store.load(name)?)),
+            Some("start") if std::time::Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_millis(100))
+            }
+            _ => return Err(e),
+        }
+    }
+}
+
+/// What `cage limits` decides on, read before anything changes.
+pub struct LimitsFacts<'a> {
+    pub record: &'a Record,
+    /// The host's facts, or why there are none (no podman).
+    pub host: Result<&'a Host>,
+    /// Whether the cage runs; None where podman was not asked (a change
+    /// of the token budget alone) or is not there.
+    pub running: Option<bool>,
+    /// Whether the new network policy can be enforced here.
+    pub enforceable: Result<()>,
+    pub defaults: Limits,
+    pub who: String,
+    pub when: u64,
+}
+
+/// Read the facts (no refusal: a check that does not pass is kept).
+pub fn limits_facts<'a>(
+    ctx: &'a Context,
+    req: &LimitsRequest,
+    record: &'a Record,
+) -> Result<LimitsFacts<'a>> {
+    let cage = cage_of(record)?;
+    let host = ctx.host_for_session();
+    let asks_podman = req.reset || !req.asked.is_empty() || req.net.is_some();
+    let running = match &host {
+        Ok(h) if asks_podman => Some(
+            h.podman
+                .container(&cage.container)?
+                .is_some_and(|s| s.running),
+        ),
+        _ => None,
+    };
+    Ok(LimitsFacts {
+        record,
+        host,
+        running,
+        enforceable: match &req.net {
+            Some(net) => {
+                crate::netpolicy::check_enforceable(net, ctx.settings.hosts_file.as_deref())
+            }
+            None => Ok(()),
+        },
+        defaults: ctx.settings.limits.clone(),
+        who: req.by.clone().unwrap_or_else(|| ctx.settings.user.clone()),
+        when: super::create::now(),
+    })
+}
+
+/// Pure: the refusal, or the plan and what it will have done: `podman
+/// update` where it applies now, the record, the running cage's rules
+/// again for a new policy, the history.
+pub fn decide<'a>(
+    f: &LimitsFacts<'a>,
+    req: &LimitsRequest,
+) -> Result<(Vec<Step<'a>>, LimitsChanged)> {
+    let record = f.record;
+    let cage = cage_of(record)?;
     let tokens_before = record.tokens.budget;
     // The machine's budget, like its other limits, is none.
     let tokens_after = if req.reset {
@@ -231,89 +332,129 @@ pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
     };
     let podman_limits = req.reset || !req.asked.is_empty();
     if let Some(net) = &req.net {
-        if cage.sealed.is_some() && *net != crate::netpolicy::NetPolicy::Internet {
-            return Err(Error::worded(Kind::BadInput, |f| {
-                format!(
-                    "{} {net}: session {} is sealed, and a sealed cage has its own rules (the \
-                     internet and nothing local); leave out {}",
-                    f.field("net"),
-                    record.name,
-                    f.field("net")
-                )
-            })
-            .about(Subject::Field("net")));
-        }
-        crate::netpolicy::check_enforceable(net, ctx.settings.hosts_file.as_deref())?;
+        net_refusal(net, record, cage)?;
+        f.enforceable.clone()?;
     }
+    let mut steps = Vec::new();
     let (after, applied, enforced) = if podman_limits {
-        let (after, applied) = podman_limits_now(ctx, req, &cage)?;
-        (
-            after,
-            applied,
-            Some(super::show::enforces_limits(ctx.host()?)),
-        )
+        let host = f.host.clone()?;
+        let running = f.running == Some(true);
+        let (after, applied, update) = podman_limits_now(host, &f.defaults, req, cage, running)?;
+        steps.extend(update);
+        (after, applied, Some(super::show::enforces_limits(host)))
     } else if req.tokens.is_some() {
         // The gateway reads the budget at every model request, on any
         // machine; whether podman enforces the other limits is said where
         // it can be asked.
-        let enforced = ctx.host().ok().map(super::show::enforces_limits);
+        let enforced = f
+            .host
+            .as_ref()
+            .ok()
+            .map(|h| super::show::enforces_limits(h));
         (cage.limits.clone(), "now", enforced)
     } else if req.net.is_some() {
+        f.host.clone()?;
         (cage.limits.clone(), "unchanged", None)
     } else {
         return Err(nothing_asked());
     };
+    steps.push(Step::SetLimits {
+        session: record.name.clone(),
+        limits: podman_limits.then(|| (after.clone(), !req.reset)),
+        net: req.net.clone(),
+        tokens: tokens_after,
+    });
+    // The new rules go into the running cage now.
+    let net_applied = req.net.as_ref().map(|net| {
+        if f.running != Some(true) {
+            return "at its next start".to_string();
+        }
+        let mut new = cage.clone();
+        new.net = net.clone();
+        steps.push(Step::NewRules {
+            session: record.name.clone(),
+            cage: Box::new(new),
+        });
+        "now".to_string()
+    });
+    let net_after = req.net.clone().unwrap_or_else(|| cage.net.clone());
+    let what = history_words(req, cage, &after, &net_after, tokens_before, tokens_after);
+    steps.push(Step::History {
+        session: record.name.clone(),
+        entry: HistoryEntry {
+            when: f.when,
+            who: f.who.clone(),
+            what,
+        },
+    });
+    let changed = LimitsChanged {
+        session: record.name.clone(),
+        before: cage.limits.clone(),
+        after,
+        applied: applied.into(),
+        tokens_before,
+        tokens_after,
+        enforced,
+        warnings: spent_warning(record, req.tokens.and(tokens_after)),
+        net_before: cage.net.to_string(),
+        net_after: net_after.to_string(),
+        net_applied,
+    };
+    Ok((steps, changed))
+}
+
+/// Pure: a sealed cage has its own rules: no policy but `internet`.
+fn net_refusal(
+    net: &crate::netpolicy::NetPolicy,
+    record: &Record,
+    cage: &CageRecord,
+) -> Result<()> {
+    if cage.sealed.is_some() && *net != crate::netpolicy::NetPolicy::Internet {
+        return Err(Error::worded(Kind::BadInput, |f| {
+            format!(
+                "{} {net}: session {} is sealed, and a sealed cage has its own rules (the \
+                 internet and nothing local); leave out {}",
+                f.field("net"),
+                record.name,
+                f.field("net")
+            )
+        })
+        .about(Subject::Field("net")));
+    }
+    Ok(())
+}
+
+/// Pure: what a new budget (`budget`, None when none was given) already
+/// spent says.
+fn spent_warning(record: &Record, budget: Option<u64>) -> Vec<String> {
     let spent = record.tokens.used.total();
-    let warnings = match tokens_after {
-        Some(b) if req.tokens.is_some() && spent >= b => vec![format!(
+    match budget {
+        Some(b) if spent >= b => vec![format!(
             "session {} has already spent {spent} tokens, at or past this budget of {b}: its \
              next model request will be refused; raise it with `shrooms-agent cage limits {} \
              --tokens N`, or remove it with --tokens none",
             record.name, record.name
         )],
         _ => Vec::new(),
-    };
-    let before = cage.limits.clone();
-    let container = cage.container.clone();
-    let kept = after.clone();
-    let reset = req.reset;
-    let net_before = cage.net.clone();
-    let net_after = req.net.clone().unwrap_or_else(|| net_before.clone());
-    let new_net = req.net.clone();
-    ctx.store.update(&req.name, move |r| {
-        match r.cage.as_mut() {
-            Some(c) if c.container == container => {
-                if podman_limits {
-                    c.limits = kept;
-                    c.own_limits = !reset;
-                }
-                if let Some(n) = new_net {
-                    c.net = n;
-                }
-            }
-            _ => {
-                return Err(Error::busy(format!(
-                    "session {} was moved meanwhile; set its limits again",
-                    r.name
-                )));
-            }
-        }
-        r.tokens.budget = tokens_after;
-        Ok(())
-    })?;
-    // The new rules go into the running cage now (its record says the
-    // new policy already, so a start meanwhile loads them too).
-    let net_applied = match &req.net {
-        Some(_) => Some(apply_net(ctx, &record.name)?),
-        None => None,
-    };
+    }
+}
+
+/// Pure: the history's line of a change.
+fn history_words(
+    req: &LimitsRequest,
+    cage: &CageRecord,
+    after: &Limits,
+    net_after: &crate::netpolicy::NetPolicy,
+    tokens_before: Option<u64>,
+    tokens_after: Option<u64>,
+) -> String {
     let shown = |b: Option<u64>| b.map_or("none".to_string(), |n| n.to_string());
     let mut parts = Vec::new();
     if req.net.is_some() {
-        parts.push(format!("net {net_before} -> {net_after}"));
+        parts.push(format!("net {} -> {net_after}", cage.net));
     }
-    if podman_limits {
-        parts.extend(changed_limits(&before, &after));
+    if req.reset || !req.asked.is_empty() {
+        parts.extend(changed_limits(&cage.limits, after));
     }
     if req.tokens.is_some() || tokens_before != tokens_after {
         parts.push(format!(
@@ -322,49 +463,31 @@ pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
             shown(tokens_after)
         ));
     }
-    ctx.store.append_history(
-        &req.name,
-        &HistoryEntry {
-            when: super::create::now(),
-            who: req.by.clone().unwrap_or_else(|| ctx.settings.user.clone()),
-            what: format!("limits: {}", parts.join(", ")),
-        },
-    )?;
-    Ok(LimitsChanged {
-        session: record.name,
-        before,
-        after,
-        applied: applied.into(),
-        tokens_before,
-        tokens_after,
-        enforced,
-        warnings,
-        net_before: net_before.to_string(),
-        net_after: net_after.to_string(),
-        net_applied,
-    })
+    format!("limits: {}", parts.join(", "))
 }
 
-/// Load a session's rules again into its running cage, from its record as
-/// it is now: "now", or "at its next start" when it is not running. A
-/// failure stops the cage: it never runs with rules other than its record's.
-fn apply_net(ctx: &Context, name: &str) -> Result<String> {
-    let record = ctx.store.load(name)?;
-    let cage = cage_of(&record)?;
-    let host = ctx.host_for_session()?;
+/// Load a session's new rules into its running cage (`Step::NewRules`).
+/// A failure stops the cage: it never runs with rules other than its
+/// record's, which the executor then puts back as they were.
+pub fn load_new_rules(ctx: &Context, host: &Host, session: &str, cage: &CageRecord) -> Result<()> {
     let inspected = match host.podman.inspect(&cage.container)? {
         Some(c) if c.state.running => c,
-        _ => return Ok("at its next start".into()),
+        // Stopped meanwhile: its next start loads the record's.
+        _ => return Ok(()),
     };
-    if let Err(e) = super::load_rules(ctx, host, name, cage, &inspected) {
-        let _ = host.podman.stop(&cage.container);
-        return Err(e.context(format!(
-            "setting the new network rules in {} failed, so it was stopped; its next start \
-             loads them",
-            cage.container
-        )));
-    }
-    Ok("now".into())
+    super::load_rules(ctx, host, session, cage, &inspected).map_err(|e| {
+        let stopped = host.podman.stop(&cage.container).is_ok();
+        e.context(format!(
+            "setting the new network rules in {} failed, so {}; the session keeps its \
+             policy as it was",
+            cage.container,
+            if stopped {
+                "it was stopped"
+            } else {
+                "stopping it was tried, and failed too"
+            }
+        ))
+    })
 }
 
 /// The history's words for the limits that changed, `memory 1g -> 2g`;
@@ -392,15 +515,16 @@ fn changed_limits(before: &Limits, after: &Limits) -> Vec<String> {
     parts
 }
 
-/// Memory, CPUs and processes: the new ones, put on the cage as podman
-/// can, and when they apply.
+/// Pure: memory, CPUs and processes: the new ones, the `podman update`
+/// that puts them on the cage where podman can now, and when they apply.
 fn podman_limits_now(
-    ctx: &Context,
+    host: &Host,
+    defaults: &Limits,
     req: &LimitsRequest,
-    cage: &crate::session::CageRecord,
-) -> Result<(Limits, &'static str)> {
-    let host = ctx.host_for_session()?;
-    let after = new_limits(&cage.limits, &ctx.settings.limits, req, host.cpus)?;
+    cage: &CageRecord,
+    running: bool,
+) -> Result<(Limits, &'static str, Option<Step<'static>>)> {
+    let after = new_limits(&cage.limits, defaults, req, host.cpus)?;
     // Where podman ignores limits (rootless on cgroups v1), `podman update`
     // fails ("runc update" has no cgroup to write), at once on a running
     // cage and at every later start of a stopped one: refused before
@@ -424,29 +548,27 @@ fn podman_limits_now(
         })
         .about(Subject::Field("pids")));
     }
-    let running = host
-        .podman
-        .container(&cage.container)?
-        .is_some_and(|s| s.running);
+    let update = |pids: bool| {
+        Some(Step::UpdateLimits {
+            argv: argv::update(&cage.container, &after, pids),
+            back: argv::update(&cage.container, &cage.limits, pids),
+        })
+    };
     // `--reset` where podman does not enforce limits: the record is put
     // back now; nothing is enforced (the face says so).
-    let applied = if !enforced {
-        "now"
+    let (applied, update) = if !enforced {
+        ("now", None)
     } else if host.update_persists() {
-        host.podman
-            .update(&argv::update(&cage.container, &after, true))?;
-        "now and at every start"
+        ("now and at every start", update(true))
     } else if running {
-        host.podman.update(&argv::update(
-            &cage.container,
-            &after,
-            host.update_has_pids(),
-        ))?;
-        "now, and again at every start"
+        (
+            "now, and again at every start",
+            update(host.update_has_pids()),
+        )
     } else {
-        "at its next start"
+        ("at its next start", None)
     };
-    Ok((after, applied))
+    Ok((after, applied, update))
 }
 
 /// Why podman cannot change a cage's limits on this machine.

@@ -208,98 +208,152 @@ pub fn gone_message(container: &str, session: &str) -> String {
 /// made before that (its first process `sleep` from the image, which the
 /// cage could replace) is not started, and a running one is stopped.
 ///
-/// The podman calls are the job's: `podman start` (which leaves a running
-/// container as it is, podman-start(1)), then one `podman inspect` for
-/// what the rules need (the first process, its namespace, the init it was
-/// made with), then the rules. How the container was made is the record's
-/// (its create argv), so an old cage is refused without asking podman; the
-/// inspect after the start checks it once more, for a container replaced
-/// behind the tool's back. Returns the first process's PID, for the
-/// model gateway's listener (`gateway::open`), so that it need not ask.
+/// The facts first ([`start_facts`]), then the decision ([`decide_start`]),
+/// then the plan, run by `plan::execute`. Returns the first process's PID,
+/// for the model gateway's listener (`gateway::open`), so that it need not
+/// ask.
 pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<i64> {
+    let facts = start_facts(ctx, record)?;
+    let steps = decide_start(&facts, host)?;
+    let ran = plan::execute(ctx, Some(host), steps)?;
+    ran.pid
+        .ok_or_else(|| Error::failed("the cage's rules were not loaded"))
+}
+
+/// What a start decides on, read before anything is done; a check that
+/// does not pass is kept as its refusal, for the decision to give.
+pub struct StartFacts<'a> {
+    pub record: &'a Record,
+    pub cage: &'a CageRecord,
+    /// Made with the machine's init as its first process (its create argv).
+    pub with_init: bool,
+    /// What a cage of an earlier shrooms-agent mounts that it must not.
+    pub mounts_wrong: Option<String>,
+    pub dir_there: bool,
+    /// This program, for a cage that mounts `tools/`.
+    pub tools: Option<PathBuf>,
+    /// The mount sources and the private home, as they lead now.
+    pub sources: Result<()>,
+    pub home: Result<()>,
+}
+
+/// Read what a start decides on (no refusal but a record without a cage).
+pub fn start_facts<'a>(ctx: &Context, record: &'a Record) -> Result<StartFacts<'a>> {
     let cage = cage_of(record)?;
-    let old = || {
+    Ok(StartFacts {
+        record,
+        cage,
+        with_init: made_with_init(&cage.container, &cage.create_argv),
+        mounts_wrong: mounts_what_it_must_not(
+            record.harness,
+            &cage.harness_dir,
+            &ctx.store.uploads_dir(),
+            &cage.create_argv,
+        ),
+        dir_there: record.dir.is_dir(),
+        tools: ctx
+            .self_paths
+            .first()
+            .filter(|_| mounts_tools(ctx, &cage.create_argv))
+            .cloned(),
+        sources: check_mount_sources(&cage.mount_sources, &record.name),
+        home: home::check(&ctx.store.private_home(&cage.container), cage, &record.name),
+    })
+}
+
+/// Pure: a start's refusal, or its plan. A cage of an earlier
+/// shrooms-agent is stopped (it may run, started behind the tool's back),
+/// then refused. Otherwise: the intent (from `podman start` until the
+/// rules are in, a crash leaves a cage without them: the next command
+/// stops it), the settings copies, this program in `tools/`, the folder
+/// untrusted for as long as it is sealed (whatever was forgotten
+/// meanwhile), then [`start_steps`].
+pub fn decide_start<'a>(f: &StartFacts<'a>, host: &Host) -> Result<Vec<plan::Step<'a>>> {
+    let (record, cage) = (f.record, f.cage);
+    let name = &record.name;
+    let old = {
         let sealed = if cage.sealed.is_some() {
             " --sealed"
         } else {
             ""
         };
         Error::failed(format!(
-            "session {}'s cage was not started: {}. `shrooms-agent cage move {}{sealed}` (with \
-             the options it had: `cage show` lists them) makes its cage again, with the \
+            "session {name}'s cage was not started: {}. `shrooms-agent cage move {name}{sealed}` \
+             (with the options it had: `cage show` lists them) makes its cage again, with the \
              project and conversations as they are; what was installed in the old container \
              goes with it",
-            record.name,
             crate::netns::old_cage(&cage.container),
-            record.name
         ))
     };
-    let gone = || Error::failed(gone_message(&cage.container, &record.name));
-    if !made_with_init(&cage.container, &cage.create_argv) {
-        // It may run (started behind the tool's back): stopped, whatever
-        // its state, as it is refused anyway.
-        let _ = host.podman.stop(&cage.container);
-        return Err(old());
+    let refused = |error| {
+        Ok(vec![
+            plan::Step::Stop {
+                container: cage.container.clone(),
+                best_effort: true,
+            },
+            plan::Step::Refuse(error),
+        ])
+    };
+    if !f.with_init {
+        return refused(old);
     }
-    if let Some(what) = mounts_what_it_must_not(
-        record.harness,
-        &cage.harness_dir,
-        &ctx.store.uploads_dir(),
-        &cage.create_argv,
-    ) {
-        let _ = host.podman.stop(&cage.container);
-        return Err(Error::failed(format!(
-            "session {}'s cage was not started: it was made by an earlier shrooms-agent and \
-             mounts {what}. `shrooms-agent cage move {}` (with the options it had: `cage show` \
-             lists them) makes its cage again without it",
-            record.name, record.name
+    if let Some(what) = &f.mounts_wrong {
+        return refused(Error::failed(format!(
+            "session {name}'s cage was not started: it was made by an earlier shrooms-agent and \
+             mounts {what}. `shrooms-agent cage move {name}` (with the options it had: `cage \
+             show` lists them) makes its cage again without it"
         )));
     }
-    // The copies of the user's settings files, made again before each
-    // start: runc mounts the file there at start, so the cage sees today's
-    // settings, filtered by today's allow-list. (Written when the cage
-    // runs already too: what it mounted stays as it was.)
-    // pi's models.json copy: the turn writes it once its gateway listens;
-    // until then, none of the machine's providers. Written in place, never
-    // renamed: a running cage has this very file mounted.
+    if !f.dir_there {
+        return Err(Error::failed(missing_folder_message(name, &record.dir)));
+    }
+    f.sources.clone()?;
+    f.home.clone()?;
+    let mut steps = vec![plan::Step::Intent {
+        session: name.clone(),
+        intent: crate::session::Intent::Start {
+            container: cage.container.clone(),
+        },
+    }];
     if cage.sealed.is_none() {
-        let dir = ctx.store.settings_copy_dir(&cage.container);
-        if record.harness == crate::harness::Harness::Pi {
-            crate::session::make_private_dir(&dir)?;
-            crate::pi_models::write_in_place(&dir, "{}\n")?;
-        }
-        let (harness, chosen, options) = (record.harness, ctx.settings.chosen(), &cage.options);
-        crate::cage_files::write_settings_copies(harness, &cage.harness_dir, &dir, &|n, v| {
-            crate::spec::admit(n, v, harness, chosen, options).passed()
-        })?;
+        steps.push(plan::Step::SettingsCopies(record));
     }
-    if !record.dir.is_dir() {
-        return Err(Error::failed(missing_folder_message(
-            &record.name,
-            &record.dir,
-        )));
+    if let Some(exe) = &f.tools {
+        steps.push(plan::Step::Tools(exe.clone()));
     }
-    // The folder of the program the cage runs as its tools is one of its
-    // mount sources: made again, with this program in it, if it was removed.
-    if let Some(exe) = ctx.self_paths.first()
-        && mounts_tools(ctx, &cage.create_argv)
-    {
-        crate::tools::provide(&ctx.store.tools_dir(), exe)?;
-    }
-    check_mount_sources(&cage.mount_sources, &record.name)?;
-    home::check(&ctx.store.private_home(&cage.container), cage, &record.name)?;
-    // Its folder is untrusted for as long as it is sealed, whatever
-    // was forgotten meanwhile.
     if cage.sealed.is_some() {
-        sealed::remember_untrusted(&ctx.store, &record.dir, &record.name)?;
+        steps.push(plan::Step::Untrusted {
+            dir: record.dir.clone(),
+            session: name.clone(),
+            remember: true,
+        });
     }
-    let ran = plan::execute(
-        ctx,
-        Some(host),
-        start_steps(host, &record.name, cage, gone(), old()),
-    )?;
-    ran.pid
-        .ok_or_else(|| Error::failed("the cage's rules were not loaded"))
+    let gone = Error::failed(gone_message(&cage.container, name));
+    steps.extend(start_steps(host, name, cage, gone, old));
+    steps.push(plan::Step::Done {
+        session: name.clone(),
+    });
+    Ok(steps)
+}
+
+/// The copies of the user's settings files, made again before each
+/// start: runc mounts the file there at start, so the cage sees today's
+/// settings, filtered by today's allow-list. (Written when the cage runs
+/// already too: what it mounted stays as it was.) pi's models.json copy:
+/// the turn writes it once its gateway listens; until then, none of the
+/// machine's providers. Written in place, never renamed: a running cage
+/// has this very file mounted.
+pub fn write_settings_copies(ctx: &Context, record: &Record) -> Result<()> {
+    let cage = cage_of(record)?;
+    let dir = ctx.store.settings_copy_dir(&cage.container);
+    if record.harness == crate::harness::Harness::Pi {
+        crate::session::make_private_dir(&dir)?;
+        crate::pi_models::write_in_place(&dir, "{}\n")?;
+    }
+    let (harness, chosen, options) = (record.harness, ctx.settings.chosen(), &cage.options);
+    crate::cage_files::write_settings_copies(harness, &cage.harness_dir, &dir, &|n, v| {
+        crate::spec::admit(n, v, harness, chosen, options).passed()
+    })
 }
 
 /// Pure: the steps of a start (after its checks): `podman start` (which

@@ -91,6 +91,65 @@ pub enum Step<'a> {
     /// The operation is done: its intent removed. A failure is harmless
     /// (the next command finds the work done) and only warned of.
     Done { session: String },
+    /// `podman stop`. Cannot be taken back. With `best_effort`, a failure
+    /// is ignored (a cage refused anyway, stopped whatever its state).
+    Stop {
+        container: String,
+        best_effort: bool,
+    },
+    /// The operation refuses, after what came before it (a cage of an
+    /// earlier shrooms-agent, stopped first): always fails with this error.
+    Refuse(Error),
+    /// The copies of the user's settings files a cage mounts, written
+    /// again before a start, filtered by today's allow-list; pi's
+    /// models.json copy with none of the machine's providers until the
+    /// turn's gateway listens (not taken back: the next start writes them
+    /// again).
+    SettingsCopies(&'a Record),
+    /// This program put in the state folder's `tools/`, which the cage
+    /// mounts (not taken back: any cage may use it).
+    Tools(PathBuf),
+    /// A turn's marker (`Store::turn_marker`), made before its cage starts
+    /// (taken back: removed, unless the cage could not be stopped).
+    TurnMarker { session: String },
+    /// A turn's watcher, which stops the cage if this process dies; kept
+    /// in `Ran::watcher` (taken back: told whether the cage was stopped,
+    /// and waited for).
+    Watcher {
+        session: String,
+        container: String,
+        lock: &'a session::SessionLock,
+    },
+    /// A turn's model gateway, pi's copy of models.json pointed at it;
+    /// kept in `Ran::gateway` (taken back: closed).
+    Gateway {
+        record: &'a Record,
+        pi: Option<&'a std::cell::RefCell<crate::pi_models::Plan>>,
+    },
+    /// A turn's cage socket; kept in `Ran::socket` (taken back: closed).
+    Socket(&'a Record),
+    /// `podman update` of a cage's limits by `cage limits` (taken back:
+    /// `podman update` with `back`, the limits it had).
+    UpdateLimits {
+        argv: Vec<String>,
+        back: Vec<String>,
+    },
+    /// The record's limits, network policy and token budget, as `cage
+    /// limits` sets them (taken back: as they were).
+    SetLimits {
+        session: String,
+        /// The new limits and whether they are the session's own.
+        limits: Option<(crate::settings::Limits, bool)>,
+        net: Option<crate::netpolicy::NetPolicy>,
+        tokens: Option<u64>,
+    },
+    /// The running cage's rules loaded again from its record as it will
+    /// be (`cage limits --net`). A failure stops the cage: it never runs
+    /// with rules other than its record's.
+    NewRules {
+        session: String,
+        cage: Box<session::CageRecord>,
+    },
 }
 
 #[cfg(test)]
@@ -123,6 +182,25 @@ impl Step<'_> {
             Step::Update { container, .. } => format!("update {container}"),
             Step::Rules { cage, .. } => format!("rules {}", cage.container),
             Step::Done { .. } => "done".to_string(),
+            Step::Stop {
+                container,
+                best_effort,
+            } => format!(
+                "stop {container}{}",
+                if *best_effort { " (best effort)" } else { "" }
+            ),
+            Step::Refuse(e) => format!("refuse: {}", e.message),
+            Step::SettingsCopies(r) => format!("settings copies {}", r.name),
+            Step::Tools(_) => "tools".to_string(),
+            Step::TurnMarker { .. } => "turn marker".to_string(),
+            Step::Watcher { .. } => "watcher".to_string(),
+            Step::Gateway { .. } => "gateway".to_string(),
+            Step::Socket(_) => "socket".to_string(),
+            Step::UpdateLimits { argv, .. } => {
+                format!("update limits {}", argv.last().map_or("", String::as_str))
+            }
+            Step::SetLimits { session, .. } => format!("set limits {session}"),
+            Step::NewRules { cage, .. } => format!("new rules {}", cage.container),
         }
     }
 }
@@ -134,6 +212,7 @@ fn intent_words(intent: &Intent) -> String {
         Intent::Create { container } => format!("create {container}"),
         Intent::Move { from, to } => format!("move {} -> {}", or_none(from), or_none(to)),
         Intent::Remove { container } => format!("remove {}", or_none(container)),
+        Intent::Start { container } => format!("start {container}"),
     }
 }
 
@@ -145,16 +224,34 @@ enum Undo {
     Container(String),
     Record(String),
     Restore(Box<Record>),
+    /// The turn's marker, removed unless the cage was left running.
+    Marker(PathBuf),
+    /// `Ran::watcher`, told whether the cage was stopped.
+    Watcher,
+    /// `Ran::gateway`, closed.
+    Gateway,
+    /// `Ran::socket`, closed.
+    Socket,
+    /// `podman update` with the limits the cage had.
+    Limits(Vec<String>),
 }
 
 /// What a plan run said besides success: warnings for the user.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Ran {
     pub warnings: Vec<String>,
     /// The started cage's first process (`Step::Rules`).
     pub pid: Option<i64>,
     /// A step left work for the next command: the intent is kept.
     keep_intent: bool,
+    /// A turn's watcher, gateway and socket (`Step::Watcher`, `Gateway`,
+    /// `Socket`), for the turn to hold.
+    pub watcher: Option<crate::process::Watcher>,
+    pub gateway: Option<crate::gateway::Gateway>,
+    pub socket: Option<crate::cage_socket::Socket>,
+    /// Taking back a start could not stop the cage: what needs it stopped
+    /// is left to the watcher (its marker kept).
+    left_running: bool,
 }
 
 /// Run a plan's steps in order; when one fails, take back the ones before
@@ -169,7 +266,7 @@ pub fn execute(ctx: &Context, host: Option<&Host>, steps: Vec<Step>) -> Result<R
             Ok(None) => {}
             Err(e) => {
                 for u in undo.iter().rev() {
-                    take_back(ctx, host, u);
+                    take_back(ctx, host, u, &mut ran);
                 }
                 return Err(e);
             }
@@ -216,7 +313,7 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
             // harmless.
             let podman = &podman(host)?.podman;
             if let Err(e) = podman.create(argv) {
-                take_back(ctx, host, &Undo::Container(name.clone()));
+                take_back(ctx, host, &Undo::Container(name.clone()), ran);
                 // An image removed since its inspect was kept is told by
                 // podman's exit status (`image exists`), never by its words.
                 return Err(match podman.image_exists(image) {
@@ -350,6 +447,83 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
             }
             None
         }
+        Step::Stop {
+            container,
+            best_effort,
+        } => {
+            let stopped = podman(host).and_then(|h| h.podman.stop(container));
+            if !best_effort {
+                stopped?;
+            }
+            None
+        }
+        Step::Refuse(e) => return Err(e.clone()),
+        Step::SettingsCopies(record) => {
+            super::write_settings_copies(ctx, record)?;
+            None
+        }
+        Step::Tools(exe) => {
+            crate::tools::provide(&ctx.store.tools_dir(), exe)?;
+            None
+        }
+        Step::TurnMarker { session } => {
+            let marker = ctx.store.turn_marker(session);
+            session::write_atomic(&marker, b"", 0o600)?;
+            Some(Undo::Marker(marker))
+        }
+        Step::Watcher {
+            session,
+            container,
+            lock,
+        } => {
+            let podman = &podman(host)?.podman;
+            ran.watcher = Some(super::exec::start_watcher(
+                ctx, podman, session, container, lock,
+            )?);
+            Some(Undo::Watcher)
+        }
+        Step::Gateway { record, pi } => {
+            let pid = ran.pid.unwrap_or(0);
+            let gateway = super::exec::open_gateway(ctx, podman(host)?, record, pid, *pi)?;
+            ran.gateway = Some(gateway);
+            Some(Undo::Gateway)
+        }
+        Step::Socket(record) => {
+            let socket = super::turn_servers::open_socket(ctx, record)
+                .map_err(super::exec::stopped_again)?;
+            ran.socket = Some(socket);
+            Some(Undo::Socket)
+        }
+        Step::UpdateLimits { argv, back } => {
+            podman(host)?.podman.update(argv)?;
+            Some(Undo::Limits(back.clone()))
+        }
+        Step::SetLimits {
+            session,
+            limits,
+            net,
+            tokens,
+        } => {
+            let before = ctx.store.update(session, |r| {
+                let before = r.clone();
+                if let Some(c) = r.cage.as_mut() {
+                    if let Some((l, own)) = limits {
+                        c.limits = l.clone();
+                        c.own_limits = *own;
+                    }
+                    if let Some(n) = net {
+                        c.net = n.clone();
+                    }
+                }
+                r.tokens.budget = *tokens;
+                Ok(before)
+            })?;
+            Some(Undo::Restore(Box::new(before)))
+        }
+        Step::NewRules { session, cage } => {
+            super::limits::load_new_rules(ctx, podman(host)?, session, cage)?;
+            None
+        }
     })
 }
 
@@ -367,16 +541,15 @@ fn measure(cage: &mut session::CageRecord) -> Result<()> {
     Ok(())
 }
 
-fn take_back(ctx: &Context, host: Option<&Host>, undo: &Undo) {
+fn take_back(ctx: &Context, host: Option<&Host>, undo: &Undo, ran: &mut Ran) {
     match undo {
         Undo::Intent(session) => {
             let _ = ctx.store.remove_intent(session);
         }
         Undo::Files(made) => made.run(),
         Undo::Stop(container) => {
-            if let Some(h) = host {
-                let _ = h.podman.stop(container);
-            }
+            let stopped = host.is_some_and(|h| h.podman.stop(container).is_ok());
+            ran.left_running |= !stopped;
         }
         Undo::Container(name) => {
             if let Some(h) = host {
@@ -391,6 +564,23 @@ fn take_back(ctx: &Context, host: Option<&Host>, undo: &Undo) {
         }
         Undo::Restore(record) => {
             let _ = ctx.store.save(record);
+        }
+        Undo::Marker(path) => {
+            if !ran.left_running {
+                let _ = session::remove_file_if_there(path);
+            }
+        }
+        Undo::Watcher => {
+            if let Some(w) = ran.watcher.take() {
+                w.finish(!ran.left_running);
+            }
+        }
+        Undo::Gateway => ran.gateway = None,
+        Undo::Socket => ran.socket = None,
+        Undo::Limits(back) => {
+            if let Some(h) = host {
+                let _ = h.podman.update(back);
+            }
         }
     }
 }
@@ -459,6 +649,25 @@ pub fn repair(ctx: &Context, name: &str) -> Result<Option<String>> {
             ctx.store.remove(name)?;
             format!(
                 "an interrupted `cage rm` of session {name} was finished: the session is removed"
+            )
+        }
+        Intent::Start { container } => {
+            // Its rules may not be in: stopped, and started afresh by
+            // whatever starts it next.
+            let how = match ctx.host() {
+                Ok(host) => match host.podman.stop(container) {
+                    Ok(()) => "stopped",
+                    Err(_) if matches!(host.podman.container_exists(container), Ok(false)) => {
+                        "gone already"
+                    }
+                    Err(e) => return Err(e),
+                },
+                Err(e) if e.kind == Kind::NoPodman => "left (no podman here)",
+                Err(e) => return Err(e),
+            };
+            format!(
+                "an interrupted start of session {name}'s cage was taken back: its container \
+                 {container} {how}"
             )
         }
     };

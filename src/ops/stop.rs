@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use super::plan::Step;
 use super::{Context, cage_of};
 use crate::error::{Error, Kind, Result};
 use crate::session::Damaged;
@@ -88,19 +89,29 @@ pub fn stop(ctx: &Context, name: &str) -> Result<Stopped> {
     _lock.note("stop");
     let cage = cage_of(&record)?;
     let host = ctx.host_for_session()?;
+    // The one fact: does it run?
     let running = host
         .podman
         .container(&cage.container)?
-        .map(|s| s.running)
-        .unwrap_or(false);
-    if running {
-        host.podman.stop(&cage.container)?;
-    }
+        .is_some_and(|s| s.running);
+    super::plan::execute(ctx, Some(host), steps(&cage.container, running))?;
     Ok(Stopped {
         session: record.name.clone(),
         container: cage.container.clone(),
         was_running: running,
     })
+}
+
+/// Pure: the plan of a stop: `podman stop` of a cage that runs, nothing
+/// of one that does not.
+pub fn steps(container: &str, running: bool) -> Vec<Step<'static>> {
+    if !running {
+        return Vec::new();
+    }
+    vec![Step::Stop {
+        container: container.to_string(),
+        best_effort: false,
+    }]
 }
 
 #[cfg(test)]

@@ -465,22 +465,7 @@ fn every_failed_write_in_the_state_folder() {
     for case in CASES.iter().filter(|c| !matches!(c.name, "start" | "stop")) {
         let count = blocked_writes(&(case.world)("write-names")).len();
         for i in 0..count {
-            let w = (case.world)(&format!("write-{}-{i}", case.name));
-            let (what, path) = blocked_writes(&w).swap_remove(i);
-            std::fs::create_dir_all(path.join("in-the-way")).unwrap();
-            w.fake.clear();
-            let said = |s: &str| format!("{} with its {what} write failing: {s}", case.name);
-            let first = until_crash(|| (case.run)(&w)).expect("no crash was asked");
-            std::fs::remove_dir_all(&path).unwrap();
-            if let Err(why) = check(&w, case.before, None, true) {
-                bad.push(said(&format!("after it ({first:?}): {why}")));
-            }
-            if let Err(e) = case.next.unwrap_or(case.run)(&w) {
-                bad.push(said(&format!("the next command failed: {}", e.message)));
-            }
-            if let Err(why) = check(&w, case.before, None, false) {
-                bad.push(said(&format!("after the next command: {why}")));
-            }
+            bad.extend(failed_write(case, i));
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
@@ -591,7 +576,304 @@ fn every_write_in_the_state_folder_failed_and_crashed_after() {
     let bad: Vec<String> = CASES
         .iter()
         .chain(MORE_CASES)
+        .chain(EXEC_CASES)
         .flat_map(exhaust_writes)
         .collect();
     assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// One operation with its `i`th write (`blocked_writes`) failing; what
+/// went wrong.
+fn failed_write(case: &Case, i: usize) -> Vec<String> {
+    let mut bad = Vec::new();
+    let w = (case.world)(&format!("write-{}-{i}", case.name));
+    let (what, path) = blocked_writes(&w).swap_remove(i);
+    std::fs::create_dir_all(path.join("in-the-way")).unwrap();
+    w.fake.clear();
+    let said = |s: &str| format!("{} with its {what} write failing: {s}", case.name);
+    let first = until_crash(|| (case.run)(&w)).expect("no crash was asked");
+    std::fs::remove_dir_all(&path).unwrap();
+    if let Err(why) = check(&w, case.before, None, true) {
+        bad.push(said(&format!("after it ({first:?}): {why}")));
+    }
+    if let Err(e) = case.next.unwrap_or(case.run)(&w) {
+        bad.push(said(&format!("the next command failed: {}", e.message)));
+    }
+    if let Err(why) = check(&w, case.before, None, false) {
+        bad.push(said(&format!("after the next command: {why}")));
+    }
+    bad
+}
+
+/// A startable world whose record asks for other limits than its cage was
+/// made with: on podman 4.3 a start sets them again (`Step::Update`), as
+/// exec's preparation does.
+fn startable_with_own_limits(name: &str) -> World {
+    let w = startable_world(name);
+    let w = w.podman(|f| {
+        f.on(&["start", "--", C], Answer::ok())
+            .on(&["stop", "--", C], Answer::ok())
+            .on_prefix(&["update"], Answer::ok())
+            .on_prefix(&["inspect"], Answer::out(running_cage(C)))
+            .on_prefix(&["unshare", calls::NSENTER], Answer::ok())
+            .on_prefix(
+                &["unshare", calls::STAT],
+                Answer::out("4 4026532185\n4 4026532185\n65024 77\n65024 77\n"),
+            )
+    });
+    let mut record = w.ctx.store.load("web").unwrap();
+    record.cage.as_mut().unwrap().limits = crate::settings::Limits::of("1g", "2", 2048);
+    w.ctx.store.save(&record).unwrap();
+    w
+}
+
+/// `cage limits --net internet` of a running cage: its rules loaded again.
+fn limits_net(w: &World) -> crate::error::Result<()> {
+    super::super::limits::limits(
+        &w.ctx,
+        &super::super::limits::LimitsRequest {
+            name: "web".into(),
+            net: Some(crate::netpolicy::NetPolicy::Internet),
+            ..Default::default()
+        },
+    )
+    .map(drop)
+}
+
+const EXEC_CASES: &[Case] = &[
+    // The start of exec's preparation (`decide_start`, the same plan):
+    // the intent, `podman start`, `podman update`, the inspect and the
+    // rules, each failed and each crashed after.
+    Case {
+        name: "start-update",
+        world: startable_with_own_limits,
+        before: &[C],
+        run: start,
+        next: None,
+    },
+    Case {
+        name: "limits-net",
+        world: startable_world,
+        before: &[C],
+        run: limits_net,
+        next: None,
+    },
+];
+
+fn exec_case(name: &str) -> &'static Case {
+    EXEC_CASES.iter().find(|c| c.name == name).unwrap()
+}
+
+#[test]
+fn every_fault_of_a_start_that_sets_the_limits_again() {
+    let bad = exhaust(exec_case("start-update"));
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn every_fault_of_a_new_network_policy_on_a_running_cage() {
+    let bad = exhaust(exec_case("limits-net"));
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// A start's one write in the state folder, its intent, failing: nothing
+/// is started, and the next start works.
+#[test]
+fn a_start_whose_intent_cannot_be_written() {
+    let bad = failed_write(exec_case("start-update"), 0);
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// The plans of a start and of exec's preparation: the intent before
+/// `podman start`, the rules before it is done; the turn's marker and
+/// watcher before the start, its gateway and socket after.
+#[test]
+fn the_plans_of_start_and_exec() {
+    use super::super::{decide_start, start_facts};
+    let w = startable_with_own_limits("plan-start");
+    let host = w.ctx.host().unwrap();
+    let mut record = w.ctx.store.load("web").unwrap();
+    let start = |r: &crate::session::Record| {
+        decide_start(&start_facts(&w.ctx, r).unwrap(), host).map(|s| described(&s))
+    };
+    let started = [
+        format!("intent start {C}"),
+        "settings copies web".to_string(),
+        format!("start {C}"),
+        format!("update {C}"),
+        format!("rules {C}"),
+        "done".to_string(),
+    ];
+    assert_eq!(start(&record).unwrap(), started);
+    let lock = w.ctx.store.lock("web").unwrap();
+    let facts = start_facts(&w.ctx, &record).unwrap();
+    let turn =
+        super::super::exec::turn_steps(decide_start(&facts, host).unwrap(), &record, &lock, None);
+    let mut expected = vec!["turn marker".to_string(), "watcher".to_string()];
+    expected.extend(started.iter().cloned());
+    expected.extend(["gateway".to_string(), "socket".to_string()]);
+    assert_eq!(described(&turn), expected);
+    drop(turn);
+    drop(lock);
+    // Its own limits as made: no update. Sealed: no settings copies, the
+    // folder remembered untrusted.
+    let cage = record.cage.as_mut().unwrap();
+    cage.limits = crate::settings::Limits::of("4g", "2", 2048);
+    cage.sealed = Some(crate::session::SealedRecord {
+        token_file: "/t".into(),
+        outbox: "/o".into(),
+        rules: "sealed v2".into(),
+        seccomp_file: "/s".into(),
+        seccomp: "0".into(),
+        dns: Vec::new(),
+    });
+    assert_eq!(
+        start(&record).unwrap(),
+        [
+            format!("intent start {C}"),
+            "remember untrusted".to_string(),
+            format!("start {C}"),
+            format!("rules {C}"),
+            "done".to_string(),
+        ]
+    );
+    // A cage of an earlier shrooms-agent: stopped, then refused; the turn
+    // begins nothing for it.
+    let cage = record.cage.as_mut().unwrap();
+    cage.sealed = None;
+    cage.create_argv
+        .retain(|a| !a.contains("catatonit") && a != "--entrypoint");
+    let refused = start(&record).unwrap();
+    assert_eq!(refused[0], format!("stop {C} (best effort)"));
+    assert!(refused[1].starts_with("refuse: session web's cage was not started"));
+    let lock = w.ctx.store.lock("web").unwrap();
+    let facts = start_facts(&w.ctx, &record).unwrap();
+    let turn =
+        super::super::exec::turn_steps(decide_start(&facts, host).unwrap(), &record, &lock, None);
+    assert_eq!(described(&turn), refused);
+    drop(turn);
+    drop(lock);
+    // Its folder gone: refused, nothing to do.
+    std::fs::remove_dir_all(&w.project).unwrap();
+    let e = start(&w.ctx.store.load("web").unwrap()).unwrap_err();
+    assert!(e.message.contains("is not there"), "{}", e.message);
+    // Deciding asked podman nothing.
+    assert_eq!(w.fake.calls(), Vec::<Vec<String>>::new());
+}
+
+/// The plans of `cage limits`, decided from facts alone.
+#[test]
+fn the_plans_of_limits_and_stop() {
+    use super::super::limits::{LimitsFacts, LimitsRequest, decide};
+    let w = caged("plan-limits");
+    let record = w.ctx.store.load("web").unwrap();
+    let host = w.ctx.host().unwrap();
+    fn facts<'a>(
+        w: &World,
+        record: &'a crate::session::Record,
+        running: Option<bool>,
+        host: crate::error::Result<&'a Host>,
+    ) -> LimitsFacts<'a> {
+        LimitsFacts {
+            record,
+            host,
+            running,
+            enforceable: Ok(()),
+            defaults: w.ctx.settings.limits.clone(),
+            who: "me".into(),
+            when: 1,
+        }
+    }
+    let facts = |running, host| facts(&w, &record, running, host);
+    let memory = LimitsRequest {
+        name: "web".into(),
+        asked: crate::settings::LimitsAsked::parse(Some("1g"), None, None).unwrap(),
+        ..Default::default()
+    };
+    let plan = |f: &LimitsFacts, req: &LimitsRequest| {
+        decide(f, req).map(|(steps, changed)| (described(&steps), changed))
+    };
+    let (steps, changed) = plan(&facts(Some(true), Ok(host)), &memory).unwrap();
+    assert_eq!(
+        steps,
+        [
+            format!("update limits {C}"),
+            "set limits web".to_string(),
+            "history".to_string()
+        ]
+    );
+    assert_eq!(changed.applied, "now, and again at every start");
+    let (steps, changed) = plan(&facts(Some(false), Ok(host)), &memory).unwrap();
+    assert_eq!(steps, ["set limits web", "history"]);
+    assert_eq!(changed.applied, "at its next start");
+    // A new policy: loaded into the running cage, else at its next start.
+    let net = LimitsRequest {
+        name: "web".into(),
+        net: Some(crate::netpolicy::NetPolicy::Internet),
+        ..Default::default()
+    };
+    let (steps, changed) = plan(&facts(Some(true), Ok(host)), &net).unwrap();
+    assert_eq!(
+        steps,
+        [
+            "set limits web".to_string(),
+            format!("new rules {C}"),
+            "history".to_string()
+        ]
+    );
+    assert_eq!(changed.net_applied.as_deref(), Some("now"));
+    let (steps, changed) = plan(&facts(Some(false), Ok(host)), &net).unwrap();
+    assert_eq!(steps, ["set limits web", "history"]);
+    assert_eq!(changed.net_applied.as_deref(), Some("at its next start"));
+    // A budget alone: no podman needed.
+    let tokens = LimitsRequest {
+        name: "web".into(),
+        tokens: Some(Some(5000)),
+        ..Default::default()
+    };
+    let none = || Err(crate::error::Error::no_podman("none here"));
+    let (steps, changed) = plan(&facts(None, none()), &tokens).unwrap();
+    assert_eq!(steps, ["set limits web", "history"]);
+    assert_eq!((changed.applied.as_str(), changed.enforced), ("now", None));
+    // Refusals: the memory without podman, nothing asked.
+    let e = plan(&facts(None, none()), &memory).unwrap_err();
+    assert_eq!(e.kind, Kind::NoPodman);
+    let e = plan(&facts(Some(true), Ok(host)), &LimitsRequest::default()).unwrap_err();
+    assert_eq!(e.kind, Kind::BadInput);
+    assert!(w.fake.calls().is_empty());
+    // A stop: of a cage that runs, one step; of one that does not, none.
+    assert_eq!(
+        described(&super::super::stop::steps(C, true)),
+        [format!("stop {C}")]
+    );
+    assert!(super::super::stop::steps(C, false).is_empty());
+}
+
+/// A start killed right after `podman start` leaves a cage whose rules may
+/// not be in: its intent names it, and the next command on the session
+/// stops it before anything else (then starts it afresh, rules and all).
+#[test]
+fn a_start_killed_after_podman_start_is_stopped_by_the_next_command() {
+    let w = startable_world("start-killed");
+    w.fake.clear();
+    w.fake.crash_after(1);
+    assert!(until_crash(|| start(&w)).is_err());
+    assert_eq!(w.fake.calls(), [vec!["start", "--", C]]);
+    assert_eq!(
+        w.ctx.store.intent("web").unwrap(),
+        Some(crate::session::Intent::Start {
+            container: C.to_string()
+        })
+    );
+    w.fake.clear();
+    start(&w).unwrap();
+    let calls = w.fake.calls();
+    assert_eq!(calls[0], ["stop", "--", C]);
+    assert_eq!(calls[1..], calls::start(C)[..]);
+    let notes = w.ctx.take_notes();
+    assert!(
+        notes[0].contains("an interrupted start of session web's cage was taken back"),
+        "{notes:?}"
+    );
+    assert!(w.ctx.store.intents().is_empty());
 }
