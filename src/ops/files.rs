@@ -293,27 +293,86 @@ pub fn clear(ctx: &Context, name: &str, from: &str, file: &str) -> Result<Receiv
         )));
     }
     let record = ctx.store.load(name)?;
+    let facts = clear_facts(ctx, &record.name, &m, &s, file);
+    super::plan::execute(ctx, None, decide_clear(facts)?)?;
+    received(ctx, name)
+}
+
+/// The steps `files clear` would run, in a few words, for the tests.
+#[cfg(test)]
+pub(super) fn planned_clear(
+    ctx: &Context,
+    name: &str,
+    from: &str,
+    file: &str,
+) -> Result<Vec<String>> {
+    let (m, s) = parse_sender(from, false)?;
+    let facts = clear_facts(ctx, name, &m, &s, file);
+    Ok(decide_clear(facts)?
+        .iter()
+        .map(super::plan::Step::describe)
+        .collect())
+}
+
+fn clear_facts<'a>(
+    ctx: &Context,
+    session: &'a str,
+    m: &str,
+    s: &str,
+    file: &'a str,
+) -> ClearFacts<'a> {
     let folder = ctx
         .store
-        .session_uploads(&record.name)
+        .session_uploads(session)
         .join("drop")
         .join(format!("from-{m}_{s}"));
     let path = folder.join(file);
-    match fs::symlink_metadata(&path) {
-        Ok(meta) if meta.is_file() => {}
-        _ => {
-            return Err(Error::not_found(format!(
-                "session {} has no file {file:?} from {m}/{s}: `shrooms-agent files received {}`                  lists what it has",
-                record.name, record.name
-            )));
-        }
-    }
-    fs::remove_file(&path).ctx(|| format!("removing {}", path.display()))?;
     let note = folder.join(format!("{file}.note"));
-    if fs::symlink_metadata(&note).is_ok_and(|m| m.is_file()) {
-        let _ = fs::remove_file(&note);
+    let is_file = |p: &Path| fs::symlink_metadata(p).is_ok_and(|m| m.is_file());
+    ClearFacts {
+        session,
+        from: format!("{m}/{s}"),
+        file,
+        there: is_file(&path),
+        note: is_file(&note).then_some(note),
+        path,
     }
-    received(ctx, name)
+}
+
+/// What `files clear` decides from.
+struct ClearFacts<'a> {
+    session: &'a str,
+    /// `MACHINE/SESSION`.
+    from: String,
+    file: &'a str,
+    path: PathBuf,
+    /// `path` is a regular file.
+    there: bool,
+    /// Its note, if it has one.
+    note: Option<PathBuf>,
+}
+
+/// Pure: a refusal, or the steps of a `files clear`: the note goes first,
+/// so that one left without its file is never listed as a file received
+/// (a crash between the two leaves the file, and its clear can be asked
+/// again).
+fn decide_clear(f: ClearFacts) -> Result<Vec<super::plan::Step<'static>>> {
+    use super::plan::Step;
+    if !f.there {
+        return Err(Error::not_found(format!(
+            "session {} has no file {:?} from {}: `shrooms-agent files received {}` \
+             lists what it has",
+            f.session, f.file, f.from, f.session
+        )));
+    }
+    Ok(f.note
+        .into_iter()
+        .chain([f.path])
+        .map(|path| Step::RemoveFile {
+            path,
+            best_effort: false,
+        })
+        .collect())
 }
 
 /// `files list SESSION`.
