@@ -121,6 +121,16 @@ pub enum Step<'a> {
     /// (`outbox::deliver`); where it was put is kept in `Ran::delivered`.
     /// Cannot be taken back.
     Deliver(Box<super::outbox::Delivery>),
+    /// Remember in a session's record that a sender was refused (not
+    /// taken back: it was).
+    RememberRefused {
+        session: String,
+        from: String,
+        when: u64,
+    },
+    /// Store a drop (`files::store`): what is kept in `Ran::received`.
+    /// Nothing to take back: it keeps nothing when it fails.
+    Receive(Box<super::files::Incoming<'a>>),
 }
 
 #[cfg(test)]
@@ -164,6 +174,10 @@ impl Step<'_> {
             Step::StopIdle { container } => format!("stop {container}"),
             Step::Pack { to, .. } => format!("pack {}", to.display()),
             Step::Deliver(d) => format!("deliver to {}", d.to()),
+            Step::RememberRefused { session, from, .. } => {
+                format!("remember {from} refused by {session}")
+            }
+            Step::Receive(i) => format!("receive {}", i.words()),
         }
     }
 }
@@ -213,6 +227,8 @@ pub struct Ran {
     pub packed: Option<crate::pack::Packed>,
     /// Where `Step::Deliver` put the archive, and its size there.
     pub delivered: Option<(String, u64)>,
+    /// What `Step::Receive` stored.
+    pub received: Option<super::files::Received>,
 }
 
 /// Run a plan's steps in order; when one fails, take back the ones before
@@ -476,6 +492,22 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
         }
         Step::Deliver(delivery) => {
             ran.delivered = Some(super::outbox::deliver(ctx, delivery)?);
+            None
+        }
+        Step::RememberRefused {
+            session,
+            from,
+            when,
+        } => {
+            let (when, from) = (*when, from.clone());
+            ctx.store.update(session, move |r| {
+                r.files.remember_refused(when, from);
+                Ok(())
+            })?;
+            None
+        }
+        Step::Receive(incoming) => {
+            ran.received = Some(super::files::store(ctx, incoming)?);
             None
         }
     })

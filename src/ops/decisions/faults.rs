@@ -966,3 +966,44 @@ fn the_plans_of_files_clear() {
     assert!(left.files.is_empty());
     assert!(!folder.join("a.txt.note").exists() && !file.exists());
 }
+
+/// A drop's plan: one step that stores it; a sender refused is
+/// remembered, then refused; a drop refused otherwise writes nothing.
+#[test]
+fn the_plans_of_a_received_drop() {
+    let w = sending("plan-drop");
+    let here = w.ctx.settings.machine_name.clone();
+    let drop = |from: &'static str| super::super::files::Drop {
+        session: "b",
+        from_machine: Ok(here.clone()),
+        from_session: Some(from),
+        caged: None,
+        name: "a.txt",
+        length: 2,
+        note: None,
+    };
+    let got = super::super::files::receive(&w.ctx, &drop("web"), &mut &b"hi"[..]).unwrap();
+    assert_eq!(std::fs::read(&got.path).unwrap(), b"hi");
+    let before = std::fs::read(w.ctx.store.record_path("b")).unwrap();
+    // Refused and remembered: the record changes, nothing is stored.
+    let e = super::super::files::receive(&w.ctx, &drop("other"), &mut &b"hi"[..]).unwrap_err();
+    assert_eq!(e.kind, Kind::Forbidden);
+    let record = w.ctx.store.load("b").unwrap();
+    assert_ne!(std::fs::read(w.ctx.store.record_path("b")).unwrap(), before);
+    assert!(!record.files.allows(&here, "other"));
+    // Refused for its note: nothing written at all.
+    let before = std::fs::read(w.ctx.store.record_path("b")).unwrap();
+    let long = "x".repeat(super::super::files::MAX_NOTE + 1);
+    let mut d = drop("web");
+    d.note = Some(&long);
+    let e = super::super::files::receive(&w.ctx, &d, &mut &b"hi"[..]).unwrap_err();
+    assert_eq!(e.kind, Kind::BadInput);
+    assert_eq!(std::fs::read(w.ctx.store.record_path("b")).unwrap(), before);
+    assert_eq!(
+        super::super::files::received(&w.ctx, "b")
+            .unwrap()
+            .files
+            .len(),
+        1
+    );
+}
