@@ -462,12 +462,14 @@ fn receive_within(
             bounds: *bounds,
             body: std::cell::RefCell::new(body),
         }))],
-        Err((error, None)) => return Err(error),
-        // A refusal is remembered in the session's record, then said.
-        Err((error, Some(remember))) => {
-            super::plan::execute(ctx, None, vec![remember])?;
-            return Err(error);
-        }
+        Err(refused) => match *refused {
+            (error, None) => return Err(error),
+            // A refusal is remembered in the session's record, then said.
+            (error, Some(remember)) => {
+                super::plan::execute(ctx, None, vec![remember])?;
+                return Err(error);
+            }
+        },
     };
     super::plan::execute(ctx, None, steps)?
         .received
@@ -500,6 +502,13 @@ impl Incoming<'_> {
     }
 }
 
+/// A drop's refusal, with the step that remembers it when it is one.
+type Refused = Box<(Error, Option<Step<'static>>)>;
+
+fn refusal(e: Error) -> Refused {
+    Box::new((e, None))
+}
+
 /// Pure: a drop's refusal (with the step that remembers it in the
 /// session's record, when it is a sender's refused), or what is taken.
 fn decide_drop(
@@ -507,33 +516,30 @@ fn decide_drop(
     record: &session::Record,
     bounds: &Bounds,
     now: u64,
-) -> std::result::Result<Take, (Error, Option<Step<'static>>)> {
+) -> std::result::Result<Take, Refused> {
     let from_session = match d.caged {
         Some(caged) => {
             session::validate_name(caged)
-                .map_err(|e| (e.context("the header X-Shrooms-Caged"), None))?;
+                .map_err(|e| refusal(e.context("the header X-Shrooms-Caged")))?;
             caged
         }
         None => {
             let s = d.from_session.ok_or_else(|| {
-                (
-                    Error::bad_input(
-                        "a drop names its sender's session in the header X-Shrooms-From-Session",
-                    ),
-                    None,
-                )
+                refusal(Error::bad_input(
+                    "a drop names its sender's session in the header X-Shrooms-From-Session",
+                ))
             })?;
             session::validate_name(s)
-                .map_err(|e| (e.context("the header X-Shrooms-From-Session"), None))?;
+                .map_err(|e| refusal(e.context("the header X-Shrooms-From-Session")))?;
             s
         }
     };
     let machine = match &d.from_machine {
         Ok(m) => m.clone(),
-        Err(why) => return Err((Error::forbidden(why.clone()), None)),
+        Err(why) => return Err(refusal(Error::forbidden(why.clone()))),
     };
     let from = format!("{machine}/{from_session}");
-    let refused = |e: Error| Err((e, None));
+    let refused = |e: Error| Err(refusal(e));
     if d.name.is_empty() {
         return refused(Error::bad_input(
             "a drop names its file: add ?name=FILE to the address",
@@ -556,7 +562,7 @@ fn decide_drop(
             from,
             when: now,
         };
-        return Err((error, Some(remember)));
+        return Err(Box::new((error, Some(remember))));
     }
     let note = d.note.filter(|n| !n.is_empty());
     if note.is_some_and(|n| n.len() > MAX_NOTE) {

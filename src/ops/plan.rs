@@ -10,7 +10,7 @@
 //! `doctor`, find an intent left behind and finish or take back what it
 //! names ([`repair`]), saying so in one line (`Context::note`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::Context;
 use super::make::{self, CagePlan};
@@ -428,13 +428,7 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
             None
         }
         Step::MoveFile { from, to } => {
-            std::fs::rename(from, to).map_err(|e| {
-                Error::failed(format!(
-                    "renaming {} to {}: {e}",
-                    from.display(),
-                    to.display()
-                ))
-            })?;
+            rename(from, to, "to")?;
             Some(Undo::MoveBack(from.clone(), to.clone()))
         }
         Step::RemoveFile { path, best_effort } => {
@@ -510,6 +504,17 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
             ran.received = Some(super::files::store(ctx, incoming)?);
             None
         }
+    })
+}
+
+/// rename(2), its error saying which way.
+fn rename(from: &Path, to: &Path, way: &str) -> Result<()> {
+    std::fs::rename(from, to).map_err(|e| {
+        Error::failed(format!(
+            "renaming {} {way} {}: {e}",
+            from.display(),
+            to.display()
+        ))
     })
 }
 
@@ -651,13 +656,7 @@ pub fn repair(ctx: &Context, name: &str) -> Result<Option<String>> {
             } else {
                 for (was, now) in moves.iter().rev() {
                     if now.symlink_metadata().is_ok() && was.symlink_metadata().is_err() {
-                        std::fs::rename(now, was).map_err(|e| {
-                            Error::failed(format!(
-                                "renaming {} back to {}: {e}",
-                                now.display(),
-                                was.display()
-                            ))
-                        })?;
+                        rename(now, was, "back to")?;
                     }
                 }
                 let how = match new {
