@@ -556,7 +556,30 @@ impl Store {
                 removed.push(e.path());
             }
         }
+        // And the folders of sends (`outbox send`) whose process died
+        // between packing and removing them.
+        for e in fs::read_dir(self.tmp_dir()).into_iter().flatten().flatten() {
+            let Some(pid) = e
+                .file_name()
+                .to_str()
+                .and_then(|f| f.strip_prefix(SEND_TMP))
+                .and_then(|f| f.split_once('-'))
+                .and_then(|(pid, _)| pid.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let alive = Path::new("/proc").join(pid.to_string()).exists();
+            if !alive && remove_dir_if_there(&e.path()).is_ok() {
+                removed.push(e.path());
+            }
+        }
         removed
+    }
+
+    /// `tmp/`: the folders of sends on their way (`ops::outbox`), each
+    /// `send-<pid>-<n>`.
+    pub fn tmp_dir(&self) -> PathBuf {
+        self.root.join("tmp")
     }
 
     /// The folders sealed sessions worked in (`ops::sealed::Untrusted`).
@@ -1087,7 +1110,22 @@ pub enum Intent {
     /// cage's rules are loaded it may run without them. Taken back: the
     /// cage is stopped.
     Start { container: String },
+    /// `cage rename`: kept under both names. Done once a record is under
+    /// `to` (then `from`'s record and the `old` container go); otherwise
+    /// what `moves` renamed is renamed back, newest first, and `new` is
+    /// taken back.
+    Rename {
+        from: String,
+        to: String,
+        old: Option<String>,
+        new: Option<String>,
+        moves: Vec<(PathBuf, PathBuf)>,
+    },
 }
+
+/// How the folder of one send starts in `Store::tmp_dir`: `send-<pid>-<n>`,
+/// so that one left by a process that died is known as such.
+pub const SEND_TMP: &str = "send-";
 
 /// What a dead turn's watcher says in the lock file while it stops the
 /// cage (`ops::exec::watch`).

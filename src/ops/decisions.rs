@@ -134,14 +134,14 @@ mod calls {
         ]
     }
 
-    /// ... of a running idle one: what runs in it is asked, and it is
-    /// stopped first.
+    /// ... of a running idle one: what runs in it is asked, the new cage
+    /// planned (a refusal then stops nothing), and it is stopped first.
     pub fn rename_running(old: &str, create_argv: &[String]) -> Vec<Vec<String>> {
         vec![
             inspect_container(old),
             v(&["top", "--", old, "args"]),
-            v(&["stop", "--", old]),
             image_inspect("img"),
+            v(&["stop", "--", old]),
             create_argv.to_vec(),
             v(&["rm", "-f", "--ignore", "--", old]),
         ]

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::Context;
+use super::plan::Step;
 use crate::error::{Error, IoContext, Result, Subject};
 use crate::session;
 use crate::settings::validate_machine_name;
@@ -297,27 +298,85 @@ pub fn clear(ctx: &Context, name: &str, from: &str, file: &str) -> Result<Receiv
         )));
     }
     let record = ctx.store.load(name)?;
+    let facts = clear_facts(ctx, &record.name, &m, &s, file);
+    super::plan::execute(ctx, None, decide_clear(facts)?)?;
+    received(ctx, name)
+}
+
+/// The steps `files clear` would run, in a few words, for the tests.
+#[cfg(test)]
+pub(super) fn planned_clear(
+    ctx: &Context,
+    name: &str,
+    from: &str,
+    file: &str,
+) -> Result<Vec<String>> {
+    let (m, s) = parse_sender(from, false)?;
+    let facts = clear_facts(ctx, name, &m, &s, file);
+    Ok(decide_clear(facts)?
+        .iter()
+        .map(super::plan::Step::describe)
+        .collect())
+}
+
+fn clear_facts<'a>(
+    ctx: &Context,
+    session: &'a str,
+    m: &str,
+    s: &str,
+    file: &'a str,
+) -> ClearFacts<'a> {
     let folder = ctx
         .store
-        .session_uploads(&record.name)
+        .session_uploads(session)
         .join("drop")
         .join(format!("from-{m}_{s}"));
     let path = folder.join(file);
-    match fs::symlink_metadata(&path) {
-        Ok(meta) if meta.is_file() => {}
-        _ => {
-            return Err(Error::not_found(format!(
-                "session {} has no file {file:?} from {m}/{s}: `shrooms-agent files received {}`                  lists what it has",
-                record.name, record.name
-            )));
-        }
-    }
-    fs::remove_file(&path).ctx(|| format!("removing {}", path.display()))?;
     let note = folder.join(format!("{file}.note"));
-    if fs::symlink_metadata(&note).is_ok_and(|m| m.is_file()) {
-        let _ = fs::remove_file(&note);
+    let is_file = |p: &Path| fs::symlink_metadata(p).is_ok_and(|m| m.is_file());
+    ClearFacts {
+        session,
+        from: format!("{m}/{s}"),
+        file,
+        there: is_file(&path),
+        note: is_file(&note).then_some(note),
+        path,
     }
-    received(ctx, name)
+}
+
+/// What `files clear` decides from.
+struct ClearFacts<'a> {
+    session: &'a str,
+    /// `MACHINE/SESSION`.
+    from: String,
+    file: &'a str,
+    path: PathBuf,
+    /// `path` is a regular file.
+    there: bool,
+    /// Its note, if it has one.
+    note: Option<PathBuf>,
+}
+
+/// Pure: a refusal, or the steps of a `files clear`: the note goes first,
+/// so that one left without its file is never listed as a file received
+/// (a crash between the two leaves the file, and its clear can be asked
+/// again).
+fn decide_clear(f: ClearFacts) -> Result<Vec<Step<'static>>> {
+    if !f.there {
+        return Err(Error::not_found(format!(
+            "session {} has no file {:?} from {}: `shrooms-agent files received {}` \
+             lists what it has",
+            f.session, f.file, f.from, f.session
+        )));
+    }
+    Ok(f.note
+        .into_iter()
+        .chain([f.path])
+        .map(|path| Step::RemoveFile {
+            path,
+            best_effort: false,
+        })
+        .collect())
 }
 
 /// `files list SESSION`.
@@ -382,6 +441,8 @@ const BOUNDS: Bounds = Bounds {
 
 /// Receive a file: check the sender, then stream exactly `length` bytes of
 /// `body` into a new file. A refusal is remembered in the session's record.
+/// The checks are a pure decision (`decide_drop`); what is written, one
+/// plan's steps run by `plan::execute`.
 pub fn receive(ctx: &Context, d: &Drop, body: &mut dyn Read) -> Result<Received> {
     receive_within(ctx, d, body, &BOUNDS)
 }
@@ -399,66 +460,147 @@ fn receive_within(
     bounds: &Bounds,
 ) -> Result<Received> {
     let record = ctx.store.load(d.session)?;
+    let steps = match decide_drop(d, &record, bounds, super::create::now()) {
+        Ok(take) => vec![Step::Receive(Box::new(Incoming {
+            take,
+            bounds: *bounds,
+            body: std::cell::RefCell::new(body),
+        }))],
+        Err(refused) => match *refused {
+            (error, None) => return Err(error),
+            // A refusal is remembered in the session's record, then said.
+            (error, Some(remember)) => {
+                super::plan::execute(ctx, None, vec![remember])?;
+                return Err(error);
+            }
+        },
+    };
+    super::plan::execute(ctx, None, steps)?
+        .received
+        .ok_or_else(|| Error::failed("a drop that stored nothing"))
+}
+
+/// A drop taken: from whom, under which name, with which note.
+pub struct Take {
+    session: String,
+    machine: String,
+    from_session: String,
+    name: String,
+    length: u64,
+    note: Option<String>,
+}
+
+/// A drop on its way in, with its body (`plan::Step::Receive`).
+pub struct Incoming<'a> {
+    take: Take,
+    bounds: Bounds,
+    body: std::cell::RefCell<&'a mut dyn Read>,
+}
+
+#[cfg(test)]
+impl Incoming<'_> {
+    /// `MACHINE/SESSION -> SESSION`.
+    pub fn words(&self) -> String {
+        let t = &self.take;
+        format!("{}/{} -> {}", t.machine, t.from_session, t.session)
+    }
+}
+
+/// A drop's refusal, with the step that remembers it when it is one.
+type Refused = Box<(Error, Option<Step<'static>>)>;
+
+fn refusal(e: Error) -> Refused {
+    Box::new((e, None))
+}
+
+/// Pure: a drop's refusal (with the step that remembers it in the
+/// session's record, when it is a sender's refused), or what is taken.
+fn decide_drop(
+    d: &Drop,
+    record: &session::Record,
+    bounds: &Bounds,
+    now: u64,
+) -> std::result::Result<Take, Refused> {
     let from_session = match d.caged {
         Some(caged) => {
-            session::validate_name(caged).map_err(|e| e.context("the header X-Shrooms-Caged"))?;
+            session::validate_name(caged)
+                .map_err(|e| refusal(e.context("the header X-Shrooms-Caged")))?;
             caged
         }
         None => {
             let s = d.from_session.ok_or_else(|| {
-                Error::bad_input(
+                refusal(Error::bad_input(
                     "a drop names its sender's session in the header X-Shrooms-From-Session",
-                )
+                ))
             })?;
             session::validate_name(s)
-                .map_err(|e| e.context("the header X-Shrooms-From-Session"))?;
+                .map_err(|e| refusal(e.context("the header X-Shrooms-From-Session")))?;
             s
         }
     };
     let machine = match &d.from_machine {
         Ok(m) => m.clone(),
-        Err(why) => return Err(Error::forbidden(why.clone())),
+        Err(why) => return Err(refusal(Error::forbidden(why.clone()))),
     };
+    let from = format!("{machine}/{from_session}");
+    let refused = |e: Error| Err(refusal(e));
     if d.name.is_empty() {
-        return Err(Error::bad_input(
+        return refused(Error::bad_input(
             "a drop names its file: add ?name=FILE to the address",
         ));
     }
     if d.caged.is_some() && !record.accepts_caged() {
-        let from = format!("{machine}/{from_session}");
-        return Err(Error::forbidden(format!(
+        return refused(Error::forbidden(format!(
             "session {} takes nothing from caged sessions, and {from} is caged; \
              `shrooms-agent cage accept-caged {} on` lets caged senders in",
             d.session, d.session
         )));
     }
     if !record.files.allows(&machine, from_session) {
-        let from = format!("{machine}/{from_session}");
-        let when = super::create::now();
-        let remembered = from.clone();
-        ctx.store.update(d.session, move |r| {
-            r.files.remember_refused(when, remembered);
-            Ok(())
-        })?;
-        return Err(Error::forbidden(format!(
+        let error = Error::forbidden(format!(
             "session {} takes no files from {from}; `shrooms-agent files allow {} {from}` lets them in",
             d.session, d.session
-        )));
+        ));
+        let remember = Step::RememberRefused {
+            session: d.session.to_string(),
+            from,
+            when: now,
+        };
+        return Err(Box::new((error, Some(remember))));
     }
     let note = d.note.filter(|n| !n.is_empty());
     if note.is_some_and(|n| n.len() > MAX_NOTE) {
-        return Err(Error::bad_input(format!(
+        return refused(Error::bad_input(format!(
             "the note is over {MAX_NOTE} bytes: shorten it, or send it as a file"
         )));
     }
     if d.length > bounds.file {
-        return Err(Error::too_large(format!(
+        return refused(Error::too_large(format!(
             "the file is {} bytes, over the {} a session takes in one file",
             d.length,
             size_text(bounds.file)
         )));
     }
-    let uploads = ctx.store.session_uploads(d.session);
+    Ok(Take {
+        session: d.session.to_string(),
+        machine,
+        from_session: from_session.to_string(),
+        name: d.name.to_string(),
+        length: d.length,
+        note: note.map(str::to_string),
+    })
+}
+
+/// Store a drop taken (`plan::Step::Receive`): its folders, room reserved
+/// under the bounds, exactly its length streamed into a hidden file, then
+/// its name. A failure keeps nothing (a file on its way whose writer died
+/// is removed by the next drop into its folder).
+pub(super) fn store(ctx: &Context, incoming: &Incoming) -> Result<Received> {
+    let d = &incoming.take;
+    let (machine, from_session, bounds) = (&d.machine, &d.from_session, &incoming.bounds);
+    let body = &mut **incoming.body.borrow_mut();
+    let note = d.note.as_deref();
+    let uploads = ctx.store.session_uploads(&d.session);
     let drops = uploads.join("drop");
     let folder = drops.join(format!("from-{machine}_{from_session}"));
     ctx.store.ensure()?;
@@ -466,9 +608,9 @@ fn receive_within(
         session::make_private_dir(dir)?;
     }
     let sender = Sender {
-        machine: &machine,
+        machine,
         session: from_session,
-        receiver: d.session,
+        receiver: &d.session,
     };
     let mut partial = reserve(&drops, &sender, d.length, bounds)?;
     let path = partial.path.clone();
@@ -490,7 +632,7 @@ fn receive_within(
     // this file twice (under both names, between the link and the unlink).
     let placed = {
         let _held = crate::lock::take(&drops.join(LOCK))?;
-        place(&path, &folder, &safe_name(d.name), note)
+        place(&path, &folder, &safe_name(&d.name), note)
     };
     drop(partial);
     if placed.is_err() {

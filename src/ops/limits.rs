@@ -517,13 +517,13 @@ fn changed_limits(before: &Limits, after: &Limits) -> Vec<String> {
 
 /// Pure: memory, CPUs and processes: the new ones, the `podman update`
 /// that puts them on the cage where podman can now, and when they apply.
-fn podman_limits_now(
+fn podman_limits_now<'a>(
     host: &Host,
     defaults: &Limits,
     req: &LimitsRequest,
     cage: &CageRecord,
     running: bool,
-) -> Result<(Limits, &'static str, Option<Step<'static>>)> {
+) -> Result<(Limits, &'static str, Option<Step<'a>>)> {
     let after = new_limits(&cage.limits, defaults, req, host.cpus)?;
     // Where podman ignores limits (rootless on cgroups v1), `podman update`
     // fails ("runc update" has no cgroup to write), at once on a running

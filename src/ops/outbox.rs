@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::plan::Step;
 use super::{Context, cage_of};
 use crate::error::{Error, Result};
 
@@ -102,31 +103,18 @@ enum Destination {
 /// session is not sealed, the machine is unknown, the outbox has nothing
 /// to pack, or the archive is over 100 MiB.
 pub fn send(ctx: &Context, req: &SendRequest) -> Result<Sent> {
-    let record = ctx.store.load(&req.name)?;
-    let outbox = outbox_of(&record)?;
-    let (machine, session) = super::files::parse_target(&req.to)?;
-    let destination = destination(ctx, &machine)?;
-    let archive = format!(
-        "{}-outbox-{}.tar.gz",
-        record.name,
-        timestamp(super::create::now())
+    let facts = send_facts(ctx, req)?;
+    let d = &facts.delivery;
+    let (from, archive, machine, session) = (
+        d.from.clone(),
+        d.archive.clone(),
+        d.machine.clone(),
+        d.session.clone(),
     );
-    let tmp_root = ctx.settings.state_dir.join("tmp");
-    crate::session::make_private_dir(&tmp_root)?;
-    let tmp = tmp_root.join(format!("send-{}-{}", std::process::id(), unique()));
-    crate::session::make_private_dir(&tmp)?;
-    let path = tmp.join(&archive);
-    let result = pack_and_deliver(
-        ctx,
-        &outbox,
-        req,
-        &path,
-        &archive,
-        &destination,
-        &record.name,
-    );
-    let _ = crate::session::remove_dir_if_there(&tmp);
-    let (packed, answer) = result?;
+    let ran = super::plan::execute(ctx, None, decide_send(facts)?)?;
+    let (Some(packed), Some((path, size))) = (ran.packed, ran.delivered) else {
+        return Err(Error::failed("a send that packed or delivered nothing"));
+    };
     let left = packed.left_out.len() + packed.left_out_unlisted;
     let mut line = format!(
         "sent {archive} ({}) to {machine}/{session}",
@@ -139,38 +127,122 @@ pub fn send(ctx: &Context, req: &SendRequest) -> Result<Sent> {
         ));
     }
     Ok(Sent {
-        session: record.name,
+        session: from,
         to: format!("{machine}/{session}"),
         archive,
-        path: answer.path,
-        size: answer.size,
+        path,
+        size,
         packed,
         result: line,
     })
 }
 
-fn pack_and_deliver(
-    ctx: &Context,
+/// What a send of `req` decides from.
+fn send_facts(ctx: &Context, req: &SendRequest) -> Result<SendFacts> {
+    let record = ctx.store.load(&req.name)?;
+    let (machine, session) = super::files::parse_target(&req.to)?;
+    let archive = format!(
+        "{}-outbox-{}.tar.gz",
+        record.name,
+        timestamp(super::create::now())
+    );
+    let tmp_root = ctx.store.tmp_dir();
+    let tmp = tmp_root.join(format!(
+        "{}{}-{}",
+        crate::session::SEND_TMP,
+        std::process::id(),
+        unique()
+    ));
+    Ok(SendFacts {
+        outbox: outbox_of(&record),
+        destination: destination(ctx, &machine),
+        only: req.only.clone(),
+        delivery: Delivery {
+            destination: Destination::Here,
+            machine,
+            session,
+            path: tmp.join(&archive),
+            archive,
+            from: record.name,
+        },
+        tmp_root,
+        tmp,
+    })
+}
+
+/// The steps a send of `req` would run, in a few words, for the tests.
+#[cfg(test)]
+pub(super) fn planned_send(ctx: &Context, req: &SendRequest) -> Result<Vec<String>> {
+    let steps = decide_send(send_facts(ctx, req)?)?;
+    Ok(steps.iter().map(Step::describe).collect())
+}
+
+/// What a send decides from; what it could not find is kept as the
+/// refusal it is.
+struct SendFacts {
+    outbox: Result<PathBuf>,
+    destination: Result<Destination>,
+    only: Option<PathBuf>,
+    /// Where the archive goes (its destination set once decided).
+    delivery: Delivery,
+    tmp_root: PathBuf,
+    /// The send's own folder, in `tmp_root`.
+    tmp: PathBuf,
+}
+
+/// Pure: a refusal, or the steps of a send: its own folder, the archive
+/// packed there, delivered, and the folder removed (a failure to remove
+/// it once delivered is a warning; a command after a crash removes it).
+fn decide_send(f: SendFacts) -> Result<Vec<Step<'static>>> {
+    let outbox = f.outbox?;
+    let destination = f.destination?;
+    Ok(vec![
+        Step::PrivateDir {
+            path: f.tmp_root,
+            keep: true,
+        },
+        Step::PrivateDir {
+            path: f.tmp.clone(),
+            keep: false,
+        },
+        Step::Pack {
+            outbox,
+            only: f.only,
+            to: f.delivery.path.clone(),
+            max: MAX_SEND,
+        },
+        Step::Deliver(Box::new(Delivery {
+            destination,
+            ..f.delivery
+        })),
+        Step::RemoveFile {
+            path: f.tmp,
+            best_effort: true,
+        },
+    ])
+}
+
+/// Pack `outbox` (or `only` in it) into the new file `to`, refused when
+/// there is nothing to pack or the archive is over `max` bytes
+/// (`Step::Pack`).
+pub(super) fn pack_at_most(
     outbox: &Path,
-    req: &SendRequest,
-    path: &Path,
-    archive: &str,
-    destination: &Destination,
-    from: &str,
-) -> Result<(crate::pack::Packed, DropAnswer)> {
-    // A file of its own, in a folder made for this send.
-    let packed = crate::pack::pack(outbox, req.only.as_deref(), path, false)?
-        .ok_or_else(|| Error::bad_input(format!("session {from}: nothing in its outbox")))?;
-    let size = std::fs::metadata(path)
-        .map_err(|e| Error::failed(format!("reading {}: {e}", path.display())))?
+    only: Option<&Path>,
+    to: &Path,
+    max: u64,
+) -> Result<crate::pack::Packed> {
+    let packed = crate::pack::pack(outbox, only, to, false)?
+        .ok_or_else(|| Error::bad_input("nothing in its outbox"))?;
+    let size = std::fs::metadata(to)
+        .map_err(|e| Error::failed(format!("reading {}: {e}", to.display())))?
         .len();
-    if size > MAX_SEND {
+    if size > max {
         return Err(Error::worded(crate::error::Kind::TooLarge, |f| {
             format!(
                 "the archive is {} MiB, over the {} MiB a machine takes in one file; send a \
                  part of the outbox with {}",
                 size.div_ceil(1024 * 1024),
-                MAX_SEND / 1024 / 1024,
+                max / 1024 / 1024,
                 match f {
                     crate::error::Face::Terminal => "--only FOLDER".to_string(),
                     crate::error::Face::Http => f.field("only"),
@@ -178,20 +250,47 @@ fn pack_and_deliver(
             )
         }));
     }
-    let (machine, session) = super::files::parse_target(&req.to)?;
-    let answer = match destination {
-        Destination::Here => deliver_here(ctx, &session, archive, from, path, size)?,
+    Ok(packed)
+}
+
+/// An archive on its way: from which session, to where (`Step::Deliver`).
+#[derive(Debug)]
+pub struct Delivery {
+    destination: Destination,
+    machine: String,
+    session: String,
+    archive: String,
+    from: String,
+    path: PathBuf,
+}
+
+#[cfg(test)]
+impl Delivery {
+    /// `MACHINE/SESSION`.
+    pub fn to(&self) -> String {
+        format!("{}/{}", self.machine, self.session)
+    }
+}
+
+/// Hand the archive to its session, here or on another machine: where it
+/// was put there, and its size.
+pub(super) fn deliver(ctx: &Context, d: &Delivery) -> Result<(String, u64)> {
+    let size = std::fs::metadata(&d.path)
+        .map_err(|e| Error::failed(format!("reading {}: {e}", d.path.display())))?
+        .len();
+    let answer = match &d.destination {
+        Destination::Here => deliver_here(ctx, &d.session, &d.archive, &d.from, &d.path, size)?,
         Destination::Serve { url, token } => post(
-            &machine,
+            &d.machine,
             url,
             token.as_deref(),
-            &session,
-            archive,
-            from,
-            path,
+            &d.session,
+            &d.archive,
+            &d.from,
+            &d.path,
         )?,
     };
-    Ok((packed, answer))
+    Ok((answer.path, answer.size))
 }
 
 /// Hand the archive to a session of this machine: what `serve`'s drop

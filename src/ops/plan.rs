@@ -10,7 +10,7 @@
 //! `doctor`, find an intent left behind and finish or take back what it
 //! names ([`repair`]), saying so in one line (`Context::note`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::Context;
 use super::make::{self, CagePlan};
@@ -150,6 +150,46 @@ pub enum Step<'a> {
         session: String,
         cage: Box<session::CageRecord>,
     },
+    /// rename(2) of a file or folder to a name that is free, or (a folder)
+    /// over an empty folder (taken back: renamed back).
+    MoveFile { from: PathBuf, to: PathBuf },
+    /// Remove a file, or a folder with all in it. Cannot be taken back.
+    /// With `best_effort`, a failure is a warning, not the operation's.
+    RemoveFile { path: PathBuf, best_effort: bool },
+    /// Make a private folder (0700) (taken back, unless `keep` or it was
+    /// there: removed with what was put in it).
+    PrivateDir { path: PathBuf, keep: bool },
+    /// Write a record under a name that has none; its cage's mount sources
+    /// are looked at now (taken back: that record's file removed, and
+    /// nothing else under the name, which may hold what a step before put
+    /// there).
+    WriteRecord(Box<Record>),
+    /// `podman stop` of an idle cage that is made again after (not taken
+    /// back: a cage stopped for it is left stopped).
+    StopIdle { container: String },
+    /// Pack an outbox (or the folder `only` of it) into a new archive
+    /// `to`, at most `max` bytes (`crate::pack`); what was packed is kept
+    /// in `Ran::packed`. Taken back by the `PrivateDir` it is made in.
+    Pack {
+        outbox: PathBuf,
+        only: Option<PathBuf>,
+        to: PathBuf,
+        max: u64,
+    },
+    /// Hand the archive `path` to a session, here or on another machine
+    /// (`outbox::deliver`); where it was put is kept in `Ran::delivered`.
+    /// Cannot be taken back.
+    Deliver(Box<super::outbox::Delivery>),
+    /// Remember in a session's record that a sender was refused (not
+    /// taken back: it was).
+    RememberRefused {
+        session: String,
+        from: String,
+        when: u64,
+    },
+    /// Store a drop (`files::store`): what is kept in `Ran::received`.
+    /// Nothing to take back: it keeps nothing when it fails.
+    Receive(Box<super::files::Incoming<'a>>),
 }
 
 #[cfg(test)]
@@ -201,6 +241,21 @@ impl Step<'_> {
             }
             Step::SetLimits { session, .. } => format!("set limits {session}"),
             Step::NewRules { cage, .. } => format!("new rules {}", cage.container),
+            Step::MoveFile { from, to } => format!("move {} -> {}", from.display(), to.display()),
+            Step::RemoveFile { path, best_effort } => format!(
+                "remove {}{}",
+                path.display(),
+                if *best_effort { " (best effort)" } else { "" }
+            ),
+            Step::PrivateDir { path, .. } => format!("make {}", path.display()),
+            Step::WriteRecord(r) => format!("write record {}", r.name),
+            Step::StopIdle { container } => format!("stop {container}"),
+            Step::Pack { to, .. } => format!("pack {}", to.display()),
+            Step::Deliver(d) => format!("deliver to {}", d.to()),
+            Step::RememberRefused { session, from, .. } => {
+                format!("remember {from} refused by {session}")
+            }
+            Step::Receive(i) => format!("receive {}", i.words()),
         }
     }
 }
@@ -213,6 +268,13 @@ fn intent_words(intent: &Intent) -> String {
         Intent::Move { from, to } => format!("move {} -> {}", or_none(from), or_none(to)),
         Intent::Remove { container } => format!("remove {}", or_none(container)),
         Intent::Start { container } => format!("start {container}"),
+        Intent::Rename {
+            from, to, old, new, ..
+        } => format!(
+            "rename {from} -> {to} ({} -> {})",
+            or_none(old),
+            or_none(new)
+        ),
     }
 }
 
@@ -234,6 +296,12 @@ enum Undo {
     Socket,
     /// `podman update` with the limits the cage had.
     Limits(Vec<String>),
+    /// Rename back: (from, to) of the rename.
+    MoveBack(PathBuf, PathBuf),
+    /// A folder made, removed with what is in it.
+    Dir(PathBuf),
+    /// A record file written, removed.
+    RecordFile(PathBuf),
 }
 
 /// What a plan run said besides success: warnings for the user.
@@ -252,6 +320,12 @@ pub struct Ran {
     /// Taking back a start could not stop the cage: what needs it stopped
     /// is left to the watcher (its marker kept).
     left_running: bool,
+    /// What `Step::Pack` packed.
+    pub packed: Option<crate::pack::Packed>,
+    /// Where `Step::Deliver` put the archive, and its size there.
+    pub delivered: Option<(String, u64)>,
+    /// What `Step::Receive` stored.
+    pub received: Option<super::files::Received>,
 }
 
 /// Run a plan's steps in order; when one fails, take back the ones before
@@ -275,7 +349,10 @@ pub fn execute(ctx: &Context, host: Option<&Host>, steps: Vec<Step>) -> Result<R
         // either: the intent finishes the rest after a crash.
         if matches!(
             step,
-            Step::RemoveContainer { .. } | Step::RemoveRecord { .. }
+            Step::RemoveContainer { .. }
+                | Step::RemoveRecord { .. }
+                | Step::RemoveFile { .. }
+                | Step::Deliver(_)
         ) {
             undo.clear();
         }
@@ -524,6 +601,94 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
             super::limits::load_new_rules(ctx, podman(host)?, session, cage)?;
             None
         }
+        Step::MoveFile { from, to } => {
+            rename(from, to, "to")?;
+            Some(Undo::MoveBack(from.clone(), to.clone()))
+        }
+        Step::RemoveFile { path, best_effort } => {
+            let removed = if path.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+                session::remove_dir_if_there(path)
+            } else {
+                session::remove_file_if_there(path)
+            };
+            match removed {
+                Err(e) if *best_effort => ran.warnings.push(e.message),
+                other => other?,
+            }
+            None
+        }
+        Step::PrivateDir { path, keep } => {
+            let made = match std::fs::create_dir(path) {
+                Ok(()) => !keep,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+                Err(e) => return Err(Error::failed(format!("making {}: {e}", path.display()))),
+            };
+            // Checked (ours, 0700) whether made now or there.
+            if let Err(e) = session::make_private_dir(path) {
+                if made {
+                    take_back(ctx, host, &Undo::Dir(path.clone()), ran);
+                }
+                return Err(e);
+            }
+            made.then(|| Undo::Dir(path.clone()))
+        }
+        Step::WriteRecord(record) => {
+            let mut record = record.as_ref().clone();
+            if let Some(cage) = &mut record.cage {
+                measure(cage)?;
+            }
+            ctx.store.save(&record)?;
+            Some(Undo::RecordFile(ctx.store.record_path(&record.name)))
+        }
+        Step::StopIdle { container } => {
+            podman(host)?.podman.stop(container)?;
+            None
+        }
+        Step::Pack {
+            outbox,
+            only,
+            to,
+            max,
+        } => {
+            ran.packed = Some(super::outbox::pack_at_most(
+                outbox,
+                only.as_deref(),
+                to,
+                *max,
+            )?);
+            None
+        }
+        Step::Deliver(delivery) => {
+            ran.delivered = Some(super::outbox::deliver(ctx, delivery)?);
+            None
+        }
+        Step::RememberRefused {
+            session,
+            from,
+            when,
+        } => {
+            let (when, from) = (*when, from.clone());
+            ctx.store.update(session, move |r| {
+                r.files.remember_refused(when, from);
+                Ok(())
+            })?;
+            None
+        }
+        Step::Receive(incoming) => {
+            ran.received = Some(super::files::store(ctx, incoming)?);
+            None
+        }
+    })
+}
+
+/// rename(2), its error saying which way.
+fn rename(from: &Path, to: &Path, way: &str) -> Result<()> {
+    std::fs::rename(from, to).map_err(|e| {
+        Error::failed(format!(
+            "renaming {} {way} {}: {e}",
+            from.display(),
+            to.display()
+        ))
     })
 }
 
@@ -581,6 +746,15 @@ fn take_back(ctx: &Context, host: Option<&Host>, undo: &Undo, ran: &mut Ran) {
             if let Some(h) = host {
                 let _ = h.podman.update(back);
             }
+        }
+        Undo::MoveBack(from, to) => {
+            let _ = std::fs::rename(to, from);
+        }
+        Undo::Dir(path) => {
+            let _ = session::remove_dir_if_there(path);
+        }
+        Undo::RecordFile(path) => {
+            let _ = session::remove_file_if_there(path);
         }
     }
 }
@@ -669,6 +843,42 @@ pub fn repair(ctx: &Context, name: &str) -> Result<Option<String>> {
                 "an interrupted start of session {name}'s cage was taken back: its container \
                  {container} {how}"
             )
+        }
+        Intent::Rename {
+            from,
+            to,
+            old,
+            new,
+            moves,
+        } => {
+            // Both names' locks, as the rename held them: a command on the
+            // other name waits for this repair.
+            let other = if name == from { to } else { from };
+            let _other = ctx.store.lock(other)?;
+            let said = if ctx.store.record_path(to).exists() {
+                ctx.store.remove(from)?;
+                let how = match old {
+                    Some(c) => format!(": its old container {c} {}", remove(c)?),
+                    None => String::new(),
+                };
+                format!("an interrupted `cage rename` of session {from} to {to} was finished{how}")
+            } else {
+                for (was, now) in moves.iter().rev() {
+                    if now.symlink_metadata().is_ok() && was.symlink_metadata().is_err() {
+                        rename(now, was, "back to")?;
+                    }
+                }
+                let how = match new {
+                    Some(c) => format!(": its new container {c} {}", remove(c)?),
+                    None => String::new(),
+                };
+                format!(
+                    "an interrupted `cage rename` of session {from} to {to} was taken back{how}"
+                )
+            };
+            ctx.store.remove_intent(other)?;
+            ctx.store.forget_lock(other);
+            said
         }
     };
     ctx.store.remove_intent(name)?;

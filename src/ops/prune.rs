@@ -20,6 +20,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::Context;
+use super::plan::{self, Step};
 use crate::error::{Error, Kind, Result};
 use crate::session;
 
@@ -69,66 +70,114 @@ pub fn apply(ctx: &Context, asked: &Pruned) -> Result<Pruned> {
 
 fn survey(ctx: &Context, remove: Option<&Pruned>) -> Result<Pruned> {
     let host = ctx.host()?;
-    let listing = super::ls::ls(ctx)?;
-    // A damaged record's container looks like a leftover: nothing is
-    // removed until every record reads.
-    if let Some(d) = listing.damaged.first() {
-        return Err(Error::failed(format!(
-            "cage prune removes nothing while a record is damaged: {}",
-            d.error
-        )));
+    let facts = facts(ctx, remove.is_some())?;
+    let (pruned, steps) = decide(&facts, remove)?;
+    if remove.is_some() {
+        plan::execute(ctx, Some(host), steps)?;
     }
+    Ok(pruned)
+}
+
+/// The steps prune would run (with `asked`: an apply), in a few words, for
+/// the tests.
+#[cfg(test)]
+pub(super) fn planned(ctx: &Context, asked: Option<&Pruned>) -> Result<Vec<String>> {
+    let facts = facts(ctx, asked.is_some())?;
+    Ok(decide(&facts, asked)?
+        .1
+        .iter()
+        .map(Step::describe)
+        .collect())
+}
+
+/// A leftover container, as prune found it.
+struct Leftover {
+    kept: Kept,
+    /// Made by this state folder (then `busy` and `owned` were looked at).
+    ours: bool,
+    /// Its session is locked by a command: a session being made has its
+    /// container before its record, and is no leftover yet.
+    busy: bool,
+    /// Its session's record names it (or no longer reads: it may).
+    owned: bool,
+}
+
+/// `cages/<container>.env` or `cages/<container>/` of no session's record.
+struct LeftFile {
+    path: PathBuf,
+    /// Its session (told by the container's name) is locked, or its
+    /// lock cannot be taken: a container being made or moved has its
+    /// files before its record.
+    busy: bool,
+    /// Its session's record, read under its lock, names the container.
+    owned: bool,
+}
+
+/// What prune decides from. With `lock`, each session looked at is locked
+/// (and held until the plan is run); without, only asked whether it is.
+struct Facts<'a> {
+    /// The first damaged record: a damaged record's container looks like
+    /// a leftover. Nothing else is gathered then.
+    damaged: Option<String>,
+    leftovers: Vec<Leftover>,
+    files: Vec<LeftFile>,
+    _held: Vec<Held<'a>>,
+}
+
+fn facts<'a>(ctx: &'a Context, lock: bool) -> Result<Facts<'a>> {
+    let listing = super::ls::ls(ctx)?;
     let ours = ctx.store.state_id_if_any()?;
-    let mut containers = Vec::new();
-    let mut another = Vec::new();
-    let mut before = Vec::new();
+    let mut facts = Facts {
+        damaged: listing.damaged.first().map(|d| d.error.clone()),
+        leftovers: Vec::new(),
+        files: Vec::new(),
+        _held: Vec::new(),
+    };
+    if facts.damaged.is_some() {
+        return Ok(facts);
+    }
+    // Locked (or asked) once per session, whatever it holds: is it busy?
+    // (`held`: None for a name no session can have.)
+    let look = |held: &mut Vec<Held<'a>>, session: &str, busy_if_err: bool| -> bool {
+        if !lock {
+            return match ctx.store.lock_held(session) {
+                Ok(b) => b,
+                Err(_) => busy_if_err,
+            };
+        }
+        if held.iter().any(|h| h.session == session) {
+            return false;
+        }
+        match ctx.store.lock(session) {
+            Ok(l) => {
+                held.push(Held::new(ctx, session, l));
+                false
+            }
+            Err(e) => busy_if_err || e.kind == Kind::Busy,
+        }
+    };
     for leftover in &listing.leftovers {
+        let mine = leftover.state_folder.is_some() && leftover.state_folder == ours;
         let kept = Kept {
             container: leftover.container.clone(),
             session: leftover.session.clone(),
             state_folder: leftover.state_folder.clone(),
         };
-        match (&leftover.state_folder, &ours) {
-            (None, _) => {
-                before.push(kept);
-                continue;
-            }
-            (Some(theirs), Some(ours)) if theirs == ours => {}
-            (Some(_), _) => {
-                another.push(kept);
-                continue;
-            }
-        }
-        // A session being made has its container before its record; its
-        // lock is held meanwhile, so a container whose session is locked is
-        // not a leftover yet.
-        let _lock = match remove {
-            None => match ctx.store.lock_held(&leftover.session) {
-                Ok(true) => continue,
-                _ => None,
-            },
-            Some(_) => match ctx.store.lock(&leftover.session) {
-                Ok(l) => Some(Held::new(ctx, &leftover.session, l)),
-                Err(e) if e.kind == Kind::Busy => continue,
-                Err(_) => None, // a label that is not a valid name: no session can own it
-            },
-        };
+        let busy = mine && look(&mut facts._held, &leftover.session, false);
         // A record that no longer reads (damaged meanwhile) owns it, for
         // all prune can tell.
-        let owned = match ctx.store.load(&leftover.session) {
-            Ok(r) => r.cage.is_some_and(|c| c.container == leftover.container),
-            Err(e) => e.kind != Kind::NotFound,
-        };
-        if owned {
-            continue;
-        }
-        if let Some(asked) = remove {
-            if !asked.containers.contains(&leftover.container) {
-                continue;
-            }
-            host.podman.rm_force(&leftover.container)?;
-        }
-        containers.push(leftover.container.clone());
+        let owned = mine
+            && !busy
+            && match ctx.store.load(&leftover.session) {
+                Ok(r) => r.cage.is_some_and(|c| c.container == leftover.container),
+                Err(e) => e.kind != Kind::NotFound,
+            };
+        facts.leftovers.push(Leftover {
+            kept,
+            ours: mine,
+            busy,
+            owned,
+        });
     }
     // Files: cages/<container>.env and cages/<container>/ of no session.
     // They are in this state folder: this folder made them.
@@ -138,59 +187,79 @@ fn survey(ctx: &Context, remove: Option<&Pruned>) -> Result<Pruned> {
         .into_iter()
         .filter_map(|r| r.cage.map(|c| c.container))
         .collect();
-    let mut files = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(ctx.store.cages_dir()) {
-        for entry in entries.flatten() {
-            let file_name = entry.file_name().to_string_lossy().into_owned();
-            let container = file_name.strip_suffix(".env").unwrap_or(&file_name);
-            if !container.starts_with("shrooms-") || known.iter().any(|k| k == container) {
-                continue;
-            }
-            let session_name = session_of_container(container);
-            // A container being made or moved has its files before its
-            // record: skip a session that is locked, and look at its record
-            // again under the lock.
-            let _lock = match (&session_name, remove) {
-                (Some(s), None) => match ctx.store.lock_held(s) {
-                    Ok(false) => None,
-                    _ => continue,
-                },
-                (Some(s), Some(_)) => match ctx.store.lock(s) {
-                    Ok(l) => Some(Held::new(ctx, s, l)),
-                    Err(_) => continue,
-                },
-                (None, _) => None,
-            };
-            let owned = session_name
-                .as_ref()
-                .and_then(|s| ctx.store.load(s).ok())
-                .and_then(|r| r.cage)
-                .is_some_and(|c| c.container == container);
-            if owned {
-                continue;
-            }
-            let path = entry.path();
-            if let Some(asked) = remove {
-                if !asked.files.contains(&path) {
-                    continue;
-                }
-                if path.is_dir() {
-                    session::remove_dir_if_there(&path)?;
-                } else {
-                    session::remove_file_if_there(&path)?;
-                }
-            }
-            files.push(path);
+    for entry in std::fs::read_dir(ctx.store.cages_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        let container = file_name.strip_suffix(".env").unwrap_or(&file_name);
+        if !container.starts_with("shrooms-") || known.iter().any(|k| k == container) {
+            continue;
+        }
+        let session_name = session_of_container(container);
+        let busy = session_name
+            .as_ref()
+            .is_some_and(|s| look(&mut facts._held, s, true));
+        let owned = session_name
+            .as_ref()
+            .and_then(|s| ctx.store.load(s).ok())
+            .and_then(|r| r.cage)
+            .is_some_and(|c| c.container == container);
+        facts.files.push(LeftFile {
+            path: entry.path(),
+            busy,
+            owned,
+        });
+    }
+    Ok(facts)
+}
+
+/// Pure: a refusal, or what prune finds, and the steps that remove it
+/// (with `asked`: only what was shown and asked about).
+fn decide(f: &Facts, asked: Option<&Pruned>) -> Result<(Pruned, Vec<Step<'static>>)> {
+    if let Some(d) = &f.damaged {
+        return Err(Error::failed(format!(
+            "cage prune removes nothing while a record is damaged: {d}"
+        )));
+    }
+    let mut pruned = Pruned {
+        dry_run: asked.is_none(),
+        containers: Vec::new(),
+        files: Vec::new(),
+        made_by_another_state_folder: Vec::new(),
+        made_before_state_labels: Vec::new(),
+    };
+    for l in &f.leftovers {
+        match (&l.kept.state_folder, l.ours) {
+            (None, _) => pruned.made_before_state_labels.push(l.kept.clone()),
+            (Some(_), false) => pruned.made_by_another_state_folder.push(l.kept.clone()),
+            _ if l.busy || l.owned => {}
+            _ if asked.is_some_and(|a| !a.containers.contains(&l.kept.container)) => {}
+            _ => pruned.containers.push(l.kept.container.clone()),
         }
     }
-    files.sort();
-    Ok(Pruned {
-        dry_run: remove.is_none(),
-        containers,
-        files,
-        made_by_another_state_folder: another,
-        made_before_state_labels: before,
-    })
+    for file in &f.files {
+        if file.busy || file.owned || asked.is_some_and(|a| !a.files.contains(&file.path)) {
+            continue;
+        }
+        pruned.files.push(file.path.clone());
+    }
+    pruned.files.sort();
+    // A leftover's own files go with it (`make::remove_container`).
+    let steps = pruned
+        .containers
+        .iter()
+        .map(|name| Step::RemoveContainer {
+            name: name.clone(),
+            best_effort: false,
+        })
+        .chain(pruned.files.iter().map(|path| Step::RemoveFile {
+            path: path.clone(),
+            best_effort: false,
+        }))
+        .collect();
+    Ok((pruned, steps))
 }
 
 /// A session's lock taken by prune; the lock file, made for a name that

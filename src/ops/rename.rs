@@ -15,9 +15,10 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::make::CageChoice;
+use super::plan::Step;
 use super::{Context, create, make, moves, plan};
 use crate::error::{Error, Result};
-use crate::session::{self, CageRecord, HistoryEntry, validate_name};
+use crate::session::{self, CageRecord, HistoryEntry, Intent, validate_name};
 
 #[derive(Debug, Clone, Default)]
 pub struct RenameRequest {
@@ -63,30 +64,6 @@ fn choice_of(cage: &CageRecord) -> CageChoice {
     }
 }
 
-/// Folders renamed so far, put back by `undo` when a later step fails.
-#[derive(Default)]
-struct Renames(Vec<(PathBuf, PathBuf)>);
-
-impl Renames {
-    fn rename(&mut self, from: PathBuf, to: PathBuf) -> Result<()> {
-        std::fs::rename(&from, &to).map_err(|e| {
-            Error::failed(format!(
-                "renaming {} to {}: {e}",
-                from.display(),
-                to.display()
-            ))
-        })?;
-        self.0.push((from, to));
-        Ok(())
-    }
-
-    fn undo(&mut self) {
-        for (from, to) in self.0.drain(..).rev() {
-            let _ = std::fs::rename(&to, &from);
-        }
-    }
-}
-
 pub fn rename(ctx: &Context, req: &RenameRequest) -> Result<Renamed> {
     validate_name(&req.name)?;
     validate_name(&req.to)?;
@@ -122,23 +99,90 @@ fn taken(ctx: &Context, new: &str) -> Result<()> {
     Ok(())
 }
 
+/// What a rename decides from, gathered before anything changes.
+struct Facts<'a> {
+    record: &'a session::Record,
+    to: String,
+    /// Another session has the new name.
+    taken: bool,
+    /// Its cage runs (idle: a busy one was refused): stopped first.
+    running: bool,
+    /// What is kept under the session's name on disk and is there, each
+    /// with its new place and whether that place is taken already.
+    folders: Vec<(PathBuf, PathBuf, bool)>,
+    /// Its history file, with its new place.
+    history: Option<(PathBuf, PathBuf)>,
+    /// The new cage (None: not in a cage).
+    cage: Option<&'a make::CagePlan>,
+    /// The old cage's private home, if there, with its new place (the
+    /// new cage's, made empty by its files step).
+    home: Option<(PathBuf, PathBuf)>,
+    entry: HistoryEntry,
+}
+
 fn rename_locked(ctx: &Context, req: &RenameRequest, record: &session::Record) -> Result<Renamed> {
     let (old, new) = (req.name.as_str(), req.to.as_str());
-    // Asked again under its lock: made in between, it is there now.
-    taken(ctx, new)?;
-    let host = match &record.cage {
+    // An intent left under the new name (a create or rename of it that
+    // died) is repaired first: this rename's intent goes there too.
+    if let Some(line) = plan::repair(ctx, new)? {
+        ctx.note(line);
+    }
+    let mut warnings = Vec::new();
+    let (host, running, cage_plan) = look(ctx, old, new, record, &mut warnings)?;
+    let facts = facts(ctx, req, record, running, cage_plan.as_ref());
+    let what = facts.entry.what.clone();
+    warnings.extend(plan::execute(ctx, host, decide(&facts)?)?.warnings);
+    Ok(Renamed {
+        session: new.to_string(),
+        from: old.to_string(),
+        old_container: record.cage.as_ref().map(|c| c.container.clone()),
+        container: cage_plan.map(|p| p.container),
+        stopped: running,
+        what,
+        warnings,
+    })
+}
+
+/// What podman says of the session's cage: its podman, whether it runs
+/// (a busy cage is refused), and the new cage, planned before anything
+/// changes (a refusal, its image gone, stops nothing).
+fn look<'h>(
+    ctx: &'h Context,
+    old: &str,
+    new: &str,
+    record: &session::Record,
+    warnings: &mut Vec<String>,
+) -> Result<(Option<&'h crate::host::Host>, bool, Option<make::CagePlan>)> {
+    Ok(match &record.cage {
         Some(cage) => {
             let host = ctx.host_for_session()?;
             let running = moves::check_idle(host, old, cage, "rename")?;
-            Some((host, cage, running))
+            let p = moves::new_cage(
+                ctx,
+                host,
+                record,
+                new,
+                &record.dir,
+                choice_of(cage),
+                warnings,
+            )?;
+            (Some(host), running, Some(p))
         }
-        None => None,
-    };
-    // What is kept under the session's name on disk, each with its new
-    // place: refused before anything changes if the new place is taken
-    // (a session of that name removed earlier left its received files).
+        None => (None, false, None),
+    })
+}
+
+/// The facts of a rename of `record` to `req.to`, with its new cage.
+fn facts<'a>(
+    ctx: &Context,
+    req: &RenameRequest,
+    record: &'a session::Record,
+    running: bool,
+    cage_plan: Option<&'a make::CagePlan>,
+) -> Facts<'a> {
+    let (old, new) = (req.name.as_str(), req.to.as_str());
     let home = &ctx.settings.home;
-    let folders: Vec<(PathBuf, PathBuf)> = [
+    let folders = [
         (
             ctx.store.session_uploads(old),
             ctx.store.session_uploads(new),
@@ -150,117 +194,138 @@ fn rename_locked(ctx: &Context, req: &RenameRequest, record: &session::Record) -
     ]
     .into_iter()
     .filter(|(from, _)| from.symlink_metadata().is_ok())
+    .map(|(from, to)| {
+        let there = to.symlink_metadata().is_ok();
+        (from, to, there)
+    })
     .collect();
-    for (_, to) in &folders {
-        if to.symlink_metadata().is_ok() {
-            return Err(Error::new(
-                crate::error::Kind::Exists,
-                format!(
-                    "{} is there already (left by an earlier session {new}?), and session {old}'s \
-                 own would go there: move it away, or pick another name",
-                    to.display()
-                ),
-            ));
-        }
-    }
-    let mut warnings = Vec::new();
-    // A running idle cage is stopped: its container is made again.
-    let stopped = match host {
-        Some((host, cage, true)) => {
-            host.podman.stop(&cage.container)?;
-            true
-        }
-        _ => false,
-    };
-    let mut renames = Renames::default();
-    let mut made: Option<CageRecord> = None;
-    let mut renamed = record.clone();
-    renamed.name = new.to_string();
-    let steps = (|| -> Result<()> {
-        for (from, to) in &folders {
-            renames.rename(from.clone(), to.clone())?;
-        }
-        if let Some((host, cage, _)) = host {
-            let cage_plan = moves::new_cage(
-                ctx,
-                host,
-                record,
-                new,
-                &record.dir,
-                choice_of(cage),
-                &mut warnings,
-            )?;
-            // The executor takes back its own steps when one fails; past
-            // it, the container is this function's to remove on failure.
-            warnings.extend(plan::execute(ctx, Some(host), cage_plan.steps())?.warnings);
-            let new_cage = cage_plan.record();
-            let (from, to) = (
-                ctx.store.private_home(&cage.container),
-                ctx.store.private_home(&new_cage.container),
-            );
-            made = Some(new_cage);
-            // The cage's private home follows (the harness's own files, a
-            // sealed cage's conversation): the new one is empty, made now.
-            if from.is_dir() {
-                std::fs::remove_dir(&to)
-                    .map_err(|e| Error::failed(format!("removing {}: {e}", to.display())))?;
-                renames.rename(from, to)?;
+    let history = ctx.store.history_path(old);
+    let old_home = record
+        .cage
+        .as_ref()
+        .map(|c| ctx.store.private_home(&c.container));
+    Facts {
+        record,
+        to: new.to_string(),
+        taken: ctx.store.exists(new),
+        running,
+        folders,
+        history: history
+            .is_file()
+            .then(|| (history, ctx.store.history_path(new))),
+        cage: cage_plan,
+        home: match (old_home, cage_plan) {
+            (Some(from), Some(p)) if from.is_dir() => {
+                Some((from, ctx.store.private_home(&p.container)))
             }
-        }
-        renamed.cage = made.clone();
-        // The record under its new name, then the old one gone: past that
-        // the rename is done. The history goes first, so the new record
-        // never stands without it.
-        let history = ctx.store.history_path(old);
-        if history.exists() {
-            renames.rename(history, ctx.store.history_path(new))?;
-        }
-        ctx.store.save(&renamed)?;
-        session::remove_file_if_there(&ctx.store.record_path(old))
-    })();
-    if let Err(e) = steps {
-        // Back as it was, in the reverse order: the new record, what was
-        // renamed (the home back out of the new cage's folder), then the
-        // new cage.
-        let _ = session::remove_file_if_there(&ctx.store.record_path(new));
-        renames.undo();
-        if let (Some((host, ..)), Some(cage)) = (host, &made) {
-            let _ = make::remove_container(ctx, host, &cage.container);
-        }
-        return Err(e);
+            _ => None,
+        },
+        entry: HistoryEntry {
+            when: create::now(),
+            who: req.by.clone().unwrap_or_else(|| ctx.settings.user.clone()),
+            what: match cage_plan {
+                Some(p) => format!("renamed from {old} (its new container {})", p.container),
+                None => format!("renamed from {old}"),
+            },
+        },
     }
-    let new_cage = made;
-    // The old name's lock, record lock and turn marker (its history is
-    // under the new name now).
-    let _ = ctx.store.remove(old);
-    if let Some((host, cage, _)) = host
-        && let Err(e) = make::remove_container(ctx, host, &cage.container)
-    {
-        warnings.push(format!(
-            "the old container {} could not be removed ({e}); `shrooms-agent cage prune` \
-             removes it later",
-            cage.container
+}
+
+/// The steps a rename of `req` would run, in a few words, for the tests.
+#[cfg(test)]
+pub(super) fn planned(ctx: &Context, req: &RenameRequest) -> Result<Vec<String>> {
+    let (_lock, record) = plan::lock_and_load(ctx, &req.name)?;
+    let (_, running, cage_plan) = look(ctx, &req.name, &req.to, &record, &mut Vec::new())?;
+    let facts = facts(ctx, req, &record, running, cage_plan.as_ref());
+    Ok(decide(&facts)?.iter().map(Step::describe).collect())
+}
+
+/// Pure: a refusal, or the steps of a rename. Everything is moved, and the
+/// new cage made, before the record is written under the new name; the
+/// old record goes after it, and past that the rename is done (the old
+/// container is removed last, as a move removes it). The intent, under
+/// both names, names every rename, so that a crash leaves the session
+/// under one name or the other, never half.
+fn decide<'a>(f: &Facts<'a>) -> Result<Vec<Step<'a>>> {
+    let (old, new) = (f.record.name.as_str(), f.to.as_str());
+    if f.taken {
+        return Err(create::already(new));
+    }
+    // Refused before anything changes if the new place is taken (a
+    // session of that name removed earlier left its received files).
+    if let Some((_, to, _)) = f.folders.iter().find(|(_, _, there)| *there) {
+        return Err(Error::new(
+            crate::error::Kind::Exists,
+            format!(
+                "{} is there already (left by an earlier session {new}?), and session {old}'s \
+                 own would go there: move it away, or pick another name",
+                to.display()
+            ),
         ));
     }
-    let what = match &new_cage {
-        Some(c) => format!("renamed from {old} (its new container {})", c.container),
-        None => format!("renamed from {old}"),
-    };
-    let entry = HistoryEntry {
-        when: create::now(),
-        who: req.by.clone().unwrap_or_else(|| ctx.settings.user.clone()),
-        what: what.clone(),
-    };
-    if let Err(e) = ctx.store.append_history(new, &entry) {
-        warnings.push(format!("the history could not be written: {e}"));
-    }
-    Ok(Renamed {
-        session: new.to_string(),
+    let moves: Vec<(PathBuf, PathBuf)> = f
+        .folders
+        .iter()
+        .map(|(from, to, _)| (from.clone(), to.clone()))
+        .chain(f.home.clone())
+        .chain(f.history.clone())
+        .collect();
+    let old_cage = f.record.cage.as_ref().map(|c| c.container.clone());
+    let intent = Intent::Rename {
         from: old.to_string(),
-        old_container: record.cage.as_ref().map(|c| c.container.clone()),
-        container: new_cage.map(|c| c.container),
-        stopped,
-        what,
-        warnings,
-    })
+        to: new.to_string(),
+        old: old_cage.clone(),
+        new: f.cage.map(|p| p.container.clone()),
+        moves,
+    };
+    let mut steps: Vec<Step> = [old, new]
+        .into_iter()
+        .map(|session| Step::Intent {
+            session: session.to_string(),
+            intent: intent.clone(),
+        })
+        .collect();
+    // A running idle cage is stopped: its container is made again.
+    if let (true, Some(c)) = (f.running, &old_cage) {
+        steps.push(Step::StopIdle {
+            container: c.clone(),
+        });
+    }
+    let moved = |(from, to): &(PathBuf, PathBuf)| Step::MoveFile {
+        from: from.clone(),
+        to: to.clone(),
+    };
+    for (from, to, _) in &f.folders {
+        steps.push(moved(&(from.clone(), to.clone())));
+    }
+    if let Some(p) = f.cage {
+        steps.extend(p.steps());
+    }
+    // The cage's private home follows (the harness's own files, a sealed
+    // cage's conversation), over the new cage's, made empty.
+    steps.extend(f.home.iter().map(moved));
+    // The history first, so that the new record never stands without it.
+    steps.extend(f.history.iter().map(moved));
+    let mut renamed = f.record.clone();
+    renamed.name = new.to_string();
+    renamed.cage = f.cage.map(|p| p.record());
+    steps.push(Step::WriteRecord(Box::new(renamed)));
+    // The old name's record, lock, turn marker and intent.
+    steps.push(Step::RemoveRecord {
+        session: old.to_string(),
+    });
+    if let Some(name) = old_cage {
+        steps.push(Step::RemoveContainer {
+            name,
+            best_effort: true,
+        });
+    }
+    steps.push(Step::History {
+        session: new.to_string(),
+        entry: f.entry.clone(),
+    });
+    steps.push(Step::Done {
+        session: new.to_string(),
+    });
+    Ok(steps)
 }

@@ -202,7 +202,13 @@ fn containers(before: &[&str], calls: &[Vec<String>], failed: Option<usize>) -> 
 /// command's to remove, and the intent may be there.
 fn check(w: &World, before: &[&str], failed: Option<usize>, pending: bool) -> Result<(), String> {
     let mut there = containers(before, &w.fake.calls(), failed);
-    let intent = w.ctx.store.intent("web").map_err(|e| e.message)?;
+    // A leftover (of no session) is prune's: the next prune removes it.
+    let leftover = |c: &str| pending && c.starts_with(LEFTOVER_PREFIX);
+    there.retain(|c| !leftover(c));
+    let intent = match w.ctx.store.intent("web").map_err(|e| e.message)? {
+        None => w.ctx.store.intent(RENAMED).map_err(|e| e.message)?,
+        some => some,
+    };
     // What a pending intent finishes: the old container of a move, the
     // record of an rm.
     let mut excused = None;
@@ -211,6 +217,9 @@ fn check(w: &World, before: &[&str], failed: Option<usize>, pending: bool) -> Re
             there.remove(f);
         }
         (true, Some(crate::session::Intent::Remove { container })) => excused = container.clone(),
+        (true, Some(crate::session::Intent::Rename { old: Some(o), .. })) => {
+            there.remove(o);
+        }
         _ => {}
     }
     let (records, damaged) = w.ctx.store.list_readable().map_err(|e| e.message)?;
@@ -244,6 +253,7 @@ fn check(w: &World, before: &[&str], failed: Option<usize>, pending: bool) -> Re
     let held = (0..10).all(|_| {
         std::thread::sleep(std::time::Duration::from_millis(5));
         w.ctx.store.lock_held("web").unwrap_or(true)
+            || w.ctx.store.lock_held(RENAMED).unwrap_or(true)
     });
     if held {
         return Err("the session's lock is held".into());
@@ -262,7 +272,7 @@ fn check(w: &World, before: &[&str], failed: Option<usize>, pending: bool) -> Re
     {
         let f = e.file_name().to_string_lossy().into_owned();
         let of = f.strip_suffix(".env").unwrap_or(&f);
-        if !there.contains(of) {
+        if !there.contains(of) && !leftover(of) {
             return Err(format!("the cage folder {f} of no container is left"));
         }
     }
@@ -319,7 +329,12 @@ fn exhaust(case: &Case) -> Vec<String> {
 }
 
 fn exhaustive(name: &str) {
-    let case = CASES.iter().find(|c| c.name == name).unwrap();
+    let case = CASES
+        .iter()
+        .chain(MORE_CASES)
+        .chain(PRUNE_CASES)
+        .find(|c| c.name == name)
+        .unwrap();
     // The crash is a panic the test catches: its message is noise.
     let bad = exhaust(case);
     assert!(bad.is_empty(), "{}", bad.join("\n"));
@@ -577,6 +592,7 @@ fn every_write_in_the_state_folder_failed_and_crashed_after() {
         .iter()
         .chain(MORE_CASES)
         .chain(EXEC_CASES)
+        .chain(PRUNE_CASES)
         .flat_map(exhaust_writes)
         .collect();
     assert!(bad.is_empty(), "{}", bad.join("\n"));
@@ -585,9 +601,25 @@ fn every_write_in_the_state_folder_failed_and_crashed_after() {
 /// One operation with its `i`th write (`blocked_writes`) failing; what
 /// went wrong.
 fn failed_write(case: &Case, i: usize) -> Vec<String> {
+    failed_write_by(case, blocked_writes, i)
+}
+
+/// Run `case` once with each of the writes `blocked` names made to fail;
+/// returns what failed.
+fn failed_writes(case: &Case, blocked: fn(&World) -> Vec<(&'static str, PathBuf)>) -> Vec<String> {
+    let count = blocked(&(case.world)("write-names")).len();
+    (0..count).flat_map(|i| failed_write_by(case, blocked, i)).collect()
+}
+
+/// `case` with the `i`th write `blocked` names failing; what went wrong.
+fn failed_write_by(
+    case: &Case,
+    blocked: fn(&World) -> Vec<(&'static str, PathBuf)>,
+    i: usize,
+) -> Vec<String> {
     let mut bad = Vec::new();
     let w = (case.world)(&format!("write-{}-{i}", case.name));
-    let (what, path) = blocked_writes(&w).swap_remove(i);
+    let (what, path) = blocked(&w).swap_remove(i);
     std::fs::create_dir_all(path.join("in-the-way")).unwrap();
     w.fake.clear();
     let said = |s: &str| format!("{} with its {what} write failing: {s}", case.name);
@@ -876,4 +908,490 @@ fn a_start_killed_after_podman_start_is_stopped_by_the_next_command() {
         "{notes:?}"
     );
     assert!(w.ctx.store.intents().is_empty());
+}
+
+/// The name `cage rename` gives session web in the cases below.
+const RENAMED: &str = "site";
+
+/// A container of this state folder whose session is gone: prune's.
+const LEFTOVER_PREFIX: &str = "shrooms-gone-";
+const LEFTOVER: &str = "shrooms-gone-0a1b2c";
+
+/// Session web in its cage, and a leftover of this state folder with its
+/// env file and folder, both listed by `podman ps`.
+fn with_leftover(name: &str) -> World {
+    let w = ordinary(name);
+    let id = w.ctx.store.state_id().unwrap();
+    let ps = serde_json::json!([
+        ps_entry(C, "web", Some(&id)),
+        ps_entry(LEFTOVER, "gone", Some(&id)),
+    ])
+    .to_string();
+    let w = w.podman(|f| {
+        f.on_prefix(&["ps"], Answer::out(ps))
+            .on_prefix(&["rm"], Answer::ok())
+            .on_prefix(&["inspect"], Answer::out(container_state(false)))
+    });
+    w.record("web", Some(C));
+    std::fs::create_dir_all(w.ctx.store.private_home(LEFTOVER)).unwrap();
+    std::fs::write(w.ctx.store.env_file(LEFTOVER), "").unwrap();
+    w
+}
+
+fn prune(w: &World) -> crate::error::Result<()> {
+    let planned = super::super::prune::plan(&w.ctx)?;
+    super::super::prune::apply(&w.ctx, &planned).map(drop)
+}
+
+/// Session web in its cage, with what follows it on a rename: its
+/// history, a received file and its cage's private home.
+fn to_rename(name: &str) -> World {
+    let w = caged(name);
+    super::with_history_and_a_file(&w, "web");
+    let home = w.ctx.store.private_home(C);
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("todo.json"), "[]").unwrap();
+    w
+}
+
+fn rename(w: &World) -> crate::error::Result<()> {
+    super::super::rename::rename(&w.ctx, &super::rename_request("web", RENAMED)).map(drop)
+}
+
+/// After a rename, whole or taken back: the session is under one name,
+/// and what it keeps (its received file, its history) is under that one.
+fn renamed_whole(w: &World) -> crate::error::Result<()> {
+    let names: Vec<&str> = ["web", RENAMED]
+        .into_iter()
+        .filter(|n| w.ctx.store.exists(n))
+        .collect();
+    let file = |n: &str| {
+        w.ctx
+            .store
+            .session_uploads(n)
+            .join("drop/from-alpha_a/a.txt")
+    };
+    match names.as_slice() {
+        [n] if file(n).is_file() && w.ctx.store.history_path(n).is_file() => Ok(()),
+        _ => Err(crate::error::Error::failed(format!(
+            "the session is under {names:?}, its file under web: {}, under {RENAMED}: {}",
+            file("web").is_file(),
+            file(RENAMED).is_file()
+        ))),
+    }
+}
+
+/// The next commands after a rename: one on the old name (which repairs
+/// what is left there), then the rename again (taken back, it is done
+/// now), else a command on the new name (which repairs what is left).
+fn rename_next(w: &World) -> crate::error::Result<()> {
+    match stop(w) {
+        Err(e) if e.kind == Kind::NotFound => {}
+        other => other?,
+    }
+    renamed_whole(w)?;
+    match rename(w) {
+        Err(e) if e.kind == Kind::NotFound => {
+            super::super::stop::stop(&w.ctx, RENAMED)?;
+        }
+        other => other?,
+    }
+    renamed_whole(w)
+}
+
+const PRUNE_CASES: &[Case] = &[
+    Case {
+        name: "prune",
+        world: with_leftover,
+        before: &[C, LEFTOVER],
+        run: prune,
+        next: None,
+    },
+    Case {
+        name: "rename",
+        world: to_rename,
+        before: &[C],
+        run: rename,
+        next: Some(rename_next),
+    },
+];
+
+#[test]
+fn every_fault_of_prune() {
+    exhaustive("prune");
+}
+
+#[test]
+fn every_fault_of_rename() {
+    exhaustive("rename");
+}
+
+/// The writes of a rename under the new name, each made to fail: its
+/// intent, the record's temporary file, its history (moved there first).
+fn blocked_rename_writes(w: &World) -> Vec<(&'static str, PathBuf)> {
+    let sessions = w.ctx.settings.state_dir.join("sessions");
+    let pid = std::process::id();
+    vec![
+        (
+            "old name's intent",
+            sessions.join(format!(".web@intent.tmp-{pid}")),
+        ),
+        (
+            "new name's intent",
+            sessions.join(format!(".{RENAMED}@intent.tmp-{pid}")),
+        ),
+        (
+            "new record",
+            sessions.join(format!(".{RENAMED}.json.tmp-{pid}")),
+        ),
+        ("history", sessions.join(format!("{RENAMED}.history.jsonl"))),
+    ]
+}
+
+/// Prune writes nothing in the state folder but the lock file of the
+/// session it looks at, and removes the leftover's files.
+fn blocked_prune_writes(w: &World) -> Vec<(&'static str, PathBuf)> {
+    let sessions = w.ctx.settings.state_dir.join("sessions");
+    vec![("lock", sessions.join("gone.lock"))]
+}
+
+#[test]
+fn every_failed_write_of_prune_and_rename() {
+    let mut bad = Vec::new();
+    for (case, blocked) in PRUNE_CASES.iter().zip([
+        blocked_prune_writes as fn(&World) -> Vec<(&'static str, PathBuf)>,
+        blocked_rename_writes,
+    ]) {
+        bad.extend(failed_writes(case, blocked));
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn the_plans_of_prune() {
+    let w = with_leftover("plan-prune");
+    let cages = w.ctx.store.cages_dir();
+    let planned = super::super::prune::planned(&w.ctx, None).unwrap();
+    assert_eq!(
+        planned,
+        [
+            format!("remove container {LEFTOVER}"),
+            format!("remove {}", cages.join(LEFTOVER).display()),
+            format!("remove {}", cages.join(format!("{LEFTOVER}.env")).display()),
+        ]
+    );
+    // Only what was asked about is removed.
+    let asked = super::super::prune::plan(&w.ctx).unwrap();
+    let mut fewer = asked.clone();
+    fewer.files.clear();
+    assert_eq!(
+        super::super::prune::planned(&w.ctx, Some(&fewer)).unwrap(),
+        planned[..1]
+    );
+    // Its session being made (locked), it is no leftover yet.
+    let _lock = w.ctx.store.lock("gone").unwrap();
+    assert!(
+        super::super::prune::planned(&w.ctx, None)
+            .unwrap()
+            .is_empty()
+    );
+    drop(_lock);
+    // A damaged record: nothing is removed.
+    std::fs::write(w.ctx.store.record_path("web"), "{").unwrap();
+    let e = super::super::prune::planned(&w.ctx, None).unwrap_err();
+    assert!(
+        e.message.contains("while a record is damaged"),
+        "{}",
+        e.message
+    );
+}
+
+/// A rename's plan from the calls the fake answered: the new cage's name
+/// is the one podman was asked to create.
+fn created(w: &World) -> String {
+    let calls = w.fake.calls();
+    let create = calls.iter().find(|c| c[0] == "create").unwrap();
+    create[create.iter().position(|a| a == "--name").unwrap() + 1].clone()
+}
+
+#[test]
+fn the_plans_of_rename() {
+    let w = to_rename("plan-rename");
+    let store = &w.ctx.store;
+    let req = super::rename_request("web", RENAMED);
+    let planned = super::super::rename::planned(&w.ctx, &req).unwrap();
+    // The plan is not run: a rename for real makes the same cage (its name
+    // from the same state), and shows its name.
+    super::super::rename::rename(&w.ctx, &req).unwrap();
+    let new = created(&w);
+    let moved = |a: PathBuf, b: PathBuf| format!("move {} -> {}", a.display(), b.display());
+    let intent = format!("intent rename web -> {RENAMED} ({C} -> {new})");
+    let expected = [
+        intent.clone(),
+        intent,
+        moved(store.session_uploads("web"), store.session_uploads(RENAMED)),
+        format!("cage files {new}"),
+        format!("create container {new}"),
+        moved(store.private_home(C), store.private_home(&new)),
+        moved(store.history_path("web"), store.history_path(RENAMED)),
+        format!("write record {RENAMED}"),
+        "remove record web".to_string(),
+        format!("remove container {C} (best effort)"),
+        "history".to_string(),
+        "done".to_string(),
+    ];
+    let planned: Vec<String> = planned
+        .iter()
+        .map(|s| s.replace(&new_of(s), &new))
+        .collect();
+    assert_eq!(planned, expected);
+    // Out of a cage: no podman, the folders and the records.
+    let w = uncaged("plan-rename-uncaged");
+    super::with_history_and_a_file(&w, "web");
+    let store = &w.ctx.store;
+    assert_eq!(
+        super::super::rename::planned(&w.ctx, &req).unwrap(),
+        [
+            format!("intent rename web -> {RENAMED} (none -> none)"),
+            format!("intent rename web -> {RENAMED} (none -> none)"),
+            moved(store.session_uploads("web"), store.session_uploads(RENAMED)),
+            moved(store.history_path("web"), store.history_path(RENAMED)),
+            format!("write record {RENAMED}"),
+            "remove record web".to_string(),
+            "history".to_string(),
+            "done".to_string(),
+        ]
+    );
+    assert!(w.fake.calls().is_empty());
+    // A name taken: refused.
+    w.record(RENAMED, None);
+    let e = super::super::rename::planned(&w.ctx, &req).unwrap_err();
+    assert_eq!(e.kind, Kind::Exists);
+}
+
+/// The new cage's name in a step's words (its 6 hex digits are drawn
+/// afresh each time a cage is planned).
+fn new_of(step: &str) -> String {
+    let at = step.find(&format!("shrooms-{RENAMED}-")).unwrap_or(0);
+    let name: String = step[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect();
+    if name.starts_with("shrooms-") {
+        name
+    } else {
+        "\u{0}".into()
+    }
+}
+
+/// A running idle cage is stopped first, after the intents.
+#[test]
+fn the_plan_of_a_rename_of_a_running_cage_stops_it_after_the_intents() {
+    let w = to_rename("plan-rename-running").podman(|f| {
+        f.on_prefix(&["inspect"], Answer::out(container_state(true)))
+            .on_prefix(&["top"], Answer::out("COMMAND\nsleep infinity\n"))
+            .on_prefix(&["image", "inspect"], Answer::out(our_image()))
+    });
+    let planned =
+        super::super::rename::planned(&w.ctx, &super::rename_request("web", RENAMED)).unwrap();
+    assert_eq!(planned[2], format!("stop {C}"));
+    assert!(planned[0].starts_with("intent") && planned[1].starts_with("intent"));
+}
+
+/// Sealed session web with a file in its outbox, and session b of this
+/// machine that takes files from it.
+fn sending(name: &str) -> World {
+    let w = caged(name);
+    let outbox = super::super::sealed::outbox_dir(&w.ctx.settings.home, "web");
+    std::fs::create_dir_all(&outbox).unwrap();
+    std::fs::write(outbox.join("result.txt"), "done\n").unwrap();
+    w.ctx
+        .store
+        .update("web", |r| {
+            let cage = r.cage.as_mut().unwrap();
+            cage.sealed = Some(crate::session::SealedRecord {
+                token_file: "/token".into(),
+                outbox,
+                rules: String::new(),
+                seccomp_file: "/seccomp.json".into(),
+                seccomp: String::new(),
+                dns: Vec::new(),
+            });
+            Ok(())
+        })
+        .unwrap();
+    w.record("b", None);
+    let me = format!("{}/web", w.ctx.settings.machine_name);
+    super::super::files::allow(&w.ctx, "b", &me).unwrap();
+    w
+}
+
+fn send_request(w: &World) -> super::super::outbox::SendRequest {
+    super::super::outbox::SendRequest {
+        name: "web".into(),
+        to: format!("{}/b", w.ctx.settings.machine_name),
+        only: None,
+    }
+}
+
+/// The sends' folders left in the state folder's `tmp/`.
+fn sends_left(w: &World) -> Vec<String> {
+    std::fs::read_dir(w.ctx.store.tmp_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+#[test]
+fn the_plan_of_a_send() {
+    let w = sending("plan-send");
+    let planned = super::super::outbox::planned_send(&w.ctx, &send_request(&w)).unwrap();
+    let tmp = w.ctx.store.tmp_dir();
+    let words: Vec<&str> = planned
+        .iter()
+        .map(|s| s.split_once(' ').unwrap().0)
+        .collect();
+    assert_eq!(words, ["make", "make", "pack", "deliver", "remove"]);
+    assert_eq!(planned[0], format!("make {}", tmp.display()));
+    let own = tmp.join(format!("send-{}-", std::process::id()));
+    assert!(planned[1].starts_with(&format!("make {}", own.display())));
+    assert!(planned[2].ends_with(".tar.gz"), "{}", planned[2]);
+    assert_eq!(
+        planned[3],
+        format!("deliver to {}/b", w.ctx.settings.machine_name)
+    );
+    assert!(planned[4].ends_with("(best effort)"));
+    // Refused: an unknown machine, a session that is not sealed.
+    let mut req = send_request(&w);
+    req.to = "nowhere/b".into();
+    let e = super::super::outbox::planned_send(&w.ctx, &req).unwrap_err();
+    assert!(e.message.contains("there is no machine"), "{}", e.message);
+    req.name = "b".into();
+    assert!(super::super::outbox::planned_send(&w.ctx, &req).is_err());
+}
+
+/// A send delivered, refused by the receiver, or with its folder in the
+/// state folder failing to be made: no folder of it is left; one left by a
+/// send that died is removed by the next `cage ls`, which says so.
+#[test]
+fn every_fault_of_a_send() {
+    let w = sending("fault-send");
+    let req = send_request(&w);
+    // Refused by the receiver: taken back.
+    super::super::files::deny(&w.ctx, "b", &format!("{}/web", w.ctx.settings.machine_name))
+        .unwrap();
+    let e = super::super::outbox::send(&w.ctx, &req).unwrap_err();
+    assert_eq!(e.kind, Kind::Forbidden, "{}", e.message);
+    assert!(sends_left(&w).is_empty(), "{:?}", sends_left(&w));
+    super::super::files::allow(&w.ctx, "b", &format!("{}/web", w.ctx.settings.machine_name))
+        .unwrap();
+    // The state folder's tmp/ cannot be made: nothing sent, nothing left.
+    let tmp = w.ctx.store.tmp_dir();
+    std::fs::remove_dir_all(&tmp).unwrap();
+    std::fs::write(&tmp, "in the way").unwrap();
+    assert!(super::super::outbox::send(&w.ctx, &req).is_err());
+    assert!(
+        super::super::files::received(&w.ctx, "b")
+            .unwrap()
+            .files
+            .is_empty()
+    );
+    std::fs::remove_file(&tmp).unwrap();
+    // Sent, and its folder gone.
+    let sent = super::super::outbox::send(&w.ctx, &req).unwrap();
+    assert!(
+        sent.result.starts_with("sent web-outbox-"),
+        "{}",
+        sent.result
+    );
+    assert!(sends_left(&w).is_empty(), "{:?}", sends_left(&w));
+    assert_eq!(
+        super::super::files::received(&w.ctx, "b")
+            .unwrap()
+            .files
+            .len(),
+        1
+    );
+    // A send that died (its process is gone) left its folder and archive.
+    let dead = tmp.join("send-999999999-0");
+    std::fs::create_dir_all(&dead).unwrap();
+    std::fs::write(dead.join("web-outbox.tar.gz"), "half").unwrap();
+    let said = crate::ops::plan::repair_all(&w.ctx);
+    assert!(
+        said.iter().any(
+            |l| l.contains("a temporary file of a command that died was removed")
+                && l.contains("send-999999999-0")
+        ),
+        "{said:?}"
+    );
+    assert!(sends_left(&w).is_empty(), "{:?}", sends_left(&w));
+}
+
+#[test]
+fn the_plans_of_files_clear() {
+    let w = sending("plan-clear");
+    let file = super::with_history_and_a_file(&w, "b");
+    let folder = file.parent().unwrap().to_path_buf();
+    let planned = |f: &str| super::super::files::planned_clear(&w.ctx, "b", "alpha/a", f);
+    assert_eq!(
+        planned("a.txt").unwrap(),
+        [format!("remove {}", file.display())]
+    );
+    // The note first: one without its file would be listed as a file.
+    std::fs::write(folder.join("a.txt.note"), "hi").unwrap();
+    assert_eq!(
+        planned("a.txt").unwrap(),
+        [
+            format!("remove {}", folder.join("a.txt.note").display()),
+            format!("remove {}", file.display()),
+        ]
+    );
+    assert_eq!(planned("b.txt").unwrap_err().kind, Kind::NotFound);
+    // Run: both gone, and it is listed no more.
+    let left = super::super::files::clear(&w.ctx, "b", "alpha/a", "a.txt").unwrap();
+    assert!(left.files.is_empty());
+    assert!(!folder.join("a.txt.note").exists() && !file.exists());
+}
+
+/// A drop's plan: one step that stores it; a sender refused is
+/// remembered, then refused; a drop refused otherwise writes nothing.
+#[test]
+fn the_plans_of_a_received_drop() {
+    let w = sending("plan-drop");
+    let here = w.ctx.settings.machine_name.clone();
+    let drop = |from: &'static str| super::super::files::Drop {
+        session: "b",
+        from_machine: Ok(here.clone()),
+        from_session: Some(from),
+        caged: None,
+        name: "a.txt",
+        length: 2,
+        note: None,
+    };
+    let got = super::super::files::receive(&w.ctx, &drop("web"), &mut &b"hi"[..]).unwrap();
+    assert_eq!(std::fs::read(&got.path).unwrap(), b"hi");
+    let before = std::fs::read(w.ctx.store.record_path("b")).unwrap();
+    // Refused and remembered: the record changes, nothing is stored.
+    let e = super::super::files::receive(&w.ctx, &drop("other"), &mut &b"hi"[..]).unwrap_err();
+    assert_eq!(e.kind, Kind::Forbidden);
+    let record = w.ctx.store.load("b").unwrap();
+    assert_ne!(std::fs::read(w.ctx.store.record_path("b")).unwrap(), before);
+    assert!(!record.files.allows(&here, "other"));
+    // Refused for its note: nothing written at all.
+    let before = std::fs::read(w.ctx.store.record_path("b")).unwrap();
+    let long = "x".repeat(super::super::files::MAX_NOTE + 1);
+    let mut d = drop("web");
+    d.note = Some(&long);
+    let e = super::super::files::receive(&w.ctx, &d, &mut &b"hi"[..]).unwrap_err();
+    assert_eq!(e.kind, Kind::BadInput);
+    assert_eq!(std::fs::read(w.ctx.store.record_path("b")).unwrap(), before);
+    assert_eq!(
+        super::super::files::received(&w.ctx, "b")
+            .unwrap()
+            .files
+            .len(),
+        1
+    );
 }
