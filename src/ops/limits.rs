@@ -336,28 +336,7 @@ pub fn decide<'a>(
         f.enforceable.clone()?;
     }
     let mut steps = Vec::new();
-    let (after, applied, enforced) = if podman_limits {
-        let host = f.host.clone()?;
-        let running = f.running == Some(true);
-        let (after, applied, update) = podman_limits_now(host, &f.defaults, req, cage, running)?;
-        steps.extend(update);
-        (after, applied, Some(super::show::enforces_limits(host)))
-    } else if req.tokens.is_some() {
-        // The gateway reads the budget at every model request, on any
-        // machine; whether podman enforces the other limits is said where
-        // it can be asked.
-        let enforced = f
-            .host
-            .as_ref()
-            .ok()
-            .map(|h| super::show::enforces_limits(h));
-        (cage.limits.clone(), "now", enforced)
-    } else if req.net.is_some() {
-        f.host.clone()?;
-        (cage.limits.clone(), "unchanged", None)
-    } else {
-        return Err(nothing_asked());
-    };
+    let (after, applied, enforced) = limits_after(f, req, cage, podman_limits, &mut steps)?;
     steps.push(Step::SetLimits {
         session: record.name.clone(),
         limits: podman_limits.then(|| (after.clone(), !req.reset)),
@@ -401,6 +380,40 @@ pub fn decide<'a>(
         net_applied,
     };
     Ok((steps, changed))
+}
+
+/// Pure: the cage's limits after the request, where it applies, and
+/// whether podman enforces them; the `podman update` it needs now added to
+/// `steps`.
+fn limits_after<'a>(
+    f: &LimitsFacts<'a>,
+    req: &LimitsRequest,
+    cage: &CageRecord,
+    podman_limits: bool,
+    steps: &mut Vec<Step<'a>>,
+) -> Result<(Limits, &'static str, Option<bool>)> {
+    Ok(if podman_limits {
+        let host = f.host.clone()?;
+        let running = f.running == Some(true);
+        let (after, applied, update) = podman_limits_now(host, &f.defaults, req, cage, running)?;
+        steps.extend(update);
+        (after, applied, Some(super::show::enforces_limits(host)))
+    } else if req.tokens.is_some() {
+        // The gateway reads the budget at every model request, on any
+        // machine; whether podman enforces the other limits is said where
+        // it can be asked.
+        let enforced = f
+            .host
+            .as_ref()
+            .ok()
+            .map(|h| super::show::enforces_limits(h));
+        (cage.limits.clone(), "now", enforced)
+    } else if req.net.is_some() {
+        f.host.clone()?;
+        (cage.limits.clone(), "unchanged", None)
+    } else {
+        return Err(nothing_asked());
+    })
 }
 
 /// Pure: a sealed cage has its own rules: no policy but `internet`.

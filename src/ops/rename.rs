@@ -240,19 +240,14 @@ pub(super) fn planned(ctx: &Context, req: &RenameRequest) -> Result<Vec<String>>
     Ok(decide(&facts)?.iter().map(Step::describe).collect())
 }
 
-/// Pure: a refusal, or the steps of a rename. Everything is moved, and the
-/// new cage made, before the record is written under the new name; the
-/// old record goes after it, and past that the rename is done (the old
-/// container is removed last, as a move removes it). The intent, under
-/// both names, names every rename, so that a crash leaves the session
-/// under one name or the other, never half.
-fn decide<'a>(f: &Facts<'a>) -> Result<Vec<Step<'a>>> {
+/// Pure: a rename refused: the new name taken, or the new place of one of
+/// the session's folders (a session of that name removed earlier left its
+/// received files there).
+fn refusal(f: &Facts) -> Result<()> {
     let (old, new) = (f.record.name.as_str(), f.to.as_str());
     if f.taken {
         return Err(create::already(new));
     }
-    // Refused before anything changes if the new place is taken (a
-    // session of that name removed earlier left its received files).
     if let Some((_, to, _)) = f.folders.iter().find(|(_, _, there)| *there) {
         return Err(Error::new(
             crate::error::Kind::Exists,
@@ -263,6 +258,18 @@ fn decide<'a>(f: &Facts<'a>) -> Result<Vec<Step<'a>>> {
             ),
         ));
     }
+    Ok(())
+}
+
+/// Pure: a refusal, or the steps of a rename. Everything is moved, and the
+/// new cage made, before the record is written under the new name; the
+/// old record goes after it, and past that the rename is done (the old
+/// container is removed last, as a move removes it). The intent, under
+/// both names, names every rename, so that a crash leaves the session
+/// under one name or the other, never half.
+fn decide<'a>(f: &Facts<'a>) -> Result<Vec<Step<'a>>> {
+    let (old, new) = (f.record.name.as_str(), f.to.as_str());
+    refusal(f)?;
     let moves: Vec<(PathBuf, PathBuf)> = f
         .folders
         .iter()

@@ -608,7 +608,9 @@ fn failed_write(case: &Case, i: usize) -> Vec<String> {
 /// returns what failed.
 fn failed_writes(case: &Case, blocked: fn(&World) -> Vec<(&'static str, PathBuf)>) -> Vec<String> {
     let count = blocked(&(case.world)("write-names")).len();
-    (0..count).flat_map(|i| failed_write_by(case, blocked, i)).collect()
+    (0..count)
+        .flat_map(|i| failed_write_by(case, blocked, i))
+        .collect()
 }
 
 /// `case` with the `i`th write `blocked` names failing; what went wrong.
