@@ -164,9 +164,6 @@ pub enum Step<'a> {
     /// nothing else under the name, which may hold what a step before put
     /// there).
     WriteRecord(Box<Record>),
-    /// `podman stop` of an idle cage that is made again after (not taken
-    /// back: a cage stopped for it is left stopped).
-    StopIdle { container: String },
     /// Pack an outbox (or the folder `only` of it) into a new archive
     /// `to`, at most `max` bytes (`crate::pack`); what was packed is kept
     /// in `Ran::packed`. Taken back by the `PrivateDir` it is made in.
@@ -249,7 +246,6 @@ impl Step<'_> {
             ),
             Step::PrivateDir { path, .. } => format!("make {}", path.display()),
             Step::WriteRecord(r) => format!("write record {}", r.name),
-            Step::StopIdle { container } => format!("stop {container}"),
             Step::Pack { to, .. } => format!("pack {}", to.display()),
             Step::Deliver(d) => format!("deliver to {}", d.to()),
             Step::RememberRefused { session, from, .. } => {
@@ -639,10 +635,6 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
             }
             ctx.store.save(&record)?;
             Some(Undo::RecordFile(ctx.store.record_path(&record.name)))
-        }
-        Step::StopIdle { container } => {
-            podman(host)?.podman.stop(container)?;
-            None
         }
         Step::Pack {
             outbox,

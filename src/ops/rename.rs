@@ -292,10 +292,12 @@ fn decide<'a>(f: &Facts<'a>) -> Result<Vec<Step<'a>>> {
             intent: intent.clone(),
         })
         .collect();
-    // A running idle cage is stopped: its container is made again.
+    // A running idle cage is stopped (not taken back: a cage stopped for
+    // it is left stopped): its container is made again.
     if let (true, Some(c)) = (f.running, &old_cage) {
-        steps.push(Step::StopIdle {
+        steps.push(Step::Stop {
             container: c.clone(),
+            best_effort: false,
         });
     }
     let moved = |(from, to): &(PathBuf, PathBuf)| Step::MoveFile {
