@@ -1317,6 +1317,22 @@ pub fn make_private_dir_here(dir: &Path) -> Result<()> {
         .ctx(|| format!("setting the mode of {}", dir.display()))
 }
 
+/// Before a write in the state folder that is not [`write_atomic`] (a
+/// drop's file, its name and note, a send's folders and archive, a file
+/// removed): the tests' fault hook (`process::crash`) counts it and may
+/// fail it. Nothing outside the tests.
+pub fn before_write() -> std::io::Result<()> {
+    #[cfg(test)]
+    crate::process::crash::before_write()?;
+    Ok(())
+}
+
+/// Once such a write is done: in the tests, the tool may die here.
+pub fn after_write() {
+    #[cfg(test)]
+    crate::process::crash::after_write();
+}
+
 /// Write a file atomically: a temporary file in the same folder with the
 /// given mode, fsync, rename over the target, fsync the folder.
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {

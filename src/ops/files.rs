@@ -614,7 +614,9 @@ pub(super) fn store(ctx: &Context, incoming: &Incoming) -> Result<Received> {
     };
     let mut partial = reserve(&drops, &sender, d.length, bounds)?;
     let path = partial.path.clone();
-    let written = copy_exactly(body, &mut partial.file, d.length)
+    let written = session::before_write()
+        .map_err(Copy::Write)
+        .and_then(|()| copy_exactly(body, &mut partial.file, d.length))
         .and_then(|()| partial.file.sync_all().map_err(Copy::Write));
     if let Err(e) = written {
         drop(partial);
@@ -628,6 +630,7 @@ pub(super) fn store(ctx: &Context, incoming: &Incoming) -> Result<Received> {
             }
         });
     }
+    session::after_write();
     // Under the lock again, so that a drop counting meanwhile never sees
     // this file twice (under both names, between the link and the unlink).
     let placed = {
@@ -835,8 +838,8 @@ fn place(
         if note.is_some() && fs::symlink_metadata(&note_path).is_ok() {
             continue;
         }
-        match fs::hard_link(partial, &path) {
-            Ok(()) => {}
+        match session::before_write().and_then(|()| fs::hard_link(partial, &path)) {
+            Ok(()) => session::after_write(),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(Error::failed(format!("naming {}: {e}", path.display()))),
         }
@@ -851,8 +854,12 @@ fn place(
                 }
             },
         };
-        // The partial name goes; the file stays under its own.
-        let _ = fs::remove_file(partial);
+        // The partial name goes; the file stays under its own (a partial
+        // name left is removed by the next drop: nobody holds it).
+        if session::before_write().is_ok() {
+            let _ = fs::remove_file(partial);
+            session::after_write();
+        }
         let _ = File::open(folder).and_then(|d| d.sync_all());
         return Ok((path, note));
     }
@@ -864,6 +871,7 @@ fn place(
 
 /// Keep a drop's note as `path` (0600), never over a file there.
 fn write_note(path: &Path, text: &str) -> Result<()> {
+    session::before_write().ctx(|| format!("making {}", path.display()))?;
     let mut f = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -880,6 +888,7 @@ fn write_note(path: &Path, text: &str) -> Result<()> {
         let _ = fs::remove_file(path);
         return Err(Error::failed(format!("writing {}: {e}", path.display())));
     }
+    session::after_write();
     Ok(())
 }
 

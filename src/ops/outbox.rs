@@ -231,8 +231,11 @@ pub(super) fn pack_at_most(
     to: &Path,
     max: u64,
 ) -> Result<crate::pack::Packed> {
+    crate::session::before_write()
+        .map_err(|e| Error::failed(format!("writing {}: {e}", to.display())))?;
     let packed = crate::pack::pack(outbox, only, to, false)?
         .ok_or_else(|| Error::bad_input("nothing in its outbox"))?;
+    crate::session::after_write();
     let size = std::fs::metadata(to)
         .map_err(|e| Error::failed(format!("reading {}: {e}", to.display())))?
         .len();

@@ -602,19 +602,24 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
             Some(Undo::MoveBack(from.clone(), to.clone()))
         }
         Step::RemoveFile { path, best_effort } => {
-            let removed = if path.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+            let removed = if let Err(e) = session::before_write() {
+                Err(Error::failed(format!("removing {}: {e}", path.display())))
+            } else if path.symlink_metadata().is_ok_and(|m| m.is_dir()) {
                 session::remove_dir_if_there(path)
             } else {
                 session::remove_file_if_there(path)
             };
             match removed {
                 Err(e) if *best_effort => ran.warnings.push(e.message),
-                other => other?,
+                other => {
+                    other?;
+                    session::after_write();
+                }
             }
             None
         }
         Step::PrivateDir { path, keep } => {
-            let made = match std::fs::create_dir(path) {
+            let made = match session::before_write().and_then(|()| std::fs::create_dir(path)) {
                 Ok(()) => !keep,
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
                 Err(e) => return Err(Error::failed(format!("making {}: {e}", path.display()))),
@@ -626,6 +631,7 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
                 }
                 return Err(e);
             }
+            session::after_write();
             made.then(|| Undo::Dir(path.clone()))
         }
         Step::WriteRecord(record) => {

@@ -533,7 +533,7 @@ fn every_fault_of_move_into_a_sealed_cage() {
 /// (`session::write_atomic`, the history's append) failing, and again with
 /// the tool dying right after it; returns what failed.
 fn exhaust_writes(case: &Case) -> Vec<String> {
-    use crate::process::crash::{WriteFault, fault_write, no_write_fault, writes};
+    use crate::process::crash::{WriteFault, writes};
     let w = (case.world)(&format!("writes-{}-count", case.name));
     let before = writes();
     (case.run)(&w).unwrap_or_else(|e| panic!("{}: {}", case.name, e.message));
@@ -544,20 +544,32 @@ fn exhaust_writes(case: &Case) -> Vec<String> {
         for fault in [WriteFault::Fail, WriteFault::Crash] {
             let w = (case.world)(&format!("writes-{}-{fault:?}-{k}", case.name));
             w.fake.clear();
-            fault_write(k, fault);
-            let first = until_crash(|| (case.run)(&w));
-            no_write_fault();
             let said = |what: &str| format!("{} with write {k} {fault:?}: {what}", case.name);
-            match (fault, &first) {
-                (WriteFault::Fail, Err(())) => bad.push(said("a failure crashed")),
-                (WriteFault::Crash, Ok(_)) => bad.push(said("the crash did not happen")),
-                _ => {}
-            }
+            bad.extend(write_faulted(k, fault, || (case.run)(&w)).map(said));
             let failure = fault == WriteFault::Fail;
             bad.extend(then_the_next(&w, case, None, failure, &said));
         }
     }
     bad
+}
+
+/// Run `run` with its `k`th write in the state folder given `fault`; what
+/// went wrong in how it ended (a failure that crashed, a crash that did
+/// not happen).
+fn write_faulted<T>(
+    k: usize,
+    fault: crate::process::crash::WriteFault,
+    run: impl FnOnce() -> T,
+) -> Option<&'static str> {
+    use crate::process::crash::{WriteFault, fault_write, no_write_fault};
+    fault_write(k, fault);
+    let first = until_crash(run);
+    no_write_fault();
+    match (fault, first) {
+        (WriteFault::Fail, Err(())) => Some("a failure crashed"),
+        (WriteFault::Crash, Ok(_)) => Some("the crash did not happen"),
+        _ => None,
+    }
 }
 
 /// After a fault (`failed`: the podman call that did nothing; `failure`: a
@@ -1396,4 +1408,290 @@ fn the_plans_of_a_received_drop() {
             .len(),
         1
     );
+}
+
+/// An operation that makes no podman call (`outbox send`, a received drop,
+/// `files clear`): its world, the operation, and the next command after a
+/// fault.
+struct Quiet {
+    name: &'static str,
+    world: fn(&str) -> World,
+    run: fn(&World) -> crate::error::Result<()>,
+    next: fn(&World) -> crate::error::Result<()>,
+    /// The write after which a crash keeps a drop's file without its note
+    /// (its name is made, then its note): the one window left.
+    note_lost_after: Option<usize>,
+}
+
+/// Run `op` with each of its writes in the state folder failing, and again
+/// with the tool dying right after it; after each, the state holds
+/// (`quiet_state`), and again after the next command. Returns the number
+/// of writes and what failed.
+fn exhaust_quiet(op: &Quiet) -> (usize, Vec<String>) {
+    use crate::process::crash::{WriteFault, writes};
+    let w = (op.world)(&format!("quiet-{}-count", op.name));
+    let before = writes();
+    (op.run)(&w).unwrap_or_else(|e| panic!("{}: {}", op.name, e.message));
+    let n = writes() - before;
+    let mut bad: Vec<String> = quiet_state(&w, false, false).err().into_iter().collect();
+    for k in 1..=n {
+        for fault in [WriteFault::Fail, WriteFault::Crash] {
+            let w = (op.world)(&format!("quiet-{}-{fault:?}-{k}", op.name));
+            let said = |what: &str| format!("{} with write {k} {fault:?}: {what}", op.name);
+            bad.extend(write_faulted(k, fault, || (op.run)(&w)).map(said));
+            let lost = fault == WriteFault::Crash && op.note_lost_after == Some(k);
+            if let Err(why) = quiet_state(&w, true, lost) {
+                bad.push(said(&format!("after it: {why}")));
+            }
+            if let Err(e) = (op.next)(&w) {
+                bad.push(said(&format!("the next command failed: {}", e.message)));
+            }
+            if let Err(why) = quiet_state(&w, false, lost) {
+                bad.push(said(&format!("after the next command: {why}")));
+            }
+        }
+    }
+    (n, bad)
+}
+
+/// What must hold in the state folder of a world of `sending`: no
+/// temporary file of `write_atomic`; no send's folder left but one the
+/// fault left, which the repair removes by its rule for a process that
+/// died (simulated: the folder renamed to a pid that is no process's);
+/// no lock held; nothing hidden listed as received, every file listed
+/// whole, no note without its file; right after the fault (`faulted`),
+/// files on their way (`.incoming-*.partial`) that nobody holds (the next
+/// drop into their folder removes them), and none after the next command;
+/// every drop from web with its note (unless `note_lost`);
+/// each sender's folder as large as what is listed from it (the sender's
+/// bound counts exactly what arrived).
+fn quiet_state(w: &World, faulted: bool, note_lost: bool) -> Result<(), String> {
+    let store = &w.ctx.store;
+    let sessions = store.sessions_dir();
+    for e in std::fs::read_dir(&sessions).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.contains(".tmp-") {
+            return Err(format!("a temporary file left: {name}"));
+        }
+        if name.ends_with(".lock") && held_still(&e.path()) {
+            return Err(format!("the lock {name} is held"));
+        }
+    }
+    let tmp = store.tmp_dir();
+    let own = format!("{}{}-", crate::session::SEND_TMP, std::process::id());
+    for e in std::fs::read_dir(&tmp).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(&own).filter(|_| faulted) else {
+            return Err(format!("a send's folder left in {}: {name}", tmp.display()));
+        };
+        let dead = format!("{}999999999-{rest}", crate::session::SEND_TMP);
+        std::fs::rename(e.path(), tmp.join(dead)).unwrap();
+    }
+    store.remove_dead_temporaries();
+    if let Some(name) = sends_left(w).first() {
+        return Err(format!("the repair left the send's folder {name}"));
+    }
+    let drops = store.session_uploads("b").join("drop");
+    if held_still(&drops.join(".lock")) {
+        return Err("the drops' lock is held".into());
+    }
+    let listed = super::super::files::received(&w.ctx, "b").unwrap().files;
+    for folder in std::fs::read_dir(&drops).into_iter().flatten().flatten() {
+        if !folder.file_type().unwrap().is_dir() {
+            continue;
+        }
+        let from = folder.file_name().to_string_lossy().replacen('_', "/", 1);
+        let from = from.strip_prefix("from-").unwrap().to_string();
+        let mut size = 0;
+        for e in std::fs::read_dir(folder.path()).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            size += e.metadata().unwrap().len();
+            if name.starts_with(".incoming-") {
+                let held = held_still(&e.path());
+                if !faulted || held {
+                    return Err(format!("a file on its way left: {name} (held: {held})"));
+                }
+                size -= e.metadata().unwrap().len();
+                continue;
+            }
+            if let Some(file) = name.strip_suffix(".note")
+                && !folder.path().join(file).is_file()
+            {
+                return Err(format!("the note {name} without its file"));
+            }
+        }
+        let of_it: u64 = listed
+            .iter()
+            .filter(|f| f.from == from)
+            .map(|f| f.size)
+            .sum();
+        let notes: u64 = std::fs::read_dir(folder.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".note"))
+            .map(|e| e.metadata().unwrap().len())
+            .sum();
+        if size != of_it + notes {
+            return Err(format!(
+                "{from}'s folder holds {size} bytes, {of_it} listed and {notes} of notes"
+            ));
+        }
+    }
+    for f in &listed {
+        let path = drops
+            .join(format!("from-{}", f.from.replacen('/', "_", 1)))
+            .join(&f.name);
+        let bytes = std::fs::read(&path).unwrap();
+        let whole = if f.name.ends_with(".tar.gz") {
+            let mut out = Vec::new();
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut out)
+                .is_ok()
+        } else {
+            bytes == b"hello"
+        };
+        if f.name.starts_with('.') || f.name.ends_with(".note") || !whole {
+            return Err(format!(
+                "{} from {} listed, and it is no whole file",
+                f.name, f.from
+            ));
+        }
+        // Every drop of a file from web in these worlds has a note. (A
+        // `files clear` removes the note first, by design: its file stays
+        // listed, and can be cleared again.)
+        let noted = path.with_file_name(format!("{}.note", f.name)).is_file();
+        if f.from.ends_with("/web") && f.name.ends_with(".txt") && !noted && !note_lost {
+            return Err(format!(
+                "{} from {} listed without its note",
+                f.name, f.from
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A lock held, still, after some 100 ms: another test's process, forked
+/// from this one, holds copies of its files until it runs its program.
+fn held_still(path: &std::path::Path) -> bool {
+    (0..20).all(|_| {
+        let held = crate::lock::held(path).unwrap();
+        if held {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        held
+    })
+}
+
+fn quiet_send(w: &World) -> crate::error::Result<()> {
+    super::super::outbox::send(&w.ctx, &send_request(w)).map(|_| ())
+}
+
+/// A drop of `hello` with a note into session b, from `from` of this
+/// machine.
+fn quiet_drop(w: &World, from: &str) -> crate::error::Result<super::super::files::Received> {
+    let drop = super::super::files::Drop {
+        session: "b",
+        from_machine: Ok(w.ctx.settings.machine_name.clone()),
+        from_session: Some(from),
+        caged: None,
+        name: "a.txt",
+        length: 5,
+        note: Some("read me"),
+    };
+    super::super::files::receive(&w.ctx, &drop, &mut &b"hello"[..])
+}
+
+fn quiet_received(w: &World) -> crate::error::Result<()> {
+    let got = quiet_drop(w, "web")?;
+    assert!(got.note.is_some());
+    Ok(())
+}
+
+/// A drop from a sender b does not allow: refused, and remembered.
+fn quiet_refused(w: &World) -> crate::error::Result<()> {
+    match quiet_drop(w, "other") {
+        Err(e) if e.kind == Kind::Forbidden => {}
+        Err(e) => return Err(e),
+        Ok(_) => return Err(crate::error::Error::failed("taken")),
+    }
+    let refused = w.ctx.store.load("b")?.files.refused;
+    assert!(refused.iter().any(|r| r.from.ends_with("/other")));
+    Ok(())
+}
+
+/// Session b with `alpha/a`'s a.txt and its note.
+fn clearing(name: &str) -> World {
+    let w = sending(name);
+    let file = super::with_history_and_a_file(&w, "b");
+    std::fs::write(file.with_file_name("a.txt.note"), "hi").unwrap();
+    w
+}
+
+fn quiet_clear(w: &World) -> crate::error::Result<()> {
+    super::super::files::clear(&w.ctx, "b", "alpha/a", "a.txt").map(|_| ())
+}
+
+/// After a `files clear`: the file still listed is cleared; then it is
+/// gone, its note with it.
+fn quiet_clear_next(w: &World) -> crate::error::Result<()> {
+    let listed = super::super::files::received(&w.ctx, "b")?.files;
+    if listed.iter().any(|f| f.name == "a.txt") {
+        quiet_clear(w)?;
+    }
+    let folder = w.ctx.store.session_uploads("b").join("drop/from-alpha_a");
+    assert!(!folder.join("a.txt").exists() && !folder.join("a.txt.note").exists());
+    Ok(())
+}
+
+const QUIET: &[Quiet] = &[
+    Quiet {
+        name: "send",
+        world: sending,
+        run: quiet_send,
+        next: quiet_send,
+        note_lost_after: None,
+    },
+    Quiet {
+        name: "drop",
+        world: sending,
+        run: quiet_received,
+        next: quiet_received,
+        note_lost_after: Some(2),
+    },
+    Quiet {
+        name: "refused-drop",
+        world: sending,
+        run: quiet_refused,
+        next: quiet_refused,
+        note_lost_after: None,
+    },
+    Quiet {
+        name: "clear",
+        world: clearing,
+        run: quiet_clear,
+        next: quiet_clear_next,
+        note_lost_after: None,
+    },
+];
+
+/// Each write in the state folder of `outbox send`, a received drop (and
+/// a refused one, remembered) and `files clear`, failed and crashed right
+/// after, by its number: the state holds, and the next command works.
+#[test]
+fn every_write_of_a_send_a_drop_and_a_clear_failed_and_crashed_after() {
+    let mut bad = Vec::new();
+    let mut counted = Vec::new();
+    for op in QUIET {
+        let (n, b) = exhaust_quiet(op);
+        counted.push((op.name, n));
+        bad.extend(b);
+    }
+    // send: tmp/, its own folder, the archive, the file on its way, its
+    // name, the partial name removed, the folder removed; a drop: the file
+    // on its way, its name, its note, the partial name removed; refused:
+    // the record; clear: the note, the file.
+    assert_eq!(
+        counted,
+        [("send", 7), ("drop", 4), ("refused-drop", 1), ("clear", 2)]
+    );
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
