@@ -445,6 +445,34 @@ impl<T> IoContext<T> for std::io::Result<T> {
     }
 }
 
+/// Errors with a subject, which each face's tests render.
+#[cfg(test)]
+pub mod samples {
+    use super::*;
+
+    /// A session held by a `cage exec` of pid 7.
+    pub fn busy_by_exec() -> Error {
+        Error::busy("session s is busy").about(Subject::Holder(Holder {
+            what: "exec".into(),
+            since: None,
+            pid: Some(7),
+        }))
+    }
+
+    /// `podman start c1` that exited 125.
+    pub fn podman_start_failed() -> Error {
+        Error::ran(
+            Kind::PodmanFailed,
+            "podman start: Error: x",
+            Exited {
+                call: "podman start c1".into(),
+                status: Some(125),
+                stderr: "Error: x\n".into(),
+            },
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

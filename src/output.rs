@@ -1223,7 +1223,6 @@ mod tests {
     /// when there is one; the option as the command line takes it.
     #[test]
     fn error_keys_carry_the_subject() {
-        use crate::error::{Exited, Holder, Kind, Subject};
         let plain = serde_json::Value::Object(error_keys(&Error::failed("no"), 1));
         assert_eq!(
             plain,
@@ -1237,11 +1236,7 @@ mod tests {
                 "kind": "bad_input", "option": "--mesh"
             })
         );
-        let e = Error::busy("session s is busy").about(Subject::Holder(Holder {
-            what: "exec".into(),
-            since: None,
-            pid: Some(7),
-        }));
+        let e = crate::error::samples::busy_by_exec();
         assert_eq!(
             serde_json::Value::Object(error_keys(&e, 3)),
             serde_json::json!({
@@ -1249,15 +1244,7 @@ mod tests {
                 "holder": {"what": "exec", "since": null, "pid": 7}
             })
         );
-        let e = Error::ran(
-            Kind::PodmanFailed,
-            "podman start: Error: x",
-            Exited {
-                call: "podman start c1".into(),
-                status: Some(125),
-                stderr: "Error: x\n".into(),
-            },
-        );
+        let e = crate::error::samples::podman_start_failed();
         assert_eq!(
             serde_json::Value::Object(error_keys(&e, 1)),
             serde_json::json!({

@@ -319,7 +319,7 @@ mod tests {
     /// that failed. An error about none of them has the error alone.
     #[test]
     fn an_error_body_carries_its_subject() {
-        use crate::error::{Exited, Kind, Subject};
+        use crate::error::{Kind, Subject};
         let body = |e: &Error| {
             let r = Response::from_error(e);
             (r.status, String::from_utf8(r.body).unwrap())
@@ -350,11 +350,7 @@ mod tests {
             "{\"error\":\"session web: field \\\"meshes\\\" does nothing without field \\\"shared\\\"\",\
              \"field\":\"meshes\"}\n"
         );
-        let e = Error::busy("session s is busy").about(Subject::Holder(Holder {
-            what: "exec".into(),
-            since: None,
-            pid: Some(7),
-        }));
+        let e = crate::error::samples::busy_by_exec();
         assert_eq!(
             body(&e),
             (
@@ -364,15 +360,7 @@ mod tests {
                     .to_string()
             )
         );
-        let e = Error::ran(
-            Kind::PodmanFailed,
-            "podman start: Error: x",
-            Exited {
-                call: "podman start c1".into(),
-                status: Some(125),
-                stderr: "Error: x\n".into(),
-            },
-        );
+        let e = crate::error::samples::podman_start_failed();
         assert_eq!(
             body(&e),
             (
