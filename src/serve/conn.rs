@@ -542,7 +542,7 @@ mod tests {
                 .collect();
             assert!(peers.linger_place(LINGERING).is_none());
             let (ours, _theirs) = tokio::net::UnixStream::pair().unwrap();
-            tokio::time::timeout(Duration::from_millis(500), linger(ours, &peers))
+            tokio::time::timeout(LINGER / 2, linger(ours, &peers))
                 .await
                 .expect("lingered with no place free");
             drop(all);
@@ -558,7 +558,7 @@ mod tests {
             );
             assert_eq!(peers.lingering.load(Ordering::SeqCst), 1);
             drop(theirs);
-            tokio::time::timeout(Duration::from_millis(500), lingering)
+            tokio::time::timeout(LINGER / 2, lingering)
                 .await
                 .expect("lingered after the client closed")
                 .unwrap();

@@ -248,10 +248,7 @@ fn check(w: &World, before: &[&str], failed: Option<usize>, pending: bool) -> Re
     if !pending && !w.ctx.store.intents().is_empty() {
         return Err(format!("intents left: {:?}", w.ctx.store.intents()));
     }
-    // Held each time over some 50 ms: a process another test forks
-    // holds a copy of every descriptor for the instant before its exec.
-    let held = (0..10).all(|_| {
-        std::thread::sleep(std::time::Duration::from_millis(5));
+    let held = held_still_by(|| {
         w.ctx.store.lock_held("web").unwrap_or(true)
             || w.ctx.store.lock_held(RENAMED).unwrap_or(true)
     });
@@ -478,10 +475,7 @@ fn blocked_writes(w: &World) -> Vec<(&'static str, PathBuf)> {
 fn every_failed_write_in_the_state_folder() {
     let mut bad = Vec::new();
     for case in CASES.iter().filter(|c| !matches!(c.name, "start" | "stop")) {
-        let count = blocked_writes(&(case.world)("write-names")).len();
-        for i in 0..count {
-            bad.extend(failed_write(case, i));
-        }
+        bad.extend(failed_writes(case, blocked_writes));
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
@@ -642,12 +636,7 @@ fn failed_write_by(
     if let Err(why) = check(&w, case.before, None, true) {
         bad.push(said(&format!("after it ({first:?}): {why}")));
     }
-    if let Err(e) = case.next.unwrap_or(case.run)(&w) {
-        bad.push(said(&format!("the next command failed: {}", e.message)));
-    }
-    if let Err(why) = check(&w, case.before, None, false) {
-        bad.push(said(&format!("after the next command: {why}")));
-    }
+    bad.extend(then_the_next(&w, case, None, false, &said));
     bad
 }
 
@@ -1569,11 +1558,18 @@ fn quiet_state(w: &World, faulted: bool, note_lost: bool) -> Result<(), String> 
     Ok(())
 }
 
-/// A lock held, still, after some 100 ms: another test's process, forked
-/// from this one, holds copies of its files until it runs its program.
+/// The lock at `path` held, still, after some 2 s (`held_still_by`).
 fn held_still(path: &std::path::Path) -> bool {
-    (0..20).all(|_| {
-        let held = crate::lock::held(path).unwrap();
+    held_still_by(|| crate::lock::held(path).unwrap())
+}
+
+/// `held` true each time it is asked over some 2 s: another test's
+/// process, forked from this one, holds copies of its files until it runs
+/// its program, an instant that a busy machine can stretch. A lock that is
+/// free is seen at once; only one still held is waited on.
+fn held_still_by(held: impl Fn() -> bool) -> bool {
+    (0..400).all(|_| {
+        let held = held();
         if held {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
