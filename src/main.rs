@@ -91,11 +91,9 @@ fn main() -> ExitCode {
         Some(machine) => on_machine(cli, &machine),
         None => run(cli),
     };
-    let result = result.map_err(|mut e| {
-        if let Some(name) = &here {
-            e.message = format!("on {name}: {}", e.message);
-        }
-        e
+    let result = result.map_err(|e| match &here {
+        Some(name) => e.context(format!("on {name}")),
+        None => e,
     });
     match result {
         Ok(code) => code,

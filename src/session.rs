@@ -785,8 +785,7 @@ impl Store {
         let mut line = serde_json::to_string(entry)
             .map_err(|e| Error::failed(format!("writing the history: {e}")))?;
         line.push('\n');
-        #[cfg(test)]
-        crate::process::crash::before_write().ctx(|| format!("opening {}", path.display()))?;
+        before_write().ctx(|| format!("opening {}", path.display()))?;
         let mut f = OpenOptions::new()
             .create(true)
             .append(true)
@@ -796,8 +795,7 @@ impl Store {
         f.write_all(line.as_bytes())
             .and_then(|_| f.sync_all())
             .ctx(|| format!("writing {}", path.display()))?;
-        #[cfg(test)]
-        crate::process::crash::after_write();
+        after_write();
         Ok(())
     }
 
@@ -1345,8 +1343,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
-        #[cfg(test)]
-        crate::process::crash::before_write()?;
+        before_write()?;
         let mut f = OpenOptions::new()
             .create(true)
             .truncate(true)
@@ -1363,9 +1360,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
-    #[cfg(test)]
     if result.is_ok() {
-        crate::process::crash::after_write();
+        after_write();
     }
     result.ctx(|| format!("writing {}", path.display()))
 }

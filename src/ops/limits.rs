@@ -339,6 +339,7 @@ pub fn decide<'a>(
     let (after, applied, enforced) = limits_after(f, req, cage, podman_limits, &mut steps)?;
     steps.push(Step::SetLimits {
         session: record.name.clone(),
+        container: cage.container.clone(),
         limits: podman_limits.then(|| (after.clone(), !req.reset)),
         net: req.net.clone(),
         tokens: tokens_after,

@@ -232,9 +232,6 @@ pub struct StartFacts<'a> {
     pub dir_there: bool,
     /// This program, for a cage that mounts `tools/`.
     pub tools: Option<PathBuf>,
-    /// The mount sources and the private home, as they lead now.
-    pub sources: Result<()>,
-    pub home: Result<()>,
 }
 
 /// Read what a start decides on (no refusal but a record without a cage).
@@ -256,8 +253,6 @@ pub fn start_facts<'a>(ctx: &Context, record: &'a Record) -> Result<StartFacts<'
             .first()
             .filter(|_| mounts_tools(ctx, &cage.create_argv))
             .cloned(),
-        sources: check_mount_sources(&cage.mount_sources, &record.name),
-        home: home::check(&ctx.store.private_home(&cage.container), cage, &record.name),
     })
 }
 
@@ -307,8 +302,6 @@ pub fn decide_start<'a>(f: &StartFacts<'a>, host: &Host) -> Result<Vec<plan::Ste
     if !f.dir_there {
         return Err(Error::failed(missing_folder_message(name, &record.dir)));
     }
-    f.sources.clone()?;
-    f.home.clone()?;
     let mut steps = vec![plan::Step::Intent {
         session: name.clone(),
         intent: crate::session::Intent::Start {
@@ -328,6 +321,12 @@ pub fn decide_start<'a>(f: &StartFacts<'a>, host: &Host) -> Result<Vec<plan::Ste
             remember: true,
         });
     }
+    // Looked at once the copies and tools/ are made again: a source of
+    // ours that went is made again, not refused.
+    steps.push(plan::Step::CheckSources {
+        session: name.clone(),
+        cage,
+    });
     let gone = Error::failed(gone_message(&cage.container, name));
     steps.extend(start_steps(host, name, cage, gone, old));
     steps.push(plan::Step::Done {

@@ -138,6 +138,9 @@ pub enum Step<'a> {
     /// limits` sets them (taken back: as they were).
     SetLimits {
         session: String,
+        /// The cage they are for: a session moved meanwhile (beside a turn,
+        /// `cage limits` holds no lock) is refused as busy.
+        container: String,
         /// The new limits and whether they are the session's own.
         limits: Option<(crate::settings::Limits, bool)>,
         net: Option<crate::netpolicy::NetPolicy>,
@@ -187,6 +190,14 @@ pub enum Step<'a> {
     /// Store a drop (`files::store`): what is kept in `Ran::received`.
     /// Nothing to take back: it keeps nothing when it fails.
     Receive(Box<super::files::Incoming<'a>>),
+    /// A start's mount sources and private home looked at, as they lead
+    /// now, after the steps that make ours again: refused when one is gone
+    /// or leads elsewhere than when the cage was made. Nothing to take
+    /// back.
+    CheckSources {
+        session: String,
+        cage: &'a session::CageRecord,
+    },
 }
 
 #[cfg(test)]
@@ -252,6 +263,7 @@ impl Step<'_> {
                 format!("remember {from} refused by {session}")
             }
             Step::Receive(i) => format!("receive {}", i.words()),
+            Step::CheckSources { .. } => "check sources".to_string(),
         }
     }
 }
@@ -292,6 +304,13 @@ enum Undo {
     Socket,
     /// `podman update` with the limits the cage had.
     Limits(Vec<String>),
+    /// The record's limits, policy and budget as they were, and nothing
+    /// else of it: a turn beside `cage limits` counts its tokens there.
+    SetLimits {
+        session: String,
+        container: String,
+        before: LimitsSet,
+    },
     /// Rename back: (from, to) of the rename.
     MoveBack(PathBuf, PathBuf),
     /// A folder made, removed with what is in it.
@@ -556,7 +575,9 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
             Some(Undo::Watcher)
         }
         Step::Gateway { record, pi } => {
-            let pid = ran.pid.unwrap_or(0);
+            let pid = ran
+                .pid
+                .ok_or_else(|| Error::failed("the cage's rules were not loaded"))?;
             let gateway = super::exec::open_gateway(ctx, podman(host)?, record, pid, *pi)?;
             ran.gateway = Some(gateway);
             Some(Undo::Gateway)
@@ -573,25 +594,24 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
         }
         Step::SetLimits {
             session,
+            container,
             limits,
             net,
             tokens,
         } => {
-            let before = ctx.store.update(session, |r| {
-                let before = r.clone();
-                if let Some(c) = r.cage.as_mut() {
-                    if let Some((l, own)) = limits {
-                        c.limits = l.clone();
-                        c.own_limits = *own;
-                    }
-                    if let Some(n) = net {
-                        c.net = n.clone();
-                    }
-                }
-                r.tokens.budget = *tokens;
-                Ok(before)
-            })?;
-            Some(Undo::Restore(Box::new(before)))
+            let before = set_limits(
+                ctx,
+                session,
+                container,
+                limits.clone(),
+                net.clone(),
+                *tokens,
+            )?;
+            Some(Undo::SetLimits {
+                session: session.clone(),
+                container: container.clone(),
+                before,
+            })
         }
         Step::NewRules { session, cage } => {
             super::limits::load_new_rules(ctx, podman(host)?, session, cage)?;
@@ -676,6 +696,58 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
             ran.received = Some(super::files::store(ctx, incoming)?);
             None
         }
+        Step::CheckSources { session, cage } => {
+            super::check_mount_sources(&cage.mount_sources, session)?;
+            super::home::check(&ctx.store.private_home(&cage.container), cage, session)?;
+            None
+        }
+    })
+}
+
+/// What `Step::SetLimits` sets: the cage's limits and whether they are
+/// the session's own, its network policy, the token budget.
+type LimitsSet = (
+    Option<(crate::settings::Limits, bool)>,
+    Option<crate::netpolicy::NetPolicy>,
+    Option<u64>,
+);
+
+/// Set a session's limits, policy and budget in its record, for its cage
+/// `container` (refused as busy when it was moved meanwhile); what they
+/// were.
+fn set_limits(
+    ctx: &Context,
+    session: &str,
+    container: &str,
+    limits: Option<(crate::settings::Limits, bool)>,
+    net: Option<crate::netpolicy::NetPolicy>,
+    tokens: Option<u64>,
+) -> Result<LimitsSet> {
+    ctx.store.update(session, |r| {
+        let budget = r.tokens.budget;
+        let c = match r.cage.as_mut() {
+            Some(c) if c.container == container => c,
+            _ => {
+                return Err(Error::busy(format!(
+                    "session {} was moved meanwhile; set its limits again",
+                    r.name
+                )));
+            }
+        };
+        let before = (
+            limits.as_ref().map(|_| (c.limits.clone(), c.own_limits)),
+            net.as_ref().map(|_| c.net.clone()),
+            budget,
+        );
+        if let Some((l, own)) = limits {
+            c.limits = l;
+            c.own_limits = own;
+        }
+        if let Some(n) = net {
+            c.net = n;
+        }
+        r.tokens.budget = tokens;
+        Ok(before)
     })
 }
 
@@ -744,6 +816,14 @@ fn take_back(ctx: &Context, host: Option<&Host>, undo: &Undo, ran: &mut Ran) {
             if let Some(h) = host {
                 let _ = h.podman.update(back);
             }
+        }
+        Undo::SetLimits {
+            session,
+            container,
+            before,
+        } => {
+            let (limits, net, tokens) = before.clone();
+            let _ = set_limits(ctx, session, container, limits, net, tokens);
         }
         Undo::MoveBack(from, to) => {
             let _ = std::fs::rename(to, from);

@@ -734,6 +734,7 @@ fn the_plans_of_start_and_exec() {
     let started = [
         format!("intent start {C}"),
         "settings copies web".to_string(),
+        "check sources".to_string(),
         format!("start {C}"),
         format!("update {C}"),
         format!("rules {C}"),
@@ -767,6 +768,7 @@ fn the_plans_of_start_and_exec() {
         [
             format!("intent start {C}"),
             "remember untrusted".to_string(),
+            "check sources".to_string(),
             format!("start {C}"),
             format!("rules {C}"),
             "done".to_string(),
@@ -1690,4 +1692,48 @@ fn every_write_of_a_send_a_drop_and_a_clear_failed_and_crashed_after() {
         [("send", 7), ("drop", 4), ("refused-drop", 1), ("clear", 2)]
     );
     assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// A start writes its settings copies again before it looks at the cage's
+/// mount sources: a copies' folder removed by hand is made again, not
+/// refused as gone.
+#[test]
+fn a_start_makes_its_copies_again_before_it_looks_at_its_sources() {
+    let w = startable_world("sources-after-copies");
+    let mut record = w.ctx.store.load("web").unwrap();
+    let cage = record.cage.as_mut().unwrap();
+    let copies = w.ctx.store.settings_copy_dir(&cage.container);
+    crate::session::make_private_dir(&copies).unwrap();
+    cage.mount_sources = vec![crate::session::MountSource::now(&copies).unwrap()];
+    w.ctx.store.save(&record).unwrap();
+    std::fs::remove_dir_all(&copies).unwrap();
+    start(&w).unwrap();
+    assert!(copies.is_dir());
+}
+
+/// `cage limits` beside a turn holds no lock: a session moved meanwhile
+/// (another cage in its record) is refused as busy, its record unchanged;
+/// a step after it that fails puts the budget back.
+#[test]
+fn limits_set_beside_a_turn_touch_only_their_fields() {
+    use crate::ops::plan::{Step, execute};
+    let w = startable_world("limits-fields");
+    let set = |container: &str| Step::SetLimits {
+        session: "web".into(),
+        container: container.into(),
+        limits: None,
+        net: None,
+        tokens: Some(5),
+    };
+    let e = execute(&w.ctx, None, vec![set("shrooms-web-moved")])
+        .err()
+        .unwrap();
+    assert_eq!(e.kind, Kind::Busy, "{}", e.message);
+    assert_eq!(w.ctx.store.load("web").unwrap().tokens.budget, None);
+    let refused = crate::error::Error::failed("refused");
+    let e = execute(&w.ctx, None, vec![set(C), Step::Refuse(refused)])
+        .err()
+        .unwrap();
+    assert_eq!(e.message, "refused");
+    assert_eq!(w.ctx.store.load("web").unwrap().tokens.budget, None);
 }
