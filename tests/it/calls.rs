@@ -216,8 +216,14 @@ fn exec_makes_the_calls_it_needs_and_no_more_rootless() {
     exec_makes_the_calls_it_needs(World::rootless());
 }
 
+/// How soon serve's answers show what podman did behind its back: about
+/// a second on a quiet machine (podman 4.3 without systemd polls its
+/// events file every 250 ms), given room here for a test beside others on
+/// two busy cores.
+const SEEN_WITHIN: Duration = Duration::from_secs(3);
+
 /// A cage stopped behind serve's back (`podman stop` directly) shows
-/// stopped in serve's answers within a second, from podman's events.
+/// stopped in serve's answers within a second or so, from podman's events.
 fn serve_sees_a_stop_behind_its_back(w: World) {
     let name = w.session("live");
     let dir = w.dir("live");
@@ -238,7 +244,7 @@ fn serve_sees_a_stop_behind_its_back(w: World) {
     let stopped = w.podman(&["stop", "-t", "0", &container]);
     assert!(stopped.status.success(), "{}", show_output(&stopped));
     let at = Instant::now();
-    let seen = eventually(Duration::from_secs(1), || {
+    let seen = eventually(SEEN_WITHIN, || {
         get(&url).json()["cage"]["state"] == "exited"
     });
     let after = at.elapsed();
@@ -265,7 +271,7 @@ fn serve_sees_a_stop_behind_its_back(w: World) {
     let started = w.podman(&["start", &container]);
     assert!(started.status.success(), "{}", show_output(&started));
     assert!(
-        eventually(Duration::from_secs(1), || get(&url).json()["cage"]["state"]
+        eventually(SEEN_WITHIN, || get(&url).json()["cage"]["state"]
             == "running"),
         "{}",
         s.log_text()
@@ -284,7 +290,7 @@ fn serve_sees_a_stop_behind_its_back(w: World) {
     }
     assert!(rm.status.success(), "{}", show_output(&rm));
     assert!(
-        eventually(Duration::from_secs(1), || get(&url).json()["cage"]["state"]
+        eventually(SEEN_WITHIN, || get(&url).json()["cage"]["state"]
             == "missing"),
         "{}",
         s.log_text()

@@ -1998,7 +1998,9 @@ fn a_slow_podman_does_not_hold_up_the_harnesses() {
         get(&format!("{url}/v1/harnesses")).is(200);
         let took = asked.elapsed();
         assert!(
-            took < Duration::from_secs(1),
+            // Under the slow podman's 2 s: not behind it (room left for
+            // a busy machine).
+            took < Duration::from_millis(1500),
             "GET /v1/harnesses waited {took:?} behind GET /v1/sessions:\n{}",
             s.log_text()
         );
