@@ -15,7 +15,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -226,8 +226,9 @@ pub struct ReceivedList {
     pub files: Vec<ReceivedFile>,
 }
 
-/// `files received SESSION`: what arrived, whole (files on their way and
-/// the notes beside files are not listed).
+/// `files received SESSION`: what arrived, whole (files on their way, the
+/// notes beside files, and the note of a drop whose file has no name yet
+/// are not listed; a file a sender named `x.note` is, unless `x` is there).
 pub fn received(ctx: &Context, name: &str) -> Result<ReceivedList> {
     let record = ctx.store.load(name)?;
     let drops = ctx.store.session_uploads(&record.name).join("drop");
@@ -259,7 +260,12 @@ pub fn received(ctx: &Context, name: &str) -> Result<ReceivedList> {
         let Ok(entries) = fs::read_dir(folder.path()) else {
             continue;
         };
-        for entry in entries.flatten() {
+        let entries: Vec<_> = entries.flatten().collect();
+        // The notes of drops whose file has no name yet, or never got one.
+        // Read after the names: a note's hidden name goes only once its
+        // file has its name, which the check below then sees.
+        let unplaced = hidden_notes(&folder.path());
+        for entry in entries {
             let Some(file) = entry.file_name().to_str().map(str::to_string) else {
                 continue;
             };
@@ -271,6 +277,9 @@ pub fn received(ctx: &Context, name: &str) -> Result<ReceivedList> {
                 .strip_suffix(".note")
                 .is_some_and(|f| folder.path().join(f).is_file())
             {
+                continue;
+            }
+            if unplaced.contains(&(meta.dev(), meta.ino())) {
                 continue;
             }
             files.push(ReceivedFile {
@@ -790,42 +799,133 @@ fn create_partial(folder: &Path) -> Result<(PathBuf, File)> {
 /// sender's bound for ever. Called under the `drop/` lock, under which
 /// every partial file is made and locked, so none is taken for abandoned
 /// between its making and its locking.
+///
+/// And the notes of drops that died before their file had its name
+/// ([`place`]): a hidden note whose partial file no writer holds (gone, or
+/// free) is its dead drop's, and so is a note linked to it (the same
+/// inode) whose file is not there; both go. Sound against a drop under
+/// way beside: a drop's hidden note is made, linked and removed while it
+/// holds the `drop/` lock this sweep holds too, and while it holds its
+/// partial file's lock (taken at its making, let go only after the hidden
+/// note is gone); and a note is never linked beside a file not its own.
 fn remove_abandoned(folder: &Path) {
     let Ok(entries) = fs::read_dir(folder) else {
         return;
     };
+    let mut notes = Vec::new();
     for entry in entries.flatten() {
-        let name = entry.file_name();
-        let partial = name
-            .to_str()
-            .is_some_and(|n| n.starts_with(".incoming-") && n.ends_with(PARTIAL));
-        if !partial || !entry.file_type().is_ok_and(|t| t.is_file()) {
-            continue;
-        }
-        let Ok(f) = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(entry.path())
-        else {
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
             continue;
         };
-        if crate::lock::try_exclusive(&f).unwrap_or(false) {
+        if !name.starts_with(".incoming-") || !entry.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        if let Some(id) = name.strip_suffix(HIDDEN_NOTE) {
+            notes.push((entry.path(), folder.join(format!("{id}{PARTIAL}"))));
+        } else if name.ends_with(PARTIAL) && !held_by_writer(&entry.path()) {
             let _ = fs::remove_file(entry.path());
         }
+    }
+    for (hidden, partial) in notes {
+        if held_by_writer(&partial) {
+            continue;
+        }
+        if let Ok(h) = fs::symlink_metadata(&hidden)
+            && h.nlink() > 1
+        {
+            for entry in fs::read_dir(folder).into_iter().flatten().flatten() {
+                let path = entry.path();
+                let orphan = entry
+                    .file_name()
+                    .to_str()
+                    .and_then(|n| n.strip_suffix(".note"))
+                    .is_some_and(|file| {
+                        !file.starts_with('.') && fs::symlink_metadata(folder.join(file)).is_err()
+                    })
+                    && fs::symlink_metadata(&path)
+                        .is_ok_and(|m| (m.dev(), m.ino()) == (h.dev(), h.ino()));
+                if orphan {
+                    let _ = fs::remove_file(&path);
+                }
+            }
+        }
+        let _ = fs::remove_file(&hidden);
+    }
+}
+
+/// Whether a live writer holds the partial file at `path`: false when it
+/// is not there, or its lock is free. What cannot be opened or tried is
+/// taken as held: it is left alone.
+fn held_by_writer(path: &Path) -> bool {
+    match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(f) => !crate::lock::try_exclusive(&f).unwrap_or(false),
+        Err(e) => e.kind() != io::ErrorKind::NotFound,
     }
 }
 
 /// Give a whole file its name in `folder`: `name`, else `name-1.ext`,
 /// `name-2.ext`..., with its note as `<that name>.note`. link(2) makes the
-/// name, and fails on one that exists (a link there included), so nothing
-/// is ever written over; then the partial name goes. A name whose `.note`
-/// is taken (a sender named a file so) is passed over when there is a note.
+/// names, and fails on one that exists (a link there included), so nothing
+/// is ever written over; then the hidden names go. A name whose `.note` is
+/// taken (a sender named a file so) is passed over when there is a note.
+///
+/// All or nothing under a crash at any write: the note is written first
+/// under a hidden name of the drop's own ([`hidden_note`]), linked to its
+/// final name, and only then is the file linked to its. A drop that dies
+/// before the file's link leaves a note without its file, never a file
+/// without its note: that note shares its inode with the hidden one, so
+/// `files received` does not list it ([`received`]), and the next drop
+/// into the folder removes both ([`remove_abandoned`]). Called under the
+/// `drop/` lock, with the partial file's lock held.
 fn place(
     partial: &Path,
     folder: &Path,
     name: &str,
     note: Option<&str>,
 ) -> Result<(PathBuf, Option<PathBuf>)> {
+    let hidden = match note {
+        None => None,
+        Some(text) => {
+            let hidden = hidden_note(partial);
+            write_note(&hidden, text)?;
+            Some(hidden)
+        }
+    };
+    let placed = place_linked(partial, folder, name, hidden.as_deref());
+    // The hidden note's name goes before the partial's: while it is there
+    // its partial is (and is held while its writer lives), which the sweep
+    // goes by. Left (a failure here), the next drop's sweep removes it.
+    if let Some(hidden) = &hidden
+        && session::before_write().is_ok()
+    {
+        let _ = fs::remove_file(hidden);
+        session::after_write();
+    }
+    let (path, note) = placed?;
+    // The partial name goes; the file stays under its own (a partial name
+    // left is removed by the next drop: nobody holds it).
+    if session::before_write().is_ok() {
+        let _ = fs::remove_file(partial);
+        session::after_write();
+    }
+    let _ = File::open(folder).and_then(|d| d.sync_all());
+    Ok((path, note))
+}
+
+/// [`place`]'s names: the note's (a link to `hidden`, when there is a
+/// note), then the file's. A failure takes back the note's.
+fn place_linked(
+    partial: &Path,
+    folder: &Path,
+    name: &str,
+    hidden: Option<&Path>,
+) -> Result<(PathBuf, Option<PathBuf>)> {
+    let link =
+        |from: &Path, to: &Path| session::before_write().and_then(|()| fs::hard_link(from, to));
     let (stem, ext) = split_ext(name);
     for i in 0..10_000u32 {
         let candidate = if i == 0 {
@@ -835,38 +935,71 @@ fn place(
         };
         let path = folder.join(&candidate);
         let note_path = folder.join(format!("{candidate}.note"));
-        if note.is_some() && fs::symlink_metadata(&note_path).is_ok() {
+        // Under the `drop/` lock no drop makes either name meanwhile: a
+        // note is never linked beside a file that is not its own.
+        let taken = |p: &Path| fs::symlink_metadata(p).is_ok();
+        if taken(&path) || (hidden.is_some() && taken(&note_path)) {
             continue;
         }
-        match session::before_write().and_then(|()| fs::hard_link(partial, &path)) {
+        if let Some(hidden) = hidden {
+            match link(hidden, &note_path) {
+                Ok(()) => session::after_write(),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(Error::failed(format!(
+                        "naming {}: {e}",
+                        note_path.display()
+                    )));
+                }
+            }
+        }
+        let linked = link(partial, &path);
+        if linked.is_err() && hidden.is_some() {
+            // All or nothing: no note is kept without its file.
+            let _ = fs::remove_file(&note_path);
+        }
+        match linked {
             Ok(()) => session::after_write(),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(Error::failed(format!("naming {}: {e}", path.display()))),
         }
-        let note = match note {
-            None => None,
-            Some(text) => match write_note(&note_path, text) {
-                Ok(()) => Some(note_path),
-                Err(e) => {
-                    // All or nothing: a file whose note was lost is not kept.
-                    let _ = fs::remove_file(&path);
-                    return Err(e);
-                }
-            },
-        };
-        // The partial name goes; the file stays under its own (a partial
-        // name left is removed by the next drop: nobody holds it).
-        if session::before_write().is_ok() {
-            let _ = fs::remove_file(partial);
-            session::after_write();
-        }
-        let _ = File::open(folder).and_then(|d| d.sync_all());
-        return Ok((path, note));
+        return Ok((path, hidden.map(|_| note_path)));
     }
     Err(Error::failed(format!(
         "{} holds 10,000 files named like {name:?} already",
         folder.display()
     )))
+}
+
+/// How the hidden name of a drop's note ends: `.incoming-<pid>-<n>.note`
+/// beside its partial file `.incoming-<pid>-<n>.partial`.
+const HIDDEN_NOTE: &str = ".note";
+
+/// The hidden name of the note of the drop whose file is on its way as
+/// `partial`.
+fn hidden_note(partial: &Path) -> PathBuf {
+    let name = partial.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let id = name.strip_suffix(PARTIAL).unwrap_or(name);
+    partial.with_file_name(format!("{id}{HIDDEN_NOTE}"))
+}
+
+/// The inodes of the hidden notes in `folder`: a note with one of them is
+/// a drop's whose file has not (or had not, when it died) its name yet.
+fn hidden_notes(folder: &Path) -> Vec<(u64, u64)> {
+    let Ok(entries) = fs::read_dir(folder) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with(".incoming-") && n.ends_with(HIDDEN_NOTE))
+        })
+        .filter_map(|e| e.metadata().ok())
+        .filter(|m| m.is_file())
+        .map(|m| (m.dev(), m.ino()))
+        .collect()
 }
 
 /// Keep a drop's note as `path` (0600), never over a file there.
@@ -1419,5 +1552,51 @@ mod tests {
         assert!(parse_sender("alpha", true).is_err());
         assert!(parse_sender("al_pha/x", true).is_err());
         assert!(parse_sender("alpha/x/y", true).is_err());
+    }
+
+    /// A drop that died after its note's name and before its file's leaves
+    /// a note without its file: not listed, and removed by the next sweep
+    /// of its folder, but not while its drop is under way (its partial file
+    /// held). A dead drop that got both names keeps them; a file a sender
+    /// named `t.note` is listed, and kept.
+    #[test]
+    fn the_note_of_a_dead_drop_is_not_listed_and_goes() {
+        let (ctx, root) = inbox("dead-note");
+        let folder = ctx.store.session_uploads("inbox").join("drop/from-alpha_a");
+        fs::create_dir_all(&folder).unwrap();
+        let (partial, f) = create_partial(&folder).unwrap();
+        assert!(crate::lock::try_exclusive(&f).unwrap());
+        let hidden = hidden_note(&partial);
+        write_note(&hidden, "read me").unwrap();
+        fs::hard_link(&hidden, folder.join("r.txt.note")).unwrap();
+        let dead = folder.join(".incoming-1-1.partial");
+        fs::write(&dead, "hello").unwrap();
+        fs::hard_link(&dead, folder.join("s.txt")).unwrap();
+        write_note(&hidden_note(&dead), "mine").unwrap();
+        fs::hard_link(hidden_note(&dead), folder.join("s.txt.note")).unwrap();
+        fs::write(folder.join("t.note"), "a file").unwrap();
+        let names = || -> Vec<String> {
+            let files = received(&ctx, "inbox").unwrap().files;
+            files.into_iter().map(|f| f.name).collect()
+        };
+        assert_eq!(names(), ["s.txt", "t.note"]);
+        remove_abandoned(&folder);
+        for kept in [&hidden, &partial, &folder.join("r.txt.note")] {
+            assert!(kept.exists(), "{kept:?}");
+        }
+        assert!(!dead.exists() && !hidden_note(&dead).exists());
+        assert_eq!(
+            fs::read_to_string(folder.join("s.txt.note")).unwrap(),
+            "mine"
+        );
+        // Its writer gone, the note goes with its hidden names.
+        drop(f);
+        remove_abandoned(&folder);
+        for gone in [&hidden, &partial, &folder.join("r.txt.note")] {
+            assert!(!gone.exists(), "{gone:?}");
+        }
+        assert_eq!(names(), ["s.txt", "t.note"]);
+        assert!(folder.join("s.txt.note").exists() && folder.join("t.note").exists());
+        fs::remove_dir_all(&root).unwrap();
     }
 }
