@@ -175,6 +175,14 @@ pub enum Subject {
     Field(&'static str),
     /// What holds the session ([`Kind::Busy`]).
     Holder(Holder),
+    /// Where serde refused an HTTP request's JSON body: the field's path
+    /// as the body writes it (`cage.memory`; an unknown field's name as
+    /// sent). The command line has no such field: only HTTP renders it.
+    BodyField(String),
+    /// What runs in a session's cage besides its first process, which
+    /// keeps it from being moved or renamed ([`Kind::Busy`]): each
+    /// process's command line, as `podman top` gives it.
+    Running(Vec<String>),
 }
 
 /// What holds a session's lock, as its holder wrote it in the lock file.
@@ -207,6 +215,24 @@ pub struct PodmanCall {
     /// Its exit status (podman's own: 125; the contained command's
     /// otherwise, podman-run(1), "Exit Status"); null when a signal ended it.
     pub status: Option<i32>,
+}
+
+impl PodmanCall {
+    /// The call as an HTTP client is shown it: with no path of the
+    /// machine. A word that is an absolute path (the folder under the
+    /// state folder `podman unshare rm` removes) is left out, and so is
+    /// all after it, since a path may hold spaces: `podman unshare rm`.
+    /// Names of containers, volumes and images never start with `/`; the
+    /// command line keeps the whole call, for the machine's owner.
+    pub fn without_paths(self) -> PodmanCall {
+        let call = self
+            .call
+            .split(' ')
+            .take_while(|w| !w.starts_with('/'))
+            .collect::<Vec<_>>()
+            .join(" ");
+        PodmanCall { call, ..self }
+    }
 }
 
 /// An error with a message meant for the person who ran the command.
@@ -283,6 +309,25 @@ impl Error {
     pub fn holder(&self) -> Option<&Holder> {
         match self.subject.as_deref() {
             Some(Subject::Holder(h)) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// The field of an HTTP request's body the error is about: a refused
+    /// value's ([`Subject::Field`]), or where serde refused the body
+    /// ([`Subject::BodyField`]).
+    pub fn body_field(&self) -> Option<&str> {
+        match self.subject.as_deref() {
+            Some(Subject::Field(f)) => Some(f),
+            Some(Subject::BodyField(f)) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// What runs in the cage of a session refused as busy for it.
+    pub fn running(&self) -> Option<&[String]> {
+        match self.subject.as_deref() {
+            Some(Subject::Running(r)) => Some(r),
             _ => None,
         }
     }
@@ -468,6 +513,30 @@ pub mod samples {
                 call: "podman start c1".into(),
                 status: Some(125),
                 stderr: "Error: x\n".into(),
+            },
+        )
+    }
+
+    /// A move refused for a shell and claude running in the cage.
+    pub fn busy_in_its_cage() -> Error {
+        crate::ops::moves::busy_in_its_cage(
+            "s",
+            vec!["bash".into(), "claude --resume".into()],
+            "move",
+        )
+    }
+
+    /// `podman unshare rm` of a folder under the state folder, that
+    /// exited 1: the call names a path of the machine.
+    pub fn podman_unshare_rm_failed() -> Error {
+        Error::ran(
+            Kind::PodmanFailed,
+            "podman unshare: rm: cannot remove: Permission denied",
+            Exited {
+                call: "podman unshare rm /home/u/.local/state/shrooms-agent/sessions/my web/copies"
+                    .into(),
+                status: Some(1),
+                stderr: "rm: cannot remove: Permission denied\n".into(),
             },
         )
     }
@@ -706,5 +775,57 @@ mod tests {
         );
         // Another program's failure is not podman's.
         assert_eq!(Error::ran(Kind::Failed, "nft: no", x).podman(), None);
+    }
+
+    /// HTTP's view of a podman call has no path of the machine, even one
+    /// with spaces; names (an image's with its registry) are kept.
+    #[test]
+    fn a_podman_call_for_http_has_no_path() {
+        let http = |call: &str| {
+            PodmanCall {
+                call: call.into(),
+                status: Some(1),
+            }
+            .without_paths()
+        };
+        assert_eq!(
+            http("podman unshare rm /home/u/.local/state/shrooms-agent/sessions/a b/copies"),
+            PodmanCall {
+                call: "podman unshare rm".into(),
+                status: Some(1)
+            }
+        );
+        for kept in [
+            "podman start shrooms-web-1a2b",
+            "podman image rm localhost/shrooms-agent:workbench",
+            "podman build",
+        ] {
+            assert_eq!(http(kept).call, kept);
+        }
+        let e = samples::podman_unshare_rm_failed().context("removing web");
+        assert_eq!(
+            e.podman().unwrap().without_paths().call,
+            "podman unshare rm"
+        );
+        assert!(e.podman().unwrap().call.contains("/home/u/"));
+    }
+
+    /// What runs in a cage is kept as data through context.
+    #[test]
+    fn what_runs_in_a_cage_is_data() {
+        let e = samples::busy_in_its_cage().context("moving s");
+        assert_eq!(e.kind, Kind::Busy);
+        assert_eq!(
+            e.running(),
+            Some(&["bash".to_string(), "claude --resume".to_string()][..])
+        );
+        assert_eq!((e.holder(), e.field(), e.body_field()), (None, None, None));
+        let e =
+            Error::bad_input("the body: unknown field `x`").about(Subject::BodyField("x".into()));
+        assert_eq!((e.field(), e.body_field()), (None, Some("x")));
+        assert_eq!(
+            Error::bad_field("memory", "no").body_field(),
+            Some("memory")
+        );
     }
 }

@@ -62,7 +62,8 @@ fn error_json_with(e: &Error, code: u8) {
 /// An error's keys as `--json` gives them: its words, exit code and kind,
 /// then what it is about, as data, each only when there is one: the
 /// option whose value was refused (`"option": "--memory"`), what holds a
-/// busy session (`"holder"`), the podman call that failed (`"podman"`).
+/// busy session (`"holder"`), the podman call that failed (`"podman"`),
+/// what runs in a cage that cannot be moved or renamed now (`"running"`).
 pub fn error_keys(e: &Error, code: u8) -> serde_json::Map<String, serde_json::Value> {
     let mut keys = serde_json::Map::new();
     keys.insert("error".into(), e.words(Face::Terminal).into());
@@ -76,6 +77,9 @@ pub fn error_keys(e: &Error, code: u8) -> serde_json::Map<String, serde_json::Va
     }
     if let Some(podman) = e.podman().and_then(|p| serde_json::to_value(p).ok()) {
         keys.insert("podman".into(), podman);
+    }
+    if let Some(running) = e.running() {
+        keys.insert("running".into(), running.into());
     }
     keys
 }
@@ -1250,6 +1254,25 @@ mod tests {
             serde_json::json!({
                 "error": "podman start: Error: x", "exit_code": 1, "kind": "podman_failed",
                 "podman": {"call": "podman start c1", "status": 125}
+            })
+        );
+        // What runs in a cage; the podman call whole, its paths with it.
+        let e = crate::error::samples::busy_in_its_cage();
+        assert_eq!(
+            serde_json::Value::Object(error_keys(&e, 3)),
+            serde_json::json!({
+                "error": "session s is busy: bash, claude --resume runs in its cage; move it \
+                          once it is idle",
+                "exit_code": 3, "kind": "busy",
+                "running": ["bash", "claude --resume"]
+            })
+        );
+        let e = crate::error::samples::podman_unshare_rm_failed();
+        assert_eq!(
+            error_keys(&e, 1)["podman"],
+            serde_json::json!({
+                "call": "podman unshare rm /home/u/.local/state/shrooms-agent/sessions/my web/copies",
+                "status": 1
             })
         );
     }

@@ -789,6 +789,8 @@ fn move_out_of_a_busy_cage_is_refused_and_removes_nothing() {
     )
     .unwrap_err();
     assert_eq!(e.kind, Kind::Busy);
+    // What runs in the cage, as data (the first process left out).
+    assert_eq!(e.running(), Some(&["claude".to_string()][..]));
     assert_eq!(w.fake.calls()[..], calls::move_out_running(c)[..2]);
     assert!(w.ctx.store.load("web").unwrap().cage.is_some());
 }

@@ -11,7 +11,7 @@ use std::path::Path;
 use super::make::{self, CageChoice};
 use super::plan::{self, Step};
 use super::{Context, create};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Subject};
 use crate::host::Host;
 use crate::session::{CageRecord, HistoryEntry, Intent, Record};
 
@@ -290,9 +290,16 @@ pub(super) fn check_idle(
     if busy.is_empty() {
         Ok(true)
     } else {
-        Err(Error::busy(format!(
-            "session {session} is busy: {} runs in its cage; {verb} it once it is idle",
-            busy.join(", ")
-        )))
+        Err(busy_in_its_cage(session, busy, verb))
     }
+}
+
+/// A session refused as busy for what runs in its cage (`running`: each
+/// process's command line), kept as data for `--json` and HTTP.
+pub(crate) fn busy_in_its_cage(session: &str, running: Vec<String>, verb: &str) -> Error {
+    Error::busy(format!(
+        "session {session} is busy: {} runs in its cage; {verb} it once it is idle",
+        running.join(", ")
+    ))
+    .about(Subject::Running(running))
 }

@@ -32,7 +32,9 @@ pub struct Response {
 pub struct ErrorBody<'a> {
     /// What was wrong, and how to fix it.
     pub error: &'a str,
-    /// The field of the request's body whose value was refused (400).
+    /// The field of the request's body whose value was refused (400), or
+    /// where the body's JSON was refused: an unknown field's name as sent,
+    /// a value of the wrong type by its path (`cage.memory`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<&'a str>,
     /// What holds the session (409): what it does, since when, its process.
@@ -40,10 +42,15 @@ pub struct ErrorBody<'a> {
     #[schema(inline)]
     pub holder: Option<Holder>,
     /// The podman call that failed (500): its verb and what it acted on,
-    /// and its exit status.
+    /// and its exit status. No path of the machine: a call on a path is
+    /// given by its verb alone (`podman unshare rm`).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(inline)]
     pub podman: Option<PodmanCall>,
+    /// What runs in the session's cage and keeps it from being moved or
+    /// renamed (409): each process's command line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub running: Option<&'a [String]>,
 }
 
 impl Response {
@@ -61,6 +68,7 @@ impl Response {
             field: None,
             holder: None,
             podman: None,
+            running: None,
         })
         .unwrap_or_default();
         Response::json_line(status, body)
@@ -80,14 +88,16 @@ impl Response {
     /// client (what to do next: "send again", not "run it again"; the
     /// fields of a body, not the command line's options), and what it is
     /// about as data: the field refused, what holds a busy session, the
-    /// podman call that failed.
+    /// podman call that failed (with no path of the machine), what runs in
+    /// a cage.
     pub fn from_error(e: &Error) -> Response {
         let words = e.words(Face::Http);
         let body = ErrorBody {
             error: &words,
-            field: e.field(),
+            field: e.body_field(),
             holder: e.holder().cloned(),
-            podman: e.podman(),
+            podman: e.podman().map(PodmanCall::without_paths),
+            running: e.running(),
         };
         let mut r = Response::json_line(
             e.http_status(),
@@ -374,6 +384,28 @@ mod tests {
         assert_eq!(
             body(&Error::failed("no")),
             (500, "{\"error\":\"no\"}\n".to_string())
+        );
+        // What runs in a cage that cannot be moved now.
+        let e = crate::error::samples::busy_in_its_cage();
+        assert_eq!(
+            body(&e),
+            (
+                409,
+                "{\"error\":\"session s is busy: bash, claude --resume runs in its cage; move it \
+                 once it is idle\",\"running\":[\"bash\",\"claude --resume\"]}\n"
+                    .to_string()
+            )
+        );
+        // A podman call that named a path of the machine: its verb alone.
+        let e = crate::error::samples::podman_unshare_rm_failed();
+        assert_eq!(
+            body(&e),
+            (
+                500,
+                "{\"error\":\"podman unshare: rm: cannot remove: Permission denied\",\
+                 \"podman\":{\"call\":\"podman unshare rm\",\"status\":1}}\n"
+                    .to_string()
+            )
         );
     }
 }

@@ -31,7 +31,7 @@ use super::conn::ConnInfo;
 use super::ready_view;
 use super::reply::{ErrorBody, Response};
 use super::state::Harnesses;
-use crate::error::Error;
+use crate::error::{Error, Subject};
 use crate::harness::Harness;
 use crate::ops;
 use crate::session::Record;
@@ -189,8 +189,38 @@ async fn json_body<T: DeserializeOwned>(
     parse_body(&bytes).map_err(Fail::Op)
 }
 
+/// A body parsed as `serde_json::from_slice` parses it (nothing but
+/// whitespace after the value), serde's words kept; the field serde
+/// refused it at kept as data ([`refused_at`]).
 fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
-    serde_json::from_slice(bytes).map_err(|e| Error::bad_input(format!("the body: {e}")))
+    let refused = |e: &serde_json::Error| Error::bad_input(format!("the body: {e}"));
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let t = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let error = refused(e.inner());
+        match refused_at(e.path()) {
+            Some(field) => error.about(Subject::BodyField(field)),
+            None => error,
+        }
+    })?;
+    de.end().map_err(|e| refused(&e))?;
+    Ok(t)
+}
+
+/// The field a body was refused at, as the body writes it: the keys of
+/// the path serde_path_to_error followed to serde's error, joined by `.`
+/// (`cage.memory`; the unknown key itself for a field a type's
+/// `deny_unknown_fields` refuses). None for the body as a whole (not
+/// JSON, a field of its own missing): serde names a missing field in its
+/// words only.
+fn refused_at(path: &serde_path_to_error::Path) -> Option<String> {
+    let keys: Vec<&str> = path
+        .iter()
+        .filter_map(|s| match s {
+            serde_path_to_error::Segment::Map { key } => Some(key.as_str()),
+            _ => None,
+        })
+        .collect();
+    (!keys.is_empty()).then(|| keys.join("."))
 }
 
 /// Every JSON body serve reads, parsed from `bytes` as its route parses
@@ -1160,5 +1190,58 @@ mod tests {
         assert_eq!(tokens(r#"{"tokens": "none"}"#), Some(Some("none".into())));
         assert_eq!(tokens(r#"{"tokens": null}"#), Some(None));
         assert_eq!(tokens(r#"{"memory": "1g"}"#), None);
+    }
+
+    /// A body serde refuses names the field it refused as data, in the
+    /// 400's body: an unknown field by the name sent, a value of the wrong
+    /// type by its field's path; a body refused as a whole names none.
+    #[test]
+    fn a_refused_body_names_its_field() {
+        let refused = |body: &str| -> (u16, serde_json::Value) {
+            let e = parse_body::<SettingsBody>(body.as_bytes()).unwrap_err();
+            let r = Response::from_error(&e);
+            (r.status, serde_json::from_slice(&r.body).unwrap())
+        };
+        let (status, body) = refused(r#"{"starred": true, "pinned": true}"#);
+        assert_eq!(status, 400);
+        assert_eq!(body["field"], "pinned", "{body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap()
+                .starts_with("the body: unknown field `pinned`, expected one of"),
+            "{body}"
+        );
+        assert_eq!(refused(r#"{"starred": "yes"}"#).1["field"], "starred");
+        assert_eq!(
+            refused(r#"{"accept_files_from": ["a/b", 3]}"#).1["field"],
+            "accept_files_from"
+        );
+        // Nested: the path as the body writes it.
+        let e = parse_body::<MoveBody>(br#"{"cage": {"nix": true, "gpu": 1}}"#).unwrap_err();
+        assert_eq!(e.body_field(), Some("cage.gpu"));
+        let e = parse_body::<LimitsBody>(br#"{"cpus": true}"#).unwrap_err();
+        assert_eq!(e.body_field(), Some("cpus"));
+        // The body as a whole: not JSON, a field of its own missing,
+        // something after it.
+        for whole in [r#"{"starred": true"#, "[]", r#"{"starred": true} {}"#] {
+            let (status, body) = refused(whole);
+            assert_eq!(status, 400, "{whole}");
+            assert_eq!(body.get("field"), None, "{whole}: {body}");
+        }
+        let e = parse_body::<RenameBody>(b"{}").unwrap_err();
+        assert_eq!(
+            (e.body_field(), e.message.as_str()),
+            (None, "the body: missing field `name` at line 1 column 2")
+        );
+        // The words serde_json::from_slice gives, unchanged.
+        let bad = br#"{"starred": true} x"#;
+        assert_eq!(
+            parse_body::<SettingsBody>(bad).unwrap_err().message,
+            format!(
+                "the body: {}",
+                serde_json::from_slice::<SettingsBody>(bad).unwrap_err()
+            )
+        );
     }
 }

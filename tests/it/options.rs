@@ -385,8 +385,19 @@ fn move_in_change_out_and_back() {
     w.run(&["cage", "start", &name]).ok();
     let bg = w.podman(&["exec", "-d", &c1, "sleep", "600"]);
     assert!(bg.status.success());
-    let r = w.run(&["cage", "move", &name, "--github"]).code_is(3);
+    let r = w
+        .run(&["cage", "move", &name, "--github", "--json"])
+        .code_is(3);
     assert!(r.stderr().contains("sleep 600"), "{}", r.explain());
+    // What runs there, as data.
+    let running = r.json()["running"].clone();
+    assert!(
+        running
+            .as_array()
+            .is_some_and(|a| a.iter().any(|p| p == "sleep 600")),
+        "{}",
+        r.explain()
+    );
     assert_eq!(w.container(&name), c1);
     w.run(&["cage", "stop", &name]).ok();
 

@@ -397,8 +397,10 @@ fn each_status_code_has_its_error_case() {
     )
     .is(400);
     assert!(r.error().contains("unknown field `colour`"), "{r:#?}");
+    assert_eq!(r.json()["field"], "colour", "{r:#?}");
     let r = post(&format!("{u}/v1/sessions"), r#"{"dir": "/tmp"}"#).is(400);
     assert!(r.error().contains("missing field `name`"), "{r:#?}");
+    assert_eq!(r.json().get("field"), None, "{r:#?}");
     // The CLI's words: a name that is no session name, a relative dir.
     let r = post(
         &format!("{u}/v1/sessions"),
@@ -2146,29 +2148,35 @@ fn the_apps_requests_get_the_apps_answers() {
         .is(200)
         .json();
     assert_eq!(r["accept_caged"], true, "{r:#}");
-    // Unknown fields, a bad sender: 400, nothing changed.
+    // Unknown fields, a value of the wrong type, a bad sender: 400, the
+    // field named as data, nothing changed.
     let before = w.record(&name);
-    for (method, body, says) in [
+    for (method, body, says, field) in [
         (
             "POST",
             r#"{"starred": true, "pinned": true}"#,
             "unknown field `pinned`",
+            "pinned",
         ),
-        ("PATCH", r#"{"gpu": 1}"#, "unknown field `gpu`"),
+        ("PATCH", r#"{"gpu": 1}"#, "unknown field `gpu`", "gpu"),
+        ("POST", r#"{"starred": "yes"}"#, "invalid type", "starred"),
         (
             "POST",
             r#"{"accept_files_from": ["../x"]}"#,
+            "accept_files_from",
             "accept_files_from",
         ),
         (
             "PATCH",
             r#"{"ignore_file_request": "alpha/*"}"#,
             "ignore_file_request",
+            "ignore_file_request",
         ),
     ] {
         let url = if method == "POST" { &settings } else { &one };
         let r = http(method, url, Some(body), &[]).is(400);
         assert!(r.error().contains(says), "{body}: {r:#?}");
+        assert_eq!(r.json()["field"], field, "{body}: {r:#?}");
     }
     assert_eq!(w.record(&name), before);
     // A change through a cage's socket (X-Shrooms-Caged) is refused, and
