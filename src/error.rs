@@ -517,13 +517,15 @@ pub mod samples {
         )
     }
 
-    /// A move refused for a shell and claude running in the cage.
+    /// A move refused for a shell and claude running in the cage (as
+    /// `ops::moves` words it: built here, as this module is below `ops`).
     pub fn busy_in_its_cage() -> Error {
-        crate::ops::moves::busy_in_its_cage(
-            "s",
-            vec!["bash".into(), "claude --resume".into()],
-            "move",
-        )
+        let running = vec!["bash".to_string(), "claude --resume".to_string()];
+        Error::busy(format!(
+            "session s is busy: {} runs in its cage; move it once it is idle",
+            running.join(", ")
+        ))
+        .about(Subject::Running(running))
     }
 
     /// `podman unshare rm` of a folder under the state folder, that

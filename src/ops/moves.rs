@@ -303,3 +303,17 @@ pub(crate) fn busy_in_its_cage(session: &str, running: Vec<String>, verb: &str) 
     ))
     .about(Subject::Running(running))
 }
+
+#[cfg(test)]
+mod tests {
+    /// The error module's sample of this refusal (its golden renderings
+    /// are checked there) is this refusal, word for word.
+    #[test]
+    fn the_busy_sample_is_this_refusal() {
+        let running = vec!["bash".to_string(), "claude --resume".to_string()];
+        assert_eq!(
+            super::busy_in_its_cage("s", running, "move"),
+            crate::error::samples::busy_in_its_cage()
+        );
+    }
+}
