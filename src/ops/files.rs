@@ -830,9 +830,15 @@ fn remove_abandoned(folder: &Path) {
         if held_by_writer(&partial) {
             continue;
         }
-        if let Ok(h) = fs::symlink_metadata(&hidden)
-            && h.nlink() > 1
-        {
+        // The hidden name goes only once every orphan linked to it has
+        // gone: it is what marks them (a note left without it would be
+        // listed as a file named `x.note`); a failure here leaves both for
+        // the next sweep.
+        let Ok(h) = fs::symlink_metadata(&hidden) else {
+            continue;
+        };
+        let mut kept = false;
+        if h.nlink() > 1 {
             for entry in fs::read_dir(folder).into_iter().flatten().flatten() {
                 let path = entry.path();
                 let orphan = entry
@@ -844,12 +850,17 @@ fn remove_abandoned(folder: &Path) {
                     })
                     && fs::symlink_metadata(&path)
                         .is_ok_and(|m| (m.dev(), m.ino()) == (h.dev(), h.ino()));
-                if orphan {
-                    let _ = fs::remove_file(&path);
+                if orphan
+                    && let Err(e) = fs::remove_file(&path)
+                    && e.kind() != io::ErrorKind::NotFound
+                {
+                    kept = true;
                 }
             }
         }
-        let _ = fs::remove_file(&hidden);
+        if !kept {
+            let _ = fs::remove_file(&hidden);
+        }
     }
 }
 

@@ -1439,10 +1439,9 @@ fn exhaust_quiet(op: &Quiet) -> (usize, Vec<String>) {
             // (the dead drop's too) until its exec, so the sweep may find it
             // held for that moment. The command after removes it then: a
             // partial that no sweep removes still fails.
-            if after
-                .as_ref()
-                .is_err_and(|why| why.starts_with("a file on its way left"))
-            {
+            if after.as_ref().is_err_and(|why| {
+                why.starts_with("a file on its way left") && why.contains(".partial ")
+            }) {
                 std::thread::sleep(std::time::Duration::from_millis(300));
                 if let Err(e) = (op.next)(&w) {
                     bad.push(said(&format!("the command after failed: {}", e.message)));
