@@ -866,7 +866,9 @@ fn remove_abandoned(folder: &Path) {
 
 /// Whether a live writer holds the partial file at `path`: false when it
 /// is not there, or its lock is free. What cannot be opened or tried is
-/// taken as held: it is left alone.
+/// taken as held: it is left alone. (Not `lock::held`: this opens with
+/// O_NOFOLLOW, so that a link planted under a partial's name is never
+/// followed, to a FIFO or elsewhere.)
 fn held_by_writer(path: &Path) -> bool {
     match OpenOptions::new()
         .read(true)
@@ -909,22 +911,25 @@ fn place(
     let placed = place_linked(partial, folder, name, hidden.as_deref());
     // The hidden note's name goes before the partial's: while it is there
     // its partial is (and is held while its writer lives), which the sweep
-    // goes by. Left (a failure here), the next drop's sweep removes it.
-    if let Some(hidden) = &hidden
-        && session::before_write().is_ok()
-    {
-        let _ = fs::remove_file(hidden);
-        session::after_write();
+    // goes by.
+    if let Some(hidden) = &hidden {
+        let_go(hidden);
     }
     let (path, note) = placed?;
-    // The partial name goes; the file stays under its own (a partial name
-    // left is removed by the next drop: nobody holds it).
-    if session::before_write().is_ok() {
-        let _ = fs::remove_file(partial);
-        session::after_write();
-    }
+    // The partial name goes; the file stays under its own.
+    let_go(partial);
     let _ = File::open(folder).and_then(|d| d.sync_all());
     Ok((path, note))
+}
+
+/// Remove a hidden name a drop is done with (a write the fault tests
+/// count). A name left (a failure here) is removed by the next drop's
+/// sweep ([`remove_abandoned`]): nobody holds it.
+fn let_go(name: &Path) {
+    if session::before_write().is_ok() {
+        let _ = fs::remove_file(name);
+        session::after_write();
+    }
 }
 
 /// [`place`]'s names: the note's (a link to `hidden`, when there is a
