@@ -1005,11 +1005,18 @@ impl Store {
         let mut taken = crate::lock::try_take_past_probes(&self.lock_path(name))?;
         // A dead turn's watcher stopping its cage holds the lock for as long
         // as `podman stop` takes (and a second or so after the cage shows
-        // as stopped): waited for, as the session is not in use.
-        let until = std::time::Instant::now() + STOP_WAIT;
+        // as stopped): waited for, as the session is not in use. So is,
+        // for a moment, a holder that is gone while its lock is still
+        // held: a turn killed, whose watcher has yet to say STOPPING.
+        let started = std::time::Instant::now();
+        let waits = |holder: &Holder| {
+            holder.what == STOPPING
+                || (started.elapsed() < GONE_WAIT && holder.pid.is_some_and(|p| !process_exists(p)))
+        };
         while taken.is_none()
-            && std::time::Instant::now() < until
-            && self.busy(name)?.is_some_and(|b| b.what == STOPPING)
+            && started.elapsed() < STOP_WAIT
+            && self.lock_held(name)?
+            && waits(&self.holder(name))
         {
             std::thread::sleep(std::time::Duration::from_millis(100));
             taken = crate::lock::try_take_past_probes(&self.lock_path(name))?;
@@ -1133,6 +1140,26 @@ pub const STOPPING: &str = "stopping";
 /// before podman kills, podman-stop(1)) and two tries more.
 const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(40);
 
+/// How long a command waits for a lock whose noted holder is gone to be
+/// noted STOPPING by the watcher holding it (a moment: the watcher wakes
+/// when the holder's end closes its pipe).
+const GONE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Does process `pid` exist? kill(2) with signal 0: a process of another
+/// user (EPERM) exists too.
+fn process_exists(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return false;
+    };
+    !matches!(
+        rustix::process::test_kill_process(pid),
+        Err(rustix::io::Errno::SRCH)
+    )
+}
+
 /// A state folder's identity as `Store::state_id` makes it.
 pub fn is_state_id(id: &str) -> bool {
     id.len() == 32
@@ -1189,11 +1216,15 @@ impl SessionLock {
     /// for `cage ls` (its BUSY) and a command refused as busy: the lock is
     /// this process's, so only it writes there.
     pub fn note(&self, what: &str) {
-        use std::io::Seek;
-        let mut f = &self._file;
-        let _ = f.set_len(0);
-        let _ = f.seek(std::io::SeekFrom::Start(0));
-        let _ = writeln!(f, "{what} {} {}", crate::when::now(), std::process::id());
+        use std::os::unix::fs::FileExt;
+        // Written over the old note, then cut to its length: a reader never
+        // finds the file empty in between (emptied first, a holder read in
+        // that moment was "a command", not who it is). The first line is
+        // what a reader parses.
+        let line = format!("{what} {} {}\n", crate::when::now(), std::process::id());
+        if self._file.write_all_at(line.as_bytes(), 0).is_ok() {
+            let _ = self._file.set_len(line.len() as u64);
+        }
     }
 
     /// Its descriptor, to pass on to a process that must hold it too.
@@ -1509,6 +1540,44 @@ mod tests {
         drop(taken);
         store.remove("a").unwrap();
         assert!(!store.turn_marker("a").exists(), "rm leaves the marker");
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A holder killed while the lock it passed on is still held (a turn's
+    /// watcher, about to say it is stopping the cage): the next command
+    /// waits for it rather than calling the session busy. A live holder
+    /// is refused at once, as ever.
+    #[test]
+    fn a_gone_holder_is_waited_for_a_moment() {
+        use std::os::unix::fs::FileExt;
+        let (store, dir) = temp_store();
+        store.ensure().unwrap();
+        store.save(&record("a")).unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        assert!(!process_exists(gone));
+        // The watcher's hold: the lock, through its own open file.
+        let watcher = store.lock("a").unwrap();
+        let note = |text: &str| {
+            watcher._file.write_all_at(text.as_bytes(), 0).unwrap();
+            watcher._file.set_len(text.len() as u64).unwrap();
+        };
+        note(&format!("exec 1700000000 {}\n", std::process::id()));
+        let e = store.lock("a").unwrap_err();
+        assert_eq!(e.kind, crate::error::Kind::Busy, "{e:?}");
+        note(&format!("exec 1700000000 {gone}\n"));
+        let t0 = std::time::Instant::now();
+        let watching = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            watcher.note(STOPPING);
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            drop(watcher);
+        });
+        let taken = store.lock("a").expect("waited for the watcher");
+        assert!(t0.elapsed() >= std::time::Duration::from_millis(900));
+        watching.join().unwrap();
+        drop(taken);
         fs::remove_dir_all(dir).unwrap();
     }
 
