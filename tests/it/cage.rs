@@ -494,13 +494,7 @@ fn bad_input_exits_2_and_makes_nothing() {
 fn a_second_exec_on_a_busy_session_exits_3() {
     let w = world();
     let (name, dir) = created(&w, "busy");
-    let started = dir.join("first-started");
-    let script = format!("touch {}; sleep 3", started.display());
-    let first = w.spawn_env(&["cage", "exec", &name, "--", "sh", "-c", &script], &[]);
-    assert!(
-        wait_for_path(&started, Duration::from_secs(30)),
-        "the first exec did not start"
-    );
+    let first = w.hold(&name, &dir);
     let second = w.sh(&name, "echo SECOND-RAN").code_is(125);
     assert!(
         second.stderr().contains("error (busy):"),
@@ -508,7 +502,7 @@ fn a_second_exec_on_a_busy_session_exits_3() {
         second.explain()
     );
     assert!(!second.stdout().contains("SECOND-RAN"));
-    finish("the first cage exec (sleep 3)", first).ok();
+    first.release().ok();
     // And once it is done, the session is free again.
     assert_eq!(w.sh(&name, "echo again").ok().stdout(), "again\n");
 }

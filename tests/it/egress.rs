@@ -105,7 +105,7 @@ fn open_cage_is_logged(w: World) {
 
     // The turn is over and the cage stopped: its listener is gone too.
     let pid_file = w.state.join("sessions").join(format!("{name}.egress.pid"));
-    wait_until("the listener to end", Duration::from_secs(5), || {
+    wait_until("the listener to end", Duration::from_secs(20), || {
         cmdlines_containing(&format!("--session {name} ")).is_empty()
     });
     assert!(!pid_file.exists());
@@ -117,7 +117,7 @@ fn open_cage_is_logged(w: World) {
         "no listener runs for the started cage"
     );
     w.run(&["cage", "stop", &name]).ok();
-    wait_until("the listener to end", Duration::from_secs(5), || {
+    wait_until("the listener to end", Duration::from_secs(20), || {
         cmdlines_containing(&format!("--session {name} ")).is_empty()
     });
 

@@ -158,15 +158,9 @@ fn join(w: &World) {
     );
 
     // A turn holds the cage: the joined command runs beside it.
-    let started = dir.join("turn-started");
-    let script = format!("touch {}; sleep 8; echo TURN-DONE", started.display());
-    let turn = w.spawn_env(&["cage", "exec", &name, "--", "sh", "-c", &script], &[]);
-    assert!(
-        wait_for_path(&started, Duration::from_secs(30)),
-        "the turn did not start"
-    );
+    let turn = w.hold(&name, &dir);
     let probe = format!(
-        "ps -o args | grep -c '^[s]leep 8$'; {}; {}; exit 5",
+        "ps -o args | grep -c '^{HOLDING_ARGS}'; {}; {}; exit 5",
         nc_probe(HOST_ADDR, w.agent_port),
         nc_probe(HOST_ADDR, other.port)
     );
@@ -191,8 +185,8 @@ fn join(w: &World) {
         "the joined command's end stopped the cage"
     );
     w.run(&["cage", "exec", &name, "--", "true"]).code_is(125);
-    let r = finish("the turn", turn).ok();
-    assert!(r.stdout().contains("TURN-DONE"), "{}", r.explain());
+    let r = turn.release().ok();
+    assert!(r.stdout().contains("HELD-DONE"), "{}", r.explain());
     // The turn's end stops the cage, as ever.
     assert_ne!(w.container_state(&container).as_deref(), Some("running"));
 }

@@ -261,10 +261,13 @@ fn net_policies_hold(w: World) {
     // refused within a second.
     w.run(&["cage", "limits", &name, "--net", "open"]).ok();
     let p = t.join("probe");
-    let log = project.join("loop.log");
+    let (log, stop) = (project.join("loop.log"), project.join("loop.stop"));
+    // It runs until told to stop (at most some 2 minutes): a loop of a
+    // fixed length could end before the change on a slow machine.
     let loop_script = format!(
-        "i=0; while [ $i -lt 60 ]; do echo \"T $(cut -d' ' -f1 /proc/uptime) \
+        "i=0; while [ $i -lt 1200 ] && [ ! -e {} ]; do echo \"T $(cut -d' ' -f1 /proc/uptime) \
          $({} tcp {LAN_ADDR} {port})\" >>{}; sleep 0.1; i=$((i+1)); done",
+        stop.display(),
         p.display(),
         log.display()
     );
@@ -293,16 +296,30 @@ fn net_policies_hold(w: World) {
     assert_eq!(r.json()["net_applied"], "now", "{}", r.explain());
     let done = uptime();
     let took = started.elapsed();
+    let lines_of = |text: &str| -> Vec<(f64, String)> {
+        text.lines()
+            .filter_map(|l| {
+                let rest = l.strip_prefix("T ")?;
+                let (t, v) = rest.split_once(' ')?;
+                Some((t.parse().ok()?, v.to_string()))
+            })
+            .collect()
+    };
+    wait_until(
+        "the loop's lines two seconds after the change",
+        Duration::from_secs(60),
+        || {
+            lines_of(&fs::read_to_string(&log).unwrap_or_default())
+                .iter()
+                .filter(|(t, _)| *t > done + 2.0)
+                .count()
+                >= 3
+        },
+    );
+    fs::write(&stop, "").unwrap();
     let run = finish("the loop", child);
     let text = fs::read_to_string(&log).unwrap();
-    let lines: Vec<(f64, String)> = text
-        .lines()
-        .filter_map(|l| {
-            let rest = l.strip_prefix("T ")?;
-            let (t, v) = rest.split_once(' ')?;
-            Some((t.parse().ok()?, v.to_string()))
-        })
-        .collect();
+    let lines = lines_of(&text);
     assert!(
         lines
             .iter()

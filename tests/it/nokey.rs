@@ -252,6 +252,21 @@ impl Screen {
         let _ = self.tmux().arg("send-keys").args(keys).status();
     }
 
+    /// Type `line`, wait until the screen shows it, then press Enter: the
+    /// text and the Enter in one read are a paste to these programs, not a
+    /// line given (a fixed pause before the Enter was enough only while
+    /// the program kept up).
+    pub fn type_line(&self, line: &str) {
+        self.keys(&["-l", line]);
+        wait_until(
+            &format!("{line:?} on the screen"),
+            Duration::from_secs(30),
+            || self.text().contains(line),
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        self.keys(&["Enter"]);
+    }
+
     pub fn dead(&self) -> bool {
         let out = self
             .tmux()
@@ -334,9 +349,7 @@ fn fresh_cage_reaches_the_prompt(w: World) {
         let text = reaches_the_prompt(&screen, round);
         eprintln!("{round}: Claude Code's screen:\n{text}");
         // Leave it: /exit ends the turn, which stops the cage.
-        screen.keys(&["-l", "/exit"]);
-        std::thread::sleep(Duration::from_millis(500));
-        screen.keys(&["Enter"]);
+        screen.type_line("/exit");
         wait_until("cage run to end", Duration::from_secs(60), || screen.dead());
         drop(screen);
         w.run(&["cage", "stop", &name]);

@@ -4,7 +4,6 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::time::Duration;
 
 use crate::common::*;
 
@@ -375,11 +374,10 @@ fn move_in_change_out_and_back() {
         .ok();
 
     // busy: an exec holds the session
-    let child = w.spawn_env(&["cage", "exec", &name, "--", "sleep", "3"], &[]);
-    std::thread::sleep(Duration::from_millis(1500));
+    let held = w.hold(&name, &d);
     let r = w.run(&["cage", "move", &name, "--github"]).code_is(3);
     assert!(r.stderr().contains("busy"), "{}", r.explain());
-    finish("exec", child).ok();
+    held.release().ok();
     assert_eq!(w.container(&name), c1);
     // busy: something other than its first process runs in the cage
     w.run(&["cage", "start", &name]).ok();

@@ -109,13 +109,7 @@ fn the_status_page_in_a_real_browser() {
     w.run(&["cage", "limits", &hist, "--tokens", "5000", "--by", IMG])
         .ok();
     w.run(&["cage", "move", &out, "--out"]).ok();
-    let started = w.dir(&busy).join("turn-started");
-    let script = format!("touch {}; sleep 90", started.display());
-    let turn = w.spawn_env(&["cage", "exec", &busy, "--", "sh", "-c", &script], &[]);
-    assert!(
-        wait_for_path(&started, Duration::from_secs(30)),
-        "the turn did not start"
-    );
+    let turn = w.hold(&busy, &w.dir(&busy));
     let s = w.serve(&[], &[]);
     let url = format!("{}/", s.url);
     wait_until(
@@ -232,8 +226,7 @@ fn the_status_page_in_a_real_browser() {
         s.log_text()
     );
     drop(s);
-    let _ = w.podman(&["stop", "-t", "0", &w.container(&busy)]);
-    let _ = finish("the turn", turn);
+    let _ = turn.release();
 }
 
 /// The DOM's text, a table row a line with its cells joined by ` | `,

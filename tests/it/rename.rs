@@ -3,7 +3,6 @@
 //! without changing anything.
 
 use std::fs;
-use std::time::Duration;
 
 use crate::common::*;
 
@@ -40,11 +39,10 @@ fn rename_follows(w: World) {
     let before = w.record(&name);
 
     // Busy: an exec holds the session.
-    let child = w.spawn_env(&["cage", "exec", &name, "--", "sleep", "3"], &[]);
-    std::thread::sleep(Duration::from_millis(1500));
+    let held = w.hold(&name, &d);
     let r = w.run(&["cage", "rename", &name, &new]).code_is(3);
     assert!(r.stderr().contains("busy"), "{}", r.explain());
-    finish("exec", child).ok();
+    held.release().ok();
     // A taken name, a path.
     let r = w.run(&["cage", "rename", &name, &other]).code_is(2);
     assert!(r.stderr().contains("already"), "{}", r.explain());

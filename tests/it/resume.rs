@@ -19,18 +19,13 @@ fn id_after<'a>(text: &'a str, words: &str) -> Option<&'a str> {
 /// Type a prompt, wait for the mock's answer, leave with `quit`, and wait
 /// for `cage run` to end: the screen then.
 fn say_hi_then_leave(screen: &Screen, quit: &str) -> String {
-    let type_line = |line: &str| {
-        screen.keys(&["-l", line]);
-        std::thread::sleep(Duration::from_millis(500));
-        screen.keys(&["Enter"]);
-    };
-    type_line("say hi");
+    screen.type_line("say hi");
     wait_until(
         "the mock's answer on the screen",
         Duration::from_secs(60),
         || screen.text().contains("hello from the mock"),
     );
-    type_line(quit);
+    screen.type_line(quit);
     wait_until("cage run to end", Duration::from_secs(60), || screen.dead());
     let text = screen.text();
     eprintln!("the screen at the end:\n{text}");

@@ -72,7 +72,9 @@ fn sealed_cage_reaches_the_internet_and_nothing_local() {
 
     let script = format!(
         "{}; {}; {}; {}; \
-         nc -ll -p 8089 -e /bin/echo hi & sleep 0.5; {}; \
+         nc -ll -p 8089 -e /bin/echo hi & \
+         i=0; until nc -w 3 127.0.0.1 8089 </dev/null >/dev/null 2>&1 || [ $i -ge 50 ]; do \
+         sleep 0.2; i=$((i+1)); done; {}; \
          ip addr add 10.9.9.9/32 dev lo 2>/dev/null && echo IP-CHANGED || echo IP-REFUSED; \
          ip link set lo down 2>/dev/null && echo LINK-CHANGED || echo LINK-REFUSED",
         nc_probe(HOST_ADDR, public.port),

@@ -84,7 +84,7 @@ fn one_session_object_everywhere(w: World) {
         );
         // serve's view follows podman's events: the start may come a
         // moment later.
-        wait_until("serve sees the state", Duration::from_secs(5), || {
+        wait_until("serve sees the state", Duration::from_secs(15), || {
             get(&one_url).json()["cage"]["state"] == state
         });
         let one = get(&one_url).is(200).json();
@@ -295,23 +295,8 @@ fn routes_over_http_share_the_cli_state() {
     assert_eq!(r.json()["field"], "tokens", "{r:#?}");
 
     // 409: a move while `cage exec` holds the session.
-    let mut exec = w.spawn_env(&["cage", "exec", &name, "--", "sleep", "6"], &[]);
-    // Its `sleep 6` runs in the cage only while it holds the session's lock.
-    let container = w.container(&name);
-    let end = Instant::now() + Duration::from_secs(20);
-    loop {
-        let top = w.podman(&["top", &container, "args"]);
-        if String::from_utf8_lossy(&top.stdout).contains("sleep 6") {
-            break;
-        }
-        if exec.try_wait().unwrap().is_some() || Instant::now() > end {
-            panic!(
-                "cage exec did not start:\n{}",
-                finish("cage exec", exec).explain()
-            );
-        }
-        thread::sleep(Duration::from_millis(100));
-    }
+    // Its command runs in the cage only while it holds the session's lock.
+    let exec = w.hold(&name, &w.home.join("src/webapp"));
     let r = post(&format!("{u}/v1/sessions/{name}/cage"), r#"{"cage": null}"#).is(409);
     assert!(r.error().contains("busy"), "{r:#?}");
     // What holds it, as data: the exec, since when, its process.
@@ -346,7 +331,7 @@ fn routes_over_http_share_the_cli_state() {
     let names = w.run(&["cage", "ls", "-q"]).ok().stdout();
     assert!(names.lines().any(|l| l == name), "{names}");
     assert!(!names.contains("SESSION"), "{names}");
-    finish("cage exec", exec).ok();
+    exec.release().ok();
     let row = w.ls_row(&name).unwrap();
     assert!(row["busy"].is_null(), "{row:#}");
 
@@ -614,7 +599,7 @@ fn serve_stays_up_under_bad_and_many_requests() {
         get(&format!("{u}/v1/harnesses")).is(200);
     }
     assert!(
-        started.elapsed() < Duration::from_secs(5),
+        started.elapsed() < Duration::from_secs(9),
         "others were held up: {:?}",
         started.elapsed()
     );
@@ -1067,7 +1052,7 @@ fn stalled_clients_without_the_token_do_not_hold_the_workers() {
     .is(200);
     let took = started.elapsed();
     assert!(
-        took < Duration::from_secs(3),
+        took < Duration::from_secs(6),
         "the request with the token waited {took:?} behind stalled ones:\n{}",
         s.log_text()
     );
@@ -1075,12 +1060,12 @@ fn stalled_clients_without_the_token_do_not_hold_the_workers() {
     // Each stalled one has its 401 and a closed connection already,
     // while it still has not sent a byte of its body.
     for (i, c) in stalled.iter().enumerate() {
-        let answer = read_until_closed(c, Duration::from_secs(5));
+        let answer = read_until_closed(c, Duration::from_secs(10));
         assert!(answer.starts_with("HTTP/1.1 401 "), "{i}: {answer:?}");
         assert!(answer.contains("\"error\""), "{i}: {answer:?}");
     }
     assert!(
-        started.elapsed() < Duration::from_secs(5),
+        started.elapsed() < Duration::from_secs(12),
         "{:?}",
         started.elapsed()
     );
@@ -1104,7 +1089,7 @@ fn a_trickled_upload_runs_out_of_time_and_leaves_nothing() {
     let rdir = w.dir("receiver");
     w.create(&receiver, &rdir, &[]);
     w.run(&["files", "allow", &receiver, "alpha/trickler"]).ok();
-    let s = w.serve(&[], &[("SHROOMS_AGENT_TEST_UPLOAD_GRACE_MS", "1000")]);
+    let s = w.serve(&[], &[("SHROOMS_AGENT_TEST_UPLOAD_GRACE_MS", "3000")]);
     let folder = w
         .state
         .join("uploads")
@@ -1133,7 +1118,7 @@ fn a_trickled_upload_runs_out_of_time_and_leaves_nothing() {
         }
     });
     // It is written as it arrives, under a hidden name ...
-    wait_until("the partial file", Duration::from_secs(3), || {
+    wait_until("the partial file", Duration::from_secs(6), || {
         files_in(&folder)
             .iter()
             .any(|p| p.to_string_lossy().ends_with(".partial"))
@@ -1145,7 +1130,7 @@ fn a_trickled_upload_runs_out_of_time_and_leaves_nothing() {
     assert!(answer.starts_with("HTTP/1.1 408 "), "{answer:?}");
     assert!(answer.contains("did not arrive in time"), "{answer:?}");
     assert!(
-        took >= Duration::from_millis(1000) && took < Duration::from_secs(4),
+        took >= Duration::from_millis(3000) && took < Duration::from_secs(9),
         "{took:?}"
     );
     assert!(files_in(&folder).is_empty(), "{:?}", files_in(&folder));
@@ -1705,7 +1690,7 @@ fn an_upload_is_held_to_its_pace_at_every_read() {
     let rdir = w.dir("receiver");
     w.create(&receiver, &rdir, &[]);
     w.run(&["files", "allow", &receiver, "alpha/drip"]).ok();
-    let s = w.serve(&[], &[("SHROOMS_AGENT_TEST_UPLOAD_GRACE_MS", "1000")]);
+    let s = w.serve(&[], &[("SHROOMS_AGENT_TEST_UPLOAD_GRACE_MS", "3000")]);
     let folder = w
         .state
         .join("uploads")
@@ -1730,11 +1715,11 @@ fn an_upload_is_held_to_its_pace_at_every_read() {
             thread::sleep(Duration::from_millis(500));
         }
     });
-    let answer = read_until_closed(&c, Duration::from_secs(10));
+    let answer = read_until_closed(&c, Duration::from_secs(15));
     let took = started.elapsed();
     assert!(answer.starts_with("HTTP/1.1 408 "), "{took:?}: {answer:?}");
     assert!(answer.contains("256 KiB a second"), "{answer:?}");
-    assert!(took < Duration::from_secs(4), "{took:?}");
+    assert!(took < Duration::from_secs(9), "{took:?}");
     assert!(files_in(&folder).is_empty(), "{:?}", files_in(&folder));
     drop(c);
     drip.join().unwrap();
@@ -1763,7 +1748,7 @@ fn half_sent_heads_do_not_hold_the_workers() {
         get(&format!("{}/v1/harnesses", s.url)).is(200);
         let took = asked.elapsed();
         assert!(
-            took < Duration::from_secs(2),
+            took < Duration::from_secs(5),
             "a whole request waited {took:?} behind half-sent heads:\n{}",
             s.log_text()
         );
@@ -1774,7 +1759,7 @@ fn half_sent_heads_do_not_hold_the_workers() {
     }
     let waited = started.elapsed();
     assert!(
-        waited >= Duration::from_secs(9) && waited < Duration::from_secs(14),
+        waited >= Duration::from_secs(9) && waited < Duration::from_secs(18),
         "{waited:?}"
     );
 }
@@ -1817,13 +1802,15 @@ fn one_address_may_have_only_so_many_connections_in_flight() {
     assert!(started.elapsed() < Duration::from_secs(2), "{r:#?}");
     assert!(r.error().contains("16 connections"), "{r:#?}");
     assert_eq!(r.header("retry-after"), Some("1"), "{r:#?}");
-    assert!(
-        s.log_text().contains(&format!(
-            "503 0ms ({HOST_ADDR} has 16 connections to this serve"
-        )),
-        "{}",
-        s.log_text()
-    );
+    // Refused before anything is read: its time is serve's own, a few
+    // milliseconds at most even on a busy machine.
+    let why = format!("ms ({HOST_ADDR} has 16 connections to this serve");
+    let log = s.log_text();
+    let ms = log.lines().find_map(|l| {
+        let (before, _) = l.split_once(&why)?;
+        before.rsplit_once("503 ")?.1.parse::<u64>().ok()
+    });
+    assert!(ms.is_some_and(|ms| ms < 1000), "{log}");
     // Loopback is not counted.
     http(
         "GET",
@@ -1990,7 +1977,7 @@ fn a_slow_podman_does_not_hold_up_the_harnesses() {
     let w = World::new();
     let name = w.session("slowpoke");
     w.create(&name, &w.dir("slowpoke"), &[]);
-    w.write_config(&slow_podman(&w, 2));
+    w.write_config(&slow_podman(&w, 5));
     let s = w.serve(&[], &[]);
     let url = s.url.clone();
     let slow = slow_requests(&w, &url, 12);
@@ -2000,9 +1987,9 @@ fn a_slow_podman_does_not_hold_up_the_harnesses() {
         get(&format!("{url}/v1/harnesses")).is(200);
         let took = asked.elapsed();
         assert!(
-            // Under the slow podman's 2 s: not behind it (room left for
-            // a busy machine).
-            took < Duration::from_millis(1500),
+            // Well under the slow podman's 5 s: not behind it (room left
+            // for a busy machine).
+            took < Duration::from_secs(3),
             "GET /v1/harnesses waited {took:?} behind GET /v1/sessions:\n{}",
             s.log_text()
         );
@@ -2021,12 +2008,16 @@ fn a_request_whose_client_went_away_is_not_carried_on() {
     let w = World::new();
     let name = w.session("keepme");
     w.create(&name, &w.dir("keepme"), &[]);
-    w.write_config(&slow_podman(&w, 2));
+    w.write_config(&slow_podman(&w, 5));
     let s = w.serve(&[], &[]);
     let url = s.url.clone();
-    // Every place for an operation taken, for seconds.
+    // Every place for an operation taken (8), for seconds.
     let slow = slow_requests(&w, &url, 10);
-    thread::sleep(Duration::from_millis(500));
+    wait_until(
+        "8 operations waiting on podman",
+        Duration::from_secs(10),
+        || cmdlines_containing(&w.root.join("slow-podman").to_string_lossy()).len() >= 8,
+    );
     let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
     write!(
         c,

@@ -942,6 +942,59 @@ pub fn finish(what: &str, child: std::process::Child) -> Run {
     }
 }
 
+/// A `cage exec` that holds its session until the test lets it go: its
+/// command says it started (a file in `dir`, the project) and then waits
+/// for a release file, at most two minutes. A fixed `sleep` in its place
+/// holds the session for as long as the machine happens to be quick.
+pub struct Holding {
+    child: std::process::Child,
+    release: PathBuf,
+}
+
+/// The first words of a holding exec's command, as `ps -o args` shows
+/// them in the cage.
+pub const HOLDING_ARGS: &str = "sh -c touch ";
+
+impl World {
+    /// Start a `cage exec` of `name` that holds it (see [`Holding`]), and
+    /// wait until its command runs.
+    pub fn hold(&self, name: &str, dir: &Path) -> Holding {
+        let (started, release) = (dir.join("holding-started"), dir.join("holding-release"));
+        let _ = fs::remove_file(&started);
+        let _ = fs::remove_file(&release);
+        let script = format!(
+            "touch {}; i=0; while [ ! -e {} ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done; \
+             echo HELD-DONE",
+            started.display(),
+            release.display()
+        );
+        let child = self.spawn_env(&["cage", "exec", name, "--", "sh", "-c", &script], &[]);
+        let mut holding = Holding { child, release };
+        let end = std::time::Instant::now() + Duration::from_secs(60);
+        while !started.exists() {
+            if holding.child.try_wait().unwrap().is_some() || std::time::Instant::now() > end {
+                holding.let_go_now();
+                let run = finish("the holding cage exec", holding.child);
+                panic!("the holding exec did not start:\n{}", run.explain());
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        holding
+    }
+}
+
+impl Holding {
+    fn let_go_now(&self) {
+        let _ = fs::write(&self.release, "");
+    }
+
+    /// Let the exec end, and wait for it.
+    pub fn release(self) -> Run {
+        self.let_go_now();
+        finish("the holding cage exec", self.child)
+    }
+}
+
 /// Wait until `f` holds, or fail saying `what`.
 pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     let end = std::time::Instant::now() + timeout;
