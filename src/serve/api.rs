@@ -37,20 +37,22 @@ use super::{page, routes};
 struct ApiDoc;
 
 /// The routes and the document: each route's method and path, its
-/// parameters and answers, from its `#[utoipa::path]` alone.
-fn made() -> (axum::Router, utoipa::openapi::OpenApi) {
+/// parameters and answers, from its `#[utoipa::path]` alone. Made once:
+/// the router, the route list and the served document all come from it.
+static MADE: LazyLock<(axum::Router, utoipa::openapi::OpenApi)> = LazyLock::new(|| {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(page::api())
         .routes(routes!(openapi))
         .merge(routes::api())
         .split_for_parts()
-}
+});
 
 /// The router: the routes, 405 with Allow for another method on a path
 /// of them, 404 for the rest; and the panicking route for tests.
 pub fn router(test_panic: bool) -> axum::Router {
-    let mut router = made()
+    let mut router = MADE
         .0
+        .clone()
         .method_not_allowed_fallback(|req: Request| async move {
             let allow: Vec<&str> = routes_of(req.uri().path()).map(|(m, _)| m).collect();
             not_allowed(&req, &allow.join(", "))
@@ -88,9 +90,8 @@ fn not_allowed(req: &Request, allow: &str) -> Response {
 
 /// Every route, as the document lists them: method and path.
 static ROUTES: LazyLock<Vec<(&'static str, String)>> = LazyLock::new(|| {
-    let doc = made().1;
     let mut all = Vec::new();
-    for (path, item) in &doc.paths.paths {
+    for (path, item) in &MADE.1.paths.paths {
         for (method, op) in [
             ("GET", &item.get),
             ("PUT", &item.put),
@@ -124,7 +125,7 @@ fn routes_of(path: &str) -> impl Iterator<Item = (&'static str, &'static str)> +
 }
 
 /// The document as served, made once.
-static DOCUMENT: LazyLock<String> = LazyLock::new(|| render(made().1));
+static DOCUMENT: LazyLock<String> = LazyLock::new(|| render(MADE.1.clone()));
 
 /// The OpenAPI document, as `GET /v1/openapi.json` answers it.
 pub fn document() -> &'static str {
