@@ -308,7 +308,7 @@ pub(crate) fn refused_at_once(v: &str) -> bool {
     let (Some(e), Some(ms)) = (f.next(), f.next()) else {
         return false;
     };
-    matches!(e, "ECONNREFUSED" | "EPERM") && ms.parse::<u64>().is_ok_and(|ms| ms < 1500)
+    matches!(e, "ECONNREFUSED" | "EPERM") && ms.parse::<u64>().is_ok_and(|ms| ms < 2500)
 }
 
 // ---- 1. root inside cannot remove the rules ----

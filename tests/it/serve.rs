@@ -645,10 +645,11 @@ fn serve_stays_up_under_bad_and_many_requests() {
             .as_bytes(),
     )
     .unwrap();
-    thread::sleep(Duration::from_millis(300));
+    // Time for serve to take the connection (a busy machine's moment).
+    thread::sleep(Duration::from_millis(1000));
     let pid = s.pid();
     let finisher = thread::spawn(move || {
-        thread::sleep(Duration::from_millis(700));
+        thread::sleep(Duration::from_millis(1500));
         let _ = slow.write_all(b": 1}");
         slow.set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();

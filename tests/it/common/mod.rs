@@ -695,13 +695,28 @@ pub fn show_output(out: &Output) -> String {
     )
 }
 
-/// A port nobody listens on right now.
+/// A port nobody listens on right now, for a test to listen on later:
+/// below the kernel's ephemeral ports (`ip_local_port_range`, ip(7)) and
+/// handed out once per test process, so that meanwhile no other test's
+/// listener on port 0 or outgoing connection is given it (one taken from
+/// the ephemeral range could be).
 pub fn free_port() -> u16 {
-    TcpListener::bind("0.0.0.0:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let ephemeral = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse::<usize>().ok())
+        .unwrap_or(32768);
+    let span = 8000.min(ephemeral.saturating_sub(1024));
+    let first = ephemeral - span;
+    let start = std::process::id() as usize % span;
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
+        let port = (first + (start + n) % span) as u16;
+        if TcpListener::bind(("0.0.0.0", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port below the ephemeral ports ({ephemeral})");
 }
 
 /// A TCP listener on every address of the host, answering "hello" to each
