@@ -997,8 +997,10 @@ impl Store {
         }
     }
 
-    /// Take the session's lock, or fail at once with `Busy`: a command that
-    /// would wait behind a long `exec` is better told so.
+    /// Take the session's lock, or fail with `Busy`: at once for a live
+    /// holder (a command that would wait behind a long `exec` is better
+    /// told so); after a dead turn's watcher has stopped its cage, or a
+    /// moment for a holder that is gone.
     pub fn lock(&self, name: &str) -> Result<SessionLock> {
         validate_name(name)?;
         make_private_dir(&self.sessions_dir())?;
@@ -1019,6 +1021,10 @@ impl Store {
             && waits(&self.holder(name))
         {
             std::thread::sleep(std::time::Duration::from_millis(100));
+            taken = crate::lock::try_take_past_probes(&self.lock_path(name))?;
+        }
+        if taken.is_none() {
+            // Let go of between the last try and the look at its holder.
             taken = crate::lock::try_take_past_probes(&self.lock_path(name))?;
         }
         match taken {

@@ -1012,7 +1012,7 @@ fn head_deadline_holds(w: World) {
     closed.sort();
     assert_eq!(closed.len(), 3, "{}", r.explain());
     for (mode, secs) in &closed {
-        let most = if mode == "after" { 15 } else { 14 };
+        let most = if mode == "after" { 14 } else { 13 };
         assert!(
             (9..=most).contains(secs),
             "{mode}: closed after {secs} s: {}",

@@ -42,7 +42,7 @@ const ALL: [End; 5] = [
 
 const ROUNDS: usize = 10;
 /// The promise: stopped, and the session free, within this.
-const WITHIN: Duration = Duration::from_secs(20);
+const WITHIN: Duration = Duration::from_secs(10);
 
 /// A pseudo-terminal: the master (the test, as a terminal emulator) and
 /// the slave (the holder's stdin, stdout and stderr, and its controlling

@@ -707,6 +707,10 @@ pub fn free_port() -> u16 {
         .and_then(|t| t.split_whitespace().next()?.parse::<usize>().ok())
         .unwrap_or(32768);
     let span = 8000.min(ephemeral.saturating_sub(1024));
+    assert!(
+        span > 0,
+        "the ephemeral ports start at {ephemeral}: no room below them"
+    );
     let first = ephemeral - span;
     let start = std::process::id() as usize % span;
     for _ in 0..span {
@@ -962,7 +966,7 @@ pub fn finish(what: &str, child: std::process::Child) -> Run {
 /// for a release file, at most two minutes. A fixed `sleep` in its place
 /// holds the session for as long as the machine happens to be quick.
 pub struct Holding {
-    child: std::process::Child,
+    child: Option<std::process::Child>,
     release: PathBuf,
 }
 
@@ -974,6 +978,8 @@ impl World {
     /// Start a `cage exec` of `name` that holds it (see [`Holding`]), and
     /// wait until its command runs.
     pub fn hold(&self, name: &str, dir: &Path) -> Holding {
+        // The project is mounted at its canonical path.
+        let dir = fs::canonicalize(dir).unwrap();
         let (started, release) = (dir.join("holding-started"), dir.join("holding-release"));
         let _ = fs::remove_file(&started);
         let _ = fs::remove_file(&release);
@@ -984,12 +990,21 @@ impl World {
             release.display()
         );
         let child = self.spawn_env(&["cage", "exec", name, "--", "sh", "-c", &script], &[]);
-        let mut holding = Holding { child, release };
+        let mut holding = Holding {
+            child: Some(child),
+            release,
+        };
         let end = std::time::Instant::now() + Duration::from_secs(60);
         while !started.exists() {
-            if holding.child.try_wait().unwrap().is_some() || std::time::Instant::now() > end {
-                holding.let_go_now();
-                let run = finish("the holding cage exec", holding.child);
+            let ended = holding
+                .child
+                .as_mut()
+                .unwrap()
+                .try_wait()
+                .unwrap()
+                .is_some();
+            if ended || std::time::Instant::now() > end {
+                let run = holding.release();
                 panic!("the holding exec did not start:\n{}", run.explain());
             }
             thread::sleep(Duration::from_millis(50));
@@ -999,14 +1014,21 @@ impl World {
 }
 
 impl Holding {
-    fn let_go_now(&self) {
-        let _ = fs::write(&self.release, "");
-    }
-
     /// Let the exec end, and wait for it.
-    pub fn release(self) -> Run {
-        self.let_go_now();
-        finish("the holding cage exec", self.child)
+    pub fn release(mut self) -> Run {
+        let _ = fs::write(&self.release, "");
+        finish("the holding cage exec", self.child.take().unwrap())
+    }
+}
+
+impl Drop for Holding {
+    /// A test that fails while holding lets go too (its exec would hold
+    /// the session for two minutes more).
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = fs::write(&self.release, "");
+            let _ = child.wait();
+        }
     }
 }
 
