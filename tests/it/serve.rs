@@ -2009,7 +2009,7 @@ fn a_request_whose_client_went_away_is_not_carried_on() {
     let w = World::new();
     let name = w.session("keepme");
     w.create(&name, &w.dir("keepme"), &[]);
-    w.write_config(&slow_podman(&w, 5));
+    w.write_config(&slow_podman(&w, 2));
     let s = w.serve(&[], &[]);
     let url = s.url.clone();
     // Every place for an operation taken (8), for seconds: the first of
