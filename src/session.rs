@@ -551,8 +551,7 @@ impl Store {
             else {
                 continue;
             };
-            let alive = Path::new("/proc").join(pid.to_string()).exists();
-            if !alive && fs::remove_file(e.path()).is_ok() {
+            if !process_exists(pid) && fs::remove_file(e.path()).is_ok() {
                 removed.push(e.path());
             }
         }
@@ -568,8 +567,7 @@ impl Store {
             else {
                 continue;
             };
-            let alive = Path::new("/proc").join(pid.to_string()).exists();
-            if !alive && remove_dir_if_there(&e.path()).is_ok() {
+            if !process_exists(pid) && remove_dir_if_there(&e.path()).is_ok() {
                 removed.push(e.path());
             }
         }
@@ -1151,19 +1149,11 @@ const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(40);
 /// when the holder's end closes its pipe).
 const GONE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
-/// Does process `pid` exist? kill(2) with signal 0: a process of another
-/// user (EPERM) exists too.
+/// Does process `pid` exist (its folder in /proc, proc(5))? What names a
+/// process that is gone (a temporary file, a send's folder, a lock's
+/// holder) is nobody's.
 fn process_exists(pid: u32) -> bool {
-    let Some(pid) = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    else {
-        return false;
-    };
-    !matches!(
-        rustix::process::test_kill_process(pid),
-        Err(rustix::io::Errno::SRCH)
-    )
+    Path::new("/proc").join(pid.to_string()).exists()
 }
 
 /// A state folder's identity as `Store::state_id` makes it.
@@ -1222,12 +1212,19 @@ impl SessionLock {
     /// for `cage ls` (its BUSY) and a command refused as busy: the lock is
     /// this process's, so only it writes there.
     pub fn note(&self, what: &str) {
+        self.write_note(&format!(
+            "{what} {} {}\n",
+            crate::when::now(),
+            std::process::id()
+        ));
+    }
+
+    /// Written over the old note, then cut to its length: a reader never
+    /// finds the file empty in between (emptied first, a holder read in
+    /// that moment was "a command", not who it is). The first line is
+    /// what a reader parses.
+    fn write_note(&self, line: &str) {
         use std::os::unix::fs::FileExt;
-        // Written over the old note, then cut to its length: a reader never
-        // finds the file empty in between (emptied first, a holder read in
-        // that moment was "a command", not who it is). The first line is
-        // what a reader parses.
-        let line = format!("{what} {} {}\n", crate::when::now(), std::process::id());
         if self._file.write_all_at(line.as_bytes(), 0).is_ok() {
             let _ = self._file.set_len(line.len() as u64);
         }
@@ -1555,7 +1552,6 @@ mod tests {
     /// is refused at once, as ever.
     #[test]
     fn a_gone_holder_is_waited_for_a_moment() {
-        use std::os::unix::fs::FileExt;
         let (store, dir) = temp_store();
         store.ensure().unwrap();
         store.save(&record("a")).unwrap();
@@ -1565,14 +1561,10 @@ mod tests {
         assert!(!process_exists(gone));
         // The watcher's hold: the lock, through its own open file.
         let watcher = store.lock("a").unwrap();
-        let note = |text: &str| {
-            watcher._file.write_all_at(text.as_bytes(), 0).unwrap();
-            watcher._file.set_len(text.len() as u64).unwrap();
-        };
-        note(&format!("exec 1700000000 {}\n", std::process::id()));
+        watcher.write_note(&format!("exec 1700000000 {}\n", std::process::id()));
         let e = store.lock("a").unwrap_err();
         assert_eq!(e.kind, crate::error::Kind::Busy, "{e:?}");
-        note(&format!("exec 1700000000 {gone}\n"));
+        watcher.write_note(&format!("exec 1700000000 {gone}\n"));
         let t0 = std::time::Instant::now();
         let watching = std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_millis(500));

@@ -271,7 +271,7 @@ fn net_policies_hold(w: World) {
         p.display(),
         log.display()
     );
-    let child = w.spawn_env(
+    let mut child = w.spawn_env(
         &["cage", "exec", &name, "--", "sh", "-c", &loop_script],
         &[],
     );
@@ -307,7 +307,6 @@ fn net_policies_hold(w: World) {
     };
     // Until it has gone on some two seconds past the change (or ended,
     // which the checks below then tell).
-    let mut child = child;
     let until = Instant::now() + Duration::from_secs(60);
     while Instant::now() < until
         && child.try_wait().unwrap().is_none()

@@ -989,27 +989,20 @@ impl World {
             started.display(),
             release.display()
         );
-        let child = self.spawn_env(&["cage", "exec", name, "--", "sh", "-c", &script], &[]);
-        let mut holding = Holding {
-            child: Some(child),
-            release,
-        };
+        let mut child = self.spawn_env(&["cage", "exec", name, "--", "sh", "-c", &script], &[]);
         let end = std::time::Instant::now() + Duration::from_secs(60);
         while !started.exists() {
-            let ended = holding
-                .child
-                .as_mut()
-                .unwrap()
-                .try_wait()
-                .unwrap()
-                .is_some();
-            if ended || std::time::Instant::now() > end {
-                let run = holding.release();
+            if child.try_wait().unwrap().is_some() || std::time::Instant::now() > end {
+                let _ = fs::write(&release, "");
+                let run = finish("the holding cage exec", child);
                 panic!("the holding exec did not start:\n{}", run.explain());
             }
             thread::sleep(Duration::from_millis(50));
         }
-        holding
+        Holding {
+            child: Some(child),
+            release,
+        }
     }
 }
 
