@@ -7,11 +7,10 @@
 //! the container's network down; when that teardown goes wrong
 //! (containers/podman#18753, #9465 and #11558; containers in a user
 //! namespace of their own meet it most, and rootful cages have one) the
-//! file stays, and the
-//! container's next start is refused by the plugin: `failed to allocate
-//! for range 0: 10.88.0.7 has been allocated to ID, duplicate allocation is
-//! not allowed` (containernetworking/plugins, `host-local`'s allocator: a
-//! container may hold one address of a range).
+//! file stays, and the container's next start is refused by the plugin:
+//! `failed to allocate for range 0: 10.88.0.7 has been allocated to ID,
+//! duplicate allocation is not allowed` (containernetworking/plugins,
+//! `host-local`'s allocator: a container may hold one address of a range).
 //!
 //! Such a lease can belong to no one else: it names the very container
 //! podman was starting, which is not running (its start was just refused).
