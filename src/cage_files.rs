@@ -220,7 +220,13 @@ pub fn write_settings_copies(
                 user.display()
             ))
         })?;
-        crate::session::write_atomic(&copy_dir.join(name), copy.as_bytes(), 0o600)?;
+        let path = copy_dir.join(name);
+        // Made again at every start, and the same most times: written only
+        // when it changed (a start need not wait for the disk then).
+        if std::fs::read(&path).is_ok_and(|had| had == copy.as_bytes()) {
+            continue;
+        }
+        crate::session::write_atomic(&path, copy.as_bytes(), 0o600)?;
     }
     Ok(())
 }

@@ -479,7 +479,7 @@ pub fn ensure_listener(
         if running(pid_file, netns).is_some() {
             return Ok(());
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(5));
     }
     let said = std::fs::read_to_string(err_log).unwrap_or_default();
     let last = said.lines().rev().find(|l| !l.trim().is_empty());

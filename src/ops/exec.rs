@@ -513,7 +513,9 @@ pub fn prepare_join(ctx: &Context, name: &str, what: What, tty: bool) -> Result<
              `shrooms-agent cage exec {name}` or `cage run {name}`, or leave out --join"
         )));
     }
-    if let Err(e) = super::load_rules(ctx, host, name, cage, &inspected) {
+    let running = crate::netns::Running::of(&inspected)
+        .ok_or_else(|| Error::failed(crate::netns::old_cage(&cage.container)))?;
+    if let Err(e) = super::load_rules(ctx, host, name, cage, &running) {
         return Err(e.context(format!(
             "session {name}: the cage's network rules could not be checked, so nothing was \
              run beside its turn (the cage was left as it is)"

@@ -35,6 +35,12 @@ pub fn create(spec: &CageSpec) -> Vec<String> {
     // A stop need not wait: what the session started dies with PID 1, and
     // nothing in a cage is owed a grace period.
     a.extend(["--stop-signal".into(), "SIGKILL".into()]);
+    // The first process's PID, written by podman at each start, where a
+    // start reads it instead of asking podman again (podman-create(1),
+    // `--pidfile`).
+    if let Some(p) = &spec.pid_file {
+        a.extend(["--pidfile".into(), path(p)]);
+    }
     a.extend(init(spec));
     a.extend(["--workdir".into(), path(&spec.workdir)]);
     for m in &spec.mounts {
@@ -463,6 +469,7 @@ mod tests {
             sealed: None,
             volumes: vec![],
             init: "/usr/libexec/podman/catatonit".into(),
+            pid_file: None,
             seccomp_profile: None,
             own_userns: false,
             own: vec!["/home/u/src/web".into(), "/s/proxy".into()],
