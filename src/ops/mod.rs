@@ -819,6 +819,42 @@ fn mount_for(program: &Path, parent: &Path, harness: &str, home: &Path) -> PathB
 mod tests {
     use super::*;
 
+    /// What a start reads instead of an inspect, from the argv a cage was
+    /// made with: the file podman writes the PID to, and the init's source.
+    #[test]
+    fn the_pid_file_and_the_init_are_read_from_the_create_argv() {
+        let c = "shrooms-web-abc123";
+        let mut spec = crate::spec::CageSpec {
+            session: "web".into(),
+            container: c.into(),
+            image: "localhost/shrooms-workbench:latest".into(),
+            network: crate::spec::Network::Bridge,
+            limits: crate::settings::Limits::of("4g", "2", 2048),
+            mounts: Vec::new(),
+            workdir: "/home/u/src/web".into(),
+            sealed: None,
+            volumes: Vec::new(),
+            init: "/usr/libexec/podman/catatonit".into(),
+            pid_file: Some("/s/cages/shrooms-web-abc123/pid".into()),
+            seccomp_profile: None,
+            own_userns: false,
+            own: Vec::new(),
+        };
+        let argv = crate::podman::argv::create(&spec);
+        assert_eq!(
+            pid_file_in(&argv),
+            Some(PathBuf::from("/s/cages/shrooms-web-abc123/pid"))
+        );
+        assert_eq!(
+            init_source_in(c, &argv).as_deref(),
+            Some("/usr/libexec/podman/catatonit")
+        );
+        // Another container's init mount is not this one's.
+        assert_eq!(init_source_in("shrooms-other-1", &argv), None);
+        spec.pid_file = None;
+        assert_eq!(pid_file_in(&crate::podman::argv::create(&spec)), None);
+    }
+
     #[test]
     fn a_cage_mounting_what_it_must_not_is_told_apart() {
         use crate::harness::Harness;

@@ -714,6 +714,26 @@ mod tests {
         );
     }
 
+    /// The PID file podman writes at each start, right after the stop
+    /// signal, where the cage's folder in the state folder has it.
+    #[test]
+    fn golden_pid_file() {
+        let mut s = spec(Network::Bridge);
+        assert!(!create(&s).contains(&"--pidfile".to_string()));
+        s.pid_file = Some("/s/cages/shrooms-web-abc123/pid".into());
+        let a = create(&s);
+        let at = a.iter().position(|x| x == "--stop-signal").unwrap();
+        assert_eq!(
+            a[at..at + 4],
+            [
+                "--stop-signal",
+                "SIGKILL",
+                "--pidfile",
+                "/s/cages/shrooms-web-abc123/pid"
+            ]
+        );
+    }
+
     #[test]
     fn golden_network_modes() {
         assert_eq!(
