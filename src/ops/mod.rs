@@ -121,6 +121,18 @@ impl Context {
         Ok(self.host.get_or_init(|| h))
     }
 
+    /// The podman program the settings name, when cages are on and it is
+    /// there: what a call that needs no fact of podman's can start with,
+    /// before the host's facts are gathered.
+    pub fn podman_program(&self) -> Option<crate::podman::Podman> {
+        match (&self.settings.podman, self.settings.cages) {
+            (Some(p), true) if crate::host::is_executable(p) => {
+                Some(crate::podman::Podman::new(p.clone()))
+            }
+            _ => None,
+        }
+    }
+
     /// The same, for a command on a session that is already caged.
     pub fn host_for_session(&self) -> Result<&Host> {
         self.host().map_err(|e| {

@@ -291,8 +291,24 @@ impl Podman {
 
     /// Every container carrying the session label.
     pub fn ps_cages(&self) -> Result<Vec<inspect::PsEntry>> {
-        let out = self.run(&argv::ps_cages(), QUICK)?;
-        let text = out.stdout.trim();
+        self.ps_cages_beside(|| ()).0
+    }
+
+    /// `ps_cages`, with `beside` run meanwhile (work that does not change
+    /// what podman lists).
+    pub fn ps_cages_beside<T>(
+        &self,
+        beside: impl FnOnce() -> T,
+    ) -> (Result<Vec<inspect::PsEntry>>, T) {
+        let (out, local) = self
+            .process(&argv::ps_cages())
+            .timeout(QUICK)
+            .run_beside(beside);
+        (out.and_then(|out| Self::ps_entries(&out.stdout)), local)
+    }
+
+    fn ps_entries(stdout: &str) -> Result<Vec<inspect::PsEntry>> {
+        let text = stdout.trim();
         if text.is_empty() || text == "null" {
             return Ok(Vec::new());
         }
