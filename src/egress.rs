@@ -336,7 +336,8 @@ pub fn listen(a: &Listen<'_>) -> Result<()> {
     let mut log =
         LogFile::open(a.log, MAX_BYTES).map_err(|e| fail(format!("{}: {e}", a.log.display())))?;
     let ready = format!("{} {} {}\n", std::process::id(), own.0, own.1);
-    crate::session::write_atomic(a.pid_file, ready.as_bytes(), 0o600)?;
+    // What runs now, which a machine that went down does not have.
+    crate::session::write_atomic_unsynced(a.pid_file, ready.as_bytes(), 0o600)?;
     let mut buf = vec![0u8; 1 << 16];
     loop {
         let n = match socket.recv(&mut &mut buf[..], 0) {

@@ -310,7 +310,8 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
         )?;
     }
     let env_file = ctx.store.env_file(&cage.container);
-    session::write_atomic(&env_file, envfile::render(&plan.vars).as_bytes(), 0o600)?;
+    // Written again at each turn: not flushed to disk.
+    session::write_atomic_unsynced(&env_file, envfile::render(&plan.vars).as_bytes(), 0o600)?;
     let args = argv::exec(&cage.container, &record.dir, &env_file, tty, &cmd);
     let resume = wants_resume.then(|| super::resume::Watch::begin(&ctx.store, &record, cage));
     Ok(Prepared {

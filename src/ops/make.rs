@@ -1153,8 +1153,10 @@ impl CagePlan {
         undo.made = protect::make_missing(&self.protect_make)?;
         session::make_private_dir(&self.found.private_home)?;
         session::make_private_dir(&self.found.proxy_dir)?;
+        // podman reads the profile when it makes the container (into the
+        // container's own configuration): not flushed to disk for later.
         if let Some(file) = &self.spec.seccomp_profile {
-            session::write_atomic(file, self.seccomp_profile.as_bytes(), 0o600)?;
+            session::write_atomic_unsynced(file, self.seccomp_profile.as_bytes(), 0o600)?;
         }
         // The program the cage runs as its tools, in the folder it mounts
         // (kept for every cage of the state folder: not taken back).
