@@ -502,7 +502,9 @@ pub struct Config {
 
 struct State {
     config: Config,
-    client: reqwest::Client,
+    /// Made at the socket's first request to an agent, not while the cage
+    /// starts (its TLS configuration takes milliseconds to build).
+    client: std::sync::OnceLock<std::result::Result<reqwest::Client, String>>,
 }
 
 /// A socket being served: served until dropped (the turn's end), then
@@ -540,16 +542,10 @@ pub fn start(path: &Path, config: Config) -> Result<Socket> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| fail(e.to_string()))?;
     give_to_the_cages_root(path).map_err(|e| fail(e.to_string()))?;
-    let client = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
-        .timeout(FORWARD_TIMEOUT)
-        .redirect(reqwest::redirect::Policy::none())
-        // The agents are reached directly, never through a proxy the
-        // environment names.
-        .no_proxy()
-        .build()
-        .map_err(|e| fail(e.to_string()))?;
-    let state = Arc::new(State { config, client });
+    let state = Arc::new(State {
+        config,
+        client: std::sync::OnceLock::new(),
+    });
     let service = hyper::service::service_fn(move |req| handle(state.clone(), req));
     // Past MAX_CONNECTIONS a connection is closed at once: a cage holds no
     // more of the turn's process than that. Requests still in flight end
@@ -858,7 +854,22 @@ async fn forward(
     let Ok(method) = Method::from_bytes(method.as_bytes()) else {
         return error(400, "a bad method");
     };
-    let mut request = state.client.request(method, &url).headers(headers);
+    let client = state.client.get_or_init(|| {
+        reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(FORWARD_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            // The agents are reached directly, never through a proxy the
+            // environment names.
+            .no_proxy()
+            .build()
+            .map_err(|e| e.to_string())
+    });
+    let client = match client {
+        Ok(c) => c,
+        Err(e) => return error(502, &format!("the socket's HTTP client: {e}")),
+    };
+    let mut request = client.request(method, &url).headers(headers);
     if let Some(b) = body {
         request = request.body(b);
     }

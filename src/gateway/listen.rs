@@ -91,7 +91,8 @@ pub fn listener_in(enter: &Enter<'_>, socket: &Path) -> Result<TcpListener> {
                         _ => fail("the helper did not hand the socket over".into()),
                     });
                 }
-                std::thread::sleep(Duration::from_millis(10));
+                // The helper hands it over within milliseconds.
+                std::thread::sleep(Duration::from_millis(1));
             }
             Err(e) => return Err(fail(e.to_string())),
         }

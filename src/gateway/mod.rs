@@ -200,7 +200,9 @@ pub struct Config {
 
 struct State {
     config: Config,
-    client: reqwest::Client,
+    /// Made at the turn's first request upstream, not while the cage
+    /// starts (its TLS configuration takes milliseconds to build).
+    client: std::sync::OnceLock<std::result::Result<reqwest::Client, String>>,
     /// The no-credential notice is written to the terminal once per turn.
     told: AtomicBool,
 }
@@ -229,16 +231,10 @@ impl Gateway {
             .local_addr()
             .map_err(|e| fail(e.to_string()))?
             .port();
-        let client = reqwest::Client::builder()
-            // A model's answer can take long; only connecting is bounded.
-            .connect_timeout(std::time::Duration::from_secs(30))
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| fail(e.to_string()))?;
         let ledger = config.ledger.clone();
         let state = Arc::new(State {
             config,
-            client,
+            client: std::sync::OnceLock::new(),
             told: AtomicBool::new(false),
         });
         let service = hyper::service::service_fn(move |req| handle(state.clone(), req));
@@ -395,7 +391,25 @@ async fn handle(
     if !with_body {
         headers.remove(header::CONTENT_LENGTH);
     }
-    let mut upstream = state.client.request(method.clone(), &url).headers(headers);
+    let client = state.client.get_or_init(|| {
+        reqwest::Client::builder()
+            // A model's answer can take long; only connecting is bounded.
+            .connect_timeout(std::time::Duration::from_secs(30))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| e.to_string())
+    });
+    let client = match client {
+        Ok(c) => c,
+        Err(e) => {
+            return Ok(api_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "api_error",
+                &format!("shrooms-agent's model gateway: its HTTP client: {e}"),
+            ));
+        }
+    };
+    let mut upstream = client.request(method.clone(), &url).headers(headers);
     if with_body {
         upstream = upstream.body(reqwest::Body::wrap(body));
     }
