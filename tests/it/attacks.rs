@@ -60,10 +60,12 @@ const STAND_INS_V4: &[(&str, &str)] = &[
 /// IPv6 default route and opens the connection from the host, where the
 /// address is on `lo`; podman's bridge (CNI's, or the podman-5 lane's,
 /// both without an IPv6 subnet) gives a rootful cage no IPv6 route, so the
-/// kernel refuses these before any rule sees them. ::/128 and ::1/128 are the cage's own
-/// loopback; fe80::/10 is probed at the bridge's own link-local address
+/// kernel refuses these before any rule sees them. ::/96 (IPv4-compatible)
+/// is probed at a LAN address written in it (its `::` and `::1` are the
+/// cage's own loopback); fe80::/10 is probed at the bridge's own link-local address
 /// (rootful) and ff00::/8 by datagram (`datagram_ranges`).
 const STAND_INS_V6: &[(&str, &str)] = &[
+    ("::/96", COMPAT_ADDR),
     ("64:ff9b::/96", "64:ff9b::77"),
     ("64:ff9b:1::/48", "64:ff9b:1::77"),
     ("2001::/32", "2001:0:77::1"),

@@ -75,6 +75,8 @@ fn attacks(t: &std::path::Path, port: u16, other: u16, rootless: bool) -> String
     if rootless {
         // slirp4netns and pasta give the cage an IPv6 route.
         line("ipv6", format!("{p} tcp {V6_ADDR} {port}"));
+        // The LAN written as an IPv4-compatible IPv6 address (::/96).
+        line("compat", format!("{p} tcp {COMPAT_ADDR} {port}"));
     }
     line(
         "name",
@@ -106,8 +108,8 @@ const ATTACKS: &[&str] = &[
 /// is refused at once by a rule.
 fn expect(run: &Run, rootless: bool, policy: &str, pass: &[&str]) {
     let out = run.stdout();
-    let ipv6 = rootless.then_some("ipv6");
-    for label in ATTACKS.iter().copied().chain(ipv6) {
+    let ipv6: &[&str] = if rootless { &["ipv6", "compat"] } else { &[] };
+    for label in ATTACKS.iter().chain(ipv6).copied() {
         let v = seen(&out, label);
         if pass.contains(&label) {
             assert!(
@@ -153,7 +155,7 @@ fn net_policies_hold(w: World) {
     dns_listener();
     let mut addrs = vec![HOST_ADDR, LAN_ADDR, CGNAT_ADDR, LINK_LOCAL_ADDR, LINK_ADDR];
     if rootless {
-        addrs.push(V6_ADDR);
+        addrs.extend([V6_ADDR, COMPAT_ADDR]);
     }
     all_on_this_machine(&addrs);
     // The tool's own hosts file names the allow-list's name.
@@ -190,7 +192,12 @@ fn net_policies_hold(w: World) {
     // so each refusal below is the policy's.
     let run = w.sh(&name, &script).ok();
     let out = run.stdout();
-    expect(&run, rootless, "open", &[ATTACKS, &["ipv6"]].concat());
+    expect(
+        &run,
+        rootless,
+        "open",
+        &[ATTACKS, &["ipv6", "compat"]].concat(),
+    );
     // ICMP: a cage has no CAP_NET_RAW and podman leaves ping sockets
     // closed (net.ipv4.ping_group_range), so it sends none at all here;
     // where it can, the policies must refuse it too.

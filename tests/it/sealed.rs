@@ -247,7 +247,7 @@ fn sealed_cages_are_marked() {
         "{text}"
     );
     let show = w.run(&["cage", "show", &name, "--json"]).ok().json();
-    assert_eq!(show["cage"]["sealed"]["rules"], "shrooms_sealed v2");
+    assert_eq!(show["cage"]["sealed"]["rules"], "shrooms_sealed v3");
     assert_eq!(show["cage"]["sealed"]["dns"][0], "1.1.1.1");
     assert!(show["cage"]["sealed"]["seccomp"].as_str().unwrap().len() == 12);
     let show_text = w.run(&["cage", "show", &name]).ok().stdout();

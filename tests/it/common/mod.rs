@@ -33,6 +33,11 @@ pub const HOST_ADDR: &str = "203.0.113.7";
 /// (scripts/setup-host adds it too).
 pub const LAN_ADDR: &str = "10.199.77.1";
 
+/// LAN_ADDR written as an IPv4-compatible IPv6 address (::/96, deprecated
+/// by RFC 4291), on the host's loopback too (scripts/setup-host): only a
+/// rootless cage has an IPv6 route to send it by.
+pub const COMPAT_ADDR: &str = "::10.199.77.1";
+
 /// An address of the host on a network of its own whose prefix is not a
 /// private one (198.51.100.1/24 on the veth shr-lan0, made by
 /// scripts/setup-host): "local" only because it is the machine's own.
