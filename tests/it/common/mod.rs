@@ -47,6 +47,11 @@ pub const LINK_ADDR: &str = "198.51.100.1";
 /// of shr-lan0 in the main table, local in the local table, so the host
 /// answers there).
 pub const ROUTED_ADDR: &str = "192.88.99.1";
+/// An address of a network this machine reaches by a route in a routing
+/// table of its own, as a VPN's (scripts/setup-host: 203.0.113.128/25 out
+/// of shr-lan0 in table 51820, which no rule consults, and local in the
+/// local table, so the host answers there).
+pub const TABLE_ADDR: &str = "203.0.113.129";
 
 /// The binary under test: cargo's build, or the one `SHROOMS_AGENT_TEST_BIN`
 /// names (the podman-5 lane runs the suite against the release build).
