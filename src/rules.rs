@@ -78,12 +78,86 @@ pub fn verdict(rule: &str, v: Verdict, matcher: &str) -> String {
     }
 }
 
-/// Rules whose packets do not leave the cage: not logged.
-const NOT_EGRESS: [&str; 2] = ["loopback", "ndp"];
+/// Rules not logged: those whose packets do not leave the cage, and the
+/// egress log's own gate (its refusals are what the log cannot take).
+const NOT_EGRESS: [&str; 3] = ["loopback", "ndp", "egress-log"];
+
+/// The table of the egress log's gate, in every cage (README, "The egress
+/// log"). Its name says what it is.
+pub const EGRESS_TABLE: &str = "shrooms_egress";
+/// The set the egress log's listener keeps an element in while it can
+/// write (`egress::GATE_TIMEOUT`).
+pub const EGRESS_SET: &str = "alive";
+
+/// The egress log's gate: every packet that leaves the cage is refused
+/// unless the set `alive` holds the mark it carries, 0 (a cage has no
+/// NET_ADMIN, so no socket of its can set another). The listener keeps
+/// that element in the set, with a timeout of a few seconds it renews
+/// while it can write the log; when it cannot write, it takes the element
+/// out, and when it dies, the element times out: either way the cage's
+/// network is cut until the log is written again. Loaded before the
+/// policy (priority -10), so that a packet refused here is neither logged
+/// nor judged. Loading it again keeps the set and its element (only the
+/// chain's rules are replaced), so a running cage's listener is not cut
+/// off by a change of its rules.
+pub fn egress_gate() -> String {
+    // TCP is answered with a reset: the ICMP error of a plain reject is
+    // rate-limited by the kernel (icmp_ratelimit, ip-sysctl), so that a
+    // client trying again at once would wait for its SYN's retransmission.
+    let cut = format!("meta mark != @{EGRESS_SET}");
+    let rules = verdict("loopback", Verdict::Accept, "oif \"lo\"")
+        + &verdict(
+            "egress-log",
+            Verdict::Reset,
+            &format!("meta l4proto tcp {cut}"),
+        )
+        + &verdict("egress-log", Verdict::Refuse, &cut);
+    format!(
+        "table inet {EGRESS_TABLE} {{\n\
+         \tset {EGRESS_SET} {{\n\
+         \t\ttype mark\n\
+         \t\tflags timeout\n\
+         \t}}\n\
+         \tchain output {{\n\
+         \t\ttype filter hook output priority -10; policy accept;\n\
+         \t}}\n\
+         }}\n\
+         flush chain inet {EGRESS_TABLE} output\n\
+         table inet {EGRESS_TABLE} {{\n\
+         \tchain output {{\n\
+         {rules}\
+         \t}}\n\
+         }}\n"
+    )
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn golden_egress_gate() {
+        assert_eq!(
+            egress_gate(),
+            "table inet shrooms_egress {\n\
+             \tset alive {\n\
+             \t\ttype mark\n\
+             \t\tflags timeout\n\
+             \t}\n\
+             \tchain output {\n\
+             \t\ttype filter hook output priority -10; policy accept;\n\
+             \t}\n\
+             }\n\
+             flush chain inet shrooms_egress output\n\
+             table inet shrooms_egress {\n\
+             \tchain output {\n\
+             \t\toif \"lo\" accept comment \"loopback\"\n\
+             \t\tmeta l4proto tcp meta mark != @alive reject with tcp reset comment \"egress-log\"\n\
+             \t\tmeta mark != @alive reject comment \"egress-log\"\n\
+             \t}\n\
+             }\n"
+        );
+    }
 
     #[test]
     fn golden_agent_port_rules() {

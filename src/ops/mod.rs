@@ -410,12 +410,15 @@ pub fn load_rules(
     cage: &CageRecord,
     inspected: &crate::podman::inspect::ContainerInspect,
 ) -> Result<()> {
+    // Every cage's first table: the egress log's gate, closed until the
+    // listener (started below) opens it.
+    let gate = rules::egress_gate();
     let (rule_set, pinned) = match &cage.sealed {
         // The machine's own networks, read now: interfaces change.
         Some(s) => {
             let (v4, v6) = crate::netif::local_prefixes()?;
             (
-                rules::sealed(ctx.settings.agent_port, &s.dns, &v4, &v6),
+                gate + &rules::sealed(ctx.settings.agent_port, &s.dns, &v4, &v6),
                 Vec::new(),
             )
         }
@@ -428,7 +431,8 @@ pub fn load_rules(
                 ctx.settings.hosts_file.as_deref(),
             )?;
             let open = matches!(policy, rules::PolicyRules::Open);
-            let mut text = rules::agent_port(ctx.settings.agent_port, open);
+            let mut text = gate;
+            text.push_str(&rules::agent_port(ctx.settings.agent_port, open));
             text.push_str(&rules::policy(&policy));
             (text, pinned)
         }
@@ -478,8 +482,9 @@ fn start_egress_log(
     // update may have moved or replaced it): its copy in `tools/`, which
     // `podman unshare` reaches too, as the model gateway's listener does.
     let exe = &crate::tools::provide(&ctx.store.tools_dir(), file)?;
-    let (log, pid_file, err) = (
+    let (log, refused, pid_file, err) = (
         ctx.store.egress_path(session),
+        ctx.store.egress_refused_path(session),
         ctx.store.egress_pid_path(session),
         ctx.store.egress_err_path(session),
     );
@@ -487,6 +492,8 @@ fn start_egress_log(
     let listen = vec![
         "--log".to_string(),
         s(&log),
+        "--refused-log".into(),
+        s(&refused),
         "--pid-file".into(),
         s(&pid_file),
         "--session".into(),

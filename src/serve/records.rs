@@ -67,6 +67,9 @@ struct Built {
     host: HostFacts,
     /// The sessions it shows busy.
     busy: Vec<String>,
+    /// The egress log of each running cage it shows, as it showed it: its
+    /// listener's state changes with no file changed.
+    egress: Vec<(String, crate::egress::LogState)>,
     body: Bytes,
 }
 
@@ -185,6 +188,11 @@ impl Records {
                 return None;
             }
         }
+        for (name, shown) in &b.egress {
+            if &crate::egress::state(&self.store.egress_pid_path(name)) != shown {
+                return None;
+            }
+        }
         Some(b.body.clone())
     }
 
@@ -234,10 +242,14 @@ impl Records {
         } = self.records()?;
         let mut sessions = Vec::with_capacity(records.len());
         let mut busy = Vec::new();
+        let mut egress = Vec::new();
         for r in records.iter() {
             let s = session(&self.store, live, host, r)?;
             if s.busy.is_some() {
                 busy.push(r.name.clone());
+            }
+            if let Some(state) = s.cage.as_ref().and_then(|c| c.egress_log.clone()) {
+                egress.push((r.name.clone(), state));
             }
             sessions.push(s);
         }
@@ -254,6 +266,7 @@ impl Records {
             live: live_changes,
             host: host.clone(),
             busy,
+            egress,
             body: body.clone(),
         });
         Ok(body)
@@ -303,12 +316,15 @@ pub fn session(
             .state(&cage.container)
             .map_or_else(ops::show::Seen::missing, |s| ops::show::Seen::of_ps(&s)),
     };
-    Ok(ops::show::Session::new(
-        record,
-        seen,
-        ops::ls::shared_path(host.volumes.as_deref(), record),
-        store.busy(&record.name)?,
-        host.limits_enforced,
+    Ok(ops::show::with_egress_log(
+        store,
+        ops::show::Session::new(
+            record,
+            seen,
+            ops::ls::shared_path(host.volumes.as_deref(), record),
+            store.busy(&record.name)?,
+            host.limits_enforced,
+        ),
     ))
 }
 

@@ -272,6 +272,10 @@ pub struct World {
     /// The storage is another world's (`World::beside`): that world
     /// empties and removes it, not this one.
     borrowed_storage: bool,
+    /// A rootless podman runtime folder of the world's own
+    /// (`World::rootless_alone`): its podman's own pause process and
+    /// namespaces.
+    runtime_dir: Option<PathBuf>,
 }
 
 impl World {
@@ -321,10 +325,46 @@ impl World {
 
     /// The environment of this world's podman calls.
     fn podman_env(&self) -> Vec<(&str, String)> {
-        self.storage_conf
+        let mut env: Vec<(&str, String)> = self
+            .storage_conf
             .iter()
             .map(|c| ("CONTAINERS_STORAGE_CONF", c.to_string_lossy().into_owned()))
-            .collect()
+            .collect();
+        if let Some(r) = &self.runtime_dir {
+            env.push(("XDG_RUNTIME_DIR", r.to_string_lossy().into_owned()));
+            let data = self.root.join("data");
+            env.push(("XDG_DATA_HOME", data.to_string_lossy().into_owned()));
+        }
+        env
+    }
+
+    /// As the test user, with a podman storage and runtime folder of its
+    /// own: its rootless podman makes its own pause process, with its own
+    /// mount namespace, at its first call, so it sees the mounts the test
+    /// made before (the machine's mounts are private: the user's usual
+    /// podman, running since earlier, sees none made after it started).
+    /// Its image is built by `build_own_image`, after those mounts.
+    pub fn rootless_alone() -> World {
+        let u = test_user();
+        let mut w = Self::make(Some(u));
+        // Rootless podman keeps its storage under $XDG_DATA_HOME and its
+        // run folder and pause process's pid under $XDG_RUNTIME_DIR (it
+        // takes no graphroot from a storage.conf).
+        let (run, data) = (w.root.join("run"), w.root.join("data"));
+        fs::create_dir_all(&run).unwrap();
+        fs::create_dir_all(&data).unwrap();
+        fs::set_permissions(&run, fs::Permissions::from_mode(0o700)).unwrap();
+        w.set_env("XDG_RUNTIME_DIR", &run.to_string_lossy());
+        w.set_env("XDG_DATA_HOME", &data.to_string_lossy());
+        w.runtime_dir = Some(run);
+        w.chown_all();
+        w
+    }
+
+    /// The test image in the world's own storage (`World::alone`,
+    /// `World::rootless_alone`).
+    pub fn build_own_image(&self) {
+        build_test_image(self.user, self.podman_env().as_slice());
     }
 
     /// As the unprivileged test user, with rootless podman. Limits cannot
@@ -363,6 +403,7 @@ impl World {
             storage_conf: None,
             on_drop: RefCell::new(Vec::new()),
             borrowed_storage: false,
+            runtime_dir: None,
         };
         w.write_config("");
         w.chown_all();
@@ -640,13 +681,24 @@ impl Drop for World {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let _ = self.podman(&args);
         }
-        if self.storage_conf.is_some() && !self.borrowed_storage {
+        if (self.storage_conf.is_some() || self.runtime_dir.is_some()) && !self.borrowed_storage {
             // The world's own storage: everything in it goes, then its
             // overlay mount, so that the folder can be removed.
             let _ = self.podman(&["rm", "-a", "-f", "-t", "0"]);
             let _ = self.podman(&["rmi", "-a", "-f"]);
             let graph = self.root.join("storage/graph/overlay");
             let _ = Command::new("umount").arg("-l").arg(&graph).status();
+        }
+        // Its own rootless podman's pause process, which this world
+        // started: its namespaces go with it.
+        if let Some(run) = &self.runtime_dir {
+            let pid = fs::read_to_string(run.join("libpod/tmp/pause.pid"))
+                .ok()
+                .and_then(|t| t.trim().parse::<i32>().ok());
+            if let Some(pid) = pid.filter(|p| *p > 1) {
+                // SAFETY: kill(2) on the pid its own pause.pid names.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
         }
         let _ = fs::remove_dir_all(&self.root);
     }
