@@ -298,18 +298,6 @@ impl Drop for SmallDisk {
     }
 }
 
-/// The machine's uptime in seconds: the clock the cage's lines carry
-/// (/proc/uptime is not per container).
-fn uptime() -> f64 {
-    fs::read_to_string("/proc/uptime")
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 /// The loop a turn runs in the cage: a connection to the internet
 /// stand-in every 0.3 s, each line with its uptime, until `stop` exists
 /// (at most some 3 minutes); then one to `last`. `before` runs first.
@@ -479,7 +467,12 @@ fn egress_log_fails_closed(mut w: World) {
         run.explain()
     );
 
-    // A listener killed: the cage is cut within the gate's timeout.
+    // A listener killed: the cage is cut within the gate's timeout. (The
+    // last turn's listener ends first, with its cage, so that the one
+    // killed is the next turn's.)
+    wait_until("the last listener to end", Duration::from_secs(20), || {
+        cmdlines_containing(&format!("--session {name} ")).is_empty()
+    });
     let stop2 = project.join("stop2");
     let script = probe_loop(port, last, &stop2, "");
     let child = w.spawn_env(&["cage", "exec", &name, "--", "sh", "-c", &script], &[]);

@@ -290,15 +290,6 @@ fn net_policies_hold(w: World) {
         Duration::from_secs(20),
         || fs::read_to_string(&log).is_ok_and(|t| t.contains(" CONNECTED")),
     );
-    let uptime = || -> f64 {
-        fs::read_to_string("/proc/uptime")
-            .unwrap()
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
     let started = Instant::now();
     let r = w
         .run(&["cage", "limits", &name, "--net", "internet", "--json"])

@@ -1088,6 +1088,18 @@ impl Drop for Holding {
 }
 
 /// Wait until `f` holds, or fail saying `what`.
+/// The machine's uptime in seconds: the clock a cage's lines can carry
+/// too (/proc/uptime is not per container).
+pub fn uptime() -> f64 {
+    fs::read_to_string("/proc/uptime")
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
 pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     let end = std::time::Instant::now() + timeout;
     while !f() {
