@@ -1065,6 +1065,59 @@ mod tests {
     }
 
     #[test]
+    fn allowed_and_refused_read_back_merged_by_time() {
+        let dir = std::env::temp_dir().join(format!("shrooms-egress-merge-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (a, r) = (
+            dir.join("s.egress.jsonl"),
+            dir.join("s.egress-refused.jsonl"),
+        );
+        let line = |t: &str, allowed: bool| Line {
+            time: format!("2026-12-01T18:00:0{t}.000Z"),
+            session: "s".into(),
+            address: "203.0.113.7".into(),
+            name: None,
+            port: Some(443),
+            protocol: "tcp".into(),
+            allowed,
+            rule: if allowed { "default" } else { "private" }.into(),
+        };
+        let mut logs = Logs {
+            allowed: LogFile::open(&a, MAX_BYTES).unwrap(),
+            refused: LogFile::open(&r, MAX_BYTES).unwrap(),
+            down: None,
+        };
+        for (t, allowed) in [("1", true), ("2", false), ("3", true), ("4", false)] {
+            let l = line(t, allowed);
+            logs.file_for(&l).append(&l).unwrap();
+        }
+        let cut = Line {
+            rule: "cut".into(),
+            ..line("5", false)
+        };
+        logs.file_for(&cut).append(&cut).unwrap();
+        // A line cut short by a full disk, in the older file: left out.
+        std::fs::write(older(&r), "{\"time\":\"2026-12-01T17:00:00.000Z\",\"sess").unwrap();
+        let all = read(&a, &r).unwrap();
+        let seen: Vec<(String, bool)> = all.iter().map(|l| (l.rule.clone(), l.allowed)).collect();
+        assert_eq!(
+            seen,
+            [
+                ("default".to_string(), true),
+                ("private".to_string(), false),
+                ("default".to_string(), true),
+                ("private".to_string(), false),
+                ("cut".to_string(), false),
+            ]
+        );
+        // The refusals are in their own file, `cut` with the allowed ones.
+        assert_eq!(std::fs::read_to_string(&r).unwrap().lines().count(), 2);
+        assert_eq!(std::fs::read_to_string(&a).unwrap().lines().count(), 3);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn pid_files() {
         assert_eq!(
             parse_pid_file("12 4 4026532185\n"),

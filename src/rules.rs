@@ -9,7 +9,9 @@
 //! UDP and ICMP), by a rule of its own before the verdict, as a match in the
 //! verdict's own rule would keep it from applying to the rest of the
 //! connection. The cage's own loopback (the model gateway) and IPv6's
-//! neighbour discovery are not egress, and are not logged.
+//! neighbour discovery are not egress, and are not logged. Every cage's
+//! first table is the egress log's gate ([`egress_gate`]): its network is
+//! cut while the log cannot be written.
 
 use crate::egress::log_statement;
 

@@ -274,11 +274,17 @@ impl Records {
 }
 
 /// Does a change to this file of the sessions folder change a listing? A
-/// session's history and its record's own lock do not appear in it;
-/// anything else (a record, a session's lock, a file not known) may.
+/// session's history, its egress log's lines (a cage writes them as fast
+/// as it sends) and its record's own lock do not appear in it; anything
+/// else (a record, a session's lock, the egress listener's pid file, a
+/// file not known) may.
 fn counts(file: Option<&str>) -> bool {
     match file {
-        Some(f) => !(f.ends_with(".history.jsonl") || f.ends_with("@record.lock")),
+        Some(f) => {
+            let log =
+                f.ends_with(".jsonl") && (f.contains(".egress.") || f.contains(".egress-refused."));
+            !(f.ends_with(".history.jsonl") || f.ends_with("@record.lock") || log)
+        }
         None => true,
     }
 }
@@ -364,6 +370,24 @@ mod tests {
     /// Records written, changed, locked and removed behind its back (as
     /// the CLI does) show in the next listing; nothing changed, the same
     /// answer is given again without being built.
+    #[test]
+    fn the_egress_logs_lines_do_not_change_a_listing() {
+        for f in [
+            "s.egress.jsonl",
+            "s.egress.1.jsonl",
+            "s.egress-refused.jsonl",
+            "s.egress-refused.1.jsonl",
+            "s.history.jsonl",
+            "s@record.lock",
+        ] {
+            assert!(!counts(Some(f)), "{f}");
+        }
+        for f in ["s.json", "s.lock", "s.egress.pid", "s@intent"] {
+            assert!(counts(Some(f)), "{f}");
+        }
+        assert!(counts(None));
+    }
+
     #[test]
     fn a_change_behind_its_back_shows_in_the_next_listing() {
         let root = std::env::temp_dir().join(format!("shrooms-records-{}", std::process::id()));
