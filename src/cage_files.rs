@@ -220,7 +220,14 @@ pub fn write_settings_copies(
                 user.display()
             ))
         })?;
-        crate::session::write_atomic(&copy_dir.join(name), copy.as_bytes(), 0o600)?;
+        let path = copy_dir.join(name);
+        // Made again at every start, and the same most times: written only
+        // when it changed (a start need not wait for the disk then).
+        if std::fs::read(&path).is_ok_and(|had| had == copy.as_bytes()) {
+            continue;
+        }
+        // Made again at each start: not flushed to disk.
+        crate::session::write_atomic_unsynced(&path, copy.as_bytes(), 0o600)?;
     }
     Ok(())
 }
@@ -376,8 +383,8 @@ fn write_new_file_over(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         if let Some((uid, gid)) = crate::userns::cage_owner_of(dir)? {
             std::os::unix::fs::fchown(&f, Some(uid), Some(gid))?;
         }
+        // Seeded again at each turn: not flushed to disk.
         f.write_all(bytes)?;
-        f.sync_all()?;
         std::fs::rename(&tmp, path)
     })();
     if result.is_err() {

@@ -390,10 +390,23 @@ pub fn listen(a: &Listen<'_>) -> Result<()> {
     let mut gate = Gate::new().map_err(|e| fail(format!("the egress gate: {e}")))?;
     let gate_fail = |e: std::io::Error| fail(format!("the egress gate: {e}"));
     set_name(NAME_UP);
-    gate.set(true).map_err(gate_fail)?;
+    // The rules (and so the gate's set) may be loading beside this start
+    // (`ops::load_rules`, as root): a set not there yet is waited for, a
+    // while.
+    let since = std::time::Instant::now();
+    loop {
+        match gate.set(true) {
+            Ok(()) => break,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && since.elapsed() < READY => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(gate_fail(e)),
+        }
+    }
     let mut renewed = std::time::Instant::now();
     let ready = format!("{} {} {}\n", std::process::id(), own.0, own.1);
-    crate::session::write_atomic(a.pid_file, ready.as_bytes(), 0o600)?;
+    // What runs now, which a machine that went down does not have.
+    crate::session::write_atomic_unsynced(a.pid_file, ready.as_bytes(), 0o600)?;
     let line = |address: String, d: Option<Destination>, allowed: bool, rule: String| {
         let d = d.unwrap_or(Destination {
             address: IpAddr::from([0u8; 4]),
@@ -822,7 +835,7 @@ pub fn ensure_listener(
         if running(pid_file, netns).is_some() {
             return Ok(());
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(5));
     }
     let said = std::fs::read_to_string(err_log).unwrap_or_default();
     let last = said.lines().rev().find(|l| !l.trim().is_empty());

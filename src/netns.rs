@@ -11,6 +11,43 @@ use crate::podman::QUICK;
 use crate::podman::inspect::ContainerInspect;
 use crate::process::Process;
 
+/// A started cage as its rules need it: its first process, and where its
+/// network namespace and init are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Running {
+    /// The first process (the machine's init, or `runc init` for the
+    /// moment before it runs it).
+    pub pid: i64,
+    /// The namespace file podman reports (`NetworkSettings.SandboxKey`);
+    /// None: the first process's.
+    pub netns: Option<String>,
+    /// The machine's init the cage was made with: its bind mount's source.
+    pub init: String,
+    /// podman's hosts file for the cage (`HostsPath`), where an allow-list's
+    /// names are pinned; known from an inspect only.
+    pub hosts_path: Option<String>,
+    /// The PID was read from the file podman writes at each start, not
+    /// from an inspect: it is checked before the rules go in.
+    pub from_pid_file: bool,
+}
+
+impl Running {
+    /// From an inspect: None when it is not running, or was not made with
+    /// the machine's init (a cage of an earlier shrooms-agent).
+    pub fn of(c: &ContainerInspect) -> Option<Running> {
+        if !c.state.running || c.state.pid <= 0 {
+            return None;
+        }
+        Some(Running {
+            pid: c.state.pid,
+            netns: Some(c.network.sandbox_key.clone()).filter(|k| !k.is_empty()),
+            init: c.init_source()?.to_string(),
+            hosts_path: Some(c.hosts_path.clone()).filter(|h| !h.is_empty()),
+            from_pid_file: false,
+        })
+    }
+}
+
 impl Host {
     /// Load an nft rule set into the network namespace podman made for a
     /// running container, from outside, and check that it is the one the
@@ -30,15 +67,8 @@ impl Host {
     ///
     /// `c` is podman's inspect of the container since it was started: no
     /// second inspect is made here.
-    pub fn set_rules(&self, container: &str, c: &ContainerInspect, rules: &str) -> Result<FileId> {
-        if !c.state.running || c.state.pid <= 0 {
-            return Err(Error::failed(format!(
-                "the container {container} is not running, so its network cannot be closed"
-            )));
-        }
-        let init = c
-            .init_source()
-            .ok_or_else(|| Error::failed(old_cage(container)))?;
+    pub fn set_rules(&self, container: &str, c: &Running, rules: &str) -> Result<FileId> {
+        let init = c.init.as_str();
         let nft = self.nft.as_ref().ok_or_else(|| {
             Error::failed("nft is not installed (Debian: apt install nftables); it closes the agent port in every cage")
         })?;
@@ -48,10 +78,19 @@ impl Host {
         let stat = self.stat.as_ref().ok_or_else(|| {
             Error::failed("stat is not installed (Debian: apt install coreutils)")
         })?;
-        let pid = c.state.pid;
-        let netns = match c.network.sandbox_key.as_str() {
-            "" => format!("/proc/{pid}/ns/net"),
-            key => key.to_string(),
+        let pid = c.pid;
+        let netns = match &c.netns {
+            None => format!("/proc/{pid}/ns/net"),
+            Some(key) => key.clone(),
+        };
+        // A PID read from podman's file rather than from an inspect: held
+        // by a pidfd from here to the last look, so that every look at
+        // /proc/PID below is at this one process; and, as root, never the
+        // machine's own namespace.
+        let held = if c.from_pid_file {
+            Some(hold_first_process(container, pid, self.rootless)?)
+        } else {
+            None
         };
         let s = |p: &Path| p.to_string_lossy().into_owned();
         let load = vec![
@@ -108,6 +147,13 @@ impl Host {
             if first.exe != first.init && std::time::Instant::now() < deadline {
                 std::thread::sleep(std::time::Duration::from_millis(50));
                 continue;
+            }
+            if let Some(fd) = &held
+                && !still_running(fd)
+            {
+                return Err(Error::failed(format!(
+                    "the first process of {container} ended while its network rules were loaded"
+                )));
             }
             return check_first_process(&first)
                 .map(|()| first.loaded)
@@ -188,6 +234,64 @@ pub fn listener_argv(
     ]);
     args.extend(listen.iter().cloned());
     (program, args)
+}
+
+/// The network namespace a process is in, looked at from here (root: any
+/// process's; rootless, a process in podman's user namespace needs
+/// `podman unshare`, which `set_rules` goes through).
+pub fn namespace_of(pid: i64) -> Option<FileId> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}/ns/net"))
+        .ok()
+        .map(|m| FileId {
+            dev: m.dev(),
+            ino: m.ino(),
+        })
+}
+
+/// A pidfd of a cage's first process, known by its PID alone: as long as
+/// it is running, /proc/PID is that process. As root, a process in the
+/// machine's own network namespace is refused before anything is loaded
+/// (rootless, the namespace is entered through podman's user namespace,
+/// which cannot change the machine's).
+fn hold_first_process(container: &str, pid: i64, rootless: bool) -> Result<rustix::fd::OwnedFd> {
+    let gone = |why: String| {
+        Error::failed(format!(
+            "the first process of {container} (PID {pid}, as podman wrote it) {why}"
+        ))
+    };
+    let p = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .ok_or_else(|| gone("is no process".into()))?;
+    let fd = rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty())
+        .map_err(|e| gone(format!("cannot be held: {e}")))?;
+    if !rootless {
+        match (namespace_of(std::process::id().into()), namespace_of(pid)) {
+            (Some(ours), Some(its)) if ours != its => {}
+            (Some(_), Some(_)) => {
+                return Err(gone("runs in the machine's network namespace".into()));
+            }
+            _ => return Err(gone("has no network namespace to look at".into())),
+        }
+    }
+    Ok(fd)
+}
+
+/// Is the process a pidfd holds still running? (It becomes readable when
+/// the process ends: pidfd_open(2).)
+fn still_running(fd: &rustix::fd::OwnedFd) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let mut fds = [PollFd::new(fd, PollFlags::IN)];
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    match poll(&mut fds, Some(&now)) {
+        Ok(0) => true,
+        Ok(_) => !fds[0].revents().contains(PollFlags::IN),
+        Err(_) => false,
+    }
 }
 
 /// How long a just-started container's first process may take to become

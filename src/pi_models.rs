@@ -269,7 +269,7 @@ pub fn plan_from(
 /// (the turn writes the real one once its gateway listens).
 pub fn write_placeholder(copy_dir: &Path) -> Result<()> {
     crate::session::make_private_dir(copy_dir)?;
-    crate::session::write_atomic(&copy_dir.join(COPIED), b"{}\n", 0o600)
+    crate::session::write_atomic_unsynced(&copy_dir.join(COPIED), b"{}\n", 0o600)
 }
 
 /// Write the copy into the file the running cage has mounted: in place
@@ -286,8 +286,8 @@ pub fn write_in_place(copy_dir: &Path, text: &str) -> Result<()> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(&path)
         .map_err(fail)?;
-    f.write_all(text.as_bytes()).map_err(fail)?;
-    f.sync_all().map_err(fail)
+    // Written again at each turn: not flushed to disk.
+    f.write_all(text.as_bytes()).map_err(fail)
 }
 
 #[cfg(test)]

@@ -194,12 +194,24 @@ impl Process {
     /// Run it with stdout and stderr captured (duct reads both at once, so a
     /// full stderr pipe cannot deadlock it); any exit status is returned.
     pub fn capture(&self) -> Result<Captured> {
+        self.capture_beside(|| ()).0
+    }
+
+    /// `capture`, with `beside` run here while the process runs (work that
+    /// does not need its answer); both results, the process's once it has
+    /// ended.
+    pub fn capture_beside<T>(&self, beside: impl FnOnce() -> T) -> (Result<Captured>, T) {
         let handle = self
             .expression()
             .stdout_capture()
             .stderr_capture()
             .start()
-            .map_err(|e| self.could_not_start(e))?;
+            .map_err(|e| self.could_not_start(e));
+        let local = beside();
+        (handle.and_then(|h| self.finish(&h)), local)
+    }
+
+    fn finish(&self, handle: &duct::Handle) -> Result<Captured> {
         let output = match self.timeout {
             None => handle.wait().map_err(|e| self.could_not_start(e))?.clone(),
             Some(t) => match handle
@@ -229,12 +241,20 @@ impl Process {
 
     /// Run it and require success; a failure reads `<label>: <last stderr line>`.
     pub fn run(&self) -> Result<Captured> {
-        let out = self.capture()?;
-        if out.success() {
-            Ok(out)
-        } else {
-            Err(self.failure(&out))
-        }
+        self.run_beside(|| ()).0
+    }
+
+    /// `run`, with `beside` run here meanwhile (`capture_beside`).
+    pub fn run_beside<T>(&self, beside: impl FnOnce() -> T) -> (Result<Captured>, T) {
+        let (out, local) = self.capture_beside(beside);
+        let out = out.and_then(|out| {
+            if out.success() {
+                Ok(out)
+            } else {
+                Err(self.failure(&out))
+            }
+        });
+        (out, local)
     }
 
     /// Run it with stderr joined to stdout, handing each line to `on_line`

@@ -492,7 +492,14 @@ impl Store {
         let mut text = serde_json::to_string(intent)
             .map_err(|e| Error::failed(format!("writing the intent: {e}")))?;
         text.push('\n');
-        write_atomic(&self.intent_path(name), text.as_bytes(), 0o600)
+        // A start's intent names a running cage, which a machine that
+        // went down does not have.
+        match intent {
+            Intent::Start { .. } => {
+                write_atomic_unsynced(&self.intent_path(name), text.as_bytes(), 0o600)
+            }
+            _ => write_atomic(&self.intent_path(name), text.as_bytes(), 0o600),
+        }
     }
 
     /// A session's intent, if an operation on it did not finish. One that
@@ -595,6 +602,12 @@ impl Store {
     /// `cages/<container>/`: the cage's private harness home and proxy folder.
     pub fn cage_dir(&self, container: &str) -> PathBuf {
         self.cages_dir().join(container)
+    }
+    /// `cages/<container>/pid`: where podman writes the cage's first
+    /// process's PID at each start (`podman create --pidfile`), outside
+    /// everything the cage has mounted.
+    pub fn pid_file(&self, container: &str) -> PathBuf {
+        self.cage_dir(container).join("pid")
     }
     pub fn private_home(&self, container: &str) -> PathBuf {
         self.cage_dir(container).join("home")
@@ -1381,6 +1394,20 @@ pub fn after_write() {
 /// Write a file atomically: a temporary file in the same folder with the
 /// given mode, fsync, rename over the target, fsync the folder.
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    write_replacing(path, bytes, mode, true)
+}
+
+/// `write_atomic` without the flushes to disk: for what matters only while
+/// the machine runs (a turn's marker, a start's intent: no cage is left
+/// running by a machine that went down), which a process dying at any
+/// point still leaves whole, old or new.
+pub fn write_atomic_unsynced(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    write_replacing(path, bytes, mode, false)
+}
+
+/// `write_atomic`'s or `write_atomic_unsynced`'s work, with or without
+/// the flushes (`sync`).
+fn write_replacing(path: &Path, bytes: &[u8], mode: u32, sync: bool) -> Result<()> {
     let dir = path
         .parent()
         .ok_or_else(|| Error::failed(format!("{} has no folder", path.display())))?;
@@ -1400,9 +1427,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
         // The mode given to open is masked by the umask; set it exactly.
         f.set_permissions(fs::Permissions::from_mode(mode))?;
         f.write_all(bytes)?;
-        f.sync_all()?;
+        if sync {
+            f.sync_all()?;
+        }
         fs::rename(&tmp, path)?;
-        File::open(dir)?.sync_all()
+        if sync {
+            File::open(dir)?.sync_all()?;
+        }
+        Ok(())
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);

@@ -163,6 +163,9 @@ pub struct CageSpec {
     pub volumes: Vec<(String, PathBuf)>,
     /// The machine's catatonit, the cage's first process.
     pub init: PathBuf,
+    /// Where podman writes the first process's PID at each start
+    /// (`--pidfile`): a start reads it there rather than ask podman.
+    pub pid_file: Option<PathBuf>,
     /// The cage's seccomp profile (`--security-opt seccomp=`), derived
     /// from podman's default (`seccomp.rs`); None: podman's own.
     pub seccomp_profile: Option<PathBuf>,
@@ -213,6 +216,8 @@ pub struct Found {
     pub tools_dir: Option<PathBuf>,
     /// The project's protected paths (`ops::protect`), over the project.
     pub protected: Vec<Mount>,
+    /// `cages/<container>/pid` in the state folder (`Store::pid_file`).
+    pub pid_file: PathBuf,
 }
 
 /// What a cage is made for: a session's fixed choices.
@@ -226,6 +231,8 @@ pub struct Request<'a> {
     pub limits: &'a Limits,
     /// The machine's catatonit (`Host::init`).
     pub init: &'a Path,
+    /// Where podman is to write the first process's PID (`CageSpec::pid_file`).
+    pub pid_file: Option<&'a Path>,
 }
 
 /// What every cage gets first: its project read-write with its protected
@@ -351,6 +358,7 @@ fn finish(
         sealed,
         volumes,
         init: req.init.to_path_buf(),
+        pid_file: req.pid_file.map(Path::to_path_buf),
         seccomp_profile: None,
         own_userns: false,
         own,
@@ -704,6 +712,7 @@ mod tests {
             program_dirs: vec!["/home/u/.local/share/claude/versions".into()],
             tools_dir: Some("/state/tools".into()),
             protected: protected("/home/u/src/web"),
+            pid_file: "/state/cages/shrooms-web-abc123/pid".into(),
         }
     }
 
@@ -733,6 +742,7 @@ mod tests {
             network: Network::Bridge,
             limits: &l,
             init: Path::new("/usr/libexec/podman/catatonit"),
+            pid_file: None,
         };
         let spec = build(&req, &found(), &FoundOptions::default()).unwrap();
         let got = show_mounts(&spec.mounts);
@@ -789,6 +799,7 @@ mod tests {
             network: Network::Bridge,
             limits: &l,
             init: Path::new("/usr/libexec/podman/catatonit"),
+            pid_file: None,
         };
         let found = FoundSealed {
             session_uploads: "/state/uploads/rev".into(),
@@ -866,6 +877,7 @@ mod tests {
             network: Network::Bridge,
             limits: &l,
             init: Path::new("/usr/libexec/podman/catatonit"),
+            pid_file: None,
         };
         let e = build(&req, &found(), &FoundOptions::default()).unwrap_err();
         assert_eq!(e.kind, crate::error::Kind::BadInput);
@@ -975,6 +987,7 @@ mod tests {
             network: Network::Bridge,
             limits: &l,
             init: Path::new("/usr/libexec/podman/catatonit"),
+            pid_file: None,
         };
         let opts = FoundOptions {
             gh_dir: Some("/home/u/.config/gh".into()),

@@ -280,7 +280,8 @@ fn keep(state_dir: &Path, kept: &Kept) -> Result<()> {
     }
     let bytes = serde_json::to_vec_pretty(kept)
         .map_err(|e| crate::error::Error::failed(format!("podman's facts: {e}")))?;
-    crate::session::write_atomic(&state_dir.join(FILE), &bytes, 0o600)
+    // A cache: lost, podman is asked again.
+    crate::session::write_atomic_unsynced(&state_dir.join(FILE), &bytes, 0o600)
 }
 
 #[cfg(test)]

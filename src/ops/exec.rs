@@ -313,7 +313,8 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
         )?;
     }
     let env_file = ctx.store.env_file(&cage.container);
-    session::write_atomic(&env_file, envfile::render(&plan.vars).as_bytes(), 0o600)?;
+    // Written again at each turn: not flushed to disk.
+    session::write_atomic_unsynced(&env_file, envfile::render(&plan.vars).as_bytes(), 0o600)?;
     let args = argv::exec(&cage.container, &record.dir, &env_file, tty, &cmd);
     let resume = wants_resume.then(|| super::resume::Watch::begin(&ctx.store, &record, cage));
     Ok(Prepared {
@@ -517,7 +518,9 @@ pub fn prepare_join(ctx: &Context, name: &str, what: What, tty: bool) -> Result<
              `shrooms-agent cage exec {name}` or `cage run {name}`, or leave out --join"
         )));
     }
-    if let Err(e) = super::load_rules(ctx, host, name, cage, &inspected) {
+    let running = crate::netns::Running::of(&inspected)
+        .ok_or_else(|| Error::failed(crate::netns::old_cage(&cage.container)))?;
+    if let Err(e) = super::load_rules(ctx, host, name, cage, &running) {
         return Err(e.context(format!(
             "session {name}: the cage's network rules could not be checked, so nothing was \
              run beside its turn (the cage was left as it is)"

@@ -486,12 +486,13 @@ fn history_words(
 /// A failure stops the cage: it never runs with rules other than its
 /// record's, which the executor then puts back as they were.
 pub fn load_new_rules(ctx: &Context, host: &Host, session: &str, cage: &CageRecord) -> Result<()> {
-    let inspected = match host.podman.inspect(&cage.container)? {
-        Some(c) if c.state.running => c,
+    let running = match host.podman.inspect(&cage.container)? {
+        Some(c) if c.state.running => crate::netns::Running::of(&c)
+            .ok_or_else(|| Error::failed(crate::netns::old_cage(&cage.container)))?,
         // Stopped meanwhile: its next start loads the record's.
         _ => return Ok(()),
     };
-    super::load_rules(ctx, host, session, cage, &inspected).map_err(|e| {
+    super::load_rules(ctx, host, session, cage, &running).map_err(|e| {
         let stopped = host.podman.stop(&cage.container).is_ok();
         e.context(format!(
             "setting the new network rules in {} failed, so {}; the session keeps its \

@@ -42,6 +42,33 @@ pub struct Listing {
 }
 
 pub fn ls(ctx: &Context) -> Result<Listing> {
+    // Nothing left undone that could change what podman lists (no intent
+    // of a command that died, no marker of a turn): podman is asked at
+    // once, and the records are read while it answers.
+    if ctx.store.intents().is_empty()
+        && ctx.store.turn_markers().is_empty()
+        && let Some(podman) = ctx.podman_program()
+    {
+        let (ps, local) = podman.ps_cages_beside(|| {
+            super::plan::repair_all(ctx);
+            let (records, damaged) = ctx.store.list_readable()?;
+            let host = ctx.host()?;
+            let busy = records
+                .iter()
+                .map(|r| ctx.store.busy(&r.name))
+                .collect::<Result<Vec<_>>>()?;
+            Ok::<_, crate::error::Error>((records, damaged, host, busy))
+        });
+        let (records, damaged, host, busy) = local?;
+        let ps = ps?;
+        let (volumes, enforced) = (
+            host.volume_path.as_deref(),
+            Some(super::show::enforces_limits(host)),
+        );
+        let mut listing = join(&records, Some(&ps), volumes, busy, enforced);
+        listing.damaged = damaged;
+        return Ok(listing);
+    }
     // What commands that died left undone is finished or taken back before
     // the sessions are listed.
     super::plan::repair_all(ctx);

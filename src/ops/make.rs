@@ -240,6 +240,8 @@ pub struct HarnessFacts {
     pub program: Option<std::result::Result<(PathBuf, PathBuf), Error>>,
     pub private_home: PathBuf,
     pub proxy_dir: PathBuf,
+    /// Where podman writes the cage's PID at each start.
+    pub pid_file: PathBuf,
     pub uploads_dir: PathBuf,
     pub tools_dir: Option<PathBuf>,
 }
@@ -644,6 +646,7 @@ pub fn decide(
         network,
         limits: &settings.limits,
         init: &init,
+        pid_file: Some(&found.pid_file),
     };
     let (spec, env, sealed) =
         decide_spec(&g, &request, &found, &found_options, &options, &image_path)?;
@@ -1151,8 +1154,10 @@ impl CagePlan {
         undo.made = protect::make_missing(&self.protect_make)?;
         session::make_private_dir(&self.found.private_home)?;
         session::make_private_dir(&self.found.proxy_dir)?;
+        // podman reads the profile when it makes the container (into the
+        // container's own configuration): not flushed to disk for later.
         if let Some(file) = &self.spec.seccomp_profile {
-            session::write_atomic(file, self.seccomp_profile.as_bytes(), 0o600)?;
+            session::write_atomic_unsynced(file, self.seccomp_profile.as_bytes(), 0o600)?;
         }
         // The program the cage runs as its tools, in the folder it mounts
         // (kept for every cage of the state folder: not taken back).
@@ -1605,6 +1610,7 @@ fn harness_facts(
         program,
         private_home: ctx.store.private_home(container),
         proxy_dir: ctx.store.proxy_dir(container),
+        pid_file: ctx.store.pid_file(container),
         uploads_dir: ctx.store.session_uploads(session),
         // The program's folder, only when the program knows where it is.
         tools_dir: ctx.self_paths.first().map(|_| ctx.store.tools_dir()),
@@ -1644,6 +1650,7 @@ fn harness_found(h: &HarnessFacts, dir: &Path) -> Result<(Found, Option<PathBuf>
         // Decided from the facts (`protect::decide`).
         protected: Vec::new(),
         tools_dir: h.tools_dir.clone(),
+        pid_file: h.pid_file.clone(),
     };
     Ok((found, program))
 }

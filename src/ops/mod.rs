@@ -121,6 +121,18 @@ impl Context {
         Ok(self.host.get_or_init(|| h))
     }
 
+    /// The podman program the settings name, when cages are on and it is
+    /// there: what a call that needs no fact of podman's can start with,
+    /// before the host's facts are gathered.
+    pub fn podman_program(&self) -> Option<crate::podman::Podman> {
+        match (&self.settings.podman, self.settings.cages) {
+            (Some(p), true) if crate::host::is_executable(p) => {
+                Some(crate::podman::Podman::new(p.clone()))
+            }
+            _ => None,
+        }
+    }
+
     /// The same, for a command on a session that is already caged.
     pub fn host_for_session(&self) -> Result<&Host> {
         self.host().map_err(|e| {
@@ -408,7 +420,7 @@ pub fn load_rules(
     host: &Host,
     session: &str,
     cage: &CageRecord,
-    inspected: &crate::podman::inspect::ContainerInspect,
+    running: &crate::netns::Running,
 ) -> Result<()> {
     // Every cage's first table: the egress log's gate, closed until the
     // listener (started below) opens it.
@@ -442,38 +454,149 @@ pub fn load_rules(
     // written; if not (the cage may have made it unwritable), they do no
     // harm: what the rules let through is all that counts.
     if cage.sealed.is_none() {
-        let pinned_now = pin_names(&cage.container, inspected, &pinned);
+        let pinned_now = pin_names(&cage.container, running, &pinned);
         if !pinned.is_empty() {
             pinned_now?;
         }
     }
-    let netns = host.set_rules(&cage.container, inspected, &rule_set)?;
-    start_egress_log(
-        ctx,
-        host,
-        session,
-        &cage.container,
-        inspected.state.pid,
-        netns,
-    )
+    let listener = egress_listener(ctx, host, session, running.pid)?;
+    let keep = |netns| {
+        listener
+            .as_ref()
+            .map_or(Ok(()), |(program, args, pid_file, err)| {
+                crate::egress::ensure_listener(program, args, pid_file, err, netns).map_err(|e| {
+                    e.context(format!(
+                        "the egress log of {} could not be kept",
+                        cage.container
+                    ))
+                })
+            })
+    };
+    // As root, the listener is started beside the rules' loading, for the
+    // namespace its first process is in (which the loading checks to be
+    // the one the rules went into); rootless, that namespace is known
+    // once the rules are in (`podman unshare` looks at it).
+    let its = (!host.rootless)
+        .then(|| crate::netns::namespace_of(running.pid))
+        .flatten();
+    let Some(its) = its else {
+        let netns = host.set_rules(&cage.container, running, &rule_set)?;
+        return keep(netns);
+    };
+    let (loaded, kept) = std::thread::scope(|s| {
+        let kept = s.spawn(|| keep(its));
+        let loaded = host.set_rules(&cage.container, running, &rule_set);
+        (loaded, kept.join())
+    });
+    let loaded = loaded?;
+    kept.unwrap_or_else(|_| {
+        Err(Error::failed(
+            "the egress log's listener could not be started",
+        ))
+    })?;
+    if loaded != its {
+        return Err(Error::failed(format!(
+            "the egress log of {} listens in another network namespace than its rules went into",
+            cage.container
+        )));
+    }
+    Ok(())
 }
 
-/// Start the cage's egress log listener (`crate::egress`) unless it runs
-/// for this namespace already, and wait until it listens: a cage whose
-/// connections cannot be logged does not run (the callers stop it).
-fn start_egress_log(
+/// Does a start of this cage need podman's inspect, or does the PID file
+/// podman writes at each start (`podman create --pidfile`) tell it all?
+/// An allow-list's names are pinned in podman's hosts file, which only an
+/// inspect names (podman writes that file again at each start, so a cage
+/// without an allow-list has none of them to take out); a cage made
+/// before the PID file has none.
+pub fn started_from_pid_file(ctx: &Context, cage: &CageRecord) -> Option<crate::netns::Running> {
+    let pins = cage.sealed.is_none() && matches!(cage.net, crate::netpolicy::NetPolicy::Allow(_));
+    if pins {
+        return None;
+    }
+    let file = pid_file_in(&cage.create_argv)?;
+    // Ours, where this state folder puts it: not a path a record could
+    // have been given to read any file by.
+    if file != ctx.store.pid_file(&cage.container) {
+        return None;
+    }
+    let pid = std::fs::read_to_string(&file)
+        .ok()?
+        .trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|p| *p > 0)?;
+    Some(crate::netns::Running {
+        pid,
+        netns: None,
+        init: init_source_in(&cage.container, &cage.create_argv)?,
+        hosts_path: None,
+        from_pid_file: true,
+    })
+}
+
+/// A started cage as podman's inspect tells it: `gone` when there is no
+/// such container, `old` when it was not made with the machine's init.
+pub fn running_of(
+    host: &Host,
+    container: &str,
+    gone: &Error,
+    old: &Error,
+) -> Result<crate::netns::Running> {
+    let inspected = host
+        .podman
+        .inspect(container)?
+        .ok_or_else(|| gone.clone())?;
+    if inspected.init_source().is_none() {
+        return Err(old.clone());
+    }
+    crate::netns::Running::of(&inspected).ok_or_else(|| {
+        Error::failed(format!(
+            "the container {container} is not running, so its network cannot be closed"
+        ))
+    })
+}
+
+/// Pure: the file a cage's create argv tells podman to write its PID to.
+pub fn pid_file_in(create_argv: &[String]) -> Option<PathBuf> {
+    create_argv
+        .windows(2)
+        .find(|w| w[0] == "--pidfile")
+        .map(|w| PathBuf::from(&w[1]))
+}
+
+/// Pure: the source of a cage's init mount in its create argv (the
+/// machine's catatonit it was made with).
+pub fn init_source_in(container: &str, create_argv: &[String]) -> Option<String> {
+    let dst = format!("dst={}", crate::podman::argv::init_path(container));
+    create_argv
+        .windows(2)
+        .filter(|w| w[0] == "--mount")
+        .map(|w| w[1].split(',').collect::<Vec<_>>())
+        .find(|fields| fields.contains(&dst.as_str()))?
+        .iter()
+        .find_map(|f| f.strip_prefix("src="))
+        .map(str::to_string)
+}
+
+/// How to start the cage's egress log listener (`crate::egress`): its
+/// program and arguments, its pid file and its error log, for
+/// `egress::ensure_listener`, which starts it unless it runs for the
+/// namespace already and waits until it listens: a cage whose connections
+/// cannot be logged does not run (the callers stop it). None in the unit
+/// tests, whose worlds run no program of ours.
+type Listener = (PathBuf, Vec<String>, PathBuf, PathBuf);
+fn egress_listener(
     ctx: &Context,
     host: &Host,
     session: &str,
-    container: &str,
     pid: i64,
-    netns: crate::netns::FileId,
-) -> Result<()> {
+) -> Result<Option<Listener>> {
     // The unit tests' worlds run no program of ours (their podman is a
     // recording fake): the listener is the end-to-end tests' (tests/it/egress.rs).
     #[cfg(test)]
     if ctx.self_paths.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     let file = ctx.self_paths.first().ok_or_else(|| {
         Error::failed("the egress log needs this program's own path, which is not known")
@@ -502,8 +625,7 @@ fn start_egress_log(
         pid.to_string(),
     ];
     let (program, args) = host.egress_listener_argv(pid, exe, &listen)?;
-    crate::egress::ensure_listener(&program, &args, &pid_file, &err, netns)
-        .map_err(|e| e.context(format!("the egress log of {} could not be kept", container)))
+    Ok(Some((program, args, pid_file, err)))
 }
 
 /// A policy as the rules need it, read now (the machine's resolvers and
@@ -558,12 +680,12 @@ fn policy_rules(
 /// never what the rules let through.
 fn pin_names(
     container: &str,
-    inspected: &crate::podman::inspect::ContainerInspect,
+    running: &crate::netns::Running,
     names: &[(String, Vec<std::net::IpAddr>)],
 ) -> Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    if inspected.hosts_path.is_empty() {
+    let Some(hosts) = &running.hosts_path else {
         if names.is_empty() {
             return Ok(());
         }
@@ -571,8 +693,8 @@ fn pin_names(
             "podman names no hosts file for {container}, so the names of its allow-list \
              cannot be pinned"
         )));
-    }
-    let path = Path::new(&inspected.hosts_path);
+    };
+    let path = Path::new(hosts);
     let fail = |e: std::io::Error| {
         Error::failed(format!(
             "pinning the allow-list's names in {container}'s hosts file {}: {e}",
@@ -734,6 +856,42 @@ fn mount_for(program: &Path, parent: &Path, harness: &str, home: &Path) -> PathB
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a start reads instead of an inspect, from the argv a cage was
+    /// made with: the file podman writes the PID to, and the init's source.
+    #[test]
+    fn the_pid_file_and_the_init_are_read_from_the_create_argv() {
+        let c = "shrooms-web-abc123";
+        let mut spec = crate::spec::CageSpec {
+            session: "web".into(),
+            container: c.into(),
+            image: "localhost/shrooms-workbench:latest".into(),
+            network: crate::spec::Network::Bridge,
+            limits: crate::settings::Limits::of("4g", "2", 2048),
+            mounts: Vec::new(),
+            workdir: "/home/u/src/web".into(),
+            sealed: None,
+            volumes: Vec::new(),
+            init: "/usr/libexec/podman/catatonit".into(),
+            pid_file: Some("/s/cages/shrooms-web-abc123/pid".into()),
+            seccomp_profile: None,
+            own_userns: false,
+            own: Vec::new(),
+        };
+        let argv = crate::podman::argv::create(&spec);
+        assert_eq!(
+            pid_file_in(&argv),
+            Some(PathBuf::from("/s/cages/shrooms-web-abc123/pid"))
+        );
+        assert_eq!(
+            init_source_in(c, &argv).as_deref(),
+            Some("/usr/libexec/podman/catatonit")
+        );
+        // Another container's init mount is not this one's.
+        assert_eq!(init_source_in("shrooms-other-1", &argv), None);
+        spec.pid_file = None;
+        assert_eq!(pid_file_in(&crate::podman::argv::create(&spec)), None);
+    }
 
     #[test]
     fn a_cage_mounting_what_it_must_not_is_told_apart() {

@@ -515,20 +515,30 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
             old,
         } => {
             let h = podman(host)?;
-            let inspected = match h.podman.inspect(&cage.container)? {
-                Some(c) => c,
-                None => return Err(gone.clone()),
+            let running = match super::started_from_pid_file(ctx, cage) {
+                Some(r) => r,
+                None => super::running_of(h, &cage.container, gone, old)?,
             };
-            if inspected.init_source().is_none() {
-                return Err(old.clone());
-            }
-            super::load_rules(ctx, h, session, cage, &inspected).map_err(|e| {
+            let loaded = super::load_rules(ctx, h, session, cage, &running);
+            // Refused by the PID file's first look: podman says why, where
+            // it can (a container made again behind the tool's back without
+            // the machine's init is a cage of an earlier shrooms-agent).
+            let loaded = match loaded {
+                Err(e) if running.from_pid_file => {
+                    match super::running_of(h, &cage.container, gone, old) {
+                        Err(why) => Err(why),
+                        Ok(_) => Err(e),
+                    }
+                }
+                other => other,
+            };
+            loaded.map_err(|e| {
                 e.context(format!(
                     "setting the network rules in {} failed, so it was stopped again",
                     cage.container
                 ))
             })?;
-            ran.pid = Some(inspected.state.pid);
+            ran.pid = Some(running.pid);
             None
         }
         Step::Done { .. } if ran.keep_intent => None,
@@ -560,7 +570,7 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
         }
         Step::TurnMarker { session } => {
             let marker = ctx.store.turn_marker(session);
-            session::write_atomic(&marker, b"", 0o600)?;
+            session::write_atomic_unsynced(&marker, b"", 0o600)?;
             Some(Undo::Marker(marker))
         }
         Step::Watcher {

@@ -35,6 +35,12 @@ pub fn create(spec: &CageSpec) -> Vec<String> {
     // A stop need not wait: what the session started dies with PID 1, and
     // nothing in a cage is owed a grace period.
     a.extend(["--stop-signal".into(), "SIGKILL".into()]);
+    // The first process's PID, written by podman at each start, where a
+    // start reads it instead of asking podman again (podman-create(1),
+    // `--pidfile`).
+    if let Some(p) = &spec.pid_file {
+        a.extend(["--pidfile".into(), path(p)]);
+    }
     a.extend(init(spec));
     a.extend(["--workdir".into(), path(&spec.workdir)]);
     for m in &spec.mounts {
@@ -463,6 +469,7 @@ mod tests {
             sealed: None,
             volumes: vec![],
             init: "/usr/libexec/podman/catatonit".into(),
+            pid_file: None,
             seccomp_profile: None,
             own_userns: false,
             own: vec!["/home/u/src/web".into(), "/s/proxy".into()],
@@ -704,6 +711,26 @@ mod tests {
             !plain
                 .iter()
                 .any(|a| a.contains("U=true") || a.starts_with("--userns"))
+        );
+    }
+
+    /// The PID file podman writes at each start, right after the stop
+    /// signal, where the cage's folder in the state folder has it.
+    #[test]
+    fn golden_pid_file() {
+        let mut s = spec(Network::Bridge);
+        assert!(!create(&s).contains(&"--pidfile".to_string()));
+        s.pid_file = Some("/s/cages/shrooms-web-abc123/pid".into());
+        let a = create(&s);
+        let at = a.iter().position(|x| x == "--stop-signal").unwrap();
+        assert_eq!(
+            a[at..at + 4],
+            [
+                "--stop-signal",
+                "SIGKILL",
+                "--pidfile",
+                "/s/cages/shrooms-web-abc123/pid"
+            ]
         );
     }
 

@@ -3,6 +3,7 @@
 //! structs, and every call an explicit argument list through the runner.
 
 pub mod argv;
+pub mod cni;
 pub(crate) use crate::envfile;
 #[cfg(test)]
 pub mod fake;
@@ -98,8 +99,45 @@ impl Podman {
         self.run(argv, SLOW).map(drop)
     }
 
+    /// `podman start`. A start refused because CNI still holds this very
+    /// container's address from its last run (see [`cni`]) has that lease
+    /// given back and is made once more; should it be refused again, the
+    /// error says which lease and what to do.
     pub fn start(&self, container: &str) -> Result<()> {
-        self.run(&argv::start(container), SLOW).map(drop)
+        self.start_with_leases(container, Path::new(cni::LEASES))
+    }
+
+    fn start_with_leases(&self, container: &str, leases: &Path) -> Result<()> {
+        let args = argv::start(container);
+        let e = match self.run(&args, SLOW) {
+            Ok(_) => return Ok(()),
+            Err(e) => e,
+        };
+        let Some((addr, id)) = e
+            .exited
+            .as_ref()
+            .and_then(|x| cni::own_duplicate(&x.stderr))
+        else {
+            return Err(e);
+        };
+        let what_to_do = format!(
+            "if it goes on, remove the lease as root (the file {addr} in a network's folder \
+             under {}) or give podman the netavark network backend (`network_backend = \
+             \"netavark\"` in containers.conf, which needs `podman system reset`)",
+            leases.display()
+        );
+        if let Err(io) = cni::release(leases, addr, &id) {
+            return Err(e.then(format!(
+                "CNI still holds {container}'s address {addr} from its last run, and the lease \
+                 could not be given back: {io}; {what_to_do}"
+            )));
+        }
+        self.run(&args, SLOW).map(drop).map_err(|again| {
+            again.then(format!(
+                "CNI held {container}'s address {addr} from its last run; its lease was given \
+                 back, and podman refused the start again; {what_to_do}"
+            ))
+        })
     }
 
     pub fn stop(&self, container: &str) -> Result<()> {
@@ -253,8 +291,24 @@ impl Podman {
 
     /// Every container carrying the session label.
     pub fn ps_cages(&self) -> Result<Vec<inspect::PsEntry>> {
-        let out = self.run(&argv::ps_cages(), QUICK)?;
-        let text = out.stdout.trim();
+        self.ps_cages_beside(|| ()).0
+    }
+
+    /// `ps_cages`, with `beside` run meanwhile (work that does not change
+    /// what podman lists).
+    pub fn ps_cages_beside<T>(
+        &self,
+        beside: impl FnOnce() -> T,
+    ) -> (Result<Vec<inspect::PsEntry>>, T) {
+        let (out, local) = self
+            .process(&argv::ps_cages())
+            .timeout(QUICK)
+            .run_beside(beside);
+        (out.and_then(|out| Self::ps_entries(&out.stdout)), local)
+    }
+
+    fn ps_entries(stdout: &str) -> Result<Vec<inspect::PsEntry>> {
+        let text = stdout.trim();
         if text.is_empty() || text == "null" {
             return Ok(Vec::new());
         }
@@ -792,5 +846,67 @@ mod tests {
             call(&["unshare", "rm", "-rf", "--", "/x/y"]),
             "podman unshare rm /x/y"
         );
+    }
+
+    /// A start refused for the container's own CNI lease, left from its
+    /// last run: the lease is given back, then the start made once more,
+    /// and it succeeds. The fake refuses as podman 4.3.1 does for as long
+    /// as the lease file is there.
+    #[test]
+    fn a_start_refused_for_its_own_left_lease_gives_it_back_and_starts() {
+        const ID: &str = "83ee6418fe3156823894f4a74dee5f78829035eaf69310919824399262aa786f";
+        let leases = std::env::temp_dir().join(format!("shrooms-leases-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&leases);
+        std::fs::create_dir_all(leases.join("podman")).unwrap();
+        std::fs::write(leases.join("podman/lock"), "").unwrap();
+        let lease = leases.join("podman/10.88.0.9");
+        let refuse = |holder: &str| {
+            format!(
+                "\"start -- c1\") [ -e '{}' ] || exit 0; echo 'Error: unable to start container \
+                 \"{ID}\": plugin type=\"bridge\" failed (add): cni plugin bridge failed: failed \
+                 to allocate for range 0: 10.88.0.9 has been allocated to {holder}, duplicate \
+                 allocation is not allowed' >&2; exit 125 ;;",
+                lease.display()
+            )
+        };
+        let f = Fake::new("lease", &refuse(ID));
+        std::fs::write(&lease, format!("{ID}\r\neth0")).unwrap();
+        f.podman.start_with_leases("c1", &leases).unwrap();
+        assert!(!lease.exists());
+        assert_eq!(
+            f.calls(),
+            [argv(&["start", "--", "c1"]), argv(&["start", "--", "c1"])]
+        );
+
+        // Another container's lease is not ours to give back: one call,
+        // podman's error as it was.
+        let other = ID.replace('8', "9");
+        let f = Fake::new("lease-other", &refuse(&other));
+        std::fs::write(&lease, format!("{other}\r\neth0")).unwrap();
+        let e = f.podman.start_with_leases("c1", &leases).unwrap_err();
+        assert!(e.message.contains("duplicate allocation"), "{}", e.message);
+        assert!(lease.exists());
+        assert_eq!(f.calls(), [argv(&["start", "--", "c1"])]);
+
+        // Refused again after the lease was given back: said, with what
+        // to do.
+        let f = Fake::new(
+            "lease-again",
+            &format!(
+                "\"start -- c1\") echo 'Error: unable to start container \"{ID}\": failed to \
+                 allocate for range 0: 10.88.0.9 has been allocated to {ID}, duplicate \
+                 allocation is not allowed' >&2; exit 125 ;;"
+            ),
+        );
+        let e = f.podman.start_with_leases("c1", &leases).unwrap_err();
+        assert_eq!(e.kind, Kind::PodmanFailed);
+        assert!(
+            e.message.contains("its lease was given back"),
+            "{}",
+            e.message
+        );
+        assert!(e.message.contains("netavark"), "{}", e.message);
+        assert_eq!(f.calls().len(), 2);
+        std::fs::remove_dir_all(&leases).unwrap();
     }
 }

@@ -37,6 +37,7 @@ mod sealed;
 mod serve;
 mod shells;
 mod sidedoors;
+mod soak;
 mod socket;
 mod truth;
 mod turn;

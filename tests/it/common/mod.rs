@@ -253,6 +253,41 @@ pub fn build_test_image(user: Option<&TestUser>, env: &[(&str, String)]) {
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
+/// `chown -R uid:uid top`, links not followed, sound beside the processes
+/// of the world's sessions: what goes away during the walk (a killed turn's
+/// files, a listener's pid file, a socket) is passed over, where `chown
+/// -R` would fail the whole walk. Any other failure fails the test, with
+/// the path.
+pub fn chown_tree(top: &Path, uid: u32) {
+    let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
+    let mut todo = vec![top.to_path_buf()];
+    while let Some(p) = todo.pop() {
+        match std::os::unix::fs::lchown(&p, Some(uid), Some(uid)) {
+            Ok(()) => {}
+            Err(e) if gone(&e) => continue,
+            Err(e) => panic!("chown {}: {e}", p.display()),
+        }
+        match fs::symlink_metadata(&p) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => continue,
+            Err(e) if gone(&e) => continue,
+            Err(e) => panic!("stat {}: {e}", p.display()),
+        }
+        let entries = match fs::read_dir(&p) {
+            Ok(d) => d,
+            Err(e) if gone(&e) => continue,
+            Err(e) => panic!("reading {}: {e}", p.display()),
+        };
+        for entry in entries {
+            match entry {
+                Ok(entry) => todo.push(entry.path()),
+                Err(e) if gone(&e) => {}
+                Err(e) => panic!("reading {}: {e}", p.display()),
+            }
+        }
+    }
+}
+
 /// A test's own world: folder, home, state, config, agent port.
 pub struct World {
     pub root: PathBuf,
@@ -469,12 +504,7 @@ impl World {
     /// Give everything under root to the test user (rootless worlds).
     pub fn chown_all(&self) {
         if let Some(u) = self.user {
-            let status = Command::new("chown")
-                .args(["-R", &format!("{}:{}", u.uid, u.uid)])
-                .arg(&self.root)
-                .status()
-                .unwrap();
-            assert!(status.success());
+            chown_tree(&self.root, u.uid);
         }
     }
 
