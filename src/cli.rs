@@ -147,9 +147,12 @@ pub enum Command {
     /// with the cage's rules, not for use by hand)
     #[command(name = "egress-listen", hide = true)]
     EgressListen {
-        /// The log file
+        /// The log file of allowed connections
         #[arg(long, value_name = "PATH")]
         log: PathBuf,
+        /// The log file of refusals
+        #[arg(long, value_name = "PATH")]
+        refused_log: PathBuf,
         /// The file that says the listener runs (its pid and namespace)
         #[arg(long, value_name = "PATH")]
         pid_file: PathBuf,
@@ -197,8 +200,10 @@ pub enum CageCommand {
         after_help = "--net shows the egress log instead: each connection the session's cage opened \
         or was refused (time, destination address and port, protocol, allowed or refused and by which \
         rule, and the name asked for where the packet is a DNS question), oldest first. It is written \
-        outside the cage (sessions/NAME.egress.jsonl in the state folder) and kept to 1 MiB, plus the \
-        1 MiB before it (sessions/NAME.egress.1.jsonl)."
+        outside the cage (sessions/NAME.egress.jsonl in the state folder for what was let through, \
+        sessions/NAME.egress-refused.jsonl for refusals), each kept to 1 MiB plus the 1 MiB before it \
+        (NAME.egress.1.jsonl, NAME.egress-refused.1.jsonl), so refusals never push an allowed \
+        connection out. A cage whose log cannot be written has no network until it can be."
     )]
     History(HistoryArgs),
     /// Whether a session takes tasks and files from caged sessions ("caged tasks")

@@ -13,9 +13,20 @@
 //! state folder, which no cage mounts: root in the cage can neither reach the
 //! file nor the listener, and, without NET_ADMIN, neither the rules.
 //!
-//! Bound: a session's log is at most `MAX_BYTES` in its current file; past
-//! that the file becomes `<name>.egress.1.jsonl` (replacing an older one)
-//! and a new one starts, so a session keeps at most twice that.
+//! Fails closed: every cage's rules begin with a gate (`rules::egress_gate`)
+//! that refuses whatever leaves it unless a set holds an element the
+//! listener keeps there, renewed every second with a timeout of three,
+//! while it can write. A write that fails (a full disk, a quota) takes the
+//! element out at once and the listener tries again every second, opening
+//! the gate when a write goes through; a listener that dies leaves it to
+//! time out. Meanwhile its state is in its name (`/proc/PID/comm`), which
+//! takes no disk: `cage show`, the status page and a running turn read it.
+//!
+//! Bound: allowed connections and refusals are kept in two files, so that a
+//! flood of refusals cannot push an allowed connection out of the log. Each
+//! is at most `MAX_BYTES` in its current file; past that the file becomes
+//! `<file>.1.jsonl` (replacing an older one) and a new one starts, so a
+//! session keeps at most four times that.
 
 use std::io::Write;
 use std::net::IpAddr;
@@ -223,7 +234,13 @@ impl LogFile {
             self.file = open_append(&self.path)?;
             self.size = 0;
         }
-        self.file.write_all(text.as_bytes())?;
+        if let Err(e) = self.file.write_all(text.as_bytes()) {
+            // A line cut short by a full disk is taken back whole, so that
+            // the next one starts a line of its own (a shorter file needs
+            // no room).
+            let _ = self.file.set_len(self.size);
+            return Err(e);
+        }
         self.size += text.len() as u64;
         Ok(())
     }
@@ -238,18 +255,27 @@ fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
         .open(path)
 }
 
-/// A session's log, oldest first: the rotated file, then the current one.
+/// A session's log, oldest first: the allowed connections' files and the
+/// refusals' (each its rotated file, then its current one), merged by time.
 /// Lines that do not read are left out (a line cut by a full disk).
-pub fn read(path: &Path) -> Result<Vec<Line>> {
+pub fn read(allowed: &Path, refused: &Path) -> Result<Vec<Line>> {
     let mut out = Vec::new();
-    for p in [older(path), path.to_path_buf()] {
-        let text = match std::fs::read_to_string(&p) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::failed(format!("reading {}: {e}", p.display()))),
-        };
-        out.extend(text.lines().filter_map(|l| serde_json::from_str(l).ok()));
+    for log in [allowed, refused] {
+        for p in [older(log), log.to_path_buf()] {
+            let text = match std::fs::read_to_string(&p) {
+                Ok(t) => t,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(Error::failed(format!("reading {}: {e}", p.display()))),
+            };
+            out.extend(
+                text.lines()
+                    .filter_map(|l| serde_json::from_str::<Line>(l).ok()),
+            );
+        }
     }
+    // Stable: lines of one time keep their order within a file. RFC 3339 in
+    // UTC to the millisecond sorts as text.
+    out.sort_by(|a, b| a.time.cmp(&b.time));
     Ok(out)
 }
 
@@ -266,19 +292,40 @@ pub fn last_refusals(lines: &[Line], n: usize) -> Vec<Line> {
 
 // ---- the listener -----------------------------------------------------------
 
-/// What the listener is told: where to write, for which session, and the
-/// cage's first process, whose network namespace it must share.
+/// What the listener is told: where to write (allowed connections, and
+/// refusals), for which session, and the cage's first process, whose
+/// network namespace it must share.
 pub struct Listen<'a> {
     pub log: &'a Path,
+    pub refused_log: &'a Path,
     pub pid_file: &'a Path,
     pub session: &'a str,
     pub cage_pid: i64,
 }
 
+/// How long the gate's element lives unless the listener renews it: what a
+/// listener that dies leaves the cage before its network is cut.
+pub const GATE_TIMEOUT: Duration = Duration::from_secs(3);
+/// How often the listener renews it, and tries a write again while it
+/// cannot write.
+const GATE_RENEW: Duration = Duration::from_secs(1);
+
+/// The listener's name (`/proc/PID/comm`) while it writes.
+const NAME_UP: &str = "egress-listen";
+/// Its name while it cannot write: this and a word for why (a name is at
+/// most 15 bytes).
+const NAME_DOWN: &str = "egress:";
+
+/// At most this many lines are kept while the log cannot be written (the
+/// ones that failed; the gate refuses the rest, unlogged): more are counted
+/// in the `lost` line.
+const PENDING: usize = 256;
+
 /// The listener (`shrooms-agent egress-listen`), run in the cage's network
-/// namespace: bind the NFLOG group, say so in the pid file (its pid and the
-/// namespace it is in), then write one line per packet until the cage's
-/// first process is gone or no longer in this namespace.
+/// namespace: bind the NFLOG group, open the gate, say so in the pid file
+/// (its pid and the namespace it is in), then write one line per packet
+/// and keep the gate open while it can, until the cage's first process is
+/// gone or no longer in this namespace.
 pub fn listen(a: &Listen<'_>) -> Result<()> {
     use netlink_packet_core::{NetlinkMessage, NetlinkPayload};
     use netlink_packet_netfilter::NetfilterProtoFamily;
@@ -333,13 +380,67 @@ pub fn listen(a: &Listen<'_>) -> Result<()> {
         Some(Duration::from_millis(500)),
     )
     .map_err(|e| fail(e.to_string()))?;
-    let mut log =
-        LogFile::open(a.log, MAX_BYTES).map_err(|e| fail(format!("{}: {e}", a.log.display())))?;
+    let mut logs = Logs {
+        allowed: LogFile::open(a.log, MAX_BYTES)
+            .map_err(|e| fail(format!("{}: {e}", a.log.display())))?,
+        refused: LogFile::open(a.refused_log, MAX_BYTES)
+            .map_err(|e| fail(format!("{}: {e}", a.refused_log.display())))?,
+        down: None,
+    };
+    let mut gate = Gate::new().map_err(|e| fail(format!("the egress gate: {e}")))?;
+    let gate_fail = |e: std::io::Error| fail(format!("the egress gate: {e}"));
+    set_name(NAME_UP);
+    // The rules (and so the gate's set) may be loading beside this start
+    // (`ops::load_rules`, as root): a set not there yet is waited for, a
+    // while.
+    let since = std::time::Instant::now();
+    loop {
+        match gate.set(true) {
+            Ok(()) => break,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && since.elapsed() < READY => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(gate_fail(e)),
+        }
+    }
+    let mut renewed = std::time::Instant::now();
     let ready = format!("{} {} {}\n", std::process::id(), own.0, own.1);
     // What runs now, which a machine that went down does not have.
     crate::session::write_atomic_unsynced(a.pid_file, ready.as_bytes(), 0o600)?;
+    let line = |address: String, d: Option<Destination>, allowed: bool, rule: String| {
+        let d = d.unwrap_or(Destination {
+            address: IpAddr::from([0u8; 4]),
+            protocol: String::new(),
+            port: None,
+            name: None,
+        });
+        Line {
+            time: now(),
+            session: a.session.to_string(),
+            address,
+            name: d.name,
+            port: d.port,
+            protocol: d.protocol,
+            allowed,
+            rule,
+        }
+    };
     let mut buf = vec![0u8; 1 << 16];
     loop {
+        // Keep the gate open while the log is written; while it is not,
+        // try again, and open it once a write goes through.
+        if renewed.elapsed() >= GATE_RENEW {
+            renewed = std::time::Instant::now();
+            if logs.down.is_some() {
+                let cut = line(String::new(), None, false, "cut".into());
+                if logs.retry(cut) {
+                    set_name(NAME_UP);
+                }
+            }
+            if logs.down.is_none() {
+                gate.set(true).map_err(gate_fail)?;
+            }
+        }
         let n = match socket.recv(&mut &mut buf[..], 0) {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -351,16 +452,8 @@ pub fn listen(a: &Listen<'_>) -> Result<()> {
             // The kernel dropped messages it could not queue (ENOBUFS):
             // the lines lost are said as one.
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
-                let _ = log.append(&Line {
-                    time: now(),
-                    session: a.session.to_string(),
-                    address: String::new(),
-                    name: None,
-                    port: None,
-                    protocol: String::new(),
-                    allowed: false,
-                    rule: "lost".into(),
-                });
+                let lost = line(String::new(), None, false, "lost".into());
+                logs.write(lost, &mut gate).map_err(gate_fail)?;
                 continue;
             }
             Err(e) => return Err(fail(e.to_string())),
@@ -388,17 +481,8 @@ pub fn listen(a: &Listen<'_>) -> Result<()> {
                     prefix.as_deref().and_then(parse_prefix),
                     payload.and_then(destination),
                 ) {
-                    log.append(&Line {
-                        time: now(),
-                        session: a.session.to_string(),
-                        address: d.address.to_string(),
-                        name: d.name,
-                        port: d.port,
-                        protocol: d.protocol,
-                        allowed,
-                        rule,
-                    })
-                    .map_err(|e| fail(format!("{}: {e}", a.log.display())))?;
+                    let l = line(d.address.to_string(), Some(d), allowed, rule);
+                    logs.write(l, &mut gate).map_err(gate_fail)?;
                 }
             }
             if len == 0 {
@@ -417,6 +501,222 @@ pub fn listen(a: &Listen<'_>) -> Result<()> {
         let _ = std::fs::remove_file(a.pid_file);
     }
     Ok(())
+}
+
+/// The listener's two files, and what it keeps while it cannot write.
+struct Logs {
+    allowed: LogFile,
+    refused: LogFile,
+    /// Since a write failed: the lines not written yet (at most
+    /// `PENDING`), and how many more were lost.
+    down: Option<(Vec<Line>, u64)>,
+}
+
+impl Logs {
+    /// Write a line, or keep it while the log cannot be written; a write
+    /// that fails closes the gate (an error: the gate could not be closed,
+    /// and the listener ends, which closes it too, by its timeout).
+    fn write(&mut self, line: Line, gate: &mut Gate) -> std::io::Result<()> {
+        if let Some((pending, lost)) = &mut self.down {
+            if pending.len() < PENDING {
+                pending.push(line);
+            } else {
+                *lost += 1;
+            }
+            return Ok(());
+        }
+        if let Err(e) = self.file_for(&line).append(&line) {
+            gate.set(false)?;
+            set_name(&format!("{NAME_DOWN}{}", down_word(&e)));
+            self.down = Some((vec![line], 0));
+        }
+        Ok(())
+    }
+
+    /// While down: write `cut` (the line that says the cage's network was
+    /// cut until now) and the kept lines; true when all went through and
+    /// the log is up again.
+    fn retry(&mut self, cut: Line) -> bool {
+        let Some((pending, lost)) = self.down.take() else {
+            return true;
+        };
+        let mut lines = vec![cut];
+        if lost > 0 {
+            lines.push(Line {
+                rule: "lost".into(),
+                ..lines[0].clone()
+            });
+        }
+        lines.extend(pending.iter().cloned());
+        for l in &lines {
+            if self.file_for(l).append(l).is_err() {
+                // Lines written twice are better than lines lost: try all
+                // of them again at the next round.
+                self.down = Some((pending, lost));
+                return false;
+            }
+        }
+        true
+    }
+}
+
+impl Logs {
+    /// Refusals in their own file; allowed connections, and what the
+    /// listener says of the log itself (`cut`, `lost`), in the other.
+    fn file_for(&mut self, line: &Line) -> &mut LogFile {
+        if line.allowed || line.rule == "cut" || line.rule == "lost" {
+            &mut self.allowed
+        } else {
+            &mut self.refused
+        }
+    }
+}
+
+/// Pure: the word in the listener's name for a write that failed.
+pub fn down_word(e: &std::io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::ENOSPC) => "nospc",
+        Some(libc::EDQUOT) => "dquot",
+        Some(libc::EIO) => "io",
+        _ => "error",
+    }
+}
+
+/// Name this process (`/proc/PID/comm`), which a reader of its state sees
+/// without any disk.
+fn set_name(name: &str) {
+    let _ = std::fs::write("/proc/thread-self/comm", name);
+}
+
+/// The egress log's gate, from the listener: the element of
+/// `rules::EGRESS_SET` that keeps it open, put there (renewed) or taken
+/// out, through nftables' netlink interface in one transaction (a batch).
+struct Gate {
+    socket: netlink_sys::Socket,
+    seq: u32,
+}
+
+impl Gate {
+    fn new() -> std::io::Result<Gate> {
+        let mut socket = netlink_sys::Socket::new(netlink_sys::constants::NETLINK_NETFILTER)?;
+        socket.bind_auto()?;
+        socket.connect(&netlink_sys::SocketAddr::new(0, 0))?;
+        rustix::net::sockopt::set_socket_timeout(
+            &socket,
+            rustix::net::sockopt::Timeout::Recv,
+            Some(Duration::from_secs(2)),
+        )?;
+        Ok(Gate { socket, seq: 0 })
+    }
+
+    /// Open (the element put there again with a fresh timeout: added if it
+    /// is not there, then replaced, as an element's timeout is not renewed
+    /// by adding it again) or closed (added if not there, then removed).
+    fn set(&mut self, open: bool) -> std::io::Result<()> {
+        let msgs = gate_batch(open, self.seq);
+        self.seq = self.seq.wrapping_add(msgs.len() as u32);
+        let mut out = Vec::new();
+        for m in &msgs {
+            let mut b = vec![0u8; m.buffer_len()];
+            m.serialize(&mut b);
+            out.extend(b);
+        }
+        self.socket.send(&out, 0)?;
+        // One answer for each message that asked for one: an
+        // acknowledgement, or the error that undid the whole batch.
+        let mut waiting = msgs.len() - 2;
+        let mut buf = vec![0u8; 8192];
+        while waiting > 0 {
+            let n = self.socket.recv(&mut &mut buf[..], 0)?;
+            let mut at = 0;
+            while at < n && waiting > 0 {
+                use netlink_packet_core::{NetlinkMessage, NetlinkPayload};
+                let m = NetlinkMessage::<netlink_packet_netfilter::NetfilterMessage>::deserialize(
+                    &buf[at..n],
+                )
+                .map_err(std::io::Error::other)?;
+                if let NetlinkPayload::Error(e) = &m.payload {
+                    if e.code.is_some() {
+                        return Err(e.to_io());
+                    }
+                    waiting -= 1;
+                }
+                let len = m.header.length as usize;
+                if len == 0 {
+                    break;
+                }
+                at += len;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Pure: the batch that opens the gate (`open`) or closes it, its messages
+/// numbered from `seq`: begin, the element added (if missing), removed,
+/// added again with a fresh timeout when opening, end.
+fn gate_batch(
+    open: bool,
+    seq: u32,
+) -> Vec<netlink_packet_core::NetlinkMessage<netlink_packet_netfilter::NetfilterMessage>> {
+    use netlink_packet_core::{NLM_F_ACK, NLM_F_CREATE, NLM_F_REQUEST, NetlinkMessage};
+    use netlink_packet_netfilter::nftables::{
+        DataAttribute, ListAttribute, NfTablesMessage, SetElementAttribute, SetElementList,
+        SetElementMessage,
+    };
+    use netlink_packet_netfilter::none::ControlMessage;
+    use netlink_packet_netfilter::{NetfilterHeader, NetfilterMessage, NetfilterProtoFamily};
+    /// The nftables subsystem, which a batch names (nfnetlink.h).
+    const NFNL_SUBSYS_NFTABLES: u16 = 10;
+    let element = |timeout: bool| {
+        let mut e = vec![SetElementAttribute::Key(DataAttribute::Value(vec![0; 4]))];
+        if timeout {
+            e.push(SetElementAttribute::Timeout(GATE_TIMEOUT.as_millis() as u64));
+        }
+        SetElementMessage {
+            attributes: vec![
+                SetElementList::Table(crate::rules::EGRESS_TABLE.into()),
+                SetElementList::Set(crate::rules::EGRESS_SET.into()),
+                SetElementList::Elements(vec![ListAttribute::Element(e)]),
+            ],
+        }
+    };
+    let inet = || NetfilterHeader::new(NetfilterProtoFamily::Inet, 0, 0);
+    let control = |c: ControlMessage| {
+        NetfilterMessage::new(
+            NetfilterHeader::new(NetfilterProtoFamily::Unspec, 0, NFNL_SUBSYS_NFTABLES),
+            c,
+        )
+    };
+    let mut inner = vec![
+        (
+            NetfilterMessage::new(inet(), NfTablesMessage::NewSetElement(element(true))),
+            NLM_F_CREATE,
+        ),
+        (
+            NetfilterMessage::new(inet(), NfTablesMessage::DeleteSetElement(element(false))),
+            0,
+        ),
+    ];
+    if open {
+        inner.push((
+            NetfilterMessage::new(inet(), NfTablesMessage::NewSetElement(element(true))),
+            NLM_F_CREATE,
+        ));
+    }
+    let mut msgs = vec![(control(ControlMessage::BatchBegin), 0)];
+    msgs.extend(inner.into_iter().map(|(m, f)| (m, f | NLM_F_ACK)));
+    msgs.push((control(ControlMessage::BatchEnd), 0));
+    msgs.into_iter()
+        .enumerate()
+        .map(|(i, (m, flags))| {
+            let mut n = NetlinkMessage::from(m);
+            n.header.flags = NLM_F_REQUEST | flags;
+            n.header.sequence_number = seq.wrapping_add(i as u32);
+            n.finalize();
+            n
+        })
+        .collect()
 }
 
 fn now() -> String {
@@ -443,6 +743,61 @@ pub fn running(pid_file: &Path, netns: FileId) -> Option<u32> {
         .split(|b| *b == 0)
         .any(|w| w == SUBCOMMAND.as_bytes())
         .then_some(pid)
+}
+
+/// A running cage's egress log, as `cage show`, the session object and
+/// the status page give it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct LogState {
+    /// Its listener runs and writes: the cage has its network.
+    pub ok: bool,
+    /// What is wrong, when it is not: the cage's network is cut until the
+    /// log is written again.
+    pub problem: Option<String>,
+}
+
+/// The state of a running cage's egress log, from its listener's pid file
+/// and the listener's name (`/proc/PID/comm`): no disk is written, no
+/// podman asked.
+pub fn state(pid_file: &Path) -> LogState {
+    let listener = std::fs::read_to_string(pid_file)
+        .ok()
+        .and_then(|t| parse_pid_file(&t))
+        .and_then(|(pid, _, _)| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            cmdline
+                .split(|b| *b == 0)
+                .any(|w| w == SUBCOMMAND.as_bytes())
+                .then(|| std::fs::read_to_string(format!("/proc/{pid}/comm")).ok())?
+        });
+    state_of(listener.as_deref())
+}
+
+/// Pure: the state from the listener's name, None when none runs.
+pub fn state_of(name: Option<&str>) -> LogState {
+    let problem = match name.map(str::trim) {
+        None => Some(
+            "the egress log's listener is not running, so the cage's network is cut; `cage \
+             start` (or the next turn) starts it again"
+                .to_string(),
+        ),
+        Some(n) => n.strip_prefix(NAME_DOWN).map(|word| {
+            let why = match word {
+                "nospc" => "no space is left on the disk that holds the state folder",
+                "dquot" => "the disk quota of the state folder is used up",
+                "io" => "the disk that holds the state folder failed a write",
+                _ => "a write failed",
+            };
+            format!(
+                "the egress log cannot be written ({why}), so the cage's network is cut until it \
+                 can be"
+            )
+        }),
+    };
+    LogState {
+        ok: problem.is_none(),
+        problem,
+    }
 }
 
 /// `PID DEV INO`: the listener's pid file.
@@ -641,7 +996,7 @@ mod tests {
         let size = |p: &Path| std::fs::metadata(p).unwrap().len();
         assert!(size(&path) <= 2000);
         assert!(size(&older(&path)) <= 2000);
-        let all = read(&path).unwrap();
+        let all = read(&path, &dir.join("none.jsonl")).unwrap();
         assert!(!all.is_empty() && all.len() < 200);
         assert_eq!(all.last().unwrap().address, "10.0.0.199");
         let refused = last_refusals(&all, 3);
@@ -649,6 +1004,129 @@ mod tests {
         assert_eq!(refused[0].address, "10.0.0.199");
         assert_eq!(refused[1].address, "10.0.0.197");
         assert!(refused.iter().all(|l| !l.allowed));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_logs_state_from_its_listeners_name() {
+        assert_eq!(
+            state_of(Some("egress-listen\n")),
+            LogState {
+                ok: true,
+                problem: None
+            }
+        );
+        let down = state_of(Some("egress:nospc\n"));
+        assert!(!down.ok);
+        assert!(
+            down.problem
+                .as_deref()
+                .unwrap()
+                .contains("no space is left"),
+            "{down:?}"
+        );
+        let gone = state_of(None);
+        assert!(!gone.ok);
+        assert!(gone.problem.unwrap().contains("not running"));
+        // Each word fits a process name (15 bytes) after the prefix.
+        let e = |n| std::io::Error::from_raw_os_error(n);
+        for err in [
+            e(libc::ENOSPC),
+            e(libc::EDQUOT),
+            e(libc::EIO),
+            e(libc::EACCES),
+        ] {
+            let name = format!("{NAME_DOWN}{}", down_word(&err));
+            assert!(name.len() <= 15, "{name}");
+            assert!(!state_of(Some(&name)).ok);
+        }
+        assert!(NAME_UP.len() <= 15);
+    }
+
+    #[test]
+    fn the_gates_batches() {
+        use netlink_packet_core::{NLM_F_ACK, NLM_F_CREATE, NLM_F_REQUEST};
+        let open = gate_batch(true, 7);
+        assert_eq!(open.len(), 5);
+        let flags: Vec<u16> = open.iter().map(|m| m.header.flags).collect();
+        assert_eq!(
+            flags,
+            [
+                NLM_F_REQUEST,
+                NLM_F_REQUEST | NLM_F_CREATE | NLM_F_ACK,
+                NLM_F_REQUEST | NLM_F_ACK,
+                NLM_F_REQUEST | NLM_F_CREATE | NLM_F_ACK,
+                NLM_F_REQUEST
+            ]
+        );
+        let seqs: Vec<u32> = open.iter().map(|m| m.header.sequence_number).collect();
+        assert_eq!(seqs, [7, 8, 9, 10, 11]);
+        // Batch begin and end (nfnetlink's 0x10, 0x11), then nftables'
+        // NEWSETELEM (0x0a0c) and DELSETELEM (0x0a0e).
+        let types: Vec<u16> = open.iter().map(|m| m.header.message_type).collect();
+        assert_eq!(types, [0x10, 0x0a0c, 0x0a0e, 0x0a0c, 0x11]);
+        let mut bytes = vec![0u8; open[1].buffer_len()];
+        open[1].serialize(&mut bytes);
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            text.contains("shrooms_egress") && text.contains("alive"),
+            "{text}"
+        );
+        let closed = gate_batch(false, 0);
+        let types: Vec<u16> = closed.iter().map(|m| m.header.message_type).collect();
+        assert_eq!(types, [0x10, 0x0a0c, 0x0a0e, 0x11]);
+    }
+
+    #[test]
+    fn allowed_and_refused_read_back_merged_by_time() {
+        let dir = std::env::temp_dir().join(format!("shrooms-egress-merge-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (a, r) = (
+            dir.join("s.egress.jsonl"),
+            dir.join("s.egress-refused.jsonl"),
+        );
+        let line = |t: &str, allowed: bool| Line {
+            time: format!("2026-12-01T18:00:0{t}.000Z"),
+            session: "s".into(),
+            address: "203.0.113.7".into(),
+            name: None,
+            port: Some(443),
+            protocol: "tcp".into(),
+            allowed,
+            rule: if allowed { "default" } else { "private" }.into(),
+        };
+        let mut logs = Logs {
+            allowed: LogFile::open(&a, MAX_BYTES).unwrap(),
+            refused: LogFile::open(&r, MAX_BYTES).unwrap(),
+            down: None,
+        };
+        for (t, allowed) in [("1", true), ("2", false), ("3", true), ("4", false)] {
+            let l = line(t, allowed);
+            logs.file_for(&l).append(&l).unwrap();
+        }
+        let cut = Line {
+            rule: "cut".into(),
+            ..line("5", false)
+        };
+        logs.file_for(&cut).append(&cut).unwrap();
+        // A line cut short by a full disk, in the older file: left out.
+        std::fs::write(older(&r), "{\"time\":\"2026-12-01T17:00:00.000Z\",\"sess").unwrap();
+        let all = read(&a, &r).unwrap();
+        let seen: Vec<(String, bool)> = all.iter().map(|l| (l.rule.clone(), l.allowed)).collect();
+        assert_eq!(
+            seen,
+            [
+                ("default".to_string(), true),
+                ("private".to_string(), false),
+                ("default".to_string(), true),
+                ("private".to_string(), false),
+                ("cut".to_string(), false),
+            ]
+        );
+        // The refusals are in their own file, `cut` with the allowed ones.
+        assert_eq!(std::fs::read_to_string(&r).unwrap().lines().count(), 2);
+        assert_eq!(std::fs::read_to_string(&a).unwrap().lines().count(), 3);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

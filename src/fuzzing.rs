@@ -401,6 +401,29 @@ pub fn session_name(data: &[u8]) {
     ));
 }
 
+/// The machine's routes (`netif`): a piece of a routing-table dump, as
+/// the kernel would send it, reads as routes or fails, never panics; every
+/// prefix the `machine` rule makes of them is a network and its length
+/// that nft reads back as written (no host bits, a length its family has).
+pub fn route_dump(data: &[u8]) {
+    let mut routes = Vec::new();
+    let _ = crate::netif::parse_route_dump(data, &mut routes);
+    let (v4, v6) = crate::netif::route_prefixes(&routes);
+    for (list, max) in [(&v4, 32u32), (&v6, 128)] {
+        for p in list {
+            let (net, len) = p.split_once('/').unwrap_or_else(|| panic!("{p}"));
+            let net: std::net::IpAddr = net.parse().unwrap_or_else(|e| panic!("{p}: {e}"));
+            let len: u32 = len.parse().unwrap_or_else(|e| panic!("{p}: {e}"));
+            assert!(len <= max && net.is_ipv4() == (max == 32), "{p}");
+            let bits = match net {
+                std::net::IpAddr::V4(a) => u128::from(u32::from(a)) << 96,
+                std::net::IpAddr::V6(a) => u128::from(a),
+            };
+            assert_eq!(bits.checked_shl(len).unwrap_or(0), 0, "{p} has host bits");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -419,6 +442,7 @@ mod tests {
         ("outbox_path", outbox_path),
         ("drop_name", drop_name),
         ("session_name", session_name),
+        ("route_dump", route_dump),
     ];
 
     /// Each target's seeds, run through its property; every target of

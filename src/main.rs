@@ -308,12 +308,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::EgressListen {
             log,
+            refused_log,
             pid_file,
             session,
             cage_pid,
         } => {
             egress::listen(&egress::Listen {
                 log: &log,
+                refused_log: &refused_log,
                 pid_file: &pid_file,
                 session: &session,
                 cage_pid,
@@ -814,7 +816,14 @@ fn exec_here(ctx: &Context, name: &str, what: ops::exec::What) -> Result<u8> {
     let prepared = ops::exec::prepare(ctx, name, what, tty)?;
     notes(ctx);
     output::warnings(&prepared.warnings);
-    let ended = prepared.run()?;
+    // The cage's egress log, while the turn runs: one that cannot be
+    // written cuts the cage's network, which the user is told at once.
+    let ended = prepared.run_reporting(&|log| match &log.problem {
+        Some(p) => eprintln!("shrooms-agent: {name}: {p}"),
+        None => eprintln!(
+            "shrooms-agent: {name}: the egress log is written again; the cage's network is back"
+        ),
+    })?;
     if let Some(e) = &ended.stop_error {
         output::warnings(&[format!("the cage could not be stopped afterwards: {e}")]);
     }

@@ -8,15 +8,23 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// The machine's own networks (IPv4, IPv6) as `network/length`, without
 /// repeats: the prefix of every address on a non-loopback interface, and
-/// every route of the main table but the default ones, since a network can
-/// be local without an address of its own in it: the LAN's prefix when the
-/// address is a DHCPv6 /128, the networks behind a VPN. Loopback interfaces
-/// are left out: their addresses are this machine's own loopback, refused
-/// already (and the tests' stand-in for the internet sits there).
-pub fn local_prefixes() -> (Vec<String>, Vec<String>) {
+/// every route of every routing table but the default ones, since a
+/// network can be local without an address of its own in it: the LAN's
+/// prefix when the address is a DHCPv6 /128, the networks behind a VPN,
+/// which WireGuard's wg-quick and Tailscale put in tables of their own
+/// (51820, 52) that `/proc/net/route` (the main table) does not show.
+/// Loopback interfaces are left out: their addresses are this machine's own
+/// loopback, refused already (and the tests' stand-in for the internet sits
+/// there). An error when the routes cannot be read: the rules are then not
+/// made, rather than made without them.
+pub fn local_prefixes() -> crate::error::Result<(Vec<String>, Vec<String>)> {
     let (mut v4, mut v6) = interface_prefixes();
-    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
-    let (r4, r6) = route_prefixes(&read("/proc/net/route"), &read("/proc/net/ipv6_route"));
+    let routes = read_routes().map_err(|e| {
+        crate::error::Error::failed(format!(
+            "reading the machine's routing tables (rtnetlink): {e}"
+        ))
+    })?;
+    let (r4, r6) = route_prefixes(&routes);
     for (list, more) in [(&mut v4, r4), (&mut v6, r6)] {
         for p in more {
             if !list.contains(&p) {
@@ -24,79 +32,175 @@ pub fn local_prefixes() -> (Vec<String>, Vec<String>) {
             }
         }
     }
-    (v4, v6)
+    Ok((v4, v6))
 }
 
-/// Pure: the routes of `/proc/net/route` and `/proc/net/ipv6_route` as
-/// prefixes, leaving out default routes, routes on `lo`, rejecting
-/// (unreachable, blackhole) ones, multicast and link-local, which the fixed
-/// lists refuse already, and routes wider than /8 (IPv4) or /16 (IPv6):
-/// those are the internet sent another way, not a network of the machine's
-/// (OpenVPN's `redirect-gateway def1` routes 0.0.0.0/1 and 128.0.0.0/1,
-/// and ::/3, 2000::/4 and 3000::/4, through the tunnel).
-pub fn route_prefixes(v4_table: &str, v6_table: &str) -> (Vec<String>, Vec<String>) {
-    const RTF_UP: u32 = 0x1;
-    const RTF_REJECT: u32 = 0x200;
-    let usable = |flags: u32| flags & RTF_UP != 0 && flags & RTF_REJECT == 0;
-    let mut v4 = Vec::new();
-    for line in v4_table.lines().skip(1) {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let (Some(iface), Some(dest), Some(flags), Some(mask)) =
-            (f.first(), f.get(1), f.get(3), f.get(7))
-        else {
-            continue;
-        };
-        let hex = |s: &str| u32::from_str_radix(s, 16).ok();
-        let (Some(dest), Some(flags), Some(mask)) = (hex(dest), hex(flags), hex(mask)) else {
-            continue;
-        };
-        // The kernel prints the address's bytes (network order) as a u32 of
-        // this machine's: its native bytes are the address's.
-        let (dest, mask) = (
-            Ipv4Addr::from(dest.to_ne_bytes()),
-            Ipv4Addr::from(mask.to_ne_bytes()),
-        );
-        if *iface == "lo"
-            || !usable(flags)
-            || u32::from(mask).count_ones() < 8
-            || dest.is_multicast()
-        {
-            continue;
-        }
-        if let Some(p) = prefix(IpAddr::V4(dest), IpAddr::V4(mask))
-            && !v4.contains(&p)
-        {
-            v4.push(p);
+/// One route, as the `machine` rule needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// The destination's network and prefix length.
+    pub dest: IpAddr,
+    pub len: u8,
+    /// The table it is in (RTA_TABLE, else the header's).
+    pub table: u32,
+    /// An ordinary route (RTN_UNICAST): not a local, broadcast, multicast,
+    /// blackhole, unreachable, prohibit or throw one.
+    pub unicast: bool,
+    /// Its output interface, if it names one.
+    pub oif: Option<u32>,
+}
+
+/// The interface index of loopback in every network namespace
+/// (`LOOPBACK_IFINDEX` in the kernel's include/linux/netdevice.h).
+const LOOPBACK_IFINDEX: u32 = 1;
+
+/// Every route of every table of the machine's network namespace, IPv4 and
+/// IPv6: one RTM_GETROUTE dump with no table named, which the kernel
+/// answers with all of them (rtnetlink(7)).
+fn read_routes() -> std::io::Result<Vec<Route>> {
+    use netlink_packet_core::{NLM_F_DUMP, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage};
+    use netlink_packet_route::{RouteNetlinkMessage, route::RouteMessage};
+    use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
+
+    let mut socket = Socket::new(NETLINK_ROUTE)?;
+    socket.bind_auto()?;
+    socket.connect(&SocketAddr::new(0, 0))?;
+    rustix::net::sockopt::set_socket_timeout(
+        &socket,
+        rustix::net::sockopt::Timeout::Recv,
+        Some(std::time::Duration::from_secs(5)),
+    )?;
+    let mut header = NetlinkHeader::default();
+    header.flags = NLM_F_REQUEST | NLM_F_DUMP;
+    let mut ask = NetlinkMessage::new(
+        header,
+        RouteNetlinkMessage::GetRoute(RouteMessage::default()).into(),
+    );
+    ask.finalize();
+    let mut out = vec![0u8; ask.buffer_len()];
+    ask.serialize(&mut out);
+    socket.send(&out, 0)?;
+    let mut routes = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = socket.recv(&mut &mut buf[..], 0)?;
+        match parse_route_dump(&buf[..n], &mut routes) {
+            Dump::More => continue,
+            Dump::Done => return Ok(routes),
+            Dump::Failed(why) => return Err(std::io::Error::other(why)),
         }
     }
-    let mut v6 = Vec::new();
-    for line in v6_table.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() < 10 {
-            continue;
-        }
-        let (Ok(dest), Ok(len), Ok(flags)) = (
-            u128::from_str_radix(f[0], 16),
-            u8::from_str_radix(f[1], 16),
-            u32::from_str_radix(f[8], 16),
-        ) else {
-            continue;
+}
+
+/// Where a piece of a route dump leaves it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Dump {
+    More,
+    Done,
+    Failed(String),
+}
+
+/// Pure: the routes of one read of an RTM_GETROUTE dump (netlink messages
+/// one after the other), added to `routes`; whether the dump goes on, ended,
+/// or failed (the kernel's error, or bytes that are no route message).
+pub fn parse_route_dump(bytes: &[u8], routes: &mut Vec<Route>) -> Dump {
+    use netlink_packet_core::{NetlinkMessage, NetlinkPayload};
+    use netlink_packet_route::RouteNetlinkMessage;
+    use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteType};
+
+    let mut at = 0;
+    while at < bytes.len() {
+        let m = match NetlinkMessage::<RouteNetlinkMessage>::deserialize(&bytes[at..]) {
+            Ok(m) => m,
+            Err(e) => return Dump::Failed(format!("an answer that does not read: {e}")),
         };
-        let dest = Ipv6Addr::from(dest);
-        let link_local = dest.segments()[0] & 0xffc0 == 0xfe80;
-        if f[9] == "lo"
-            || !usable(flags)
-            || !(16..=128).contains(&len)
-            || dest.is_multicast()
-            || link_local
-        {
+        let len = m.header.length as usize;
+        match m.payload {
+            NetlinkPayload::Done(_) => return Dump::Done,
+            NetlinkPayload::Error(e) => {
+                return Dump::Failed(match e.code {
+                    Some(_) => e.to_io().to_string(),
+                    None => "an acknowledgement instead of routes".into(),
+                });
+            }
+            NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewRoute(r)) => {
+                let mut dest = None;
+                let mut table = u32::from(r.header.table);
+                let mut oif = None;
+                for a in &r.attributes {
+                    match a {
+                        RouteAttribute::Destination(RouteAddress::Inet(v4)) => {
+                            dest = Some(IpAddr::V4(*v4))
+                        }
+                        RouteAttribute::Destination(RouteAddress::Inet6(v6)) => {
+                            dest = Some(IpAddr::V6(*v6))
+                        }
+                        RouteAttribute::Table(t) => table = *t,
+                        RouteAttribute::Oif(i) => oif = Some(*i),
+                        _ => {}
+                    }
+                }
+                // No destination attribute: the default route (0/0) of its family.
+                let dest = dest.or(match u8::from(r.header.address_family) {
+                    f if i32::from(f) == libc::AF_INET => Some(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+                    f if i32::from(f) == libc::AF_INET6 => Some(IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
+                    _ => None,
+                });
+                if let Some(dest) = dest {
+                    routes.push(Route {
+                        dest,
+                        len: r.header.destination_prefix_length,
+                        table,
+                        unicast: r.header.kind == RouteType::Unicast,
+                        oif,
+                    });
+                }
+            }
+            _ => {}
+        }
+        if len == 0 {
+            return Dump::Failed("a message of length 0".into());
+        }
+        at += len;
+    }
+    Dump::More
+}
+
+/// Pure: the routes as prefixes, leaving out default routes, routes on
+/// loopback, every route that is not an ordinary one (local, broadcast,
+/// blackhole, unreachable...: the local table's, and rejecting ones),
+/// multicast and link-local, which the fixed lists refuse already, and
+/// routes wider than /8 (IPv4) or /16 (IPv6): those are the internet sent
+/// another way, not a network of the machine's (OpenVPN's `redirect-gateway
+/// def1` routes 0.0.0.0/1 and 128.0.0.0/1, and ::/3, 2000::/4 and 3000::/4,
+/// through the tunnel).
+pub fn route_prefixes(routes: &[Route]) -> (Vec<String>, Vec<String>) {
+    let mut v4 = Vec::new();
+    let mut v6 = Vec::new();
+    for r in routes {
+        if !r.unicast || r.oif == Some(LOOPBACK_IFINDEX) || r.dest.is_multicast() {
             continue;
         }
-        let mask = Ipv6Addr::from(u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0));
-        if let Some(p) = prefix(IpAddr::V6(dest), IpAddr::V6(mask))
-            && !v6.contains(&p)
+        let (list, mask) = match r.dest {
+            IpAddr::V4(_) => {
+                if !(8..=32).contains(&r.len) {
+                    continue;
+                }
+                let m = u32::MAX.checked_shl(32 - u32::from(r.len)).unwrap_or(0);
+                (&mut v4, IpAddr::V4(Ipv4Addr::from(m)))
+            }
+            IpAddr::V6(d) => {
+                if !(16..=128).contains(&r.len) || d.segments()[0] & 0xffc0 == 0xfe80 {
+                    continue;
+                }
+                let m = u128::MAX.checked_shl(128 - u32::from(r.len)).unwrap_or(0);
+                (&mut v6, IpAddr::V6(Ipv6Addr::from(m)))
+            }
+        };
+        if let Some(p) = prefix(r.dest, mask)
+            && !list.contains(&p)
         {
-            v6.push(p);
+            list.push(p);
         }
     }
     (v4, v6)
@@ -204,38 +308,138 @@ mod tests {
         );
     }
 
-    #[test]
-    fn routes_but_the_default_ones() {
-        // Read off a machine: a default route, its LAN, a VPN's network, a
-        // blackhole (RTF_REJECT), lo's local routes, and OpenVPN's def1
-        // halves of the internet (not the machine's).
-        let v4 = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
-            eth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n\
-            eth0\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n\
-            wg0\t0000192D\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n\
-            tun0\t00000000\t0100080A\t0003\t0\t0\t0\t00000080\t0\t0\t0\n\
-            tun0\t00000080\t0100080A\t0003\t0\t0\t0\t00000080\t0\t0\t0\n\
-            eth0\t00000005\t00000000\t0201\t0\t0\t0\t000000FF\t0\t0\t0\n\
-            lo\t0000007F\t00000000\t0001\t0\t0\t0\t000000FF\t0\t0\t0\n";
-        let v6 = "\
-            20010db8000100000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001     eth0\n\
-            fe800000000000000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001     eth0\n\
-            00000000000000000000000000000000 00 00000000000000000000000000000000 00 fd000000000000000000000000000001 00000400 00000002 00000000 00000003     eth0\n\
-            00000000000000000000000000000000 03 00000000000000000000000000000000 00 fd000000000000000000000000000001 00000400 00000002 00000000 00000003     tun0\n\
-            20000000000000000000000000000000 04 00000000000000000000000000000000 00 fd000000000000000000000000000001 00000400 00000002 00000000 00000003     tun0\n\
-            20010db8000200000000000000000005 80 00000000000000000000000000000000 00 00000000000000000000000000000000 00000000 00000004 00000000 80200001     eth0\n\
-            00000000000000000000000000000001 80 00000000000000000000000000000000 00 00000000000000000000000000000000 00000000 00000002 00000000 80200001       lo\n\
-            ff000000000000000000000000000000 08 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000002 00000000 00000001     eth0\n";
-        let (r4, r6) = route_prefixes(v4, v6);
-        if cfg!(target_endian = "little") {
-            assert_eq!(r4, vec!["192.0.2.0/24", "45.25.0.0/16"]);
+    fn route(dest: &str, len: u8, table: u32, unicast: bool, oif: Option<u32>) -> Route {
+        Route {
+            dest: dest.parse().unwrap(),
+            len,
+            table,
+            unicast,
+            oif,
         }
-        assert_eq!(r6, vec!["2001:db8:1::/64", "2001:db8:2::5/128"]);
+    }
+
+    #[test]
+    fn routes_of_every_table_but_the_default_ones() {
+        // Read off a machine: a default route, its LAN, a VPN's network in
+        // the main table and WireGuard's and Tailscale's in tables of their
+        // own (with their default routes), a blackhole, the local table's
+        // routes, lo's, and OpenVPN's def1 halves of the internet (not the
+        // machine's).
+        let routes = [
+            route("0.0.0.0", 0, 254, true, Some(2)),
+            route("192.0.2.0", 24, 254, true, Some(2)),
+            route("45.25.0.0", 16, 254, true, Some(3)),
+            route("0.0.0.0", 0, 51820, true, Some(4)),
+            route("198.51.100.0", 24, 51820, true, Some(4)),
+            route("100.100.100.100", 32, 52, true, Some(5)),
+            route("203.0.112.0", 23, 52, true, Some(5)),
+            route("0.0.0.0", 1, 254, true, Some(6)),
+            route("128.0.0.0", 1, 254, true, Some(6)),
+            route("5.0.0.0", 8, 254, false, None),
+            route("127.0.0.0", 8, 255, false, Some(1)),
+            route("192.0.2.7", 32, 255, false, Some(2)),
+            route("203.0.113.0", 24, 254, true, Some(1)),
+            route("2001:db8:1::", 64, 254, true, Some(2)),
+            route("fe80::", 64, 254, true, Some(2)),
+            route("::", 0, 254, true, Some(2)),
+            route("::", 3, 254, true, Some(6)),
+            route("2000::", 4, 254, true, Some(6)),
+            route("2001:db8:2::5", 128, 254, true, Some(2)),
+            route("fd7a:115c:a1e0::", 48, 52, true, Some(5)),
+            route("::1", 128, 255, false, Some(1)),
+            route("ff00::", 8, 255, false, Some(2)),
+        ];
+        let (r4, r6) = route_prefixes(&routes);
+        assert_eq!(
+            r4,
+            vec![
+                "192.0.2.0/24",
+                "45.25.0.0/16",
+                "198.51.100.0/24",
+                "100.100.100.100/32",
+                "203.0.112.0/23"
+            ]
+        );
+        assert_eq!(
+            r6,
+            vec![
+                "2001:db8:1::/64",
+                "2001:db8:2::5/128",
+                "fd7a:115c:a1e0::/48"
+            ]
+        );
+    }
+
+    /// An RTM_NEWROUTE message as the kernel sends it in a dump.
+    fn new_route(family: u8, len: u8, table: u8, kind: u8, attrs: &[(u16, &[u8])]) -> Vec<u8> {
+        let mut body = vec![family, len, 0, 0, table, 3, 0, kind, 0, 0, 0, 0];
+        for (t, v) in attrs {
+            let l = 4 + v.len();
+            body.extend((l as u16).to_ne_bytes());
+            body.extend(t.to_ne_bytes());
+            body.extend(*v);
+            body.resize(body.len().next_multiple_of(4), 0);
+        }
+        let mut m = ((16 + body.len()) as u32).to_ne_bytes().to_vec();
+        m.extend(24u16.to_ne_bytes()); // RTM_NEWROUTE
+        m.extend(2u16.to_ne_bytes()); // NLM_F_MULTI
+        m.extend([0; 8]);
+        m.extend(body);
+        m
+    }
+
+    #[test]
+    fn route_dumps_read() {
+        const RTA_DST: u16 = 1;
+        const RTA_OIF: u16 = 4;
+        const RTA_TABLE: u16 = 15;
+        let mut bytes = new_route(
+            2,
+            24,
+            252,
+            1,
+            &[
+                (RTA_TABLE, &51820u32.to_ne_bytes()),
+                (RTA_DST, &[192, 0, 2, 0]),
+                (RTA_OIF, &4u32.to_ne_bytes()),
+            ],
+        );
+        // A default route: no destination attribute.
+        bytes.extend(new_route(10, 0, 254, 1, &[]));
+        // A local route.
+        bytes.extend(new_route(2, 32, 255, 2, &[(RTA_DST, &[127, 0, 0, 1])]));
+        let mut routes = Vec::new();
+        assert_eq!(parse_route_dump(&bytes, &mut routes), Dump::More);
+        assert_eq!(
+            routes,
+            vec![
+                route("192.0.2.0", 24, 51820, true, Some(4)),
+                route("::", 0, 254, true, None),
+                route("127.0.0.1", 32, 255, false, None),
+            ]
+        );
+        // NLMSG_DONE ends it.
+        let mut done = 20u32.to_ne_bytes().to_vec();
+        done.extend(3u16.to_ne_bytes());
+        done.extend(2u16.to_ne_bytes());
+        done.extend([0; 12]);
+        assert_eq!(parse_route_dump(&done, &mut routes), Dump::Done);
+        // Garbage fails, never panics.
+        assert!(matches!(
+            parse_route_dump(&[1, 2, 3], &mut routes),
+            Dump::Failed(_)
+        ));
+        let mut zero = bytes.clone();
+        zero[..4].copy_from_slice(&0u32.to_ne_bytes());
+        assert!(matches!(
+            parse_route_dump(&zero, &mut routes),
+            Dump::Failed(_)
+        ));
     }
 
     #[test]
     fn this_machine_has_no_loopback_prefix_listed() {
-        let (v4, v6) = local_prefixes();
+        let (v4, v6) = local_prefixes().unwrap();
         assert!(!v4.iter().any(|p| p.starts_with("127.")), "{v4:?}");
         assert!(!v6.iter().any(|p| p == "::1/128"), "{v6:?}");
     }

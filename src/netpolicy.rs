@@ -205,27 +205,64 @@ fn is_host_name(h: &str) -> bool {
         && !h.bytes().all(|b| b.is_ascii_digit() || b == b'.')
 }
 
+/// The names of an allow-list with the addresses each resolved to, for the
+/// cage's hosts file.
+pub type Pinned = Vec<(String, Vec<IpAddr>)>;
+
 /// An allow-list as the rules need it: each address with its ports, and
 /// the names with their addresses, for the cage's hosts file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Resolved {
     /// (address, port), sorted, without repeats.
     pub targets: Vec<(IpAddr, u16)>,
-    /// (name, its addresses) for each name that resolved.
-    pub names: Vec<(String, Vec<IpAddr>)>,
+    /// (name, its addresses) for each name that resolved to an address
+    /// it may open.
+    pub names: Pinned,
     /// The names that did not resolve: reachable by no address.
     pub unresolved: Vec<String>,
+    /// The answers left out: a name's address that is local (private,
+    /// link-local, CGNAT, the machine's own...), which only the address
+    /// written in the policy itself opens.
+    pub local: Vec<LocalAnswer>,
+}
+
+/// A name's answer that is not opened, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalAnswer {
+    pub name: String,
+    pub address: IpAddr,
+    /// What it is: "private", "link-local", "the machine's own network
+    /// 198.51.100.0/24"...
+    pub why: String,
+}
+
+impl fmt::Display for LocalAnswer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} resolves to {} ({})",
+            self.name, self.address, self.why
+        )
+    }
 }
 
 /// Resolve an allow-list on the machine: addresses as they are, names
 /// through [`HOSTS_ENV`]'s file if there is one, then the machine's
 /// resolver (getaddrinfo(3): /etc/hosts, then DNS, as nsswitch.conf(5)
-/// says).
-pub fn resolve(entries: &[Entry], hosts_file: Option<&std::path::Path>) -> Resolved {
+/// says). A name's answers that are local ([`why_local`], with the
+/// machine's own networks `machine_v4` and `machine_v6`) are left out: a
+/// name someone else controls may be made to answer with the LAN (DNS
+/// rebinding).
+pub fn resolve(
+    entries: &[Entry],
+    hosts_file: Option<&std::path::Path>,
+    machine_v4: &[String],
+    machine_v6: &[String],
+) -> Resolved {
     let extra = hosts_file
         .and_then(|p| std::fs::read_to_string(p).ok())
         .unwrap_or_default();
-    resolve_with(entries, &|name| {
+    let lookup = |name: &str| {
         let pinned = hosts_lookup(&extra, name);
         if !pinned.is_empty() {
             return pinned;
@@ -237,41 +274,57 @@ pub fn resolve(entries: &[Entry], hosts_file: Option<&std::path::Path>) -> Resol
         found.sort();
         found.dedup();
         found
-    })
+    };
+    resolve_with(entries, &lookup, &|a| why_local(a, machine_v4, machine_v6))
 }
 
-/// Pure: [`resolve`] with its lookup given.
-pub fn resolve_with(entries: &[Entry], lookup: &dyn Fn(&str) -> Vec<IpAddr>) -> Resolved {
+/// Pure: [`resolve`] with its lookup and its judge of local answers given.
+pub fn resolve_with(
+    entries: &[Entry],
+    lookup: &dyn Fn(&str) -> Vec<IpAddr>,
+    local: &dyn Fn(IpAddr) -> Option<String>,
+) -> Resolved {
     let mut targets = BTreeSet::new();
-    let mut names: Vec<(String, Vec<IpAddr>)> = Vec::new();
+    let mut names: Pinned = Vec::new();
     let mut unresolved = Vec::new();
+    let mut refused: Vec<LocalAnswer> = Vec::new();
     for e in entries {
         let addrs = match e.host.parse::<IpAddr>() {
+            // Written as an address: opened as it is, local or not.
             Ok(a) => vec![a],
             Err(_) => match names.iter().find(|(n, _)| *n == e.host) {
                 Some((_, a)) => a.clone(),
+                None if unresolved.contains(&e.host)
+                    || refused.iter().any(|l| l.name == e.host) =>
+                {
+                    continue;
+                }
                 None => {
-                    let a = lookup(&e.host);
-                    if a.is_empty() {
-                        if !unresolved.contains(&e.host) {
+                    let mut kept = Vec::new();
+                    for a in lookup(&e.host) {
+                        match local(a) {
+                            Some(why) => refused.push(LocalAnswer {
+                                name: e.host.clone(),
+                                address: a,
+                                why,
+                            }),
+                            None => kept.push(a),
+                        }
+                    }
+                    if kept.is_empty() {
+                        if !refused.iter().any(|l| l.name == e.host) {
                             unresolved.push(e.host.clone());
                         }
                         continue;
                     }
-                    names.push((e.host.clone(), a.clone()));
-                    a
+                    names.push((e.host.clone(), kept.clone()));
+                    kept
                 }
             },
         };
         for a in addrs {
             // An IPv4-mapped answer goes out as the IPv4 address it is.
-            let a = match a {
-                IpAddr::V6(v6) => v6
-                    .to_ipv4_mapped()
-                    .map(IpAddr::V4)
-                    .unwrap_or(IpAddr::V6(v6)),
-                v4 => v4,
-            };
+            let a = unmapped(a);
             for p in e.ports() {
                 targets.insert((a, p));
             }
@@ -281,6 +334,105 @@ pub fn resolve_with(entries: &[Entry], lookup: &dyn Fn(&str) -> Vec<IpAddr>) -> 
         targets: targets.into_iter().collect(),
         names,
         unresolved,
+        local: refused,
+    }
+}
+
+/// An IPv4-mapped IPv6 address as the IPv4 address it is (the kernel sends
+/// it as IPv4); any other as it is.
+fn unmapped(a: IpAddr) -> IpAddr {
+    match a {
+        IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map(IpAddr::V4)
+            .unwrap_or(IpAddr::V6(v6)),
+        v4 => v4,
+    }
+}
+
+/// Pure: why an address is local, the way the `internet` policy refuses it
+/// (`rules::SEALED_REFUSED_V4` and `_V6`, and the machine's own networks
+/// `machine_v4`, `machine_v6` as `network/length`); None for an address of
+/// the internet. IPv4-mapped addresses are judged as the IPv4 address
+/// they are; the other IPv6 forms of IPv4 (IPv4-compatible, NAT64, 6to4,
+/// Teredo) are refused whole, whatever IPv4 address is inside.
+pub fn why_local(a: IpAddr, machine_v4: &[String], machine_v6: &[String]) -> Option<String> {
+    let a = unmapped(a);
+    let named = match a {
+        IpAddr::V4(v4) => {
+            if v4.is_private() {
+                Some("private")
+            } else if v4.is_loopback() {
+                Some("loopback")
+            } else if v4.is_link_local() {
+                Some("link-local")
+            } else if in_prefix(a, "100.64.0.0/10") {
+                Some("carrier-grade NAT")
+            } else if v4.is_multicast() {
+                Some("multicast")
+            } else {
+                None
+            }
+        }
+        IpAddr::V6(v6) => {
+            if v6.is_loopback() || v6.is_unspecified() {
+                Some("loopback")
+            } else if in_prefix(a, "fc00::/7") {
+                Some("private")
+            } else if in_prefix(a, "fe80::/10") {
+                Some("link-local")
+            } else if v6.is_multicast() {
+                Some("multicast")
+            } else if [
+                "::/96",
+                "64:ff9b::/96",
+                "64:ff9b:1::/48",
+                "2002::/16",
+                "2001::/32",
+            ]
+            .iter()
+            .any(|p| in_prefix(a, p))
+            {
+                Some("an IPv6 form of an IPv4 address")
+            } else {
+                None
+            }
+        }
+    };
+    if let Some(why) = named {
+        return Some(why.to_string());
+    }
+    let fixed = match a {
+        IpAddr::V4(_) => crate::rules::SEALED_REFUSED_V4,
+        IpAddr::V6(_) => crate::rules::SEALED_REFUSED_V6,
+    };
+    if fixed.iter().any(|p| in_prefix(a, p)) {
+        return Some("reserved".into());
+    }
+    let own = if a.is_ipv4() { machine_v4 } else { machine_v6 };
+    own.iter()
+        .find(|p| in_prefix(a, p))
+        .map(|p| format!("the machine's own network {p}"))
+}
+
+/// Pure: is the address in `network/length` (a prefix of its own family)?
+pub fn in_prefix(a: IpAddr, prefix: &str) -> bool {
+    let Some((net, len)) = prefix.split_once('/') else {
+        return false;
+    };
+    let (Ok(net), Ok(len)) = (net.parse::<IpAddr>(), len.parse::<u32>()) else {
+        return false;
+    };
+    match (a, net) {
+        (IpAddr::V4(a), IpAddr::V4(n)) if len <= 32 => {
+            let m = u32::MAX.checked_shl(32 - len).unwrap_or(0);
+            u32::from(a) & m == u32::from(n) & m
+        }
+        (IpAddr::V6(a), IpAddr::V6(n)) if len <= 128 => {
+            let m = u128::MAX.checked_shl(128 - len).unwrap_or(0);
+            u128::from(a) & m == u128::from(n) & m
+        }
+        _ => false,
     }
 }
 
@@ -302,12 +454,23 @@ pub fn hosts_lookup(text: &str, name: &str) -> Vec<IpAddr> {
 
 /// Refuse a policy that cannot be enforced now: an allow-list name the
 /// machine cannot resolve would be reachable by nothing, which is not what
-/// was asked.
-pub fn check_enforceable(policy: &NetPolicy, hosts_file: Option<&std::path::Path>) -> Result<()> {
+/// was asked; one that resolves to a local address (private, link-local,
+/// CGNAT, the machine's own: [`why_local`]) would not be opened there,
+/// which is not what was asked either, and says the name is not what it
+/// seems. `machine` reads the machine's own networks (`netif`).
+pub fn check_enforceable(
+    policy: &NetPolicy,
+    hosts_file: Option<&std::path::Path>,
+    machine: &dyn Fn() -> Result<(Vec<String>, Vec<String>)>,
+) -> Result<()> {
     let NetPolicy::Allow(entries) = policy else {
         return Ok(());
     };
-    let r = resolve(entries, hosts_file);
+    if !entries.iter().any(Entry::is_name) {
+        return Ok(());
+    }
+    let (v4, v6) = machine()?;
+    let r = resolve(entries, hosts_file, &v4, &v6);
     if !r.unresolved.is_empty() {
         return Err(Error::bad_field(
             "net",
@@ -320,6 +483,26 @@ pub fn check_enforceable(policy: &NetPolicy, hosts_file: Option<&std::path::Path
                     "it"
                 } else {
                     "them"
+                }
+            ),
+        ));
+    }
+    if !r.local.is_empty() {
+        let said: Vec<String> = r.local.iter().map(LocalAnswer::to_string).collect();
+        return Err(Error::bad_field(
+            "net",
+            format!(
+                "{}: a name of an allow-list never opens a local address (its answers can be \
+                 changed by whoever runs its DNS); give the address itself to allow it \
+                 (allow:{})",
+                said.join("; "),
+                Entry {
+                    host: r.local[0].address.to_string(),
+                    port: entries
+                        .iter()
+                        .find(|e| e.host == r.local[0].name)
+                        .and_then(|e| e.port)
+                        .or(Some(443)),
                 }
             ),
         ));
@@ -476,6 +659,7 @@ mod tests {
                 e("198.51.100.9", Some(5)),
             ],
             &lookup,
+            &|_| None,
         );
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         assert_eq!(
@@ -493,6 +677,116 @@ mod tests {
         );
         assert_eq!(r.names.len(), 2);
         assert_eq!(r.unresolved, vec!["gone.test".to_string()]);
+    }
+
+    #[test]
+    fn a_names_local_answers_are_left_out_and_said() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let lookup = |n: &str| -> Vec<IpAddr> {
+            let a: &[&str] = match n {
+                "lan.test" => &["192.168.1.10"],
+                "mixed.test" => &["203.0.113.7", "10.1.2.3", "fd00::5"],
+                "meta.test" => &["169.254.169.254"],
+                "cgnat.test" => &["100.100.100.100"],
+                "own.test" => &["198.51.100.9"],
+                "mapped.test" => &["::ffff:10.0.0.1"],
+                "compat.test" => &["::10.0.0.1"],
+                "nat64.test" => &["64:ff9b::a00:1"],
+                "loop.test" => &["127.0.0.1", "::1"],
+                _ => &[],
+            };
+            a.iter().map(|s| ip(s)).collect()
+        };
+        let machine = (vec!["198.51.100.0/24".to_string()], vec![]);
+        let judge = |a: IpAddr| why_local(a, &machine.0, &machine.1);
+        let entries = [
+            e("lan.test", Some(22)),
+            e("mixed.test", None),
+            e("meta.test", Some(80)),
+            e("cgnat.test", Some(1)),
+            e("own.test", Some(1)),
+            e("mapped.test", Some(1)),
+            e("compat.test", Some(1)),
+            e("nat64.test", Some(1)),
+            e("loop.test", Some(1)),
+            // Written as addresses: opened as they are.
+            e("192.168.1.10", Some(8080)),
+            e("198.51.100.9", Some(2)),
+        ];
+        let r = resolve_with(&entries, &lookup, &judge);
+        assert_eq!(
+            r.targets,
+            vec![
+                (ip("192.168.1.10"), 8080),
+                (ip("198.51.100.9"), 2),
+                (ip("203.0.113.7"), 80),
+                (ip("203.0.113.7"), 443),
+            ]
+        );
+        assert_eq!(
+            r.names,
+            vec![("mixed.test".into(), vec![ip("203.0.113.7")])]
+        );
+        assert!(r.unresolved.is_empty(), "{:?}", r.unresolved);
+        let said: Vec<String> = r.local.iter().map(|l| l.to_string()).collect();
+        assert_eq!(
+            said,
+            [
+                "lan.test resolves to 192.168.1.10 (private)",
+                "mixed.test resolves to 10.1.2.3 (private)",
+                "mixed.test resolves to fd00::5 (private)",
+                "meta.test resolves to 169.254.169.254 (link-local)",
+                "cgnat.test resolves to 100.100.100.100 (carrier-grade NAT)",
+                "own.test resolves to 198.51.100.9 (the machine's own network 198.51.100.0/24)",
+                "mapped.test resolves to ::ffff:10.0.0.1 (private)",
+                "compat.test resolves to ::a00:1 (an IPv6 form of an IPv4 address)",
+                "nat64.test resolves to 64:ff9b::a00:1 (an IPv6 form of an IPv4 address)",
+                "loop.test resolves to 127.0.0.1 (loopback)",
+                "loop.test resolves to ::1 (loopback)",
+            ]
+        );
+    }
+
+    #[test]
+    fn what_is_local() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let none: &[String] = &[];
+        for a in [
+            "203.0.113.7",
+            "2001:db8::1",
+            "8.8.8.8",
+            "2606:4700::1111",
+            "::ffff:8.8.8.8",
+        ] {
+            assert_eq!(why_local(ip(a), none, none), None, "{a}");
+        }
+        for (a, why) in [
+            ("0.1.2.3", "reserved"),
+            ("198.18.0.1", "reserved"),
+            ("240.0.0.1", "reserved"),
+            ("224.0.0.1", "multicast"),
+            ("ff02::1", "multicast"),
+            ("fe80::1", "link-local"),
+            ("2002:a00:1::", "an IPv6 form of an IPv4 address"),
+            ("200::1", "reserved"),
+            ("::", "loopback"),
+        ] {
+            assert_eq!(why_local(ip(a), none, none).as_deref(), Some(why), "{a}");
+        }
+        // Every fixed range refused under `internet` is local here too.
+        for p in crate::rules::SEALED_REFUSED_V4
+            .iter()
+            .chain(crate::rules::SEALED_REFUSED_V6)
+        {
+            let net = ip(p.split('/').next().unwrap());
+            assert!(why_local(net, none, none).is_some(), "{p}");
+        }
+        assert!(in_prefix(ip("10.9.9.9"), "10.0.0.0/8"));
+        assert!(!in_prefix(ip("11.0.0.0"), "10.0.0.0/8"));
+        assert!(!in_prefix(ip("::a00:1"), "10.0.0.0/8"));
+        assert!(in_prefix(ip("1.2.3.4"), "0.0.0.0/0"));
+        assert!(!in_prefix(ip("1.2.3.4"), "1.2.3.4/33"));
+        assert!(!in_prefix(ip("1.2.3.4"), "nonsense"));
     }
 
     #[test]

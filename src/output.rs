@@ -334,6 +334,12 @@ pub fn shown(r: &Session) -> String {
             },
             c.create_argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")
         ));
+        if let Some(log) = &c.egress_log {
+            match &log.problem {
+                None => s.push_str("egress    logged\n"),
+                Some(p) => s.push_str(&format!("egress    CUT: {p}\n")),
+            }
+        }
         if let Some(p) = &c.shared_path {
             s.push_str(&format!("shared    {}\n", p.display()));
         }

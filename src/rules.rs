@@ -9,7 +9,9 @@
 //! UDP and ICMP), by a rule of its own before the verdict, as a match in the
 //! verdict's own rule would keep it from applying to the rest of the
 //! connection. The cage's own loopback (the model gateway) and IPv6's
-//! neighbour discovery are not egress, and are not logged.
+//! neighbour discovery are not egress, and are not logged. Every cage's
+//! first table is the egress log's gate ([`egress_gate`]): its network is
+//! cut while the log cannot be written.
 
 use crate::egress::log_statement;
 
@@ -78,12 +80,86 @@ pub fn verdict(rule: &str, v: Verdict, matcher: &str) -> String {
     }
 }
 
-/// Rules whose packets do not leave the cage: not logged.
-const NOT_EGRESS: [&str; 2] = ["loopback", "ndp"];
+/// Rules not logged: those whose packets do not leave the cage, and the
+/// egress log's own gate (its refusals are what the log cannot take).
+const NOT_EGRESS: [&str; 3] = ["loopback", "ndp", "egress-log"];
+
+/// The table of the egress log's gate, in every cage (README, "The egress
+/// log"). Its name says what it is.
+pub const EGRESS_TABLE: &str = "shrooms_egress";
+/// The set the egress log's listener keeps an element in while it can
+/// write (`egress::GATE_TIMEOUT`).
+pub const EGRESS_SET: &str = "alive";
+
+/// The egress log's gate: every packet that leaves the cage is refused
+/// unless the set `alive` holds the mark it carries, 0 (a cage has no
+/// NET_ADMIN, so no socket of its can set another). The listener keeps
+/// that element in the set, with a timeout of a few seconds it renews
+/// while it can write the log; when it cannot write, it takes the element
+/// out, and when it dies, the element times out: either way the cage's
+/// network is cut until the log is written again. Loaded before the
+/// policy (priority -10), so that a packet refused here is neither logged
+/// nor judged. Loading it again keeps the set and its element (only the
+/// chain's rules are replaced), so a running cage's listener is not cut
+/// off by a change of its rules.
+pub fn egress_gate() -> String {
+    // TCP is answered with a reset: the ICMP error of a plain reject is
+    // rate-limited by the kernel (icmp_ratelimit, ip-sysctl), so that a
+    // client trying again at once would wait for its SYN's retransmission.
+    let cut = format!("meta mark != @{EGRESS_SET}");
+    let rules = verdict("loopback", Verdict::Accept, "oif \"lo\"")
+        + &verdict(
+            "egress-log",
+            Verdict::Reset,
+            &format!("meta l4proto tcp {cut}"),
+        )
+        + &verdict("egress-log", Verdict::Refuse, &cut);
+    format!(
+        "table inet {EGRESS_TABLE} {{\n\
+         \tset {EGRESS_SET} {{\n\
+         \t\ttype mark\n\
+         \t\tflags timeout\n\
+         \t}}\n\
+         \tchain output {{\n\
+         \t\ttype filter hook output priority -10; policy accept;\n\
+         \t}}\n\
+         }}\n\
+         flush chain inet {EGRESS_TABLE} output\n\
+         table inet {EGRESS_TABLE} {{\n\
+         \tchain output {{\n\
+         {rules}\
+         \t}}\n\
+         }}\n"
+    )
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn golden_egress_gate() {
+        assert_eq!(
+            egress_gate(),
+            "table inet shrooms_egress {\n\
+             \tset alive {\n\
+             \t\ttype mark\n\
+             \t\tflags timeout\n\
+             \t}\n\
+             \tchain output {\n\
+             \t\ttype filter hook output priority -10; policy accept;\n\
+             \t}\n\
+             }\n\
+             flush chain inet shrooms_egress output\n\
+             table inet shrooms_egress {\n\
+             \tchain output {\n\
+             \t\toif \"lo\" accept comment \"loopback\"\n\
+             \t\tmeta l4proto tcp meta mark != @alive reject with tcp reset comment \"egress-log\"\n\
+             \t\tmeta mark != @alive reject comment \"egress-log\"\n\
+             \t}\n\
+             }\n"
+        );
+    }
 
     #[test]
     fn golden_agent_port_rules() {
@@ -117,7 +193,7 @@ mod tests {
 /// The table of a sealed cage. Its name says what it is.
 pub const SEALED_TABLE: &str = "shrooms_sealed";
 /// Kept in a sealed cage's record; raise it when the rules change.
-pub const SEALED_VERSION: u32 = 2;
+pub const SEALED_VERSION: u32 = 3;
 
 /// Ranges a sealed cage may not reach (the internet and nothing local: no
 /// LAN, no mesh over IPv6 or IPv4, no link-local, on any port): private, carrier-grade NAT (also Tailscale's mesh), loopback
@@ -136,13 +212,16 @@ pub const SEALED_REFUSED_V4: &[&str] = &[
     "240.0.0.0/4",
 ];
 
-/// The same for IPv6; IPv4-mapped, NAT64 (64:ff9b::/96 translates to IPv4
-/// on an IPv6-only network, the LAN's included), 6to4 and Teredo addresses
-/// are refused so they cannot be used to reach the IPv4 ranges above, and
+/// The same for IPv6. The IPv6 forms of IPv4 addresses are refused whole,
+/// so that none can reach the IPv4 ranges above: IPv4-compatible (`::/96`,
+/// deprecated by RFC 4291 2.5.5.1, which a stack or a user-mode network
+/// such as slirp4netns may still send out by the machine's IPv6 route; it
+/// holds the unspecified `::` and loopback `::1` too), IPv4-mapped, NAT64
+/// (64:ff9b::/96 and the local-use 64:ff9b:1::/48 of RFC 8215 translate to
+/// IPv4 on an IPv6-only network, the LAN's included), 6to4 and Teredo; and
 /// 200::/7 is the Yggdrasil mesh's.
 pub const SEALED_REFUSED_V6: &[&str] = &[
-    "::/128",
-    "::1/128",
+    "::/96",
     "::ffff:0:0/96",
     "64:ff9b::/96",
     "64:ff9b:1::/48",
@@ -348,7 +427,7 @@ mod sealed_tests {
              \t\tmeta l4proto { tcp, udp } th dport 53 log group 7 prefix \"shrooms:refuse:dns\" reject comment \"dns\"\n\
              \t\ttcp dport 7387 log group 7 prefix \"shrooms:refuse:agent-port\" reject with tcp reset comment \"agent-port\"\n\
              \t\tip daddr { 0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12, 192.0.0.0/24, 192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/4, 240.0.0.0/4 } log group 7 prefix \"shrooms:refuse:private\" reject comment \"private\"\n\
-             \t\tip6 daddr { ::/128, ::1/128, ::ffff:0:0/96, 64:ff9b::/96, 64:ff9b:1::/48, 2001::/32, 2002::/16, 100::/64, 200::/7, fc00::/7, fe80::/10, fec0::/10, ff00::/8 } log group 7 prefix \"shrooms:refuse:private\" reject comment \"private\"\n\
+             \t\tip6 daddr { ::/96, ::ffff:0:0/96, 64:ff9b::/96, 64:ff9b:1::/48, 2001::/32, 2002::/16, 100::/64, 200::/7, fc00::/7, fe80::/10, fec0::/10, ff00::/8 } log group 7 prefix \"shrooms:refuse:private\" reject comment \"private\"\n\
              \t\tip daddr 198.51.100.0/24 log group 7 prefix \"shrooms:refuse:machine\" reject comment \"machine\"\n\
              \t\tip6 daddr 2a02:1:2:3::/64 log group 7 prefix \"shrooms:refuse:machine\" reject comment \"machine\"\n\
              \t\tct state new log group 7 prefix \"shrooms:accept:default\"\n\t\taccept comment \"default\"\n\
@@ -373,7 +452,15 @@ mod sealed_tests {
         ] {
             assert!(SEALED_REFUSED_V4.contains(&r), "{r}");
         }
-        for r in ["::1/128", "fc00::/7", "fe80::/10", "ff00::/8"] {
+        for r in [
+            "::/96",
+            "::ffff:0:0/96",
+            "64:ff9b::/96",
+            "64:ff9b:1::/48",
+            "fc00::/7",
+            "fe80::/10",
+            "ff00::/8",
+        ] {
             assert!(SEALED_REFUSED_V6.contains(&r), "{r}");
         }
     }
@@ -423,7 +510,7 @@ mod policy_tests {
                 + "\t\tip daddr { 10.255.255.53, 10.0.2.3 } meta l4proto { tcp, udp } th dport 53 ct state new log group 7 prefix \"shrooms:accept:dns\"\n\t\tip daddr { 10.255.255.53, 10.0.2.3 } meta l4proto { tcp, udp } th dport 53 accept comment \"dns\"\n\
              \t\tmeta l4proto { tcp, udp } th dport 53 log group 7 prefix \"shrooms:refuse:dns\" reject comment \"dns\"\n\
              \t\tip daddr { 0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12, 192.0.0.0/24, 192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/4, 240.0.0.0/4 } log group 7 prefix \"shrooms:refuse:private\" reject comment \"private\"\n\
-             \t\tip6 daddr { ::/128, ::1/128, ::ffff:0:0/96, 64:ff9b::/96, 64:ff9b:1::/48, 2001::/32, 2002::/16, 100::/64, 200::/7, fc00::/7, fe80::/10, fec0::/10, ff00::/8 } log group 7 prefix \"shrooms:refuse:private\" reject comment \"private\"\n\
+             \t\tip6 daddr { ::/96, ::ffff:0:0/96, 64:ff9b::/96, 64:ff9b:1::/48, 2001::/32, 2002::/16, 100::/64, 200::/7, fc00::/7, fe80::/10, fec0::/10, ff00::/8 } log group 7 prefix \"shrooms:refuse:private\" reject comment \"private\"\n\
              \t\tip daddr 198.51.100.0/24 log group 7 prefix \"shrooms:refuse:machine\" reject comment \"machine\"\n\
              \t\tct state new log group 7 prefix \"shrooms:accept:default\"\n\t\taccept comment \"default\"\n\
              \t}\n\

@@ -761,9 +761,9 @@ impl Store {
     /// session is there, to be removed again.
     pub fn remove(&self, name: &str) -> Result<()> {
         remove_file_if_there(&self.history_path(name))?;
-        let egress = self.egress_path(name);
-        remove_file_if_there(&older(&egress))?;
-        remove_file_if_there(&egress)?;
+        for log in self.egress_logs(name) {
+            remove_file_if_there(&log)?;
+        }
         remove_file_if_there(&self.egress_pid_path(name))?;
         remove_file_if_there(&self.egress_err_path(name))?;
         remove_file_if_there(&self.record_lock_path(name))?;
@@ -777,6 +777,19 @@ impl Store {
     /// (`crate::egress`), rotated to `<name>.egress.1.jsonl`.
     pub fn egress_path(&self, name: &str) -> PathBuf {
         self.sessions_dir().join(format!("{name}.egress.jsonl"))
+    }
+    /// `sessions/<name>.egress-refused.jsonl`: the refusals of the
+    /// session's egress log, kept apart from its allowed connections,
+    /// rotated to `<name>.egress-refused.1.jsonl`.
+    pub fn egress_refused_path(&self, name: &str) -> PathBuf {
+        self.sessions_dir()
+            .join(format!("{name}.egress-refused.jsonl"))
+    }
+    /// Every file of a session's egress log: allowed and refused, each
+    /// current and rotated.
+    pub fn egress_logs(&self, name: &str) -> [PathBuf; 4] {
+        let (a, r) = (self.egress_path(name), self.egress_refused_path(name));
+        [older(&a), a, older(&r), r]
     }
     /// The egress log listener's pid file, and its errors' log.
     pub fn egress_pid_path(&self, name: &str) -> PathBuf {

@@ -80,6 +80,9 @@ pub struct Prepared<'a> {
     /// An interactive `cage run`: the transcripts it may write, for the
     /// way back in (`resume`).
     resume: Option<super::resume::Watch>,
+    /// The cage's egress log listener's pid file, whose state the turn
+    /// reports while it runs (`run_reporting`).
+    egress_pid_file: PathBuf,
 }
 
 /// How it ended.
@@ -316,6 +319,7 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
     let resume = wants_resume.then(|| super::resume::Watch::begin(&ctx.store, &record, cage));
     Ok(Prepared {
         resume,
+        egress_pid_file: ctx.store.egress_pid_path(name),
         host,
         container: cage.container.clone(),
         process: host.podman.process(&args),
@@ -555,9 +559,41 @@ impl Prepared<'_> {
     /// SIGHUP, SIGINT, SIGQUIT and SIGTERM end the turn: the command is
     /// ended, the terminal's modes put back, the cage stopped, and the code
     /// is 128 + the signal, as a shell reports it.
-    pub fn run(self) -> Result<Ended> {
-        let end = TurnSignals::catch()
-            .and_then(|signals| self.process.turn(&signals, Terminal::save().as_ref()));
+    /// The cage's egress log is looked at every second while the command
+    /// runs: `report` is given its state each time it changes (a log that
+    /// cannot be written cuts the cage's network; README, "The egress
+    /// log"), from another thread.
+    pub fn run_reporting(
+        self,
+        report: &(dyn Fn(&crate::egress::LogState) + Sync),
+    ) -> Result<Ended> {
+        let pid_file = self.egress_pid_file.clone();
+        let (done, stop) = std::sync::mpsc::channel::<()>();
+        let end = std::thread::scope(|scope| {
+            scope.spawn(move || {
+                let mut ok = true;
+                loop {
+                    // Once more when the command has ended (its cage still
+                    // runs): a change just before is told too.
+                    let ended = !matches!(
+                        stop.recv_timeout(std::time::Duration::from_secs(1)),
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+                    );
+                    let now = crate::egress::state(&pid_file);
+                    if now.ok != ok {
+                        ok = now.ok;
+                        report(&now);
+                    }
+                    if ended {
+                        break;
+                    }
+                }
+            });
+            let end = TurnSignals::catch()
+                .and_then(|signals| self.process.turn(&signals, Terminal::save().as_ref()));
+            drop(done);
+            end
+        });
         let stop_error = self.host.podman.stop(&self.container).err();
         if stop_error.is_none() {
             let _ = session::remove_file_if_there(&self.marker);

@@ -41,7 +41,10 @@ pub struct Egress {
 pub fn egress(ctx: &Context, name: &str) -> Result<Egress> {
     let record = ctx.store.load(name)?;
     Ok(Egress {
-        connections: crate::egress::read(&ctx.store.egress_path(&record.name))?,
+        connections: crate::egress::read(
+            &ctx.store.egress_path(&record.name),
+            &ctx.store.egress_refused_path(&record.name),
+        )?,
         session: record.name,
     })
 }

@@ -303,9 +303,11 @@ pub fn limits_facts<'a>(
         host,
         running,
         enforceable: match &req.net {
-            Some(net) => {
-                crate::netpolicy::check_enforceable(net, ctx.settings.hosts_file.as_deref())
-            }
+            Some(net) => crate::netpolicy::check_enforceable(
+                net,
+                ctx.settings.hosts_file.as_deref(),
+                &crate::netif::local_prefixes,
+            ),
             None => Ok(()),
         },
         defaults: ctx.settings.limits.clone(),

@@ -96,6 +96,11 @@ pub fn ls(ctx: &Context) -> Result<Listing> {
         busy.push(ctx.store.busy(&r.name)?);
     }
     let mut listing = join(&records, ps.as_deref(), volumes, busy, enforced);
+    listing.sessions = listing
+        .sessions
+        .into_iter()
+        .map(|s| super::show::with_egress_log(&ctx.store, s))
+        .collect();
     listing.damaged = damaged;
     Ok(listing)
 }

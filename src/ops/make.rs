@@ -507,6 +507,7 @@ pub fn facts_with(
         unenforceable: crate::netpolicy::check_enforceable(
             &net,
             ctx.settings.hosts_file.as_deref(),
+            &crate::netif::local_prefixes,
         )
         .err(),
     })

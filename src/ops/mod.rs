@@ -422,20 +422,29 @@ pub fn load_rules(
     cage: &CageRecord,
     running: &crate::netns::Running,
 ) -> Result<()> {
+    // Every cage's first table: the egress log's gate, closed until the
+    // listener (started below) opens it.
+    let gate = rules::egress_gate();
     let (rule_set, pinned) = match &cage.sealed {
         // The machine's own networks, read now: interfaces change.
         Some(s) => {
-            let (v4, v6) = crate::netif::local_prefixes();
+            let (v4, v6) = crate::netif::local_prefixes()?;
             (
-                rules::sealed(ctx.settings.agent_port, &s.dns, &v4, &v6),
+                gate + &rules::sealed(ctx.settings.agent_port, &s.dns, &v4, &v6),
                 Vec::new(),
             )
         }
         None => {
-            let (policy, pinned) =
-                policy_rules(&cage.net, cage.network, ctx.settings.hosts_file.as_deref());
+            let (policy, pinned) = policy_rules(
+                ctx,
+                &cage.container,
+                &cage.net,
+                cage.network,
+                ctx.settings.hosts_file.as_deref(),
+            )?;
             let open = matches!(policy, rules::PolicyRules::Open);
-            let mut text = rules::agent_port(ctx.settings.agent_port, open);
+            let mut text = gate;
+            text.push_str(&rules::agent_port(ctx.settings.agent_port, open));
             text.push_str(&rules::policy(&policy));
             (text, pinned)
         }
@@ -596,8 +605,9 @@ fn egress_listener(
     // update may have moved or replaced it): its copy in `tools/`, which
     // `podman unshare` reaches too, as the model gateway's listener does.
     let exe = &crate::tools::provide(&ctx.store.tools_dir(), file)?;
-    let (log, pid_file, err) = (
+    let (log, refused, pid_file, err) = (
         ctx.store.egress_path(session),
+        ctx.store.egress_refused_path(session),
         ctx.store.egress_pid_path(session),
         ctx.store.egress_err_path(session),
     );
@@ -605,6 +615,8 @@ fn egress_listener(
     let listen = vec![
         "--log".to_string(),
         s(&log),
+        "--refused-log".into(),
+        s(&refused),
         "--pid-file".into(),
         s(&pid_file),
         "--session".into(),
@@ -620,15 +632,17 @@ fn egress_listener(
 /// networks, the allow-list's names: interfaces and answers change), and
 /// the names to pin in the cage's hosts file.
 fn policy_rules(
+    ctx: &Context,
+    container: &str,
     net: &crate::netpolicy::NetPolicy,
     network: crate::spec::Network,
     hosts_file: Option<&Path>,
-) -> (rules::PolicyRules, Vec<(String, Vec<std::net::IpAddr>)>) {
+) -> Result<(rules::PolicyRules, crate::netpolicy::Pinned)> {
     use crate::netpolicy::NetPolicy;
-    match net {
+    Ok(match net {
         NetPolicy::Open => (rules::PolicyRules::Open, Vec::new()),
         NetPolicy::Internet => {
-            let (local_v4, local_v6) = crate::netif::local_prefixes();
+            let (local_v4, local_v6) = crate::netif::local_prefixes()?;
             let conf = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
             let rules = rules::PolicyRules::Internet {
                 resolvers: crate::netpolicy::internet_resolvers(&conf, network.dns_forwarder()),
@@ -639,11 +653,23 @@ fn policy_rules(
         }
         // A name that no longer resolves is reachable by no address: the
         // policy fails closed.
+        // A name's local answer (DNS rebinding) is left out, and said.
         NetPolicy::Allow(entries) => {
-            let r = crate::netpolicy::resolve(entries, hosts_file);
+            let (v4, v6) = if entries.iter().any(crate::netpolicy::Entry::is_name) {
+                crate::netif::local_prefixes()?
+            } else {
+                Default::default()
+            };
+            let r = crate::netpolicy::resolve(entries, hosts_file, &v4, &v6);
+            for l in &r.local {
+                ctx.note(format!(
+                    "{container}'s allow-list: {l}, which a name never opens: that address is \
+                     left out (write the address itself in the policy to allow it)"
+                ));
+            }
             (rules::PolicyRules::Allow(r.targets), r.names)
         }
-    }
+    })
 }
 
 /// Write the policy's names into the cage's hosts file (podman's, in its

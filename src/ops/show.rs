@@ -87,6 +87,10 @@ pub struct Cage {
     pub program: Option<PathBuf>,
     /// The `podman create` argv the container was made with.
     pub create_argv: Vec<String>,
+    /// Its egress log while it runs (README, "The egress log"): written,
+    /// or what keeps it from being written, which cuts the cage's network;
+    /// null when the cage is not running.
+    pub egress_log: Option<crate::egress::LogState>,
     /// Each bind mount's source as it was when the cage was made (empty
     /// for cages made before this was kept).
     pub mount_sources: Vec<MountSource>,
@@ -210,7 +214,10 @@ pub fn show(ctx: &Context, name: &str) -> Result<Session> {
         }
     };
     let enforced = ctx.host_known().map(enforces_limits);
-    Ok(Session::new(&record, seen, shared_path, busy, enforced))
+    Ok(with_egress_log(
+        &ctx.store,
+        Session::new(&record, seen, shared_path, busy, enforced),
+    ))
 }
 
 /// Does podman enforce a cage's limits on this machine?
@@ -275,8 +282,18 @@ impl Cage {
             program: c.program.clone(),
             create_argv: c.create_argv.clone(),
             mount_sources: c.mount_sources.clone(),
+            egress_log: None,
         }
     }
+}
+
+/// A running cage's egress log, read from its listener (`egress::state`:
+/// its pid file and name; no podman call, no write), into the session.
+pub fn with_egress_log(store: &crate::session::Store, mut s: Session) -> Session {
+    if let Some(c) = s.cage.as_mut().filter(|c| c.running) {
+        c.egress_log = Some(crate::egress::state(&store.egress_pid_path(&s.name)));
+    }
+    s
 }
 
 #[cfg(test)]
@@ -376,10 +393,14 @@ mod tests {
                 "harness_dir",
                 "program",
                 "create_argv",
-                "mount_sources"
+                "mount_sources",
+                "egress_log"
             ])
         );
         assert_eq!(v["cage"]["container"], "shrooms-web-0a1b2c");
+        // Filled in from its listener (`with_egress_log`), only while the
+        // cage runs.
+        assert_eq!(v["cage"]["egress_log"], serde_json::Value::Null);
         assert_eq!(v["cage"]["state"], "running");
         assert_eq!(v["cage"]["running"], true);
         assert_eq!(v["cage"]["network"], "bridge");

@@ -79,6 +79,9 @@ pub struct Row {
     pub state: Option<String>,
     /// What holds it now, if anything.
     pub busy: Option<Busy>,
+    /// Its running cage's egress log (`egress::state`); None when its
+    /// cage does not run.
+    pub egress: Option<crate::egress::LogState>,
 }
 
 /// A history line and its session.
@@ -152,7 +155,10 @@ fn gather(shared: &Shared, live: Option<&Live>, now: u64) -> crate::error::Resul
     let mut sessions = Vec::new();
     let mut refusals = Vec::new();
     for record in records {
-        match crate::egress::read(&store.egress_path(&record.name)) {
+        match crate::egress::read(
+            &store.egress_path(&record.name),
+            &store.egress_refused_path(&record.name),
+        ) {
             Ok(lines) => {
                 let last = crate::egress::last_refusals(&lines, REFUSALS);
                 if !last.is_empty() {
@@ -171,10 +177,13 @@ fn gather(shared: &Shared, live: Option<&Live>, now: u64) -> crate::error::Resul
             (Some(c), Some(l)) => Some(l.state(&c.container).unwrap_or_else(|| "missing".into())),
         };
         let busy = store.busy(&record.name).ok().flatten();
+        let egress = (state.as_deref() == Some("running"))
+            .then(|| crate::egress::state(&store.egress_pid_path(&record.name)));
         sessions.push(Row {
             record,
             state,
             busy,
+            egress,
         });
     }
     Ok(Page {
@@ -318,6 +327,12 @@ fn session(row: &Row, p: &Page) -> Markup {
                     None => (none("-")),
                     Some(c) if c.sealed.is_some() => "sealed",
                     Some(c) => (c.net),
+                }
+                // A log that cannot be written cuts the cage's network
+                // (README, "The egress log").
+                @if let Some(problem) = row.egress.as_ref().and_then(|e| e.problem.as_ref()) {
+                    br;
+                    span.bad { "CUT: " (problem) }
                 }
             }
             td {
@@ -551,6 +566,7 @@ mod tests {
                     since: Some(1_796_061_909 - 180),
                     since_rfc3339: None,
                 }),
+                egress: None,
             }],
             damaged: Vec::new(),
             cage: cage_info(),
@@ -614,6 +630,17 @@ mod tests {
             assert!(html.contains(want), "{want:?} not in\n{html}");
         }
         assert!(!html.contains("NOT enforced"), "{html}");
+        assert!(!html.contains("CUT"), "{html}");
+        // A cage whose egress log cannot be written: said in its row.
+        let mut cut = p;
+        cut.sessions[0].egress = Some(crate::egress::state_of(Some("egress:nospc")));
+        let html = render(&cut).into_string();
+        assert!(
+            html.contains(
+                "<span class=\"bad\">CUT: the egress log cannot be written (no space is left"
+            ),
+            "{html}"
+        );
         // No script, no form, nothing loaded from elsewhere.
         for never in ["<script", "<form", "<link", "<img", "src=", "href="] {
             assert!(!html.contains(never), "{never:?} in\n{html}");

@@ -67,6 +67,9 @@ struct Built {
     host: HostFacts,
     /// The sessions it shows busy.
     busy: Vec<String>,
+    /// The egress log of each running cage it shows, as it showed it: its
+    /// listener's state changes with no file changed.
+    egress: Vec<(String, crate::egress::LogState)>,
     body: Bytes,
 }
 
@@ -185,6 +188,11 @@ impl Records {
                 return None;
             }
         }
+        for (name, shown) in &b.egress {
+            if &crate::egress::state(&self.store.egress_pid_path(name)) != shown {
+                return None;
+            }
+        }
         Some(b.body.clone())
     }
 
@@ -234,10 +242,14 @@ impl Records {
         } = self.records()?;
         let mut sessions = Vec::with_capacity(records.len());
         let mut busy = Vec::new();
+        let mut egress = Vec::new();
         for r in records.iter() {
             let s = session(&self.store, live, host, r)?;
             if s.busy.is_some() {
                 busy.push(r.name.clone());
+            }
+            if let Some(state) = s.cage.as_ref().and_then(|c| c.egress_log.clone()) {
+                egress.push((r.name.clone(), state));
             }
             sessions.push(s);
         }
@@ -254,6 +266,7 @@ impl Records {
             live: live_changes,
             host: host.clone(),
             busy,
+            egress,
             body: body.clone(),
         });
         Ok(body)
@@ -261,11 +274,17 @@ impl Records {
 }
 
 /// Does a change to this file of the sessions folder change a listing? A
-/// session's history and its record's own lock do not appear in it;
-/// anything else (a record, a session's lock, a file not known) may.
+/// session's history, its egress log's lines (a cage writes them as fast
+/// as it sends) and its record's own lock do not appear in it; anything
+/// else (a record, a session's lock, the egress listener's pid file, a
+/// file not known) may.
 fn counts(file: Option<&str>) -> bool {
     match file {
-        Some(f) => !(f.ends_with(".history.jsonl") || f.ends_with("@record.lock")),
+        Some(f) => {
+            let log =
+                f.ends_with(".jsonl") && (f.contains(".egress.") || f.contains(".egress-refused."));
+            !(f.ends_with(".history.jsonl") || f.ends_with("@record.lock") || log)
+        }
         None => true,
     }
 }
@@ -303,12 +322,15 @@ pub fn session(
             .state(&cage.container)
             .map_or_else(ops::show::Seen::missing, |s| ops::show::Seen::of_ps(&s)),
     };
-    Ok(ops::show::Session::new(
-        record,
-        seen,
-        ops::ls::shared_path(host.volumes.as_deref(), record),
-        store.busy(&record.name)?,
-        host.limits_enforced,
+    Ok(ops::show::with_egress_log(
+        store,
+        ops::show::Session::new(
+            record,
+            seen,
+            ops::ls::shared_path(host.volumes.as_deref(), record),
+            store.busy(&record.name)?,
+            host.limits_enforced,
+        ),
     ))
 }
 
@@ -348,6 +370,24 @@ mod tests {
     /// Records written, changed, locked and removed behind its back (as
     /// the CLI does) show in the next listing; nothing changed, the same
     /// answer is given again without being built.
+    #[test]
+    fn the_egress_logs_lines_do_not_change_a_listing() {
+        for f in [
+            "s.egress.jsonl",
+            "s.egress.1.jsonl",
+            "s.egress-refused.jsonl",
+            "s.egress-refused.1.jsonl",
+            "s.history.jsonl",
+            "s@record.lock",
+        ] {
+            assert!(!counts(Some(f)), "{f}");
+        }
+        for f in ["s.json", "s.lock", "s.egress.pid", "s@intent"] {
+            assert!(counts(Some(f)), "{f}");
+        }
+        assert!(counts(None));
+    }
+
     #[test]
     fn a_change_behind_its_back_shows_in_the_next_listing() {
         let root = std::env::temp_dir().join(format!("shrooms-records-{}", std::process::id()));

@@ -52,6 +52,8 @@ fn attacks(t: &std::path::Path, port: u16, other: u16, rootless: bool) -> String
     line("cgnat", format!("{p} tcp {CGNAT_ADDR} {port}"));
     line("link-local", format!("{p} tcp {LINK_LOCAL_ADDR} {port}"));
     line("machine", format!("{p} tcp {LINK_ADDR} {port}"));
+    // A network of a routing table of its own (a VPN's).
+    line("machine-table", format!("{p} tcp {TABLE_ADDR} {port}"));
     line("mapped", format!("{p} tcp ::ffff:{LAN_ADDR} {port}"));
     line("dns-tcp", format!("{p} tcp {HOST_ADDR} 53"));
     line("dns-udp", format!("{p} udp {HOST_ADDR} 53"));
@@ -75,6 +77,8 @@ fn attacks(t: &std::path::Path, port: u16, other: u16, rootless: bool) -> String
     if rootless {
         // slirp4netns and pasta give the cage an IPv6 route.
         line("ipv6", format!("{p} tcp {V6_ADDR} {port}"));
+        // The LAN written as an IPv4-compatible IPv6 address (::/96).
+        line("compat", format!("{p} tcp {COMPAT_ADDR} {port}"));
     }
     line(
         "name",
@@ -94,6 +98,7 @@ const ATTACKS: &[&str] = &[
     "cgnat",
     "link-local",
     "machine",
+    "machine-table",
     "mapped",
     "dns-tcp",
     "dns-udp",
@@ -106,8 +111,8 @@ const ATTACKS: &[&str] = &[
 /// is refused at once by a rule.
 fn expect(run: &Run, rootless: bool, policy: &str, pass: &[&str]) {
     let out = run.stdout();
-    let ipv6 = rootless.then_some("ipv6");
-    for label in ATTACKS.iter().copied().chain(ipv6) {
+    let ipv6: &[&str] = if rootless { &["ipv6", "compat"] } else { &[] };
+    for label in ATTACKS.iter().chain(ipv6).copied() {
         let v = seen(&out, label);
         if pass.contains(&label) {
             assert!(
@@ -153,7 +158,7 @@ fn net_policies_hold(w: World) {
     dns_listener();
     let mut addrs = vec![HOST_ADDR, LAN_ADDR, CGNAT_ADDR, LINK_LOCAL_ADDR, LINK_ADDR];
     if rootless {
-        addrs.push(V6_ADDR);
+        addrs.extend([V6_ADDR, COMPAT_ADDR]);
     }
     all_on_this_machine(&addrs);
     // The tool's own hosts file names the allow-list's name.
@@ -190,7 +195,12 @@ fn net_policies_hold(w: World) {
     // so each refusal below is the policy's.
     let run = w.sh(&name, &script).ok();
     let out = run.stdout();
-    expect(&run, rootless, "open", &[ATTACKS, &["ipv6"]].concat());
+    expect(
+        &run,
+        rootless,
+        "open",
+        &[ATTACKS, &["ipv6", "compat"]].concat(),
+    );
     // ICMP: a cage has no CAP_NET_RAW and podman leaves ping sockets
     // closed (net.ipv4.ping_group_range), so it sends none at all here;
     // where it can, the policies must refuse it too.
@@ -280,15 +290,6 @@ fn net_policies_hold(w: World) {
         Duration::from_secs(20),
         || fs::read_to_string(&log).is_ok_and(|t| t.contains(" CONNECTED")),
     );
-    let uptime = || -> f64 {
-        fs::read_to_string("/proc/uptime")
-            .unwrap()
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
     let started = Instant::now();
     let r = w
         .run(&["cage", "limits", &name, "--net", "internet", "--json"])
@@ -482,4 +483,148 @@ fn policies_over_http_and_on_the_status_page() {
         format!("limits: net allow:{HOST_ADDR}:8080 -> internet"),
         "{history:#}"
     );
+}
+
+/// A name of an allow-list never opens a local address, whatever its
+/// answer says (DNS rebinding: whoever runs a name's DNS can make it
+/// answer with the LAN). The names are the test's own, answered by the
+/// tool's hosts file (`SHROOMS_AGENT_HOSTS_FILE`, read before the
+/// machine's resolver): nothing is looked up anywhere. A create with names
+/// answering private, link-local, CGNAT, the machine's own and IPv6 forms
+/// of the LAN is refused, naming each; a name that answered the internet
+/// stand-in at create and the LAN at a later start is left out of the
+/// rules there, and the start says which; the LAN written as an address
+/// stays open.
+fn names_never_open_local_addresses(w: World) {
+    let port = listen_everywhere();
+    all_on_this_machine(&[HOST_ADDR, LAN_ADDR, CGNAT_ADDR, LINK_LOCAL_ADDR, LINK_ADDR]);
+    let hosts_text = |rebind: &str| {
+        format!(
+            "{rebind} rebind.shrooms.test\n\
+             {LAN_ADDR} lan.shrooms.test\n\
+             {LINK_LOCAL_ADDR} link.shrooms.test\n\
+             {CGNAT_ADDR} cgnat.shrooms.test\n\
+             {LINK_ADDR} own.shrooms.test\n\
+             ::ffff:{LAN_ADDR} mapped.shrooms.test\n\
+             {COMPAT_ADDR} compat.shrooms.test\n"
+        )
+    };
+    let hosts = w.file("hosts", &hosts_text(HOST_ADDR));
+    w.set_env("SHROOMS_AGENT_HOSTS_FILE", &hosts.to_string_lossy());
+
+    // At create: refused (exit 2), each name and answer said, nothing made.
+    let project = w.dir("projects/rebind");
+    let name = w.session("rebind");
+    let locals = ["lan", "link", "cgnat", "own", "mapped", "compat"];
+    let list: Vec<String> = locals
+        .iter()
+        .map(|n| format!("{n}.shrooms.test:{port}"))
+        .collect();
+    let r = w.run(&[
+        "cage",
+        "create",
+        &name,
+        "--dir",
+        &project.to_string_lossy(),
+        "--net",
+        &format!("allow:rebind.shrooms.test:{port},{}", list.join(",")),
+    ]);
+    assert_eq!(r.code(), 2, "{}", r.explain());
+    for (n, addr) in [
+        ("lan", LAN_ADDR.to_string()),
+        ("link", LINK_LOCAL_ADDR.to_string()),
+        ("cgnat", CGNAT_ADDR.to_string()),
+        ("own", LINK_ADDR.to_string()),
+        ("mapped", format!("::ffff:{LAN_ADDR}")),
+        // As Rust writes it.
+        ("compat", "::ac7:4d01".to_string()),
+    ] {
+        assert!(
+            r.stderr()
+                .contains(&format!("{n}.shrooms.test resolves to {addr} (")),
+            "{n}: {}",
+            r.explain()
+        );
+    }
+    assert!(
+        !r.stderr().contains("rebind.shrooms.test"),
+        "{}",
+        r.explain()
+    );
+    assert!(w.containers_of(&name).is_empty());
+    assert!(!w.record_path(&name).exists());
+
+    // The same at `cage limits --net`.
+    w.create(&name, &project, &["--net", "open"]);
+    let r = w.run(&[
+        "cage",
+        "limits",
+        &name,
+        "--net",
+        &format!("allow:lan.shrooms.test:{port}"),
+    ]);
+    assert_eq!(r.code(), 2, "{}", r.explain());
+    assert!(
+        r.stderr().contains(&format!(
+            "lan.shrooms.test resolves to {LAN_ADDR} (private)"
+        )),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(w.record(&name)["cage"]["net"], "open");
+
+    // A name that answers the internet at create, the LAN at a later
+    // start; the LAN written as an address beside it stays open.
+    let policy = format!("allow:rebind.shrooms.test:{port},{LAN_ADDR}:{port}");
+    w.run(&["cage", "limits", &name, "--net", &policy]).ok();
+    let probes = format!(
+        "{}; {}",
+        nc_probe("rebind.shrooms.test", port),
+        nc_probe(LAN_ADDR, port)
+    );
+    let run = w.sh(&name, &probes).ok();
+    assert_eq!(
+        run.stdout().matches(&format!("CONNECTED-{port}")).count(),
+        2,
+        "{}",
+        run.explain()
+    );
+    fs::write(&hosts, hosts_text(CGNAT_ADDR)).unwrap();
+    w.chown_all();
+    let probes = format!(
+        "{}; {}; {}",
+        nc_probe("rebind.shrooms.test", port),
+        nc_probe(CGNAT_ADDR, port),
+        nc_probe(LAN_ADDR, port)
+    );
+    let run = w.sh(&name, &probes).ok();
+    let out = run.stdout();
+    assert_eq!(
+        out.matches(&format!("REFUSED-{port}")).count(),
+        2,
+        "the rebound name opened its local answer:\n{}",
+        run.explain()
+    );
+    assert!(
+        run.stderr().contains(&format!(
+            "allow-list: rebind.shrooms.test resolves to {CGNAT_ADDR} (carrier-grade NAT)"
+        )),
+        "the start does not say which name:\n{}",
+        run.explain()
+    );
+    assert!(
+        out.ends_with(&format!("CONNECTED-{port}\n")),
+        "the address written in the policy is not open:\n{}",
+        run.explain()
+    );
+}
+
+#[test]
+fn an_allow_listed_name_never_opens_a_local_address() {
+    names_never_open_local_addresses(World::new());
+}
+
+#[test]
+fn an_allow_listed_name_never_opens_a_local_address_rootless() {
+    names_never_open_local_addresses(World::rootless());
 }

@@ -247,7 +247,7 @@ fn sealed_cages_are_marked() {
         "{text}"
     );
     let show = w.run(&["cage", "show", &name, "--json"]).ok().json();
-    assert_eq!(show["cage"]["sealed"]["rules"], "shrooms_sealed v2");
+    assert_eq!(show["cage"]["sealed"]["rules"], "shrooms_sealed v3");
     assert_eq!(show["cage"]["sealed"]["dns"][0], "1.1.1.1");
     assert!(show["cage"]["sealed"]["seccomp"].as_str().unwrap().len() == 12);
     let show_text = w.run(&["cage", "show", &name]).ok().stdout();
@@ -614,9 +614,10 @@ fn moving_a_session_into_a_sealed_cage() {
 
 /// The machine's own networks are local too, whatever their prefix: an
 /// address of the host on a non-loopback interface with a non-private
-/// prefix (198.51.100.1/24 on shr-lan0, like a LAN's global IPv6 /64) is
-/// reachable from an ordinary cage and refused from a sealed one, rootful
-/// and rootless.
+/// prefix (198.51.100.1/24 on shr-lan0, like a LAN's global IPv6 /64), a
+/// network reached by a route of the main table, and one reached by a
+/// route of a table of its own (a VPN's) are reachable from an ordinary
+/// cage and refused from a sealed one, rootful and rootless.
 #[test]
 fn the_machines_own_networks_are_refused() {
     for w in [World::new(), World::rootless()] {
@@ -624,23 +625,26 @@ fn the_machines_own_networks_are_refused() {
         let ordinary = w.session("ownnet");
         let d = w.dir("ownnet");
         w.create(&ordinary, &d, &["--net", "open"]);
-        // An interface's network, and a network reached by a route only.
+        crate::attacks::all_on_this_machine(&[LINK_ADDR]);
+        // An interface's network, a network reached by a route only, and
+        // one reached by a route of another table than the main one.
         let probes = format!(
-            "{}; {}",
+            "{}; {}; {}",
             nc_probe(LINK_ADDR, own.port),
-            nc_probe(ROUTED_ADDR, own.port)
+            nc_probe(ROUTED_ADDR, own.port),
+            nc_probe(TABLE_ADDR, own.port)
         );
         let plain = w.sh(&ordinary, &probes).ok().stdout();
         assert_eq!(
             plain.matches(&format!("CONNECTED-{}", own.port)).count(),
-            2,
-            "ordinary cage: {plain}"
+            3,
+            "ordinary cage (run scripts/setup-host, which adds the routes): {plain}"
         );
         let (name, _) = sealed_session(&w, "ownnets");
         let out = w.sh(&name, &probes).ok().stdout();
         assert_eq!(
             out.matches(&format!("REFUSED-{}", own.port)).count(),
-            2,
+            3,
             "sealed cage: {out}"
         );
     }

@@ -11,6 +11,9 @@
  *   probe udp ADDR PORT    send one datagram: "udp ADDR SENT" or
  *                          "udp ADDR <errno name>"; to a multicast ADDR
  *                          with a time to live of 0 (see udp())
+ *   probe flood ADDR PORT N USEC
+ *                          send N datagrams, USEC microseconds apart:
+ *                          "flood SENT n FAILED n" (a refused send fails)
  *   probe blind ADDR PORT SECONDS FILE...
  *                          connect, send one FILE (each in turn) whole,
  *                          close at once without reading, again and again
@@ -245,6 +248,31 @@ static int udp(const char *addr, int port) {
     return 0;
 }
 
+static int flood(const char *addr, int port, long n, long usec) {
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int family = address(addr, port, &ss, &len);
+    if (family < 0) {
+        printf("flood %s BAD-ADDRESS\n", addr);
+        return 2;
+    }
+    int s = socket(family, SOCK_DGRAM, 0);
+    if (s < 0) {
+        printf("flood %s socket-%s\n", addr, errname(errno));
+        return 0;
+    }
+    long sent = 0, failed = 0;
+    struct timespec gap = {.tv_sec = usec / 1000000, .tv_nsec = (usec % 1000000) * 1000};
+    for (long i = 0; i < n; i++) {
+        if (sendto(s, "flood", 5, 0, (struct sockaddr *)&ss, len) == 5) sent++;
+        else failed++;
+        if (usec > 0) nanosleep(&gap, NULL);
+    }
+    printf("flood SENT %ld FAILED %ld\n", sent, failed);
+    close(s);
+    return 0;
+}
+
 /* Seconds on the monotonic clock. */
 static double now(void) {
     struct timespec t;
@@ -369,6 +397,8 @@ int main(int argc, char **argv) {
     }
     if (argc == 4 && strcmp(argv[1], "tcp") == 0) return tcp(argv[2], atoi(argv[3]));
     if (argc == 4 && strcmp(argv[1], "udp") == 0) return udp(argv[2], atoi(argv[3]));
+    if (argc == 6 && strcmp(argv[1], "flood") == 0)
+        return flood(argv[2], atoi(argv[3]), atol(argv[4]), atol(argv[5]));
     if (argc >= 6 && strcmp(argv[1], "blind") == 0)
         return blind(argv[2], atoi(argv[3]), atoi(argv[4]), argc - 5, argv + 5);
     if (argc == 6 && strcmp(argv[1], "hold") == 0)
@@ -387,7 +417,7 @@ int main(int argc, char **argv) {
         printf("ruid=%d euid=%d\n", (int)getuid(), (int)geteuid());
         return 0;
     }
-    fprintf(stderr, "usage: probe userns | tcp ADDR PORT | udp ADDR PORT | "
+    fprintf(stderr, "usage: probe userns | tcp ADDR PORT | udp ADDR PORT | flood ADDR PORT N USEC | "
                     "blind ADDR PORT SECONDS FILE... | hold ADDR PORT N SECONDS | keyring DESC"
                     " | keyadd DESC DATA | keyrm ID | ids\n");
     return 2;

@@ -33,6 +33,11 @@ pub const HOST_ADDR: &str = "203.0.113.7";
 /// (scripts/setup-host adds it too).
 pub const LAN_ADDR: &str = "10.199.77.1";
 
+/// LAN_ADDR written as an IPv4-compatible IPv6 address (::/96, deprecated
+/// by RFC 4291), on the host's loopback too (scripts/setup-host): only a
+/// rootless cage has an IPv6 route to send it by.
+pub const COMPAT_ADDR: &str = "::10.199.77.1";
+
 /// An address of the host on a network of its own whose prefix is not a
 /// private one (198.51.100.1/24 on the veth shr-lan0, made by
 /// scripts/setup-host): "local" only because it is the machine's own.
@@ -42,6 +47,11 @@ pub const LINK_ADDR: &str = "198.51.100.1";
 /// of shr-lan0 in the main table, local in the local table, so the host
 /// answers there).
 pub const ROUTED_ADDR: &str = "192.88.99.1";
+/// An address of a network this machine reaches by a route in a routing
+/// table of its own, as a VPN's (scripts/setup-host: 203.0.113.128/25 out
+/// of shr-lan0 in table 51820, which no rule consults, and local in the
+/// local table, so the host answers there).
+pub const TABLE_ADDR: &str = "203.0.113.129";
 
 /// The binary under test: cargo's build, or the one `SHROOMS_AGENT_TEST_BIN`
 /// names (the podman-5 lane runs the suite against the release build).
@@ -297,6 +307,10 @@ pub struct World {
     /// The storage is another world's (`World::beside`): that world
     /// empties and removes it, not this one.
     borrowed_storage: bool,
+    /// A rootless podman runtime folder of the world's own
+    /// (`World::rootless_alone`): its podman's own pause process and
+    /// namespaces.
+    runtime_dir: Option<PathBuf>,
 }
 
 impl World {
@@ -346,10 +360,46 @@ impl World {
 
     /// The environment of this world's podman calls.
     fn podman_env(&self) -> Vec<(&str, String)> {
-        self.storage_conf
+        let mut env: Vec<(&str, String)> = self
+            .storage_conf
             .iter()
             .map(|c| ("CONTAINERS_STORAGE_CONF", c.to_string_lossy().into_owned()))
-            .collect()
+            .collect();
+        if let Some(r) = &self.runtime_dir {
+            env.push(("XDG_RUNTIME_DIR", r.to_string_lossy().into_owned()));
+            let data = self.root.join("data");
+            env.push(("XDG_DATA_HOME", data.to_string_lossy().into_owned()));
+        }
+        env
+    }
+
+    /// As the test user, with a podman storage and runtime folder of its
+    /// own: its rootless podman makes its own pause process, with its own
+    /// mount namespace, at its first call, so it sees the mounts the test
+    /// made before (the machine's mounts are private: the user's usual
+    /// podman, running since earlier, sees none made after it started).
+    /// Its image is built by `build_own_image`, after those mounts.
+    pub fn rootless_alone() -> World {
+        let u = test_user();
+        let mut w = Self::make(Some(u));
+        // Rootless podman keeps its storage under $XDG_DATA_HOME and its
+        // run folder and pause process's pid under $XDG_RUNTIME_DIR (it
+        // takes no graphroot from a storage.conf).
+        let (run, data) = (w.root.join("run"), w.root.join("data"));
+        fs::create_dir_all(&run).unwrap();
+        fs::create_dir_all(&data).unwrap();
+        fs::set_permissions(&run, fs::Permissions::from_mode(0o700)).unwrap();
+        w.set_env("XDG_RUNTIME_DIR", &run.to_string_lossy());
+        w.set_env("XDG_DATA_HOME", &data.to_string_lossy());
+        w.runtime_dir = Some(run);
+        w.chown_all();
+        w
+    }
+
+    /// The test image in the world's own storage (`World::alone`,
+    /// `World::rootless_alone`).
+    pub fn build_own_image(&self) {
+        build_test_image(self.user, self.podman_env().as_slice());
     }
 
     /// As the unprivileged test user, with rootless podman. Limits cannot
@@ -388,6 +438,7 @@ impl World {
             storage_conf: None,
             on_drop: RefCell::new(Vec::new()),
             borrowed_storage: false,
+            runtime_dir: None,
         };
         w.write_config("");
         w.chown_all();
@@ -660,13 +711,24 @@ impl Drop for World {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let _ = self.podman(&args);
         }
-        if self.storage_conf.is_some() && !self.borrowed_storage {
+        if (self.storage_conf.is_some() || self.runtime_dir.is_some()) && !self.borrowed_storage {
             // The world's own storage: everything in it goes, then its
             // overlay mount, so that the folder can be removed.
             let _ = self.podman(&["rm", "-a", "-f", "-t", "0"]);
             let _ = self.podman(&["rmi", "-a", "-f"]);
             let graph = self.root.join("storage/graph/overlay");
             let _ = Command::new("umount").arg("-l").arg(&graph).status();
+        }
+        // Its own rootless podman's pause process, which this world
+        // started: its namespaces go with it.
+        if let Some(run) = &self.runtime_dir {
+            let pid = fs::read_to_string(run.join("libpod/tmp/pause.pid"))
+                .ok()
+                .and_then(|t| t.trim().parse::<i32>().ok());
+            if let Some(pid) = pid.filter(|p| *p > 1) {
+                // SAFETY: kill(2) on the pid its own pause.pid names.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
         }
         let _ = fs::remove_dir_all(&self.root);
     }
@@ -1056,6 +1118,18 @@ impl Drop for Holding {
 }
 
 /// Wait until `f` holds, or fail saying `what`.
+/// The machine's uptime in seconds: the clock a cage's lines can carry
+/// too (/proc/uptime is not per container).
+pub fn uptime() -> f64 {
+    fs::read_to_string("/proc/uptime")
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
 pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     let end = std::time::Instant::now() + timeout;
     while !f() {
