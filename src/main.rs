@@ -14,6 +14,7 @@ mod egress;
 mod envfile;
 mod error;
 mod gateway;
+mod git;
 mod harness;
 mod host;
 mod lock;
@@ -817,6 +818,9 @@ fn exec_here(ctx: &Context, name: &str, what: ops::exec::What) -> Result<u8> {
     let ended = prepared.run()?;
     if let Some(e) = &ended.stop_error {
         output::warnings(&[format!("the cage could not be stopped afterwards: {e}")]);
+    }
+    for line in &ended.after {
+        eprintln!("shrooms-agent: {line}");
     }
     // Last on the screen, after the harness's own line (which would run it
     // outside the cage).

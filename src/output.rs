@@ -363,6 +363,16 @@ pub fn shown(r: &Session) -> String {
     if let Some(last) = &t.last_turn {
         s.push_str(&format!("last turn {}\n", last.usage.describe()));
     }
+    if let Some(after) = &r.after_turn {
+        for line in after
+            .git
+            .lines()
+            .into_iter()
+            .chain(crate::ops::later::lines(&after.files))
+        {
+            s.push_str(&format!("after it  {line}\n"));
+        }
+    }
     s
 }
 

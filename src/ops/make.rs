@@ -78,6 +78,8 @@ pub struct CagePlan {
     /// Protected paths missing now, made empty before the cage (a folder
     /// rather than a file), so that the cage cannot make them.
     protect_make: Vec<(PathBuf, bool)>,
+    /// Its own git directory (None with `--writable .git`).
+    git: Option<crate::git::GitRecord>,
     /// A step before the cage is made: our image is stale, so its build
     /// starts again in the background (and the warning saying so goes in
     /// at this index of `warnings`).
@@ -242,6 +244,9 @@ pub struct HarnessFacts {
     pub proxy_dir: PathBuf,
     pub uploads_dir: PathBuf,
     pub tools_dir: Option<PathBuf>,
+    /// The session's own git directory, and the `.git` file naming it.
+    pub own_git: PathBuf,
+    pub gitfile: PathBuf,
 }
 
 /// What the machine has for the options asked.
@@ -630,8 +635,7 @@ pub fn decide(
     let (found_options, mut options, make_volume) = options(&f.options, choice)?;
     // README, "Protected paths": what the machine runs later is read-only
     // in every cage, unless named writable.
-    let protection = protect::decide(&f.dir, &f.protect, &choice.writable)?;
-    found.protected = protection.mounts.clone();
+    let (protection, git) = decide_protection(f, &choice.writable, &mut found)?;
     options.writable = choice.writable.clone();
     said.warnings
         .extend(writable_warnings(&f.dir, &choice.writable));
@@ -644,8 +648,12 @@ pub fn decide(
         limits: &settings.limits,
         init: &init,
     };
-    let (spec, env, sealed) =
+    let (mut spec, env, sealed) =
         decide_spec(&g, &request, &found, &found_options, &options, &image_path)?;
+    if let Some((record, _)) = &git {
+        // The cage's root writes it (given to it at each start, rootful).
+        spec.own.push(record.own.clone());
+    }
     let sources = check_sources(
         &f.others,
         &f.session,
@@ -675,6 +683,7 @@ pub fn decide(
         make_volume,
         sealed,
         protect_make: protection.make,
+        git: git.map(|(r, _)| r),
     };
     Ok(plan_of(&g, drafted, said))
 }
@@ -948,6 +957,57 @@ struct Drafted {
     make_volume: bool,
     sealed: Option<SealedRecord>,
     protect_make: Vec<(PathBuf, bool)>,
+    git: Option<crate::git::GitRecord>,
+}
+
+/// Pure: the protected paths, and the session's own git directory where
+/// the project's `.git` is with the user's read-only beside it (README,
+/// "Git in a cage"): their mounts over the project, in `found`.
+#[allow(clippy::type_complexity)]
+fn decide_protection(
+    f: &Facts,
+    writable: &[String],
+    found: &mut Found,
+) -> Result<(
+    protect::Protection,
+    Option<(crate::git::GitRecord, Vec<spec::Mount>)>,
+)> {
+    let protection = protect::decide(&f.dir, &f.protect, writable)?;
+    let git = decide_git(&f.dir, &f.protect, &f.first.harness, writable);
+    found.protected = git.iter().flat_map(|(_, m)| m.iter().cloned()).collect();
+    found.protected.extend(protection.mounts.iter().cloned());
+    Ok((protection, git))
+}
+
+/// Pure: the session's own git directory and its mounts (README, "Git in
+/// a cage"), from where the project's repository is: its `.git` a file
+/// (a linked worktree, a submodule) or a folder (none yet: the empty one
+/// made for it, which a later `git init` of the user's fills). None with
+/// `--writable .git`: the cage then writes the user's repository itself.
+fn decide_git(
+    dir: &Path,
+    p: &protect::ProtectFacts,
+    h: &HarnessFacts,
+    writable: &[String],
+) -> Option<(crate::git::GitRecord, Vec<spec::Mount>)> {
+    use crate::git::Layout;
+    if writable
+        .iter()
+        .any(|w| w.trim_start_matches("./").trim_end_matches('/') == ".git")
+    {
+        return None;
+    }
+    let (layout, common) = match &p.located {
+        Some(l) => (l.layout.clone(), l.common_dir.clone()),
+        None => (Layout::Folder, dir.join(".git")),
+    };
+    let modules = layout == Layout::Folder && p.modules;
+    let mounts = crate::git::mounts(dir, &layout, &common, &h.own_git, &h.gitfile, modules);
+    let record = crate::git::GitRecord {
+        layout,
+        own: h.own_git.clone(),
+    };
+    Some((record, mounts))
 }
 
 /// Pure: the plan of the parts decided. A dry run shows where the state
@@ -981,6 +1041,7 @@ fn plan_of(g: &Given, d: Drafted, said: Said) -> CagePlan {
         seccomp_profile: f.seccomp_profile.clone(),
         conversation: choice.conversation.clone(),
         protect_make: d.protect_make,
+        git: d.git,
         rebuild: d.rebuild,
     }
 }
@@ -1150,6 +1211,13 @@ impl CagePlan {
         undo.made = protect::make_missing(&self.protect_make)?;
         session::make_private_dir(&self.found.private_home)?;
         session::make_private_dir(&self.found.proxy_dir)?;
+        if let Some(git) = &self.git {
+            session::make_private_dir(&git.own)?;
+            if git.layout == crate::git::Layout::File {
+                let file = ctx.store.gitfile(&self.container);
+                session::write_atomic(&file, crate::git::gitfile_text().as_bytes(), 0o644)?;
+            }
+        }
         if let Some(file) = &self.spec.seccomp_profile {
             session::write_atomic(file, self.seccomp_profile.as_bytes(), 0o600)?;
         }
@@ -1259,6 +1327,7 @@ impl CagePlan {
                 })
                 .collect(),
             net: self.net.clone(),
+            git: self.git.clone(),
         }
     }
 }
@@ -1607,6 +1676,8 @@ fn harness_facts(
         uploads_dir: ctx.store.session_uploads(session),
         // The program's folder, only when the program knows where it is.
         tools_dir: ctx.self_paths.first().map(|_| ctx.store.tools_dir()),
+        own_git: ctx.store.own_git(container),
+        gitfile: ctx.store.gitfile(container),
         harness_dir,
     }
 }

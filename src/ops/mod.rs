@@ -13,6 +13,7 @@ pub mod files;
 pub mod history;
 pub mod home;
 pub mod image;
+pub mod later;
 pub mod limits;
 pub mod ls;
 pub mod make;
@@ -232,6 +233,8 @@ pub struct StartFacts<'a> {
     pub dir_there: bool,
     /// This program, for a cage that mounts `tools/`.
     pub tools: Option<PathBuf>,
+    /// Where the user's refs of the last git sync are kept.
+    pub git_base: PathBuf,
 }
 
 /// Read what a start decides on (no refusal but a record without a cage).
@@ -253,7 +256,29 @@ pub fn start_facts<'a>(ctx: &Context, record: &'a Record) -> Result<StartFacts<'
             .first()
             .filter(|_| mounts_tools(ctx, &cage.create_argv))
             .cloned(),
+        git_base: ctx.store.git_base(&cage.container),
     })
+}
+
+/// Why a cage made before git in a cage had its own git directory is not
+/// started.
+fn without_own_git(name: &str) -> Error {
+    Error::failed(format!(
+        "session {name}'s cage was not started: it was made by an earlier shrooms-agent, \
+         and its project's .git is writable in it (what a cage writes there, git on this \
+         machine runs). `shrooms-agent cage move {name}` (with the options it had: `cage \
+         show` lists them) makes its cage again, with a git directory of its own"
+    ))
+}
+
+/// Whether a cage was made with its project's `.git` writable
+/// (`--writable .git`, README "Protected paths"): it has no git directory
+/// of its own, by the user's choice.
+pub fn git_left_writable(options: &crate::spec::Options) -> bool {
+    options
+        .writable
+        .iter()
+        .any(|w| w.trim_start_matches("./").trim_end_matches('/') == ".git")
 }
 
 /// Pure: a start's refusal, or its plan. A cage of an earlier
@@ -299,6 +324,9 @@ pub fn decide_start<'a>(f: &StartFacts<'a>, host: &Host) -> Result<Vec<plan::Ste
              show` lists them) makes its cage again without it"
         )));
     }
+    if cage.git.is_none() && !git_left_writable(&cage.options) {
+        return refused(without_own_git(name));
+    }
     if !f.dir_there {
         return Err(Error::failed(missing_folder_message(name, &record.dir)));
     }
@@ -314,6 +342,11 @@ pub fn decide_start<'a>(f: &StartFacts<'a>, host: &Host) -> Result<Vec<plan::Ste
     if let Some(exe) = &f.tools {
         steps.push(plan::Step::Tools(exe.clone()));
     }
+    steps.extend(cage.git.as_ref().map(|git| plan::Step::GitSync {
+        dir: record.dir.clone(),
+        own: git.own.clone(),
+        base: f.git_base.clone(),
+    }));
     if cage.sealed.is_some() {
         steps.push(plan::Step::Untrusted {
             dir: record.dir.clone(),

@@ -44,61 +44,78 @@ fn host_git_ok(w: &World, project: &Path, args: &[&str]) -> String {
 }
 
 /// What the cage tries: git's everyday work (each line says `ok`), then
-/// each way to plant something the machine's git, direnv, editor or
-/// harness would run (each line says `done` or `refused`).
+/// each way to plant something the machine's git would obey (in `.git`,
+/// which is now the session's own: git on the machine never reads it),
+/// then what is read-only in the cage (each line says `done` or
+/// `refused`).
 const SCRIPT: &str = r##"
 G="git -c user.name=cage -c user.email=cage@example.invalid"
 try() { n=$1; shift; if "$@" >/dev/null 2>&1; then echo "$n: done"; else echo "$n: refused"; fi; }
-$G commit -q --allow-empty -m caged && echo "commit: ok"
+git status --porcelain >/dev/null && echo "status: ok"
+echo caged > caged.txt && git add caged.txt && echo "add: ok"
+git diff --cached --quiet || echo "diff: ok"
+$G commit -q -m caged && echo "commit: ok"
+git log --format=%s | head -1 | grep -q caged && echo "log: ok"
 git branch topic && echo "branch: ok"
 git checkout -q -b topic2 && echo "checkout-b: ok"
+git switch -q main && echo "switch: ok"
+echo more >> caged.txt && $G stash -q && $G stash pop -q && echo "stash: ok"
+git checkout -q caged.txt
 git fetch -q origin && git rev-parse -q --verify origin/feature >/dev/null && echo "fetch: ok"
-git checkout -q main && echo "back: ok"
+git remote add other /nowhere && echo "remote-add: ok"
 try hook sh -c 'printf "#!/bin/sh\ntouch MARKS/hook\n" > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit'
 try fsmonitor-config git config core.fsmonitor "touch MARKS/fsmonitor-config"
 try fsmonitor-edit sh -c 'printf "[core]\n\tfsmonitor = touch MARKS/fsmonitor-edit\n" >> .git/config'
 try hookspath sh -c 'mkdir -p planted && printf "#!/bin/sh\ntouch MARKS/hookspath\n" > planted/pre-commit && chmod +x planted/pre-commit && git config core.hooksPath planted'
 try worktree-config sh -c 'printf "[extensions]\n\tworktreeConfig = true\n[core]\n\tfsmonitor = touch MARKS/worktree\n" > .git/config.worktree'
+try commondir sh -c 'mkdir -p .git/x/hooks && cp -r .git/objects .git/refs .git/HEAD .git/x/ && printf "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = touch MARKS/commondir\n" > .git/x/config && printf "#!/bin/sh\ntouch MARKS/commondir-hook\n" > .git/x/hooks/pre-commit && chmod +x .git/x/hooks/pre-commit && echo x > .git/commondir'
+try repo-config sh -c 'printf "[core]\n\tfsmonitor = touch MARKS/repo\n" >> /.shrooms-repo/config'
+try repo-commondir sh -c 'echo /tmp > /.shrooms-repo/commondir'
+try repo-hooks sh -c 'printf "#!/bin/sh\ntouch MARKS/repo-hook\n" > /.shrooms-repo/hooks/pre-commit'
+try include-of-include sh -c 'printf "[core]\n\tfsmonitor = touch MARKS/include\n" > tools/b.conf'
 try envrc sh -c 'echo "touch MARKS/envrc" > .envrc'
 try claude-settings sh -c 'echo "{\"hooks\":{}}" > .claude/settings.json'
 try claude-local sh -c 'echo "{}" > .claude/settings.local.json'
 try vscode sh -c 'mkdir -p .vscode && echo "{}" > .vscode/tasks.json'
 try pi sh -c 'mkdir -p .pi/extensions && echo "x" > .pi/extensions/x.ts'
-try remote-add git remote add other /nowhere
 "##;
 
-/// Then, once the machine's git has run: what would take git's own files
-/// from under their mounts and put the cage's in their place.
+/// Then, once the machine's git has run: what would take the project's
+/// `.git` and the protected folders from under their mounts and put the
+/// cage's in their place.
 const SWAPS: &str = r##"
 try() { n=$1; shift; if "$@" >/dev/null 2>&1; then echo "$n: done"; else echo "$n: refused"; fi; }
-try remove-config rm .git/config
-try rename-hooks mv .git/hooks .git/hooks-old
 try rename-git mv .git .git-old
+try remove-git rm -rf .git
 try rename-claude mv .claude .claude-old
+try rename-tools mv tools tools-old
 "##;
 
-const WORK: &[&str] = &["commit", "branch", "checkout-b", "fetch", "back"];
+const WORK: &[&str] = &[
+    "status",
+    "add",
+    "diff",
+    "commit",
+    "log",
+    "branch",
+    "checkout-b",
+    "switch",
+    "stash",
+    "fetch",
+    "remote-add",
+];
 const ATTACKS: &[&str] = &[
-    "hook",
-    "fsmonitor-config",
-    "fsmonitor-edit",
-    "hookspath",
-    "worktree-config",
+    "repo-config",
+    "repo-commondir",
+    "repo-hooks",
+    "include-of-include",
     "envrc",
     "claude-settings",
     "claude-local",
     "vscode",
     "pi",
-    // Not an attack: what no longer works in a cage (README, "Protected
-    // paths"), refused as the rest of .git/config's writes.
-    "remote-add",
 ];
-const SWAPPED: &[&str] = &[
-    "remove-config",
-    "rename-hooks",
-    "rename-git",
-    "rename-claude",
-];
+const SWAPPED: &[&str] = &["rename-git", "rename-claude", "rename-tools"];
 
 /// A repository with a commit, a bare one in the project as its origin
 /// with a branch the cage has not fetched yet, an .envrc and Claude Code's
@@ -112,6 +129,13 @@ fn project_with_a_repository(w: &World, name: &str, claude: bool) -> std::path::
         w.file(&format!("projects/{name}/.claude/settings.json"), "{}\n");
     }
     host_git_ok(w, &project, &["init", "-q", "-b", "main"]);
+    // An include of an include, both in the project.
+    w.file(
+        &format!("projects/{name}/tools/a.conf"),
+        "[include]\n\tpath = b.conf\n",
+    );
+    w.file(&format!("projects/{name}/tools/b.conf"), "");
+    host_git_ok(w, &project, &["config", "include.path", "../tools/a.conf"]);
     host_git_ok(
         w,
         &project,
@@ -134,7 +158,7 @@ fn project_with_a_repository(w: &World, name: &str, claude: bool) -> std::path::
 /// The Debian image of scripts/test-harnesses with the machine's git
 /// copied in (it has git's libraries, not git), made once per user and
 /// kept, as that image is.
-fn git_image(user: Option<&'static TestUser>) -> String {
+pub fn git_image(user: Option<&'static TestUser>) -> String {
     use std::os::unix::fs::PermissionsExt;
     use std::sync::OnceLock;
     static ROOT: OnceLock<String> = OnceLock::new();
@@ -224,10 +248,27 @@ fn plants_nothing_the_machines_git_runs(w: World, sealed: bool) {
     for (what, o) in [("status", &status), ("commit", &commit)] {
         assert!(o.status.success(), "git {what}:\n{}", show_output(o));
     }
-    // The cage's work is there.
+    // The user's branch is the user's: the cage's commits came in under
+    // the session's own names.
     let log = host_git_ok(&w, &project, &["log", "--format=%s", "main"]);
-    assert!(log.starts_with("host\ncaged\n"), "{log}");
-    host_git_ok(&w, &project, &["rev-parse", "--verify", "-q", "topic"]);
+    assert_eq!(log, "host\nfirst\n");
+    let theirs = host_git_ok(
+        &w,
+        &project,
+        &["log", "--format=%s", &format!("cage/{name}/main")],
+    );
+    assert_eq!(theirs, "caged\nfirst\n");
+    host_git_ok(
+        &w,
+        &project,
+        &[
+            "rev-parse",
+            "--verify",
+            "-q",
+            &format!("cage/{name}/topic2"),
+        ],
+    );
+    host_git_ok(&w, &project, &["fsck", "--strict", "--no-dangling"]);
     let out = w.sh(&name, SWAPS).ok().stdout();
     for attack in SWAPPED {
         assert!(
@@ -236,6 +277,11 @@ fn plants_nothing_the_machines_git_runs(w: World, sealed: bool) {
         );
     }
     host_git_ok(&w, &project, &["status", "--porcelain"]);
+    let planted: Vec<String> = std::fs::read_dir(&marks)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(planted.is_empty(), "{planted:?}");
     // The folder it could not make was made empty, and is no repository
     // of the cage's making.
     assert!(project.join(".vscode").is_dir());
@@ -260,20 +306,76 @@ fn protected_paths_plant_nothing_the_machines_git_runs_sealed() {
     plants_nothing_the_machines_git_runs(World::new(), true);
 }
 
-/// A folder that is no repository gets an empty `.git` the cage cannot
-/// fill: `git init` in it fails, and git on the machine looks past it.
-/// `--writable .git` leaves it alone, and says so.
-#[test]
-fn no_repository_is_made_where_there_was_none_unless_writable() {
-    let w = World::new();
-    let image = git_image(None);
+/// A folder that is no repository gets an empty `.git`, and the cage a git
+/// directory of its own there: a `git init` in the cage makes a repository
+/// of the session's, and the machine's `.git` stays empty, which git on the
+/// machine looks past. A `git init` of the user's on the machine afterwards
+/// is taken at the next start: git in the cage sees the user's commit,
+/// commits on it, and the commit comes into the user's repository. (Made
+/// before git in a cage had its own, the whole `.git` was read-only and
+/// such a commit failed.) `--writable .git` leaves it alone, and says so.
+fn a_repository_made_after_the_cage(w: World) {
+    let image = git_image(w.user);
     let name = w.session("nogit");
     let project = w.dir(&format!("projects/{name}"));
     w.create(&name, &project, &["--image", &image]);
     let r = w.sh(&name, "git init -q . && echo made");
-    assert!(!r.stdout().contains("made"), "{}", r.explain());
+    assert!(r.stdout().contains("made"), "{}", r.explain());
     assert_eq!(std::fs::read_dir(project.join(".git")).unwrap().count(), 0);
+    host_git_ok(&w, &project, &["init", "-q", "-b", "main"]);
+    w.file(&format!("projects/{name}/a.txt"), "a\n");
+    host_git_ok(&w, &project, &["add", "a.txt"]);
+    host_git_ok(&w, &project, &["commit", "-q", "-m", "by the user"]);
+    let r = w
+        .sh(
+            &name,
+            "git status --porcelain && git log --format=%s && echo b > b.txt && git add b.txt && \
+             git -c user.name=c -c user.email=c@example.invalid commit -qm by-the-cage && echo committed",
+        )
+        .ok();
+    assert!(
+        r.stdout().contains("by the user\n") && r.stdout().contains("committed"),
+        "{}",
+        r.explain()
+    );
+    let log = host_git_ok(
+        &w,
+        &project,
+        &["log", "--format=%s", &format!("cage/{name}/main")],
+    );
+    assert_eq!(log, "by-the-cage\nby the user\n", "{}", r.explain());
+    assert!(
+        r.stderr().contains(&format!("as cage/{name}/main")),
+        "{}",
+        r.explain()
+    );
+    let show = w.run(&["cage", "show", &name, "--json"]).ok().json();
+    assert_eq!(
+        show["after_turn"]["git"]["brought"][0]["into"],
+        format!("refs/heads/cage/{name}/main"),
+        "{show}"
+    );
+    let history = w.run(&["cage", "history", &name]).ok().stdout();
+    assert!(
+        history.contains(&format!("as cage/{name}/main")),
+        "{history}"
+    );
+}
 
+#[test]
+fn a_repository_made_after_the_cage_works_in_it() {
+    a_repository_made_after_the_cage(World::new());
+}
+
+#[test]
+fn a_repository_made_after_the_cage_works_in_it_rootless() {
+    a_repository_made_after_the_cage(World::rootless());
+}
+
+#[test]
+fn writable_git_leaves_the_repository_to_the_cage_and_says_so() {
+    let w = World::new();
+    let image = git_image(None);
     let name = w.session("nogitw");
     let project = w.dir(&format!("projects/{name}"));
     let d = project.to_string_lossy().into_owned();
