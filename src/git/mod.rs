@@ -115,6 +115,31 @@ pub fn is_repository(l: &Located) -> bool {
     std::fs::symlink_metadata(l.git_dir.join("HEAD")).is_ok_and(|m| m.is_file())
 }
 
+/// The paths of the submodules an index records (its gitlinks),
+/// relative to its work tree; none where it does not read. The user's own
+/// index, read with gitoxide's parser (every version, a split index),
+/// bounded; a path that is not plainly relative is left out.
+pub fn gitlinks(index: &Path) -> Vec<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let options = gix_index::decode::Options {
+        thread_limit: Some(1),
+        alloc_limit_bytes: Some(256 << 20),
+        ..Default::default()
+    };
+    let Ok(file) = gix_index::File::at(index, gix_hash::Kind::Sha1, false, options) else {
+        return Vec::new();
+    };
+    file.entries()
+        .iter()
+        .filter(|e| e.mode.is_submodule())
+        .map(|e| PathBuf::from(std::ffi::OsStr::from_bytes(e.path(&file))))
+        .filter(|p| {
+            p.components().next().is_some()
+                && p.components().all(|c| matches!(c, Component::Normal(_)))
+        })
+        .collect()
+}
+
 /// Pure: the mounts that give a cage its own git directory (`own`) and the
 /// user's read-only, for a project (`dir`) whose `.git` is laid out so;
 /// `gitfile` is our `.git` file for the `File` layout; `modules`: the

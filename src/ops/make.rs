@@ -653,6 +653,12 @@ pub fn decide(
     if let Some((record, _)) = &git {
         // The cage's root writes it (given to it at each start, rootful).
         spec.own.push(record.own.clone());
+        if record.layout == crate::git::Layout::File {
+            // Our `.git` file, read-only in the cage, is the cage's root's
+            // too: git refuses a repository whose `.git` file another user
+            // owns (git-config(1), safe.directory).
+            spec.own.push(f.first.harness.gitfile.clone());
+        }
     }
     let sources = check_sources(
         &f.others,

@@ -260,15 +260,7 @@ pub fn facts(dir: &Path, home: &Path, global_configs: &[PathBuf]) -> ProtectFact
     }
     if let Some(l) = &f.located {
         f.modules = Kind::of(&l.common_dir.join("modules")) == Kind::Folder;
-        for rel in submodule_gitfiles(&l.common_dir, dir) {
-            f.named.push((
-                rel,
-                IfMissing::Leave,
-                "a submodule's .git file, which names the repository git on the machine \
-                 reads when it looks into the submodule"
-                    .into(),
-            ));
-        }
+        f.named.extend(submodule_paths(dir, &l.git_dir));
     }
     let mut once = BTreeSet::new();
     f.named.retain(|(p, _, _)| once.insert(p.clone()));
@@ -288,45 +280,52 @@ pub fn facts(dir: &Path, home: &Path, global_configs: &[PathBuf]) -> ProtectFact
     f
 }
 
-/// The `.git` files of the project's submodules (relative to `dir`):
-/// each git directory under the repository's `modules/` (one with a HEAD
-/// and a config, nested ones in its own `modules/`) names its work tree
-/// by `core.worktree`; where that is in the project, its `.git` file
-/// names the repository the machine's `git status` reads there.
-fn submodule_gitfiles(common: &Path, dir: &Path) -> Vec<PathBuf> {
+/// The submodules the machine's `git status` looks into, from the
+/// repository's index (`git_dir`'s) and, within each one checked out,
+/// from its own (a submodule's submodules): each one recorded there (a
+/// gitlink) whose `.git` is in the project (a file naming its repository,
+/// or the repository itself) is read-only there, as that `.git`; one whose
+/// `.git` is not there (never cloned, or taken out with `submodule
+/// deinit`) is read-only as a whole folder, made empty where missing: git
+/// looks into it as soon as a `.git` appears there, and would obey one
+/// the cage made. Paths relative to `dir`.
+fn submodule_paths(dir: &Path, git_dir: &Path) -> Vec<(PathBuf, IfMissing, String)> {
     let mut out = Vec::new();
-    let mut stack = vec![(common.join("modules"), 0usize)];
-    let mut budget = 10_000usize;
-    while let Some((at, depth)) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&at) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            budget = budget.saturating_sub(1);
-            if budget == 0 {
+    let mut queue = vec![(PathBuf::new(), git_dir.to_path_buf(), 0usize)];
+    while let Some((at, git_dir, depth)) = queue.pop() {
+        for link in crate::git::gitlinks(&git_dir.join("index")) {
+            if out.len() >= 10_000 {
                 return out;
             }
-            let p = e.path();
-            if Kind::of(&p) != Kind::Folder {
-                continue;
-            }
-            let is_repo = Kind::of(&p.join("HEAD")) == Kind::File;
-            if is_repo {
-                let worktree = read_small(&p.join("config")).and_then(|t| {
-                    crate::git::config_values(&t)
-                        .into_iter()
-                        .find(|(k, _)| k == "core.worktree")
-                        .map(|(_, v)| v)
-                });
-                if let Some(w) = worktree
-                    && let Ok(rel) = normal(&p.join(w)).strip_prefix(dir)
-                    && !rel.as_os_str().is_empty()
-                {
-                    out.push(rel.join(".git"));
+            let rel = at.join(&link);
+            let dot_git = rel.join(".git");
+            match Kind::of(&dir.join(&dot_git)) {
+                Kind::Missing => out.push((
+                    rel,
+                    IfMissing::Folder,
+                    "a submodule git has not checked out here: git on the machine looks into \
+                     it, and obeys the repository a .git there names, once one is there"
+                        .into(),
+                )),
+                kind => {
+                    out.push((
+                        dot_git,
+                        IfMissing::Leave,
+                        "a submodule's .git, which is or names the repository git on the \
+                         machine reads when it looks into the submodule"
+                            .into(),
+                    ));
+                    let inner = match kind {
+                        Kind::Folder => Some(dir.join(&rel).join(".git")),
+                        Kind::File => crate::git::locate(&dir.join(&rel)).map(|l| l.git_dir),
+                        _ => None,
+                    };
+                    if let Some(inner) = inner
+                        && depth < 8
+                    {
+                        queue.push((rel, inner, depth + 1));
+                    }
                 }
-            }
-            if depth < 8 {
-                stack.push((if is_repo { p.join("modules") } else { p }, depth + 1));
             }
         }
     }

@@ -67,7 +67,7 @@ try hook sh -c 'printf "#!/bin/sh\ntouch MARKS/hook\n" > .git/hooks/pre-commit &
 try fsmonitor-config git config core.fsmonitor "touch MARKS/fsmonitor-config"
 try fsmonitor-edit sh -c 'printf "[core]\n\tfsmonitor = touch MARKS/fsmonitor-edit\n" >> .git/config'
 try hookspath sh -c 'mkdir -p planted && printf "#!/bin/sh\ntouch MARKS/hookspath\n" > planted/pre-commit && chmod +x planted/pre-commit && git config core.hooksPath planted'
-try worktree-config sh -c 'printf "[extensions]\n\tworktreeConfig = true\n[core]\n\tfsmonitor = touch MARKS/worktree\n" > .git/config.worktree'
+try worktree-config sh -c 'git config extensions.worktreeConfig true && git config --worktree core.fsmonitor "touch MARKS/worktree"'
 try commondir sh -c 'mkdir -p .git/x/hooks && cp -r .git/objects .git/refs .git/HEAD .git/x/ && printf "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = touch MARKS/commondir\n" > .git/x/config && printf "#!/bin/sh\ntouch MARKS/commondir-hook\n" > .git/x/hooks/pre-commit && chmod +x .git/x/hooks/pre-commit && echo x > .git/commondir'
 try repo-config sh -c 'printf "[core]\n\tfsmonitor = touch MARKS/repo\n" >> /.shrooms-repo/config'
 try repo-commondir sh -c 'echo /tmp > /.shrooms-repo/commondir'
@@ -304,6 +304,268 @@ fn protected_paths_plant_nothing_the_machines_git_runs_rootless() {
 #[test]
 fn protected_paths_plant_nothing_the_machines_git_runs_sealed() {
     plants_nothing_the_machines_git_runs(World::new(), true);
+}
+
+#[test]
+fn protected_paths_plant_nothing_the_machines_git_runs_sealed_rootless() {
+    plants_nothing_the_machines_git_runs(World::rootless(), true);
+}
+
+/// A repository of its own outside the projects, with a commit: what a
+/// submodule is cloned from, or whose linked worktree a project is.
+fn repository_elsewhere(w: &World, name: &str) -> std::path::PathBuf {
+    let repo = w.dir(&format!("repos/{name}"));
+    host_git_ok(w, &repo, &["init", "-q", "-b", "main"]);
+    w.file(&format!("repos/{name}/r.txt"), "r\n");
+    host_git_ok(w, &repo, &["add", "r.txt"]);
+    host_git_ok(w, &repo, &["commit", "-q", "-m", "elsewhere"]);
+    repo
+}
+
+/// git on the machine that may clone from a local path (`submodule add`).
+fn host_git_local(w: &World, dir: &Path, args: &[&str]) -> String {
+    let mut all = vec!["-c", "protocol.file.allow=always"];
+    all.extend_from_slice(args);
+    host_git_ok(w, dir, &all)
+}
+
+/// What a cage tries in a project with submodules: `lib` checked out (its
+/// `.git` a file naming `../.git/modules/lib`), `vendor` recorded but never
+/// cloned (an empty folder, as a clone without `--recursive` leaves it),
+/// `extra` taken out with `submodule deinit` (its repository kept under
+/// `.git/modules`). The machine's `git status` at the top looks into each
+/// populated submodule and runs git there, with that repository's config.
+const SUBMODULES: &str = r##"
+try() { n=$1; shift; if "$@" >/dev/null 2>&1; then echo "$n: done"; else echo "$n: refused"; fi; }
+git status --porcelain >/dev/null && echo "status: ok"
+git -C lib log --format=%s -1 | grep -qx elsewhere && echo "lib-log: ok"
+try lib-gitfile sh -c 'mkdir -p planted && cp -r .git/modules/lib planted/lib && printf "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tfsmonitor = touch MARKS/lib\n" > planted/lib/config && echo "gitdir: ../planted/lib" > lib/.git'
+try modules-config sh -c 'printf "[core]\n\tfsmonitor = touch MARKS/modules\n" >> .git/modules/lib/config'
+try modules-hook sh -c 'printf "#!/bin/sh\ntouch MARKS/modules-hook\n" > .git/modules/lib/hooks/pre-commit && chmod +x .git/modules/lib/hooks/pre-commit'
+try repo-modules sh -c 'printf "[core]\n\tfsmonitor = touch MARKS/repo-modules\n" >> /.shrooms-repo/modules/lib/config'
+try vendor-init sh -c 'git init -q vendor && git -C vendor config core.fsmonitor "touch MARKS/vendor"'
+try vendor-gitfile sh -c 'mkdir -p planted/vendor && git init -q --bare planted/vendor && git --git-dir=planted/vendor config core.bare false && git --git-dir=planted/vendor config core.fsmonitor "touch MARKS/vendor-gitfile" && echo "gitdir: ../planted/vendor" > vendor/.git'
+try extra-gitfile sh -c 'mkdir -p planted/extra && git init -q --bare planted/extra && git --git-dir=planted/extra config core.bare false && git --git-dir=planted/extra config core.fsmonitor "touch MARKS/extra" && echo "gitdir: ../planted/extra" > extra/.git'
+"##;
+
+/// Then, once the machine's git has run: what would take a submodule's
+/// `.git` file, or the submodule, from under its mount.
+const SUBMODULE_SWAPS: &str = r##"
+try() { n=$1; shift; if "$@" >/dev/null 2>&1; then echo "$n: done"; else echo "$n: refused"; fi; }
+try lib-remove sh -c 'rm -f lib/.git && mkdir lib/.git'
+try lib-rename mv lib lib-old
+try vendor-rename mv vendor vendor-old
+"##;
+
+const SUBMODULE_ATTACKS: &[&str] = &[
+    "lib-gitfile",
+    "modules-config",
+    "modules-hook",
+    "repo-modules",
+    "vendor-init",
+    "vendor-gitfile",
+    "extra-gitfile",
+];
+
+/// What a cage tries in a project that is a linked worktree (its `.git` a
+/// file naming `<repository>/.git/worktrees/<name>`, the repository
+/// outside the project): git's work on the worktree's branch, then its
+/// `.git` file, its admin folder (HEAD, `commondir`, `config.worktree`)
+/// and the repository's config, each of which the machine's git reads.
+const WORKTREE: &str = r##"
+G="git -c user.name=cage -c user.email=cage@example.invalid"
+try() { n=$1; shift; if "$@" >/dev/null 2>&1; then echo "$n: done"; else echo "$n: refused"; fi; }
+git status --porcelain >/dev/null && echo "status: ok"
+git rev-parse --abbrev-ref HEAD | grep -qx wt && echo "branch: ok"
+echo caged > caged.txt && git add caged.txt && $G commit -q -m caged-in-worktree && echo "commit: ok"
+try worktree-config sh -c 'git config extensions.worktreeConfig true && git config --worktree core.fsmonitor "touch MARKS/worktree-config"'
+try gitfile sh -c 'echo "gitdir: /tmp" > .git'
+try gitfile-remove rm -f .git
+try admin-commondir sh -c 'echo /tmp > /.shrooms-repo/worktrees/WT/commondir'
+try admin-config sh -c 'printf "[core]\n\tfsmonitor = touch MARKS/admin\n" > /.shrooms-repo/worktrees/WT/config.worktree'
+try repo-config sh -c 'printf "[core]\n\tfsmonitor = touch MARKS/repo\n" >> /.shrooms-repo/config'
+"##;
+
+const WORKTREE_ATTACKS: &[&str] = &[
+    "gitfile",
+    "gitfile-remove",
+    "admin-commondir",
+    "admin-config",
+    "repo-config",
+];
+
+fn each_refused(out: &str, attacks: &[&str]) {
+    for attack in attacks {
+        assert!(
+            out.lines().any(|l| l == format!("{attack}: refused")),
+            "{attack} was not refused in the cage:\n{out}"
+        );
+    }
+}
+
+fn nothing_planted_ran(marks: &Path, out: &str) {
+    let planted: Vec<String> = std::fs::read_dir(marks)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        planted.is_empty(),
+        "the machine's git ran what the cage planted: {planted:?}\n{out}"
+    );
+}
+
+/// The flags of a cage made with the git image, sealed or not.
+fn git_cage_flags(w: &World, sealed: bool) -> Vec<String> {
+    let mut flags = vec!["--image".to_string(), git_image(w.user)];
+    if sealed {
+        let token = crate::sealed::token_file(w).to_string_lossy().into_owned();
+        flags.extend(["--sealed".into(), "--sealed-token".into(), token]);
+    }
+    flags
+}
+
+/// A project with submodules (`SUBMODULES`): whatever the cage writes in
+/// a submodule's `.git` file, the repositories under `.git/modules`, or a
+/// submodule git has not checked out, the machine's `git status` and `git
+/// commit` at the top run none of it; git in the cage still reads the
+/// checked-out submodule.
+fn submodules_run_nothing_the_cage_wrote(w: World, sealed: bool) {
+    let flags = git_cage_flags(&w, sealed);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let marks = w.dir("marks");
+    let name = w.session("submods");
+    let sub = repository_elsewhere(&w, &format!("{name}-sub"));
+    let s = sub.to_string_lossy().into_owned();
+    let project = w.dir(&format!("projects/{name}"));
+    host_git_ok(&w, &project, &["init", "-q", "-b", "main"]);
+    for path in ["lib", "vendor", "extra"] {
+        host_git_local(&w, &project, &["submodule", "add", "-q", &s, path]);
+    }
+    host_git_ok(&w, &project, &["commit", "-q", "-m", "submodules"]);
+    host_git_ok(
+        &w,
+        &project,
+        &["submodule", "deinit", "-q", "-f", "vendor", "extra"],
+    );
+    // vendor as a clone without --recursive leaves it; extra's repository
+    // kept under .git/modules, as deinit leaves it.
+    std::fs::remove_dir_all(project.join(".git/modules/vendor")).unwrap();
+    w.create(&name, &project, &flags);
+    let script = SUBMODULES.replace("MARKS", &marks.to_string_lossy());
+    let out = w.sh(&name, &script).ok().stdout();
+    w.run(&["cage", "stop", &name]).ok();
+    let status = host_git(&w, &project, &["status", "--porcelain"]);
+    let commit = host_git(
+        &w,
+        &project,
+        &["commit", "-q", "--allow-empty", "-m", "host"],
+    );
+    nothing_planted_ran(&marks, &out);
+    for step in ["status", "lib-log"] {
+        assert!(
+            out.lines().any(|l| l == format!("{step}: ok")),
+            "{step}:\n{out}"
+        );
+    }
+    each_refused(&out, SUBMODULE_ATTACKS);
+    for (what, o) in [("status", &status), ("commit", &commit)] {
+        assert!(o.status.success(), "git {what}:\n{}", show_output(o));
+    }
+    let out = w.sh(&name, SUBMODULE_SWAPS).ok().stdout();
+    each_refused(&out, &["lib-remove", "lib-rename", "vendor-rename"]);
+}
+
+#[test]
+fn submodules_run_nothing_the_cage_wrote_on_the_machine() {
+    submodules_run_nothing_the_cage_wrote(World::new(), false);
+}
+
+#[test]
+fn submodules_run_nothing_the_cage_wrote_on_the_machine_rootless() {
+    submodules_run_nothing_the_cage_wrote(World::rootless(), false);
+}
+
+#[test]
+fn submodules_run_nothing_the_cage_wrote_on_the_machine_sealed() {
+    submodules_run_nothing_the_cage_wrote(World::new(), true);
+}
+
+#[test]
+fn submodules_run_nothing_the_cage_wrote_on_the_machine_sealed_rootless() {
+    submodules_run_nothing_the_cage_wrote(World::rootless(), true);
+}
+
+/// A project that is a linked worktree of a repository outside it
+/// (`WORKTREE`): git in the cage works on the worktree's branch; its
+/// `.git` file, the worktree's admin folder and the repository stay out
+/// of the cage's reach, and a `config.worktree` of its own runs nothing on
+/// the machine; the cage's commit comes into the repository as the
+/// session's branch, the user's branch untouched.
+fn a_linked_worktree_runs_nothing_the_cage_wrote(w: World, sealed: bool) {
+    let flags = git_cage_flags(&w, sealed);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let marks = w.dir("marks");
+    let name = w.session("worktree");
+    let repo = repository_elsewhere(&w, &format!("{name}-main"));
+    let project = w.root.join(format!("projects/{name}"));
+    let p = project.to_string_lossy().into_owned();
+    host_git_ok(&w, &repo, &["worktree", "add", "-q", "-b", "wt", &p]);
+    w.chown_all();
+    w.create(&name, &project, &flags);
+    let script = WORKTREE
+        .replace("MARKS", &marks.to_string_lossy())
+        .replace("WT", &name);
+    let out = w.sh(&name, &script).ok().stdout();
+    w.run(&["cage", "stop", &name]).ok();
+    let statuses = [
+        host_git(&w, &project, &["status", "--porcelain"]),
+        host_git(
+            &w,
+            &project,
+            &["commit", "-q", "--allow-empty", "-m", "host"],
+        ),
+        host_git(&w, &repo, &["status", "--porcelain"]),
+    ];
+    nothing_planted_ran(&marks, &out);
+    for step in ["status", "branch", "commit"] {
+        assert!(
+            out.lines().any(|l| l == format!("{step}: ok")),
+            "{step}:\n{out}"
+        );
+    }
+    each_refused(&out, WORKTREE_ATTACKS);
+    for o in &statuses {
+        assert!(o.status.success(), "{}", show_output(o));
+    }
+    let theirs = host_git_ok(
+        &w,
+        &repo,
+        &["log", "--format=%s", &format!("cage/{name}/wt")],
+    );
+    assert_eq!(theirs, "caged-in-worktree\nelsewhere\n");
+    let wt = host_git_ok(&w, &project, &["log", "--format=%s", "wt"]);
+    assert_eq!(wt, "host\nelsewhere\n");
+    host_git_ok(&w, &repo, &["fsck", "--strict", "--no-dangling"]);
+}
+
+#[test]
+fn a_linked_worktree_runs_nothing_the_cage_wrote_on_the_machine() {
+    a_linked_worktree_runs_nothing_the_cage_wrote(World::new(), false);
+}
+
+#[test]
+fn a_linked_worktree_runs_nothing_the_cage_wrote_on_the_machine_rootless() {
+    a_linked_worktree_runs_nothing_the_cage_wrote(World::rootless(), false);
+}
+
+#[test]
+fn a_linked_worktree_runs_nothing_the_cage_wrote_on_the_machine_sealed() {
+    a_linked_worktree_runs_nothing_the_cage_wrote(World::new(), true);
+}
+
+#[test]
+fn a_linked_worktree_runs_nothing_the_cage_wrote_on_the_machine_sealed_rootless() {
+    a_linked_worktree_runs_nothing_the_cage_wrote(World::rootless(), true);
 }
 
 /// A folder that is no repository gets an empty `.git`, and the cage a git
