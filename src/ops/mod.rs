@@ -235,6 +235,9 @@ pub struct StartFacts<'a> {
     pub tools: Option<PathBuf>,
     /// Where the user's refs of the last git sync are kept.
     pub git_base: PathBuf,
+    /// The project's submodules that the cage does not have read-only:
+    /// added after it was made (`protect::submodule_paths`).
+    pub unprotected: Vec<PathBuf>,
 }
 
 /// Read what a start decides on (no refusal but a record without a cage).
@@ -257,6 +260,35 @@ pub fn start_facts<'a>(ctx: &Context, record: &'a Record) -> Result<StartFacts<'
             .filter(|_| mounts_tools(ctx, &cage.create_argv))
             .cloned(),
         git_base: ctx.store.git_base(&cage.container),
+        unprotected: match &cage.git {
+            Some(_) if record.dir.is_dir() => protect::submodule_paths_now(&record.dir)
+                .into_iter()
+                .filter(|p| !read_only_in(&record.dir.join(p), &record.dir, &cage.create_argv))
+                .collect(),
+            _ => Vec::new(),
+        },
+    })
+}
+
+/// Pure: is `path`, or a folder holding it below `stop`, mounted read-only
+/// in a cage made with `create_argv`.
+fn read_only_in(path: &Path, stop: &Path, create_argv: &[String]) -> bool {
+    path.ancestors().take_while(|a| *a != stop).any(|a| {
+        let probe = crate::podman::argv::mount(&crate::spec::Mount {
+            src: PathBuf::from("/probe"),
+            dst: a.to_path_buf(),
+            read_only: true,
+        });
+        let Some(dst) = probe
+            .strip_prefix("type=bind,src=/probe,")
+            .and_then(|r| r.split_once(",ro=true,"))
+            .map(|(d, _)| format!(",{d},ro=true,"))
+        else {
+            return false;
+        };
+        create_argv
+            .iter()
+            .any(|arg| arg.starts_with("type=bind,") && arg.contains(&dst))
     })
 }
 
@@ -268,6 +300,20 @@ fn without_own_git(name: &str) -> Error {
          and its project's .git is writable in it (what a cage writes there, git on this \
          machine runs). `shrooms-agent cage move {name}` (with the options it had: `cage \
          show` lists them) makes its cage again, with a git directory of its own"
+    ))
+}
+
+/// Why a cage is not started when its project has a submodule it was made
+/// without: the submodule's `.git` (or its folder) would be the cage's to
+/// write, and the machine's `git status` obeys what is there.
+fn submodules_added(name: &str, paths: &[PathBuf]) -> Error {
+    let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    Error::failed(format!(
+        "session {name}'s cage was not started: its project has submodules it was made without \
+         ({}); in it, their .git would be the cage's to write, and git on this machine obeys \
+         what is there. `shrooms-agent cage move {name}` (with the options it had: `cage show` \
+         lists them) makes its cage again with them read-only",
+        shown.join(", ")
     ))
 }
 
@@ -326,6 +372,9 @@ pub fn decide_start<'a>(f: &StartFacts<'a>, host: &Host) -> Result<Vec<plan::Ste
     }
     if cage.git.is_none() && !git_left_writable(&cage.options) {
         return refused(without_own_git(name));
+    }
+    if !f.unprotected.is_empty() {
+        return refused(submodules_added(name, &f.unprotected));
     }
     if !f.dir_there {
         return Err(Error::failed(missing_folder_message(name, &record.dir)));
@@ -741,6 +790,36 @@ fn mount_for(program: &Path, parent: &Path, harness: &str, home: &Path) -> PathB
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn read_only_in_a_cage_by_itself_or_a_folder_holding_it() {
+        let mount = |p: &str, read_only: bool| {
+            crate::podman::argv::mount(&crate::spec::Mount {
+                src: PathBuf::from(p),
+                dst: PathBuf::from(p),
+                read_only,
+            })
+        };
+        let argv = vec![
+            "--mount".to_string(),
+            mount("/p", false),
+            mount("/p/lib/.git", true),
+            mount("/p/vendor", true),
+            mount("/p/rw", false),
+            mount("/p/a,b", true),
+        ];
+        let ro = |p: &str| read_only_in(Path::new(p), Path::new("/p"), &argv);
+        assert!(ro("/p/lib/.git"));
+        assert!(ro("/p/vendor"));
+        assert!(ro("/p/vendor/deep/.git"));
+        assert!(ro("/p/a,b/.git"));
+        assert!(!ro("/p/lib"));
+        assert!(!ro("/p/rw/.git"));
+        assert!(!ro("/p/other/.git"));
+        // The project itself is no protection of what it holds.
+        let all = vec![mount("/p", true)];
+        assert!(!read_only_in(Path::new("/p/x"), Path::new("/p"), &all));
+    }
 
     #[test]
     fn a_cage_mounting_what_it_must_not_is_told_apart() {

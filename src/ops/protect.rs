@@ -280,6 +280,16 @@ pub fn facts(dir: &Path, home: &Path, global_configs: &[PathBuf]) -> ProtectFact
     f
 }
 
+/// The paths that protect a project's submodules now (`submodule_paths`).
+pub fn submodule_paths_now(dir: &Path) -> Vec<PathBuf> {
+    crate::git::locate(dir)
+        .map(|l| submodule_paths(dir, &l.git_dir))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(p, _, _)| p)
+        .collect()
+}
+
 /// The submodules the machine's `git status` looks into, from the
 /// repository's index (`git_dir`'s) and, within each one checked out,
 /// from its own (a submodule's submodules): each one recorded there (a

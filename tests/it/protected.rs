@@ -473,6 +473,26 @@ fn submodules_run_nothing_the_cage_wrote(w: World, sealed: bool) {
     }
     let out = w.sh(&name, SUBMODULE_SWAPS).ok().stdout();
     each_refused(&out, &["lib-remove", "lib-rename", "vendor-rename"]);
+    if sealed {
+        return;
+    }
+    // A submodule added on the machine after the cage was made: the cage
+    // is not started until `cage move` makes it again with it read-only.
+    host_git_local(&w, &project, &["submodule", "add", "-q", &s, "late"]);
+    w.chown_all();
+    let r = w.sh(&name, "echo ran").code_is(125);
+    assert!(
+        r.stderr().contains("submodules it was made without (late/.git)")
+            && r.stderr().contains(&format!("cage move {name}"))
+            && !r.stdout().contains("ran"),
+        "{}",
+        r.explain()
+    );
+    w.run(&["cage", "move", &name, "--image", flags[1]]).ok();
+    let late = "try() { n=$1; shift; if \"$@\" >/dev/null 2>&1; then echo \"$n: done\"; else echo \"$n: refused\"; fi; }\n\
+                try late-gitfile sh -c 'echo \"gitdir: /tmp\" > late/.git'";
+    let out = w.sh(&name, late).ok().stdout();
+    each_refused(&out, &["late-gitfile"]);
 }
 
 #[test]
