@@ -643,6 +643,10 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
             let r = ops::show::show(&ctx, &a.name)?;
             output::show(&r, json, output::shown);
         }
+        CageCommand::Bring { name, ff } => {
+            let r = ops::bring::bring(&ctx, &name, ff)?;
+            output::show(&r, json, output::brought);
+        }
         CageCommand::Prune { dry_run, yes } => return prune(&ctx, dry_run, yes, json),
         CageCommand::WatchTurn {
             session,

@@ -181,7 +181,22 @@ pub fn removed(r: &Removed) -> String {
     for f in &r.files {
         s.push_str(&format!("  removed {}\n", f.display()));
     }
+    for line in crate::ops::bring::said_before_removal(&r.git) {
+        s.push_str(&format!("  {line}\n"));
+    }
     s
+}
+
+/// `cage bring`: what came in, what was refused, what `--ff` did.
+pub fn brought(r: &crate::ops::bring::Brought) -> String {
+    let mut lines = r.git.lines();
+    if let Some(f) = &r.fast_forward {
+        lines.push(crate::ops::bring::ff_line(f));
+    }
+    if lines.is_empty() {
+        return format!("session {} has no new commits to bring in\n", r.session);
+    }
+    lines.iter().map(|l| format!("{l}\n")).collect()
 }
 
 /// `cage ls -q`: the names, one a line.

@@ -402,6 +402,192 @@ fn update_ref(
     }
 }
 
+/// What `--ff` did to the user's checked-out branch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct FastForward {
+    /// The user's branch (`main`).
+    pub branch: String,
+    /// The commit it named before, if it named one.
+    pub from: Option<String>,
+    /// The commit it names now (the session's).
+    pub to: String,
+}
+
+/// The machine's git in the user's repository (`git_dir`, its work tree
+/// `dir`), hooks off; `index`: another index file to use.
+fn user_git(
+    git: &Path,
+    git_dir: &Path,
+    dir: &Path,
+    index: Option<&Path>,
+) -> crate::process::Process {
+    let mut p = crate::process::Process::new(git, "git")
+        .args([
+            "--git-dir".to_string(),
+            git_dir.to_string_lossy().into_owned(),
+            "--work-tree".into(),
+            dir.to_string_lossy().into_owned(),
+            // As root, a rootful cage's project belongs to the cage's uid.
+            "-c".into(),
+            "safe.directory=*".into(),
+            "-c".into(),
+            "core.hooksPath=/dev/null".into(),
+        ])
+        .cwd(dir)
+        .timeout(std::time::Duration::from_secs(120));
+    if let Some(i) = index {
+        p = p.env("GIT_INDEX_FILE", &i.to_string_lossy());
+    }
+    p
+}
+
+/// Run it; its stdout, or why not (`what` failed).
+fn ran(p: crate::process::Process, what: &str) -> std::result::Result<String, String> {
+    let out = p.capture().map_err(|e| e.message)?;
+    if out.success() {
+        Ok(out.stdout.clone())
+    } else {
+        Err(format!("{what}: {}", out.last_stderr_line()))
+    }
+}
+
+/// Fast-forward the user's checked-out branch to the session's commit of
+/// the same branch, brought in as `cage/<session>/<branch>` (README, "Git
+/// in a cage"), when the user asks (`cage bring --ff`). Refused, changing
+/// nothing, where it is not a fast-forward, where the user's index holds
+/// staged changes, or where the work tree is not already the session's
+/// commit (the tree is shared: the agent's edits are there; a file this
+/// would have to write or take away is the user's). The branch is moved
+/// with the old value it must have, and the index read from the new
+/// commit: no file of the work tree is written.
+pub fn fast_forward(
+    session: &str,
+    dir: &Path,
+    git: Option<&Path>,
+) -> std::result::Result<FastForward, String> {
+    let git = git.ok_or("there is no git program on this machine")?;
+    let user = super::locate(dir)
+        .filter(super::is_repository)
+        .ok_or_else(|| format!("{} is no git repository", dir.display()))?;
+    let head = refs::read_head(&user.git_dir, false)
+        .map_err(|e| e.message)?
+        .ok_or("your repository has no HEAD")?;
+    let super::Head::Symbolic(name) = head else {
+        return Err("your HEAD is detached: check out the branch to fast-forward".into());
+    };
+    let branch = name
+        .strip_prefix("refs/heads/")
+        .ok_or_else(|| format!("your HEAD names {name}, not a branch"))?
+        .to_string();
+    let refs = refs::read_refs(&user.common_dir, false).map_err(|e| e.message)?;
+    let into = into_name(session, &branch);
+    let to = refs.get(&into).cloned().ok_or_else(|| {
+        format!(
+            "the session has no branch {branch} brought in ({} is not in your repository)",
+            into.trim_start_matches("refs/heads/")
+        )
+    })?;
+    let from = refs.get(&name).cloned();
+    if from.as_deref() == Some(to.as_str()) {
+        return Ok(FastForward { branch, from, to });
+    }
+    let gd = &user.git_dir;
+    if let Some(f) = &from {
+        ran(
+            user_git(git, gd, dir, None).args(["merge-base", "--is-ancestor", f, &to]),
+            "is-ancestor",
+        )
+        .map_err(|_| {
+            format!(
+                "not a fast-forward: your {branch} has commits that {} has not; merge it \
+                 yourself (git merge {})",
+                into.trim_start_matches("refs/heads/"),
+                into.trim_start_matches("refs/heads/")
+            )
+        })?;
+        ran(
+            user_git(git, gd, dir, None).args(["diff-index", "--cached", "--quiet", f]),
+            "diff-index",
+        )
+        .map_err(|_| {
+            format!("your index has staged changes on {branch}: commit or unstage them")
+        })?;
+    }
+    // The work tree against the session's commit, in an index of our own
+    // beside the user's.
+    let tmp = gd.join(format!("shrooms-ff-index-{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let checked = (|| {
+        ran(
+            user_git(git, gd, dir, Some(&tmp)).args(["read-tree", &to]),
+            "read-tree",
+        )?;
+        let _ = ran(
+            user_git(git, gd, dir, Some(&tmp)).args(["update-index", "-q", "--refresh"]),
+            "update-index",
+        );
+        ran(
+            user_git(git, gd, dir, Some(&tmp)).args(["diff-files", "--quiet"]),
+            "diff-files",
+        )
+        .map_err(|_| {
+            format!(
+                "your work tree is not {}'s commit (files differ from it, or are missing): a \
+                 fast-forward would change them under you",
+                into.trim_start_matches("refs/heads/")
+            )
+        })?;
+        if let Some(f) = &from {
+            let gone = ran(
+                user_git(git, gd, dir, None).args([
+                    "diff",
+                    "--name-only",
+                    "-z",
+                    "--no-renames",
+                    "--diff-filter=D",
+                    f,
+                    &to,
+                ]),
+                "diff",
+            )?;
+            if let Some(p) = gone
+                .split('\0')
+                .find(|p| !p.is_empty() && std::fs::symlink_metadata(dir.join(p)).is_ok())
+            {
+                return Err(format!(
+                    "{p} is in your work tree but not in the session's commit: a fast-forward \
+                     would leave it untracked"
+                ));
+            }
+        }
+        Ok(())
+    })();
+    let _ = std::fs::remove_file(&tmp);
+    checked?;
+    let zero = "0".repeat(40);
+    let message = format!("shrooms-agent: fast-forward to session {session}'s {branch}");
+    ran(
+        user_git(git, gd, dir, None).args([
+            "update-ref",
+            "-m",
+            message.as_str(),
+            name.as_str(),
+            to.as_str(),
+            from.as_deref().unwrap_or(zero.as_str()),
+        ]),
+        "git update-ref",
+    )?;
+    ran(
+        user_git(git, gd, dir, None).args(["read-tree", &to]),
+        "git read-tree",
+    )?;
+    let _ = ran(
+        user_git(git, gd, dir, None).args(["update-index", "-q", "--refresh"]),
+        "update-index",
+    );
+    Ok(FastForward { branch, from, to })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

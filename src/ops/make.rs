@@ -650,16 +650,8 @@ pub fn decide(
     };
     let (mut spec, env, sealed) =
         decide_spec(&g, &request, &found, &found_options, &options, &image_path)?;
-    if let Some((record, _)) = &git {
-        // The cage's root writes it (given to it at each start, rootful).
-        spec.own.push(record.own.clone());
-        if record.layout == crate::git::Layout::File {
-            // Our `.git` file, read-only in the cage, is the cage's root's
-            // too: git refuses a repository whose `.git` file another user
-            // owns (git-config(1), safe.directory).
-            spec.own.push(f.first.harness.gitfile.clone());
-        }
-    }
+    spec.own
+        .extend(git_owned(git.as_ref().map(|(r, _)| r), &f.first.harness));
     let sources = check_sources(
         &f.others,
         &f.session,
@@ -964,6 +956,21 @@ struct Drafted {
     sealed: Option<SealedRecord>,
     protect_make: Vec<(PathBuf, bool)>,
     git: Option<crate::git::GitRecord>,
+}
+
+/// Pure: what of the session's git the cage's root owns (given to it at
+/// each start, rootful): its git directory, which it writes, and our
+/// `.git` file, read-only in the cage, since git refuses a repository
+/// whose `.git` file another user owns (git-config(1), safe.directory).
+fn git_owned(git: Option<&crate::git::GitRecord>, h: &HarnessFacts) -> Vec<PathBuf> {
+    let Some(record) = git else {
+        return Vec::new();
+    };
+    let mut own = vec![record.own.clone()];
+    if record.layout == crate::git::Layout::File {
+        own.push(h.gitfile.clone());
+    }
+    own
 }
 
 /// Pure: the protected paths, and the session's own git directory where

@@ -3,6 +3,7 @@
 //! error. None of them prints: the CLI (`main.rs`) and `serve` (HTTP) are
 //! the faces that show results.
 
+pub mod bring;
 pub mod check;
 pub mod create;
 #[cfg(test)]
@@ -303,6 +304,17 @@ fn without_own_git(name: &str) -> Error {
     ))
 }
 
+/// Pure: why a start is refused for its git: a cage made before git in a
+/// cage had a git directory of its own, or one whose project has a
+/// submodule added since.
+fn git_refusal(f: &StartFacts) -> Option<Error> {
+    let name = &f.record.name;
+    if f.cage.git.is_none() && !git_left_writable(&f.cage.options) {
+        return Some(without_own_git(name));
+    }
+    (!f.unprotected.is_empty()).then(|| submodules_added(name, &f.unprotected))
+}
+
 /// Why a cage is not started when its project has a submodule it was made
 /// without: the submodule's `.git` (or its folder) would be the cage's to
 /// write, and the machine's `git status` obeys what is there.
@@ -370,11 +382,8 @@ pub fn decide_start<'a>(f: &StartFacts<'a>, host: &Host) -> Result<Vec<plan::Ste
              show` lists them) makes its cage again without it"
         )));
     }
-    if cage.git.is_none() && !git_left_writable(&cage.options) {
-        return refused(without_own_git(name));
-    }
-    if !f.unprotected.is_empty() {
-        return refused(submodules_added(name, &f.unprotected));
+    if let Some(e) = git_refusal(f) {
+        return refused(e);
     }
     if !f.dir_there {
         return Err(Error::failed(missing_folder_message(name, &record.dir)));

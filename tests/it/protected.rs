@@ -482,7 +482,8 @@ fn submodules_run_nothing_the_cage_wrote(w: World, sealed: bool) {
     w.chown_all();
     let r = w.sh(&name, "echo ran").code_is(125);
     assert!(
-        r.stderr().contains("submodules it was made without (late/.git)")
+        r.stderr()
+            .contains("submodules it was made without (late/.git)")
             && r.stderr().contains(&format!("cage move {name}"))
             && !r.stdout().contains("ran"),
         "{}",
@@ -783,4 +784,112 @@ fn writable_is_chosen_per_cage_and_kept_in_the_record() {
     let r = w.sh(&name, "echo x > .vscode/other && echo wrote");
     assert!(!r.stdout().contains("wrote"), "{}", r.explain());
     assert!(w.record(&name)["cage"]["options"]["writable"].is_null());
+}
+
+/// `cage bring`: the session's commits come in on demand (a branch of the
+/// session's the user's repository lost comes back), `--json` says what
+/// came in; `--ff` fast-forwards the user's checked-out branch only when
+/// that changes nothing under the user (refused while a file differs, or
+/// when the user's branch has moved on); `cage move` and `cage rm` bring
+/// what is pending in before the cage's git directory goes.
+fn commits_come_in_on_demand_and_before_the_cage_goes(w: World) {
+    let image = git_image(w.user);
+    let name = w.session("bring");
+    let project = w.dir(&format!("projects/{name}"));
+    host_git_ok(&w, &project, &["init", "-q", "-b", "main"]);
+    w.file(&format!("projects/{name}/a.txt"), "a\n");
+    host_git_ok(&w, &project, &["add", "a.txt"]);
+    host_git_ok(&w, &project, &["commit", "-q", "-m", "first"]);
+    w.create(&name, &project, &["--image", &image]);
+    let commit = |msg: &str| {
+        format!(
+            "echo {msg} >> caged.txt && git add caged.txt && \
+             git -c user.name=c -c user.email=c@example.invalid commit -qm {msg}"
+        )
+    };
+    w.sh(&name, &commit("c1")).ok();
+    let theirs = format!("cage/{name}/main");
+    let c1 = host_git_ok(&w, &project, &["rev-parse", &theirs]);
+    // Gone from the user's repository: brought in again on demand.
+    host_git_ok(&w, &project, &["branch", "-q", "-D", &theirs]);
+    let r = w.run(&["cage", "bring", &name, "--json"]).ok().json();
+    assert_eq!(
+        r["git"]["brought"][0]["into"],
+        format!("refs/heads/{theirs}"),
+        "{r}"
+    );
+    assert_eq!(host_git_ok(&w, &project, &["rev-parse", &theirs]), c1);
+    let r = w.run(&["cage", "bring", &name]).ok();
+    assert!(r.stdout().contains("no new commits"), "{}", r.explain());
+
+    // --ff while a file of the work tree is not the session's commit:
+    // refused, nothing moved.
+    w.file(&format!("projects/{name}/a.txt"), "changed by the user\n");
+    let r = w.run(&["cage", "bring", &name, "--ff"]).code_is(1);
+    assert!(
+        r.stderr().contains("your work tree is not") && r.stderr().contains(&theirs),
+        "{}",
+        r.explain()
+    );
+    let first = host_git_ok(&w, &project, &["rev-parse", "main"]);
+    assert_ne!(first, c1);
+    // As the session left it: the fast-forward moves the branch and the
+    // index, and the user's work tree is clean at the session's commit.
+    w.file(&format!("projects/{name}/a.txt"), "a\n");
+    let r = w.run(&["cage", "bring", &name, "--ff"]).ok();
+    assert!(
+        r.stdout().contains("fast-forwarded your main"),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(host_git_ok(&w, &project, &["rev-parse", "main"]), c1);
+    assert_eq!(host_git_ok(&w, &project, &["status", "--porcelain"]), "");
+    // The user's main moves on, the session's too: no fast-forward.
+    host_git_ok(
+        &w,
+        &project,
+        &["commit", "-q", "--allow-empty", "-m", "by the user"],
+    );
+    w.sh(&name, &commit("c2")).ok();
+    let r = w
+        .run(&["cage", "bring", &name, "--ff", "--json"])
+        .code_is(1);
+    assert!(r.stderr().contains("not a fast-forward"), "{}", r.explain());
+    let history = w.run(&["cage", "history", &name]).ok().stdout();
+    assert!(history.contains(&format!("as {theirs}")), "{history}");
+
+    // Pending when the cage goes: a move brings it in first, and so does rm.
+    host_git_ok(&w, &project, &["branch", "-q", "-D", &theirs]);
+    let r = w.run(&["cage", "move", &name, "--image", &image]).ok();
+    assert!(
+        r.stderr().contains(&format!("as {theirs}"))
+            || r.stdout().contains(&format!("as {theirs}")),
+        "{}",
+        r.explain()
+    );
+    let c2 = host_git_ok(&w, &project, &["rev-parse", &theirs]);
+    w.sh(&name, &commit("c3")).ok();
+    host_git_ok(&w, &project, &["branch", "-q", "-D", &theirs]);
+    let r = w.run(&["cage", "rm", &name]).ok();
+    assert!(
+        r.stdout().contains(&format!("as {theirs}")),
+        "{}",
+        r.explain()
+    );
+    let c3 = host_git_ok(&w, &project, &["rev-parse", &theirs]);
+    assert_ne!(c3, c2);
+    let log = host_git_ok(&w, &project, &["log", "--format=%s", &theirs]);
+    // The new cage's git directory started from the user's branches (README,
+    // "Git in a cage"): c3 is on the user's main, c2 came in at the move.
+    assert_eq!(log, "c3\nby the user\nc1\nfirst\n", "{log}");
+}
+
+#[test]
+fn commits_come_in_on_demand_and_before_the_cage_goes_rootful() {
+    commits_come_in_on_demand_and_before_the_cage_goes(World::new());
+}
+
+#[test]
+fn commits_come_in_on_demand_and_before_the_cage_goes_rootless() {
+    commits_come_in_on_demand_and_before_the_cage_goes(World::rootless());
 }
