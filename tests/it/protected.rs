@@ -893,3 +893,152 @@ fn commits_come_in_on_demand_and_before_the_cage_goes_rootful() {
 fn commits_come_in_on_demand_and_before_the_cage_goes_rootless() {
     commits_come_in_on_demand_and_before_the_cage_goes(World::rootless());
 }
+
+/// What a cage tries on the files other tools run later (README, "What the
+/// machine runs later"): those named after the turn it writes; those
+/// read-only it cannot.
+const LATER: &str = r##"
+try() { n=$1; shift; if "$@" >/dev/null 2>&1; then echo "$n: done"; else echo "$n: refused"; fi; }
+try env sh -c 'echo NODE_OPTIONS=--require=/tmp/x.js > .env'
+try env-local sh -c 'echo B=1 > .env.local'
+try envrc-local sh -c 'echo "touch /tmp/x" > .envrc.local'
+try workspace sh -c 'echo "{}" > web.code-workspace'
+try flake sh -c 'echo "{}" > flake.nix'
+try shell-nix sh -c 'echo "{}" > shell.nix'
+try mise sh -c 'echo "[tasks]" > mise.toml'
+try husky sh -c 'mkdir -p .husky && echo "touch /tmp/x" > .husky/pre-commit'
+try makefile sh -c 'printf "all:\n\ttouch /tmp/x\n" > Makefile'
+try idea sh -c 'echo x > .idea/workspace.xml'
+try devcontainer sh -c 'echo "{\"initializeCommand\": \"touch /tmp/x\"}" > .devcontainer/devcontainer.json'
+try direnv sh -c 'echo x > .direnv/layout'
+try lefthook-local sh -c 'echo "pre-commit: {}" > lefthook-local.yml'
+try helix sh -c 'echo x > .helix/languages.toml'
+try zed sh -c 'echo x > .zed/tasks.json'
+try vscode sh -c 'echo x > .vscode/tasks.json'
+"##;
+
+fn files_run_later_are_named_or_read_only(w: World) {
+    let name = w.session("later");
+    let project = w.dir(&format!("projects/{name}"));
+    for (path, text) in [
+        (".env", "A=1\n"),
+        ("Makefile", "all:\n"),
+        (".idea/workspace.xml", "<project/>\n"),
+        (".devcontainer/devcontainer.json", "{}\n"),
+        (".direnv/layout", "\n"),
+        ("lefthook-local.yml", "\n"),
+        (".helix/languages.toml", "\n"),
+        (".zed/tasks.json", "[]\n"),
+    ] {
+        w.file(&format!("projects/{name}/{path}"), text);
+    }
+    w.create(&name, &project, &[]);
+    let r = w.sh(&name, LATER).ok();
+    let out = r.stdout();
+    for done in [
+        "env",
+        "env-local",
+        "envrc-local",
+        "workspace",
+        "flake",
+        "shell-nix",
+        "mise",
+        "husky",
+        "makefile",
+    ] {
+        assert!(
+            out.lines().any(|l| l == format!("{done}: done")),
+            "{done}:\n{out}"
+        );
+    }
+    each_refused(
+        &out,
+        &[
+            "idea",
+            "devcontainer",
+            "direnv",
+            "lefthook-local",
+            "helix",
+            "zed",
+            "vscode",
+        ],
+    );
+    let named = [
+        (".env", "changed"),
+        (".env.local", "created"),
+        (".envrc.local", "created"),
+        ("web.code-workspace", "created"),
+        ("flake.nix", "created"),
+        ("shell.nix", "created"),
+        ("mise.toml", "created"),
+        (".husky/pre-commit", "created"),
+    ];
+    let err = r.stderr();
+    for (path, change) in named {
+        assert!(
+            err.contains(&format!(
+                "the cage {change} {path}, which a tool on this machine"
+            )),
+            "{path} {change}:\n{}",
+            r.explain()
+        );
+    }
+    assert!(!err.contains("Makefile"), "{}", r.explain());
+    let show = w.run(&["cage", "show", &name, "--json"]).ok().json();
+    let files: Vec<(String, String)> = show["after_turn"]["files"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{show}"))
+        .iter()
+        .map(|f| {
+            assert!(f["why"].as_str().is_some_and(|w| !w.is_empty()), "{f}");
+            (
+                f["path"].as_str().unwrap().to_string(),
+                f["change"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let mut want: Vec<(String, String)> = named
+        .iter()
+        .map(|(p, c)| (p.to_string(), c.to_string()))
+        .collect();
+    want.sort();
+    assert_eq!(files, want, "{show}");
+    let text = w.run(&["cage", "show", &name]).ok().stdout();
+    assert!(
+        text.contains("after it  the cage created .envrc.local"),
+        "{text}"
+    );
+    let history = w.run(&["cage", "history", &name]).ok().stdout();
+    for (path, change) in named {
+        assert!(
+            history.contains(&format!("the cage {change} {path}")),
+            "{history}"
+        );
+    }
+    if w.user.is_none() {
+        let s = w.serve(&[], &[]);
+        let page = get(&format!("{}/", s.url)).is(200).body;
+        for (path, change) in named {
+            assert!(
+                page.contains(&format!("{change} <code>{path}</code>, which a tool")),
+                "{page}"
+            );
+        }
+    }
+    // A turn that writes none of them names none, and says so in the
+    // record: the last turn's list is the last turn's.
+    let r = w.sh(&name, "echo quiet").ok();
+    assert!(!r.stderr().contains("the cage"), "{}", r.explain());
+    let show = w.run(&["cage", "show", &name, "--json"]).ok().json();
+    assert!(show["after_turn"].is_null(), "{show}");
+}
+
+#[test]
+fn files_run_later_are_named_or_read_only_rootful() {
+    files_run_later_are_named_or_read_only(World::new());
+}
+
+#[test]
+fn files_run_later_are_named_or_read_only_rootless() {
+    files_run_later_are_named_or_read_only(World::rootless());
+}
