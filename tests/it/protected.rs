@@ -33,7 +33,7 @@ fn host_git(w: &World, project: &Path, args: &[&str]) -> std::process::Output {
     )
 }
 
-fn host_git_ok(w: &World, project: &Path, args: &[&str]) -> String {
+pub fn host_git_ok(w: &World, project: &Path, args: &[&str]) -> String {
     let out = host_git(w, project, args);
     assert!(
         out.status.success(),
@@ -159,48 +159,62 @@ fn project_with_a_repository(w: &World, name: &str, claude: bool) -> std::path::
 /// copied in (it has git's libraries, not git), made once per user and
 /// kept, as that image is.
 pub fn git_image(user: Option<&'static TestUser>) -> String {
-    use std::os::unix::fs::PermissionsExt;
     use std::sync::OnceLock;
     static ROOT: OnceLock<String> = OnceLock::new();
     static USER: OnceLock<String> = OnceLock::new();
     let cell = if user.is_some() { &USER } else { &ROOT };
-    cell.get_or_init(|| {
-        let (_, base) = real_claude();
-        let tag = base.rsplit(':').next().unwrap_or("latest");
-        let image = format!("localhost/shrooms-test-debian-git:{tag}");
-        if podman(user, &["image", "exists", &image]).status.success() {
-            return image;
-        }
-        let ctx = std::env::temp_dir().join(format!(
-            "shrooms-it-gitimage-{}-{}",
-            std::process::id(),
-            user.is_some()
-        ));
-        let _ = std::fs::remove_dir_all(&ctx);
-        std::fs::create_dir_all(&ctx).unwrap();
-        std::fs::set_permissions(&ctx, std::fs::Permissions::from_mode(0o755)).unwrap();
-        std::fs::copy("/usr/bin/git", ctx.join("git")).unwrap();
-        // A fetch from a local repository runs git-upload-pack from git's
-        // own folder; git answers to the name it is called by.
-        std::fs::write(
-            ctx.join("Containerfile"),
-            format!(
-                "FROM {base}\nCOPY git /usr/bin/git\n\
+    cell.get_or_init(|| with_git(user, &real_claude().1, "shrooms-test-debian-git"))
+        .clone()
+}
+
+/// The pi image of scripts/test-harnesses (the same Debian tree) with the
+/// machine's git copied in, as `git_image`.
+pub fn pi_git_image(user: Option<&'static TestUser>) -> String {
+    use std::sync::OnceLock;
+    static ROOT: OnceLock<String> = OnceLock::new();
+    static USER: OnceLock<String> = OnceLock::new();
+    let cell = if user.is_some() { &USER } else { &ROOT };
+    cell.get_or_init(|| with_git(user, &real_pi_image(), "shrooms-test-debian-pi-git"))
+        .clone()
+}
+
+/// `base` with the machine's git copied in, as `repo:<base's tag>`, built
+/// unless there.
+fn with_git(user: Option<&'static TestUser>, base: &str, repo: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let tag = base.rsplit(':').next().unwrap_or("latest");
+    let image = format!("localhost/{repo}:{tag}");
+    if podman(user, &["image", "exists", &image]).status.success() {
+        return image;
+    }
+    let ctx = std::env::temp_dir().join(format!(
+        "shrooms-it-gitimage-{}-{}-{repo}",
+        std::process::id(),
+        user.is_some()
+    ));
+    let _ = std::fs::remove_dir_all(&ctx);
+    std::fs::create_dir_all(&ctx).unwrap();
+    std::fs::set_permissions(&ctx, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::copy("/usr/bin/git", ctx.join("git")).unwrap();
+    // A fetch from a local repository runs git-upload-pack from git's
+    // own folder; git answers to the name it is called by.
+    std::fs::write(
+        ctx.join("Containerfile"),
+        format!(
+            "FROM {base}\nCOPY git /usr/bin/git\n\
                  COPY git /usr/lib/git-core/git-upload-pack\n"
-            ),
-        )
-        .unwrap();
-        let c = ctx.to_string_lossy().into_owned();
-        let out = podman(user, &["build", "-q", "-t", &image, &c]);
-        assert!(
-            out.status.success(),
-            "building {image}:\n{}",
-            show_output(&out)
-        );
-        let _ = std::fs::remove_dir_all(&ctx);
-        image
-    })
-    .clone()
+        ),
+    )
+    .unwrap();
+    let c = ctx.to_string_lossy().into_owned();
+    let out = podman(user, &["build", "-q", "-t", &image, &c]);
+    assert!(
+        out.status.success(),
+        "building {image}:\n{}",
+        show_output(&out)
+    );
+    let _ = std::fs::remove_dir_all(&ctx);
+    image
 }
 
 fn plants_nothing_the_machines_git_runs(w: World, sealed: bool) {
