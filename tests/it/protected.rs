@@ -163,7 +163,7 @@ pub fn git_image(user: Option<&'static TestUser>) -> String {
     static ROOT: OnceLock<String> = OnceLock::new();
     static USER: OnceLock<String> = OnceLock::new();
     let cell = if user.is_some() { &USER } else { &ROOT };
-    cell.get_or_init(|| with_git(user, &real_claude().1, "shrooms-test-debian-git"))
+    cell.get_or_init(|| with_git(user, &debian_image(), "shrooms-test-debian-git"))
         .clone()
 }
 
@@ -178,8 +178,18 @@ pub fn pi_git_image(user: Option<&'static TestUser>) -> String {
         .clone()
 }
 
+/// The Debian image of scripts/test-harnesses (the podman-5 lane imports
+/// it into its own storage).
+fn debian_image() -> String {
+    std::env::var("SHROOMS_TEST_DEBIAN_IMAGE").unwrap_or_else(|_| {
+        panic!("SHROOMS_TEST_DEBIAN_IMAGE is not set: run the tests through scripts/test")
+    })
+}
+
 /// `base` with the machine's git copied in, as `repo:<base's tag>`, built
-/// unless there.
+/// unless there. The git is this machine's, or the one
+/// `SHROOMS_TEST_GIT_FOR_IMAGES` names (the podman-5 lane's machine is a
+/// newer Debian than the image: it hands over the main lane's).
 fn with_git(user: Option<&'static TestUser>, base: &str, repo: &str) -> String {
     use std::os::unix::fs::PermissionsExt;
     let tag = base.rsplit(':').next().unwrap_or("latest");
@@ -195,7 +205,9 @@ fn with_git(user: Option<&'static TestUser>, base: &str, repo: &str) -> String {
     let _ = std::fs::remove_dir_all(&ctx);
     std::fs::create_dir_all(&ctx).unwrap();
     std::fs::set_permissions(&ctx, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::copy("/usr/bin/git", ctx.join("git")).unwrap();
+    let git =
+        std::env::var("SHROOMS_TEST_GIT_FOR_IMAGES").unwrap_or_else(|_| "/usr/bin/git".to_string());
+    std::fs::copy(&git, ctx.join("git")).unwrap();
     // A fetch from a local repository runs git-upload-pack from git's
     // own folder; git answers to the name it is called by.
     std::fs::write(
