@@ -16,7 +16,9 @@
 //! mount would lend the cage whatever the link leads to).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
+
+use crate::git::normal;
 
 use crate::error::{Error, Result};
 use crate::spec::Mount;
@@ -358,20 +360,6 @@ fn expand(value: &str, home: &Path, base: &Path) -> PathBuf {
         None => base.join(value),
     };
     normal(&p)
-}
-
-fn normal(p: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 /// The mounts that protect a project, and what must be made first.

@@ -229,6 +229,24 @@ fn with_git(user: Option<&'static TestUser>, base: &str, repo: &str) -> String {
     image
 }
 
+/// `script` in the session's cage (`MARKS`: the marks folder), the cage
+/// stopped, then the machine's `git status` and `git commit` in the
+/// project: what the cage printed, and the two.
+fn cage_then_the_machines_git(
+    w: &World,
+    name: &str,
+    project: &Path,
+    script: &str,
+    marks: &Path,
+) -> (String, std::process::Output, std::process::Output) {
+    let script = script.replace("MARKS", &marks.to_string_lossy());
+    let out = w.sh(name, &script).ok().stdout();
+    w.run(&["cage", "stop", name]).ok();
+    let status = host_git(w, project, &["status", "--porcelain"]);
+    let commit = host_git(w, project, &["commit", "-q", "--allow-empty", "-m", "host"]);
+    (out, status, commit)
+}
+
 fn plants_nothing_the_machines_git_runs(w: World, sealed: bool) {
     let image = git_image(w.user);
     let name = w.session(if sealed { "protects" } else { "protect" });
@@ -240,17 +258,9 @@ fn plants_nothing_the_machines_git_runs(w: World, sealed: bool) {
         flags.extend(["--sealed", "--sealed-token", &token]);
     }
     w.create(&name, &project, &flags);
-    let script = SCRIPT.replace("MARKS", &marks.to_string_lossy());
-    let out = w.sh(&name, &script).ok().stdout();
-    w.run(&["cage", "stop", &name]).ok();
     // The machine's own git, afterwards: nothing the cage tried to plant
     // runs (looked at first: it is what the protection is for).
-    let status = host_git(&w, &project, &["status", "--porcelain"]);
-    let commit = host_git(
-        &w,
-        &project,
-        &["commit", "-q", "--allow-empty", "-m", "host"],
-    );
+    let (out, status, commit) = cage_then_the_machines_git(&w, &name, &project, SCRIPT, &marks);
     let planted: Vec<String> = std::fs::read_dir(&marks)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -477,15 +487,7 @@ fn submodules_run_nothing_the_cage_wrote(w: World, sealed: bool) {
     // kept under .git/modules, as deinit leaves it.
     std::fs::remove_dir_all(project.join(".git/modules/vendor")).unwrap();
     w.create(&name, &project, &flags);
-    let script = SUBMODULES.replace("MARKS", &marks.to_string_lossy());
-    let out = w.sh(&name, &script).ok().stdout();
-    w.run(&["cage", "stop", &name]).ok();
-    let status = host_git(&w, &project, &["status", "--porcelain"]);
-    let commit = host_git(
-        &w,
-        &project,
-        &["commit", "-q", "--allow-empty", "-m", "host"],
-    );
+    let (out, status, commit) = cage_then_the_machines_git(&w, &name, &project, SUBMODULES, &marks);
     nothing_planted_ran(&marks, &out);
     for step in ["status", "lib-log"] {
         assert!(
