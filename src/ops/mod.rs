@@ -262,10 +262,18 @@ pub fn start_facts<'a>(ctx: &Context, record: &'a Record) -> Result<StartFacts<'
             .cloned(),
         git_base: ctx.store.git_base(&cage.container),
         unprotected: match &cage.git {
-            Some(_) if record.dir.is_dir() => protect::submodule_paths_now(&record.dir)
-                .into_iter()
-                .filter(|p| !read_only_in(&record.dir.join(p), &record.dir, &cage.create_argv))
-                .collect(),
+            Some(_) if record.dir.is_dir() => {
+                protect::submodule_paths_now(&record.dir)
+                    .into_iter()
+                    .filter(|p| !read_only_in(&record.dir.join(p), &record.dir, &cage.create_argv))
+                    // One the user left writable (`--writable lib/.git`) is theirs.
+                    .filter(|p| {
+                        !cage.options.writable.iter().any(|w| {
+                            p.starts_with(w.trim_start_matches("./").trim_end_matches('/'))
+                        })
+                    })
+                    .collect()
+            }
             _ => Vec::new(),
         },
     })

@@ -522,6 +522,20 @@ fn submodules_run_nothing_the_cage_wrote(w: World, sealed: bool) {
                 try late-gitfile sh -c 'echo \"gitdir: /tmp\" > late/.git'";
     let out = w.sh(&name, late).ok().stdout();
     each_refused(&out, &["late-gitfile"]);
+    // Left writable by the user's choice, it is the cage's, and the start
+    // is not refused for it.
+    w.run(&[
+        "cage",
+        "move",
+        &name,
+        "--image",
+        flags[1],
+        "--writable",
+        "late/.git",
+    ])
+    .ok();
+    let out = w.sh(&name, late).ok().stdout();
+    assert!(out.contains("late-gitfile: done"), "{out}");
 }
 
 #[test]
