@@ -863,6 +863,18 @@ fn commits_come_in_on_demand_and_before_the_cage_goes(w: World) {
     assert_eq!(host_git_ok(&w, &project, &["rev-parse", &theirs]), c1);
     let r = w.run(&["cage", "bring", &name]).ok();
     assert!(r.stdout().contains("no new commits"), "{}", r.explain());
+    if w.user.is_none() {
+        // The same over HTTP (root's serve, with its token).
+        host_git_ok(&w, &project, &["branch", "-q", "-D", &theirs]);
+        let s = w.serve(&[], &[]);
+        let r = post(&format!("{}/v1/sessions/{name}/bring", s.url), "{}").is(200);
+        assert_eq!(
+            r.json()["git"]["brought"][0]["into"],
+            format!("refs/heads/{theirs}"),
+            "{r:#?}"
+        );
+        assert_eq!(host_git_ok(&w, &project, &["rev-parse", &theirs]), c1);
+    }
 
     // --ff while a file of the work tree is not the session's commit:
     // refused, nothing moved.
