@@ -282,6 +282,23 @@ pub enum CageCommand {
     },
     /// Show a session: its record, its container's state and the argv it was made with
     Show(NameArg),
+    /// Bring a session's commits into your repository now (as after each turn), as cage/NAME/BRANCH
+    #[command(
+        after_help = "Each branch the session moved comes into your repository as cage/NAME/BRANCH, \
+        its objects checked one by one; no git runs in the session's git directory (README, \"Git in a cage\"). \
+        Only while the session is idle (exit 3 otherwise).\n\
+        --ff: then fast-forward your checked-out branch to cage/NAME/<that branch>. Refused, changing nothing \
+        (exit 1), where it is not a fast-forward, where your index has staged changes, or where your work tree \
+        is not already the session's commit (a file would change under you); never done unless asked."
+    )]
+    Bring {
+        /// The session
+        #[arg(add = ArgValueCandidates::new(session_names))]
+        name: String,
+        /// Fast-forward your checked-out branch to the session's commit of the same branch
+        #[arg(long)]
+        ff: bool,
+    },
     /// Remove leftovers this state folder made: containers with no session here, and their
     /// files. Containers another state folder made, or made before containers carried the
     /// state folder's label, are listed and kept. Asks first on a terminal; without one it

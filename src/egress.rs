@@ -184,6 +184,13 @@ pub fn dns_question(msg: &[u8]) -> Option<String> {
     (!name.is_empty() && name.len() <= 253).then_some(name)
 }
 
+/// The table of the egress log's gate, in every cage (README, "The egress
+/// log"). Its name says what it is.
+pub const EGRESS_TABLE: &str = "shrooms_egress";
+/// The set the egress log's listener keeps an element in while it can
+/// write (`GATE_TIMEOUT`).
+pub const EGRESS_SET: &str = "alive";
+
 pub use crate::session::older;
 
 /// A file's device and inode.
@@ -675,8 +682,8 @@ fn gate_batch(
         }
         SetElementMessage {
             attributes: vec![
-                SetElementList::Table(crate::rules::EGRESS_TABLE.into()),
-                SetElementList::Set(crate::rules::EGRESS_SET.into()),
+                SetElementList::Table(EGRESS_TABLE.into()),
+                SetElementList::Set(EGRESS_SET.into()),
                 SetElementList::Elements(vec![ListAttribute::Element(e)]),
             ],
         }

@@ -14,6 +14,7 @@ mod egress;
 mod envfile;
 mod error;
 mod gateway;
+mod git;
 mod harness;
 mod host;
 mod lock;
@@ -644,6 +645,10 @@ fn cage(cmd: CageCommand, json: bool) -> Result<ExitCode> {
             let r = ops::show::show(&ctx, &a.name)?;
             output::show(&r, json, output::shown);
         }
+        CageCommand::Bring { name, ff } => {
+            let r = ops::bring::bring(&ctx, &name, ff)?;
+            output::show(&r, json, output::brought);
+        }
         CageCommand::Prune { dry_run, yes } => return prune(&ctx, dry_run, yes, json),
         CageCommand::WatchTurn {
             session,
@@ -826,6 +831,9 @@ fn exec_here(ctx: &Context, name: &str, what: ops::exec::What) -> Result<u8> {
     })?;
     if let Some(e) = &ended.stop_error {
         output::warnings(&[format!("the cage could not be stopped afterwards: {e}")]);
+    }
+    for line in &ended.after {
+        eprintln!("shrooms-agent: {line}");
     }
     // Last on the screen, after the harness's own line (which would run it
     // outside the cage).

@@ -12,6 +12,46 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
+/// Ranges a sealed cage may not reach (the internet and nothing local: no
+/// LAN, no mesh over IPv6 or IPv4, no link-local, on any port): private, carrier-grade NAT (also Tailscale's mesh), loopback
+/// of the machine, link-local, multicast, benchmark and reserved ranges.
+pub const SEALED_REFUSED_V4: &[&str] = &[
+    "0.0.0.0/8",
+    "10.0.0.0/8",
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+    "169.254.0.0/16",
+    "172.16.0.0/12",
+    "192.0.0.0/24",
+    "192.168.0.0/16",
+    "198.18.0.0/15",
+    "224.0.0.0/4",
+    "240.0.0.0/4",
+];
+
+/// The same for IPv6. The IPv6 forms of IPv4 addresses are refused whole,
+/// so that none can reach the IPv4 ranges above: IPv4-compatible (`::/96`,
+/// deprecated by RFC 4291 2.5.5.1, which a stack or a user-mode network
+/// such as slirp4netns may still send out by the machine's IPv6 route; it
+/// holds the unspecified `::` and loopback `::1` too), IPv4-mapped, NAT64
+/// (64:ff9b::/96 and the local-use 64:ff9b:1::/48 of RFC 8215 translate to
+/// IPv4 on an IPv6-only network, the LAN's included), 6to4 and Teredo; and
+/// 200::/7 is the Yggdrasil mesh's.
+pub const SEALED_REFUSED_V6: &[&str] = &[
+    "::/96",
+    "::ffff:0:0/96",
+    "64:ff9b::/96",
+    "64:ff9b:1::/48",
+    "2001::/32",
+    "2002::/16",
+    "100::/64",
+    "200::/7",
+    "fc00::/7",
+    "fe80::/10",
+    "fec0::/10",
+    "ff00::/8",
+];
+
 /// The ports a bare name of an allow-list opens: HTTP and HTTPS.
 pub const WEB_PORTS: [u16; 2] = [80, 443];
 
@@ -351,7 +391,7 @@ fn unmapped(a: IpAddr) -> IpAddr {
 }
 
 /// Pure: why an address is local, the way the `internet` policy refuses it
-/// (`rules::SEALED_REFUSED_V4` and `_V6`, and the machine's own networks
+/// (`SEALED_REFUSED_V4` and `_V6`, and the machine's own networks
 /// `machine_v4`, `machine_v6` as `network/length`); None for an address of
 /// the internet. IPv4-mapped addresses are judged as the IPv4 address
 /// they are; the other IPv6 forms of IPv4 (IPv4-compatible, NAT64, 6to4,
@@ -403,8 +443,8 @@ pub fn why_local(a: IpAddr, machine_v4: &[String], machine_v6: &[String]) -> Opt
         return Some(why.to_string());
     }
     let fixed = match a {
-        IpAddr::V4(_) => crate::rules::SEALED_REFUSED_V4,
-        IpAddr::V6(_) => crate::rules::SEALED_REFUSED_V6,
+        IpAddr::V4(_) => SEALED_REFUSED_V4,
+        IpAddr::V6(_) => SEALED_REFUSED_V6,
     };
     if fixed.iter().any(|p| in_prefix(a, p)) {
         return Some("reserved".into());
@@ -774,10 +814,7 @@ mod tests {
             assert_eq!(why_local(ip(a), none, none).as_deref(), Some(why), "{a}");
         }
         // Every fixed range refused under `internet` is local here too.
-        for p in crate::rules::SEALED_REFUSED_V4
-            .iter()
-            .chain(crate::rules::SEALED_REFUSED_V6)
-        {
+        for p in SEALED_REFUSED_V4.iter().chain(SEALED_REFUSED_V6) {
             let net = ip(p.split('/').next().unwrap());
             assert!(why_local(net, none, none).is_some(), "{p}");
         }

@@ -181,7 +181,22 @@ pub fn removed(r: &Removed) -> String {
     for f in &r.files {
         s.push_str(&format!("  removed {}\n", f.display()));
     }
+    for line in crate::ops::bring::said_before_removal(&r.git) {
+        s.push_str(&format!("  {line}\n"));
+    }
     s
+}
+
+/// `cage bring`: what came in, what was refused, what `--ff` did.
+pub fn brought(r: &crate::ops::bring::Brought) -> String {
+    let mut lines = r.git.lines();
+    if let Some(f) = &r.fast_forward {
+        lines.push(crate::ops::bring::ff_line(f));
+    }
+    if lines.is_empty() {
+        return format!("session {} has no new commits to bring in\n", r.session);
+    }
+    lines.iter().map(|l| format!("{l}\n")).collect()
 }
 
 /// `cage ls -q`: the names, one a line.
@@ -368,6 +383,16 @@ pub fn shown(r: &Session) -> String {
     ));
     if let Some(last) = &t.last_turn {
         s.push_str(&format!("last turn {}\n", last.usage.describe()));
+    }
+    if let Some(after) = &r.after_turn {
+        for line in after
+            .git
+            .lines()
+            .into_iter()
+            .chain(crate::ops::later::lines(&after.files))
+        {
+            s.push_str(&format!("after it  {line}\n"));
+        }
     }
     s
 }

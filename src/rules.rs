@@ -84,12 +84,9 @@ pub fn verdict(rule: &str, v: Verdict, matcher: &str) -> String {
 /// egress log's own gate (its refusals are what the log cannot take).
 const NOT_EGRESS: [&str; 3] = ["loopback", "ndp", "egress-log"];
 
-/// The table of the egress log's gate, in every cage (README, "The egress
-/// log"). Its name says what it is.
-pub const EGRESS_TABLE: &str = "shrooms_egress";
-/// The set the egress log's listener keeps an element in while it can
-/// write (`egress::GATE_TIMEOUT`).
-pub const EGRESS_SET: &str = "alive";
+// The gate's table and set are the egress log's listener's (`egress`),
+// which keeps the set's element.
+pub use crate::egress::{EGRESS_SET, EGRESS_TABLE};
 
 /// The egress log's gate: every packet that leaves the cage is refused
 /// unless the set `alive` holds the mark it carries, 0 (a cage has no
@@ -195,45 +192,9 @@ pub const SEALED_TABLE: &str = "shrooms_sealed";
 /// Kept in a sealed cage's record; raise it when the rules change.
 pub const SEALED_VERSION: u32 = 3;
 
-/// Ranges a sealed cage may not reach (the internet and nothing local: no
-/// LAN, no mesh over IPv6 or IPv4, no link-local, on any port): private, carrier-grade NAT (also Tailscale's mesh), loopback
-/// of the machine, link-local, multicast, benchmark and reserved ranges.
-pub const SEALED_REFUSED_V4: &[&str] = &[
-    "0.0.0.0/8",
-    "10.0.0.0/8",
-    "100.64.0.0/10",
-    "127.0.0.0/8",
-    "169.254.0.0/16",
-    "172.16.0.0/12",
-    "192.0.0.0/24",
-    "192.168.0.0/16",
-    "198.18.0.0/15",
-    "224.0.0.0/4",
-    "240.0.0.0/4",
-];
-
-/// The same for IPv6. The IPv6 forms of IPv4 addresses are refused whole,
-/// so that none can reach the IPv4 ranges above: IPv4-compatible (`::/96`,
-/// deprecated by RFC 4291 2.5.5.1, which a stack or a user-mode network
-/// such as slirp4netns may still send out by the machine's IPv6 route; it
-/// holds the unspecified `::` and loopback `::1` too), IPv4-mapped, NAT64
-/// (64:ff9b::/96 and the local-use 64:ff9b:1::/48 of RFC 8215 translate to
-/// IPv4 on an IPv6-only network, the LAN's included), 6to4 and Teredo; and
-/// 200::/7 is the Yggdrasil mesh's.
-pub const SEALED_REFUSED_V6: &[&str] = &[
-    "::/96",
-    "::ffff:0:0/96",
-    "64:ff9b::/96",
-    "64:ff9b:1::/48",
-    "2001::/32",
-    "2002::/16",
-    "100::/64",
-    "200::/7",
-    "fc00::/7",
-    "fe80::/10",
-    "fec0::/10",
-    "ff00::/8",
-];
+// The ranges a sealed cage may not reach are the policy's (`netpolicy`),
+// which the allow-list's answers are checked against too.
+pub use crate::netpolicy::{SEALED_REFUSED_V4, SEALED_REFUSED_V6};
 
 /// A sealed cage's rule set: the `internet` policy's rules
 /// ([`internet_rules`]) with the agent port refused in its own table's

@@ -109,6 +109,38 @@ pub struct Record {
     /// another image, or one that must be built first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_image: Option<String>,
+    /// What its last turn left for the machine, when it left something:
+    /// the agent's commits brought in (or refused), and the files other
+    /// tools run later that it created or changed (README, "Git in a
+    /// cage", "What the machine runs later").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_turn: Option<AfterTurn>,
+}
+
+/// What a turn left for the machine.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AfterTurn {
+    /// Unix seconds, when the turn ended.
+    pub when: u64,
+    /// The session's branches brought into the user's repository, and
+    /// those refused, with why.
+    #[serde(default)]
+    pub git: crate::git::bring::Report,
+    /// The files other tools run later that the turn created, changed or
+    /// removed.
+    #[serde(default)]
+    pub files: Vec<NamedFile>,
+}
+
+/// A file a tool on the machine runs or loads later, created, changed or
+/// removed in a turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct NamedFile {
+    /// Relative to the project.
+    pub path: String,
+    /// `created`, `changed` or `removed`.
+    pub change: String,
+    pub why: String,
 }
 
 /// A session's model tokens (README, "Model gateway"): what its turns spent
@@ -274,6 +306,11 @@ pub struct CageRecord {
     #[serde(default)]
     #[schema(value_type = String)]
     pub net: crate::netpolicy::NetPolicy,
+    /// Its own git directory (README, "Git in a cage"). None: a cage made
+    /// before git in a cage had one (not started: `cage move` makes it
+    /// again), or one whose `.git` was left writable (`--writable .git`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git: Option<crate::git::GitRecord>,
 }
 
 /// A record that does not read, and why.
@@ -301,6 +338,10 @@ pub fn sample_cage(container: &str) -> CageRecord {
         mount_sources: Vec::new(),
         own_limits: false,
         net: Default::default(),
+        git: Some(crate::git::GitRecord {
+            layout: crate::git::Layout::Folder,
+            own: PathBuf::from("/nonexistent/shrooms-test-git").join(container),
+        }),
     }
 }
 
@@ -320,6 +361,7 @@ pub fn sample_record(name: &str) -> Record {
         tokens: Tokens::default(),
         accept_caged: None,
         last_image: None,
+        after_turn: None,
     }
 }
 
@@ -619,6 +661,21 @@ impl Store {
     }
     pub fn proxy_dir(&self, container: &str) -> PathBuf {
         self.cage_dir(container).join("proxy")
+    }
+    /// `cages/<container>/git/`: the session's own git directory, which
+    /// the cage writes (`crate::git`).
+    pub fn own_git(&self, container: &str) -> PathBuf {
+        self.cage_dir(container).join("git")
+    }
+    /// `cages/<container>/git-base`: the user's refs as the last sync saw
+    /// them, out of the cage's reach.
+    pub fn git_base(&self, container: &str) -> PathBuf {
+        self.cage_dir(container).join("git-base")
+    }
+    /// `cages/<container>/gitfile`: the `.git` file a cage gets over a
+    /// project's `.git` file.
+    pub fn gitfile(&self, container: &str) -> PathBuf {
+        self.cage_dir(container).join("gitfile")
     }
     pub fn uploads_dir(&self) -> PathBuf {
         self.root.join("uploads")

@@ -165,6 +165,7 @@ fn new_record(req: &CreateRequest, dir: &Path, plan: &make::CagePlan) -> Record 
         // caged) until someone sets it.
         accept_caged: None,
         last_image: None,
+        after_turn: None,
     }
 }
 

@@ -345,6 +345,7 @@ impl World {
             tokens: Default::default(),
             accept_caged: None,
             last_image: None,
+            after_turn: None,
         };
         self.ctx.store.ensure().unwrap();
         self.ctx.store.save(&record).unwrap();

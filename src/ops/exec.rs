@@ -61,6 +61,14 @@ impl What {
 /// A command ready to run: the cage is running, the port closed, the env
 /// file written, the lock held.
 pub struct Prepared<'a> {
+    ctx: &'a Context,
+    /// The session, its project and its cage's create argv, for what the
+    /// turn leaves behind (`after_turn`).
+    session: String,
+    dir: PathBuf,
+    git: Option<crate::git::GitRecord>,
+    /// The files other tools run later, as they were before the turn.
+    before: super::later::Snapshot,
     host: &'a Host,
     container: String,
     process: Process,
@@ -95,6 +103,10 @@ pub struct Ended {
     /// After an interactive `cage run`: how to go back into its
     /// conversation, in the cage.
     pub resume: Option<String>,
+    /// What the turn left for the machine, a line each: the agent's
+    /// commits brought in or refused, the files other tools run later it
+    /// created or changed.
+    pub after: Vec<String>,
 }
 
 /// `cage run` on a session taken out of its cage: its harness on the
@@ -259,6 +271,7 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
         _ => None,
     };
     let marker = ctx.store.turn_marker(&record.name);
+    let before = super::later::snapshot(&record.dir, &cage.create_argv);
     // The facts, the start's decision in the turn's plan, and the plan run:
     // a failed step takes back those before it (`turn_steps`).
     let pi_plan = pi_plan.map(std::cell::RefCell::new);
@@ -318,6 +331,11 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
     let args = argv::exec(&cage.container, &record.dir, &env_file, tty, &cmd);
     let resume = wants_resume.then(|| super::resume::Watch::begin(&ctx.store, &record, cage));
     Ok(Prepared {
+        ctx,
+        session: record.name.clone(),
+        dir: record.dir.clone(),
+        git: cage.git.clone(),
+        before,
         resume,
         egress_pid_file: ctx.store.egress_pid_path(name),
         host,
@@ -604,12 +622,99 @@ impl Prepared<'_> {
             TurnEnd::Signal(sig) => 128 + sig,
         };
         let resume = self.resume.as_ref().and_then(super::resume::Watch::line);
+        // Only from a stopped cage: nothing in it writes meanwhile.
+        let after = if stop_error.is_none() {
+            after_turn(
+                self.ctx,
+                &self.session,
+                &self.dir,
+                self.git.as_ref(),
+                Some(&self.before),
+                &self.container,
+            )
+        } else {
+            Vec::new()
+        };
         Ok(Ended {
             code,
             stop_error,
             resume,
+            after,
         })
     }
+}
+
+/// What a turn left for the machine, looked at with its cage stopped and
+/// the session's lock held: the agent's new commits brought into the
+/// user's repository (`git::bring`), and the files other tools run later
+/// that changed since `before` (`later`). Kept in the record
+/// (`after_turn`) and the history; a line each for the terminal.
+pub fn after_turn(
+    ctx: &Context,
+    session: &str,
+    dir: &std::path::Path,
+    git: Option<&crate::git::GitRecord>,
+    before: Option<&super::later::Snapshot>,
+    container: &str,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    let report = match git {
+        Some(g) => {
+            let program = crate::settings::find_program("git", ctx.settings.path_var.as_deref());
+            crate::git::bring::bring(
+                session,
+                dir,
+                &g.own,
+                &ctx.store.git_base(container),
+                program.as_deref(),
+            )
+            .unwrap_or_else(|e| {
+                lines.push(format!(
+                    "the session's commits were not brought into your repository: {}",
+                    e.message
+                ));
+                Default::default()
+            })
+        }
+        None => Default::default(),
+    };
+    let files = before
+        .map(|b| {
+            let create_argv = ctx
+                .store
+                .load(session)
+                .ok()
+                .and_then(|r| r.cage.map(|c| c.create_argv))
+                .unwrap_or_default();
+            b.changes(&super::later::snapshot(dir, &create_argv))
+        })
+        .unwrap_or_default();
+    lines.extend(report.lines());
+    lines.extend(super::later::lines(&files));
+    let when = crate::when::now();
+    let left = (!report.is_empty() || !files.is_empty()).then_some(session::AfterTurn {
+        when,
+        git: report,
+        files,
+    });
+    if left.is_some() {
+        let what = lines.join("; ");
+        let _ = ctx.store.append_history(
+            session,
+            &session::HistoryEntry {
+                when,
+                who: "shrooms-agent".into(),
+                what,
+            },
+        );
+    }
+    if left.is_some() || before.is_some() {
+        let _ = ctx.store.update(session, |r| {
+            r.after_turn = left.clone();
+            Ok(())
+        });
+    }
+    lines
 }
 
 /// Stop the cage of a turn whose process and watcher both died (both

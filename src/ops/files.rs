@@ -1354,6 +1354,7 @@ mod tests {
                 tokens: Default::default(),
                 accept_caged: None,
                 last_image: None,
+                after_turn: None,
             })
             .unwrap();
         (ctx, root)

@@ -185,6 +185,7 @@ mod tests {
             tokens: Default::default(),
             accept_caged: None,
             last_image: None,
+            after_turn: None,
         }
     }
 

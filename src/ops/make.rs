@@ -78,6 +78,8 @@ pub struct CagePlan {
     /// Protected paths missing now, made empty before the cage (a folder
     /// rather than a file), so that the cage cannot make them.
     protect_make: Vec<(PathBuf, bool)>,
+    /// Its own git directory (None with `--writable .git`).
+    git: Option<crate::git::GitRecord>,
     /// A step before the cage is made: our image is stale, so its build
     /// starts again in the background (and the warning saying so goes in
     /// at this index of `warnings`).
@@ -244,6 +246,9 @@ pub struct HarnessFacts {
     pub pid_file: PathBuf,
     pub uploads_dir: PathBuf,
     pub tools_dir: Option<PathBuf>,
+    /// The session's own git directory, and the `.git` file naming it.
+    pub own_git: PathBuf,
+    pub gitfile: PathBuf,
 }
 
 /// What the machine has for the options asked.
@@ -633,8 +638,7 @@ pub fn decide(
     let (found_options, mut options, make_volume) = options(&f.options, choice)?;
     // README, "Protected paths": what the machine runs later is read-only
     // in every cage, unless named writable.
-    let protection = protect::decide(&f.dir, &f.protect, &choice.writable)?;
-    found.protected = protection.mounts.clone();
+    let (protection, git) = decide_protection(f, &choice.writable, &mut found)?;
     options.writable = choice.writable.clone();
     said.warnings
         .extend(writable_warnings(&f.dir, &choice.writable));
@@ -648,8 +652,10 @@ pub fn decide(
         init: &init,
         pid_file: Some(&found.pid_file),
     };
-    let (spec, env, sealed) =
+    let (mut spec, env, sealed) =
         decide_spec(&g, &request, &found, &found_options, &options, &image_path)?;
+    spec.own
+        .extend(git_owned(git.as_ref().map(|(r, _)| r), &f.first.harness));
     let sources = check_sources(
         &f.others,
         &f.session,
@@ -679,6 +685,7 @@ pub fn decide(
         make_volume,
         sealed,
         protect_make: protection.make,
+        git: git.map(|(r, _)| r),
     };
     Ok(plan_of(&g, drafted, said))
 }
@@ -952,6 +959,72 @@ struct Drafted {
     make_volume: bool,
     sealed: Option<SealedRecord>,
     protect_make: Vec<(PathBuf, bool)>,
+    git: Option<crate::git::GitRecord>,
+}
+
+/// Pure: what of the session's git the cage's root owns (given to it at
+/// each start, rootful): its git directory, which it writes, and our
+/// `.git` file, read-only in the cage, since git refuses a repository
+/// whose `.git` file another user owns (git-config(1), safe.directory).
+fn git_owned(git: Option<&crate::git::GitRecord>, h: &HarnessFacts) -> Vec<PathBuf> {
+    let Some(record) = git else {
+        return Vec::new();
+    };
+    let mut own = vec![record.own.clone()];
+    if record.layout == crate::git::Layout::File {
+        own.push(h.gitfile.clone());
+    }
+    own
+}
+
+/// Pure: the protected paths, and the session's own git directory where
+/// the project's `.git` is with the user's read-only beside it (README,
+/// "Git in a cage"): their mounts over the project, in `found`.
+#[allow(clippy::type_complexity)]
+fn decide_protection(
+    f: &Facts,
+    writable: &[String],
+    found: &mut Found,
+) -> Result<(
+    protect::Protection,
+    Option<(crate::git::GitRecord, Vec<spec::Mount>)>,
+)> {
+    let protection = protect::decide(&f.dir, &f.protect, writable)?;
+    let git = decide_git(&f.dir, &f.protect, &f.first.harness, writable);
+    found.protected = git.iter().flat_map(|(_, m)| m.iter().cloned()).collect();
+    found.protected.extend(protection.mounts.iter().cloned());
+    Ok((protection, git))
+}
+
+/// Pure: the session's own git directory and its mounts (README, "Git in
+/// a cage"), from where the project's repository is: its `.git` a file
+/// (a linked worktree, a submodule) or a folder (none yet: the empty one
+/// made for it, which a later `git init` of the user's fills). None with
+/// `--writable .git`: the cage then writes the user's repository itself.
+fn decide_git(
+    dir: &Path,
+    p: &protect::ProtectFacts,
+    h: &HarnessFacts,
+    writable: &[String],
+) -> Option<(crate::git::GitRecord, Vec<spec::Mount>)> {
+    use crate::git::Layout;
+    if writable
+        .iter()
+        .any(|w| w.trim_start_matches("./").trim_end_matches('/') == ".git")
+    {
+        return None;
+    }
+    let (layout, common) = match &p.located {
+        Some(l) => (l.layout.clone(), l.common_dir.clone()),
+        None => (Layout::Folder, dir.join(".git")),
+    };
+    let modules = layout == Layout::Folder && p.modules;
+    let mounts = crate::git::mounts(dir, &layout, &common, &h.own_git, &h.gitfile, modules);
+    let record = crate::git::GitRecord {
+        layout,
+        own: h.own_git.clone(),
+    };
+    Some((record, mounts))
 }
 
 /// Pure: the plan of the parts decided. A dry run shows where the state
@@ -985,6 +1058,7 @@ fn plan_of(g: &Given, d: Drafted, said: Said) -> CagePlan {
         seccomp_profile: f.seccomp_profile.clone(),
         conversation: choice.conversation.clone(),
         protect_make: d.protect_make,
+        git: d.git,
         rebuild: d.rebuild,
     }
 }
@@ -1154,6 +1228,13 @@ impl CagePlan {
         undo.made = protect::make_missing(&self.protect_make)?;
         session::make_private_dir(&self.found.private_home)?;
         session::make_private_dir(&self.found.proxy_dir)?;
+        if let Some(git) = &self.git {
+            session::make_private_dir(&git.own)?;
+            if git.layout == crate::git::Layout::File {
+                let file = ctx.store.gitfile(&self.container);
+                session::write_atomic(&file, crate::git::gitfile_text().as_bytes(), 0o644)?;
+            }
+        }
         // podman reads the profile when it makes the container (into the
         // container's own configuration): not flushed to disk for later.
         if let Some(file) = &self.spec.seccomp_profile {
@@ -1265,6 +1346,7 @@ impl CagePlan {
                 })
                 .collect(),
             net: self.net.clone(),
+            git: self.git.clone(),
         }
     }
 }
@@ -1614,6 +1696,8 @@ fn harness_facts(
         uploads_dir: ctx.store.session_uploads(session),
         // The program's folder, only when the program knows where it is.
         tools_dir: ctx.self_paths.first().map(|_| ctx.store.tools_dir()),
+        own_git: ctx.store.own_git(container),
+        gitfile: ctx.store.gitfile(container),
         harness_dir,
     }
 }

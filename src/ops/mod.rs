@@ -3,6 +3,7 @@
 //! error. None of them prints: the CLI (`main.rs`) and `serve` (HTTP) are
 //! the faces that show results.
 
+pub mod bring;
 pub mod check;
 pub mod create;
 #[cfg(test)]
@@ -13,6 +14,7 @@ pub mod files;
 pub mod history;
 pub mod home;
 pub mod image;
+pub mod later;
 pub mod limits;
 pub mod ls;
 pub mod make;
@@ -244,6 +246,11 @@ pub struct StartFacts<'a> {
     pub dir_there: bool,
     /// This program, for a cage that mounts `tools/`.
     pub tools: Option<PathBuf>,
+    /// Where the user's refs of the last git sync are kept.
+    pub git_base: PathBuf,
+    /// The project's submodules that the cage does not have read-only:
+    /// added after it was made (`protect::submodule_paths`).
+    pub unprotected: Vec<PathBuf>,
 }
 
 /// Read what a start decides on (no refusal but a record without a cage).
@@ -265,7 +272,91 @@ pub fn start_facts<'a>(ctx: &Context, record: &'a Record) -> Result<StartFacts<'
             .first()
             .filter(|_| mounts_tools(ctx, &cage.create_argv))
             .cloned(),
+        git_base: ctx.store.git_base(&cage.container),
+        unprotected: match &cage.git {
+            Some(_) if record.dir.is_dir() => {
+                protect::submodule_paths_now(&record.dir)
+                    .into_iter()
+                    .filter(|p| !read_only_in(&record.dir.join(p), &record.dir, &cage.create_argv))
+                    // One the user left writable (`--writable lib/.git`) is theirs.
+                    .filter(|p| {
+                        !cage.options.writable.iter().any(|w| {
+                            p.starts_with(w.trim_start_matches("./").trim_end_matches('/'))
+                        })
+                    })
+                    .collect()
+            }
+            _ => Vec::new(),
+        },
     })
+}
+
+/// Pure: is `path`, or a folder holding it below `stop`, mounted read-only
+/// in a cage made with `create_argv`.
+fn read_only_in(path: &Path, stop: &Path, create_argv: &[String]) -> bool {
+    path.ancestors().take_while(|a| *a != stop).any(|a| {
+        let probe = crate::podman::argv::mount(&crate::spec::Mount {
+            src: PathBuf::from("/probe"),
+            dst: a.to_path_buf(),
+            read_only: true,
+        });
+        let Some(dst) = probe
+            .strip_prefix("type=bind,src=/probe,")
+            .and_then(|r| r.split_once(",ro=true,"))
+            .map(|(d, _)| format!(",{d},ro=true,"))
+        else {
+            return false;
+        };
+        create_argv
+            .iter()
+            .any(|arg| arg.starts_with("type=bind,") && arg.contains(&dst))
+    })
+}
+
+/// Why a cage made before git in a cage had its own git directory is not
+/// started.
+fn without_own_git(name: &str) -> Error {
+    Error::failed(format!(
+        "session {name}'s cage was not started: it was made by an earlier shrooms-agent, \
+         and its project's .git is writable in it (what a cage writes there, git on this \
+         machine runs). `shrooms-agent cage move {name}` (with the options it had: `cage \
+         show` lists them) makes its cage again, with a git directory of its own"
+    ))
+}
+
+/// Pure: why a start is refused for its git: a cage made before git in a
+/// cage had a git directory of its own, or one whose project has a
+/// submodule added since.
+fn git_refusal(f: &StartFacts) -> Option<Error> {
+    let name = &f.record.name;
+    if f.cage.git.is_none() && !git_left_writable(&f.cage.options) {
+        return Some(without_own_git(name));
+    }
+    (!f.unprotected.is_empty()).then(|| submodules_added(name, &f.unprotected))
+}
+
+/// Why a cage is not started when its project has a submodule it was made
+/// without: the submodule's `.git` (or its folder) would be the cage's to
+/// write, and the machine's `git status` obeys what is there.
+fn submodules_added(name: &str, paths: &[PathBuf]) -> Error {
+    let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    Error::failed(format!(
+        "session {name}'s cage was not started: its project has submodules it was made without \
+         ({}); in it, their .git would be the cage's to write, and git on this machine obeys \
+         what is there. `shrooms-agent cage move {name}` (with the options it had: `cage show` \
+         lists them) makes its cage again with them read-only",
+        shown.join(", ")
+    ))
+}
+
+/// Whether a cage was made with its project's `.git` writable
+/// (`--writable .git`, README "Protected paths"): it has no git directory
+/// of its own, by the user's choice.
+pub fn git_left_writable(options: &crate::spec::Options) -> bool {
+    options
+        .writable
+        .iter()
+        .any(|w| w.trim_start_matches("./").trim_end_matches('/') == ".git")
 }
 
 /// Pure: a start's refusal, or its plan. A cage of an earlier
@@ -311,6 +402,9 @@ pub fn decide_start<'a>(f: &StartFacts<'a>, host: &Host) -> Result<Vec<plan::Ste
              show` lists them) makes its cage again without it"
         )));
     }
+    if let Some(e) = git_refusal(f) {
+        return refused(e);
+    }
     if !f.dir_there {
         return Err(Error::failed(missing_folder_message(name, &record.dir)));
     }
@@ -326,6 +420,11 @@ pub fn decide_start<'a>(f: &StartFacts<'a>, host: &Host) -> Result<Vec<plan::Ste
     if let Some(exe) = &f.tools {
         steps.push(plan::Step::Tools(exe.clone()));
     }
+    steps.extend(cage.git.as_ref().map(|git| plan::Step::GitSync {
+        dir: record.dir.clone(),
+        own: git.own.clone(),
+        base: f.git_base.clone(),
+    }));
     if cage.sealed.is_some() {
         steps.push(plan::Step::Untrusted {
             dir: record.dir.clone(),
@@ -891,6 +990,36 @@ mod tests {
         assert_eq!(init_source_in("shrooms-other-1", &argv), None);
         spec.pid_file = None;
         assert_eq!(pid_file_in(&crate::podman::argv::create(&spec)), None);
+    }
+
+    #[test]
+    fn read_only_in_a_cage_by_itself_or_a_folder_holding_it() {
+        let mount = |p: &str, read_only: bool| {
+            crate::podman::argv::mount(&crate::spec::Mount {
+                src: PathBuf::from(p),
+                dst: PathBuf::from(p),
+                read_only,
+            })
+        };
+        let argv = vec![
+            "--mount".to_string(),
+            mount("/p", false),
+            mount("/p/lib/.git", true),
+            mount("/p/vendor", true),
+            mount("/p/rw", false),
+            mount("/p/a,b", true),
+        ];
+        let ro = |p: &str| read_only_in(Path::new(p), Path::new("/p"), &argv);
+        assert!(ro("/p/lib/.git"));
+        assert!(ro("/p/vendor"));
+        assert!(ro("/p/vendor/deep/.git"));
+        assert!(ro("/p/a,b/.git"));
+        assert!(!ro("/p/lib"));
+        assert!(!ro("/p/rw/.git"));
+        assert!(!ro("/p/other/.git"));
+        // The project itself is no protection of what it holds.
+        let all = vec![mount("/p", true)];
+        assert!(!read_only_in(Path::new("/p/x"), Path::new("/p"), &all));
     }
 
     #[test]

@@ -101,6 +101,12 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
         Some(w) => w,
         None => return Err(Error::failed("a move without a history entry")),
     };
+    if let Some(h) = host {
+        // The old cage's git directory goes with it: what the session
+        // committed comes in first.
+        let git = super::bring::before_its_git_goes(ctx, Some(h), &record);
+        warnings.extend(super::bring::said_before_removal(&git));
+    }
     warnings.extend(plan::execute(ctx, host, steps)?.warnings);
     Ok(Moved {
         session: record.name,

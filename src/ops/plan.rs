@@ -109,6 +109,15 @@ pub enum Step<'a> {
     /// This program put in the state folder's `tools/`, which the cage
     /// mounts (not taken back: any cage may use it).
     Tools(PathBuf),
+    /// The session's own git directory brought up to date with the user's
+    /// repository before a start (`git::sync`; not taken back: the next
+    /// start does it again). What fails is a warning: git in the cage then
+    /// sees the refs of the last sync.
+    GitSync {
+        dir: PathBuf,
+        own: PathBuf,
+        base: PathBuf,
+    },
     /// A turn's marker (`Store::turn_marker`), made before its cage starts
     /// (taken back: removed, unless the cage could not be stopped).
     TurnMarker { session: String },
@@ -240,6 +249,7 @@ impl Step<'_> {
             Step::Refuse(e) => format!("refuse: {}", e.message),
             Step::SettingsCopies(r) => format!("settings copies {}", r.name),
             Step::Tools(_) => "tools".to_string(),
+            Step::GitSync { own, .. } => format!("git sync {}", own.display()),
             Step::TurnMarker { .. } => "turn marker".to_string(),
             Step::Watcher { .. } => "watcher".to_string(),
             Step::Gateway { .. } => "gateway".to_string(),
@@ -566,6 +576,18 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
         }
         Step::Tools(exe) => {
             crate::tools::provide(&ctx.store.tools_dir(), exe)?;
+            None
+        }
+        Step::GitSync { dir, own, base } => {
+            match crate::git::sync(dir, own, base) {
+                Ok(synced) => ran.warnings.extend(synced.warnings),
+                Err(e) => ran.warnings.push(format!(
+                    "the session's git directory ({}) was not brought up to date with your \
+                     repository, so git in the cage sees it as the last turn left it: {}",
+                    own.display(),
+                    e.message
+                )),
+            }
             None
         }
         Step::TurnMarker { session } => {

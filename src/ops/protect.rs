@@ -16,7 +16,9 @@
 //! mount would lend the cage whatever the link leads to).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
+
+use crate::git::normal;
 
 use crate::error::{Error, Result};
 use crate::spec::Mount;
@@ -49,38 +51,13 @@ pub struct Entry {
 pub const PROTECTED: &[Entry] = &[
     Entry {
         path: ".git",
-        // An empty `.git` folder is not a repository to git, which looks
-        // further up; the cage cannot `git init` one whose config a shell
-        // prompt's `git status` would obey.
+        // Never the user's in a cage: the session's own git directory is
+        // mounted there (`git::mounts`). Made empty where missing, so that
+        // the cage cannot make one the machine's git would obey; a `git
+        // init` of the user's fills it later, and the next start takes it.
         if_missing: IfMissing::Folder,
-        why: "a repository git on the machine obeys",
-    },
-    Entry {
-        path: ".git/hooks",
-        if_missing: IfMissing::Folder,
-        why: "git's hooks, run by your next git commit, merge or push",
-    },
-    Entry {
-        path: ".git/config",
-        if_missing: IfMissing::Leave,
-        why: "the repository's config: core.fsmonitor runs at each git status, \
-              core.hooksPath names the hooks",
-    },
-    Entry {
-        path: ".git/config.worktree",
-        // Read when extensions.worktreeConfig is set; empty, it says nothing.
-        if_missing: IfMissing::File,
-        why: "the worktree's config, read like .git/config",
-    },
-    Entry {
-        path: ".git/modules",
-        if_missing: IfMissing::Leave,
-        why: "the submodules' repositories, with their own hooks and config",
-    },
-    Entry {
-        path: ".git/worktrees",
-        if_missing: IfMissing::Leave,
-        why: "the linked worktrees' folders, whose commondir names their repository",
+        why: "the repository: git on the machine obeys its config, hooks, commondir, \
+              includes and worktree folders",
     },
     Entry {
         path: ".husky",
@@ -101,6 +78,52 @@ pub const PROTECTED: &[Entry] = &[
         path: ".lefthook.yml",
         if_missing: IfMissing::Leave,
         why: "what lefthook's git hooks run",
+    },
+    Entry {
+        path: "lefthook.yaml",
+        if_missing: IfMissing::Leave,
+        why: "what lefthook's git hooks run",
+    },
+    Entry {
+        path: ".lefthook.yaml",
+        if_missing: IfMissing::Leave,
+        why: "what lefthook's git hooks run",
+    },
+    Entry {
+        path: "lefthook-local.yml",
+        if_missing: IfMissing::Leave,
+        why: "merged into lefthook's config, what its git hooks run",
+    },
+    Entry {
+        path: ".lefthook-local.yml",
+        if_missing: IfMissing::Leave,
+        why: "merged into lefthook's config, what its git hooks run",
+    },
+    Entry {
+        path: ".direnv",
+        if_missing: IfMissing::Leave,
+        why: "direnv's own folder (layouts, the environments .envrc builds), loaded when you \
+              enter the folder",
+    },
+    Entry {
+        path: ".idea",
+        if_missing: IfMissing::Leave,
+        why: "JetBrains IDEs' project settings: run configurations, tasks, tools",
+    },
+    Entry {
+        path: ".zed",
+        if_missing: IfMissing::Leave,
+        why: "Zed's project settings: tasks, language servers' commands",
+    },
+    Entry {
+        path: ".helix",
+        if_missing: IfMissing::Leave,
+        why: "Helix's project settings: language servers' commands",
+    },
+    Entry {
+        path: ".devcontainer",
+        if_missing: IfMissing::Leave,
+        why: "dev containers: initializeCommand runs on the machine",
     },
     Entry {
         path: ".envrc",
@@ -169,6 +192,10 @@ pub struct ProtectFacts {
     /// (from the repository's config and the machine's) and the files the
     /// repository's config includes.
     pub named: Vec<(PathBuf, IfMissing, String)>,
+    /// Where the project's repository is, if it has one (`git::locate`).
+    pub located: Option<crate::git::Located>,
+    /// Its `modules/` (the submodules' repositories) is a folder.
+    pub modules: bool,
 }
 
 /// Gather the facts for a project (`dir`, canonical). `global_configs`:
@@ -184,34 +211,42 @@ pub fn facts(dir: &Path, home: &Path, global_configs: &[PathBuf]) -> ProtectFact
             Some(normal(&dir.join(line.trim())))
         });
     }
-    if git == Kind::Folder {
-        let mut local = Vec::new();
-        for name in ["config", "config.worktree"] {
-            let p = dir.join(".git").join(name);
-            if Kind::of(&p) == Kind::File
-                && let Some(text) = read_small(&p)
-            {
-                local.extend(config_values(&text));
-            }
+    f.located = crate::git::locate(dir);
+    // The config files git on the machine reads for this project: the
+    // repository's own (and a linked worktree's), the machine's, and every
+    // file they include, and those include, as git follows them (up to its
+    // own depth of 10, git-config(1) "Includes"): an include of an include
+    // in the project is as much git's config as the first.
+    let mut queue: Vec<(PathBuf, usize)> = Vec::new();
+    if let Some(l) = &f.located {
+        queue.push((l.common_dir.join("config"), 0));
+        queue.push((l.git_dir.join("config.worktree"), 0));
+    }
+    queue.extend(global_configs.iter().map(|p| (p.clone(), 0)));
+    let mut read = BTreeSet::new();
+    while let Some((file, depth)) = queue.pop() {
+        if depth > 10 || !read.insert(file.clone()) {
+            continue;
         }
-        for (key, value) in &local {
+        let Some(text) = read_small(&file) else {
+            continue;
+        };
+        let base = file.parent().unwrap_or(Path::new("/")).to_path_buf();
+        for (key, value) in crate::git::config_values(&text) {
             if key == "include.path" || (key.starts_with("includeif.") && key.ends_with(".path")) {
-                let at = expand(value, home, &dir.join(".git"));
+                let at = expand(&value, home, &base);
                 if let Ok(rel) = at.strip_prefix(dir) {
                     f.named.push((
                         rel.to_path_buf(),
                         IfMissing::File,
-                        format!("included by .git/config ({key} = {value})"),
+                        format!(
+                            "a git config include ({key} = {value}, in {})",
+                            file.display()
+                        ),
                     ));
                 }
-            }
-        }
-        let global = global_configs
-            .iter()
-            .filter_map(|p| std::fs::read_to_string(p).ok())
-            .flat_map(|t| config_values(&t));
-        for (key, value) in local.iter().cloned().chain(global) {
-            if key == "core.hookspath" {
+                queue.push((at, depth + 1));
+            } else if key == "core.hookspath" {
                 let at = expand(&value, home, dir);
                 if let Ok(rel) = at.strip_prefix(dir)
                     && !rel.as_os_str().is_empty()
@@ -225,6 +260,12 @@ pub fn facts(dir: &Path, home: &Path, global_configs: &[PathBuf]) -> ProtectFact
             }
         }
     }
+    if let Some(l) = &f.located {
+        f.modules = Kind::of(&l.common_dir.join("modules")) == Kind::Folder;
+        f.named.extend(submodule_paths(dir, &l.git_dir));
+    }
+    let mut once = BTreeSet::new();
+    f.named.retain(|(p, _, _)| once.insert(p.clone()));
     let candidates = PROTECTED
         .iter()
         .map(|e| PathBuf::from(e.path))
@@ -239,6 +280,68 @@ pub fn facts(dir: &Path, home: &Path, global_configs: &[PathBuf]) -> ProtectFact
         }
     }
     f
+}
+
+/// The paths that protect a project's submodules now (`submodule_paths`).
+pub fn submodule_paths_now(dir: &Path) -> Vec<PathBuf> {
+    crate::git::locate(dir)
+        .map(|l| submodule_paths(dir, &l.git_dir))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(p, _, _)| p)
+        .collect()
+}
+
+/// The submodules the machine's `git status` looks into, from the
+/// repository's index (`git_dir`'s) and, within each one checked out,
+/// from its own (a submodule's submodules): each one recorded there (a
+/// gitlink) whose `.git` is in the project (a file naming its repository,
+/// or the repository itself) is read-only there, as that `.git`; one whose
+/// `.git` is not there (never cloned, or taken out with `submodule
+/// deinit`) is read-only as a whole folder, made empty where missing: git
+/// looks into it as soon as a `.git` appears there, and would obey one
+/// the cage made. Paths relative to `dir`.
+fn submodule_paths(dir: &Path, git_dir: &Path) -> Vec<(PathBuf, IfMissing, String)> {
+    let mut out = Vec::new();
+    let mut queue = vec![(PathBuf::new(), git_dir.to_path_buf(), 0usize)];
+    while let Some((at, git_dir, depth)) = queue.pop() {
+        for link in crate::git::gitlinks(&git_dir.join("index")) {
+            if out.len() >= 10_000 {
+                return out;
+            }
+            let rel = at.join(&link);
+            let dot_git = rel.join(".git");
+            match Kind::of(&dir.join(&dot_git)) {
+                Kind::Missing => out.push((
+                    rel,
+                    IfMissing::Folder,
+                    "a submodule git has not checked out here: git on the machine looks into \
+                     it, and obeys the repository a .git there names, once one is there"
+                        .into(),
+                )),
+                kind => {
+                    out.push((
+                        dot_git,
+                        IfMissing::Leave,
+                        "a submodule's .git, which is or names the repository git on the \
+                         machine reads when it looks into the submodule"
+                            .into(),
+                    ));
+                    let inner = match kind {
+                        Kind::Folder => Some(dir.join(&rel).join(".git")),
+                        Kind::File => crate::git::locate(&dir.join(&rel)).map(|l| l.git_dir),
+                        _ => None,
+                    };
+                    if let Some(inner) = inner
+                        && depth < 8
+                    {
+                        queue.push((rel, inner, depth + 1));
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 /// A file of a few KiB at most, as text (a config, a `.git` file).
@@ -257,76 +360,6 @@ fn expand(value: &str, home: &Path, base: &Path) -> PathBuf {
         None => base.join(value),
     };
     normal(&p)
-}
-
-fn normal(p: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
-}
-
-/// `section.key` (lower case; a subsection kept as written between them)
-/// and value of each setting of a git config file's text (git-config(1),
-/// "Syntax"): enough to find `core.hooksPath` and the includes.
-pub fn config_values(text: &str) -> Vec<(String, String)> {
-    let mut section = String::new();
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let mut line = line.trim();
-        if line.starts_with('[') {
-            let Some(end) = line.find(']') else { continue };
-            let head = &line[1..end];
-            section = match head.split_once(char::is_whitespace) {
-                Some((name, sub)) => {
-                    let sub = sub.trim().trim_matches('"');
-                    format!("{}.{sub}", name.to_ascii_lowercase())
-                }
-                None => head.to_ascii_lowercase(),
-            };
-            line = line[end + 1..].trim();
-        }
-        if line.is_empty() || line.starts_with(['#', ';']) {
-            continue;
-        }
-        let (key, value) = match line.split_once('=') {
-            Some((k, v)) => (k.trim(), unquote(v.trim())),
-            None => (line, "true".to_string()),
-        };
-        out.push((format!("{section}.{}", key.to_ascii_lowercase()), value));
-    }
-    out
-}
-
-/// A config value: quotes taken out, `\"` and `\\` read, a comment after it dropped.
-fn unquote(v: &str) -> String {
-    let mut out = String::new();
-    let mut quoted = false;
-    let mut chars = v.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => quoted = !quoted,
-            '\\' => {
-                if let Some(n) = chars.next() {
-                    out.push(match n {
-                        'n' => '\n',
-                        't' => '\t',
-                        other => other,
-                    });
-                }
-            }
-            '#' | ';' if !quoted => break,
-            c => out.push(c),
-        }
-    }
-    out.trim_end().to_string()
 }
 
 /// The mounts that protect a project, and what must be made first.
@@ -402,11 +435,13 @@ pub fn decide(dir: &Path, f: &ProtectFacts, writable: &[String]) -> Result<Prote
         for p in on_the_way {
             chosen.entry(p).or_insert(false);
         }
-        // A `.git` folder is where git works: read-write over itself,
-        // what it holds read-only; a `.git` file, or one made empty, is
-        // read-only.
-        let ro = !(rel == Path::new(".git") && git == Kind::Folder);
-        chosen.insert(rel, ro);
+        // The session's own git directory goes there (`git::mounts`):
+        // checked for links and made when missing, as the others, but not
+        // mounted from the project.
+        if rel == Path::new(".git") {
+            continue;
+        }
+        chosen.insert(rel, true);
     }
     Ok(protection_of(dir, chosen, make))
 }
@@ -610,25 +645,21 @@ mod tests {
             (".mcp.json", Kind::File),
         ]);
         let p = decide(Path::new(DIR), &f, &[]).unwrap();
+        // `.git` is the session's own in the cage (`git::mounts`): none
+        // of the user's is mounted from here.
         assert_eq!(
             shown(&p),
             vec![
                 "/home/u/src/web/.claude ro",
                 "/home/u/src/web/.envrc ro",
-                "/home/u/src/web/.git rw",
                 "/home/u/src/web/.mcp.json ro",
                 "/home/u/src/web/.pi ro",
                 "/home/u/src/web/.vscode ro",
-                "/home/u/src/web/.git/config ro",
-                "/home/u/src/web/.git/config.worktree ro",
-                "/home/u/src/web/.git/hooks ro",
-                "/home/u/src/web/.git/modules ro",
             ]
         );
         assert_eq!(
             p.make,
             vec![
-                ("/home/u/src/web/.git/config.worktree".into(), false),
                 ("/home/u/src/web/.vscode".into(), true),
                 ("/home/u/src/web/.pi".into(), true),
             ]
@@ -636,11 +667,12 @@ mod tests {
     }
 
     #[test]
-    fn no_repository_gets_an_empty_read_only_git() {
+    fn no_repository_gets_an_empty_git() {
         let f = facts_of(&[(".git", Kind::Missing)]);
         let p = decide(Path::new(DIR), &f, &[]).unwrap();
         let s = shown(&p);
-        assert!(s.contains(&"/home/u/src/web/.git ro".to_string()), "{s:?}");
+        // The session's own git directory is mounted there (`git::mounts`).
+        assert!(!s.iter().any(|m| m.contains(".git")), "{s:?}");
         // nothing is made inside it: it stays empty, not a repository
         assert!(!s.iter().any(|m| m.contains(".git/")), "{s:?}");
         assert!(p.make.contains(&("/home/u/src/web/.git".into(), true)));
@@ -654,8 +686,7 @@ mod tests {
         f.gitdir = Some("/home/u/src/main/.git/worktrees/web".into());
         let p = decide(Path::new(DIR), &f, &[]).unwrap();
         let s = shown(&p);
-        assert!(s.contains(&"/home/u/src/web/.git ro".to_string()), "{s:?}");
-        assert!(!s.iter().any(|m| m.contains(".git/")), "{s:?}");
+        assert!(!s.iter().any(|m| m.contains(".git")), "{s:?}");
         // one whose repository is inside the project is refused
         f.gitdir = Some("/home/u/src/web/repo.git".into());
         let e = decide(Path::new(DIR), &f, &[]).unwrap_err();
@@ -666,13 +697,6 @@ mod tests {
     #[test]
     fn a_link_is_refused_never_followed() {
         for (at, kinds) in [
-            (
-                ".git/hooks",
-                vec![
-                    (".git", Kind::Folder),
-                    (".git/hooks", Kind::Link("/home/u/hooks".into())),
-                ],
-            ),
             (".git", vec![(".git", Kind::Link("/home/u/.ssh".into()))]),
             (
                 ".claude",
@@ -720,19 +744,15 @@ mod tests {
             (".git/hooks", Kind::Folder),
             (".git/config", Kind::File),
         ]);
-        let p = decide(Path::new(DIR), &f, &["./.git/hooks/".into()]).unwrap();
+        let p = decide(Path::new(DIR), &f, &["./.vscode/".into()]).unwrap();
         assert_eq!(
             shown(&p),
-            vec![
-                "/home/u/src/web/.claude ro",
-                "/home/u/src/web/.git rw",
-                "/home/u/src/web/.pi ro",
-                "/home/u/src/web/.vscode ro",
-                "/home/u/src/web/.git/config ro",
-                "/home/u/src/web/.git/config.worktree ro",
-            ]
+            vec!["/home/u/src/web/.claude ro", "/home/u/src/web/.pi ro"]
         );
-        assert!(!shown(&p).iter().any(|m| m.contains("hooks")));
+        // git's own files are no protected paths any more: the cage never
+        // has the user's `.git`.
+        let e = decide(Path::new(DIR), &f, &[".git/hooks".into()]).unwrap_err();
+        assert!(e.message.contains("not a protected path"), "{}", e.message);
         // the whole repository
         let p = decide(Path::new(DIR), &f, &[".git".into()]).unwrap();
         assert!(!shown(&p).iter().any(|m| m.contains(".git")));
@@ -827,7 +847,7 @@ mod tests {
                     [include]\n\tpath = ../tools/git.conf\n\
                     [includeIf \"gitdir:~/src/\"]\n\tpath = x.conf\n\
                     [Core] HooksPath = .husky/_\n\tbare\n";
-        let v = config_values(text);
+        let v = crate::git::config_values(text);
         for (key, value) in [
             ("core.hookspath", "tools/hooks"),
             ("core.hookspath", ".husky/_"),
@@ -858,7 +878,7 @@ mod tests {
         assert_eq!(f.kinds[Path::new(".envrc")], Kind::Link("/etc".into()));
         assert_eq!(f.kinds[Path::new("githooks")], Kind::Missing);
         let named: Vec<&Path> = f.named.iter().map(|(p, _, _)| p.as_path()).collect();
-        assert_eq!(named, vec![Path::new("shared.conf"), Path::new("githooks")]);
+        assert_eq!(named, vec![Path::new("githooks"), Path::new("shared.conf")]);
         std::fs::remove_dir_all(&t).unwrap();
     }
 }

@@ -131,7 +131,14 @@ fn rename_locked(ctx: &Context, req: &RenameRequest, record: &session::Record) -
     let (host, running, cage_plan) = look(ctx, old, new, record, &mut warnings)?;
     let facts = facts(ctx, req, record, running, cage_plan.as_ref());
     let what = facts.entry.what.clone();
-    warnings.extend(plan::execute(ctx, host, decide(&facts)?)?.warnings);
+    let steps = decide(&facts)?;
+    if let Some(h) = host {
+        // The old cage's git directory goes with it: what the session
+        // committed comes in first, under its old name.
+        let git = super::bring::before_its_git_goes(ctx, Some(h), record);
+        warnings.extend(super::bring::said_before_removal(&git));
+    }
+    warnings.extend(plan::execute(ctx, host, steps)?.warnings);
     Ok(Renamed {
         session: new.to_string(),
         from: old.to_string(),

@@ -17,6 +17,10 @@ pub struct Removed {
     pub container: Option<String>,
     /// Files and folders removed, besides the container.
     pub files: Vec<PathBuf>,
+    /// The session's commits brought into your repository before its
+    /// cage's git directory went, or refused (README, "Git in a cage").
+    #[serde(skip_serializing_if = "crate::git::bring::Report::is_empty")]
+    pub git: crate::git::bring::Report,
 }
 
 pub fn rm(ctx: &Context, name: &str) -> Result<Removed> {
@@ -41,11 +45,13 @@ pub fn rm(ctx: &Context, name: &str) -> Result<Removed> {
     if ctx.store.history_path(name).exists() {
         files.push(ctx.store.history_path(name));
     }
+    let git = super::bring::before_its_git_goes(ctx, host, &record);
     plan::execute(ctx, host, steps(&record))?;
     Ok(Removed {
         session: record.name,
         container: record.cage.map(|c| c.container),
         files,
+        git,
     })
 }
 

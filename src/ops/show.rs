@@ -44,6 +44,13 @@ pub struct Session {
     pub tokens: Tokens,
     /// Its cage; null for a session out of its cage.
     pub cage: Option<Cage>,
+    /// What its last turn left for the machine, when it left something
+    /// (README, "Git in a cage", "What the machine runs later"): the
+    /// agent's branches brought into your repository (`git.brought`:
+    /// branch, into, commit, objects) or refused (`git.refused`: branch,
+    /// why), and the files other tools run later that it created, changed
+    /// or removed (`files`: path, change, why); null otherwise.
+    pub after_turn: Option<crate::session::AfterTurn>,
 }
 
 /// What belongs to a session's container.
@@ -253,6 +260,7 @@ impl Session {
                 .cage
                 .as_ref()
                 .map(|c| Cage::new(c, seen, shared_path, limits_enforced)),
+            after_turn: record.after_turn.clone(),
         }
     }
 }
@@ -335,6 +343,7 @@ mod tests {
                 "auto_approve",
                 "starred",
                 "accept_caged",
+                "after_turn",
                 "busy",
                 "files",
                 "tokens",

@@ -299,7 +299,7 @@ mod tests {
                 operations += 1;
             }
         }
-        assert_eq!(operations, 19);
+        assert_eq!(operations, 20);
         assert!(
             doc["paths"]["/v1/sessions"]["post"]["responses"]
                 .as_object()
@@ -381,6 +381,7 @@ mod tests {
             "GET /v1/sessions/{name}/egress",
             "POST /v1/sessions/{name}/settings",
             "POST /v1/sessions/{name}/accept-caged",
+            "POST /v1/sessions/{name}/bring",
             "POST /v1/images/build",
         ];
         listed.sort();

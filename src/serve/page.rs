@@ -266,6 +266,7 @@ pub fn render(p: &Page) -> Markup {
                     ". Read-only; reload the page to see it again."
                 }
                 (sessions(p))
+                (left(p))
                 (refused(p))
                 (image(&p.cage))
                 (history(p))
@@ -430,6 +431,54 @@ fn image(c: &CageInfo) -> Markup {
                 @for (i, o) in others.iter().enumerate() {
                     @if i > 0 { ", " }
                     (o)
+                }
+            }
+        }
+    }
+}
+
+/// What each session's last turn left for the machine (README, "Git in a
+/// cage", "What the machine runs later"): the agent's branches brought
+/// into the user's repository, those refused and why, and the files other
+/// tools run later that it created, changed or removed.
+fn left(p: &Page) -> Markup {
+    let rows: Vec<(&str, &crate::session::AfterTurn)> = p
+        .sessions
+        .iter()
+        .filter_map(|row| Some((row.record.name.as_str(), row.record.after_turn.as_ref()?)))
+        .collect();
+    html! {
+        h2 { "What the last turns left for this machine" }
+        @if rows.is_empty() {
+            p { (none("No commits came in, and no file another tool runs later was written.")) }
+        } @else {
+            table.left {
+                thead { tr { th { "Session" } th { "When" } th { "What" } } }
+                tbody {
+                    @for (name, after) in &rows {
+                        @for b in &after.git.brought {
+                            tr {
+                                td { (name) } td.nw { (crate::when::local(after.when)) }
+                                td.what { "brought in: its branch " (b.branch) " as "
+                                    code { (b.into.trim_start_matches("refs/heads/")) }
+                                    " (" (b.commit.get(..12).unwrap_or(&b.commit)) ", "
+                                    (b.objects) " new objects)" }
+                            }
+                        }
+                        @for r in &after.git.refused {
+                            tr {
+                                td { (name) } td.nw { (crate::when::local(after.when)) }
+                                td.what.bad { "refused: its branch " (r.branch) ": " (r.why) }
+                            }
+                        }
+                        @for f in &after.files {
+                            tr {
+                                td { (name) } td.nw { (crate::when::local(after.when)) }
+                                td.what.bad { (f.change) " " code { (f.path) } ", which a tool on \
+                                    this machine runs or loads later (" (f.why) ")" }
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -679,6 +728,46 @@ mod tests {
             "{html}"
         );
         assert!(html.contains("serve has no view of podman"), "{html}");
+    }
+
+    /// What a session's last turn left: each branch brought in (its
+    /// name in the user's repository, its commit), each refused with why,
+    /// each named file with its change and reason; escaped as the rest.
+    #[test]
+    fn what_the_last_turn_left_is_shown() {
+        use crate::git::bring::{Brought, Refused, Report};
+        let html = render(&page_with(sample_record("web"), None, Vec::new())).into_string();
+        assert!(html.contains("No commits came in"), "{html}");
+        let mut r = sample_record("web");
+        r.after_turn = Some(crate::session::AfterTurn {
+            when: 1_796_061_909 - 60,
+            git: Report {
+                brought: vec![Brought {
+                    branch: "main".into(),
+                    into: "refs/heads/cage/web/main".into(),
+                    commit: "0123456789abcdef0123456789abcdef01234567".into(),
+                    objects: 3,
+                }],
+                refused: vec![Refused {
+                    branch: "evil".into(),
+                    why: "its tree <b> has an entry named \".git\"".into(),
+                }],
+            },
+            files: vec![crate::session::NamedFile {
+                path: ".envrc.local".into(),
+                change: "created".into(),
+                why: "sourced by an allowed .envrc".into(),
+            }],
+        });
+        let html = render(&page_with(r, None, Vec::new())).into_string();
+        for want in [
+            "brought in: its branch main as <code>cage/web/main</code> (0123456789ab, 3 new objects)",
+            "refused: its branch evil: its tree &lt;b&gt; has an entry named &quot;.git&quot;",
+            "created <code>.envrc.local</code>, which a tool on this machine runs or loads later \
+             (sourced by an allowed .envrc)",
+        ] {
+            assert!(html.contains(want), "{want}\n{html}");
+        }
     }
 
     /// Whatever a record, a history line, a lock file or a build's log

@@ -52,6 +52,7 @@ pub fn api() -> OpenApiRouter {
         .routes(routes!(egress))
         .routes(routes!(settings))
         .routes(routes!(accept_caged))
+        .routes(routes!(bring))
         .routes(routes!(build))
 }
 
@@ -1066,6 +1067,42 @@ async fn accept_caged(
 ) -> Response {
     with_body(&shared, &info, req, move |shared, body: AcceptCagedBody| {
         let r = ops::files::set_accept_caged(&shared.context(), &name, body.accept_caged)?;
+        Ok(Response::json(200, &r))
+    })
+    .await
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct BringBody {
+    /// Also fast-forward your checked-out branch to the session's commit
+    /// of the same branch (refused where that is not a fast-forward or
+    /// would change your index or files).
+    #[serde(default)]
+    ff: bool,
+}
+
+/// `cage bring`: the session's commits brought into your repository as
+/// `cage/<session>/<branch>` (README, "Git in a cage").
+#[utoipa::path(post, path = "/v1/sessions/{name}/bring", operation_id = "bringCommits",
+    params(Session),
+    request_body = BringBody,
+    responses(
+        (status = 200, description = "What came in, what was refused, what the fast-forward did.", body = ops::bring::Brought),
+        (status = 400, description = "A bad request: a session without a cage, or without a git directory of its own.", body = ErrorBody),
+        (status = 403, description = "Asked by a caged session (X-Shrooms-Caged).", body = ErrorBody),
+        (status = 404, description = "No such session.", body = ErrorBody),
+        (status = 408, description = "The body did not arrive in time.", body = ErrorBody),
+        (status = 409, description = "The session is busy.", body = ErrorBody),
+        (status = 413, description = "The body is over 1 MiB.", body = ErrorBody)))]
+async fn bring(
+    Extension(shared): Sh,
+    Extension(info): Info,
+    InPath(Session { name }): InPath<Session>,
+    req: Request,
+) -> Response {
+    with_body(&shared, &info, req, move |shared, body: BringBody| {
+        let r = ops::bring::bring(&shared.context(), &name, body.ff)?;
         Ok(Response::json(200, &r))
     })
     .await

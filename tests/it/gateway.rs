@@ -20,6 +20,30 @@ pub const MACHINE_KEY: &str = "sk-ant-api03-machine-key-4f1c9e";
 const FORGED: &str = "forged-by-the-cage-77aa";
 /// A prompt with this asks the mock for a Bash tool call.
 pub const TOOL_MARKER: &str = "please-run-the-tool";
+/// What follows this in a prompt, in hex (which JSON leaves as it is), is
+/// the command of the tool call (`tool_prompt`); without it, the mock's
+/// call writes `tool-ran.txt`.
+const COMMAND_MARKER: &str = "command-in-hex-";
+
+/// A prompt that has the mock call the shell tool with `command`.
+pub fn tool_prompt(command: &str) -> String {
+    let hex: String = command.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("{TOOL_MARKER}: {COMMAND_MARKER}{hex}")
+}
+
+/// The command a request's prompt asks for (`tool_prompt`), if it asks.
+fn command_asked(body: &str) -> Option<String> {
+    let at = body.find(COMMAND_MARKER)? + COMMAND_MARKER.len();
+    let hex: Vec<u8> = body[at..]
+        .bytes()
+        .take_while(u8::is_ascii_hexdigit)
+        .collect();
+    let bytes: Vec<u8> = hex
+        .chunks(2)
+        .filter_map(|c| u8::from_str_radix(std::str::from_utf8(c).ok()?, 16).ok())
+        .collect();
+    String::from_utf8(bytes).ok()
+}
 /// The path of the pi provider's base URL on the mock, in pi's tests.
 const PI_UPSTREAM_PATH: &str = "/corp";
 
@@ -230,8 +254,9 @@ fn event(kind: &str, data: serde_json::Value) -> String {
 }
 
 /// The Messages API's events for one answer: a text, or a call of the
-/// shell tool named `tool` (Claude Code's `Bash`, pi's `bash`).
-fn events(tool: Option<&str>) -> Vec<String> {
+/// shell tool named `tool` (Claude Code's `Bash`, pi's `bash`) with
+/// `command`.
+fn events(tool: Option<&str>, command: &str) -> Vec<String> {
     use serde_json::json;
     let mut v = vec![event(
         "message_start",
@@ -248,7 +273,7 @@ fn events(tool: Option<&str>) -> Vec<String> {
         v.push(event(
             "content_block_delta",
             json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta",
-                "partial_json": "{\"command\": \"echo hi > tool-ran.txt\", \"description\": \"Write a file\"}"}}),
+                "partial_json": json!({"command": command, "description": "Run a command"}).to_string()}}),
         ));
     } else {
         v.push(event(
@@ -327,6 +352,8 @@ fn answer(
             };
             let tool = shell
                 .filter(|_| req.body.contains(TOOL_MARKER) && !req.body.contains("tool_result"));
+            let command =
+                command_asked(&req.body).unwrap_or_else(|| "echo hi > tool-ran.txt".to_string());
             let streamed =
                 req.body.contains("\"stream\":true") || req.body.contains("\"stream\": true");
             let gzip = match mode {
@@ -339,7 +366,7 @@ fn answer(
             if gzip || mode == Mode::Brotli {
                 // The whole answer at once, compressed (or said to be).
                 let (ctype, body) = if streamed {
-                    ("text/event-stream", events(tool).concat())
+                    ("text/event-stream", events(tool, &command).concat())
                 } else {
                     ("application/json", plain_answer().to_string())
                 };
@@ -362,7 +389,7 @@ fn answer(
             }
             if mode == Mode::LongThenHold && streamed {
                 let _ = w.write_all(head("200 OK", "text/event-stream").as_bytes());
-                let mut out = events(None)[0].clone();
+                let mut out = events(None, "")[0].clone();
                 for i in 0..LONG_DELTAS {
                     let text = format!("{i:03}{}", "x".repeat(LONG_DELTA - 3));
                     out.push_str(&event(
@@ -387,7 +414,7 @@ fn answer(
                 return Some(());
             }
             let _ = w.write_all(head("200 OK", "text/event-stream").as_bytes());
-            for (i, e) in events(tool).iter().enumerate() {
+            for (i, e) in events(tool, &command).iter().enumerate() {
                 w.write_all(e.as_bytes()).ok()?;
                 w.flush().ok()?;
                 if i == 0
@@ -928,6 +955,117 @@ fn gateway_real_claude_code_text_and_tool_turns_rootless() {
 #[test]
 fn gateway_real_claude_code_sealed() {
     claude_turns(World::new(), true);
+}
+
+/// An agent commits in a caged turn as it does uncaged: the real harness's
+/// shell tool (the mock asks for the call) runs `git add` and `git commit`
+/// in the project, and afterwards the commit is in the user's repository
+/// as `cage/<session>/main`, said on the turn's stderr; the user's own
+/// branch is where it was.
+fn harness_commits(w: World, pi: bool) {
+    use crate::protected::host_git_ok;
+    let mock = Mock::start();
+    let name = w.session(if pi { "gitpi" } else { "gitclaude" });
+    let project = w.dir(&format!("projects/{name}"));
+    host_git_ok(&w, &project, &["init", "-q", "-b", "main"]);
+    w.file(&format!("projects/{name}/a.txt"), "a\n");
+    host_git_ok(&w, &project, &["add", "a.txt"]);
+    host_git_ok(&w, &project, &["commit", "-q", "-m", "first"]);
+    let prompt = tool_prompt(
+        "echo agent > agent.txt && git add agent.txt && \
+         git -c user.name=agent -c user.email=agent@example.invalid commit -qm by-the-agent",
+    );
+    let mut env = if pi {
+        PI_QUIET.to_vec()
+    } else {
+        QUIET.to_vec()
+    };
+    let run = if pi {
+        world_for(&w, &mock, "");
+        let agent = w.home.join(".pi/agent");
+        std::fs::create_dir_all(&agent).unwrap();
+        let models = serde_json::json!({"providers": {"corp": {
+            "baseUrl": format!("{}{PI_UPSTREAM_PATH}", mock.url()),
+            "api": "anthropic-messages",
+            "apiKey": PI_KEY,
+            "models": [{"id": "corp-mock", "name": "Corp mock", "reasoning": false}]
+        }}});
+        std::fs::write(agent.join("models.json"), models.to_string()).unwrap();
+        w.chown_all();
+        let image = crate::protected::pi_git_image(w.user);
+        w.create(&name, &project, &["--harness", "pi", "--image", &image]);
+        w.run_env(
+            &[
+                "cage",
+                "run",
+                &name,
+                "--",
+                "--provider",
+                "corp",
+                "--model",
+                "corp-mock",
+                "-p",
+                &prompt,
+            ],
+            &env,
+        )
+    } else {
+        let (claude, _) = real_claude();
+        world_for(&w, &mock, &format!("[harness]\nclaude = \"{claude}\"\n"));
+        let image = crate::protected::git_image(w.user);
+        w.create(&name, &project, &["--image", &image]);
+        env.push(("ANTHROPIC_API_KEY", MACHINE_KEY));
+        w.run_env(
+            &[
+                "cage",
+                "run",
+                &name,
+                "--",
+                "-p",
+                &prompt,
+                "--dangerously-skip-permissions",
+            ],
+            &env,
+        )
+    }
+    .ok();
+    assert!(
+        mock.seen().iter().any(|s| s.body.contains("tool_result")),
+        "{}\n{}",
+        run.explain(),
+        mock.explain()
+    );
+    let theirs = format!("cage/{name}/main");
+    assert!(
+        run.stderr().contains(&format!("as {theirs}")),
+        "{}",
+        run.explain()
+    );
+    let log = host_git_ok(&w, &project, &["log", "--format=%s", &theirs]);
+    assert_eq!(log, "by-the-agent\nfirst\n", "{}", run.explain());
+    let mine = host_git_ok(&w, &project, &["log", "--format=%s", "main"]);
+    assert_eq!(mine, "first\n");
+    assert_eq!(read(&project.join("agent.txt")), "agent\n");
+}
+
+#[test]
+fn a_caged_claude_code_commits_and_the_commit_comes_in() {
+    harness_commits(World::new(), false);
+}
+
+#[test]
+fn a_caged_claude_code_commits_and_the_commit_comes_in_rootless() {
+    harness_commits(World::rootless(), false);
+}
+
+#[test]
+fn a_caged_pi_commits_and_the_commit_comes_in() {
+    harness_commits(World::new(), true);
+}
+
+#[test]
+fn a_caged_pi_commits_and_the_commit_comes_in_rootless() {
+    harness_commits(World::rootless(), true);
 }
 
 /// With no credential on the machine, the real Claude Code's turn ends

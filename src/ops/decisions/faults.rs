@@ -734,6 +734,7 @@ fn the_plans_of_start_and_exec() {
     let started = [
         format!("intent start {C}"),
         "settings copies web".to_string(),
+        format!("git sync /nonexistent/shrooms-test-git/{C}"),
         "check sources".to_string(),
         format!("start {C}"),
         format!("update {C}"),
@@ -767,6 +768,7 @@ fn the_plans_of_start_and_exec() {
         start(&record).unwrap(),
         [
             format!("intent start {C}"),
+            format!("git sync /nonexistent/shrooms-test-git/{C}"),
             "remember untrusted".to_string(),
             "check sources".to_string(),
             format!("start {C}"),
