@@ -912,7 +912,7 @@ impl Settings {
         };
         let mut pass_env: Vec<String> = Vec::new();
         for PassEnvName(name) in file.pass_env.unwrap_or_default() {
-            if crate::secret_names::is_credential_name(&name) {
+            if crate::secret_names::is_credential_variable(&name) {
                 return Err(bad(
                     "pass_env",
                     format!(
