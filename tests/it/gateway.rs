@@ -1403,6 +1403,125 @@ fn gateway_key_command_output_stays_on_the_machine_rootless() {
     key_command_output_stays_on_the_machine(World::rootless());
 }
 
+/// `[gateway] key_command` names its program as a shell would: a name is
+/// looked up on the PATH of the command holding the turn (the README's own
+/// `["pass", "show", "anthropic"]`, and `["sh", "-c", ...]`), and its key
+/// reaches the model. A failing one is not run at the cage's request rate:
+/// 20 requests in a row run it once or twice (backed off 10 s after a
+/// failure, doubling), each answered 401; before, each request ran it.
+fn key_command_on_path_and_backed_off(w: World) {
+    let mock = Mock::start();
+    let bin = w.dir("keybin");
+    let runs = bin.join("runs");
+    let pass = w.file(
+        "keybin/pass",
+        &format!(
+            "#!/bin/sh\necho \"$*\" >> {}\n\
+             [ \"$*\" = 'show anthropic' ] && {{ echo sk-ant-api03-from-pass; exit 0; }}\n\
+             echo 'no such entry' >&2; exit 1\n",
+            runs.display()
+        ),
+    );
+    std::fs::set_permissions(&pass, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    w.chown_all();
+    let path = format!(
+        "{}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        bin.display()
+    );
+    world_for(
+        &w,
+        &mock,
+        "key_command = [\"pass\", \"show\", \"anthropic\"]\n",
+    );
+    let (name, project) = session_in(&w, "gwkeypath");
+    let p = project.display();
+    let run = w
+        .run_env(
+            &[
+                "cage",
+                "exec",
+                &name,
+                "--",
+                "sh",
+                "-c",
+                &format!("{REQ_FN}req POST /v1/messages {p}/ok.txt"),
+            ],
+            &[("PATH", &path)],
+        )
+        .ok();
+    let t = read(&project.join("ok.txt"));
+    assert_eq!(status(&t), 200, "{t}\n{}", run.explain());
+    let seen = mock.seen();
+    assert_eq!(
+        seen.last().and_then(|s| s.header("x-api-key")),
+        Some("sk-ant-api03-from-pass"),
+        "{}\n{}",
+        mock.explain(),
+        run.explain()
+    );
+    // sh, by name.
+    world_for(
+        &w,
+        &mock,
+        "key_command = [\"sh\", \"-c\", \"echo sk-ant-api03-from-sh\"]\n",
+    );
+    let run = w
+        .run(&[
+            "cage",
+            "exec",
+            &name,
+            "--",
+            "sh",
+            "-c",
+            &format!("{REQ_FN}req POST /v1/messages {p}/sh.txt"),
+        ])
+        .ok();
+    let t = read(&project.join("sh.txt"));
+    assert_eq!(status(&t), 200, "{t}\n{}", run.explain());
+    assert_eq!(
+        mock.seen().last().and_then(|s| s.header("x-api-key")),
+        Some("sk-ant-api03-from-sh"),
+        "{}",
+        mock.explain()
+    );
+
+    // A failing one, asked 20 times in a row.
+    std::fs::write(&runs, "").unwrap();
+    w.chown_all();
+    world_for(&w, &mock, "key_command = [\"pass\", \"show\", \"gone\"]\n");
+    let before = mock.seen().len();
+    let script = format!(
+        "{REQ_FN}i=0; while [ $i -lt 20 ]; do stream /v1/messages {p}/r$i.txt; i=$((i+1)); done; \
+         req POST /v1/messages {p}/last.txt"
+    );
+    let run = w
+        .run_env(
+            &["cage", "exec", &name, "--", "sh", "-c", &script],
+            &[("PATH", &path)],
+        )
+        .ok();
+    let t = read(&project.join("last.txt"));
+    assert_eq!(status(&t), 401, "{t}\n{}", run.explain());
+    let ran = read(&runs).lines().count();
+    assert!(
+        (1..=2).contains(&ran),
+        "a failing key command ran {ran} times for 21 requests:\n{}",
+        run.explain()
+    );
+    assert_eq!(mock.seen().len(), before, "{}", mock.explain());
+    assert!(run.stderr().contains("no such entry"), "{}", run.explain());
+}
+
+#[test]
+fn gateway_key_command_on_path_and_backed_off() {
+    key_command_on_path_and_backed_off(World::new());
+}
+
+#[test]
+fn gateway_key_command_on_path_and_backed_off_rootless() {
+    key_command_on_path_and_backed_off(World::rootless());
+}
+
 /// The password in an upstream's URL (a pi provider's `baseUrl` with
 /// `user:pass@`, a path with a key in it) never reaches the cage: an upstream
 /// that cannot be reached is named by its origin alone in the 502 (the
