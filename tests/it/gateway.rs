@@ -76,7 +76,14 @@ pub enum Mode {
     /// A streamed answer's first event, then [`LONG_DELTAS`] text deltas
     /// of [`LONG_DELTA`] bytes each, then held until `release`.
     LongThenHold,
+    /// A plain JSON answer (no length) whose connection is closed
+    /// [`LINGER`] after its last byte, as a slow upstream's may be: the
+    /// harness has the whole answer before the gateway sees its end.
+    Lingering,
 }
+
+/// How long [`Mode::Lingering`] keeps a connection after its answer.
+pub const LINGER: Duration = Duration::from_millis(1500);
 
 /// The text deltas of [`Mode::LongThenHold`], and the bytes of each.
 pub const LONG_DELTAS: usize = 100;
@@ -384,6 +391,10 @@ fn answer(
             if !streamed {
                 let _ = w.write_all(head("200 OK", "application/json").as_bytes());
                 let _ = w.write_all(plain_answer().to_string().as_bytes());
+                if mode == Mode::Lingering {
+                    let _ = w.flush();
+                    std::thread::sleep(LINGER);
+                }
                 return Some(());
             }
             let _ = w.write_all(head("200 OK", "text/event-stream").as_bytes());
