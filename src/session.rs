@@ -765,6 +765,12 @@ impl Store {
     pub fn egress_path(&self, name: &str) -> PathBuf {
         self.sessions_dir().join(format!("{name}.egress.jsonl"))
     }
+    /// What a rename carries to the session's new name of its egress log:
+    /// the log, the file rotated out of it, its listener's errors.
+    pub fn egress_files(&self, name: &str) -> Vec<PathBuf> {
+        let log = self.egress_path(name);
+        vec![older(&log), log, self.egress_err_path(name)]
+    }
     /// The egress log listener's pid file, and its errors' log.
     pub fn egress_pid_path(&self, name: &str) -> PathBuf {
         self.sessions_dir().join(format!("{name}.egress.pid"))

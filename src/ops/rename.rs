@@ -1,8 +1,9 @@
 //! `cage rename OLD NEW`: a session under another name (README, "Limits,
 //! moving, history"). Everything kept under the session's name follows:
 //! its record (settings, files policy, token budget and use), history,
-//! received files (`uploads/<name>`), a sealed session's outbox, and its
-//! cage's private home (a sealed cage's conversation is there). A cage
+//! egress log, received files (`uploads/<name>`), a sealed session's
+//! outbox, and its cage's private home (a sealed cage's conversation is
+//! there). A cage
 //! mounts folders named after its session and podman cannot change a
 //! container's mounts, so a caged session gets a new container, made as
 //! `cage move` makes one (the same image, options and limits); the old one
@@ -107,8 +108,9 @@ struct Facts<'a> {
     taken: bool,
     /// Its cage runs (idle: a busy one was refused): stopped first.
     running: bool,
-    /// What is kept under the session's name on disk and is there, each
-    /// with its new place and whether that place is taken already.
+    /// What is kept under the session's name on disk and is there (its
+    /// folders, its egress log), each with its new place and whether that
+    /// place is taken already.
     folders: Vec<(PathBuf, PathBuf, bool)>,
     /// Its history file, with its new place.
     history: Option<(PathBuf, PathBuf)>,
@@ -193,6 +195,14 @@ fn facts<'a>(
         ),
     ]
     .into_iter()
+    // Its egress log, the file rotated out of it, and its listener's
+    // errors (its pid file goes with the old record: the cage is stopped).
+    .chain(
+        ctx.store
+            .egress_files(old)
+            .into_iter()
+            .zip(ctx.store.egress_files(new)),
+    )
     .filter(|(from, _)| from.symlink_metadata().is_ok())
     .map(|(from, to)| {
         let there = to.symlink_metadata().is_ok();
