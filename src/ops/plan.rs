@@ -522,7 +522,20 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
             if inspected.init_source().is_none() {
                 return Err(old.clone());
             }
-            super::load_rules(ctx, h, session, cage, &inspected).map_err(|e| {
+            // The policy as the record has it now, under the change lock: a
+            // `cage limits --net` beside (the turn before this start was
+            // ending) is before these rules or after them, never between.
+            let _change = ctx.store.change_lock(session)?;
+            let mut cage = (*cage).clone();
+            if let Some(now) = ctx
+                .store
+                .load(session)?
+                .cage
+                .filter(|c| c.container == cage.container)
+            {
+                cage.net = now.net;
+            }
+            super::load_rules(ctx, h, session, &cage, &inspected).map_err(|e| {
                 e.context(format!(
                     "setting the network rules in {} failed, so it was stopped again",
                     cage.container

@@ -77,8 +77,14 @@ pub fn rename(ctx: &Context, req: &RenameRequest) -> Result<Renamed> {
             req.name, req.to
         )));
     }
-    let (lock, record) = plan::lock_and_load(ctx, &req.name)?;
+    let (lock, _) = plan::lock_and_load(ctx, &req.name)?;
     lock.note("rename");
+    // The change lock too, the record read under it: a change of its
+    // settings (which takes no session lock) waits for the rename and
+    // then finds no session of the old name, instead of writing the old
+    // record again beside the new one.
+    let _change = ctx.store.change_lock(&req.name)?;
+    let record = ctx.store.load(&req.name)?;
     taken(ctx, &req.to)?;
     // The new name's lock too: a `cage create` of it is refused as busy
     // meanwhile, and this rename while one is making it.

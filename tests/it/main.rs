@@ -28,6 +28,7 @@ mod peer;
 mod pid1;
 mod policy;
 mod protected;
+mod races;
 mod remote;
 mod rename;
 mod resume;
