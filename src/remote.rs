@@ -16,7 +16,7 @@
 //! means the ssh connection is gone (a hang-up), and says its exit status
 //! on it, so that ssh's own 255 is told apart from the command's.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -199,6 +199,7 @@ pub fn check(t: &Target) -> Result<Version> {
             &["version".into(), "--json".into()],
         ))
         .timeout(CHECK_TIMEOUT)
+        .max_output(MAX_ANSWER)
         .capture()?;
     match out.code {
         Some(0) => {}
@@ -380,14 +381,24 @@ fn from(conn: &UnixStream, ssh_pid: &AtomicU32) -> bool {
     false
 }
 
+/// The most of the other machine's answer read (its version, its
+/// listing): what its programs print is its own to choose.
+const MAX_ANSWER: usize = 16 << 20;
+
+/// The longest line the lender reads: `exit -2147483648` fits.
+const MAX_LINE: usize = 64;
+
 /// One connection from the other machine: `key` is answered with the
 /// credential (or why there is none); `hold` keeps the connection, whose
 /// end the other side reads as a hang-up, and takes `exit N`.
 fn serve_line(conn: UnixStream, sources: Option<&MachineSources>, said: &Mutex<Option<i32>>) {
     let Ok(mut w) = conn.try_clone() else { return };
-    let mut lines = BufReader::new(conn).lines();
-    while let Some(Ok(line)) = lines.next() {
-        match line.as_str() {
+    let mut r = BufReader::new(conn);
+    // Each line is a word or two: a longer one (any process of the far
+    // user can reach the forwarded socket) ends the connection, unread.
+    while let Ok(Some(line)) = crate::bounded::read_line(&mut r, MAX_LINE) {
+        let line = String::from_utf8_lossy(&line);
+        match line.as_ref() {
             "key" => {
                 let answer = match sources.map(MachineSources::resolve) {
                     Some(Ok(Credential::ApiKey(k))) => format!("api {k}\n"),
@@ -549,6 +560,7 @@ fn remote_ls(t: &Target) -> Result<serde_json::Value> {
     let out = Process::new(&t.ssh, format!("ssh to {}", t.name))
         .args(ssh_args(t, Some(false), None, &words))
         .timeout(CHECK_TIMEOUT)
+        .max_output(MAX_ANSWER)
         .capture()?;
     match out.code {
         Some(0) => serde_json::from_str(&out.stdout)

@@ -7,7 +7,7 @@
 //! machine's claude keeps it fresh). A sealed cage uses its sealed token
 //! file alone.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -272,6 +272,10 @@ pub fn laptop() -> Option<&'static Path> {
     LAPTOP.get().map(PathBuf::as_path)
 }
 
+/// The longest answer read from the machine that lends the key: a key
+/// or token, or why there is none, on one line.
+const MAX_LENT_LINE: usize = 64 * 1024;
+
 /// How long a key may take to come from the other machine.
 const KEY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -287,9 +291,11 @@ pub fn lent_key(socket: &Path) -> std::result::Result<Credential, String> {
     let mut s = UnixStream::connect(socket).map_err(why)?;
     s.set_read_timeout(Some(KEY_TIMEOUT)).map_err(why)?;
     s.write_all(b"key\n").map_err(why)?;
-    let mut line = String::new();
-    BufReader::new(&s).read_line(&mut line).map_err(why)?;
-    let line = line.trim_end_matches('\n');
+    let line = crate::bounded::read_line(&mut BufReader::new(&s), MAX_LENT_LINE)
+        .map_err(why)?
+        .unwrap_or_default();
+    let line = String::from_utf8_lossy(&line);
+    let line = line.as_ref();
     match line.split_once(' ') {
         Some(("api", k)) if !k.is_empty() => Ok(Credential::ApiKey(k.to_string())),
         Some(("oauth", t)) if !t.is_empty() => Ok(Credential::OAuth(t.to_string())),

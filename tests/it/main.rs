@@ -9,6 +9,7 @@
 mod common;
 
 mod attacks;
+mod bounds;
 mod cage;
 mod calls;
 mod cli;
