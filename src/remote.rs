@@ -386,7 +386,7 @@ fn from(conn: &UnixStream, ssh_pid: &AtomicU32) -> bool {
 const MAX_ANSWER: usize = 16 << 20;
 
 /// The longest line the lender reads: `exit -2147483648` fits.
-const MAX_LINE: usize = 64;
+pub const MAX_LINE: usize = 64;
 
 /// One connection from the other machine: `key` is answered with the
 /// credential (or why there is none); `hold` keeps the connection, whose
@@ -397,9 +397,8 @@ fn serve_line(conn: UnixStream, sources: Option<&MachineSources>, said: &Mutex<O
     // Each line is a word or two: a longer one (any process of the far
     // user can reach the forwarded socket) ends the connection, unread.
     while let Ok(Some(line)) = crate::bounded::read_line(&mut r, MAX_LINE) {
-        let line = String::from_utf8_lossy(&line);
-        match line.as_ref() {
-            "key" => {
+        match asked(&String::from_utf8_lossy(&line)) {
+            Asked::Key => {
                 let answer = match sources.map(MachineSources::resolve) {
                     Some(Ok(Credential::ApiKey(k))) => format!("api {k}\n"),
                     Some(Ok(Credential::OAuth(t))) => format!("oauth {t}\n"),
@@ -411,13 +410,31 @@ fn serve_line(conn: UnixStream, sources: Option<&MachineSources>, said: &Mutex<O
                     return;
                 }
             }
-            "hold" => {}
-            other => {
-                if let Some(c) = other.strip_prefix("exit ").and_then(|c| c.parse().ok()) {
-                    *said.lock().unwrap_or_else(|p| p.into_inner()) = Some(c);
-                }
-            }
+            Asked::Exit(c) => *said.lock().unwrap_or_else(|p| p.into_inner()) = Some(c),
+            Asked::Hold | Asked::Nothing => {}
         }
+    }
+}
+
+/// What a line of the other machine asks of the lender.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asked {
+    Key,
+    Hold,
+    Exit(i32),
+    /// Anything else: ignored.
+    Nothing,
+}
+
+/// Pure: a line to the lender read (`key`, `hold`, `exit N`).
+pub fn asked(line: &str) -> Asked {
+    match line {
+        "key" => Asked::Key,
+        "hold" => Asked::Hold,
+        other => match other.strip_prefix("exit ").and_then(|c| c.parse().ok()) {
+            Some(c) => Asked::Exit(c),
+            None => Asked::Nothing,
+        },
     }
 }
 

@@ -294,8 +294,12 @@ pub fn lent_key(socket: &Path) -> std::result::Result<Credential, String> {
     let line = crate::bounded::read_line(&mut BufReader::new(&s), MAX_LENT_LINE)
         .map_err(why)?
         .unwrap_or_default();
-    let line = String::from_utf8_lossy(&line);
-    let line = line.as_ref();
+    parse_lent(&String::from_utf8_lossy(&line))
+}
+
+/// Pure: the lender's answer, one line: `api KEY`, `oauth TOKEN` or
+/// `error WHY`.
+pub fn parse_lent(line: &str) -> std::result::Result<Credential, String> {
     match line.split_once(' ') {
         Some(("api", k)) if !k.is_empty() => Ok(Credential::ApiKey(k.to_string())),
         Some(("oauth", t)) if !t.is_empty() => Ok(Credential::OAuth(t.to_string())),
