@@ -300,7 +300,6 @@ impl World {
             nft: None,
             nsenter: None,
             stat: None,
-            init: Ok(PathBuf::from("/usr/libexec/podman/catatonit")),
             runtime: "runc".into(),
             volume_path: None,
             images_file: None,

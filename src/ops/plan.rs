@@ -106,8 +106,9 @@ pub enum Step<'a> {
     /// turn's gateway listens (not taken back: the next start writes them
     /// again).
     SettingsCopies(&'a Record),
-    /// This program put in the state folder's `tools/`, which the cage
-    /// mounts (not taken back: any cage may use it).
+    /// This program and the cages' init put in the state folder's
+    /// `tools/`, which the cage mounts (not taken back: any cage may use
+    /// them).
     Tools(PathBuf),
     /// A turn's marker (`Store::turn_marker`), made before its cage starts
     /// (taken back: removed, unless the cage could not be stopped).
@@ -569,6 +570,9 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
         }
         Step::Tools(exe) => {
             crate::tools::provide(&ctx.store.tools_dir(), exe)?;
+            // A cage mounts its init again at every start: made again if
+            // it went.
+            crate::tools::provide_init(&ctx.store.tools_dir())?;
             None
         }
         Step::TurnMarker { session } => {
