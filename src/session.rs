@@ -885,6 +885,14 @@ impl Store {
         Ok((out, damaged))
     }
 
+    /// Why a session that is not there cannot be used: its load's error
+    /// (a name that is not one, no such session).
+    fn missing(&self, name: &str) -> Error {
+        self.load(name)
+            .err()
+            .unwrap_or_else(|| Error::not_found(name))
+    }
+
     /// Change a session's record: load it, change it, save it, under a
     /// short lock of its own (waited for), so that two writers (a `cage
     /// limits` beside a `cage move`) never lose each other's change.
@@ -896,10 +904,7 @@ impl Store {
         validate_name(name)?;
         if !self.exists(name) {
             // No such session: say so, without a lock file for the name.
-            return Err(self
-                .load(name)
-                .err()
-                .unwrap_or_else(|| Error::not_found(name)));
+            return Err(self.missing(name));
         }
         let record_lock = self.record_lock_path(name);
         let _held = crate::lock::take(&record_lock)?;
@@ -931,10 +936,7 @@ impl Store {
     pub fn change_lock(&self, name: &str) -> Result<ChangeLock> {
         validate_name(name)?;
         if !self.exists(name) {
-            return Err(self
-                .load(name)
-                .err()
-                .unwrap_or_else(|| Error::not_found(name)));
+            return Err(self.missing(name));
         }
         let path = self.change_lock_path(name);
         let Some(file) = crate::lock::take_within(&path, CHANGE_WAIT)? else {
@@ -948,10 +950,7 @@ impl Store {
         if !self.exists(name) {
             // Removed or renamed while this waited.
             let _ = remove_file_if_there(&path);
-            return Err(self
-                .load(name)
-                .err()
-                .unwrap_or_else(|| Error::not_found(name)));
+            return Err(self.missing(name));
         }
         Ok(ChangeLock { _file: file })
     }
@@ -964,10 +963,7 @@ impl Store {
         validate_name(name)?;
         if !self.exists(name) {
             // Say so without leaving a lock file behind for the name.
-            return Err(self
-                .load(name)
-                .err()
-                .unwrap_or_else(|| Error::not_found(name)));
+            return Err(self.missing(name));
         }
         let lock = self.lock(name)?;
         match self.load(name) {
