@@ -1447,16 +1447,9 @@ fn key_command_on_path_and_backed_off(w: World) {
     let (name, project) = session_in(&w, "gwkeypath");
     let p = project.display();
     let run = w
-        .run_env(
-            &[
-                "cage",
-                "exec",
-                &name,
-                "--",
-                "sh",
-                "-c",
-                &format!("{REQ_FN}req POST /v1/messages {p}/ok.txt"),
-            ],
+        .sh_env(
+            &name,
+            &format!("{REQ_FN}req POST /v1/messages {p}/ok.txt"),
             &[("PATH", &path)],
         )
         .ok();
@@ -1477,15 +1470,7 @@ fn key_command_on_path_and_backed_off(w: World) {
         "key_command = [\"sh\", \"-c\", \"echo sk-ant-api03-from-sh\"]\n",
     );
     let run = w
-        .run(&[
-            "cage",
-            "exec",
-            &name,
-            "--",
-            "sh",
-            "-c",
-            &format!("{REQ_FN}req POST /v1/messages {p}/sh.txt"),
-        ])
+        .sh(&name, &format!("{REQ_FN}req POST /v1/messages {p}/sh.txt"))
         .ok();
     let t = read(&project.join("sh.txt"));
     assert_eq!(status(&t), 200, "{t}\n{}", run.explain());
@@ -1505,12 +1490,7 @@ fn key_command_on_path_and_backed_off(w: World) {
         "{REQ_FN}i=0; while [ $i -lt 20 ]; do stream /v1/messages {p}/r$i.txt; i=$((i+1)); done; \
          req POST /v1/messages {p}/last.txt"
     );
-    let run = w
-        .run_env(
-            &["cage", "exec", &name, "--", "sh", "-c", &script],
-            &[("PATH", &path)],
-        )
-        .ok();
+    let run = w.sh_env(&name, &script, &[("PATH", &path)]).ok();
     let t = read(&project.join("last.txt"));
     assert_eq!(status(&t), 401, "{t}\n{}", run.explain());
     let ran = read(&runs).lines().count();

@@ -223,18 +223,11 @@ fn pass_env_keeps_secrets_and_url_passwords_out(w: World) {
     );
     w.create(&name, &dir, &[]);
     let r = w
-        .run_env(
-            &[
-                "cage",
-                "exec",
-                &name,
-                "--",
-                "sh",
-                "-c",
-                "echo \"I=$PIP_INDEX_URL\"; echo \"E=$PIP_EXTRA_INDEX_URL\"; \
-                 echo \"A=$ADMIN_URL\"; echo \"X=$XDG_SESSION_TYPE\"; \
-                 for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done",
-            ],
+        .sh_env(
+            &name,
+            "echo \"I=$PIP_INDEX_URL\"; echo \"E=$PIP_EXTRA_INDEX_URL\"; \
+             echo \"A=$ADMIN_URL\"; echo \"X=$XDG_SESSION_TYPE\"; \
+             for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done",
             &[
                 ("PIP_INDEX_URL", "https://bob:pw-of-bob@pypi.example/simple"),
                 (
