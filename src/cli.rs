@@ -178,7 +178,7 @@ pub enum CageCommand {
     /// Move a session into a fresh cage with new options, or out of its cage
     #[command(
         after_help = "Only while the session is idle: while an exec or run holds it, or a process \
-        other than its first process (the machine's catatonit) runs in its cage, it exits 3. The old container is deleted, \
+        other than its first process (shrooms-agent's init) runs in its cage, it exits 3. The old container is deleted, \
         and everything that was installed in it. Without --image the new cage has the image the old one had. \
         A project folder moved or renamed: --dir NEW points the session at its new place."
     )]

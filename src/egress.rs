@@ -745,7 +745,11 @@ pub fn running(pid_file: &Path, netns: FileId) -> Option<u32> {
     if (dev, ino) != (netns.dev, netns.ino) {
         return None;
     }
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    // A pid reused by another process (a cage's, whose command line it
+    // chose) is read no further than a listener's line could be.
+    let cmdline = crate::bounded::read_file(Path::new(&format!("/proc/{pid}/cmdline")), 64 * 1024)
+        .ok()?
+        .bytes;
     cmdline
         .split(|b| *b == 0)
         .any(|w| w == SUBCOMMAND.as_bytes())
@@ -844,7 +848,8 @@ pub fn ensure_listener(
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    let said = std::fs::read_to_string(err_log).unwrap_or_default();
+    let said = crate::bounded::read_tail(err_log, 64 * 1024).unwrap_or_default();
+    let said = String::from_utf8_lossy(&said);
     let last = said.lines().rev().find(|l| !l.trim().is_empty());
     Err(Error::failed(format!(
         "the egress log's listener did not start{}",

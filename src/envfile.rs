@@ -56,7 +56,7 @@ pub fn render(vars: &[(String, String)]) -> String {
 /// its name says it is a credential, by the same rule `pass_env`'s check
 /// uses (`secret_names`), or it is a URL with a password or user in it.
 pub fn looks_secret(name: &str, value: &str) -> bool {
-    crate::secret_names::is_credential_name(name) || crate::secret_names::has_userinfo(value)
+    crate::secret_names::is_credential_variable(name) || crate::secret_names::has_userinfo(value)
 }
 
 /// The same text as `render`, with secret-looking values shown as

@@ -424,6 +424,47 @@ pub fn route_dump(data: &[u8]) {
     }
 }
 
+/// `--on`'s key lender: the other machine's bytes, read a bounded line at
+/// a time (never more than a line's bound is held), each line a request or
+/// nothing; and the lender's answer as the gateway there reads it: a key
+/// or token is one non-empty word of one line, or an error.
+pub fn key_lender(data: &[u8]) {
+    let max = crate::remote::MAX_LINE;
+    let mut r = std::io::BufReader::new(data);
+    let mut lines = 0;
+    while let Ok(Some(line)) = crate::bounded::read_line(&mut r, max) {
+        assert!(line.len() <= max && !line.contains(&b'\n'), "{line:?}");
+        if let crate::remote::Asked::Exit(_) = crate::remote::asked(&text(&line)) {
+            assert!(line.starts_with(b"exit "));
+        }
+        lines += 1;
+    }
+    assert!(lines <= data.len() + 1);
+    let line = text(data);
+    let line = line.lines().next().unwrap_or("");
+    if let Ok(crate::gateway::Credential::ApiKey(k) | crate::gateway::Credential::OAuth(k)) =
+        crate::gateway::credentials::parse_lent(line)
+    {
+        assert!(!k.is_empty() && !k.contains('\n'), "{line:?}");
+    }
+}
+
+/// A value's URLs without their user information: what is left has none
+/// (taking it out again changes nothing), is no longer, and a value with
+/// no `@` is left as it is.
+pub fn userinfo(data: &[u8]) {
+    use crate::secret_names::{has_userinfo, without_userinfo};
+    let value = text(data);
+    let out = without_userinfo(&value);
+    assert!(!has_userinfo(&out), "{value:?} -> {out:?}");
+    assert_eq!(without_userinfo(&out), out, "{value:?}");
+    assert!(out.len() <= value.len());
+    if !value.contains('@') {
+        assert_eq!(out, value);
+    }
+    assert_eq!(has_userinfo(&value), out != value, "{value:?}");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -443,6 +484,8 @@ mod tests {
         ("drop_name", drop_name),
         ("session_name", session_name),
         ("route_dump", route_dump),
+        ("key_lender", key_lender),
+        ("userinfo", userinfo),
     ];
 
     /// Each target's seeds, run through its property; every target of

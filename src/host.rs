@@ -128,9 +128,6 @@ pub struct Host {
     pub nft: Option<PathBuf>,
     pub nsenter: Option<PathBuf>,
     pub stat: Option<PathBuf>,
-    /// podman's catatonit, every cage's first process, or why there is
-    /// none to use.
-    pub init: std::result::Result<PathBuf, String>,
     pub runtime: String,
     /// podman's volume folder (`store.volumePath`).
     pub volume_path: Option<PathBuf>,
@@ -153,7 +150,7 @@ impl Host {
         }
         let podman = Podman::new(program);
         let facts = facts_cache::facts(&podman, settings, env)?;
-        Ok(Self::from_facts(podman, &facts, settings, env))
+        Ok(Self::from_facts(podman, &facts, settings))
     }
 
     /// The same, asking podman afresh whatever the state folder keeps
@@ -168,13 +165,12 @@ impl Host {
         }
         let podman = Podman::new(program);
         let facts = facts_cache::fresh(&podman, settings, env)?;
-        Ok(Self::from_facts(podman, &facts, settings, env))
+        Ok(Self::from_facts(podman, &facts, settings))
     }
 
-    fn from_facts(podman: Podman, facts: &PodmanFacts, settings: &Settings, env: &Env) -> Host {
+    fn from_facts(podman: Podman, facts: &PodmanFacts, settings: &Settings) -> Host {
         let path = settings.path_var.as_deref();
         let pasta = facts.pasta.clone().or_else(|| find_sbin("pasta", path));
-        let confs = containers_conf_files(env, &settings.home, facts.rootless);
         Host {
             version: Version::parse(&facts.version).unwrap_or(Version(0, 0, 0)),
             rootless: facts.rootless,
@@ -185,7 +181,6 @@ impl Host {
             nft: find_sbin("nft", path),
             nsenter: find_sbin("nsenter", path),
             stat: find_sbin("stat", path),
-            init: find_init(&confs, path),
             runtime: facts.runtime.clone(),
             volume_path: facts.volume_path.clone(),
             images_file: facts.images_file.clone(),
@@ -194,13 +189,6 @@ impl Host {
                 .unwrap_or(1),
             podman,
         }
-    }
-
-    /// podman's catatonit, or the refusal that names the package.
-    pub fn init(&self) -> Result<&Path> {
-        self.init
-            .as_deref()
-            .map_err(|why| Error::failed(why.to_string()))
     }
 
     /// Does `podman update` persist, and work on a stopped container? From
@@ -233,20 +221,6 @@ impl Host {
         choose_network(choice, self.version, self.rootless, self.pasta.is_some())
     }
 }
-
-/// Why a machine without catatonit makes no cages.
-pub const NO_INIT: &str = "podman's catatonit is not installed (Debian, Ubuntu and Fedora: the \
-     catatonit package): every cage's first process is the machine's catatonit, so that \
-     nothing of the image or of the cage runs before its network rules are in place";
-
-/// Where podman's packages put catatonit (podman's `helper_binaries_dir`
-/// and its 4.x default `init_path`), then the plain program folders.
-const INIT_PLACES: &[&str] = &[
-    "/usr/libexec/podman/catatonit",
-    "/usr/lib/podman/catatonit",
-    "/usr/local/libexec/podman/catatonit",
-    "/usr/local/lib/podman/catatonit",
-];
 
 /// The containers.conf files podman reads, in order, the later winning
 /// (containers.conf(5)): `$CONTAINERS_CONF` alone when set; else the
@@ -282,67 +256,11 @@ pub fn containers_conf_files(env: &Env, home: &Path, rootless: bool) -> Vec<Path
     files
 }
 
-/// podman's catatonit: `init_path` of the containers.conf files when one
-/// sets it, else the first of the usual places, else `catatonit` on PATH.
-/// It must be a static program: the image may have no C library at all.
-fn find_init(confs: &[PathBuf], path: Option<&str>) -> std::result::Result<PathBuf, String> {
-    let texts: Vec<(PathBuf, String)> = confs
-        .iter()
-        .filter_map(|f| Some((f.clone(), std::fs::read_to_string(f).ok()?)))
-        .collect();
-    if let Some((file, p)) = init_path_of(&texts) {
-        return usable_init(&p).map(|()| p.clone()).map_err(|why| {
-            format!(
-                "init_path = {:?} in {}: {why}; a cage's first process is podman's catatonit",
-                p.display(),
-                file.display()
-            )
-        });
-    }
-    let found = INIT_PLACES
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-        .or_else(|| find_program("catatonit", path))
-        .or_else(|| find_sbin("catatonit", None));
-    match found {
-        Some(p) => usable_init(&p).map(|()| p.clone()).map_err(|why| {
-            format!(
-                "{}: {why}; a cage's first process is podman's catatonit (the catatonit package)",
-                p.display()
-            )
-        }),
-        None => Err(NO_INIT.into()),
-    }
-}
-
-/// Pure: the last `[containers] init_path` the files set, and which file.
-fn init_path_of(texts: &[(PathBuf, String)]) -> Option<(&PathBuf, PathBuf)> {
-    texts.iter().rev().find_map(|(file, text)| {
-        let v: toml::Value = toml::from_str(text).ok()?;
-        let p = v.get("containers")?.get("init_path")?.as_str()?;
-        (!p.is_empty()).then(|| (file, PathBuf::from(p)))
-    })
-}
-
-/// Can this file be a cage's first process: a program, and static?
-fn usable_init(p: &Path) -> std::result::Result<(), String> {
-    if !is_executable(p) {
-        return Err("not an executable file".into());
-    }
-    let bytes = std::fs::read(p).map_err(|e| format!("cannot read it: {e}"))?;
-    match elf_needs_interpreter(&bytes) {
-        Some(false) => Ok(()),
-        Some(true) => Err("a dynamically linked program, which would not start in an \
-                           image without the machine's C library"
-            .into()),
-        None => Err("not an ELF program".into()),
-    }
-}
-
 /// Pure: does an ELF file name a program interpreter (`PT_INTERP`), that
 /// is, is it dynamically linked? None when it is no ELF file this reads.
-fn elf_needs_interpreter(b: &[u8]) -> Option<bool> {
+/// (The tests check that a cage's init is static.)
+#[cfg(test)]
+pub fn elf_needs_interpreter(b: &[u8]) -> Option<bool> {
     if b.get(..4)? != b"\x7fELF" {
         return None;
     }
@@ -499,37 +417,6 @@ mod tests {
         assert_eq!(
             choose_network(Pasta, v54, true, true).unwrap(),
             Network::Pasta
-        );
-    }
-
-    #[test]
-    fn the_init_path_podman_would_use() {
-        let f = |n: &str, t: &str| (PathBuf::from(n), t.to_string());
-        let texts = vec![
-            f(
-                "/usr/share/containers/containers.conf",
-                "[containers]\ninit_path = \"/a\"\n",
-            ),
-            f(
-                "/etc/containers/containers.conf",
-                "[engine]\nruntime = \"runc\"\n",
-            ),
-            f(
-                "/home/u/.config/containers/containers.conf",
-                "[containers]\ninit_path = \"/b\"\n",
-            ),
-            f("/broken.conf", "[containers\ninit_path = \"/c\""),
-        ];
-        let (file, p) = init_path_of(&texts).unwrap();
-        assert_eq!(p, Path::new("/b"));
-        assert_eq!(
-            file,
-            Path::new("/home/u/.config/containers/containers.conf")
-        );
-        assert_eq!(init_path_of(&texts[1..2]), None);
-        assert_eq!(
-            init_path_of(&[f("/x", "[containers]\ninit_path = \"\"\n")]),
-            None
         );
     }
 

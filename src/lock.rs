@@ -51,14 +51,41 @@ pub fn ours(file: &File) -> std::io::Result<()> {
     }
 }
 
+/// Is `file` still the one at `path`? A lock file removed (with its
+/// session) while a process waited for it, or tried it, guards nothing:
+/// the next taker makes a new one, and takes that. So a lock taken is
+/// kept only while it is still the file at its path.
+fn still_at(file: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::symlink_metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+/// How often a taker goes after a lock file that was removed or replaced
+/// under it before it says so: each time a holder removed it.
+const RETAKES: u32 = 100;
+
+fn moved(path: &Path) -> Error {
+    Error::failed(format!(
+        "locking {}: the file was removed or replaced again and again while it was taken",
+        path.display()
+    ))
+}
+
 /// Take the lock at `path` if nobody holds it; None when someone does.
 pub fn try_take(path: &Path) -> Result<Option<File>> {
-    let file = open(path)?;
-    match try_exclusive(&file) {
-        Ok(true) => Ok(Some(file)),
-        Ok(false) => Ok(None),
-        Err(e) => Err(Error::failed(format!("locking {}: {e}", path.display()))),
+    for _ in 0..RETAKES {
+        let file = open(path)?;
+        match try_exclusive(&file) {
+            Ok(true) if still_at(&file, path) => return Ok(Some(file)),
+            Ok(true) => continue,
+            Ok(false) => return Ok(None),
+            Err(e) => return Err(Error::failed(format!("locking {}: {e}", path.display()))),
+        }
     }
+    Err(moved(path))
 }
 
 /// Does someone hold the lock at `path` (exclusive, as every holder of a
@@ -89,29 +116,59 @@ const APART: std::time::Duration = std::time::Duration::from_millis(2);
 /// this, a `cage exec` that met a `cage ls` at that instant would be
 /// refused as busy.
 pub fn try_take_past_probes(path: &Path) -> Result<Option<File>> {
-    let file = open(path)?;
-    for attempt in 1..=TRIES {
-        match try_exclusive(&file) {
-            Ok(true) => return Ok(Some(file)),
-            Ok(false) if attempt < TRIES => std::thread::sleep(APART),
-            Ok(false) => return Ok(None),
-            Err(e) => return Err(Error::failed(format!("locking {}: {e}", path.display()))),
+    for _ in 0..RETAKES {
+        let file = open(path)?;
+        let mut taken = false;
+        for attempt in 1..=TRIES {
+            match try_exclusive(&file) {
+                Ok(true) => {
+                    taken = true;
+                    break;
+                }
+                Ok(false) if attempt < TRIES => std::thread::sleep(APART),
+                Ok(false) => return Ok(None),
+                Err(e) => return Err(Error::failed(format!("locking {}: {e}", path.display()))),
+            }
+        }
+        if taken && still_at(&file, path) {
+            return Ok(Some(file));
         }
     }
-    Ok(None)
+    Err(moved(path))
 }
 
 /// Take the lock at `path`, waiting for whoever holds it. A wait cut short
 /// by a signal (EINTR, where the handler was installed without SA_RESTART)
 /// is taken up again.
 pub fn take(path: &Path) -> Result<File> {
-    let file = open(path)?;
-    loop {
-        match file.lock() {
-            Ok(()) => return Ok(file),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(Error::failed(format!("locking {}: {e}", path.display()))),
+    for _ in 0..RETAKES {
+        let file = open(path)?;
+        loop {
+            match file.lock() {
+                Ok(()) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::failed(format!("locking {}: {e}", path.display()))),
+            }
         }
+        if still_at(&file, path) {
+            return Ok(file);
+        }
+    }
+    Err(moved(path))
+}
+
+/// Take the lock at `path`, waiting at most `within` for whoever holds
+/// it; None when it is still held then.
+pub fn take_within(path: &Path, within: std::time::Duration) -> Result<Option<File>> {
+    let until = std::time::Instant::now() + within;
+    loop {
+        if let Some(file) = try_take(path)? {
+            return Ok(Some(file));
+        }
+        if std::time::Instant::now() >= until {
+            return Ok(None);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
 
@@ -158,6 +215,35 @@ mod tests {
         assert!(held(&path).unwrap());
         assert!(try_take_past_probes(&path).unwrap().is_none());
         drop(taken);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A lock file removed while a taker waited for it guards nothing: the
+    /// taker takes the file at the path now, made anew, not the removed one.
+    #[test]
+    fn a_lock_removed_under_a_waiter_is_taken_anew() {
+        let path = std::env::temp_dir().join(format!("shrooms-lock-gone-{}", std::process::id()));
+        let first = try_take(&path).unwrap().expect("free");
+        let p = path.clone();
+        let waiter = std::thread::spawn(move || take(&p).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        // The holder removes the file it holds, then lets go.
+        std::fs::remove_file(&path).unwrap();
+        drop(first);
+        let taken = waiter.join().unwrap();
+        assert!(still_at(&taken, &path), "the waiter holds a removed file");
+        assert!(try_take(&path).unwrap().is_none());
+        assert!(
+            take_within(&path, std::time::Duration::from_millis(30))
+                .unwrap()
+                .is_none()
+        );
+        drop(taken);
+        assert!(
+            take_within(&path, std::time::Duration::from_millis(30))
+                .unwrap()
+                .is_some()
+        );
         std::fs::remove_file(&path).unwrap();
     }
 }

@@ -7,6 +7,7 @@
 // (Plain comments, not `//!`: src/lib.rs includes this file for the fuzz
 // targets, and an included file can hold no inner attribute.)
 
+mod bounded;
 mod cage_files;
 mod cage_socket;
 mod cli;

@@ -30,6 +30,24 @@ pub struct Process {
     /// The call as its failure names it, as data (`podman start NAME`);
     /// the label when not given.
     call: Option<String>,
+    /// The most of its standard output `capture` keeps (`max_output`).
+    max_stdout: usize,
+}
+
+/// The most of a program's standard output `capture` keeps, unless told
+/// less: past it, the run fails, and nothing of it is read as an answer
+/// (a program's output may carry what a cage or a far machine chose).
+pub const MAX_STDOUT: usize = 64 << 20;
+/// The most of its standard error kept: the end, where the reason is.
+pub const MAX_STDERR: usize = 1 << 20;
+/// The longest line `stream` hands over at once.
+const MAX_LINE: usize = 1 << 20;
+
+/// A process started with its output being read (`Process::start_captured`).
+struct Capturing {
+    handle: duct::Handle,
+    out: std::thread::JoinHandle<(Vec<u8>, bool)>,
+    err: std::thread::JoinHandle<Vec<u8>>,
 }
 
 /// What a finished process printed.
@@ -68,7 +86,14 @@ impl Process {
             fails_as: Kind::Failed,
             env: Vec::new(),
             call: None,
+            max_stdout: MAX_STDOUT,
         }
+    }
+    /// Keep at most `bytes` of its standard output (`capture`): for an
+    /// answer made of what a cage or another machine controls.
+    pub fn max_output(mut self, bytes: usize) -> Process {
+        self.max_stdout = bytes;
+        self
     }
     /// One more variable in its environment (never a secret: a process's
     /// environment is readable by its user in /proc).
@@ -191,8 +216,11 @@ impl Process {
         ))
     }
 
-    /// Run it with stdout and stderr captured (duct reads both at once, so a
-    /// full stderr pipe cannot deadlock it); any exit status is returned.
+    /// Run it with stdout and stderr captured, each read by a thread of its
+    /// own as it comes (so a full stderr pipe cannot deadlock it) and kept
+    /// within a bound: stdout's first [`Process::max_output`] bytes (past
+    /// them the run fails), stderr's last [`MAX_STDERR`]. Any exit status
+    /// is returned.
     pub fn capture(&self) -> Result<Captured> {
         self.capture_beside(|| ()).0
     }
@@ -201,17 +229,31 @@ impl Process {
     /// does not need its answer); both results, the process's once it has
     /// ended.
     pub fn capture_beside<T>(&self, beside: impl FnOnce() -> T) -> (Result<Captured>, T) {
-        let handle = self
-            .expression()
-            .stdout_capture()
-            .stderr_capture()
-            .start()
-            .map_err(|e| self.could_not_start(e));
+        let started = self.start_captured();
         let local = beside();
-        (handle.and_then(|h| self.finish(&h)), local)
+        (started.and_then(|c| self.finish(c)), local)
     }
 
-    fn finish(&self, handle: &duct::Handle) -> Result<Captured> {
+    /// Start it, its stdout and stderr each read by a thread of its own.
+    fn start_captured(&self) -> Result<Capturing> {
+        let (out_r, out_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
+        let handle = self
+            .expression()
+            .stdout_file(out_w)
+            .stderr_file(err_w)
+            .start()
+            .map_err(|e| self.could_not_start(e))?;
+        let max = self.max_stdout;
+        let out = std::thread::spawn(move || keep_head(std::fs::File::from(out_r), max));
+        let err = std::thread::spawn(move || keep_tail(std::fs::File::from(err_r), MAX_STDERR));
+        Ok(Capturing { handle, out, err })
+    }
+
+    /// Wait for what `start_captured` started, within the timeout.
+    fn finish(&self, c: Capturing) -> Result<Captured> {
+        let Capturing { handle, out, err } = c;
+        let max = self.max_stdout;
         let output = match self.timeout {
             None => handle.wait().map_err(|e| self.could_not_start(e))?.clone(),
             Some(t) => match handle
@@ -228,14 +270,22 @@ impl Process {
                 }
             },
         };
+        let (stdout, over) = out.join().unwrap_or_default();
+        let stderr = err.join().unwrap_or_default();
         // The recording fake podman's crash, in unit tests: the tool dies
         // right after this call, before it looks at the answer.
         #[cfg(test)]
         crash::crash_point(&self.program);
+        if over {
+            return Err(Error::failed(format!(
+                "{}: it printed more than {} bytes, more than is ever read of it",
+                self.label, max
+            )));
+        }
         Ok(Captured {
             code: output.status.code(),
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            stdout: String::from_utf8_lossy(&stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
         })
     }
 
@@ -269,9 +319,10 @@ impl Process {
             .map_err(|e| self.could_not_start(e))?;
         let mut lines = std::io::BufReader::new(&reader);
         let mut buf = Vec::new();
+        // A line past MAX_LINE is handed over in pieces of that length.
         loop {
             buf.clear();
-            match lines.read_until(b'\n', &mut buf) {
+            match std::io::Read::take(&mut lines, MAX_LINE as u64).read_until(b'\n', &mut buf) {
                 Ok(0) => break,
                 Ok(_) => {
                     let line = String::from_utf8_lossy(&buf);
@@ -630,6 +681,50 @@ fn signal_child(pid: u32, sig: i32) {
     ) {
         let _ = kill_process(pid, sig);
     }
+}
+
+/// The first `max` bytes of `r`, read to its end, and whether there was
+/// more (read and dropped, so the writer is never blocked).
+fn keep_head(mut r: impl std::io::Read, max: usize) -> (Vec<u8>, bool) {
+    let mut kept = Vec::new();
+    let mut over = false;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                let room = max.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+                over |= n > room;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    (kept, over)
+}
+
+/// The last `max` bytes of `r`, read to its end.
+fn keep_tail(mut r: impl std::io::Read, max: usize) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                kept.extend_from_slice(&buf[..n]);
+                if kept.len() > 2 * max {
+                    kept.drain(..kept.len() - max);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    if kept.len() > max {
+        kept.drain(..kept.len() - max);
+    }
+    kept
 }
 
 /// A pipe, both ends close-on-exec from the start (pipe2), so that no
@@ -1036,6 +1131,48 @@ mod tests {
             .run()
             .unwrap();
         assert_eq!(out.stdout, "hello");
+    }
+
+    /// What a program prints is kept within a bound: stdout's beginning
+    /// (past the bound the run fails), stderr's end.
+    #[test]
+    fn output_is_kept_within_a_bound() {
+        let sh = |script: &str| {
+            Process::new("/bin/sh", "sh")
+                .args(["-c", script])
+                .timeout(Duration::from_secs(60))
+        };
+        let out = sh("head -c 1000 /dev/zero")
+            .max_output(1000)
+            .capture()
+            .unwrap();
+        assert_eq!(out.stdout.len(), 1000);
+        let e = sh("head -c 1001 /dev/zero; exit 0")
+            .max_output(1000)
+            .capture()
+            .unwrap_err();
+        assert!(
+            e.message.contains("printed more than 1000 bytes"),
+            "{}",
+            e.message
+        );
+        // Far more than the bound, and the program is not held up by it.
+        let e = sh("head -c 50000000 /dev/zero")
+            .max_output(1000)
+            .capture()
+            .unwrap_err();
+        assert!(e.message.contains("more than"), "{}", e.message);
+        let out =
+            sh("head -c 3000000 /dev/zero | tr '\\0' e >&2; echo >&2; echo last-words >&2; exit 3")
+                .capture()
+                .unwrap();
+        assert_eq!(out.code, Some(3));
+        assert!(out.stderr.len() <= MAX_STDERR, "{}", out.stderr.len());
+        assert!(
+            out.last_stderr_line() == "last-words",
+            "{}",
+            out.stderr.len()
+        );
     }
 
     #[test]

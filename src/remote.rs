@@ -16,7 +16,7 @@
 //! means the ssh connection is gone (a hang-up), and says its exit status
 //! on it, so that ssh's own 255 is told apart from the command's.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -199,6 +199,7 @@ pub fn check(t: &Target) -> Result<Version> {
             &["version".into(), "--json".into()],
         ))
         .timeout(CHECK_TIMEOUT)
+        .max_output(MAX_ANSWER)
         .capture()?;
     match out.code {
         Some(0) => {}
@@ -380,15 +381,24 @@ fn from(conn: &UnixStream, ssh_pid: &AtomicU32) -> bool {
     false
 }
 
+/// The most of the other machine's answer read (its version, its
+/// listing): what its programs print is its own to choose.
+const MAX_ANSWER: usize = 16 << 20;
+
+/// The longest line the lender reads: `exit -2147483648` fits.
+pub const MAX_LINE: usize = 64;
+
 /// One connection from the other machine: `key` is answered with the
 /// credential (or why there is none); `hold` keeps the connection, whose
 /// end the other side reads as a hang-up, and takes `exit N`.
 fn serve_line(conn: UnixStream, sources: Option<&MachineSources>, said: &Mutex<Option<i32>>) {
     let Ok(mut w) = conn.try_clone() else { return };
-    let mut lines = BufReader::new(conn).lines();
-    while let Some(Ok(line)) = lines.next() {
-        match line.as_str() {
-            "key" => {
+    let mut r = BufReader::new(conn);
+    // Each line is a word or two: a longer one (any process of the far
+    // user can reach the forwarded socket) ends the connection, unread.
+    while let Ok(Some(line)) = crate::bounded::read_line(&mut r, MAX_LINE) {
+        match asked(&String::from_utf8_lossy(&line)) {
+            Asked::Key => {
                 let answer = match sources.map(MachineSources::resolve) {
                     Some(Ok(Credential::ApiKey(k))) => format!("api {k}\n"),
                     Some(Ok(Credential::OAuth(t))) => format!("oauth {t}\n"),
@@ -400,13 +410,31 @@ fn serve_line(conn: UnixStream, sources: Option<&MachineSources>, said: &Mutex<O
                     return;
                 }
             }
-            "hold" => {}
-            other => {
-                if let Some(c) = other.strip_prefix("exit ").and_then(|c| c.parse().ok()) {
-                    *said.lock().unwrap_or_else(|p| p.into_inner()) = Some(c);
-                }
-            }
+            Asked::Exit(c) => *said.lock().unwrap_or_else(|p| p.into_inner()) = Some(c),
+            Asked::Hold | Asked::Nothing => {}
         }
+    }
+}
+
+/// What a line of the other machine asks of the lender.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asked {
+    Key,
+    Hold,
+    Exit(i32),
+    /// Anything else: ignored.
+    Nothing,
+}
+
+/// Pure: a line to the lender read (`key`, `hold`, `exit N`).
+pub fn asked(line: &str) -> Asked {
+    match line {
+        "key" => Asked::Key,
+        "hold" => Asked::Hold,
+        other => match other.strip_prefix("exit ").and_then(|c| c.parse().ok()) {
+            Some(c) => Asked::Exit(c),
+            None => Asked::Nothing,
+        },
     }
 }
 
@@ -549,6 +577,7 @@ fn remote_ls(t: &Target) -> Result<serde_json::Value> {
     let out = Process::new(&t.ssh, format!("ssh to {}", t.name))
         .args(ssh_args(t, Some(false), None, &words))
         .timeout(CHECK_TIMEOUT)
+        .max_output(MAX_ANSWER)
         .capture()?;
     match out.code {
         Some(0) => serde_json::from_str(&out.stdout)

@@ -8,26 +8,46 @@
 //! A name is cut into words at every character that is not a letter or a
 //! digit and where camelCase changes case (`AWS_SECRET_ACCESS_KEY`,
 //! `apiKeyHelper`, `X-Api-Key`), and each word is matched, upper-cased:
-//! - anywhere in a word: PASSWORD, PASSWD, PASSPHRASE, CREDENTIAL
-//!   (`PGPASSWORD`, `GOOGLE_APPLICATION_CREDENTIALS`);
+//! - anywhere in a word: PASSWORD, PASSWD, PASSPHRASE, PASSCODE,
+//!   CREDENTIAL, KEYFILE, KEYSTORE, KEYTAB (`PGPASSWORD`,
+//!   `GOOGLE_APPLICATION_CREDENTIALS`, `GOOGLE_CLOUD_KEYFILE_JSON`,
+//!   `KEYSTORE_BASE64`: a key store's contents, or where they are);
 //! - a whole word or a word's end: KEY(S), TOKEN, SECRET(S), PWD, AUTH,
 //!   COOKIE(S) (`OPENAI_APIKEY`, `CLAUDE_CODE_OAUTH_TOKEN`, `MYSQL_PWD`).
 //!   Not `TOKENS`: a count (`MAX_THINKING_TOKENS`); not a word's start:
 //!   `KEYBOARD`, `TOKENIZER`, `SECRETARY`, `AUTHOR` are not credentials;
-//! - a whole word only: PASS, PRIVATE, PAT, JWT, BEARER, AUTHORIZATION,
-//!   AUTHN, AUTHZ, DSN, WEBHOOK(S) (`DB_PASS`, `SSH_PRIVATE_KEY`,
-//!   `GITLAB_PAT`, `SENTRY_DSN`, `SLACK_WEBHOOK_URL`: a webhook's URL is its
-//!   secret). Not inside a word: `COMPASS`, `BYPASS`;
+//! - a whole word only: PASS, SSHPASS, PW, PRIVATE, PAT, JWT, BEARER,
+//!   AUTHORIZATION, AUTHN, AUTHZ, DSN, WEBHOOK(S), OTP, TOTP, MNEMONIC, and
+//!   the names of private key files, RSA, DSA, ECDSA, ED25519 (`DB_PASS`,
+//!   `SSHPASS`, `LDAP_BIND_PW`, `SSH_PRIVATE_KEY`, `GITLAB_PAT`,
+//!   `SENTRY_DSN`, `SLACK_WEBHOOK_URL`: a webhook's URL is its secret;
+//!   `ID_RSA`: a key's contents). Not inside a word: `COMPASS`, `BYPASS`;
 //! - two words together that name a URL of a data store, which carries its
 //!   password (`DATABASE_URL`, `REDIS_URL`, `MONGODB_URI`) or a connection
 //!   string (`AZURE_STORAGE_CONNECTION_STRING`).
+//!
+//! A variable's name ([`is_credential_variable`]) is held to more: SESSION
+//! and LOGIN as whole words hold a session or a login token there
+//! (`BW_SESSION`, `OP_SESSION_<account>`, `SONAR_LOGIN`), but in a settings
+//! file's keys they name hooks and options (`SessionStart`,
+//! `forceLoginMethod`), so those keys keep them. The desktop's own session
+//! variables (`XDG_SESSION_TYPE`, `DBUS_SESSION_BUS_ADDRESS`...) hold none.
 //!
 //! `PWD` and `OLDPWD` alone are the shell's working folders, not
 //! credentials. A name that matches by mistake (`MONKEY_PATCH`) can still
 //! be passed, under `pass_secrets`.
 
 /// Found anywhere in a word.
-const WITHIN: &[&str] = &["PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL"];
+const WITHIN: &[&str] = &[
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "PASSCODE",
+    "CREDENTIAL",
+    "KEYFILE",
+    "KEYSTORE",
+    "KEYTAB",
+];
 
 /// A whole word, or the end of one.
 const AT_END: &[&str] = &[
@@ -37,6 +57,8 @@ const AT_END: &[&str] = &[
 /// A whole word only.
 const WHOLE: &[&str] = &[
     "PASS",
+    "SSHPASS",
+    "PW",
     "PRIVATE",
     "PAT",
     "JWT",
@@ -47,6 +69,29 @@ const WHOLE: &[&str] = &[
     "DSN",
     "WEBHOOK",
     "WEBHOOKS",
+    "OTP",
+    "TOTP",
+    "MNEMONIC",
+    "RSA",
+    "DSA",
+    "ECDSA",
+    "ED25519",
+];
+
+/// A whole word, in a variable's name only (see the module's words).
+const WHOLE_IN_VARIABLES: &[&str] = &["SESSION", "LOGIN"];
+
+/// Variables of the desktop's session, which hold no credential.
+const SESSION_VARIABLES: &[&str] = &[
+    "XDG_SESSION_ID",
+    "XDG_SESSION_TYPE",
+    "XDG_SESSION_CLASS",
+    "XDG_SESSION_DESKTOP",
+    "XDG_SESSION_PATH",
+    "DESKTOP_SESSION",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "DBUS_SESSION_BUS_PID",
+    "SHROOMS_AGENT_SESSION",
 ];
 
 /// Data stores whose URL carries the password: `<STORE>_URL`, `<STORE>_URI`.
@@ -115,36 +160,70 @@ pub fn is_credential_name(name: &str) -> bool {
         || words.windows(2).any(|p| two(&p[0], &p[1]))
 }
 
-/// Where a URL's user information is, if it has any: the byte range of
-/// `user[:password]@` in the authority (after `scheme://`, or from the start
-/// when there is no scheme, as curl reads `user:pw@proxy:3128`), up to the
-/// last `@` before the path.
-fn userinfo_range(value: &str) -> Option<std::ops::Range<usize>> {
-    let scheme = value.find("://");
-    let start = scheme.map_or(0, |i| i + 3);
-    let rest = &value[start..];
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let at = rest[..end].rfind('@')?;
-    // Without a scheme, only `user:password@`: `me@example.org` is an address.
-    if scheme.is_none() && !rest[..at].contains(':') {
-        return None;
+/// Does this name of a variable say that it holds a credential? The
+/// module's rule, and SESSION and LOGIN as whole words: what `pass_env`
+/// refuses and `--dry-run` hides.
+pub fn is_credential_variable(name: &str) -> bool {
+    is_credential_name(name)
+        || (!SESSION_VARIABLES.contains(&name.to_ascii_uppercase().as_str())
+            && words(name)
+                .iter()
+                .any(|w| WHOLE_IN_VARIABLES.contains(&w.as_str())))
+}
+
+/// Where the value's URLs carry user information: the byte range of each
+/// `user[:password]@` in an authority. Every URL of the value counts
+/// (after each `scheme://`, its authority up to the path, query, fragment,
+/// white space or a quote; in it, up to the last `@`), and a value with no
+/// URL in it as curl reads a proxy, `user:pw@proxy:3128`, from its start.
+/// In order, apart.
+fn userinfo_ranges(value: &str) -> Vec<std::ops::Range<usize>> {
+    let authority_end = |rest: &str| {
+        rest.find(|c: char| matches!(c, '/' | '?' | '#' | '"' | '\'') || c.is_whitespace())
+            .unwrap_or(rest.len())
+    };
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(i) = value[from..].find("://") {
+        let start = from + i + 3;
+        let rest = &value[start..];
+        let end = authority_end(rest);
+        if let Some(at) = rest[..end].rfind('@') {
+            out.push(start..start + at + 1);
+        }
+        from = start;
     }
-    Some(start..start + at + 1)
+    if out.is_empty() && !value.contains("://") {
+        // Without a scheme, only `user:password@`: `me@example.org` is an
+        // address, `git@host:org/repo` a place.
+        let end = authority_end(value);
+        if let Some(at) = value[..end].rfind('@')
+            && value[..at].contains(':')
+        {
+            out.push(0..at + 1);
+        }
+    }
+    out
 }
 
 /// Does the value hold a URL with user information (`user:password@`)?
 pub fn has_userinfo(value: &str) -> bool {
-    userinfo_range(value).is_some()
+    !userinfo_ranges(value).is_empty()
 }
 
-/// The value without its URL's user information, user and password both
-/// (`http://u:p@proxy:3128` -> `http://proxy:3128`): a proxy's or a
-/// service's user name can be a token itself (`https://TOKEN@host`).
+/// The value without its URLs' user information, user and password both
+/// (`http://u:p@proxy:3128` -> `http://proxy:3128`), every URL of it: a
+/// proxy's or a service's user name can be a token itself
+/// (`https://TOKEN@host`).
 pub fn without_userinfo(value: &str) -> String {
-    match userinfo_range(value) {
-        Some(r) => format!("{}{}", &value[..r.start], &value[r.end..]),
-        None => value.to_string(),
+    let mut out = String::with_capacity(value.len());
+    let mut kept = 0;
+    for r in userinfo_ranges(value) {
+        out.push_str(&value[kept..r.start]);
+        kept = r.end;
     }
+    out.push_str(&value[kept..]);
+    out
 }
 
 #[cfg(test)]
@@ -189,6 +268,19 @@ mod tests {
         "SESSION_COOKIE",
         "X_SECRET",
         "TOKEN",
+        // The fourth round's: each passed `pass_env` before it.
+        "SSHPASS",
+        "LDAP_BIND_PW",
+        "DB_PW",
+        "ID_RSA",
+        "SSH_ID_ED25519",
+        "KEYSTORE_BASE64",
+        "ANDROID_KEYSTORE",
+        "GOOGLE_CLOUD_KEYFILE_JSON",
+        "KRB5_KEYTAB",
+        "VAULT_OTP",
+        "WALLET_MNEMONIC",
+        "SMS_PASSCODE",
         // JSON keys and headers, camelCase and dashed
         "apiKeyHelper",
         "awsCredentialExport",
@@ -227,6 +319,39 @@ mod tests {
         "keybindings",
         "defaultModel",
         "mcpServers",
+        "POWER_PROFILE",
+        "PWA_MODE",
+        "SESSION_NAME",
+        "SessionStart",
+        "forceLoginMethod",
+        "XDG_SESSION_TYPE",
+    ];
+
+    /// Variables' names the rule of names does not take, the rule of
+    /// variables does: a session's or a login's token.
+    const VARIABLES: &[&str] = &[
+        "BW_SESSION",
+        "OP_SESSION_myaccount",
+        "OP_SESSION_MY_TEAM",
+        "SONAR_LOGIN",
+        "NPM_LOGIN",
+        "TF_SESSION",
+        "SESSION",
+    ];
+
+    /// Variables of no credential, by either rule.
+    const PLAIN_VARIABLES: &[&str] = &[
+        "XDG_SESSION_ID",
+        "XDG_SESSION_TYPE",
+        "xdg_session_type",
+        "XDG_SESSION_CLASS",
+        "XDG_SESSION_DESKTOP",
+        "DESKTOP_SESSION",
+        "DBUS_SESSION_BUS_ADDRESS",
+        "SHROOMS_AGENT_SESSION",
+        "LOGNAME",
+        "SESSIONS_DIR",
+        "TMUX_PANE",
     ];
 
     #[test]
@@ -236,6 +361,19 @@ mod tests {
         }
         for n in PLAIN {
             assert!(!is_credential_name(n), "{n} is not a credential");
+        }
+    }
+
+    #[test]
+    fn credential_variables_match() {
+        for n in CREDENTIALS.iter().chain(VARIABLES) {
+            assert!(is_credential_variable(n), "{n} is a credential");
+        }
+        for n in VARIABLES {
+            assert!(!is_credential_name(n), "{n} as a settings key is not");
+        }
+        for n in PLAIN_VARIABLES {
+            assert!(!is_credential_variable(n), "{n} is not a credential");
         }
     }
 
@@ -274,6 +412,24 @@ mod tests {
             ("http://proxy/x?y=a@b", "http://proxy/x?y=a@b"),
             ("me@example.org", "me@example.org"),
             ("", ""),
+            // Every URL of a value, not only a proxy's.
+            (
+                "https://bob:secret@pypi.example/simple",
+                "https://pypi.example/simple",
+            ),
+            (
+                "https://a:b@one.example/s https://c:d@two.example/s",
+                "https://one.example/s https://two.example/s",
+            ),
+            ("http://a@h1,http://b@h2", "http://h1,http://h2"),
+            (
+                "-Dproxy=\"http://u:p@h:1\" -Dx=y",
+                "-Dproxy=\"http://h:1\" -Dx=y",
+            ),
+            ("git+https://tok@git.example", "git+https://git.example"),
+            ("https://host:443", "https://host:443"),
+            ("git@host:org/repo.git", "git@host:org/repo.git"),
+            ("sr_RS:sr@latin", "latin"),
         ];
         for (given, want) in cases {
             assert_eq!(without_userinfo(given), want, "{given}");

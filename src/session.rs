@@ -519,6 +519,11 @@ impl Store {
     fn record_lock_path(&self, name: &str) -> PathBuf {
         self.sessions_dir().join(format!("{name}@record.lock"))
     }
+    /// The lock of a change of the session's record and of what its cage
+    /// is given from it (`Store::change_lock`).
+    fn change_lock_path(&self, name: &str) -> PathBuf {
+        self.sessions_dir().join(format!("{name}@change.lock"))
+    }
     /// An operation's intent: written before its first step that a crash
     /// would leave half done, removed once it is done (`ops::plan`).
     /// Named with `@`, which no session's name has.
@@ -823,9 +828,19 @@ impl Store {
         }
         remove_file_if_there(&self.egress_pid_path(name))?;
         remove_file_if_there(&self.egress_err_path(name))?;
-        remove_file_if_there(&self.record_lock_path(name))?;
         remove_file_if_there(&self.turn_marker(name))?;
-        remove_file_if_there(&self.record_path(name))?;
+        remove_file_if_there(&self.change_lock_path(name))?;
+        {
+            // Under the record's lock: a change of the record under way
+            // (`update`, which saves what it read) finishes first, and one
+            // that waited finds no record. Without it, a change saved
+            // after this brought the session back, naming a container
+            // removed with it.
+            let record_lock = self.record_lock_path(name);
+            let _held = crate::lock::take(&record_lock)?;
+            remove_file_if_there(&self.record_path(name))?;
+            remove_file_if_there(&record_lock)?;
+        }
         remove_file_if_there(&self.intent_path(name))?;
         remove_file_if_there(&self.lock_path(name))
     }
@@ -847,6 +862,13 @@ impl Store {
     pub fn egress_logs(&self, name: &str) -> [PathBuf; 4] {
         let (a, r) = (self.egress_path(name), self.egress_refused_path(name));
         [older(&a), a, older(&r), r]
+    }
+    /// What a rename carries to the session's new name of its egress log:
+    /// its files, allowed and refused, and its listener's errors.
+    pub fn egress_files(&self, name: &str) -> Vec<PathBuf> {
+        let mut files = self.egress_logs(name).to_vec();
+        files.push(self.egress_err_path(name));
+        files
     }
     /// The egress log listener's pid file, and its errors' log.
     pub fn egress_pid_path(&self, name: &str) -> PathBuf {
@@ -947,6 +969,14 @@ impl Store {
         Ok((out, damaged))
     }
 
+    /// Why a session that is not there cannot be used: its load's error
+    /// (a name that is not one, no such session).
+    fn missing(&self, name: &str) -> Error {
+        self.load(name)
+            .err()
+            .unwrap_or_else(|| Error::not_found(name))
+    }
+
     /// Change a session's record: load it, change it, save it, under a
     /// short lock of its own (waited for), so that two writers (a `cage
     /// limits` beside a `cage move`) never lose each other's change.
@@ -958,16 +988,55 @@ impl Store {
         validate_name(name)?;
         if !self.exists(name) {
             // No such session: say so, without a lock file for the name.
-            return Err(self
-                .load(name)
-                .err()
-                .unwrap_or_else(|| Error::not_found(name)));
+            return Err(self.missing(name));
         }
-        let _held = crate::lock::take(&self.record_lock_path(name))?;
-        let mut record = self.load(name)?;
+        let record_lock = self.record_lock_path(name);
+        let _held = crate::lock::take(&record_lock)?;
+        let mut record = match self.load(name) {
+            Ok(r) => r,
+            Err(e) => {
+                // Removed while this waited: no lock file is left for a
+                // name that has no session.
+                if e.kind == crate::error::Kind::NotFound {
+                    let _ = remove_file_if_there(&record_lock);
+                }
+                return Err(e);
+            }
+        };
         let out = change(&mut record)?;
         self.save(&record)?;
         Ok(out)
+    }
+
+    /// Take the lock of a change of the session: held by every command that
+    /// changes its record (`cage limits`, `accept-caged`, the settings,
+    /// `rename`) from the reading of the record to the end of the change,
+    /// and by every load of its cage's rules from the record (a start,
+    /// `exec --join`), so that changes at once are made one after another,
+    /// each from the record the one before left, and the rules a cage
+    /// runs with are its record's last. Waited for, at most
+    /// [`CHANGE_WAIT`]; then `Busy`. Beside the session's lock, it is
+    /// taken after it.
+    pub fn change_lock(&self, name: &str) -> Result<ChangeLock> {
+        validate_name(name)?;
+        if !self.exists(name) {
+            return Err(self.missing(name));
+        }
+        let path = self.change_lock_path(name);
+        let Some(file) = crate::lock::take_within(&path, CHANGE_WAIT)? else {
+            return Err(Error::busy(format!(
+                "session {name} is being changed by another shrooms-agent command (cage limits, \
+                 a setting, a rename, or its rules being loaded) for more than {} s; try again \
+                 when it ends",
+                CHANGE_WAIT.as_secs()
+            )));
+        };
+        if !self.exists(name) {
+            // Removed or renamed while this waited.
+            let _ = remove_file_if_there(&path);
+            return Err(self.missing(name));
+        }
+        Ok(ChangeLock { _file: file })
     }
 
     /// Take the session's lock, then read its record: what a command does
@@ -978,10 +1047,7 @@ impl Store {
         validate_name(name)?;
         if !self.exists(name) {
             // Say so without leaving a lock file behind for the name.
-            return Err(self
-                .load(name)
-                .err()
-                .unwrap_or_else(|| Error::not_found(name)));
+            return Err(self.missing(name));
         }
         let lock = self.lock(name)?;
         match self.load(name) {
@@ -1245,6 +1311,18 @@ pub fn is_state_id(id: &str) -> bool {
         && id
             .bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// How long a change of a session waits for the one before it: a `cage
+/// limits` beside a turn updates the cage and loads its rules (its egress
+/// log's listener may take 15 s to start).
+const CHANGE_WAIT: std::time::Duration = std::time::Duration::from_secs(90);
+
+/// Held while a command changes a session's record or loads its cage's
+/// rules from it (`Store::change_lock`); released on drop.
+#[derive(Debug)]
+pub struct ChangeLock {
+    _file: File,
 }
 
 /// Held while a command changes or uses a session; released on drop (the

@@ -912,7 +912,7 @@ impl Settings {
         };
         let mut pass_env: Vec<String> = Vec::new();
         for PassEnvName(name) in file.pass_env.unwrap_or_default() {
-            if crate::secret_names::is_credential_name(&name) {
+            if crate::secret_names::is_credential_variable(&name) {
                 return Err(bad(
                     "pass_env",
                     format!(
@@ -965,18 +965,17 @@ impl Settings {
                     format!("{} is not an absolute path", f.display()),
                 ));
             }
-            if let Some(c) = &g.key_command
-                && c.first().is_none_or(|p| p.trim().is_empty())
-            {
-                return Err(bad(
-                    "gateway.key_command",
-                    "is empty: give the program and its arguments, e.g. [\"pass\", \"show\", \"anthropic\"]".into(),
-                ));
-            }
+            let key_command = match g.key_command {
+                None => None,
+                Some(c) => Some(
+                    key_command(c, path_var.as_deref())
+                        .map_err(|why| bad("gateway.key_command", why))?,
+                ),
+            };
             GatewaySettings {
                 anthropic_url,
                 key_file: g.key_file,
-                key_command: g.key_command,
+                key_command,
                 remote_turns: g.remote_turns.unwrap_or_default(),
             }
         };
@@ -1207,6 +1206,33 @@ pub fn check_program(p: &Path) -> Result<(), String> {
         }
         Ok(_) => Ok(()),
     }
+}
+
+/// `[gateway] key_command` as it is run: its program an absolute path, a
+/// name looked up on PATH as a shell would (no process is started by a
+/// bare name: the one place that starts them, `process.rs`, runs them
+/// from `/`). A name not on PATH is kept as it is, and the gateway says so
+/// when it would run it; a relative path is refused.
+fn key_command(
+    mut c: Vec<String>,
+    path_var: Option<&str>,
+) -> std::result::Result<Vec<String>, String> {
+    let Some(program) = c.first().filter(|p| !p.trim().is_empty()) else {
+        return Err(
+            "is empty: give the program and its arguments, e.g. [\"pass\", \"show\", \"anthropic\"]"
+                .into(),
+        );
+    };
+    if program.contains('/') {
+        if !Path::new(program).is_absolute() {
+            return Err(format!(
+                "{program:?} is a relative path: give an absolute path, or a name on PATH"
+            ));
+        }
+    } else if let Some(found) = find_program(program, path_var) {
+        c[0] = found.to_string_lossy().into_owned();
+    }
+    Ok(c)
 }
 
 /// Look a program up on the given PATH.
@@ -1613,12 +1639,37 @@ mod tests {
         assert_eq!(s.gateway.anthropic_url, "http://127.0.0.1:9/llm");
         assert_eq!(s.gateway.key_file, Some(PathBuf::from("/k")));
         assert_eq!(s.gateway.key_command.unwrap().len(), 3);
+        // A name is looked up on PATH, as a shell would; a name not there
+        // is kept, for the gateway to say so.
+        let dir = std::env::temp_dir().join(format!("shrooms-keycmd-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pass = dir.join("pass");
+        std::fs::write(&pass, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&pass, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let path = format!("/nonexistent:{}", dir.display());
+        assert_eq!(
+            key_command(vec!["pass".into(), "show".into()], Some(&path)),
+            Ok(vec![pass.to_string_lossy().into_owned(), "show".into()])
+        );
+        assert_eq!(
+            key_command(vec!["nosuch-program".into()], Some(&path)),
+            Ok(vec!["nosuch-program".into()])
+        );
+        assert_eq!(
+            key_command(vec!["/opt/x".into(), "a".into()], Some(&path)),
+            Ok(vec!["/opt/x".into(), "a".into()])
+        );
+        assert!(key_command(vec!["bin/pass".into()], Some(&path)).is_err());
+        assert!(key_command(vec![" ".into()], Some(&path)).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
         for bad in [
             "[gateway]\nanthropic_url = \"ftp://x\"",
             "[gateway]\nanthropic_url = \"https://\"",
             "[gateway]\nanthropic_url = \"https://u@x\"",
             "[gateway]\nkey_file = \"rel/k\"",
             "[gateway]\nkey_command = []",
+            "[gateway]\nkey_command = [\"./pass\"]",
             "[gateway]\nkey = \"sk\"",
         ] {
             let e = load(bad).unwrap_err();

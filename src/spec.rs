@@ -481,8 +481,8 @@ fn check_mount_path(p: &Path) -> Result<()> {
 /// "Environment"), as they are: the time zone and the proxy exceptions.
 const PASSED_NAMES: &[&str] = &["TZ", "NO_PROXY", "no_proxy"];
 
-/// The proxy variables, passed without the user information of their URL
-/// (`secret_names::without_userinfo`): a password there is a credential.
+/// The proxy variables, passed (as every value but a chosen secret's)
+/// without the user information of their URL.
 const PROXY_NAMES: &[&str] = &[
     "HTTP_PROXY",
     "HTTPS_PROXY",
@@ -551,11 +551,13 @@ pub use crate::settings::Chosen;
 /// The `env` blocks of the copies of a harness's settings files a cage is
 /// given (`cage_files`) pass by the same rule.
 /// - a name under `pass_secrets` passes as it is, chosen danger and all;
-/// - the proxy variables pass without their URL's user information;
 /// - `LANG` and the locale categories pass only with a locale name, and
 ///   `LANGUAGE` with a `:` list of them;
-/// - `TZ`, `NO_PROXY`, the harness's own settings, GitHub's variables with
-///   `--github`, and the names under `pass_env` pass as they are.
+/// - the proxy variables, `TZ`, `NO_PROXY`, the harness's own settings,
+///   GitHub's variables with `--github`, and the names under `pass_env`
+///   pass without the user information of any URL in them
+///   (`secret_names::without_userinfo`): a password in a URL is a
+///   credential, whatever the variable's name.
 pub fn admit(
     name: &str,
     value: &str,
@@ -566,8 +568,6 @@ pub fn admit(
     let listed = |list: &[String]| list.iter().any(|p| p == name);
     if listed(chosen.pass_secrets) {
         Admit::As(value.to_string())
-    } else if PROXY_NAMES.contains(&name) {
-        Admit::As(crate::secret_names::without_userinfo(value))
     } else if name == "LANG" || LOCALE_CATEGORIES.contains(&name) {
         if is_locale_name(value) {
             Admit::As(value.to_string())
@@ -581,13 +581,14 @@ pub fn admit(
             Admit::Refused("its value is not a list of locale names")
         }
     } else if PASSED_NAMES.contains(&name)
+        || PROXY_NAMES.contains(&name)
         || harness.settings_env().contains(&name)
         || listed(chosen.pass_env)
         // GitHub's variables reach only a cage given the GitHub login
         // (`--github`).
         || (options.github && (name.starts_with("GH_") || name.starts_with("GITHUB_")))
     {
-        Admit::As(value.to_string())
+        Admit::As(crate::secret_names::without_userinfo(value))
     } else {
         Admit::Not
     }
@@ -1192,9 +1193,33 @@ mod tests {
             ]
         );
         // Under pass_secrets, a proxy passes whole; under pass_env, still
-        // without its password; a name of pass_env passes as it is.
-        let secrets = vec!["HTTP_PROXY".to_string()];
-        let listed = vec!["https_proxy".to_string(), "LC_TERMINAL".to_string()];
+        // without its password; a name of pass_env passes without the user
+        // information of every URL in it, and as it is otherwise.
+        let secrets = vec!["HTTP_PROXY".to_string(), "ADMIN_URL".to_string()];
+        let listed = vec![
+            "https_proxy".to_string(),
+            "LC_TERMINAL".to_string(),
+            "PIP_INDEX_URL".to_string(),
+            "PIP_EXTRA_INDEX_URL".to_string(),
+            "JAVA_OPTS".to_string(),
+            "GIT_REMOTE".to_string(),
+        ];
+        let mut invoking = invoking;
+        for (n, v) in [
+            ("PIP_INDEX_URL", "https://bob:secret@pypi.example/simple"),
+            (
+                "PIP_EXTRA_INDEX_URL",
+                "https://a:b@one.example/simple https://tok@two.example/simple",
+            ),
+            (
+                "JAVA_OPTS",
+                "-Dhttps.proxy=\"https://u:p@proxy:8443\" -Xmx1g",
+            ),
+            ("GIT_REMOTE", "git@host.example:org/repo.git"),
+            ("ADMIN_URL", "https://root:hunter2@admin.example/"),
+        ] {
+            invoking.insert(n.to_string(), v.to_string());
+        }
         let mut req = env_req(Harness::Pi, &listed);
         req.chosen.pass_secrets = &secrets;
         let plan = env_plan(&req, &invoking);
@@ -1210,6 +1235,20 @@ mod tests {
         );
         assert_eq!(value("https_proxy"), Some("http://proxy.lan:3128/"));
         assert_eq!(value("LC_TERMINAL"), Some("iTerm2"));
+        assert_eq!(value("PIP_INDEX_URL"), Some("https://pypi.example/simple"));
+        assert_eq!(
+            value("PIP_EXTRA_INDEX_URL"),
+            Some("https://one.example/simple https://two.example/simple")
+        );
+        assert_eq!(
+            value("JAVA_OPTS"),
+            Some("-Dhttps.proxy=\"https://proxy:8443\" -Xmx1g")
+        );
+        assert_eq!(value("GIT_REMOTE"), Some("git@host.example:org/repo.git"));
+        assert_eq!(
+            value("ADMIN_URL"),
+            Some("https://root:hunter2@admin.example/")
+        );
         assert_eq!(value("LC_MY_TOKEN"), None);
     }
 }

@@ -78,6 +78,58 @@ fn name_from(dev: u64, ino: u64, size: u64, secs: i64, nanos: i64) -> String {
     format!("{PREFIX}{hex}")
 }
 
+/// A cage's first process (PID 1), `init/shrooms-init.rs`, built by
+/// build.rs as a static program of its own: it starts nothing, reaps, and
+/// is not dumpable, so no process of the cage can trace it or write its
+/// memory (README, "Nothing of the cage runs before its rules").
+pub const INIT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/shrooms-init"));
+
+/// The start of the init's name in `tools/`.
+pub const INIT_PREFIX: &str = "shrooms-init-";
+
+/// The init's name in `tools/`: by its content, so that a cage made with
+/// one keeps finding it there whatever version runs later (an init is
+/// never removed: a stopped cage mounts its own again at its next start).
+pub fn init_name() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        let digest = Sha256::digest(INIT);
+        let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+        format!("{INIT_PREFIX}{hex}")
+    })
+}
+
+/// Where the init is in `tools`.
+pub fn init_path(tools: &Path) -> PathBuf {
+    tools.join(init_name())
+}
+
+/// Put the init in `tools` (0555), unless it is there already, through a
+/// temporary name and a rename; its path.
+pub fn provide_init(tools: &Path) -> Result<PathBuf> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(tools)
+        .map_err(|e| fail("making", tools, e))?;
+    let target = init_path(tools);
+    if target.is_file() {
+        return Ok(target);
+    }
+    let tmp = tools.join(temporary("init"));
+    let put = fs::write(&tmp, INIT)
+        .and_then(|()| fs::set_permissions(&tmp, fs::Permissions::from_mode(0o555)))
+        .and_then(|()| fs::rename(&tmp, &target));
+    if let Err(e) = put {
+        let _ = fs::remove_file(&tmp);
+        return Err(Error::failed(format!(
+            "putting a cage's init in {}: {e}",
+            tools.display()
+        )));
+    }
+    Ok(target)
+}
+
 /// This program as another process starts it: the running file, whatever
 /// became of its path. For a program this process starts itself.
 pub const THIS_PROGRAM: &str = "/proc/self/exe";
@@ -189,6 +241,28 @@ fn remove_old(tools: &Path, keep: &Path, now: SystemTime) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The init every cage runs is a static program (an image may have no
+    /// C library), put in once under its content's name, 0555.
+    #[test]
+    fn the_init_is_static_and_put_in_once() {
+        assert_eq!(crate::host::elf_needs_interpreter(INIT), Some(false));
+        let tools = std::env::temp_dir().join(format!("shrooms-init-test-{}", std::process::id()));
+        let p = provide_init(&tools).unwrap();
+        assert_eq!(p, init_path(&tools));
+        assert!(
+            init_name().starts_with(INIT_PREFIX) && init_name().len() == INIT_PREFIX.len() + 16
+        );
+        assert_eq!(fs::read(&p).unwrap(), INIT);
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o555
+        );
+        let ino = fs::metadata(&p).unwrap().ino();
+        assert_eq!(provide_init(&tools).unwrap(), p);
+        assert_eq!(fs::metadata(&p).unwrap().ino(), ino, "put in again");
+        let _ = fs::remove_dir_all(&tools);
+    }
 
     /// Each version gets a name of its own; the same file keeps its name.
     #[test]

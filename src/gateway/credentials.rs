@@ -7,7 +7,7 @@
 //! machine's claude keeps it fresh). A sealed cage uses its sealed token
 //! file alone.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -19,6 +19,13 @@ use crate::process::Process;
 pub const KEY_COMMAND_TTL: Duration = Duration::from_secs(300);
 /// How long a key command may take.
 const KEY_COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+/// After a key command fails, it is not run again for this long, then for
+/// twice as long after each failure that follows, up to
+/// [`KEY_COMMAND_MAX_BACKOFF`]: the cage's requests, which come as fast as
+/// it likes, must not drive a password manager behind it. A success ends
+/// the backing off.
+pub const KEY_COMMAND_BACKOFF: Duration = Duration::from_secs(10);
+pub const KEY_COMMAND_MAX_BACKOFF: Duration = Duration::from_secs(300);
 
 /// A credential, as the Messages API takes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,7 +63,31 @@ pub struct MachineSources {
     pub claude_credentials: PathBuf,
     /// Shown in the no-credential message.
     pub config_path: PathBuf,
-    pub cache: Mutex<Option<(Instant, Credential)>>,
+    pub cache: Mutex<KeyCommandState>,
+}
+
+/// What the key command last did: its answer and when, or its failure,
+/// and until when it is not run again.
+#[derive(Debug, Default)]
+pub struct KeyCommandState {
+    answer: Option<(Instant, Credential)>,
+    failed: Option<Failed>,
+}
+
+#[derive(Debug)]
+struct Failed {
+    why: String,
+    until: Instant,
+    backoff: Duration,
+}
+
+/// Pure: how long to back off after a failure, given the last backing off
+/// (None: the command had not failed since its last success).
+pub fn next_backoff(last: Option<Duration>) -> Duration {
+    match last {
+        None => KEY_COMMAND_BACKOFF,
+        Some(d) => (d * 2).min(KEY_COMMAND_MAX_BACKOFF),
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -129,27 +160,69 @@ impl MachineSources {
         }
     }
 
+    /// The key command's answer: kept for [`KEY_COMMAND_TTL`]; after a
+    /// failure, that failure again, without running it, until its backing
+    /// off ends. Requests at once wait for one run (the lock is held
+    /// through it).
     fn run_key_command(&self, cmd: &[String]) -> Result<Credential, String> {
-        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((at, c)) = cache.as_ref()
+        let mut state = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, c)) = state.answer.as_ref()
             && at.elapsed() < KEY_COMMAND_TTL
         {
             return Ok(c.clone());
         }
-        let (program, args) = cmd
-            .split_first()
-            .ok_or_else(|| "[gateway] key_command is empty".to_string())?;
-        // Nothing from the cage reaches it: no stdin, fixed arguments.
-        let out = Process::new(program, "[gateway] key_command")
-            .args(args.iter().cloned())
-            .timeout(KEY_COMMAND_TIMEOUT)
-            .run()
-            .map_err(|e| e.message)?;
-        let c = Credential::classify(&out.stdout)
-            .ok_or_else(|| "[gateway] key_command printed nothing".to_string())?;
-        *cache = Some((Instant::now(), c.clone()));
-        Ok(c)
+        let now = Instant::now();
+        if let Some(f) = state.failed.as_ref()
+            && now < f.until
+        {
+            return Err(format!(
+                "{} (it failed, and is not run again for {} s)",
+                f.why,
+                f.until.duration_since(now).as_secs().max(1)
+            ));
+        }
+        match run_once(cmd) {
+            Ok(c) => {
+                *state = KeyCommandState {
+                    answer: Some((Instant::now(), c.clone())),
+                    failed: None,
+                };
+                Ok(c)
+            }
+            Err(why) => {
+                let backoff = next_backoff(state.failed.as_ref().map(|f| f.backoff));
+                state.answer = None;
+                state.failed = Some(Failed {
+                    why: why.clone(),
+                    until: Instant::now() + backoff,
+                    backoff,
+                });
+                Err(format!("{why} (not run again for {} s)", backoff.as_secs()))
+            }
+        }
     }
+}
+
+/// Run the key command once: its key, or why there is none.
+fn run_once(cmd: &[String]) -> Result<Credential, String> {
+    let (program, args) = cmd
+        .split_first()
+        .ok_or_else(|| "[gateway] key_command is empty".to_string())?;
+    // The settings looked a name up on PATH; one still a name was not there.
+    if !Path::new(program).is_absolute() {
+        return Err(format!(
+            "[gateway] key_command: {program} is not on the PATH of this command; give its \
+             absolute path"
+        ));
+    }
+    // Nothing from the cage reaches it: no stdin, fixed arguments.
+    let out = Process::new(program, "[gateway] key_command")
+        .args(args.iter().cloned())
+        .timeout(KEY_COMMAND_TIMEOUT)
+        .run()
+        .map_err(|e| e.message)?;
+    Credential::classify(&out.stdout)
+        .ok_or_else(|| "[gateway] key_command printed nothing".to_string())
 }
 
 /// The access token of Claude Code's login file, if there is one; an error
@@ -199,6 +272,10 @@ pub fn laptop() -> Option<&'static Path> {
     LAPTOP.get().map(PathBuf::as_path)
 }
 
+/// The longest answer read from the machine that lends the key: a key
+/// or token, or why there is none, on one line.
+const MAX_LENT_LINE: usize = 64 * 1024;
+
 /// How long a key may take to come from the other machine.
 const KEY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -214,9 +291,15 @@ pub fn lent_key(socket: &Path) -> std::result::Result<Credential, String> {
     let mut s = UnixStream::connect(socket).map_err(why)?;
     s.set_read_timeout(Some(KEY_TIMEOUT)).map_err(why)?;
     s.write_all(b"key\n").map_err(why)?;
-    let mut line = String::new();
-    BufReader::new(&s).read_line(&mut line).map_err(why)?;
-    let line = line.trim_end_matches('\n');
+    let line = crate::bounded::read_line(&mut BufReader::new(&s), MAX_LENT_LINE)
+        .map_err(why)?
+        .unwrap_or_default();
+    parse_lent(&String::from_utf8_lossy(&line))
+}
+
+/// Pure: the lender's answer, one line: `api KEY`, `oauth TOKEN` or
+/// `error WHY`.
+pub fn parse_lent(line: &str) -> std::result::Result<Credential, String> {
     match line.split_once(' ') {
         Some(("api", k)) if !k.is_empty() => Ok(Credential::ApiKey(k.to_string())),
         Some(("oauth", t)) if !t.is_empty() => Ok(Credential::OAuth(t.to_string())),
@@ -309,5 +392,51 @@ mod tests {
         assert_eq!(m.resolve(), Ok(Credential::ApiKey("1".into())));
         assert_eq!(m.resolve(), Ok(Credential::ApiKey("1".into())));
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A failing key command runs once, however often it is asked while
+    /// it is backed off; each asking gets its failure.
+    #[test]
+    fn a_failing_key_command_is_backed_off() {
+        let d = tmp("fail");
+        let counter = d.join("n");
+        let script = format!(
+            "echo x >> {}; echo vault-locked >&2; exit 1",
+            counter.display()
+        );
+        let m = MachineSources {
+            key_command: Some(vec!["/bin/sh".into(), "-c".into(), script]),
+            ..MachineSources::default()
+        };
+        for _ in 0..20 {
+            let e = m.resolve().unwrap_err();
+            assert!(
+                e.contains("vault-locked") && e.contains("not run again"),
+                "{e}"
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(&counter).unwrap().lines().count(),
+            1
+        );
+        let _ = std::fs::remove_dir_all(&d);
+        // A name not on PATH is said to be so.
+        let m = MachineSources {
+            key_command: Some(vec!["pass".into(), "show".into()]),
+            ..MachineSources::default()
+        };
+        assert!(m.resolve().unwrap_err().contains("pass is not on the PATH"));
+    }
+
+    #[test]
+    fn backing_off_doubles_up_to_five_minutes() {
+        let mut d = None;
+        let mut seen = Vec::new();
+        for _ in 0..8 {
+            let next = next_backoff(d);
+            seen.push(next.as_secs());
+            d = Some(next);
+        }
+        assert_eq!(seen, [10, 20, 40, 80, 160, 300, 300, 300]);
     }
 }

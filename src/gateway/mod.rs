@@ -320,16 +320,16 @@ async fn handle(
             ),
         ));
     };
+    let mut permit = None;
     if usage::spends(&method, &path) {
-        let ledger = state.config.ledger.clone();
-        let refusal = tokio::task::spawn_blocking(move || ledger.refusal())
-            .await
-            .unwrap_or_else(|e| Some(format!("shrooms-agent's model gateway: {e}")));
-        if let Some(why) = refusal {
-            if state.config.ledger.refused() {
-                eprintln!("shrooms-agent: {why}");
+        match state.config.ledger.admit().await {
+            usage::Admitted::Pass(p) => permit = p,
+            usage::Admitted::Refused(why) => {
+                if state.config.ledger.refused() {
+                    eprintln!("shrooms-agent: {why}");
+                }
+                return Ok(usage::refused_response(&why));
             }
-            return Ok(usage::refused_response(&why));
         }
     }
     let credentials = state.config.credentials.clone();
@@ -426,6 +426,7 @@ async fn handle(
                 method.as_str(),
                 &path,
                 out,
+                permit,
             ))
         }
         Err(e) => Ok(api_error(

@@ -444,6 +444,9 @@ pub struct Metered {
     ledger: Arc<Ledger>,
     /// Read on after the harness went away, for the counts alone.
     draining: bool,
+    /// The turn's gate, held while a session with a budget waits for this
+    /// answer's counts (`Ledger::admit`): let go once it is counted.
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// How long an answer is read on, at most, after its harness went away
@@ -455,6 +458,8 @@ impl Metered {
         if let Some(u) = self.reader.take().and_then(|r| r.meter().usage()) {
             self.ledger.add(u);
         }
+        // Counted: the next model request may pass.
+        self.permit = None;
     }
 
     fn feed(&mut self, data: &[u8]) {
@@ -534,6 +539,7 @@ impl Drop for Metered {
                 reader: self.reader.take(),
                 ledger: self.ledger.clone(),
                 draining: true,
+                permit: self.permit.take(),
             };
             runtime.spawn(async move {
                 use http_body_util::BodyExt;
@@ -557,11 +563,14 @@ impl Drop for Metered {
 /// model response. An answer the gateway cannot read for its counts (an
 /// encoding or type it does not read) is not passed on uncounted: the
 /// harness gets an error in its place and the turn spends nothing more.
+/// `permit`, the turn's gate where the session has a budget, is held until
+/// the answer is counted.
 pub fn metered(
     ledger: &Arc<Ledger>,
     method: &str,
     path: &str,
     response: Response<reqwest::Body>,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
 ) -> Response<reqwest::Body> {
     if !spends(method, path) || !response.status().is_success() {
         return response;
@@ -596,6 +605,7 @@ pub fn metered(
             reader: Some(reader),
             ledger,
             draining: false,
+            permit,
         })
     })
 }
@@ -630,6 +640,18 @@ pub struct Ledger {
     before: Usage,
     state: Mutex<Turn>,
     writer: Mutex<Option<Writer>>,
+    /// One model request at a time while the session has a budget: the
+    /// next is let through once the answer before it is counted.
+    gate: Arc<tokio::sync::Semaphore>,
+}
+
+/// What a model request may do now (`Ledger::admit`).
+pub enum Admitted {
+    /// Refused, for this reason.
+    Refused(String),
+    /// Let through; with a budget, holding the turn's gate until its
+    /// answer is counted.
+    Pass(Option<tokio::sync::OwnedSemaphorePermit>),
 }
 
 #[derive(Default)]
@@ -672,6 +694,34 @@ impl Ledger {
             before,
             state: Mutex::new(Turn::default()),
             writer: Mutex::new(writer),
+            gate: Arc::new(tokio::sync::Semaphore::new(1)),
+        }
+    }
+
+    /// Whether a model request passes now. Without a budget, at once. With
+    /// one, the request first waits for the turn's gate, so that every
+    /// answer before it is counted (a harness can send its next request
+    /// the moment it has read an answer, before the gateway has read its
+    /// end; and the same turn's requests at once would each be let through
+    /// on the total before them): the budget is checked against them all.
+    pub async fn admit(self: &Arc<Self>) -> Admitted {
+        let check = |ledger: Arc<Ledger>| async move {
+            tokio::task::spawn_blocking(move || ledger.check())
+                .await
+                .unwrap_or_else(|e| Check::Refused(format!("shrooms-agent's model gateway: {e}")))
+        };
+        match check(self.clone()).await {
+            Check::Refused(why) => return Admitted::Refused(why),
+            Check::Pass { budget: false } => return Admitted::Pass(None),
+            Check::Pass { budget: true } => {}
+        }
+        let Ok(permit) = self.gate.clone().acquire_owned().await else {
+            // Never closed; were it, nothing would be counted in order.
+            return Admitted::Refused("shrooms-agent's model gateway is closing".to_string());
+        };
+        match check(self.clone()).await {
+            Check::Refused(why) => Admitted::Refused(why),
+            Check::Pass { .. } => Admitted::Pass(Some(permit)),
         }
     }
 
@@ -704,22 +754,38 @@ impl Ledger {
     /// Why a model request must be refused now, if it must: the session's
     /// budget (read from its record at each request, so a `cage limits`
     /// during the turn counts at once) is spent. Blocking: reads a file.
+    #[cfg(test)]
     pub fn refusal(&self) -> Option<String> {
+        match self.check() {
+            Check::Refused(why) => Some(why),
+            Check::Pass { .. } => None,
+        }
+    }
+
+    /// [`Ledger::refusal`], and whether the session has a budget.
+    fn check(&self) -> Check {
         if self.turn().stopped {
-            return Some(STOPPED.to_string());
+            return Check::Refused(STOPPED.to_string());
         }
         let budget = match self.store.load(&self.session) {
-            Ok(r) => r.tokens.budget?,
+            Ok(r) => match r.tokens.budget {
+                Some(b) => b,
+                None => return Check::Pass { budget: false },
+            },
             Err(e) => {
                 // Not knowing the budget, nothing is spent past it.
-                return Some(format!(
+                return Check::Refused(format!(
                     "shrooms-agent could not read session {}'s token budget: {}",
                     self.session, e.message
                 ));
             }
         };
         let spent = self.spent().total();
-        (spent >= budget).then(|| budget_spent(&self.session, spent, budget))
+        if spent >= budget {
+            Check::Refused(budget_spent(&self.session, spent, budget))
+        } else {
+            Check::Pass { budget: true }
+        }
     }
 
     /// An answer could not be counted (`why`, for the terminal): the
@@ -778,6 +844,12 @@ impl Drop for Ledger {
     fn drop(&mut self) {
         self.finish();
     }
+}
+
+/// What the record says of a model request now.
+enum Check {
+    Refused(String),
+    Pass { budget: bool },
 }
 
 /// The writer thread: each response's counts added to the record (those

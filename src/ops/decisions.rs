@@ -300,7 +300,6 @@ impl World {
             nft: None,
             nsenter: None,
             stat: None,
-            init: Ok(PathBuf::from("/usr/libexec/podman/catatonit")),
             runtime: "runc".into(),
             volume_path: None,
             images_file: None,
@@ -1282,6 +1281,9 @@ fn rename_of(running: bool) {
     let home = w.ctx.store.private_home(c);
     std::fs::create_dir_all(&home).unwrap();
     std::fs::write(home.join("todo.json"), "[]").unwrap();
+    let log = w.ctx.store.egress_path("web");
+    std::fs::write(&log, "{\"allowed\": true}\n").unwrap();
+    std::fs::write(crate::session::older(&log), "{\"allowed\": false}\n").unwrap();
     let r = super::rename::rename(&w.ctx, &rename_request("web", "site")).unwrap();
     assert_eq!((r.session.as_str(), r.from.as_str()), ("site", "web"));
     assert_eq!(r.stopped, running);
@@ -1306,6 +1308,16 @@ fn rename_of(running: bool) {
         "hello"
     );
     assert!(!w.ctx.store.session_uploads("web").exists());
+    // Its egress log, and the file rotated out of it.
+    let log = w.ctx.store.egress_path("site");
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        "{\"allowed\": true}\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(crate::session::older(&log)).unwrap(),
+        "{\"allowed\": false}\n"
+    );
     // The cage's private home is the new cage's; the old cage's folder is gone.
     let moved = w.ctx.store.private_home(&cage.container).join("todo.json");
     assert_eq!(std::fs::read_to_string(moved).unwrap(), "[]");

@@ -518,6 +518,9 @@ pub struct Joined {
 /// to the turn that holds it. The turn wrote the env file (with its
 /// gateway's address); the joined command is given the same.
 pub fn prepare_join(ctx: &Context, name: &str, what: What, tty: bool) -> Result<Joined> {
+    // The rules are loaded from the record as it is under the change lock,
+    // so a `cage limits --net` at once is either before or after them.
+    let _change = ctx.store.change_lock(name)?;
     let record = ctx.store.load(name)?;
     let cage = cage_of(&record)?;
     let cmd = match what.words() {

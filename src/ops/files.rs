@@ -64,6 +64,7 @@ pub struct FilesList {
 pub fn allow(ctx: &Context, name: &str, sender: &str) -> Result<FilesList> {
     let (m, s) = parse_sender(sender, true)?;
     let entry = format!("{m}/{s}");
+    let _change = ctx.store.change_lock(name)?;
     ctx.store.update(name, |r| {
         // Those it now takes are no longer shown as refused.
         let (m, s) = (m.as_str(), s.as_str());
@@ -86,6 +87,7 @@ pub fn allow(ctx: &Context, name: &str, sender: &str) -> Result<FilesList> {
 pub fn deny(ctx: &Context, name: &str, sender: &str) -> Result<FilesList> {
     let (m, s) = parse_sender(sender, true)?;
     let entry = format!("{m}/{s}");
+    let _change = ctx.store.change_lock(name)?;
     ctx.store.update(name, |r| {
         if !r.files.allow.contains(&entry) {
             return Err(Error::bad_input(format!(
@@ -111,7 +113,10 @@ pub struct AcceptCaged {
 
 /// `cage accept-caged SESSION on|off`: whether it takes tasks and files
 /// from caged sessions (README, "The cage's socket"), kept in its record.
+/// Each change of a session's settings is made under its change lock
+/// (`Store::change_lock`): after a rename under way, never in between.
 pub fn set_accept_caged(ctx: &Context, name: &str, on: bool) -> Result<AcceptCaged> {
+    let _change = ctx.store.change_lock(name)?;
     ctx.store.update(name, |r| {
         r.accept_caged = Some(on);
         Ok(AcceptCaged {
@@ -166,6 +171,7 @@ pub fn change_settings(ctx: &Context, name: &str, change: SettingsChange) -> Res
             Some(format!("{m}/{s}"))
         }
     };
+    let _change = ctx.store.change_lock(name)?;
     ctx.store.update(name, |r| {
         if let Some(on) = change.accept_caged {
             r.accept_caged = Some(on);

@@ -222,15 +222,21 @@ pub fn new_limits(
 /// start under way (its lock says `start`: `cage start`, or a turn's) is
 /// waited for. A live turn holds the session for as long as it runs; once
 /// its cage is started (its lock says `turn` or `exec`, `Store::busy`),
-/// its limits, budget and rules are changed beside it.
+/// its limits, budget and rules are changed beside it. Either way under
+/// the session's change lock (`Store::change_lock`), the record read
+/// under it: two changes at once are made one after the other, the
+/// second from the first's record, so the last one's policy is the
+/// record's and the running cage's alike.
 pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
     if let Some(by) = &req.by {
         crate::session::validate_who(by)?;
     }
-    let (lock, record) = lock_or_beside_a_turn(ctx, &req.name)?;
+    let (lock, _) = lock_or_beside_a_turn(ctx, &req.name)?;
     if let Some(lock) = &lock {
         lock.note("limits");
     }
+    let _change = ctx.store.change_lock(&req.name)?;
+    let record = ctx.store.load(&req.name)?;
     let facts = limits_facts(ctx, req, &record)?;
     let (steps, changed) = decide(&facts, req)?;
     let host = facts.host.as_ref().ok().copied();

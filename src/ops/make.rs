@@ -222,6 +222,9 @@ pub struct Facts {
     /// Why the network policy cannot be enforced here, if it cannot (the
     /// machine resolves no address for a name of its allow-list).
     pub unenforceable: Option<Error>,
+    /// The cage's first process: this program's init, in the state
+    /// folder's `tools/` (`crate::tools::INIT`).
+    pub init: PathBuf,
 }
 
 /// What the machine has of the harness: its folder and the files of it a
@@ -515,6 +518,7 @@ pub fn facts_with(
             &crate::netif::local_prefixes,
         )
         .err(),
+        init: crate::tools::init_path(&ctx.store.tools_dir()),
     })
 }
 
@@ -765,8 +769,8 @@ fn untrusted_refusal(dir: &Path, u: &sealed::Untrusted) -> Error {
     })
 }
 
-/// Pure: what the machine gives every cage: its limits enforced, its init,
-/// its network, and the host's loopback closed to it.
+/// Pure: what the machine gives every cage: its limits enforced, its init
+/// (this program's own), its network, and the host's loopback closed to it.
 fn decide_host(
     g: &Given,
     said: &mut Said,
@@ -774,7 +778,7 @@ fn decide_host(
     let (f, settings) = (g.f, g.settings);
     let limits = check_limits(settings, &f.host, &mut said.warnings);
     said.soft(limits.map_err(Refused::from))?;
-    let init = f.host.init()?.to_path_buf();
+    let init = f.init.clone();
     let network = f.host.network(settings.network)?;
     if let Some(why) = crate::host::loopback::opening(network, &f.podman_confs) {
         said.soft(Err(Refused::from(Error::failed(format!(
@@ -1240,11 +1244,13 @@ impl CagePlan {
         if let Some(file) = &self.spec.seccomp_profile {
             session::write_atomic_unsynced(file, self.seccomp_profile.as_bytes(), 0o600)?;
         }
-        // The program the cage runs as its tools, in the folder it mounts
-        // (kept for every cage of the state folder: not taken back).
+        // The program the cage runs as its tools, in the folder it mounts,
+        // and its first process (kept for every cage of the state folder:
+        // not taken back).
         if let (Some(tools), Some(exe)) = (&self.found.tools_dir, ctx.self_paths.first()) {
             crate::tools::provide(tools, exe)?;
         }
+        crate::tools::provide_init(&ctx.store.tools_dir())?;
         match &self.sealed {
             // A sealed cage has no conversation folder of the user's: its
             // config folder is its own.

@@ -771,6 +771,11 @@ fn policy_rules(
     })
 }
 
+/// The most of a cage's hosts file read when its names are pinned: podman
+/// writes a few lines, and a cage that wrote more than this gets its first
+/// lines back (1 MiB).
+pub const MAX_HOSTS_FILE: u64 = 1 << 20;
+
 /// Write the policy's names into the cage's hosts file (podman's, in its
 /// storage: the cage sees it at /etc/hosts), in place of the ones pinned
 /// before; the rest of the file is left as podman wrote it. Written in
@@ -800,9 +805,12 @@ fn pin_names(
             path.display()
         ))
     };
-    let now = std::fs::read_to_string(path).map_err(fail)?;
+    // The cage writes this file: read within a bound, and one past it cut
+    // to its first lines (what the cage wrote beyond them is dropped).
+    let head = crate::bounded::read_file(path, MAX_HOSTS_FILE).map_err(fail)?;
+    let now = String::from_utf8_lossy(head.whole_lines());
     let new = crate::netpolicy::pin_hosts(&now, names);
-    if new == now {
+    if new == now && !head.cut {
         return Ok(());
     }
     let mut f = std::fs::OpenOptions::new()

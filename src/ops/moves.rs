@@ -286,18 +286,25 @@ pub(super) fn check_idle(
     if !running {
         return Ok(false);
     }
-    let init = format!("{} -P", crate::podman::argv::init_path(&cage.container));
-    let busy: Vec<String> = host
-        .podman
-        .top_args(&cage.container)?
-        .into_iter()
-        .filter(|args| *args != init && args != "sleep infinity")
-        .collect();
+    let busy = not_the_init(&cage.container, host.podman.top_args(&cage.container)?);
     if busy.is_empty() {
         Ok(true)
     } else {
         Err(busy_in_its_cage(session, busy, verb))
     }
+}
+
+/// Pure: of the command lines `podman top` shows of a cage, those that are
+/// not its first process: the tool's init (its path alone), or in a cage
+/// made before it the machine's catatonit in pause mode (`-P`) or, earlier
+/// still, the image's `sleep infinity`.
+fn not_the_init(container: &str, running: Vec<String>) -> Vec<String> {
+    let init = crate::podman::argv::init_path(container);
+    let catatonit = format!("{init} -P");
+    running
+        .into_iter()
+        .filter(|args| *args != init && *args != catatonit && args != "sleep infinity")
+        .collect()
 }
 
 /// A session refused as busy for what runs in its cage (`running`: each
@@ -312,6 +319,25 @@ pub(crate) fn busy_in_its_cage(session: &str, running: Vec<String>, verb: &str) 
 
 #[cfg(test)]
 mod tests {
+    /// The first process, however a cage was made, is no work of its own;
+    /// anything else is.
+    #[test]
+    fn what_runs_beside_the_init() {
+        let c = "shrooms-web-0a1b2c";
+        let init = crate::podman::argv::init_path(c);
+        let lines = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(super::not_the_init(c, lines(&[&init])).is_empty());
+        assert!(super::not_the_init(c, lines(&[&format!("{init} -P")])).is_empty());
+        assert!(super::not_the_init(c, lines(&["sleep infinity"])).is_empty());
+        assert_eq!(
+            super::not_the_init(c, lines(&[&init, "bash", &format!("{init} -x")])),
+            lines(&["bash", &format!("{init} -x")])
+        );
+        // Another cage's init is not this one's.
+        let other = crate::podman::argv::init_path("shrooms-x-0a1b2c");
+        assert_eq!(super::not_the_init(c, lines(&[&other])), lines(&[&other]));
+    }
+
     /// The error module's sample of this refusal (its golden renderings
     /// are checked there) is this refusal, word for word.
     #[test]

@@ -106,8 +106,9 @@ pub enum Step<'a> {
     /// turn's gateway listens (not taken back: the next start writes them
     /// again).
     SettingsCopies(&'a Record),
-    /// This program put in the state folder's `tools/`, which the cage
-    /// mounts (not taken back: any cage may use it).
+    /// This program and the cages' init put in the state folder's
+    /// `tools/`, which the cage mounts (not taken back: any cage may use
+    /// them).
     Tools(PathBuf),
     /// The session's own git directory brought up to date with the user's
     /// repository before a start (`git::sync`; not taken back: the next
@@ -525,11 +526,24 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
             old,
         } => {
             let h = podman(host)?;
-            let running = match super::started_from_pid_file(ctx, cage) {
+            // The policy as the record has it now, under the change lock: a
+            // `cage limits --net` beside (the turn before this start was
+            // ending) is before these rules or after them, never between.
+            let _change = ctx.store.change_lock(session)?;
+            let mut cage = (*cage).clone();
+            if let Some(now) = ctx
+                .store
+                .load(session)?
+                .cage
+                .filter(|c| c.container == cage.container)
+            {
+                cage.net = now.net;
+            }
+            let running = match super::started_from_pid_file(ctx, &cage) {
                 Some(r) => r,
                 None => super::running_of(h, &cage.container, gone, old)?,
             };
-            let loaded = super::load_rules(ctx, h, session, cage, &running);
+            let loaded = super::load_rules(ctx, h, session, &cage, &running);
             // Refused by the PID file's first look: podman says why, where
             // it can (a container made again behind the tool's back without
             // the machine's init is a cage of an earlier shrooms-agent).
@@ -576,6 +590,9 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
         }
         Step::Tools(exe) => {
             crate::tools::provide(&ctx.store.tools_dir(), exe)?;
+            // A cage mounts its init again at every start: made again if
+            // it went.
+            crate::tools::provide_init(&ctx.store.tools_dir())?;
             None
         }
         Step::GitSync { dir, own, base } => {

@@ -344,11 +344,14 @@ fn submodule_paths(dir: &Path, git_dir: &Path) -> Vec<(PathBuf, IfMissing, Strin
     out
 }
 
-/// A file of a few KiB at most, as text (a config, a `.git` file).
+/// A file of a few KiB at most, as text (a config, a `.git` file); None
+/// past 1 MiB. Read through one open file within the bound: the cage
+/// writes the project, and a file that grows between a look at its size
+/// and its reading is read no further.
 fn read_small(p: &Path) -> Option<String> {
-    let m = std::fs::metadata(p).ok()?;
-    (m.len() <= 1 << 20)
-        .then(|| std::fs::read_to_string(p).ok())
+    let head = crate::bounded::read_file(p, 1 << 20).ok()?;
+    (!head.cut)
+        .then(|| String::from_utf8(head.bytes).ok())
         .flatten()
 }
 

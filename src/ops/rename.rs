@@ -1,8 +1,9 @@
 //! `cage rename OLD NEW`: a session under another name (README, "Limits,
 //! moving, history"). Everything kept under the session's name follows:
 //! its record (settings, files policy, token budget and use), history,
-//! received files (`uploads/<name>`), a sealed session's outbox, and its
-//! cage's private home (a sealed cage's conversation is there). A cage
+//! egress log, received files (`uploads/<name>`), a sealed session's
+//! outbox, and its cage's private home (a sealed cage's conversation is
+//! there). A cage
 //! mounts folders named after its session and podman cannot change a
 //! container's mounts, so a caged session gets a new container, made as
 //! `cage move` makes one (the same image, options and limits); the old one
@@ -76,8 +77,14 @@ pub fn rename(ctx: &Context, req: &RenameRequest) -> Result<Renamed> {
             req.name, req.to
         )));
     }
-    let (lock, record) = plan::lock_and_load(ctx, &req.name)?;
+    let (lock, _) = plan::lock_and_load(ctx, &req.name)?;
     lock.note("rename");
+    // The change lock too, the record read under it: a change of its
+    // settings (which takes no session lock) waits for the rename and
+    // then finds no session of the old name, instead of writing the old
+    // record again beside the new one.
+    let _change = ctx.store.change_lock(&req.name)?;
+    let record = ctx.store.load(&req.name)?;
     taken(ctx, &req.to)?;
     // The new name's lock too: a `cage create` of it is refused as busy
     // meanwhile, and this rename while one is making it.
@@ -107,8 +114,9 @@ struct Facts<'a> {
     taken: bool,
     /// Its cage runs (idle: a busy one was refused): stopped first.
     running: bool,
-    /// What is kept under the session's name on disk and is there, each
-    /// with its new place and whether that place is taken already.
+    /// What is kept under the session's name on disk and is there (its
+    /// folders, its egress log), each with its new place and whether that
+    /// place is taken already.
     folders: Vec<(PathBuf, PathBuf, bool)>,
     /// Its history file, with its new place.
     history: Option<(PathBuf, PathBuf)>,
@@ -200,6 +208,14 @@ fn facts<'a>(
         ),
     ]
     .into_iter()
+    // Its egress log, the file rotated out of it, and its listener's
+    // errors (its pid file goes with the old record: the cage is stopped).
+    .chain(
+        ctx.store
+            .egress_files(old)
+            .into_iter()
+            .zip(ctx.store.egress_files(new)),
+    )
     .filter(|(from, _)| from.symlink_metadata().is_ok())
     .map(|(from, to)| {
         let there = to.symlink_metadata().is_ok();

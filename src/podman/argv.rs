@@ -58,9 +58,9 @@ pub fn create(spec: &CageSpec) -> Vec<String> {
     // `--` ends podman's options: an image named like a flag (`--image
     // --privileged`) is taken as a name, never as an option.
     a.push("--".into());
+    // Nothing after the image: the init takes no argument, and starts no
+    // program.
     a.push(spec.image.clone());
-    // catatonit's pause mode: it starts no program and reaps orphans.
-    a.push("-P".into());
     a
 }
 
@@ -134,7 +134,8 @@ pub fn init_path(container: &str) -> String {
 }
 
 /// PID 1 (nothing of the image or of the cage runs before the rules):
-/// the machine's catatonit, bind-mounted read-only, run in pause mode. No
+/// this program's init (`crate::tools::INIT`: static, not dumpable, it
+/// starts nothing and reaps), bind-mounted read-only. No
 /// program of the image's (its ENTRYPOINT, a `sleep` on its PATH) and
 /// nothing the cage wrote in its own layers runs before the network rules
 /// are loaded from outside; the cage's own first program is what `cage
@@ -493,7 +494,6 @@ mod tests {
                 "type=volume,src=shrooms-shared,dst=/shared,nosuid,nodev",
                 "--",
                 "localhost/shrooms-workbench:latest",
-                "-P"
             ])),
             "{a:?}"
         );
@@ -608,7 +608,6 @@ mod tests {
                 "type=bind,src=/home/u/src/web,dst=/home/u/src/web,nosuid,nodev",
                 "--",
                 "localhost/shrooms-workbench:latest",
-                "-P"
             ]
         );
     }
@@ -668,7 +667,6 @@ mod tests {
                 "type=bind,src=/s/proxy,dst=/run/shrooms-agent,ro=true,nosuid,nodev",
                 "--",
                 "localhost/shrooms-workbench:latest",
-                "-P"
             ]
         );
     }
@@ -850,13 +848,13 @@ mod tests {
         );
         let mut s = spec(Network::Bridge);
         s.image = "--privileged".into();
-        assert!(create(&s).ends_with(&words(&["--", "--privileged", "-P"])));
+        assert!(create(&s).ends_with(&words(&["--", "--privileged"])));
     }
 
-    /// PID 1 is the machine's catatonit at a path of the container's own,
+    /// PID 1 is this program's init at a path of the container's own,
     /// never a program looked up on the image's PATH, whatever the image.
     #[test]
-    fn the_first_process_is_the_machines_init() {
+    fn the_first_process_is_the_init() {
         let mut s = spec(Network::Slirp4netns);
         s.container = "shrooms-x-0a0b0c".into();
         s.init = "/opt/a,b/catatonit".into();
@@ -873,9 +871,9 @@ mod tests {
                     .to_string()
             )
         );
-        // Nothing after the image but catatonit's pause mode.
+        // Nothing after the image.
         let image = a.iter().position(|x| x == &s.image).unwrap();
-        assert_eq!(&a[image - 1..], ["--", s.image.as_str(), "-P"]);
+        assert_eq!(&a[image - 1..], ["--", s.image.as_str()]);
         assert!(!a.iter().any(|x| x == "sleep" || x == "infinity"));
     }
 

@@ -17,6 +17,10 @@ use crate::process::{Captured, Process};
 
 /// Calls that should answer quickly get this long before they are called hung.
 pub(crate) const QUICK: Duration = Duration::from_secs(60);
+/// The most of `podman top`'s answer read: a cage's processes' command
+/// lines, which the cage chooses (16 MiB; a cage running more than that
+/// is not idle, and is told so by the error).
+const MAX_TOP: usize = 16 << 20;
 /// `podman create` and `start` may set up storage and networks.
 const SLOW: Duration = Duration::from_secs(300);
 
@@ -262,7 +266,13 @@ impl Podman {
     /// The processes in a running container: `podman top NAME args` prints
     /// a header and one row per process (no JSON; 4.3 and 5.x alike).
     pub fn top_args(&self, container: &str) -> Result<Vec<String>> {
-        let out = self.run(&argv::top_args(container), QUICK)?;
+        // The cage chooses its processes' command lines: read within a
+        // bound (a cage of 2048 processes of 8 KiB each is 16 MiB).
+        let out = self
+            .process(&argv::top_args(container))
+            .timeout(QUICK)
+            .max_output(MAX_TOP)
+            .run()?;
         Ok(out
             .stdout
             .lines()

@@ -115,15 +115,15 @@ fn create_ls_show_exec_stop_start_rm() {
         argv.windows(2).any(|p| p == ["--label", label.as_str()]),
         "{argv:?}"
     );
-    // The first process is the machine's catatonit at a path of the
-    // container's own, in pause mode; nothing of the image's.
+    // The first process is the tool's own init at a path of the
+    // container's own; nothing of the image's.
     let init = format!("/.shrooms-init-{container}");
     assert!(
         argv.windows(2)
             .any(|p| p == ["--entrypoint", init.as_str()]),
         "{argv:?}"
     );
-    assert!(argv.ends_with(&[IMAGE, "-P"]), "{argv:?}");
+    assert!(argv.ends_with(&["--", IMAGE]), "{argv:?}");
 
     let r = w
         .sh(&name, "echo \"in $SHROOMS_AGENT_SESSION at $(pwd)\"")
@@ -568,7 +568,7 @@ fn dry_run_shows_argv_and_env_redacted_and_makes_nothing() {
         argv_line.contains(&format!("type=bind,src={d},dst={d}", d = dir.display())),
         "{argv_line}"
     );
-    assert!(argv_line.ends_with(&format!("{IMAGE} -P")), "{argv_line}");
+    assert!(argv_line.ends_with(&format!("-- {IMAGE}")), "{argv_line}");
     assert!(
         out.lines().any(|l| l == "FOO_API_KEY=<redacted>"),
         "{}",
@@ -903,7 +903,7 @@ fn exec_passes_the_terminal_through() {
 }
 
 /// A cage runs nothing of the image's ENTRYPOINT: its first process is the
-/// machine's catatonit, and an entrypoint would run before the network
+/// tool's own init, and an entrypoint would run before the network
 /// rules are set.
 #[test]
 fn the_images_entrypoint_does_not_run() {

@@ -100,7 +100,14 @@ pub enum Mode {
     /// A streamed answer's first event, then [`LONG_DELTAS`] text deltas
     /// of [`LONG_DELTA`] bytes each, then held until `release`.
     LongThenHold,
+    /// A plain JSON answer (no length) whose connection is closed
+    /// [`LINGER`] after its last byte, as a slow upstream's may be: the
+    /// harness has the whole answer before the gateway sees its end.
+    Lingering,
 }
+
+/// How long [`Mode::Lingering`] keeps a connection after its answer.
+pub const LINGER: Duration = Duration::from_millis(1500);
 
 /// The text deltas of [`Mode::LongThenHold`], and the bytes of each.
 pub const LONG_DELTAS: usize = 100;
@@ -411,6 +418,10 @@ fn answer(
             if !streamed {
                 let _ = w.write_all(head("200 OK", "application/json").as_bytes());
                 let _ = w.write_all(plain_answer().to_string().as_bytes());
+                if mode == Mode::Lingering {
+                    let _ = w.flush();
+                    std::thread::sleep(LINGER);
+                }
                 return Some(());
             }
             let _ = w.write_all(head("200 OK", "text/event-stream").as_bytes());
@@ -1539,6 +1550,105 @@ fn gateway_key_command_output_stays_on_the_machine() {
 #[test]
 fn gateway_key_command_output_stays_on_the_machine_rootless() {
     key_command_output_stays_on_the_machine(World::rootless());
+}
+
+/// `[gateway] key_command` names its program as a shell would: a name is
+/// looked up on the PATH of the command holding the turn (the README's own
+/// `["pass", "show", "anthropic"]`, and `["sh", "-c", ...]`), and its key
+/// reaches the model. A failing one is not run at the cage's request rate:
+/// 20 requests in a row run it once or twice (backed off 10 s after a
+/// failure, doubling), each answered 401; before, each request ran it.
+fn key_command_on_path_and_backed_off(w: World) {
+    let mock = Mock::start();
+    let bin = w.dir("keybin");
+    let runs = bin.join("runs");
+    let pass = w.file(
+        "keybin/pass",
+        &format!(
+            "#!/bin/sh\necho \"$*\" >> {}\n\
+             [ \"$*\" = 'show anthropic' ] && {{ echo sk-ant-api03-from-pass; exit 0; }}\n\
+             echo 'no such entry' >&2; exit 1\n",
+            runs.display()
+        ),
+    );
+    std::fs::set_permissions(&pass, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    w.chown_all();
+    let path = format!(
+        "{}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        bin.display()
+    );
+    world_for(
+        &w,
+        &mock,
+        "key_command = [\"pass\", \"show\", \"anthropic\"]\n",
+    );
+    let (name, project) = session_in(&w, "gwkeypath");
+    let p = project.display();
+    let run = w
+        .sh_env(
+            &name,
+            &format!("{REQ_FN}req POST /v1/messages {p}/ok.txt"),
+            &[("PATH", &path)],
+        )
+        .ok();
+    let t = read(&project.join("ok.txt"));
+    assert_eq!(status(&t), 200, "{t}\n{}", run.explain());
+    let seen = mock.seen();
+    assert_eq!(
+        seen.last().and_then(|s| s.header("x-api-key")),
+        Some("sk-ant-api03-from-pass"),
+        "{}\n{}",
+        mock.explain(),
+        run.explain()
+    );
+    // sh, by name.
+    world_for(
+        &w,
+        &mock,
+        "key_command = [\"sh\", \"-c\", \"echo sk-ant-api03-from-sh\"]\n",
+    );
+    let run = w
+        .sh(&name, &format!("{REQ_FN}req POST /v1/messages {p}/sh.txt"))
+        .ok();
+    let t = read(&project.join("sh.txt"));
+    assert_eq!(status(&t), 200, "{t}\n{}", run.explain());
+    assert_eq!(
+        mock.seen().last().and_then(|s| s.header("x-api-key")),
+        Some("sk-ant-api03-from-sh"),
+        "{}",
+        mock.explain()
+    );
+
+    // A failing one, asked 20 times in a row.
+    std::fs::write(&runs, "").unwrap();
+    w.chown_all();
+    world_for(&w, &mock, "key_command = [\"pass\", \"show\", \"gone\"]\n");
+    let before = mock.seen().len();
+    let script = format!(
+        "{REQ_FN}i=0; while [ $i -lt 20 ]; do stream /v1/messages {p}/r$i.txt; i=$((i+1)); done; \
+         req POST /v1/messages {p}/last.txt"
+    );
+    let run = w.sh_env(&name, &script, &[("PATH", &path)]).ok();
+    let t = read(&project.join("last.txt"));
+    assert_eq!(status(&t), 401, "{t}\n{}", run.explain());
+    let ran = read(&runs).lines().count();
+    assert!(
+        (1..=2).contains(&ran),
+        "a failing key command ran {ran} times for 21 requests:\n{}",
+        run.explain()
+    );
+    assert_eq!(mock.seen().len(), before, "{}", mock.explain());
+    assert!(run.stderr().contains("no such entry"), "{}", run.explain());
+}
+
+#[test]
+fn gateway_key_command_on_path_and_backed_off() {
+    key_command_on_path_and_backed_off(World::new());
+}
+
+#[test]
+fn gateway_key_command_on_path_and_backed_off_rootless() {
+    key_command_on_path_and_backed_off(World::rootless());
 }
 
 /// The password in an upstream's URL (a pi provider's `baseUrl` with

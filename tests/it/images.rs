@@ -771,7 +771,7 @@ fn an_image_removed_after_its_inspect_was_kept_is_refused_as_missing() {
 }
 
 /// An image needs no program of its own to be a cage: the first process
-/// is the machine's catatonit, never `sleep` from the image's PATH (which
+/// is the tool's own init, never `sleep` from the image's PATH (which
 /// an image without one used to be refused for). An image of one text file
 /// makes a cage that starts and runs.
 #[test]
@@ -802,7 +802,7 @@ fn an_image_without_sleep_makes_a_cage() {
     assert!(
         text.lines()
             .any(|l| l.split_whitespace().collect::<Vec<_>>()
-                == ["1", &format!("/.shrooms-init-{container}"), "-P"]),
+                == ["1", &format!("/.shrooms-init-{container}")]),
         "{}",
         show_output(&top)
     );

@@ -9,6 +9,7 @@
 mod common;
 
 mod attacks;
+mod bounds;
 mod cage;
 mod calls;
 mod cli;
@@ -28,6 +29,7 @@ mod peer;
 mod pid1;
 mod policy;
 mod protected;
+mod races;
 mod remote;
 mod rename;
 mod resume;

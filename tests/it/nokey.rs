@@ -184,6 +184,91 @@ fn pass_env_refuses_a_token_unless_pass_secrets() {
     );
 }
 
+/// The names of secrets the fourth attack round passed through `pass_env`
+/// are refused there, each, naming `pass_secrets` and making nothing; a
+/// variable `pass_env` passes reaches the cage without the user and
+/// password of every URL in it (before, only the proxy variables lost
+/// theirs), and a name under `pass_secrets` passes whole.
+fn pass_env_keeps_secrets_and_url_passwords_out(w: World) {
+    let name = w.session("nokeyurl");
+    let dir = w.dir(&format!("{name}-project"));
+    for secret in [
+        "SSHPASS",
+        "BW_SESSION",
+        "OP_SESSION_myaccount",
+        "LDAP_BIND_PW",
+        "DB_PW",
+        "SONAR_LOGIN",
+        "ID_RSA",
+        "KEYSTORE_BASE64",
+        "GOOGLE_CLOUD_KEYFILE_JSON",
+    ] {
+        w.write_config(&format!("pass_env = [\"{secret}\"]"));
+        let r = w
+            .run(&["cage", "create", &name, "--dir", &s(&dir)])
+            .code_is(2);
+        let err = r.stderr();
+        assert!(
+            err.contains(&format!("{secret} looks like a credential"))
+                && err.contains("pass_secrets"),
+            "{secret}: {}",
+            r.explain()
+        );
+        assert!(w.containers_of(&name).is_empty(), "{secret}");
+        assert!(!w.record_path(&name).exists(), "{secret}");
+    }
+    w.write_config(
+        "pass_env = [\"PIP_INDEX_URL\", \"PIP_EXTRA_INDEX_URL\", \"XDG_SESSION_TYPE\"]\n\
+         pass_secrets = [\"ADMIN_URL\"]",
+    );
+    w.create(&name, &dir, &[]);
+    let r = w
+        .sh_env(
+            &name,
+            "echo \"I=$PIP_INDEX_URL\"; echo \"E=$PIP_EXTRA_INDEX_URL\"; \
+             echo \"A=$ADMIN_URL\"; echo \"X=$XDG_SESSION_TYPE\"; \
+             for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done",
+            &[
+                ("PIP_INDEX_URL", "https://bob:pw-of-bob@pypi.example/simple"),
+                (
+                    "PIP_EXTRA_INDEX_URL",
+                    "https://al:pw-of-al@one.example/s https://tok-of-al@two.example/s",
+                ),
+                ("ADMIN_URL", "https://root:chosen@admin.example/"),
+                ("XDG_SESSION_TYPE", "tty"),
+                ("SSHPASS", "pw-of-ssh"),
+                ("BW_SESSION", "pw-of-bw"),
+            ],
+        )
+        .ok();
+    let out = r.stdout();
+    for want in [
+        "I=https://pypi.example/simple\n",
+        "E=https://one.example/s https://two.example/s\n",
+        "A=https://root:chosen@admin.example/\n",
+        "X=tty\n",
+    ] {
+        assert!(out.contains(want), "{want:?} not seen:\n{}", r.explain());
+    }
+    for secret in ["bob", "pw-of-", "tok-of-al"] {
+        assert!(
+            !out.contains(secret),
+            "{secret} reached the cage:\n{}",
+            r.explain()
+        );
+    }
+}
+
+#[test]
+fn pass_env_keeps_secrets_and_url_passwords_out_of_the_cage() {
+    pass_env_keeps_secrets_and_url_passwords_out(World::new());
+}
+
+#[test]
+fn pass_env_keeps_secrets_and_url_passwords_out_of_the_cage_rootless() {
+    pass_env_keeps_secrets_and_url_passwords_out(World::rootless());
+}
+
 // ---- the real Claude Code on a terminal -----------------------------------
 
 /// A terminal of tmux's, on a server of the test's own, running one command.

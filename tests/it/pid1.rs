@@ -1,7 +1,9 @@
 //! Nothing of the image or of the cage's own writable layers runs before
-//! the cage's network rules are in place: its first process is the
-//! machine's catatonit, the rules go into the namespace podman made for the
+//! the cage's network rules are in place: its first process is the tool's
+//! own init, the rules go into the namespace podman made for the
 //! container, and the cage's first program is what `cage exec` starts.
+//! And no process of the cage can trace that first process or write its
+//! memory.
 //!
 //! Each test performs the attack: root in the cage replaces every program
 //! on the image's PATH (the `sleep` a cage's first process used to be, and
@@ -178,7 +180,7 @@ fn restart(w: &World, name: &str, probe: Option<&str>) -> Vec<Run> {
     runs
 }
 
-/// The container's first process is the machine's catatonit, still (the
+/// The container's first process is the tool's own init, still (the
 /// cage started by `cage start`, since `cage exec` stops it at the end).
 fn first_process_is_the_init(w: &World, name: &str) {
     w.run(&["cage", "start", name]).ok();
@@ -189,7 +191,7 @@ fn first_process_is_the_init(w: &World, name: &str) {
     let init = format!("/.shrooms-init-{container}");
     assert!(
         text.lines()
-            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["1", init.as_str(), "-P"]),
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["1", init.as_str()]),
         "{}",
         show_output(&top)
     );
@@ -355,6 +357,62 @@ fn a_first_process_in_a_namespace_of_its_own_leaves_the_rules_where_exec_runs_ro
     the_rules_hold_where_exec_runs(World::rootless());
 }
 
+/// Root in the cage runs with its first process's user id, which let it
+/// trace it and open its memory (`/proc/1/mem` read and write) where the
+/// first process was dumpable (the machine's catatonit): the tool's init is
+/// not, so each is refused: opening `/proc/1/mem` (to write or to read),
+/// reading `/proc/1/environ`, ptrace(PTRACE_ATTACH), process_vm_writev.
+/// It still reaps, and the cage still stops.
+fn the_first_process_cannot_be_traced(w: World) {
+    let name = w.session("pid1trace");
+    let dir = w.dir(&format!("projects/{name}"));
+    let probe = crate::attacks::build_probe(&dir);
+    w.chown_all();
+    w.create(&name, &dir, &[]);
+    first_process_is_the_init(&w, &name);
+    let script = format!(
+        "(exec 3<>/proc/1/mem) 2>/dev/null && echo mem-rw OPENED || echo mem-rw REFUSED; \
+         (exec 3</proc/1/mem) 2>/dev/null && echo mem-r OPENED || echo mem-r REFUSED; \
+         cat /proc/1/environ >/dev/null 2>&1 && echo environ READ || echo environ REFUSED; \
+         {} trace 1; \
+         (sleep 0.2 &); i=0; while [ $i -lt 100 ]; do \
+           if pgrep -x sleep >/dev/null || ps -o stat | grep -q '^Z'; then sleep 0.1; i=$((i+1)); \
+           else echo reaped; break; fi; done",
+        probe.display()
+    );
+    let r = w.sh(&name, &script).ok();
+    let out = r.stdout();
+    for line in [
+        "mem-rw REFUSED",
+        "mem-r REFUSED",
+        "environ REFUSED",
+        "ptrace EPERM",
+        "vm_writev EPERM",
+        "reaped",
+    ] {
+        assert!(
+            out.lines().any(|l| l == line),
+            "{line:?} not seen: the cage reached its first process:\n{}",
+            r.explain()
+        );
+    }
+    // And stopped as ever (podman's SIGKILL, the cage's stop signal).
+    let container = w.container(&name);
+    w.run(&["cage", "start", &name]).ok();
+    w.run(&["cage", "stop", &name]).ok();
+    assert_ne!(w.container_state(&container).as_deref(), Some("running"));
+}
+
+#[test]
+fn the_first_process_cannot_be_traced_from_the_cage() {
+    the_first_process_cannot_be_traced(World::new());
+}
+
+#[test]
+fn the_first_process_cannot_be_traced_from_the_cage_rootless() {
+    the_first_process_cannot_be_traced(World::rootless());
+}
+
 /// A cage made before (its first process `sleep infinity` from the image's
 /// PATH) is not started: the command fails, naming `cage move`, which makes
 /// the cage again with the machine's init.
@@ -385,16 +443,14 @@ fn a_cage_made_before_is_not_started_until_moved() {
                 old.push(a.into());
                 i += 1;
             }
-            "-P" if i == argv.len() - 1 => {
-                old.extend(["sleep".into(), "infinity".into()]);
-                i += 1;
-            }
             _ => {
                 old.push(a.into());
                 i += 1;
             }
         }
     }
+    // The image is the last word; the earlier first process came after it.
+    old.extend(["sleep".into(), "infinity".into()]);
     let rm = w.podman(&["rm", "-f", "-t", "0", &container]);
     assert!(rm.status.success(), "{}", show_output(&rm));
     let args: Vec<&str> = old.iter().map(String::as_str).collect();

@@ -401,6 +401,101 @@ fn on_another_machine_a_killed_ssh_stops_the_cage() {
     assert_eq!(t.stdout(), "no-terminal\n", "{}", t.explain());
 }
 
+/// Any process of the far user can reach the key lender through the socket
+/// the turn's ssh forwards there (README, "The key stays here"): one that
+/// sends 100 MB without a line's end is cut off after a line's worth, and
+/// this machine's process does not grow by what it sent (before, it read
+/// the line whole: 400 MiB sent, 419 MB held). The turn's key is still
+/// lent afterwards.
+#[test]
+fn on_another_machine_the_lender_reads_a_line_within_a_bound() {
+    let mock = Mock::start();
+    let two = Two::new(
+        &bin(),
+        &format!("[gateway]\nanthropic_url = \"{}\"\n", mock.url()),
+    );
+    let name = two.far.session("farflood");
+    let project = two.far.dir(&format!("projects/{name}"));
+    two.on(
+        &["cage", "create", &name, "--dir", &project.to_string_lossy()],
+        &[],
+    )
+    .ok();
+    let go = project.join("go");
+    let ask = format!(
+        "while [ ! -e {} ]; do sleep 0.1; done; \
+         wget -q -O - --header 'Content-Type: application/json' \
+         --post-data '{{\"model\":\"m\",\"max_tokens\":9,\"messages\":[]}}' \
+         \"$ANTHROPIC_BASE_URL/v1/messages\"",
+        go.display()
+    );
+    let key = lent_key();
+    // The socket ssh forwards into the test user's runtime folder: this
+    // turn's is the one that was not there before.
+    let runtime = PathBuf::from(format!("/run/user/{}", test_user().uid));
+    let lent = || -> Vec<PathBuf> {
+        std::fs::read_dir(&runtime)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.to_string_lossy().contains("shrooms-lent-"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let others = lent();
+    let child = two.here.spawn_env(
+        &["--on", "far", "cage", "exec", &name, "--", "sh", "-c", &ask],
+        &[("ANTHROPIC_API_KEY", &key)],
+    );
+    let here = child.id();
+    let mut socket = None;
+    wait_until("the forwarded socket", Duration::from_secs(60), || {
+        socket = lent().into_iter().find(|p| !others.contains(p));
+        socket.is_some()
+    });
+    let socket = socket.unwrap();
+    let peak = || crate::bounds::peak_kib(here).unwrap_or(0);
+    let before = peak();
+    let mut sent = 0usize;
+    if let Ok(mut s) = std::os::unix::net::UnixStream::connect(&socket) {
+        use std::io::Write;
+        s.set_write_timeout(Some(Duration::from_secs(30))).unwrap();
+        let chunk = vec![b'x'; 1 << 20];
+        while sent < 100 << 20 {
+            match s.write(&chunk) {
+                Ok(n) => sent += n,
+                Err(_) => break,
+            }
+        }
+    }
+    let after = peak();
+    std::fs::write(&go, "").unwrap();
+    two.far.chown_all();
+    let run = finish("the far exec", child).ok();
+    eprintln!("sent {sent} bytes; this machine's process peaked at {before} then {after} KiB");
+    assert!(
+        after < before + 32 * 1024,
+        "this machine's process grew from {before} to {after} KiB when {sent} bytes came \
+         without a line's end"
+    );
+    assert!(sent < 100 << 20, "the lender read all {sent} bytes");
+    assert!(
+        run.stdout().contains("hello from the mock"),
+        "{}",
+        run.explain()
+    );
+    assert_eq!(
+        mock.seen()
+            .last()
+            .and_then(|s| s.headers.get("x-api-key").cloned())
+            .as_deref(),
+        Some(key.as_str()),
+        "{}",
+        mock.explain()
+    );
+}
+
 /// A server whose config says `remote_turns = "own"` uses its own key for
 /// a turn sent from another machine; without it, the key lent for the turn
 /// (a model request made with busybox's wget from the cage there).

@@ -22,11 +22,29 @@ fn rename_follows(w: World) {
     // A file in the project, and one in the cage's private harness home
     // (mounted at the machine's ~/.claude).
     let own = w.home.join(".claude/own-file");
+    // And a line in its egress log: a refused connection to the agent port.
     w.sh(
         &name,
-        &format!("echo kept > project-file; echo mine > {}", own.display()),
+        &format!(
+            "echo kept > project-file; echo mine > {}; nc -w 2 {HOST_ADDR} {} </dev/null; true",
+            own.display(),
+            w.agent_port
+        ),
     )
     .ok();
+    let egress = |session: &str| {
+        w.run(&["cage", "history", session, "--net", "--json"])
+            .ok()
+            .json()["connections"]
+            .clone()
+    };
+    let logged = egress(&name);
+    assert!(
+        logged
+            .as_array()
+            .is_some_and(|l| l.iter().any(|c| c["port"] == w.agent_port)),
+        "{logged:#}"
+    );
     let received = w
         .state
         .join("uploads")
@@ -102,6 +120,17 @@ fn rename_follows(w: World) {
         .ok()
         .stdout();
     assert_eq!(out.trim_end(), "kept\nmine\nhello", "{out}");
+    // The egress log came along (a rename once deleted it), and the old
+    // name's is gone.
+    let now = egress(&new);
+    assert!(
+        now.as_array()
+            .is_some_and(|l| l.starts_with(logged.as_array().unwrap())),
+        "the egress log of {new} does not start with {name}'s:\n{now:#}\n{logged:#}"
+    );
+    let sessions = w.state.join("sessions");
+    assert!(!sessions.join(format!("{name}.egress.jsonl")).exists());
+    assert!(sessions.join(format!("{new}.egress.jsonl")).exists());
 
     // Running and idle: stopped, made again, left stopped.
     w.run(&["cage", "start", &new]).ok();

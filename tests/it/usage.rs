@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use crate::common::*;
 use crate::gateway::{
-    Counts, LONG_DELTA, LONG_DELTAS, MACHINE_KEY, Mock, Mode, PLAIN, QUIET, REQ_FN, STREAMED, read,
-    session_in, status, world_for,
+    Counts, LINGER, LONG_DELTA, LONG_DELTAS, MACHINE_KEY, Mock, Mode, PLAIN, QUIET, REQ_FN,
+    STREAMED, read, session_in, status, world_for,
 };
 
 /// `plain OUTFILE`: a Messages request that asks for no stream, so the
@@ -506,6 +506,97 @@ fn usage_compressed_answers_are_counted() {
 #[test]
 fn usage_compressed_answers_are_counted_rootless() {
     compressed_answers_are_counted(World::rootless());
+}
+
+/// `fire OUTFILE`: a plain Messages request over a connection of its own
+/// (HTTP/1.0, its answer written to OUTFILE), in the background;
+/// `until_answered OUTFILE`: back as soon as the answer's JSON (its
+/// counts) or an error is there, not waiting for the connection's end.
+const FIRE_FN: &str = r#"fire() {
+  hp=${ANTHROPIC_BASE_URL#http://}
+  body='{"model":"claude-mock","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}'
+  { printf 'POST /v1/messages HTTP/1.0\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %s\r\n\r\n%s' "$hp" "${#body}" "$body"; sleep 20; } \
+    | nc "${hp%:*}" "${hp##*:}" > "$1" &
+}
+until_answered() {
+  i=0
+  while [ $i -lt 1500 ] && ! grep -q -e cache_read_input_tokens -e '"error"' "$1" 2>/dev/null; do
+    sleep 0.02; i=$((i+1))
+  done
+}
+"#;
+
+/// The budget is checked against every answer before a request: back to
+/// back (each request sent the moment the answer before it has come,
+/// before the upstream's connection ends) and all at once, a budget of one
+/// and a half answers lets two through and refuses the third. Before, a
+/// request was checked against the answers counted so far, and an answer
+/// was counted only at its connection's end: three of three passed.
+fn the_budget_counts_every_answer_before_a_request(w: World) {
+    let mock = Mock::with(Mode::Lingering);
+    world_for(&w, &mock, "");
+    let (name, project) = session_in(&w, "budgetlag");
+    let p = project.display();
+    let budget = PLAIN.total() * 3 / 2;
+    w.run(&["cage", "limits", &name, "--tokens", &budget.to_string()])
+        .ok();
+    let answered = |files: &[&str], r: &Run| {
+        let statuses: Vec<u16> = files
+            .iter()
+            .map(|f| status(&read(&project.join(f))))
+            .collect();
+        let seen = |code| statuses.iter().filter(|s| **s == code).count();
+        assert_eq!(
+            (seen(200), seen(400)),
+            (2, 1),
+            "{statuses:?}: {}\n{}",
+            files
+                .iter()
+                .map(|f| read(&project.join(f)))
+                .collect::<Vec<_>>()
+                .join("\n---\n"),
+            r.explain()
+        );
+    };
+    // Back to back.
+    let wait = LINGER.as_secs() * 3 + 5;
+    let script = format!(
+        "{FIRE_FN}fire {p}/a.txt; until_answered {p}/a.txt; \
+         fire {p}/b.txt; until_answered {p}/b.txt; \
+         fire {p}/c.txt; until_answered {p}/c.txt; sleep {wait}; kill $(jobs -p) 2>/dev/null; true"
+    );
+    let r = exec(&w, &name, &script).ok();
+    answered(&["a.txt", "b.txt", "c.txt"], &r);
+    assert_eq!(model_posts(&mock), 2, "{}", mock.explain());
+    assert_eq!(w.record(&name)["tokens"]["used"], summed(&[&PLAIN, &PLAIN]));
+
+    // All at once, with the budget raised by as much again.
+    w.run(&[
+        "cage",
+        "limits",
+        &name,
+        "--tokens",
+        &(2 * PLAIN.total() + budget).to_string(),
+    ])
+    .ok();
+    let script = format!(
+        "{FIRE_FN}fire {p}/d.txt; fire {p}/e.txt; fire {p}/f.txt; \
+         until_answered {p}/d.txt; until_answered {p}/e.txt; until_answered {p}/f.txt; \
+         sleep {wait}; kill $(jobs -p) 2>/dev/null; true"
+    );
+    let r = exec(&w, &name, &script).ok();
+    answered(&["d.txt", "e.txt", "f.txt"], &r);
+    assert_eq!(model_posts(&mock), 4, "{}", mock.explain());
+}
+
+#[test]
+fn usage_the_budget_counts_every_answer_before_a_request() {
+    the_budget_counts_every_answer_before_a_request(World::new());
+}
+
+#[test]
+fn usage_the_budget_counts_every_answer_before_a_request_rootless() {
+    the_budget_counts_every_answer_before_a_request(World::rootless());
 }
 
 /// An upstream that compresses whatever it is asked: its gzip answers,

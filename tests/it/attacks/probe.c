@@ -37,6 +37,10 @@
  *   probe keyrm ID         invalidate that key
  *   probe ids              "ruid=N euid=N": who runs it (a set-user-ID
  *                          copy shows its owner as euid)
+ *   probe trace PID        ptrace(PTRACE_ATTACH) of PID, then a
+ *                          process_vm_writev of a byte of it: "ptrace
+ *                          ATTACHED" or "ptrace <errno name>", and
+ *                          "vm_writev WRITTEN" or "vm_writev <errno name>"
  *
  * ADDR is numeric IPv4 or IPv6; an IPv6 link-local address takes its
  * interface after a '%' (fe80::1%eth0). The exit status is 0 whenever the
@@ -56,7 +60,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -387,6 +393,27 @@ static int keyring(const char *desc) {
     return 0;
 }
 
+/* Trace process `pid`, and write a byte of its memory with
+ * process_vm_writev (at the address of one of ours: what matters is
+ * whether the kernel lets the write be tried): a line each, ATTACHED or
+ * WRITTEN, else the error. */
+static int trace(int pid) {
+    if (ptrace(PTRACE_ATTACH, pid, NULL, NULL) == 0) {
+        printf("ptrace ATTACHED\n");
+        waitpid(pid, NULL, __WALL);
+        ptrace(PTRACE_DETACH, pid, NULL, NULL);
+    } else {
+        printf("ptrace %s\n", errname(errno));
+    }
+    char byte = 0;
+    struct iovec local = {&byte, 1}, remote = {&byte, 1};
+    if (syscall(SYS_process_vm_writev, pid, &local, 1, &remote, 1, 0) >= 0)
+        printf("vm_writev WRITTEN\n");
+    else
+        printf("vm_writev %s\n", errname(errno));
+    return 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc == 2 && strcmp(argv[1], "userns") == 0) {
@@ -413,12 +440,13 @@ int main(int argc, char **argv) {
     }
     if (argc == 3 && strcmp(argv[1], "keyrm") == 0)
         return syscall(SYS_keyctl, KEYCTL_INVALIDATE, atol(argv[2])) == 0 ? 0 : 1;
+    if (argc == 3 && strcmp(argv[1], "trace") == 0) return trace(atoi(argv[2]));
     if (argc == 2 && strcmp(argv[1], "ids") == 0) {
         printf("ruid=%d euid=%d\n", (int)getuid(), (int)geteuid());
         return 0;
     }
     fprintf(stderr, "usage: probe userns | tcp ADDR PORT | udp ADDR PORT | flood ADDR PORT N USEC | "
                     "blind ADDR PORT SECONDS FILE... | hold ADDR PORT N SECONDS | keyring DESC"
-                    " | keyadd DESC DATA | keyrm ID | ids\n");
+                    " | keyadd DESC DATA | keyrm ID | ids | trace PID\n");
     return 2;
 }

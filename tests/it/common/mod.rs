@@ -639,6 +639,11 @@ impl World {
         self.run(&["cage", "exec", name, "--", "sh", "-c", script])
     }
 
+    /// The same, with more variables in the command's environment.
+    pub fn sh_env(&self, name: &str, script: &str, env: &[(&str, &str)]) -> Run {
+        self.run_env(&["cage", "exec", name, "--", "sh", "-c", script], env)
+    }
+
     /// podman as this world's user.
     pub fn podman(&self, args: &[&str]) -> Output {
         let env = self.podman_env();
