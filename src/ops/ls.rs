@@ -65,9 +65,11 @@ pub fn ls(ctx: &Context) -> Result<Listing> {
             host.volume_path.as_deref(),
             Some(super::show::enforces_limits(host)),
         );
-        let mut listing = join(&records, Some(&ps), volumes, busy, enforced);
-        listing.damaged = damaged;
-        return Ok(listing);
+        return Ok(finish(
+            ctx,
+            join(&records, Some(&ps), volumes, busy, enforced),
+            damaged,
+        ));
     }
     // What commands that died left undone is finished or taken back before
     // the sessions are listed.
@@ -95,14 +97,23 @@ pub fn ls(ctx: &Context) -> Result<Listing> {
     for r in &records {
         busy.push(ctx.store.busy(&r.name)?);
     }
-    let mut listing = join(&records, ps.as_deref(), volumes, busy, enforced);
+    Ok(finish(
+        ctx,
+        join(&records, ps.as_deref(), volumes, busy, enforced),
+        damaged,
+    ))
+}
+
+/// What both ways of listing add to the join: each running cage's egress
+/// log (read from its listener, no podman call) and the damaged records.
+fn finish(ctx: &Context, mut listing: Listing, damaged: Vec<crate::session::Damaged>) -> Listing {
     listing.sessions = listing
         .sessions
         .into_iter()
         .map(|s| super::show::with_egress_log(&ctx.store, s))
         .collect();
     listing.damaged = damaged;
-    Ok(listing)
+    listing
 }
 
 /// Pure: the records joined with what podman listed (None: no podman),

@@ -22,6 +22,7 @@ const CAGE_WORDS: [&str; 15] = [
     "ls",
     "show",
     "accept-caged",
+    "bring",
     "prune",
     "rename",
     "help",
