@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 
 /// The subcommands of `cage` a Tab offers (and clap's own `help`).
-const CAGE_WORDS: [&str; 15] = [
+const CAGE_WORDS: [&str; 16] = [
     "create",
     "start",
     "stop",
