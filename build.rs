@@ -61,4 +61,11 @@ fn main() {
         "building {source} as a static program failed ({status}): it needs the C library's \
          static archive (Debian: apt install libc6-dev)"
     );
+    // Its name in a state folder's tools/ is by its content: hashed here
+    // once, not at every command that starts a cage (1.2 MB of sha256).
+    let bytes =
+        std::fs::read(&program).unwrap_or_else(|e| panic!("reading {}: {e}", program.display()));
+    let digest = <sha2::Sha256 as sha2::Digest>::digest(&bytes);
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    println!("cargo:rustc-env=SHROOMS_INIT_SHA256_PREFIX={hex}");
 }

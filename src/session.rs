@@ -540,9 +540,12 @@ impl Store {
             .map_err(|e| Error::failed(format!("writing the intent: {e}")))?;
         text.push('\n');
         // A start's intent names a running cage, which a machine that
-        // went down does not have.
+        // went down does not have; a create's names a container that, if
+        // the machine went down before the record was written, is a
+        // leftover `cage ls` lists and `cage prune` removes (it carries the
+        // state folder's label) whether its intent reached the disk or not.
         match intent {
-            Intent::Start { .. } => {
+            Intent::Start { .. } | Intent::Create { .. } => {
                 write_atomic_unsynced(&self.intent_path(name), text.as_bytes(), 0o600)
             }
             _ => write_atomic(&self.intent_path(name), text.as_bytes(), 0o600),
@@ -895,8 +898,10 @@ impl Store {
             .mode(0o600)
             .open(&path)
             .ctx(|| format!("opening {}", path.display()))?;
+        // Not flushed to disk: the history tells what happened, and the
+        // record it follows is flushed; a line lost to a machine that went
+        // down at that moment is not worth a flush at every command.
         f.write_all(line.as_bytes())
-            .and_then(|_| f.sync_all())
             .ctx(|| format!("writing {}", path.display()))?;
         after_write();
         Ok(())

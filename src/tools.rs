@@ -84,19 +84,16 @@ fn name_from(dev: u64, ino: u64, size: u64, secs: i64, nanos: i64) -> String {
 /// memory (README, "Nothing of the cage runs before its rules").
 pub const INIT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/shrooms-init"));
 
-/// The start of the init's name in `tools/`.
-pub const INIT_PREFIX: &str = "shrooms-init-";
+/// The start of the init's name in `tools/` (`init_name`).
+#[cfg(test)]
+const INIT_PREFIX: &str = "shrooms-init-";
 
-/// The init's name in `tools/`: by its content, so that a cage made with
-/// one keeps finding it there whatever version runs later (an init is
-/// never removed: a stopped cage mounts its own again at its next start).
+/// The init's name in `tools/`: by its content (the first 8 bytes of its
+/// sha256, in hex, which build.rs computes), so that a cage made with one
+/// keeps finding it there whatever version runs later (an init is never
+/// removed: a stopped cage mounts its own again at its next start).
 pub fn init_name() -> &'static str {
-    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    NAME.get_or_init(|| {
-        let digest = Sha256::digest(INIT);
-        let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-        format!("{INIT_PREFIX}{hex}")
-    })
+    concat!("shrooms-init-", env!("SHROOMS_INIT_SHA256_PREFIX"))
 }
 
 /// Where the init is in `tools`.
@@ -250,9 +247,12 @@ mod tests {
         let tools = std::env::temp_dir().join(format!("shrooms-init-test-{}", std::process::id()));
         let p = provide_init(&tools).unwrap();
         assert_eq!(p, init_path(&tools));
-        assert!(
-            init_name().starts_with(INIT_PREFIX) && init_name().len() == INIT_PREFIX.len() + 16
-        );
+        // The name build.rs gave it is its content's.
+        let hex: String = Sha256::digest(INIT)[..8]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(init_name(), format!("{INIT_PREFIX}{hex}"));
         assert_eq!(fs::read(&p).unwrap(), INIT);
         assert_eq!(
             fs::metadata(&p).unwrap().permissions().mode() & 0o777,

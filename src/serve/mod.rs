@@ -232,8 +232,15 @@ pub fn run(ctx: Context, token_file: Option<&Path>) -> Result<()> {
             .and_then(|_| signal_hook::flag::register(signal, stop.clone()))
             .map_err(|e| Error::failed(format!("handling signal {signal}: {e}")))?;
     }
+    // Few threads for blocking work: each holds a stack and an allocator
+    // arena of its own, and under 50 clients tokio's default (up to 512)
+    // made serve's memory grow with its clients rather than its sessions.
+    // As many again as the operations (`OPERATIONS`, which may all wait on
+    // a slow podman), so that a connection's peer lookup and the page are
+    // never queued behind them.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .max_blocking_threads(2 * OPERATIONS)
         .thread_name("serve")
         .enable_all()
         .build()
