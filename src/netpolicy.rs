@@ -364,7 +364,7 @@ pub fn resolve_with(
         };
         for a in addrs {
             // An IPv4-mapped answer goes out as the IPv4 address it is.
-            let a = unmapped(a);
+            let a = a.to_canonical();
             for p in e.ports() {
                 targets.insert((a, p));
             }
@@ -378,18 +378,6 @@ pub fn resolve_with(
     }
 }
 
-/// An IPv4-mapped IPv6 address as the IPv4 address it is (the kernel sends
-/// it as IPv4); any other as it is.
-fn unmapped(a: IpAddr) -> IpAddr {
-    match a {
-        IpAddr::V6(v6) => v6
-            .to_ipv4_mapped()
-            .map(IpAddr::V4)
-            .unwrap_or(IpAddr::V6(v6)),
-        v4 => v4,
-    }
-}
-
 /// Pure: why an address is local, the way the `internet` policy refuses it
 /// (`SEALED_REFUSED_V4` and `_V6`, and the machine's own networks
 /// `machine_v4`, `machine_v6` as `network/length`); None for an address of
@@ -397,7 +385,7 @@ fn unmapped(a: IpAddr) -> IpAddr {
 /// they are; the other IPv6 forms of IPv4 (IPv4-compatible, NAT64, 6to4,
 /// Teredo) are refused whole, whatever IPv4 address is inside.
 pub fn why_local(a: IpAddr, machine_v4: &[String], machine_v6: &[String]) -> Option<String> {
-    let a = unmapped(a);
+    let a = a.to_canonical();
     let named = match a {
         IpAddr::V4(v4) => {
             if v4.is_private() {

@@ -104,11 +104,7 @@ pub fn init_path(tools: &Path) -> PathBuf {
 /// Put the init in `tools` (0555), unless it is there already, through a
 /// temporary name and a rename; its path.
 pub fn provide_init(tools: &Path) -> Result<PathBuf> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o755)
-        .create(tools)
-        .map_err(|e| fail("making", tools, e))?;
+    make_dir(tools)?;
     let target = init_path(tools);
     if target.is_file() {
         return Ok(target);
@@ -127,12 +123,21 @@ pub fn provide_init(tools: &Path) -> Result<PathBuf> {
     Ok(target)
 }
 
+/// Make `tools` (0755: it holds nothing secret, and any user of a cage
+/// may run what is in it), unless it is there.
+fn make_dir(tools: &Path) -> Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(tools)
+        .map_err(|e| fail("making", tools, e))
+}
+
 /// This program as another process starts it: the running file, whatever
 /// became of its path. For a program this process starts itself.
 pub const THIS_PROGRAM: &str = "/proc/self/exe";
 
-/// Make `tools` (mode 0755: it holds nothing secret, and any user of a
-/// cage may run the program) and put the running program in it, unless it
+/// Make `tools` and put the running program in it, unless it
 /// is there already; `file` is where it was found (a hard link is made of
 /// that file if it still is the program). Returns its path, which is the
 /// same inside every cage that mounts `tools`.
@@ -142,11 +147,7 @@ pub fn provide(tools: &Path, file: &Path) -> Result<PathBuf> {
 
 /// `provide`, of the program `exe` found at `file`.
 fn provide_from(tools: &Path, exe: &Path, file: &Path) -> Result<PathBuf> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o755)
-        .create(tools)
-        .map_err(|e| fail("making", tools, e))?;
+    make_dir(tools)?;
     let name = name_of(exe)?;
     let target = tools.join(&name);
     if !target.is_file() {

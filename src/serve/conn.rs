@@ -96,7 +96,7 @@ impl Peer {
     pub fn for_log(&self) -> String {
         match self {
             Peer::Tcp { peer, .. } => {
-                std::net::SocketAddr::new(super::canonical(peer.ip()), peer.port()).to_string()
+                std::net::SocketAddr::new(peer.ip().to_canonical(), peer.port()).to_string()
             }
             Peer::Unix => "unix".to_string(),
         }
@@ -106,7 +106,7 @@ impl Peer {
     /// and a session's history; the Unix socket is this machine's own.
     pub fn ip(&self) -> IpAddr {
         match self {
-            Peer::Tcp { peer, .. } => super::canonical(peer.ip()),
+            Peer::Tcp { peer, .. } => peer.ip().to_canonical(),
             Peer::Unix => IpAddr::from([127, 0, 0, 1]),
         }
     }
@@ -173,12 +173,11 @@ impl Who {
     /// A TCP client's: a loopback client's user, else its address.
     pub fn of_tcp(peer: &Peer) -> Who {
         match peer {
-            Peer::Tcp { peer, user, .. } if super::canonical(peer.ip()).is_loopback() => match user
-            {
+            Peer::Tcp { peer, user, .. } if peer.ip().to_canonical().is_loopback() => match user {
                 Ok(l) => Who::User(l.uid),
                 Err(_) => Who::Unknown,
             },
-            Peer::Tcp { peer, .. } => Who::Address(super::canonical(peer.ip())),
+            Peer::Tcp { peer, .. } => Who::Address(peer.ip().to_canonical()),
             Peer::Unix => Who::Owner,
         }
     }
@@ -228,7 +227,7 @@ pub enum Full {
 impl Peers {
     pub fn admit(self: &Arc<Self>, who: Who, bounds: &Bounds) -> Result<Slot, Full> {
         let who = match who {
-            Who::Address(ip) => Who::Address(super::canonical(ip)),
+            Who::Address(ip) => Who::Address(ip.to_canonical()),
             w => w,
         };
         let cap = match who {

@@ -150,7 +150,8 @@ fn ready_view(shared: &Shared) -> Option<Arc<live::Live>> {
 /// local user could send as that machine); else the `[machines]` entry
 /// whose host resolves to it.
 pub fn machine_of(s: &Settings, ip: IpAddr) -> std::result::Result<String, String> {
-    let ip = canonical(ip);
+    // `::ffff:10.0.0.1` is `10.0.0.1`.
+    let ip = ip.to_canonical();
     if ip.is_loopback() {
         return Ok(s.machine_name.clone());
     }
@@ -160,7 +161,7 @@ pub fn machine_of(s: &Settings, ip: IpAddr) -> std::result::Result<String, Strin
         .filter(|(_, m)| {
             (m.host.as_str(), m.port)
                 .to_socket_addrs()
-                .map(|mut addrs| addrs.any(|a| canonical(a.ip()) == ip))
+                .map(|mut addrs| addrs.any(|a| a.ip().to_canonical() == ip))
                 .unwrap_or(false)
         })
         .map(|(name, _)| name)
@@ -179,17 +180,6 @@ pub fn machine_of(s: &Settings, ip: IpAddr) -> std::result::Result<String, Strin
                 .collect::<Vec<_>>()
                 .join(", ")
         )),
-    }
-}
-
-/// `::ffff:10.0.0.1` is `10.0.0.1`.
-fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6
-            .to_ipv4_mapped()
-            .map(IpAddr::V4)
-            .unwrap_or(IpAddr::V6(v6)),
-        v4 => v4,
     }
 }
 
@@ -466,7 +456,7 @@ async fn accept(
                 let ours = stream.local_addr().unwrap_or(peer);
                 // Asked at once, while a client that sent its request and
                 // closed is still told apart from one that is there.
-                let user = if canonical(peer.ip()).is_loopback() {
+                let user = if peer.ip().to_canonical().is_loopback() {
                     lookup.user(peer, ours)
                 } else {
                     Err("another machine")
@@ -905,8 +895,8 @@ mod tests {
     #[test]
     fn mapped_addresses_are_plain() {
         let ip: IpAddr = "::ffff:10.1.2.3".parse().unwrap();
-        assert_eq!(canonical(ip), "10.1.2.3".parse::<IpAddr>().unwrap());
+        assert_eq!(ip.to_canonical(), "10.1.2.3".parse::<IpAddr>().unwrap());
         let ip: IpAddr = "fd00::1".parse().unwrap();
-        assert_eq!(canonical(ip), ip);
+        assert_eq!(ip.to_canonical(), ip);
     }
 }

@@ -249,7 +249,7 @@ fn address(field: &str) -> Option<SocketAddr> {
 
 /// `[::ffff:127.0.0.1]:80` is `127.0.0.1:80`.
 fn canonical(a: SocketAddr) -> SocketAddr {
-    SocketAddr::new(super::canonical(a.ip()), a.port())
+    SocketAddr::new(a.ip().to_canonical(), a.port())
 }
 
 /// The programs through which podman connects a rootless container to the
