@@ -482,6 +482,15 @@ stream() {
 "#;
 
 /// A world whose config sends the gateway to the mock.
+/// The machine's pi models (`~/.pi/agent/models.json`), as the tests give
+/// them; pi's folder.
+pub fn write_pi_models(w: &World, models: &serde_json::Value) -> PathBuf {
+    let agent = w.home.join(".pi/agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    std::fs::write(agent.join("models.json"), models.to_string()).unwrap();
+    agent
+}
+
 pub fn world_for(w: &World, mock: &Mock, extra: &str) {
     w.write_config(&format!(
         "[gateway]\nanthropic_url = \"{}\"\n{extra}",
@@ -993,15 +1002,13 @@ fn harness_commits(w: World, pi: bool) {
     };
     let run = if pi {
         world_for(&w, &mock, "");
-        let agent = w.home.join(".pi/agent");
-        std::fs::create_dir_all(&agent).unwrap();
         let models = serde_json::json!({"providers": {"corp": {
             "baseUrl": format!("{}{PI_UPSTREAM_PATH}", mock.url()),
             "api": "anthropic-messages",
             "apiKey": PI_KEY,
             "models": [{"id": "corp-mock", "name": "Corp mock", "reasoning": false}]
         }}});
-        std::fs::write(agent.join("models.json"), models.to_string()).unwrap();
+        write_pi_models(&w, &models);
         w.chown_all();
         let image = crate::protected::pi_git_image(w.user);
         w.create(&name, &project, &["--harness", "pi", "--image", &image]);
@@ -1186,8 +1193,6 @@ fn pi_routes_are_only_model_routes(w: World) {
     let pi = w.file("tools/pi", "#!/bin/sh\n");
     std::fs::set_permissions(&pi, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     world_for(&w, &mock, &format!("[harness]\npi = \"{}\"", pi.display()));
-    let agent = w.home.join(".pi/agent");
-    std::fs::create_dir_all(&agent).unwrap();
     let models = serde_json::json!({"providers": {
         "corp": {"baseUrl": format!("{}{PI_UPSTREAM_PATH}", mock.url()),
                  "api": "anthropic-messages", "apiKey": PI_KEY,
@@ -1196,7 +1201,7 @@ fn pi_routes_are_only_model_routes(w: World) {
         "local": {"baseUrl": mock.url(), "api": "openai-completions",
                   "apiKey": PI_OTHER_KEY, "models": [{"id": "l"}]}
     }});
-    std::fs::write(agent.join("models.json"), models.to_string()).unwrap();
+    write_pi_models(&w, &models);
     w.chown_all();
     let name = w.session("gwpiroutes");
     let project = w.dir(&format!("projects/{name}"));
@@ -1272,8 +1277,6 @@ fn pi_turns(w: World) {
     let image = real_pi_image();
     let mock = Mock::start();
     world_for(&w, &mock, "");
-    let agent = w.home.join(".pi/agent");
-    std::fs::create_dir_all(&agent).unwrap();
     let models = serde_json::json!({"providers": {
         "corp": {
             "baseUrl": format!("{}{PI_UPSTREAM_PATH}", mock.url()),
@@ -1288,7 +1291,7 @@ fn pi_turns(w: World) {
             "models": [{"id": "local-mock"}]
         }
     }});
-    std::fs::write(agent.join("models.json"), models.to_string()).unwrap();
+    let agent = write_pi_models(&w, &models);
     w.chown_all();
     let name = w.session("gwpi");
     let project = w.dir(&format!("projects/{name}"));
@@ -1499,14 +1502,12 @@ fn key_command_output_stays_on_the_machine(w: World) {
             pi.display()
         ),
     );
-    let agent = w.home.join(".pi/agent");
-    std::fs::create_dir_all(&agent).unwrap();
     let models = serde_json::json!({"providers": {
         "corp": {"baseUrl": format!("{}{PI_UPSTREAM_PATH}", mock.url()),
                  "api": "anthropic-messages", "apiKey": format!("!{fail}"),
                  "models": [{"id": "corp-mock"}]}
     }});
-    std::fs::write(agent.join("models.json"), models.to_string()).unwrap();
+    write_pi_models(&w, &models);
     w.chown_all();
     let name = w.session("gwkeycmd");
     let project = w.dir(&format!("projects/{name}"));
@@ -1667,14 +1668,12 @@ fn no_upstream_password_reaches_the_cage(w: World) {
          [harness]\npi = \"{}\"\n",
         pi.display()
     ));
-    let agent = w.home.join(".pi/agent");
-    std::fs::create_dir_all(&agent).unwrap();
     let models = serde_json::json!({"providers": {
         "corp": {"baseUrl": format!("http://{USER}:{PASS}@127.0.0.1:{closed}/corp/key-{PASS}"),
                  "api": "anthropic-messages", "apiKey": PI_KEY,
                  "models": [{"id": "corp-mock"}]}
     }});
-    std::fs::write(agent.join("models.json"), models.to_string()).unwrap();
+    write_pi_models(&w, &models);
     w.chown_all();
     let name = w.session("gwurlpass");
     let project = w.dir(&format!("projects/{name}"));

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::common::*;
-use crate::gateway::{MACHINE_KEY, Mock, PI_QUIET, QUIET, world_for};
+use crate::gateway::{MACHINE_KEY, Mock, PI_QUIET, QUIET, world_for, write_pi_models};
 use crate::nokey::{Screen, reaches_the_prompt};
 
 /// The id in `... --resume ID` (the first word after it).
@@ -96,15 +96,13 @@ fn interactive_pi_ends_with_the_way_back_in_the_cage() {
     let image = real_pi_image();
     let mock = Mock::start();
     world_for(&w, &mock, "");
-    let agent = w.home.join(".pi/agent");
-    std::fs::create_dir_all(&agent).unwrap();
     let models = serde_json::json!({"providers": {"corp": {
         "baseUrl": format!("{}/corp", mock.url()),
         "api": "anthropic-messages",
         "apiKey": MACHINE_KEY,
         "models": [{"id": "corp-mock", "name": "Corp mock", "reasoning": false}]
     }}});
-    std::fs::write(agent.join("models.json"), models.to_string()).unwrap();
+    let agent = write_pi_models(&w, &models);
     let name = w.session("resumepi");
     let project = std::fs::canonicalize(w.dir(&format!("projects/{name}"))).unwrap();
     w.create(&name, &project, &["--harness", "pi", "--image", &image]);
