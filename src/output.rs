@@ -13,10 +13,16 @@ use crate::process::shell_quote;
 /// Print a result as JSON or through its text form.
 pub fn show<T: Serialize>(value: &T, json: bool, text: impl Fn(&T) -> String) {
     if json {
-        let mut s = serde_json::to_string_pretty(value)
-            .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
-        s.push('\n');
-        raw(s.as_bytes());
+        // Written as it is made, through one small buffer: a listing of
+        // many sessions (most of a megabyte) is never whole in memory, and
+        // the reader takes its start while the rest is made. The types
+        // printed here have string keys only, so the one error is the
+        // write's: a closed pipe, and nothing more to say.
+        let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+        let _ = serde_json::to_writer_pretty(&mut out, value)
+            .map_err(std::io::Error::from)
+            .and_then(|()| out.write_all(b"\n"))
+            .and_then(|()| out.flush());
     } else {
         raw(text(value).as_bytes());
     }
@@ -1148,7 +1154,7 @@ mod tests {
                 "shrooms-{name}-000001"
             )));
             crate::ops::show::Session::new(
-                &r,
+                r,
                 crate::ops::show::Seen::of_ps("running"),
                 None,
                 busy.map(|(what, since)| crate::session::Busy {

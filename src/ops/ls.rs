@@ -67,7 +67,7 @@ pub fn ls(ctx: &Context) -> Result<Listing> {
         );
         return Ok(finish(
             ctx,
-            join(&records, Some(&ps), volumes, busy, enforced),
+            join(records, Some(&ps), volumes, busy, enforced),
             damaged,
         ));
     }
@@ -99,7 +99,7 @@ pub fn ls(ctx: &Context) -> Result<Listing> {
     }
     Ok(finish(
         ctx,
-        join(&records, ps.as_deref(), volumes, busy, enforced),
+        join(records, ps.as_deref(), volumes, busy, enforced),
         damaged,
     ))
 }
@@ -120,7 +120,7 @@ fn finish(ctx: &Context, mut listing: Listing, damaged: Vec<crate::session::Dama
 /// podman's volume folder (for a shared folder's path) and what holds each
 /// (in the records' order), and whether podman enforces limits here.
 pub fn join(
-    records: &[crate::session::Record],
+    records: Vec<crate::session::Record>,
     ps: Option<&[PsEntry]>,
     volumes: Option<&Path>,
     busy: Vec<Option<crate::session::Busy>>,
@@ -128,26 +128,6 @@ pub fn join(
 ) -> Listing {
     let no_podman = ps.is_none();
     let ps = ps.unwrap_or_default();
-    let mut busy = busy.into_iter();
-    let sessions = records
-        .iter()
-        .map(|r| {
-            let cage = r.cage.as_ref();
-            let entry = cage.and_then(|c| ps.iter().find(|e| e.name() == c.container));
-            let seen = match entry {
-                Some(e) => Seen::of_ps(&e.state),
-                None if no_podman => Seen::of_ps("no podman"),
-                None => Seen::missing(),
-            };
-            Session::new(
-                r,
-                seen,
-                shared_path(volumes, r),
-                busy.next().flatten(),
-                limits_enforced,
-            )
-        })
-        .collect();
     let leftovers = ps
         .iter()
         .filter(|e| {
@@ -161,6 +141,25 @@ pub fn join(
             image: e.image.clone(),
             state: e.state.clone(),
             state_folder: e.label(crate::spec::STATE_LABEL).map(str::to_string),
+        })
+        .collect();
+    let mut busy = busy.into_iter();
+    // Each record moves into its session: a listing of many cages copies
+    // none of their argv.
+    let sessions = records
+        .into_iter()
+        .map(|r| {
+            let entry = r
+                .cage
+                .as_ref()
+                .and_then(|c| ps.iter().find(|e| e.name() == c.container));
+            let seen = match entry {
+                Some(e) => Seen::of_ps(&e.state),
+                None if no_podman => Seen::of_ps("no podman"),
+                None => Seen::missing(),
+            };
+            let shared = shared_path(volumes, &r);
+            Session::new(r, seen, shared, busy.next().flatten(), limits_enforced)
         })
         .collect();
     Listing {
@@ -215,7 +214,7 @@ mod tests {
             entry("shrooms-a-1", "a", "running"),
             entry("shrooms-old-3", "old", "exited"),
         ];
-        let l = join(&records, Some(&ps), None, vec![], Some(true));
+        let l = join(records.clone(), Some(&ps), None, vec![], Some(true));
         let state = |s: &Session| s.cage.as_ref().unwrap().state.clone();
         assert_eq!(state(&l.sessions[0]), "running");
         assert!(l.sessions[0].cage.as_ref().unwrap().running);
@@ -224,7 +223,7 @@ mod tests {
         assert_eq!(l.leftovers[0].container, "shrooms-old-3");
         assert_eq!(l.leftovers[0].session, "old");
         // Without podman: listed, the state unknown, no leftovers.
-        let l = join(&records, None, None, vec![], None);
+        let l = join(records, None, None, vec![], None);
         assert_eq!(state(&l.sessions[0]), "no podman");
         assert!(l.leftovers.is_empty());
     }

@@ -223,7 +223,7 @@ pub fn show(ctx: &Context, name: &str) -> Result<Session> {
     let enforced = ctx.host_known().map(enforces_limits);
     Ok(with_egress_log(
         &ctx.store,
-        Session::new(&record, seen, shared_path, busy, enforced),
+        Session::new(record, seen, shared_path, busy, enforced),
     ))
 }
 
@@ -237,59 +237,59 @@ impl Session {
     /// out of a cage), its shared folder's path, what holds it, and whether
     /// this machine's podman enforces limits (None: not known).
     pub fn new(
-        record: &Record,
+        record: Record,
         seen: Seen,
         shared_path: Option<PathBuf>,
         busy: Option<Busy>,
         limits_enforced: Option<bool>,
     ) -> Session {
+        // As in force, also where it was never set.
+        let accept_caged = record.accepts_caged();
         Session {
-            name: record.name.clone(),
-            dir: record.dir.clone(),
+            name: record.name,
+            dir: record.dir,
             harness: record.harness,
             created: Time(record.created),
             sealed: record.cage.as_ref().is_some_and(|c| c.sealed.is_some()),
             auto_approve: record.auto_approve,
             starred: record.starred,
-            // As in force, also where it was never set.
-            accept_caged: record.accepts_caged(),
+            accept_caged,
             busy,
             files: (&record.files).into(),
             tokens: (&record.tokens).into(),
             cage: record
                 .cage
-                .as_ref()
                 .map(|c| Cage::new(c, seen, shared_path, limits_enforced)),
-            after_turn: record.after_turn.clone(),
+            after_turn: record.after_turn,
         }
     }
 }
 
 impl Cage {
     fn new(
-        c: &CageRecord,
+        c: CageRecord,
         seen: Seen,
         shared_path: Option<PathBuf>,
         limits_enforced: Option<bool>,
     ) -> Cage {
         Cage {
-            container: c.container.clone(),
-            image: c.image.clone(),
+            net: c.net.to_string(),
+            container: c.container,
+            image: c.image,
             state: seen.state,
             running: seen.running,
             network: c.network,
-            limits: c.limits.clone(),
+            limits: c.limits,
             limits_enforced,
             own_limits: c.own_limits,
-            options: c.options.clone(),
+            options: c.options,
             shared_path,
-            sealed: c.sealed.clone(),
-            net: c.net.to_string(),
-            image_path: c.image_path.clone(),
-            harness_dir: c.harness_dir.clone(),
-            program: c.program.clone(),
-            create_argv: c.create_argv.clone(),
-            mount_sources: c.mount_sources.clone(),
+            sealed: c.sealed,
+            image_path: c.image_path,
+            harness_dir: c.harness_dir,
+            program: c.program,
+            create_argv: c.create_argv,
+            mount_sources: c.mount_sources,
             egress_log: None,
         }
     }
@@ -324,7 +324,7 @@ mod tests {
             since: Some(1_796_061_912),
             since_rfc3339: Some(crate::when::rfc3339(1_796_061_912)),
         });
-        let out = Session::new(&r, Seen::missing(), None, busy.clone(), Some(true));
+        let out = Session::new(r.clone(), Seen::missing(), None, busy.clone(), Some(true));
         let v = serde_json::to_value(&out).unwrap();
         // serde_json's map sorts its keys.
         let sorted = |mut k: Vec<&'static str>| {
@@ -370,7 +370,7 @@ mod tests {
 
         r.cage = Some(crate::session::sample_cage("shrooms-web-0a1b2c"));
         let out = Session::new(
-            &r,
+            r.clone(),
             Seen::of_ps("running"),
             Some("/v/x/_data".into()),
             None,

@@ -322,13 +322,15 @@ pub fn session(
             .state(&cage.container)
             .map_or_else(ops::show::Seen::missing, |s| ops::show::Seen::of_ps(&s)),
     };
+    let shared_path = ops::ls::shared_path(host.volumes.as_deref(), record);
+    let busy = store.busy(&record.name)?;
     Ok(ops::show::with_egress_log(
         store,
         ops::show::Session::new(
-            record,
+            record.clone(),
             seen,
-            ops::ls::shared_path(host.volumes.as_deref(), record),
-            store.busy(&record.name)?,
+            shared_path,
+            busy,
             host.limits_enforced,
         ),
     ))
