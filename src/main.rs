@@ -932,6 +932,38 @@ mod tests {
         Cli::try_parse_from(all).unwrap_err()
     }
 
+    /// The command line is checked whole (clap's own assertions), and each
+    /// command's first help line is its own, not that of arguments
+    /// flattened into it: the commands' arguments are built only when
+    /// used (`#[command(defer = true)]`), after the variant's doc comment.
+    #[test]
+    fn every_command_is_whole_and_keeps_its_own_about() {
+        let mut cli = Cli::command();
+        cli.build();
+        cli.clone().debug_assert();
+        let about = |path: &[&str]| {
+            let mut c = &cli;
+            for p in path {
+                c = c.find_subcommand(p).unwrap();
+            }
+            c.get_about().map(ToString::to_string).unwrap_or_default()
+        };
+        assert_eq!(
+            about(&["cage", "create"]),
+            "Record a session and make its container (made, not started)"
+        );
+        assert!(
+            about(&["cage", "move"]).starts_with("Move a session into a fresh cage"),
+            "{}",
+            about(&["cage", "move"])
+        );
+        assert!(
+            about(&["cage", "ls"]).starts_with("List"),
+            "{}",
+            about(&["cage", "ls"])
+        );
+    }
+
     /// clap's usage errors in one line, as `--json` gives them.
     #[test]
     fn usage_errors_in_one_line() {
