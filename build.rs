@@ -1,7 +1,7 @@
 //! Builds a cage's first process, `init/shrooms-init.rs`, as a program of
 //! its own, linked statically (an image may have no C library: a cage of
 //! busybox alone), for the program to carry and put in its state folder
-//! (`src/tools.rs`). It is compiled by the same rustc, for the same
+//! (`src/cage/tools.rs`). It is compiled by the same rustc, for the same
 //! target, without cargo: it needs no crate but std.
 
 use std::path::PathBuf;

@@ -202,7 +202,7 @@ pub struct Holder {
 
 fn rfc3339<S: serde::Serializer>(secs: &Option<u64>, s: S) -> std::result::Result<S::Ok, S::Error> {
     match secs {
-        Some(t) => s.serialize_str(&crate::when::rfc3339(*t)),
+        Some(t) => s.serialize_str(&crate::state::when::rfc3339(*t)),
         None => s.serialize_none(),
     }
 }

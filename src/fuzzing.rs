@@ -42,7 +42,7 @@ fn read_env_file(text: &str) -> Vec<(String, String)> {
     assert!(text.is_empty() || text.ends_with('\n'), "no final newline");
     for line in text.split_terminator('\n') {
         assert!(
-            line.len() <= crate::podman::envfile::MAX_LINE,
+            line.len() <= crate::host::podman::envfile::MAX_LINE,
             "a line over 64 KiB"
         );
         let line = line.strip_suffix('\r').unwrap_or(line);
@@ -78,7 +78,7 @@ fn variables(data: &[u8]) -> Vec<(String, String)> {
 /// as exactly the variables it could write (the last of two equal names),
 /// never one more; the redacted text (`--dry-run`) names the same ones.
 pub fn env_file(data: &[u8]) {
-    use crate::podman::envfile;
+    use crate::host::podman::envfile;
     let vars = variables(data);
     let written = envfile::render(&vars);
     let mut want: Vec<(String, String)> = Vec::new();
@@ -129,8 +129,8 @@ fn socket_allow_list(
     method: &str,
     segs: &[&str],
     rpc: Option<&str>,
-) -> Option<crate::cage_socket::Kind> {
-    use crate::cage_socket::Kind;
+) -> Option<crate::turn::cage_socket::Kind> {
+    use crate::turn::cage_socket::Kind;
     match (method, segs) {
         ("GET", ["v1", "sessions"])
         | ("GET", [".well-known", "agent-card.json"])
@@ -160,7 +160,7 @@ fn request(data: &[u8]) -> (String, String, Vec<u8>) {
 /// passes only task updates; a body it forwards is one it read, written
 /// again, with no two keys a case-folding reader takes as one.
 pub fn cage_socket(data: &[u8]) {
-    use crate::cage_socket::{self as socket, Kind, strict_json};
+    use crate::turn::cage_socket::{self as socket, Kind, strict_json};
     let (method, path, body) = request(data);
     let read = strict_json::parse(&body, 10_000);
     let rpc = read
@@ -210,7 +210,7 @@ pub fn cage_socket(data: &[u8]) {
 /// the path sent upstream exactly the route's; a pi provider's prefix
 /// picks that provider alone.
 pub fn gateway_route(data: &[u8]) {
-    use crate::gateway::routes::{Route, Routes};
+    use crate::turn::gateway::routes::{Route, Routes};
     let (method, path, _) = request(data);
     let route = |name: &str| Route {
         name: name.into(),
@@ -220,11 +220,11 @@ pub fn gateway_route(data: &[u8]) {
         bearer: false,
     };
     let routes = Routes(vec![route("anthropic"), route("a.b"), route("a")]);
-    let Some((r, sent)) = crate::gateway::passes(&routes, &method, &path) else {
+    let Some((r, sent)) = crate::turn::gateway::passes(&routes, &method, &path) else {
         return;
     };
     assert!(
-        crate::gateway::ROUTES.contains(&(method.as_str(), sent.as_str())),
+        crate::turn::gateway::ROUTES.contains(&(method.as_str(), sent.as_str())),
         "{method} {path:?} passes as {sent:?}"
     );
     match r {
@@ -257,7 +257,7 @@ fn chunks(data: &[u8]) -> (Vec<u8>, Vec<Vec<u8>>) {
 /// The gateway's usage reader: a streamed answer (SSE) and a plain one
 /// (JSON) read whole or in any pieces give the same counts.
 pub fn usage(data: &[u8]) {
-    use crate::gateway::usage::{JsonMeter, SseMeter};
+    use crate::turn::gateway::usage::{JsonMeter, SseMeter};
     let (whole, pieces) = chunks(data);
     let (one, many) = fed(&whole, &pieces, SseMeter::feed);
     assert_eq!(one.usage(), many.usage());
@@ -283,10 +283,10 @@ fn fed<M: Default>(whole: &[u8], pieces: &[Vec<u8>], feed: fn(&mut M, &[u8])) ->
 /// provider at the gateway under its own prefix, and the gateway routes
 /// that prefix to that provider alone.
 pub fn pi_models(data: &[u8]) {
-    use crate::gateway::routes::Picked;
+    use crate::turn::gateway::routes::Picked;
     const SECRET: &str = "the-machines-secret";
     let env = |_: &str| Some(SECRET.to_string());
-    let Ok(plan) = crate::pi_models::plan(Some(&text(data)), "dummy", &env) else {
+    let Ok(plan) = crate::cage::pi_models::plan(Some(&text(data)), "dummy", &env) else {
         return;
     };
     let base = "http://10.0.2.2:1";
@@ -340,7 +340,7 @@ pub fn outbox_path(data: &[u8]) {
     let only = text(data);
     let root = outbox();
     let out = root.join("out.tar.gz");
-    let r = crate::pack::pack(&root.join("box"), Some(Path::new(&only)), &out, true);
+    let r = crate::cage::pack::pack(&root.join("box"), Some(Path::new(&only)), &out, true);
     let _ = std::fs::remove_file(&out);
     match r {
         Err(e) => assert_eq!(e.kind, Kind::BadInput, "{only:?}: {e:?}"),
@@ -384,10 +384,10 @@ pub fn drop_name(data: &[u8]) {
 /// folder and a name in a container's name.
 pub fn session_name(data: &[u8]) {
     let name = text(data);
-    if crate::session::validate_name(&name).is_err() {
+    if crate::state::session::validate_name(&name).is_err() {
         return;
     }
-    let store = crate::session::Store::new("/state");
+    let store = crate::state::session::Store::new("/state");
     let record = store.record_path(&name);
     assert_eq!(
         record.parent(),
@@ -395,7 +395,7 @@ pub fn session_name(data: &[u8]) {
         "{name:?}"
     );
     assert!(!name.starts_with(['-', '.']));
-    assert!(crate::session::is_container_name_of(
+    assert!(crate::state::session::is_container_name_of(
         &format!("shrooms-{name}-0a1b2c"),
         &name
     ));
@@ -407,8 +407,8 @@ pub fn session_name(data: &[u8]) {
 /// that nft reads back as written (no host bits, a length its family has).
 pub fn route_dump(data: &[u8]) {
     let mut routes = Vec::new();
-    let _ = crate::netif::parse_route_dump(data, &mut routes);
-    let (v4, v6) = crate::netif::route_prefixes(&routes);
+    let _ = crate::net::netif::parse_route_dump(data, &mut routes);
+    let (v4, v6) = crate::net::netif::route_prefixes(&routes);
     for (list, max) in [(&v4, 32u32), (&v6, 128)] {
         for p in list {
             let (net, len) = p.split_once('/').unwrap_or_else(|| panic!("{p}"));
@@ -429,12 +429,12 @@ pub fn route_dump(data: &[u8]) {
 /// nothing; and the lender's answer as the gateway there reads it: a key
 /// or token is one non-empty word of one line, or an error.
 pub fn key_lender(data: &[u8]) {
-    let max = crate::remote::MAX_LINE;
+    let max = crate::face::remote::MAX_LINE;
     let mut r = std::io::BufReader::new(data);
     let mut lines = 0;
-    while let Ok(Some(line)) = crate::bounded::read_line(&mut r, max) {
+    while let Ok(Some(line)) = crate::host::bounded::read_line(&mut r, max) {
         assert!(line.len() <= max && !line.contains(&b'\n'), "{line:?}");
-        if let crate::remote::Asked::Exit(_) = crate::remote::asked(&text(&line)) {
+        if let crate::face::remote::Asked::Exit(_) = crate::face::remote::asked(&text(&line)) {
             assert!(line.starts_with(b"exit "));
         }
         lines += 1;
@@ -442,8 +442,9 @@ pub fn key_lender(data: &[u8]) {
     assert!(lines <= data.len() + 1);
     let line = text(data);
     let line = line.lines().next().unwrap_or("");
-    if let Ok(crate::gateway::Credential::ApiKey(k) | crate::gateway::Credential::OAuth(k)) =
-        crate::gateway::credentials::parse_lent(line)
+    if let Ok(
+        crate::turn::gateway::Credential::ApiKey(k) | crate::turn::gateway::Credential::OAuth(k),
+    ) = crate::turn::gateway::credentials::parse_lent(line)
     {
         assert!(!k.is_empty() && !k.contains('\n'), "{line:?}");
     }
@@ -453,7 +454,7 @@ pub fn key_lender(data: &[u8]) {
 /// (taking it out again changes nothing), is no longer, and a value with
 /// no `@` is left as it is.
 pub fn userinfo(data: &[u8]) {
-    use crate::secret_names::{has_userinfo, without_userinfo};
+    use crate::cage::secret_names::{has_userinfo, without_userinfo};
     let value = text(data);
     let out = without_userinfo(&value);
     assert!(!has_userinfo(&out), "{value:?} -> {out:?}");

@@ -1,19 +1,26 @@
 //! Facts about this machine and its podman, gathered once into a
 //! `Host` value and passed in.
 //! The decisions made from them are pure functions, so tests can state any
-//! host.
+//! host. This room holds what the tool does on the machine itself: podman
+//! (its argv, a pure function of a CageSpec, and its calls), the one place
+//! a process starts, the uids a rootful cage runs as, and the bounded reads
+//! of what a cage or another machine controls.
+
+pub mod bounded;
+pub mod facts_cache;
+pub mod loopback;
+pub mod podman;
+pub mod process;
+pub mod userns;
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::cage::spec::Network;
 use crate::error::{Error, Result};
-use crate::podman::{Podman, inspect::Info};
-
-pub mod facts_cache;
-pub mod loopback;
+use crate::host::podman::{Podman, inspect::Info};
 use crate::settings::{Env, NetworkChoice, Settings, find_program};
-use crate::spec::Network;
 
 /// The words for a machine that offers no cages (README, "Configuration").
 pub const NO_PODMAN: &str = "this machine has no podman to cage sessions with";

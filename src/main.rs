@@ -1,50 +1,28 @@
 // shrooms-agent: puts AI coding sessions into rootless podman cages.
 //
-// Data flows one way: argv -> `cli` (clap types) -> `settings`
-// (resolved once) -> `ops` (typed results) -> `spec` (CageSpec) ->
-// `podman::argv` / `envfile` (pure) -> `process` (the one
-// place a process starts) -> results printed here, as text or `--json`.
+// Data flows one way: argv -> `face::cli` (clap types) -> `settings`
+// (resolved once) -> `ops` (typed results) -> `cage::spec` (CageSpec) ->
+// `host::podman::argv` / `cage::envfile` (pure) -> `host::process` (the
+// one place a process starts) -> results printed by `face::output`, as
+// text or `--json`. The rooms: `face` and `serve` (the command line and
+// HTTP), `ops` (the operations), `cage` (a cage's parts), `net` (the
+// network), `turn` (the servers a turn talks to), `images`, `host` (this
+// machine: podman, processes), `state` (what is kept on disk),
+// `settings`, `error`.
 // (Plain comments, not `//!`: src/lib.rs includes this file for the fuzz
 // targets, and an included file can hold no inner attribute.)
 
-mod bounded;
-mod cage_files;
-mod cage_socket;
-mod cli;
-mod egress;
-mod envfile;
+mod cage;
 mod error;
-mod gateway;
-mod git;
-mod harness;
+mod face;
 mod host;
-mod lock;
-mod manual;
-mod mcp;
-mod netif;
-mod netns;
-mod netpolicy;
+mod images;
+mod net;
 mod ops;
-mod output;
-mod pack;
-mod pi_models;
-mod podman;
-mod process;
-mod remote;
-mod rules;
-mod seccomp;
-mod secret_names;
 mod serve;
-mod server;
-mod session;
 mod settings;
-mod spec;
-mod ssh_table;
-mod token;
-mod tools;
-mod userns;
-mod when;
-mod workbench;
+mod state;
+mod turn;
 
 // The properties the fuzz targets (fuzz/) check, exported by src/lib.rs;
 // the unit tests run them over the seed corpus.
@@ -57,6 +35,13 @@ use std::process::ExitCode;
 
 use clap::CommandFactory;
 use clap::Parser;
+
+use cage::harness;
+use face::{cli, manual, output, remote};
+use images::workbench;
+use net::{egress, netpolicy};
+use state::session;
+use turn::{gateway, mcp};
 
 use cli::{CageCommand, Cli, Command, HarnessArg};
 use error::{Error, Result};

@@ -2,6 +2,9 @@
 //! defaults (after uv's `settings.rs`). Nothing else in the
 //! program reads the config file or the process environment for settings.
 
+pub mod ssh_table;
+pub mod token;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -41,7 +44,7 @@ struct ConfigFile {
     pids: Option<Pids>,
     agent_port: Option<Port>,
     network: Option<NetworkChoice>,
-    net: Option<crate::netpolicy::NetPolicy>,
+    net: Option<crate::net::netpolicy::NetPolicy>,
     cages: Option<bool>,
     harness: Option<HarnessPrograms>,
     pass_env: Option<Vec<PassEnvName>>,
@@ -53,7 +56,7 @@ struct ConfigFile {
     base_mirror: Option<BaseMirror>,
     machine_name: Option<MachineName>,
     machines: Option<BTreeMap<MachineName, MachineEntry>>,
-    ssh: Option<BTreeMap<MachineName, crate::ssh_table::SshEntry>>,
+    ssh: Option<BTreeMap<MachineName, crate::settings::ssh_table::SshEntry>>,
     gateway: Option<GatewayTable>,
     allow_root: Option<bool>,
 }
@@ -558,7 +561,7 @@ struct ImagesRepo(String);
 impl FromStr for ImagesRepo {
     type Err = String;
     fn from_str(s: &str) -> std::result::Result<Self, String> {
-        crate::workbench::validate_repo(s).map(|()| ImagesRepo(s.to_string()))
+        crate::images::workbench::validate_repo(s).map(|()| ImagesRepo(s.to_string()))
     }
 }
 
@@ -713,7 +716,7 @@ pub struct Settings {
     pub network: NetworkChoice,
     /// The network policy of a new ordinary cage (`net`; README, "Network
     /// policy"): `internet` unless the config says otherwise.
-    pub net: crate::netpolicy::NetPolicy,
+    pub net: crate::net::netpolicy::NetPolicy,
     /// `cages = false`: this machine offers no cages.
     pub cages: bool,
     pub claude: Option<PathBuf>,
@@ -744,7 +747,7 @@ pub struct Settings {
     /// The other machines' `serve`s, by name (`[machines]`).
     pub machines: BTreeMap<String, Machine>,
     /// The machines `--on` reaches over ssh, by name (`[ssh]`).
-    pub ssh: BTreeMap<String, crate::ssh_table::SshMachine>,
+    pub ssh: BTreeMap<String, crate::settings::ssh_table::SshMachine>,
     /// `[gateway]`.
     pub gateway: GatewaySettings,
     /// `allow_root = true`: cage commands run as root, with rootful podman,
@@ -903,16 +906,19 @@ impl Settings {
         let agent_port = file.agent_port.map_or(DEFAULT_AGENT_PORT, Port::get);
         let images_repo = match file.images_repo {
             Some(ImagesRepo(r)) => r,
-            None => crate::workbench::DEFAULT_REPO.to_string(),
+            None => crate::images::workbench::DEFAULT_REPO.to_string(),
         };
         let image = match file.image {
             Some(ImageName(i)) => i,
             // The workbench (README, "Images"), wherever it is tagged.
-            None => crate::workbench::image_name(&images_repo, crate::workbench::Stage::Workbench),
+            None => crate::images::workbench::image_name(
+                &images_repo,
+                crate::images::workbench::Stage::Workbench,
+            ),
         };
         let mut pass_env: Vec<String> = Vec::new();
         for PassEnvName(name) in file.pass_env.unwrap_or_default() {
-            if crate::secret_names::is_credential_variable(&name) {
+            if crate::cage::secret_names::is_credential_variable(&name) {
                 return Err(bad(
                     "pass_env",
                     format!(
@@ -1006,7 +1012,9 @@ impl Settings {
             limits,
             agent_port,
             network: file.network.unwrap_or(NetworkChoice::Auto),
-            net: file.net.unwrap_or(crate::netpolicy::NetPolicy::Internet),
+            net: file
+                .net
+                .unwrap_or(crate::net::netpolicy::NetPolicy::Internet),
             cages: file.cages.unwrap_or(true),
             claude: harness.claude,
             pi: harness.pi,
@@ -1035,13 +1043,13 @@ impl Settings {
                 .ssh
                 .unwrap_or_default()
                 .into_iter()
-                .map(|(MachineName(name), crate::ssh_table::SshEntry(m))| (name, m))
+                .map(|(MachineName(name), crate::settings::ssh_table::SshEntry(m))| (name, m))
                 .collect(),
             allow_root: file.allow_root.unwrap_or(false),
             asked_limits,
             listen,
             runtime_dir: absolute_var(env, "XDG_RUNTIME_DIR"),
-            hosts_file: absolute_var(env, crate::netpolicy::HOSTS_ENV),
+            hosts_file: absolute_var(env, crate::net::netpolicy::HOSTS_ENV),
             claude_dir: absolute_var(env, "CLAUDE_CONFIG_DIR")
                 .unwrap_or_else(|| home.join(".claude")),
             pi_dir: absolute_var(env, "PI_CODING_AGENT_DIR")
@@ -1356,7 +1364,7 @@ fn host_name() -> String {
 
 /// A name that may be listed in `pass_env`.
 fn validate_pass_env_name(name: &str) -> Result<(), String> {
-    if !crate::envfile::valid_name(name) {
+    if !crate::cage::envfile::valid_name(name) {
         return Err(format!(
             "{name:?} is not a variable name (letters, digits and _, not starting with a digit)"
         ));
@@ -1389,7 +1397,7 @@ pub fn config_keys() -> Vec<ConfigKey> {
         default,
         meaning,
     };
-    let repo = crate::workbench::DEFAULT_REPO;
+    let repo = crate::images::workbench::DEFAULT_REPO;
     vec![
         k(
             "podman",
@@ -1398,7 +1406,7 @@ pub fn config_keys() -> Vec<ConfigKey> {
         ),
         k(
             "image",
-            crate::workbench::image_name(repo, crate::workbench::Stage::Workbench),
+            crate::images::workbench::image_name(repo, crate::images::workbench::Stage::Workbench),
             "the image of a new cage (--image overrides); <images_repo>:latest",
         ),
         k(

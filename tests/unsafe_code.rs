@@ -17,42 +17,46 @@ use source::rs_files;
 /// the line after. A site listed twice is two sites.
 const ALLOWED: &[(&str, &str, &str)] = &[
     (
-        "process.rs",
+        "host/process.rs",
         "cmd.pre_exec(in_child)",
         "std's CommandExt::pre_exec is an unsafe fn (the closure runs between \
          fork and exec): a process that dies with its parent (PR_SET_PDEATHSIG)",
     ),
     (
-        "process.rs",
+        "host/process.rs",
         "cmd.pre_exec(in_child)",
         "std's CommandExt::pre_exec: a detached process's own session (setsid) \
          and the descriptors passed on to it (std has process_group, not setsid)",
     ),
     (
-        "process.rs",
+        "host/process.rs",
         "BorrowedFd::borrow_raw(fd) }",
         "in the child before exec, a descriptor number the caller holds open",
     ),
     (
-        "process.rs",
+        "host/process.rs",
         "fcntl_getfd(BorrowedFd::borrow_raw(fd))",
         "a descriptor number passed on to us on our command line, taken as ours",
     ),
     (
-        "process.rs",
+        "host/process.rs",
         "libc::sigset_t",
         "neither std nor rustix sets a signal mask (pthread_sigmask)",
     ),
     (
-        "netif.rs",
+        "net/netif.rs",
         "libc::getifaddrs",
         "neither std nor rustix lists the interfaces' addresses (getifaddrs)",
     ),
-    ("netif.rs", "&*cur", "getifaddrs's list"),
-    ("netif.rs", "sockaddr_ip(ifa.ifa_addr)", "getifaddrs's list"),
-    ("netif.rs", "libc::freeifaddrs", "getifaddrs's list"),
-    ("netif.rs", "unsafe fn sockaddr_ip", "getifaddrs's list"),
-    ("netif.rs", "sa_family", "getifaddrs's list"),
+    ("net/netif.rs", "&*cur", "getifaddrs's list"),
+    (
+        "net/netif.rs",
+        "sockaddr_ip(ifa.ifa_addr)",
+        "getifaddrs's list",
+    ),
+    ("net/netif.rs", "libc::freeifaddrs", "getifaddrs's list"),
+    ("net/netif.rs", "unsafe fn sockaddr_ip", "getifaddrs's list"),
+    ("net/netif.rs", "sa_family", "getifaddrs's list"),
 ];
 
 /// One `unsafe` in code: its file, line (from 1) and text.

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::PodmanFacts;
 use crate::error::Result;
-use crate::podman::Podman;
+use crate::host::podman::Podman;
 use crate::settings::{Env, Settings};
 
 /// The file in the state folder.
@@ -240,7 +240,7 @@ pub fn facts(podman: &Podman, settings: &Settings, env: &Env) -> Result<PodmanFa
 fn hold(state_dir: &Path) -> Option<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     if !state_dir.is_dir() {
-        crate::session::make_private_dir(state_dir).ok()?;
+        crate::state::session::make_private_dir(state_dir).ok()?;
     }
     let file = std::fs::OpenOptions::new()
         .write(true)
@@ -276,12 +276,12 @@ fn ask(podman: &Podman, settings: &Settings, key: Key) -> Result<PodmanFacts> {
 
 fn keep(state_dir: &Path, kept: &Kept) -> Result<()> {
     if !state_dir.is_dir() {
-        crate::session::make_private_dir(state_dir)?;
+        crate::state::session::make_private_dir(state_dir)?;
     }
     let bytes = serde_json::to_vec_pretty(kept)
         .map_err(|e| crate::error::Error::failed(format!("podman's facts: {e}")))?;
     // A cache: lost, podman is asked again.
-    crate::session::write_atomic_unsynced(&state_dir.join(FILE), &bytes, 0o600)
+    crate::state::session::write_atomic_unsynced(&state_dir.join(FILE), &bytes, 0o600)
 }
 
 #[cfg(test)]
@@ -420,7 +420,7 @@ mod tests {
     /// changes; a damaged file is ignored and written again.
     #[test]
     fn asked_once_then_kept_until_a_file_changes() {
-        use crate::podman::fake::{Answer, FakePodman};
+        use crate::host::podman::fake::{Answer, FakePodman};
         let root = std::env::temp_dir().join(format!("shrooms-facts-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).unwrap();

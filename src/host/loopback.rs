@@ -21,8 +21,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::cage::spec::Network;
 use crate::settings::Env;
-use crate::spec::Network;
 
 /// What opens the host's loopback to a cage on `network`, given the files'
 /// texts in podman's order: the setting and its file; None when nothing does.

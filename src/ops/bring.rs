@@ -8,10 +8,10 @@
 use serde::Serialize;
 
 use super::Context;
+use crate::cage::git::bring::{FastForward, Refused, Report};
 use crate::error::{Error, Result};
-use crate::git::bring::{FastForward, Refused, Report};
 use crate::host::Host;
-use crate::session::{HistoryEntry, Record};
+use crate::state::session::{HistoryEntry, Record};
 
 /// What `cage bring` did.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -44,8 +44,8 @@ pub fn bring(ctx: &Context, name: &str, ff: bool) -> Result<Brought> {
     let git = before_its_git_goes(ctx, None, &record);
     let program = crate::settings::find_program("git", ctx.settings.path_var.as_deref());
     let fast_forward = if ff {
-        let done =
-            crate::git::bring::fast_forward(name, &record.dir, program.as_deref()).map_err(|why| {
+        let done = crate::cage::git::bring::fast_forward(name, &record.dir, program.as_deref())
+            .map_err(|why| {
                 Error::failed(format!(
                     "your branch was not fast-forwarded to session {name}'s: {why}"
                 ))
@@ -76,7 +76,7 @@ fn remember(ctx: &Context, record: &Record, git: &Report, ff: Option<&FastForwar
     if lines.is_empty() {
         return;
     }
-    let when = crate::when::now();
+    let when = crate::state::when::now();
     let _ = ctx.store.append_history(
         &record.name,
         &HistoryEntry {
@@ -128,7 +128,7 @@ pub fn before_its_git_goes(ctx: &Context, host: Option<&Host>, record: &Record) 
     };
     // No repository of the session's, or none of the user's: nothing to
     // bring, and the cage is left as it is.
-    let user = crate::git::locate(dir).filter(crate::git::is_repository);
+    let user = crate::cage::git::locate(dir).filter(crate::cage::git::is_repository);
     if user.is_none() || std::fs::symlink_metadata(git.own.join("HEAD")).is_err() {
         return Report::default();
     }
@@ -136,7 +136,7 @@ pub fn before_its_git_goes(ctx: &Context, host: Option<&Host>, record: &Record) 
         let _ = h.podman.stop(&cage.container);
     }
     let program = crate::settings::find_program("git", ctx.settings.path_var.as_deref());
-    crate::git::bring::bring(
+    crate::cage::git::bring::bring(
         &record.name,
         dir,
         &git.own,

@@ -9,9 +9,9 @@ use serde::Serialize;
 use super::Context;
 use super::make::{self, CageChoice};
 use super::plan::Step;
+use crate::cage::harness::Harness;
 use crate::error::{Error, Result};
-use crate::harness::Harness;
-use crate::session::{self, HistoryEntry, Intent, RECORD_VERSION, Record};
+use crate::state::session::{self, HistoryEntry, Intent, RECORD_VERSION, Record};
 
 #[derive(Debug, Clone)]
 pub struct CreateRequest {
@@ -259,4 +259,4 @@ pub fn project_dir(dir: &Path) -> Result<PathBuf> {
     Ok(canonical)
 }
 
-pub use crate::when::now;
+pub use crate::state::when::now;

@@ -13,10 +13,10 @@ mod faults;
 
 use super::Context;
 use crate::error::Kind;
+use crate::host::podman::fake::{Answer, FakePodman};
 use crate::host::{Host, Version};
-use crate::podman::fake::{Answer, FakePodman};
-use crate::session::{Record, sample_cage};
 use crate::settings::{Env, Settings};
+use crate::state::session::{Record, sample_cage};
 
 /// The podman calls each operation makes today, one function per case.
 mod calls {
@@ -93,7 +93,10 @@ mod calls {
         id: &str,
         create_argv: Option<&[String]>,
     ) -> Vec<Vec<String>> {
-        let mut calls = vec![image_inspect(image), crate::podman::argv::look_for_pi(id)];
+        let mut calls = vec![
+            image_inspect(image),
+            crate::host::podman::argv::look_for_pi(id),
+        ];
         calls.extend(create_argv.map(<[String]>::to_vec));
         calls
     }
@@ -332,10 +335,10 @@ impl World {
 
     fn record(&self, name: &str, container: Option<&str>) -> Record {
         let record = Record {
-            version: crate::session::RECORD_VERSION,
+            version: crate::state::session::RECORD_VERSION,
             name: name.into(),
             dir: self.project.clone(),
-            harness: crate::harness::Harness::Claude,
+            harness: crate::cage::harness::Harness::Claude,
             created: 1,
             cage: container.map(sample_cage),
             auto_approve: false,
@@ -364,7 +367,7 @@ fn our_image() -> String {
         "Id": "0123abcd",
         "Config": {
             "Env": ["PATH=/usr/bin:/bin"],
-            "Labels": {crate::workbench::LABEL: crate::workbench::embedded_hash()},
+            "Labels": {crate::images::workbench::LABEL: crate::images::workbench::embedded_hash()},
         },
     }])
     .to_string()
@@ -377,9 +380,9 @@ fn container_state(running: bool) -> String {
 }
 
 fn ps_entry(container: &str, session: &str, state_id: Option<&str>) -> serde_json::Value {
-    let mut labels = serde_json::json!({crate::spec::SESSION_LABEL: session});
+    let mut labels = serde_json::json!({crate::cage::spec::SESSION_LABEL: session});
     if let Some(id) = state_id {
-        labels[crate::spec::STATE_LABEL] = id.into();
+        labels[crate::cage::spec::STATE_LABEL] = id.into();
     }
     serde_json::json!({"Id": "id", "Names": [container], "Image": "img",
         "State": "exited", "Labels": labels})
@@ -389,7 +392,7 @@ fn create_request(w: &World, name: &str) -> super::create::CreateRequest {
     super::create::CreateRequest {
         name: name.into(),
         dir: w.project.clone(),
-        harness: crate::harness::Harness::Claude,
+        harness: crate::cage::harness::Harness::Claude,
         choice: Default::default(),
         dry_run: false,
         auto_approve: false,
@@ -477,7 +480,7 @@ fn their_image() -> String {
 
 fn pi_request(w: &World, name: &str, dry_run: bool) -> super::create::CreateRequest {
     let mut req = create_request(w, name);
-    req.harness = crate::harness::Harness::Pi;
+    req.harness = crate::cage::harness::Harness::Pi;
     req.choice.image = Some("localhost/theirs:1".into());
     req.dry_run = dry_run;
     req
@@ -569,7 +572,7 @@ fn a_pi_session_with_our_image_runs_nothing_to_know() {
             .on_prefix(&["create"], Answer::out("c0ffee\n"))
     });
     let mut req = create_request(&w, "notes");
-    req.harness = crate::harness::Harness::Pi;
+    req.harness = crate::cage::harness::Harness::Pi;
     let created = super::create::create(&w.ctx, &req).unwrap();
     assert_eq!(w.fake.calls(), calls::create_ordinary(&argv_of(&created)));
 }
@@ -629,7 +632,7 @@ fn the_decision_from_facts_refuses_an_untrusted_folder() {
         host,
         "web",
         &w.project,
-        crate::harness::Harness::Claude,
+        crate::cage::harness::Harness::Claude,
         &choice,
     )
     .unwrap();
@@ -913,12 +916,12 @@ fn an_image_build_is_a_step_of_the_plan() {
         host,
         "web",
         &w.project,
-        crate::harness::Harness::Claude,
+        crate::cage::harness::Harness::Claude,
         &choice,
     )
     .unwrap();
     let settings = &w.ctx.settings;
-    let stage = crate::workbench::Stage::Workbench;
+    let stage = crate::images::workbench::Stage::Workbench;
     // Stale: made from the old one, rebuilt in the background.
     facts.image.status.current = false;
     let plan = super::make::decide(&facts, &choice, settings, false).unwrap();
@@ -957,7 +960,7 @@ fn an_image_build_is_a_step_of_the_plan() {
 
 /// podman's inspect of a running cage made with the machine's init.
 fn running_cage(c: &str) -> String {
-    let init = crate::podman::argv::init_path(c);
+    let init = crate::host::podman::argv::init_path(c);
     serde_json::json!([{
         "State": {"Status": "running", "Running": true, "Pid": 42},
         "Path": init,
@@ -1011,7 +1014,10 @@ fn startable(name: &str, old: bool) -> (World, String) {
     .map(String::from)
     .to_vec();
     if !old {
-        argv.extend(["--entrypoint".into(), crate::podman::argv::init_path(c)]);
+        argv.extend([
+            "--entrypoint".into(),
+            crate::host::podman::argv::init_path(c),
+        ]);
     }
     argv.push("img".into());
     cage.create_argv = argv;
@@ -1180,7 +1186,7 @@ fn limits_without_flags_shows_configured_and_applied() {
     );
     assert!(!shown.own);
     assert_eq!(w.fake.calls(), calls::limits_shown(c));
-    let text = crate::output::limits_shown(&shown);
+    let text = crate::face::output::limits_shown(&shown);
     assert!(
         text.contains("web: configured memory 4g, cpus 2, pids 2048 (the machine's")
             && text.contains("web: applied memory 4 GiB, cpus 2, pids 2048"),
@@ -1216,7 +1222,7 @@ fn a_dry_run_shows_the_argv_of_a_create_that_would_be_refused() {
         "{:?}",
         created.argv
     );
-    let text = crate::output::created(&created);
+    let text = crate::face::output::created(&created);
     assert!(
         text.starts_with(
             "# podman command line (nothing was changed; the real create would be refused: \
@@ -1246,7 +1252,7 @@ fn with_history_and_a_file(w: &World, name: &str) -> PathBuf {
         .store
         .append_history(
             name,
-            &crate::session::HistoryEntry {
+            &crate::state::session::HistoryEntry {
                 when: 1,
                 who: "me".into(),
                 what: "created".into(),
@@ -1283,14 +1289,14 @@ fn rename_of(running: bool) {
     std::fs::write(home.join("todo.json"), "[]").unwrap();
     let log = w.ctx.store.egress_path("web");
     std::fs::write(&log, "{\"allowed\": true}\n").unwrap();
-    std::fs::write(crate::session::older(&log), "{\"allowed\": false}\n").unwrap();
+    std::fs::write(crate::state::session::older(&log), "{\"allowed\": false}\n").unwrap();
     let r = super::rename::rename(&w.ctx, &rename_request("web", "site")).unwrap();
     assert_eq!((r.session.as_str(), r.from.as_str()), ("site", "web"));
     assert_eq!(r.stopped, running);
     let after = w.ctx.store.load("site").unwrap();
     let cage = after.cage.clone().unwrap();
     assert!(
-        crate::session::is_container_name_of(&cage.container, "site"),
+        crate::state::session::is_container_name_of(&cage.container, "site"),
         "{}",
         cage.container
     );
@@ -1315,7 +1321,7 @@ fn rename_of(running: bool) {
         "{\"allowed\": true}\n"
     );
     assert_eq!(
-        std::fs::read_to_string(crate::session::older(&log)).unwrap(),
+        std::fs::read_to_string(crate::state::session::older(&log)).unwrap(),
         "{\"allowed\": false}\n"
     );
     // The cage's private home is the new cage's; the old cage's folder is gone.
@@ -1419,7 +1425,7 @@ fn a_rename_that_fails_leaves_the_session_under_its_old_name() {
     let create = calls[2].clone();
     let new = create
         .iter()
-        .find(|a| crate::session::is_container_name_of(a, "site"))
+        .find(|a| crate::state::session::is_container_name_of(a, "site"))
         .unwrap()
         .clone();
     assert_eq!(calls, calls::rename_failed(c, &new, &create));

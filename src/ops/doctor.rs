@@ -225,7 +225,7 @@ pub fn doctor_with(ctx: &Context, bad_config: Option<&crate::error::Error>) -> R
             "every new cage's first process is shrooms-agent's own init ({}, static, not \
              dumpable): nothing of a cage runs before its network rules, and no process of it \
              can trace its first one",
-            crate::tools::init_path(&ctx.store.tools_dir()).display()
+            crate::cage::tools::init_path(&ctx.store.tools_dir()).display()
         ),
         None,
     ));
@@ -308,7 +308,7 @@ fn root_check(rootless: bool, euid: u32, s: &crate::settings::Settings) -> Check
             hint: Some("run shrooms-agent as your own user".into()),
         };
     }
-    if let Some(why) = crate::userns::auto_ranges_refusal() {
+    if let Some(why) = crate::host::userns::auto_ranges_refusal() {
         return check(
             "rootless",
             Status::Fail,
@@ -425,7 +425,7 @@ fn network_check(
                 };
             }
             let why = match (choice, n) {
-                (NetworkChoice::Auto, crate::spec::Network::Pasta) => {
+                (NetworkChoice::Auto, crate::cage::spec::Network::Pasta) => {
                     "pasta with the cage's own address fd5e:ca9e:1::2".to_string()
                 }
                 (NetworkChoice::Auto, _) => format!(

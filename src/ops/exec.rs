@@ -18,12 +18,14 @@
 use std::path::PathBuf;
 
 use super::{Context, cage_of};
+use crate::cage::spec::{self, EnvRequest};
 use crate::error::{Error, Result};
 use crate::host::Host;
-use crate::podman::{Podman, argv, envfile};
-use crate::process::{self as runner, Holder, Process, Terminal, TurnEnd, TurnSignals, Watcher};
-use crate::session::{self, SessionLock};
-use crate::spec::{self, EnvRequest};
+use crate::host::podman::{Podman, argv, envfile};
+use crate::host::process::{
+    self as runner, Holder, Process, Terminal, TurnEnd, TurnSignals, Watcher,
+};
+use crate::state::session::{self, SessionLock};
 
 /// What to run in the cage.
 #[derive(Debug, Clone)]
@@ -66,7 +68,7 @@ pub struct Prepared<'a> {
     /// turn leaves behind (`after_turn`).
     session: String,
     dir: PathBuf,
-    git: Option<crate::git::GitRecord>,
+    git: Option<crate::cage::git::GitRecord>,
     /// The files other tools run later, as they were before the turn.
     before: super::later::Snapshot,
     host: &'a Host,
@@ -79,9 +81,9 @@ pub struct Prepared<'a> {
     marker: PathBuf,
     /// Served until the turn ends (dropped after the cage is stopped, and
     /// before the lock: the turn's line goes into the history under it).
-    _gateway: crate::gateway::Gateway,
+    _gateway: crate::turn::gateway::Gateway,
     /// The cage's socket, served until the turn ends, then removed.
-    _socket: crate::cage_socket::Socket,
+    _socket: crate::turn::cage_socket::Socket,
     _lock: SessionLock,
     /// Variables left out of the env file, and why: for the face to show.
     pub warnings: Vec<String>,
@@ -128,8 +130,8 @@ pub fn prepare_uncaged(
         return Err(uncaged_refused(name));
     }
     let (configured, program) = match record.harness {
-        crate::harness::Harness::Claude => (ctx.settings.claude.clone(), "claude"),
-        crate::harness::Harness::Pi => (ctx.settings.pi.clone(), "pi"),
+        crate::cage::harness::Harness::Claude => (ctx.settings.claude.clone(), "claude"),
+        crate::cage::harness::Harness::Pi => (ctx.settings.pi.clone(), "pi"),
     };
     let path = configured
         .or_else(|| crate::settings::find_program(program, ctx.settings.path_var.as_deref()))
@@ -231,7 +233,7 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
             let program = cage
                 .program
                 .clone()
-                .or_else(|| (record.harness == crate::harness::Harness::Pi).then(|| PathBuf::from("pi")))
+                .or_else(|| (record.harness == crate::cage::harness::Harness::Pi).then(|| PathBuf::from("pi")))
                 .ok_or_else(|| {
                     Error::failed(format!(
                         "session {name} has no claude program: none was found when its cage was made; \
@@ -239,7 +241,7 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
                     ))
                 })?;
             let tools = match record.harness {
-                crate::harness::Harness::Claude => {
+                crate::cage::harness::Harness::Claude => {
                     let found = tools_in_cage(ctx, name, &cage.create_argv);
                     if let Err(why) = &found {
                         notes.push(format!(
@@ -248,7 +250,7 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
                     }
                     found.ok().map(|p| (p, cage.sealed.is_some()))
                 }
-                crate::harness::Harness::Pi => None,
+                crate::cage::harness::Harness::Pi => None,
             };
             harness_command(&program, tools, args)
         }
@@ -263,7 +265,7 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
     // pi's providers, from the machine's models.json read now: the
     // gateway's routes to them, and the cage's copy (`pi_models`).
     let pi_plan = match (record.harness, &cage.sealed) {
-        (crate::harness::Harness::Pi, None) => Some(crate::pi_models::plan_from(
+        (crate::cage::harness::Harness::Pi, None) => Some(crate::cage::pi_models::plan_from(
             &cage.harness_dir,
             spec::DUMMY_KEY,
             &|n| ctx.env.get(n).cloned(),
@@ -313,13 +315,13 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
     // A fresh cage goes straight to the prompt: its own .claude.json says
     // onboarding is done, the project trusted, and the key it is given
     // approved (`cage_files::seeded_claude_json`).
-    if record.harness == crate::harness::Harness::Claude {
+    if record.harness == crate::cage::harness::Harness::Claude {
         let key = plan
             .vars
             .iter()
             .find(|(n, _)| n == "ANTHROPIC_API_KEY")
             .map(|(_, v)| v.as_str());
-        crate::cage_files::seed_claude_json(
+        crate::cage::cage_files::seed_claude_json(
             &ctx.store.private_home(&cage.container),
             &record.dir,
             key,
@@ -365,7 +367,7 @@ pub fn turn_steps<'a>(
     start: Vec<super::plan::Step<'a>>,
     record: &'a session::Record,
     lock: &'a SessionLock,
-    pi: Option<&'a std::cell::RefCell<crate::pi_models::Plan>>,
+    pi: Option<&'a std::cell::RefCell<crate::cage::pi_models::Plan>>,
 ) -> Vec<super::plan::Step<'a>> {
     use super::plan::Step;
     let container = record
@@ -401,15 +403,15 @@ pub fn open_gateway(
     host: &Host,
     record: &session::Record,
     pid: i64,
-    pi: Option<&std::cell::RefCell<crate::pi_models::Plan>>,
-) -> Result<crate::gateway::Gateway> {
+    pi: Option<&std::cell::RefCell<crate::cage::pi_models::Plan>>,
+) -> Result<crate::turn::gateway::Gateway> {
     let cage = cage_of(record)?;
     let routes = pi
         .map(|p| std::mem::take(&mut p.borrow_mut().routes))
         .unwrap_or_default();
     let opened = super::turn_servers::open_gateway(ctx, host, record, pid, routes).and_then(|g| {
         if let Some(p) = pi {
-            crate::pi_models::write_in_place(
+            crate::cage::pi_models::write_in_place(
                 &ctx.store.settings_copy_dir(&cage.container),
                 &p.borrow().copy_text(&g.base_url()),
             )?;
@@ -420,7 +422,7 @@ pub fn open_gateway(
 }
 
 /// The shrooms-agent program as the cage sees it. A cage made with the
-/// state folder's `tools/` gets this program put there (`crate::tools`),
+/// state folder's `tools/` gets this program put there (`crate::cage::tools`),
 /// wherever it has moved since; one made before, the program at its path
 /// of then (`program_mounted`). Err says why the run goes without.
 /// A turn's preparation failed after its cage started, and the cage was
@@ -441,7 +443,7 @@ fn tools_in_cage(
         .first()
         .ok_or_else(|| "this program does not know its own path".to_string())?;
     if super::mounts_tools(ctx, create_argv) {
-        return crate::tools::provide(&ctx.store.tools_dir(), exe).map_err(|e| e.to_string());
+        return crate::cage::tools::provide(&ctx.store.tools_dir(), exe).map_err(|e| e.to_string());
     }
     program_mounted(&ctx.self_paths, create_argv).ok_or_else(|| {
         format!(
@@ -539,8 +541,8 @@ pub fn prepare_join(ctx: &Context, name: &str, what: What, tty: bool) -> Result<
              `shrooms-agent cage exec {name}` or `cage run {name}`, or leave out --join"
         )));
     }
-    let running = crate::netns::Running::of(&inspected)
-        .ok_or_else(|| Error::failed(crate::netns::old_cage(&cage.container)))?;
+    let running = crate::net::netns::Running::of(&inspected)
+        .ok_or_else(|| Error::failed(crate::net::netns::old_cage(&cage.container)))?;
     if let Err(e) = super::load_rules(ctx, host, name, cage, &running) {
         return Err(e.context(format!(
             "session {name}: the cage's network rules could not be checked, so nothing was \
@@ -586,7 +588,7 @@ impl Prepared<'_> {
     /// log"), from another thread.
     pub fn run_reporting(
         self,
-        report: &(dyn Fn(&crate::egress::LogState) + Sync),
+        report: &(dyn Fn(&crate::net::egress::LogState) + Sync),
     ) -> Result<Ended> {
         let pid_file = self.egress_pid_file.clone();
         let (done, stop) = std::sync::mpsc::channel::<()>();
@@ -600,7 +602,7 @@ impl Prepared<'_> {
                         stop.recv_timeout(std::time::Duration::from_secs(1)),
                         Err(std::sync::mpsc::RecvTimeoutError::Timeout)
                     );
-                    let now = crate::egress::state(&pid_file);
+                    let now = crate::net::egress::state(&pid_file);
                     if now.ok != ok {
                         ok = now.ok;
                         report(&now);
@@ -656,7 +658,7 @@ pub fn after_turn(
     ctx: &Context,
     session: &str,
     dir: &std::path::Path,
-    git: Option<&crate::git::GitRecord>,
+    git: Option<&crate::cage::git::GitRecord>,
     before: Option<&super::later::Snapshot>,
     container: &str,
 ) -> Vec<String> {
@@ -664,7 +666,7 @@ pub fn after_turn(
     let report = match git {
         Some(g) => {
             let program = crate::settings::find_program("git", ctx.settings.path_var.as_deref());
-            crate::git::bring::bring(
+            crate::cage::git::bring::bring(
                 session,
                 dir,
                 &g.own,
@@ -694,7 +696,7 @@ pub fn after_turn(
         .unwrap_or_default();
     lines.extend(report.lines());
     lines.extend(super::later::lines(&files));
-    let when = crate::when::now();
+    let when = crate::state::when::now();
     let left = (!report.is_empty() || !files.is_empty()).then_some(session::AfterTurn {
         when,
         git: report,
@@ -753,9 +755,9 @@ pub fn stop_dead_turn(ctx: &Context, record: &session::Record) -> Result<Option<
 /// command that looked goes on).
 pub fn reap_dead_turn(ctx: &Context, record: &session::Record) {
     match stop_dead_turn(ctx, record) {
-        Ok(Some(line)) => crate::output::warnings(&[line]),
+        Ok(Some(line)) => crate::face::output::warnings(&[line]),
         Ok(None) => {}
-        Err(e) => crate::output::warnings(&[format!(
+        Err(e) => crate::face::output::warnings(&[format!(
             "session {}'s turn ended without stopping its cage, which could not be stopped: {}",
             record.name, e.message
         )]),
@@ -772,7 +774,7 @@ pub fn start_watcher(
     container: &str,
     lock: &SessionLock,
 ) -> Result<Watcher> {
-    let program = PathBuf::from(crate::tools::THIS_PROGRAM);
+    let program = PathBuf::from(crate::cage::tools::THIS_PROGRAM);
     let dir = ctx.store.cage_dir(container);
     let log = dir.is_dir().then(|| dir.join("turn.log"));
     let lock_fd = lock.fd();

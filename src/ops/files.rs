@@ -23,10 +23,10 @@ use serde::Serialize;
 use super::Context;
 use super::plan::Step;
 use crate::error::{Error, IoContext, Result, Subject};
-use crate::session;
 use crate::settings::validate_machine_name;
+use crate::state::session;
 
-pub use crate::session::MAX_FILE;
+pub use crate::state::session::MAX_FILE;
 /// At most this much from one sender to one session, in all (1 GiB).
 pub const MAX_SENDER: u64 = 1024 * 1024 * 1024;
 
@@ -649,7 +649,7 @@ pub(super) fn store(ctx: &Context, incoming: &Incoming) -> Result<Received> {
     // Under the lock again, so that a drop counting meanwhile never sees
     // this file twice (under both names, between the link and the unlink).
     let placed = {
-        let _held = crate::lock::take(&drops.join(LOCK))?;
+        let _held = crate::state::lock::take(&drops.join(LOCK))?;
         place(&path, &folder, &safe_name(&d.name), note)
     };
     drop(partial);
@@ -659,7 +659,7 @@ pub(super) fn store(ctx: &Context, incoming: &Incoming) -> Result<Received> {
     let (path, note) = placed?;
     // As root, a rootful cage was given its folder at its start (it is no
     // one to root's files): what arrives meanwhile is given to it too.
-    if let Some((uid, gid)) = crate::userns::cage_owner_of(&uploads)
+    if let Some((uid, gid)) = crate::host::userns::cage_owner_of(&uploads)
         .map_err(|e| Error::failed(format!("looking at {}: {e}", uploads.display())))?
     {
         for p in [&drops, &folder, &path].into_iter().chain(note.as_ref()) {
@@ -720,7 +720,7 @@ struct Partial {
 /// (sparse), so the folders' sizes count the drops in flight too. Partial
 /// files whose writer died are removed first.
 fn reserve(drops: &Path, from: &Sender, length: u64, bounds: &Bounds) -> Result<Partial> {
-    let _held = crate::lock::take(&drops.join(LOCK))?;
+    let _held = crate::state::lock::take(&drops.join(LOCK))?;
     let own = format!("from-{}_{}", from.machine, from.session);
     // Machine names have no `_` (validate_machine_name), so this prefix
     // is that machine's folders only.
@@ -765,7 +765,7 @@ fn reserve(drops: &Path, from: &Sender, length: u64, bounds: &Bounds) -> Result<
     let folder = drops.join(&own);
     let (path, file) = create_partial(&folder)?;
     // A partial file's lock says its upload is in flight (`clear_abandoned`).
-    let reserved = crate::lock::ours(&file).and_then(|()| file.set_len(length));
+    let reserved = crate::state::lock::ours(&file).and_then(|()| file.set_len(length));
     if let Err(e) = reserved {
         drop(file);
         let _ = fs::remove_file(&path);
@@ -881,7 +881,7 @@ fn held_by_writer(path: &Path) -> bool {
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
     {
-        Ok(f) => !crate::lock::try_exclusive(&f).unwrap_or(false),
+        Ok(f) => !crate::state::lock::try_exclusive(&f).unwrap_or(false),
         Err(e) => e.kind() != io::ErrorKind::NotFound,
     }
 }
@@ -1348,7 +1348,7 @@ mod tests {
                 version: session::RECORD_VERSION,
                 name: "inbox".into(),
                 dir: root.clone(),
-                harness: crate::harness::Harness::Claude,
+                harness: crate::cage::harness::Harness::Claude,
                 created: 1,
                 cage: None,
                 auto_approve: false,
@@ -1551,7 +1551,7 @@ mod tests {
         let dead = folder.join(".incoming-1-1.partial");
         fs::write(&dead, vec![0u8; 140]).unwrap();
         let (held, f) = create_partial(&folder).unwrap();
-        assert!(crate::lock::try_exclusive(&f).unwrap());
+        assert!(crate::state::lock::try_exclusive(&f).unwrap());
         f.set_len(10).unwrap();
         // 140 abandoned would leave no room for 100 of the sender's 150.
         let body = [b'x'; 100];
@@ -1588,7 +1588,7 @@ mod tests {
         let folder = ctx.store.session_uploads("inbox").join("drop/from-alpha_a");
         fs::create_dir_all(&folder).unwrap();
         let (partial, f) = create_partial(&folder).unwrap();
-        assert!(crate::lock::try_exclusive(&f).unwrap());
+        assert!(crate::state::lock::try_exclusive(&f).unwrap());
         let hidden = hidden_note(&partial);
         write_note(&hidden, "read me").unwrap();
         fs::hard_link(&hidden, folder.join("r.txt.note")).unwrap();

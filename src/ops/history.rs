@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::Context;
 use crate::error::Result;
-use crate::session::HistoryEntry;
+use crate::state::session::HistoryEntry;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct History {
@@ -16,7 +16,7 @@ pub struct History {
 /// One line of the history, its time as RFC 3339 with the local offset.
 #[derive(Debug, Clone, Serialize)]
 pub struct Entry {
-    pub when: crate::when::Time,
+    pub when: crate::state::when::Time,
     pub who: String,
     pub what: String,
 }
@@ -24,7 +24,7 @@ pub struct Entry {
 impl From<HistoryEntry> for Entry {
     fn from(e: HistoryEntry) -> Entry {
         Entry {
-            when: crate::when::Time(e.when),
+            when: crate::state::when::Time(e.when),
             who: e.who,
             what: e.what,
         }
@@ -35,13 +35,13 @@ impl From<HistoryEntry> for Entry {
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Egress {
     pub session: String,
-    pub connections: Vec<crate::egress::Line>,
+    pub connections: Vec<crate::net::egress::Line>,
 }
 
 pub fn egress(ctx: &Context, name: &str) -> Result<Egress> {
     let record = ctx.store.load(name)?;
     Ok(Egress {
-        connections: crate::egress::read(
+        connections: crate::net::egress::read(
             &ctx.store.egress_path(&record.name),
             &ctx.store.egress_refused_path(&record.name),
         )?,

@@ -15,7 +15,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::session::CageRecord;
+use crate::state::session::CageRecord;
 
 /// One bind mount read back from a `podman create` argv: where from, where to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -181,13 +181,13 @@ pub fn check(private_home: &Path, cage: &CageRecord, session: &str) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::Mount;
+    use crate::cage::spec::Mount;
 
     fn argv(mounts: &[(&str, &str, bool)]) -> Vec<String> {
         let mut a: Vec<String> = vec!["create".into(), "--name".into(), "c".into()];
         for (src, dst, ro) in mounts {
             a.push("--mount".into());
-            a.push(crate::podman::argv::mount(&Mount {
+            a.push(crate::host::podman::argv::mount(&Mount {
                 src: src.into(),
                 dst: dst.into(),
                 read_only: *ro,
@@ -280,7 +280,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&root);
         let home = root.join("home");
         std::fs::create_dir_all(home.join("projects")).unwrap();
-        let mut cage = crate::session::sample_cage("shrooms-s-abcdef");
+        let mut cage = crate::state::session::sample_cage("shrooms-s-abcdef");
         cage.harness_dir = "/h/.claude".into();
         cage.create_argv = argv(&[
             (home.to_str().unwrap(), "/h/.claude", false),

@@ -1,7 +1,7 @@
 //! Our images (README, "Images"): `image build`, `image
 //! status`, the background build worker, and what `cage create` and
 //! `doctor` ask about an image. The pure parts (names, hash, argv, the
-//! record, the decisions) are in `crate::workbench`.
+//! record, the decisions) are in `crate::images::workbench`.
 //!
 //! One build at a time per image, across processes: the process that builds
 //! holds an flock on `<state>/images/<stage>.lock` for the whole build.
@@ -25,11 +25,11 @@ use super::check::{Check, Status as CheckStatus};
 use crate::error::{Error, Kind, Result};
 use crate::host::Host;
 use crate::host::facts_cache::Stamp;
-use crate::lock;
-use crate::podman::inspect::ImageInspect;
-use crate::process as runner;
-use crate::session::{make_private_dir, write_atomic};
-use crate::workbench::{self, BuildRecord, ForCage, ImageStatus, Present, Stage};
+use crate::host::podman::inspect::ImageInspect;
+use crate::host::process as runner;
+use crate::images::workbench::{self, BuildRecord, ForCage, ImageStatus, Present, Stage};
+use crate::state::lock;
+use crate::state::session::{make_private_dir, write_atomic};
 
 /// `<state>/images/`: per stage a lock, a record, a log, and the text of
 /// the Containerfile a background build reads; and the empty build context.
@@ -232,7 +232,7 @@ fn inspect_kept(host: &Host, dir: &Dir, name: &str) -> Result<Option<ImageInspec
     let _held = store
         .as_ref()
         .and_then(|_| dir.0.parent())
-        .and_then(|state| crate::lock::open(&state.join(INSPECT_LOCK)).ok())
+        .and_then(|state| crate::state::lock::open(&state.join(INSPECT_LOCK)).ok())
         .filter(|f| f.lock().is_ok());
     if _held.is_some()
         && let Some(inspect) = read_kept()
@@ -689,7 +689,7 @@ pub fn pi_known(inspect: &ImageInspect) -> bool {
     present_of(inspect).label.as_deref() == Some(workbench::embedded_hash().as_str())
 }
 
-/// Pure: the answer of a finished look ([`crate::podman::argv::look_for_pi`]).
+/// Pure: the answer of a finished look ([`crate::host::podman::argv::look_for_pi`]).
 /// No `sh` in the image (exit status 127, "the contained command cannot be
 /// found" in podman-run(1)'s EXIT STATUS, and nothing printed) is taken as
 /// no pi: pi is a node script started through `#!/usr/bin/env node`, and an
@@ -698,7 +698,7 @@ pub fn pi_known(inspect: &ImageInspect) -> bool {
 /// Any other failure is podman's (125) or the runtime's (126), and says
 /// nothing of the image.
 pub fn pi_of(out: &runner::Captured) -> Pi {
-    use crate::podman::argv::{PI_FOUND, PI_MISSING};
+    use crate::host::podman::argv::{PI_FOUND, PI_MISSING};
     let said = out.stdout.lines().map(str::trim).find(|l| !l.is_empty());
     match (out.code, said) {
         (Some(0), Some(PI_FOUND)) => Pi::Has,
@@ -746,7 +746,7 @@ pub fn pi_in_image(ctx: &Context, host: &Host, inspect: &ImageInspect) -> PiLook
     if let Some(&has) = read_pi_answers(&pi_file(ctx)).get(&inspect.id) {
         return look(if has { Pi::Has } else { Pi::Lacks }, false);
     }
-    let argv = crate::podman::argv::look_for_pi(&inspect.id);
+    let argv = crate::host::podman::argv::look_for_pi(&inspect.id);
     let pi = match host
         .podman
         .process(&argv)
@@ -1130,7 +1130,7 @@ fn build_now(
             if let Some(old) = old
                 && Some(&old) != new.as_ref()
             {
-                let args = crate::podman::argv::image_rm(&old);
+                let args = crate::host::podman::argv::image_rm(&old);
                 let _ = host
                     .podman
                     .process(&args)
@@ -1382,8 +1382,8 @@ fn start_background(
         record.start(&hash, custom, now());
         write_record(&dir.record(*s), &record)?;
     }
-    // The running program, whatever became of its path (`crate::tools`).
-    let program = Path::new(crate::tools::THIS_PROGRAM);
+    // The running program, whatever became of its path (`crate::cage::tools`).
+    let program = Path::new(crate::cage::tools::THIS_PROGRAM);
     let mut args = vec!["image".to_string(), "build-worker".into()];
     for (s, lock) in &jobs {
         args.push("--job".into());

@@ -83,7 +83,7 @@ fn why_watched(
         })
 }
 
-pub use crate::session::NamedFile;
+pub use crate::state::session::NamedFile;
 
 /// The watched files of a project as they were at one moment: each file's
 /// length and content hash (a link's target), by path.

@@ -17,10 +17,10 @@ use serde::Serialize;
 use super::plan::Step;
 use super::{Context, cage_of};
 use crate::error::{Error, Face, Kind, Result, Subject};
+use crate::host::podman::argv;
 use crate::host::{Host, LimitsSupport, PASTA_SINCE};
-use crate::podman::argv;
-use crate::session::{CageRecord, HistoryEntry, Record};
 use crate::settings::{Limits, LimitsAsked};
+use crate::state::session::{CageRecord, HistoryEntry, Record};
 
 #[derive(Debug, Clone, Default)]
 pub struct LimitsRequest {
@@ -31,7 +31,7 @@ pub struct LimitsRequest {
     /// The token budget: `Some(None)` removes it (`--tokens none`).
     pub tokens: Option<Option<u64>>,
     /// A new network policy (README, "Network policy").
-    pub net: Option<crate::netpolicy::NetPolicy>,
+    pub net: Option<crate::net::netpolicy::NetPolicy>,
     pub by: Option<String>,
 }
 
@@ -145,7 +145,7 @@ pub struct Applied {
 }
 
 /// Pure: podman's `HostConfig` read as limits.
-pub fn applied_of(h: &crate::podman::inspect::HostConfig) -> Applied {
+pub fn applied_of(h: &crate::host::podman::inspect::HostConfig) -> Applied {
     let positive = |v: i64| (v > 0).then_some(v as u64);
     let cpus = if h.nano_cpus > 0 {
         Some(h.nano_cpus as f64 / 1e9)
@@ -229,7 +229,7 @@ pub fn new_limits(
 /// record's and the running cage's alike.
 pub fn limits(ctx: &Context, req: &LimitsRequest) -> Result<LimitsChanged> {
     if let Some(by) = &req.by {
-        crate::session::validate_who(by)?;
+        crate::state::session::validate_who(by)?;
     }
     let (lock, _) = lock_or_beside_a_turn(ctx, &req.name)?;
     if let Some(lock) = &lock {
@@ -253,7 +253,7 @@ const START_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 fn lock_or_beside_a_turn(
     ctx: &Context,
     name: &str,
-) -> Result<(Option<crate::session::SessionLock>, Record)> {
+) -> Result<(Option<crate::state::session::SessionLock>, Record)> {
     let until = std::time::Instant::now() + START_WAIT;
     loop {
         let e = match super::plan::lock_and_load(ctx, name) {
@@ -309,10 +309,10 @@ pub fn limits_facts<'a>(
         host,
         running,
         enforceable: match &req.net {
-            Some(net) => crate::netpolicy::check_enforceable(
+            Some(net) => crate::net::netpolicy::check_enforceable(
                 net,
                 ctx.settings.hosts_file.as_deref(),
-                &crate::netif::local_prefixes,
+                &crate::net::netif::local_prefixes,
             ),
             None => Ok(()),
         },
@@ -427,11 +427,11 @@ fn limits_after<'a>(
 
 /// Pure: a sealed cage has its own rules: no policy but `internet`.
 fn net_refusal(
-    net: &crate::netpolicy::NetPolicy,
+    net: &crate::net::netpolicy::NetPolicy,
     record: &Record,
     cage: &CageRecord,
 ) -> Result<()> {
-    if cage.sealed.is_some() && *net != crate::netpolicy::NetPolicy::Internet {
+    if cage.sealed.is_some() && *net != crate::net::netpolicy::NetPolicy::Internet {
         return Err(Error::worded(Kind::BadInput, |f| {
             format!(
                 "{} {net}: session {} is sealed, and a sealed cage has its own rules (the \
@@ -466,7 +466,7 @@ fn history_words(
     req: &LimitsRequest,
     cage: &CageRecord,
     after: &Limits,
-    net_after: &crate::netpolicy::NetPolicy,
+    net_after: &crate::net::netpolicy::NetPolicy,
     tokens_before: Option<u64>,
     tokens_after: Option<u64>,
 ) -> String {
@@ -493,8 +493,8 @@ fn history_words(
 /// record's, which the executor then puts back as they were.
 pub fn load_new_rules(ctx: &Context, host: &Host, session: &str, cage: &CageRecord) -> Result<()> {
     let running = match host.podman.inspect(&cage.container)? {
-        Some(c) if c.state.running => crate::netns::Running::of(&c)
-            .ok_or_else(|| Error::failed(crate::netns::old_cage(&cage.container)))?,
+        Some(c) if c.state.running => crate::net::netns::Running::of(&c)
+            .ok_or_else(|| Error::failed(crate::net::netns::old_cage(&cage.container)))?,
         // Stopped meanwhile: its next start loads the record's.
         _ => return Ok(()),
     };

@@ -7,11 +7,11 @@ use serde::Serialize;
 
 use super::Context;
 use super::show::{Seen, Session};
-use crate::error::Result;
 #[cfg(test)]
-use crate::harness::Harness;
-use crate::podman::inspect::PsEntry;
-use crate::spec::SESSION_LABEL;
+use crate::cage::harness::Harness;
+use crate::cage::spec::SESSION_LABEL;
+use crate::error::Result;
+use crate::host::podman::inspect::PsEntry;
 
 /// A container that carries the session label and belongs to no session
 /// here.
@@ -38,7 +38,7 @@ pub struct Listing {
     pub leftovers: Vec<Leftover>,
     /// Records that do not read: listed, not hidden, and not in the way of
     /// the others.
-    pub damaged: Vec<crate::session::Damaged>,
+    pub damaged: Vec<crate::state::session::Damaged>,
 }
 
 pub fn ls(ctx: &Context) -> Result<Listing> {
@@ -106,7 +106,11 @@ pub fn ls(ctx: &Context) -> Result<Listing> {
 
 /// What both ways of listing add to the join: each running cage's egress
 /// log (read from its listener, no podman call) and the damaged records.
-fn finish(ctx: &Context, mut listing: Listing, damaged: Vec<crate::session::Damaged>) -> Listing {
+fn finish(
+    ctx: &Context,
+    mut listing: Listing,
+    damaged: Vec<crate::state::session::Damaged>,
+) -> Listing {
     listing.sessions = listing
         .sessions
         .into_iter()
@@ -120,10 +124,10 @@ fn finish(ctx: &Context, mut listing: Listing, damaged: Vec<crate::session::Dama
 /// podman's volume folder (for a shared folder's path) and what holds each
 /// (in the records' order), and whether podman enforces limits here.
 pub fn join(
-    records: Vec<crate::session::Record>,
+    records: Vec<crate::state::session::Record>,
     ps: Option<&[PsEntry]>,
     volumes: Option<&Path>,
-    busy: Vec<Option<crate::session::Busy>>,
+    busy: Vec<Option<crate::state::session::Busy>>,
     limits_enforced: Option<bool>,
 ) -> Listing {
     let no_podman = ps.is_none();
@@ -140,7 +144,7 @@ pub fn join(
             session: e.label(SESSION_LABEL).unwrap_or("").to_string(),
             image: e.image.clone(),
             state: e.state.clone(),
-            state_folder: e.label(crate::spec::STATE_LABEL).map(str::to_string),
+            state_folder: e.label(crate::cage::spec::STATE_LABEL).map(str::to_string),
         })
         .collect();
     let mut busy = busy.into_iter();
@@ -171,7 +175,7 @@ pub fn join(
 
 /// A caged session's shared folder on the machine: podman's volume
 /// folder, then VOLUME/_data (as [`crate::host::Host::shared_path`]).
-pub fn shared_path(volumes: Option<&Path>, r: &crate::session::Record) -> Option<PathBuf> {
+pub fn shared_path(volumes: Option<&Path>, r: &crate::state::session::Record) -> Option<PathBuf> {
     let volume = r.cage.as_ref()?.options.shared.as_ref()?;
     Some(volumes?.join(volume).join("_data"))
 }
@@ -179,7 +183,7 @@ pub fn shared_path(volumes: Option<&Path>, r: &crate::session::Record) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::Record;
+    use crate::state::session::Record;
 
     fn record(name: &str, container: &str) -> Record {
         Record {
@@ -188,7 +192,7 @@ mod tests {
             dir: "/p".into(),
             harness: Harness::Claude,
             created: 0,
-            cage: Some(crate::session::sample_cage(container)),
+            cage: Some(crate::state::session::sample_cage(container)),
             auto_approve: false,
             starred: false,
             files: Default::default(),

@@ -8,17 +8,17 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{Context, plan, program_mount, protect, sealed};
-use crate::error::{Error, Kind, Result, Subject};
-use crate::harness::Harness;
-use crate::host::{Host, LimitsSupport};
-use crate::podman::{argv, envfile};
-use crate::rules;
-use crate::session::{self, CageRecord, MountSource, SealedRecord};
-use crate::settings::{Env, Settings, UnenforcedLimits};
-use crate::spec::{
+use crate::cage::harness::Harness;
+use crate::cage::spec::{
     self, CageSpec, EnvPlan, EnvRequest, Found, FoundNix, FoundOptions, FoundSealed, NixOption,
     Options, Request, SHARED_LABEL, SealedSpec,
 };
+use crate::error::{Error, Kind, Result, Subject};
+use crate::host::podman::{argv, envfile};
+use crate::host::{Host, LimitsSupport};
+use crate::net::rules;
+use crate::settings::{Env, Settings, UnenforcedLimits};
+use crate::state::session::{self, CageRecord, MountSource, SealedRecord};
 
 /// How a session's cage is to be made: the image and the options.
 #[derive(Debug, Clone, Default)]
@@ -41,7 +41,7 @@ pub struct CageChoice {
     pub writable: Vec<String>,
     /// `--net`: the network policy; None: the config's `net` (a move: the
     /// one its cage has).
-    pub net: Option<crate::netpolicy::NetPolicy>,
+    pub net: Option<crate::net::netpolicy::NetPolicy>,
 }
 
 /// A cage decided, not yet made.
@@ -71,7 +71,7 @@ pub struct CagePlan {
     make_volume: bool,
     sealed: Option<SealedRecord>,
     /// Its network policy (README, "Network policy").
-    pub net: crate::netpolicy::NetPolicy,
+    pub net: crate::net::netpolicy::NetPolicy,
     /// The cage's seccomp profile (written to `spec.seccomp_profile`).
     seccomp_profile: String,
     conversation: Option<String>,
@@ -79,11 +79,11 @@ pub struct CagePlan {
     /// rather than a file), so that the cage cannot make them.
     protect_make: Vec<(PathBuf, bool)>,
     /// Its own git directory (None with `--writable .git`).
-    git: Option<crate::git::GitRecord>,
+    git: Option<crate::cage::git::GitRecord>,
     /// A step before the cage is made: our image is stale, so its build
     /// starts again in the background (and the warning saying so goes in
     /// at this index of `warnings`).
-    pub rebuild: Option<(crate::workbench::Stage, usize)>,
+    pub rebuild: Option<(crate::images::workbench::Stage, usize)>,
 }
 
 /// Prepare a cage for a session: look (`first_facts`, then `facts_with`),
@@ -223,7 +223,7 @@ pub struct Facts {
     /// machine resolves no address for a name of its allow-list).
     pub unenforceable: Option<Error>,
     /// The cage's first process: this program's init, in the state
-    /// folder's `tools/` (`crate::tools::INIT`).
+    /// folder's `tools/` (`crate::cage::tools::INIT`).
     pub init: PathBuf,
 }
 
@@ -263,14 +263,14 @@ pub struct OptionFacts {
     pub nix: Option<(bool, FoundNix, Vec<String>)>,
     /// `--shared`: the volume's name and podman's inspect of it (None: it
     /// does not exist yet).
-    pub shared: Option<(String, Option<crate::podman::inspect::VolumeInspect>)>,
+    pub shared: Option<(String, Option<crate::host::podman::inspect::VolumeInspect>)>,
 }
 
 /// Why `decide` made no plan, and the image build to start first, if any.
 #[derive(Debug, Clone)]
 pub struct Refused {
     pub error: Error,
-    pub build: Option<crate::workbench::Stage>,
+    pub build: Option<crate::images::workbench::Stage>,
 }
 
 impl From<Error> for Refused {
@@ -284,7 +284,7 @@ fn check_choice(choice: &CageChoice, harness: Harness) -> Result<()> {
     check_meshes(choice)?;
     if choice.sealed
         && let Some(net) = &choice.net
-        && *net != crate::netpolicy::NetPolicy::Internet
+        && *net != crate::net::netpolicy::NetPolicy::Internet
     {
         return Err(Error::worded(Kind::BadInput, |f| {
             format!(
@@ -367,7 +367,7 @@ fn look_at_folder(ctx: &Context, dir: &Path, harness: Harness, choice: &CageChoi
             (!choice.sealed)
                 .then(|| {
                     let d = harness.config_dir(s);
-                    crate::cage_files::copied(harness)
+                    crate::cage::cage_files::copied(harness)
                         .iter()
                         .map(move |n| d.join(n))
                 })
@@ -377,7 +377,8 @@ fn look_at_folder(ctx: &Context, dir: &Path, harness: Harness, choice: &CageChoi
         // pi's models.json, whose keys the gateway uses and whose
         // `!command`s it runs on the machine: a cage must not write it.
         .chain(
-            (harness == Harness::Pi).then(|| harness.config_dir(s).join(crate::pi_models::COPIED)),
+            (harness == Harness::Pi)
+                .then(|| harness.config_dir(s).join(crate::cage::pi_models::COPIED)),
         )
         .collect();
     sealed::check_kept_out(dir, &s.home, &guarded)
@@ -426,7 +427,7 @@ pub fn first_facts(
         auto_ranges: if host.rootless {
             None
         } else {
-            crate::userns::auto_ranges_refusal()
+            crate::host::userns::auto_ranges_refusal()
         },
     })
 }
@@ -480,8 +481,10 @@ pub fn facts_with(
         _ => None,
     };
     // Every cage's seccomp profile is derived from podman's default one.
-    let seccomp_profile =
-        crate::seccomp::profile_from_file(&crate::seccomp::default_profile()?, choice.sealed)?;
+    let seccomp_profile = crate::cage::seccomp::profile_from_file(
+        &crate::cage::seccomp::default_profile()?,
+        choice.sealed,
+    )?;
     let options = option_facts(ctx, host, choice)?;
     let outbox = choice
         .sealed
@@ -512,13 +515,13 @@ pub fn facts_with(
         protect: protect::facts(dir, &ctx.settings.home, &git_configs(ctx)),
         podman_confs: crate::host::loopback::read(&ctx.env, host.rootless, &ctx.settings.home),
         seccomp_profile,
-        unenforceable: crate::netpolicy::check_enforceable(
+        unenforceable: crate::net::netpolicy::check_enforceable(
             &net,
             ctx.settings.hosts_file.as_deref(),
-            &crate::netif::local_prefixes,
+            &crate::net::netif::local_prefixes,
         )
         .err(),
-        init: crate::tools::init_path(&ctx.store.tools_dir()),
+        init: crate::cage::tools::init_path(&ctx.store.tools_dir()),
     })
 }
 
@@ -576,9 +579,9 @@ fn mount_candidates(
 
 /// Pure: the network policy a cage of this choice gets: a sealed cage's
 /// rules are `internet` and more (`rules::sealed`).
-fn net_of(choice: &CageChoice, settings: &Settings) -> crate::netpolicy::NetPolicy {
+fn net_of(choice: &CageChoice, settings: &Settings) -> crate::net::netpolicy::NetPolicy {
     if choice.sealed {
-        crate::netpolicy::NetPolicy::Internet
+        crate::net::netpolicy::NetPolicy::Internet
     } else {
         choice.net.clone().unwrap_or_else(|| settings.net.clone())
     }
@@ -796,7 +799,7 @@ fn decide_host(
 fn decide_image(
     g: &Given,
     said: &mut Said,
-) -> std::result::Result<(String, Option<(crate::workbench::Stage, usize)>), Refused> {
+) -> std::result::Result<(String, Option<(crate::images::workbench::Stage, usize)>), Refused> {
     let named = g.choice.image.is_some();
     let decided =
         super::image::decide_for_cage(&g.f.image, named, said.dry_run, &mut said.warnings);
@@ -945,7 +948,7 @@ fn decide_sealed_spec(
         outbox,
         rules: format!("{} v{}", rules::SEALED_TABLE, rules::SEALED_VERSION),
         seccomp_file: f.seccomp_file.clone(),
-        seccomp: crate::seccomp::fingerprint(&f.seccomp_profile),
+        seccomp: crate::cage::seccomp::fingerprint(&f.seccomp_profile),
         dns: settings.sealed_dns.clone(),
     };
     Ok((spec, record))
@@ -954,7 +957,7 @@ fn decide_sealed_spec(
 /// The parts of a plan decided so far.
 struct Drafted {
     image_path: String,
-    rebuild: Option<(crate::workbench::Stage, usize)>,
+    rebuild: Option<(crate::images::workbench::Stage, usize)>,
     spec: CageSpec,
     env: EnvPlan,
     found: Found,
@@ -963,19 +966,19 @@ struct Drafted {
     make_volume: bool,
     sealed: Option<SealedRecord>,
     protect_make: Vec<(PathBuf, bool)>,
-    git: Option<crate::git::GitRecord>,
+    git: Option<crate::cage::git::GitRecord>,
 }
 
 /// Pure: what of the session's git the cage's root owns (given to it at
 /// each start, rootful): its git directory, which it writes, and our
 /// `.git` file, read-only in the cage, since git refuses a repository
 /// whose `.git` file another user owns (git-config(1), safe.directory).
-fn git_owned(git: Option<&crate::git::GitRecord>, h: &HarnessFacts) -> Vec<PathBuf> {
+fn git_owned(git: Option<&crate::cage::git::GitRecord>, h: &HarnessFacts) -> Vec<PathBuf> {
     let Some(record) = git else {
         return Vec::new();
     };
     let mut own = vec![record.own.clone()];
-    if record.layout == crate::git::Layout::File {
+    if record.layout == crate::cage::git::Layout::File {
         own.push(h.gitfile.clone());
     }
     own
@@ -991,7 +994,7 @@ fn decide_protection(
     found: &mut Found,
 ) -> Result<(
     protect::Protection,
-    Option<(crate::git::GitRecord, Vec<spec::Mount>)>,
+    Option<(crate::cage::git::GitRecord, Vec<spec::Mount>)>,
 )> {
     let protection = protect::decide(&f.dir, &f.protect, writable)?;
     let git = decide_git(&f.dir, &f.protect, &f.first.harness, writable);
@@ -1010,8 +1013,8 @@ fn decide_git(
     p: &protect::ProtectFacts,
     h: &HarnessFacts,
     writable: &[String],
-) -> Option<(crate::git::GitRecord, Vec<spec::Mount>)> {
-    use crate::git::Layout;
+) -> Option<(crate::cage::git::GitRecord, Vec<spec::Mount>)> {
+    use crate::cage::git::Layout;
     if writable
         .iter()
         .any(|w| w.trim_start_matches("./").trim_end_matches('/') == ".git")
@@ -1023,8 +1026,8 @@ fn decide_git(
         None => (Layout::Folder, dir.join(".git")),
     };
     let modules = layout == Layout::Folder && p.modules;
-    let mounts = crate::git::mounts(dir, &layout, &common, &h.own_git, &h.gitfile, modules);
-    let record = crate::git::GitRecord {
+    let mounts = crate::cage::git::mounts(dir, &layout, &common, &h.own_git, &h.gitfile, modules);
+    let record = crate::cage::git::GitRecord {
         layout,
         own: h.own_git.clone(),
     };
@@ -1076,7 +1079,10 @@ fn no_pi(image: &str, settings: &Settings, config: &str) -> Error {
          in its Containerfile, with a Node.js of 20.6 or newer), name a pi of this machine with \
          `pi = \"/path/to/pi\"` under `[harness]` in {config}, or use shrooms-agent's \
          workbench image ({}), which has pi",
-        crate::workbench::image_name(&settings.images_repo, crate::workbench::Stage::Workbench)
+        crate::images::workbench::image_name(
+            &settings.images_repo,
+            crate::images::workbench::Stage::Workbench
+        )
     ))
     .next(crate::error::Next::OtherImage {
         config: config.to_string(),
@@ -1234,9 +1240,9 @@ impl CagePlan {
         session::make_private_dir(&self.found.proxy_dir)?;
         if let Some(git) = &self.git {
             session::make_private_dir(&git.own)?;
-            if git.layout == crate::git::Layout::File {
+            if git.layout == crate::cage::git::Layout::File {
                 let file = ctx.store.gitfile(&self.container);
-                session::write_atomic(&file, crate::git::gitfile_text().as_bytes(), 0o644)?;
+                session::write_atomic(&file, crate::cage::git::gitfile_text().as_bytes(), 0o644)?;
             }
         }
         // podman reads the profile when it makes the container (into the
@@ -1248,9 +1254,9 @@ impl CagePlan {
         // and its first process (kept for every cage of the state folder:
         // not taken back).
         if let (Some(tools), Some(exe)) = (&self.found.tools_dir, ctx.self_paths.first()) {
-            crate::tools::provide(tools, exe)?;
+            crate::cage::tools::provide(tools, exe)?;
         }
-        crate::tools::provide_init(&ctx.store.tools_dir())?;
+        crate::cage::tools::provide_init(&ctx.store.tools_dir())?;
         match &self.sealed {
             // A sealed cage has no conversation folder of the user's: its
             // config folder is its own.
@@ -1265,7 +1271,7 @@ impl CagePlan {
                 if !record.outbox.exists() {
                     undo.dirs.push(record.outbox.clone());
                 }
-                crate::pack::make_outbox(&record.outbox)?;
+                crate::cage::pack::make_outbox(&record.outbox)?;
                 if let Some(id) = &self.conversation {
                     let from = conversation_source(&ctx.settings, &self.dir)?;
                     let folder = from.file_name().unwrap_or_default();
@@ -1280,17 +1286,17 @@ impl CagePlan {
                     .found
                     .settings_copies
                     .iter()
-                    .any(|(_, at)| at.ends_with(crate::pi_models::COPIED));
+                    .any(|(_, at)| at.ends_with(crate::cage::pi_models::COPIED));
                 if pi {
                     // Written for real by each turn, once its gateway listens.
-                    crate::pi_models::write_placeholder(
+                    crate::cage::pi_models::write_placeholder(
                         &ctx.store.settings_copy_dir(&self.container),
                     )?;
                 }
                 if !self.found.settings_copies.is_empty() {
                     let harness = if pi { Harness::Pi } else { Harness::Claude };
                     let (chosen, options) = (ctx.settings.chosen(), &self.options);
-                    crate::cage_files::write_settings_copies(
+                    crate::cage::cage_files::write_settings_copies(
                         harness,
                         &self.found.harness_dir,
                         &ctx.store.settings_copy_dir(&self.container),
@@ -1591,7 +1597,7 @@ fn options(facts: &OptionFacts, choice: &CageChoice) -> Result<(FoundOptions, Op
 
 /// The tool makes the shared volume itself and refuses one of that name
 /// defined any other way: another's files must not appear in a cage.
-fn check_shared_volume(v: &crate::podman::inspect::VolumeInspect) -> Result<()> {
+fn check_shared_volume(v: &crate::host::podman::inspect::VolumeInspect) -> Result<()> {
     let ours = v
         .labels
         .as_ref()
@@ -1684,8 +1690,8 @@ fn harness_facts(
     // (`cage_files`), each mounted read-only at its own place; pi's
     // models.json too: the copy points it at the gateway.
     let copy_dir = ctx.store.settings_copy_dir(container);
-    let pi_models = (harness == Harness::Pi).then_some(crate::pi_models::COPIED);
-    let settings_copies = crate::cage_files::copied(harness)
+    let pi_models = (harness == Harness::Pi).then_some(crate::cage::pi_models::COPIED);
+    let settings_copies = crate::cage::cage_files::copied(harness)
         .iter()
         .copied()
         .chain(pi_models)
@@ -1803,7 +1809,7 @@ mod tests {
         driver: &str,
         labelled: bool,
         options: &[(&str, &str)],
-    ) -> crate::podman::inspect::VolumeInspect {
+    ) -> crate::host::podman::inspect::VolumeInspect {
         serde_json::from_value(serde_json::json!({
             "Name": "shrooms-shared",
             "Driver": driver,

@@ -39,9 +39,9 @@ use std::sync::Arc;
 
 use crate::error::{Error, Kind, Result};
 use crate::host::{Host, NO_PODMAN_FOR_SESSION};
-use crate::rules;
-use crate::session::{CageRecord, Record, Store};
+use crate::net::rules;
 use crate::settings::{Env, Settings};
+use crate::state::session::{CageRecord, Record, Store};
 
 /// What every operation runs with: the settings, the invoking environment,
 /// the store, and the host's facts, asked of podman at most once.
@@ -126,10 +126,10 @@ impl Context {
     /// The podman program the settings name, when cages are on and it is
     /// there: what a call that needs no fact of podman's can start with,
     /// before the host's facts are gathered.
-    pub fn podman_program(&self) -> Option<crate::podman::Podman> {
+    pub fn podman_program(&self) -> Option<crate::host::podman::Podman> {
         match (&self.settings.podman, self.settings.cages) {
             (Some(p), true) if crate::host::is_executable(p) => {
-                Some(crate::podman::Podman::new(p.clone()))
+                Some(crate::host::podman::Podman::new(p.clone()))
             }
             _ => None,
         }
@@ -179,7 +179,7 @@ pub fn refuse_root(settings: &Settings) -> Result<()> {
     }
 }
 
-pub use crate::userns::euid;
+pub use crate::host::userns::euid;
 
 /// A session's cage, or a clear error when it has none.
 pub fn cage_of(record: &Record) -> Result<&CageRecord> {
@@ -295,7 +295,7 @@ pub fn start_facts<'a>(ctx: &Context, record: &'a Record) -> Result<StartFacts<'
 /// in a cage made with `create_argv`.
 fn read_only_in(path: &Path, stop: &Path, create_argv: &[String]) -> bool {
     path.ancestors().take_while(|a| *a != stop).any(|a| {
-        let probe = crate::podman::argv::mount(&crate::spec::Mount {
+        let probe = crate::host::podman::argv::mount(&crate::cage::spec::Mount {
             src: PathBuf::from("/probe"),
             dst: a.to_path_buf(),
             read_only: true,
@@ -352,7 +352,7 @@ fn submodules_added(name: &str, paths: &[PathBuf]) -> Error {
 /// Whether a cage was made with its project's `.git` writable
 /// (`--writable .git`, README "Protected paths"): it has no git directory
 /// of its own, by the user's choice.
-pub fn git_left_writable(options: &crate::spec::Options) -> bool {
+pub fn git_left_writable(options: &crate::cage::spec::Options) -> bool {
     options
         .writable
         .iter()
@@ -380,7 +380,7 @@ pub fn decide_start<'a>(f: &StartFacts<'a>, host: &Host) -> Result<Vec<plan::Ste
              (with the options it had: `cage show` lists them) makes its cage again, with the \
              project and conversations as they are; what was installed in the old container \
              goes with it",
-            crate::netns::old_cage(&cage.container),
+            crate::net::netns::old_cage(&cage.container),
         ))
     };
     let refused = |error| {
@@ -410,7 +410,7 @@ pub fn decide_start<'a>(f: &StartFacts<'a>, host: &Host) -> Result<Vec<plan::Ste
     }
     let mut steps = vec![plan::Step::Intent {
         session: name.clone(),
-        intent: crate::session::Intent::Start {
+        intent: crate::state::session::Intent::Start {
             container: cage.container.clone(),
         },
     }];
@@ -456,13 +456,13 @@ pub fn decide_start<'a>(f: &StartFacts<'a>, host: &Host) -> Result<Vec<plan::Ste
 pub fn write_settings_copies(ctx: &Context, record: &Record) -> Result<()> {
     let cage = cage_of(record)?;
     let dir = ctx.store.settings_copy_dir(&cage.container);
-    if record.harness == crate::harness::Harness::Pi {
-        crate::session::make_private_dir(&dir)?;
-        crate::pi_models::write_in_place(&dir, "{}\n")?;
+    if record.harness == crate::cage::harness::Harness::Pi {
+        crate::state::session::make_private_dir(&dir)?;
+        crate::cage::pi_models::write_in_place(&dir, "{}\n")?;
     }
     let (harness, chosen, options) = (record.harness, ctx.settings.chosen(), &cage.options);
-    crate::cage_files::write_settings_copies(harness, &cage.harness_dir, &dir, &|n, v| {
-        crate::spec::admit(n, v, harness, chosen, options).passed()
+    crate::cage::cage_files::write_settings_copies(harness, &cage.harness_dir, &dir, &|n, v| {
+        crate::cage::spec::admit(n, v, harness, chosen, options).passed()
     })
 }
 
@@ -494,7 +494,7 @@ pub fn start_steps<'a>(
     {
         steps.push(plan::Step::Update {
             container: cage.container.clone(),
-            argv: crate::podman::argv::update(
+            argv: crate::host::podman::argv::update(
                 &cage.container,
                 &cage.limits,
                 host.update_has_pids(),
@@ -519,7 +519,7 @@ pub fn load_rules(
     host: &Host,
     session: &str,
     cage: &CageRecord,
-    running: &crate::netns::Running,
+    running: &crate::net::netns::Running,
 ) -> Result<()> {
     // Every cage's first table: the egress log's gate, closed until the
     // listener (started below) opens it.
@@ -527,7 +527,7 @@ pub fn load_rules(
     let (rule_set, pinned) = match &cage.sealed {
         // The machine's own networks, read now: interfaces change.
         Some(s) => {
-            let (v4, v6) = crate::netif::local_prefixes()?;
+            let (v4, v6) = crate::net::netif::local_prefixes()?;
             (
                 gate + &rules::sealed(ctx.settings.agent_port, &s.dns, &v4, &v6),
                 Vec::new(),
@@ -563,12 +563,14 @@ pub fn load_rules(
         listener
             .as_ref()
             .map_or(Ok(()), |(program, args, pid_file, err)| {
-                crate::egress::ensure_listener(program, args, pid_file, err, netns).map_err(|e| {
-                    e.context(format!(
-                        "the egress log of {} could not be kept",
-                        cage.container
-                    ))
-                })
+                crate::net::egress::ensure_listener(program, args, pid_file, err, netns).map_err(
+                    |e| {
+                        e.context(format!(
+                            "the egress log of {} could not be kept",
+                            cage.container
+                        ))
+                    },
+                )
             })
     };
     // As root, the listener is started beside the rules' loading, for the
@@ -576,7 +578,7 @@ pub fn load_rules(
     // the one the rules went into); rootless, that namespace is known
     // once the rules are in (`podman unshare` looks at it).
     let its = (!host.rootless)
-        .then(|| crate::netns::namespace_of(running.pid))
+        .then(|| crate::net::netns::namespace_of(running.pid))
         .flatten();
     let Some(its) = its else {
         let netns = host.set_rules(&cage.container, running, &rule_set)?;
@@ -608,8 +610,12 @@ pub fn load_rules(
 /// inspect names (podman writes that file again at each start, so a cage
 /// without an allow-list has none of them to take out); a cage made
 /// before the PID file has none.
-pub fn started_from_pid_file(ctx: &Context, cage: &CageRecord) -> Option<crate::netns::Running> {
-    let pins = cage.sealed.is_none() && matches!(cage.net, crate::netpolicy::NetPolicy::Allow(_));
+pub fn started_from_pid_file(
+    ctx: &Context,
+    cage: &CageRecord,
+) -> Option<crate::net::netns::Running> {
+    let pins =
+        cage.sealed.is_none() && matches!(cage.net, crate::net::netpolicy::NetPolicy::Allow(_));
     if pins {
         return None;
     }
@@ -625,7 +631,7 @@ pub fn started_from_pid_file(ctx: &Context, cage: &CageRecord) -> Option<crate::
         .parse::<i64>()
         .ok()
         .filter(|p| *p > 0)?;
-    Some(crate::netns::Running {
+    Some(crate::net::netns::Running {
         pid,
         netns: None,
         init: init_source_in(&cage.container, &cage.create_argv)?,
@@ -641,7 +647,7 @@ pub fn running_of(
     container: &str,
     gone: &Error,
     old: &Error,
-) -> Result<crate::netns::Running> {
+) -> Result<crate::net::netns::Running> {
     let inspected = host
         .podman
         .inspect(container)?
@@ -649,7 +655,7 @@ pub fn running_of(
     if inspected.init_source().is_none() {
         return Err(old.clone());
     }
-    crate::netns::Running::of(&inspected).ok_or_else(|| {
+    crate::net::netns::Running::of(&inspected).ok_or_else(|| {
         Error::failed(format!(
             "the container {container} is not running, so its network cannot be closed"
         ))
@@ -667,7 +673,7 @@ pub fn pid_file_in(create_argv: &[String]) -> Option<PathBuf> {
 /// Pure: the source of a cage's init mount in its create argv (the
 /// machine's catatonit it was made with).
 pub fn init_source_in(container: &str, create_argv: &[String]) -> Option<String> {
-    let dst = format!("dst={}", crate::podman::argv::init_path(container));
+    let dst = format!("dst={}", crate::host::podman::argv::init_path(container));
     create_argv
         .windows(2)
         .filter(|w| w[0] == "--mount")
@@ -678,7 +684,7 @@ pub fn init_source_in(container: &str, create_argv: &[String]) -> Option<String>
         .map(str::to_string)
 }
 
-/// How to start the cage's egress log listener (`crate::egress`): its
+/// How to start the cage's egress log listener (`crate::net::egress`): its
 /// program and arguments, its pid file and its error log, for
 /// `egress::ensure_listener`, which starts it unless it runs for the
 /// namespace already and waits until it listens: a cage whose connections
@@ -703,7 +709,7 @@ fn egress_listener(
     // This very program, whatever became of its path since it started (an
     // update may have moved or replaced it): its copy in `tools/`, which
     // `podman unshare` reaches too, as the model gateway's listener does.
-    let exe = &crate::tools::provide(&ctx.store.tools_dir(), file)?;
+    let exe = &crate::cage::tools::provide(&ctx.store.tools_dir(), file)?;
     let (log, refused, pid_file, err) = (
         ctx.store.egress_path(session),
         ctx.store.egress_refused_path(session),
@@ -733,18 +739,21 @@ fn egress_listener(
 fn policy_rules(
     ctx: &Context,
     container: &str,
-    net: &crate::netpolicy::NetPolicy,
-    network: crate::spec::Network,
+    net: &crate::net::netpolicy::NetPolicy,
+    network: crate::cage::spec::Network,
     hosts_file: Option<&Path>,
-) -> Result<(rules::PolicyRules, crate::netpolicy::Pinned)> {
-    use crate::netpolicy::NetPolicy;
+) -> Result<(rules::PolicyRules, crate::net::netpolicy::Pinned)> {
+    use crate::net::netpolicy::NetPolicy;
     Ok(match net {
         NetPolicy::Open => (rules::PolicyRules::Open, Vec::new()),
         NetPolicy::Internet => {
-            let (local_v4, local_v6) = crate::netif::local_prefixes()?;
+            let (local_v4, local_v6) = crate::net::netif::local_prefixes()?;
             let conf = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
             let rules = rules::PolicyRules::Internet {
-                resolvers: crate::netpolicy::internet_resolvers(&conf, network.dns_forwarder()),
+                resolvers: crate::net::netpolicy::internet_resolvers(
+                    &conf,
+                    network.dns_forwarder(),
+                ),
                 local_v4,
                 local_v6,
             };
@@ -754,12 +763,12 @@ fn policy_rules(
         // policy fails closed.
         // A name's local answer (DNS rebinding) is left out, and said.
         NetPolicy::Allow(entries) => {
-            let (v4, v6) = if entries.iter().any(crate::netpolicy::Entry::is_name) {
-                crate::netif::local_prefixes()?
+            let (v4, v6) = if entries.iter().any(crate::net::netpolicy::Entry::is_name) {
+                crate::net::netif::local_prefixes()?
             } else {
                 Default::default()
             };
-            let r = crate::netpolicy::resolve(entries, hosts_file, &v4, &v6);
+            let r = crate::net::netpolicy::resolve(entries, hosts_file, &v4, &v6);
             for l in &r.local {
                 ctx.note(format!(
                     "{container}'s allow-list: {l}, which a name never opens: that address is \
@@ -784,7 +793,7 @@ pub const MAX_HOSTS_FILE: u64 = 1 << 20;
 /// never what the rules let through.
 fn pin_names(
     container: &str,
-    running: &crate::netns::Running,
+    running: &crate::net::netns::Running,
     names: &[(String, Vec<std::net::IpAddr>)],
 ) -> Result<()> {
     use std::io::Write;
@@ -807,9 +816,9 @@ fn pin_names(
     };
     // The cage writes this file: read within a bound, and one past it cut
     // to its first lines (what the cage wrote beyond them is dropped).
-    let head = crate::bounded::read_file(path, MAX_HOSTS_FILE).map_err(fail)?;
+    let head = crate::host::bounded::read_file(path, MAX_HOSTS_FILE).map_err(fail)?;
     let now = String::from_utf8_lossy(head.whole_lines());
-    let new = crate::netpolicy::pin_hosts(&now, names);
+    let new = crate::net::netpolicy::pin_hosts(&now, names);
     if new == now && !head.cut {
         return Ok(());
     }
@@ -824,7 +833,7 @@ fn pin_names(
 
 /// Pure: does the container's create argv bind-mount this very path?
 fn mounts_path(path: &Path, create_argv: &[String]) -> bool {
-    let probe = crate::podman::argv::mount(&crate::spec::Mount {
+    let probe = crate::host::podman::argv::mount(&crate::cage::spec::Mount {
         src: path.to_path_buf(),
         dst: PathBuf::from("/"),
         read_only: true,
@@ -844,15 +853,15 @@ fn mounts_path(path: &Path, create_argv: &[String]) -> bool {
 /// them), or the whole `uploads/` folder (every session's received files;
 /// a cage gets its own).
 pub fn mounts_what_it_must_not(
-    harness: crate::harness::Harness,
+    harness: crate::cage::harness::Harness,
     harness_dir: &Path,
     uploads_dir: &Path,
     create_argv: &[String],
 ) -> Option<String> {
-    if harness == crate::harness::Harness::Pi {
-        let files = crate::cage_files::PI_COPIED
+    if harness == crate::cage::harness::Harness::Pi {
+        let files = crate::cage::cage_files::PI_COPIED
             .iter()
-            .chain([&crate::pi_models::COPIED]);
+            .chain([&crate::cage::pi_models::COPIED]);
         for f in files {
             if mounts_path(&harness_dir.join(f), create_argv) {
                 return Some(format!("your pi {f} as it is, keys included"));
@@ -867,7 +876,7 @@ pub fn mounts_what_it_must_not(
 /// process, by its create argv (`podman::argv::init`)? A cage made by an
 /// earlier shrooms-agent ran `sleep` from the image instead.
 pub fn made_with_init(container: &str, create_argv: &[String]) -> bool {
-    let init = crate::podman::argv::init_path(container);
+    let init = crate::host::podman::argv::init_path(container);
     create_argv
         .windows(2)
         .any(|w| w[0] == "--entrypoint" && w[1] == init)
@@ -878,7 +887,7 @@ pub fn made_with_init(container: &str, create_argv: &[String]) -> bool {
 /// the program at the path it had then.
 pub fn mounts_tools(ctx: &Context, create_argv: &[String]) -> bool {
     let dir = ctx.store.tools_dir();
-    let mount = crate::podman::argv::mount(&crate::spec::Mount {
+    let mount = crate::host::podman::argv::mount(&crate::cage::spec::Mount {
         src: dir.clone(),
         dst: dir,
         read_only: true,
@@ -890,7 +899,10 @@ pub fn mounts_tools(ctx: &Context, create_argv: &[String]) -> bool {
 /// mounts has become a link since it was made (`MountSource::changed`):
 /// runc follows links at every start, so a folder replaced by a link (by a
 /// cage that can write its parent) would lend the cage the link's target.
-pub fn check_mount_sources(sources: &[crate::session::MountSource], session: &str) -> Result<()> {
+pub fn check_mount_sources(
+    sources: &[crate::state::session::MountSource],
+    session: &str,
+) -> Result<()> {
     for s in sources {
         if let Some(why) = s.changed() {
             return Err(Error::failed(format!(
@@ -969,11 +981,11 @@ mod tests {
     #[test]
     fn the_pid_file_and_the_init_are_read_from_the_create_argv() {
         let c = "shrooms-web-abc123";
-        let mut spec = crate::spec::CageSpec {
+        let mut spec = crate::cage::spec::CageSpec {
             session: "web".into(),
             container: c.into(),
             image: "localhost/shrooms-workbench:latest".into(),
-            network: crate::spec::Network::Bridge,
+            network: crate::cage::spec::Network::Bridge,
             limits: crate::settings::Limits::of("4g", "2", 2048),
             mounts: Vec::new(),
             workdir: "/home/u/src/web".into(),
@@ -985,7 +997,7 @@ mod tests {
             own_userns: false,
             own: Vec::new(),
         };
-        let argv = crate::podman::argv::create(&spec);
+        let argv = crate::host::podman::argv::create(&spec);
         assert_eq!(
             pid_file_in(&argv),
             Some(PathBuf::from("/s/cages/shrooms-web-abc123/pid"))
@@ -997,13 +1009,13 @@ mod tests {
         // Another container's init mount is not this one's.
         assert_eq!(init_source_in("shrooms-other-1", &argv), None);
         spec.pid_file = None;
-        assert_eq!(pid_file_in(&crate::podman::argv::create(&spec)), None);
+        assert_eq!(pid_file_in(&crate::host::podman::argv::create(&spec)), None);
     }
 
     #[test]
     fn read_only_in_a_cage_by_itself_or_a_folder_holding_it() {
         let mount = |p: &str, read_only: bool| {
-            crate::podman::argv::mount(&crate::spec::Mount {
+            crate::host::podman::argv::mount(&crate::cage::spec::Mount {
                 src: PathBuf::from(p),
                 dst: PathBuf::from(p),
                 read_only,
@@ -1032,7 +1044,7 @@ mod tests {
 
     #[test]
     fn a_cage_mounting_what_it_must_not_is_told_apart() {
-        use crate::harness::Harness;
+        use crate::cage::harness::Harness;
         let pi = Path::new("/home/u/.pi/agent");
         let uploads = Path::new("/home/u/.local/state/shrooms-agent/uploads");
         let argv = |src: &str, dst: &str| {

@@ -13,7 +13,7 @@ use super::plan::{self, Step};
 use super::{Context, create};
 use crate::error::{Error, Result, Subject};
 use crate::host::Host;
-use crate::session::{CageRecord, HistoryEntry, Intent, Record};
+use crate::state::session::{CageRecord, HistoryEntry, Intent, Record};
 
 #[derive(Debug, Clone, Default)]
 pub struct MoveRequest {
@@ -45,7 +45,7 @@ pub struct Moved {
 
 pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
     if let Some(by) = &req.by {
-        crate::session::validate_who(by)?;
+        crate::state::session::validate_who(by)?;
     }
     // Checked before anything is locked or asked: it must exist, as at
     // create; a cage's own checks of it (not under the state folder, not a
@@ -299,7 +299,7 @@ pub(super) fn check_idle(
 /// made before it the machine's catatonit in pause mode (`-P`) or, earlier
 /// still, the image's `sleep infinity`.
 fn not_the_init(container: &str, running: Vec<String>) -> Vec<String> {
-    let init = crate::podman::argv::init_path(container);
+    let init = crate::host::podman::argv::init_path(container);
     let catatonit = format!("{init} -P");
     running
         .into_iter()
@@ -324,7 +324,7 @@ mod tests {
     #[test]
     fn what_runs_beside_the_init() {
         let c = "shrooms-web-0a1b2c";
-        let init = crate::podman::argv::init_path(c);
+        let init = crate::host::podman::argv::init_path(c);
         let lines = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert!(super::not_the_init(c, lines(&[&init])).is_empty());
         assert!(super::not_the_init(c, lines(&[&format!("{init} -P")])).is_empty());
@@ -334,7 +334,7 @@ mod tests {
             lines(&["bash", &format!("{init} -x")])
         );
         // Another cage's init is not this one's.
-        let other = crate::podman::argv::init_path("shrooms-x-0a1b2c");
+        let other = crate::host::podman::argv::init_path("shrooms-x-0a1b2c");
         assert_eq!(super::not_the_init(c, lines(&[&other])), lines(&[&other]));
     }
 

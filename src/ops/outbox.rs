@@ -1,5 +1,5 @@
 //! `outbox pack`: a sealed session's outbox as a .tar.gz, through the one
-//! packer (`crate::pack`), which never follows a link; and `outbox send`
+//! packer (`crate::cage::pack`), which never follows a link; and `outbox send`
 //! which packs the same way and posts the archive to a
 //! session on another machine's `serve`. To a session of this machine it
 //! calls the receiving end of a drop (`files::receive`, what `serve`'s drop
@@ -20,7 +20,7 @@ pub struct PackResult {
     pub session: String,
     pub archive: PathBuf,
     #[serde(flatten)]
-    pub packed: crate::pack::Packed,
+    pub packed: crate::cage::pack::Packed,
 }
 
 /// `outbox pack`: the archive at `output`, a new file, or over a regular
@@ -34,7 +34,7 @@ pub fn pack(
 ) -> Result<PackResult> {
     let record = ctx.store.load(name)?;
     let outbox = outbox_of(&record)?;
-    let packed = crate::pack::pack(&outbox, only, output, replace)?
+    let packed = crate::cage::pack::pack(&outbox, only, output, replace)?
         .ok_or_else(|| Error::failed("nothing in its outbox"))?;
     Ok(PackResult {
         session: record.name.clone(),
@@ -44,7 +44,7 @@ pub fn pack(
 }
 
 /// A sealed session's outbox, or the error for a session that has none.
-fn outbox_of(record: &crate::session::Record) -> Result<PathBuf> {
+fn outbox_of(record: &crate::state::session::Record) -> Result<PathBuf> {
     let sealed = cage_of(record)?.sealed.as_ref().ok_or_else(|| {
         Error::bad_input(format!(
             "session {} is not sealed: only a sealed cage has an outbox",
@@ -75,7 +75,7 @@ pub struct Sent {
     pub path: String,
     pub size: u64,
     #[serde(flatten)]
-    pub packed: crate::pack::Packed,
+    pub packed: crate::cage::pack::Packed,
     /// `sent NAME (N files) to MACHINE/SESSION[; N left out (...)]`.
     pub result: String,
 }
@@ -118,12 +118,12 @@ pub fn send(ctx: &Context, req: &SendRequest) -> Result<Sent> {
     let left = packed.left_out.len() + packed.left_out_unlisted;
     let mut line = format!(
         "sent {archive} ({}) to {machine}/{session}",
-        crate::when::count(packed.files as u64, "file", "files")
+        crate::state::when::count(packed.files as u64, "file", "files")
     );
     if left > 0 {
         line.push_str(&format!(
             "; {left} left out (see {} in it)",
-            crate::pack::README_NAME
+            crate::cage::pack::README_NAME
         ));
     }
     Ok(Sent {
@@ -149,7 +149,7 @@ fn send_facts(ctx: &Context, req: &SendRequest) -> Result<SendFacts> {
     let tmp_root = ctx.store.tmp_dir();
     let tmp = tmp_root.join(format!(
         "{}{}-{}",
-        crate::session::SEND_TMP,
+        crate::state::session::SEND_TMP,
         std::process::id(),
         unique()
     ));
@@ -230,12 +230,12 @@ pub(super) fn pack_at_most(
     only: Option<&Path>,
     to: &Path,
     max: u64,
-) -> Result<crate::pack::Packed> {
-    crate::session::before_write()
+) -> Result<crate::cage::pack::Packed> {
+    crate::state::session::before_write()
         .map_err(|e| Error::failed(format!("writing {}: {e}", to.display())))?;
-    let packed = crate::pack::pack(outbox, only, to, false)?
+    let packed = crate::cage::pack::pack(outbox, only, to, false)?
         .ok_or_else(|| Error::bad_input("nothing in its outbox"))?;
-    crate::session::after_write();
+    crate::state::session::after_write();
     let size = std::fs::metadata(to)
         .map_err(|e| Error::failed(format!("reading {}: {e}", to.display())))?
         .len();
@@ -337,11 +337,11 @@ fn destination(ctx: &Context, machine: &str) -> Result<Destination> {
         return Ok(Destination::Here);
     }
     if let Some(m) = s.machines.get(machine) {
-        // Read as the receiving serve reads its own (`crate::token`).
+        // Read as the receiving serve reads its own (`crate::settings::token`).
         let token = match &m.token_file {
             None => None,
             Some(f) => Some(
-                crate::token::read(f)
+                crate::settings::token::read(f)
                     .map_err(|e| e.context(format!("the token file of machine {machine}")))?,
             ),
         };
@@ -524,7 +524,7 @@ mod tests {
     /// first line; a file open to others is refused as serve refuses it.
     #[test]
     fn the_token_sent_is_read_as_serve_reads_it() {
-        use crate::token::tests::token_file;
+        use crate::settings::token::tests::token_file;
         let f = token_file("send-two-lines", "s3cret\nsecond line\n", 0o600);
         assert_eq!(
             destination(&with_beta(&f), "beta").unwrap(),

@@ -16,7 +16,7 @@ use super::Context;
 use super::make::{self, CagePlan};
 use crate::error::{Error, Kind, Result};
 use crate::host::Host;
-use crate::session::{self, HistoryEntry, Intent, MountSource, Record};
+use crate::state::session::{self, HistoryEntry, Intent, MountSource, Record};
 
 /// One thing an operation does, with what takes it back.
 pub enum Step<'a> {
@@ -134,7 +134,7 @@ pub enum Step<'a> {
     /// kept in `Ran::gateway` (taken back: closed).
     Gateway {
         record: &'a Record,
-        pi: Option<&'a std::cell::RefCell<crate::pi_models::Plan>>,
+        pi: Option<&'a std::cell::RefCell<crate::cage::pi_models::Plan>>,
     },
     /// A turn's cage socket; kept in `Ran::socket` (taken back: closed).
     Socket(&'a Record),
@@ -153,7 +153,7 @@ pub enum Step<'a> {
         container: String,
         /// The new limits and whether they are the session's own.
         limits: Option<(crate::settings::Limits, bool)>,
-        net: Option<crate::netpolicy::NetPolicy>,
+        net: Option<crate::net::netpolicy::NetPolicy>,
         tokens: Option<u64>,
     },
     /// The running cage's rules loaded again from its record as it will
@@ -178,7 +178,7 @@ pub enum Step<'a> {
     /// there).
     WriteRecord(Box<Record>),
     /// Pack an outbox (or the folder `only` of it) into a new archive
-    /// `to`, at most `max` bytes (`crate::pack`); what was packed is kept
+    /// `to`, at most `max` bytes (`crate::cage::pack`); what was packed is kept
     /// in `Ran::packed`. Taken back by the `PrivateDir` it is made in.
     Pack {
         outbox: PathBuf,
@@ -340,14 +340,14 @@ pub struct Ran {
     keep_intent: bool,
     /// A turn's watcher, gateway and socket (`Step::Watcher`, `Gateway`,
     /// `Socket`), for the turn to hold.
-    pub watcher: Option<crate::process::Watcher>,
-    pub gateway: Option<crate::gateway::Gateway>,
-    pub socket: Option<crate::cage_socket::Socket>,
+    pub watcher: Option<crate::host::process::Watcher>,
+    pub gateway: Option<crate::turn::gateway::Gateway>,
+    pub socket: Option<crate::turn::cage_socket::Socket>,
     /// Taking back a start could not stop the cage: what needs it stopped
     /// is left to the watcher (its marker kept).
     left_running: bool,
     /// What `Step::Pack` packed.
-    pub packed: Option<crate::pack::Packed>,
+    pub packed: Option<crate::cage::pack::Packed>,
     /// Where `Step::Deliver` put the archive, and its size there.
     pub delivered: Option<(String, u64)>,
     /// What `Step::Receive` stored.
@@ -589,14 +589,14 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
             None
         }
         Step::Tools(exe) => {
-            crate::tools::provide(&ctx.store.tools_dir(), exe)?;
+            crate::cage::tools::provide(&ctx.store.tools_dir(), exe)?;
             // A cage mounts its init again at every start: made again if
             // it went.
-            crate::tools::provide_init(&ctx.store.tools_dir())?;
+            crate::cage::tools::provide_init(&ctx.store.tools_dir())?;
             None
         }
         Step::GitSync { dir, own, base } => {
-            match crate::git::sync(dir, own, base) {
+            match crate::cage::git::sync(dir, own, base) {
                 Ok(synced) => ran.warnings.extend(synced.warnings),
                 Err(e) => ran.warnings.push(format!(
                     "the session's git directory ({}) was not brought up to date with your \
@@ -757,7 +757,7 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
 /// the session's own, its network policy, the token budget.
 type LimitsSet = (
     Option<(crate::settings::Limits, bool)>,
-    Option<crate::netpolicy::NetPolicy>,
+    Option<crate::net::netpolicy::NetPolicy>,
     Option<u64>,
 );
 
@@ -769,7 +769,7 @@ fn set_limits(
     session: &str,
     container: &str,
     limits: Option<(crate::settings::Limits, bool)>,
-    net: Option<crate::netpolicy::NetPolicy>,
+    net: Option<crate::net::netpolicy::NetPolicy>,
     tokens: Option<u64>,
 ) -> Result<LimitsSet> {
     ctx.store.update(session, |r| {

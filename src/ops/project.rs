@@ -80,7 +80,8 @@ pub fn check_own_folder(dir: &Path, runtime_dir: Option<&Path>) -> Result<()> {
         use std::os::unix::fs::MetadataExt;
         let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
         let owner = std::fs::metadata(dir).map(|m| m.uid()).ok();
-        let owner_ok = owner.is_some_and(|uid| crate::userns::owned_by_me_or_my_cages(uid, 0));
+        let owner_ok =
+            owner.is_some_and(|uid| crate::host::userns::owned_by_me_or_my_cages(uid, 0));
         if let Some(why) = root_refusal(dir, owner.filter(|_| !owner_ok), &homes(&passwd)) {
             return Err(Error::bad_input(why));
         }

@@ -18,10 +18,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use crate::git::normal;
+use crate::cage::git::normal;
 
+use crate::cage::spec::Mount;
 use crate::error::{Error, Result};
-use crate::spec::Mount;
 
 /// What is made when a protected path is missing at the cage's creation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,7 +193,7 @@ pub struct ProtectFacts {
     /// repository's config includes.
     pub named: Vec<(PathBuf, IfMissing, String)>,
     /// Where the project's repository is, if it has one (`git::locate`).
-    pub located: Option<crate::git::Located>,
+    pub located: Option<crate::cage::git::Located>,
     /// Its `modules/` (the submodules' repositories) is a folder.
     pub modules: bool,
 }
@@ -211,7 +211,7 @@ pub fn facts(dir: &Path, home: &Path, global_configs: &[PathBuf]) -> ProtectFact
             Some(normal(&dir.join(line.trim())))
         });
     }
-    f.located = crate::git::locate(dir);
+    f.located = crate::cage::git::locate(dir);
     // The config files git on the machine reads for this project: the
     // repository's own (and a linked worktree's), the machine's, and every
     // file they include, and those include, as git follows them (up to its
@@ -232,7 +232,7 @@ pub fn facts(dir: &Path, home: &Path, global_configs: &[PathBuf]) -> ProtectFact
             continue;
         };
         let base = file.parent().unwrap_or(Path::new("/")).to_path_buf();
-        for (key, value) in crate::git::config_values(&text) {
+        for (key, value) in crate::cage::git::config_values(&text) {
             if key == "include.path" || (key.starts_with("includeif.") && key.ends_with(".path")) {
                 let at = expand(&value, home, &base);
                 if let Ok(rel) = at.strip_prefix(dir) {
@@ -284,7 +284,7 @@ pub fn facts(dir: &Path, home: &Path, global_configs: &[PathBuf]) -> ProtectFact
 
 /// The paths that protect a project's submodules now (`submodule_paths`).
 pub fn submodule_paths_now(dir: &Path) -> Vec<PathBuf> {
-    crate::git::locate(dir)
+    crate::cage::git::locate(dir)
         .map(|l| submodule_paths(dir, &l.git_dir))
         .unwrap_or_default()
         .into_iter()
@@ -305,7 +305,7 @@ fn submodule_paths(dir: &Path, git_dir: &Path) -> Vec<(PathBuf, IfMissing, Strin
     let mut out = Vec::new();
     let mut queue = vec![(PathBuf::new(), git_dir.to_path_buf(), 0usize)];
     while let Some((at, git_dir, depth)) = queue.pop() {
-        for link in crate::git::gitlinks(&git_dir.join("index")) {
+        for link in crate::cage::git::gitlinks(&git_dir.join("index")) {
             if out.len() >= 10_000 {
                 return out;
             }
@@ -329,7 +329,7 @@ fn submodule_paths(dir: &Path, git_dir: &Path) -> Vec<(PathBuf, IfMissing, Strin
                     ));
                     let inner = match kind {
                         Kind::Folder => Some(dir.join(&rel).join(".git")),
-                        Kind::File => crate::git::locate(&dir.join(&rel)).map(|l| l.git_dir),
+                        Kind::File => crate::cage::git::locate(&dir.join(&rel)).map(|l| l.git_dir),
                         _ => None,
                     };
                     if let Some(inner) = inner
@@ -349,7 +349,7 @@ fn submodule_paths(dir: &Path, git_dir: &Path) -> Vec<(PathBuf, IfMissing, Strin
 /// writes the project, and a file that grows between a look at its size
 /// and its reading is read no further.
 fn read_small(p: &Path) -> Option<String> {
-    let head = crate::bounded::read_file(p, 1 << 20).ok()?;
+    let head = crate::host::bounded::read_file(p, 1 << 20).ok()?;
     (!head.cut)
         .then(|| String::from_utf8(head.bytes).ok())
         .flatten()
@@ -850,7 +850,7 @@ mod tests {
                     [include]\n\tpath = ../tools/git.conf\n\
                     [includeIf \"gitdir:~/src/\"]\n\tpath = x.conf\n\
                     [Core] HooksPath = .husky/_\n\tbare\n";
-        let v = crate::git::config_values(text);
+        let v = crate::cage::git::config_values(text);
         for (key, value) in [
             ("core.hookspath", "tools/hooks"),
             ("core.hookspath", ".husky/_"),

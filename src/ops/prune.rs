@@ -22,7 +22,7 @@ use serde::Serialize;
 use super::Context;
 use super::plan::{self, Step};
 use crate::error::{Error, Kind, Result};
-use crate::session;
+use crate::state::session;
 
 /// A leftover container prune keeps: not made by this state folder.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

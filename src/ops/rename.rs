@@ -19,7 +19,7 @@ use super::make::CageChoice;
 use super::plan::Step;
 use super::{Context, create, make, moves, plan};
 use crate::error::{Error, Result};
-use crate::session::{self, CageRecord, HistoryEntry, Intent, validate_name};
+use crate::state::session::{self, CageRecord, HistoryEntry, Intent, validate_name};
 
 #[derive(Debug, Clone, Default)]
 pub struct RenameRequest {

@@ -16,8 +16,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use crate::harness::Harness;
-use crate::session::{CageRecord, Record, Store};
+use crate::cage::harness::Harness;
+use crate::state::session::{CageRecord, Record, Store};
 
 /// A turn's watch on its project's transcripts.
 #[derive(Debug, Clone)]
@@ -43,7 +43,7 @@ pub fn interactive(args: &[String]) -> bool {
 /// its own path); a sealed cage's are in its private config folder.
 pub fn transcript_folder(store: &Store, record: &Record, cage: &CageRecord) -> Option<PathBuf> {
     match &cage.sealed {
-        Some(_) => crate::harness::claude_project_folder(&record.dir)
+        Some(_) => crate::cage::harness::claude_project_folder(&record.dir)
             .map(|f| store.private_home(&cage.container).join("projects").join(f)),
         None => record
             .harness
@@ -156,14 +156,14 @@ mod tests {
     #[test]
     fn where_the_transcripts_are() {
         let store = Store::new("/state");
-        let mut r = crate::session::sample_record("web");
+        let mut r = crate::state::session::sample_record("web");
         r.dir = "/home/u/src/web.app".into();
-        let mut c = crate::session::sample_cage("shrooms-web-0a1b2c");
+        let mut c = crate::state::session::sample_cage("shrooms-web-0a1b2c");
         assert_eq!(
             transcript_folder(&store, &r, &c),
             Some(PathBuf::from("/h/.claude/projects/-home-u-src-web-app"))
         );
-        c.sealed = Some(crate::session::SealedRecord {
+        c.sealed = Some(crate::state::session::SealedRecord {
             token_file: "/t".into(),
             outbox: "/o".into(),
             rules: String::new(),

@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::Context;
 use super::plan::{self, Step};
 use crate::error::Result;
-use crate::session::{Intent, Record};
+use crate::state::session::{Intent, Record};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Removed {
@@ -19,8 +19,8 @@ pub struct Removed {
     pub files: Vec<PathBuf>,
     /// The session's commits brought into your repository before its
     /// cage's git directory went, or refused (README, "Git in a cage").
-    #[serde(skip_serializing_if = "crate::git::bring::Report::is_empty")]
-    pub git: crate::git::bring::Report,
+    #[serde(skip_serializing_if = "crate::cage::git::bring::Report::is_empty")]
+    pub git: crate::cage::git::bring::Report,
 }
 
 pub fn rm(ctx: &Context, name: &str) -> Result<Removed> {

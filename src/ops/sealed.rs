@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::session::Store;
+use crate::state::session::Store;
 
 /// Folders whose presence marks a home, not a project: a sealed cage's
 /// project is mounted read-write, so it must hold none of them.
@@ -213,7 +213,7 @@ pub fn check_project(dir: &Path, home: &Path, state: &Path) -> Result<()> {
     Ok(())
 }
 
-pub use crate::token::read_sealed as read_token;
+pub use crate::settings::token::read_sealed as read_token;
 
 /// `~/shrooms-outbox/<session>`: a sealed session's results, `/outbox`
 /// inside.
@@ -282,7 +282,7 @@ fn read_untrusted(store: &Store) -> Result<Vec<Untrusted>> {
 fn change_untrusted(store: &Store, change: impl FnOnce(&mut Vec<Untrusted>)) -> Result<()> {
     store.ensure()?;
     let lock = store.untrusted_folders().with_extension("lock");
-    let _held = crate::lock::take(&lock)?;
+    let _held = crate::state::lock::take(&lock)?;
     let mut list = read_untrusted(store)?;
     change(&mut list);
     if list.len() > MAX_UNTRUSTED {
@@ -290,7 +290,7 @@ fn change_untrusted(store: &Store, change: impl FnOnce(&mut Vec<Untrusted>)) -> 
     }
     let text = serde_json::to_vec_pretty(&list)
         .map_err(|e| Error::failed(format!("writing the untrusted folders: {e}")))?;
-    crate::session::write_atomic(&store.untrusted_folders(), &text, 0o600)
+    crate::state::session::write_atomic(&store.untrusted_folders(), &text, 0o600)
 }
 
 /// Remember `dir` as a sealed session's project.
@@ -340,7 +340,7 @@ pub fn forget_untrusted(store: &Store, dir: &Path, unsealing: Option<&str>) -> R
 /// network. `session` itself (being moved) does not count; `others` are
 /// the records that read.
 pub fn check_seal_neighbours(
-    others: &[crate::session::Record],
+    others: &[crate::state::session::Record],
     session: &str,
     dir: &Path,
     sealed: bool,
@@ -601,24 +601,25 @@ pub fn copy_conversation(from: &Path, id: &str, to: &Path) -> Result<CopiedConve
             transcript.display()
         ))
     };
-    let root = crate::pack::open_dir(from).map_err(|_| missing())?;
+    let root = crate::cage::pack::open_dir(from).map_err(|_| missing())?;
     let name = std::ffi::OsString::from(format!("{id}.jsonl"));
-    let src = crate::pack::open_at(&root, &name, rustix::fs::OFlags::NONBLOCK).map_err(|e| {
-        if e.raw_os_error() == Some(libc::ELOOP) {
-            Error::bad_input(format!(
-                "{} is not a regular file, so it is not copied",
-                transcript.display()
-            ))
-        } else {
-            missing()
-        }
-    })?;
-    crate::session::make_private_dir(to)?;
+    let src =
+        crate::cage::pack::open_at(&root, &name, rustix::fs::OFlags::NONBLOCK).map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                Error::bad_input(format!(
+                    "{} is not a regular file, so it is not copied",
+                    transcript.display()
+                ))
+            } else {
+                missing()
+            }
+        })?;
+    crate::state::session::make_private_dir(to)?;
     let mut copied = CopiedConversation::default();
     copied.bytes += copy_open_file(src, &to.join(&name), MAX_COPY)
         .map_err(|e| e.context(transcript.display()))?;
     copied.files += 1;
-    if let Ok(beside) = crate::pack::open_at(
+    if let Ok(beside) = crate::cage::pack::open_at(
         &root,
         std::ffi::OsStr::new(id),
         rustix::fs::OFlags::DIRECTORY,
@@ -649,8 +650,8 @@ fn copy_tree(
             .push(format!("{rel} (deeper than {MAX_DEPTH} levels)"));
         return Ok(());
     }
-    crate::session::make_private_dir(to)?;
-    let (names, _) = crate::pack::list(from, MAX_NAMES)
+    crate::state::session::make_private_dir(to)?;
+    let (names, _) = crate::cage::pack::list(from, MAX_NAMES)
         .map_err(|e| Error::failed(format!("reading {rel}: {e}")))?;
     for (name, listed) in names {
         let rel_name = format!("{rel}/{}", name.to_string_lossy());
@@ -663,18 +664,23 @@ fn copy_tree(
         }
         // What the listing says is neither a file nor a folder (a FIFO, a
         // device node a cage made) is not even opened.
-        if listed.is_some_and(|t| !matches!(t, crate::pack::Type::File | crate::pack::Type::Dir)) {
+        if listed.is_some_and(|t| {
+            !matches!(
+                t,
+                crate::cage::pack::Type::File | crate::cage::pack::Type::Dir
+            )
+        }) {
             copied.skipped.push(rel_name);
             continue;
         }
         // A folder opens with O_DIRECTORY, a file without; a link opens as
         // neither (O_NOFOLLOW: ELOOP) and is skipped.
-        if let Ok(dir) = crate::pack::open_at(from, &name, rustix::fs::OFlags::DIRECTORY) {
+        if let Ok(dir) = crate::cage::pack::open_at(from, &name, rustix::fs::OFlags::DIRECTORY) {
             copy_tree(&dir, &to.join(&name), &rel_name, depth + 1, copied)?;
             continue;
         }
         let room = MAX_COPY - copied.bytes;
-        match crate::pack::open_at(from, &name, rustix::fs::OFlags::NONBLOCK)
+        match crate::cage::pack::open_at(from, &name, rustix::fs::OFlags::NONBLOCK)
             .map_err(|e| Error::failed(e.to_string()))
             .and_then(|f| copy_open_file(f, &to.join(&name), room))
         {

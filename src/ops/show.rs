@@ -8,12 +8,12 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::Context;
+use crate::cage::harness::Harness;
+use crate::cage::spec::{Network, Options};
 use crate::error::Result;
-use crate::harness::Harness;
-use crate::session::{Busy, CageRecord, MountSource, Record, SealedRecord, Usage};
 use crate::settings::Limits;
-use crate::spec::{Network, Options};
-use crate::when::Time;
+use crate::state::session::{Busy, CageRecord, MountSource, Record, SealedRecord, Usage};
+use crate::state::when::Time;
 
 /// A session, as every JSON face gives it.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
@@ -50,7 +50,7 @@ pub struct Session {
     /// branch, into, commit, objects) or refused (`git.refused`: branch,
     /// why), and the files other tools run later that it created, changed
     /// or removed (`files`: path, change, why); null otherwise.
-    pub after_turn: Option<crate::session::AfterTurn>,
+    pub after_turn: Option<crate::state::session::AfterTurn>,
 }
 
 /// What belongs to a session's container.
@@ -97,7 +97,7 @@ pub struct Cage {
     /// Its egress log while it runs (README, "The egress log"): written,
     /// or what keeps it from being written, which cuts the cage's network;
     /// null when the cage is not running.
-    pub egress_log: Option<crate::egress::LogState>,
+    pub egress_log: Option<crate::net::egress::LogState>,
     /// Each bind mount's source as it was when the cage was made (empty
     /// for cages made before this was kept).
     pub mount_sources: Vec<MountSource>,
@@ -122,8 +122,8 @@ pub struct Refused {
     pub from: String,
 }
 
-impl From<&crate::session::FilesPolicy> for Files {
-    fn from(f: &crate::session::FilesPolicy) -> Files {
+impl From<&crate::state::session::FilesPolicy> for Files {
+    fn from(f: &crate::state::session::FilesPolicy) -> Files {
         Files {
             allow: f.allow.clone(),
             refused: f
@@ -160,8 +160,8 @@ pub struct TurnUsage {
     pub usage: Usage,
 }
 
-impl From<&crate::session::Tokens> for Tokens {
-    fn from(t: &crate::session::Tokens) -> Tokens {
+impl From<&crate::state::session::Tokens> for Tokens {
+    fn from(t: &crate::state::session::Tokens) -> Tokens {
         Tokens {
             budget: t.budget,
             used: t.used,
@@ -297,9 +297,9 @@ impl Cage {
 
 /// A running cage's egress log, read from its listener (`egress::state`:
 /// its pid file and name; no podman call, no write), into the session.
-pub fn with_egress_log(store: &crate::session::Store, mut s: Session) -> Session {
+pub fn with_egress_log(store: &crate::state::session::Store, mut s: Session) -> Session {
     if let Some(c) = s.cage.as_mut().filter(|c| c.running) {
-        c.egress_log = Some(crate::egress::state(&store.egress_pid_path(&s.name)));
+        c.egress_log = Some(crate::net::egress::state(&store.egress_pid_path(&s.name)));
     }
     s
 }
@@ -312,17 +312,17 @@ mod tests {
     /// RFC 3339 with an offset.
     #[test]
     fn the_session_object() {
-        let mut r = crate::session::sample_record("web");
+        let mut r = crate::state::session::sample_record("web");
         r.created = 1_796_061_909;
         r.files.remember_refused(1_796_061_910, "m/s".into());
-        r.tokens.last_turn = Some(crate::session::TurnUsage {
+        r.tokens.last_turn = Some(crate::state::session::TurnUsage {
             started: 1_796_061_911,
             usage: Usage::default(),
         });
         let busy = Some(Busy {
             what: "turn".into(),
             since: Some(1_796_061_912),
-            since_rfc3339: Some(crate::when::rfc3339(1_796_061_912)),
+            since_rfc3339: Some(crate::state::when::rfc3339(1_796_061_912)),
         });
         let out = Session::new(r.clone(), Seen::missing(), None, busy.clone(), Some(true));
         let v = serde_json::to_value(&out).unwrap();
@@ -368,7 +368,7 @@ mod tests {
         assert_eq!(v["files"]["refused"][0]["from"], "m/s");
         assert_eq!(v["tokens"]["last_turn"]["responses"], 0);
 
-        r.cage = Some(crate::session::sample_cage("shrooms-web-0a1b2c"));
+        r.cage = Some(crate::state::session::sample_cage("shrooms-web-0a1b2c"));
         let out = Session::new(
             r.clone(),
             Seen::of_ps("running"),

@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::plan::Step;
 use super::{Context, cage_of};
 use crate::error::{Error, Kind, Result};
-use crate::session::Damaged;
+use crate::state::session::Damaged;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Stopped {

@@ -5,11 +5,11 @@
 use std::sync::Arc;
 
 use super::{Context, cage_of};
-use crate::cage_socket::{self, Socket};
 use crate::error::{Error, Result};
-use crate::gateway::{self, Credentials, Gateway, listen, routes, usage};
 use crate::host::Host;
-use crate::session::Record;
+use crate::state::session::Record;
+use crate::turn::cage_socket::{self, Socket};
+use crate::turn::gateway::{self, Credentials, Gateway, listen, routes, usage};
 
 /// Open a session's gateway for one turn: a listener on its running cage's
 /// loopback, served by this process until the returned value is dropped.
@@ -35,10 +35,10 @@ pub fn open_gateway(
     })?;
     // nsenter runs this very program, whatever became of its path since
     // it started (an update may have replaced it): its copy in `tools/`
-    // (`crate::tools`), a file of the user's that `podman unshare` reaches
+    // (`crate::cage::tools`), a file of the user's that `podman unshare` reaches
     // too (its user namespace may not open this process's /proc/PID/exe).
     let self_exe = match ctx.self_paths.first() {
-        Some(file) => crate::tools::provide(&ctx.store.tools_dir(), file)?,
+        Some(file) => crate::cage::tools::provide(&ctx.store.tools_dir(), file)?,
         None => std::env::current_exe().map_err(|e| {
             Error::failed(format!(
                 "finding this program to open the model gateway: {e}"
@@ -96,7 +96,7 @@ pub fn open_gateway(
 pub fn open_socket(ctx: &Context, record: &Record) -> Result<Socket> {
     let cage = cage_of(record)?;
     let dir = ctx.store.proxy_dir(&cage.container);
-    crate::session::make_private_dir(&dir)?;
+    crate::state::session::make_private_dir(&dir)?;
     cage_socket::start(
         &dir.join("proxy.sock"),
         cage_socket::Config {

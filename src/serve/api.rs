@@ -156,7 +156,7 @@ async fn openapi() -> Response {
 /// header to its session. And the header only ever takes away: a sender
 /// that leaves it out is refused nothing more than one that sends it.
 pub fn caged_refusal(method: &str, path: &str, headers: &HeaderMap) -> Option<Response> {
-    let caged = headers.get(crate::cage_socket::CAGED_HEADER)?;
+    let caged = headers.get(crate::turn::cage_socket::CAGED_HEADER)?;
     if method == "GET" || method == "HEAD" {
         return None;
     }

@@ -56,7 +56,7 @@ pub const MAX_HEAD: usize = 16 * 1024;
 /// How hyper reads a connection: one request, its head within
 /// [`READ_TIMEOUT`] of the accept (the server shell's deadline, answered
 /// 408 here).
-const LIMITS: crate::server::Limits = crate::server::Limits {
+const LIMITS: crate::turn::server::Limits = crate::turn::server::Limits {
     head: READ_TIMEOUT,
     max_head: MAX_HEAD,
     keep_alive: false,
@@ -386,8 +386,8 @@ pub async fn serve<S: Socket>(
     };
     // Dropping hyper's connection when the client is gone drops the
     // request's future with it.
-    let ended = crate::server::connection(hyper_io, service, &LIMITS, start, gone).await;
-    let late = ended == crate::server::Ended::HeadLate;
+    let ended = crate::turn::server::connection(hyper_io, service, &LIMITS, start, gone).await;
+    let late = ended == crate::turn::server::Ended::HeadLate;
     let mut mine = mine;
     if late {
         let r = Response::error(408, "the request did not arrive in time");

@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::podman::Podman;
-use crate::spec::SESSION_LABEL;
+use crate::cage::spec::SESSION_LABEL;
+use crate::host::podman::Podman;
 
 /// How long after the events stream ends the view is loaded again.
 const AGAIN_AFTER: Duration = Duration::from_secs(1);
@@ -80,7 +80,7 @@ impl Event {
         Owner {
             session: label(SESSION_LABEL).unwrap_or_default(),
             image: self.image.clone(),
-            state_folder: label(crate::spec::STATE_LABEL),
+            state_folder: label(crate::cage::spec::STATE_LABEL),
         }
     }
 }
@@ -182,7 +182,9 @@ impl Live {
                         let owner = Owner {
                             session: e.label(SESSION_LABEL).unwrap_or("").to_string(),
                             image: e.image.clone(),
-                            state_folder: e.label(crate::spec::STATE_LABEL).map(str::to_string),
+                            state_folder: e
+                                .label(crate::cage::spec::STATE_LABEL)
+                                .map(str::to_string),
                         };
                         (e.name().to_string(), owner)
                     })
@@ -269,7 +271,10 @@ impl Live {
 
     /// The containers that carry the session label and belong to none of
     /// `records`, as `cage ls` lists them (by name here).
-    pub fn leftovers(&self, records: &[crate::session::Record]) -> Vec<crate::ops::ls::Leftover> {
+    pub fn leftovers(
+        &self,
+        records: &[crate::state::session::Record],
+    ) -> Vec<crate::ops::ls::Leftover> {
         let v = self.lock();
         let ours: std::collections::HashSet<&str> = records
             .iter()
@@ -368,8 +373,8 @@ mod tests {
                 state_folder: None,
             }]
         );
-        let mut r = crate::session::sample_record("s");
-        r.cage = Some(crate::session::sample_cage("c"));
+        let mut r = crate::state::session::sample_record("s");
+        r.cage = Some(crate::state::session::sample_cage("c"));
         assert_eq!(live.leftovers(&[r]), []);
         live.apply(&e("remove"));
         assert_eq!(live.state("c"), None);

@@ -189,7 +189,7 @@ pub fn run(ctx: Context, token_file: Option<&Path>) -> Result<()> {
     let addr: SocketAddr = ctx.settings.listen;
     let token = match token_file {
         Some(f) => Some(
-            crate::token::read(f)
+            crate::settings::token::read(f)
                 .map_err(|e| e.context("--token-file"))?
                 .into_bytes(),
         ),
@@ -281,7 +281,8 @@ pub fn run(ctx: Context, token_file: Option<&Path>) -> Result<()> {
             return Err(e);
         }
     };
-    let records = records::Records::new(crate::session::Store::new(&base.settings.state_dir));
+    let records =
+        records::Records::new(crate::state::session::Store::new(&base.settings.state_dir));
     let shared = Arc::new(Shared {
         base,
         token,
@@ -407,10 +408,10 @@ async fn accept(
     unix: Option<tokio::net::UnixListener>,
     stop: Arc<AtomicBool>,
 ) {
-    use crate::server::{Accepted, Listener};
+    use crate::turn::server::{Accepted, Listener};
     let peers = Arc::new(conn::Peers::default());
     let mut lookup = peer::Lookup::new();
-    let listeners = crate::server::Listeners::new(
+    let listeners = crate::turn::server::Listeners::new(
         std::iter::once(Listener::Tcp(listener))
             .chain(unix.map(Listener::Unix))
             .collect(),
@@ -450,7 +451,7 @@ async fn accept(
             eprintln!("shrooms-agent serve: stopping: finishing the requests in flight");
         }
     };
-    let on_conn = move |c: Accepted, start: Instant| -> Option<crate::server::Task> {
+    let on_conn = move |c: Accepted, start: Instant| -> Option<crate::turn::server::Task> {
         match c {
             Accepted::Tcp(stream, peer) => {
                 let ours = stream.local_addr().unwrap_or(peer);
@@ -546,8 +547,8 @@ async fn accept(
     };
     // Operations whose clients went away finish too (they cannot be cut
     // short half-way).
-    let drain = crate::server::Drain::All;
-    crate::server::accept_loop("serve", listeners, stopped, drain, on_conn).await;
+    let drain = crate::turn::server::Drain::All;
+    crate::turn::server::accept_loop("serve", listeners, stopped, drain, on_conn).await;
 }
 
 /// A second descriptor of a connection's socket (see `conn`).

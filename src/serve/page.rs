@@ -28,7 +28,7 @@ use super::Shared;
 use super::live::Live;
 use super::reply::Response;
 use super::state::CageInfo;
-use crate::session::{Busy, Damaged, HistoryEntry, Record, Store};
+use crate::state::session::{Busy, Damaged, HistoryEntry, Record, Store};
 
 /// History lines shown, across the sessions, newest first.
 pub const HISTORY_LINES: usize = 20;
@@ -62,7 +62,7 @@ pub struct Page {
     /// for the sessions that have any; or why its egress log did not read.
     pub refusals: Vec<(
         String,
-        std::result::Result<Vec<crate::egress::Line>, String>,
+        std::result::Result<Vec<crate::net::egress::Line>, String>,
     )>,
     /// serve has a live view of the cages (else states are unknown).
     pub live: bool,
@@ -81,7 +81,7 @@ pub struct Row {
     pub busy: Option<Busy>,
     /// Its running cage's egress log (`egress::state`); None when its
     /// cage does not run.
-    pub egress: Option<crate::egress::LogState>,
+    pub egress: Option<crate::net::egress::LogState>,
 }
 
 /// A history line and its session.
@@ -110,7 +110,7 @@ pub async fn page(Extension(shared): Extension<Arc<Shared>>) -> axum::response::
     // behind the operations that wait on podman.
     let made = tokio::task::spawn_blocking(move || {
         let live = super::ready_view(&shared);
-        gather(&shared, live.as_deref(), crate::when::now()).map(|p| render(&p))
+        gather(&shared, live.as_deref(), crate::state::when::now()).map(|p| render(&p))
     })
     .await;
     match made {
@@ -155,12 +155,12 @@ fn gather(shared: &Shared, live: Option<&Live>, now: u64) -> crate::error::Resul
     let mut sessions = Vec::new();
     let mut refusals = Vec::new();
     for record in records {
-        match crate::egress::read(
+        match crate::net::egress::read(
             &store.egress_path(&record.name),
             &store.egress_refused_path(&record.name),
         ) {
             Ok(lines) => {
-                let last = crate::egress::last_refusals(&lines, REFUSALS);
+                let last = crate::net::egress::last_refusals(&lines, REFUSALS);
                 if !last.is_empty() {
                     refusals.push((record.name.clone(), Ok(last)));
                 }
@@ -178,7 +178,7 @@ fn gather(shared: &Shared, live: Option<&Live>, now: u64) -> crate::error::Resul
         };
         let busy = store.busy(&record.name).ok().flatten();
         let egress = (state.as_deref() == Some("running"))
-            .then(|| crate::egress::state(&store.egress_pid_path(&record.name)));
+            .then(|| crate::net::egress::state(&store.egress_pid_path(&record.name)));
         sessions.push(Row {
             record,
             state,
@@ -262,7 +262,7 @@ pub fn render(p: &Page) -> Markup {
             body {
                 h1 { "shrooms-agent " small { "on " (p.machine) } }
                 p.meta {
-                    "As of " (crate::when::local(p.now))
+                    "As of " (crate::state::when::local(p.now))
                     ". Read-only; reload the page to see it again."
                 }
                 (sessions(p))
@@ -346,13 +346,13 @@ fn session(row: &Row, p: &Page) -> Markup {
             td.nw {
                 @match &row.busy {
                     None => (none("-")),
-                    Some(b) => span.busy title=[b.since.map(crate::when::local)] {
+                    Some(b) => span.busy title=[b.since.map(crate::state::when::local)] {
                         (b.what)
                         @if let Some(t) = b.since { ", " (since(t, now)) }
                     },
                 }
             }
-            td.nw title=(crate::when::local(r.created)) { (crate::when::age(r.created, now)) }
+            td.nw title=(crate::state::when::local(r.created)) { (crate::state::when::age(r.created, now)) }
             td {
                 @match cage {
                     None => (none("-")),
@@ -393,7 +393,7 @@ fn state_class(state: &str) -> &'static str {
 
 /// `for 3 min`, `just now`.
 fn since(then: u64, now: u64) -> String {
-    let a = crate::when::age(then, now);
+    let a = crate::state::when::age(then, now);
     match a.strip_suffix(" ago") {
         Some(d) => format!("for {d}"),
         None => a,
@@ -442,7 +442,7 @@ fn image(c: &CageInfo) -> Markup {
 /// into the user's repository, those refused and why, and the files other
 /// tools run later that it created, changed or removed.
 fn left(p: &Page) -> Markup {
-    let rows: Vec<(&str, &crate::session::AfterTurn)> = p
+    let rows: Vec<(&str, &crate::state::session::AfterTurn)> = p
         .sessions
         .iter()
         .filter_map(|row| Some((row.record.name.as_str(), row.record.after_turn.as_ref()?)))
@@ -458,7 +458,7 @@ fn left(p: &Page) -> Markup {
                     @for (name, after) in &rows {
                         @for b in &after.git.brought {
                             tr {
-                                td { (name) } td.nw { (crate::when::local(after.when)) }
+                                td { (name) } td.nw { (crate::state::when::local(after.when)) }
                                 td.what { "brought in: its branch " (b.branch) " as "
                                     code { (b.into.trim_start_matches("refs/heads/")) }
                                     " (" (b.commit.get(..12).unwrap_or(&b.commit)) ", "
@@ -467,13 +467,13 @@ fn left(p: &Page) -> Markup {
                         }
                         @for r in &after.git.refused {
                             tr {
-                                td { (name) } td.nw { (crate::when::local(after.when)) }
+                                td { (name) } td.nw { (crate::state::when::local(after.when)) }
                                 td.what.bad { "refused: its branch " (r.branch) ": " (r.why) }
                             }
                         }
                         @for f in &after.files {
                             tr {
-                                td { (name) } td.nw { (crate::when::local(after.when)) }
+                                td { (name) } td.nw { (crate::state::when::local(after.when)) }
                                 td.what.bad { (f.change) " " code { (f.path) } ", which a tool on \
                                     this machine runs or loads later (" (f.why) ")" }
                             }
@@ -500,7 +500,7 @@ fn refused(p: &Page) -> Markup {
                                 @for l in lines {
                                     tr {
                                         td { (s) }
-                                        td.what { (crate::output::egress_line(l)) }
+                                        td.what { (crate::face::output::egress_line(l)) }
                                     }
                                 }
                             }
@@ -527,8 +527,8 @@ fn history(p: &Page) -> Markup {
                     @for l in &p.history {
                         tr {
                             td.nw {
-                                (crate::when::local(l.entry.when))
-                                " " span.none { "(" (crate::when::age(l.entry.when, p.now)) ")" }
+                                (crate::state::when::local(l.entry.when))
+                                " " span.none { "(" (crate::state::when::age(l.entry.when, p.now)) ")" }
                             }
                             td { (l.session) }
                             td { (l.entry.who) }
@@ -551,7 +551,7 @@ fn history(p: &Page) -> Markup {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::{sample_cage, sample_record};
+    use crate::state::session::{sample_cage, sample_record};
 
     fn entry(when: u64, what: &str) -> HistoryEntry {
         HistoryEntry {
@@ -648,7 +648,7 @@ mod tests {
         let mut p = page_with(r, Some("running"), history);
         p.refusals = vec![(
             "webapp".into(),
-            Ok(vec![crate::egress::Line {
+            Ok(vec![crate::net::egress::Line {
                 time: "2026-12-01T18:00:00.000Z".into(),
                 session: "webapp".into(),
                 address: "10.199.77.1".into(),
@@ -682,7 +682,7 @@ mod tests {
         assert!(!html.contains("CUT"), "{html}");
         // A cage whose egress log cannot be written: said in its row.
         let mut cut = p;
-        cut.sessions[0].egress = Some(crate::egress::state_of(Some("egress:nospc")));
+        cut.sessions[0].egress = Some(crate::net::egress::state_of(Some("egress:nospc")));
         let html = render(&cut).into_string();
         assert!(
             html.contains(
@@ -735,11 +735,11 @@ mod tests {
     /// each named file with its change and reason; escaped as the rest.
     #[test]
     fn what_the_last_turn_left_is_shown() {
-        use crate::git::bring::{Brought, Refused, Report};
+        use crate::cage::git::bring::{Brought, Refused, Report};
         let html = render(&page_with(sample_record("web"), None, Vec::new())).into_string();
         assert!(html.contains("No commits came in"), "{html}");
         let mut r = sample_record("web");
-        r.after_turn = Some(crate::session::AfterTurn {
+        r.after_turn = Some(crate::state::session::AfterTurn {
             when: 1_796_061_909 - 60,
             git: Report {
                 brought: vec![Brought {
@@ -753,7 +753,7 @@ mod tests {
                     why: "its tree <b> has an entry named \".git\"".into(),
                 }],
             },
-            files: vec![crate::session::NamedFile {
+            files: vec![crate::state::session::NamedFile {
                 path: ".envrc.local".into(),
                 change: "created".into(),
                 why: "sourced by an allowed .envrc".into(),

@@ -18,7 +18,7 @@
 //! just after the close's event. A session shown busy is therefore asked
 //! again at each listing (one open and one flock for each such session);
 //! a session becomes busy only by writing in its lock file (its holder
-//! writes what it is, [`crate::session::SessionLock::note`]), which is a
+//! writes what it is, [`crate::state::session::SessionLock::note`]), which is a
 //! change the watch sees.
 
 use std::mem::MaybeUninit;
@@ -33,7 +33,7 @@ use rustix::fs::inotify;
 use super::live::Live;
 use crate::error::Result;
 use crate::ops;
-use crate::session::{Damaged, Record, Store};
+use crate::state::session::{Damaged, Record, Store};
 
 /// What else a listing is made of: podman's volume folder and whether its
 /// limits are enforced, as serve knows them now.
@@ -69,7 +69,7 @@ struct Built {
     busy: Vec<String>,
     /// The egress log of each running cage it shows, as it showed it: its
     /// listener's state changes with no file changed.
-    egress: Vec<(String, crate::egress::LogState)>,
+    egress: Vec<(String, crate::net::egress::LogState)>,
     body: Bytes,
 }
 
@@ -95,7 +95,7 @@ impl Records {
     /// as the first session would make it).
     pub fn new(store: Store) -> Records {
         let dir = store.sessions_dir();
-        let watch = crate::session::make_private_dir(&dir)
+        let watch = crate::state::session::make_private_dir(&dir)
             .ok()
             .and_then(|()| watch(&dir).ok())
             .map(Mutex::new);
@@ -189,7 +189,7 @@ impl Records {
             }
         }
         for (name, shown) in &b.egress {
-            if &crate::egress::state(&self.store.egress_pid_path(name)) != shown {
+            if &crate::net::egress::state(&self.store.egress_pid_path(name)) != shown {
                 return None;
             }
         }
@@ -401,12 +401,14 @@ mod tests {
         let live = Live::default();
         assert!(names(&listing(&r, &live)).is_empty());
 
-        store.save(&crate::session::sample_record("a")).unwrap();
+        store
+            .save(&crate::state::session::sample_record("a"))
+            .unwrap();
         assert_eq!(names(&listing(&r, &live)), ["a"]);
         let first = listing(&r, &live);
         assert_eq!(first.as_ptr(), listing(&r, &live).as_ptr(), "built again");
 
-        let mut b = crate::session::sample_record("b");
+        let mut b = crate::state::session::sample_record("b");
         b.starred = true;
         store.save(&b).unwrap();
         let body = listing(&r, &live);

@@ -31,10 +31,10 @@ use super::conn::ConnInfo;
 use super::ready_view;
 use super::reply::{ErrorBody, Response};
 use super::state::Harnesses;
+use crate::cage::harness::Harness;
 use crate::error::{Error, Subject};
-use crate::harness::Harness;
 use crate::ops;
-use crate::session::Record;
+use crate::state::session::Record;
 
 /// Every route of this module, each from its handler's `#[utoipa::path]`.
 /// One `routes!` holds the handlers of one path only: utoipa-axum routes
@@ -254,7 +254,7 @@ pub(crate) fn check_bodies(bytes: &[u8]) -> Vec<Result<(), Error>> {
         parse_body::<SettingsBody>(bytes).map(drop),
         parse_body::<AcceptCagedBody>(bytes).map(drop),
         parse_body::<BuildBody>(bytes).map(|b| {
-            let _ = crate::workbench::Stage::parse(&b.image);
+            let _ = crate::images::workbench::Stage::parse(&b.image);
         }),
     ]
 }
@@ -424,7 +424,7 @@ impl CageBody {
             net: self
                 .net
                 .as_deref()
-                .map(crate::netpolicy::NetPolicy::parse)
+                .map(crate::net::netpolicy::NetPolicy::parse)
                 .transpose()?,
         })
     }
@@ -740,7 +740,7 @@ async fn limits(
             net: body
                 .net
                 .as_deref()
-                .map(crate::netpolicy::NetPolicy::parse)
+                .map(crate::net::netpolicy::NetPolicy::parse)
                 .transpose()?,
             by: Some(by),
         };
@@ -841,7 +841,7 @@ async fn drop_file(
     // `caged_refusal` for why serve may believe the header).
     let caged = parts
         .headers
-        .get(crate::cage_socket::CAGED_HEADER)
+        .get(crate::turn::cage_socket::CAGED_HEADER)
         .map(|v| v.to_str().map(str::to_string).unwrap_or_default());
     let from_machine = shared.machine_of(info.peer.ip());
     // It must keep a pace of 256 KiB a second after a grace, at every
@@ -1126,14 +1126,20 @@ struct BuildBody {
 async fn build(Extension(shared): Sh, Extension(info): Info, req: Request) -> Response {
     with_body(&shared, &info, req, |shared, body: BuildBody| {
         let repo = &shared.base.settings.images_repo;
-        let stage = crate::workbench::Stage::parse(&body.image)
-            .or_else(|| crate::workbench::stage_of(repo, &body.image))
+        let stage = crate::images::workbench::Stage::parse(&body.image)
+            .or_else(|| crate::images::workbench::stage_of(repo, &body.image))
             .ok_or_else(|| {
                 Error::bad_input(format!(
                     "{:?} is not an image of ours: give \"workbench\" or \"desktop\" ({} or {})",
                     body.image,
-                    crate::workbench::image_name(repo, crate::workbench::Stage::Workbench),
-                    crate::workbench::image_name(repo, crate::workbench::Stage::Desktop)
+                    crate::images::workbench::image_name(
+                        repo,
+                        crate::images::workbench::Stage::Workbench
+                    ),
+                    crate::images::workbench::image_name(
+                        repo,
+                        crate::images::workbench::Stage::Desktop
+                    )
                 ))
             })?;
         let request = ops::image::BuildRequest {

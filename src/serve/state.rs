@@ -17,7 +17,7 @@ use utoipa::ToSchema;
 
 use super::Base;
 use crate::host::Host;
-use crate::workbench::{self, Stage};
+use crate::images::workbench::{self, Stage};
 
 pub const REFRESH: Duration = Duration::from_secs(3);
 pub const HOST_REFRESH: Duration = Duration::from_secs(60);
@@ -207,7 +207,7 @@ fn look(base: &Base, host: Option<Host>) -> Harnesses {
     let token = s
         .sealed_token
         .clone()
-        .unwrap_or_else(|| crate::session::Store::new(&s.state_dir).default_sealed_token());
+        .unwrap_or_else(|| crate::state::session::Store::new(&s.state_dir).default_sealed_token());
     let (ready, building, error) = match &host {
         None => (false, false, None),
         Some(h) => {

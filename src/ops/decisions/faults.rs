@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use super::*;
-use crate::podman::fake::until_crash;
+use crate::host::podman::fake::until_crash;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Fault {
@@ -213,11 +213,13 @@ fn check(w: &World, before: &[&str], failed: Option<usize>, pending: bool) -> Re
     // record of an rm.
     let mut excused = None;
     match (pending, &intent) {
-        (true, Some(crate::session::Intent::Move { from: Some(f), .. })) => {
+        (true, Some(crate::state::session::Intent::Move { from: Some(f), .. })) => {
             there.remove(f);
         }
-        (true, Some(crate::session::Intent::Remove { container })) => excused = container.clone(),
-        (true, Some(crate::session::Intent::Rename { old: Some(o), .. })) => {
+        (true, Some(crate::state::session::Intent::Remove { container })) => {
+            excused = container.clone()
+        }
+        (true, Some(crate::state::session::Intent::Rename { old: Some(o), .. })) => {
             there.remove(o);
         }
         _ => {}
@@ -422,7 +424,7 @@ fn the_plan_of_create() {
         host,
         "web",
         &w.project,
-        crate::harness::Harness::Claude,
+        crate::cage::harness::Harness::Claude,
         &Default::default(),
         false,
     )
@@ -527,7 +529,7 @@ fn every_fault_of_move_into_a_sealed_cage() {
 /// (`session::write_atomic`, the history's append) failing, and again with
 /// the tool dying right after it; returns what failed.
 fn exhaust_writes(case: &Case) -> Vec<String> {
-    use crate::process::crash::{WriteFault, writes};
+    use crate::host::process::crash::{WriteFault, writes};
     let w = (case.world)(&format!("writes-{}-count", case.name));
     let before = writes();
     (case.run)(&w).unwrap_or_else(|e| panic!("{}: {}", case.name, e.message));
@@ -552,10 +554,10 @@ fn exhaust_writes(case: &Case) -> Vec<String> {
 /// not happen).
 fn write_faulted<T>(
     k: usize,
-    fault: crate::process::crash::WriteFault,
+    fault: crate::host::process::crash::WriteFault,
     run: impl FnOnce() -> T,
 ) -> Option<&'static str> {
-    use crate::process::crash::{WriteFault, fault_write, no_write_fault};
+    use crate::host::process::crash::{WriteFault, fault_write, no_write_fault};
     fault_write(k, fault);
     let first = until_crash(run);
     no_write_fault();
@@ -668,7 +670,7 @@ fn limits_net(w: &World) -> crate::error::Result<()> {
         &w.ctx,
         &super::super::limits::LimitsRequest {
             name: "web".into(),
-            net: Some(crate::netpolicy::NetPolicy::Internet),
+            net: Some(crate::net::netpolicy::NetPolicy::Internet),
             ..Default::default()
         },
     )
@@ -728,7 +730,7 @@ fn the_plans_of_start_and_exec() {
     let w = startable_with_own_limits("plan-start");
     let host = w.ctx.host().unwrap();
     let mut record = w.ctx.store.load("web").unwrap();
-    let start = |r: &crate::session::Record| {
+    let start = |r: &crate::state::session::Record| {
         decide_start(&start_facts(&w.ctx, r).unwrap(), host).map(|s| described(&s))
     };
     let started = [
@@ -756,7 +758,7 @@ fn the_plans_of_start_and_exec() {
     // folder remembered untrusted.
     let cage = record.cage.as_mut().unwrap();
     cage.limits = crate::settings::Limits::of("4g", "2", 2048);
-    cage.sealed = Some(crate::session::SealedRecord {
+    cage.sealed = Some(crate::state::session::SealedRecord {
         token_file: "/t".into(),
         outbox: "/o".into(),
         rules: "sealed v2".into(),
@@ -809,7 +811,7 @@ fn the_plans_of_limits_and_stop() {
     let host = w.ctx.host().unwrap();
     fn facts<'a>(
         w: &World,
-        record: &'a crate::session::Record,
+        record: &'a crate::state::session::Record,
         running: Option<bool>,
         host: crate::error::Result<&'a Host>,
     ) -> LimitsFacts<'a> {
@@ -848,7 +850,7 @@ fn the_plans_of_limits_and_stop() {
     // A new policy: loaded into the running cage, else at its next start.
     let net = LimitsRequest {
         name: "web".into(),
-        net: Some(crate::netpolicy::NetPolicy::Internet),
+        net: Some(crate::net::netpolicy::NetPolicy::Internet),
         ..Default::default()
     };
     let (steps, changed) = plan(&facts(Some(true), Ok(host)), &net).unwrap();
@@ -900,7 +902,7 @@ fn a_start_killed_after_podman_start_is_stopped_by_the_next_command() {
     assert_eq!(w.fake.calls(), [vec!["start", "--", C]]);
     assert_eq!(
         w.ctx.store.intent("web").unwrap(),
-        Some(crate::session::Intent::Start {
+        Some(crate::state::session::Intent::Start {
             container: C.to_string()
         })
     );
@@ -1216,7 +1218,7 @@ fn sending(name: &str) -> World {
         .store
         .update("web", |r| {
             let cage = r.cage.as_mut().unwrap();
-            cage.sealed = Some(crate::session::SealedRecord {
+            cage.sealed = Some(crate::state::session::SealedRecord {
                 token_file: "/token".into(),
                 outbox,
                 rules: String::new(),
@@ -1418,7 +1420,7 @@ struct Quiet {
 /// (`quiet_state`), and again after the next command. Returns the number
 /// of writes and what failed.
 fn exhaust_quiet(op: &Quiet) -> (usize, Vec<String>) {
-    use crate::process::crash::{WriteFault, writes};
+    use crate::host::process::crash::{WriteFault, writes};
     let w = (op.world)(&format!("quiet-{}-count", op.name));
     let before = writes();
     (op.run)(&w).unwrap_or_else(|e| panic!("{}: {}", op.name, e.message));
@@ -1483,13 +1485,13 @@ fn quiet_state(w: &World, faulted: bool) -> Result<(), String> {
         }
     }
     let tmp = store.tmp_dir();
-    let own = format!("{}{}-", crate::session::SEND_TMP, std::process::id());
+    let own = format!("{}{}-", crate::state::session::SEND_TMP, std::process::id());
     for e in std::fs::read_dir(&tmp).into_iter().flatten().flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         let Some(rest) = name.strip_prefix(&own).filter(|_| faulted) else {
             return Err(format!("a send's folder left in {}: {name}", tmp.display()));
         };
-        let dead = format!("{}999999999-{rest}", crate::session::SEND_TMP);
+        let dead = format!("{}999999999-{rest}", crate::state::session::SEND_TMP);
         std::fs::rename(e.path(), tmp.join(dead)).unwrap();
     }
     store.remove_dead_temporaries();
@@ -1591,7 +1593,7 @@ fn quiet_state(w: &World, faulted: bool) -> Result<(), String> {
 
 /// The lock at `path` held, still, after some 2 s (`held_still_by`).
 fn held_still(path: &std::path::Path) -> bool {
-    held_still_by(|| crate::lock::held(path).unwrap())
+    held_still_by(|| crate::state::lock::held(path).unwrap())
 }
 
 /// `held` true each time it is asked over some 2 s: another test's
@@ -1729,8 +1731,8 @@ fn a_start_makes_its_copies_again_before_it_looks_at_its_sources() {
     let mut record = w.ctx.store.load("web").unwrap();
     let cage = record.cage.as_mut().unwrap();
     let copies = w.ctx.store.settings_copy_dir(&cage.container);
-    crate::session::make_private_dir(&copies).unwrap();
-    cage.mount_sources = vec![crate::session::MountSource::now(&copies).unwrap()];
+    crate::state::session::make_private_dir(&copies).unwrap();
+    cage.mount_sources = vec![crate::state::session::MountSource::now(&copies).unwrap()];
     w.ctx.store.save(&record).unwrap();
     std::fs::remove_dir_all(&copies).unwrap();
     start(&w).unwrap();

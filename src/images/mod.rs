@@ -1,0 +1,3 @@
+//! Images of ours: the workbench's Containerfile and how it is built.
+
+pub mod workbench;

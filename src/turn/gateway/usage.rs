@@ -1,0 +1,1242 @@
+//! What the model spent, and the session's token budget (README, "Model
+//! gateway").
+//!
+//! Each model response's token counts are read while it passes through:
+//! from the server-sent events of a streamed one (`message_start`'s
+//! `message.usage`, then each `message_delta`'s `usage`, whose counts are
+//! cumulative: the Messages API's streaming documentation), from the body's
+//! `usage` of a plain JSON one. Nothing is held back: each piece goes on
+//! to the harness as it comes, and a copy is looked at on the way.
+//!
+//! The counts are kept in memory for the turn (the budget is checked
+//! against them, so a response counts from the moment it ends) and written
+//! to the session's record by a thread of their own, under the record's
+//! lock, so a `cage limits` beside the turn loses nothing. While the turn
+//! holds the session's lock, only it adds to the record's counts.
+
+use std::pin::Pin;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use hyper::body::{Body, Bytes, Frame};
+use hyper::header::{self, HeaderMap};
+use hyper::{Response, StatusCode};
+
+use crate::state::session::{HistoryEntry, Store, TurnUsage, Usage};
+
+/// The route whose responses spend tokens, and the only one a spent budget
+/// refuses (counting tokens and the connectivity check spend none).
+pub fn spends(method: &str, path: &str) -> bool {
+    method == "POST" && path == "/v1/messages"
+}
+
+/// The longest SSE line, and event data, looked at: the events that carry
+/// usage are small; a longer line still passes on, unread.
+const MAX_LINE: usize = 1 << 20;
+/// The largest JSON response read for its usage.
+const MAX_JSON: usize = 16 << 20;
+
+/// Counts as the API reported them so far; a count it never gave is None.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Reported {
+    input: Option<u64>,
+    output: Option<u64>,
+    cache_creation: Option<u64>,
+    cache_read: Option<u64>,
+}
+
+impl Reported {
+    /// Take the counts an API `usage` object gives; those it leaves out
+    /// stay as they were (a `message_delta` may give `output_tokens` only).
+    fn merge(&mut self, usage: &serde_json::Value) {
+        let get = |k: &str| usage.get(k).and_then(serde_json::Value::as_u64);
+        for (slot, key) in [
+            (&mut self.input, "input_tokens"),
+            (&mut self.output, "output_tokens"),
+            (&mut self.cache_creation, "cache_creation_input_tokens"),
+            (&mut self.cache_read, "cache_read_input_tokens"),
+        ] {
+            if let Some(v) = get(key) {
+                *slot = Some(v);
+            }
+        }
+    }
+
+    fn usage(&self) -> Usage {
+        Usage {
+            input_tokens: self.input.unwrap_or(0),
+            output_tokens: self.output.unwrap_or(0),
+            cache_creation_input_tokens: self.cache_creation.unwrap_or(0),
+            cache_read_input_tokens: self.cache_read.unwrap_or(0),
+            responses: 1,
+        }
+    }
+}
+
+/// Reads a stream of server-sent events (the WHATWG HTML standard's
+/// "Server-sent events" syntax: lines end in CR LF, LF or CR; `field:
+/// value`; a blank line ends an event) for the usage in it, in pieces cut
+/// anywhere.
+#[derive(Debug, Default)]
+pub struct SseMeter {
+    line: Vec<u8>,
+    /// The line is longer than [`MAX_LINE`]: skipped to its end.
+    overlong: bool,
+    /// The last byte was a CR: an LF right after it ends nothing.
+    after_cr: bool,
+    event: String,
+    data: Vec<u8>,
+    data_overlong: bool,
+    /// The bytes of the current event's data, read or skipped.
+    data_len: u64,
+    reported: Option<Reported>,
+    /// The bytes of generated content (text, tool input, thinking) passed
+    /// so far: what a stream cut before its final count is charged by.
+    generated: u64,
+    /// A `message_delta` gave the output count: it is the final one.
+    output_final: bool,
+    stopped: bool,
+}
+
+/// A stream cut before the API gave its final output count is charged
+/// one output token per this many bytes of the content that passed: less
+/// than the four characters of English text a token usually holds, so
+/// that a cut stream is charged at least what it carried.
+pub const BYTES_PER_TOKEN: u64 = 3;
+
+impl SseMeter {
+    pub fn feed(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            let after_cr = std::mem::replace(&mut self.after_cr, b == b'\r');
+            match b {
+                b'\n' if after_cr => {}
+                b'\r' | b'\n' => self.end_line(),
+                _ if self.overlong => self.data_len += 1,
+                _ if self.line.len() >= MAX_LINE => {
+                    self.overlong = true;
+                    self.data_len += self.line.len() as u64 + 1;
+                    self.line.clear();
+                }
+                _ => self.line.push(b),
+            }
+        }
+    }
+
+    fn end_line(&mut self) {
+        let overlong = std::mem::replace(&mut self.overlong, false);
+        let line = std::mem::take(&mut self.line);
+        if line.starts_with(b"data:") {
+            self.data_len += line.len() as u64;
+        }
+        if overlong {
+            // A field cut short is not read: if it was data, the event is.
+            self.data_overlong = true;
+            return;
+        }
+        if line.is_empty() {
+            self.dispatch();
+            return;
+        }
+        let (field, value) = match line.iter().position(|&b| b == b':') {
+            Some(0) => return, // a comment
+            Some(i) => {
+                let v = &line[i + 1..];
+                (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
+            }
+            None => (&line[..], &[][..]),
+        };
+        match field {
+            b"event" => self.event = String::from_utf8_lossy(value).into_owned(),
+            b"data" if !self.data_overlong => {
+                if self.data.len() + value.len() >= MAX_LINE {
+                    self.data_overlong = true;
+                    self.data.clear();
+                } else {
+                    self.data.extend_from_slice(value);
+                    self.data.push(b'\n');
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn dispatch(&mut self) {
+        let event = std::mem::take(&mut self.event);
+        let data = std::mem::take(&mut self.data);
+        let data_len = std::mem::take(&mut self.data_len);
+        let named = matches!(
+            event.as_str(),
+            "message_start" | "message_delta" | "message_stop"
+        );
+        if std::mem::replace(&mut self.data_overlong, false) {
+            // Too long to read: if it was content, it is charged whole.
+            if !named {
+                self.generated += data_len;
+            }
+            return;
+        }
+        if event == "content_block_delta" || contains(&data, b"\"content_block_delta\"") {
+            self.generated += generated_bytes(&data);
+            return;
+        }
+        // Only the events that can carry usage are parsed; the rest is
+        // passed by unread.
+        if !named && !contains(&data, b"\"message_") {
+            return;
+        }
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(&data) else {
+            return;
+        };
+        match v.get("type").and_then(serde_json::Value::as_str) {
+            Some("message_start") => {
+                let mut r = Reported::default();
+                if let Some(u) = v.get("message").and_then(|m| m.get("usage")) {
+                    r.merge(u);
+                }
+                self.reported = Some(r);
+            }
+            Some("message_delta") => {
+                if let Some(u) = v.get("usage") {
+                    self.reported.get_or_insert_with(Reported::default).merge(u);
+                    if u.get("output_tokens")
+                        .is_some_and(serde_json::Value::is_u64)
+                    {
+                        self.output_final = true;
+                    }
+                }
+            }
+            Some("message_stop") => self.stopped = true,
+            _ => {}
+        }
+    }
+
+    /// The response's counts so far; None before any was reported. Until
+    /// the final output count came, the output is at least what the
+    /// content that passed is worth ([`BYTES_PER_TOKEN`]): a stream cut
+    /// short is charged what it carried, not the first event's count.
+    pub fn usage(&self) -> Option<Usage> {
+        let mut u = self.reported.as_ref().map(Reported::usage)?;
+        if !self.output_final {
+            u.output_tokens = u
+                .output_tokens
+                .max(self.generated.div_ceil(BYTES_PER_TOKEN));
+        }
+        Some(u)
+    }
+
+    /// Has the stream's first event, with its input counts, been read?
+    pub fn started(&self) -> bool {
+        self.reported.is_some()
+    }
+
+    /// Has the message ended (`message_stop`)? Its counts are final then.
+    pub fn ended(&self) -> bool {
+        self.stopped
+    }
+}
+
+/// The bytes of generated content a `content_block_delta` event carries:
+/// its text, tool input or thinking (its JSON unescaped); an event that
+/// does not read is charged whole.
+fn generated_bytes(data: &[u8]) -> u64 {
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) else {
+        return data.len() as u64;
+    };
+    let Some(delta) = v.get("delta").and_then(serde_json::Value::as_object) else {
+        return 0;
+    };
+    ["text", "partial_json", "thinking"]
+        .iter()
+        .filter_map(|k| delta.get(*k).and_then(serde_json::Value::as_str))
+        .map(|t| t.len() as u64)
+        .sum()
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Reads a JSON response for its `usage`: a copy of the body, up to
+/// [`MAX_JSON`], parsed at its end.
+#[derive(Debug, Default)]
+pub struct JsonMeter {
+    body: Vec<u8>,
+    too_long: bool,
+    /// The body's length, where the response said it.
+    length: Option<usize>,
+}
+
+impl JsonMeter {
+    pub fn feed(&mut self, bytes: &[u8]) {
+        if self.too_long {
+            return;
+        }
+        if self.body.len() + bytes.len() > MAX_JSON {
+            self.too_long = true;
+            self.body = Vec::new();
+        } else {
+            self.body.extend_from_slice(bytes);
+        }
+    }
+
+    /// Has the whole body, as long as the response said, come?
+    pub fn ended(&self) -> bool {
+        !self.too_long && self.length == Some(self.body.len())
+    }
+
+    pub fn usage(&self) -> Option<Usage> {
+        let v: serde_json::Value = serde_json::from_slice(&self.body).ok()?;
+        let u = v.get("usage")?;
+        let mut r = Reported::default();
+        r.merge(u);
+        Some(r.usage())
+    }
+}
+
+/// A response's meter, by its content type.
+#[derive(Debug)]
+enum Meter {
+    Sse(SseMeter),
+    Json(JsonMeter),
+}
+
+impl Meter {
+    /// The meter for an answer of this type; None: not a type the gateway
+    /// reads. `encoded`: the body comes compressed, so its length says
+    /// nothing of the JSON's.
+    fn for_response(headers: &HeaderMap, encoded: bool) -> Option<Meter> {
+        let ctype = content_type(headers);
+        if ctype.starts_with("text/event-stream") {
+            Some(Meter::Sse(SseMeter::default()))
+        } else if ctype.starts_with("application/json") {
+            let length = headers
+                .get(header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse().ok())
+                .filter(|_| !encoded);
+            Some(Meter::Json(JsonMeter {
+                length,
+                ..JsonMeter::default()
+            }))
+        } else {
+            None
+        }
+    }
+    fn feed(&mut self, b: &[u8]) {
+        match self {
+            Meter::Sse(m) => m.feed(b),
+            Meter::Json(m) => m.feed(b),
+        }
+    }
+    fn ended(&self) -> bool {
+        match self {
+            Meter::Sse(m) => m.ended(),
+            Meter::Json(m) => m.ended(),
+        }
+    }
+    fn usage(&self) -> Option<Usage> {
+        match self {
+            Meter::Sse(m) => m.usage(),
+            Meter::Json(m) => m.usage(),
+        }
+    }
+    /// Has enough been read to charge the answer, were it cut now? A
+    /// stream once its first event (the input counts) came, the output
+    /// being charged by what passed; a JSON answer only whole (its counts
+    /// come last, and it is generated whole before it is sent).
+    fn enough(&self) -> bool {
+        match self {
+            Meter::Sse(m) => m.started() || m.ended(),
+            Meter::Json(m) => m.ended(),
+        }
+    }
+}
+
+fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase()
+}
+
+/// How an answer's body is encoded (RFC 9110, section 8.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    Identity,
+    Gzip,
+}
+
+/// The answer's `Content-Encoding`, if the gateway reads it: none (or
+/// `identity`), else one `gzip` (the gateway asks for `identity`; an
+/// upstream that compresses all the same is read through a decoder).
+/// Anything else is named in the error.
+pub fn encoding(headers: &HeaderMap) -> std::result::Result<Encoding, String> {
+    let mut codings = Vec::new();
+    for v in headers.get_all(header::CONTENT_ENCODING) {
+        let Ok(v) = v.to_str() else {
+            return Err("(not text)".to_string());
+        };
+        codings.extend(
+            v.split(',')
+                .map(|c| c.trim().to_ascii_lowercase())
+                .filter(|c| !c.is_empty() && c != "identity"),
+        );
+    }
+    match codings.as_slice() {
+        [] => Ok(Encoding::Identity),
+        [c] if c == "gzip" || c == "x-gzip" => Ok(Encoding::Gzip),
+        _ => Err(codings.join(", ")),
+    }
+}
+
+/// Where a decoder writes: the meter.
+#[derive(Debug)]
+struct MeterSink(Meter);
+
+impl std::io::Write for MeterSink {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.feed(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The meter, behind a decoder when the answer is compressed.
+enum Reader {
+    Plain(Meter),
+    Gzip(Box<flate2::write::MultiGzDecoder<MeterSink>>),
+}
+
+impl Reader {
+    fn feed(&mut self, b: &[u8]) -> std::io::Result<()> {
+        match self {
+            Reader::Plain(m) => {
+                m.feed(b);
+                Ok(())
+            }
+            // Flushed at once: what decoded reaches the meter now, not at
+            // the decoder's next write.
+            Reader::Gzip(d) => {
+                std::io::Write::write_all(d, b)?;
+                std::io::Write::flush(d)
+            }
+        }
+    }
+    fn meter(&self) -> &Meter {
+        match self {
+            Reader::Plain(m) => m,
+            Reader::Gzip(d) => &d.get_ref().0,
+        }
+    }
+}
+
+/// A response body that passes each frame on as it comes and counts the
+/// usage in it; the counts go to the ledger when the message ends, or when
+/// the body is dropped before (a harness that went away: what passed until
+/// then still counts).
+pub struct Metered {
+    inner: reqwest::Body,
+    reader: Option<Reader>,
+    ledger: Arc<Ledger>,
+    /// Read on after the harness went away, for the counts alone.
+    draining: bool,
+    /// The turn's gate, held while a session with a budget waits for this
+    /// answer's counts (`Ledger::admit`): let go once it is counted.
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+/// How long an answer is read on, at most, after its harness went away
+/// before it could be charged.
+const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+impl Metered {
+    fn record(&mut self) {
+        if let Some(u) = self.reader.take().and_then(|r| r.meter().usage()) {
+            self.ledger.add(u);
+        }
+        // Counted: the next model request may pass.
+        self.permit = None;
+    }
+
+    fn feed(&mut self, data: &[u8]) {
+        let Some(r) = self.reader.as_mut() else {
+            return;
+        };
+        if let Err(e) = r.feed(data) {
+            // What was read so far counts; what follows cannot be.
+            self.record();
+            self.ledger
+                .stop_spending(&format!("its compressed body does not decode: {e}"));
+            return;
+        }
+        // Counted before the harness gets the end of the message, so its
+        // next request meets the new total.
+        if r.meter().ended() {
+            self.record();
+        }
+    }
+
+    /// Is there nothing more to learn by reading on?
+    fn charged(&self) -> bool {
+        self.reader.as_ref().is_none_or(|r| r.meter().enough())
+    }
+}
+
+impl Body for Metered {
+    type Data = Bytes;
+    type Error = reqwest::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, reqwest::Error>>> {
+        let this = &mut *self;
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    this.feed(data);
+                }
+            }
+            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => {
+                if let Some(Reader::Gzip(d)) = this.reader.as_mut() {
+                    let _ = d.try_finish();
+                }
+                this.record();
+            }
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for Metered {
+    fn drop(&mut self) {
+        // The harness went away before the answer could be charged (a
+        // stream before its first event, a JSON answer before its counts,
+        // which come last): the rest is read here, for the counts alone,
+        // and the upstream request dropped once they came. A stream is
+        // not read past its first event: what did not pass is not
+        // generated.
+        if !self.draining
+            && !self.charged()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let mut rest = Metered {
+                inner: std::mem::replace(&mut self.inner, reqwest::Body::from(Vec::<u8>::new())),
+                reader: self.reader.take(),
+                ledger: self.ledger.clone(),
+                draining: true,
+                permit: self.permit.take(),
+            };
+            runtime.spawn(async move {
+                use http_body_util::BodyExt;
+                let _ = tokio::time::timeout(DRAIN_TIMEOUT, async {
+                    while !rest.charged() {
+                        match rest.frame().await {
+                            Some(Ok(_)) => {}
+                            _ => break,
+                        }
+                    }
+                })
+                .await;
+            });
+            return;
+        }
+        self.record();
+    }
+}
+
+/// The upstream's answer to `method path`, its usage counted if it is a
+/// model response. An answer the gateway cannot read for its counts (an
+/// encoding or type it does not read) is not passed on uncounted: the
+/// harness gets an error in its place and the turn spends nothing more.
+/// `permit`, the turn's gate where the session has a budget, is held until
+/// the answer is counted.
+pub fn metered(
+    ledger: &Arc<Ledger>,
+    method: &str,
+    path: &str,
+    response: Response<reqwest::Body>,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+) -> Response<reqwest::Body> {
+    if !spends(method, path) || !response.status().is_success() {
+        return response;
+    }
+    let encoding = match encoding(response.headers()) {
+        Ok(e) => e,
+        Err(what) => {
+            return unmeterable(
+                ledger,
+                &format!("its Content-Encoding {what} is not one the gateway reads"),
+            );
+        }
+    };
+    let Some(meter) = Meter::for_response(response.headers(), encoding != Encoding::Identity)
+    else {
+        let ctype = content_type(response.headers());
+        return unmeterable(
+            ledger,
+            &format!("its Content-Type {ctype:?} is not one the gateway reads"),
+        );
+    };
+    let reader = match encoding {
+        Encoding::Identity => Reader::Plain(meter),
+        Encoding::Gzip => Reader::Gzip(Box::new(flate2::write::MultiGzDecoder::new(MeterSink(
+            meter,
+        )))),
+    };
+    let ledger = ledger.clone();
+    response.map(|inner| {
+        reqwest::Body::wrap(Metered {
+            inner,
+            reader: Some(reader),
+            ledger,
+            draining: false,
+            permit,
+        })
+    })
+}
+
+/// In place of an answer that cannot be counted: the turn spends nothing
+/// more, the terminal is told why, the harness gets fixed words (nothing
+/// of the upstream's answer).
+fn unmeterable(ledger: &Ledger, why: &str) -> Response<reqwest::Body> {
+    ledger.stop_spending(why);
+    super::api_error(StatusCode::BAD_GATEWAY, "api_error", UNMETERED)
+}
+
+/// What the harness is told when an answer could not be counted, and at
+/// each model request of the turn after it.
+pub const UNMETERED: &str = "shrooms-agent's model gateway could not count the tokens of an \
+    answer of the model API, so it did not pass it on and refuses this turn's model requests; \
+    the terminal of the turn says why";
+
+/// What the harness is told at each model request after that.
+pub const STOPPED: &str = "shrooms-agent's model gateway could not count the tokens of an \
+    answer of the model API this turn, so it refuses the turn's model requests; the terminal of \
+    the turn says why";
+
+/// What a turn spent: summed in memory, written to the session's record
+/// as it goes, and a line of the session's history at its end.
+pub struct Ledger {
+    session: String,
+    store: Store,
+    /// Who the history line names.
+    who: String,
+    /// The session's total when the turn began.
+    before: Usage,
+    state: Mutex<Turn>,
+    writer: Mutex<Option<Writer>>,
+    /// One model request at a time while the session has a budget: the
+    /// next is let through once the answer before it is counted.
+    gate: Arc<tokio::sync::Semaphore>,
+}
+
+/// What a model request may do now (`Ledger::admit`).
+pub enum Admitted {
+    /// Refused, for this reason.
+    Refused(String),
+    /// Let through; with a budget, holding the turn's gate until its
+    /// answer is counted.
+    Pass(Option<tokio::sync::OwnedSemaphorePermit>),
+}
+
+#[derive(Default)]
+struct Turn {
+    spent: Usage,
+    refused: u64,
+    told: bool,
+    /// An answer could not be counted: the turn spends nothing more.
+    stopped: bool,
+}
+
+struct Writer {
+    send: mpsc::Sender<Usage>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Ledger {
+    /// A turn's ledger; `before` is the session's total as its record says.
+    pub fn new(store: Store, session: &str, who: &str, before: Usage) -> Ledger {
+        let (send, receive) = mpsc::channel::<Usage>();
+        let started = crate::state::when::now();
+        let (s, name) = (store.clone(), session.to_string());
+        let thread = std::thread::Builder::new()
+            .name("shrooms-usage".into())
+            .spawn(move || write_all(&s, &name, started, receive));
+        let writer = match thread {
+            Ok(thread) => Some(Writer { send, thread }),
+            Err(e) => {
+                eprintln!(
+                    "shrooms-agent: session {session}: token counts will not be kept \
+                     in its record: {e}"
+                );
+                None
+            }
+        };
+        Ledger {
+            session: session.to_string(),
+            store,
+            who: who.to_string(),
+            before,
+            state: Mutex::new(Turn::default()),
+            writer: Mutex::new(writer),
+            gate: Arc::new(tokio::sync::Semaphore::new(1)),
+        }
+    }
+
+    /// Whether a model request passes now. Without a budget, at once. With
+    /// one, the request first waits for the turn's gate, so that every
+    /// answer before it is counted (a harness can send its next request
+    /// the moment it has read an answer, before the gateway has read its
+    /// end; and the same turn's requests at once would each be let through
+    /// on the total before them): the budget is checked against them all.
+    pub async fn admit(self: &Arc<Self>) -> Admitted {
+        let check = |ledger: Arc<Ledger>| async move {
+            tokio::task::spawn_blocking(move || ledger.check())
+                .await
+                .unwrap_or_else(|e| Check::Refused(format!("shrooms-agent's model gateway: {e}")))
+        };
+        match check(self.clone()).await {
+            Check::Refused(why) => return Admitted::Refused(why),
+            Check::Pass { budget: false } => return Admitted::Pass(None),
+            Check::Pass { budget: true } => {}
+        }
+        let Ok(permit) = self.gate.clone().acquire_owned().await else {
+            // Never closed; were it, nothing would be counted in order.
+            return Admitted::Refused("shrooms-agent's model gateway is closing".to_string());
+        };
+        match check(self.clone()).await {
+            Check::Refused(why) => Admitted::Refused(why),
+            Check::Pass { .. } => Admitted::Pass(Some(permit)),
+        }
+    }
+
+    fn turn(&self) -> std::sync::MutexGuard<'_, Turn> {
+        // A panic elsewhere leaves the sums as they were: still good.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Count one response.
+    pub fn add(&self, usage: Usage) {
+        self.turn().spent.add(&usage);
+        if let Some(w) = self
+            .writer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            let _ = w.send.send(usage);
+        }
+    }
+
+    /// The session's spent tokens now: its record's total when the turn
+    /// began and this turn's.
+    pub fn spent(&self) -> Usage {
+        let mut u = self.before;
+        u.add(&self.turn().spent);
+        u
+    }
+
+    /// Why a model request must be refused now, if it must: the session's
+    /// budget (read from its record at each request, so a `cage limits`
+    /// during the turn counts at once) is spent. Blocking: reads a file.
+    #[cfg(test)]
+    pub fn refusal(&self) -> Option<String> {
+        match self.check() {
+            Check::Refused(why) => Some(why),
+            Check::Pass { .. } => None,
+        }
+    }
+
+    /// [`Ledger::refusal`], and whether the session has a budget.
+    fn check(&self) -> Check {
+        if self.turn().stopped {
+            return Check::Refused(STOPPED.to_string());
+        }
+        let budget = match self.store.load(&self.session) {
+            Ok(r) => match r.tokens.budget {
+                Some(b) => b,
+                None => return Check::Pass { budget: false },
+            },
+            Err(e) => {
+                // Not knowing the budget, nothing is spent past it.
+                return Check::Refused(format!(
+                    "shrooms-agent could not read session {}'s token budget: {}",
+                    self.session, e.message
+                ));
+            }
+        };
+        let spent = self.spent().total();
+        if spent >= budget {
+            Check::Refused(budget_spent(&self.session, spent, budget))
+        } else {
+            Check::Pass { budget: true }
+        }
+    }
+
+    /// An answer could not be counted (`why`, for the terminal): the
+    /// turn's model requests are refused from now on, whatever its budget,
+    /// since what it spent is no longer known.
+    pub fn stop_spending(&self, why: &str) {
+        if !std::mem::replace(&mut self.turn().stopped, true) {
+            eprintln!(
+                "shrooms-agent: session {}: an answer of the model API could not be counted \
+                 ({why}); the model gateway refuses the turn's model requests",
+                self.session
+            );
+        }
+    }
+
+    /// Note a refused request; true the first time in the turn (the
+    /// terminal is told once).
+    pub fn refused(&self) -> bool {
+        let mut t = self.turn();
+        t.refused += 1;
+        !std::mem::replace(&mut t.told, true)
+    }
+
+    /// End the turn: wait for the record to be written, then add the
+    /// turn's line to the history if it reached the model or was refused.
+    /// Called once the gateway has stopped; a second call does nothing.
+    pub fn finish(&self) {
+        let Some(w) = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+            return;
+        };
+        drop(w.send);
+        let _ = w.thread.join();
+        let (spent, refused, stopped) = {
+            let t = self.turn();
+            (t.spent, t.refused, t.stopped)
+        };
+        let Some(what) = turn_line(&spent, refused, stopped) else {
+            return;
+        };
+        let entry = HistoryEntry {
+            when: crate::state::when::now(),
+            who: self.who.clone(),
+            what,
+        };
+        if let Err(e) = self.store.append_history(&self.session, &entry) {
+            eprintln!(
+                "shrooms-agent: session {}: the turn's line could not be added to its \
+                 history: {}",
+                self.session, e.message
+            );
+        }
+    }
+}
+
+impl Drop for Ledger {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+/// What the record says of a model request now.
+enum Check {
+    Refused(String),
+    Pass { budget: bool },
+}
+
+/// The writer thread: each response's counts added to the record (those
+/// that came meanwhile together), until the turn ends.
+fn write_all(store: &Store, session: &str, started: u64, receive: mpsc::Receiver<Usage>) {
+    let mut turn = Usage::default();
+    let mut complained = false;
+    while let Ok(first) = receive.recv() {
+        let mut delta = first;
+        while let Ok(more) = receive.try_recv() {
+            delta.add(&more);
+        }
+        turn.add(&delta);
+        let written = store.update(session, |r| {
+            r.tokens.used.add(&delta);
+            r.tokens.last_turn = Some(TurnUsage {
+                started,
+                usage: turn,
+            });
+            Ok(())
+        });
+        if let Err(e) = written
+            && !std::mem::replace(&mut complained, true)
+        {
+            eprintln!(
+                "shrooms-agent: session {session}: its token counts could not be written \
+                 to its record: {}",
+                e.message
+            );
+        }
+    }
+}
+
+/// The history line of a turn, if it reached the model or was refused.
+pub fn turn_line(spent: &Usage, refused: u64, stopped: bool) -> Option<String> {
+    if spent.responses == 0 && refused == 0 && !stopped {
+        return None;
+    }
+    let mut s = format!("turn: tokens {}", spent.describe());
+    if stopped {
+        s.push_str("; an answer could not be counted");
+    }
+    if refused > 0 {
+        s.push_str(&format!(
+            "; {refused} model request{} refused: {}",
+            if refused == 1 { "" } else { "s" },
+            if stopped {
+                "tokens no longer counted"
+            } else {
+                "token budget spent"
+            }
+        ));
+    }
+    Some(s)
+}
+
+/// The words the harness and the terminal get once the budget is spent.
+pub fn budget_spent(session: &str, spent: u64, budget: u64) -> String {
+    format!(
+        "session {session} has spent its token budget: {spent} of {budget} tokens (input, \
+         output and cache together); shrooms-agent refuses its model requests until you \
+         raise it: shrooms-agent cage limits {session} --tokens N (or --tokens none for no budget)"
+    )
+}
+
+/// The answer to a model request past the budget: an error in the API's
+/// own shape, which the harness shows. A 429 or 5xx the harnesses retry,
+/// and Claude Code 2.1 shows a 403 as "Failed to authenticate"; a 400 it
+/// shows at once as it is ("API Error: 400 <message>"), not retried.
+pub fn refused_response(message: &str) -> Response<reqwest::Body> {
+    super::api_error(StatusCode::BAD_REQUEST, "invalid_request_error", message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The events of a streamed answer as the Messages API sends them
+    /// (its streaming documentation's example, shortened).
+    const STREAM: &str = "event: message_start\n\
+        data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"m\",\"stop_reason\":null,\"usage\":{\"input_tokens\":25,\"cache_creation_input_tokens\":300,\"cache_read_input_tokens\":4000,\"output_tokens\":1}}}\n\
+        \n\
+        event: content_block_start\n\
+        data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\
+        \n\
+        event: ping\n\
+        data: {\"type\": \"ping\"}\n\
+        \n\
+        event: content_block_delta\n\
+        data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"a \\\"usage\\\" of message_delta\"}}\n\
+        \n\
+        event: content_block_stop\n\
+        data: {\"type\":\"content_block_stop\",\"index\":0}\n\
+        \n\
+        event: message_delta\n\
+        data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":15}}\n\
+        \n\
+        event: message_stop\n\
+        data: {\"type\":\"message_stop\"}\n\
+        \n";
+
+    fn usage(i: u64, o: u64, cw: u64, cr: u64) -> Usage {
+        Usage {
+            input_tokens: i,
+            output_tokens: o,
+            cache_creation_input_tokens: cw,
+            cache_read_input_tokens: cr,
+            responses: 1,
+        }
+    }
+
+    fn fed(pieces: &[&[u8]]) -> SseMeter {
+        let mut m = SseMeter::default();
+        for p in pieces {
+            m.feed(p);
+        }
+        m
+    }
+
+    #[test]
+    fn a_streamed_answers_usage() {
+        let m = fed(&[STREAM.as_bytes()]);
+        assert!(m.ended());
+        assert_eq!(m.usage(), Some(usage(25, 15, 300, 4000)));
+        assert_eq!(m.usage().unwrap().total(), 4340);
+    }
+
+    /// Cut anywhere, one byte at a time, and with CR LF or CR line ends:
+    /// the same counts.
+    #[test]
+    fn cut_anywhere_the_same_counts() {
+        let want = Some(usage(25, 15, 300, 4000));
+        let bytes = STREAM.as_bytes();
+        for cut in 0..bytes.len() {
+            let m = fed(&[&bytes[..cut], &bytes[cut..]]);
+            assert_eq!(m.usage(), want, "cut at {cut}");
+            assert!(m.ended(), "cut at {cut}");
+        }
+        let ones: Vec<&[u8]> = bytes.chunks(1).collect();
+        assert_eq!(fed(&ones).usage(), want);
+        for ending in ["\r\n", "\r"] {
+            let text = STREAM.replace('\n', ending);
+            let b = text.as_bytes();
+            for cut in 0..b.len() {
+                let m = fed(&[&b[..cut], &b[cut..]]);
+                assert_eq!(m.usage(), want, "{ending:?} cut at {cut}");
+            }
+        }
+    }
+
+    /// A stream cut before its end: what was reported so far, and the
+    /// output by the text that passed (26 bytes: 9 tokens), not the first
+    /// event's 1. Before the first event: nothing.
+    #[test]
+    fn a_stream_cut_short_counts_what_came() {
+        let cut = STREAM.find("event: message_delta").unwrap();
+        let m = fed(&[&STREAM.as_bytes()[..cut]]);
+        assert!(!m.ended());
+        assert_eq!(m.usage(), Some(usage(25, 9, 300, 4000)));
+        let before_text = STREAM.find("event: content_block_delta").unwrap();
+        assert_eq!(
+            fed(&[&STREAM.as_bytes()[..before_text]]).usage(),
+            Some(usage(25, 1, 300, 4000))
+        );
+        // Tool input and thinking count as text does; an overlong delta whole.
+        let more = format!(
+            "{}event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":\"{}\"}}}}\n\n\
+             event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"delta\":{{\"type\":\"thinking_delta\",\"thinking\":\"{}\"}}}}\n\n\
+             event: content_block_delta\ndata: {{\"delta\":{{\"text\":\"{}\"}}}}\n\n",
+            &STREAM[..cut],
+            "j".repeat(30),
+            "t".repeat(30),
+            "x".repeat(MAX_LINE)
+        );
+        let out = fed(&[more.as_bytes()]).usage().unwrap().output_tokens;
+        assert!(out > (26 + 60 + MAX_LINE as u64) / 3, "{out}");
+        // The final count, once it came, is the API's own.
+        assert_eq!(
+            fed(&[more.as_bytes(), &STREAM.as_bytes()[cut..]])
+                .usage()
+                .unwrap()
+                .output_tokens,
+            15
+        );
+        assert_eq!(fed(&[b"event: message_start\ndata: {\"ty"]).usage(), None);
+        // An event is counted only once its blank line came.
+        let first_event_end = STREAM.find("\n\n").unwrap();
+        assert_eq!(fed(&[&STREAM.as_bytes()[..first_event_end]]).usage(), None);
+        assert!(
+            fed(&[&STREAM.as_bytes()[..first_event_end + 2]])
+                .usage()
+                .is_some()
+        );
+    }
+
+    /// Newer answers give every count in `message_delta` too (cumulative,
+    /// as the documentation says): the last of each wins, not their sum.
+    /// Data over two lines, comments, no space after the colon, and events
+    /// without an `event:` line read as the standard says.
+    #[test]
+    fn cumulative_deltas_and_the_syntax_of_the_standard() {
+        let text = ": a comment\n\
+            data:{\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":7,\n\
+            data: \"output_tokens\":2}}}\n\
+            \n\
+            event: message_delta\n\
+            data: {\"type\":\"message_delta\",\"usage\":{\"input_tokens\":9,\"cache_read_input_tokens\":40,\"output_tokens\":5}}\n\
+            \n\
+            event: message_delta\n\
+            data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":11}}\n\
+            \n";
+        let m = fed(&[text.as_bytes()]);
+        assert_eq!(m.usage(), Some(usage(9, 11, 0, 40)));
+        assert!(!m.ended());
+    }
+
+    /// A line past the limit passes by unread, and what follows reads.
+    #[test]
+    fn an_overlong_line_is_skipped() {
+        let long = format!(
+            "event: content_block_delta\ndata: {{\"t\":\"{}\"}}\n\n",
+            "x".repeat(MAX_LINE + 10)
+        );
+        let m = fed(&[long.as_bytes(), STREAM.as_bytes()]);
+        assert_eq!(m.usage(), Some(usage(25, 15, 300, 4000)));
+        // An overlong message_start is not read at all.
+        let big_start = format!(
+            "event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"pad\":\"{}\",\"usage\":{{\"input_tokens\":1}}}}}}\n\n",
+            "x".repeat(MAX_LINE)
+        );
+        assert_eq!(fed(&[big_start.as_bytes()]).usage(), None);
+    }
+
+    #[test]
+    fn a_json_answers_usage() {
+        let body = br#"{"id":"msg_1","type":"message","content":[{"type":"text","text":"hi"}],
+            "usage":{"input_tokens":30,"output_tokens":4,"cache_creation_input_tokens":2,"cache_read_input_tokens":1}}"#;
+        let mut m = JsonMeter {
+            length: Some(body.len()),
+            ..JsonMeter::default()
+        };
+        m.feed(&body[..10]);
+        assert!(!m.ended());
+        assert_eq!(m.usage(), None);
+        m.feed(&body[10..]);
+        assert!(m.ended());
+        assert_eq!(m.usage(), Some(usage(30, 4, 2, 1)));
+        // Without the cache counts (an older answer): zero.
+        let mut m = JsonMeter::default();
+        m.feed(br#"{"usage":{"input_tokens":3,"output_tokens":4}}"#);
+        assert!(!m.ended());
+        assert_eq!(m.usage(), Some(usage(3, 4, 0, 0)));
+        // An error body has no usage.
+        let mut m = JsonMeter::default();
+        m.feed(br#"{"type":"error","error":{"type":"overloaded_error","message":"x"}}"#);
+        assert_eq!(m.usage(), None);
+    }
+
+    #[test]
+    fn the_encodings_read() {
+        let h = |vals: &[&str]| {
+            let mut m = HeaderMap::new();
+            for v in vals {
+                m.append(header::CONTENT_ENCODING, v.parse().unwrap());
+            }
+            encoding(&m)
+        };
+        assert_eq!(h(&[]), Ok(Encoding::Identity));
+        assert_eq!(h(&["identity"]), Ok(Encoding::Identity));
+        assert_eq!(h(&["gzip"]), Ok(Encoding::Gzip));
+        assert_eq!(h(&["X-Gzip"]), Ok(Encoding::Gzip));
+        assert_eq!(h(&["br"]), Err("br".to_string()));
+        assert_eq!(h(&["gzip", "gzip"]), Err("gzip, gzip".to_string()));
+        assert_eq!(h(&["gzip, zstd"]), Err("gzip, zstd".to_string()));
+        assert_eq!(h(&["deflate"]), Err("deflate".to_string()));
+    }
+
+    /// A gzip answer, cut anywhere, reads as the plain one; gzip members
+    /// one after another too.
+    #[test]
+    fn a_gzip_answer_reads_as_the_plain_one() {
+        use std::io::Write;
+        let gz = |b: &[u8]| {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(b).unwrap();
+            e.finish().unwrap()
+        };
+        let (a, b) = STREAM.split_at(STREAM.len() / 2);
+        let mut bytes = gz(a.as_bytes());
+        bytes.extend(gz(b.as_bytes()));
+        for cut in (0..bytes.len()).step_by(7) {
+            let mut r = Reader::Gzip(Box::new(flate2::write::MultiGzDecoder::new(MeterSink(
+                Meter::Sse(SseMeter::default()),
+            ))));
+            r.feed(&bytes[..cut]).unwrap();
+            r.feed(&bytes[cut..]).unwrap();
+            assert_eq!(
+                r.meter().usage(),
+                Some(usage(25, 15, 300, 4000)),
+                "cut at {cut}"
+            );
+            assert!(r.meter().ended());
+        }
+        let mut r = Reader::Gzip(Box::new(flate2::write::MultiGzDecoder::new(MeterSink(
+            Meter::Sse(SseMeter::default()),
+        ))));
+        assert!(r.feed(b"\x1f\x8b\x08\x00garbage-not-deflate").is_err());
+    }
+
+    #[test]
+    fn only_the_messages_route_spends() {
+        assert!(spends("POST", "/v1/messages"));
+        assert!(!spends("POST", "/v1/messages/count_tokens"));
+        assert!(!spends("HEAD", "/api/hello"));
+    }
+
+    #[test]
+    fn the_lines_and_the_words() {
+        assert_eq!(turn_line(&Usage::default(), 0, false), None);
+        let mut two = usage(12, 7, 0, 0);
+        two.add(&usage(30, 4, 2, 1));
+        assert_eq!(
+            turn_line(&two, 0, false).unwrap(),
+            "turn: tokens in 42, out 11, cache write 2, cache read 1 (56 tokens, 2 responses)"
+        );
+        assert_eq!(
+            turn_line(&Usage::default(), 1, false).unwrap(),
+            "turn: tokens in 0, out 0, cache write 0, cache read 0 (0 tokens, 0 responses); \
+             1 model request refused: token budget spent"
+        );
+        let m = budget_spent("web", 120, 100);
+        assert!(
+            m.contains("shrooms-agent cage limits web --tokens N"),
+            "{m}"
+        );
+        assert!(m.contains("120 of 100 tokens"), "{m}");
+        let r = refused_response(&m);
+        assert_eq!(r.status(), 400);
+    }
+
+    /// The ledger counts at once, writes the record under its lock beside
+    /// another writer, and adds the turn's line to the history.
+    #[test]
+    fn the_ledger_counts_and_writes_the_record_and_the_history() {
+        let dir = std::env::temp_dir().join(format!("shrooms-usage-{}", std::process::id()));
+        let store = Store::new(&dir);
+        store.ensure().unwrap();
+        let mut r = crate::state::session::sample_record("u");
+        r.tokens.used = usage(100, 0, 0, 0);
+        r.tokens.budget = Some(150);
+        store.save(&r).unwrap();
+        let ledger = Ledger::new(store.clone(), "u", "alice", r.tokens.used);
+        assert_eq!(ledger.refusal(), None);
+        ledger.add(usage(12, 7, 0, 0));
+        ledger.add(usage(30, 4, 2, 1));
+        // 100 + 56 = 156 >= 150: refused, at once, before the record is written.
+        let why = ledger.refusal().unwrap();
+        assert!(why.contains("156 of 150 tokens"), "{why}");
+        assert!(ledger.refused());
+        assert!(!ledger.refused());
+        // A budget raised meanwhile (another process) counts at the next request.
+        store
+            .update("u", |r| {
+                r.tokens.budget = Some(1000);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(ledger.refusal(), None);
+        ledger.finish();
+        let r = store.load("u").unwrap();
+        assert_eq!(r.tokens.budget, Some(1000));
+        let mut want = usage(142, 11, 2, 1);
+        want.responses = 3;
+        assert_eq!(r.tokens.used, want);
+        let last = r.tokens.last_turn.unwrap();
+        assert_eq!(last.usage.total(), 56);
+        assert_eq!(last.usage.responses, 2);
+        let h = store.history("u").unwrap();
+        assert_eq!(h.len(), 1);
+        assert_eq!(h[0].who, "alice");
+        assert_eq!(
+            h[0].what,
+            "turn: tokens in 42, out 11, cache write 2, cache read 1 (56 tokens, 2 responses); \
+             2 model requests refused: token budget spent"
+        );
+        ledger.finish();
+        assert_eq!(store.history("u").unwrap().len(), 1);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
