@@ -15,7 +15,7 @@ pub mod loopback;
 use crate::settings::{Env, NetworkChoice, Settings, find_program};
 use crate::spec::Network;
 
-/// The words for a machine that offers no cages (README, "Configuration").
+/// The words for a machine that offers no cages (docs/configuration.md, "Configuration").
 pub const NO_PODMAN: &str = "this machine has no podman to cage sessions with";
 /// ... and for a caged session on such a machine.
 pub const NO_PODMAN_FOR_SESSION: &str =
@@ -192,7 +192,7 @@ impl Host {
     }
 
     /// Does `podman update` persist, and work on a stopped container? From
-    /// 5.1 (README, "Limits, moving, history"); before, limits are kept by the
+    /// 5.1 (docs/cages.md, "Limits, moving, history"); before, limits are kept by the
     /// tool and applied again after every start.
     pub fn update_persists(&self) -> bool {
         self.version >= UPDATE_PERSISTS_SINCE
@@ -318,7 +318,7 @@ pub fn limits_support(rootless: bool, cgroup_v2: bool, controllers: &[String]) -
     }
 }
 
-/// Pure: which network a cage gets (README, "Network"). `auto` is pasta
+/// Pure: which network a cage gets (docs/cages.md, "Network"). `auto` is pasta
 /// with the cage's own address where podman has it (4.4+), passt is
 /// installed and podman is rootless; otherwise slirp4netns when rootless,
 /// podman's bridge as root. podman refuses pasta as root ("pasta networking
