@@ -8,7 +8,7 @@
 //!
 //! Built by build.rs as a program of its own, linked statically (an image
 //! may have no C library), and put by shrooms-agent in its state folder's
-//! `tools/`, from where every cage mounts it read-only (README, "Nothing of
+//! `tools/`, from where every cage mounts it read-only (docs/cages.md, "Nothing of
 //! the cage runs before its rules").
 //!
 //! Why not dumpable: root in a cage runs with PID 1's own user id, and

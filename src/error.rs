@@ -1,6 +1,6 @@
 //! The one error type operations return, and the exit codes it maps to.
 //!
-//! Exit codes are part of the interface (README, "Exit codes"): scripts and
+//! Exit codes are part of the interface (docs/configuration.md, "Exit codes"): scripts and
 //! cron jobs branch on them, and `serve` maps the same kinds to HTTP statuses.
 //! Both come from the kind alone: no decision reads an error's message,
 //! which is for people and may change with its wording.
@@ -38,7 +38,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// The process exit code of this kind (documented in the README and man page).
+    /// The process exit code of this kind (documented in docs/configuration.md and the man page).
     pub fn exit_code(self) -> u8 {
         match self {
             Kind::Failed | Kind::Forbidden | Kind::NoPodman | Kind::PodmanFailed => 1,
@@ -66,7 +66,7 @@ impl Kind {
         }
     }
 
-    /// The HTTP status `serve` answers this kind with (README, "HTTP API"). "No podman" is a machine that cannot serve the request now,
+    /// The HTTP status `serve` answers this kind with (docs/serve.md, "HTTP API"). "No podman" is a machine that cannot serve the request now,
     /// not a failure of it: 503, like an image being built.
     pub fn http_status(self) -> u16 {
         match self {

@@ -123,7 +123,7 @@ pub fn http(data: &[u8]) {
     assert!(!line.chars().any(char::is_control), "{line:?}");
 }
 
-/// The cage socket's routes, said again plainly (README, "The cage's
+/// The cage socket's routes, said again plainly (docs/cages.md, "The cage's
 /// socket"): what a path of plain segments may be.
 fn socket_allow_list(
     method: &str,

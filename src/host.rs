@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::host::podman::{Podman, inspect::Info};
 use crate::settings::{Env, NetworkChoice, Settings, find_program};
 
-/// The words for a machine that offers no cages (README, "Configuration").
+/// The words for a machine that offers no cages (docs/configuration.md, "Configuration").
 pub const NO_PODMAN: &str = "this machine has no podman to cage sessions with";
 /// ... and for a caged session on such a machine.
 pub const NO_PODMAN_FOR_SESSION: &str =
@@ -199,7 +199,7 @@ impl Host {
     }
 
     /// Does `podman update` persist, and work on a stopped container? From
-    /// 5.1 (README, "Limits, moving, history"); before, limits are kept by the
+    /// 5.1 (docs/cages.md, "Limits, moving, history"); before, limits are kept by the
     /// tool and applied again after every start.
     pub fn update_persists(&self) -> bool {
         self.version >= UPDATE_PERSISTS_SINCE
@@ -325,7 +325,7 @@ pub fn limits_support(rootless: bool, cgroup_v2: bool, controllers: &[String]) -
     }
 }
 
-/// Pure: which network a cage gets (README, "Network"). `auto` is pasta
+/// Pure: which network a cage gets (docs/cages.md, "Network"). `auto` is pasta
 /// with the cage's own address where podman has it (4.4+), passt is
 /// installed and podman is rootless; otherwise slirp4netns when rootless,
 /// podman's bridge as root. podman refuses pasta as root ("pasta networking

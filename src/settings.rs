@@ -28,7 +28,7 @@ const DEFAULT_MEMORY_BYTES: u64 = 4 << 30;
 pub const DEFAULT_CPUS: &str = "2";
 pub const DEFAULT_PIDS: u64 = 2048;
 pub const DEFAULT_AGENT_PORT: u16 = 7387;
-/// Public resolvers a sealed cage is given (README, "Sealed cages").
+/// Public resolvers a sealed cage is given (docs/sealed.md, "Sealed cages").
 pub const DEFAULT_SEALED_DNS: [&str; 2] = ["1.1.1.1", "9.9.9.9"];
 
 /// The config file as written: every key optional, unknown keys refused.
@@ -62,7 +62,7 @@ struct ConfigFile {
 }
 
 /// `[gateway]`: where the model gateway sends a cage's model requests, and
-/// the machine's credential it adds (README, "Model gateway").
+/// the machine's credential it adds (docs/gateway.md, "Model gateway").
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct GatewayTable {
@@ -141,7 +141,7 @@ impl<'de> Deserialize<'de> for MachineEntry {
 }
 
 /// Another machine's `serve`, as `outbox send` reaches it and as a drop
-/// from it is recognised (README, "Files between machines").
+/// from it is recognised (docs/machines.md, "Files between machines").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Machine {
     /// `http://host:port`, as written (without a trailing `/`).
@@ -169,7 +169,7 @@ enum NumberOrString {
     Str(String),
 }
 
-/// Which network a cage asks for (README, "Network").
+/// Which network a cage asks for (docs/cages.md, "Network").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "String")]
 pub enum NetworkChoice {
@@ -194,7 +194,7 @@ impl FromStr for NetworkChoice {
     }
 }
 
-/// What to do where podman would silently ignore the limits (README, "Limits, moving, history").
+/// What to do where podman would silently ignore the limits (docs/cages.md, "Limits, moving, history").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "String")]
 pub enum UnenforcedLimits {
@@ -714,7 +714,7 @@ pub struct Settings {
     pub limits: Limits,
     pub agent_port: u16,
     pub network: NetworkChoice,
-    /// The network policy of a new ordinary cage (`net`; README, "Network
+    /// The network policy of a new ordinary cage (`net`; docs/network.md, "Network
     /// policy"): `internet` unless the config says otherwise.
     pub net: crate::net::netpolicy::NetPolicy,
     /// `cages = false`: this machine offers no cages.
@@ -733,7 +733,7 @@ pub struct Settings {
     pub sealed_token: Option<PathBuf>,
     /// The resolvers of a sealed cage.
     pub sealed_dns: Vec<String>,
-    /// Where our images are tagged: `<repo>:latest`, `<repo>:desktop` (README, "Images").
+    /// Where our images are tagged: `<repo>:latest`, `<repo>:desktop` (docs/images.md, "Images").
     pub images_repo: String,
     /// The Debian mirror of the workbench's base (`base_mirror`); None:
     /// the one this machine's apt sources name.
@@ -762,7 +762,7 @@ pub struct Settings {
     pub runtime_dir: Option<PathBuf>,
     /// A hosts-format file read before the machine's resolver for the
     /// names of an allow-list (`$SHROOMS_AGENT_HOSTS_FILE`, when absolute;
-    /// README, "Network policy").
+    /// docs/network.md, "Network policy").
     pub hosts_file: Option<PathBuf>,
     /// Claude Code's folder on the machine: `$CLAUDE_CONFIG_DIR` (absolute),
     /// else ~/.claude. The cage's copy is made from it and the gateway
@@ -910,7 +910,7 @@ impl Settings {
         };
         let image = match file.image {
             Some(ImageName(i)) => i,
-            // The workbench (README, "Images"), wherever it is tagged.
+            // The workbench (docs/images.md, "Images"), wherever it is tagged.
             None => crate::images::workbench::image_name(
                 &images_repo,
                 crate::images::workbench::Stage::Workbench,
@@ -931,7 +931,7 @@ impl Settings {
             }
             pass_env.push(name);
         }
-        // Named on purpose, danger and all (README, "Configuration").
+        // Named on purpose, danger and all (docs/configuration.md, "Configuration").
         let mut pass_secrets: Vec<String> = Vec::new();
         for PassEnvName(name) in file.pass_secrets.unwrap_or_default() {
             if !pass_env.contains(&name) {

@@ -1,7 +1,12 @@
 //! What ships besides the program says what the product does, not how it
-//! was developed: no work-item references in the README, the man pages (the
-//! committed ones, which hold every command's help, and what `man` prints),
-//! the units or the changelog. And the two systemd units (the one for
+//! was developed: no work-item references in the README, the pages of
+//! `docs/`, the man pages (the committed ones, which hold every command's
+//! help, and what `man` prints), the units or the changelog. The README
+//! stays a page a newcomer reads (at most 5,000 words); a section cited
+//! anywhere as `README, "Section"` or `docs/PAGE.md, "Section"` is a
+//! heading of that file; every relative link of the README and `docs/`
+//! leads to a file and a heading that are there, and every page of `docs/`
+//! is linked from the README. And the two systemd units (the one for
 //! `cargo install`, the Debian package's) stay one unit. No podman needed:
 //! a plain `cargo test` runs this.
 
@@ -64,6 +69,7 @@ fn shipped_text_names_no_work_items() {
     for e in std::fs::read_dir(repo().join("man")).unwrap() {
         files.push(e.unwrap().path());
     }
+    files.extend(docs_pages());
     let mut bad = Vec::new();
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap();
@@ -138,4 +144,467 @@ fn the_workbench_pins_the_tested_pi_and_node() {
             "assets/workbench.Containerfile does not install {want}"
         );
     }
+}
+
+/// The pages of `docs/`, sorted.
+fn docs_pages() -> Vec<PathBuf> {
+    let mut pages: Vec<PathBuf> = std::fs::read_dir(repo().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    pages.sort();
+    pages
+}
+
+/// Words as `wc -w` counts them: runs of anything but ASCII white space.
+fn words(text: &str) -> usize {
+    text.split_ascii_whitespace().count()
+}
+
+#[test]
+fn the_readme_is_a_page_a_newcomer_reads() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let n = words(&readme);
+    assert!(
+        n <= 5000,
+        "README.md has {n} words, more than 5,000: the reference belongs in docs/"
+    );
+}
+
+/// The lines of a Markdown file outside its fenced code blocks, with
+/// their line numbers, and a flag for those inside a block.
+fn md_lines(text: &str) -> Vec<(usize, bool, &str)> {
+    let mut fence = false;
+    let mut out = Vec::new();
+    for (i, l) in text.lines().enumerate() {
+        if l.starts_with("```") {
+            fence = !fence;
+            out.push((i + 1, true, l));
+        } else {
+            out.push((i + 1, fence, l));
+        }
+    }
+    out
+}
+
+/// A Markdown file's headings, without their `#`s.
+fn headings(text: &str) -> Vec<String> {
+    md_lines(text)
+        .into_iter()
+        .filter(|(_, code, _)| !code)
+        .filter_map(|(_, _, l)| {
+            let hashes = l.len() - l.trim_start_matches('#').len();
+            ((1..=6).contains(&hashes) && l[hashes..].starts_with(' '))
+                .then(|| l[hashes..].trim().to_string())
+        })
+        .collect()
+}
+
+/// A heading's anchor, as GitHub makes it: lower case, punctuation out,
+/// spaces to dashes.
+fn slug(heading: &str) -> String {
+    heading
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// Every anchor of a file: a heading's slug, `-1`, `-2`... on repeats.
+fn anchors(text: &str) -> Vec<String> {
+    let mut seen: std::collections::HashMap<String, usize> = Default::default();
+    let mut out = Vec::new();
+    for h in headings(text) {
+        let s = slug(&h);
+        let n = seen.entry(s.clone()).or_insert(0);
+        out.push(if *n == 0 {
+            s.clone()
+        } else {
+            format!("{s}-{n}")
+        });
+        *n += 1;
+    }
+    out
+}
+
+/// A citation of a section: the file as written (`README` or
+/// `docs/PAGE.md`), the section names (one, or a chain `"A", "B"`), and
+/// the line it starts on.
+#[derive(Debug, PartialEq)]
+struct Citation {
+    file: String,
+    names: Vec<String>,
+    line: usize,
+}
+
+/// After a line break inside a citation: the next line's indent and its
+/// comment marker (`///`, `//!`, `//`, `#`, `*`), if any. The length of
+/// the break, or None where there is none.
+fn line_break(s: &str) -> Option<usize> {
+    let t = s.trim_start_matches([' ', '\t']);
+    let t = t.strip_prefix('\n')?;
+    let u = t.trim_start_matches([' ', '\t']);
+    let u = ["///", "//!", "//", "#", "*"]
+        .iter()
+        .find_map(|m| u.strip_prefix(m))
+        .unwrap_or(u);
+    let u = u.trim_start_matches([' ', '\t']);
+    Some(s.len() - u.len())
+}
+
+/// A separator after the file or a name: spaces, or one line break.
+fn separator(s: &str) -> Option<usize> {
+    line_break(s).or_else(|| {
+        let n = s.len() - s.trim_start_matches([' ', '\t']).len();
+        (n > 0).then_some(n)
+    })
+}
+
+/// A quoted name at the start of `s` (`"X"`, or `\"X\"` in a string of
+/// code), over at most one line break: the name, white space made one
+/// space, and the length read.
+fn quoted(s: &str) -> Option<(String, usize)> {
+    let esc = s.starts_with("\\\"");
+    let open = if esc {
+        2
+    } else {
+        s.starts_with('"').then_some(1)?
+    };
+    let mut i = open;
+    let mut name = String::new();
+    let mut breaks = 0;
+    loop {
+        let rest = &s[i..];
+        if esc && rest.starts_with("\\\"") {
+            i += 2;
+            break;
+        }
+        if !esc && rest.starts_with('"') {
+            i += 1;
+            break;
+        }
+        let c = rest.chars().next()?;
+        if c == '\\' || c == '"' {
+            return None;
+        }
+        if c == '\n' || (c == ' ' && line_break(rest).is_some()) {
+            let n = line_break(rest)?;
+            breaks += 1;
+            if breaks > 1 {
+                return None;
+            }
+            name.push(' ');
+            i += n;
+            continue;
+        }
+        name.push(c);
+        i += c.len_utf8();
+    }
+    let name = name.split_whitespace().collect::<Vec<_>>().join(" ");
+    (!name.is_empty()).then_some((name, i))
+}
+
+/// Every citation of a README or docs/ section in `text`. Another
+/// project's page (`pi's docs/models.md`) is not ours, nor is a path
+/// that only ends in one (`x/docs/y.md`).
+fn citations(text: &str) -> Vec<Citation> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(found) = ["README", "docs/"]
+        .iter()
+        .filter_map(|w| text[at..].find(w).map(|i| at + i))
+        .min()
+    {
+        at = found + 1;
+        let before = &text[..found];
+        if before.ends_with("'s ")
+            || before
+                .chars()
+                .last()
+                .is_some_and(|c| c.is_alphanumeric() || "_/.-".contains(c))
+        {
+            continue;
+        }
+        let rest = &text[found..];
+        let file_len = if rest.starts_with("README") {
+            "README".len()
+        } else {
+            let page = &rest["docs/".len()..];
+            let stem = page
+                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
+                .unwrap_or(page.len());
+            if stem == 0 || !page[stem..].starts_with(".md") {
+                continue;
+            }
+            "docs/".len() + stem + ".md".len()
+        };
+        let mut i = file_len;
+        if rest[i..].starts_with(',') {
+            i += 1;
+        }
+        let Some(sep) = separator(&rest[i..]) else {
+            continue;
+        };
+        i += sep;
+        let Some((name, n)) = quoted(&rest[i..]) else {
+            continue;
+        };
+        i += n;
+        let mut names = vec![name];
+        // A chain: `"A", "B"`, each a section of the same file.
+        while let Some(tail) = rest[i..].strip_prefix(',') {
+            let Some(sep) = separator(tail) else { break };
+            let Some((name, n)) = quoted(&tail[sep..]) else {
+                break;
+            };
+            names.push(name);
+            i += 1 + sep + n;
+        }
+        out.push(Citation {
+            file: rest[..file_len].to_string(),
+            names,
+            line: before.matches('\n').count() + 1,
+        });
+        at = found + i;
+    }
+    out
+}
+
+#[test]
+fn the_citation_reader_finds_what_it_must() {
+    let one = |t: &str| {
+        let c = citations(t);
+        assert_eq!(c.len(), 1, "{t}: {c:?}");
+        (c[0].file.clone(), c[0].names.clone())
+    };
+    let q = '"';
+    let readme = format!("README, {q}Exit codes{q}");
+    assert_eq!(one(&readme).1, ["Exit codes"]);
+    assert_eq!(
+        one(&format!("see README {q}Protected paths{q}.")).1,
+        ["Protected paths"]
+    );
+    assert_eq!(
+        one(&format!(
+            "/// the rules (README, {q}Limits,\n/// moving, history{q})."
+        ))
+        .1,
+        ["Limits, moving, history"]
+    );
+    assert_eq!(
+        one(&format!("//! a cage (README,\n//! {q}Images{q}): ...")).1,
+        ["Images"]
+    );
+    assert_eq!(
+        one(&format!(
+            "{q}fix it; README, \\{q}Configuration\\{q}, lists{q}"
+        ))
+        .1,
+        ["Configuration"]
+    );
+    assert_eq!(
+        one(&format!(
+            "(docs/security.md, {q}Git in a cage{q}, {q}What the\n  machine runs later{q})"
+        )),
+        (
+            "docs/security.md".to_string(),
+            vec![
+                "Git in a cage".to_string(),
+                "What the machine runs later".to_string()
+            ]
+        )
+    );
+    for not_ours in [
+        format!("(pi's docs/models.md, {q}Value Resolution{q})"),
+        format!("see x/docs/a.md, {q}B{q}"),
+        format!("its README-UNTRUSTED.txt, {q}X{q}"),
+        format!(">{q}$demo/project/README{q}"),
+        "the README lists every key".to_string(),
+    ] {
+        assert!(citations(&not_ours).is_empty(), "{not_ours}");
+    }
+}
+
+/// The files that cite sections: the sources, tests, scripts and docs, and
+/// what is made from them (man/, assets/).
+fn citing_files() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            if name.starts_with('.') || name == "target" {
+                continue;
+            }
+            if p.is_dir() {
+                walk(&p, out);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    for d in [
+        "src", "tests", "scripts", "docs", "init", "assets", "man", ".ci",
+    ] {
+        walk(&repo().join(d), &mut files);
+    }
+    files.extend(["README.md", "BENCHMARKS.md"].map(|f| repo().join(f)));
+    // This file's own examples are not citations.
+    files.retain(|f| !f.ends_with("tests/docs.rs"));
+    files.sort();
+    files
+}
+
+#[test]
+fn every_cited_section_is_a_heading_of_its_file() {
+    let mut bad = Vec::new();
+    let mut seen = 0;
+    for f in citing_files() {
+        let Ok(text) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        for c in citations(&text) {
+            seen += 1;
+            let file = if c.file == "README" {
+                "README.md"
+            } else {
+                &c.file
+            };
+            let at = format!("{}:{}", f.strip_prefix(repo()).unwrap().display(), c.line);
+            let Ok(target) = std::fs::read_to_string(repo().join(file)) else {
+                bad.push(format!("{at}: {file} is not there"));
+                continue;
+            };
+            let heads = headings(&target);
+            for name in &c.names {
+                if !heads.contains(name) {
+                    bad.push(format!("{at}: {file} has no heading {name:?}"));
+                }
+            }
+        }
+    }
+    assert!(
+        seen > 100,
+        "only {seen} citations found: is the reader broken?"
+    );
+    assert!(
+        bad.is_empty(),
+        "citations of sections that are not there:\n{}",
+        bad.join("\n")
+    );
+}
+
+/// A Markdown text without its code: fenced blocks and inline code spans
+/// (of any number of backticks) blanked, line breaks kept.
+fn prose(text: &str) -> String {
+    let mut out = String::new();
+    for (_, code, l) in md_lines(text) {
+        if !code {
+            out.push_str(l);
+        }
+        out.push('\n');
+    }
+    let mut s = String::new();
+    let mut rest = out.as_str();
+    while let Some(i) = rest.find('`') {
+        s.push_str(&rest[..i]);
+        let ticks = rest[i..].len() - rest[i..].trim_start_matches('`').len();
+        let fence = "`".repeat(ticks);
+        let after = &rest[i + ticks..];
+        match after.find(&fence) {
+            Some(j) => {
+                s.extend(after[..j].chars().filter(|c| *c == '\n'));
+                rest = &after[j + ticks..];
+            }
+            None => {
+                s.push_str(&rest[i..i + ticks]);
+                rest = after;
+            }
+        }
+    }
+    s.push_str(rest);
+    s
+}
+
+/// The targets of a Markdown text's inline links, `[text](target)`.
+fn link_targets(text: &str) -> Vec<String> {
+    let text = prose(text);
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(i) = text[at..].find("](") {
+        let start = at + i + 2;
+        at = start;
+        if let Some(end) = text[start..].find(')') {
+            out.push(text[start..start + end].to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn the_link_reader_finds_what_it_must() {
+    assert_eq!(
+        link_targets("[a](x.md#b) and [c\nd](#e), `[f](g)`,\n```\n[h](i)\n```\n"),
+        ["x.md#b", "#e"]
+    );
+    assert_eq!(
+        slug("What a cage holds, and what it does not"),
+        "what-a-cage-holds-and-what-it-does-not"
+    );
+    assert_eq!(slug("The cage's socket"), "the-cages-socket");
+    assert_eq!(slug("`cage ls --all`"), "cage-ls---all");
+    assert_eq!(anchors("# A\n## A\n```\n# not\n```\n"), ["a", "a-1"]);
+}
+
+#[test]
+fn every_link_of_the_readme_and_docs_leads_somewhere() {
+    let mut files = vec![repo().join("README.md")];
+    files.extend(docs_pages());
+    let mut bad = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let name = f.strip_prefix(repo()).unwrap().display().to_string();
+        for target in link_targets(&text) {
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            let (path, anchor) = target.split_once('#').unwrap_or((&target, ""));
+            let file = if path.is_empty() {
+                f.clone()
+            } else {
+                f.parent().unwrap().join(path)
+            };
+            if !file.exists() {
+                bad.push(format!("{name}: {target}: no such file"));
+                continue;
+            }
+            if !anchor.is_empty() {
+                let linked = std::fs::read_to_string(&file).unwrap_or_default();
+                if !anchors(&linked).iter().any(|a| a == anchor) {
+                    bad.push(format!("{name}: {target}: no such heading"));
+                }
+            }
+        }
+    }
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let linked = link_targets(&readme);
+    for page in docs_pages() {
+        let page = page.strip_prefix(repo()).unwrap().display().to_string();
+        if !linked
+            .iter()
+            .any(|t| t.split('#').next() == Some(page.as_str()))
+        {
+            bad.push(format!("README.md does not link {page}"));
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "links that lead nowhere:\n{}",
+        bad.join("\n")
+    );
 }

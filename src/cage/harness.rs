@@ -47,7 +47,7 @@ const PI_READ_ONLY: &[&str] = &[
 ];
 
 /// Claude Code's own settings that travel by environment
-/// (README, "Environment"): its model choices, output and thinking limits,
+/// (docs/cages.md, "Environment"): its model choices, output and thinking limits,
 /// and its telemetry switches. From Anthropic's list of Claude Code's
 /// environment variables (docs.anthropic.com, "Claude Code settings",
 /// "Environment variables", code.claude.com/docs/en/env-vars); credentials, base URLs

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::settings::{Env, Limits};
 
 /// The label every cage carries, with the session's name as its value, for
-/// `podman ps --filter` (README, "Using it").
+/// `podman ps --filter` (docs/cages.md, "Using it").
 /// The dummy key a cage's harness is given: the gateway replaces it, so it
 /// opens nothing anywhere.
 pub const DUMMY_KEY: &str = "shrooms-gateway-adds-the-real-key";
@@ -24,25 +24,25 @@ pub const SESSION_LABEL: &str = "xyz.vpavlin.shrooms.session";
 /// shell and a systemd unit can name different ones).
 pub const STATE_LABEL: &str = "xyz.vpavlin.shrooms.state";
 
-/// Where the cage's socket to its own agent is mounted (README, "What a
+/// Where the cage's socket to its own agent is mounted (docs/cages.md, "What a
 /// cage is given").
 pub const PROXY_DIR_IN_CAGE: &str = "/run/shrooms-agent";
 pub const PROXY_SOCKET_IN_CAGE: &str = "/run/shrooms-agent/proxy.sock";
 
-/// The label a sealed cage carries (README, "Sealed cages").
+/// The label a sealed cage carries (docs/sealed.md, "Sealed cages").
 pub const SEALED_LABEL: &str = "xyz.vpavlin.shrooms.sealed";
 
-/// A sealed cage's home, config folder and outbox inside (README, "Sealed cages").
+/// A sealed cage's home, config folder and outbox inside (docs/sealed.md, "Sealed cages").
 pub const SEALED_HOME: &str = "/root";
 pub const SEALED_CONFIG_DIR: &str = "/root/.claude";
 pub const OUTBOX_IN_CAGE: &str = "/outbox";
 
-/// Where the shared folder appears inside (README, "Options that widen a cage").
+/// Where the shared folder appears inside (docs/cages.md, "Options that widen a cage").
 pub const SHARED_IN_CAGE: &str = "/shared";
 /// The label of the volumes the tool makes for the shared folder.
 pub const SHARED_LABEL: &str = "xyz.vpavlin.shrooms.shared";
 
-/// The options that widen a cage (README, "Options that widen a cage"),
+/// The options that widen a cage (docs/cages.md, "Options that widen a cage"),
 /// fixed when its container is made.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Options {
@@ -58,7 +58,7 @@ pub struct Options {
     /// The meshes the session is limited to (none: every mesh).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub meshes: Vec<String>,
-    /// Protected paths left writable (`--writable`, README, "Protected
+    /// Protected paths left writable (`--writable`, docs/security.md, "Protected
     /// paths"), relative to the project.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub writable: Vec<String>,
@@ -92,7 +92,7 @@ pub struct FoundNix {
     pub config_dir: Option<PathBuf>,
 }
 
-/// The cage's own address and gateway on pasta (README, "Network").
+/// The cage's own address and gateway on pasta (docs/cages.md, "Network").
 pub const PASTA_ADDRESS: &str = "fd5e:ca9e:1::2";
 pub const PASTA_GATEWAY: &str = "fd5e:ca9e:1::1";
 
@@ -171,7 +171,7 @@ pub struct CageSpec {
     pub seccomp_profile: Option<PathBuf>,
     /// The cage runs in a user namespace of its own (`--userns=auto`):
     /// rootful podman, where root in the cage would otherwise be root on
-    /// the machine (README, "As root").
+    /// the machine (docs/configuration.md, "As root").
     pub own_userns: bool,
     /// The mount sources that are the cage's own (its project, its folders
     /// in the state folder, its outbox): with a user namespace of its own,
@@ -236,7 +236,7 @@ pub struct Request<'a> {
 }
 
 /// What every cage gets first: its project read-write with its protected
-/// paths over it (README, "Protected paths"), its uploads, the folder of the
+/// paths over it (docs/security.md, "Protected paths"), its uploads, the folder of the
 /// shrooms-agent program and its proxy folder read-only.
 fn common_mounts(
     dir: &Path,
@@ -259,7 +259,7 @@ fn common_mounts(
     mounts
 }
 
-/// Build the spec of an ordinary cage (README, "What a cage is
+/// Build the spec of an ordinary cage (docs/cages.md, "What a cage is
 /// given"): every path at the machine's own path.
 pub fn build(req: &Request<'_>, found: &Found, options: &FoundOptions) -> Result<CageSpec> {
     let mut mounts = common_mounts(
@@ -296,7 +296,7 @@ pub fn build(req: &Request<'_>, found: &Found, options: &FoundOptions) -> Result
     if let Some(nix) = &options.nix {
         // A multi-user nix's store is the daemon's: read-only, and builds go
         // through its socket. A single-user nix has no daemon, so the cage
-        // writes /nix itself (README, "Options that widen a cage").
+        // writes /nix itself (docs/cages.md, "Options that widen a cage").
         mounts.push(Mount {
             src: nix.root.clone(),
             dst: PathBuf::from("/nix"),
@@ -381,7 +381,7 @@ pub struct FoundSealed {
     pub protected: Vec<Mount>,
 }
 
-/// Build the spec of a sealed cage (README, "Sealed cages"): its project, its
+/// Build the spec of a sealed cage (docs/sealed.md, "Sealed cages"): its project, its
 /// own uploads, its own login's config folder, its outbox, the programs;
 /// nothing of the user's home.
 pub fn build_sealed(
@@ -422,7 +422,7 @@ pub fn build_sealed(
     finish(req, mounts, Some(sealed), Vec::new(), own)
 }
 
-/// The environment of a sealed cage (README, "Sealed cages"): fixed values,
+/// The environment of a sealed cage (docs/sealed.md, "Sealed cages"): fixed values,
 /// nothing from the invoking environment, not even pass_env. Its login
 /// stays outside: the model gateway (`gateway`, its base URL) adds it on
 /// the way out, and the cage gets a dummy key.
@@ -477,7 +477,7 @@ fn check_mount_path(p: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Names passed from the invoking environment whatever the harness (README,
+/// Names passed from the invoking environment whatever the harness (docs/cages.md,
 /// "Environment"), as they are: the time zone and the proxy exceptions.
 const PASSED_NAMES: &[&str] = &["TZ", "NO_PROXY", "no_proxy"];
 
@@ -652,7 +652,7 @@ pub fn env_plan(req: &EnvRequest<'_>, invoking: &Env) -> EnvPlan {
     chosen.insert("SHROOMS_AGENT_SESSION".into(), req.session.to_string());
     chosen.insert("SHROOMS_AGENT_PROXY".into(), PROXY_SOCKET_IN_CAGE.into());
     // The harness reaches its model through the gateway, with a dummy key
-    // the gateway replaces by the machine's (README, "Model gateway").
+    // the gateway replaces by the machine's (docs/gateway.md, "Model gateway").
     if let Some(url) = req.gateway {
         chosen.insert("ANTHROPIC_BASE_URL".into(), url.to_string());
         chosen.insert("ANTHROPIC_API_KEY".into(), DUMMY_KEY.to_string());

@@ -81,7 +81,7 @@ fn name_from(dev: u64, ino: u64, size: u64, secs: i64, nanos: i64) -> String {
 /// A cage's first process (PID 1), `init/shrooms-init.rs`, built by
 /// build.rs as a static program of its own: it starts nothing, reaps, and
 /// is not dumpable, so no process of the cage can trace it or write its
-/// memory (README, "Nothing of the cage runs before its rules").
+/// memory (docs/cages.md, "Nothing of the cage runs before its rules").
 pub const INIT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/shrooms-init"));
 
 /// The start of the init's name in `tools/` (`init_name`).

@@ -31,7 +31,7 @@ pub struct Cli {
     /// Run this cage command on another machine, with shrooms-agent there,
     /// over ssh: a name of the config's [ssh], or an ssh destination
     /// ([user@]host, an alias of ~/.ssh/config). Paths (--dir) are that
-    /// machine's; a turn's key is lent from this one (README, "On another machine")
+    /// machine's; a turn's key is lent from this one (docs/machines.md, "On another machine")
     #[arg(long, global = true, value_name = "MACHINE")]
     pub on: Option<String>,
 
@@ -290,7 +290,7 @@ pub enum CageCommand {
     /// Bring a session's commits into your repository now (as after each turn), as cage/NAME/BRANCH
     #[command(
         after_help = "Each branch the session moved comes into your repository as cage/NAME/BRANCH, \
-        its objects checked one by one; no git runs in the session's git directory (README, \"Git in a cage\"). \
+        its objects checked one by one; no git runs in the session's git directory (docs/security.md, \"Git in a cage\"). \
         Only while the session is idle (exit 3 otherwise).\n\
         --ff: then fast-forward your checked-out branch to cage/NAME/<that branch>. Refused, changing nothing \
         (exit 1), where it is not a fast-forward, where your index has staged changes, or where your work tree \
@@ -430,7 +430,7 @@ pub struct LimitsArgs {
     #[arg(long, conflicts_with_all = ["memory", "cpus", "pids", "tokens", "net"])]
     pub reset: bool,
     /// A new network policy (`open`, `internet`, `allow:NAME,HOST:PORT,...`;
-    /// README, "Network policy"): the rules of a running cage are replaced
+    /// docs/network.md, "Network policy"): the rules of a running cage are replaced
     /// at once, without making it again, and the policy is kept for every
     /// later start
     #[arg(long, value_name = "POLICY")]
@@ -505,10 +505,10 @@ pub struct CageArgs {
     pub conversation: Option<String>,
     /// DANGEROUS: leave this protected path of the project writable (repeat for
     /// more), such as .git/hooks or .vscode; what the cage leaves there runs on
-    /// this machine, outside any cage (README, "Protected paths")
+    /// this machine, outside any cage (docs/security.md, "Protected paths")
     #[arg(long, value_name = "PATH")]
     pub writable: Vec<String>,
-    /// The network policy (README, "Network policy"): `open` (everything),
+    /// The network policy (docs/network.md, "Network policy"): `open` (everything),
     /// `internet` (no LAN, private, link-local or the machine's own ranges;
     /// DNS to the machine's resolvers only), or `allow:NAME,HOST:PORT,...`
     /// (those only, over TCP; a bare name is ports 80 and 443; names

@@ -1,4 +1,4 @@
-//! Our two images, the workbench and the desktop (README, "Images"):
+//! Our two images, the workbench and the desktop (docs/images.md, "Images"):
 //! their names, the Containerfile they are built from,
 //! the label that says which one, the `podman build` command line, the
 //! record a build leaves in the state folder, and the decisions made from
@@ -18,7 +18,7 @@ pub const LABEL: &str = "xyz.vpavlin.shrooms.containerfile";
 /// Where our images are tagged unless the config's `images_repo` says otherwise.
 pub const DEFAULT_REPO: &str = "localhost/shrooms-workbench";
 
-/// The words for a message sent while the image is built (README,
+/// The words for a message sent while the image is built (docs/images.md,
 /// "Images"); the faces add what to do then (`Error::words`).
 pub const BEING_BUILT: &str =
     "the image for this session's cage is being built (a few minutes, the first time)";
@@ -124,7 +124,7 @@ pub const BASE_ARG: &str = "SHROOMS_BASE";
 pub const BASE_SUITE: &str = "bookworm";
 pub const BASE_VARIANT: &str = "apt";
 
-/// The base's packages, from Debian: the workbench's tools (README,
+/// The base's packages, from Debian: the workbench's tools (docs/images.md,
 /// "Images"), and Debian's Node.js and npm, which only fetch Node 22, npm
 /// and pi from the npm registry in the Containerfile (Debian 12's Node is 18).
 pub const BASE_PACKAGES: [&str; 14] = [
@@ -659,7 +659,7 @@ pub fn derive(
     }
 }
 
-/// What `cage create` does about its image (README, "Images").
+/// What `cage create` does about its image (docs/images.md, "Images").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ForCage {
     /// Make the cage from it.

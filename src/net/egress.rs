@@ -184,7 +184,7 @@ pub fn dns_question(msg: &[u8]) -> Option<String> {
     (!name.is_empty() && name.len() <= 253).then_some(name)
 }
 
-/// The table of the egress log's gate, in every cage (README, "The egress
+/// The table of the egress log's gate, in every cage (docs/network.md, "The egress
 /// log"). Its name says what it is.
 pub const EGRESS_TABLE: &str = "shrooms_egress";
 /// The set the egress log's listener keeps an element in while it can

@@ -1,4 +1,4 @@
-//! A cage's network policy (README, "Network policy"): what it may reach,
+//! A cage's network policy (docs/network.md, "Network policy"): what it may reach,
 //! kept in its record, enforced by the nftables rules loaded into its
 //! network namespace from outside (`rules::policy`). The names of an
 //! allow-list are resolved here, on the machine, at every load of the

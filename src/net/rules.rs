@@ -1,5 +1,5 @@
 //! The nftables rules set inside a cage's network namespace from outside
-//! (README, "What a cage is given": the agent port is closed inside every
+//! (docs/cages.md, "What a cage is given": the agent port is closed inside every
 //! cage, by a rule its root cannot remove). The text is a pure function; `netns`
 //! loads it. The cage runs without NET_ADMIN, so root inside cannot change it.
 //!
@@ -308,7 +308,7 @@ fn table(name: &str, rules: &str) -> String {
     )
 }
 
-/// The table of an ordinary cage's network policy (README, "Network
+/// The table of an ordinary cage's network policy (docs/network.md, "Network
 /// policy"); beside the agent port's, which every cage has. A packet must
 /// pass both: a refusal in either is final (nft(8), "Chains").
 pub const POLICY_TABLE: &str = "shrooms_net";

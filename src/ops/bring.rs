@@ -1,5 +1,5 @@
 //! `cage bring`: the session's commits brought into the user's repository
-//! on demand (README, "Git in a cage"), as after each turn; with `--ff`,
+//! on demand (docs/security.md, "Git in a cage"), as after each turn; with `--ff`,
 //! the user's checked-out branch fast-forwarded to the session's commit of
 //! the same branch, when that changes nothing under the user. And the same
 //! bringing-in before a session's git directory goes (`cage rm`, `cage

@@ -48,7 +48,7 @@ fn config_check(s: &crate::settings::Settings, bad_config: Option<&crate::error:
             status: Status::Fail,
             detail: format!("{} (the checks below use the defaults)", e.message),
             hint: Some(format!(
-                "fix it in {}; README, \"Configuration\", lists every key",
+                "fix it in {}; docs/configuration.md, \"Configuration\", lists every key",
                 s.config_path.display()
             )),
         },
@@ -252,7 +252,7 @@ pub fn doctor_with(ctx: &Context, bad_config: Option<&crate::error::Error>) -> R
             Some("reinstall podman's containers-common package"),
         ),
     });
-    // The shared folder of sessions on every mesh (README, "Options that widen a cage").
+    // The shared folder of sessions on every mesh (docs/cages.md, "Options that widen a cage").
     let shared = crate::ops::make::shared_volume_name(&[]);
     checks.push(
         match (host.podman.volume(&shared), host.shared_path(&shared)) {
@@ -382,7 +382,7 @@ fn limits_check(host: &Host, s: &crate::settings::Settings) -> Check {
     }
 }
 
-/// How `cage limits` works with this podman (README, "Limits, moving, history").
+/// How `cage limits` works with this podman (docs/cages.md, "Limits, moving, history").
 fn update_behaviour(host: &Host) -> String {
     if host.update_persists() {
         format!(

@@ -112,7 +112,7 @@ pub struct Ended {
 }
 
 /// `cage run` on a session taken out of its cage: its harness on the
-/// machine itself, in its folder (README, "Limits, moving,
+/// machine itself, in its folder (docs/cages.md, "Limits, moving,
 /// history"), only when asked for with `--uncaged`
 /// (`allowed`): a harness never runs outside a cage by surprise.
 pub fn prepare_uncaged(
@@ -584,7 +584,7 @@ impl Prepared<'_> {
     /// is 128 + the signal, as a shell reports it.
     /// The cage's egress log is looked at every second while the command
     /// runs: `report` is given its state each time it changes (a log that
-    /// cannot be written cuts the cage's network; README, "The egress
+    /// cannot be written cuts the cage's network; docs/network.md, "The egress
     /// log"), from another thread.
     pub fn run_reporting(
         self,

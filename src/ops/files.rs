@@ -1,4 +1,4 @@
-//! Files between agents (README, "Files between machines"):
+//! Files between agents (docs/machines.md, "Files between machines"):
 //! whom a session takes files from (`files allow`, `files deny`, `files
 //! list`, kept in its record), and the receiving end of a drop, which
 //! `serve` calls for `POST /v1/sessions/{name}/drop`.
@@ -112,7 +112,7 @@ pub struct AcceptCaged {
 }
 
 /// `cage accept-caged SESSION on|off`: whether it takes tasks and files
-/// from caged sessions (README, "The cage's socket"), kept in its record.
+/// from caged sessions (docs/cages.md, "The cage's socket"), kept in its record.
 /// Each change of a session's settings is made under its change lock
 /// (`Store::change_lock`): after a rename under way, never in between.
 pub fn set_accept_caged(ctx: &Context, name: &str, on: bool) -> Result<AcceptCaged> {

@@ -1,4 +1,4 @@
-//! Our images (README, "Images"): `image build`, `image
+//! Our images (docs/images.md, "Images"): `image build`, `image
 //! status`, the background build worker, and what `cage create` and
 //! `doctor` ask about an image. The pure parts (names, hash, argv, the
 //! record, the decisions) are in `crate::images::workbench`.

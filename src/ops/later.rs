@@ -1,4 +1,4 @@
-//! What other tools on the machine run later (README, "What the machine
+//! What other tools on the machine run later (docs/security.md, "What the machine
 //! runs later"): files in a project that a tool runs or loads without
 //! being asked, when you enter the folder, open it or commit. Those an
 //! agent has no reason to write are read-only in every cage (`protect`'s
@@ -17,7 +17,7 @@ pub struct Watched {
     pub why: &'static str,
 }
 
-/// The named ones (README, "What the machine runs later").
+/// The named ones (docs/security.md, "What the machine runs later").
 pub const NAMED: &[Watched] = &[
     Watched {
         pattern: ".env",

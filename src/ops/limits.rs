@@ -1,7 +1,7 @@
 //! `cage limits`: a session's memory, CPUs and processes, set on its cage as
 //! it is, running or not, without making it again, so what was installed in
-//! it stays (README, "Limits, moving, history"); and its token budget,
-//! which the model gateway enforces (README, "Model gateway"), on any
+//! it stays (docs/cages.md, "Limits, moving, history"); and its token budget,
+//! which the model gateway enforces (docs/gateway.md, "Model gateway"), on any
 //! machine, since podman has no part in it.
 //!
 //! podman 5.1 and later: `podman update`, which persists and works on a
@@ -30,7 +30,7 @@ pub struct LimitsRequest {
     pub reset: bool,
     /// The token budget: `Some(None)` removes it (`--tokens none`).
     pub tokens: Option<Option<u64>>,
-    /// A new network policy (README, "Network policy").
+    /// A new network policy (docs/network.md, "Network policy").
     pub net: Option<crate::net::netpolicy::NetPolicy>,
     pub by: Option<String>,
 }

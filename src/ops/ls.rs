@@ -28,7 +28,7 @@ pub struct Leftover {
     pub state_folder: Option<String>,
 }
 
-/// The sessions (README, "The session object"), as `cage ls --json` and
+/// The sessions (docs/cages.md, "The session object"), as `cage ls --json` and
 /// `GET /v1/sessions` give them.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Listing {

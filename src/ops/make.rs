@@ -37,7 +37,7 @@ pub struct CageChoice {
     /// same (`--unseal`; never over HTTP).
     pub unseal: bool,
     /// Protected paths left writable (`--writable`; never over HTTP):
-    /// README, "Protected paths".
+    /// docs/security.md, "Protected paths".
     pub writable: Vec<String>,
     /// `--net`: the network policy; None: the config's `net` (a move: the
     /// one its cage has).
@@ -70,7 +70,7 @@ pub struct CagePlan {
     /// The shared volume must be made (it does not exist yet).
     make_volume: bool,
     sealed: Option<SealedRecord>,
-    /// Its network policy (README, "Network policy").
+    /// Its network policy (docs/network.md, "Network policy").
     pub net: crate::net::netpolicy::NetPolicy,
     /// The cage's seccomp profile (written to `spec.seccomp_profile`).
     seccomp_profile: String,
@@ -475,7 +475,7 @@ pub fn facts_with(
         .unwrap_or_else(|| ctx.settings.image.clone());
     let image = super::image::facts_for_cage(ctx, host, &image)?;
     // A caged pi runs the image's pi, unless the config names one of the
-    // machine's (then that is mounted): README, "Images".
+    // machine's (then that is mounted): docs/images.md, "Images".
     let pi = match (harness, &first.harness.program, &image.inspect) {
         (Harness::Pi, None, Some(inspect)) => Some(super::image::pi_in_image(ctx, host, inspect)),
         _ => None,
@@ -643,7 +643,7 @@ pub fn decide(
     let (image_path, rebuild) = decide_image(&g, &mut said)?;
     decide_harness(&g, program.is_some(), &mut said)?;
     let (found_options, mut options, make_volume) = options(&f.options, choice)?;
-    // README, "Protected paths": what the machine runs later is read-only
+    // docs/security.md, "Protected paths": what the machine runs later is read-only
     // in every cage, unless named writable.
     let (protection, git) = decide_protection(f, &choice.writable, &mut found)?;
     options.writable = choice.writable.clone();
@@ -913,7 +913,7 @@ fn decide_spec(
     };
     spec.seccomp_profile = Some(f.seccomp_file.clone());
     // Rootful podman: root in the cage is given a user namespace of its own,
-    // or it would be root on the machine (README, "As root").
+    // or it would be root on the machine (docs/configuration.md, "As root").
     spec.own_userns = !f.host.rootless;
     Ok((spec, env, sealed))
 }
@@ -985,7 +985,7 @@ fn git_owned(git: Option<&crate::cage::git::GitRecord>, h: &HarnessFacts) -> Vec
 }
 
 /// Pure: the protected paths, and the session's own git directory where
-/// the project's `.git` is with the user's read-only beside it (README,
+/// the project's `.git` is with the user's read-only beside it (docs/security.md,
 /// "Git in a cage"): their mounts over the project, in `found`.
 #[allow(clippy::type_complexity)]
 fn decide_protection(
@@ -1003,7 +1003,7 @@ fn decide_protection(
     Ok((protection, git))
 }
 
-/// Pure: the session's own git directory and its mounts (README, "Git in
+/// Pure: the session's own git directory and its mounts (docs/security.md, "Git in
 /// a cage"), from where the project's repository is: its `.git` a file
 /// (a linked worktree, a submodule) or a folder (none yet: the empty one
 /// made for it, which a later `git init` of the user's fills). None with
@@ -1233,7 +1233,7 @@ impl CagePlan {
     pub(super) fn make_files(&self, ctx: &Context, undo: &mut FilesUndo) -> Result<()> {
         ctx.store.ensure()?;
         undo.dirs.push(ctx.store.cage_dir(&self.container));
-        // README, "Protected paths": a missing one is made empty, so that
+        // docs/security.md, "Protected paths": a missing one is made empty, so that
         // the cage cannot make it.
         undo.made = protect::make_missing(&self.protect_make)?;
         session::make_private_dir(&self.found.private_home)?;
@@ -1434,7 +1434,7 @@ fn check_limits(settings: &Settings, host: &Host, warnings: &mut Vec<String>) ->
     }
 }
 
-/// Pure: `--mesh` chooses which shared folder a cage gets (README, "Options
+/// Pure: `--mesh` chooses which shared folder a cage gets (docs/cages.md, "Options
 /// that widen a cage": one volume per set of meshes) and nothing else: without `--shared`,
 /// or on a sealed cage, which has no shared folder, it would be taken and
 /// do nothing, so it is refused. (Sealed with `--shared` too: `--shared`
@@ -1478,7 +1478,7 @@ fn validate_mesh(m: &str) -> Result<()> {
     }
 }
 
-/// The shared folder's volume for a set of meshes (README, "Options
+/// The shared folder's volume for a set of meshes (docs/cages.md, "Options
 /// that widen a cage", `--shared`): `shrooms-shared` for every mesh, else `shrooms-shared-<labels
 /// sorted and joined>-<short hash of the sorted list>`, so the name is
 /// stable and two different sets never share one.
@@ -1630,7 +1630,7 @@ fn check_shared_volume(v: &crate::host::podman::inspect::VolumeInspect) -> Resul
     }
 }
 
-/// `shrooms-<session>-<6 random hex>`, chosen once (README, "Using
+/// `shrooms-<session>-<6 random hex>`, chosen once (docs/cages.md, "Using
 /// it", `podman ps`): a renamed session keeps its container, a new session
 /// of an old name gets its own.
 fn container_name(session: &str) -> Result<String> {

@@ -350,7 +350,7 @@ fn submodules_added(name: &str, paths: &[PathBuf]) -> Error {
 }
 
 /// Whether a cage was made with its project's `.git` writable
-/// (`--writable .git`, README "Protected paths"): it has no git directory
+/// (`--writable .git`, docs/security.md "Protected paths"): it has no git directory
 /// of its own, by the user's choice.
 pub fn git_left_writable(options: &crate::cage::spec::Options) -> bool {
     options

@@ -1,5 +1,5 @@
 //! `cage move`: a session into a fresh cage with new options, or out of its
-//! cage (README, "Limits, moving, history"). Only while idle. The new
+//! cage (docs/cages.md, "Limits, moving, history"). Only while idle. The new
 //! container is made before the old one is deleted, so a failure leaves the
 //! session as it was; the conversation continues, since every path in a
 //! cage is the machine's own.
@@ -57,7 +57,7 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
     let old = record.cage.clone();
     decide_way_out(req, old.as_ref())?;
     // Without podman a caged session can still be taken out of its cage
-    // (README, "Configuration", `cages = false`): its container is left for
+    // (docs/configuration.md, "Configuration", `cages = false`): its container is left for
     // `cage prune` once podman is back.
     let host = match (&old, req.out) {
         (None, true) => None,

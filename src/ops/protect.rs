@@ -1,4 +1,4 @@
-//! Protected paths (README, "Protected paths"): the files of a project that
+//! Protected paths (docs/security.md, "Protected paths"): the files of a project that
 //! the machine runs or obeys later, outside any cage, are mounted read-only
 //! over the project in every cage. A cage that could write `.git/hooks` or
 //! `core.fsmonitor` in `.git/config` would have the user's next `git
@@ -44,7 +44,7 @@ pub struct Entry {
     pub why: &'static str,
 }
 
-/// The protected paths of every project (README, "Protected paths").
+/// The protected paths of every project (docs/security.md, "Protected paths").
 /// Instructions to a model (`CLAUDE.md`, `AGENTS.md`) are not among them:
 /// the harness reads them as it reads the code, and asks before it runs
 /// a tool; a file here runs, or is obeyed, without anyone asking.

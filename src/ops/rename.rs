@@ -1,4 +1,4 @@
-//! `cage rename OLD NEW`: a session under another name (README, "Limits,
+//! `cage rename OLD NEW`: a session under another name (docs/cages.md, "Limits,
 //! moving, history"). Everything kept under the session's name follows:
 //! its record (settings, files policy, token budget and use), history,
 //! egress log, received files (`uploads/<name>`), a sealed session's

@@ -18,7 +18,7 @@ pub struct Removed {
     /// Files and folders removed, besides the container.
     pub files: Vec<PathBuf>,
     /// The session's commits brought into your repository before its
-    /// cage's git directory went, or refused (README, "Git in a cage").
+    /// cage's git directory went, or refused (docs/security.md, "Git in a cage").
     #[serde(skip_serializing_if = "crate::cage::git::bring::Report::is_empty")]
     pub git: crate::cage::git::bring::Report,
 }

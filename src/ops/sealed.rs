@@ -1,5 +1,5 @@
 //! The checks and paths particular to sealed cages, for code nobody vouches
-//! for (README, "Sealed cages").
+//! for (docs/sealed.md, "Sealed cages").
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -60,7 +60,7 @@ pub const KEPT_OUT: &[(&str, &str)] = &[
     (".config/gh", "your GitHub login"),
     (".config/shrooms-agent", "shrooms-agent's config"),
     // Folders whose files the machine runs or trusts without being asked
-    // (README, "Protected paths"): what a cage left there would run as
+    // (docs/security.md, "Protected paths"): what a cage left there would run as
     // you, outside any cage.
     (
         ".config/systemd",
@@ -199,7 +199,7 @@ pub fn check_project(dir: &Path, home: &Path, state: &Path) -> Result<()> {
     }
     for mark in HOME_MARKS {
         // An empty `.claude` folder is what protected paths leave in a
-        // project (README, "Protected paths"), not a home's.
+        // project (docs/security.md, "Protected paths"), not a home's.
         let empty_claude = mark == ".claude"
             && std::fs::symlink_metadata(dir.join(mark)).is_ok_and(|m| m.is_dir())
             && std::fs::read_dir(dir.join(mark)).is_ok_and(|mut d| d.next().is_none());

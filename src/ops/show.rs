@@ -1,6 +1,6 @@
 //! `cage show`: a session as one object, the same wherever a session is
 //! given as JSON (`cage ls --json`, `cage show --json`, `GET /v1/sessions`,
-//! `GET /v1/sessions/{name}`; README, "The session object"): the facts of
+//! `GET /v1/sessions/{name}`; docs/cages.md, "The session object"): the facts of
 //! the session, and a nested `cage` for what belongs to its container.
 
 use std::path::PathBuf;
@@ -45,7 +45,7 @@ pub struct Session {
     /// Its cage; null for a session out of its cage.
     pub cage: Option<Cage>,
     /// What its last turn left for the machine, when it left something
-    /// (README, "Git in a cage", "What the machine runs later"): the
+    /// (docs/security.md, "Git in a cage", "What the machine runs later"): the
     /// agent's branches brought into your repository (`git.brought`:
     /// branch, into, commit, objects) or refused (`git.refused`: branch,
     /// why), and the files other tools run later that it created, changed
@@ -80,7 +80,7 @@ pub struct Cage {
     pub shared_path: Option<PathBuf>,
     /// What a sealed cage was made with; null for an ordinary cage.
     pub sealed: Option<SealedRecord>,
-    /// Its network policy (README, "Network policy"): "open", "internet"
+    /// Its network policy (docs/network.md, "Network policy"): "open", "internet"
     /// or "allow:NAME,HOST:PORT,..."; a sealed cage's is "internet" and
     /// its own rules.
     pub net: String,
@@ -94,7 +94,7 @@ pub struct Cage {
     pub program: Option<PathBuf>,
     /// The `podman create` argv the container was made with.
     pub create_argv: Vec<String>,
-    /// Its egress log while it runs (README, "The egress log"): written,
+    /// Its egress log while it runs (docs/network.md, "The egress log"): written,
     /// or what keeps it from being written, which cuts the cage's network;
     /// null when the cage is not running.
     pub egress_log: Option<crate::net::egress::LogState>,
@@ -138,7 +138,7 @@ impl From<&crate::state::session::FilesPolicy> for Files {
     }
 }
 
-/// A session's model tokens (README, "Model gateway").
+/// A session's model tokens (docs/gateway.md, "Model gateway").
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Tokens {
     /// No model request is forwarded once `used` reaches it (all four

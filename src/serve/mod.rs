@@ -1,4 +1,4 @@
-//! `serve`: the operations over HTTP (README, "HTTP API"), for the apps
+//! `serve`: the operations over HTTP (docs/serve.md, "HTTP API"), for the apps
 //! and for other machines' `outbox send`. A thin face over typed
 //! operations: `routes` parses a request, calls the
 //! operation the CLI calls, on the same state under the same locks, and
@@ -323,7 +323,7 @@ const DEAD_TURNS_EVERY: Duration = Duration::from_secs(2);
 /// as serve runs: nobody else may look at the session for days. Only the
 /// sessions with a turn's marker are looked at (one listing of a folder).
 /// The machine's image, ours and stale, is built again when serve starts
-/// (README, "Images"), in the background: serve listens meanwhile.
+/// (docs/images.md, "Images"), in the background: serve listens meanwhile.
 fn rebuild_a_stale_image(base: Arc<Base>, host: Option<Host>) {
     let Some(host) = host else { return };
     std::thread::spawn(move || {

@@ -1,4 +1,4 @@
-//! `GET /`: the status page (README, "HTTP API"). One HTML page made here,
+//! `GET /`: the status page (docs/serve.md, "HTTP API"). One HTML page made here,
 //! read-only: the sessions, the machine's image, the last history lines.
 //! No script, no form, nothing loaded from anywhere (the style is in the
 //! page), and a Content-Security-Policy that forbids all of it, so that
@@ -321,7 +321,7 @@ fn session(row: &Row, p: &Page) -> Markup {
             td.nw { b { (r.name) } }
             td { @if cage.is_some() { "caged" } @else { "out" } }
             td { @if cage.is_some_and(|c| c.sealed.is_some()) { "sealed" } @else { (none("no")) } }
-            // The network policy (README, "Network policy"); a sealed
+            // The network policy (docs/network.md, "Network policy"); a sealed
             // cage's rules are its own.
             td.net {
                 @match cage {
@@ -330,7 +330,7 @@ fn session(row: &Row, p: &Page) -> Markup {
                     Some(c) => (c.net),
                 }
                 // A log that cannot be written cuts the cage's network
-                // (README, "The egress log").
+                // (docs/network.md, "The egress log").
                 @if let Some(problem) = row.egress.as_ref().and_then(|e| e.problem.as_ref()) {
                     br;
                     span.bad { "CUT: " (problem) }
@@ -437,7 +437,7 @@ fn image(c: &CageInfo) -> Markup {
     }
 }
 
-/// What each session's last turn left for the machine (README, "Git in a
+/// What each session's last turn left for the machine (docs/security.md, "Git in a
 /// cage", "What the machine runs later"): the agent's branches brought
 /// into the user's repository, those refused and why, and the files other
 /// tools run later that it created, changed or removed.

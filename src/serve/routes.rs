@@ -1,4 +1,4 @@
-//! The routes (README, "HTTP API"): each parses its input, calls the
+//! The routes (docs/serve.md, "HTTP API"): each parses its input, calls the
 //! operation the CLI calls, and maps the typed result or error to a
 //! response. Nothing here decides what an operation decides.
 //!
@@ -294,7 +294,7 @@ async fn harnesses(Extension(shared): Sh) -> Response {
     Response::json(200, &shared.state.harnesses())
 }
 
-/// Every session (README, "The session object"), as `cage ls --json`
+/// Every session (docs/cages.md, "The session object"), as `cage ls --json`
 /// gives them: damaged records apart.
 #[utoipa::path(get, path = "/v1/sessions", operation_id = "listSessions",
     responses((status = 200, description = "The sessions.", body = ops::ls::Listing)))]
@@ -501,7 +501,7 @@ async fn create(Extension(shared): Sh, Extension(info): Info, req: Request) -> R
 #[utoipa::path(get, path = "/v1/sessions/{name}", operation_id = "showSession",
     params(Session),
     responses(
-        (status = 200, description = "The session (README, \"The session object\").", body = ops::show::Session),
+        (status = 200, description = "The session (docs/cages.md, \"The session object\").", body = ops::show::Session),
         (status = 400, description = "Not a session name.", body = ErrorBody),
         (status = 404, description = "No such session.", body = ErrorBody)))]
 async fn show(Extension(shared): Sh, InPath(Session { name }): InPath<Session>) -> Response {
@@ -633,7 +633,7 @@ struct RenameBody {
     params(Session),
     request_body = RenameBody,
     responses(
-        (status = 200, description = "Renamed: the session under its new name (README, \"The session object\").", body = ShownWith),
+        (status = 200, description = "Renamed: the session under its new name (docs/cages.md, \"The session object\").", body = ShownWith),
         (status = 400, description = "A bad request: a new name that is not a session name (a path).", body = ErrorBody),
         (status = 403, description = "Asked by a caged session (X-Shrooms-Caged).", body = ErrorBody),
         (status = 404, description = "No such session.", body = ErrorBody),
@@ -799,7 +799,7 @@ struct DropQuery {
     note: Option<String>,
 }
 
-/// A file from another session (README, "Files between machines"). The sender's machine
+/// A file from another session (docs/machines.md, "Files between machines"). The sender's machine
 /// is told from the peer's address by `Shared::machine_of`.
 #[utoipa::path(post, path = "/v1/sessions/{name}/drop", operation_id = "dropFile",
     params(
@@ -894,7 +894,7 @@ struct SettingsBody {
 // Never made: only its description is used, the document's.
 #[allow(dead_code, clippy::large_enum_variant)]
 enum SettingsAnswers<'a> {
-    /// Set: the session (README, "The session object").
+    /// Set: the session (docs/cages.md, "The session object").
     #[response(status = 200)]
     Set(ops::show::Session),
     /// A bad request (an unknown field, a bad sender).
@@ -994,7 +994,7 @@ async fn received(Extension(shared): Sh, InPath(Session { name }): InPath<Sessio
 #[utoipa::path(get, path = "/v1/sessions/{name}/egress", operation_id = "egressLog",
     params(Session),
     responses(
-        (status = 200, description = "Each connection its cage opened or was refused (README, \"The egress log\").", body = ops::history::Egress),
+        (status = 200, description = "Each connection its cage opened or was refused (docs/network.md, \"The egress log\").", body = ops::history::Egress),
         (status = 400, description = "Not a session name.", body = ErrorBody),
         (status = 404, description = "No such session.", body = ErrorBody)))]
 async fn egress(Extension(shared): Sh, InPath(Session { name }): InPath<Session>) -> Response {
@@ -1083,7 +1083,7 @@ struct BringBody {
 }
 
 /// `cage bring`: the session's commits brought into your repository as
-/// `cage/<session>/<branch>` (README, "Git in a cage").
+/// `cage/<session>/<branch>` (docs/security.md, "Git in a cage").
 #[utoipa::path(post, path = "/v1/sessions/{name}/bring", operation_id = "bringCommits",
     params(Session),
     request_body = BringBody,

@@ -1,5 +1,5 @@
 //! The config's `[ssh]` table: the machines `--on NAME` reaches over ssh
-//! (README, "On another machine"). Only what the config file reads, so that
+//! (docs/machines.md, "On another machine"). Only what the config file reads, so that
 //! settings need nothing of the ssh client itself (`remote`).
 
 use std::path::PathBuf;

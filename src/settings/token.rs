@@ -34,7 +34,7 @@ pub fn read(file: &Path) -> Result<String> {
     Ok(token.to_string())
 }
 
-/// Read the machine's sealed token (README, "Sealed cages"): it must
+/// Read the machine's sealed token (docs/sealed.md, "Sealed cages"): it must
 /// exist, be non-empty and be readable only by its owner.
 pub fn read_sealed(path: &Path) -> Result<String> {
     let how = format!(

@@ -59,7 +59,7 @@ fn check_record(file_name: &str, record: &Record) -> Result<(), String> {
 }
 
 /// Is `container` `shrooms-<session>-<6 lowercase hex>`, as the tool names
-/// a session's container (README, "Where things live")?
+/// a session's container (docs/configuration.md, "Where things live")?
 pub fn is_container_name_of(container: &str, session: &str) -> bool {
     container
         .strip_prefix("shrooms-")
@@ -111,7 +111,7 @@ pub struct Record {
     pub last_image: Option<String>,
     /// What its last turn left for the machine, when it left something:
     /// the agent's commits brought in (or refused), and the files other
-    /// tools run later that it created or changed (README, "Git in a
+    /// tools run later that it created or changed (docs/security.md, "Git in a
     /// cage", "What the machine runs later").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_turn: Option<AfterTurn>,
@@ -143,7 +143,7 @@ pub struct NamedFile {
     pub why: String,
 }
 
-/// A session's model tokens (README, "Model gateway"): what its turns spent
+/// A session's model tokens (docs/gateway.md, "Model gateway"): what its turns spent
 /// as the model API reported it, counted by the gateway, and the budget
 /// past which the gateway refuses its model requests.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -301,12 +301,12 @@ pub struct CageRecord {
     /// a move into a new cage keeps them.
     #[serde(default)]
     pub own_limits: bool,
-    /// Its network policy (README, "Network policy"): `open`, `internet`
+    /// Its network policy (docs/network.md, "Network policy"): `open`, `internet`
     /// or `allow:...`. A record without one is `open`, as its cage was made.
     #[serde(default)]
     #[schema(value_type = String)]
     pub net: crate::net::netpolicy::NetPolicy,
-    /// Its own git directory (README, "Git in a cage"). None: a cage made
+    /// Its own git directory (docs/security.md, "Git in a cage"). None: a cage made
     /// before git in a cage had one (not started: `cage move` makes it
     /// again), or one whose `.git` was left writable (`--writable .git`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

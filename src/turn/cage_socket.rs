@@ -1,6 +1,6 @@
 //! The cage's socket: while a turn runs, the process holding it serves HTTP
 //! on a Unix socket that the cage sees at `/run/shrooms-agent/proxy.sock`
-//! (README, "The cage's socket"). It is how the shrooms tools inside a cage
+//! (docs/cages.md, "The cage's socket"). It is how the shrooms tools inside a cage
 //! reach agents: the agent port is closed inside every cage (rules.rs), so
 //! this socket is the one way out to an agent, and it passes only what the
 //! tools need.
@@ -39,7 +39,7 @@ use crate::error::{Error, Result};
 use crate::settings::Settings;
 
 /// The header that names the caged session a request comes from. Only
-/// this socket sets it (README, "The cage's socket": why `serve` may
+/// this socket sets it (docs/cages.md, "The cage's socket": why `serve` may
 /// believe it).
 pub const CAGED_HEADER: &str = "x-shrooms-caged";
 /// The header a drop names its sending session in (`serve`'s drop route).
@@ -198,7 +198,7 @@ pub fn is_rpc_route(method: &str, path: &str) -> bool {
         }
 }
 
-/// The routes a cage may reach (README, "The cage's socket", as the agent API of the
+/// The routes a cage may reach (docs/cages.md, "The cage's socket", as the agent API of the
 /// system it describes has them), or None: refused. `rpc` is the JSON-RPC
 /// method of a `POST /a2a` body.
 pub fn classify(method: &str, path: &str, rpc: Option<&str>) -> Option<Kind> {

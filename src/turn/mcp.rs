@@ -1,5 +1,5 @@
 //! `shrooms-agent mcp`: the shrooms tools, as an MCP server on standard
-//! input and output, for a harness in a cage (README, "The shrooms tools
+//! input and output, for a harness in a cage (docs/cages.md, "The shrooms tools
 //! inside"). Each tool is one or two requests to the cage's socket
 //! (`$SHROOMS_AGENT_PROXY`, /run/shrooms-agent/proxy.sock), which the
 //! process holding the turn serves: it names the cage to the receiver and

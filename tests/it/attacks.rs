@@ -316,7 +316,7 @@ pub(crate) fn refused_at_once(v: &str) -> bool {
 // ---- 1. root inside cannot remove the rules ----
 
 /// The ways root inside could try to get rid of a table; and of the egress
-/// log's gate, to hold it open for good (README, "The egress log").
+/// log's gate, to hold it open for good (docs/network.md, "The egress log").
 fn nft_attempts(table: &str) -> Vec<String> {
     let mut a = vec![
         "flush ruleset".to_string(),

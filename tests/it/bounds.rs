@@ -1,4 +1,4 @@
-//! What a cage controls is read within a bound (README, "Network
+//! What a cage controls is read within a bound (docs/network.md, "Network
 //! policy"): a cage that grows its own hosts file does not grow the
 //! memory of the command that loads its rules. Rootful and rootless.
 

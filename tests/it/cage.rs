@@ -633,7 +633,7 @@ fn no_podman_says_so_in_the_seeds_words() {
     );
     assert!(!r.stdout().contains("RAN"));
 
-    // Still listed, and it can still be taken out of its cage (README,
+    // Still listed, and it can still be taken out of its cage (docs/configuration.md,
     // "Configuration", `cages = false`); its container is left for
     // `cage prune` once podman is back.
     w.write_config("cages = false");

@@ -1554,7 +1554,7 @@ fn gateway_key_command_output_stays_on_the_machine_rootless() {
 }
 
 /// `[gateway] key_command` names its program as a shell would: a name is
-/// looked up on the PATH of the command holding the turn (the README's own
+/// looked up on the PATH of the command holding the turn (docs/gateway.md's own
 /// `["pass", "show", "anthropic"]`, and `["sh", "-c", ...]`), and its key
 /// reaches the model. A failing one is not run at the cage's request rate:
 /// 20 requests in a row run it once or twice (backed off 10 s after a

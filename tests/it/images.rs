@@ -641,7 +641,7 @@ fn the_default_workbench_is_made_from_apt_alone() {
         .count(),
         bases.lines().count()
     );
-    // A cage of it has what the README says the workbench has.
+    // A cage of it has what docs/images.md says the workbench has.
     let name = w.session("workbench");
     let project = w.dir(&format!("projects/{name}"));
     w.create(&name, &project, &[]);

@@ -1,4 +1,4 @@
-//! Network policies (README, "Network policy"), attacked from inside real
+//! Network policies (docs/network.md, "Network policy"), attacked from inside real
 //! cages, rootful and rootless: one cage is given `open`, then `internet`,
 //! then an allow-list with `cage limits --net` while it runs, and each time
 //! the sealed cage's probe set runs in it (raw connections to refused

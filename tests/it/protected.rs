@@ -1,4 +1,4 @@
-//! Protected paths (README, "Protected paths"): what a cage plants in the
+//! Protected paths (docs/security.md, "Protected paths"): what a cage plants in the
 //! files the machine runs later (git's hooks and config, .envrc, the
 //! editor's and the harness's project settings) does not run when the
 //! user's own git runs on the machine afterwards; git inside the cage
@@ -11,7 +11,7 @@ use crate::common::*;
 /// git on the machine, as the world's user, with no config of the user's
 /// or the system's: only the repository's own. The project is marked safe
 /// (`safe.directory`): as root, a rootful cage's project belongs to the
-/// cage's own uid (README, "As root"), and git would otherwise refuse to
+/// cage's own uid (docs/configuration.md, "As root"), and git would otherwise refuse to
 /// read that repository's config and hooks at all; a user who trusts it
 /// that way is the case where a planted hook would run.
 fn host_git(w: &World, project: &Path, args: &[&str]) -> std::process::Output {
@@ -933,7 +933,7 @@ fn commits_come_in_on_demand_and_before_the_cage_goes(w: World) {
     let c3 = host_git_ok(&w, &project, &["rev-parse", &theirs]);
     assert_ne!(c3, c2);
     let log = host_git_ok(&w, &project, &["log", "--format=%s", &theirs]);
-    // The new cage's git directory started from the user's branches (README,
+    // The new cage's git directory started from the user's branches (docs/security.md,
     // "Git in a cage"): c3 is on the user's main, c2 came in at the move.
     assert_eq!(log, "c3\nby the user\nc1\nfirst\n", "{log}");
 }
@@ -948,7 +948,7 @@ fn commits_come_in_on_demand_and_before_the_cage_goes_rootless() {
     commits_come_in_on_demand_and_before_the_cage_goes(World::rootless());
 }
 
-/// What a cage tries on the files other tools run later (README, "What the
+/// What a cage tries on the files other tools run later (docs/security.md, "What the
 /// machine runs later"): those named after the turn it writes; those
 /// read-only it cannot.
 const LATER: &str = r##"

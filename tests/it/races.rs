@@ -1,4 +1,4 @@
-//! Changes of a session's record at once never race (README, "Limits,
+//! Changes of a session's record at once never race (docs/cages.md, "Limits,
 //! moving, history"): each is made from the record the one before left,
 //! and the last one holds in the record and in the running cage alike.
 //! Each race is run in a loop of rounds, rootful and rootless: before,

@@ -402,7 +402,7 @@ fn on_another_machine_a_killed_ssh_stops_the_cage() {
 }
 
 /// Any process of the far user can reach the key lender through the socket
-/// the turn's ssh forwards there (README, "The key stays here"): one that
+/// the turn's ssh forwards there (docs/machines.md, "The key stays here"): one that
 /// sends 100 MB without a line's end is cut off after a line's worth, and
 /// this machine's process does not grow by what it sent (before, it read
 /// the line whole: 400 MiB sent, 419 MB held). The turn's key is still

@@ -404,7 +404,7 @@ fn sealed_refusals_make_nothing() {
     }
 }
 
-/// The default token location works once the token is there (README,
+/// The default token location works once the token is there (docs/sealed.md,
 /// "Sealed cages"): a turn starts, and the token stays outside the cage
 /// (tests/it/gateway.rs shows the gateway adding it).
 #[test]

@@ -1,5 +1,5 @@
-//! End-to-end tests of `serve` (README, "HTTP API"), as root against real podman: every
-//! route with a real HTTP client, the README's curl examples as they
+//! End-to-end tests of `serve` (docs/serve.md, "HTTP API"), as root against real podman: every
+//! route with a real HTTP client, docs/serve.md's curl examples as they
 //! are written, each status code's error case, the CLI and `serve` on one state,
 //! two machines sending an outbox between them, and robustness (malformed
 //! bodies, large bodies, a request that stops half-way, 200 at once, SIGTERM).
@@ -24,7 +24,7 @@ fn cpus() -> usize {
         .unwrap_or(1)
 }
 
-/// One session object (README, "The session object"): `cage show --json`,
+/// One session object (docs/cages.md, "The session object"): `cage show --json`,
 /// the session's element of `cage ls --json`, `GET /v1/sessions/{name}` and
 /// its element of `GET /v1/sessions` are equal, on a real cage made and
 /// then running; a damaged record is listed apart, by `cage ls` and serve
@@ -130,7 +130,7 @@ fn one_session_object_in_the_cli_and_over_http_rootless() {
     one_session_object_everywhere(World::rootless());
 }
 
-/// Every route's happy path and the README's curl examples, on the state the
+/// Every route's happy path and docs/serve.md's curl examples, on the state the
 /// CLI uses: a session made over HTTP is in `cage ls`, one removed over
 /// HTTP is gone from it; a move while `cage exec` holds the session is 409.
 #[test]
@@ -180,7 +180,7 @@ fn routes_over_http_share_the_cli_state() {
     assert_eq!(doc.body, want);
     assert_eq!(doc.json()["openapi"], "3.1.0");
 
-    // POST /v1/sessions: the README's example, with `dir` under ~/ and the
+    // POST /v1/sessions: docs/serve.md's example, with `dir` under ~/ and the
     // GitHub login there.
     let name = w.session("webapp");
     fs::create_dir_all(w.home.join("src/webapp")).unwrap();
@@ -245,7 +245,7 @@ fn routes_over_http_share_the_cli_state() {
     assert_eq!(out["cage"], Value::Null, "{out:#}");
     post(&format!("{u}/v1/sessions/{name}/cage"), r#"{"cage": {}}"#).is(200);
 
-    // Limits: the README's example is refused where the machine has fewer
+    // Limits: docs/serve.md's example is refused where the machine has fewer
     // than 8 CPUs, and taken with what it has.
     let seed_limits = r#"{"memory": "16g", "cpus": "8"}"#;
     let r = post(&format!("{u}/v1/sessions/{name}/cage/limits"), seed_limits);
@@ -438,7 +438,7 @@ fn each_status_code_has_its_error_case() {
     get(&format!("{u}/v1/harnesses")).is(200);
 
     // 503 with Retry-After: an image of ours that is not there yet (its
-    // build starts in the background); the README's example as it is written.
+    // build starts in the background); docs/serve.md's example as it is written.
     let repo = format!("localhost/shrooms-it-serve-{}", std::process::id());
     w.write_config(&format!("images_repo = \"{repo}\""));
     let s2 = w.serve(&[], &[]);
@@ -1321,7 +1321,7 @@ fn serve_briefly(w: &World, listen: &str, file: &str) -> Run {
     finish(&format!("serve --token-file {file}"), child)
 }
 
-/// The user unit in `assets/` (README, "HTTP API", under
+/// The user unit in `assets/` (docs/serve.md, "HTTP API", under
 /// systemd): systemd's own checker takes it with no complaint, with the
 /// binary where its ExecStart looks (`%h/.cargo/bin`), and its ExecStart,
 /// run as systemd would (that PATH, that HOME, no terminal), serves the

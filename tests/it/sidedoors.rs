@@ -66,7 +66,7 @@ fn environment_side_doors(w: World) {
         .map(|n| format!("\"{n}\""))
         .collect::<Vec<_>>()
         .join(", ");
-    // (125: `cage exec`'s own failure, README "Exit codes".)
+    // (125: `cage exec`'s own failure, docs/configuration.md "Exit codes".)
     let r = exec_env(&format!("pass_env = [{listed}]")).code_is(125);
     assert!(r.stderr().contains("pass_secrets"), "{}", r.explain());
     assert!(

@@ -1,5 +1,5 @@
 //! End-to-end tests of the gateway's token counts and a session's token
-//! budget (README, "Model gateway"): the mock of the model API in
+//! budget (docs/gateway.md, "Model gateway"): the mock of the model API in
 //! gateway.rs reports distinct known counts, streamed and not; what the
 //! session's record, `cage show`, serve's API and `cage history` say must
 //! be their sums, and a request past the budget must never reach the mock.

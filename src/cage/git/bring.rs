@@ -1,4 +1,4 @@
-//! The agent's commits brought into the user's repository (README, "Git in
+//! The agent's commits brought into the user's repository (docs/security.md, "Git in
 //! a cage"), after a turn, with the cage stopped. Nothing of the session's
 //! git directory runs or is obeyed: no git runs there (upload-pack would
 //! read its config, and local clones of crafted repositories have run
@@ -452,7 +452,7 @@ fn ran(p: crate::host::process::Process, what: &str) -> std::result::Result<Stri
 }
 
 /// Fast-forward the user's checked-out branch to the session's commit of
-/// the same branch, brought in as `cage/<session>/<branch>` (README, "Git
+/// the same branch, brought in as `cage/<session>/<branch>` (docs/security.md, "Git
 /// in a cage"), when the user asks (`cage bring --ff`). Refused, changing
 /// nothing, where it is not a fast-forward, where the user's index holds
 /// staged changes, or where the work tree is not already the session's

@@ -1,4 +1,4 @@
-//! The session's own git directory (README, "Git in a cage"). The user's
+//! The session's own git directory (docs/security.md, "Git in a cage"). The user's
 //! git directory is never writable in a cage: git there reads its config,
 //! hooks, `commondir`, includes and worktree folders, and runs what they
 //! name on the machine, and no list of protected names inside it closes

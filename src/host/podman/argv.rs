@@ -73,7 +73,7 @@ pub fn create(spec: &CageSpec) -> Vec<String> {
 ///
 /// Left out, on purpose:
 /// - NET_ADMIN: root inside could remove the agent-port rule set loaded from
-///   outside (README, "The agent port").
+///   outside (docs/cages.md, "The agent port").
 /// - NET_RAW: frames sent on an AF_PACKET socket skip nftables' output hook
 ///   (a raw SYN from a cage reached the agent port, and a sealed cage's LAN,
 ///   in a review).
@@ -160,7 +160,7 @@ pub fn init(spec: &CageSpec) -> Vec<String> {
     ]
 }
 
-/// What a sealed cage adds (README, "Sealed cages"): its mark and public
+/// What a sealed cage adds (docs/sealed.md, "Sealed cages"): its mark and public
 /// resolvers (its seccomp profile, without user namespaces, follows).
 pub fn sealed(s: &SealedSpec) -> Vec<String> {
     let mut a = vec!["--label".into(), format!("{SEALED_LABEL}=true")];
@@ -933,7 +933,7 @@ mod tests {
         );
     }
 
-    /// The protected paths over the project (README, "Protected paths"):
+    /// The protected paths over the project (docs/security.md, "Protected paths"):
     /// right after the project, folders on the way read-write over
     /// themselves before what they hold, read-only; nothing else of the
     /// command line changes.

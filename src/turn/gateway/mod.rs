@@ -1,7 +1,7 @@
 //! The model gateway: while a turn runs, the process holding it answers the
 //! harness's model requests on the cage's own loopback and forwards them to
 //! the model API with the machine's credential, so no key is ever inside a
-//! cage (README, "Model gateway").
+//! cage (docs/gateway.md, "Model gateway").
 //!
 //! - Only the model API's own routes pass (`ROUTES`); anything else is
 //!   answered 403 here and never leaves the machine.

@@ -1,4 +1,4 @@
-//! What the model spent, and the session's token budget (README, "Model
+//! What the model spent, and the session's token budget (docs/gateway.md, "Model
 //! gateway").
 //!
 //! Each model response's token counts are read while it passes through:
