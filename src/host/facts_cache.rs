@@ -16,6 +16,7 @@ use super::PodmanFacts;
 use crate::error::Result;
 use crate::host::podman::Podman;
 use crate::settings::{Env, Settings};
+use crate::state::when;
 
 /// The file in the state folder.
 pub const FILE: &str = "podman-facts.json";
@@ -196,13 +197,6 @@ pub fn current(kept: &Kept, key: &Key, now: u64) -> bool {
     kept.key == *key && now >= kept.asked_at && now - kept.asked_at < MAX_AGE_SECS
 }
 
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
 /// The kept answer in this file, if it reads and is the user's own, not
 /// writable by others.
 fn read(path: &Path) -> Option<Kept> {
@@ -219,7 +213,7 @@ pub fn facts(podman: &Podman, settings: &Settings, env: &Env) -> Result<PodmanFa
     let key = key_now(podman, settings, env);
     let path = settings.state_dir.join(FILE);
     if let Some(kept) = read(&path)
-        && current(&kept, &key, now())
+        && current(&kept, &key, when::now())
     {
         return Ok(kept.facts);
     }
@@ -229,7 +223,7 @@ pub fn facts(podman: &Podman, settings: &Settings, env: &Env) -> Result<PodmanFa
     let _held = hold(&settings.state_dir);
     if _held.is_some()
         && let Some(kept) = read(&path)
-        && current(&kept, &key, now())
+        && current(&kept, &key, when::now())
     {
         return Ok(kept.facts);
     }
@@ -261,7 +255,7 @@ pub fn fresh(podman: &Podman, settings: &Settings, env: &Env) -> Result<PodmanFa
 }
 
 fn ask(podman: &Podman, settings: &Settings, key: Key) -> Result<PodmanFacts> {
-    let asked_at = now();
+    let asked_at = when::now();
     let facts = PodmanFacts::from_info(&podman.info()?);
     let kept = Kept {
         key,
