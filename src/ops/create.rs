@@ -52,26 +52,7 @@ pub struct Created {
 
 pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
     session::validate_name(&req.name)?;
-    let dir = if req.dir_from_cwd {
-        // The folder's refusals first, each with the way to another folder.
-        project_dir(&req.dir)
-            .and_then(
-                |d| match make::folder_refusal(ctx, &d, req.harness, &req.choice) {
-                    Some(e) => Err(e),
-                    None => Ok(d),
-                },
-            )
-            .map_err(|e| Error {
-                message: format!(
-                    "{}. Without --dir, `cage create` takes the current folder: pass --dir \
-                     with the project folder, or cd to it first",
-                    e.message.trim_end_matches('.')
-                ),
-                ..e
-            })?
-    } else {
-        project_dir(&req.dir)?
-    };
+    let dir = chosen_dir(ctx, req)?;
     // With an intent beside the record, a create that died after writing
     // it: repaired under the lock below before the refusal.
     if ctx.store.exists(&req.name) && !ctx.store.intent_path(&req.name).exists() {
@@ -84,23 +65,7 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
     let _lock = if req.dry_run {
         None
     } else {
-        let lock = match ctx.store.lock(&req.name) {
-            // Another create of this name won, and has made its record.
-            Err(e) if e.kind == crate::error::Kind::Busy && ctx.store.exists(&req.name) => {
-                return Err(already(&req.name));
-            }
-            held => held?,
-        };
-        // A create of this name that died left its intent: its container
-        // is taken back before this one is made.
-        if let Some(line) = super::plan::repair(ctx, &req.name)? {
-            ctx.note(line);
-        }
-        if ctx.store.exists(&req.name) {
-            return Err(already(&req.name));
-        }
-        lock.note("create");
-        Some(lock)
+        Some(lock_new(ctx, &req.name)?)
     };
     let plan = match make::prepare(
         ctx,
@@ -119,23 +84,7 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
             return Err(e);
         }
     };
-    let mut argv = vec![host.podman.program().to_string_lossy().into_owned()];
-    argv.extend(plan.create_argv.iter().cloned());
-    let result = Created {
-        session: req.name.clone(),
-        container: plan.container.clone(),
-        image: plan.image.clone(),
-        network: plan.spec.network.name().to_string(),
-        harness: req.harness,
-        dir: dir.clone(),
-        sealed: plan.is_sealed(),
-        dry_run: req.dry_run,
-        argv,
-        env_file: plan.env_redacted(),
-        warnings: plan.warnings.clone(),
-        would_be_refused: plan.refused.as_ref().map(|e| e.message.clone()),
-        refused: plan.refused.clone(),
-    };
+    let result = created(req, host, &dir, &plan);
     if req.dry_run {
         return Ok(result);
     }
@@ -146,6 +95,78 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
         return Err(e);
     }
     Ok(result)
+}
+
+/// The project folder `req` names. Without `--dir` it is the current
+/// folder: its refusals come first, each with the way to another folder.
+fn chosen_dir(ctx: &Context, req: &CreateRequest) -> Result<PathBuf> {
+    if !req.dir_from_cwd {
+        return project_dir(&req.dir);
+    }
+    project_dir(&req.dir)
+        .and_then(
+            |d| match make::folder_refusal(ctx, &d, req.harness, &req.choice) {
+                Some(e) => Err(e),
+                None => Ok(d),
+            },
+        )
+        .map_err(|e| Error {
+            message: format!(
+                "{}. Without --dir, `cage create` takes the current folder: pass --dir \
+                 with the project folder, or cd to it first",
+                e.message.trim_end_matches('.')
+            ),
+            ..e
+        })
+}
+
+/// The lock of a session about to be made, once a create of that name
+/// that died is repaired; refused when the session is there already.
+fn lock_new(ctx: &Context, name: &str) -> Result<session::SessionLock> {
+    let lock = match ctx.store.lock(name) {
+        // Another create of this name won, and has made its record.
+        Err(e) if e.kind == crate::error::Kind::Busy && ctx.store.exists(name) => {
+            return Err(already(name));
+        }
+        held => held?,
+    };
+    // A create of this name that died left its intent: its container
+    // is taken back before this one is made.
+    if let Some(line) = super::plan::repair(ctx, name)? {
+        ctx.note(line);
+    }
+    if ctx.store.exists(name) {
+        return Err(already(name));
+    }
+    lock.note("create");
+    Ok(lock)
+}
+
+/// What a create answers: the cage `plan` makes for `req`, with the full
+/// podman command line and the env file as `exec` would write it.
+fn created(
+    req: &CreateRequest,
+    host: &crate::host::Host,
+    dir: &Path,
+    plan: &make::CagePlan,
+) -> Created {
+    let mut argv = vec![host.podman.program().to_string_lossy().into_owned()];
+    argv.extend(plan.create_argv.iter().cloned());
+    Created {
+        session: req.name.clone(),
+        container: plan.container.clone(),
+        image: plan.image.clone(),
+        network: plan.spec.network.name().to_string(),
+        harness: req.harness,
+        dir: dir.to_path_buf(),
+        sealed: plan.is_sealed(),
+        dry_run: req.dry_run,
+        argv,
+        env_file: plan.env_redacted(),
+        warnings: plan.warnings.clone(),
+        would_be_refused: plan.refused.as_ref().map(|e| e.message.clone()),
+        refused: plan.refused.clone(),
+    }
 }
 
 /// The record of a session made by `req` in `plan`'s cage.

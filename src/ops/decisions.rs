@@ -1271,6 +1271,56 @@ fn with_history_and_a_file(w: &World, name: &str) -> PathBuf {
 
 fn rename_of(running: bool) {
     let c = "shrooms-web-0a1b2c";
+    let (w, before) = world_to_rename(running, c);
+    let r = super::rename::rename(&w.ctx, &rename_request("web", "site")).unwrap();
+    assert_eq!((r.session.as_str(), r.from.as_str()), ("site", "web"));
+    assert_eq!(r.stopped, running);
+    let after = w.ctx.store.load("site").unwrap();
+    let cage = after.cage.clone().unwrap();
+    assert!(
+        crate::state::session::is_container_name_of(&cage.container, "site"),
+        "{}",
+        cage.container
+    );
+    assert_eq!(r.container.as_deref(), Some(cage.container.as_str()));
+    assert_eq!(r.old_container.as_deref(), Some(c));
+    // What the record kept follows it.
+    assert!(after.starred);
+    assert_eq!(after.tokens.budget, Some(5000));
+    assert_eq!(after.created, before.created);
+    assert_files_followed(&w, c, &cage.container);
+    let history: Vec<String> = w
+        .ctx
+        .store
+        .history("site")
+        .unwrap()
+        .into_iter()
+        .map(|h| h.what)
+        .collect();
+    assert_eq!(history[0], "created");
+    assert!(history[1].starts_with("renamed from web"), "{history:?}");
+    // The new cage mounts the new name's folder.
+    let uploads = w.ctx.store.session_uploads("site");
+    assert!(
+        cage.create_argv
+            .iter()
+            .any(|a| a.contains(&uploads.display().to_string())),
+        "{:?}",
+        cage.create_argv
+    );
+    let expected = if running {
+        calls::rename_running(c, &cage.create_argv)
+    } else {
+        calls::rename_stopped(c, &cage.create_argv)
+    };
+    assert_eq!(w.fake.calls(), expected);
+}
+
+/// A world with the session `web` in the cage `c` (running or not), and
+/// what a rename must carry to the new name: a star and a budget in its
+/// record, its history and a received file, its cage's private home, its
+/// egress log and the file rotated out of it. Returns its record.
+fn world_to_rename(running: bool, c: &str) -> (World, Record) {
     let w = World::new(&format!("rename-{running}"), |f| {
         f.on_prefix(&["inspect"], Answer::out(container_state(running)))
             .on_prefix(&["top"], Answer::out("COMMAND\nsleep infinity\n"))
@@ -1290,23 +1340,12 @@ fn rename_of(running: bool) {
     let log = w.ctx.store.egress_path("web");
     std::fs::write(&log, "{\"allowed\": true}\n").unwrap();
     std::fs::write(crate::state::session::older(&log), "{\"allowed\": false}\n").unwrap();
-    let r = super::rename::rename(&w.ctx, &rename_request("web", "site")).unwrap();
-    assert_eq!((r.session.as_str(), r.from.as_str()), ("site", "web"));
-    assert_eq!(r.stopped, running);
-    let after = w.ctx.store.load("site").unwrap();
-    let cage = after.cage.clone().unwrap();
-    assert!(
-        crate::state::session::is_container_name_of(&cage.container, "site"),
-        "{}",
-        cage.container
-    );
-    assert_eq!(r.container.as_deref(), Some(cage.container.as_str()));
-    assert_eq!(r.old_container.as_deref(), Some(c));
-    // What the record kept follows it.
-    assert!(after.starred);
-    assert_eq!(after.tokens.budget, Some(5000));
-    assert_eq!(after.created, before.created);
-    // The old name is gone, with its files; the new one has them.
+    (w, before)
+}
+
+/// After a rename of `web` (cage `old`) to `site` (cage `new`): the old
+/// name is gone, with its files, and the new one has them.
+fn assert_files_followed(w: &World, old: &str, new: &str) {
     assert_eq!(w.ctx.store.load("web").unwrap_err().kind, Kind::NotFound);
     let uploads = w.ctx.store.session_uploads("site");
     assert_eq!(
@@ -1325,9 +1364,9 @@ fn rename_of(running: bool) {
         "{\"allowed\": false}\n"
     );
     // The cage's private home is the new cage's; the old cage's folder is gone.
-    let moved = w.ctx.store.private_home(&cage.container).join("todo.json");
+    let moved = w.ctx.store.private_home(new).join("todo.json");
     assert_eq!(std::fs::read_to_string(moved).unwrap(), "[]");
-    assert!(!w.ctx.store.cage_dir(c).exists());
+    assert!(!w.ctx.store.cage_dir(old).exists());
     let sessions = w
         .ctx
         .store
@@ -1342,30 +1381,6 @@ fn rename_of(running: bool) {
         .collect();
     left.sort();
     assert_eq!(left, Vec::<String>::new());
-    let history: Vec<String> = w
-        .ctx
-        .store
-        .history("site")
-        .unwrap()
-        .into_iter()
-        .map(|h| h.what)
-        .collect();
-    assert_eq!(history[0], "created");
-    assert!(history[1].starts_with("renamed from web"), "{history:?}");
-    // The new cage mounts the new name's folder.
-    assert!(
-        cage.create_argv
-            .iter()
-            .any(|a| a.contains(&uploads.display().to_string())),
-        "{:?}",
-        cage.create_argv
-    );
-    let expected = if running {
-        calls::rename_running(c, &cage.create_argv)
-    } else {
-        calls::rename_stopped(c, &cage.create_argv)
-    };
-    assert_eq!(w.fake.calls(), expected);
 }
 
 #[test]

@@ -132,15 +132,7 @@ pub fn doctor_with(ctx: &Context, bad_config: Option<&crate::error::Error>) -> R
     let mut checks = vec![config_check(s, bad_config)];
     checks.extend(harness_checks(s));
     if !s.cages {
-        checks.push(Check {
-            name: "cages",
-            status: Status::Fail,
-            detail: format!("cages = false in {}", s.config_path.display()),
-            hint: Some(format!(
-                "remove `cages = false` from {} to offer cages",
-                s.config_path.display()
-            )),
-        });
+        checks.push(cages_off_check(s));
         return Report { checks };
     }
     // Always asked afresh: the doctor is where a changed podman shows.
@@ -156,7 +148,38 @@ pub fn doctor_with(ctx: &Context, bad_config: Option<&crate::error::Error>) -> R
             return Report { checks };
         }
     };
-    checks.push(check(
+    checks.push(podman_check(host));
+    checks.push(root_check(host.rootless, super::euid(), s));
+    checks.push(interrupted_check(ctx));
+    checks.push(limits_check(host, s));
+    checks.push(update_check(host));
+    checks.push(network_check(host, s.network, &ctx.env, &s.home));
+    checks.push(nft_check(host, s));
+    checks.push(init_check(ctx));
+    checks.push(seccomp_check(host));
+    checks.push(shared_check(host));
+    // The same facts as `image status`: ours missing is a warning.
+    checks.push(super::image::doctor_check(ctx, host));
+    Report { checks }
+}
+
+/// `cages`: `cages = false` in the config, and then no other check of
+/// podman runs.
+fn cages_off_check(s: &crate::settings::Settings) -> Check {
+    Check {
+        name: "cages",
+        status: Status::Fail,
+        detail: format!("cages = false in {}", s.config_path.display()),
+        hint: Some(format!(
+            "remove `cages = false` from {} to offer cages",
+            s.config_path.display()
+        )),
+    }
+}
+
+/// `podman`: found, with its version, where it is and its runtime.
+fn podman_check(host: &Host) -> Check {
+    check(
         "podman",
         Status::Pass,
         format!(
@@ -166,11 +189,14 @@ pub fn doctor_with(ctx: &Context, bad_config: Option<&crate::error::Error>) -> R
             host.runtime
         ),
         None,
-    ));
-    checks.push(root_check(host.rootless, super::euid(), s));
-    // Commands that died halfway: finished or taken back now, and said.
+    )
+}
+
+/// `interrupted`: commands that died halfway, finished or taken back now,
+/// and said.
+fn interrupted_check(ctx: &Context) -> Check {
     let repaired = super::plan::repair_all(ctx);
-    checks.push(if repaired.is_empty() {
+    if repaired.is_empty() {
         check(
             "interrupted",
             Status::Pass,
@@ -179,9 +205,12 @@ pub fn doctor_with(ctx: &Context, bad_config: Option<&crate::error::Error>) -> R
         )
     } else {
         check("interrupted", Status::Warn, repaired.join("; "), None)
-    });
-    checks.push(limits_check(host, s));
-    checks.push(match host.limits_support() {
+    }
+}
+
+/// `update`: how `podman update` behaves here, where limits are enforced.
+fn update_check(host: &Host) -> Check {
+    match host.limits_support() {
         LimitsSupport::Enforced => check("update", Status::Pass, update_behaviour(host), None),
         // `podman update` fails where limits are not enforced: `cage
         // limits` refuses there, and a start sets none again.
@@ -195,9 +224,12 @@ pub fn doctor_with(ctx: &Context, bad_config: Option<&crate::error::Error>) -> R
             ),
             Some("use cgroups v2 with the memory, cpu and pids controllers delegated"),
         ),
-    });
-    checks.push(network_check(host, s.network, &ctx.env, &s.home));
-    checks.push(match (&host.nft, &host.nsenter) {
+    }
+}
+
+/// `nft`: the programs that close the agent port in every cage.
+fn nft_check(host: &Host, s: &crate::settings::Settings) -> Check {
+    match (&host.nft, &host.nsenter) {
         (Some(nft), Some(ns)) => check(
             "nft",
             Status::Pass,
@@ -216,9 +248,12 @@ pub fn doctor_with(ctx: &Context, bad_config: Option<&crate::error::Error>) -> R
                 .into(),
             Some("apt install nftables util-linux"),
         ),
-    });
-    // Built with the program, never missing: said for what it is.
-    checks.push(check(
+    }
+}
+
+/// `init`: built with the program, never missing: said for what it is.
+fn init_check(ctx: &Context) -> Check {
+    check(
         "init",
         Status::Pass,
         format!(
@@ -228,8 +263,13 @@ pub fn doctor_with(ctx: &Context, bad_config: Option<&crate::error::Error>) -> R
             crate::cage::tools::init_path(&ctx.store.tools_dir()).display()
         ),
         None,
-    ));
-    checks.push(match &host.seccomp_profile {
+    )
+}
+
+/// `seccomp`: podman's default profile, which every cage's own is derived
+/// from.
+fn seccomp_check(host: &Host) -> Check {
+    match &host.seccomp_profile {
         Some(p) if p.exists() => check(
             "seccomp",
             Status::Pass,
@@ -251,38 +291,37 @@ pub fn doctor_with(ctx: &Context, bad_config: Option<&crate::error::Error>) -> R
             "podman reports no default seccomp profile".into(),
             Some("reinstall podman's containers-common package"),
         ),
-    });
-    // The shared folder of sessions on every mesh (docs/cages.md, "Options that widen a cage").
+    }
+}
+
+/// `shared`: the shared folder of sessions on every mesh (docs/cages.md,
+/// "Options that widen a cage").
+fn shared_check(host: &Host) -> Check {
     let shared = crate::ops::make::shared_volume_name(&[]);
-    checks.push(
-        match (host.podman.volume(&shared), host.shared_path(&shared)) {
-            (Ok(Some(_)), Some(p)) => check(
-                "shared",
-                Status::Pass,
-                format!("the shared folder {shared} is at {}", p.display()),
-                None,
+    match (host.podman.volume(&shared), host.shared_path(&shared)) {
+        (Ok(Some(_)), Some(p)) => check(
+            "shared",
+            Status::Pass,
+            format!("the shared folder {shared} is at {}", p.display()),
+            None,
+        ),
+        (Ok(None), Some(p)) => check(
+            "shared",
+            Status::Pass,
+            format!(
+                "the shared folder {shared} is made with the first --shared cage, at {}",
+                p.display()
             ),
-            (Ok(None), Some(p)) => check(
-                "shared",
-                Status::Pass,
-                format!(
-                    "the shared folder {shared} is made with the first --shared cage, at {}",
-                    p.display()
-                ),
-                None,
-            ),
-            (Ok(_), None) => check(
-                "shared",
-                Status::Warn,
-                "podman reports no volume folder".into(),
-                None,
-            ),
-            (Err(e), _) => check("shared", Status::Warn, e.message, None),
-        },
-    );
-    // The same facts as `image status`: ours missing is a warning.
-    checks.push(super::image::doctor_check(ctx, host));
-    Report { checks }
+            None,
+        ),
+        (Ok(_), None) => check(
+            "shared",
+            Status::Warn,
+            "podman reports no volume folder".into(),
+            None,
+        ),
+        (Err(e), _) => check("shared", Status::Warn, e.message, None),
+    }
 }
 
 /// Rootless, or root with `allow_root = true` (a warning of what it gives

@@ -225,34 +225,12 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
     };
     let cage = cage_of(&record)?;
     let mut notes = Vec::new();
-    let mut wants_resume = false;
-    let cmd = match what.words() {
-        Ok(cmd) => cmd,
+    let (cmd, wants_resume) = match what.words() {
+        Ok(cmd) => (cmd, false),
         Err(args) => {
-            wants_resume = tty && super::resume::interactive(&args);
-            let program = cage
-                .program
-                .clone()
-                .or_else(|| (record.harness == crate::cage::harness::Harness::Pi).then(|| PathBuf::from("pi")))
-                .ok_or_else(|| {
-                    Error::failed(format!(
-                        "session {name} has no claude program: none was found when its cage was made; \
-                         set [harness] claude in the config, then make the session again"
-                    ))
-                })?;
-            let tools = match record.harness {
-                crate::cage::harness::Harness::Claude => {
-                    let found = tools_in_cage(ctx, name, &cage.create_argv);
-                    if let Err(why) = &found {
-                        notes.push(format!(
-                            "the shrooms tools are not given to this run: {why}"
-                        ));
-                    }
-                    found.ok().map(|p| (p, cage.sealed.is_some()))
-                }
-                crate::cage::harness::Harness::Pi => None,
-            };
-            harness_command(&program, tools, args)
+            let wants_resume = tty && super::resume::interactive(&args);
+            let cmd = harness_words(ctx, name, &record, cage, args, &mut notes)?;
+            (cmd, wants_resume)
         }
     };
     let host = ctx.host_for_session()?;
@@ -262,16 +240,7 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
         super::sealed::read_token(&s.token_file)?;
     }
     ctx.store.ensure()?;
-    // pi's providers, from the machine's models.json read now: the
-    // gateway's routes to them, and the cage's copy (`pi_models`).
-    let pi_plan = match (record.harness, &cage.sealed) {
-        (crate::cage::harness::Harness::Pi, None) => Some(crate::cage::pi_models::plan_from(
-            &cage.harness_dir,
-            spec::DUMMY_KEY,
-            &|n| ctx.env.get(n).cloned(),
-        )?),
-        _ => None,
-    };
+    let pi_plan = pi_providers(ctx, &record, cage)?;
     let marker = ctx.store.turn_marker(&record.name);
     let before = super::later::snapshot(&record.dir, &cage.create_argv);
     // The facts, the start's decision in the turn's plan, and the plan run:
@@ -295,41 +264,8 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
     else {
         return Err(Error::failed("the turn's plan did not open its servers"));
     };
-    let url = gateway.base_url();
-    let plan = match &cage.sealed {
-        Some(_) => spec::sealed_env_plan(&record.name, &cage.image_path, Some(&url)),
-        None => spec::env_plan(
-            &EnvRequest {
-                session: &record.name,
-                harness: record.harness,
-                home: &ctx.settings.home,
-                harness_dir: &cage.harness_dir,
-                image_path: &cage.image_path,
-                chosen: ctx.settings.chosen(),
-                options: &cage.options,
-                gateway: Some(&url),
-            },
-            &ctx.env,
-        ),
-    };
-    // A fresh cage goes straight to the prompt: its own .claude.json says
-    // onboarding is done, the project trusted, and the key it is given
-    // approved (`cage_files::seeded_claude_json`).
-    if record.harness == crate::cage::harness::Harness::Claude {
-        let key = plan
-            .vars
-            .iter()
-            .find(|(n, _)| n == "ANTHROPIC_API_KEY")
-            .map(|(_, v)| v.as_str());
-        crate::cage::cage_files::seed_claude_json(
-            &ctx.store.private_home(&cage.container),
-            &record.dir,
-            key,
-        )?;
-    }
-    let env_file = ctx.store.env_file(&cage.container);
-    // Written again at each turn: not flushed to disk.
-    session::write_atomic_unsynced(&env_file, envfile::render(&plan.vars).as_bytes(), 0o600)?;
+    let plan = turn_env(ctx, &record, cage, &gateway.base_url());
+    let env_file = write_turn_env(ctx, &record, cage, &plan)?;
     let args = argv::exec(&cage.container, &record.dir, &env_file, tty, &cmd);
     let resume = wants_resume.then(|| super::resume::Watch::begin(&ctx.store, &record, cage));
     Ok(Prepared {
@@ -348,14 +284,134 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
         _gateway: gateway,
         _socket: socket,
         _lock: lock,
-        warnings: plan
-            .left_out
-            .iter()
-            .map(|(n, why)| format!("{n} is left out of the cage's environment: {why}"))
-            .chain(pi_plan.into_iter().flat_map(|p| p.warnings))
-            .chain(notes)
-            .collect(),
+        warnings: turn_warnings(&plan, pi_plan, notes),
     })
+}
+
+/// What the face shows before the turn: the variables left out of the
+/// env file and why, pi's providers' warnings, and the turn's own notes.
+fn turn_warnings(
+    plan: &spec::EnvPlan,
+    pi_plan: Option<crate::cage::pi_models::Plan>,
+    notes: Vec<String>,
+) -> Vec<String> {
+    plan.left_out
+        .iter()
+        .map(|(n, why)| format!("{n} is left out of the cage's environment: {why}"))
+        .chain(pi_plan.into_iter().flat_map(|p| p.warnings))
+        .chain(notes)
+        .collect()
+}
+
+/// The words `podman exec` is given for a `cage run`: the harness's program
+/// in the cage with `args`, and (for Claude Code) the shrooms tools; why
+/// they are not given goes into `notes`.
+fn harness_words(
+    ctx: &Context,
+    name: &str,
+    record: &session::Record,
+    cage: &session::CageRecord,
+    args: Vec<String>,
+    notes: &mut Vec<String>,
+) -> Result<Vec<String>> {
+    let program = cage
+        .program
+        .clone()
+        .or_else(|| {
+            (record.harness == crate::cage::harness::Harness::Pi).then(|| PathBuf::from("pi"))
+        })
+        .ok_or_else(|| {
+            Error::failed(format!(
+                "session {name} has no claude program: none was found when its cage was made; \
+                 set [harness] claude in the config, then make the session again"
+            ))
+        })?;
+    let tools = match record.harness {
+        crate::cage::harness::Harness::Claude => {
+            let found = tools_in_cage(ctx, name, &cage.create_argv);
+            if let Err(why) = &found {
+                notes.push(format!(
+                    "the shrooms tools are not given to this run: {why}"
+                ));
+            }
+            found.ok().map(|p| (p, cage.sealed.is_some()))
+        }
+        crate::cage::harness::Harness::Pi => None,
+    };
+    Ok(harness_command(&program, tools, args))
+}
+
+/// pi's providers, from the machine's models.json read now: the gateway's
+/// routes to them, and the cage's copy (`pi_models`). None for Claude Code
+/// and for a sealed cage.
+fn pi_providers(
+    ctx: &Context,
+    record: &session::Record,
+    cage: &session::CageRecord,
+) -> Result<Option<crate::cage::pi_models::Plan>> {
+    Ok(match (record.harness, &cage.sealed) {
+        (crate::cage::harness::Harness::Pi, None) => Some(crate::cage::pi_models::plan_from(
+            &cage.harness_dir,
+            spec::DUMMY_KEY,
+            &|n| ctx.env.get(n).cloned(),
+        )?),
+        _ => None,
+    })
+}
+
+/// The turn's environment, pointed at its model gateway (`url`).
+fn turn_env(
+    ctx: &Context,
+    record: &session::Record,
+    cage: &session::CageRecord,
+    url: &str,
+) -> spec::EnvPlan {
+    match &cage.sealed {
+        Some(_) => spec::sealed_env_plan(&record.name, &cage.image_path, Some(url)),
+        None => spec::env_plan(
+            &EnvRequest {
+                session: &record.name,
+                harness: record.harness,
+                home: &ctx.settings.home,
+                harness_dir: &cage.harness_dir,
+                image_path: &cage.image_path,
+                chosen: ctx.settings.chosen(),
+                options: &cage.options,
+                gateway: Some(url),
+            },
+            &ctx.env,
+        ),
+    }
+}
+
+/// Write what the turn's process reads: Claude Code's `.claude.json` in
+/// the cage's home, and the env file `podman exec` is given (its path
+/// returned).
+fn write_turn_env(
+    ctx: &Context,
+    record: &session::Record,
+    cage: &session::CageRecord,
+    plan: &spec::EnvPlan,
+) -> Result<PathBuf> {
+    // A fresh cage goes straight to the prompt: its own .claude.json says
+    // onboarding is done, the project trusted, and the key it is given
+    // approved (`cage_files::seeded_claude_json`).
+    if record.harness == crate::cage::harness::Harness::Claude {
+        let key = plan
+            .vars
+            .iter()
+            .find(|(n, _)| n == "ANTHROPIC_API_KEY")
+            .map(|(_, v)| v.as_str());
+        crate::cage::cage_files::seed_claude_json(
+            &ctx.store.private_home(&cage.container),
+            &record.dir,
+            key,
+        )?;
+    }
+    let env_file = ctx.store.env_file(&cage.container);
+    // Written again at each turn: not flushed to disk.
+    session::write_atomic_unsynced(&env_file, envfile::render(&plan.vars).as_bytes(), 0o600)?;
+    Ok(env_file)
 }
 
 /// Pure: a turn's plan around its start's (`decide_start`): the turn's

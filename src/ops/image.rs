@@ -1065,9 +1065,7 @@ fn build_now(
     let base_key = spec.key(text);
     let base = if workbench::uses_base(text) {
         let made = ensure_base(host, dir, spec, &mut |line| {
-            if let Some(f) = log.as_mut() {
-                let _ = writeln!(f, "{line}");
-            }
+            log_line(&mut log, line);
             on_line(line);
         });
         match made {
@@ -1093,17 +1091,54 @@ fn build_now(
         base.as_deref(),
         local_ca.as_deref(),
     );
+    let (ran, last) = run_build(host, &argv, text, &hash, &mut log, on_line);
+    let mut record = read_record(&record_path);
+    let made = match ran {
+        Ok(Some(0)) => host.podman.image(name).map(|i| i.map(|i| present_of(&i))),
+        _ => Ok(None),
+    };
+    match build_result(name, &hash, ran, made, last) {
+        Ok(new) => {
+            record.succeeded(&hash, custom, now());
+            write_record(&record_path, &record)?;
+            remove_replaced(host, old, new);
+            Ok(())
+        }
+        Err(why) => {
+            record.failed(&hash, base_key.as_deref(), &why, now());
+            write_record(&record_path, &record)?;
+            Err(Error::failed(workbench::failure_message(s, &why)))
+        }
+    }
+}
+
+/// A line of a build's output into its log, when the log could be opened.
+fn log_line(log: &mut Option<File>, line: &str) {
+    if let Some(f) = log.as_mut() {
+        let _ = writeln!(f, "{line}");
+    }
+}
+
+/// Run `podman build` (`argv`) on the Containerfile `text`, labelled with
+/// its `hash`, its lines to the log and to `on_line`. Returns how it ended
+/// and the line that best says why, should it have failed.
+fn run_build(
+    host: &Host,
+    argv: &[String],
+    text: &str,
+    hash: &str,
+    log: &mut Option<File>,
+    on_line: &mut dyn FnMut(&str),
+) -> (Result<Option<i32>>, String) {
     let mut last = String::new();
     let mut cause = String::new();
     let ran = host
         .podman
-        .process(&argv)
-        .stdin(workbench::labelled(text, &hash))
+        .process(argv)
+        .stdin(workbench::labelled(text, hash))
         .die_with_parent()
         .stream(&mut |line| {
-            if let Some(f) = log.as_mut() {
-                let _ = writeln!(f, "{line}");
-            }
+            log_line(log, line);
             if !line.trim().is_empty() {
                 last = line.trim().to_string();
                 if workbench::may_be_the_cause(&last) {
@@ -1112,33 +1147,21 @@ fn build_now(
             }
             on_line(line);
         });
-    let last = workbench::failure_line(&cause, &last);
-    let mut record = read_record(&record_path);
-    let made = match ran {
-        Ok(Some(0)) => host.podman.image(name).map(|i| i.map(|i| present_of(&i))),
-        _ => Ok(None),
-    };
+    (ran, workbench::failure_line(&cause, &last))
+}
+
+/// Pure: what a build of `name` came to, from how podman build ended
+/// (`ran`), the image it left (`made`) and its last telling line (`last`):
+/// the new image's id when it carries the build's `hash`, else why not.
+fn build_result(
+    name: &str,
+    hash: &str,
+    ran: Result<Option<i32>>,
+    made: Result<Option<Present>>,
+    last: String,
+) -> std::result::Result<String, String> {
     let why = match (ran, made) {
-        (Ok(Some(0)), Ok(Some(new))) if new.label.as_deref() == Some(hash.as_str()) => {
-            record.succeeded(&hash, custom, now());
-            write_record(&record_path, &record)?;
-            // The old image lost its tag to the new one: remove it unless a
-            // container still uses it (then podman refuses, and it stays for
-            // that container: "Containers already made keep the image they
-            // were made from").
-            let new = Some(new.id);
-            if let Some(old) = old
-                && Some(&old) != new.as_ref()
-            {
-                let args = crate::host::podman::argv::image_rm(&old);
-                let _ = host
-                    .podman
-                    .process(&args)
-                    .timeout(Duration::from_secs(60))
-                    .capture();
-            }
-            return Ok(());
-        }
+        (Ok(Some(0)), Ok(Some(new))) if new.label.as_deref() == Some(hash) => return Ok(new.id),
         (Ok(Some(0)), Ok(Some(new))) => format!(
             "podman build tagged {name} with the label {}={}, not {hash}",
             workbench::LABEL,
@@ -1154,9 +1177,24 @@ fn build_now(
         (Ok(_), _) => last,
         (Err(e), _) => e.message,
     };
-    record.failed(&hash, base_key.as_deref(), &why, now());
-    write_record(&record_path, &record)?;
-    Err(Error::failed(workbench::failure_message(s, &why)))
+    Err(why)
+}
+
+/// The old image lost its tag to the new one: remove it unless a
+/// container still uses it (then podman refuses, and it stays for that
+/// container: "Containers already made keep the image they were made
+/// from").
+fn remove_replaced(host: &Host, old: Option<String>, new: String) {
+    if let Some(old) = old
+        && old != new
+    {
+        let args = crate::host::podman::argv::image_rm(&old);
+        let _ = host
+            .podman
+            .process(&args)
+            .timeout(Duration::from_secs(60))
+            .capture();
+    }
 }
 
 /// What the base of our images is made from on this machine: where our
@@ -1300,13 +1338,39 @@ fn ensure_base(
         "STEP 1/2: base: mmdebstrap {} from {mirror} (several minutes)",
         workbench::BASE_SUITE
     ));
+    let cleanup = |e: Error| {
+        let _ = fs::remove_file(&tar);
+        e
+    };
+    run_mmdebstrap(&program, &mirror, &tar, emit).map_err(cleanup)?;
+    let manifest = base_manifest(spec, &tar).map_err(cleanup)?;
+    emit(&format!("STEP 2/2: base: podman import {name}"));
+    let imported = host
+        .podman
+        .process(&workbench::import_argv(&tar, &name, &key, &manifest))
+        .timeout(Duration::from_secs(900))
+        .run();
+    let _ = fs::remove_file(&tar);
+    imported?;
+    Ok(name)
+}
+
+/// Make the base's tarball (`tar`) with mmdebstrap (`program`) from
+/// `mirror`, its lines to `emit` (what it is doing also as a `STEP` line).
+/// A failure says why in mmdebstrap's own words.
+fn run_mmdebstrap(
+    program: &Path,
+    mirror: &str,
+    tar: &Path,
+    emit: &mut dyn FnMut(&str),
+) -> Result<()> {
     let root = super::euid() == 0;
-    let argv = workbench::mmdebstrap_argv(&mirror, &tar, root);
+    let argv = workbench::mmdebstrap_argv(mirror, tar, root);
     // Its first error names the cause (apt's "Failed to fetch ..."); the
     // last ones only say that it stopped.
     let mut cause = String::new();
     let mut last = String::new();
-    let ran = runner::Process::new(&program, "mmdebstrap")
+    let ran = runner::Process::new(program, "mmdebstrap")
         .args(argv)
         .env("SOURCE_DATE_EPOCH", &workbench::BASE_EPOCH.to_string())
         .die_with_parent()
@@ -1321,27 +1385,24 @@ fn ensure_base(
                 }
             }
         });
-    let cleanup = |e: Error| {
-        let _ = fs::remove_file(&tar);
-        e
-    };
-    match ran {
-        Ok(Some(0)) => {}
-        Ok(code) => {
-            return Err(cleanup(Error::failed(format!(
-                "mmdebstrap ended with {}: {}",
-                code.map(|c| format!("status {c}"))
-                    .unwrap_or_else(|| "a signal".into()),
-                match (cause.is_empty(), last.is_empty()) {
-                    (false, _) => cause.as_str(),
-                    (true, false) => last.as_str(),
-                    (true, true) => "(it said nothing)",
-                }
-            ))));
-        }
-        Err(e) => return Err(cleanup(e)),
+    match ran? {
+        Some(0) => Ok(()),
+        code => Err(Error::failed(format!(
+            "mmdebstrap ended with {}: {}",
+            code.map(|c| format!("status {c}"))
+                .unwrap_or_else(|| "a signal".into()),
+            match (cause.is_empty(), last.is_empty()) {
+                (false, _) => cause.as_str(),
+                (true, false) => last.as_str(),
+                (true, true) => "(it said nothing)",
+            }
+        ))),
     }
-    // The packages, as dpkg's status file in the tarball lists them.
+}
+
+/// The base's packages, as dpkg's status file in its tarball (`tar`)
+/// lists them.
+fn base_manifest(spec: &BaseSpec, tar: &Path) -> Result<String> {
     let tar_program =
         crate::settings::find_program("tar", spec.path_var.as_deref()).unwrap_or("tar".into());
     let status = runner::Process::new(&tar_program, "tar")
@@ -1351,18 +1412,8 @@ fn ensure_base(
             "./var/lib/dpkg/status".into(),
         ])
         .timeout(Duration::from_secs(300))
-        .run()
-        .map_err(cleanup)?;
-    let manifest = workbench::manifest(&status.stdout);
-    emit(&format!("STEP 2/2: base: podman import {name}"));
-    let imported = host
-        .podman
-        .process(&workbench::import_argv(&tar, &name, &key, &manifest))
-        .timeout(Duration::from_secs(900))
-        .run();
-    let _ = fs::remove_file(&tar);
-    imported?;
-    Ok(name)
+        .run()?;
+    Ok(workbench::manifest(&status.stdout))
 }
 
 /// Start a detached worker that builds these images, handing it their

@@ -1260,71 +1260,89 @@ impl CagePlan {
         match &self.sealed {
             // A sealed cage has no conversation folder of the user's: its
             // config folder is its own.
-            Some(record) => {
-                let uploads = ctx.store.session_uploads(&self.session);
-                if !uploads.exists() {
-                    undo.dirs.push(uploads.clone());
-                    session::make_private_dir(&uploads)?;
-                }
-                // An outbox of an earlier session of this name holds its
-                // results: it is kept, never removed by an undo.
-                if !record.outbox.exists() {
-                    undo.dirs.push(record.outbox.clone());
-                }
-                crate::cage::pack::make_outbox(&record.outbox)?;
-                if let Some(id) = &self.conversation {
-                    let from = conversation_source(&ctx.settings, &self.dir)?;
-                    let folder = from.file_name().unwrap_or_default();
-                    let to = self.found.private_home.join("projects").join(folder);
-                    sealed::copy_conversation(&from, id, &to)?;
-                }
-            }
-            None => {
-                // Its copy of the user's settings (read-only inside), made
-                // again at each start (`ensure_running`).
-                let pi = self
-                    .found
-                    .settings_copies
-                    .iter()
-                    .any(|(_, at)| at.ends_with(crate::cage::pi_models::COPIED));
-                if pi {
-                    // Written for real by each turn, once its gateway listens.
-                    crate::cage::pi_models::write_placeholder(
-                        &ctx.store.settings_copy_dir(&self.container),
-                    )?;
-                }
-                if !self.found.settings_copies.is_empty() {
-                    let harness = if pi { Harness::Pi } else { Harness::Claude };
-                    let (chosen, options) = (ctx.settings.chosen(), &self.options);
-                    crate::cage::cage_files::write_settings_copies(
-                        harness,
-                        &self.found.harness_dir,
-                        &ctx.store.settings_copy_dir(&self.container),
-                        &|name, value| spec::admit(name, value, harness, chosen, options).passed(),
-                    )?;
-                }
-                // Its own received files, and no other session's.
-                let uploads = ctx.store.session_uploads(&self.session);
-                if !uploads.exists() {
-                    undo.dirs.push(uploads.clone());
-                    session::make_private_dir(&uploads)?;
-                }
-                if !self.found.conversation_dir.exists() {
-                    // Each folder made on the way (~/.claude, its projects/
-                    // on a machine where the harness never ran) is taken
-                    // back too, outermost last.
-                    let mut made: Vec<PathBuf> = self
-                        .found
-                        .conversation_dir
-                        .ancestors()
-                        .take_while(|a| !a.exists())
-                        .map(Path::to_path_buf)
-                        .collect();
-                    made.reverse();
-                    undo.dirs.extend(made);
-                    session::make_private_dir(&self.found.conversation_dir)?;
-                }
-            }
+            Some(record) => self.make_sealed_files(ctx, record, undo),
+            None => self.make_harness_files(ctx, undo),
+        }
+    }
+
+    /// A sealed cage's own folders: its received files, its outbox, and
+    /// the conversation it goes on with, copied into its home.
+    fn make_sealed_files(
+        &self,
+        ctx: &Context,
+        record: &SealedRecord,
+        undo: &mut FilesUndo,
+    ) -> Result<()> {
+        self.make_uploads(ctx, undo)?;
+        // An outbox of an earlier session of this name holds its
+        // results: it is kept, never removed by an undo.
+        if !record.outbox.exists() {
+            undo.dirs.push(record.outbox.clone());
+        }
+        crate::cage::pack::make_outbox(&record.outbox)?;
+        if let Some(id) = &self.conversation {
+            let from = conversation_source(&ctx.settings, &self.dir)?;
+            let folder = from.file_name().unwrap_or_default();
+            let to = self.found.private_home.join("projects").join(folder);
+            sealed::copy_conversation(&from, id, &to)?;
+        }
+        Ok(())
+    }
+
+    /// What a cage that is not sealed is given of the user's harness: its
+    /// settings copied, its received files, and the user's conversation
+    /// folder it mounts.
+    fn make_harness_files(&self, ctx: &Context, undo: &mut FilesUndo) -> Result<()> {
+        // Its copy of the user's settings (read-only inside), made
+        // again at each start (`ensure_running`).
+        let pi = self
+            .found
+            .settings_copies
+            .iter()
+            .any(|(_, at)| at.ends_with(crate::cage::pi_models::COPIED));
+        if pi {
+            // Written for real by each turn, once its gateway listens.
+            crate::cage::pi_models::write_placeholder(
+                &ctx.store.settings_copy_dir(&self.container),
+            )?;
+        }
+        if !self.found.settings_copies.is_empty() {
+            let harness = if pi { Harness::Pi } else { Harness::Claude };
+            let (chosen, options) = (ctx.settings.chosen(), &self.options);
+            crate::cage::cage_files::write_settings_copies(
+                harness,
+                &self.found.harness_dir,
+                &ctx.store.settings_copy_dir(&self.container),
+                &|name, value| spec::admit(name, value, harness, chosen, options).passed(),
+            )?;
+        }
+        // Its own received files, and no other session's.
+        self.make_uploads(ctx, undo)?;
+        if !self.found.conversation_dir.exists() {
+            // Each folder made on the way (~/.claude, its projects/
+            // on a machine where the harness never ran) is taken
+            // back too, outermost last.
+            let mut made: Vec<PathBuf> = self
+                .found
+                .conversation_dir
+                .ancestors()
+                .take_while(|a| !a.exists())
+                .map(Path::to_path_buf)
+                .collect();
+            made.reverse();
+            undo.dirs.extend(made);
+            session::make_private_dir(&self.found.conversation_dir)?;
+        }
+        Ok(())
+    }
+
+    /// The session's folder of received files, made when it is missing
+    /// (then an undo takes it back); one already there is left as it is.
+    fn make_uploads(&self, ctx: &Context, undo: &mut FilesUndo) -> Result<()> {
+        let uploads = ctx.store.session_uploads(&self.session);
+        if !uploads.exists() {
+            undo.dirs.push(uploads.clone());
+            session::make_private_dir(&uploads)?;
         }
         Ok(())
     }

@@ -521,33 +521,7 @@ pub fn load_rules(
     cage: &CageRecord,
     running: &crate::net::netns::Running,
 ) -> Result<()> {
-    // Every cage's first table: the egress log's gate, closed until the
-    // listener (started below) opens it.
-    let gate = rules::egress_gate();
-    let (rule_set, pinned) = match &cage.sealed {
-        // The machine's own networks, read now: interfaces change.
-        Some(s) => {
-            let (v4, v6) = crate::net::netif::local_prefixes()?;
-            (
-                gate + &rules::sealed(ctx.settings.agent_port, &s.dns, &v4, &v6),
-                Vec::new(),
-            )
-        }
-        None => {
-            let (policy, pinned) = policy_rules(
-                ctx,
-                &cage.container,
-                &cage.net,
-                cage.network,
-                ctx.settings.hosts_file.as_deref(),
-            )?;
-            let open = matches!(policy, rules::PolicyRules::Open);
-            let mut text = gate;
-            text.push_str(&rules::agent_port(ctx.settings.agent_port, open));
-            text.push_str(&rules::policy(&policy));
-            (text, pinned)
-        }
-    };
+    let (rule_set, pinned) = cage_rules(ctx, cage)?;
     // The names first: once the rules are in, the cage has no DNS. With
     // none to pin, an earlier policy's are taken out if the file can be
     // written; if not (the cage may have made it unwritable), they do no
@@ -559,20 +533,7 @@ pub fn load_rules(
         }
     }
     let listener = egress_listener(ctx, host, session, running.pid)?;
-    let keep = |netns| {
-        listener
-            .as_ref()
-            .map_or(Ok(()), |(program, args, pid_file, err)| {
-                crate::net::egress::ensure_listener(program, args, pid_file, err, netns).map_err(
-                    |e| {
-                        e.context(format!(
-                            "the egress log of {} could not be kept",
-                            cage.container
-                        ))
-                    },
-                )
-            })
-    };
+    let keep = |netns| keep_listener(&cage.container, listener.as_ref(), netns);
     // As root, the listener is started beside the rules' loading, for the
     // namespace its first process is in (which the loading checks to be
     // the one the rules went into); rootless, that namespace is known
@@ -602,6 +563,51 @@ pub fn load_rules(
         )));
     }
     Ok(())
+}
+
+/// The cage's rules as one nftables text, and the names of its allow-list
+/// to pin in its hosts file (none for a sealed cage).
+fn cage_rules(ctx: &Context, cage: &CageRecord) -> Result<(String, crate::net::netpolicy::Pinned)> {
+    // Every cage's first table: the egress log's gate, closed until the
+    // listener (started by `load_rules`) opens it.
+    let gate = rules::egress_gate();
+    Ok(match &cage.sealed {
+        // The machine's own networks, read now: interfaces change.
+        Some(s) => {
+            let (v4, v6) = crate::net::netif::local_prefixes()?;
+            (
+                gate + &rules::sealed(ctx.settings.agent_port, &s.dns, &v4, &v6),
+                Vec::new(),
+            )
+        }
+        None => {
+            let (policy, pinned) = policy_rules(
+                ctx,
+                &cage.container,
+                &cage.net,
+                cage.network,
+                ctx.settings.hosts_file.as_deref(),
+            )?;
+            let open = matches!(policy, rules::PolicyRules::Open);
+            let mut text = gate;
+            text.push_str(&rules::agent_port(ctx.settings.agent_port, open));
+            text.push_str(&rules::policy(&policy));
+            (text, pinned)
+        }
+    })
+}
+
+/// Keep the cage's egress log listener (when it has one) running for the
+/// network namespace `netns`.
+fn keep_listener(
+    container: &str,
+    listener: Option<&Listener>,
+    netns: crate::net::netns::FileId,
+) -> Result<()> {
+    listener.map_or(Ok(()), |(program, args, pid_file, err)| {
+        crate::net::egress::ensure_listener(program, args, pid_file, err, netns)
+            .map_err(|e| e.context(format!("the egress log of {container} could not be kept")))
+    })
 }
 
 /// Does a start of this cage need podman's inspect, or does the PID file

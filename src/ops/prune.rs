@@ -136,57 +136,89 @@ fn facts<'a>(ctx: &'a Context, lock: bool) -> Result<Facts<'a>> {
     if facts.damaged.is_some() {
         return Ok(facts);
     }
-    // Locked (or asked) once per session, whatever it holds: is it busy?
-    // (`held`: None for a name no session can have.)
-    let look = |held: &mut Vec<Held<'a>>, session: &str, busy_if_err: bool| -> bool {
-        if !lock {
-            return match ctx.store.lock_held(session) {
-                Ok(b) => b,
-                Err(_) => busy_if_err,
-            };
-        }
-        if held.iter().any(|h| h.session == session) {
-            return false;
-        }
-        match ctx.store.lock(session) {
-            Ok(l) => {
-                held.push(Held::new(ctx, session, l));
-                false
-            }
-            Err(e) => busy_if_err || e.kind == Kind::Busy,
-        }
-    };
     for leftover in &listing.leftovers {
-        let mine = leftover.state_folder.is_some() && leftover.state_folder == ours;
-        let kept = Kept {
-            container: leftover.container.clone(),
-            session: leftover.session.clone(),
-            state_folder: leftover.state_folder.clone(),
-        };
-        let busy = mine && look(&mut facts._held, &leftover.session, false);
-        // A record that no longer reads (damaged meanwhile) owns it, for
-        // all prune can tell.
-        let owned = mine
-            && !busy
-            && match ctx.store.load(&leftover.session) {
-                Ok(r) => r.cage.is_some_and(|c| c.container == leftover.container),
-                Err(e) => e.kind != Kind::NotFound,
-            };
-        facts.leftovers.push(Leftover {
-            kept,
-            ours: mine,
-            busy,
-            owned,
-        });
+        let found = leftover_facts(ctx, lock, &mut facts._held, leftover, ours.as_deref());
+        facts.leftovers.push(found);
     }
-    // Files: cages/<container>.env and cages/<container>/ of no session.
-    // They are in this state folder: this folder made them.
+    facts.files = left_files(ctx, lock, &mut facts._held)?;
+    Ok(facts)
+}
+
+/// Is `session` busy? Locked (or asked) once per session, whatever it
+/// holds: with `lock`, its lock is taken and kept in `held` (one held
+/// there already is prune's own, not busy); without, it is only asked
+/// whether it is locked. A lock held by another command is busy; one that
+/// cannot be taken or asked about for another reason is when
+/// `busy_if_err`.
+fn is_busy<'a>(
+    ctx: &'a Context,
+    lock: bool,
+    held: &mut Vec<Held<'a>>,
+    session: &str,
+    busy_if_err: bool,
+) -> bool {
+    if !lock {
+        return match ctx.store.lock_held(session) {
+            Ok(b) => b,
+            Err(_) => busy_if_err,
+        };
+    }
+    if held.iter().any(|h| h.session == session) {
+        return false;
+    }
+    match ctx.store.lock(session) {
+        Ok(l) => {
+            held.push(Held::new(ctx, session, l));
+            false
+        }
+        Err(e) => busy_if_err || e.kind == Kind::Busy,
+    }
+}
+
+/// A leftover container as prune sees it: made by this state folder
+/// (`ours`) or not, and if it is, whether its session is busy and whether
+/// its record owns it after all.
+fn leftover_facts<'a>(
+    ctx: &'a Context,
+    lock: bool,
+    held: &mut Vec<Held<'a>>,
+    leftover: &super::ls::Leftover,
+    ours: Option<&str>,
+) -> Leftover {
+    let mine = leftover.state_folder.is_some() && leftover.state_folder.as_deref() == ours;
+    let kept = Kept {
+        container: leftover.container.clone(),
+        session: leftover.session.clone(),
+        state_folder: leftover.state_folder.clone(),
+    };
+    let busy = mine && is_busy(ctx, lock, held, &leftover.session, false);
+    // A record that no longer reads (damaged meanwhile) owns it, for
+    // all prune can tell.
+    let owned = mine
+        && !busy
+        && match ctx.store.load(&leftover.session) {
+            Ok(r) => r.cage.is_some_and(|c| c.container == leftover.container),
+            Err(e) => e.kind != Kind::NotFound,
+        };
+    Leftover {
+        kept,
+        ours: mine,
+        busy,
+        owned,
+    }
+}
+
+/// The files of no session: `cages/<container>.env` and
+/// `cages/<container>/`. They are in this state folder: this folder made
+/// them.
+fn left_files<'a>(ctx: &'a Context, lock: bool, held: &mut Vec<Held<'a>>) -> Result<Vec<LeftFile>> {
     let known: Vec<String> = ctx
         .store
         .list()?
         .into_iter()
         .filter_map(|r| r.cage.map(|c| c.container))
         .collect();
+    let mut files = Vec::new();
     for entry in std::fs::read_dir(ctx.store.cages_dir())
         .into_iter()
         .flatten()
@@ -200,19 +232,19 @@ fn facts<'a>(ctx: &'a Context, lock: bool) -> Result<Facts<'a>> {
         let session_name = session_of_container(container);
         let busy = session_name
             .as_ref()
-            .is_some_and(|s| look(&mut facts._held, s, true));
+            .is_some_and(|s| is_busy(ctx, lock, held, s, true));
         let owned = session_name
             .as_ref()
             .and_then(|s| ctx.store.load(s).ok())
             .and_then(|r| r.cage)
             .is_some_and(|c| c.container == container);
-        facts.files.push(LeftFile {
+        files.push(LeftFile {
             path: entry.path(),
             busy,
             owned,
         });
     }
-    Ok(facts)
+    Ok(files)
 }
 
 /// Pure: a refusal, or what prune finds, and the steps that remove it
