@@ -889,119 +889,25 @@ impl Settings {
             Some(t) => parse_config(t, config_path)?,
             None => ConfigFile::default(),
         };
-        let bad = |key: &str, why: String| {
-            Error::bad_input(format!(
-                "config file {}: key `{key}`: {why}",
-                config_path.display()
-            ))
-        };
         let path_var = env.get("PATH").cloned();
 
-        let defaults = Limits::defaults();
-        let limits = Limits {
-            memory: file.memory.unwrap_or(defaults.memory),
-            cpus: file.cpus.unwrap_or(defaults.cpus),
-            pids: file.pids.unwrap_or(defaults.pids),
-        };
         let agent_port = file.agent_port.map_or(DEFAULT_AGENT_PORT, Port::get);
-        let images_repo = match file.images_repo {
-            Some(ImagesRepo(r)) => r,
-            None => crate::images::workbench::DEFAULT_REPO.to_string(),
-        };
-        let image = match file.image {
-            Some(ImageName(i)) => i,
-            // The workbench (docs/images.md, "Images"), wherever it is tagged.
-            None => crate::images::workbench::image_name(
-                &images_repo,
-                crate::images::workbench::Stage::Workbench,
-            ),
-        };
-        let mut pass_env: Vec<String> = Vec::new();
-        for PassEnvName(name) in file.pass_env.unwrap_or_default() {
-            if crate::cage::secret_names::is_credential_variable(&name) {
-                return Err(bad(
-                    "pass_env",
-                    format!(
-                        "{name} looks like a credential: in a cage, the code it runs can read \
-                         it and send it anywhere. The model's key needs no passing (the model \
-                         gateway adds it outside the cage); if the cage truly needs {name}, \
-                         list it under pass_secrets instead"
-                    ),
-                ));
-            }
-            pass_env.push(name);
-        }
-        // Named on purpose, danger and all (docs/configuration.md, "Configuration").
-        let mut pass_secrets: Vec<String> = Vec::new();
-        for PassEnvName(name) in file.pass_secrets.unwrap_or_default() {
-            if !pass_env.contains(&name) {
-                pass_env.push(name.clone());
-            }
-            if !pass_secrets.contains(&name) {
-                pass_secrets.push(name);
-            }
-        }
+        let (images_repo, image) = images(file.images_repo, file.image);
+        let (pass_env, pass_secrets) = passed_names(file.pass_env, file.pass_secrets)
+            .map_err(|why| bad_key(config_path, "pass_env", why))?;
         let sealed_dns = match file.sealed_dns {
             Some(SealedDns(list)) => list,
             None => DEFAULT_SEALED_DNS.iter().map(|s| s.to_string()).collect(),
         };
-        let machine_name = match file.machine_name {
-            Some(MachineName(n)) => n,
-            None => host_name(),
-        };
-        let machines = file
-            .machines
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(MachineName(name), MachineEntry(m))| (name, m))
-            .collect();
-        let gateway = {
-            let g = file.gateway.unwrap_or_default();
-            let anthropic_url = match g.anthropic_url {
-                Some(u) => {
-                    validate_upstream(&u).map_err(|why| bad("gateway.anthropic_url", why))?
-                }
-                None => DEFAULT_UPSTREAM.to_string(),
-            };
-            if let Some(f) = &g.key_file
-                && !f.is_absolute()
-            {
-                return Err(bad(
-                    "gateway.key_file",
-                    format!("{} is not an absolute path", f.display()),
-                ));
-            }
-            let key_command = match g.key_command {
-                None => None,
-                Some(c) => Some(
-                    key_command(c, path_var.as_deref())
-                        .map_err(|why| bad("gateway.key_command", why))?,
-                ),
-            };
-            GatewaySettings {
-                anthropic_url,
-                key_file: g.key_file,
-                key_command,
-                remote_turns: g.remote_turns.unwrap_or_default(),
-            }
-        };
+        let gateway = gateway_settings(
+            file.gateway.unwrap_or_default(),
+            path_var.as_deref(),
+            config_path,
+        )?;
         let harness = file.harness.unwrap_or_default();
         let podman_configured = file.podman.is_some();
-        let podman = match file.podman {
-            Some(p) => Some(
-                configured_program(&p, path_var.as_deref()).map_err(|why| bad("podman", why))?,
-            ),
-            None => find_program("podman", path_var.as_deref()),
-        };
-        let asked_limits = LimitsAsked::parse(
-            overrides.memory.as_deref(),
-            overrides.cpus.as_deref(),
-            overrides.pids.as_deref(),
-        )?;
-        let listen = match &overrides.listen {
-            Some(l) => l.parse::<Listen>().map_err(Error::bad_input)?.0,
-            None => SocketAddr::from(([127, 0, 0, 1], agent_port)),
-        };
+        let podman = podman_program(file.podman.as_deref(), path_var.as_deref(), config_path)?;
+        let (asked_limits, listen) = command_line(overrides, agent_port)?;
 
         Ok(Settings {
             config_path: config_path.to_path_buf(),
@@ -1009,7 +915,7 @@ impl Settings {
             podman,
             podman_configured,
             image,
-            limits,
+            limits: configured_limits(file.memory, file.cpus, file.pids),
             agent_port,
             network: file.network.unwrap_or(NetworkChoice::Auto),
             net: file
@@ -1027,24 +933,11 @@ impl Settings {
             sealed_dns,
             images_repo,
             base_mirror: file.base_mirror.map(|BaseMirror(m)| m),
-            nix_root: env
-                .get("SHROOMS_AGENT_NIX_ROOT")
-                .filter(|p| p.starts_with('/'))
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from("/nix")),
-            user: env
-                .get("USER")
-                .or_else(|| env.get("LOGNAME"))
-                .cloned()
-                .unwrap_or_else(|| format!("uid {}", rustix::process::getuid().as_raw())),
-            machine_name,
-            machines,
-            ssh: file
-                .ssh
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(MachineName(name), crate::settings::ssh_table::SshEntry(m))| (name, m))
-                .collect(),
+            nix_root: nix_root(env),
+            user: user_name(env),
+            machine_name: file.machine_name.map_or_else(host_name, |MachineName(n)| n),
+            machines: by_name(file.machines, |MachineEntry(m)| m),
+            ssh: by_name(file.ssh, |crate::settings::ssh_table::SshEntry(m)| m),
             allow_root: file.allow_root.unwrap_or(false),
             asked_limits,
             listen,
@@ -1058,6 +951,161 @@ impl Settings {
             home,
         })
     }
+}
+
+/// A refusal of a config file's value, by its key.
+fn bad_key(config_path: &Path, key: &str, why: String) -> Error {
+    Error::bad_input(format!(
+        "config file {}: key `{key}`: {why}",
+        config_path.display()
+    ))
+}
+
+/// Where our images are tagged (`images_repo`) and a new cage's image
+/// (`image`): the config's, else the default repository and its workbench.
+fn images(repo: Option<ImagesRepo>, image: Option<ImageName>) -> (String, String) {
+    let repo = match repo {
+        Some(ImagesRepo(r)) => r,
+        None => crate::images::workbench::DEFAULT_REPO.to_string(),
+    };
+    let image = match image {
+        Some(ImageName(i)) => i,
+        // The workbench (docs/images.md, "Images"), wherever it is tagged.
+        None => {
+            crate::images::workbench::image_name(&repo, crate::images::workbench::Stage::Workbench)
+        }
+    };
+    (repo, image)
+}
+
+/// The podman program: the config's, which must be there and run, else
+/// the one found on PATH (None when there is none).
+fn podman_program(
+    configured: Option<&Path>,
+    path_var: Option<&str>,
+    config_path: &Path,
+) -> Result<Option<PathBuf>> {
+    match configured {
+        Some(p) => configured_program(p, path_var)
+            .map(Some)
+            .map_err(|why| bad_key(config_path, "podman", why)),
+        None => Ok(find_program("podman", path_var)),
+    }
+}
+
+/// A cage's limits: the config's, each the default where it says none.
+fn configured_limits(memory: Option<Memory>, cpus: Option<Cpus>, pids: Option<Pids>) -> Limits {
+    let defaults = Limits::defaults();
+    Limits {
+        memory: memory.unwrap_or(defaults.memory),
+        cpus: cpus.unwrap_or(defaults.cpus),
+        pids: pids.unwrap_or(defaults.pids),
+    }
+}
+
+/// The names passed into cages (`pass_env`, which takes `pass_secrets`'s
+/// too) and the secrets among them, or why `pass_env` is refused.
+fn passed_names(
+    pass_env: Option<Vec<PassEnvName>>,
+    pass_secrets: Option<Vec<PassEnvName>>,
+) -> std::result::Result<(Vec<String>, Vec<String>), String> {
+    let mut names: Vec<String> = Vec::new();
+    for PassEnvName(name) in pass_env.unwrap_or_default() {
+        if crate::cage::secret_names::is_credential_variable(&name) {
+            return Err(format!(
+                "{name} looks like a credential: in a cage, the code it runs can read \
+                 it and send it anywhere. The model's key needs no passing (the model \
+                 gateway adds it outside the cage); if the cage truly needs {name}, \
+                 list it under pass_secrets instead"
+            ));
+        }
+        names.push(name);
+    }
+    // Named on purpose, danger and all (docs/configuration.md, "Configuration").
+    let mut secrets: Vec<String> = Vec::new();
+    for PassEnvName(name) in pass_secrets.unwrap_or_default() {
+        if !names.contains(&name) {
+            names.push(name.clone());
+        }
+        if !secrets.contains(&name) {
+            secrets.push(name);
+        }
+    }
+    Ok((names, secrets))
+}
+
+/// `[gateway]`, each value checked: the upstream's URL, the key file's
+/// path, the key command's program.
+fn gateway_settings(
+    g: GatewayTable,
+    path_var: Option<&str>,
+    config_path: &Path,
+) -> Result<GatewaySettings> {
+    let bad = |key: &str, why: String| bad_key(config_path, key, why);
+    let anthropic_url = match g.anthropic_url {
+        Some(u) => validate_upstream(&u).map_err(|why| bad("gateway.anthropic_url", why))?,
+        None => DEFAULT_UPSTREAM.to_string(),
+    };
+    if let Some(f) = &g.key_file
+        && !f.is_absolute()
+    {
+        return Err(bad(
+            "gateway.key_file",
+            format!("{} is not an absolute path", f.display()),
+        ));
+    }
+    let key_command = match g.key_command {
+        None => None,
+        Some(c) => Some(key_command(c, path_var).map_err(|why| bad("gateway.key_command", why))?),
+    };
+    Ok(GatewaySettings {
+        anthropic_url,
+        key_file: g.key_file,
+        key_command,
+        remote_turns: g.remote_turns.unwrap_or_default(),
+    })
+}
+
+/// What the command line asks over the config: the limits (`cage
+/// limits`), each checked as the config's are, and where serve listens
+/// (`--listen`, else 127.0.0.1 and `agent_port`).
+fn command_line(overrides: &Overrides, agent_port: u16) -> Result<(LimitsAsked, SocketAddr)> {
+    let asked_limits = LimitsAsked::parse(
+        overrides.memory.as_deref(),
+        overrides.cpus.as_deref(),
+        overrides.pids.as_deref(),
+    )?;
+    let listen = match &overrides.listen {
+        Some(l) => l.parse::<Listen>().map_err(Error::bad_input)?.0,
+        None => SocketAddr::from(([127, 0, 0, 1], agent_port)),
+    };
+    Ok((asked_limits, listen))
+}
+
+/// A table of named entries (`[machines]`, `[ssh]`) by their names.
+fn by_name<E, T>(table: Option<BTreeMap<MachineName, E>>, of: fn(E) -> T) -> BTreeMap<String, T> {
+    table
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(MachineName(name), e)| (name, of(e)))
+        .collect()
+}
+
+/// The machine's nix: `$SHROOMS_AGENT_NIX_ROOT` when absolute (for
+/// tests), else `/nix`.
+fn nix_root(env: &Env) -> PathBuf {
+    env.get("SHROOMS_AGENT_NIX_ROOT")
+        .filter(|p| p.starts_with('/'))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/nix"))
+}
+
+/// Who runs the tool, for the history: `$USER`, `$LOGNAME`, else the uid.
+fn user_name(env: &Env) -> String {
+    env.get("USER")
+        .or_else(|| env.get("LOGNAME"))
+        .cloned()
+        .unwrap_or_else(|| format!("uid {}", rustix::process::getuid().as_raw()))
 }
 
 /// Parse the config file's text. A value its type refuses is told by its
@@ -1388,140 +1436,161 @@ pub struct ConfigKey {
     pub meaning: &'static str,
 }
 
+/// How a key's default is shown: in words, or made from the constant the
+/// settings are resolved with.
+enum Shown {
+    Words(&'static str),
+    Made(fn() -> String),
+}
+
+/// Every key the config file takes: its name, its default, what it means.
+const KEYS: &[(&str, Shown, &str)] = {
+    use crate::images::workbench;
+    use Shown::{Made, Words};
+    &[
+        (
+            "podman",
+            Words("podman found on PATH"),
+            "the podman program: an absolute path, or a name on PATH",
+        ),
+        (
+            "image",
+            Made(|| workbench::image_name(workbench::DEFAULT_REPO, workbench::Stage::Workbench)),
+            "the image of a new cage (--image overrides); <images_repo>:latest",
+        ),
+        (
+            "images_repo",
+            Made(|| format!("\"{}\"", workbench::DEFAULT_REPO)),
+            "where our images are tagged: :latest (workbench), :desktop",
+        ),
+        (
+            "base_mirror",
+            Words("the mirror of this machine's apt sources"),
+            "the Debian mirror the workbench's base is made from (mmdebstrap)",
+        ),
+        (
+            "memory",
+            Made(|| format!("\"{DEFAULT_MEMORY}\"")),
+            "a cage's memory, as podman's --memory reads it; at least 6m",
+        ),
+        (
+            "cpus",
+            Made(|| format!("\"{DEFAULT_CPUS}\"")),
+            "a cage's CPUs, a number from 0.01",
+        ),
+        (
+            "pids",
+            Made(|| DEFAULT_PIDS.to_string()),
+            "a cage's process limit",
+        ),
+        (
+            "agent_port",
+            Made(|| DEFAULT_AGENT_PORT.to_string()),
+            "the port closed inside every cage, and serve's port",
+        ),
+        (
+            "network",
+            Words("\"auto\""),
+            "\"auto\", \"pasta\", \"slirp4netns\" or \"bridge\"",
+        ),
+        (
+            "cages",
+            Words("true"),
+            "false: this machine offers no cages",
+        ),
+        (
+            "harness.claude",
+            Words("claude found on PATH"),
+            "the Claude Code program",
+        ),
+        ("harness.pi", Words("the image's pi"), "the pi program"),
+        (
+            "pass_env",
+            Words("[]"),
+            "more variable names to pass into cages (a name that looks like a credential is refused: see pass_secrets)",
+        ),
+        (
+            "pass_secrets",
+            Words("[]"),
+            "credentials to pass into cages all the same; dangerous: the code in the cage can read them and send them anywhere",
+        ),
+        (
+            "net",
+            Words("\"internet\""),
+            "a new cage's network policy: \"open\", \"internet\" or \"allow:NAME,HOST:PORT,...\" (--net overrides)",
+        ),
+        (
+            "unenforced_limits",
+            Words("\"refuse\""),
+            "\"warn\": make cages where podman would ignore the limits",
+        ),
+        (
+            "sealed_token",
+            Words("sealed-claude-token in the state folder"),
+            "the machine's sealed token (--sealed-token overrides)",
+        ),
+        (
+            "sealed_dns",
+            Made(|| format!("{DEFAULT_SEALED_DNS:?}")),
+            "a sealed cage's resolvers (IP addresses)",
+        ),
+        (
+            "machine_name",
+            Words("the host name, up to its first dot"),
+            "this machine's name for outbox send and the files it receives",
+        ),
+        (
+            "machines",
+            Words("none"),
+            "other machines' serve: name = \"http://host:port\", or name = { url = \"http://host:port\", token_file = \"FILE\" }",
+        ),
+        (
+            "ssh",
+            Words("none"),
+            "machines `--on NAME` reaches over ssh: name = \"user@host\", or name = { destination = \"user@host\", program = \"shrooms-agent\", ssh_config = \"FILE\" }",
+        ),
+        (
+            "gateway.remote_turns",
+            Words("\"lent\""),
+            "a turn started here from another machine (--on): \"lent\" uses the key that machine lends, \"own\" this machine's sources",
+        ),
+        (
+            "gateway.anthropic_url",
+            Made(|| format!("\"{DEFAULT_UPSTREAM}\"")),
+            "where the model gateway sends a cage's model requests",
+        ),
+        (
+            "gateway.key_file",
+            Words("none"),
+            "a file with the key the gateway adds (absolute path; first source)",
+        ),
+        (
+            "gateway.key_command",
+            Words("none"),
+            "a program and its arguments printing that key (second source)",
+        ),
+        (
+            "allow_root",
+            Words("false"),
+            "true: cage commands and serve run as root, with rootful podman",
+        ),
+    ]
+};
+
 /// Every key the config file takes, with its default, from the same
 /// constants the settings are resolved with; a unit test checks the list
 /// against the keys `ConfigFile` accepts.
 pub fn config_keys() -> Vec<ConfigKey> {
-    let k = |key, default: String, meaning| ConfigKey {
-        key,
-        default,
-        meaning,
-    };
-    let repo = crate::images::workbench::DEFAULT_REPO;
-    vec![
-        k(
-            "podman",
-            "podman found on PATH".into(),
-            "the podman program: an absolute path, or a name on PATH",
-        ),
-        k(
-            "image",
-            crate::images::workbench::image_name(repo, crate::images::workbench::Stage::Workbench),
-            "the image of a new cage (--image overrides); <images_repo>:latest",
-        ),
-        k(
-            "images_repo",
-            format!("\"{repo}\""),
-            "where our images are tagged: :latest (workbench), :desktop",
-        ),
-        k(
-            "base_mirror",
-            "the mirror of this machine's apt sources".into(),
-            "the Debian mirror the workbench's base is made from (mmdebstrap)",
-        ),
-        k(
-            "memory",
-            format!("\"{DEFAULT_MEMORY}\""),
-            "a cage's memory, as podman's --memory reads it; at least 6m",
-        ),
-        k(
-            "cpus",
-            format!("\"{DEFAULT_CPUS}\""),
-            "a cage's CPUs, a number from 0.01",
-        ),
-        k("pids", DEFAULT_PIDS.to_string(), "a cage's process limit"),
-        k(
-            "agent_port",
-            DEFAULT_AGENT_PORT.to_string(),
-            "the port closed inside every cage, and serve's port",
-        ),
-        k(
-            "network",
-            "\"auto\"".into(),
-            "\"auto\", \"pasta\", \"slirp4netns\" or \"bridge\"",
-        ),
-        k(
-            "cages",
-            "true".into(),
-            "false: this machine offers no cages",
-        ),
-        k(
-            "harness.claude",
-            "claude found on PATH".into(),
-            "the Claude Code program",
-        ),
-        k("harness.pi", "the image's pi".into(), "the pi program"),
-        k(
-            "pass_env",
-            "[]".into(),
-            "more variable names to pass into cages (a name that looks like a credential is refused: see pass_secrets)",
-        ),
-        k(
-            "pass_secrets",
-            "[]".into(),
-            "credentials to pass into cages all the same; dangerous: the code in the cage can read them and send them anywhere",
-        ),
-        k(
-            "net",
-            "\"internet\"".into(),
-            "a new cage's network policy: \"open\", \"internet\" or \"allow:NAME,HOST:PORT,...\" (--net overrides)",
-        ),
-        k(
-            "unenforced_limits",
-            "\"refuse\"".into(),
-            "\"warn\": make cages where podman would ignore the limits",
-        ),
-        k(
-            "sealed_token",
-            "sealed-claude-token in the state folder".into(),
-            "the machine's sealed token (--sealed-token overrides)",
-        ),
-        k(
-            "sealed_dns",
-            format!("{DEFAULT_SEALED_DNS:?}"),
-            "a sealed cage's resolvers (IP addresses)",
-        ),
-        k(
-            "machine_name",
-            "the host name, up to its first dot".into(),
-            "this machine's name for outbox send and the files it receives",
-        ),
-        k(
-            "machines",
-            "none".into(),
-            "other machines' serve: name = \"http://host:port\", or name = { url = \"http://host:port\", token_file = \"FILE\" }",
-        ),
-        k(
-            "ssh",
-            "none".into(),
-            "machines `--on NAME` reaches over ssh: name = \"user@host\", or name = { destination = \"user@host\", program = \"shrooms-agent\", ssh_config = \"FILE\" }",
-        ),
-        k(
-            "gateway.remote_turns",
-            "\"lent\"".into(),
-            "a turn started here from another machine (--on): \"lent\" uses the key that machine lends, \"own\" this machine's sources",
-        ),
-        k(
-            "gateway.anthropic_url",
-            format!("\"{DEFAULT_UPSTREAM}\""),
-            "where the model gateway sends a cage's model requests",
-        ),
-        k(
-            "gateway.key_file",
-            "none".into(),
-            "a file with the key the gateway adds (absolute path; first source)",
-        ),
-        k(
-            "gateway.key_command",
-            "none".into(),
-            "a program and its arguments printing that key (second source)",
-        ),
-        k(
-            "allow_root",
-            "false".into(),
-            "true: cage commands and serve run as root, with rootful podman",
-        ),
-    ]
+    KEYS.iter()
+        .map(|(key, default, meaning)| ConfigKey {
+            key,
+            default: match default {
+                Shown::Words(w) => w.to_string(),
+                Shown::Made(made) => made(),
+            },
+            meaning,
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -111,64 +111,11 @@ fn provider_route(
     let Value::Object(mut p) = provider else {
         return Err("it is not an object".into());
     };
-    // Its name is a path segment of the gateway's.
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        || name == "."
-        || name == ".."
-    {
-        return Err("its name has characters other than letters, digits, '-', '_' and '.'".into());
-    }
+    check_name(name)?;
     let built_in = name == BUILT_IN_ANTHROPIC;
-    let api = match p.get("api") {
-        Some(Value::String(a)) => Some(a.as_str()),
-        None => None,
-        Some(_) => return Err("its \"api\" is not a string".into()),
-    };
-    match api {
-        Some(SPOKEN_API) => {}
-        None if built_in => {}
-        Some(other) => {
-            return Err(format!(
-                "its API is {other}, and the gateway speaks only {SPOKEN_API}"
-            ));
-        }
-        None => {
-            return Err(format!(
-                "it names no \"api\", and the gateway speaks only {SPOKEN_API}"
-            ));
-        }
-    }
+    check_apis(&p, built_in)?;
     let mut notes = Vec::new();
-    if let Some(Value::Array(models)) = p.get_mut("models") {
-        for m in models.iter() {
-            if let Some(a) = m.get("api").and_then(Value::as_str)
-                && a != SPOKEN_API
-            {
-                return Err(format!(
-                    "its model {} uses the API {a}, and the gateway speaks only {SPOKEN_API}",
-                    m.get("id").and_then(Value::as_str).unwrap_or("?")
-                ));
-            }
-        }
-    }
-    // The models' own headers could hold credentials and are not passed.
-    let mut dropped_model_headers = false;
-    for list in ["models", "modelOverrides"] {
-        let entries: Vec<&mut Value> = match p.get_mut(list) {
-            Some(Value::Array(a)) => a.iter_mut().collect(),
-            Some(Value::Object(o)) => o.values_mut().collect(),
-            _ => Vec::new(),
-        };
-        for m in entries {
-            if let Value::Object(m) = m {
-                dropped_model_headers |= m.remove("headers").is_some();
-            }
-        }
-    }
-    if dropped_model_headers {
+    if drop_model_headers(&mut p) {
         notes.push(format!(
             "pi's models.json: provider {name}: the headers of its models are left out of the \
              cage's copy and not sent (only the provider's own headers are)"
@@ -215,6 +162,77 @@ fn provider_route(
         },
         notes,
     ))
+}
+
+/// A provider's name is a path segment of the gateway's: letters, digits,
+/// `-`, `_` and `.`, and not `.` or `..`.
+fn check_name(name: &str) -> std::result::Result<(), String> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        || name == "."
+        || name == ".."
+    {
+        return Err("its name has characters other than letters, digits, '-', '_' and '.'".into());
+    }
+    Ok(())
+}
+
+/// The provider speaks the gateway's API, and so does each of its models
+/// that names one (the built-in provider may name none).
+fn check_apis(p: &Map<String, Value>, built_in: bool) -> std::result::Result<(), String> {
+    let api = match p.get("api") {
+        Some(Value::String(a)) => Some(a.as_str()),
+        None => None,
+        Some(_) => return Err("its \"api\" is not a string".into()),
+    };
+    match api {
+        Some(SPOKEN_API) => {}
+        None if built_in => {}
+        Some(other) => {
+            return Err(format!(
+                "its API is {other}, and the gateway speaks only {SPOKEN_API}"
+            ));
+        }
+        None => {
+            return Err(format!(
+                "it names no \"api\", and the gateway speaks only {SPOKEN_API}"
+            ));
+        }
+    }
+    if let Some(Value::Array(models)) = p.get("models") {
+        for m in models.iter() {
+            if let Some(a) = m.get("api").and_then(Value::as_str)
+                && a != SPOKEN_API
+            {
+                return Err(format!(
+                    "its model {} uses the API {a}, and the gateway speaks only {SPOKEN_API}",
+                    m.get("id").and_then(Value::as_str).unwrap_or("?")
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Take the models' own headers out of the copy: they could hold
+/// credentials and are not passed. Whether there were any.
+fn drop_model_headers(p: &mut Map<String, Value>) -> bool {
+    let mut dropped = false;
+    for list in ["models", "modelOverrides"] {
+        let entries: Vec<&mut Value> = match p.get_mut(list) {
+            Some(Value::Array(a)) => a.iter_mut().collect(),
+            Some(Value::Object(o)) => o.values_mut().collect(),
+            _ => Vec::new(),
+        };
+        for m in entries {
+            if let Value::Object(m) = m {
+                dropped |= m.remove("headers").is_some();
+            }
+        }
+    }
+    dropped
 }
 
 impl Plan {

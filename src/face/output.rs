@@ -335,51 +335,7 @@ pub fn shown(r: &Session) -> String {
         if r.accept_caged { "on" } else { "off" }
     ));
     if let Some(c) = &r.cage {
-        s.push_str(&format!(
-            "container {}\nimage     {}\nnetwork   {}, policy {}\nlimits    memory {}, cpus {}, pids {}{}\nargv      {}\n",
-            c.container,
-            c.image,
-            c.network.name(),
-            if c.sealed.is_some() {
-                "sealed"
-            } else {
-                c.net.as_str()
-            },
-            c.limits.memory,
-            c.limits.cpus,
-            c.limits.pids,
-            if c.limits_enforced == Some(false) {
-                NOT_ENFORCED
-            } else {
-                ""
-            },
-            c.create_argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")
-        ));
-        if let Some(log) = &c.egress_log {
-            match &log.problem {
-                None => s.push_str("egress    logged\n"),
-                Some(p) => s.push_str(&format!("egress    CUT: {p}\n")),
-            }
-        }
-        if let Some(p) = &c.shared_path {
-            s.push_str(&format!("shared    {}\n", p.display()));
-        }
-        if !c.options.writable.is_empty() {
-            s.push_str(&format!(
-                "writable  {} (protected paths left writable)\n",
-                c.options.writable.join(" ")
-            ));
-        }
-        if let Some(sd) = &c.sealed {
-            s.push_str(&format!(
-                "sealed    yes: rules {}, seccomp {} ({}), dns {}\noutbox    {}\n",
-                sd.rules,
-                sd.seccomp,
-                sd.seccomp_file.display(),
-                sd.dns.join(" "),
-                sd.outbox.display()
-            ));
-        }
+        s.push_str(&shown_cage(c));
     }
     let t = &r.tokens;
     s.push_str(&format!(
@@ -399,6 +355,62 @@ pub fn shown(r: &Session) -> String {
         {
             s.push_str(&format!("after it  {line}\n"));
         }
+    }
+    s
+}
+
+/// A cage's lines of `cage show`: its container, image, network and
+/// limits, and what it has besides (the egress log, a shared folder,
+/// writable protected paths, a seal).
+fn shown_cage(c: &crate::ops::show::Cage) -> String {
+    let mut s = format!(
+        "container {}\nimage     {}\nnetwork   {}, policy {}\nlimits    memory {}, cpus {}, pids {}{}\nargv      {}\n",
+        c.container,
+        c.image,
+        c.network.name(),
+        if c.sealed.is_some() {
+            "sealed"
+        } else {
+            c.net.as_str()
+        },
+        c.limits.memory,
+        c.limits.cpus,
+        c.limits.pids,
+        if c.limits_enforced == Some(false) {
+            NOT_ENFORCED
+        } else {
+            ""
+        },
+        c.create_argv
+            .iter()
+            .map(|a| shell_quote(a))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    if let Some(log) = &c.egress_log {
+        match &log.problem {
+            None => s.push_str("egress    logged\n"),
+            Some(p) => s.push_str(&format!("egress    CUT: {p}\n")),
+        }
+    }
+    if let Some(p) = &c.shared_path {
+        s.push_str(&format!("shared    {}\n", p.display()));
+    }
+    if !c.options.writable.is_empty() {
+        s.push_str(&format!(
+            "writable  {} (protected paths left writable)\n",
+            c.options.writable.join(" ")
+        ));
+    }
+    if let Some(sd) = &c.sealed {
+        s.push_str(&format!(
+            "sealed    yes: rules {}, seccomp {} ({}), dns {}\noutbox    {}\n",
+            sd.rules,
+            sd.seccomp,
+            sd.seccomp_file.display(),
+            sd.dns.join(" "),
+            sd.outbox.display()
+        ));
     }
     s
 }

@@ -334,14 +334,6 @@ const PENDING: usize = 256;
 /// and keep the gate open while it can, until the cage's first process is
 /// gone or no longer in this namespace.
 pub fn listen(a: &Listen<'_>) -> Result<()> {
-    use netlink_packet_core::{NetlinkMessage, NetlinkPayload};
-    use netlink_packet_netfilter::NetfilterProtoFamily;
-    use netlink_packet_netfilter::nflog::{ConfigCmd, ConfigMode, ConfigNla, PacketNla};
-    use netlink_packet_netfilter::nflog::{ULogMessage, config_request};
-    use netlink_packet_netfilter::{NetfilterMessage, NetfilterMessageInner};
-    use netlink_sys::{Socket, constants::NETLINK_NETFILTER};
-
-    let fail = |why: String| Error::failed(format!("{SUBCOMMAND}: {why}"));
     let own = netns_id("/proc/self/ns/net").ok_or_else(|| fail("no network namespace".into()))?;
     let cage_ns = format!("/proc/{}/ns/net", a.cage_pid);
     if netns_id(&cage_ns) != Some(own) {
@@ -350,43 +342,7 @@ pub fn listen(a: &Listen<'_>) -> Result<()> {
             a.cage_pid
         )));
     }
-    let mut socket = Socket::new(NETLINK_NETFILTER).map_err(|e| fail(e.to_string()))?;
-    socket.bind_auto().map_err(|e| fail(e.to_string()))?;
-    let _ = socket.set_rx_buf_sz(1 << 20);
-    let mut buf = vec![0u8; 1 << 16];
-    let mut ask = |socket: &Socket, nlas: Vec<ConfigNla>| -> Result<()> {
-        let msg = config_request(NetfilterProtoFamily::Unspec, GROUP, nlas);
-        let mut out = vec![0; msg.header.length as usize];
-        msg.serialize(&mut out[..]);
-        socket.send(&out, 0).map_err(|e| fail(e.to_string()))?;
-        let n = socket
-            .recv(&mut &mut buf[..], 0)
-            .map_err(|e| fail(e.to_string()))?;
-        match NetlinkMessage::<NetfilterMessage>::deserialize(&buf[..n]) {
-            Ok(m) => match m.payload {
-                NetlinkPayload::Error(e) if e.code.is_some() => {
-                    Err(fail(format!("binding NFLOG group {GROUP}: {}", e.to_io())))
-                }
-                _ => Ok(()),
-            },
-            Err(e) => Err(fail(e.to_string())),
-        }
-    };
-    ask(
-        &socket,
-        vec![
-            ConfigCmd::Bind.into(),
-            ConfigMode::new_packet(COPY_RANGE).into(),
-            // One packet per message, handed over at once.
-            ConfigNla::QThresh(1),
-        ],
-    )?;
-    rustix::net::sockopt::set_socket_timeout(
-        &socket,
-        rustix::net::sockopt::Timeout::Recv,
-        Some(Duration::from_millis(500)),
-    )
-    .map_err(|e| fail(e.to_string()))?;
+    let socket = bind_group()?;
     let mut logs = Logs {
         allowed: LogFile::open(a.log, MAX_BYTES)
             .map_err(|e| fail(format!("{}: {e}", a.log.display())))?,
@@ -394,44 +350,13 @@ pub fn listen(a: &Listen<'_>) -> Result<()> {
             .map_err(|e| fail(format!("{}: {e}", a.refused_log.display())))?,
         down: None,
     };
-    let mut gate = Gate::new().map_err(|e| fail(format!("the egress gate: {e}")))?;
-    let gate_fail = |e: std::io::Error| fail(format!("the egress gate: {e}"));
+    let mut gate = Gate::new().map_err(gate_fail)?;
     set_name(NAME_UP);
-    // The rules (and so the gate's set) may be loading beside this start
-    // (`ops::load_rules`, as root): a set not there yet is waited for, a
-    // while.
-    let since = std::time::Instant::now();
-    loop {
-        match gate.set(true) {
-            Ok(()) => break,
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && since.elapsed() < READY => {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Err(e) => return Err(gate_fail(e)),
-        }
-    }
+    open_first(&mut gate).map_err(gate_fail)?;
     let mut renewed = std::time::Instant::now();
     let ready = format!("{} {} {}\n", std::process::id(), own.0, own.1);
     // What runs now, which a machine that went down does not have.
     crate::state::session::write_atomic_unsynced(a.pid_file, ready.as_bytes(), 0o600)?;
-    let line = |address: String, d: Option<Destination>, allowed: bool, rule: String| {
-        let d = d.unwrap_or(Destination {
-            address: IpAddr::from([0u8; 4]),
-            protocol: String::new(),
-            port: None,
-            name: None,
-        });
-        Line {
-            time: now(),
-            session: a.session.to_string(),
-            address,
-            name: d.name,
-            port: d.port,
-            protocol: d.protocol,
-            allowed,
-            rule,
-        }
-    };
     let mut buf = vec![0u8; 1 << 16];
     loop {
         // Keep the gate open while the log is written; while it is not,
@@ -439,7 +364,7 @@ pub fn listen(a: &Listen<'_>) -> Result<()> {
         if renewed.elapsed() >= GATE_RENEW {
             renewed = std::time::Instant::now();
             if logs.down.is_some() {
-                let cut = line(String::new(), None, false, "cut".into());
+                let cut = a.line(String::new(), None, false, "cut".into());
                 if logs.retry(cut) {
                     set_name(NAME_UP);
                 }
@@ -459,55 +384,169 @@ pub fn listen(a: &Listen<'_>) -> Result<()> {
             // The kernel dropped messages it could not queue (ENOBUFS):
             // the lines lost are said as one.
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
-                let lost = line(String::new(), None, false, "lost".into());
+                let lost = a.line(String::new(), None, false, "lost".into());
                 logs.write(lost, &mut gate).map_err(gate_fail)?;
                 continue;
             }
             Err(e) => return Err(fail(e.to_string())),
         };
-        let mut at = 0;
-        while at < n {
-            let Ok(m) = NetlinkMessage::<NetfilterMessage>::deserialize(&buf[at..n]) else {
-                break;
-            };
-            let len = m.header.length as usize;
-            if let NetlinkPayload::InnerMessage(NetfilterMessage {
-                inner: NetfilterMessageInner::ULog(ULogMessage::Packet(nlas)),
-                ..
-            }) = &m.payload
-            {
-                let prefix = nlas.iter().find_map(|n| match n {
-                    PacketNla::Prefix(p) => Some(p.to_string_lossy().into_owned()),
-                    _ => None,
-                });
-                let payload = nlas.iter().find_map(|n| match n {
-                    PacketNla::Payload(p) => Some(p.as_slice()),
-                    _ => None,
-                });
-                if let (Some((allowed, rule)), Some(d)) = (
-                    prefix.as_deref().and_then(parse_prefix),
-                    payload.and_then(destination),
-                ) {
-                    let l = line(d.address.to_string(), Some(d), allowed, rule);
-                    logs.write(l, &mut gate).map_err(gate_fail)?;
-                }
-            }
-            if len == 0 {
-                break;
-            }
-            at += len;
+        for (allowed, rule, d) in logged_packets(&buf[..n]) {
+            let l = a.line(d.address.to_string(), Some(d), allowed, rule);
+            logs.write(l, &mut gate).map_err(gate_fail)?;
         }
     }
-    // The pid file may be a newer listener's already (the cage started
-    // again meanwhile): only our own is removed.
-    let ours = std::fs::read_to_string(a.pid_file)
+    remove_own_pid_file(a.pid_file);
+    Ok(())
+}
+
+/// The listener's failure, said as its subcommand's.
+fn fail(why: String) -> Error {
+    Error::failed(format!("{SUBCOMMAND}: {why}"))
+}
+
+/// The listener's failure to set the gate.
+fn gate_fail(e: std::io::Error) -> Error {
+    fail(format!("the egress gate: {e}"))
+}
+
+impl Listen<'_> {
+    /// The log's line for a packet to `address`, with what was read of
+    /// where it went (none for what the listener says of the log itself:
+    /// `cut`, `lost`).
+    fn line(&self, address: String, d: Option<Destination>, allowed: bool, rule: String) -> Line {
+        let d = d.unwrap_or(Destination {
+            address: IpAddr::from([0u8; 4]),
+            protocol: String::new(),
+            port: None,
+            name: None,
+        });
+        Line {
+            time: now(),
+            session: self.session.to_string(),
+            address,
+            name: d.name,
+            port: d.port,
+            protocol: d.protocol,
+            allowed,
+            rule,
+        }
+    }
+}
+
+/// A netlink socket bound to the NFLOG group, each packet handed over at
+/// once, its reads timing out so that the listener looks up now and then.
+fn bind_group() -> Result<netlink_sys::Socket> {
+    use netlink_packet_core::{NetlinkMessage, NetlinkPayload};
+    use netlink_packet_netfilter::NetfilterMessage;
+    use netlink_packet_netfilter::NetfilterProtoFamily;
+    use netlink_packet_netfilter::nflog::{ConfigCmd, ConfigMode, ConfigNla, config_request};
+    use netlink_sys::{Socket, constants::NETLINK_NETFILTER};
+
+    let mut socket = Socket::new(NETLINK_NETFILTER).map_err(|e| fail(e.to_string()))?;
+    socket.bind_auto().map_err(|e| fail(e.to_string()))?;
+    let _ = socket.set_rx_buf_sz(1 << 20);
+    let mut buf = vec![0u8; 1 << 16];
+    let nlas = vec![
+        ConfigCmd::Bind.into(),
+        ConfigMode::new_packet(COPY_RANGE).into(),
+        // One packet per message, handed over at once.
+        ConfigNla::QThresh(1),
+    ];
+    let msg = config_request(NetfilterProtoFamily::Unspec, GROUP, nlas);
+    let mut out = vec![0; msg.header.length as usize];
+    msg.serialize(&mut out[..]);
+    socket.send(&out, 0).map_err(|e| fail(e.to_string()))?;
+    let n = socket
+        .recv(&mut &mut buf[..], 0)
+        .map_err(|e| fail(e.to_string()))?;
+    match NetlinkMessage::<NetfilterMessage>::deserialize(&buf[..n]) {
+        Ok(m) => match m.payload {
+            NetlinkPayload::Error(e) if e.code.is_some() => {
+                return Err(fail(format!("binding NFLOG group {GROUP}: {}", e.to_io())));
+            }
+            _ => {}
+        },
+        Err(e) => return Err(fail(e.to_string())),
+    }
+    rustix::net::sockopt::set_socket_timeout(
+        &socket,
+        rustix::net::sockopt::Timeout::Recv,
+        Some(Duration::from_millis(500)),
+    )
+    .map_err(|e| fail(e.to_string()))?;
+    Ok(socket)
+}
+
+/// Open the gate the first time. The rules (and so the gate's set) may be
+/// loading beside this start (`ops::load_rules`, as root): a set not there
+/// yet is waited for, a while.
+fn open_first(gate: &mut Gate) -> std::io::Result<()> {
+    let since = std::time::Instant::now();
+    loop {
+        match gate.set(true) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && since.elapsed() < READY => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Pure: the packets logged in what one read from the NFLOG socket
+/// brought (`buf`), in order: allowed or not, the rule, where each went.
+/// A message whose prefix is not ours, or whose packet cannot be read, is
+/// left out.
+fn logged_packets(buf: &[u8]) -> Vec<(bool, String, Destination)> {
+    use netlink_packet_core::{NetlinkMessage, NetlinkPayload};
+    use netlink_packet_netfilter::nflog::{PacketNla, ULogMessage};
+    use netlink_packet_netfilter::{NetfilterMessage, NetfilterMessageInner};
+
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < buf.len() {
+        let Ok(m) = NetlinkMessage::<NetfilterMessage>::deserialize(&buf[at..]) else {
+            break;
+        };
+        let len = m.header.length as usize;
+        if let NetlinkPayload::InnerMessage(NetfilterMessage {
+            inner: NetfilterMessageInner::ULog(ULogMessage::Packet(nlas)),
+            ..
+        }) = &m.payload
+        {
+            let prefix = nlas.iter().find_map(|n| match n {
+                PacketNla::Prefix(p) => Some(p.to_string_lossy().into_owned()),
+                _ => None,
+            });
+            let payload = nlas.iter().find_map(|n| match n {
+                PacketNla::Payload(p) => Some(p.as_slice()),
+                _ => None,
+            });
+            if let (Some((allowed, rule)), Some(d)) = (
+                prefix.as_deref().and_then(parse_prefix),
+                payload.and_then(destination),
+            ) {
+                out.push((allowed, rule, d));
+            }
+        }
+        if len == 0 {
+            break;
+        }
+        at += len;
+    }
+    out
+}
+
+/// The pid file may be a newer listener's already (the cage started
+/// again meanwhile): only our own is removed.
+fn remove_own_pid_file(pid_file: &Path) {
+    let ours = std::fs::read_to_string(pid_file)
         .ok()
         .and_then(|t| parse_pid_file(&t))
         .is_some_and(|(pid, _, _)| pid == std::process::id());
     if ours {
-        let _ = std::fs::remove_file(a.pid_file);
+        let _ = std::fs::remove_file(pid_file);
     }
-    Ok(())
 }
 
 /// The listener's two files, and what it keeps while it cannot write.

@@ -104,15 +104,40 @@ impl Host {
             .stdin(rules)
             .timeout(QUICK)
             .run()?;
-        // What the rules went into, the namespace and program of the first
-        // process, and the init it was made with: device and inode, all
-        // seen from where the rules were loaded.
+        let first = self.first_process(stat, container, &netns, pid, init)?;
+        if let Some(fd) = &held
+            && !still_running(fd)
+        {
+            return Err(Error::failed(format!(
+                "the first process of {container} ended while its network rules were loaded"
+            )));
+        }
+        check_first_process(&first)
+            .map(|()| first.loaded)
+            .map_err(|why| {
+                Error::failed(format!(
+                    "the network rules of {container} were not loaded where its processes run: {why}"
+                ))
+            })
+    }
+
+    /// What the rules went into (`netns`), the namespace and program of the
+    /// first process, and the init it was made with: device and inode, all
+    /// seen from where the rules were loaded.
+    fn first_process(
+        &self,
+        stat: &Path,
+        container: &str,
+        netns: &str,
+        pid: i64,
+        init: &str,
+    ) -> Result<FirstProcess> {
         let look = vec![
             "-L".into(),
             "-c".into(),
             "%d %i".into(),
             "--".into(),
-            netns.clone(),
+            netns.to_string(),
             format!("/proc/{pid}/ns/net"),
             format!("/proc/{pid}/exe"),
             init.to_string(),
@@ -144,24 +169,10 @@ impl Host {
                     )));
                 }
             };
-            if first.exe != first.init && std::time::Instant::now() < deadline {
-                std::thread::sleep(std::time::Duration::from_millis(50));
-                continue;
+            if first.exe == first.init || std::time::Instant::now() >= deadline {
+                return Ok(first);
             }
-            if let Some(fd) = &held
-                && !still_running(fd)
-            {
-                return Err(Error::failed(format!(
-                    "the first process of {container} ended while its network rules were loaded"
-                )));
-            }
-            return check_first_process(&first)
-                .map(|()| first.loaded)
-                .map_err(|why| {
-                    Error::failed(format!(
-                        "the network rules of {container} were not loaded where its processes run: {why}"
-                    ))
-                });
+            std::thread::sleep(std::time::Duration::from_millis(50));
         }
     }
 

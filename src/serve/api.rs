@@ -178,13 +178,67 @@ pub fn caged_refusal(method: &str, path: &str, headers: &HeaderMap) -> Option<Re
     ))
 }
 
+/// The answers any request can get before its route, with what each means.
+const BEFORE_THE_ROUTE: [(&str, &str); 4] = [
+    (
+        "401",
+        "This serve wants its token (Authorization: Bearer), and it was missing or wrong.",
+    ),
+    (
+        "403",
+        "Without a token: another user's program, or a request from a web page; a \
+         change asked through a cage's socket (X-Shrooms-Caged); or an operation's refusal.",
+    ),
+    ("500", "A failure on the machine, in the CLI's words."),
+    (
+        "503",
+        "Not ready (no podman, an image being built) or busy; see Retry-After.",
+    ),
+];
+
+/// Every operation of the document lists the answers of
+/// [`BEFORE_THE_ROUTE`] it does not list already, each with the error body.
+fn answers_before_the_route(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::{ContentBuilder, RefOr, ResponseBuilder};
+    for item in doc.paths.paths.values_mut() {
+        for op in [
+            &mut item.get,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.put,
+            &mut item.patch,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            for (status, description) in BEFORE_THE_ROUTE {
+                if !op.responses.responses.contains_key(status) {
+                    let r = ResponseBuilder::new()
+                        .description(description)
+                        .content(
+                            "application/json",
+                            ContentBuilder::new()
+                                .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
+                                    "ErrorBody",
+                                ))))
+                                .build(),
+                        )
+                        .build();
+                    op.responses
+                        .responses
+                        .insert(status.to_string(), RefOr::T(r));
+                }
+            }
+        }
+    }
+}
+
 /// The document as served: every operation also lists the answers any
 /// request can get before its route (401, 403, 500, 503) and the token.
 fn render(mut doc: utoipa::openapi::OpenApi) -> String {
     use utoipa::openapi::security::{
         HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
     };
-    use utoipa::openapi::{ContentBuilder, RefOr, ResponseBuilder};
     let version = env!("CARGO_PKG_VERSION");
     doc.info.version = version.to_string();
     let components = doc.components.get_or_insert_with(Default::default);
@@ -208,53 +262,7 @@ fn render(mut doc: utoipa::openapi::OpenApi) -> String {
         SecurityRequirement::new("bearer", Vec::<String>::new()),
         SecurityRequirement::default(),
     ]);
-    let always = [
-        (
-            "401",
-            "This serve wants its token (Authorization: Bearer), and it was missing or wrong.",
-        ),
-        (
-            "403",
-            "Without a token: another user's program, or a request from a web page; a \
-             change asked through a cage's socket (X-Shrooms-Caged); or an operation's refusal.",
-        ),
-        ("500", "A failure on the machine, in the CLI's words."),
-        (
-            "503",
-            "Not ready (no podman, an image being built) or busy; see Retry-After.",
-        ),
-    ];
-    for item in doc.paths.paths.values_mut() {
-        for op in [
-            &mut item.get,
-            &mut item.post,
-            &mut item.delete,
-            &mut item.put,
-            &mut item.patch,
-        ]
-        .into_iter()
-        .flatten()
-        {
-            for (status, description) in always {
-                if !op.responses.responses.contains_key(status) {
-                    let r = ResponseBuilder::new()
-                        .description(description)
-                        .content(
-                            "application/json",
-                            ContentBuilder::new()
-                                .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
-                                    "ErrorBody",
-                                ))))
-                                .build(),
-                        )
-                        .build();
-                    op.responses
-                        .responses
-                        .insert(status.to_string(), RefOr::T(r));
-                }
-            }
-        }
-    }
+    answers_before_the_route(&mut doc);
     let mut text = doc.to_pretty_json().unwrap_or_else(|e| {
         serde_json::json!({ "error": format!("making the document: {e}") }).to_string()
     });

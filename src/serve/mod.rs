@@ -187,54 +187,11 @@ pub fn machine_of(s: &Settings, ip: IpAddr) -> std::result::Result<String, Strin
 pub fn run(ctx: Context, token_file: Option<&Path>) -> Result<()> {
     // `--listen`, read with the config (settings.rs).
     let addr: SocketAddr = ctx.settings.listen;
-    let token = match token_file {
-        Some(f) => Some(
-            crate::settings::token::read(f)
-                .map_err(|e| e.context("--token-file"))?
-                .into_bytes(),
-        ),
-        None if !addr.ip().is_loopback() => {
-            return Err(Error::bad_input(format!(
-                "--listen {addr} is reachable from other machines: give --token-file FILE \
-                 too, so that every request must carry that token"
-            )));
-        }
-        None => None,
-    };
-    // Every cage is closed to the agent port only (rules.rs): a serve that
-    // other machines reach on another port, cages would reach too.
-    if !addr.ip().is_loopback() && addr.port() != ctx.settings.agent_port {
-        return Err(Error::bad_input(format!(
-            "--listen {addr}: {} is not the config's agent_port ({}), the one port every cage \
-             is closed to, so cages could reach this serve; listen on port {}, or set \
-             agent_port = {} in the config (a cage takes it at its next start)",
-            addr.port(),
-            ctx.settings.agent_port,
-            ctx.settings.agent_port,
-            addr.port()
-        )));
-    }
+    let token = token(addr, token_file)?;
+    check_port(addr, ctx.settings.agent_port)?;
     let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        // The first signal asks for a clean stop; a second one, while
-        // requests are still being finished, ends the process at once (1).
-        signal_hook::flag::register_conditional_shutdown(signal, 1, stop.clone())
-            .and_then(|_| signal_hook::flag::register(signal, stop.clone()))
-            .map_err(|e| Error::failed(format!("handling signal {signal}: {e}")))?;
-    }
-    // Few threads for blocking work: each holds a stack and an allocator
-    // arena of its own, and under 50 clients tokio's default (up to 512)
-    // made serve's memory grow with its clients rather than its sessions.
-    // As many again as the operations (`OPERATIONS`, which may all wait on
-    // a slow podman), so that a connection's peer lookup and the page are
-    // never queued behind them.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .max_blocking_threads(2 * OPERATIONS)
-        .thread_name("serve")
-        .enable_all()
-        .build()
-        .map_err(|e| Error::failed(format!("starting serve's threads: {e}")))?;
+    on_signals(&stop)?;
+    let runtime = runtime()?;
     let test_panic = ctx
         .env
         .get("SHROOMS_AGENT_TEST_PANIC_ROUTE")
@@ -260,20 +217,7 @@ pub fn run(ctx: Context, token_file: Option<&Path>) -> Result<()> {
         .map(|h| live::Live::start(h.podman.clone(), stop.clone()));
     stop_dead_turns(base.clone(), state.clone(), stop.clone());
     rebuild_a_stale_image(base.clone(), state.host());
-    let listening = runtime
-        .block_on(tokio::net::TcpListener::bind(addr))
-        .map_err(|e| Error::failed(format!("listening on {addr}: {e}")))
-        .and_then(|l| {
-            let unix =
-                match &socket {
-                    Some(p) => Some(runtime.block_on(async { listen_unix(p) }).map_err(|e| {
-                        Error::failed(format!("listening on {}: {e}", p.display()))
-                    })?),
-                    None => None,
-                };
-            Ok((l, unix))
-        });
-    let (listener, unix) = match listening {
+    let (listener, unix) = match bind(&runtime, addr, socket.as_deref()) {
         Ok(l) => l,
         Err(e) => {
             stop.store(true, Ordering::SeqCst);
@@ -313,6 +257,89 @@ pub fn run(ctx: Context, token_file: Option<&Path>) -> Result<()> {
     let _ = state_thread.join();
     eprintln!("shrooms-agent serve: stopped");
     Ok(())
+}
+
+/// `--token-file`'s token, which every request must then carry; none is
+/// refused where serve would listen beyond loopback.
+fn token(addr: SocketAddr, token_file: Option<&Path>) -> Result<Option<Vec<u8>>> {
+    match token_file {
+        Some(f) => Ok(Some(
+            crate::settings::token::read(f)
+                .map_err(|e| e.context("--token-file"))?
+                .into_bytes(),
+        )),
+        None if !addr.ip().is_loopback() => Err(Error::bad_input(format!(
+            "--listen {addr} is reachable from other machines: give --token-file FILE \
+             too, so that every request must carry that token"
+        ))),
+        None => Ok(None),
+    }
+}
+
+/// Every cage is closed to the agent port only (rules.rs): a serve that
+/// other machines reach on another port, cages would reach too.
+fn check_port(addr: SocketAddr, agent_port: u16) -> Result<()> {
+    if !addr.ip().is_loopback() && addr.port() != agent_port {
+        return Err(Error::bad_input(format!(
+            "--listen {addr}: {} is not the config's agent_port ({}), the one port every cage \
+             is closed to, so cages could reach this serve; listen on port {}, or set \
+             agent_port = {} in the config (a cage takes it at its next start)",
+            addr.port(),
+            agent_port,
+            agent_port,
+            addr.port()
+        )));
+    }
+    Ok(())
+}
+
+/// SIGTERM and SIGINT set `stop`.
+fn on_signals(stop: &Arc<AtomicBool>) -> Result<()> {
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        // The first signal asks for a clean stop; a second one, while
+        // requests are still being finished, ends the process at once (1).
+        signal_hook::flag::register_conditional_shutdown(signal, 1, stop.clone())
+            .and_then(|_| signal_hook::flag::register(signal, stop.clone()))
+            .map_err(|e| Error::failed(format!("handling signal {signal}: {e}")))?;
+    }
+    Ok(())
+}
+
+/// serve's threads.
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    // Few threads for blocking work: each holds a stack and an allocator
+    // arena of its own, and under 50 clients tokio's default (up to 512)
+    // made serve's memory grow with its clients rather than its sessions.
+    // As many again as the operations (`OPERATIONS`, which may all wait on
+    // a slow podman), so that a connection's peer lookup and the page are
+    // never queued behind them.
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(2 * OPERATIONS)
+        .thread_name("serve")
+        .enable_all()
+        .build()
+        .map_err(|e| Error::failed(format!("starting serve's threads: {e}")))
+}
+
+/// Listen on `addr`, then on the Unix socket at `socket`, if any.
+fn bind(
+    runtime: &tokio::runtime::Runtime,
+    addr: SocketAddr,
+    socket: Option<&Path>,
+) -> Result<(tokio::net::TcpListener, Option<tokio::net::UnixListener>)> {
+    let l = runtime
+        .block_on(tokio::net::TcpListener::bind(addr))
+        .map_err(|e| Error::failed(format!("listening on {addr}: {e}")))?;
+    let unix = match socket {
+        Some(p) => Some(
+            runtime
+                .block_on(async { listen_unix(p) })
+                .map_err(|e| Error::failed(format!("listening on {}: {e}", p.display())))?,
+        ),
+        None => None,
+    };
+    Ok((l, unix))
 }
 
 /// How often serve looks for turns that died with their watchers.
@@ -416,139 +443,168 @@ async fn accept(
             .chain(unix.map(Listener::Unix))
             .collect(),
     );
-    let stopped = {
-        let stop = stop.clone();
-        async move {
-            let mut signals = Vec::new();
-            for kind in [
-                tokio::signal::unix::SignalKind::terminate(),
-                tokio::signal::unix::SignalKind::interrupt(),
-            ] {
-                if let Ok(s) = tokio::signal::unix::signal(kind) {
-                    signals.push(s);
-                }
-            }
-            let (mut term, mut int) = (signals.pop(), signals.pop());
-            async fn next(s: &mut Option<tokio::signal::unix::Signal>) {
-                match s {
-                    Some(s) => {
-                        s.recv().await;
-                    }
-                    None => std::future::pending().await,
-                }
-            }
-            // Also a flag to look at now and then: a signal that came
-            // before tokio's handler was set is seen there.
-            let mut tick = tokio::time::interval(Duration::from_millis(200));
-            loop {
-                tokio::select! {
-                    _ = next(&mut term) => break,
-                    _ = next(&mut int) => break,
-                    _ = tick.tick() => if stop.load(Ordering::SeqCst) { break },
-                }
-            }
-            stop.store(true, Ordering::SeqCst);
-            eprintln!("shrooms-agent serve: stopping: finishing the requests in flight");
-        }
-    };
     let on_conn = move |c: Accepted, start: Instant| -> Option<crate::turn::server::Task> {
         match c {
             Accepted::Tcp(stream, peer) => {
-                let ours = stream.local_addr().unwrap_or(peer);
-                // Asked at once, while a client that sent its request and
-                // closed is still told apart from one that is there.
-                let user = if peer.ip().to_canonical().is_loopback() {
-                    lookup.user(peer, ours)
-                } else {
-                    Err("another machine")
-                };
-                let peer = Peer::Tcp { peer, user };
-                let who = conn::Who::of_tcp(&peer);
-                let slot = match peers.admit(who, &conn::BOUNDS) {
-                    Ok(slot) => slot,
-                    Err(full) => {
-                        let why = match (full, who) {
-                            (conn::Full::All, _) => format!(
-                                "serve has {} connections already; try again when they are done",
-                                conn::MAX_CONNECTIONS
-                            ),
-                            (conn::Full::Own, conn::Who::Address(ip)) => format!(
-                                "{ip} has {} connections to this serve already; try again when \
-                                 they are done",
-                                conn::PER_PEER
-                            ),
-                            (conn::Full::Own, _) => format!(
-                                "this user has {} connections to this serve already; try again \
-                                 when they are done",
-                                conn::PER_USER
-                            ),
-                        };
-                        log(
-                            &peer.for_log(),
-                            "-",
-                            "-",
-                            "503",
-                            start,
-                            &format!(" ({why})"),
-                        );
-                        let peers = peers.clone();
-                        return Some(Box::pin(async move {
-                            conn::refuse(stream, 503, &why, &peers).await
-                        }));
-                    }
-                };
-                let dup = duplicate_tcp(&stream)?;
-                Some(Box::pin(conn::serve(
-                    shared.clone(),
-                    stream,
-                    dup,
-                    peer,
-                    start,
-                    slot,
-                )))
+                on_tcp(&shared, &peers, &mut lookup, stream, peer, start)
             }
-            Accepted::Unix(stream) => {
-                // SO_PEERCRED: the uid of the process that connected.
-                let uid = stream.peer_cred().ok().map(|c| c.uid());
-                if uid != Some(shared.uid) {
-                    let who = uid.map_or("an unknown user".to_string(), |u| format!("uid {u}"));
-                    let why = format!(
-                        "this socket answers only serve's own user (uid {}); this connection \
-                         came from {who}",
-                        shared.uid
-                    );
-                    let said = format!(" (from {who}, not serve's own user)");
-                    log("unix", "-", "-", "403", start, &said);
-                    let peers = peers.clone();
-                    return Some(Box::pin(async move {
-                        conn::refuse(stream, 403, &why, &peers).await
-                    }));
-                }
-                let Ok(slot) = peers.admit(conn::Who::Owner, &conn::BOUNDS) else {
-                    let said = " (too many connections on the socket)";
-                    log("unix", "-", "-", "503", start, said);
-                    let busy = "serve is busy; try again in a moment";
-                    let peers = peers.clone();
-                    return Some(Box::pin(async move {
-                        conn::refuse(stream, 503, busy, &peers).await
-                    }));
-                };
-                let dup = duplicate_unix(&stream)?;
-                Some(Box::pin(conn::serve(
-                    shared.clone(),
-                    stream,
-                    dup,
-                    Peer::Unix,
-                    start,
-                    slot,
-                )))
-            }
+            Accepted::Unix(stream) => on_unix(&shared, &peers, stream, start),
         }
     };
     // Operations whose clients went away finish too (they cannot be cut
     // short half-way).
     let drain = crate::turn::server::Drain::All;
-    crate::turn::server::accept_loop("serve", listeners, stopped, drain, on_conn).await;
+    crate::turn::server::accept_loop("serve", listeners, stopped(stop), drain, on_conn).await;
+}
+
+/// The accepting's end: SIGTERM or SIGINT, or the stop flag set; then the
+/// flag is set for the rest of serve.
+async fn stopped(stop: Arc<AtomicBool>) {
+    let mut signals = Vec::new();
+    for kind in [
+        tokio::signal::unix::SignalKind::terminate(),
+        tokio::signal::unix::SignalKind::interrupt(),
+    ] {
+        if let Ok(s) = tokio::signal::unix::signal(kind) {
+            signals.push(s);
+        }
+    }
+    let (mut term, mut int) = (signals.pop(), signals.pop());
+    async fn next(s: &mut Option<tokio::signal::unix::Signal>) {
+        match s {
+            Some(s) => {
+                s.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+    // Also a flag to look at now and then: a signal that came
+    // before tokio's handler was set is seen there.
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tokio::select! {
+            _ = next(&mut term) => break,
+            _ = next(&mut int) => break,
+            _ = tick.tick() => if stop.load(Ordering::SeqCst) { break },
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    eprintln!("shrooms-agent serve: stopping: finishing the requests in flight");
+}
+
+/// A TCP connection just accepted: its peer's user looked up (over
+/// loopback), its place among the connections taken, then served; or
+/// refused 503 when its peer's places (or all) are taken.
+fn on_tcp(
+    shared: &Arc<Shared>,
+    peers: &Arc<conn::Peers>,
+    lookup: &mut peer::Lookup,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    start: Instant,
+) -> Option<crate::turn::server::Task> {
+    let ours = stream.local_addr().unwrap_or(peer);
+    // Asked at once, while a client that sent its request and
+    // closed is still told apart from one that is there.
+    let user = if peer.ip().to_canonical().is_loopback() {
+        lookup.user(peer, ours)
+    } else {
+        Err("another machine")
+    };
+    let peer = Peer::Tcp { peer, user };
+    let who = conn::Who::of_tcp(&peer);
+    let slot = match peers.admit(who, &conn::BOUNDS) {
+        Ok(slot) => slot,
+        Err(full) => {
+            let why = full_words(full, who);
+            log(
+                &peer.for_log(),
+                "-",
+                "-",
+                "503",
+                start,
+                &format!(" ({why})"),
+            );
+            let peers = peers.clone();
+            return Some(Box::pin(async move {
+                conn::refuse(stream, 503, &why, &peers).await
+            }));
+        }
+    };
+    let dup = duplicate_tcp(&stream)?;
+    Some(Box::pin(conn::serve(
+        shared.clone(),
+        stream,
+        dup,
+        peer,
+        start,
+        slot,
+    )))
+}
+
+/// Pure: what a TCP client refused for want of a place is told.
+fn full_words(full: conn::Full, who: conn::Who) -> String {
+    match (full, who) {
+        (conn::Full::All, _) => format!(
+            "serve has {} connections already; try again when they are done",
+            conn::MAX_CONNECTIONS
+        ),
+        (conn::Full::Own, conn::Who::Address(ip)) => format!(
+            "{ip} has {} connections to this serve already; try again when \
+             they are done",
+            conn::PER_PEER
+        ),
+        (conn::Full::Own, _) => format!(
+            "this user has {} connections to this serve already; try again \
+             when they are done",
+            conn::PER_USER
+        ),
+    }
+}
+
+/// A connection on the Unix socket: served when it comes from serve's own
+/// user (the kernel's word, not the client's) and a place is free; else
+/// refused, 403 or 503.
+fn on_unix(
+    shared: &Arc<Shared>,
+    peers: &Arc<conn::Peers>,
+    stream: tokio::net::UnixStream,
+    start: Instant,
+) -> Option<crate::turn::server::Task> {
+    // SO_PEERCRED: the uid of the process that connected.
+    let uid = stream.peer_cred().ok().map(|c| c.uid());
+    if uid != Some(shared.uid) {
+        let who = uid.map_or("an unknown user".to_string(), |u| format!("uid {u}"));
+        let why = format!(
+            "this socket answers only serve's own user (uid {}); this connection \
+             came from {who}",
+            shared.uid
+        );
+        let said = format!(" (from {who}, not serve's own user)");
+        log("unix", "-", "-", "403", start, &said);
+        let peers = peers.clone();
+        return Some(Box::pin(async move {
+            conn::refuse(stream, 403, &why, &peers).await
+        }));
+    }
+    let Ok(slot) = peers.admit(conn::Who::Owner, &conn::BOUNDS) else {
+        let said = " (too many connections on the socket)";
+        log("unix", "-", "-", "503", start, said);
+        let busy = "serve is busy; try again in a moment";
+        let peers = peers.clone();
+        return Some(Box::pin(async move {
+            conn::refuse(stream, 503, busy, &peers).await
+        }));
+    };
+    let dup = duplicate_unix(&stream)?;
+    Some(Box::pin(conn::serve(
+        shared.clone(),
+        stream,
+        dup,
+        Peer::Unix,
+        start,
+        slot,
+    )))
 }
 
 /// A second descriptor of a connection's socket (see `conn`).

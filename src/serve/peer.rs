@@ -113,40 +113,7 @@ impl Lookup {
 /// whose destination is `ours`.
 fn ask(s: &Socket, seq: u32, peer: SocketAddr, ours: SocketAddr) -> std::io::Result<Vec<Seen>> {
     let (peer, ours) = (canonical(peer), canonical(ours));
-    let family = match (peer.ip(), ours.ip()) {
-        (IpAddr::V4(_), IpAddr::V4(_)) => AF_INET,
-        _ => AF_INET6,
-    };
-    let v6 = |a: IpAddr| match a {
-        IpAddr::V4(v4) if family == AF_INET6 => IpAddr::V6(v4.to_ipv6_mapped()),
-        a => a,
-    };
-    let mut header = NetlinkHeader::default();
-    header.flags = NLM_F_REQUEST;
-    header.sequence_number = seq;
-    let mut packet = NetlinkMessage::new(
-        header,
-        SockDiagMessage::InetRequest(InetRequest {
-            family,
-            protocol: IPPROTO_TCP,
-            extensions: ExtensionFlags::empty(),
-            states: StateFlags::all(),
-            socket_id: SocketId {
-                source_port: peer.port(),
-                destination_port: ours.port(),
-                source_address: v6(peer.ip()),
-                destination_address: v6(ours.ip()),
-                interface_id: 0,
-                // INET_DIAG_NOCOOKIE: any socket of these addresses.
-                cookie: [0xff; 8],
-            },
-        })
-        .into(),
-    );
-    packet.finalize();
-    let mut out = vec![0u8; packet.buffer_len()];
-    packet.serialize(&mut out);
-    s.send(&out, 0)?;
+    s.send(&request(seq, peer, ours), 0)?;
     let mut found = Vec::new();
     let mut buf = vec![0u8; 8192];
     // Replies to earlier requests that were not read whole are skipped;
@@ -193,6 +160,45 @@ fn ask(s: &Socket, seq: u32, peer: SocketAddr, ours: SocketAddr) -> std::io::Res
         }
     }
     Err(std::io::Error::other("no answer from the kernel"))
+}
+
+/// Pure: the request's bytes: the socket whose source is `peer` and whose
+/// destination is `ours` (both canonical), numbered `seq`.
+fn request(seq: u32, peer: SocketAddr, ours: SocketAddr) -> Vec<u8> {
+    let family = match (peer.ip(), ours.ip()) {
+        (IpAddr::V4(_), IpAddr::V4(_)) => AF_INET,
+        _ => AF_INET6,
+    };
+    let v6 = |a: IpAddr| match a {
+        IpAddr::V4(v4) if family == AF_INET6 => IpAddr::V6(v4.to_ipv6_mapped()),
+        a => a,
+    };
+    let mut header = NetlinkHeader::default();
+    header.flags = NLM_F_REQUEST;
+    header.sequence_number = seq;
+    let mut packet = NetlinkMessage::new(
+        header,
+        SockDiagMessage::InetRequest(InetRequest {
+            family,
+            protocol: IPPROTO_TCP,
+            extensions: ExtensionFlags::empty(),
+            states: StateFlags::all(),
+            socket_id: SocketId {
+                source_port: peer.port(),
+                destination_port: ours.port(),
+                source_address: v6(peer.ip()),
+                destination_address: v6(ours.ip()),
+                interface_id: 0,
+                // INET_DIAG_NOCOOKIE: any socket of these addresses.
+                cookie: [0xff; 8],
+            },
+        })
+        .into(),
+    );
+    packet.finalize();
+    let mut out = vec![0u8; packet.buffer_len()];
+    packet.serialize(&mut out);
+    out
 }
 
 /// The sockets the tables list for `peer` connected to `ours`, as the

@@ -646,19 +646,7 @@ async fn answer(state: &State, req: Request<Incoming>) -> Reply {
     let method = req.method().as_str().to_string();
     let full = req.uri().path().to_string();
     if full == "/machines" {
-        if method != "GET" {
-            return error(403, "the cage's socket answers GET /machines only");
-        }
-        let list: Vec<MachineAddr> = state
-            .config
-            .agents
-            .iter()
-            .map(|a| MachineAddr {
-                name: a.name.clone(),
-                addr: a.addr.clone(),
-            })
-            .collect();
-        return reply(200, serde_json::to_string(&list).unwrap_or_default());
+        return machines(state, &method);
     }
     let Some((addr, path)) = peer_target(&full) else {
         return error(
@@ -688,18 +676,9 @@ async fn answer(state: &State, req: Request<Incoming>) -> Reply {
         ) {
             return error(403, &why);
         }
-        let read = Limited::new(incoming, MAX_BODY as usize).collect();
-        let body = match tokio::time::timeout(BODY_TIMEOUT, read).await {
-            Ok(Ok(b)) => b.to_bytes(),
-            Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
-                return error(
-                    413,
-                    "the body is over 1 MiB, what the cage's socket reads of a request \
-                     (files go by drop)",
-                );
-            }
-            Ok(Err(e)) => return error(400, &format!("reading the body: {e}")),
-            Err(_) => return error(408, "the body did not arrive in time"),
+        let body = match read_body(incoming).await {
+            Ok(b) => b,
+            Err((status, why)) => return error(status, &why),
         };
         return forward_buffered(state, &method, &path, query, &addr, &parts.headers, body).await;
     }
@@ -716,26 +695,69 @@ async fn answer(state: &State, req: Request<Incoming>) -> Reply {
     };
     let mut headers = pass_headers(&parts.headers);
     let body = if kind == Kind::Drop {
-        let length = parts
-            .headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        let Some(length) = length else {
-            return error(411, "a drop needs Content-Length");
+        let length = match drop_length(&parts.headers) {
+            Ok(l) => l,
+            Err((status, why)) => return error(status, why),
         };
-        if length > MAX_DROP {
-            return error(
-                413,
-                "the file is over 100 MiB, what the cage's socket passes in a drop",
-            );
-        }
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
         Some(reqwest::Body::wrap(Limited::new(incoming, length as usize)))
     } else {
         None
     };
     forward(state, kind, agent, &method, &path, query, headers, body).await
+}
+
+/// `GET /machines`: the machines the cage may reach, by name and address.
+fn machines(state: &State, method: &str) -> Reply {
+    if method != "GET" {
+        return error(403, "the cage's socket answers GET /machines only");
+    }
+    let list: Vec<MachineAddr> = state
+        .config
+        .agents
+        .iter()
+        .map(|a| MachineAddr {
+            name: a.name.clone(),
+            addr: a.addr.clone(),
+        })
+        .collect();
+    reply(200, serde_json::to_string(&list).unwrap_or_default())
+}
+
+/// A request's body, read whole: at most [`MAX_BODY`], within
+/// [`BODY_TIMEOUT`]; or the status and words that refuse it.
+async fn read_body(incoming: Incoming) -> std::result::Result<Bytes, (u16, String)> {
+    let read = Limited::new(incoming, MAX_BODY as usize).collect();
+    match tokio::time::timeout(BODY_TIMEOUT, read).await {
+        Ok(Ok(b)) => Ok(b.to_bytes()),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err((
+            413,
+            "the body is over 1 MiB, what the cage's socket reads of a request \
+             (files go by drop)"
+                .to_string(),
+        )),
+        Ok(Err(e)) => Err((400, format!("reading the body: {e}"))),
+        Err(_) => Err((408, "the body did not arrive in time".to_string())),
+    }
+}
+
+/// A drop's length, as its Content-Length says: at most [`MAX_DROP`]; or
+/// the status and words that refuse it.
+fn drop_length(headers: &HeaderMap) -> std::result::Result<u64, (u16, &'static str)> {
+    let length = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let Some(length) = length else {
+        return Err((411, "a drop needs Content-Length"));
+    };
+    if length > MAX_DROP {
+        return Err((
+            413,
+            "the file is over 100 MiB, what the cage's socket passes in a drop",
+        ));
+    }
+    Ok(length)
 }
 
 #[allow(clippy::too_many_arguments)]

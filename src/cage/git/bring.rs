@@ -469,16 +469,7 @@ pub fn fast_forward(
     let user = super::locate(dir)
         .filter(super::is_repository)
         .ok_or_else(|| format!("{} is no git repository", dir.display()))?;
-    let head = refs::read_head(&user.git_dir, false)
-        .map_err(|e| e.message)?
-        .ok_or("your repository has no HEAD")?;
-    let super::Head::Symbolic(name) = head else {
-        return Err("your HEAD is detached: check out the branch to fast-forward".into());
-    };
-    let branch = name
-        .strip_prefix("refs/heads/")
-        .ok_or_else(|| format!("your HEAD names {name}, not a branch"))?
-        .to_string();
+    let (name, branch) = checked_out_branch(&user.git_dir)?;
     let refs = refs::read_refs(&user.common_dir, false).map_err(|e| e.message)?;
     let into = into_name(session, &branch);
     let to = refs.get(&into).cloned().ok_or_else(|| {
@@ -517,51 +508,7 @@ pub fn fast_forward(
     // beside the user's.
     let tmp = gd.join(format!("shrooms-ff-index-{}", std::process::id()));
     let _ = std::fs::remove_file(&tmp);
-    let checked = (|| {
-        ran(
-            user_git(git, gd, dir, Some(&tmp)).args(["read-tree", &to]),
-            "read-tree",
-        )?;
-        let _ = ran(
-            user_git(git, gd, dir, Some(&tmp)).args(["update-index", "-q", "--refresh"]),
-            "update-index",
-        );
-        ran(
-            user_git(git, gd, dir, Some(&tmp)).args(["diff-files", "--quiet"]),
-            "diff-files",
-        )
-        .map_err(|_| {
-            format!(
-                "your work tree is not {}'s commit (files differ from it, or are missing): a \
-                 fast-forward would change them under you",
-                into.trim_start_matches("refs/heads/")
-            )
-        })?;
-        if let Some(f) = &from {
-            let gone = ran(
-                user_git(git, gd, dir, None).args([
-                    "diff",
-                    "--name-only",
-                    "-z",
-                    "--no-renames",
-                    "--diff-filter=D",
-                    f,
-                    &to,
-                ]),
-                "diff",
-            )?;
-            if let Some(p) = gone
-                .split('\0')
-                .find(|p| !p.is_empty() && std::fs::symlink_metadata(dir.join(p)).is_ok())
-            {
-                return Err(format!(
-                    "{p} is in your work tree but not in the session's commit: a fast-forward \
-                     would leave it untracked"
-                ));
-            }
-        }
-        Ok(())
-    })();
+    let checked = work_tree_is_the_commit(git, gd, dir, &tmp, &into, from.as_deref(), &to);
     let _ = std::fs::remove_file(&tmp);
     checked?;
     let zero = "0".repeat(40);
@@ -586,6 +533,80 @@ pub fn fast_forward(
         "update-index",
     );
     Ok(FastForward { branch, from, to })
+}
+
+/// The user's checked-out branch: its ref (`refs/heads/main`) and its name
+/// (`main`); refused where HEAD is detached or names no branch.
+fn checked_out_branch(git_dir: &Path) -> std::result::Result<(String, String), String> {
+    let head = refs::read_head(git_dir, false)
+        .map_err(|e| e.message)?
+        .ok_or("your repository has no HEAD")?;
+    let super::Head::Symbolic(name) = head else {
+        return Err("your HEAD is detached: check out the branch to fast-forward".into());
+    };
+    let branch = name
+        .strip_prefix("refs/heads/")
+        .ok_or_else(|| format!("your HEAD names {name}, not a branch"))?
+        .to_string();
+    Ok((name, branch))
+}
+
+/// Whether the work tree is already the session's commit `to` (brought in
+/// as `into`), read through the index file `tmp`: no file differs from it
+/// or is missing, and none that `from` has and `to` has not is still
+/// there.
+fn work_tree_is_the_commit(
+    git: &Path,
+    gd: &Path,
+    dir: &Path,
+    tmp: &Path,
+    into: &str,
+    from: Option<&str>,
+    to: &str,
+) -> std::result::Result<(), String> {
+    ran(
+        user_git(git, gd, dir, Some(tmp)).args(["read-tree", to]),
+        "read-tree",
+    )?;
+    let _ = ran(
+        user_git(git, gd, dir, Some(tmp)).args(["update-index", "-q", "--refresh"]),
+        "update-index",
+    );
+    ran(
+        user_git(git, gd, dir, Some(tmp)).args(["diff-files", "--quiet"]),
+        "diff-files",
+    )
+    .map_err(|_| {
+        format!(
+            "your work tree is not {}'s commit (files differ from it, or are missing): a \
+             fast-forward would change them under you",
+            into.trim_start_matches("refs/heads/")
+        )
+    })?;
+    if let Some(f) = from {
+        let gone = ran(
+            user_git(git, gd, dir, None).args([
+                "diff",
+                "--name-only",
+                "-z",
+                "--no-renames",
+                "--diff-filter=D",
+                f,
+                to,
+            ]),
+            "diff",
+        )?;
+        if let Some(p) = gone
+            .split('\0')
+            .find(|p| !p.is_empty() && std::fs::symlink_metadata(dir.join(p)).is_ok())
+        {
+            return Err(format!(
+                "{p} is in your work tree but not in the session's commit: a fast-forward \
+                 would leave it untracked"
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

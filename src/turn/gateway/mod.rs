@@ -320,55 +320,13 @@ async fn handle(
             ),
         ));
     };
-    let mut permit = None;
-    if usage::spends(&method, &path) {
-        match state.config.ledger.admit().await {
-            usage::Admitted::Pass(p) => permit = p,
-            usage::Admitted::Refused(why) => {
-                if state.config.ledger.refused() {
-                    eprintln!("shrooms-agent: {why}");
-                }
-                return Ok(usage::refused_response(&why));
-            }
-        }
-    }
-    let credentials = state.config.credentials.clone();
-    // A provider's own key and headers come from the machine's models.json
-    // (resolved on the machine, a command run here), else the gateway's own.
-    let resolve_route = |r: &routes::Route| (r.credential(), r.resolved_headers());
-    let (route_key, route_headers) = match route {
-        Some(r) => {
-            let (k, h) = tokio::task::block_in_place(|| resolve_route(r));
-            (k, Some(h))
-        }
-        None => (None, None),
+    let permit = match admitted(&state, &method, &path).await {
+        Ok(p) => p,
+        Err(answer) => return Ok(answer),
     };
-    let extra_headers = match route_headers {
-        None => Vec::new(),
-        Some(Ok(h)) => h,
-        Some(Err(why)) => return Ok(no_credential(&state, &why, NO_PROVIDER_CREDENTIAL)),
-    };
-    let resolved = match route_key {
-        Some(k) => Ok(k),
-        None => tokio::task::spawn_blocking(move || credentials.resolve()).await,
-    };
-    let credential = match resolved {
-        Ok(Ok(c)) => c,
-        Ok(Err(why)) => {
-            let words = match (route, &state.config.credentials) {
-                (Some(_), _) => NO_PROVIDER_CREDENTIAL,
-                (None, Credentials::Sealed { .. }) => NO_SEALED_CREDENTIAL,
-                (None, Credentials::Machine(_) | Credentials::Lent { .. }) => NO_CREDENTIAL,
-            };
-            return Ok(no_credential(&state, &why, words));
-        }
-        Err(e) => {
-            return Ok(api_error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "api_error",
-                &format!("shrooms-agent's model gateway: {e}"),
-            ));
-        }
+    let (credential, extra_headers) = match credential_for(&state, route).await {
+        Ok(c) => c,
+        Err(answer) => return Ok(answer),
     };
     let query = req
         .uri()
@@ -391,15 +349,7 @@ async fn handle(
     if !with_body {
         headers.remove(header::CONTENT_LENGTH);
     }
-    let client = state.client.get_or_init(|| {
-        reqwest::Client::builder()
-            // A model's answer can take long; only connecting is bounded.
-            .connect_timeout(std::time::Duration::from_secs(30))
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| e.to_string())
-    });
-    let client = match client {
+    let client = match client(&state) {
         Ok(c) => c,
         Err(e) => {
             return Ok(api_error(
@@ -414,27 +364,115 @@ async fn handle(
         upstream = upstream.body(reqwest::Body::wrap(body));
     }
     match upstream.send().await {
-        Ok(r) => {
-            let mut out: Response<reqwest::Body> = r.into();
-            let h = out.headers_mut();
-            for n in HOP_BY_HOP {
-                h.remove(*n);
-            }
-            h.remove(header::SET_COOKIE);
-            Ok(usage::metered(
-                &state.config.ledger,
-                method.as_str(),
-                &path,
-                out,
-                permit,
-            ))
-        }
+        Ok(r) => Ok(usage::metered(
+            &state.config.ledger,
+            method.as_str(),
+            &path,
+            passed_back(r),
+            permit,
+        )),
         Err(e) => Ok(api_error(
             StatusCode::BAD_GATEWAY,
             "api_error",
             &unreachable(upstream_base, e),
         )),
     }
+}
+
+/// A request that spends tokens let through by the turn's ledger, with
+/// the permit it then holds (while there is a budget), or the answer that
+/// refuses it; any other request passes as it is.
+async fn admitted(
+    state: &State,
+    method: &str,
+    path: &str,
+) -> std::result::Result<Option<tokio::sync::OwnedSemaphorePermit>, Response<reqwest::Body>> {
+    if !usage::spends(method, path) {
+        return Ok(None);
+    }
+    match state.config.ledger.admit().await {
+        usage::Admitted::Pass(p) => Ok(p),
+        usage::Admitted::Refused(why) => {
+            if state.config.ledger.refused() {
+                eprintln!("shrooms-agent: {why}");
+            }
+            Err(usage::refused_response(&why))
+        }
+    }
+}
+
+/// The credential a request goes upstream with, and the headers its
+/// provider's route adds (none on the model API's own routes); or the
+/// answer that says why there is none.
+async fn credential_for(
+    state: &State,
+    route: Option<&routes::Route>,
+) -> std::result::Result<(Credential, Vec<(String, String)>), Response<reqwest::Body>> {
+    let credentials = state.config.credentials.clone();
+    // A provider's own key and headers come from the machine's models.json
+    // (resolved on the machine, a command run here), else the gateway's own.
+    let resolve_route = |r: &routes::Route| (r.credential(), r.resolved_headers());
+    let (route_key, route_headers) = match route {
+        Some(r) => {
+            let (k, h) = tokio::task::block_in_place(|| resolve_route(r));
+            (k, Some(h))
+        }
+        None => (None, None),
+    };
+    let extra_headers = match route_headers {
+        None => Vec::new(),
+        Some(Ok(h)) => h,
+        Some(Err(why)) => return Err(no_credential(state, &why, NO_PROVIDER_CREDENTIAL)),
+    };
+    let resolved = match route_key {
+        Some(k) => Ok(k),
+        None => tokio::task::spawn_blocking(move || credentials.resolve()).await,
+    };
+    let credential = match resolved {
+        Ok(Ok(c)) => c,
+        Ok(Err(why)) => {
+            let words = match (route, &state.config.credentials) {
+                (Some(_), _) => NO_PROVIDER_CREDENTIAL,
+                (None, Credentials::Sealed { .. }) => NO_SEALED_CREDENTIAL,
+                (None, Credentials::Machine(_) | Credentials::Lent { .. }) => NO_CREDENTIAL,
+            };
+            return Err(no_credential(state, &why, words));
+        }
+        Err(e) => {
+            return Err(api_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "api_error",
+                &format!("shrooms-agent's model gateway: {e}"),
+            ));
+        }
+    };
+    Ok((credential, extra_headers))
+}
+
+/// The turn's HTTP client, made at its first request upstream; or why it
+/// could not be made.
+fn client(state: &State) -> std::result::Result<&reqwest::Client, &str> {
+    let client = state.client.get_or_init(|| {
+        reqwest::Client::builder()
+            // A model's answer can take long; only connecting is bounded.
+            .connect_timeout(std::time::Duration::from_secs(30))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| e.to_string())
+    });
+    client.as_ref().map_err(String::as_str)
+}
+
+/// An upstream's answer as the cage gets it: without the hop-by-hop
+/// headers, and without cookies.
+fn passed_back(r: reqwest::Response) -> Response<reqwest::Body> {
+    let mut out: Response<reqwest::Body> = r.into();
+    let h = out.headers_mut();
+    for n in HOP_BY_HOP {
+        h.remove(*n);
+    }
+    h.remove(header::SET_COOKIE);
+    out
 }
 
 /// Why an upstream could not be reached, in words the cage may read: the
