@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::process::ExitCode;
 
-use clap::error::ErrorKind;
+use clap::error::{ContextKind, ContextValue, ErrorKind};
 
 use crate::error::{self, Error};
 use crate::face::output;
@@ -20,7 +20,7 @@ pub fn error(e: clap::Error) -> ExitCode {
     if shown {
         e.exit();
     }
-    let err = Error::bad_input(usage_message(e.kind(), &e.render().to_string()));
+    let err = Error::bad_input(usage_message(&e));
     if passes_status(&args) {
         let _ = e.print();
         if json_asked(&args) {
@@ -55,22 +55,60 @@ fn json_asked(args: &[OsString]) -> bool {
         .any(|a| a == "--json")
 }
 
-/// clap's error text in one line: what was wrong, its tips, and the usage.
-fn usage_message(kind: ErrorKind, text: &str) -> String {
-    let one_line = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
-    let what = if kind == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+/// Words of clap's, on one line.
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// clap's error in one line: what was wrong, its tips, and the usage.
+fn usage_message(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let mut out = if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
         // clap prints the help here, not an error line.
         "a command is missing: `--help` lists them".to_string()
     } else {
+        // clap gives its sentence for each kind of error only written out:
+        // it is the first paragraph of what it prints.
         let first = text.split("\n\n").next().unwrap_or("").trim();
         one_line(first.strip_prefix("error:").unwrap_or(first))
     };
-    let mut out = what;
-    for tip in text.lines().filter_map(|l| l.trim().strip_prefix("tip:")) {
-        out.push_str(&format!("; tip: {}", one_line(tip)));
+    for tip in tips(e) {
+        out.push_str(&format!("; tip: {tip}"));
     }
-    if let Some(usage) = text.lines().find_map(|l| l.strip_prefix("Usage: ")) {
+    // Where the error is the help itself (a missing command), it has no
+    // usage of its own: the help's is the one.
+    let usage = match e.get(ContextKind::Usage) {
+        Some(ContextValue::StyledStr(usage)) => usage.to_string(),
+        _ => text,
+    };
+    if let Some(usage) = usage.lines().find_map(|l| l.strip_prefix("Usage: ")) {
         out.push_str(&format!("; usage: {}", one_line(usage)));
+    }
+    out
+}
+
+/// clap's tips, in the order and the words it prints them in: the similar
+/// names it found, then its suggestions.
+fn tips(e: &clap::Error) -> Vec<String> {
+    let mut out = Vec::new();
+    for (kind, what) in [
+        (ContextKind::SuggestedSubcommand, "subcommand"),
+        (ContextKind::SuggestedArg, "argument"),
+        (ContextKind::SuggestedValue, "value"),
+    ] {
+        let names = match e.get(kind) {
+            Some(ContextValue::String(name)) => vec![name.as_str()],
+            Some(ContextValue::Strings(names)) => names.iter().map(String::as_str).collect(),
+            _ => continue,
+        };
+        let quoted: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
+        out.push(one_line(&match names.len() {
+            1 => format!("a similar {what} exists: {}", quoted.join(", ")),
+            _ => format!("some similar {what}s exist: {}", quoted.join(", ")),
+        }));
+    }
+    if let Some(ContextValue::StyledStrs(suggested)) = e.get(ContextKind::Suggested) {
+        out.extend(suggested.iter().map(|s| one_line(&s.to_string())));
     }
     out
 }
@@ -90,10 +128,7 @@ mod tests {
     /// clap's usage errors in one line, as `--json` gives them.
     #[test]
     fn usage_errors_in_one_line() {
-        let msg = |args: &[&str]| {
-            let e = parse(args);
-            usage_message(e.kind(), &e.render().to_string())
-        };
+        let msg = |args: &[&str]| usage_message(&parse(args));
         assert_eq!(
             msg(&["cage", "ls", "--nope"]),
             "unexpected argument '--nope' found; usage: shrooms-agent cage ls [OPTIONS]"
@@ -108,14 +143,43 @@ mod tests {
             "unrecognized subcommand 'lss'; tip: a similar subcommand exists: 'ls'; \
              usage: shrooms-agent cage [OPTIONS] <COMMAND>"
         );
+        let missing = parse(&["image"]);
         assert_eq!(
-            usage_message(
-                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand,
-                "About\n\nUsage: shrooms-agent image [OPTIONS] <COMMAND>\n\nCommands: ..."
-            ),
+            missing.kind(),
+            ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+        );
+        assert_eq!(
+            usage_message(&missing),
             "a command is missing: `--help` lists them; usage: shrooms-agent image [OPTIONS] <COMMAND>"
         );
         assert_eq!(parse(&["--json", "--help"]).kind(), ErrorKind::DisplayHelp);
+    }
+
+    /// Each kind of tip, taken from the error's parts, in the words clap
+    /// prints it in.
+    #[test]
+    fn tips_as_clap_prints_them() {
+        let msg = |args: &[&str]| usage_message(&parse(args));
+        assert_eq!(
+            msg(&["cage", "s"]),
+            "unrecognized subcommand 's'; tip: some similar subcommands exist: 'history', \
+             'start', 'stop', 'show'; usage: shrooms-agent cage [OPTIONS] <COMMAND>"
+        );
+        assert_eq!(
+            msg(&["cage", "ls", "--al"]),
+            "unexpected argument '--al' found; tip: a similar argument exists: '--all'; \
+             usage: shrooms-agent cage ls --all"
+        );
+        assert_eq!(
+            msg(&["completions", "nosh"]),
+            "invalid value 'nosh' for '<SHELL>' [possible values: bash, elvish, fish, \
+             powershell, zsh]; tip: a similar value exists: 'zsh'"
+        );
+        assert_eq!(
+            msg(&["cage", "rm", "-x"]),
+            "unexpected argument '-x' found; tip: to pass '-x' as a value, use '-- -x'; \
+             usage: shrooms-agent cage rm [OPTIONS] <NAME>"
+        );
     }
 
     /// `cage exec` and `cage run` are told apart by their first two words
