@@ -63,6 +63,8 @@ fn main() -> ExitCode {
     );
     // Run here for another machine's `--on`: errors say where they happened.
     let here = cli.remote.clone();
+    // The turn's servers (`ops::turn_servers`) read it from a process
+    // global; the commands here are given it as a value.
     if let Some(socket) = cli.laptop.clone() {
         remote::set_laptop(socket);
     }
@@ -125,7 +127,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => commands::inner::egress_listen(&log, &refused_log, &pid_file, &session, cage_pid),
         Command::Cage(cmd) => {
             let ctx = context_with(&commands::cage::overrides(&cmd))?;
-            commands::cage::run(&ctx, cmd, json)
+            commands::cage::run(&ctx, cmd, json, cli.laptop.as_deref())
         }
         Command::Image(cmd) => commands::image::run(&context()?, cmd, json),
         Command::Outbox(cmd) => commands::outbox::run(&context()?, cmd, json),

@@ -2,6 +2,7 @@
 //! that make or change a cage are in `create` and `limits`, the turns in
 //! `turn`, `prune` in its own; the plain ones are here.
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use super::{Notes, create, limits, prune, turn};
@@ -20,7 +21,9 @@ pub fn overrides(cmd: &CageCommand) -> Overrides {
     }
 }
 
-pub fn run(ctx: &Context, cmd: CageCommand, json: bool) -> Result<ExitCode> {
+/// `laptop`: the socket to the machine that sent this turn (`--on`), if
+/// one did.
+pub fn run(ctx: &Context, cmd: CageCommand, json: bool, laptop: Option<&Path>) -> Result<ExitCode> {
     ops::refuse_root(&ctx.settings)?;
     // What was repaired on the way (a command that died), one line each,
     // whether this one succeeded or not: shown when it ends.
@@ -45,12 +48,12 @@ pub fn run(ctx: &Context, cmd: CageCommand, json: bool) -> Result<ExitCode> {
             output::show(&r, json, output::removed);
             Ok(ExitCode::SUCCESS)
         }
-        CageCommand::Exec { join, name, cmd } => turn::exec(ctx, join, &name, cmd),
+        CageCommand::Exec { join, name, cmd } => turn::exec(ctx, join, &name, cmd, laptop),
         CageCommand::Run {
             name,
             uncaged,
             args,
-        } => turn::run(ctx, name, uncaged, args),
+        } => turn::run(ctx, name, uncaged, args, laptop),
         CageCommand::Ls { all: true, .. } => remote::ls_all(ctx, json),
         CageCommand::Ls { quiet, .. } => ls(ctx, quiet, json),
         CageCommand::Show(a) => {

@@ -2,6 +2,7 @@
 
 use std::ffi::OsString;
 use std::io::IsTerminal;
+use std::path::Path;
 use std::process::ExitCode;
 
 use super::{notes, strings};
@@ -11,7 +12,13 @@ use crate::ops::{self, Context};
 
 /// `cage exec`: a command in the cage (a shell without one), as the turn
 /// or, with `--join`, beside it.
-pub fn exec(ctx: &Context, join: bool, name: &str, cmd: Vec<OsString>) -> Result<ExitCode> {
+pub fn exec(
+    ctx: &Context,
+    join: bool,
+    name: &str,
+    cmd: Vec<OsString>,
+    laptop: Option<&Path>,
+) -> Result<ExitCode> {
     let cmd = strings(cmd)?;
     let what = if cmd.is_empty() {
         ops::exec::What::Shell
@@ -23,7 +30,7 @@ pub fn exec(ctx: &Context, join: bool, name: &str, cmd: Vec<OsString>) -> Result
         let code = ops::exec::prepare_join(ctx, name, what, tty)?.run()?;
         return Ok(ExitCode::from(code.clamp(0, 255) as u8));
     }
-    turn(ctx, name, what)
+    turn(ctx, name, what, laptop)
 }
 
 /// `cage run`: the session's harness, in its cage, or outside any cage
@@ -33,6 +40,7 @@ pub fn run(
     name: Option<String>,
     uncaged: bool,
     args: Vec<OsString>,
+    laptop: Option<&Path>,
 ) -> Result<ExitCode> {
     let args = strings(args)?;
     let name = match name {
@@ -58,7 +66,7 @@ pub fn run(
              leave out --uncaged"
         )));
     }
-    turn(ctx, &name, ops::exec::What::Harness(args))
+    turn(ctx, &name, ops::exec::What::Harness(args), laptop)
 }
 
 /// `cage watch-turn`: its output is the cage's turn.log, a line when it
@@ -75,18 +83,23 @@ pub fn watch(ctx: &Context, req: ops::exec::WatchRequest) -> Result<ExitCode> {
 }
 
 /// The turn: run here, and said on the line to the machine that sent it,
-/// if one did (`--on`).
-fn turn(ctx: &Context, name: &str, what: ops::exec::What) -> Result<ExitCode> {
+/// if one did (`--on`, whose socket is `laptop`).
+fn turn(
+    ctx: &Context,
+    name: &str,
+    what: ops::exec::What,
+    laptop: Option<&Path>,
+) -> Result<ExitCode> {
     // A turn sent from another machine holds a line to it: the line's end
     // is a hang-up, and the turn's status is said on it.
-    let line = match remote::laptop() {
+    let line = match laptop {
         Some(socket) => Some(remote::hold(socket)?),
         None => None,
     };
     let code = turn_here(ctx, name, what)?;
     if let Some(line) = line {
         line.exit(i32::from(code));
-        if let Some(socket) = remote::laptop() {
+        if let Some(socket) = laptop {
             let _ = std::fs::remove_file(socket);
         }
     }
