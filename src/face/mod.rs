@@ -1,7 +1,9 @@
-//! The command line's face: its arguments (clap), how results and errors are
-//! printed, the man pages, and `--on` (a command run on another machine).
+//! The command line's face: its arguments (clap), its commands, how results
+//! and errors are printed, the man pages, and `--on` (a command run on
+//! another machine).
 
 pub mod cli;
+pub mod commands;
 pub mod manual;
 pub mod output;
 pub mod remote;

@@ -32,8 +32,8 @@ pub use crate::settings::ssh_table::SshMachine;
 #[cfg(test)]
 use crate::settings::ssh_table::check_destination;
 use crate::settings::ssh_table::machine;
+pub use crate::turn::gateway::credentials::set_laptop;
 use crate::turn::gateway::credentials::{Credential, MachineSources};
-pub use crate::turn::gateway::credentials::{laptop, set_laptop};
 
 /// The protocol between the two ends: the words one sends and the other
 /// takes, and the lender's lines. Raised when either changes in a way the
