@@ -612,10 +612,19 @@ fn failed_write(case: &Case, i: usize) -> Vec<String> {
     failed_write_by(case, blocked_writes, i)
 }
 
+/// `name` made unique in this process: a world's folder is named for it,
+/// and two tests that run at once may try the same case (each removes its
+/// world's folder when done).
+fn unique(name: &str) -> String {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{name}-{n}")
+}
+
 /// Run `case` once with each of the writes `blocked` names made to fail;
 /// returns what failed.
 fn failed_writes(case: &Case, blocked: fn(&World) -> Vec<(&'static str, PathBuf)>) -> Vec<String> {
-    let count = blocked(&(case.world)("write-names")).len();
+    let count = blocked(&(case.world)(&unique("write-names"))).len();
     (0..count)
         .flat_map(|i| failed_write_by(case, blocked, i))
         .collect()
@@ -628,7 +637,7 @@ fn failed_write_by(
     i: usize,
 ) -> Vec<String> {
     let mut bad = Vec::new();
-    let w = (case.world)(&format!("write-{}-{i}", case.name));
+    let w = (case.world)(&unique(&format!("write-{}-{i}", case.name)));
     let (what, path) = blocked(&w).swap_remove(i);
     std::fs::create_dir_all(path.join("in-the-way")).unwrap();
     w.fake.clear();
