@@ -488,31 +488,6 @@ fn history_words(
     format!("limits: {}", parts.join(", "))
 }
 
-/// Load a session's new rules into its running cage (`Step::NewRules`).
-/// A failure stops the cage: it never runs with rules other than its
-/// record's, which the executor then puts back as they were.
-pub fn load_new_rules(ctx: &Context, host: &Host, session: &str, cage: &CageRecord) -> Result<()> {
-    let running = match host.podman.inspect(&cage.container)? {
-        Some(c) if c.state.running => crate::net::netns::Running::of(&c)
-            .ok_or_else(|| Error::failed(crate::net::netns::old_cage(&cage.container)))?,
-        // Stopped meanwhile: its next start loads the record's.
-        _ => return Ok(()),
-    };
-    super::load_rules(ctx, host, session, cage, &running).map_err(|e| {
-        let stopped = host.podman.stop(&cage.container).is_ok();
-        e.context(format!(
-            "setting the new network rules in {} failed, so {}; the session keeps its \
-             policy as it was",
-            cage.container,
-            if stopped {
-                "it was stopped"
-            } else {
-                "stopping it was tried, and failed too"
-            }
-        ))
-    })
-}
-
 /// The history's words for the limits that changed, `memory 1g -> 2g`;
 /// one that stayed is left out, and nothing changed is "unchanged".
 fn changed_limits(before: &Limits, after: &Limits) -> Vec<String> {

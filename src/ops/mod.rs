@@ -3,6 +3,7 @@
 //! error. None of them prints: the CLI (`main.rs`) and `serve` (HTTP) are
 //! the faces that show results.
 
+pub mod acts;
 pub mod bring;
 pub mod check;
 pub mod create;

@@ -2,15 +2,16 @@
 //! packer (`crate::cage::pack`), which never follows a link; and `outbox send`
 //! which packs the same way and posts the archive to a
 //! session on another machine's `serve`. To a session of this machine it
-//! calls the receiving end of a drop (`files::receive`, what `serve`'s drop
-//! route calls) itself, with this machine as the sender's: no HTTP to its
-//! own `serve`, which may not run, may want a token, and whose workers may
-//! all be waiting on sends like this one.
+//! receives the drop itself (`acts::drop`, what `serve`'s drop route
+//! runs), with this machine as the sender's: no HTTP to its own `serve`,
+//! which may not run, may want a token, and whose workers may all be
+//! waiting on sends like this one.
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::acts::send::{Delivery, Destination};
 use super::plan::Step;
 use super::{Context, cage_of};
 use crate::error::{Error, Result};
@@ -78,22 +79,6 @@ pub struct Sent {
     pub packed: crate::cage::pack::Packed,
     /// `sent NAME (N files) to MACHINE/SESSION[; N left out (...)]`.
     pub result: String,
-}
-
-/// The answer a receiving `serve` gives a drop.
-#[derive(Debug, serde::Deserialize)]
-struct DropAnswer {
-    path: String,
-    size: u64,
-}
-
-/// Where an archive goes.
-#[derive(Debug, PartialEq, Eq)]
-enum Destination {
-    /// A session of this machine: stored by `files::receive` here.
-    Here,
-    /// Another machine's `serve`, with its token if it has one.
-    Serve { url: String, token: Option<String> },
 }
 
 /// `outbox send`: pack the outbox (or one folder of it) into a temporary
@@ -222,111 +207,6 @@ fn decide_send(f: SendFacts) -> Result<Vec<Step<'static>>> {
     ])
 }
 
-/// Pack `outbox` (or `only` in it) into the new file `to`, refused when
-/// there is nothing to pack or the archive is over `max` bytes
-/// (`Step::Pack`).
-pub(super) fn pack_at_most(
-    outbox: &Path,
-    only: Option<&Path>,
-    to: &Path,
-    max: u64,
-) -> Result<crate::cage::pack::Packed> {
-    crate::state::session::before_write()
-        .map_err(|e| Error::failed(format!("writing {}: {e}", to.display())))?;
-    let packed = crate::cage::pack::pack(outbox, only, to, false)?
-        .ok_or_else(|| Error::bad_input("nothing in its outbox"))?;
-    crate::state::session::after_write();
-    let size = std::fs::metadata(to)
-        .map_err(|e| Error::failed(format!("reading {}: {e}", to.display())))?
-        .len();
-    if size > max {
-        return Err(Error::worded(crate::error::Kind::TooLarge, |f| {
-            format!(
-                "the archive is {} MiB, over the {} MiB a machine takes in one file; send a \
-                 part of the outbox with {}",
-                size.div_ceil(1024 * 1024),
-                max / 1024 / 1024,
-                match f {
-                    crate::error::Face::Terminal => "--only FOLDER".to_string(),
-                    crate::error::Face::Http => f.field("only"),
-                }
-            )
-        }));
-    }
-    Ok(packed)
-}
-
-/// An archive on its way: from which session, to where (`Step::Deliver`).
-#[derive(Debug)]
-pub struct Delivery {
-    destination: Destination,
-    machine: String,
-    session: String,
-    archive: String,
-    from: String,
-    path: PathBuf,
-}
-
-#[cfg(test)]
-impl Delivery {
-    /// `MACHINE/SESSION`.
-    pub fn to(&self) -> String {
-        format!("{}/{}", self.machine, self.session)
-    }
-}
-
-/// Hand the archive to its session, here or on another machine: where it
-/// was put there, and its size.
-pub(super) fn deliver(ctx: &Context, d: &Delivery) -> Result<(String, u64)> {
-    let size = std::fs::metadata(&d.path)
-        .map_err(|e| Error::failed(format!("reading {}: {e}", d.path.display())))?
-        .len();
-    let answer = match &d.destination {
-        Destination::Here => deliver_here(ctx, &d.session, &d.archive, &d.from, &d.path, size)?,
-        Destination::Serve { url, token } => post(
-            &d.machine,
-            url,
-            token.as_deref(),
-            &d.session,
-            &d.archive,
-            &d.from,
-            &d.path,
-        )?,
-    };
-    Ok((answer.path, answer.size))
-}
-
-/// Hand the archive to a session of this machine: what `serve`'s drop
-/// route does with a request (the same `files::receive`, so the same
-/// checks, refusals remembered, names, modes and bounds), with this
-/// machine as the sender's machine.
-fn deliver_here(
-    ctx: &Context,
-    session: &str,
-    archive: &str,
-    from: &str,
-    path: &Path,
-    size: u64,
-) -> Result<DropAnswer> {
-    let mut file = std::fs::File::open(path)
-        .map_err(|e| Error::failed(format!("opening {}: {e}", path.display())))?;
-    let drop = super::files::Drop {
-        session,
-        from_machine: Ok(ctx.settings.machine_name.clone()),
-        from_session: Some(from),
-        // Sent by the user on the machine, not through a cage's socket.
-        caged: None,
-        name: archive,
-        length: size,
-        note: None,
-    };
-    let received = super::files::receive(ctx, &drop, &mut file)?;
-    Ok(DropAnswer {
-        path: received.path.to_string_lossy().into_owned(),
-        size: received.size,
-    })
-}
-
 /// Where MACHINE is: this machine (its `machine_name`, even if
 /// `[machines]` names it too), else the `serve` that `[machines]` names,
 /// with its token if it has one. (A `[machines]` address on loopback is
@@ -363,111 +243,6 @@ fn destination(ctx: &Context, machine: &str) -> Result<Destination> {
             "none".into()
         }
     )))
-}
-
-/// POST the archive to `<url>/v1/sessions/<session>/drop?name=<archive>`,
-/// with its length. A receiver that refuses it (403, 413...) answers
-/// before reading it, and reads and drops the rest before it closes, so
-/// the answer arrives whole.
-fn post(
-    machine: &str,
-    url: &str,
-    token: Option<&str>,
-    session: &str,
-    archive: &str,
-    from: &str,
-    path: &Path,
-) -> Result<DropAnswer> {
-    use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
-    let address = format!(
-        "{url}/v1/sessions/{session}/drop?name={}",
-        utf8_percent_encode(archive, NON_ALPHANUMERIC)
-    );
-    let file = std::fs::File::open(path)
-        .map_err(|e| Error::failed(format!("opening {}: {e}", path.display())))?;
-    let length = file
-        .metadata()
-        .map_err(|e| Error::failed(format!("reading {}: {e}", path.display())))?
-        .len();
-    // reqwest (hyper's client, TLS by rustls), the stack `serve` runs on.
-    let client = reqwest::blocking::Client::builder()
-        .connect_timeout(std::time::Duration::from_secs(10))
-        .timeout(std::time::Duration::from_secs(600))
-        .build()
-        .map_err(|e| Error::failed(format!("sending to {url}: {e}")))?;
-    let mut request = client
-        .post(&address)
-        .header("Content-Type", "application/gzip")
-        .header("X-Shrooms-From-Session", from)
-        .body(reqwest::blocking::Body::sized(file, length));
-    if let Some(t) = token {
-        request = request.header("Authorization", format!("Bearer {t}"));
-    }
-    let response = match request.send() {
-        Ok(r) => r,
-        Err(e) => {
-            // A serve that does not take this machine's token answers 401
-            // before it reads the file; a client still sending the file can
-            // lose that answer under the error of the unsent rest (RFC 9112,
-            // 9.6). Asked again with no body, it says it again.
-            let mut probe = client.get(format!("{url}/v1/sessions/{session}"));
-            if let Some(t) = token {
-                probe = probe.header("Authorization", format!("Bearer {t}"));
-            }
-            if let Ok(r) = probe.send()
-                && r.status().as_u16() == 401
-            {
-                let text = r.text().unwrap_or_default();
-                let said = serde_json::from_str::<serde_json::Value>(&text)
-                    .ok()
-                    .and_then(|v| v["error"].as_str().map(str::to_string));
-                return Err(not_taken(machine, url, 401, said.as_deref()));
-            }
-            return Err(Error::failed(format!("sending to {url}: {e}")));
-        }
-    };
-    let status = response.status().as_u16();
-    let mut text = String::new();
-    let _ = std::io::Read::read_to_string(&mut std::io::Read::take(response, 64 * 1024), &mut text);
-    if status == 201 {
-        return serde_json::from_str(&text).map_err(|e| {
-            Error::failed(format!("{url} answered the drop with something else ({e})"))
-        });
-    }
-    let said = serde_json::from_str::<serde_json::Value>(&text)
-        .ok()
-        .and_then(|v| v["error"].as_str().map(str::to_string));
-    Err(not_taken(machine, url, status, said.as_deref()))
-}
-
-/// The error for a receiving `serve`'s answer other than 201, with its
-/// own words. A 404 or 401 there is said to be that machine's and is a
-/// failure here (exit 1, 500 over HTTP): as `NotFound` or `Forbidden` it
-/// would read as "no such session" of this machine, or as this machine
-/// refusing its caller, when it is the other machine's answer.
-fn not_taken(machine: &str, url: &str, status: u16, said: Option<&str>) -> Error {
-    let said = said.unwrap_or("(no reason given)");
-    let reason = reqwest::StatusCode::from_u16(status)
-        .ok()
-        .and_then(|s| s.canonical_reason())
-        .unwrap_or("");
-    let answered = format!("machine {machine} ({url}) answered {status} {reason}");
-    match status {
-        404 => Error::failed(format!(
-            "{answered}: {said} (on {machine}; check the session's name there)"
-        )),
-        401 => Error::failed(format!(
-            "{answered}: its serve wants a token that this machine did not send: {said}; \
-             give [machines] {machine} a token_file holding the first line of that serve's \
-             --token-file"
-        )),
-        403 => Error::forbidden(format!("{url} did not take it: {said}")),
-        409 => Error::busy(format!("{answered}: {said}")),
-        413 => Error::too_large(format!("{answered}: {said}")),
-        503 => Error::new(crate::error::Kind::NotReady, format!("{answered}: {said}")),
-        400 => Error::bad_input(format!("{answered}: {said}")),
-        _ => Error::failed(format!("{answered}: {said}")),
-    }
 }
 
 /// A number unlike any other this process uses, for temporary names.
@@ -551,40 +326,6 @@ mod tests {
                 std::env::temp_dir().join(format!("shrooms-token-{}-{name}", std::process::id())),
             );
         }
-    }
-
-    /// The other machine's 404 and 401 are failures here, said to be its
-    /// answers; its refusal (403) stays a refusal.
-    #[test]
-    fn the_other_machines_answers_are_its_own() {
-        use crate::error::Kind;
-        let url = "http://b:7387";
-        let e = not_taken("beta", url, 404, Some("there is no session \"x\""));
-        assert_eq!((e.kind, e.http_status()), (Kind::Failed, 500));
-        assert!(
-            e.message.starts_with(
-                "machine beta (http://b:7387) answered 404 Not Found: there is no session \"x\""
-            ),
-            "{}",
-            e.message
-        );
-        let e = not_taken("beta", url, 401, Some("this serve needs its token"));
-        assert_eq!((e.kind, e.http_status()), (Kind::Failed, 500));
-        assert!(
-            e.message.contains("answered 401 Unauthorized")
-                && e.message.contains("[machines] beta a token_file"),
-            "{}",
-            e.message
-        );
-        let e = not_taken("beta", url, 403, Some("session x takes no files from a/b"));
-        assert_eq!(e.kind, Kind::Forbidden);
-        let e = not_taken("beta", url, 502, None);
-        assert_eq!(e.kind, Kind::Failed);
-        assert!(
-            e.message.contains("502 Bad Gateway: (no reason given)"),
-            "{}",
-            e.message
-        );
     }
 
     #[test]

@@ -12,8 +12,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::Context;
 use super::make::{self, CagePlan};
+use super::{Context, acts};
 use crate::error::{Error, Kind, Result};
 use crate::host::Host;
 use crate::state::session::{self, HistoryEntry, Intent, MountSource, Record};
@@ -187,9 +187,9 @@ pub enum Step<'a> {
         max: u64,
     },
     /// Hand the archive `path` to a session, here or on another machine
-    /// (`outbox::deliver`); where it was put is kept in `Ran::delivered`.
+    /// (`acts::send::deliver`); where it was put is kept in `Ran::delivered`.
     /// Cannot be taken back.
-    Deliver(Box<super::outbox::Delivery>),
+    Deliver(Box<super::acts::send::Delivery>),
     /// Remember in a session's record that a sender was refused (not
     /// taken back: it was).
     RememberRefused {
@@ -197,9 +197,9 @@ pub enum Step<'a> {
         from: String,
         when: u64,
     },
-    /// Store a drop (`files::store`): what is kept in `Ran::received`.
+    /// Store a drop (`acts::drop::store`): what is kept in `Ran::received`.
     /// Nothing to take back: it keeps nothing when it fails.
-    Receive(Box<super::files::Incoming<'a>>),
+    Receive(Box<super::acts::drop::Incoming<'a>>),
     /// A start's mount sources and private home looked at, as they lead
     /// now, after the steps that make ours again: refused when one is gone
     /// or leads elsewhere than when the cage was made. Nothing to take
@@ -320,7 +320,7 @@ enum Undo {
     SetLimits {
         session: String,
         container: String,
-        before: LimitsSet,
+        before: acts::limits::LimitsSet,
     },
     /// Rename back: (from, to) of the rename.
     MoveBack(PathBuf, PathBuf),
@@ -351,7 +351,7 @@ pub struct Ran {
     /// Where `Step::Deliver` put the archive, and its size there.
     pub delivered: Option<(String, u64)>,
     /// What `Step::Receive` stored.
-    pub received: Option<super::files::Received>,
+    pub received: Option<super::acts::drop::Received>,
 }
 
 /// Run a plan's steps in order; when one fails, take back the ones before
@@ -391,413 +391,465 @@ fn podman(host: Option<&Host>) -> Result<&Host> {
 }
 
 fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result<Option<Undo>> {
-    Ok(match step {
-        Step::Intent { session, intent } => {
-            ctx.store.write_intent(session, intent)?;
-            Some(Undo::Intent(session.clone()))
-        }
-        Step::CageFiles(plan) => {
-            let mut made = make::FilesUndo::default();
-            match plan.make_files(ctx, &mut made) {
-                Ok(()) => Some(Undo::Files(made)),
-                Err(e) => {
-                    made.run();
-                    return Err(e);
-                }
-            }
-        }
-        Step::CreateVolume { name, label } => {
-            podman(host)?.podman.volume_create(name, label)?;
-            None
-        }
-        Step::CreateContainer { name, argv, image } => {
-            // Taken back even if podman create fails late (a time-out after
-            // the container was made); `rm -f --ignore` of nothing is
-            // harmless.
-            let podman = &podman(host)?.podman;
-            if let Err(e) = podman.create(argv) {
-                take_back(ctx, host, &Undo::Container(name.clone()), ran);
-                // An image removed since its inspect was kept is told by
-                // podman's exit status (`image exists`), never by its words.
-                return Err(match podman.image_exists(image) {
-                    Ok(false) => Error::failed(format!(
-                        "there is no image {image} on this machine for this session's cage (it \
-                         was removed while the cage was being made)"
-                    )),
-                    _ => e,
-                });
-            }
-            Some(Undo::Container(name.clone()))
-        }
+    match step {
+        Step::Intent { session, intent } => write_intent(ctx, session, intent),
+        Step::CageFiles(plan) => cage_files(ctx, plan),
+        Step::CreateVolume { name, label } => none(podman(host)?.podman.volume_create(name, label)),
+        Step::CreateContainer { name, argv, image } => create(ctx, host, name, argv, image, ran),
         Step::Untrusted {
             dir,
             session,
             remember,
-        } => {
-            if *remember {
-                super::sealed::remember_untrusted(&ctx.store, dir, session)?;
-            } else {
-                super::sealed::forget_untrusted(&ctx.store, dir, Some(session))?;
-            }
-            None
-        }
-        Step::NewRecord(record) => {
-            let mut record = record.as_ref().clone();
-            if let Some(cage) = &mut record.cage {
-                measure(cage)?;
-            }
-            ctx.store.save(&record)?;
-            Some(Undo::Record(record.name.clone()))
-        }
+        } => untrusted(ctx, dir, session, *remember),
+        Step::NewRecord(record) => new_record(ctx, record),
         Step::ChangeRecord {
             session,
             cage,
             dir,
             last_image,
-        } => {
-            let mut cage = cage.as_deref().cloned();
-            if let Some(c) = &mut cage {
-                measure(c)?;
-            }
-            let before = ctx.store.update(session, |r| {
-                let before = r.clone();
-                r.cage = cage;
-                r.dir = dir.clone();
-                r.last_image = last_image.clone();
-                Ok(before)
-            })?;
-            Some(Undo::Restore(Box::new(before)))
-        }
-        Step::History { session, entry } => {
-            ctx.store.append_history(session, entry)?;
-            None
-        }
-        Step::RemoveContainer { name, best_effort } => {
-            let removed = podman(host).and_then(|h| make::remove_container(ctx, h, name));
-            match removed {
-                Ok(_) => {}
-                // Without podman, left for `cage prune` once it is back: the
-                // session must stay usable meanwhile.
-                Err(e) if *best_effort && e.kind == Kind::NoPodman => ran.warnings.push(format!(
-                    "the old container {name} could not be removed ({e}); \
-                         `shrooms-agent cage prune` removes it later"
-                )),
-                Err(e) if *best_effort => {
-                    // The intent stays: the next command on the session
-                    // removes it.
-                    ran.keep_intent = true;
-                    ran.warnings.push(format!(
-                        "the old container {name} could not be removed ({e}); the next \
-                         command on the session removes it"
-                    ))
-                }
-                Err(e) => return Err(e),
-            }
-            None
-        }
-        Step::RemoveRecord { session } => {
-            ctx.store.remove(session)?;
-            None
-        }
-        Step::Start { container, gone } => {
-            let h = podman(host)?;
-            if let Err(e) = h.podman.start(container) {
-                // Only on failure: is it gone, or did podman fail?
-                return Err(match h.podman.container_exists(container) {
-                    Ok(false) => gone.clone(),
-                    _ => e,
-                });
-            }
-            Some(Undo::Stop(container.clone()))
-        }
-        Step::Update { container, argv } => {
-            podman(host)?.podman.update(argv).map_err(|e| {
-                e.context(format!(
-                    "setting the session's limits again in {container} failed, so it was \
-                     stopped again"
-                ))
-            })?;
-            None
-        }
+        } => change_record(ctx, session, cage.as_deref(), dir, last_image),
+        Step::History { session, entry } => none(ctx.store.append_history(session, entry)),
+        Step::RemoveContainer { name, best_effort } => remove(ctx, host, name, *best_effort, ran),
+        Step::RemoveRecord { session } => none(ctx.store.remove(session)),
+        Step::Start { container, gone } => start(host, container, gone),
+        Step::Update { container, argv } => update(host, container, argv),
         Step::Rules {
             session,
             cage,
             gone,
             old,
-        } => {
-            let h = podman(host)?;
-            // The policy as the record has it now, under the change lock: a
-            // `cage limits --net` beside (the turn before this start was
-            // ending) is before these rules or after them, never between.
-            let _change = ctx.store.change_lock(session)?;
-            let mut cage = (*cage).clone();
-            if let Some(now) = ctx
-                .store
-                .load(session)?
-                .cage
-                .filter(|c| c.container == cage.container)
-            {
-                cage.net = now.net;
-            }
-            let running = match super::started_from_pid_file(ctx, &cage) {
-                Some(r) => r,
-                None => super::running_of(h, &cage.container, gone, old)?,
-            };
-            let loaded = super::load_rules(ctx, h, session, &cage, &running);
-            // Refused by the PID file's first look: podman says why, where
-            // it can (a container made again behind the tool's back without
-            // the machine's init is a cage of an earlier shrooms-agent).
-            let loaded = match loaded {
-                Err(e) if running.from_pid_file => {
-                    match super::running_of(h, &cage.container, gone, old) {
-                        Err(why) => Err(why),
-                        Ok(_) => Err(e),
-                    }
-                }
-                other => other,
-            };
-            loaded.map_err(|e| {
-                e.context(format!(
-                    "setting the network rules in {} failed, so it was stopped again",
-                    cage.container
-                ))
-            })?;
-            ran.pid = Some(running.pid);
-            None
-        }
-        Step::Done { .. } if ran.keep_intent => None,
-        Step::Done { session } => {
-            if let Err(e) = ctx.store.remove_intent(session) {
-                ran.warnings
-                    .push(format!("{e} (the next command removes it)"));
-            }
-            None
-        }
+        } => rules(ctx, host, session, cage, gone, old, ran),
+        Step::Done { session } => done(ctx, session, ran),
         Step::Stop {
             container,
             best_effort,
-        } => {
-            let stopped = podman(host).and_then(|h| h.podman.stop(container));
-            if !best_effort {
-                stopped?;
-            }
-            None
-        }
-        Step::Refuse(e) => return Err(e.clone()),
-        Step::SettingsCopies(record) => {
-            super::write_settings_copies(ctx, record)?;
-            None
-        }
-        Step::Tools(exe) => {
-            crate::cage::tools::provide(&ctx.store.tools_dir(), exe)?;
-            // A cage mounts its init again at every start: made again if
-            // it went.
-            crate::cage::tools::provide_init(&ctx.store.tools_dir())?;
-            None
-        }
-        Step::GitSync { dir, own, base } => {
-            match crate::cage::git::sync(dir, own, base) {
-                Ok(synced) => ran.warnings.extend(synced.warnings),
-                Err(e) => ran.warnings.push(format!(
-                    "the session's git directory ({}) was not brought up to date with your \
-                     repository, so git in the cage sees it as the last turn left it: {}",
-                    own.display(),
-                    e.message
-                )),
-            }
-            None
-        }
-        Step::TurnMarker { session } => {
-            let marker = ctx.store.turn_marker(session);
-            session::write_atomic_unsynced(&marker, b"", 0o600)?;
-            Some(Undo::Marker(marker))
-        }
+        } => stop(host, container, *best_effort),
+        Step::Refuse(e) => Err(e.clone()),
+        Step::SettingsCopies(record) => none(super::write_settings_copies(ctx, record)),
+        Step::Tools(exe) => tools(ctx, exe),
+        Step::GitSync { dir, own, base } => git_sync(dir, own, base, ran),
+        Step::TurnMarker { session } => turn_marker(ctx, session),
         Step::Watcher {
             session,
             container,
             lock,
-        } => {
-            let podman = &podman(host)?.podman;
-            ran.watcher = Some(super::exec::start_watcher(
-                ctx, podman, session, container, lock,
-            )?);
-            Some(Undo::Watcher)
-        }
-        Step::Gateway { record, pi } => {
-            let pid = ran
-                .pid
-                .ok_or_else(|| Error::failed("the cage's rules were not loaded"))?;
-            let gateway = super::exec::open_gateway(ctx, podman(host)?, record, pid, *pi)?;
-            ran.gateway = Some(gateway);
-            Some(Undo::Gateway)
-        }
-        Step::Socket(record) => {
-            let socket = super::turn_servers::open_socket(ctx, record)
-                .map_err(super::exec::stopped_again)?;
-            ran.socket = Some(socket);
-            Some(Undo::Socket)
-        }
-        Step::UpdateLimits { argv, back } => {
-            podman(host)?.podman.update(argv)?;
-            Some(Undo::Limits(back.clone()))
-        }
+        } => watcher(ctx, host, session, container, lock, ran),
+        Step::Gateway { record, pi } => gateway(ctx, host, record, *pi, ran),
+        Step::Socket(record) => socket(ctx, record, ran),
+        Step::UpdateLimits { argv, back } => update_limits(host, argv, back),
         Step::SetLimits {
             session,
             container,
             limits,
             net,
             tokens,
-        } => {
-            let before = set_limits(
-                ctx,
-                session,
-                container,
-                limits.clone(),
-                net.clone(),
-                *tokens,
-            )?;
-            Some(Undo::SetLimits {
-                session: session.clone(),
-                container: container.clone(),
-                before,
-            })
-        }
-        Step::NewRules { session, cage } => {
-            super::limits::load_new_rules(ctx, podman(host)?, session, cage)?;
-            None
-        }
-        Step::MoveFile { from, to } => {
-            rename(from, to, "to")?;
-            Some(Undo::MoveBack(from.clone(), to.clone()))
-        }
-        Step::RemoveFile { path, best_effort } => {
-            let removed = if let Err(e) = session::before_write() {
-                Err(Error::failed(format!("removing {}: {e}", path.display())))
-            } else if path.symlink_metadata().is_ok_and(|m| m.is_dir()) {
-                session::remove_dir_if_there(path)
-            } else {
-                session::remove_file_if_there(path)
-            };
-            match removed {
-                Err(e) if *best_effort => ran.warnings.push(e.message),
-                other => {
-                    other?;
-                    session::after_write();
-                }
-            }
-            None
-        }
-        Step::PrivateDir { path, keep } => {
-            let made = match session::before_write().and_then(|()| std::fs::create_dir(path)) {
-                Ok(()) => !keep,
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
-                Err(e) => return Err(Error::failed(format!("making {}: {e}", path.display()))),
-            };
-            // Checked (ours, 0700) whether made now or there.
-            if let Err(e) = session::make_private_dir(path) {
-                if made {
-                    take_back(ctx, host, &Undo::Dir(path.clone()), ran);
-                }
-                return Err(e);
-            }
-            session::after_write();
-            made.then(|| Undo::Dir(path.clone()))
-        }
-        Step::WriteRecord(record) => {
-            let mut record = record.as_ref().clone();
-            if let Some(cage) = &mut record.cage {
-                measure(cage)?;
-            }
-            ctx.store.save(&record)?;
-            Some(Undo::RecordFile(ctx.store.record_path(&record.name)))
-        }
+        } => set_limits(ctx, session, container, limits, net, *tokens),
+        Step::NewRules { session, cage } => new_rules(ctx, host, session, cage),
+        Step::MoveFile { from, to } => move_file(from, to),
+        Step::RemoveFile { path, best_effort } => remove_file(path, *best_effort, ran),
+        Step::PrivateDir { path, keep } => private_dir(ctx, host, path, *keep, ran),
+        Step::WriteRecord(record) => write_record(ctx, record),
         Step::Pack {
             outbox,
             only,
             to,
             max,
-        } => {
-            ran.packed = Some(super::outbox::pack_at_most(
-                outbox,
-                only.as_deref(),
-                to,
-                *max,
-            )?);
-            None
-        }
-        Step::Deliver(delivery) => {
-            ran.delivered = Some(super::outbox::deliver(ctx, delivery)?);
-            None
-        }
+        } => pack(outbox, only.as_deref(), to, *max, ran),
+        Step::Deliver(delivery) => deliver(ctx, delivery, ran),
         Step::RememberRefused {
             session,
             from,
             when,
-        } => {
-            let (when, from) = (*when, from.clone());
-            ctx.store.update(session, move |r| {
-                r.files.remember_refused(when, from);
-                Ok(())
-            })?;
-            None
-        }
-        Step::Receive(incoming) => {
-            ran.received = Some(super::files::store(ctx, incoming)?);
-            None
-        }
-        Step::CheckSources { session, cage } => {
-            super::check_mount_sources(&cage.mount_sources, session)?;
-            super::home::check(&ctx.store.private_home(&cage.container), cage, session)?;
-            None
-        }
-    })
+        } => none(acts::drop::remember_refused(ctx, session, from, *when)),
+        Step::Receive(incoming) => receive(ctx, incoming, ran),
+        Step::CheckSources { session, cage } => check_sources(ctx, session, cage),
+    }
 }
 
-/// What `Step::SetLimits` sets: the cage's limits and whether they are
-/// the session's own, its network policy, the token budget.
-type LimitsSet = (
-    Option<(crate::settings::Limits, bool)>,
-    Option<crate::net::netpolicy::NetPolicy>,
-    Option<u64>,
-);
+/// A step's act that leaves nothing to take back.
+fn none(done: Result<()>) -> Result<Option<Undo>> {
+    done.map(|()| None)
+}
 
-/// Set a session's limits, policy and budget in its record, for its cage
-/// `container` (refused as busy when it was moved meanwhile); what they
-/// were.
+fn write_intent(ctx: &Context, session: &str, intent: &Intent) -> Result<Option<Undo>> {
+    ctx.store.write_intent(session, intent)?;
+    Ok(Some(Undo::Intent(session.to_string())))
+}
+
+fn update_limits(host: Option<&Host>, argv: &[String], back: &[String]) -> Result<Option<Undo>> {
+    podman(host)?.podman.update(argv)?;
+    Ok(Some(Undo::Limits(back.to_vec())))
+}
+
+fn new_rules(
+    ctx: &Context,
+    host: Option<&Host>,
+    session: &str,
+    cage: &session::CageRecord,
+) -> Result<Option<Undo>> {
+    none(acts::limits::load_new_rules(
+        ctx,
+        podman(host)?,
+        session,
+        cage,
+    ))
+}
+
+fn move_file(from: &Path, to: &Path) -> Result<Option<Undo>> {
+    rename(from, to, "to")?;
+    Ok(Some(Undo::MoveBack(from.to_path_buf(), to.to_path_buf())))
+}
+
+fn deliver(ctx: &Context, delivery: &acts::send::Delivery, ran: &mut Ran) -> Result<Option<Undo>> {
+    ran.delivered = Some(acts::send::deliver(ctx, delivery)?);
+    Ok(None)
+}
+
+fn receive(ctx: &Context, incoming: &acts::drop::Incoming, ran: &mut Ran) -> Result<Option<Undo>> {
+    ran.received = Some(acts::drop::store(ctx, incoming)?);
+    Ok(None)
+}
+
+fn cage_files(ctx: &Context, plan: &CagePlan) -> Result<Option<Undo>> {
+    let mut made = make::FilesUndo::default();
+    match plan.make_files(ctx, &mut made) {
+        Ok(()) => Ok(Some(Undo::Files(made))),
+        Err(e) => {
+            made.run();
+            Err(e)
+        }
+    }
+}
+
+fn create(
+    ctx: &Context,
+    host: Option<&Host>,
+    name: &str,
+    argv: &[String],
+    image: &str,
+    ran: &mut Ran,
+) -> Result<Option<Undo>> {
+    // Taken back even if podman create fails late (a time-out after
+    // the container was made); `rm -f --ignore` of nothing is
+    // harmless.
+    let podman = &podman(host)?.podman;
+    if let Err(e) = podman.create(argv) {
+        take_back(ctx, host, &Undo::Container(name.to_string()), ran);
+        // An image removed since its inspect was kept is told by
+        // podman's exit status (`image exists`), never by its words.
+        return Err(match podman.image_exists(image) {
+            Ok(false) => Error::failed(format!(
+                "there is no image {image} on this machine for this session's cage (it \
+                 was removed while the cage was being made)"
+            )),
+            _ => e,
+        });
+    }
+    Ok(Some(Undo::Container(name.to_string())))
+}
+
+fn untrusted(ctx: &Context, dir: &Path, session: &str, remember: bool) -> Result<Option<Undo>> {
+    if remember {
+        super::sealed::remember_untrusted(&ctx.store, dir, session)?;
+    } else {
+        super::sealed::forget_untrusted(&ctx.store, dir, Some(session))?;
+    }
+    Ok(None)
+}
+
+fn new_record(ctx: &Context, record: &Record) -> Result<Option<Undo>> {
+    let mut record = record.clone();
+    if let Some(cage) = &mut record.cage {
+        measure(cage)?;
+    }
+    ctx.store.save(&record)?;
+    Ok(Some(Undo::Record(record.name.clone())))
+}
+
+fn change_record(
+    ctx: &Context,
+    session: &str,
+    cage: Option<&session::CageRecord>,
+    dir: &Path,
+    last_image: &Option<String>,
+) -> Result<Option<Undo>> {
+    let mut cage = cage.cloned();
+    if let Some(c) = &mut cage {
+        measure(c)?;
+    }
+    let before = ctx.store.update(session, |r| {
+        let before = r.clone();
+        r.cage = cage;
+        r.dir = dir.to_path_buf();
+        r.last_image = last_image.clone();
+        Ok(before)
+    })?;
+    Ok(Some(Undo::Restore(Box::new(before))))
+}
+
+fn remove(
+    ctx: &Context,
+    host: Option<&Host>,
+    name: &str,
+    best_effort: bool,
+    ran: &mut Ran,
+) -> Result<Option<Undo>> {
+    let removed = podman(host).and_then(|h| make::remove_container(ctx, h, name));
+    match removed {
+        Ok(_) => {}
+        // Without podman, left for `cage prune` once it is back: the
+        // session must stay usable meanwhile.
+        Err(e) if best_effort && e.kind == Kind::NoPodman => ran.warnings.push(format!(
+            "the old container {name} could not be removed ({e}); \
+                 `shrooms-agent cage prune` removes it later"
+        )),
+        Err(e) if best_effort => {
+            // The intent stays: the next command on the session
+            // removes it.
+            ran.keep_intent = true;
+            ran.warnings.push(format!(
+                "the old container {name} could not be removed ({e}); the next \
+                 command on the session removes it"
+            ))
+        }
+        Err(e) => return Err(e),
+    }
+    Ok(None)
+}
+
+fn start(host: Option<&Host>, container: &str, gone: &Error) -> Result<Option<Undo>> {
+    let h = podman(host)?;
+    if let Err(e) = h.podman.start(container) {
+        // Only on failure: is it gone, or did podman fail?
+        return Err(match h.podman.container_exists(container) {
+            Ok(false) => gone.clone(),
+            _ => e,
+        });
+    }
+    Ok(Some(Undo::Stop(container.to_string())))
+}
+
+fn update(host: Option<&Host>, container: &str, argv: &[String]) -> Result<Option<Undo>> {
+    podman(host)?.podman.update(argv).map_err(|e| {
+        e.context(format!(
+            "setting the session's limits again in {container} failed, so it was \
+             stopped again"
+        ))
+    })?;
+    Ok(None)
+}
+
+fn rules(
+    ctx: &Context,
+    host: Option<&Host>,
+    session: &str,
+    cage: &session::CageRecord,
+    gone: &Error,
+    old: &Error,
+    ran: &mut Ran,
+) -> Result<Option<Undo>> {
+    let h = podman(host)?;
+    // The policy as the record has it now, under the change lock: a
+    // `cage limits --net` beside (the turn before this start was
+    // ending) is before these rules or after them, never between.
+    let _change = ctx.store.change_lock(session)?;
+    let mut cage = cage.clone();
+    if let Some(now) = ctx
+        .store
+        .load(session)?
+        .cage
+        .filter(|c| c.container == cage.container)
+    {
+        cage.net = now.net;
+    }
+    let running = match super::started_from_pid_file(ctx, &cage) {
+        Some(r) => r,
+        None => super::running_of(h, &cage.container, gone, old)?,
+    };
+    let loaded = super::load_rules(ctx, h, session, &cage, &running);
+    // Refused by the PID file's first look: podman says why, where
+    // it can (a container made again behind the tool's back without
+    // the machine's init is a cage of an earlier shrooms-agent).
+    let loaded = match loaded {
+        Err(e) if running.from_pid_file => match super::running_of(h, &cage.container, gone, old) {
+            Err(why) => Err(why),
+            Ok(_) => Err(e),
+        },
+        other => other,
+    };
+    loaded.map_err(|e| {
+        e.context(format!(
+            "setting the network rules in {} failed, so it was stopped again",
+            cage.container
+        ))
+    })?;
+    ran.pid = Some(running.pid);
+    Ok(None)
+}
+
+fn done(ctx: &Context, session: &str, ran: &mut Ran) -> Result<Option<Undo>> {
+    if ran.keep_intent {
+        return Ok(None);
+    }
+    if let Err(e) = ctx.store.remove_intent(session) {
+        ran.warnings
+            .push(format!("{e} (the next command removes it)"));
+    }
+    Ok(None)
+}
+
+fn stop(host: Option<&Host>, container: &str, best_effort: bool) -> Result<Option<Undo>> {
+    let stopped = podman(host).and_then(|h| h.podman.stop(container));
+    if !best_effort {
+        stopped?;
+    }
+    Ok(None)
+}
+
+fn tools(ctx: &Context, exe: &Path) -> Result<Option<Undo>> {
+    crate::cage::tools::provide(&ctx.store.tools_dir(), exe)?;
+    // A cage mounts its init again at every start: made again if
+    // it went.
+    crate::cage::tools::provide_init(&ctx.store.tools_dir())?;
+    Ok(None)
+}
+
+fn git_sync(dir: &Path, own: &Path, base: &Path, ran: &mut Ran) -> Result<Option<Undo>> {
+    match crate::cage::git::sync(dir, own, base) {
+        Ok(synced) => ran.warnings.extend(synced.warnings),
+        Err(e) => ran.warnings.push(format!(
+            "the session's git directory ({}) was not brought up to date with your \
+             repository, so git in the cage sees it as the last turn left it: {}",
+            own.display(),
+            e.message
+        )),
+    }
+    Ok(None)
+}
+
+fn turn_marker(ctx: &Context, session: &str) -> Result<Option<Undo>> {
+    let marker = ctx.store.turn_marker(session);
+    session::write_atomic_unsynced(&marker, b"", 0o600)?;
+    Ok(Some(Undo::Marker(marker)))
+}
+
+fn watcher(
+    ctx: &Context,
+    host: Option<&Host>,
+    session: &str,
+    container: &str,
+    lock: &session::SessionLock,
+    ran: &mut Ran,
+) -> Result<Option<Undo>> {
+    let podman = &podman(host)?.podman;
+    ran.watcher = Some(acts::turn::start_watcher(
+        ctx, podman, session, container, lock,
+    )?);
+    Ok(Some(Undo::Watcher))
+}
+
+fn gateway(
+    ctx: &Context,
+    host: Option<&Host>,
+    record: &Record,
+    pi: Option<&std::cell::RefCell<crate::cage::pi_models::Plan>>,
+    ran: &mut Ran,
+) -> Result<Option<Undo>> {
+    let pid = ran
+        .pid
+        .ok_or_else(|| Error::failed("the cage's rules were not loaded"))?;
+    let gateway = acts::turn::open_gateway(ctx, podman(host)?, record, pid, pi)?;
+    ran.gateway = Some(gateway);
+    Ok(Some(Undo::Gateway))
+}
+
+fn socket(ctx: &Context, record: &Record, ran: &mut Ran) -> Result<Option<Undo>> {
+    ran.socket = Some(acts::turn::open_socket(ctx, record)?);
+    Ok(Some(Undo::Socket))
+}
+
 fn set_limits(
     ctx: &Context,
     session: &str,
     container: &str,
-    limits: Option<(crate::settings::Limits, bool)>,
-    net: Option<crate::net::netpolicy::NetPolicy>,
+    limits: &Option<(crate::settings::Limits, bool)>,
+    net: &Option<crate::net::netpolicy::NetPolicy>,
     tokens: Option<u64>,
-) -> Result<LimitsSet> {
-    ctx.store.update(session, |r| {
-        let budget = r.tokens.budget;
-        let c = match r.cage.as_mut() {
-            Some(c) if c.container == container => c,
-            _ => {
-                return Err(Error::busy(format!(
-                    "session {} was moved meanwhile; set its limits again",
-                    r.name
-                )));
-            }
-        };
-        let before = (
-            limits.as_ref().map(|_| (c.limits.clone(), c.own_limits)),
-            net.as_ref().map(|_| c.net.clone()),
-            budget,
-        );
-        if let Some((l, own)) = limits {
-            c.limits = l;
-            c.own_limits = own;
+) -> Result<Option<Undo>> {
+    let before =
+        acts::limits::set_limits(ctx, session, container, limits.clone(), net.clone(), tokens)?;
+    Ok(Some(Undo::SetLimits {
+        session: session.to_string(),
+        container: container.to_string(),
+        before,
+    }))
+}
+
+fn remove_file(path: &Path, best_effort: bool, ran: &mut Ran) -> Result<Option<Undo>> {
+    let removed = if let Err(e) = session::before_write() {
+        Err(Error::failed(format!("removing {}: {e}", path.display())))
+    } else if path.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+        session::remove_dir_if_there(path)
+    } else {
+        session::remove_file_if_there(path)
+    };
+    match removed {
+        Err(e) if best_effort => ran.warnings.push(e.message),
+        other => {
+            other?;
+            session::after_write();
         }
-        if let Some(n) = net {
-            c.net = n;
+    }
+    Ok(None)
+}
+
+fn private_dir(
+    ctx: &Context,
+    host: Option<&Host>,
+    path: &Path,
+    keep: bool,
+    ran: &mut Ran,
+) -> Result<Option<Undo>> {
+    let made = match session::before_write().and_then(|()| std::fs::create_dir(path)) {
+        Ok(()) => !keep,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+        Err(e) => return Err(Error::failed(format!("making {}: {e}", path.display()))),
+    };
+    // Checked (ours, 0700) whether made now or there.
+    if let Err(e) = session::make_private_dir(path) {
+        if made {
+            take_back(ctx, host, &Undo::Dir(path.to_path_buf()), ran);
         }
-        r.tokens.budget = tokens;
-        Ok(before)
-    })
+        return Err(e);
+    }
+    session::after_write();
+    Ok(made.then(|| Undo::Dir(path.to_path_buf())))
+}
+
+fn write_record(ctx: &Context, record: &Record) -> Result<Option<Undo>> {
+    let mut record = record.clone();
+    if let Some(cage) = &mut record.cage {
+        measure(cage)?;
+    }
+    ctx.store.save(&record)?;
+    Ok(Some(Undo::RecordFile(ctx.store.record_path(&record.name))))
+}
+
+fn pack(
+    outbox: &Path,
+    only: Option<&Path>,
+    to: &Path,
+    max: u64,
+    ran: &mut Ran,
+) -> Result<Option<Undo>> {
+    ran.packed = Some(acts::send::pack_at_most(outbox, only, to, max)?);
+    Ok(None)
+}
+
+fn check_sources(ctx: &Context, session: &str, cage: &session::CageRecord) -> Result<Option<Undo>> {
+    super::check_mount_sources(&cage.mount_sources, session)?;
+    super::home::check(&ctx.store.private_home(&cage.container), cage, session)?;
+    Ok(None)
 }
 
 /// rename(2), its error saying which way.
@@ -872,7 +924,7 @@ fn take_back(ctx: &Context, host: Option<&Host>, undo: &Undo, ran: &mut Ran) {
             before,
         } => {
             let (limits, net, tokens) = before.clone();
-            let _ = set_limits(ctx, session, container, limits, net, tokens);
+            let _ = acts::limits::set_limits(ctx, session, container, limits, net, tokens);
         }
         Undo::MoveBack(from, to) => {
             let _ = std::fs::rename(to, from);
@@ -903,24 +955,12 @@ pub fn repair(ctx: &Context, name: &str) -> Result<Option<String>> {
         .as_ref()
         .and_then(|r| r.cage.as_ref())
         .map(|c| c.container.clone());
-    // Without podman (`cages = false`, or podman gone) a container cannot
-    // be removed, and must not keep the session from being used: it is
-    // left, of no session, for `cage prune` once podman is back.
-    let remove = |c: &str| -> Result<&'static str> {
-        match ctx.host() {
-            Ok(host) => make::remove_container(ctx, host, c).map(|_| "removed"),
-            Err(e) if e.kind == Kind::NoPodman => {
-                Ok("left for `shrooms-agent cage prune` (no podman here)")
-            }
-            Err(e) => Err(e),
-        }
-    };
     let said = match &intent {
         Intent::Create { container } if named.as_ref() == Some(container) => {
             format!("an interrupted `cage create` of session {name} had made it; nothing to do")
         }
         Intent::Create { container } => {
-            let how = remove(container)?;
+            let how = remove_or_leave(ctx, container)?;
             if record.is_none() {
                 ctx.store.forget_lock(name);
             }
@@ -929,87 +969,126 @@ pub fn repair(ctx: &Context, name: &str) -> Result<Option<String>> {
                  {container} {how}"
             )
         }
-        Intent::Move { from, to } if named == *to => {
-            let mut how = String::new();
-            if let Some(from) = from.as_ref().filter(|f| Some(*f) != to.as_ref()) {
-                how = format!(": its old container {from} {}", remove(from)?);
-            }
-            format!("an interrupted `cage move` of session {name} was finished{how}")
-        }
-        Intent::Move { to, .. } => {
-            let mut how = String::new();
-            if let Some(to) = to.as_ref().filter(|t| Some(*t) != named.as_ref()) {
-                how = format!(": its new container {to} {}", remove(to)?);
-            }
-            format!("an interrupted `cage move` of session {name} was taken back{how}")
-        }
+        Intent::Move { from, to } => repair_move(ctx, name, from, to, &named)?,
         Intent::Remove { container } => {
             if let Some(c) = container {
-                remove(c)?;
+                remove_or_leave(ctx, c)?;
             }
             ctx.store.remove(name)?;
             format!(
                 "an interrupted `cage rm` of session {name} was finished: the session is removed"
             )
         }
-        Intent::Start { container } => {
-            // Its rules may not be in: stopped, and started afresh by
-            // whatever starts it next.
-            let how = match ctx.host() {
-                Ok(host) => match host.podman.stop(container) {
-                    Ok(()) => "stopped",
-                    Err(_) if matches!(host.podman.container_exists(container), Ok(false)) => {
-                        "gone already"
-                    }
-                    Err(e) => return Err(e),
-                },
-                Err(e) if e.kind == Kind::NoPodman => "left (no podman here)",
-                Err(e) => return Err(e),
-            };
-            format!(
-                "an interrupted start of session {name}'s cage was taken back: its container \
-                 {container} {how}"
-            )
-        }
+        Intent::Start { container } => repair_start(ctx, name, container)?,
         Intent::Rename {
             from,
             to,
             old,
             new,
             moves,
-        } => {
-            // Both names' locks, as the rename held them: a command on the
-            // other name waits for this repair.
-            let other = if name == from { to } else { from };
-            let _other = ctx.store.lock(other)?;
-            let said = if ctx.store.record_path(to).exists() {
-                ctx.store.remove(from)?;
-                let how = match old {
-                    Some(c) => format!(": its old container {c} {}", remove(c)?),
-                    None => String::new(),
-                };
-                format!("an interrupted `cage rename` of session {from} to {to} was finished{how}")
-            } else {
-                for (was, now) in moves.iter().rev() {
-                    if now.symlink_metadata().is_ok() && was.symlink_metadata().is_err() {
-                        rename(now, was, "back to")?;
-                    }
-                }
-                let how = match new {
-                    Some(c) => format!(": its new container {c} {}", remove(c)?),
-                    None => String::new(),
-                };
-                format!(
-                    "an interrupted `cage rename` of session {from} to {to} was taken back{how}"
-                )
-            };
-            ctx.store.remove_intent(other)?;
-            ctx.store.forget_lock(other);
-            said
-        }
+        } => repair_rename(ctx, name, (from, to), (old, new), moves)?,
     };
     ctx.store.remove_intent(name)?;
     Ok(Some(said))
+}
+
+/// Remove a container an interrupted operation left. Without podman
+/// (`cages = false`, or podman gone) it cannot be, and must not keep the
+/// session from being used: it is left, of no session, for `cage prune`
+/// once podman is back.
+fn remove_or_leave(ctx: &Context, c: &str) -> Result<&'static str> {
+    match ctx.host() {
+        Ok(host) => make::remove_container(ctx, host, c).map(|_| "removed"),
+        Err(e) if e.kind == Kind::NoPodman => {
+            Ok("left for `shrooms-agent cage prune` (no podman here)")
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// [`repair`] of a `cage move`: finished when the record names the new
+/// container (`named`), else taken back.
+fn repair_move(
+    ctx: &Context,
+    name: &str,
+    from: &Option<String>,
+    to: &Option<String>,
+    named: &Option<String>,
+) -> Result<String> {
+    if named == to {
+        let mut how = String::new();
+        if let Some(from) = from.as_ref().filter(|f| Some(*f) != to.as_ref()) {
+            how = format!(": its old container {from} {}", remove_or_leave(ctx, from)?);
+        }
+        return Ok(format!(
+            "an interrupted `cage move` of session {name} was finished{how}"
+        ));
+    }
+    let mut how = String::new();
+    if let Some(to) = to.as_ref().filter(|t| Some(*t) != named.as_ref()) {
+        how = format!(": its new container {to} {}", remove_or_leave(ctx, to)?);
+    }
+    Ok(format!(
+        "an interrupted `cage move` of session {name} was taken back{how}"
+    ))
+}
+
+/// [`repair`] of a start: its rules may not be in, so the cage is stopped,
+/// and started afresh by whatever starts it next.
+fn repair_start(ctx: &Context, name: &str, container: &str) -> Result<String> {
+    let how = match ctx.host() {
+        Ok(host) => match host.podman.stop(container) {
+            Ok(()) => "stopped",
+            Err(_) if matches!(host.podman.container_exists(container), Ok(false)) => {
+                "gone already"
+            }
+            Err(e) => return Err(e),
+        },
+        Err(e) if e.kind == Kind::NoPodman => "left (no podman here)",
+        Err(e) => return Err(e),
+    };
+    Ok(format!(
+        "an interrupted start of session {name}'s cage was taken back: its container \
+         {container} {how}"
+    ))
+}
+
+/// [`repair`] of a `cage rename` from `from` to `to` (the names), its old
+/// and new containers, and the renames it made: finished when the new
+/// name's record is there, else taken back.
+fn repair_rename(
+    ctx: &Context,
+    name: &str,
+    (from, to): (&String, &String),
+    (old, new): (&Option<String>, &Option<String>),
+    moves: &[(PathBuf, PathBuf)],
+) -> Result<String> {
+    // Both names' locks, as the rename held them: a command on the
+    // other name waits for this repair.
+    let other = if name == from { to } else { from };
+    let _other = ctx.store.lock(other)?;
+    let said = if ctx.store.record_path(to).exists() {
+        ctx.store.remove(from)?;
+        let how = match old {
+            Some(c) => format!(": its old container {c} {}", remove_or_leave(ctx, c)?),
+            None => String::new(),
+        };
+        format!("an interrupted `cage rename` of session {from} to {to} was finished{how}")
+    } else {
+        for (was, now) in moves.iter().rev() {
+            if now.symlink_metadata().is_ok() && was.symlink_metadata().is_err() {
+                rename(now, was, "back to")?;
+            }
+        }
+        let how = match new {
+            Some(c) => format!(": its new container {c} {}", remove_or_leave(ctx, c)?),
+            None => String::new(),
+        };
+        format!("an interrupted `cage rename` of session {from} to {to} was taken back{how}")
+    };
+    ctx.store.remove_intent(other)?;
+    ctx.store.forget_lock(other);
+    Ok(said)
 }
 
 /// Repair every session whose intent is left and whose lock is free
