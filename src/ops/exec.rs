@@ -786,7 +786,7 @@ pub fn reap_dead_turn(ctx: &Context, record: &session::Record) {
     }
 }
 
-/// What the hidden `cage watch-turn` is given (by `start_watcher`).
+/// What the hidden `cage watch-turn` is given (by `acts::turn::start_watcher`).
 #[derive(Debug)]
 pub struct WatchRequest {
     pub session: String,
