@@ -378,7 +378,7 @@ fn stop_dead_turns(base: Arc<Base>, state: Arc<state::State>, stop: Arc<AtomicBo
                 let ctx = base.context(Some(host));
                 for name in ctx.store.turn_markers() {
                     if let Ok(r) = ctx.store.load(&name) {
-                        crate::ops::exec::reap_dead_turn(&ctx, &r);
+                        crate::ops::dead_turn::reap_dead_turn(&ctx, &r);
                     }
                 }
             }
