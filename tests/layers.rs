@@ -12,9 +12,9 @@
 //! `cargo test` runs this.
 //!
 //! The same holds between files: no file imports one that imports it
-//! back, inside a room too (`ops::ls` and `ops::show` are two files, where
-//! the rooms' check sees one `ops`). A path names the longest module that
-//! is a file of `src/` (`crate::ops::show::Session` is `ops::show`), and a
+//! back, inside a room too (`ops::listing` and `ops::show` are two files,
+//! where the rooms' check sees one `ops`). A path names the longest module that
+//! is a file of `src/` (`crate::ops::show::show` is `ops::show`), and a
 //! `super::` path is read from the file it is in.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -288,8 +288,8 @@ fn file_of(segments: &[String], modules: &BTreeSet<String>) -> String {
 }
 
 /// The modules a file's code names, through `crate::` and through
-/// `super::` (read from `module`: `super::` in `ops/ls.rs` or in
-/// `ops/ls/mod.rs` is `ops`, and each further `super::` one more up).
+/// `super::` (read from `module`: `super::` in `ops/show.rs` or in
+/// `ops/show/mod.rs` is `ops`, and each further `super::` one more up).
 fn file_names(module: &str, code: &str, modules: &BTreeSet<String>) -> BTreeSet<String> {
     let own: Vec<String> = match module {
         "crate" => Vec::new(),
