@@ -22,34 +22,13 @@ use serde::Serialize;
 
 use super::Context;
 use super::plan::Step;
+use super::session_address::parse_sender;
 use crate::error::{Error, IoContext, Result, Subject};
-use crate::settings::validate_machine_name;
 use crate::state::session;
 
 pub use crate::state::session::MAX_FILE;
 /// At most this much from one sender to one session, in all (1 GiB).
 pub const MAX_SENDER: u64 = 1024 * 1024 * 1024;
-
-/// A sender: `MACHINE/SESSION`, or `MACHINE/*` for every session of it.
-fn parse_sender(text: &str, wildcard: bool) -> Result<(String, String)> {
-    let bad = || {
-        Error::bad_input(format!(
-            "{text:?} is not a sender: write it as MACHINE/SESSION{}",
-            if wildcard { " or MACHINE/*" } else { "" }
-        ))
-    };
-    let (machine, s) = text.split_once('/').ok_or_else(bad)?;
-    validate_machine_name(machine).map_err(Error::bad_input)?;
-    if !(wildcard && s == "*") {
-        session::validate_name(s)?;
-    }
-    Ok((machine.to_string(), s.to_string()))
-}
-
-/// Parse `MACHINE/SESSION` (no wildcard): where `outbox send` sends to.
-pub fn parse_target(text: &str) -> Result<(String, String)> {
-    parse_sender(text, false)
-}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct FilesList {
@@ -57,7 +36,7 @@ pub struct FilesList {
     /// As in the session object: `allow`, and `refused` with its times
     /// in RFC 3339.
     #[serde(flatten)]
-    pub files: super::show::Files,
+    pub files: super::session_object::Files,
 }
 
 /// `files allow SESSION MACHINE/SESSION` (or `MACHINE/*`).
@@ -475,7 +454,7 @@ fn receive_within(
     bounds: &Bounds,
 ) -> Result<Received> {
     let record = ctx.store.load(d.session)?;
-    let steps = match decide_drop(d, &record, bounds, super::create::now()) {
+    let steps = match decide_drop(d, &record, bounds, crate::state::when::now()) {
         Ok(take) => vec![Step::Receive(Box::new(Incoming {
             take,
             bounds: *bounds,
@@ -1562,19 +1541,6 @@ mod tests {
         assert!(held.exists());
         drop(f);
         fs::remove_dir_all(&root).unwrap();
-    }
-
-    #[test]
-    fn senders() {
-        assert_eq!(
-            parse_sender("alpha/review", true).unwrap(),
-            ("alpha".into(), "review".into())
-        );
-        assert_eq!(parse_sender("alpha/*", true).unwrap().1, "*");
-        assert!(parse_target("alpha/*").is_err());
-        assert!(parse_sender("alpha", true).is_err());
-        assert!(parse_sender("al_pha/x", true).is_err());
-        assert!(parse_sender("alpha/x/y", true).is_err());
     }
 
     /// A drop that died after its note's name and before its file's leaves
