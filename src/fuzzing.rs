@@ -320,7 +320,14 @@ pub fn pi_models(data: &[u8]) {
 fn outbox() -> &'static Path {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("shrooms-fuzz-outbox-{}", std::process::id()));
+        // Named by user and process: the unit tests run as two users one
+        // after the other, and a folder another user's process of the same
+        // pid left behind cannot be removed (a run failed so).
+        let dir = std::env::temp_dir().join(format!(
+            "shrooms-fuzz-outbox-{}-{}",
+            rustix::process::getuid().as_raw(),
+            std::process::id()
+        ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("box/notes/deep")).unwrap();
         std::fs::write(dir.join("box/notes/a.txt"), "a").unwrap();
@@ -514,5 +521,8 @@ mod tests {
             }
             assert!(n > 0, "{name}: no seeds in {}", dir.display());
         }
+        // The outbox the seeds were packed from (made once per process,
+        // used by this test alone here) is not left in the temporary folder.
+        let _ = std::fs::remove_dir_all(super::outbox());
     }
 }

@@ -325,6 +325,24 @@ pub fn limits_support(rootless: bool, cgroup_v2: bool, controllers: &[String]) -
     }
 }
 
+/// Does podman enforce a cage's limits on this machine?
+pub fn enforces_limits(host: &Host) -> bool {
+    host.limits_support() == LimitsSupport::Enforced
+}
+
+/// Why podman cannot change a cage's limits on this machine.
+pub fn unenforced_why(support: &LimitsSupport) -> String {
+    match support {
+        LimitsSupport::MissingControllers(missing) => format!(
+            "the cgroup controllers {} are not delegated to your user",
+            missing.join(", ")
+        ),
+        _ => "podman is rootless on cgroups v1, where \"Resource limits are not supported and \
+              ignored\" and `podman update` fails"
+            .to_string(),
+    }
+}
+
 /// Pure: which network a cage gets (docs/cages.md, "Network"). `auto` is pasta
 /// with the cage's own address where podman has it (4.4+), passt is
 /// installed and podman is rootless; otherwise slirp4netns when rootless,

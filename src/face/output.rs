@@ -8,7 +8,9 @@ use serde::Serialize;
 
 use crate::error::{Error, Face};
 use crate::host::process::shell_quote;
-use crate::ops::{create::Created, doctor, ls::Listing, prune::Pruned, rm::Removed, show::Session};
+use crate::ops::{
+    create::Created, doctor, listing::Listing, prune::Pruned, rm::Removed, session_object::Session,
+};
 
 /// Print a result as JSON or through its text form.
 pub fn show<T: Serialize>(value: &T, json: bool, text: impl Fn(&T) -> String) {
@@ -187,7 +189,7 @@ pub fn removed(r: &Removed) -> String {
     for f in &r.files {
         s.push_str(&format!("  removed {}\n", f.display()));
     }
-    for line in crate::ops::bring::said_before_removal(&r.git) {
+    for line in crate::ops::before_git_goes::said_before_removal(&r.git) {
         s.push_str(&format!("  {line}\n"));
     }
     s
@@ -362,7 +364,7 @@ pub fn shown(r: &Session) -> String {
 /// A cage's lines of `cage show`: its container, image, network and
 /// limits, and what it has besides (the egress log, a shared folder,
 /// writable protected paths, a seal).
-fn shown_cage(c: &crate::ops::show::Cage) -> String {
+fn shown_cage(c: &crate::ops::session_object::Cage) -> String {
     let mut s = format!(
         "container {}\nimage     {}\nnetwork   {}, policy {}\nlimits    memory {}, cpus {}, pids {}{}\nargv      {}\n",
         c.container,
@@ -1173,9 +1175,9 @@ mod tests {
             r.cage = Some(crate::state::session::sample_cage(&format!(
                 "shrooms-{name}-000001"
             )));
-            crate::ops::show::Session::new(
+            crate::ops::session_object::Session::new(
                 r,
-                crate::ops::show::Seen::of_ps("running"),
+                crate::ops::session_object::Seen::of_ps("running"),
                 None,
                 busy.map(|(what, since)| crate::state::session::Busy {
                     what: what.into(),

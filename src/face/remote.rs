@@ -506,7 +506,7 @@ pub struct MachineListing {
 /// `[ssh]`, each asked on its own; one that cannot be asked is named with
 /// why, and does not hide the others (exit 1 then).
 pub fn ls_all(ctx: &crate::ops::Context, json: bool) -> Result<std::process::ExitCode> {
-    let mut all = vec![match crate::ops::ls::ls(ctx).and_then(|l| {
+    let mut all = vec![match crate::ops::listing::ls(ctx).and_then(|l| {
         serde_json::to_value(l).map_err(|e| Error::failed(format!("the listing: {e}")))
     }) {
         Ok(v) => MachineListing {

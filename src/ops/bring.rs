@@ -1,16 +1,15 @@
 //! `cage bring`: the session's commits brought into the user's repository
 //! on demand (docs/security.md, "Git in a cage"), as after each turn; with `--ff`,
 //! the user's checked-out branch fast-forwarded to the session's commit of
-//! the same branch, when that changes nothing under the user. And the same
-//! bringing-in before a session's git directory goes (`cage rm`, `cage
-//! move`, `cage rename`).
+//! the same branch, when that changes nothing under the user. The same
+//! bringing-in before a session's git directory goes is
+//! `before_git_goes.rs`'s.
 
 use serde::Serialize;
 
 use super::Context;
-use crate::cage::git::bring::{FastForward, Refused, Report};
+use crate::cage::git::bring::{FastForward, Report};
 use crate::error::{Error, Result};
-use crate::host::Host;
 use crate::state::session::{HistoryEntry, Record};
 
 /// What `cage bring` did.
@@ -40,8 +39,8 @@ pub fn bring(ctx: &Context, name: &str, ff: bool) -> Result<Brought> {
         )));
     }
     let host = ctx.host_for_session()?;
-    super::moves::check_idle(host, name, cage, "bring its commits in")?;
-    let git = before_its_git_goes(ctx, None, &record);
+    super::idle::check_idle(host, name, cage, "bring its commits in")?;
+    let git = super::before_git_goes::before_its_git_goes(ctx, None, &record);
     let program = crate::settings::find_program("git", ctx.settings.path_var.as_deref());
     let fast_forward = if ff {
         let done = crate::cage::git::bring::fast_forward(name, &record.dir, program.as_deref())
@@ -112,54 +111,4 @@ pub fn ff_line(f: &FastForward) -> String {
             &f.to[..f.to.len().min(12)]
         ),
     }
-}
-
-/// The session's commits brought in before its git directory goes (`cage
-/// rm`, `cage move`, `cage rename`) or on demand, with its cage stopped
-/// first where `host` is given (`cage rm` takes a running cage); what
-/// failed is a refusal in the report, said to the user: the session's
-/// commits that did not come in go with its git directory.
-pub fn before_its_git_goes(ctx: &Context, host: Option<&Host>, record: &Record) -> Report {
-    let (Some(cage), Some(dir)) = (&record.cage, record.dir.is_dir().then_some(&record.dir)) else {
-        return Report::default();
-    };
-    let Some(git) = &cage.git else {
-        return Report::default();
-    };
-    // No repository of the session's, or none of the user's: nothing to
-    // bring, and the cage is left as it is.
-    let user = crate::cage::git::locate(dir).filter(crate::cage::git::is_repository);
-    if user.is_none() || std::fs::symlink_metadata(git.own.join("HEAD")).is_err() {
-        return Report::default();
-    }
-    if let Some(h) = host {
-        let _ = h.podman.stop(&cage.container);
-    }
-    let program = crate::settings::find_program("git", ctx.settings.path_var.as_deref());
-    crate::cage::git::bring::bring(
-        &record.name,
-        dir,
-        &git.own,
-        &ctx.store.git_base(&cage.container),
-        program.as_deref(),
-    )
-    .unwrap_or_else(|e| Report {
-        brought: Vec::new(),
-        refused: vec![Refused {
-            branch: "*".into(),
-            why: e.message,
-        }],
-    })
-}
-
-/// Lines for a removal or a move: what came in, and what is lost.
-pub fn said_before_removal(git: &Report) -> Vec<String> {
-    let mut lines = git.lines();
-    if !git.refused.is_empty() {
-        lines.push(
-            "the session's commits that did not come in go with its cage's git directory"
-                .to_string(),
-        );
-    }
-    lines
 }

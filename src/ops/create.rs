@@ -12,6 +12,7 @@ use super::plan::Step;
 use crate::cage::harness::Harness;
 use crate::error::{Error, Result};
 use crate::state::session::{self, HistoryEntry, Intent, RECORD_VERSION, Record};
+use crate::state::when::now;
 
 #[derive(Debug, Clone)]
 pub struct CreateRequest {
@@ -279,5 +280,3 @@ pub fn project_dir(dir: &Path) -> Result<PathBuf> {
     }
     Ok(canonical)
 }
-
-pub use crate::state::when::now;

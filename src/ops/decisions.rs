@@ -880,7 +880,7 @@ fn ls_of(n: usize) {
     for s in &names {
         w.record(s, Some(&container(s)));
     }
-    let listing = super::ls::ls(&w.ctx).unwrap();
+    let listing = super::listing::ls(&w.ctx).unwrap();
     assert_eq!(listing.sessions.len(), n);
     assert!(
         listing

@@ -220,7 +220,7 @@ fn update_check(host: &Host) -> Check {
             format!(
                 "podman {}: `cage limits` is refused here: {}",
                 host.version,
-                super::limits::unenforced_why(&other)
+                crate::host::unenforced_why(&other)
             ),
             Some("use cgroups v2 with the memory, cpu and pids controllers delegated"),
         ),

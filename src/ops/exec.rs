@@ -13,7 +13,7 @@
 //! is stopped. Should both die (each SIGKILLed), the turn's marker, made
 //! before the cage starts and removed once it is stopped, is left with
 //! nobody holding the lock: the next command that looks at the session, or
-//! serve, stops the cage then ([`stop_dead_turn`]).
+//! serve, stops the cage then (`dead_turn::stop_dead_turn`).
 
 use std::path::PathBuf;
 
@@ -213,7 +213,7 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
     // A killed turn's cage is stopped first: this turn starts it afresh,
     // without what the dead one left running in it.
     if let Ok(record) = ctx.store.load(name) {
-        reap_dead_turn(ctx, &record);
+        super::dead_turn::reap_dead_turn(ctx, &record);
     }
     let (lock, record) = super::plan::lock_and_load(ctx, name)?;
     // "start" until the cage's rules are in: `cage limits` changes a
@@ -742,48 +742,6 @@ pub fn after_turn(
         });
     }
     lines
-}
-
-/// Stop the cage of a turn whose process and watcher both died (both
-/// SIGKILLed: nothing was left to stop it), and remove its marker. Some
-/// line saying so when the cage was running; None when there was no such
-/// turn (a cage `cage start` started has no marker, a live turn holds the
-/// lock).
-pub fn stop_dead_turn(ctx: &Context, record: &session::Record) -> Result<Option<String>> {
-    let Some(cage) = &record.cage else {
-        return Ok(None);
-    };
-    let Some(_lock) = ctx.store.dead_turn(&record.name)? else {
-        return Ok(None);
-    };
-    let podman = &ctx.host_for_session()?.podman;
-    let running = podman
-        .container(&cage.container)?
-        .is_some_and(|c| c.running);
-    if running {
-        podman.stop(&cage.container)?;
-    }
-    session::remove_file_if_there(&ctx.store.turn_marker(&record.name))?;
-    Ok(running.then(|| {
-        format!(
-            "stopped {}: the turn on session {} ended without stopping it (its process and its \
-             watcher were killed)",
-            cage.container, record.name
-        )
-    }))
-}
-
-/// [`stop_dead_turn`], its line said on stderr (a failure too: the
-/// command that looked goes on).
-pub fn reap_dead_turn(ctx: &Context, record: &session::Record) {
-    match stop_dead_turn(ctx, record) {
-        Ok(Some(line)) => crate::face::output::warnings(&[line]),
-        Ok(None) => {}
-        Err(e) => crate::face::output::warnings(&[format!(
-            "session {}'s turn ended without stopping its cage, which could not be stopped: {}",
-            record.name, e.message
-        )]),
-    }
 }
 
 /// What the hidden `cage watch-turn` is given (by `acts::turn::start_watcher`).

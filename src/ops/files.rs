@@ -26,32 +26,8 @@ pub use super::acts::drop::MAX_NOTE;
 use super::acts::drop::{BOUNDS, Bounds, Incoming, decide_drop, hidden_notes};
 pub use super::acts::drop::{Drop, Received, safe_name};
 use super::plan::Step;
+use super::session_address::parse_sender;
 use crate::error::{Error, Result, Subject};
-use crate::settings::validate_machine_name;
-use crate::state::session;
-
-pub use crate::state::session::MAX_FILE;
-
-/// A sender: `MACHINE/SESSION`, or `MACHINE/*` for every session of it.
-fn parse_sender(text: &str, wildcard: bool) -> Result<(String, String)> {
-    let bad = || {
-        Error::bad_input(format!(
-            "{text:?} is not a sender: write it as MACHINE/SESSION{}",
-            if wildcard { " or MACHINE/*" } else { "" }
-        ))
-    };
-    let (machine, s) = text.split_once('/').ok_or_else(bad)?;
-    validate_machine_name(machine).map_err(Error::bad_input)?;
-    if !(wildcard && s == "*") {
-        session::validate_name(s)?;
-    }
-    Ok((machine.to_string(), s.to_string()))
-}
-
-/// Parse `MACHINE/SESSION` (no wildcard): where `outbox send` sends to.
-pub fn parse_target(text: &str) -> Result<(String, String)> {
-    parse_sender(text, false)
-}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct FilesList {
@@ -59,7 +35,7 @@ pub struct FilesList {
     /// As in the session object: `allow`, and `refused` with its times
     /// in RFC 3339.
     #[serde(flatten)]
-    pub files: super::show::Files,
+    pub files: super::session_object::Files,
 }
 
 /// `files allow SESSION MACHINE/SESSION` (or `MACHINE/*`).
@@ -426,7 +402,7 @@ fn receive_within(
     bounds: &Bounds,
 ) -> Result<Received> {
     let record = ctx.store.load(d.session)?;
-    let steps = match decide_drop(d, &record, bounds, super::create::now()) {
+    let steps = match decide_drop(d, &record, bounds, crate::state::when::now()) {
         Ok(take) => vec![Step::Receive(Box::new(Incoming {
             take,
             bounds: *bounds,
@@ -458,6 +434,7 @@ mod tests {
         Copy, copy_exactly, create_partial, hidden_note, place, remove_abandoned, split_ext,
         write_note,
     };
+    use crate::state::session;
     use std::os::unix::fs::PermissionsExt;
 
     #[test]
@@ -867,19 +844,6 @@ mod tests {
         assert!(held.exists());
         drop(f);
         fs::remove_dir_all(&root).unwrap();
-    }
-
-    #[test]
-    fn senders() {
-        assert_eq!(
-            parse_sender("alpha/review", true).unwrap(),
-            ("alpha".into(), "review".into())
-        );
-        assert_eq!(parse_sender("alpha/*", true).unwrap().1, "*");
-        assert!(parse_target("alpha/*").is_err());
-        assert!(parse_sender("alpha", true).is_err());
-        assert!(parse_sender("al_pha/x", true).is_err());
-        assert!(parse_sender("alpha/x/y", true).is_err());
     }
 
     /// A drop that died after its note's name and before its file's leaves

@@ -318,7 +318,7 @@ pub fn limits_facts<'a>(
         },
         defaults: ctx.settings.limits.clone(),
         who: req.by.clone().unwrap_or_else(|| ctx.settings.user.clone()),
-        when: super::create::now(),
+        when: crate::state::when::now(),
     })
 }
 
@@ -406,7 +406,7 @@ fn limits_after<'a>(
         let running = f.running == Some(true);
         let (after, applied, update) = podman_limits_now(host, &f.defaults, req, cage, running)?;
         steps.extend(update);
-        (after, applied, Some(super::show::enforces_limits(host)))
+        (after, applied, Some(crate::host::enforces_limits(host)))
     } else if req.tokens.is_some() {
         // The gateway reads the budget at every model request, on any
         // machine; whether podman enforces the other limits is said where
@@ -415,7 +415,7 @@ fn limits_after<'a>(
             .host
             .as_ref()
             .ok()
-            .map(|h| super::show::enforces_limits(h));
+            .map(|h| crate::host::enforces_limits(h));
         (cage.limits.clone(), "now", enforced)
     } else if req.net.is_some() {
         f.host.clone()?;
@@ -569,19 +569,6 @@ fn podman_limits_now<'a>(
     Ok((after, applied, update))
 }
 
-/// Why podman cannot change a cage's limits on this machine.
-pub fn unenforced_why(support: &LimitsSupport) -> String {
-    match support {
-        LimitsSupport::MissingControllers(missing) => format!(
-            "the cgroup controllers {} are not delegated to your user",
-            missing.join(", ")
-        ),
-        _ => "podman is rootless on cgroups v1, where \"Resource limits are not supported and \
-              ignored\" and `podman update` fails"
-            .to_string(),
-    }
-}
-
 /// Why `cage limits` changes nothing on a machine where podman does not
 /// enforce limits (`doctor` says the same on its `update` line).
 pub fn unenforced_refusal(support: &LimitsSupport) -> String {
@@ -589,7 +576,7 @@ pub fn unenforced_refusal(support: &LimitsSupport) -> String {
         "cage limits changes nothing on this machine: {}, so this session's cage runs \
          without limits (unenforced_limits = \"warn\"); nothing was changed. Use a machine with \
          cgroups v2 and the memory, cpu and pids controllers delegated to your user for limits",
-        unenforced_why(support)
+        crate::host::unenforced_why(support)
     )
 }
 

@@ -2,11 +2,18 @@
 //! session's lock, decides, acts, and returns a typed result or a typed
 //! error. None of them prints: the CLI (`main.rs`) and `serve` (HTTP) are
 //! the faces that show results.
+//!
+//! What two verbs share sits in a file of its own that imports no verb (`session_object.rs`, the session as the
+//! faces give it; `listing.rs`, the sessions listed; `idle.rs`,
+//! `before_git_goes.rs`, `dead_turn.rs`, `session_address.rs`), or in the
+//! room it belongs to (`state::when::now`, `host::enforces_limits`).
 
 pub mod acts;
+pub mod before_git_goes;
 pub mod bring;
 pub mod check;
 pub mod create;
+pub mod dead_turn;
 #[cfg(test)]
 mod decisions;
 pub mod doctor;
@@ -14,10 +21,11 @@ pub mod exec;
 pub mod files;
 pub mod history;
 pub mod home;
+pub mod idle;
 pub mod image;
 pub mod later;
 pub mod limits;
-pub mod ls;
+pub mod listing;
 pub mod make;
 pub mod moves;
 pub mod outbox;
@@ -29,6 +37,8 @@ pub mod rename;
 pub mod resume;
 pub mod rm;
 pub mod sealed;
+pub mod session_address;
+pub mod session_object;
 pub mod show;
 pub mod start;
 pub mod stop;

@@ -56,7 +56,7 @@ fn outbox_of(record: &crate::state::session::Record) -> Result<PathBuf> {
 }
 
 /// The most a machine takes in one file, so the most `send` posts.
-pub const MAX_SEND: u64 = super::files::MAX_FILE;
+pub const MAX_SEND: u64 = crate::state::session::MAX_FILE;
 
 #[derive(Debug, Clone)]
 pub struct SendRequest {
@@ -125,11 +125,11 @@ pub fn send(ctx: &Context, req: &SendRequest) -> Result<Sent> {
 /// What a send of `req` decides from.
 fn send_facts(ctx: &Context, req: &SendRequest) -> Result<SendFacts> {
     let record = ctx.store.load(&req.name)?;
-    let (machine, session) = super::files::parse_target(&req.to)?;
+    let (machine, session) = super::session_address::parse_target(&req.to)?;
     let archive = format!(
         "{}-outbox-{}.tar.gz",
         record.name,
-        timestamp(super::create::now())
+        timestamp(crate::state::when::now())
     );
     let tmp_root = ctx.store.tmp_dir();
     let tmp = tmp_root.join(format!(

@@ -125,7 +125,7 @@ struct Facts<'a> {
 }
 
 fn facts<'a>(ctx: &'a Context, lock: bool) -> Result<Facts<'a>> {
-    let listing = super::ls::ls(ctx)?;
+    let listing = super::listing::ls(ctx)?;
     let ours = ctx.store.state_id_if_any()?;
     let mut facts = Facts {
         damaged: listing.damaged.first().map(|d| d.error.clone()),
@@ -182,7 +182,7 @@ fn leftover_facts<'a>(
     ctx: &'a Context,
     lock: bool,
     held: &mut Vec<Held<'a>>,
-    leftover: &super::ls::Leftover,
+    leftover: &super::listing::Leftover,
     ours: Option<&str>,
 ) -> Leftover {
     let mine = leftover.state_folder.is_some() && leftover.state_folder.as_deref() == ours;

@@ -143,8 +143,8 @@ fn rename_locked(ctx: &Context, req: &RenameRequest, record: &session::Record) -
     if let Some(h) = host {
         // The old cage's git directory goes with it: what the session
         // committed comes in first, under its old name.
-        let git = super::bring::before_its_git_goes(ctx, Some(h), record);
-        warnings.extend(super::bring::said_before_removal(&git));
+        let git = super::before_git_goes::before_its_git_goes(ctx, Some(h), record);
+        warnings.extend(super::before_git_goes::said_before_removal(&git));
     }
     warnings.extend(plan::execute(ctx, host, steps)?.warnings);
     Ok(Renamed {
@@ -171,7 +171,7 @@ fn look<'h>(
     Ok(match &record.cage {
         Some(cage) => {
             let host = ctx.host_for_session()?;
-            let running = moves::check_idle(host, old, cage, "rename")?;
+            let running = super::idle::check_idle(host, old, cage, "rename")?;
             let p = moves::new_cage(
                 ctx,
                 host,
@@ -244,7 +244,7 @@ fn facts<'a>(
             _ => None,
         },
         entry: HistoryEntry {
-            when: create::now(),
+            when: crate::state::when::now(),
             who: req.by.clone().unwrap_or_else(|| ctx.settings.user.clone()),
             what: match cage_plan {
                 Some(p) => format!("renamed from {old} (its new container {})", p.container),

@@ -45,7 +45,7 @@ pub fn rm(ctx: &Context, name: &str) -> Result<Removed> {
     if ctx.store.history_path(name).exists() {
         files.push(ctx.store.history_path(name));
     }
-    let git = super::bring::before_its_git_goes(ctx, host, &record);
+    let git = super::before_git_goes::before_its_git_goes(ctx, host, &record);
     plan::execute(ctx, host, steps(&record))?;
     Ok(Removed {
         session: record.name,

@@ -16,7 +16,7 @@ pub fn start(ctx: &Context, name: &str) -> Result<Started> {
     // the marker gone, so that the cage started here is not taken for the
     // turn's later.
     if let Ok(record) = ctx.store.load(name) {
-        super::exec::reap_dead_turn(ctx, &record);
+        super::dead_turn::reap_dead_turn(ctx, &record);
     }
     let (_lock, record) = super::plan::lock_and_load(ctx, name)?;
     _lock.note("start");

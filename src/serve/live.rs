@@ -128,7 +128,7 @@ impl Live {
     /// (`die_with_parent`).
     pub fn start(podman: Podman, stop: Arc<AtomicBool>) -> Arc<Live> {
         let live = Arc::new(Live::default());
-        let mut since = now_secs().saturating_sub(1);
+        let mut since = crate::state::when::now().saturating_sub(1);
         live.load(&podman);
         let l = live.clone();
         let started = std::thread::Builder::new()
@@ -140,7 +140,7 @@ impl Live {
                         return;
                     }
                     std::thread::sleep(AGAIN_AFTER);
-                    since = now_secs().saturating_sub(1);
+                    since = crate::state::when::now().saturating_sub(1);
                     l.load(&podman);
                 }
             });
@@ -274,7 +274,7 @@ impl Live {
     pub fn leftovers(
         &self,
         records: &[crate::state::session::Record],
-    ) -> Vec<crate::ops::ls::Leftover> {
+    ) -> Vec<crate::ops::listing::Leftover> {
         let v = self.lock();
         let ours: std::collections::HashSet<&str> = records
             .iter()
@@ -286,7 +286,7 @@ impl Live {
             .filter(|(name, _)| !ours.contains(name.as_str()))
             .map(|(name, state)| {
                 let owner = v.owners.get(name).cloned().unwrap_or_default();
-                crate::ops::ls::Leftover {
+                crate::ops::listing::Leftover {
                     container: name.clone(),
                     session: owner.session,
                     image: owner.image,
@@ -298,13 +298,6 @@ impl Live {
         out.sort_by(|a, b| a.container.cmp(&b.container));
         out
     }
-}
-
-fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -365,7 +358,7 @@ mod tests {
         // No record owns it: a leftover, its labels from the events.
         assert_eq!(
             live.leftovers(&[]),
-            [crate::ops::ls::Leftover {
+            [crate::ops::listing::Leftover {
                 container: "c".into(),
                 session: "s".into(),
                 image: "img".into(),

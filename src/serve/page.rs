@@ -200,7 +200,7 @@ fn gather(shared: &Shared, live: Option<&Live>, now: u64) -> crate::error::Resul
             .state
             .host()
             .as_ref()
-            .map(crate::ops::show::enforces_limits),
+            .map(crate::host::enforces_limits),
     })
 }
 

@@ -47,7 +47,7 @@ impl HostFacts {
     pub fn of(host: Option<&crate::host::Host>) -> HostFacts {
         HostFacts {
             volumes: host.and_then(|h| h.volume_path.clone()),
-            limits_enforced: host.map(ops::show::enforces_limits),
+            limits_enforced: host.map(crate::host::enforces_limits),
         }
     }
 }
@@ -254,7 +254,7 @@ impl Records {
             sessions.push(s);
         }
         let leftovers = live.leftovers(&records);
-        let listing = ops::ls::Listing {
+        let listing = ops::listing::Listing {
             sessions,
             leftovers,
             damaged: (*damaged).clone(),
@@ -315,18 +315,20 @@ pub fn session(
     live: &Live,
     host: &HostFacts,
     record: &Record,
-) -> Result<ops::show::Session> {
+) -> Result<ops::session_object::Session> {
     let seen = match &record.cage {
-        None => ops::show::Seen::missing(),
+        None => ops::session_object::Seen::missing(),
         Some(cage) => live
             .state(&cage.container)
-            .map_or_else(ops::show::Seen::missing, |s| ops::show::Seen::of_ps(&s)),
+            .map_or_else(ops::session_object::Seen::missing, |s| {
+                ops::session_object::Seen::of_ps(&s)
+            }),
     };
-    let shared_path = ops::ls::shared_path(host.volumes.as_deref(), record);
+    let shared_path = ops::listing::shared_path(host.volumes.as_deref(), record);
     let busy = store.busy(&record.name)?;
-    Ok(ops::show::with_egress_log(
+    Ok(ops::session_object::with_egress_log(
         store,
-        ops::show::Session::new(
+        ops::session_object::Session::new(
             record.clone(),
             seen,
             shared_path,

@@ -297,7 +297,7 @@ async fn harnesses(Extension(shared): Sh) -> Response {
 /// Every session (docs/cages.md, "The session object"), as `cage ls --json`
 /// gives them: damaged records apart.
 #[utoipa::path(get, path = "/v1/sessions", operation_id = "listSessions",
-    responses((status = 200, description = "The sessions.", body = ops::ls::Listing)))]
+    responses((status = 200, description = "The sessions.", body = ops::listing::Listing)))]
 async fn list(Extension(shared): Sh) -> axum::response::Response {
     use axum::response::IntoResponse;
     if let Some(live) = ready_view(&shared) {
@@ -324,7 +324,7 @@ async fn list(Extension(shared): Sh) -> axum::response::Response {
         };
     }
     operation(&shared, |shared| {
-        let listing = ops::ls::ls(&shared.context())?;
+        let listing = ops::listing::ls(&shared.context())?;
         Ok(Response::json(200, &listing))
     })
     .await
@@ -348,14 +348,14 @@ fn session_live(
     ctx: &ops::Context,
     live: &super::live::Live,
     record: &Record,
-) -> Result<ops::show::Session, Error> {
+) -> Result<ops::session_object::Session, Error> {
     let host = super::records::HostFacts::of(ctx.host_known());
     super::records::session(&ctx.store, live, &host, record)
 }
 
 /// What an operation over HTTP just saw of a session's cage, for the live
 /// view (podman's event may come after the answer).
-fn note(shared: &Shared, shown: &ops::show::Session) {
+fn note(shared: &Shared, shown: &ops::session_object::Session) {
     if let (Some(live), Some(cage)) = (&shared.live, &shown.cage) {
         if cage.state == "missing" {
             live.forget(&cage.container);
@@ -369,7 +369,7 @@ fn note(shared: &Shared, shown: &ops::show::Session) {
 #[derive(Serialize, ToSchema)]
 struct ShownWith {
     #[serde(flatten)]
-    shown: ops::show::Session,
+    shown: ops::session_object::Session,
     /// What the operation warns of (a choice the machine could not honour in full).
     warnings: Vec<String>,
 }
@@ -501,7 +501,7 @@ async fn create(Extension(shared): Sh, Extension(info): Info, req: Request) -> R
 #[utoipa::path(get, path = "/v1/sessions/{name}", operation_id = "showSession",
     params(Session),
     responses(
-        (status = 200, description = "The session (docs/cages.md, \"The session object\").", body = ops::show::Session),
+        (status = 200, description = "The session (docs/cages.md, \"The session object\").", body = ops::session_object::Session),
         (status = 400, description = "Not a session name.", body = ErrorBody),
         (status = 404, description = "No such session.", body = ErrorBody)))]
 async fn show(Extension(shared): Sh, InPath(Session { name }): InPath<Session>) -> Response {
@@ -896,7 +896,7 @@ struct SettingsBody {
 enum SettingsAnswers<'a> {
     /// Set: the session (docs/cages.md, "The session object").
     #[response(status = 200)]
-    Set(ops::show::Session),
+    Set(ops::session_object::Session),
     /// A bad request (an unknown field, a bad sender).
     #[response(status = 400)]
     Bad(ErrorBody<'a>),

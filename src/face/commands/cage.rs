@@ -135,7 +135,7 @@ fn history(ctx: &Context, a: HistoryArgs, json: bool) -> Result<ExitCode> {
 }
 
 fn ls(ctx: &Context, quiet: bool, json: bool) -> Result<ExitCode> {
-    let r = ops::ls::ls(ctx)?;
+    let r = ops::listing::ls(ctx)?;
     if quiet {
         let names: Vec<&str> = r.sessions.iter().map(|s| s.name.as_str()).collect();
         output::show(&names, json, |n| output::names(n));

@@ -1,12 +1,13 @@
-//! `cage ls`: one `podman ps` call, joined with the records. Containers that
-//! carry the session label but belong to no session are leftovers.
+//! The sessions listed (`cage ls`, `GET /v1/sessions`, and what `cage prune`
+//! starts from): one `podman ps` call, joined with the records. Containers
+//! that carry the session label but belong to no session are leftovers.
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use super::Context;
-use super::show::{Seen, Session};
+use super::session_object::{Seen, Session};
 #[cfg(test)]
 use crate::cage::harness::Harness;
 use crate::cage::spec::SESSION_LABEL;
@@ -63,7 +64,7 @@ pub fn ls(ctx: &Context) -> Result<Listing> {
         let ps = ps?;
         let (volumes, enforced) = (
             host.volume_path.as_deref(),
-            Some(super::show::enforces_limits(host)),
+            Some(crate::host::enforces_limits(host)),
         );
         return Ok(finish(
             ctx,
@@ -79,7 +80,7 @@ pub fn ls(ctx: &Context) -> Result<Listing> {
     // before the cages are listed.
     if ctx.host().is_ok() {
         for r in &records {
-            super::exec::reap_dead_turn(ctx, r);
+            super::dead_turn::reap_dead_turn(ctx, r);
         }
     }
     // Without podman the sessions are still listed, their state unknown: a
@@ -88,7 +89,7 @@ pub fn ls(ctx: &Context) -> Result<Listing> {
         Ok(host) => (
             Some(host.podman.ps_cages()?),
             host.volume_path.as_deref(),
-            Some(super::show::enforces_limits(host)),
+            Some(crate::host::enforces_limits(host)),
         ),
         Err(e) if e.kind == crate::error::Kind::NoPodman => (None, None, None),
         Err(e) => return Err(e),
@@ -114,7 +115,7 @@ fn finish(
     listing.sessions = listing
         .sessions
         .into_iter()
-        .map(|s| super::show::with_egress_log(&ctx.store, s))
+        .map(|s| super::session_object::with_egress_log(&ctx.store, s))
         .collect();
     listing.damaged = damaged;
     listing
