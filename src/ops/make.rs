@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use super::acts::cage_files::{FilesUndo, MakeFiles};
 use super::{Context, plan, program_mount, protect, sealed};
 use crate::cage::harness::Harness;
 use crate::cage::spec::{
@@ -1381,47 +1382,13 @@ impl CagePlan {
     }
 }
 
-/// Remove a cage: the container (and everything installed in it), its env
-/// file and its private folders. Returns what was removed besides the
-/// container.
-pub fn remove_container(ctx: &Context, host: &Host, container: &str) -> Result<Vec<PathBuf>> {
-    host.podman.rm_force(container)?;
-    let mut files = Vec::new();
-    for f in [ctx.store.env_file(container), ctx.store.cage_dir(container)] {
-        if f.is_dir() {
-            if let Err(e) = session::remove_dir_if_there(&f) {
-                // Rootless, what the cage's root made under another of its
-                // uids belongs to a subordinate uid of the user, which only
-                // the user namespace can remove.
-                if !host.rootless {
-                    return Err(e);
-                }
-                host.podman.unshare_rm(&f)?;
-            }
-            files.push(f);
-        } else if f.exists() {
-            session::remove_file_if_there(&f)?;
-            files.push(f);
-        }
+impl MakeFiles for CagePlan {
+    #[cfg(test)]
+    fn container(&self) -> &str {
+        &self.container
     }
-    Ok(files)
-}
-
-/// What the cage's files step made, to take back when a later step fails
-/// (the container is the executor's own step).
-#[derive(Default)]
-pub struct FilesUndo {
-    dirs: Vec<PathBuf>,
-    /// Protected paths made empty in the project: removed if still empty.
-    made: Vec<PathBuf>,
-}
-
-impl FilesUndo {
-    pub fn run(&self) {
-        for d in self.dirs.iter().rev() {
-            let _ = session::remove_dir_if_there(d);
-        }
-        protect::take_back(&self.made);
+    fn make_files(&self, ctx: &Context, undo: &mut FilesUndo) -> Result<()> {
+        CagePlan::make_files(self, ctx, undo)
     }
 }
 

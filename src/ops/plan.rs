@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::make::{self, CagePlan};
+use super::acts::cage_files::{self, FilesUndo, MakeFiles};
 use super::{Context, acts};
 use crate::error::{Error, Kind, Result};
 use crate::host::Host;
@@ -25,7 +25,7 @@ pub enum Step<'a> {
     /// The cage's folders and files on the machine: its private home,
     /// proxy folder, seccomp profile, settings copies, received files,
     /// outbox, the protected paths made empty (taken back: what it made).
-    CageFiles(&'a CagePlan),
+    CageFiles(&'a dyn MakeFiles),
     /// `podman volume create` of the shared folder (never taken back: it is
     /// every session's given it).
     CreateVolume { name: String, label: String },
@@ -216,7 +216,7 @@ impl Step<'_> {
     pub fn describe(&self) -> String {
         match self {
             Step::Intent { intent, .. } => format!("intent {}", intent_words(intent)),
-            Step::CageFiles(p) => format!("cage files {}", p.container),
+            Step::CageFiles(p) => format!("cage files {}", p.container()),
             Step::CreateVolume { name, .. } => format!("create volume {name}"),
             Step::CreateContainer { name, .. } => format!("create container {name}"),
             Step::Untrusted { remember, .. } => {
@@ -301,7 +301,7 @@ fn intent_words(intent: &Intent) -> String {
 enum Undo {
     Intent(String),
     Stop(String),
-    Files(make::FilesUndo),
+    Files(FilesUndo),
     Container(String),
     Record(String),
     Restore(Box<Record>),
@@ -393,7 +393,7 @@ fn podman(host: Option<&Host>) -> Result<&Host> {
 fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result<Option<Undo>> {
     match step {
         Step::Intent { session, intent } => write_intent(ctx, session, intent),
-        Step::CageFiles(plan) => cage_files(ctx, plan),
+        Step::CageFiles(plan) => cage_files(ctx, *plan),
         Step::CreateVolume { name, label } => none(podman(host)?.podman.volume_create(name, label)),
         Step::CreateContainer { name, argv, image } => create(ctx, host, name, argv, image, ran),
         Step::Untrusted {
@@ -510,8 +510,8 @@ fn receive(ctx: &Context, incoming: &acts::drop::Incoming, ran: &mut Ran) -> Res
     Ok(None)
 }
 
-fn cage_files(ctx: &Context, plan: &CagePlan) -> Result<Option<Undo>> {
-    let mut made = make::FilesUndo::default();
+fn cage_files(ctx: &Context, plan: &dyn MakeFiles) -> Result<Option<Undo>> {
+    let mut made = FilesUndo::default();
     match plan.make_files(ctx, &mut made) {
         Ok(()) => Ok(Some(Undo::Files(made))),
         Err(e) => {
@@ -594,7 +594,7 @@ fn remove(
     best_effort: bool,
     ran: &mut Ran,
 ) -> Result<Option<Undo>> {
-    let removed = podman(host).and_then(|h| make::remove_container(ctx, h, name));
+    let removed = podman(host).and_then(|h| cage_files::remove_container(ctx, h, name));
     match removed {
         Ok(_) => {}
         // Without podman, left for `cage prune` once it is back: the
@@ -889,7 +889,7 @@ fn take_back(ctx: &Context, host: Option<&Host>, undo: &Undo, ran: &mut Ran) {
         }
         Undo::Container(name) => {
             if let Some(h) = host {
-                let _ = make::remove_container(ctx, h, name);
+                let _ = cage_files::remove_container(ctx, h, name);
             }
         }
         Undo::Record(session) => {
@@ -998,7 +998,7 @@ pub fn repair(ctx: &Context, name: &str) -> Result<Option<String>> {
 /// once podman is back.
 fn remove_or_leave(ctx: &Context, c: &str) -> Result<&'static str> {
     match ctx.host() {
-        Ok(host) => make::remove_container(ctx, host, c).map(|_| "removed"),
+        Ok(host) => cage_files::remove_container(ctx, host, c).map(|_| "removed"),
         Err(e) if e.kind == Kind::NoPodman => {
             Ok("left for `shrooms-agent cage prune` (no podman here)")
         }

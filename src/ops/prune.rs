@@ -278,7 +278,7 @@ fn decide(f: &Facts, asked: Option<&Pruned>) -> Result<(Pruned, Vec<Step<'static
         pruned.files.push(file.path.clone());
     }
     pruned.files.sort();
-    // A leftover's own files go with it (`make::remove_container`).
+    // A leftover's own files go with it (`acts::cage_files::remove_container`).
     let steps = pruned
         .containers
         .iter()

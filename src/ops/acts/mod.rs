@@ -5,6 +5,7 @@
 //! `limits`, `outbox`, `files`, ...), so that the executor runs steps it
 //! knows nothing of, and the verbs decide them.
 
+pub mod cage_files;
 pub mod drop;
 pub mod limits;
 pub mod send;
