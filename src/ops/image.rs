@@ -30,6 +30,7 @@ use crate::host::process as runner;
 use crate::images::workbench::{self, BuildRecord, ForCage, ImageStatus, Present, Stage};
 use crate::state::lock;
 use crate::state::session::{make_private_dir, write_atomic};
+use crate::state::when::now;
 
 /// `<state>/images/`: per stage a lock, a record, a log, and the text of
 /// the Containerfile a background build reads; and the empty build context.
@@ -156,13 +157,6 @@ fn write_record(path: &Path, record: &BuildRecord) -> Result<()> {
         .map_err(|e| Error::failed(format!("writing {}: {e}", path.display())))?;
     text.push('\n');
     write_atomic(path, text.as_bytes(), 0o600)
-}
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 fn present_of(inspect: &ImageInspect) -> Present {
