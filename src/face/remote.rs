@@ -32,7 +32,6 @@ pub use crate::settings::ssh_table::SshMachine;
 #[cfg(test)]
 use crate::settings::ssh_table::check_destination;
 use crate::settings::ssh_table::machine;
-pub use crate::turn::gateway::credentials::set_laptop;
 use crate::turn::gateway::credentials::{Credential, MachineSources};
 
 /// The protocol between the two ends: the words one sends and the other
