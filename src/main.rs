@@ -39,7 +39,7 @@ use clap::Parser;
 use error::{Error, Result};
 use face::cli::{CageCommand, Cli, Command};
 use face::commands;
-use face::{output, remote};
+use face::output;
 use ops::Context;
 use settings::{Env, Overrides, Settings};
 
@@ -63,11 +63,6 @@ fn main() -> ExitCode {
     );
     // Run here for another machine's `--on`: errors say where they happened.
     let here = cli.remote.clone();
-    // The turn's servers (`ops::turn_servers`) read it from a process
-    // global; the commands here are given it as a value.
-    if let Some(socket) = cli.laptop.clone() {
-        remote::set_laptop(socket);
-    }
     let result = match cli.on.clone() {
         Some(machine) => on_machine(&cli, &machine),
         None => run(cli),
@@ -126,8 +121,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             cage_pid,
         } => commands::inner::egress_listen(&log, &refused_log, &pid_file, &session, cage_pid),
         Command::Cage(cmd) => {
-            let ctx = context_with(&commands::cage::overrides(&cmd))?;
-            commands::cage::run(&ctx, cmd, json, cli.laptop.as_deref())
+            let overrides = Overrides {
+                laptop_socket: cli.laptop,
+                ..commands::cage::overrides(&cmd)
+            };
+            let ctx = context_with(&overrides)?;
+            commands::cage::run(&ctx, cmd, json)
         }
         Command::Image(cmd) => commands::image::run(&context()?, cmd, json),
         Command::Outbox(cmd) => commands::outbox::run(&context()?, cmd, json),

@@ -698,6 +698,8 @@ pub struct Overrides {
     pub pids: Option<String>,
     /// `serve --listen`
     pub listen: Option<String>,
+    /// `--laptop`, sent with a turn by the machine that ran `--on`
+    pub laptop_socket: Option<PathBuf>,
 }
 
 /// Everything the operations need to know about how they were asked to run.
@@ -757,6 +759,9 @@ pub struct Settings {
     pub asked_limits: LimitsAsked,
     /// Where `serve` listens: `--listen`, else 127.0.0.1 and `agent_port`.
     pub listen: SocketAddr,
+    /// A turn sent here from another machine (`--on`): the socket its ssh
+    /// forwards here, to its key lender and the turn's line (`--laptop`).
+    pub laptop_socket: Option<PathBuf>,
     /// The user's runtime folder (`$XDG_RUNTIME_DIR`, when absolute): its
     /// sockets are never a project folder, and serve's Unix socket is in it.
     pub runtime_dir: Option<PathBuf>,
@@ -941,6 +946,7 @@ impl Settings {
             allow_root: file.allow_root.unwrap_or(false),
             asked_limits,
             listen,
+            laptop_socket: overrides.laptop_socket.clone(),
             runtime_dir: absolute_var(env, "XDG_RUNTIME_DIR"),
             hosts_file: absolute_var(env, crate::net::netpolicy::HOSTS_ENV),
             claude_dir: absolute_var(env, "CLAUDE_CONFIG_DIR")
@@ -2153,14 +2159,20 @@ delta = { url = "http://[fd00::1]:9000", token_file = "/t/delta" }
         let s = resolve("agent_port = 7400", &Overrides::default()).unwrap();
         assert_eq!(s.listen, "127.0.0.1:7400".parse().unwrap());
         assert_eq!(s.asked_limits, LimitsAsked::default());
+        assert_eq!(s.laptop_socket, None);
         let o = Overrides {
             memory: Some("1.5G".into()),
             cpus: Some("0.5".into()),
             pids: Some("99".into()),
             listen: Some("[::1]:9000".into()),
+            laptop_socket: Some("/run/user/1/shrooms-lent-0a.sock".into()),
         };
         let s = resolve("", &o).unwrap();
         assert_eq!(s.listen, "[::1]:9000".parse().unwrap());
+        assert_eq!(
+            s.laptop_socket.as_deref(),
+            Some(Path::new("/run/user/1/shrooms-lent-0a.sock"))
+        );
         assert_eq!(
             "localhost:7387".parse::<Listen>().unwrap().0,
             "127.0.0.1:7387".parse::<SocketAddr>().unwrap()

@@ -7,7 +7,7 @@ use std::io::Write;
 use serde::Serialize;
 
 use crate::error::{Error, Face};
-use crate::host::process::shell_quote;
+use crate::host::process::shown_line;
 use crate::ops::{
     create::Created, doctor, listing::Listing, prune::Pruned, rm::Removed, session_object::Session,
 };
@@ -145,12 +145,7 @@ pub fn error_after<T: Serialize>(e: &Error, json: bool, done: &T, text: impl Fn(
 }
 
 pub fn created(c: &Created) -> String {
-    let argv = c
-        .argv
-        .iter()
-        .map(|a| shell_quote(a))
-        .collect::<Vec<_>>()
-        .join(" ");
+    let argv = shown_line(c.argv.iter().map(String::as_str));
     if c.dry_run {
         let refused = match &c.would_be_refused {
             Some(why) => format!("; the real create would be refused: {why}"),
@@ -383,11 +378,7 @@ fn shown_cage(c: &crate::ops::session_object::Cage) -> String {
         } else {
             ""
         },
-        c.create_argv
-            .iter()
-            .map(|a| shell_quote(a))
-            .collect::<Vec<_>>()
-            .join(" ")
+        shown_line(c.create_argv.iter().map(String::as_str))
     );
     if let Some(log) = &c.egress_log {
         match &log.problem {

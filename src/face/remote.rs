@@ -26,13 +26,12 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::host::process::Process;
+use crate::host::process::{Process, shell_line};
 use crate::settings::Settings;
 pub use crate::settings::ssh_table::SshMachine;
 #[cfg(test)]
 use crate::settings::ssh_table::check_destination;
 use crate::settings::ssh_table::machine;
-pub use crate::turn::gateway::credentials::set_laptop;
 use crate::turn::gateway::credentials::{Credential, MachineSources};
 
 /// The protocol between the two ends: the words one sends and the other
@@ -87,12 +86,6 @@ pub fn target(settings: &Settings, word: &str) -> Result<Target> {
     })
 }
 
-/// A word for the remote user's shell: single-quoted, a `'` in it closed,
-/// escaped and reopened, so the shell there hands it over unchanged.
-pub fn quote(w: &str) -> String {
-    format!("'{}'", w.replace('\'', "'\\''"))
-}
-
 /// What the command needs of the connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -104,13 +97,14 @@ pub enum Kind {
 }
 
 /// ssh's arguments: its options, the destination, and the remote command
-/// as one string of quoted words.
+/// as one string of quoted words, which the remote user's shell reads back
+/// into the same words (`process::shell_line`).
 fn ssh_args(
     t: &Target,
     tty: Option<bool>,
     forward: Option<(&str, &Path)>,
     words: &[String],
-) -> Vec<String> {
+) -> Result<Vec<String>> {
     let mut a: Vec<String> = vec!["-o".into(), "BatchMode=yes".into()];
     if let Some(c) = &t.machine.ssh_config {
         a.push("-F".into());
@@ -125,13 +119,9 @@ fn ssh_args(
     }
     a.push("--".into());
     a.push(t.machine.destination.clone());
-    let mut line = quote(&t.machine.program);
-    for w in words {
-        line.push(' ');
-        line.push_str(&quote(w));
-    }
-    a.push(line);
-    a
+    let program = std::iter::once(t.machine.program.as_str());
+    a.push(shell_line(program.chain(words.iter().map(String::as_str)))?);
+    Ok(a)
 }
 
 /// What `shrooms-agent version --json` says.
@@ -197,7 +187,7 @@ pub fn check(t: &Target) -> Result<Version> {
             None,
             None,
             &["version".into(), "--json".into()],
-        ))
+        )?)
         .timeout(CHECK_TIMEOUT)
         .max_output(MAX_ANSWER)
         .capture()?;
@@ -265,7 +255,7 @@ pub fn run(
         Kind::Plain => {
             all.extend(words);
             let code = Process::new(&t.ssh, format!("ssh to {}", t.name))
-                .args(ssh_args(t, Some(false), None, &all))
+                .args(ssh_args(t, Some(false), None, &all)?)
                 .interactive()?;
             // The tool's own exit codes are 0-4 and 125-127.
             if code == SSH_FAILED {
@@ -285,7 +275,7 @@ pub fn run(
             all.extend(words);
             let ssh_pid = lender.ssh_pid.clone();
             let code = Process::new(&t.ssh, format!("ssh to {}", t.name))
-                .args(ssh_args(t, Some(tty), Some((&remote, &lender.path)), &all))
+                .args(ssh_args(t, Some(tty), Some((&remote, &lender.path)), &all)?)
                 .interactive_seen(&|pid| {
                     let _ = ssh_pid.compare_exchange(0, pid, Ordering::SeqCst, Ordering::SeqCst);
                 })?;
@@ -575,7 +565,7 @@ fn remote_ls(t: &Target) -> Result<serde_json::Value> {
         .map(|w| w.to_string())
         .collect();
     let out = Process::new(&t.ssh, format!("ssh to {}", t.name))
-        .args(ssh_args(t, Some(false), None, &words))
+        .args(ssh_args(t, Some(false), None, &words)?)
         .timeout(CHECK_TIMEOUT)
         .max_output(MAX_ANSWER)
         .capture()?;
@@ -652,12 +642,35 @@ fn listing_text(all: &[MachineListing]) -> String {
 mod tests {
     use super::*;
 
+    /// The remote command is read by the far user's shell: a hostile
+    /// session name or path comes back as the very same words (shlex's
+    /// reader standing for that shell), and a NUL byte, which no shell can
+    /// be given, is a clear error.
     #[test]
-    fn words_are_quoted_for_the_remote_shell() {
-        assert_eq!(quote("a b"), "'a b'");
-        assert_eq!(quote("it's"), "'it'\\''s'");
-        assert_eq!(quote("$(rm -rf /)"), "'$(rm -rf /)'");
-        assert_eq!(quote(""), "''");
+    fn words_come_back_whole_from_the_remote_shell() {
+        let t = Target {
+            name: "big".into(),
+            machine: machine("me@big", None, None).unwrap(),
+            ssh: "/usr/bin/ssh".into(),
+        };
+        let words: Vec<String> = [
+            "cage",
+            "create",
+            "it's \"$(rm -rf ~)\"",
+            "--dir",
+            "/home/me/a b/`id`;$HOME\nx\\y",
+            "",
+        ]
+        .iter()
+        .map(|w| w.to_string())
+        .collect();
+        let a = ssh_args(&t, Some(false), None, &words).unwrap();
+        let line = a.last().unwrap();
+        let mut sent = vec!["shrooms-agent".to_string()];
+        sent.extend(words);
+        assert_eq!(shlex::split(line).unwrap(), sent);
+        let e = ssh_args(&t, Some(false), None, &["a\0b".into()]).unwrap_err();
+        assert_eq!(e.kind, crate::error::Kind::BadInput);
     }
 
     #[test]
@@ -677,7 +690,8 @@ mod tests {
                 "n".into(),
                 "echo $HOME".into(),
             ],
-        );
+        )
+        .unwrap();
         assert_eq!(
             a,
             [
@@ -692,7 +706,7 @@ mod tests {
                 "/run/user/1/x.sock:/s/l",
                 "--",
                 "me@big",
-                "'shrooms-agent' 'cage' 'exec' 'n' 'echo $HOME'"
+                "shrooms-agent cage exec n 'echo $HOME'"
             ]
         );
     }

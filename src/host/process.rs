@@ -962,24 +962,44 @@ fn describe_code(code: Option<i32>) -> String {
 impl fmt::Display for Process {
     /// The command as a shell would read it (for messages and `--dry-run`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", shell_quote(&self.program.to_string_lossy()))?;
-        for a in &self.args {
-            write!(f, " {}", shell_quote(a))?;
-        }
-        Ok(())
+        let program = self.program.to_string_lossy();
+        let words = std::iter::once(program.as_ref()).chain(self.args.iter().map(String::as_str));
+        f.write_str(&shown_line(words))
     }
 }
 
-/// Quote a word for display in a POSIX shell: only for showing, never run.
-pub fn shell_quote(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=,@%+".contains(&b));
-    if plain {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
+/// The one quoting of a word for a POSIX shell (the program's, for ssh's
+/// remote command and for a command shown to a person): as it is when a
+/// shell reads it as itself, else quoted, by shlex. A NUL byte cannot be
+/// said to a shell (nor be an argument of a process): refused.
+pub fn shell_quote(word: &str) -> Result<std::borrow::Cow<'_, str>> {
+    shlex::try_quote(word).map_err(|e| {
+        Error::bad_input(format!(
+            "{word:?} cannot be given to a shell ({e}): leave the NUL byte out"
+        ))
+    })
+}
+
+/// Words as one line that a shell reads back into the same words (ssh's
+/// remote command, which the far user's shell reads): each quoted by
+/// [`shell_quote`], joined by spaces.
+pub fn shell_line<'a>(words: impl IntoIterator<Item = &'a str>) -> Result<String> {
+    let quoted = words
+        .into_iter()
+        .map(shell_quote)
+        .collect::<Result<Vec<_>>>()?;
+    Ok(quoted.join(" "))
+}
+
+/// Words shown to a person as a shell would read them (messages,
+/// `--dry-run`), never run. Showing does not fail: a word no shell can be
+/// given (a NUL byte) is shown in double quotes with Rust's escapes.
+pub fn shown_line<'a>(words: impl IntoIterator<Item = &'a str>) -> String {
+    words
+        .into_iter()
+        .map(|w| shell_quote(w).unwrap_or_else(|_| format!("{w:?}").into()))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// A recording fake program's crash, in unit tests (`podman::fake`): the
@@ -1076,7 +1096,58 @@ mod tests {
     #[test]
     fn display_quotes_for_a_shell() {
         let p = Process::new("/usr/bin/podman", "podman").args(["exec", "a b", "it's", ""]);
-        assert_eq!(p.to_string(), "/usr/bin/podman exec 'a b' 'it'\\''s' ''");
+        assert_eq!(p.to_string(), "/usr/bin/podman exec 'a b' \"it's\" ''");
+        // shlex's choices: `=`, `,` and `%` quoted (an `a=b` first word is
+        // an assignment, a `,` part of a brace expansion), `]` left bare.
+        let p = Process::new("podman", "podman").args(["--label", "k=v", "a,b", "50%", "x]"]);
+        assert_eq!(p.to_string(), "podman --label 'k=v' 'a,b' '50%' x]");
+        // Showing never fails: a NUL byte is shown escaped.
+        let p = Process::new("podman", "podman").args(["a\0b"]);
+        assert_eq!(p.to_string(), "podman \"a\\0b\"");
+    }
+
+    /// What a hostile name or path could hold comes back from a shell's
+    /// reading of the line as the very same words (shlex's own reader
+    /// stands for the far user's shell).
+    #[test]
+    fn a_shell_line_reads_back_as_its_words() {
+        let words = [
+            "shrooms-agent",
+            "a b",
+            "it's",
+            "\"q\"",
+            "$(touch /tmp/pwned)",
+            "`id`",
+            "$HOME",
+            "line\nbreak",
+            "tab\there",
+            "back\\slash",
+            "!event",
+            "^caret",
+            "~user",
+            "*?[x]",
+            "{a,b}",
+            "a;b|c&d>e<f",
+            "#not-a-comment",
+            "k=v",
+            "ünïcödé",
+            "",
+        ];
+        let line = shell_line(words).unwrap();
+        assert_eq!(shlex::split(&line).unwrap(), words);
+        for w in words {
+            assert_eq!(shlex::split(&shell_quote(w).unwrap()).unwrap(), [w]);
+        }
+    }
+
+    /// A NUL byte cannot be given to a shell: a clear error, no panic.
+    #[test]
+    fn a_nul_byte_is_refused() {
+        let e = shell_quote("a\0b").unwrap_err();
+        assert_eq!(e.kind, Kind::BadInput);
+        assert!(e.message.contains("NUL"), "{}", e.message);
+        let e = shell_line(["ok", "a\0b"]).unwrap_err();
+        assert_eq!(e.kind, Kind::BadInput);
     }
 
     #[test]

@@ -36,6 +36,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::state::when::now_rfc3339_millis;
 
 /// The NFLOG group the rules send to and the listener binds, in the cage's
 /// own network namespace (any number would do: no other listener is there).
@@ -421,7 +422,7 @@ impl Listen<'_> {
             name: None,
         });
         Line {
-            time: now(),
+            time: now_rfc3339_millis(),
             session: self.session.to_string(),
             address,
             name: d.name,
@@ -765,10 +766,6 @@ fn gate_batch(
         .collect()
 }
 
-fn now() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
 /// A namespace file's device and inode, as `stat -L` gives them.
 fn netns_id(path: &str) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
@@ -1032,7 +1029,7 @@ mod tests {
         let path = dir.join("s1.egress.jsonl");
         assert_eq!(older(&path), dir.join("s1.egress.1.jsonl"));
         let line = |i: usize| Line {
-            time: now(),
+            time: now_rfc3339_millis(),
             session: "s1".into(),
             address: format!("10.0.0.{}", i % 250),
             name: None,

@@ -63,12 +63,12 @@ pub fn open_gateway(
         },
         // A turn sent here from another machine (`--on`) uses the key it
         // lends for the turn, unless this machine's config says to use its own.
-        None => match gateway::credentials::laptop() {
+        None => match &ctx.settings.laptop_socket {
             Some(socket)
                 if ctx.settings.gateway.remote_turns == crate::settings::RemoteTurns::Lent =>
             {
                 Credentials::Lent {
-                    socket: socket.to_path_buf(),
+                    socket: socket.clone(),
                 }
             }
             _ => Credentials::Machine(Arc::new(gateway::machine_sources(&ctx.settings, &ctx.env))),

@@ -25,6 +25,7 @@ use serde::Deserialize;
 
 use crate::cage::spec::SESSION_LABEL;
 use crate::host::podman::Podman;
+use crate::state::when::now;
 
 /// How long after the events stream ends the view is loaded again.
 const AGAIN_AFTER: Duration = Duration::from_secs(1);
@@ -128,7 +129,7 @@ impl Live {
     /// (`die_with_parent`).
     pub fn start(podman: Podman, stop: Arc<AtomicBool>) -> Arc<Live> {
         let live = Arc::new(Live::default());
-        let mut since = crate::state::when::now().saturating_sub(1);
+        let mut since = now().saturating_sub(1);
         live.load(&podman);
         let l = live.clone();
         let started = std::thread::Builder::new()
@@ -140,7 +141,7 @@ impl Live {
                         return;
                     }
                     std::thread::sleep(AGAIN_AFTER);
-                    since = crate::state::when::now().saturating_sub(1);
+                    since = now().saturating_sub(1);
                     l.load(&podman);
                 }
             });

@@ -9,6 +9,13 @@ pub fn now() -> u64 {
     Utc::now().timestamp().max(0) as u64
 }
 
+/// Now, from the same clock, as RFC 3339 in UTC to the millisecond
+/// (`2026-11-30T18:05:09.123Z`): a log line's time, where seconds are too
+/// coarse to order lines by.
+pub fn now_rfc3339_millis() -> String {
+    Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
 /// A moment as this machine's local date and time: `2026-11-30 19:05:09`.
 pub fn local(secs: u64) -> String {
     local_in(&Local, secs)
@@ -93,6 +100,18 @@ pub fn count(n: u64, one: &str, many: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The log's form: UTC, milliseconds, `Z`, and the same clock as [`now`].
+    #[test]
+    fn now_as_a_log_line_time() {
+        let before = now();
+        let t = now_rfc3339_millis();
+        let after = now();
+        assert_eq!(t.len(), "2026-11-30T18:05:09.123Z".len(), "{t}");
+        assert_eq!((&t[10..11], &t[19..20], &t[23..]), ("T", ".", "Z"), "{t}");
+        let secs = DateTime::parse_from_rfc3339(&t).unwrap().timestamp() as u64;
+        assert!(before <= secs && secs <= after, "{t}");
+    }
 
     #[test]
     fn times_for_people() {

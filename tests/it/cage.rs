@@ -560,8 +560,11 @@ fn dry_run_shows_argv_and_env_redacted_and_makes_nothing() {
         argv_line.contains(&format!("--name shrooms-{name}-")),
         "{argv_line}"
     );
+    // The line reads back, as a shell reads it, into podman's words.
+    let words = shlex::split(argv_line).unwrap_or_else(|| panic!("not shell words: {argv_line}"));
+    let label = format!("xyz.vpavlin.shrooms.session={name}");
     assert!(
-        argv_line.contains(&format!("--label xyz.vpavlin.shrooms.session={name}")),
+        words.windows(2).any(|p| p == ["--label", label.as_str()]),
         "{argv_line}"
     );
     assert!(

@@ -325,17 +325,22 @@ pub fn own_config(values: &[(String, String)]) -> String {
     out.push_str("[core]\n\tbare = false\n");
     for (head, keys) in sections {
         match head.split_once('.') {
-            Some((section, sub)) => out.push_str(&format!("[{section} \"{}\"]\n", quote(sub))),
+            Some((section, sub)) => {
+                out.push_str(&format!("[{section} \"{}\"]\n", config_escape(sub)))
+            }
             None => out.push_str(&format!("[{head}]\n")),
         }
         for (name, value) in keys {
-            out.push_str(&format!("\t{name} = \"{}\"\n", quote(&value)));
+            out.push_str(&format!("\t{name} = \"{}\"\n", config_escape(&value)));
         }
     }
     out
 }
 
-fn quote(s: &str) -> String {
+/// A value or subsection name for inside a git config file's double
+/// quotes, git-config(1) "Syntax": `\\` and `\"` escaped. Not shell
+/// quoting: git reads no `$` or `'` there.
+fn config_escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"")
 }
 

@@ -2,7 +2,6 @@
 //! that make or change a cage are in `create` and `limits`, the turns in
 //! `turn`, `prune` in its own; the plain ones are here.
 
-use std::path::Path;
 use std::process::ExitCode;
 
 use super::{Notes, create, limits, prune, turn};
@@ -21,10 +20,10 @@ pub fn overrides(cmd: &CageCommand) -> Overrides {
     }
 }
 
-/// `laptop`: the socket to the machine that sent this turn (`--on`), if
-/// one did.
-pub fn run(ctx: &Context, cmd: CageCommand, json: bool, laptop: Option<&Path>) -> Result<ExitCode> {
+pub fn run(ctx: &Context, cmd: CageCommand, json: bool) -> Result<ExitCode> {
     ops::refuse_root(&ctx.settings)?;
+    // The socket to the machine that sent this turn (`--on`), if one did.
+    let laptop = ctx.settings.laptop_socket.as_deref();
     // What was repaired on the way (a command that died), one line each,
     // whether this one succeeded or not: shown when it ends.
     let _notes = Notes(ctx);

@@ -104,7 +104,7 @@ impl FakePodman {
 
     /// Write the program; the `Podman` that calls it.
     pub fn podman(&self) -> Podman {
-        let quote = |w: &str| format!("'{}'", w.replace('\'', r"'\''"));
+        let quote = |w: &str| crate::host::process::shell_quote(w).unwrap().into_owned();
         let calls = quote(&self.dir.join("calls").to_string_lossy());
         let fail_at = quote(&self.dir.join("fail-at").to_string_lossy());
         let crash_at = quote(&self.dir.join("crash-at").to_string_lossy());

@@ -10,7 +10,7 @@
 use std::io::{BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::host::process::Process;
@@ -258,18 +258,6 @@ pub fn read_claude_login(path: &std::path::Path) -> Result<Option<String>, Strin
         }
     }
     Ok(Some(token.to_string()))
-}
-
-/// The other end: set on the machine a turn was sent to (`--laptop`).
-static LAPTOP: OnceLock<PathBuf> = OnceLock::new();
-
-pub fn set_laptop(socket: PathBuf) {
-    let _ = LAPTOP.set(socket);
-}
-
-/// The socket ssh forwards to the machine the turn came from, if it did.
-pub fn laptop() -> Option<&'static Path> {
-    LAPTOP.get().map(PathBuf::as_path)
 }
 
 /// The longest answer read from the machine that lends the key: a key
