@@ -542,17 +542,20 @@ pub enum OutboxCommand {
     /// Pack a sealed session's outbox and send it to a session on a machine
     /// (the config's [machines], or this one): it arrives in that session's
     /// uploads, if that session takes files from this one
-    Send {
-        /// The sealed session
-        #[arg(add = ArgValueCandidates::new(session_names))]
-        name: String,
-        /// Where to: MACHINE/SESSION
-        #[arg(value_name = "MACHINE/SESSION")]
-        to: String,
-        /// Send only this folder of the outbox (a relative path)
-        #[arg(long, value_name = "FOLDER")]
-        only: Option<PathBuf>,
-    },
+    Send(SendArgs),
+}
+
+#[derive(Debug, PartialEq, Args)]
+pub struct SendArgs {
+    /// The sealed session
+    #[arg(add = ArgValueCandidates::new(session_names))]
+    pub name: String,
+    /// Where to: MACHINE/SESSION
+    #[arg(value_name = "MACHINE/SESSION")]
+    pub to: String,
+    /// Send only this folder of the outbox (a relative path)
+    #[arg(long, value_name = "FOLDER")]
+    pub only: Option<PathBuf>,
 }
 
 #[derive(Debug, PartialEq, Subcommand)]
