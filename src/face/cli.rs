@@ -78,7 +78,7 @@ fn session_names() -> Vec<clap_complete::CompletionCandidate> {
 // Each command's arguments are built only when that command is used (here
 // and in the enums below): every start is a third of a millisecond shorter
 // than with all of them built to parse one.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, PartialEq, Subcommand)]
 #[command(defer = true)]
 pub enum Command {
     /// Make, run, inspect and remove caged sessions
@@ -169,7 +169,7 @@ pub enum Command {
     },
 }
 
-#[derive(Debug, Subcommand)]
+#[derive(Debug, PartialEq, Subcommand)]
 #[command(defer = true)]
 pub enum CageCommand {
     /// Record a session and make its container (made, not started)
@@ -338,14 +338,14 @@ pub enum CageCommand {
     },
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, PartialEq, Args)]
 pub struct NameArg {
     /// The session
     #[arg(add = ArgValueCandidates::new(session_names))]
     pub name: String,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, PartialEq, Args)]
 pub struct HistoryArgs {
     /// The session
     #[arg(add = ArgValueCandidates::new(session_names))]
@@ -355,7 +355,7 @@ pub struct HistoryArgs {
     pub net: bool,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, PartialEq, Args)]
 pub struct StopArgs {
     /// The session
     #[arg(required_unless_present = "all", conflicts_with = "all", add = ArgValueCandidates::new(session_names))]
@@ -366,7 +366,7 @@ pub struct StopArgs {
     pub all: bool,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, PartialEq, Args)]
 pub struct MoveArgs {
     /// The session
     #[arg(add = ArgValueCandidates::new(session_names))]
@@ -390,7 +390,7 @@ pub struct MoveArgs {
     pub cage: CageArgs,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, PartialEq, Args)]
 pub struct RenameArgs {
     /// The session
     #[arg(add = ArgValueCandidates::new(session_names))]
@@ -403,7 +403,7 @@ pub struct RenameArgs {
     pub by: Option<String>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, PartialEq, Args)]
 pub struct LimitsArgs {
     /// The session
     #[arg(add = ArgValueCandidates::new(session_names))]
@@ -441,7 +441,7 @@ pub struct LimitsArgs {
     pub by: Option<String>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, PartialEq, Args)]
 pub struct CreateArgs {
     /// The session's name: 1 to 63 of A-Z a-z 0-9 _ . - (not starting with `-` or `.`)
     pub name: String,
@@ -469,7 +469,7 @@ pub struct CreateArgs {
 // How a cage is made: its image and the options that widen or seal it
 // (flattened into `cage create` and `cage move`; a doc comment here would
 // become their about once their arguments are deferred).
-#[derive(Debug, Args, Default)]
+#[derive(Debug, PartialEq, Args, Default)]
 pub struct CageArgs {
     /// The image (default: the config's `image`, else <images_repo>:latest,
     /// localhost/shrooms-workbench:latest unless the config says otherwise;
@@ -519,7 +519,7 @@ pub struct CageArgs {
     pub net: Option<String>,
 }
 
-#[derive(Debug, Subcommand)]
+#[derive(Debug, PartialEq, Subcommand)]
 #[command(defer = true)]
 pub enum OutboxCommand {
     /// Pack a sealed session's outbox into a .tar.gz: regular files only,
@@ -542,20 +542,23 @@ pub enum OutboxCommand {
     /// Pack a sealed session's outbox and send it to a session on a machine
     /// (the config's [machines], or this one): it arrives in that session's
     /// uploads, if that session takes files from this one
-    Send {
-        /// The sealed session
-        #[arg(add = ArgValueCandidates::new(session_names))]
-        name: String,
-        /// Where to: MACHINE/SESSION
-        #[arg(value_name = "MACHINE/SESSION")]
-        to: String,
-        /// Send only this folder of the outbox (a relative path)
-        #[arg(long, value_name = "FOLDER")]
-        only: Option<PathBuf>,
-    },
+    Send(SendArgs),
 }
 
-#[derive(Debug, Subcommand)]
+#[derive(Debug, PartialEq, Args)]
+pub struct SendArgs {
+    /// The sealed session
+    #[arg(add = ArgValueCandidates::new(session_names))]
+    pub name: String,
+    /// Where to: MACHINE/SESSION
+    #[arg(value_name = "MACHINE/SESSION")]
+    pub to: String,
+    /// Send only this folder of the outbox (a relative path)
+    #[arg(long, value_name = "FOLDER")]
+    pub only: Option<PathBuf>,
+}
+
+#[derive(Debug, PartialEq, Subcommand)]
 #[command(defer = true)]
 pub enum FilesCommand {
     /// Take files from a sender: MACHINE/SESSION, or MACHINE/* for all of its sessions
@@ -608,7 +611,7 @@ pub enum FilesCommand {
     },
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, PartialEq, Args)]
 pub struct ServeArgs {
     /// The address to listen on (default: 127.0.0.1 and the config's agent_port, 7387);
     /// localhost:PORT is 127.0.0.1:PORT, other names are refused.
@@ -628,7 +631,7 @@ pub enum HarnessArg {
     Pi,
 }
 
-#[derive(Debug, Subcommand)]
+#[derive(Debug, PartialEq, Subcommand)]
 #[command(defer = true)]
 pub enum ImageCommand {
     /// Build an image of ours from the Containerfile compiled in (or --containerfile),
@@ -654,7 +657,7 @@ pub enum ImageCommand {
     },
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, PartialEq, Args)]
 pub struct ImageBuildArgs {
     /// Which image
     #[arg(value_enum, default_value_t = ImageWhich::Workbench)]

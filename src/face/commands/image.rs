@@ -4,24 +4,14 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use crate::error::Result;
-use crate::face::cli::{ImageCommand, ImageWhich};
+use crate::face::cli::ImageCommand;
 use crate::face::output;
-use crate::images::workbench;
 use crate::ops::{self, Context};
 
 pub fn run(ctx: &Context, cmd: ImageCommand, json: bool) -> Result<ExitCode> {
     match cmd {
         ImageCommand::Build(a) => {
-            let stages = match a.which {
-                ImageWhich::Workbench => vec![workbench::Stage::Workbench],
-                ImageWhich::Desktop => vec![workbench::Stage::Desktop],
-                ImageWhich::All => workbench::Stage::ALL.to_vec(),
-            };
-            let req = ops::image::BuildRequest {
-                stages,
-                wait: a.wait,
-                containerfile: a.containerfile,
-            };
+            let req = ops::image::BuildRequest::from(a);
             let tty = std::io::stderr().is_terminal();
             let r = if tty && !json && req.wait {
                 build_with_progress(ctx, &req)?

@@ -5,7 +5,6 @@ use std::process::ExitCode;
 use crate::error::Result;
 use crate::face::cli::LimitsArgs;
 use crate::face::output;
-use crate::net::netpolicy;
 use crate::ops::{self, Context};
 use crate::settings::Overrides;
 
@@ -33,22 +32,7 @@ pub fn run(ctx: &Context, a: LimitsArgs, json: bool) -> Result<ExitCode> {
         output::show(&r, json, output::limits_shown);
         return Ok(ExitCode::SUCCESS);
     }
-    let req = ops::limits::LimitsRequest {
-        name: a.name,
-        asked: ctx.settings.asked_limits.clone(),
-        reset: a.reset,
-        tokens: a
-            .tokens
-            .as_deref()
-            .map(ops::limits::parse_tokens)
-            .transpose()?,
-        net: a
-            .net
-            .as_deref()
-            .map(netpolicy::NetPolicy::parse)
-            .transpose()?,
-        by: a.by,
-    };
+    let req = ops::limits::LimitsRequest::try_from((a, ctx.settings.asked_limits.clone()))?;
     let r = ops::limits::limits(ctx, &req)?;
     output::warnings(&r.warnings);
     output::show(&r, json, output::limits);

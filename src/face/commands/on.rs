@@ -68,7 +68,6 @@ pub fn run(settings: &Settings, env: &Env, machine: &str, sent: Sent) -> Result<
 /// leaves the same command, so a `--on` among a command's own words
 /// (`cage exec NAME grep --on x`) stays there.
 fn words_without_on(raw: &[OsString], cli: &Cli) -> Result<Vec<OsString>> {
-    let want = format!("{:?}", cli.command);
     for i in 1..raw.len() {
         let w = raw[i].to_string_lossy();
         let take = if w == "--on" {
@@ -83,7 +82,7 @@ fn words_without_on(raw: &[OsString], cli: &Cli) -> Result<Vec<OsString>> {
         if let Ok(c) = Cli::try_parse_from(&rest)
             && c.on.is_none()
             && c.json == cli.json
-            && format!("{:?}", c.command) == want
+            && c.command == cli.command
         {
             return Ok(rest.into_iter().skip(1).collect());
         }

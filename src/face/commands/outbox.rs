@@ -18,9 +18,8 @@ pub fn run(ctx: &Context, cmd: OutboxCommand, json: bool) -> Result<ExitCode> {
             let r = ops::outbox::pack(ctx, &name, only.as_deref(), &output, force)?;
             output::show(&r, json, output::packed);
         }
-        OutboxCommand::Send { name, to, only } => {
-            let req = ops::outbox::SendRequest { name, to, only };
-            let r = ops::outbox::send(ctx, &req)?;
+        OutboxCommand::Send(a) => {
+            let r = ops::outbox::send(ctx, &a.into())?;
             output::show(&r, json, |r| format!("{}\n", r.result));
         }
     }
