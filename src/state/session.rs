@@ -1667,18 +1667,25 @@ mod tests {
 
     fn temp_store() -> (Store, PathBuf) {
         let dir = std::env::temp_dir().join(format!(
-            "shrooms-store-test-{}-{}",
+            "shrooms-store-test-{}-{}-{}",
+            rustix::process::getuid().as_raw(),
             std::process::id(),
             rand_suffix()
         ));
         (Store::new(&dir), dir)
     }
 
-    fn rand_suffix() -> u64 {
-        std::time::SystemTime::now()
+    /// Unique within the process, whatever the clock's resolution (two
+    /// tests that start at once must never share a folder: one's lock on
+    /// a session is the other's "busy"), and across runs by its time.
+    fn rand_suffix() -> String {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
-            .as_nanos() as u64
+            .as_nanos();
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!("{nanos}-{n}")
     }
 
     fn record(name: &str) -> Record {
