@@ -862,3 +862,60 @@ fn no_function_is_over_80_lines() {
     let wrong = long_functions(&found, LONG_ALLOWED);
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+// ---- operations never print -------------------------------------------------
+//
+// An operation returns what it did, and the faces say it (`face::output`,
+// serve's log): a line an operation wrote to a terminal itself would never
+// reach serve's client, nor wait for the result it belongs with. Its code
+// (comments and test modules left out) names no stream of the terminal and
+// no printing macro. No podman needed.
+
+/// What prints: the terminal's streams and the macros that write to them
+/// (`print!` finds `eprint!` too, and `println!` finds `eprintln!`).
+const PRINTS: &[&str] = &["io::stderr", "io::stdout", "print!", "println!", "dbg!"];
+
+/// Pure: the lines of a file's code that print, numbered from 1 (its
+/// comments and its test module left out, as [`code_of`] reads it).
+fn printing_lines(text: &str) -> Vec<(usize, String)> {
+    before_tests(text)
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim_start().starts_with("//"))
+        .filter(|(_, l)| PRINTS.iter().any(|p| l.contains(p)))
+        .map(|(i, l)| (i + 1, l.trim().to_string()))
+        .collect()
+}
+
+#[test]
+fn the_print_reader_finds_what_prints() {
+    let text = "fn a() {\n    // eprintln! in a comment\n    let _ = writeln!(std::io::stderr(), \"x\");\n    eprintln!(\"y\");\n    println!(\"z\");\n    let out = p.stdout;\n}\n#[cfg(test)]\nmod tests {\n    fn t() { println!(\"t\"); }\n}\n";
+    let found: Vec<usize> = printing_lines(text).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(found, vec![3, 4, 5]);
+}
+
+#[test]
+fn no_operation_prints() {
+    let ops: Vec<(String, String)> = sources()
+        .into_iter()
+        .filter(|(rel, _)| rel.starts_with("ops/"))
+        .collect();
+    // The reader found the operations, and left out the files for tests
+    // only (the fault matrix prints what it ran).
+    assert!(ops.iter().any(|(rel, _)| rel == "ops/dead_turn.rs"));
+    assert!(!ops.iter().any(|(rel, _)| rel.starts_with("ops/decisions")));
+    let wrong: Vec<String> = ops
+        .iter()
+        .flat_map(|(rel, text)| {
+            printing_lines(text)
+                .into_iter()
+                .map(move |(n, l)| format!("src/{rel}:{n}: {l}"))
+        })
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "operations print (hand the line to the face: a field of the result, or \
+         `Context::warn`):\n{}",
+        wrong.join("\n")
+    );
+}

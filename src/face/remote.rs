@@ -496,7 +496,10 @@ pub struct MachineListing {
 /// `[ssh]`, each asked on its own; one that cannot be asked is named with
 /// why, and does not hide the others (exit 1 then).
 pub fn ls_all(ctx: &crate::ops::Context, json: bool) -> Result<std::process::ExitCode> {
-    let mut all = vec![match crate::ops::listing::ls(ctx).and_then(|l| {
+    let here = crate::ops::listing::ls(ctx);
+    // A killed turn's cage stopped on the way, said before the listing.
+    crate::face::output::warnings(&ctx.take_warnings());
+    let mut all = vec![match here.and_then(|l| {
         serde_json::to_value(l).map_err(|e| Error::failed(format!("the listing: {e}")))
     }) {
         Ok(v) => MachineListing {

@@ -4,8 +4,6 @@
 //! show`, `cage ls`), or by serve. `exec.rs` says how a turn ends
 //! otherwise.
 
-use std::io::Write;
-
 use super::Context;
 use crate::error::Result;
 use crate::state::session;
@@ -39,8 +37,8 @@ pub fn stop_dead_turn(ctx: &Context, record: &session::Record) -> Result<Option<
     }))
 }
 
-/// [`stop_dead_turn`], its line said on stderr (a failure too: the
-/// command that looked goes on).
+/// [`stop_dead_turn`], its line kept as a warning of the context for the
+/// face to say (a failure too: the command that looked goes on).
 pub fn reap_dead_turn(ctx: &Context, record: &session::Record) {
     let line = match stop_dead_turn(ctx, record) {
         Ok(Some(line)) => line,
@@ -50,7 +48,5 @@ pub fn reap_dead_turn(ctx: &Context, record: &session::Record) {
             record.name, e.message
         ),
     };
-    // Said at once, as the faces say a warning (`face::output::warnings`):
-    // serve's thread that looks for dead turns has no face to hand it to.
-    let _ = writeln!(std::io::stderr(), "shrooms-agent: warning: {line}");
+    ctx.warn(line);
 }

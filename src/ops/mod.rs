@@ -68,6 +68,11 @@ pub struct Context {
     /// What the operation did besides its work, one line each (a command
     /// that died, repaired: `plan::repair`), for the face to show.
     notes: std::cell::RefCell<Vec<String>>,
+    /// Warnings of what the operation did on its way, one line each (a
+    /// killed turn's cage stopped: `dead_turn`), for the face to show at
+    /// once, before the result or the error. Kept here rather than in the
+    /// result so that an operation that fails after it still has them said.
+    warnings: std::cell::RefCell<Vec<String>>,
 }
 
 impl Context {
@@ -89,6 +94,7 @@ impl Context {
             host: OnceCell::new(),
             self_paths,
             notes: Default::default(),
+            warnings: Default::default(),
         }
     }
 
@@ -100,6 +106,16 @@ impl Context {
     /// The lines kept so far, taken.
     pub fn take_notes(&self) -> Vec<String> {
         std::mem::take(&mut *self.notes.borrow_mut())
+    }
+
+    /// Keep a warning for the face to show (operations never print).
+    pub fn warn(&self, line: String) {
+        self.warnings.borrow_mut().push(line);
+    }
+
+    /// The warnings kept so far, taken.
+    pub fn take_warnings(&self) -> Vec<String> {
+        std::mem::take(&mut *self.warnings.borrow_mut())
     }
 
     /// The same, with the host's facts known already (`serve` keeps them

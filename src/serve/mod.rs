@@ -379,6 +379,7 @@ fn stop_dead_turns(base: Arc<Base>, state: Arc<state::State>, stop: Arc<AtomicBo
                 for name in ctx.store.turn_markers() {
                     if let Ok(r) = ctx.store.load(&name) {
                         crate::ops::dead_turn::reap_dead_turn(&ctx, &r);
+                        crate::face::output::warnings(&ctx.take_warnings());
                     }
                 }
             }

@@ -322,8 +322,10 @@ async fn list(Extension(shared): Sh) -> axum::response::Response {
         };
     }
     operation(&shared, |shared| {
-        let listing = ops::listing::ls(&shared.context())?;
-        Ok(Response::json(200, &listing))
+        let ctx = shared.context();
+        let listing = ops::listing::ls(&ctx);
+        said(&ctx);
+        Ok(Response::json(200, &listing?))
     })
     .await
     .into_response()
@@ -349,6 +351,12 @@ fn session_live(
 ) -> Result<ops::session_object::Session, Error> {
     let host = super::records::HostFacts::of(ctx.host_known());
     super::records::session(&ctx.store, live, &host, record)
+}
+
+/// The warnings an operation kept (a killed turn's cage it stopped on the
+/// way), on serve's stderr, its log.
+fn said(ctx: &ops::Context) {
+    crate::face::output::warnings(&ctx.take_warnings());
 }
 
 /// What an operation over HTTP just saw of a session's cage, for the live
@@ -387,7 +395,9 @@ async fn create(Extension(shared): Sh, Extension(info): Info, req: Request) -> R
             ops::create::CreateRequest::try_from((body, shared.base.settings.home.as_path()))?;
         let ctx = shared.context();
         let created = ops::create::create(&ctx, &request)?;
-        let shown = ops::show::show(&ctx, &request.name)?;
+        let shown = ops::show::show(&ctx, &request.name);
+        said(&ctx);
+        let shown = shown?;
         note(shared, &shown);
         Ok(Response::json(
             201,
@@ -423,8 +433,10 @@ async fn show(Extension(shared): Sh, InPath(Session { name }): InPath<Session>) 
         };
     }
     operation(&shared, move |shared| {
-        let shown = ops::show::show(&shared.context(), &name)?;
-        Ok(Response::json(200, &shown))
+        let ctx = shared.context();
+        let shown = ops::show::show(&ctx, &name);
+        said(&ctx);
+        Ok(Response::json(200, &shown?))
     })
     .await
 }
@@ -493,7 +505,9 @@ fn remade(
     if let (Some(live), Some(old)) = (&shared.live, old) {
         live.forget(old);
     }
-    let shown = ops::show::show(ctx, name)?;
+    let shown = ops::show::show(ctx, name);
+    said(ctx);
+    let shown = shown?;
     note(shared, &shown);
     Ok(Response::json(200, &ShownWith { shown, warnings }))
 }
@@ -734,7 +748,11 @@ async fn change_settings(
         let record = ctx.store.load(&name)?;
         let shown = match ready_view(shared) {
             Some(live) => session_live(&ctx, &live, &record)?,
-            None => ops::show::show(&ctx, &name)?,
+            None => {
+                let shown = ops::show::show(&ctx, &name);
+                said(&ctx);
+                shown?
+            }
         };
         Ok(Response::json(200, &shown))
     })

@@ -416,6 +416,21 @@ fn dead_turn(w: &World) {
         !sleeping_inside(&format!("sleep {secs}")),
         "the dead turn's command lived on"
     );
+    // `cage ls` stops one too, and says so on stderr: its listing on
+    // stdout stays the listing alone.
+    kill_turn_and_watcher(w, &name, &secs);
+    let listed = w.run(&["cage", "ls", "--json"]).ok();
+    assert!(
+        !running(w, &container),
+        "cage ls left the dead turn's cage running: {}",
+        listed.explain()
+    );
+    assert!(
+        listed.stderr().contains(&format!("stopped {container}")),
+        "cage ls did not say it stopped the cage: {}",
+        listed.explain()
+    );
+    serde_json::from_str::<serde_json::Value>(&listed.stdout()).unwrap();
     // Said once: the marker is gone, and a cage started again stays up.
     w.run(&["cage", "start", &name]).ok();
     let listed = w.run(&["cage", "ls"]).ok();

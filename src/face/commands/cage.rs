@@ -4,7 +4,7 @@
 
 use std::process::ExitCode;
 
-use super::{Notes, create, limits, prune, turn};
+use super::{Notes, create, limits, prune, turn, warnings};
 use crate::error::Result;
 use crate::face::cli::{CageCommand, HistoryArgs, StopArgs};
 use crate::face::{output, remote};
@@ -30,7 +30,9 @@ pub fn run(ctx: &Context, cmd: CageCommand, json: bool) -> Result<ExitCode> {
     match cmd {
         CageCommand::Create(a) => create::create(ctx, a, json),
         CageCommand::Start(a) => {
-            let r = ops::start::start(ctx, &a.name)?;
+            let r = ops::start::start(ctx, &a.name);
+            warnings(ctx);
+            let r = r?;
             output::show(&r, json, |r| {
                 format!("started {} ({})\n", r.session, r.container)
             });
@@ -56,7 +58,9 @@ pub fn run(ctx: &Context, cmd: CageCommand, json: bool) -> Result<ExitCode> {
         CageCommand::Ls { all: true, .. } => remote::ls_all(ctx, json),
         CageCommand::Ls { quiet, .. } => ls(ctx, quiet, json),
         CageCommand::Show(a) => {
-            let r = ops::show::show(ctx, &a.name)?;
+            let r = ops::show::show(ctx, &a.name);
+            warnings(ctx);
+            let r = r?;
             output::show(&r, json, output::shown);
             Ok(ExitCode::SUCCESS)
         }
@@ -134,7 +138,9 @@ fn history(ctx: &Context, a: HistoryArgs, json: bool) -> Result<ExitCode> {
 }
 
 fn ls(ctx: &Context, quiet: bool, json: bool) -> Result<ExitCode> {
-    let r = ops::listing::ls(ctx)?;
+    let r = ops::listing::ls(ctx);
+    warnings(ctx);
+    let r = r?;
     if quiet {
         let names: Vec<&str> = r.sessions.iter().map(|s| s.name.as_str()).collect();
         output::show(&names, json, |n| output::names(n));

@@ -30,11 +30,20 @@ fn notes(ctx: &Context) {
     }
 }
 
-/// Shows the context's notes when the command ends.
+/// The context's warnings (a killed turn's cage stopped on the way), on
+/// stderr: said as soon as the operation that kept them returns, before
+/// its result or its error.
+fn warnings(ctx: &Context) {
+    crate::face::output::warnings(&ctx.take_warnings());
+}
+
+/// Shows the context's warnings not said yet, then its notes, when the
+/// command ends.
 struct Notes<'a>(&'a Context);
 
 impl Drop for Notes<'_> {
     fn drop(&mut self) {
+        warnings(self.0);
         notes(self.0);
     }
 }

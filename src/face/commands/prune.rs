@@ -11,7 +11,10 @@ use crate::ops::{self, Context};
 /// when asked on a terminal and answered yes. Without a terminal and
 /// without `--yes` it removes nothing and says so (exit 2).
 pub fn run(ctx: &Context, dry_run: bool, yes: bool, json: bool) -> Result<ExitCode> {
-    let planned = ops::prune::plan(ctx)?;
+    // Its listing stops a killed turn's cage first: said before the plan.
+    let planned = ops::prune::plan(ctx);
+    super::warnings(ctx);
+    let planned = planned?;
     if dry_run || planned.removes_nothing() {
         output::show(&planned, json, output::pruned);
         return Ok(ExitCode::SUCCESS);

@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 
-use super::{notes, strings};
+use super::{notes, strings, warnings};
 use crate::error::{Error, Result};
 use crate::face::{output, remote};
 use crate::ops::{self, Context};
@@ -108,7 +108,11 @@ fn turn(
 
 fn turn_here(ctx: &Context, name: &str, what: ops::exec::What) -> Result<u8> {
     let tty = std::io::stdin().is_terminal();
-    let prepared = ops::exec::prepare(ctx, name, what, tty)?;
+    let prepared = ops::exec::prepare(ctx, name, what, tty);
+    // A killed turn's cage stopped first, said whether this turn starts
+    // or not.
+    warnings(ctx);
+    let prepared = prepared?;
     notes(ctx);
     output::warnings(&prepared.warnings);
     // The cage's egress log, while the turn runs: one that cannot be
