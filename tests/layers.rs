@@ -227,9 +227,9 @@ fn circles(g: &Graph) -> Vec<Vec<String>> {
     t.out
 }
 
-/// The program's files below `src/` (`/`-separated) and their text, the
-/// files compiled for tests only left out.
-fn sources() -> Vec<(String, String)> {
+/// Every file below `src/` (`/`-separated) and its text, and the files
+/// compiled for tests only (`test_modules`).
+fn all_sources() -> (Vec<(String, String)>, Vec<String>) {
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut paths = Vec::new();
     rs_files(&src, &mut paths);
@@ -245,6 +245,13 @@ fn sources() -> Vec<(String, String)> {
         .iter()
         .flat_map(|(rel, text)| test_modules(rel, text))
         .collect();
+    (texts, modules)
+}
+
+/// The program's files below `src/` and their text, the files compiled
+/// for tests only left out.
+fn sources() -> Vec<(String, String)> {
+    let (texts, modules) = all_sources();
     texts
         .into_iter()
         .filter(|(rel, _)| !test_only(rel, &modules))
@@ -831,21 +838,7 @@ fn the_length_check_refuses_what_it_should() {
 
 #[test]
 fn no_function_is_over_80_lines() {
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rs_files(&src, &mut files);
-    files.sort();
-    let texts: Vec<(String, String)> = files
-        .iter()
-        .map(|p| {
-            let rel = p.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
-            (rel, std::fs::read_to_string(p).unwrap())
-        })
-        .collect();
-    let modules: Vec<String> = texts
-        .iter()
-        .flat_map(|(rel, text)| test_modules(rel, text))
-        .collect();
+    let (texts, modules) = all_sources();
     // The reader found the files for tests only (the fault matrix among
     // them) and functions at all.
     assert!(

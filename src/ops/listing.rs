@@ -8,8 +8,6 @@ use serde::Serialize;
 
 use super::Context;
 use super::session_object::{Seen, Session};
-#[cfg(test)]
-use crate::cage::harness::Harness;
 use crate::cage::spec::SESSION_LABEL;
 use crate::error::Result;
 use crate::host::podman::inspect::PsEntry;
@@ -189,18 +187,9 @@ mod tests {
     fn record(name: &str, container: &str) -> Record {
         Record {
             version: 1,
-            name: name.into(),
-            dir: "/p".into(),
-            harness: Harness::Claude,
             created: 0,
             cage: Some(crate::state::session::sample_cage(container)),
-            auto_approve: false,
-            starred: false,
-            files: Default::default(),
-            tokens: Default::default(),
-            accept_caged: None,
-            last_image: None,
-            after_turn: None,
+            ..crate::state::session::sample_record(name)
         }
     }
 

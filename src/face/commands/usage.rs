@@ -341,16 +341,21 @@ mod tests {
             &["outbox", "--on", "x"],
         ] {
             let e = parse(args);
-            let text = e.render().to_string();
-            let first = text.split("\n\n").next().unwrap().trim();
-            let clap_says = one_line(first.strip_prefix("error:").unwrap_or(first));
-            assert_eq!(
-                one_line(&what_was_wrong(&e)),
-                clap_says,
-                "{args:?} ({:?})",
-                e.kind()
-            );
+            says_as_clap(&e, args);
         }
+    }
+
+    /// What was wrong, in one line, is clap's own first paragraph.
+    fn says_as_clap(e: &clap::Error, args: &[&str]) {
+        let text = e.render().to_string();
+        let first = text.split("\n\n").next().unwrap().trim();
+        let clap_says = one_line(first.strip_prefix("error:").unwrap_or(first));
+        assert_eq!(
+            one_line(&what_was_wrong(e)),
+            clap_says,
+            "{args:?} ({:?})",
+            e.kind()
+        );
     }
 
     /// clap's usage errors in one line, as `--json` gives them.
@@ -421,15 +426,7 @@ mod tests {
             &["t", "--n", "300"],
         ] {
             let e = cmd.clone().try_get_matches_from(args).unwrap_err();
-            let text = e.render().to_string();
-            let first = text.split("\n\n").next().unwrap().trim();
-            let clap_says = one_line(first.strip_prefix("error:").unwrap_or(first));
-            assert_eq!(
-                one_line(&what_was_wrong(&e)),
-                clap_says,
-                "{args:?} ({:?})",
-                e.kind()
-            );
+            says_as_clap(&e, args);
         }
     }
 
