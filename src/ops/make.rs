@@ -1229,43 +1229,6 @@ impl CagePlan {
         steps
     }
 
-    /// The cage's folders and files on the machine; what was made is in
-    /// `undo`, for the executor to take back.
-    pub(super) fn make_files(&self, ctx: &Context, undo: &mut FilesUndo) -> Result<()> {
-        ctx.store.ensure()?;
-        undo.dirs.push(ctx.store.cage_dir(&self.container));
-        // docs/security.md, "Protected paths": a missing one is made empty, so that
-        // the cage cannot make it.
-        undo.made = protect::make_missing(&self.protect_make)?;
-        session::make_private_dir(&self.found.private_home)?;
-        session::make_private_dir(&self.found.proxy_dir)?;
-        if let Some(git) = &self.git {
-            session::make_private_dir(&git.own)?;
-            if git.layout == crate::cage::git::Layout::File {
-                let file = ctx.store.gitfile(&self.container);
-                session::write_atomic(&file, crate::cage::git::gitfile_text().as_bytes(), 0o644)?;
-            }
-        }
-        // podman reads the profile when it makes the container (into the
-        // container's own configuration): not flushed to disk for later.
-        if let Some(file) = &self.spec.seccomp_profile {
-            session::write_atomic_unsynced(file, self.seccomp_profile.as_bytes(), 0o600)?;
-        }
-        // The program the cage runs as its tools, in the folder it mounts,
-        // and its first process (kept for every cage of the state folder:
-        // not taken back).
-        if let (Some(tools), Some(exe)) = (&self.found.tools_dir, ctx.self_paths.first()) {
-            crate::cage::tools::provide(tools, exe)?;
-        }
-        crate::cage::tools::provide_init(&ctx.store.tools_dir())?;
-        match &self.sealed {
-            // A sealed cage has no conversation folder of the user's: its
-            // config folder is its own.
-            Some(record) => self.make_sealed_files(ctx, record, undo),
-            None => self.make_harness_files(ctx, undo),
-        }
-    }
-
     /// A sealed cage's own folders: its received files, its outbox, and
     /// the conversation it goes on with, copied into its home.
     fn make_sealed_files(
@@ -1387,8 +1350,41 @@ impl MakeFiles for CagePlan {
     fn container(&self) -> &str {
         &self.container
     }
+    /// The cage's folders and files on the machine; what was made is in
+    /// `undo`, for the executor to take back.
     fn make_files(&self, ctx: &Context, undo: &mut FilesUndo) -> Result<()> {
-        CagePlan::make_files(self, ctx, undo)
+        ctx.store.ensure()?;
+        undo.dirs.push(ctx.store.cage_dir(&self.container));
+        // docs/security.md, "Protected paths": a missing one is made empty, so that
+        // the cage cannot make it.
+        undo.made = protect::make_missing(&self.protect_make)?;
+        session::make_private_dir(&self.found.private_home)?;
+        session::make_private_dir(&self.found.proxy_dir)?;
+        if let Some(git) = &self.git {
+            session::make_private_dir(&git.own)?;
+            if git.layout == crate::cage::git::Layout::File {
+                let file = ctx.store.gitfile(&self.container);
+                session::write_atomic(&file, crate::cage::git::gitfile_text().as_bytes(), 0o644)?;
+            }
+        }
+        // podman reads the profile when it makes the container (into the
+        // container's own configuration): not flushed to disk for later.
+        if let Some(file) = &self.spec.seccomp_profile {
+            session::write_atomic_unsynced(file, self.seccomp_profile.as_bytes(), 0o600)?;
+        }
+        // The program the cage runs as its tools, in the folder it mounts,
+        // and its first process (kept for every cage of the state folder:
+        // not taken back).
+        if let (Some(tools), Some(exe)) = (&self.found.tools_dir, ctx.self_paths.first()) {
+            crate::cage::tools::provide(tools, exe)?;
+        }
+        crate::cage::tools::provide_init(&ctx.store.tools_dir())?;
+        match &self.sealed {
+            // A sealed cage has no conversation folder of the user's: its
+            // config folder is its own.
+            Some(record) => self.make_sealed_files(ctx, record, undo),
+            None => self.make_harness_files(ctx, undo),
+        }
     }
 }
 
