@@ -320,15 +320,11 @@ pub fn pi_models(data: &[u8]) {
 fn outbox() -> &'static Path {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
-        // Named by user and process: the unit tests run as two users one
-        // after the other, and a folder another user's process of the same
-        // pid left behind cannot be removed (a run failed so).
-        let dir = std::env::temp_dir().join(format!(
-            "shrooms-fuzz-outbox-{}-{}",
-            rustix::process::getuid().as_raw(),
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = tempfile::Builder::new()
+            .prefix("shrooms-fuzz-outbox-")
+            .tempdir()
+            .unwrap()
+            .keep();
         std::fs::create_dir_all(dir.join("box/notes/deep")).unwrap();
         std::fs::write(dir.join("box/notes/a.txt"), "a").unwrap();
         std::fs::write(dir.join("box/notes/deep/b.txt"), "b").unwrap();

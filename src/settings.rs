@@ -1724,8 +1724,8 @@ mod tests {
         assert_eq!(s.gateway.key_command.unwrap().len(), 3);
         // A name is looked up on PATH, as a shell would; a name not there
         // is kept, for the gateway to say so.
-        let dir = std::env::temp_dir().join(format!("shrooms-keycmd-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().to_path_buf();
         let pass = dir.join("pass");
         std::fs::write(&pass, "#!/bin/sh\n").unwrap();
         std::fs::set_permissions(&pass, std::os::unix::fs::PermissionsExt::from_mode(0o755))
@@ -1907,8 +1907,9 @@ pi = "/opt/pi"
             )
         );
 
-        let dir = std::env::temp_dir().join(format!("shrooms-podman-key-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+
+        let dir = scratch.path().to_path_buf();
         let plain = dir.join("plain");
         std::fs::write(&plain, "").unwrap();
         let config = dir.join("config.toml");

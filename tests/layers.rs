@@ -912,3 +912,46 @@ fn no_operation_prints() {
         wrong.join("\n")
     );
 }
+
+// ---- a unit test's scratch folder is its own -----------------------------
+//
+// The unit tests run as root and then as another user, many at once in one
+// process. Folders named by hand (by pid, by the clock) met each other: two
+// tests of one process chose the same name, and a folder root's run left
+// behind was one the next user could not remove. `tempfile` makes each
+// folder new, with a name nobody else holds; `std::env::temp_dir()` is not
+// used below `src/` at all.
+
+/// Pure: the lines of `text` that name the system's scratch folder.
+fn scratch_by_hand(text: &str) -> Vec<usize> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains("env::temp_dir()"))
+        .map(|(i, _)| i + 1)
+        .collect()
+}
+
+#[test]
+fn the_reader_finds_a_scratch_folder_named_by_hand() {
+    let text = "fn t() {\n    let d = std::env::temp_dir().join(\"x\");\n}\n";
+    assert_eq!(scratch_by_hand(text), [2]);
+    assert!(scratch_by_hand("let d = tempfile::tempdir().unwrap();").is_empty());
+}
+
+#[test]
+fn unit_tests_take_scratch_folders_from_tempfile() {
+    let (texts, _) = all_sources();
+    let found: Vec<String> = texts
+        .iter()
+        .flat_map(|(rel, text)| {
+            scratch_by_hand(text)
+                .into_iter()
+                .map(move |n| format!("src/{rel}:{n}"))
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "scratch folders named by hand; use tempfile::tempdir() or tempfile::Builder:\n{}",
+        found.join("\n")
+    );
+}

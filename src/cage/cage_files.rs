@@ -538,9 +538,8 @@ mod tests {
 
     #[test]
     fn seeding_follows_no_link() {
-        let dir = std::env::temp_dir().join(format!("shrooms-seed-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().to_path_buf();
         let target = dir.join("elsewhere");
         std::fs::write(&target, "{}").unwrap();
         std::os::unix::fs::symlink(&target, dir.join(".claude.json")).unwrap();

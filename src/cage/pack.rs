@@ -1007,13 +1007,13 @@ mod tests {
 
     impl Temp {
         fn new(tag: &str) -> Temp {
-            let p = std::env::temp_dir().join(format!(
-                "shrooms-outbox-test-{tag}-{}-{}",
-                std::process::id(),
-                nanos()
-            ));
-            fs::create_dir_all(&p).unwrap();
-            Temp(p)
+            Temp(
+                tempfile::Builder::new()
+                    .prefix(&format!("shrooms-outbox-test-{tag}-"))
+                    .tempdir()
+                    .unwrap()
+                    .keep(),
+            )
         }
         fn outbox(&self) -> PathBuf {
             let o = self.0.join("outbox");

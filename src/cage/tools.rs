@@ -245,7 +245,8 @@ mod tests {
     #[test]
     fn the_init_is_static_and_put_in_once() {
         assert_eq!(crate::host::elf_needs_interpreter(INIT), Some(false));
-        let tools = std::env::temp_dir().join(format!("shrooms-init-test-{}", std::process::id()));
+        let scratch = tempfile::tempdir().unwrap();
+        let tools = scratch.path().to_path_buf();
         let p = provide_init(&tools).unwrap();
         assert_eq!(p, init_path(&tools));
         // The name build.rs gave it is its content's.
@@ -286,8 +287,8 @@ mod tests {
     /// a new program beside it gets a second name; a stale copy goes.
     #[test]
     fn provide_puts_each_version_in_once() {
-        let d = std::env::temp_dir().join(format!("shrooms-tools-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&d);
+        let scratch = tempfile::tempdir().unwrap();
+        let d = scratch.path().to_path_buf();
         let exe = d.join("bin/shrooms-agent");
         fs::create_dir_all(exe.parent().unwrap()).unwrap();
         fs::write(&exe, "#!/bin/sh\necho one\n").unwrap();

@@ -140,7 +140,8 @@ mod tests {
 
     #[test]
     fn a_tail_is_the_end() {
-        let p = std::env::temp_dir().join(format!("shrooms-bounded-{}", std::process::id()));
+        let scratch = tempfile::tempdir().unwrap();
+        let p = scratch.path().join("file");
         std::fs::write(&p, "first\nsecond\nlast\n").unwrap();
         assert_eq!(read_tail(&p, 5).unwrap(), b"last\n");
         assert_eq!(read_tail(&p, 100).unwrap(), b"first\nsecond\nlast\n");

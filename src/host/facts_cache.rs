@@ -397,9 +397,8 @@ mod tests {
     /// A file in a `.d` folder is stamped, so adding or changing one is seen.
     #[test]
     fn folders_are_stamped_with_their_files() {
-        let dir = std::env::temp_dir().join(format!("shrooms-facts-d-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().to_path_buf();
         let before = stamps(std::slice::from_ref(&dir));
         std::fs::write(dir.join("a.conf"), "x").unwrap();
         let after = stamps(std::slice::from_ref(&dir));
@@ -415,9 +414,8 @@ mod tests {
     #[test]
     fn asked_once_then_kept_until_a_file_changes() {
         use crate::host::podman::fake::{Answer, FakePodman};
-        let root = std::env::temp_dir().join(format!("shrooms-facts-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        std::fs::create_dir_all(&root).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let root = scratch.path().to_path_buf();
         let conf = root.join("containers.conf");
         std::fs::write(&conf, "[engine]\nruntime = \"runc\"\n").unwrap();
         let info = r#"{"host":{"security":{"rootless":true},"ociRuntime":{"name":"runc"}},

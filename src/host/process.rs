@@ -1271,8 +1271,8 @@ mod tests {
     #[test]
     fn spawn_detached_makes_a_session_and_passes_only_the_fds_asked() {
         use std::os::fd::AsRawFd;
-        let dir = std::env::temp_dir().join(format!("shrooms-detach-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().to_path_buf();
         let log = dir.join("log");
         let kept = std::fs::File::create(dir.join("kept")).unwrap();
         let other = std::fs::File::create(dir.join("other")).unwrap();

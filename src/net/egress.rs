@@ -1023,9 +1023,8 @@ mod tests {
 
     #[test]
     fn the_log_rotates_at_its_bound() {
-        let dir = std::env::temp_dir().join(format!("shrooms-egress-test-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().to_path_buf();
         let path = dir.join("s1.egress.jsonl");
         assert_eq!(older(&path), dir.join("s1.egress.1.jsonl"));
         let line = |i: usize| Line {
@@ -1128,9 +1127,8 @@ mod tests {
 
     #[test]
     fn allowed_and_refused_read_back_merged_by_time() {
-        let dir = std::env::temp_dir().join(format!("shrooms-egress-merge-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().to_path_buf();
         let (a, r) = (
             dir.join("s.egress.jsonl"),
             dir.join("s.egress-refused.jsonl"),

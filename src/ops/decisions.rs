@@ -266,10 +266,11 @@ struct World {
 
 impl World {
     fn new(name: &str, podman: impl FnOnce(FakePodman) -> FakePodman) -> World {
-        let root =
-            std::env::temp_dir().join(format!("shrooms-decisions-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        std::fs::create_dir_all(&root).unwrap();
+        let root = tempfile::Builder::new()
+            .prefix(&format!("shrooms-decisions-{name}-"))
+            .tempdir()
+            .unwrap()
+            .keep();
         let root = std::fs::canonicalize(&root).unwrap();
         let home = root.join("home");
         let project = home.join("project");

@@ -511,7 +511,8 @@ mod tests {
     /// missing one passes (the defaults).
     #[test]
     fn a_bad_config_is_one_failing_check() {
-        let root = std::env::temp_dir().join(format!("shrooms-doctor-{}", std::process::id()));
+        let scratch = tempfile::tempdir().unwrap();
+        let root = scratch.path().to_path_buf();
         let s = settings(&root, None, "/nonexistent");
         let bad = crate::error::Error::bad_input("config file /x: key `image`: wrong");
         let c = config_check(&s, Some(&bad));
@@ -531,7 +532,8 @@ mod tests {
     /// it is not there.
     #[test]
     fn key_hints_name_the_config_file_and_how_to_make_it() {
-        let root = std::env::temp_dir().join(format!("shrooms-doctor-k-{}", std::process::id()));
+        let scratch = tempfile::tempdir().unwrap();
+        let root = scratch.path().to_path_buf();
         let s = settings(&root, None, "/nonexistent");
         let h = key_hint(&s, "set unenforced_limits = \"warn\"");
         assert_eq!(
@@ -549,7 +551,8 @@ mod tests {
     /// with how to name it), a configured one checked.
     #[test]
     fn the_harness_programs_are_checked() {
-        let root = std::env::temp_dir().join(format!("shrooms-doctor-h-{}", std::process::id()));
+        let scratch = tempfile::tempdir().unwrap();
+        let root = scratch.path().to_path_buf();
         let bin = root.join("bin");
         std::fs::create_dir_all(&bin).unwrap();
         let s = settings(&root, None, &bin.display().to_string());

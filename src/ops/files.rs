@@ -529,11 +529,11 @@ mod tests {
 
     /// A folder of its own for a test.
     fn temp_dir(name: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("shrooms-files-test-{}-{name}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        dir
+        tempfile::Builder::new()
+            .prefix(&format!("shrooms-files-test-{name}-"))
+            .tempdir()
+            .unwrap()
+            .keep()
     }
 
     /// A whole file (in `partial`, with `text`) placed under `name`.

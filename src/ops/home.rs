@@ -276,8 +276,8 @@ mod tests {
 
     #[test]
     fn a_link_on_the_way_refuses_the_start() {
-        let root = std::env::temp_dir().join(format!("shrooms-home-test-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let scratch = tempfile::tempdir().unwrap();
+        let root = scratch.path().to_path_buf();
         let home = root.join("home");
         std::fs::create_dir_all(home.join("projects")).unwrap();
         let mut cage = crate::state::session::sample_cage("shrooms-s-abcdef");

@@ -1599,8 +1599,8 @@ mod tests {
 
     #[test]
     fn the_lock_tells_whether_a_build_runs() {
-        let d = std::env::temp_dir().join(format!("shrooms-lock-test-{}", std::process::id()));
-        fs::create_dir_all(&d).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let d = scratch.path().to_path_buf();
         let p = d.join("workbench.lock");
         assert!(!building(&p).unwrap(), "no lock file: nothing runs");
         let held = BuildLock::try_take(&p).unwrap().expect("free");
@@ -1619,8 +1619,8 @@ mod tests {
 
     #[test]
     fn a_log_is_followed_as_it_grows_and_when_begun_again() {
-        let d = std::env::temp_dir().join(format!("shrooms-follow-test-{}", std::process::id()));
-        fs::create_dir_all(&d).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let d = scratch.path().to_path_buf();
         let p = d.join("workbench.log");
         let mut f = Follow::default();
         let mut seen = Vec::new();
@@ -1643,8 +1643,8 @@ mod tests {
 
     #[test]
     fn records_survive_damage() {
-        let d = std::env::temp_dir().join(format!("shrooms-rec-test-{}", std::process::id()));
-        fs::create_dir_all(&d).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let d = scratch.path().to_path_buf();
         let p = d.join("workbench.json");
         assert_eq!(read_record(&p), BuildRecord::default());
         let mut r = BuildRecord::default();

@@ -254,8 +254,8 @@ mod tests {
 
     #[test]
     fn what_a_turn_created_changed_and_removed() {
-        let t = std::env::temp_dir().join(format!("shrooms-later-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&t);
+        let scratch = tempfile::tempdir().unwrap();
+        let t = scratch.path().to_path_buf();
         std::fs::create_dir_all(t.join(".idea")).unwrap();
         std::fs::write(t.join(".env"), "A=1\n").unwrap();
         std::fs::write(t.join(".env.old"), "B=1\n").unwrap();

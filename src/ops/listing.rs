@@ -226,8 +226,8 @@ mod tests {
     /// without podman, and a caged session's command gets the words for it, still of that kind (503 over HTTP, exit 1).
     #[test]
     fn no_podman_is_told_by_its_kind() {
-        let state =
-            std::env::temp_dir().join(format!("shrooms-ls-nopodman-{}", std::process::id()));
+        let scratch = tempfile::tempdir().unwrap();
+        let state = scratch.path().join("state");
         let settings = crate::settings::Settings::from_text(
             Some("cages = false\n"),
             std::path::Path::new("/cfg/config.toml"),

@@ -321,11 +321,6 @@ mod tests {
         let f = token_file("send-empty", "\n", 0o600);
         let e = destination(&with_beta(&f), "beta").unwrap_err();
         assert!(e.message.contains("empty"), "{}", e.message);
-        for name in ["send-two-lines", "send-open", "send-empty"] {
-            let _ = std::fs::remove_dir_all(
-                std::env::temp_dir().join(format!("shrooms-token-{}-{name}", std::process::id())),
-            );
-        }
     }
 
     #[test]

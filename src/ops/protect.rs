@@ -864,9 +864,8 @@ mod tests {
 
     #[test]
     fn facts_from_a_real_folder() {
-        let t = std::env::temp_dir().join(format!("shrooms-protect-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&t);
-        std::fs::create_dir_all(&t).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let t = scratch.path().to_path_buf();
         let dir = std::fs::canonicalize(&t).unwrap();
         std::fs::create_dir_all(dir.join(".git/hooks")).unwrap();
         std::fs::write(

@@ -203,9 +203,8 @@ mod tests {
 
     #[test]
     fn the_newest_transcript_changed_during_the_turn() {
-        let dir = std::env::temp_dir().join(format!("shrooms-resume-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().to_path_buf();
         let old = dir.join("old.jsonl");
         std::fs::write(&old, "{}").unwrap();
         let long_ago = SystemTime::now() - Duration::from_secs(3600);

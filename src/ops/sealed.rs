@@ -402,10 +402,11 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     fn temp(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("shrooms-sealed-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&d);
-        fs::create_dir_all(&d).unwrap();
-        d
+        tempfile::Builder::new()
+            .prefix(&format!("shrooms-sealed-{name}-"))
+            .tempdir()
+            .unwrap()
+            .keep()
     }
 
     #[test]
@@ -728,8 +729,8 @@ mod conversation_tests {
 
     #[test]
     fn one_conversation_regular_files_only() {
-        let root = std::env::temp_dir().join(format!("shrooms-conv-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&root);
+        let scratch = tempfile::tempdir().unwrap();
+        let root = scratch.path().to_path_buf();
         let from = root.join("projects/-p");
         fs::create_dir_all(from.join("abc/subagents")).unwrap();
         fs::write(from.join("abc.jsonl"), "mine").unwrap();

@@ -394,9 +394,8 @@ mod tests {
 
     #[test]
     fn a_change_behind_its_back_shows_in_the_next_listing() {
-        let root = std::env::temp_dir().join(format!("shrooms-records-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        std::fs::create_dir_all(&root).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let root = scratch.path().to_path_buf();
         let store = Store::new(&root);
         let r = Records::new(store.clone());
         assert!(r.keeps(), "no watch");

@@ -91,9 +91,11 @@ pub mod tests {
 
     /// A token file in a folder of its own, with this mode.
     pub fn token_file(name: &str, text: &str, mode: u32) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("shrooms-token-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("shrooms-token-{name}-"))
+            .tempdir()
+            .unwrap()
+            .keep();
         let f = dir.join("token");
         std::fs::write(&f, text).unwrap();
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
@@ -146,7 +148,8 @@ pub mod tests {
             );
             clean(&f);
         }
-        let missing = std::env::temp_dir().join("shrooms-token-nothing-here");
+        let scratch = tempfile::tempdir().unwrap();
+        let missing = scratch.path().join("nothing-here");
         assert_eq!(read(&missing).unwrap_err().kind.exit_code(), 2);
     }
 }

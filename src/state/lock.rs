@@ -178,7 +178,8 @@ mod tests {
 
     #[test]
     fn one_holder_at_a_time() {
-        let path = std::env::temp_dir().join(format!("shrooms-lock-test-{}", std::process::id()));
+        let scratch = tempfile::tempdir().unwrap();
+        let path = scratch.path().join("lock");
         assert!(!held(&path).unwrap());
         assert!(!path.exists(), "held() made the file");
         let first = try_take(&path).unwrap().expect("free");
@@ -196,7 +197,8 @@ mod tests {
     /// holder is still a holder.
     #[test]
     fn a_probe_makes_nobody_busy() {
-        let path = std::env::temp_dir().join(format!("shrooms-lock-probe-{}", std::process::id()));
+        let scratch = tempfile::tempdir().unwrap();
+        let path = scratch.path().join("lock");
         drop(open(&path).unwrap());
         // A probe in the middle of its try: the lock taken shared.
         let probe = File::open(&path).unwrap();
@@ -222,7 +224,8 @@ mod tests {
     /// taker takes the file at the path now, made anew, not the removed one.
     #[test]
     fn a_lock_removed_under_a_waiter_is_taken_anew() {
-        let path = std::env::temp_dir().join(format!("shrooms-lock-gone-{}", std::process::id()));
+        let scratch = tempfile::tempdir().unwrap();
+        let path = scratch.path().join("lock");
         let first = try_take(&path).unwrap().expect("free");
         let p = path.clone();
         let waiter = std::thread::spawn(move || take(&p).unwrap());

@@ -1615,8 +1615,8 @@ mod tests {
 
     #[test]
     fn a_mount_source_gone_or_made_a_link_is_changed() {
-        let d = std::env::temp_dir().join(format!("shrooms-source-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&d);
+        let scratch = tempfile::tempdir().unwrap();
+        let d = scratch.path().to_path_buf();
         fs::create_dir_all(d.join("p/.vscode")).unwrap();
         let s = MountSource::now(&d.join("p/.vscode")).unwrap();
         assert_eq!(s.changed(), None);
@@ -1666,26 +1666,13 @@ mod tests {
     }
 
     fn temp_store() -> (Store, PathBuf) {
-        let dir = std::env::temp_dir().join(format!(
-            "shrooms-store-test-{}-{}-{}",
-            rustix::process::getuid().as_raw(),
-            std::process::id(),
-            rand_suffix()
-        ));
-        (Store::new(&dir), dir)
-    }
-
-    /// Unique within the process, whatever the clock's resolution (two
-    /// tests that start at once must never share a folder: one's lock on
-    /// a session is the other's "busy"), and across runs by its time.
-    fn rand_suffix() -> String {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
+        let dir = tempfile::Builder::new()
+            .prefix("shrooms-store-test-")
+            .tempdir()
             .unwrap()
-            .as_nanos();
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        format!("{nanos}-{n}")
+            .keep()
+            .join("state");
+        (Store::new(&dir), dir)
     }
 
     fn record(name: &str) -> Record {

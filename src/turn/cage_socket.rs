@@ -1192,8 +1192,8 @@ mod tests {
         use std::io::{Read, Write};
         use std::os::unix::fs::PermissionsExt;
         use std::os::unix::net::UnixStream;
-        let dir = std::env::temp_dir().join(format!("cage-socket-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().to_path_buf();
         let path = dir.join("proxy.sock");
         // One left behind is replaced.
         std::fs::write(&path, "stale").unwrap();

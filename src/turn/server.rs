@@ -480,8 +480,8 @@ mod tests {
     /// is answered.
     #[test]
     fn the_head_deadline_holds_on_tcp_and_unix() {
-        let dir = std::env::temp_dir().join(format!("server-shell-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().to_path_buf();
         let path = dir.join("s.sock");
         let _ = std::fs::remove_file(&path);
         let tcp = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();

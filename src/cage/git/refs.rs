@@ -455,8 +455,8 @@ mod tests {
 
     #[test]
     fn a_git_directory_read_and_written_without_following_a_link() {
-        let t = std::env::temp_dir().join(format!("shrooms-refs-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&t);
+        let scratch = tempfile::tempdir().unwrap();
+        let t = scratch.path().to_path_buf();
         std::fs::create_dir_all(t.join("refs/heads/feat")).unwrap();
         let a = "a".repeat(40);
         let b = "b".repeat(40);

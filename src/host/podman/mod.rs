@@ -486,10 +486,11 @@ mod tests {
 
     impl Fake {
         fn new(name: &str, cases: &str) -> Fake {
-            let dir = std::env::temp_dir()
-                .join(format!("shrooms-fake-podman-{name}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).unwrap();
+            let dir = tempfile::Builder::new()
+                .prefix(&format!("shrooms-fake-podman-{name}-"))
+                .tempdir()
+                .unwrap()
+                .keep();
             let program = dir.join("podman");
             let script = format!(
                 "#!/bin/sh\n\
@@ -607,10 +608,8 @@ mod tests {
     /// just ended) is inspected once more, not reported as a failure.
     #[test]
     fn what_appears_after_a_failed_inspect_is_inspected_again() {
-        let marker = std::env::temp_dir().join(format!(
-            "shrooms-fake-podman-appears-{}/seen",
-            std::process::id()
-        ));
+        let scratch = tempfile::tempdir().unwrap();
+        let marker = scratch.path().join("seen");
         let f = Fake::new(
             "appears",
             &format!(
@@ -865,8 +864,8 @@ mod tests {
     #[test]
     fn a_start_refused_for_its_own_left_lease_gives_it_back_and_starts() {
         const ID: &str = "83ee6418fe3156823894f4a74dee5f78829035eaf69310919824399262aa786f";
-        let leases = std::env::temp_dir().join(format!("shrooms-leases-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&leases);
+        let scratch = tempfile::tempdir().unwrap();
+        let leases = scratch.path().to_path_buf();
         std::fs::create_dir_all(leases.join("podman")).unwrap();
         std::fs::write(leases.join("podman/lock"), "").unwrap();
         let lease = leases.join("podman/10.88.0.9");

@@ -305,9 +305,11 @@ mod tests {
     use super::*;
 
     fn tmp(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("shrooms-cred-{}-{name}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        d
+        tempfile::Builder::new()
+            .prefix(&format!("shrooms-cred-{name}-"))
+            .tempdir()
+            .unwrap()
+            .keep()
     }
 
     #[test]

@@ -716,7 +716,8 @@ mod tests {
     #[test]
     fn the_gateway_cuts_off_a_head_that_does_not_come() {
         use std::io::{Read, Write};
-        let dir = std::env::temp_dir().join(format!("shrooms-gw-head-{}", std::process::id()));
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().to_path_buf();
         let store = crate::state::session::Store::new(&dir);
         store.ensure().unwrap();
         let r = crate::state::session::sample_record("u");

@@ -1194,7 +1194,8 @@ mod tests {
     /// another writer, and adds the turn's line to the history.
     #[test]
     fn the_ledger_counts_and_writes_the_record_and_the_history() {
-        let dir = std::env::temp_dir().join(format!("shrooms-usage-{}", std::process::id()));
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().to_path_buf();
         let store = Store::new(&dir);
         store.ensure().unwrap();
         let mut r = crate::state::session::sample_record("u");
