@@ -18,10 +18,10 @@
 use std::path::PathBuf;
 
 use super::{Context, cage_of};
-use crate::cage::spec::{self, EnvRequest};
+use crate::cage::spec;
 use crate::error::{Error, Result};
 use crate::host::Host;
-use crate::host::podman::{Podman, argv, envfile};
+use crate::host::podman::{Podman, argv};
 use crate::host::process::{
     self as runner, Holder, Process, Terminal, TurnEnd, TurnSignals, Watcher,
 };
@@ -240,33 +240,29 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
         super::sealed::read_token(&s.token_file)?;
     }
     ctx.store.ensure()?;
-    let pi_plan = pi_providers(ctx, &record, cage)?;
+    let mut pi_plan = pi_providers(ctx, &record, cage)?;
+    let pi_warnings = pi_plan
+        .as_mut()
+        .map(|p| std::mem::take(&mut p.warnings))
+        .unwrap_or_default();
     let marker = ctx.store.turn_marker(&record.name);
     let before = super::later::snapshot(&record.dir, &cage.create_argv);
     // The facts, the start's decision in the turn's plan, and the plan run:
     // a failed step takes back those before it (`turn_steps`).
-    let pi_plan = pi_plan.map(std::cell::RefCell::new);
     let facts = super::start_facts(ctx, &record)?;
     let ran = super::plan::execute(
         ctx,
         Some(host),
-        turn_steps(
-            super::decide_start(&facts, host)?,
-            &record,
-            &lock,
-            pi_plan.as_ref(),
-        ),
+        turn_steps(super::decide_start(&facts, host)?, &record, &lock, pi_plan),
     )?;
     lock.note(holder);
-    let pi_plan = pi_plan.map(std::cell::RefCell::into_inner);
     notes.extend(ran.warnings);
-    let (Some(watcher), Some(gateway), Some(socket)) = (ran.watcher, ran.gateway, ran.socket)
+    let (Some(watcher), Some(gateway), Some(socket), Some(env)) =
+        (ran.watcher, ran.gateway, ran.socket, ran.env)
     else {
         return Err(Error::failed("the turn's plan did not open its servers"));
     };
-    let plan = turn_env(ctx, &record, cage, &gateway.base_url());
-    let env_file = write_turn_env(ctx, &record, cage, &plan)?;
-    let args = argv::exec(&cage.container, &record.dir, &env_file, tty, &cmd);
+    let args = argv::exec(&cage.container, &record.dir, &env.file, tty, &cmd);
     let resume = wants_resume.then(|| super::resume::Watch::begin(&ctx.store, &record, cage));
     Ok(Prepared {
         ctx,
@@ -284,23 +280,14 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
         _gateway: gateway,
         _socket: socket,
         _lock: lock,
-        warnings: turn_warnings(&plan, pi_plan, notes),
+        warnings: turn_warnings(env.left_out, pi_warnings, notes),
     })
 }
 
 /// What the face shows before the turn: the variables left out of the
 /// env file and why, pi's providers' warnings, and the turn's own notes.
-fn turn_warnings(
-    plan: &spec::EnvPlan,
-    pi_plan: Option<crate::cage::pi_models::Plan>,
-    notes: Vec<String>,
-) -> Vec<String> {
-    plan.left_out
-        .iter()
-        .map(|(n, why)| format!("{n} is left out of the cage's environment: {why}"))
-        .chain(pi_plan.into_iter().flat_map(|p| p.warnings))
-        .chain(notes)
-        .collect()
+fn turn_warnings(left_out: Vec<String>, pi: Vec<String>, notes: Vec<String>) -> Vec<String> {
+    left_out.into_iter().chain(pi).chain(notes).collect()
 }
 
 /// The words `podman exec` is given for a `cage run`: the harness's program
@@ -359,71 +346,18 @@ fn pi_providers(
     })
 }
 
-/// The turn's environment, pointed at its model gateway (`url`).
-fn turn_env(
-    ctx: &Context,
-    record: &session::Record,
-    cage: &session::CageRecord,
-    url: &str,
-) -> spec::EnvPlan {
-    match &cage.sealed {
-        Some(_) => spec::sealed_env_plan(&record.name, &cage.image_path, Some(url)),
-        None => spec::env_plan(
-            &EnvRequest {
-                session: &record.name,
-                harness: record.harness,
-                home: &ctx.settings.home,
-                harness_dir: &cage.harness_dir,
-                image_path: &cage.image_path,
-                chosen: ctx.settings.chosen(),
-                options: &cage.options,
-                gateway: Some(url),
-            },
-            &ctx.env,
-        ),
-    }
-}
-
-/// Write what the turn's process reads: Claude Code's `.claude.json` in
-/// the cage's home, and the env file `podman exec` is given (its path
-/// returned).
-fn write_turn_env(
-    ctx: &Context,
-    record: &session::Record,
-    cage: &session::CageRecord,
-    plan: &spec::EnvPlan,
-) -> Result<PathBuf> {
-    // A fresh cage goes straight to the prompt: its own .claude.json says
-    // onboarding is done, the project trusted, and the key it is given
-    // approved (`cage_files::seeded_claude_json`).
-    if record.harness == crate::cage::harness::Harness::Claude {
-        let key = plan
-            .vars
-            .iter()
-            .find(|(n, _)| n == "ANTHROPIC_API_KEY")
-            .map(|(_, v)| v.as_str());
-        crate::cage::cage_files::seed_claude_json(
-            &ctx.store.private_home(&cage.container),
-            &record.dir,
-            key,
-        )?;
-    }
-    let env_file = ctx.store.env_file(&cage.container);
-    // Written again at each turn: not flushed to disk.
-    session::write_atomic_unsynced(&env_file, envfile::render(&plan.vars).as_bytes(), 0o600)?;
-    Ok(env_file)
-}
-
 /// Pure: a turn's plan around its start's (`decide_start`): the turn's
 /// marker and its watcher before the cage starts (from there on, however
 /// this process ends, the cage is stopped), then the start, then the
-/// model gateway and the cage's socket. A step that fails takes back the
-/// ones before it: the cage stopped, the watcher told, the marker removed.
+/// model gateway, what the turn's process reads (its env file, Claude
+/// Code's `.claude.json`, pointed at the gateway) and the cage's socket. A
+/// step that fails takes back the ones before it: the env file removed,
+/// the cage stopped, the watcher told, the marker removed.
 pub fn turn_steps<'a>(
     start: Vec<super::plan::Step<'a>>,
-    record: &'a session::Record,
+    record: &session::Record,
     lock: &'a SessionLock,
-    pi: Option<&'a std::cell::RefCell<crate::cage::pi_models::Plan>>,
+    pi: Option<crate::cage::pi_models::Plan>,
 ) -> Vec<super::plan::Step<'a>> {
     use super::plan::Step;
     let container = record
@@ -446,8 +380,12 @@ pub fn turn_steps<'a>(
         },
     ];
     steps.extend(start);
-    steps.push(Step::Gateway { record, pi });
-    steps.push(Step::Socket(record));
+    steps.push(Step::Gateway {
+        record: Box::new(record.clone()),
+        pi: pi.map(std::cell::RefCell::new),
+    });
+    steps.push(Step::TurnEnv(Box::new(record.clone())));
+    steps.push(Step::Socket(Box::new(record.clone())));
     steps
 }
 

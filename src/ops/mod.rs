@@ -442,7 +442,7 @@ pub fn decide_start<'a>(f: &StartFacts<'a>, host: &Host) -> Result<Vec<plan::Ste
         },
     }];
     if cage.sealed.is_none() {
-        steps.push(plan::Step::SettingsCopies(record));
+        steps.push(plan::Step::SettingsCopies(Box::new(record.clone())));
     }
     if let Some(exe) = &f.tools {
         steps.push(plan::Step::Tools(exe.clone()));
@@ -463,7 +463,7 @@ pub fn decide_start<'a>(f: &StartFacts<'a>, host: &Host) -> Result<Vec<plan::Ste
     // ours that went is made again, not refused.
     steps.push(plan::Step::CheckSources {
         session: name.clone(),
-        cage,
+        cage: Box::new(cage.clone()),
     });
     let gone = Error::failed(gone_message(&cage.container, name));
     steps.extend(start_steps(host, name, cage, gone, old));
@@ -501,7 +501,7 @@ pub fn write_settings_copies(ctx: &Context, record: &Record) -> Result<()> {
 pub fn start_steps<'a>(
     host: &Host,
     session: &str,
-    cage: &'a CageRecord,
+    cage: &CageRecord,
     gone: Error,
     old: Error,
 ) -> Vec<plan::Step<'a>> {
@@ -530,7 +530,7 @@ pub fn start_steps<'a>(
     }
     steps.push(plan::Step::Rules {
         session: session.to_string(),
-        cage,
+        cage: Box::new(cage.clone()),
         gone,
         old,
     });

@@ -84,7 +84,7 @@ pub enum Step<'a> {
     Rules {
         /// Whose cage: its egress log is kept under its name.
         session: String,
-        cage: &'a session::CageRecord,
+        cage: Box<session::CageRecord>,
         gone: Error,
         old: Error,
     },
@@ -105,7 +105,7 @@ pub enum Step<'a> {
     /// models.json copy with none of the machine's providers until the
     /// turn's gateway listens (not taken back: the next start writes them
     /// again).
-    SettingsCopies(&'a Record),
+    SettingsCopies(Box<Record>),
     /// This program and the cages' init put in the state folder's
     /// `tools/`, which the cage mounts (not taken back: any cage may use
     /// them).
@@ -133,11 +133,17 @@ pub enum Step<'a> {
     /// A turn's model gateway, pi's copy of models.json pointed at it;
     /// kept in `Ran::gateway` (taken back: closed).
     Gateway {
-        record: &'a Record,
-        pi: Option<&'a std::cell::RefCell<crate::cage::pi_models::Plan>>,
+        record: Box<Record>,
+        /// pi's providers: their routes are the gateway's once it opens.
+        pi: Option<std::cell::RefCell<crate::cage::pi_models::Plan>>,
     },
     /// A turn's cage socket; kept in `Ran::socket` (taken back: closed).
-    Socket(&'a Record),
+    Socket(Box<Record>),
+    /// What a turn's process reads, pointed at its gateway: the env file
+    /// `podman exec` is given (taken back: removed) and Claude Code's
+    /// `.claude.json` in the cage's home (not taken back: the cage's own,
+    /// and written again at every turn); kept in `Ran::env`.
+    TurnEnv(Box<Record>),
     /// `podman update` of a cage's limits by `cage limits` (taken back:
     /// `podman update` with `back`, the limits it had).
     UpdateLimits {
@@ -206,7 +212,7 @@ pub enum Step<'a> {
     /// back.
     CheckSources {
         session: String,
-        cage: &'a session::CageRecord,
+        cage: Box<session::CageRecord>,
     },
 }
 
@@ -255,6 +261,7 @@ impl Step<'_> {
             Step::Watcher { .. } => "watcher".to_string(),
             Step::Gateway { .. } => "gateway".to_string(),
             Step::Socket(_) => "socket".to_string(),
+            Step::TurnEnv(_) => "turn env".to_string(),
             Step::UpdateLimits { argv, .. } => {
                 format!("update limits {}", argv.last().map_or("", String::as_str))
             }
@@ -313,6 +320,8 @@ enum Undo {
     Gateway,
     /// `Ran::socket`, closed.
     Socket,
+    /// The turn's env file, removed.
+    EnvFile(PathBuf),
     /// `podman update` with the limits the cage had.
     Limits(Vec<String>),
     /// The record's limits, policy and budget as they were, and nothing
@@ -343,6 +352,8 @@ pub struct Ran {
     pub watcher: Option<crate::host::process::Watcher>,
     pub gateway: Option<crate::turn::gateway::Gateway>,
     pub socket: Option<crate::turn::cage_socket::Socket>,
+    /// What `Step::TurnEnv` wrote.
+    pub env: Option<acts::turn::TurnEnv>,
     /// Taking back a start could not stop the cage: what needs it stopped
     /// is left to the watcher (its marker kept).
     left_running: bool,
@@ -434,8 +445,9 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
             container,
             lock,
         } => watcher(ctx, host, session, container, lock, ran),
-        Step::Gateway { record, pi } => gateway(ctx, host, record, *pi, ran),
+        Step::Gateway { record, pi } => gateway(ctx, host, record, pi.as_ref(), ran),
         Step::Socket(record) => socket(ctx, record, ran),
+        Step::TurnEnv(record) => turn_env(ctx, record, ran),
         Step::UpdateLimits { argv, back } => update_limits(host, argv, back),
         Step::SetLimits {
             session,
@@ -768,6 +780,18 @@ fn socket(ctx: &Context, record: &Record, ran: &mut Ran) -> Result<Option<Undo>>
     Ok(Some(Undo::Socket))
 }
 
+fn turn_env(ctx: &Context, record: &Record, ran: &mut Ran) -> Result<Option<Undo>> {
+    let url = ran
+        .gateway
+        .as_ref()
+        .map(|g| g.base_url())
+        .ok_or_else(|| Error::failed("the turn's gateway was not opened"))?;
+    let env = acts::turn::write_env(ctx, record, &url)?;
+    let undo = Undo::EnvFile(env.file.clone());
+    ran.env = Some(env);
+    Ok(Some(undo))
+}
+
 fn set_limits(
     ctx: &Context,
     session: &str,
@@ -913,6 +937,10 @@ fn take_back(ctx: &Context, host: Option<&Host>, undo: &Undo, ran: &mut Ran) {
         }
         Undo::Gateway => ran.gateway = None,
         Undo::Socket => ran.socket = None,
+        Undo::EnvFile(path) => {
+            ran.env = None;
+            let _ = session::remove_file_if_there(path);
+        }
         Undo::Limits(back) => {
             if let Some(h) = host {
                 let _ = h.podman.update(back);

@@ -1030,3 +1030,42 @@ fn socket_head_deadline_holds_rootful() {
 fn socket_head_deadline_holds_rootless() {
     head_deadline_holds(World::rootless());
 }
+
+/// A turn whose socket cannot be served (a folder where the socket goes,
+/// as a cage's root may leave one in the folder it has mounted) fails
+/// whole: the cage stopped again, and the env file written for the turn
+/// just before taken back with it.
+fn unserved_socket_takes_the_env_file_back(w: World) {
+    let name = w.session("sockfail");
+    let project = w.dir(&format!("projects/{name}"));
+    w.create(&name, &project, &[]);
+    let cage = w.container(&name);
+    let env_file = w.state.join("cages").join(format!("{cage}.env"));
+    let in_the_way = w.state.join("cages").join(&cage).join("proxy/proxy.sock");
+    fs::create_dir_all(in_the_way.join("kept")).unwrap();
+    w.chown_all();
+    let r = w.run(&["cage", "exec", &name, "--", "true"]);
+    assert_ne!(r.code(), 0, "{}", r.explain());
+    assert!(
+        r.stderr().contains("serving the cage's socket")
+            && r.stderr().contains("the cage was stopped again"),
+        "{}",
+        r.explain()
+    );
+    assert!(!env_file.exists(), "the env file was left: {}", r.explain());
+    assert_eq!(w.container_state(&cage).as_deref(), Some("exited"));
+    // Taken out of the way, the next turn runs.
+    fs::remove_dir_all(&in_the_way).unwrap();
+    w.run(&["cage", "exec", &name, "--", "true"]).ok();
+    assert!(env_file.is_file());
+}
+
+#[test]
+fn socket_unserved_takes_the_turn_back_rootful() {
+    unserved_socket_takes_the_env_file_back(World::new());
+}
+
+#[test]
+fn socket_unserved_takes_the_turn_back_rootless() {
+    unserved_socket_takes_the_env_file_back(World::rootless());
+}

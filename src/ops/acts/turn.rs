@@ -1,11 +1,13 @@
 //! A turn's watcher and its servers, opened on its started cage
-//! (`Step::Watcher`, `Step::Gateway`, `Step::Socket`).
+//! (`Step::Watcher`, `Step::Gateway`, `Step::Socket`), and what its
+//! process reads (`Step::TurnEnv`).
 
 use std::path::PathBuf;
 
+use crate::cage::spec::{self, EnvRequest};
 use crate::error::{Error, Result};
 use crate::host::Host;
-use crate::host::podman::Podman;
+use crate::host::podman::{Podman, envfile};
 use crate::host::process::{self as runner, Watcher};
 use crate::ops::{Context, cage_of, turn_servers};
 use crate::state::session::{self, SessionLock};
@@ -85,6 +87,75 @@ pub fn open_socket(
     record: &session::Record,
 ) -> Result<crate::turn::cage_socket::Socket> {
     turn_servers::open_socket(ctx, record).map_err(stopped_again)
+}
+
+/// What a turn's process reads, written (`Step::TurnEnv`): the env file
+/// `podman exec` is given, and each variable left out of it with why.
+pub struct TurnEnv {
+    pub file: PathBuf,
+    pub left_out: Vec<String>,
+}
+
+/// Write what the turn's process reads, pointed at its model gateway
+/// (`url`): Claude Code's `.claude.json` in the cage's home, then the env
+/// file. Its failure said as one after the start.
+pub fn write_env(ctx: &Context, record: &session::Record, url: &str) -> Result<TurnEnv> {
+    let cage = cage_of(record)?;
+    let plan = env_plan(ctx, record, cage, url);
+    // A fresh cage goes straight to the prompt: its own .claude.json says
+    // onboarding is done, the project trusted, and the key it is given
+    // approved (`cage_files::seeded_claude_json`).
+    let written = (|| {
+        if record.harness == crate::cage::harness::Harness::Claude {
+            let key = plan
+                .vars
+                .iter()
+                .find(|(n, _)| n == "ANTHROPIC_API_KEY")
+                .map(|(_, v)| v.as_str());
+            crate::cage::cage_files::seed_claude_json(
+                &ctx.store.private_home(&cage.container),
+                &record.dir,
+                key,
+            )?;
+        }
+        let file = ctx.store.env_file(&cage.container);
+        // Written again at each turn: not flushed to disk.
+        let text = envfile::render(&plan.vars);
+        session::write_atomic_unsynced(&file, text.as_bytes(), 0o600)?;
+        Ok(file)
+    })();
+    let file = written.map_err(stopped_again)?;
+    let left_out = plan
+        .left_out
+        .iter()
+        .map(|(n, why)| format!("{n} is left out of the cage's environment: {why}"))
+        .collect();
+    Ok(TurnEnv { file, left_out })
+}
+
+/// The turn's environment, pointed at its model gateway (`url`).
+fn env_plan(
+    ctx: &Context,
+    record: &session::Record,
+    cage: &session::CageRecord,
+    url: &str,
+) -> spec::EnvPlan {
+    match &cage.sealed {
+        Some(_) => spec::sealed_env_plan(&record.name, &cage.image_path, Some(url)),
+        None => spec::env_plan(
+            &EnvRequest {
+                session: &record.name,
+                harness: record.harness,
+                home: &ctx.settings.home,
+                harness_dir: &cage.harness_dir,
+                image_path: &cage.image_path,
+                chosen: ctx.settings.chosen(),
+                options: &cage.options,
+                gateway: Some(url),
+            },
+            &ctx.env,
+        ),
+    }
 }
 
 /// A turn's preparation failed after its cage started, and the cage was

@@ -732,7 +732,7 @@ fn a_start_whose_intent_cannot_be_written() {
 
 /// The plans of a start and of exec's preparation: the intent before
 /// `podman start`, the rules before it is done; the turn's marker and
-/// watcher before the start, its gateway and socket after.
+/// watcher before the start, its gateway, env file and socket after.
 #[test]
 fn the_plans_of_start_and_exec() {
     use super::super::{decide_start, start_facts};
@@ -759,7 +759,7 @@ fn the_plans_of_start_and_exec() {
         super::super::exec::turn_steps(decide_start(&facts, host).unwrap(), &record, &lock, None);
     let mut expected = vec!["turn marker".to_string(), "watcher".to_string()];
     expected.extend(started.iter().cloned());
-    expected.extend(["gateway".to_string(), "socket".to_string()]);
+    expected.extend(["gateway", "turn env", "socket"].map(String::from));
     assert_eq!(described(&turn), expected);
     drop(turn);
     drop(lock);
