@@ -13,7 +13,7 @@
 //! is stopped. Should both die (each SIGKILLed), the turn's marker, made
 //! before the cage starts and removed once it is stopped, is left with
 //! nobody holding the lock: the next command that looks at the session, or
-//! serve, stops the cage then (`dead_turn::stop_dead_turn`).
+//! serve, stops the cage then (`dead_turn`).
 
 use std::path::PathBuf;
 
@@ -210,12 +210,8 @@ pub fn is_uncaged(ctx: &Context, name: &str) -> Result<bool> {
 }
 
 pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Result<Prepared<'a>> {
-    // A killed turn's cage is stopped first: this turn starts it afresh,
-    // without what the dead one left running in it.
-    if let Ok(record) = ctx.store.load(name) {
-        super::dead_turn::reap_dead_turn(ctx, &record);
-    }
     let (lock, record) = super::plan::lock_and_load(ctx, name)?;
+    super::dead_turn::end_held(ctx, &record);
     // "start" until the cage's rules are in: `cage limits` changes a
     // turn's cage beside it only once its start is done.
     lock.note("start");

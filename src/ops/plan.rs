@@ -119,6 +119,10 @@ pub enum Step<'a> {
         own: PathBuf,
         base: PathBuf,
     },
+    /// A dead turn ended (`acts::turn::end_dead_turn`): its cage stopped
+    /// where it runs, its marker removed; what was stopped said as a
+    /// warning. Cannot be taken back.
+    EndDeadTurn { session: String, container: String },
     /// A turn's marker (`Store::turn_marker`), made before its cage starts
     /// (taken back: removed, unless the cage could not be stopped).
     TurnMarker { session: String },
@@ -257,6 +261,7 @@ impl Step<'_> {
             Step::SettingsCopies(r) => format!("settings copies {}", r.name),
             Step::Tools(_) => "tools".to_string(),
             Step::GitSync { own, .. } => format!("git sync {}", own.display()),
+            Step::EndDeadTurn { container, .. } => format!("end dead turn {container}"),
             Step::TurnMarker { .. } => "turn marker".to_string(),
             Step::Watcher { .. } => "watcher".to_string(),
             Step::Gateway { .. } => "gateway".to_string(),
@@ -390,6 +395,7 @@ pub fn execute(ctx: &Context, host: Option<&Host>, steps: Vec<Step>) -> Result<R
                 | Step::RemoveRecord { .. }
                 | Step::RemoveFile { .. }
                 | Step::Deliver(_)
+                | Step::EndDeadTurn { .. }
         ) {
             undo.clear();
         }
@@ -439,6 +445,9 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
         Step::SettingsCopies(record) => none(super::write_settings_copies(ctx, record)),
         Step::Tools(exe) => tools(ctx, exe),
         Step::GitSync { dir, own, base } => git_sync(dir, own, base, ran),
+        Step::EndDeadTurn { session, container } => {
+            end_dead_turn(ctx, host, session, container, ran)
+        }
         Step::TurnMarker { session } => turn_marker(ctx, session),
         Step::Watcher {
             session,
@@ -736,6 +745,19 @@ fn git_sync(dir: &Path, own: &Path, base: &Path, ran: &mut Ran) -> Result<Option
             e.message
         )),
     }
+    Ok(None)
+}
+
+fn end_dead_turn(
+    ctx: &Context,
+    host: Option<&Host>,
+    session: &str,
+    container: &str,
+    ran: &mut Ran,
+) -> Result<Option<Undo>> {
+    let podman = &podman(host)?.podman;
+    ran.warnings
+        .extend(acts::turn::end_dead_turn(ctx, podman, session, container)?);
     Ok(None)
 }
 

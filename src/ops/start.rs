@@ -12,14 +12,12 @@ pub struct Started {
 }
 
 pub fn start(ctx: &Context, name: &str) -> Result<Started> {
+    let (_lock, record) = super::plan::lock_and_load(ctx, name)?;
+    _lock.note("start");
     // A cage a killed turn left running has its marker still: stopped and
     // the marker gone, so that the cage started here is not taken for the
     // turn's later.
-    if let Ok(record) = ctx.store.load(name) {
-        super::dead_turn::reap_dead_turn(ctx, &record);
-    }
-    let (_lock, record) = super::plan::lock_and_load(ctx, name)?;
-    _lock.note("start");
+    super::dead_turn::end_held(ctx, &record);
     let cage = cage_of(&record)?;
     let host = ctx.host_for_session()?;
     ensure_running(ctx, host, &record)?;

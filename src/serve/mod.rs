@@ -346,7 +346,7 @@ fn bind(
 const DEAD_TURNS_EVERY: Duration = Duration::from_secs(2);
 
 /// Stop the cages of turns whose process and watcher were both killed
-/// (`ops::dead_turn::stop_dead_turn`), every [`DEAD_TURNS_EVERY`], for as long
+/// (`ops::dead_turn::reap_dead_turn`), every [`DEAD_TURNS_EVERY`], for as long
 /// as serve runs: nobody else may look at the session for days. Only the
 /// sessions with a turn's marker are looked at (one listing of a folder).
 /// The machine's image, ours and stale, is built again when serve starts

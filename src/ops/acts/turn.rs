@@ -54,6 +54,27 @@ pub fn start_watcher(
     )
 }
 
+/// End a turn that died with its watcher: its cage stopped where it runs,
+/// its marker removed. The line saying so when the cage was running.
+pub fn end_dead_turn(
+    ctx: &Context,
+    podman: &Podman,
+    session: &str,
+    container: &str,
+) -> Result<Option<String>> {
+    let running = podman.container(container)?.is_some_and(|c| c.running);
+    if running {
+        podman.stop(container)?;
+    }
+    session::remove_file_if_there(&ctx.store.turn_marker(session))?;
+    Ok(running.then(|| {
+        format!(
+            "stopped {container}: the turn on session {session} ended without stopping it (its \
+             process and its watcher were killed)"
+        )
+    }))
+}
+
 /// Open the turn's model gateway on its started cage (`pid`, its first
 /// process), and point pi's copy of models.json at it, in the file the
 /// cage has mounted.
