@@ -85,15 +85,18 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
             return Err(e);
         }
     };
-    let result = created(req, host, &dir, &plan);
+    let mut result = created(req, host, &dir, &plan);
     if req.dry_run {
         return Ok(result);
     }
     let record = new_record(req, &dir, &plan);
     let who = ctx.settings.user.clone();
-    if let Err(e) = super::plan::execute(ctx, Some(host), steps(&plan, &record, who)) {
-        ctx.store.forget_lock(&req.name);
-        return Err(e);
+    match super::plan::execute(ctx, Some(host), steps(&plan, &record, who)) {
+        Ok(ran) => plan.say_rebuilt(ran.rebuilt, &mut result.warnings),
+        Err(e) => {
+            ctx.store.forget_lock(&req.name);
+            return Err(e);
+        }
     }
     Ok(result)
 }

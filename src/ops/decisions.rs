@@ -928,6 +928,48 @@ fn an_image_build_is_a_step_of_the_plan() {
     let plan = super::make::decide(&facts, &choice, settings, false).unwrap();
     // Its warning goes first, where the image is decided.
     assert_eq!(plan.rebuild, Some((stage, 0)), "{:?}", plan.warnings);
+    // The plan's first step starts it; what it says goes in that place of
+    // the warnings, here and where they follow others (a move's).
+    let first = plan.steps().first().map(super::plan::Step::describe);
+    assert_eq!(first, Some(format!("rebuild {}", facts.image.name)));
+    let mut said = plan.warnings.clone();
+    plan.say_rebuilt(Some("rebuilt".into()), &mut said);
+    assert_eq!(
+        said.first().map(String::as_str),
+        Some("rebuilt"),
+        "{said:?}"
+    );
+    let mut moved = plan;
+    let mut said = vec!["before".to_string()];
+    moved.warnings_put_at(said.len());
+    said.extend(moved.warnings.iter().cloned());
+    said.push("after".into());
+    moved.say_rebuilt(Some("rebuilt".into()), &mut said);
+    assert_eq!(&said[..2], ["before", "rebuilt"], "{said:?}");
+    assert_eq!(said.last().map(String::as_str), Some("after"));
+    let current = super::make::decide(
+        &super::make::Facts {
+            image: super::image::ImageFacts {
+                status: crate::images::workbench::ImageStatus {
+                    current: true,
+                    ..facts.image.status.clone()
+                },
+                ..facts.image.clone()
+            },
+            ..facts.clone()
+        },
+        &choice,
+        settings,
+        false,
+    )
+    .unwrap();
+    assert!(
+        current
+            .steps()
+            .iter()
+            .all(|s| !s.describe().starts_with("rebuild")),
+        "a current image is not built again"
+    );
     let dry = super::make::decide(&facts, &choice, settings, true).unwrap();
     assert_eq!(dry.rebuild, None);
     assert!(dry.warnings[0].contains("the real command builds it again"));

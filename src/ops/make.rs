@@ -82,15 +82,20 @@ pub struct CagePlan {
     /// Its own git directory (None with `--writable .git`).
     git: Option<crate::cage::git::GitRecord>,
     /// A step before the cage is made: our image is stale, so its build
-    /// starts again in the background (and the warning saying so goes in
-    /// at this index of `warnings`).
+    /// starts again in the background (`Step::Rebuild`, the plan's first),
+    /// and the warning saying so goes in at this index of `warnings`
+    /// ([`CagePlan::say_rebuilt`]).
     pub rebuild: Option<(crate::images::workbench::Stage, usize)>,
+    /// The name the image is looked up by (ours: its stage's), as the
+    /// rebuild's warning names it.
+    looked_up: String,
 }
 
 /// Prepare a cage for a session: look (`first_facts`, then `facts_with`),
 /// decide (`decide`, pure), and take the steps the decision leaves to its
 /// caller, each named: `keep_learnt` before it, `start_refused_build` and
-/// `start_rebuild` and `name_state_folder` after it. Checks everything
+/// `name_state_folder` after it (a stale image's rebuild is the plan's
+/// first step, `Step::Rebuild`). Checks everything
 /// that can be checked before anything changes; with `dry_run`, changes
 /// nothing at all (no image build is started). A caller that will make the
 /// cage holds the session's lock already: the checks against neighbouring
@@ -115,7 +120,6 @@ pub fn prepare(
     let mut plan =
         decide(&facts, choice, &ctx.settings, dry_run).map_err(|r| start_refused_build(ctx, r))?;
     if !dry_run {
-        start_rebuild(ctx, &facts, &mut plan);
         name_state_folder(ctx, &facts, &mut plan)?;
     }
     Ok(plan)
@@ -137,16 +141,6 @@ fn start_refused_build(ctx: &Context, refused: Refused) -> Error {
     match refused.build {
         Some(stage) => super::image::start_build(ctx, stage),
         None => refused.error,
-    }
-}
-
-/// A step after the decision: our image is stale, so its build starts
-/// again in the background, and the warning saying so goes where the
-/// decision put it.
-fn start_rebuild(ctx: &Context, facts: &Facts, plan: &mut CagePlan) {
-    if let Some((stage, at)) = plan.rebuild {
-        let warning = super::image::start_rebuild(ctx, stage, &facts.image.name);
-        plan.warnings.insert(at, warning);
     }
 }
 
@@ -1068,6 +1062,7 @@ fn plan_of(g: &Given, d: Drafted, said: Said) -> CagePlan {
         protect_make: d.protect_make,
         git: d.git,
         rebuild: d.rebuild,
+        looked_up: f.image.name.clone(),
     }
 }
 
@@ -1195,6 +1190,22 @@ impl CagePlan {
         envfile::render_redacted(&self.env.vars)
     }
 
+    /// The plan's warnings are put at `offset` of a longer list: the
+    /// rebuild's goes in where they went.
+    pub fn warnings_put_at(&mut self, offset: usize) {
+        if let Some((_, at)) = &mut self.rebuild {
+            *at += offset;
+        }
+    }
+
+    /// The rebuild's warning (`Ran::rebuilt`, once the plan ran) put in
+    /// `warnings` where the image's warnings are.
+    pub fn say_rebuilt(&self, rebuilt: Option<String>, warnings: &mut Vec<String>) {
+        if let (Some((_, at)), Some(line)) = (self.rebuild, rebuilt) {
+            warnings.insert(at.min(warnings.len()), line);
+        }
+    }
+
     pub fn is_sealed(&self) -> bool {
         self.sealed.is_some()
     }
@@ -1203,7 +1214,15 @@ impl CagePlan {
     /// the container, and what a sealed cage (or `--unseal`) says of its
     /// folder. The caller adds its intent and the record's steps.
     pub fn steps(&self) -> Vec<plan::Step<'_>> {
-        let mut steps = vec![plan::Step::CageFiles(self)];
+        let mut steps: Vec<_> = self
+            .rebuild
+            .map(|(stage, _)| plan::Step::Rebuild {
+                stage,
+                image: self.looked_up.clone(),
+            })
+            .into_iter()
+            .collect();
+        steps.push(plan::Step::CageFiles(self));
         if let (true, Some(volume)) = (self.make_volume, &self.options.shared) {
             // A shared folder is for every session given it: once made, it
             // is not taken back by an undo.

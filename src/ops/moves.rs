@@ -107,7 +107,11 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
         let git = super::before_git_goes::before_its_git_goes(ctx, Some(h), &record);
         warnings.extend(super::before_git_goes::said_before_removal(&git));
     }
-    warnings.extend(plan::execute(ctx, host, steps)?.warnings);
+    let ran = plan::execute(ctx, host, steps)?;
+    if let Some(p) = &plan {
+        p.say_rebuilt(ran.rebuilt, &mut warnings);
+    }
+    warnings.extend(ran.warnings);
     Ok(Moved {
         session: record.name,
         from: old.map(|c| c.container),
@@ -186,10 +190,11 @@ pub(super) fn new_cage(
         .or_else(|| record.last_image.clone());
     let choice = make::CageChoice { image, ..choice };
     let plan = make::prepare(ctx, host, session, dir, record.harness, &choice, false)?;
-    let plan = match old {
+    let mut plan = match old {
         Some(c) if c.own_limits => plan.with_own_limits(c.limits.clone()),
         _ => plan,
     };
+    plan.warnings_put_at(warnings.len());
     warnings.extend(plan.warnings.iter().cloned());
     Ok(plan)
 }

@@ -123,6 +123,15 @@ pub enum Step<'a> {
     /// where it runs, its marker removed; what was stopped said as a
     /// warning. Cannot be taken back.
     EndDeadTurn { session: String, container: String },
+    /// Our image, stale, built again in the background from this program's
+    /// Containerfile (`image::start_rebuild`; not taken back: the build is
+    /// for every later cage, and the cage is made from the old one
+    /// meanwhile). What it says is kept in `Ran::rebuilt`.
+    Rebuild {
+        stage: crate::images::workbench::Stage,
+        /// The image's name, as the warning says it.
+        image: String,
+    },
     /// A turn's marker (`Store::turn_marker`), made before its cage starts
     /// (taken back: removed, unless the cage could not be stopped).
     TurnMarker { session: String },
@@ -262,6 +271,7 @@ impl Step<'_> {
             Step::Tools(_) => "tools".to_string(),
             Step::GitSync { own, .. } => format!("git sync {}", own.display()),
             Step::EndDeadTurn { container, .. } => format!("end dead turn {container}"),
+            Step::Rebuild { image, .. } => format!("rebuild {image}"),
             Step::TurnMarker { .. } => "turn marker".to_string(),
             Step::Watcher { .. } => "watcher".to_string(),
             Step::Gateway { .. } => "gateway".to_string(),
@@ -348,6 +358,8 @@ enum Undo {
 #[derive(Default)]
 pub struct Ran {
     pub warnings: Vec<String>,
+    /// What `Step::Rebuild` said (the build started, or why not).
+    pub rebuilt: Option<String>,
     /// The started cage's first process (`Step::Rules`).
     pub pid: Option<i64>,
     /// A step left work for the next command: the intent is kept.
@@ -445,9 +457,8 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
         Step::SettingsCopies(record) => none(super::write_settings_copies(ctx, record)),
         Step::Tools(exe) => tools(ctx, exe),
         Step::GitSync { dir, own, base } => git_sync(dir, own, base, ran),
-        Step::EndDeadTurn { session, container } => {
-            end_dead_turn(ctx, host, session, container, ran)
-        }
+        Step::EndDeadTurn { session, container } => dead_turn(ctx, host, session, container, ran),
+        Step::Rebuild { stage, image } => rebuild(ctx, *stage, image, ran),
         Step::TurnMarker { session } => turn_marker(ctx, session),
         Step::Watcher {
             session,
@@ -748,7 +759,17 @@ fn git_sync(dir: &Path, own: &Path, base: &Path, ran: &mut Ran) -> Result<Option
     Ok(None)
 }
 
-fn end_dead_turn(
+fn rebuild(
+    ctx: &Context,
+    stage: crate::images::workbench::Stage,
+    image: &str,
+    ran: &mut Ran,
+) -> Result<Option<Undo>> {
+    ran.rebuilt = Some(super::image::start_rebuild(ctx, stage, image));
+    Ok(None)
+}
+
+fn dead_turn(
     ctx: &Context,
     host: Option<&Host>,
     session: &str,

@@ -146,7 +146,11 @@ fn rename_locked(ctx: &Context, req: &RenameRequest, record: &session::Record) -
         let git = super::before_git_goes::before_its_git_goes(ctx, Some(h), record);
         warnings.extend(super::before_git_goes::said_before_removal(&git));
     }
-    warnings.extend(plan::execute(ctx, host, steps)?.warnings);
+    let ran = plan::execute(ctx, host, steps)?;
+    if let Some(p) = &cage_plan {
+        p.say_rebuilt(ran.rebuilt, &mut warnings);
+    }
+    warnings.extend(ran.warnings);
     Ok(Renamed {
         session: new.to_string(),
         from: old.to_string(),
