@@ -123,35 +123,42 @@ pub struct TurnEnv {
 pub fn write_env(ctx: &Context, record: &session::Record, url: &str) -> Result<TurnEnv> {
     let cage = cage_of(record)?;
     let plan = env_plan(ctx, record, cage, url);
-    // A fresh cage goes straight to the prompt: its own .claude.json says
-    // onboarding is done, the project trusted, and the key it is given
-    // approved (`cage_files::seeded_claude_json`).
-    let written = (|| {
-        if record.harness == crate::cage::harness::Harness::Claude {
-            let key = plan
-                .vars
-                .iter()
-                .find(|(n, _)| n == "ANTHROPIC_API_KEY")
-                .map(|(_, v)| v.as_str());
-            crate::cage::cage_files::seed_claude_json(
-                &ctx.store.private_home(&cage.container),
-                &record.dir,
-                key,
-            )?;
-        }
-        let file = ctx.store.env_file(&cage.container);
-        // Written again at each turn: not flushed to disk.
-        let text = envfile::render(&plan.vars);
-        session::write_atomic_unsynced(&file, text.as_bytes(), 0o600)?;
-        Ok(file)
-    })();
-    let file = written.map_err(stopped_again)?;
+    let file = write_env_files(ctx, record, cage, &plan).map_err(stopped_again)?;
     let left_out = plan
         .left_out
         .iter()
         .map(|(n, why)| format!("{n} is left out of the cage's environment: {why}"))
         .collect();
     Ok(TurnEnv { file, left_out })
+}
+
+/// `.claude.json` and the env file of `plan`; the env file's path.
+fn write_env_files(
+    ctx: &Context,
+    record: &session::Record,
+    cage: &session::CageRecord,
+    plan: &spec::EnvPlan,
+) -> Result<PathBuf> {
+    // A fresh cage goes straight to the prompt: its own .claude.json says
+    // onboarding is done, the project trusted, and the key it is given
+    // approved (`cage_files::seeded_claude_json`).
+    if record.harness == crate::cage::harness::Harness::Claude {
+        let key = plan
+            .vars
+            .iter()
+            .find(|(n, _)| n == "ANTHROPIC_API_KEY")
+            .map(|(_, v)| v.as_str());
+        crate::cage::cage_files::seed_claude_json(
+            &ctx.store.private_home(&cage.container),
+            &record.dir,
+            key,
+        )?;
+    }
+    let file = ctx.store.env_file(&cage.container);
+    // Written again at each turn: not flushed to disk.
+    let text = envfile::render(&plan.vars);
+    session::write_atomic_unsynced(&file, text.as_bytes(), 0o600)?;
+    Ok(file)
 }
 
 /// The turn's environment, pointed at its model gateway (`url`).
