@@ -235,58 +235,167 @@ impl PodmanCall {
     }
 }
 
-/// An error with a message meant for the person who ran the command.
+/// What went wrong, as data: each face words it ([`Error::words`]) when it
+/// gives the error, not where the error is found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum What {
+    /// A sentence the same on both faces, made where the error was found.
+    Said(String),
+    /// Words that differ by face (they name fields of a request, or an
+    /// option only the command line has), asked of each face once when
+    /// the error is made ([`Error::worded`]).
+    Worded { terminal: String, http: String },
+    /// A value refused for a field of a request (its name as the JSON
+    /// bodies and the config give it; [`flag_of`] for the CLI's): why, in
+    /// words that name no option.
+    Field { field: &'static str, why: String },
+    /// A file-system act (or another call of the operating system) that
+    /// failed: what was being done, with which path, and the system's own
+    /// error.
+    Io { doing: String, cause: IoCause },
+}
+
+/// The operating system's error of a failed act, kept as its kind and its
+/// own words (`No such file or directory (os error 2)`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IoCause {
+    pub kind: std::io::ErrorKind,
+    pub said: String,
+}
+
+impl From<&std::io::Error> for IoCause {
+    fn from(e: &std::io::Error) -> Self {
+        IoCause {
+            kind: e.kind(),
+            said: e.to_string(),
+        }
+    }
+}
+
+impl What {
+    /// The words of what went wrong, for `face`.
+    fn words(&self, face: Face) -> String {
+        match self {
+            What::Said(s) => s.clone(),
+            What::Worded { terminal, http } => match face {
+                Face::Terminal => terminal.clone(),
+                Face::Http => http.clone(),
+            },
+            What::Field { field, why } => format!("{}: {why}", face.field(field)),
+            What::Io { doing, cause } => format!("{doing}: {}", cause.said),
+        }
+    }
+}
+
+/// What was said around an error as it went up: what was being done
+/// (`moving web: ...`), or what followed (`...; the cage was stopped
+/// again`), in the order it was added.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Around {
+    Doing(String),
+    Then(String),
+    /// A sentence after the words, for the terminal only (a way out that
+    /// names the command line's options).
+    OnTerminal(String),
+}
+
+/// An error of an operation: its kind (the exit code, the HTTP status), what
+/// went wrong as data, and what was said around it on the way up; each face
+/// words it at the edge ([`Error::words`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
     pub kind: Kind,
-    pub message: String,
+    what: Box<What>,
+    around: Vec<Around>,
     /// For a process that ran and failed: how it ended.
     pub exited: Option<Box<Exited>>,
     /// What to do next, worded by the face ([`Error::words`]).
     pub next: Option<Next>,
     /// What the error is about, as data ([`Subject`]).
     pub subject: Option<Box<Subject>>,
-    /// The words for an HTTP client, where they differ from `message`
-    /// (which is the terminal's): they name fields, not options
-    /// ([`Error::worded`]).
-    pub http: Option<Box<str>>,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
-    pub fn new(kind: Kind, message: impl Into<String>) -> Self {
+    /// An error of `kind` that went wrong as `what` says.
+    pub fn of(kind: Kind, what: What) -> Self {
         Error {
             kind,
-            message: message.into(),
+            what: Box::new(what),
+            around: Vec::new(),
             exited: None,
             next: None,
             subject: None,
-            http: None,
         }
+    }
+
+    pub fn new(kind: Kind, message: impl Into<String>) -> Self {
+        Self::of(kind, What::Said(message.into()))
+    }
+
+    /// An act of the operating system that failed ([`What::Io`]): `doing`
+    /// names the act and its path (`reading /etc/x`).
+    pub fn io(doing: impl Into<String>, cause: &std::io::Error) -> Self {
+        Self::of(
+            Kind::Failed,
+            What::Io {
+                doing: doing.into(),
+                cause: cause.into(),
+            },
+        )
+    }
+
+    /// What went wrong.
+    pub fn what(&self) -> &What {
+        &self.what
     }
 
     /// An error whose words differ by face (they name fields of a request,
     /// or an option only the command line has): `words` is asked once for
     /// each face.
     pub fn worded(kind: Kind, words: impl Fn(Face) -> String) -> Self {
-        let message = words(Face::Terminal);
-        let http = Some(words(Face::Http))
-            .filter(|h| *h != message)
-            .map(String::into_boxed_str);
-        Error {
-            http,
-            ..Self::new(kind, message)
-        }
+        let terminal = words(Face::Terminal);
+        let http = words(Face::Http);
+        let what = if http == terminal {
+            What::Said(terminal)
+        } else {
+            What::Worded { terminal, http }
+        };
+        Self::of(kind, what)
     }
 
     /// A value refused for a field of a request: `--memory: WHY` on the
     /// terminal, `field "memory": WHY` over HTTP, the field kept as data.
     pub fn bad_field(field: &'static str, why: impl fmt::Display) -> Self {
-        Self::worded(Kind::BadInput, |face| {
-            format!("{}: {why}", face.field(field))
-        })
+        Self::of(
+            Kind::BadInput,
+            What::Field {
+                field,
+                why: why.to_string(),
+            },
+        )
         .about(Subject::Field(field))
+    }
+
+    /// The words of the error for the terminal, with what was said around
+    /// it, without what to do next: what a record or a log keeps of it.
+    pub fn message(&self) -> String {
+        self.said(Face::Terminal)
+    }
+
+    /// What went wrong and what was said around it, as `face` words them.
+    fn said(&self, face: Face) -> String {
+        self.around
+            .iter()
+            .fold(self.what.words(face), |words, around| match around {
+                Around::Doing(what) => format!("{what}: {words}"),
+                Around::Then(after) => format!("{words}; {after}"),
+                Around::OnTerminal(sentence) => match face {
+                    Face::Terminal => format!("{}. {sentence}", words.trim_end_matches('.')),
+                    Face::Http => words,
+                },
+            })
     }
 
     /// What the error is about.
@@ -420,12 +529,9 @@ impl Error {
             Face::Terminal => format!("--image IMAGE, or the `image` key in {config}"),
             Face::Http => format!("the request's \"image\", or the `image` key in {config}"),
         };
-        let message = match (face, &self.http) {
-            (Face::Http, Some(http)) => http,
-            _ => self.message.as_str(),
-        };
+        let message = self.said(face);
         match &self.next {
-            None => message.to_string(),
+            None => message,
             // The seed's sentence on both faces, word for word; the
             // terminal's hint after it, on a line of its own.
             Some(Next::AgainWithHint { hint }) => match face {
@@ -452,28 +558,29 @@ impl Error {
     }
 
     /// Prefix the message with what was being done, keeping the kind.
-    pub fn context(self, what: impl fmt::Display) -> Self {
-        Error {
-            message: format!("{what}: {}", self.message),
-            http: self.http.as_ref().map(|h| format!("{what}: {h}").into()),
-            ..self
-        }
+    pub fn context(mut self, what: impl fmt::Display) -> Self {
+        self.around.push(Around::Doing(what.to_string()));
+        self
+    }
+
+    /// A sentence after the words, on the terminal only (`... . Without
+    /// --dir, ...`): the end of the words before it is a full stop.
+    pub fn then_on_terminal(mut self, sentence: impl fmt::Display) -> Self {
+        self.around.push(Around::OnTerminal(sentence.to_string()));
+        self
     }
 
     /// What followed, added after the message (`...; the cage was stopped
     /// again`), the kind, the process's exit and the next step kept.
-    pub fn then(self, after: impl fmt::Display) -> Self {
-        Error {
-            message: format!("{}; {after}", self.message),
-            http: self.http.as_ref().map(|h| format!("{h}; {after}").into()),
-            ..self
-        }
+    pub fn then(mut self, after: impl fmt::Display) -> Self {
+        self.around.push(Around::Then(after.to_string()));
+        self
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
+        f.write_str(&self.message())
     }
 }
 
@@ -486,7 +593,7 @@ pub trait IoContext<T> {
 
 impl<T> IoContext<T> for std::io::Result<T> {
     fn ctx(self, what: impl FnOnce() -> String) -> Result<T> {
-        self.map_err(|e| Error::failed(format!("{}: {e}", what())))
+        self.map_err(|e| Error::io(what(), &e))
     }
 }
 
@@ -678,14 +785,14 @@ mod tests {
     fn then_keeps_the_kind() {
         let e = Error::busy("held").then("the cage was stopped again");
         assert_eq!(e.kind, Kind::Busy);
-        assert_eq!(e.message, "held; the cage was stopped again");
+        assert_eq!(e.message(), "held; the cage was stopped again");
     }
 
     #[test]
     fn context_keeps_the_kind() {
         let e = Error::busy("held").context("session x");
         assert_eq!(e.kind, Kind::Busy);
-        assert_eq!(e.message, "session x: held");
+        assert_eq!(e.message(), "session x: held");
         let e = Error::exited(Kind::PodmanFailed, "podman rm: no", Some(2), "Error: no\n")
             .context("removing x");
         assert_eq!(e.kind, Kind::PodmanFailed);
@@ -745,7 +852,10 @@ mod tests {
              field \"meshes\"; or `--unseal` (on the command line, at the machine)"
         );
         // Words the same on both faces keep none apart.
-        assert_eq!(Error::worded(Kind::Failed, |_| "x".into()).http, None);
+        assert_eq!(
+            Error::worded(Kind::Failed, |_| "x".into()).what(),
+            &What::Said("x".into())
+        );
         assert_eq!(flag_of("auto_approve"), "--auto-approve");
         assert_eq!(flag_of("meshes"), "--mesh");
         assert_eq!(flag_of("tokens"), "--tokens");

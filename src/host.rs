@@ -437,7 +437,11 @@ mod tests {
             Network::Slirp4netns
         );
         let e = choose_network(Pasta, v43, true, true).unwrap_err();
-        assert!(e.message.contains("podman 4.4.0 or later"), "{}", e.message);
+        assert!(
+            e.message().contains("podman 4.4.0 or later"),
+            "{}",
+            e.message()
+        );
         assert!(choose_network(Pasta, v54, false, true).is_err());
         assert_eq!(
             choose_network(Pasta, v54, true, true).unwrap(),

@@ -1693,7 +1693,7 @@ mod tests {
             load("pass_env = [\"MY_VAR\"]\npass_secrets = [\"FOO_API_KEY\", \"MY_VAR\"]").unwrap();
         assert_eq!(s.pass_env, vec!["MY_VAR".to_string(), "FOO_API_KEY".into()]);
         let e = load("pass_env = [\"FOO_API_KEY\"]").unwrap_err();
-        assert!(e.message.contains("pass_secrets"), "{}", e.message);
+        assert!(e.message().contains("pass_secrets"), "{}", e.message());
         // The names the rule matches (`secret_names`) are refused anywhere
         // in a name, not only at its end.
         for secret in [
@@ -1704,8 +1704,8 @@ mod tests {
             "DATABASE_URL",
         ] {
             let e = load(&format!("pass_env = [\"{secret}\"]")).unwrap_err();
-            assert!(e.message.contains(secret), "{}", e.message);
-            assert!(e.message.contains("pass_secrets"), "{}", e.message);
+            assert!(e.message().contains(secret), "{}", e.message());
+            assert!(e.message().contains("pass_secrets"), "{}", e.message());
             assert!(load(&format!("pass_secrets = [\"{secret}\"]")).is_ok());
         }
     }
@@ -1757,9 +1757,9 @@ mod tests {
         ] {
             let e = load(bad).unwrap_err();
             assert!(
-                e.message.contains("gateway") || e.message.contains("unknown field `key`"),
+                e.message().contains("gateway") || e.message().contains("unknown field `key`"),
                 "{bad}: {}",
-                e.message
+                e.message()
             );
         }
     }
@@ -1832,8 +1832,8 @@ pi = "/opt/pi"
     fn an_unknown_key_names_the_key_and_the_file() {
         let e = load("imagee = \"x\"\n").unwrap_err();
         assert_eq!(e.kind, crate::error::Kind::BadInput);
-        assert!(e.message.contains("/cfg/config.toml"), "{}", e.message);
-        assert!(e.message.contains("imagee"), "{}", e.message);
+        assert!(e.message().contains("/cfg/config.toml"), "{}", e.message());
+        assert!(e.message().contains("imagee"), "{}", e.message());
     }
 
     #[test]
@@ -1862,10 +1862,10 @@ pi = "/opt/pi"
         ] {
             let e = load(text).unwrap_err();
             assert!(
-                e.message.contains(&format!("key `{key}`"))
-                    && e.message.contains("/cfg/config.toml"),
+                e.message().contains(&format!("key `{key}`"))
+                    && e.message().contains("/cfg/config.toml"),
                 "{text}: {}",
-                e.message
+                e.message()
             );
         }
     }
@@ -1885,7 +1885,7 @@ pi = "/opt/pi"
             ),
         ] {
             assert_eq!(
-                load(text).unwrap_err().message,
+                load(text).unwrap_err().message(),
                 format!("config file /cfg/config.toml: key `podman`: {why}: {how}"),
                 "{text}"
             );
@@ -1901,7 +1901,7 @@ pi = "/opt/pi"
         )
         .unwrap_err();
         assert_eq!(
-            e.message,
+            e.message(),
             format!(
                 "config file /cfg/config.toml: key `podman`: there is no \"podman\" on PATH: {how}"
             )
@@ -1934,7 +1934,7 @@ pi = "/opt/pi"
             let e = Settings::load(&env, &Overrides::default()).unwrap_err();
             assert_eq!(e.kind, crate::error::Kind::BadInput);
             assert_eq!(
-                e.message,
+                e.message(),
                 format!(
                     "config file {}: key `podman`: {why}: {how}",
                     config.display()
@@ -1947,7 +1947,7 @@ pi = "/opt/pi"
     #[test]
     fn a_wrongly_typed_value_is_refused() {
         let e = load("cages = \"yes\"").unwrap_err();
-        assert!(e.message.contains("cages"), "{}", e.message);
+        assert!(e.message().contains("cages"), "{}", e.message());
     }
 
     #[test]
@@ -2010,17 +2010,17 @@ delta = { url = "http://[fd00::1]:9000", token_file = "/t/delta" }
         ] {
             let e = load(text).unwrap_err();
             assert!(
-                e.message.contains(&format!("key `{key}`")),
+                e.message().contains(&format!("key `{key}`")),
                 "{text}: {}",
-                e.message
+                e.message()
             );
         }
         let e = load("[machines]\nbeta = { url = \"http://b:1\", token = \"x\" }").unwrap_err();
         assert!(
-            e.message
+            e.message()
                 .contains("key `machines`: beta.token: unknown field `token`"),
             "{}",
-            e.message
+            e.message()
         );
     }
 
@@ -2235,7 +2235,7 @@ delta = { url = "http://[fd00::1]:9000", token_file = "/t/delta" }
         ] {
             let e = resolve("", &o).unwrap_err();
             assert_eq!(e.kind, crate::error::Kind::BadInput);
-            assert!(e.message.starts_with(says), "{says}: {}", e.message);
+            assert!(e.message().starts_with(says), "{says}: {}", e.message());
         }
         // A bad config is told first, as before.
         let o = Overrides {
@@ -2245,7 +2245,7 @@ delta = { url = "http://[fd00::1]:9000", token_file = "/t/delta" }
         assert!(
             resolve("pids = 0", &o)
                 .unwrap_err()
-                .message
+                .message()
                 .contains("key `pids`")
         );
     }
@@ -2298,10 +2298,10 @@ delta = { url = "http://[fd00::1]:9000", token_file = "/t/delta" }
         ] {
             let e = load(text).unwrap_err();
             assert!(
-                e.message
+                e.message()
                     .starts_with(&format!("config file /cfg/config.toml: {message}")),
                 "{text}: {}",
-                e.message
+                e.message()
             );
         }
     }
@@ -2346,10 +2346,11 @@ delta = { url = "http://[fd00::1]:9000", token_file = "/t/delta" }
             let e = load(text).unwrap_err();
             assert_eq!(e.kind, crate::error::Kind::BadInput);
             assert!(
-                e.message.starts_with("config file /cfg/config.toml: key `")
-                    && e.message.contains(says),
+                e.message()
+                    .starts_with("config file /cfg/config.toml: key `")
+                    && e.message().contains(says),
                 "{text}: {}",
-                e.message
+                e.message()
             );
         }
     }
@@ -2412,7 +2413,7 @@ delta = { url = "http://[fd00::1]:9000", token_file = "/t/delta" }
             let e = paths(&env, Path::new("/home/u")).unwrap_err();
             assert_eq!(e.kind, crate::error::Kind::BadInput);
             assert_eq!(
-                e.message,
+                e.message(),
                 format!(
                     "{var} is \"rel/dir\", a relative path: it would name another folder from \
                      every working folder; set it to an absolute path (starting with /), or unset it"

@@ -1237,7 +1237,7 @@ mod tests {
         let e = pack(&o, None, &t.out(), false).unwrap_err();
         assert_eq!(e.kind, Kind::BadInput);
         assert_eq!(
-            e.message,
+            e.message(),
             format!(
                 "{} exists; pass --force to replace it, or give another FILE",
                 t.out().display()
@@ -1269,7 +1269,7 @@ mod tests {
                 let e = within_time(move || pack(&o2, None, &p2, replace)).unwrap_err();
                 assert_eq!(e.kind, Kind::BadInput);
                 assert_eq!(
-                    e.message,
+                    e.message(),
                     format!(
                         "{} is {what}, not a regular file: the archive is written as a new file, \
                          or over a regular file with --force; give another FILE",
@@ -1322,7 +1322,7 @@ mod tests {
                 let e = pack(&o, None, &out, replace).unwrap_err();
                 assert_eq!(e.kind, Kind::BadInput);
                 assert_eq!(
-                    e.message,
+                    e.message(),
                     format!(
                         "{} is inside the outbox being packed ({}): the sealed cage writes there \
                          and could change the archive; give a FILE outside it",
@@ -1559,7 +1559,7 @@ mod tests {
         for (only, says) in cases {
             let e = pack(&o, Some(Path::new(only)), &t.out(), false).unwrap_err();
             assert_eq!(e.kind, Kind::BadInput, "{only}: {e}");
-            assert!(e.message.contains(says), "{only}: {e}");
+            assert!(e.message().contains(says), "{only}: {e}");
             assert!(!t.out().exists());
         }
         no_temp_files_left(&t);
@@ -1571,8 +1571,8 @@ mod tests {
         let o = t.outbox();
         symlink("/etc/passwd", o.join("passwd")).unwrap();
         let e = pack(&o, None, &t.out(), false).unwrap_err();
-        assert!(e.message.starts_with("nothing could be packed"), "{e}");
-        assert!(e.message.contains("\"passwd\" (a link"), "{e}");
+        assert!(e.message().starts_with("nothing could be packed"), "{e}");
+        assert!(e.message().contains("\"passwd\" (a link"), "{e}");
         assert!(!t.out().exists());
     }
 

@@ -512,7 +512,7 @@ pub fn ls_all(ctx: &crate::ops::Context, json: bool) -> Result<std::process::Exi
             machine: ctx.settings.machine_name.clone(),
             here: true,
             listing: None,
-            error: Some(e.message),
+            error: Some(e.message()),
         },
     }];
     // Asked at once: a machine that is slow to answer does not hold up the
@@ -546,7 +546,7 @@ pub fn ls_all(ctx: &crate::ops::Context, json: bool) -> Result<std::process::Exi
                 machine: name,
                 here: false,
                 listing: None,
-                error: Some(e.message),
+                error: Some(e.message()),
             },
         });
     }

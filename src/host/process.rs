@@ -787,7 +787,7 @@ pub fn spawn_watcher(
                     "it ended or did not answer within {}s",
                     READY_WITHIN.as_secs()
                 ),
-                Err(e) => e.message,
+                Err(e) => e.message(),
             };
             Err(Error::failed(format!(
                 "the watcher that stops the cage if this process is killed did not start: {why}"
@@ -1145,7 +1145,7 @@ mod tests {
     fn a_nul_byte_is_refused() {
         let e = shell_quote("a\0b").unwrap_err();
         assert_eq!(e.kind, Kind::BadInput);
-        assert!(e.message.contains("NUL"), "{}", e.message);
+        assert!(e.message().contains("NUL"), "{}", e.message());
         let e = shell_line(["ok", "a\0b"]).unwrap_err();
         assert_eq!(e.kind, Kind::BadInput);
     }
@@ -1157,7 +1157,7 @@ mod tests {
             "echo first >&2; echo 'Error: no such image' >&2; exit 125",
         ]);
         let e = p.clone().run().unwrap_err();
-        assert_eq!(e.message, "podman create: Error: no such image");
+        assert_eq!(e.message(), "podman create: Error: no such image");
         assert_eq!(e.kind, Kind::Failed);
         assert_eq!(
             e.exited.as_deref(),
@@ -1188,10 +1188,10 @@ mod tests {
             .run()
             .unwrap_err();
         assert!(
-            e.message
+            e.message()
                 .starts_with("podman ps: could not start /nonexistent/podman"),
             "{}",
-            e.message
+            e.message()
         );
     }
 
@@ -1223,16 +1223,16 @@ mod tests {
             .capture()
             .unwrap_err();
         assert!(
-            e.message.contains("printed more than 1000 bytes"),
+            e.message().contains("printed more than 1000 bytes"),
             "{}",
-            e.message
+            e.message()
         );
         // Far more than the bound, and the program is not held up by it.
         let e = sh("head -c 50000000 /dev/zero")
             .max_output(1000)
             .capture()
             .unwrap_err();
-        assert!(e.message.contains("more than"), "{}", e.message);
+        assert!(e.message().contains("more than"), "{}", e.message());
         let out =
             sh("head -c 3000000 /dev/zero | tr '\\0' e >&2; echo >&2; echo last-words >&2; exit 3")
                 .capture()
@@ -1253,7 +1253,7 @@ mod tests {
             .timeout(Duration::from_millis(200))
             .run()
             .unwrap_err();
-        assert_eq!(e.message, "sleep: no answer within 200ms");
+        assert_eq!(e.message(), "sleep: no answer within 200ms");
     }
 
     #[test]
@@ -1332,7 +1332,7 @@ mod tests {
             .err()
             .expect("refused");
         assert_eq!(
-            e.message,
+            e.message(),
             "the watcher that stops the cage if this process is killed did not start: \
              it ended or did not answer within 30s"
         );

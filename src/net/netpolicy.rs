@@ -661,7 +661,7 @@ mod tests {
         ] {
             let err = NetPolicy::parse(bad).unwrap_err();
             assert_eq!(err.kind, crate::error::Kind::BadInput, "{bad}");
-            assert!(err.message.starts_with("--net: "), "{}", err.message);
+            assert!(err.message().starts_with("--net: "), "{}", err.message());
         }
         assert!(serde_json::from_str::<NetPolicy>("\"closed\"").is_err());
     }

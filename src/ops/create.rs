@@ -114,13 +114,11 @@ fn chosen_dir(ctx: &Context, req: &CreateRequest) -> Result<PathBuf> {
                 None => Ok(d),
             },
         )
-        .map_err(|e| Error {
-            message: format!(
-                "{}. Without --dir, `cage create` takes the current folder: pass --dir \
-                 with the project folder, or cd to it first",
-                e.message.trim_end_matches('.')
-            ),
-            ..e
+        .map_err(|e| {
+            e.then_on_terminal(
+                "Without --dir, `cage create` takes the current folder: pass --dir with the \
+                 project folder, or cd to it first",
+            )
         })
 }
 
@@ -168,7 +166,7 @@ fn created(
         argv,
         env_file: plan.env_redacted(),
         warnings: plan.warnings.clone(),
-        would_be_refused: plan.refused.as_ref().map(|e| e.message.clone()),
+        would_be_refused: plan.refused.as_ref().map(|e| e.message().clone()),
         refused: plan.refused.clone(),
     }
 }

@@ -63,7 +63,8 @@ fn end(ctx: &Context, record: &Record, steps: Vec<Step>) {
 fn could_not(record: &Record, e: &crate::error::Error) -> String {
     format!(
         "session {}'s turn ended without stopping its cage, which could not be stopped: {}",
-        record.name, e.message
+        record.name,
+        e.message()
     )
 }
 

@@ -456,7 +456,7 @@ fn create_refused_for_a_missing_image_asks_only_about_the_image() {
     let e = super::create::create(&w.ctx, &req).unwrap_err();
     assert_eq!(e.kind, Kind::BadInput);
     assert_eq!(
-        e.message,
+        e.message(),
         "there is no image localhost/absent:1 on this machine for this session's cage"
     );
     assert_eq!(
@@ -510,17 +510,17 @@ fn a_pi_session_with_an_image_without_pi_is_refused_and_asked_once() {
     let e = super::create::create(&w.ctx, &pi_request(&w, "notes", false)).unwrap_err();
     assert_eq!(e.kind, Kind::BadInput);
     assert!(
-        e.message.starts_with(
+        e.message().starts_with(
             "the image localhost/theirs:1 has no `pi` program on its PATH, and a pi session's \
              cage runs the image's pi: add pi to the image"
         ),
         "{}",
-        e.message
+        e.message()
     );
     assert!(
-        e.message.contains("localhost/shrooms-workbench:latest"),
+        e.message().contains("localhost/shrooms-workbench:latest"),
         "{}",
-        e.message
+        e.message()
     );
     assert!(
         e.words(crate::error::Face::Terminal)
@@ -616,7 +616,7 @@ fn create_refused_for_a_shared_volume_not_ours() {
     req.choice.shared = true;
     let e = super::create::create(&w.ctx, &req).unwrap_err();
     assert_eq!(e.kind, Kind::BadInput);
-    assert!(e.message.contains("did not make it"), "{}", e.message);
+    assert!(e.message().contains("did not make it"), "{}", e.message());
     assert_eq!(w.fake.calls(), calls::create_refused_volume());
 }
 
@@ -653,10 +653,10 @@ fn the_decision_from_facts_refuses_an_untrusted_folder() {
     assert!(e.build.is_none());
     assert!(
         e.error
-            .message
+            .message()
             .contains("where sealed session review worked"),
         "{}",
-        e.error.message
+        e.error.message()
     );
 }
 
@@ -1087,9 +1087,9 @@ fn start_of_an_old_cage_is_refused_before_podman_starts_it() {
     let (w, c) = startable("start-old", true);
     let e = super::start::start(&w.ctx, "web").unwrap_err();
     assert!(
-        e.message.contains("made by an earlier shrooms-agent"),
+        e.message().contains("made by an earlier shrooms-agent"),
         "{}",
-        e.message
+        e.message()
     );
     assert_eq!(w.fake.calls(), calls::start_refused_old(&c));
 }
@@ -1117,11 +1117,11 @@ fn start_of_a_cage_removed_by_hand_offers_a_move() {
     let e = super::start::start(&w.ctx, "web").unwrap_err();
     assert_eq!(e.kind, Kind::Failed);
     assert!(
-        e.message.contains("removed by hand?")
-            && e.message.contains("`shrooms-agent cage move web`")
-            && e.message.contains("keeps its history"),
+        e.message().contains("removed by hand?")
+            && e.message().contains("`shrooms-agent cage move web`")
+            && e.message().contains("keeps its history"),
         "{}",
-        e.message
+        e.message()
     );
     assert_eq!(
         w.fake.calls(),
@@ -1147,11 +1147,11 @@ fn a_moved_project_folder_is_named_and_move_dir_follows_it() {
     std::fs::rename(&w.project, &new).unwrap();
     let e = super::start::start(&w.ctx, "web").unwrap_err();
     assert!(
-        e.message.contains("is not there (moved or renamed?)")
-            && e.message
+        e.message().contains("is not there (moved or renamed?)")
+            && e.message()
                 .contains("`shrooms-agent cage move web --dir NEW`"),
         "{}",
-        e.message
+        e.message()
     );
     assert_eq!(w.fake.calls(), Vec::<Vec<String>>::new());
     let w = w.podman(|f| {
@@ -1170,7 +1170,7 @@ fn a_moved_project_folder_is_named_and_move_dir_follows_it() {
         },
     )
     .unwrap_err();
-    assert_eq!(e.kind, Kind::BadInput, "{}", e.message);
+    assert_eq!(e.kind, Kind::BadInput, "{}", e.message());
     assert!(w.fake.calls().is_empty());
     let moved = super::moves::move_session(
         &w.ctx,
@@ -1455,7 +1455,7 @@ fn a_rename_that_fails_leaves_the_session_under_its_old_name() {
     let home = w.ctx.store.private_home(c);
     std::fs::create_dir_all(&home).unwrap();
     let e = super::rename::rename(&w.ctx, &rename_request("web", "site")).unwrap_err();
-    assert!(e.message.contains("no space left"), "{}", e.message);
+    assert!(e.message().contains("no space left"), "{}", e.message());
     assert_eq!(w.ctx.store.load("web").unwrap(), before);
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "hello");
     assert_eq!(w.ctx.store.history("web").unwrap().len(), 1);
@@ -1520,19 +1520,19 @@ fn a_rename_to_a_taken_name_a_path_or_while_busy_is_refused_and_changes_nothing(
         ("web", Kind::BadInput, "named web already"),
     ] {
         let e = super::rename::rename(&w.ctx, &rename_request("web", to)).unwrap_err();
-        assert_eq!(e.kind, kind, "{to}: {}", e.message);
-        assert!(e.message.contains(says), "{to}: {}", e.message);
+        assert_eq!(e.kind, kind, "{to}: {}", e.message());
+        assert!(e.message().contains(says), "{to}: {}", e.message());
     }
     assert_eq!(w.fake.calls(), Vec::<Vec<String>>::new());
     let e = super::rename::rename(&w.ctx, &rename_request("nobody", "x")).unwrap_err();
     assert_eq!(e.kind, Kind::NotFound);
     // Busy: something else runs in its cage.
     let e = super::rename::rename(&w.ctx, &rename_request("web", "site")).unwrap_err();
-    assert_eq!(e.kind, Kind::Busy, "{}", e.message);
+    assert_eq!(e.kind, Kind::Busy, "{}", e.message());
     assert!(
-        e.message.contains("rename it once it is idle"),
+        e.message().contains("rename it once it is idle"),
         "{}",
-        e.message
+        e.message()
     );
     assert_eq!(w.fake.calls(), calls::move_out_running(c)[..2].to_vec());
     assert_eq!(w.ctx.store.load("web").unwrap(), before);
@@ -1562,11 +1562,11 @@ fn rename_out_of_a_cage_asks_no_podman_and_moves_the_outbox() {
     let earlier = w.ctx.store.session_uploads("site");
     std::fs::create_dir_all(&earlier).unwrap();
     let e = super::rename::rename(&w.ctx, &rename_request("web", "site")).unwrap_err();
-    assert_eq!(e.kind, Kind::Exists, "{}", e.message);
+    assert_eq!(e.kind, Kind::Exists, "{}", e.message());
     assert!(
-        e.message.contains(&earlier.display().to_string()),
+        e.message().contains(&earlier.display().to_string()),
         "{}",
-        e.message
+        e.message()
     );
     assert!(file.exists() && outbox.join("findings.md").exists());
     std::fs::remove_dir(&earlier).unwrap();

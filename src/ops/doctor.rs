@@ -46,7 +46,7 @@ fn config_check(s: &crate::settings::Settings, bad_config: Option<&crate::error:
         Some(e) => Check {
             name: "config",
             status: Status::Fail,
-            detail: format!("{} (the checks below use the defaults)", e.message),
+            detail: format!("{} (the checks below use the defaults)", e.message()),
             hint: Some(format!(
                 "fix it in {}; docs/configuration.md, \"Configuration\", lists every key",
                 s.config_path.display()
@@ -142,7 +142,7 @@ pub fn doctor_with(ctx: &Context, bad_config: Option<&crate::error::Error>) -> R
             checks.push(check(
                 "podman",
                 Status::Fail,
-                e.message,
+                e.message(),
                 Some("install podman (Debian: apt install podman runc catatonit passt uidmap nftables)"),
             ));
             return Report { checks };
@@ -320,7 +320,7 @@ fn shared_check(host: &Host) -> Check {
             "podman reports no volume folder".into(),
             None,
         ),
-        (Err(e), _) => check("shared", Status::Warn, e.message, None),
+        (Err(e), _) => check("shared", Status::Warn, e.message(), None),
     }
 }
 
@@ -482,7 +482,7 @@ fn network_check(
             };
             check("network", Status::Pass, format!("cages get {why}"), None)
         }
-        Err(e) => check("network", Status::Fail, e.message, None),
+        Err(e) => check("network", Status::Fail, e.message(), None),
     }
 }
 

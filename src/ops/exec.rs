@@ -632,7 +632,7 @@ pub fn after_turn(
             .unwrap_or_else(|e| {
                 lines.push(format!(
                     "the session's commits were not brought into your repository: {}",
-                    e.message
+                    e.message()
                 ));
                 Default::default()
             })

@@ -680,9 +680,9 @@ mod tests {
         let e = send("alpha", "a", "2", 100).unwrap_err();
         assert_eq!(e.kind, crate::error::Kind::TooLarge);
         assert!(
-            e.message.contains("alpha/a has sent 100 bytes"),
+            e.message().contains("alpha/a has sent 100 bytes"),
             "{}",
-            e.message
+            e.message()
         );
         send("alpha", "a", "2", 50).unwrap();
         send("alpha", "b", "1", 100).unwrap();
@@ -690,10 +690,10 @@ mod tests {
         let e = send("alpha", "c", "1", 1).unwrap_err();
         assert_eq!(e.kind, crate::error::Kind::TooLarge);
         assert!(
-            e.message.contains("machine alpha have sent 250 bytes")
-                && e.message.contains("250 bytes one machine may leave"),
+            e.message().contains("machine alpha have sent 250 bytes")
+                && e.message().contains("250 bytes one machine may leave"),
             "{}",
-            e.message
+            e.message()
         );
         // Another machine has its own.
         send("beta", "a", "1", 100).unwrap();
@@ -713,7 +713,11 @@ mod tests {
         // Uncaged, the inbox takes no caged senders by default.
         let e = send(Some("web")).unwrap_err();
         assert_eq!(e.kind, crate::error::Kind::Forbidden);
-        assert!(e.message.contains("accept-caged inbox on"), "{}", e.message);
+        assert!(
+            e.message().contains("accept-caged inbox on"),
+            "{}",
+            e.message()
+        );
         set_accept_caged(&ctx, "inbox", true).unwrap();
         let got = send(Some("web")).unwrap();
         assert!(

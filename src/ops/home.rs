@@ -296,9 +296,9 @@ mod tests {
         std::os::unix::fs::symlink("/p", home.join("projects/-p")).unwrap();
         let e = check(&home, &cage, "s").unwrap_err();
         assert!(
-            e.message.contains("projects/-p is a link (to /p)"),
+            e.message().contains("projects/-p is a link (to /p)"),
             "{}",
-            e.message
+            e.message()
         );
         // A folder on the way a link.
         std::fs::remove_file(home.join("projects/-p")).unwrap();
@@ -307,15 +307,15 @@ mod tests {
         let e = check(&home, &cage, "s").unwrap_err();
         assert_eq!(e.kind, crate::error::Kind::Failed);
         assert!(
-            e.message.starts_with(&format!(
+            e.message().starts_with(&format!(
                 "session s's cage was not started: {} is a link (to /p) on the way to \
                  /h/.claude/projects/-p",
                 home.join("projects").display()
             )),
             "{}",
-            e.message
+            e.message()
         );
-        assert!(e.message.contains("cage move s"), "{}", e.message);
+        assert!(e.message().contains("cage move s"), "{}", e.message());
         std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -347,7 +347,7 @@ pub fn doctor_check(ctx: &Context, host: &Host) -> Check {
     };
     let build_hint = Some("or now: shrooms-agent image build --wait");
     match observe(host, &Dir::of(ctx), &name, true, stage) {
-        Err(e) => check(CheckStatus::Fail, e.message, None),
+        Err(e) => check(CheckStatus::Fail, e.message(), None),
         Ok(o) => {
             let s = o.status;
             match (stage, s.present) {
@@ -589,7 +589,7 @@ pub fn start_build(ctx: &Context, stage: Stage) -> Error {
                 format!(
                     "the last build failed ({}); {}",
                     workbench::failure_message(stage, &line),
-                    building.message,
+                    building.message(),
                 ),
             )
             .next(crate::error::Next::AgainOrOtherImage {
@@ -613,7 +613,7 @@ pub fn start_rebuild(ctx: &Context, stage: Stage, name: &str) -> String {
         Err(e) => format!(
             "the image {name} is older than this shrooms-agent's Containerfile, and \
              its new build could not start: {}",
-            e.message
+            e.message()
         ),
     }
 }
@@ -748,7 +748,7 @@ pub fn pi_in_image(ctx: &Context, host: &Host, inspect: &ImageInspect) -> PiLook
         .capture()
     {
         Ok(out) => pi_of(&out),
-        Err(e) => Pi::Unknown(e.message),
+        Err(e) => Pi::Unknown(e.message()),
     };
     look(pi, true)
 }
@@ -1066,9 +1066,9 @@ fn build_now(
             Ok(base) => Some(base),
             Err(e) => {
                 let mut record = read_record(&record_path);
-                record.failed(&hash, base_key.as_deref(), &e.message, now());
+                record.failed(&hash, base_key.as_deref(), &e.message(), now());
                 write_record(&record_path, &record)?;
-                return Err(Error::failed(workbench::failure_message(s, &e.message)));
+                return Err(Error::failed(workbench::failure_message(s, &e.message())));
             }
         }
     } else {
@@ -1162,14 +1162,14 @@ fn build_result(
             new.label.as_deref().unwrap_or("(none)")
         ),
         (Ok(Some(0)), Ok(None)) => format!("podman build succeeded, but there is no {name}"),
-        (Ok(Some(0)), Err(e)) => e.message,
+        (Ok(Some(0)), Err(e)) => e.message(),
         (Ok(code), _) if last.is_empty() => format!(
             "podman build ended with {}",
             code.map(|c| format!("status {c}"))
                 .unwrap_or_else(|| "a signal".into())
         ),
         (Ok(_), _) => last,
-        (Err(e), _) => e.message,
+        (Err(e), _) => e.message(),
     };
     Err(why)
 }
@@ -1442,7 +1442,7 @@ fn start_background(
             // Nobody else has the locks yet: the records are still ours.
             for (s, _) in &jobs {
                 let mut record = read_record(&dir.record(*s));
-                record.failed(&hash, None, &e.message, now());
+                record.failed(&hash, None, &e.message(), now());
                 write_record(&dir.record(*s), &record)?;
             }
             Err(e)
@@ -1501,13 +1501,13 @@ pub fn worker(ctx: &Context, jobs: &[String]) -> Result<()> {
             Err(e) => {
                 let mut record = record;
                 let hash = record.building_hash.clone().unwrap_or_default();
-                record.failed(&hash, None, &e.message, now());
+                record.failed(&hash, None, &e.message(), now());
                 write_record(&dir.record(s), &record).and(Err(e))
             }
         };
         drop(lock);
         if let Err(e) = built {
-            errors.push(e.message);
+            errors.push(e.message());
         }
     }
     if errors.is_empty() {

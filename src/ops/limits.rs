@@ -691,8 +691,12 @@ mod tests {
         ] {
             let e = parse_tokens(bad).unwrap_err();
             assert_eq!(e.kind, crate::error::Kind::BadInput, "{bad}");
-            assert!(e.message.starts_with("--tokens: "), "{}", e.message);
-            assert!(e.message.contains("or none for no budget"), "{}", e.message);
+            assert!(e.message().starts_with("--tokens: "), "{}", e.message());
+            assert!(
+                e.message().contains("or none for no budget"),
+                "{}",
+                e.message()
+            );
         }
     }
 }

@@ -239,12 +239,12 @@ mod tests {
         let ctx = Context::new(settings, crate::settings::Env::new(), Vec::new());
         let e = ctx.host().unwrap_err();
         assert_eq!(
-            (e.kind, e.message.as_str()),
+            (e.kind, e.message().as_str()),
             (crate::error::Kind::NoPodman, crate::host::NO_PODMAN)
         );
         let e = ctx.host_for_session().unwrap_err();
         assert_eq!(
-            (e.kind, e.message.as_str(), e.http_status()),
+            (e.kind, e.message().as_str(), e.http_status()),
             (
                 crate::error::Kind::NoPodman,
                 crate::host::NO_PODMAN_FOR_SESSION,

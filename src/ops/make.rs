@@ -1784,13 +1784,13 @@ mod tests {
         let e = check_meshes(&choice(false, false, &["home"])).unwrap_err();
         assert_eq!(e.kind, crate::error::Kind::BadInput);
         assert_eq!(
-            e.message,
+            e.message(),
             "--mesh only chooses the shared folder's set of meshes, and does nothing without \
              --shared: add --shared, or leave out --mesh"
         );
         let e = check_meshes(&choice(false, true, &["home"])).unwrap_err();
         assert_eq!(
-            e.message,
+            e.message(),
             "--mesh only chooses the shared folder's set of meshes, and a sealed cage has no \
              shared folder: leave out --mesh"
         );
@@ -1823,7 +1823,7 @@ mod tests {
     fn only_our_own_plain_volume_is_the_shared_folder() {
         assert!(check_shared_volume(&volume("local", true, &[])).is_ok());
         let e = check_shared_volume(&volume("local", false, &[])).unwrap_err();
-        assert!(e.message.contains("did not make it"), "{}", e.message);
+        assert!(e.message().contains("did not make it"), "{}", e.message());
         let e = check_shared_volume(&volume(
             "local",
             true,
@@ -1831,11 +1831,11 @@ mod tests {
         ))
         .unwrap_err();
         assert!(
-            e.message.contains("a bind to \"/home/u/data\""),
+            e.message().contains("a bind to \"/home/u/data\""),
             "{}",
-            e.message
+            e.message()
         );
         let e = check_shared_volume(&volume("nfs", true, &[])).unwrap_err();
-        assert!(e.message.contains("driver"), "{}", e.message);
+        assert!(e.message().contains("driver"), "{}", e.message());
     }
 }

@@ -1127,7 +1127,7 @@ mod tests {
             "as your own user",
             "allow_root = true in /home/u/.config/shrooms-agent/config.toml",
         ] {
-            assert!(e.message.contains(words), "{words}: {}", e.message);
+            assert!(e.message().contains(words), "{words}: {}", e.message());
         }
         assert!(root_refusal(0, true, cfg).is_none());
         assert!(root_refusal(1000, false, cfg).is_none());

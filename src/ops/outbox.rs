@@ -312,15 +312,16 @@ mod tests {
         let e = destination(&with_beta(&f), "beta").unwrap_err();
         assert_eq!(e.kind, crate::error::Kind::BadInput);
         assert!(
-            e.message.contains("machine beta")
-                && e.message.contains("the file is open to others (mode 644)")
-                && e.message.contains(&format!("chmod 600 {}", f.display())),
+            e.message().contains("machine beta")
+                && e.message()
+                    .contains("the file is open to others (mode 644)")
+                && e.message().contains(&format!("chmod 600 {}", f.display())),
             "{}",
-            e.message
+            e.message()
         );
         let f = token_file("send-empty", "\n", 0o600);
         let e = destination(&with_beta(&f), "beta").unwrap_err();
-        assert!(e.message.contains("empty"), "{}", e.message);
+        assert!(e.message().contains("empty"), "{}", e.message());
     }
 
     #[test]

@@ -266,7 +266,7 @@ impl Step<'_> {
                 "stop {container}{}",
                 if *best_effort { " (best effort)" } else { "" }
             ),
-            Step::Refuse(e) => format!("refuse: {}", e.message),
+            Step::Refuse(e) => format!("refuse: {}", e.message()),
             Step::SettingsCopies(r) => format!("settings copies {}", r.name),
             Step::Tools(_) => "tools".to_string(),
             Step::GitSync { own, .. } => format!("git sync {}", own.display()),
@@ -753,7 +753,7 @@ fn git_sync(dir: &Path, own: &Path, base: &Path, ran: &mut Ran) -> Result<Option
             "the session's git directory ({}) was not brought up to date with your \
              repository, so git in the cage sees it as the last turn left it: {}",
             own.display(),
-            e.message
+            e.message()
         )),
     }
     Ok(None)
@@ -861,7 +861,7 @@ fn remove_file(path: &Path, best_effort: bool, ran: &mut Ran) -> Result<Option<U
         session::remove_file_if_there(path)
     };
     match removed {
-        Err(e) if best_effort => ran.warnings.push(e.message),
+        Err(e) if best_effort => ran.warnings.push(e.message()),
         other => {
             other?;
             session::after_write();

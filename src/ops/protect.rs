@@ -694,7 +694,11 @@ mod tests {
         f.gitdir = Some("/home/u/src/web/repo.git".into());
         let e = decide(Path::new(DIR), &f, &[]).unwrap_err();
         assert_eq!(e.kind, crate::error::Kind::BadInput);
-        assert!(e.message.contains("inside the project"), "{}", e.message);
+        assert!(
+            e.message().contains("inside the project"),
+            "{}",
+            e.message()
+        );
     }
 
     #[test]
@@ -714,14 +718,14 @@ mod tests {
             );
             let e = decide(Path::new(DIR), &f, &[]).unwrap_err();
             assert!(
-                e.message.starts_with(&format!("{DIR}/{at} is a link to")),
+                e.message().starts_with(&format!("{DIR}/{at} is a link to")),
                 "{}",
-                e.message
+                e.message()
             );
             assert!(
-                e.message.contains(&format!("--writable {at}")),
+                e.message().contains(&format!("--writable {at}")),
                 "{}",
-                e.message
+                e.message()
             );
             // No HTTP request leaves a path writable: the option is the
             // command line's.
@@ -755,16 +759,20 @@ mod tests {
         // git's own files are no protected paths any more: the cage never
         // has the user's `.git`.
         let e = decide(Path::new(DIR), &f, &[".git/hooks".into()]).unwrap_err();
-        assert!(e.message.contains("not a protected path"), "{}", e.message);
+        assert!(
+            e.message().contains("not a protected path"),
+            "{}",
+            e.message()
+        );
         // the whole repository
         let p = decide(Path::new(DIR), &f, &[".git".into()]).unwrap();
         assert!(!shown(&p).iter().any(|m| m.contains(".git")));
         let e = decide(Path::new(DIR), &f, &["src".into()]).unwrap_err();
         assert!(
-            e.message
+            e.message()
                 .starts_with("--writable src: not a protected path of this project"),
             "{}",
-            e.message
+            e.message()
         );
     }
 

@@ -424,7 +424,7 @@ mod tests {
             assert_eq!(e.kind, crate::error::Kind::BadInput, "{inside}");
         }
         let e = check_any_project(&state, &home, &state, "why").unwrap_err();
-        assert!(e.message.contains("state folder"), "{}", e.message);
+        assert!(e.message().contains("state folder"), "{}", e.message());
         assert!(check_any_project(&project, &home, &state, "why").is_ok());
         assert!(check_any_project(&home, &home, &state, "why").is_err());
         assert!(check_project(&project, &home, &state).is_ok());
@@ -440,7 +440,7 @@ mod tests {
                 fs::write(p.join(mark).join("settings.json"), "{}").unwrap();
             }
             let e = check_project(&p, &home, &state).unwrap_err();
-            assert!(e.message.contains(mark), "{}", e.message);
+            assert!(e.message().contains(mark), "{}", e.message());
         }
         fs::remove_dir_all(root).unwrap();
     }
@@ -469,11 +469,12 @@ mod tests {
             let p = fs::canonicalize(&p).unwrap();
             let e = check_kept_out(&p, &home, &[]).unwrap_err();
             assert_eq!(e.kind, crate::error::Kind::BadInput, "{folder}");
-            assert!(e.message.contains(holds), "{folder}: {}", e.message);
+            assert!(e.message().contains(holds), "{folder}: {}", e.message());
             assert!(
-                e.message.contains("a cage's project is mounted read-write"),
+                e.message()
+                    .contains("a cage's project is mounted read-write"),
                 "{}",
-                e.message
+                e.message()
             );
         }
         // A folder beside them is a project like any other.
@@ -486,7 +487,7 @@ mod tests {
         fs::remove_dir_all(home.join("bin")).unwrap();
         std::os::unix::fs::symlink(dotfiles.join("bin"), home.join("bin")).unwrap();
         let e = check_kept_out(&fs::canonicalize(&dotfiles).unwrap(), &home, &[]).unwrap_err();
-        assert!(e.message.contains("holds"), "{}", e.message);
+        assert!(e.message().contains("holds"), "{}", e.message());
         fs::remove_dir_all(root).unwrap();
     }
 
@@ -503,23 +504,23 @@ mod tests {
                 let p = fs::canonicalize(&p).unwrap();
                 let e = check_kept_out(&p, &home, &[]).unwrap_err();
                 assert_eq!(e.kind, crate::error::Kind::BadInput, "{}", p.display());
-                assert!(e.message.contains(folder), "{}", e.message);
+                assert!(e.message().contains(folder), "{}", e.message());
             }
         }
         assert!(check_kept_out(&project, &home, &[]).is_ok());
         // A folder that holds one: ~/.config holds ~/.config/gh.
         let config_dir = fs::canonicalize(home.join(".config")).unwrap();
         let e = check_kept_out(&config_dir, &home, &[]).unwrap_err();
-        assert!(e.message.contains("holds"), "{}", e.message);
+        assert!(e.message().contains("holds"), "{}", e.message());
         // A guarded file not made yet, where the project would hold it.
         let e = check_kept_out(&project, &home, &[project.join("later/config.toml")]).unwrap_err();
-        assert!(e.message.contains("later/config.toml"), "{}", e.message);
+        assert!(e.message().contains("later/config.toml"), "{}", e.message());
         // The config, a link into the project (a dotfiles setup).
         fs::write(project.join("config.toml"), "").unwrap();
         let config = home.join(".config/shrooms-agent/config.toml");
         std::os::unix::fs::symlink(project.join("config.toml"), &config).unwrap();
         let e = check_kept_out(&project, &home, std::slice::from_ref(&config)).unwrap_err();
-        assert!(e.message.contains("where"), "{}", e.message);
+        assert!(e.message().contains("where"), "{}", e.message());
         // A guarded file elsewhere, or one that does not exist, is no reason.
         let elsewhere = root.join("token");
         fs::write(&elsewhere, "t").unwrap();
@@ -533,28 +534,28 @@ mod tests {
         let t = root.join("tok");
         let e = read_token(&t).unwrap_err();
         assert!(
-            e.message.contains("claude setup-token")
-                && e.message.contains("install -m 600 /dev/stdin")
+            e.message().contains("claude setup-token")
+                && e.message().contains("install -m 600 /dev/stdin")
         );
         fs::write(&t, "secret\n").unwrap();
         fs::set_permissions(&t, fs::Permissions::from_mode(0o640)).unwrap();
         let e = read_token(&t).unwrap_err();
         assert!(
-            e.message.contains(&format!("chmod 600 {}", t.display())),
+            e.message().contains(&format!("chmod 600 {}", t.display())),
             "{}",
-            e.message
+            e.message()
         );
         fs::set_permissions(&t, fs::Permissions::from_mode(0o602)).unwrap();
         assert!(
             read_token(&t)
                 .unwrap_err()
-                .message
+                .message()
                 .contains("changed by others")
         );
         fs::set_permissions(&t, fs::Permissions::from_mode(0o600)).unwrap();
         assert_eq!(read_token(&t).unwrap(), "secret");
         fs::write(&t, "  \n").unwrap();
-        assert!(read_token(&t).unwrap_err().message.contains("is empty"));
+        assert!(read_token(&t).unwrap_err().message().contains("is empty"));
         fs::remove_dir_all(root).unwrap();
     }
 }

@@ -130,13 +130,13 @@ mod tests {
         let e = all.error().unwrap();
         assert_eq!(e.kind, Kind::Busy);
         assert_eq!(
-            e.message,
+            e.message(),
             "not stopped, busy: a (another shrooms-agent command, an exec or run, is using it); \
              stop it when it ends"
         );
         all.busy.push("b".into());
         assert_eq!(
-            all.error().unwrap().message,
+            all.error().unwrap().message(),
             "not stopped, busy: a, b (another shrooms-agent command, an exec or run, is using \
              each); stop them when it ends"
         );
@@ -157,7 +157,7 @@ mod tests {
         let e = all.error().unwrap();
         assert_eq!(e.kind, Kind::Failed);
         assert_eq!(
-            e.message,
+            e.message(),
             "not stopped, the record does not read: d (`shrooms-agent cage ls` says why); mend \
              the file or move it away, then stop it again; not stopped, busy: b (another \
              shrooms-agent command, an exec or run, is using it); stop it when it ends"

@@ -360,7 +360,7 @@ fn rebuild_a_stale_image(base: Arc<Base>, host: Option<Host>) {
             Ok(None) => {}
             Err(e) => eprintln!(
                 "shrooms-agent serve: could not look at the machine's image: {}",
-                e.message
+                e.message()
             ),
         }
     });

@@ -165,11 +165,11 @@ fn gather(shared: &Shared, live: Option<&Live>, now: u64) -> crate::error::Resul
                     refusals.push((record.name.clone(), Ok(last)));
                 }
             }
-            Err(e) => refusals.push((record.name.clone(), Err(e.message))),
+            Err(e) => refusals.push((record.name.clone(), Err(e.message()))),
         }
         match store.history(&record.name) {
             Ok(h) => histories.push((record.name.clone(), h)),
-            Err(e) => unread.push((record.name.clone(), e.message)),
+            Err(e) => unread.push((record.name.clone(), e.message())),
         }
         let state = match (&record.cage, live) {
             (None, _) => None,

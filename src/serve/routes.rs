@@ -674,7 +674,7 @@ async fn drop_file(
             Err(e) if timed_out.load(std::sync::atomic::Ordering::SeqCst) => {
                 Err(Fail::Http(Response::error(
                     408,
-                    &format!("the file did not arrive in time: {}", e.message),
+                    &format!("the file did not arrive in time: {}", e.message()),
                 )))
             }
             Err(e) => Err(Fail::Op(e)),
@@ -985,13 +985,13 @@ mod tests {
         }
         let e = parse_body::<RenameBody>(b"{}").unwrap_err();
         assert_eq!(
-            (e.body_field(), e.message.as_str()),
+            (e.body_field(), e.message().as_str()),
             (None, "the body: missing field `name` at line 1 column 2")
         );
         // The words serde_json::from_slice gives, unchanged.
         let bad = br#"{"starred": true} x"#;
         assert_eq!(
-            parse_body::<SettingsBody>(bad).unwrap_err().message,
+            parse_body::<SettingsBody>(bad).unwrap_err().message(),
             format!(
                 "the body: {}",
                 serde_json::from_slice::<SettingsBody>(bad).unwrap_err()

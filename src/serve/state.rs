@@ -219,7 +219,7 @@ fn look(base: &Base, host: Option<Host>) -> Harnesses {
                     .find(|i| i.machine)
                     .map(|i| (i.present, i.building, i.error))
                     .unwrap_or((false, false, None)),
-                Err(e) => (false, false, Some(e.message)),
+                Err(e) => (false, false, Some(e.message())),
             }
         }
     };

@@ -125,11 +125,11 @@ pub mod tests {
             assert_eq!(e.kind, crate::error::Kind::BadInput, "{name}");
             assert_eq!(e.kind.exit_code(), 2);
             assert!(
-                e.message.starts_with(&f.display().to_string())
-                    && e.message.contains("open to others")
-                    && e.message.contains(&format!("chmod 600 {}", f.display())),
+                e.message().starts_with(&f.display().to_string())
+                    && e.message().contains("open to others")
+                    && e.message().contains(&format!("chmod 600 {}", f.display())),
                 "{name}: {}",
-                e.message
+                e.message()
             );
             clean(&f);
         }
@@ -142,9 +142,9 @@ pub mod tests {
             let e = read(&f).unwrap_err();
             assert_eq!(e.kind.exit_code(), 2, "{name}");
             assert!(
-                e.message.contains(&f.display().to_string()) && e.message.contains("empty"),
+                e.message().contains(&f.display().to_string()) && e.message().contains("empty"),
                 "{name}: {}",
-                e.message
+                e.message()
             );
             clean(&f);
         }

@@ -964,7 +964,7 @@ impl Store {
                     Err(e) if e.kind == crate::error::Kind::NotFound => {}
                     Err(e) => damaged.push(Damaged {
                         name: name.to_string(),
-                        error: e.message,
+                        error: e.message(),
                     }),
                 }
             }
@@ -1658,7 +1658,7 @@ mod tests {
         // No state folder yet, then one with no such session.
         for _ in 0..2 {
             let e = store.update("nosuch", |_| Ok(())).unwrap_err();
-            assert_eq!(e.kind, crate::error::Kind::NotFound, "{}", e.message);
+            assert_eq!(e.kind, crate::error::Kind::NotFound, "{}", e.message());
             assert!(!store.record_lock_path("nosuch").exists());
             std::fs::create_dir_all(store.sessions_dir()).unwrap();
         }
@@ -1772,20 +1772,20 @@ mod tests {
         let e = |w: &str| validate_who(w).unwrap_err();
         assert_eq!(e("").kind, crate::error::Kind::BadInput);
         assert_eq!(
-            e("").message,
+            e("").message(),
             "--by \"\" is empty: say who, like --by alice, or leave --by out for your user name"
         );
-        assert!(e("  ").message.contains("is empty"));
+        assert!(e("  ").message().contains("is empty"));
         assert_eq!(
-            e("a\nb").message,
+            e("a\nb").message(),
             "--by \"a\\nb\" holds a control character (a line break, a tab, an escape): \
              `cage history` prints an entry a line; give who on one line, in plain characters"
         );
         for bad in ["a\tb", "a\rb", "\u{1b}[31mred", "a\u{7f}"] {
-            assert!(e(bad).message.contains("control character"), "{bad:?}");
+            assert!(e(bad).message().contains("control character"), "{bad:?}");
         }
         assert_eq!(
-            e(&"é".repeat(201)).message,
+            e(&"é".repeat(201)).message(),
             format!(
                 "--by {:?}... is 201 characters long; give at most 200",
                 "é".repeat(40)
@@ -1824,13 +1824,17 @@ mod tests {
         let file = store.record_path("a").display().to_string();
         assert_eq!(e.kind, crate::error::Kind::Failed);
         assert!(
-            e.message.starts_with(&format!(
+            e.message().starts_with(&format!(
                 "the record {file} is damaged: its container \"--all\" is not a name"
             )),
             "{}",
-            e.message
+            e.message()
         );
-        assert!(e.message.contains(&format!("`rm {file}`")), "{}", e.message);
+        assert!(
+            e.message().contains(&format!("`rm {file}`")),
+            "{}",
+            e.message()
+        );
         assert!(store.lock_and_load("a").is_err());
         assert!(store.list().is_err());
         // its own name is fine, in another file's place it is not
@@ -1840,10 +1844,10 @@ mod tests {
         fs::copy(store.record_path("a"), store.record_path("b")).unwrap();
         let e = store.load("b").unwrap_err();
         assert!(
-            e.message
+            e.message()
                 .contains("is damaged: its name is \"a\", not \"b\" as its file's name says"),
             "{}",
-            e.message
+            e.message()
         );
         fs::remove_dir_all(dir).unwrap();
     }
@@ -1913,7 +1917,11 @@ mod tests {
         assert_eq!(holder.what, "move");
         assert!(holder.since.is_some(), "{holder:?}");
         assert_eq!(holder.pid, Some(std::process::id()));
-        assert!(e.message.contains("(`cage move`, pid "), "{}", e.message);
+        assert!(
+            e.message().contains("(`cage move`, pid "),
+            "{}",
+            e.message()
+        );
         assert!(store.lock("other").is_ok());
         drop(first);
         assert!(store.lock("s").is_ok());

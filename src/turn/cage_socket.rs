@@ -279,7 +279,7 @@ pub fn rewrite(
                 .get_mut("params")
                 .and_then(|p| p.get_mut("message"))
                 .and_then(Value::as_object_mut)
-                .ok_or("a send needs params.message, an object")?;
+                .ok_or("a send needs params.message(), an object")?;
             let meta = message
                 .entry("metadata")
                 .or_insert_with(|| Value::Object(Default::default()));
@@ -558,7 +558,7 @@ pub fn start(path: &Path, config: Config) -> Result<Socket> {
         Some(MAX_CONNECTIONS),
         service,
     )
-    .map_err(|e| fail(e.message))?;
+    .map_err(|e| fail(e.message()))?;
     Ok(Socket {
         path: path.to_path_buf(),
         server: Some(server),
@@ -857,7 +857,7 @@ async fn forward(
             Err(e) => {
                 return error(
                     502,
-                    &format!("the token file of machine {}: {}", agent.name, e.message),
+                    &format!("the token file of machine {}: {}", agent.name, e.message()),
                 );
             }
         };

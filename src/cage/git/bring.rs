@@ -394,7 +394,7 @@ fn update_ref(
         ])
         .timeout(std::time::Duration::from_secs(60))
         .capture()
-        .map_err(|e| e.message)?;
+        .map_err(|e| e.message())?;
     if out.success() {
         Ok(())
     } else {
@@ -443,7 +443,7 @@ fn user_git(
 
 /// Run it; its stdout, or why not (`what` failed).
 fn ran(p: crate::host::process::Process, what: &str) -> std::result::Result<String, String> {
-    let out = p.capture().map_err(|e| e.message)?;
+    let out = p.capture().map_err(|e| e.message())?;
     if out.success() {
         Ok(out.stdout.clone())
     } else {
@@ -470,7 +470,7 @@ pub fn fast_forward(
         .filter(super::is_repository)
         .ok_or_else(|| format!("{} is no git repository", dir.display()))?;
     let (name, branch) = checked_out_branch(&user.git_dir)?;
-    let refs = refs::read_refs(&user.common_dir, false).map_err(|e| e.message)?;
+    let refs = refs::read_refs(&user.common_dir, false).map_err(|e| e.message())?;
     let into = into_name(session, &branch);
     let to = refs.get(&into).cloned().ok_or_else(|| {
         format!(
@@ -539,7 +539,7 @@ pub fn fast_forward(
 /// (`main`); refused where HEAD is detached or names no branch.
 fn checked_out_branch(git_dir: &Path) -> std::result::Result<(String, String), String> {
     let head = refs::read_head(git_dir, false)
-        .map_err(|e| e.message)?
+        .map_err(|e| e.message())?
         .ok_or("your repository has no HEAD")?;
     let super::Head::Symbolic(name) = head else {
         return Err("your HEAD is detached: check out the branch to fast-forward".into());

@@ -75,7 +75,7 @@ mod tests {
         };
         assert!(parse("{}").unwrap().cage.is_none());
         let e = request("{}").unwrap_err();
-        assert!(e.message.starts_with("say where"), "{e:?}");
+        assert!(e.message().starts_with("say where"), "{e:?}");
         assert!(matches!(
             parse(r#"{"cage": null}"#).unwrap().cage,
             Some(None)
@@ -88,7 +88,7 @@ mod tests {
         let sealed = request(r#"{"cage": {"sealed": true, "conversation": "abc-123"}}"#).unwrap();
         assert_eq!(sealed.choice.conversation.as_deref(), Some("abc-123"));
         let e = request(r#"{"cage": {"conversation": "abc-123"}}"#).unwrap_err();
-        assert!(e.message.contains("for a sealed cage"), "{e:?}");
+        assert!(e.message().contains("for a sealed cage"), "{e:?}");
         let e = parse(r#"{"cage": {"nix": true, "gpu": 1}}"#).unwrap_err();
         assert!(e.to_string().contains("unknown field `gpu`"), "{e}");
         let e = parse(r#"{"where": null}"#).unwrap_err();

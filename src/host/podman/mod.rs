@@ -594,7 +594,7 @@ mod tests {
         let e = f.podman.container("c1").unwrap_err();
         assert_eq!(e.kind, Kind::PodmanFailed);
         assert_eq!(
-            e.message,
+            e.message(),
             "podman inspect: Error: no such container, no such volume, image not known"
         );
         let exited = e.exited.expect("its exit is kept");
@@ -640,7 +640,7 @@ mod tests {
         );
         let e = f.podman.container("c1").unwrap_err();
         assert_eq!(
-            (e.kind, e.message.as_str()),
+            (e.kind, e.message().as_str()),
             (
                 Kind::PodmanFailed,
                 "podman inspect: Error: storage is locked"
@@ -718,7 +718,11 @@ mod tests {
         for bad in ["BAD name", "UPPER", "a//b", "-x", "x:", "x@sha256:12", ""] {
             let e = f.podman.image(bad).unwrap_err();
             assert_eq!(e.kind, Kind::BadInput, "{bad:?}");
-            assert!(e.message.contains("is not an image name"), "{}", e.message);
+            assert!(
+                e.message().contains("is not an image name"),
+                "{}",
+                e.message()
+            );
         }
         assert!(f.calls().is_empty());
     }
@@ -732,7 +736,7 @@ mod tests {
         );
         let e = f.podman.rm_force("c1").unwrap_err();
         assert_eq!(
-            (e.kind, e.message.as_str()),
+            (e.kind, e.message().as_str()),
             (Kind::PodmanFailed, "podman rm: Error: busy")
         );
         assert_eq!(e.exited.as_ref().unwrap().status, Some(2));
@@ -745,7 +749,7 @@ mod tests {
         );
         let e = f.podman.stop("c1").unwrap_err();
         assert_eq!(
-            (e.kind, e.message.as_str()),
+            (e.kind, e.message().as_str()),
             (Kind::PodmanFailed, "podman stop: exited with status 125")
         );
         assert_eq!(e.podman().unwrap().call, "podman stop c1");
@@ -765,7 +769,7 @@ mod tests {
         f.podman.rm_force("c1").unwrap();
         assert_eq!(f.calls().len(), 2);
         let e = f.podman.rm_force("c2").unwrap_err();
-        assert_eq!(e.message, "podman rm: Error: stuck");
+        assert_eq!(e.message(), "podman rm: Error: stuck");
         assert_eq!(f.calls().len(), 2 + 1 + RM_RETRY_WAITS.len());
     }
 
@@ -893,7 +897,11 @@ mod tests {
         let f = Fake::new("lease-other", &refuse(&other));
         std::fs::write(&lease, format!("{other}\r\neth0")).unwrap();
         let e = f.podman.start_with_leases("c1", &leases).unwrap_err();
-        assert!(e.message.contains("duplicate allocation"), "{}", e.message);
+        assert!(
+            e.message().contains("duplicate allocation"),
+            "{}",
+            e.message()
+        );
         assert!(lease.exists());
         assert_eq!(f.calls(), [argv(&["start", "--", "c1"])]);
 
@@ -910,11 +918,11 @@ mod tests {
         let e = f.podman.start_with_leases("c1", &leases).unwrap_err();
         assert_eq!(e.kind, Kind::PodmanFailed);
         assert!(
-            e.message.contains("its lease was given back"),
+            e.message().contains("its lease was given back"),
             "{}",
-            e.message
+            e.message()
         );
-        assert!(e.message.contains("netavark"), "{}", e.message);
+        assert!(e.message().contains("netavark"), "{}", e.message());
         assert_eq!(f.calls().len(), 2);
         std::fs::remove_dir_all(&leases).unwrap();
     }

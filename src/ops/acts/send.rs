@@ -248,28 +248,28 @@ mod tests {
         let e = not_taken("beta", url, 404, Some("there is no session \"x\""));
         assert_eq!((e.kind, e.http_status()), (Kind::Failed, 500));
         assert!(
-            e.message.starts_with(
+            e.message().starts_with(
                 "machine beta (http://b:7387) answered 404 Not Found: there is no session \"x\""
             ),
             "{}",
-            e.message
+            e.message()
         );
         let e = not_taken("beta", url, 401, Some("this serve needs its token"));
         assert_eq!((e.kind, e.http_status()), (Kind::Failed, 500));
         assert!(
-            e.message.contains("answered 401 Unauthorized")
-                && e.message.contains("[machines] beta a token_file"),
+            e.message().contains("answered 401 Unauthorized")
+                && e.message().contains("[machines] beta a token_file"),
             "{}",
-            e.message
+            e.message()
         );
         let e = not_taken("beta", url, 403, Some("session x takes no files from a/b"));
         assert_eq!(e.kind, Kind::Forbidden);
         let e = not_taken("beta", url, 502, None);
         assert_eq!(e.kind, Kind::Failed);
         assert!(
-            e.message.contains("502 Bad Gateway: (no reason given)"),
+            e.message().contains("502 Bad Gateway: (no reason given)"),
             "{}",
-            e.message
+            e.message()
         );
     }
 }

@@ -207,7 +207,7 @@ mod tests {
         let e = stopped_again(Error::busy("session x is held by pid 7"));
         assert_eq!(e.kind, Kind::Busy);
         assert_eq!(
-            e.message,
+            e.message(),
             "session x is held by pid 7; the cage was stopped again"
         );
         let e = stopped_again(Error::bad_input("models.json: it is not valid JSON"));

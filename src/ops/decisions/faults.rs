@@ -81,7 +81,7 @@ fn move_to(w: &World, out: bool) -> crate::error::Result<()> {
     };
     match super::super::moves::move_session(&w.ctx, &req) {
         // Out already: the next command has nothing to do.
-        Err(e) if out && e.message.contains("is not in a cage") => Ok(()),
+        Err(e) if out && e.message().contains("is not in a cage") => Ok(()),
         other => other.map(drop),
     }
 }
@@ -205,8 +205,8 @@ fn check(w: &World, before: &[&str], failed: Option<usize>, pending: bool) -> Re
     // A leftover (of no session) is prune's: the next prune removes it.
     let leftover = |c: &str| pending && c.starts_with(LEFTOVER_PREFIX);
     there.retain(|c| !leftover(c));
-    let intent = match w.ctx.store.intent("web").map_err(|e| e.message)? {
-        None => w.ctx.store.intent(RENAMED).map_err(|e| e.message)?,
+    let intent = match w.ctx.store.intent("web").map_err(|e| e.message())? {
+        None => w.ctx.store.intent(RENAMED).map_err(|e| e.message())?,
         some => some,
     };
     // What a pending intent finishes: the old container of a move, the
@@ -224,7 +224,7 @@ fn check(w: &World, before: &[&str], failed: Option<usize>, pending: bool) -> Re
         }
         _ => {}
     }
-    let (records, damaged) = w.ctx.store.list_readable().map_err(|e| e.message)?;
+    let (records, damaged) = w.ctx.store.list_readable().map_err(|e| e.message())?;
     if !damaged.is_empty() {
         return Err(format!("damaged records: {damaged:?}"));
     }
@@ -282,7 +282,7 @@ fn check(w: &World, before: &[&str], failed: Option<usize>, pending: bool) -> Re
 fn exhaust(case: &Case) -> Vec<String> {
     let w = (case.world)(&format!("fault-{}-count", case.name));
     w.fake.clear();
-    (case.run)(&w).unwrap_or_else(|e| panic!("{}: {}", case.name, e.message));
+    (case.run)(&w).unwrap_or_else(|e| panic!("{}: {}", case.name, e.message()));
     let n = w.fake.count();
     assert!(n > 0, "{} made no podman call", case.name);
     drop(w);
@@ -532,7 +532,7 @@ fn exhaust_writes(case: &Case) -> Vec<String> {
     use crate::host::process::crash::{WriteFault, writes};
     let w = (case.world)(&format!("writes-{}-count", case.name));
     let before = writes();
-    (case.run)(&w).unwrap_or_else(|e| panic!("{}: {}", case.name, e.message));
+    (case.run)(&w).unwrap_or_else(|e| panic!("{}: {}", case.name, e.message()));
     let n = writes() - before;
     drop(w);
     let mut bad = Vec::new();
@@ -583,7 +583,7 @@ fn then_the_next(
         bad.push(said(&format!("after the failure: {why}")));
     }
     if let Err(e) = case.next.unwrap_or(case.run)(w) {
-        bad.push(said(&format!("the next command failed: {}", e.message)));
+        bad.push(said(&format!("the next command failed: {}", e.message())));
     }
     if let Err(why) = check(w, case.before, failed, false) {
         bad.push(said(&format!("after the next command: {why}")));
@@ -806,7 +806,7 @@ fn the_plans_of_start_and_exec() {
     // Its folder gone: refused, nothing to do.
     std::fs::remove_dir_all(&w.project).unwrap();
     let e = start(&w.ctx.store.load("web").unwrap()).unwrap_err();
-    assert!(e.message.contains("is not there"), "{}", e.message);
+    assert!(e.message().contains("is not there"), "{}", e.message());
     // Deciding asked podman nothing.
     assert_eq!(w.fake.calls(), Vec::<Vec<String>>::new());
 }
@@ -1118,9 +1118,9 @@ fn the_plans_of_prune() {
     std::fs::write(w.ctx.store.record_path("web"), "{").unwrap();
     let e = super::super::prune::planned(&w.ctx, None).unwrap_err();
     assert!(
-        e.message.contains("while a record is damaged"),
+        e.message().contains("while a record is damaged"),
         "{}",
-        e.message
+        e.message()
     );
 }
 
@@ -1285,7 +1285,11 @@ fn the_plan_of_a_send() {
     let mut req = send_request(&w);
     req.to = "nowhere/b".into();
     let e = super::super::outbox::planned_send(&w.ctx, &req).unwrap_err();
-    assert!(e.message.contains("there is no machine"), "{}", e.message);
+    assert!(
+        e.message().contains("there is no machine"),
+        "{}",
+        e.message()
+    );
     req.name = "b".into();
     assert!(super::super::outbox::planned_send(&w.ctx, &req).is_err());
 }
@@ -1301,7 +1305,7 @@ fn every_fault_of_a_send() {
     super::super::files::deny(&w.ctx, "b", &format!("{}/web", w.ctx.settings.machine_name))
         .unwrap();
     let e = super::super::outbox::send(&w.ctx, &req).unwrap_err();
-    assert_eq!(e.kind, Kind::Forbidden, "{}", e.message);
+    assert_eq!(e.kind, Kind::Forbidden, "{}", e.message());
     assert!(sends_left(&w).is_empty(), "{:?}", sends_left(&w));
     super::super::files::allow(&w.ctx, "b", &format!("{}/web", w.ctx.settings.machine_name))
         .unwrap();
@@ -1432,7 +1436,7 @@ fn exhaust_quiet(op: &Quiet) -> (usize, Vec<String>) {
     use crate::host::process::crash::{WriteFault, writes};
     let w = (op.world)(&format!("quiet-{}-count", op.name));
     let before = writes();
-    (op.run)(&w).unwrap_or_else(|e| panic!("{}: {}", op.name, e.message));
+    (op.run)(&w).unwrap_or_else(|e| panic!("{}: {}", op.name, e.message()));
     let n = writes() - before;
     let mut bad: Vec<String> = quiet_state(&w, false).err().into_iter().collect();
     for k in 1..=n {
@@ -1444,7 +1448,7 @@ fn exhaust_quiet(op: &Quiet) -> (usize, Vec<String>) {
                 bad.push(said(&format!("after it: {why}")));
             }
             if let Err(e) = (op.next)(&w) {
-                bad.push(said(&format!("the next command failed: {}", e.message)));
+                bad.push(said(&format!("the next command failed: {}", e.message())));
             }
             let mut after = quiet_state(&w, false);
             // A drop's sweep leaves a partial file whose lock it finds held;
@@ -1457,7 +1461,7 @@ fn exhaust_quiet(op: &Quiet) -> (usize, Vec<String>) {
             }) {
                 std::thread::sleep(std::time::Duration::from_millis(300));
                 if let Err(e) = (op.next)(&w) {
-                    bad.push(said(&format!("the command after failed: {}", e.message)));
+                    bad.push(said(&format!("the command after failed: {}", e.message())));
                 }
                 after = quiet_state(&w, false);
             }
@@ -1765,12 +1769,12 @@ fn limits_set_beside_a_turn_touch_only_their_fields() {
     let e = execute(&w.ctx, None, vec![set("shrooms-web-moved")])
         .err()
         .unwrap();
-    assert_eq!(e.kind, Kind::Busy, "{}", e.message);
+    assert_eq!(e.kind, Kind::Busy, "{}", e.message());
     assert_eq!(w.ctx.store.load("web").unwrap().tokens.budget, None);
     let refused = crate::error::Error::failed("refused");
     let e = execute(&w.ctx, None, vec![set(C), Step::Refuse(refused)])
         .err()
         .unwrap();
-    assert_eq!(e.message, "refused");
+    assert_eq!(e.message(), "refused");
     assert_eq!(w.ctx.store.load("web").unwrap().tokens.budget, None);
 }

@@ -113,7 +113,7 @@ impl Credentials {
                 let token = crate::settings::token::read_sealed(token_file).map_err(|e| {
                     format!(
                         "shrooms-agent's model gateway has no sealed token: {}",
-                        e.message
+                        e.message()
                     )
                 })?;
                 Credential::classify(&token)
@@ -220,7 +220,7 @@ fn run_once(cmd: &[String]) -> Result<Credential, String> {
         .args(args.iter().cloned())
         .timeout(KEY_COMMAND_TIMEOUT)
         .run()
-        .map_err(|e| e.message)?;
+        .map_err(|e| e.message())?;
     Credential::classify(&out.stdout)
         .ok_or_else(|| "[gateway] key_command printed nothing".to_string())
 }

@@ -87,7 +87,7 @@ pub fn listener_in(enter: &Enter<'_>, socket: &Path) -> Result<TcpListener> {
                 if helper.is_finished() || Instant::now() > deadline {
                     // It ended without connecting: its error says why.
                     return Err(match helper.join() {
-                        Ok(Err(e)) => fail(e.message),
+                        Ok(Err(e)) => fail(e.message()),
                         _ => fail("the helper did not hand the socket over".into()),
                     });
                 }
@@ -106,7 +106,7 @@ pub fn listener_in(enter: &Enter<'_>, socket: &Path) -> Result<TcpListener> {
     let fd = receive_fd(&stream).map_err(|e| fail(format!("receiving the socket: {e}")))?;
     // The helper has nothing left to do; its outcome is logged by its error.
     if let Ok(Err(e)) = helper.join() {
-        return Err(fail(e.message));
+        return Err(fail(e.message()));
     }
     let listener = TcpListener::from(fd);
     match listener.local_addr() {

@@ -86,7 +86,7 @@ impl ConfigValue {
                     .args(["-c".to_string(), command.clone()])
                     .timeout(COMMAND_TIMEOUT)
                     .run()
-                    .map_err(|e| e.message)?;
+                    .map_err(|e| e.message())?;
                 let v = out.stdout.trim().to_string();
                 if v.is_empty() {
                     return Err(format!("{what}: the command printed nothing"));

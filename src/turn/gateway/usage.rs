@@ -776,7 +776,8 @@ impl Ledger {
                 // Not knowing the budget, nothing is spent past it.
                 return Check::Refused(format!(
                     "shrooms-agent could not read session {}'s token budget: {}",
-                    self.session, e.message
+                    self.session,
+                    e.message()
                 ));
             }
         };
@@ -834,7 +835,8 @@ impl Ledger {
             eprintln!(
                 "shrooms-agent: session {}: the turn's line could not be added to its \
                  history: {}",
-                self.session, e.message
+                self.session,
+                e.message()
             );
         }
     }
@@ -877,7 +879,7 @@ fn write_all(store: &Store, session: &str, started: u64, receive: mpsc::Receiver
             eprintln!(
                 "shrooms-agent: session {session}: its token counts could not be written \
                  to its record: {}",
-                e.message
+                e.message()
             );
         }
     }
