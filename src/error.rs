@@ -253,6 +253,9 @@ pub enum What {
     /// failed: what was being done, with which path, and the system's own
     /// error.
     Io { doing: String, cause: IoCause },
+    /// A program that ran and failed (`label`: its name and verb, as the
+    /// words give it: `podman start`), and how it ended.
+    Ran { label: String, exited: Exited },
 }
 
 /// The operating system's error of a failed act, kept as its kind and its
@@ -283,6 +286,17 @@ impl What {
             },
             What::Field { field, why } => format!("{}: {why}", face.field(field)),
             What::Io { doing, cause } => format!("{doing}: {}", cause.said),
+            // Its last word on stderr says most, for podman ("Error: ...");
+            // the whole stderr is kept for `--json` and the logs.
+            What::Ran { label, exited } => {
+                match exited.stderr.lines().rev().map(str::trim).find(|l| !l.is_empty()) {
+                    Some(line) => format!("{label}: {line}"),
+                    None => match exited.status {
+                        Some(c) => format!("{label}: exited with status {c}"),
+                        None => format!("{label}: exited with a signal"),
+                    },
+                }
+            }
         }
     }
 }
@@ -307,8 +321,6 @@ pub struct Error {
     pub kind: Kind,
     what: Box<What>,
     around: Vec<Around>,
-    /// For a process that ran and failed: how it ended.
-    pub exited: Option<Box<Exited>>,
     /// What to do next, worded by the face ([`Error::words`]).
     pub next: Option<Next>,
     /// What the error is about, as data ([`Subject`]).
@@ -324,7 +336,6 @@ impl Error {
             kind,
             what: Box::new(what),
             around: Vec::new(),
-            exited: None,
             next: None,
             subject: None,
         }
@@ -443,37 +454,31 @@ impl Error {
 
     /// The podman call that failed ([`Kind::PodmanFailed`]).
     pub fn podman(&self) -> Option<PodmanCall> {
-        let x = self.exited.as_deref()?;
+        let x = self.exited()?;
         (self.kind == Kind::PodmanFailed).then(|| PodmanCall {
             call: x.call.clone(),
             status: x.status,
         })
     }
-    /// A process that ran and failed (`kind`: [`Kind::PodmanFailed`] for
-    /// podman), its status and stderr kept.
-    pub fn exited(
-        kind: Kind,
-        message: impl Into<String>,
-        status: Option<i32>,
-        stderr: impl Into<String>,
-    ) -> Self {
-        Self::ran(
-            kind,
-            message,
-            Exited {
-                call: String::new(),
-                status,
-                stderr: stderr.into(),
-            },
-        )
+    /// How the process ended, for one that ran and failed.
+    pub fn exited(&self) -> Option<&Exited> {
+        match &*self.what {
+            What::Ran { exited, .. } => Some(exited),
+            _ => None,
+        }
     }
 
-    /// A process that ran and failed, named by its call ([`Exited`]).
-    pub fn ran(kind: Kind, message: impl Into<String>, exited: Exited) -> Self {
-        Error {
-            exited: Some(Box::new(exited)),
-            ..Self::new(kind, message)
-        }
+    /// A process that ran and failed (`kind`: [`Kind::PodmanFailed`] for
+    /// podman), named in the words by its `label` (`podman start`), and by
+    /// its call as data ([`Exited`]).
+    pub fn ran(kind: Kind, label: impl Into<String>, exited: Exited) -> Self {
+        Self::of(
+            kind,
+            What::Ran {
+                label: label.into(),
+                exited,
+            },
+        )
     }
     pub fn failed(message: impl Into<String>) -> Self {
         Self::new(Kind::Failed, message)
@@ -615,7 +620,7 @@ pub mod samples {
     pub fn podman_start_failed() -> Error {
         Error::ran(
             Kind::PodmanFailed,
-            "podman start: Error: x",
+            "podman start",
             Exited {
                 call: "podman start c1".into(),
                 status: Some(125),
@@ -640,7 +645,7 @@ pub mod samples {
     pub fn podman_unshare_rm_failed() -> Error {
         Error::ran(
             Kind::PodmanFailed,
-            "podman unshare: rm: cannot remove: Permission denied",
+            "podman unshare",
             Exited {
                 call: "podman unshare rm /home/u/.local/state/shrooms-agent/sessions/my web/copies"
                     .into(),
@@ -721,11 +726,14 @@ mod tests {
         );
         assert_eq!(status(Error::failed("x")), (500, None));
         assert_eq!(
-            status(Error::exited(
+            status(Error::ran(
                 Kind::PodmanFailed,
-                "x",
-                Some(125),
-                "Error: x"
+                "podman x",
+                Exited {
+                    call: "podman x".into(),
+                    status: Some(125),
+                    stderr: "Error: x".into()
+                }
             )),
             (500, None)
         );
@@ -793,11 +801,20 @@ mod tests {
         let e = Error::busy("held").context("session x");
         assert_eq!(e.kind, Kind::Busy);
         assert_eq!(e.message(), "session x: held");
-        let e = Error::exited(Kind::PodmanFailed, "podman rm: no", Some(2), "Error: no\n")
-            .context("removing x");
+        let e = Error::ran(
+            Kind::PodmanFailed,
+            "podman rm",
+            Exited {
+                call: String::new(),
+                status: Some(2),
+                stderr: "Error: no\n".into(),
+            },
+        )
+        .context("removing x");
+        assert_eq!(e.message(), "removing x: podman rm: Error: no");
         assert_eq!(e.kind, Kind::PodmanFailed);
         assert_eq!(
-            e.exited.as_deref(),
+            e.exited(),
             Some(&Exited {
                 call: String::new(),
                 status: Some(2),
@@ -880,13 +897,14 @@ mod tests {
             status: Some(125),
             stderr: "Error: x\n".into(),
         };
-        let e = Error::ran(Kind::PodmanFailed, "podman start: Error: x", x.clone());
+        let e = Error::ran(Kind::PodmanFailed, "podman start", x.clone());
+        assert_eq!(e.message(), "podman start: Error: x");
         assert_eq!(
             serde_json::to_value(e.podman().unwrap()).unwrap(),
             serde_json::json!({"call": "podman start c1", "status": 125})
         );
         // Another program's failure is not podman's.
-        assert_eq!(Error::ran(Kind::Failed, "nft: no", x).podman(), None);
+        assert_eq!(Error::ran(Kind::Failed, "nft", x).podman(), None);
     }
 
     /// HTTP's view of a podman call has no path of the machine, even one

@@ -148,15 +148,9 @@ impl Process {
     /// The error of a run that ended without success: `<label>: <last
     /// stderr line>`, the exit status and the whole stderr kept.
     pub fn failure(&self, out: &Captured) -> Error {
-        let line = out.last_stderr_line();
-        let why = if line.is_empty() {
-            format!("exited with {}", describe_code(out.code))
-        } else {
-            line.to_string()
-        };
         Error::ran(
             self.fails_as,
-            format!("{}: {why}", self.label),
+            self.label.clone(),
             crate::error::Exited {
                 call: self.call.clone().unwrap_or_else(|| self.label.clone()),
                 status: out.code,
@@ -954,11 +948,6 @@ fn exit_code(status: &std::process::ExitStatus) -> i32 {
     }
 }
 
-fn describe_code(code: Option<i32>) -> String {
-    code.map(|c| format!("status {c}"))
-        .unwrap_or_else(|| "a signal".into())
-}
-
 impl fmt::Display for Process {
     /// The command as a shell would read it (for messages and `--dry-run`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -1160,7 +1149,7 @@ mod tests {
         assert_eq!(e.message(), "podman create: Error: no such image");
         assert_eq!(e.kind, Kind::Failed);
         assert_eq!(
-            e.exited.as_deref(),
+            e.exited(),
             Some(&crate::error::Exited {
                 call: "podman create".into(),
                 status: Some(125),

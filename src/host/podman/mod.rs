@@ -34,7 +34,7 @@ const RM_RETRY_WAITS: [Duration; 3] = [
 /// Did podman run and fail on its own account (status 125: "the command
 /// fails for any other reason", podman-rm(1))?
 fn podman_own_failure(e: &Error) -> bool {
-    e.exited.as_ref().is_some_and(|x| x.status == Some(125))
+    e.exited().is_some_and(|x| x.status == Some(125))
 }
 
 /// A podman call as its failure names it: `podman`, its verb (the words
@@ -118,8 +118,7 @@ impl Podman {
             Err(e) => e,
         };
         let Some((addr, id)) = e
-            .exited
-            .as_ref()
+            .exited()
             .and_then(|x| cni::own_duplicate(&x.stderr))
         else {
             return Err(e);
@@ -597,7 +596,7 @@ mod tests {
             e.message(),
             "podman inspect: Error: no such container, no such volume, image not known"
         );
-        let exited = e.exited.expect("its exit is kept");
+        let exited = e.exited().expect("its exit is kept");
         assert_eq!(exited.status, Some(125));
         assert!(exited.stderr.contains("image not known"));
         // inspect, exists, and inspect once more.
@@ -739,7 +738,7 @@ mod tests {
             (e.kind, e.message().as_str()),
             (Kind::PodmanFailed, "podman rm: Error: busy")
         );
-        assert_eq!(e.exited.as_ref().unwrap().status, Some(2));
+        assert_eq!(e.exited().unwrap().status, Some(2));
         assert_eq!(
             e.podman(),
             Some(crate::error::PodmanCall {

@@ -212,13 +212,20 @@ mod tests {
         );
         let e = stopped_again(Error::bad_input("models.json: it is not valid JSON"));
         assert_eq!(e.kind, Kind::BadInput);
-        let e = stopped_again(Error::exited(
+        let e = stopped_again(Error::ran(
             Kind::PodmanFailed,
-            "podman exec: no",
-            Some(125),
-            "Error: no\n",
+            "podman exec",
+            crate::error::Exited {
+                call: "podman exec".into(),
+                status: Some(125),
+                stderr: "Error: no\n".into(),
+            },
         ));
         assert_eq!(e.kind, Kind::PodmanFailed);
-        assert_eq!(e.exited.as_ref().and_then(|x| x.status), Some(125));
+        assert_eq!(e.exited().and_then(|x| x.status), Some(125));
+        assert_eq!(
+            e.message(),
+            "podman exec: Error: no; the cage was stopped again"
+        );
     }
 }
