@@ -249,27 +249,35 @@ pub enum What {
     /// bodies and the config give it; [`flag_of`] for the CLI's): why, in
     /// words that name no option.
     Field { field: &'static str, why: String },
-    /// A file-system act (or another call of the operating system) that
-    /// failed: what was being done, with which path, and the system's own
-    /// error.
-    Io { doing: String, cause: IoCause },
+    /// An act that failed (a file read or written, a call of the
+    /// system, a parse of what a program said): what was being done, with
+    /// which path, and the error of what was called.
+    Act { doing: String, cause: Cause },
     /// A program that ran and failed (`label`: its name and verb, as the
     /// words give it: `podman start`), and how it ended.
     Ran { label: String, exited: Exited },
 }
 
-/// The operating system's error of a failed act, kept as its kind and its
-/// own words (`No such file or directory (os error 2)`).
+/// The error of what a failed act called, kept as the system's kind of
+/// error where the system said it, and its own words (`No such file or
+/// directory (os error 2)`, `expected value at line 1 column 1`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IoCause {
-    pub kind: std::io::ErrorKind,
+pub struct Cause {
+    pub io: Option<std::io::ErrorKind>,
     pub said: String,
 }
 
-impl From<&std::io::Error> for IoCause {
-    fn from(e: &std::io::Error) -> Self {
-        IoCause {
-            kind: e.kind(),
+impl Cause {
+    fn of(e: &(dyn std::error::Error + 'static)) -> Self {
+        let io = e
+            .downcast_ref::<std::io::Error>()
+            .map(std::io::Error::kind)
+            .or_else(|| {
+                e.downcast_ref::<rustix::io::Errno>()
+                    .map(|n| std::io::Error::from(*n).kind())
+            });
+        Cause {
+            io,
             said: e.to_string(),
         }
     }
@@ -285,11 +293,17 @@ impl What {
                 Face::Http => http.clone(),
             },
             What::Field { field, why } => format!("{}: {why}", face.field(field)),
-            What::Io { doing, cause } => format!("{doing}: {}", cause.said),
+            What::Act { doing, cause } => format!("{doing}: {}", cause.said),
             // Its last word on stderr says most, for podman ("Error: ...");
             // the whole stderr is kept for `--json` and the logs.
             What::Ran { label, exited } => {
-                match exited.stderr.lines().rev().map(str::trim).find(|l| !l.is_empty()) {
+                match exited
+                    .stderr
+                    .lines()
+                    .rev()
+                    .map(str::trim)
+                    .find(|l| !l.is_empty())
+                {
                     Some(line) => format!("{label}: {line}"),
                     None => match exited.status {
                         Some(c) => format!("{label}: exited with status {c}"),
@@ -345,14 +359,14 @@ impl Error {
         Self::of(kind, What::Said(message.into()))
     }
 
-    /// An act of the operating system that failed ([`What::Io`]): `doing`
-    /// names the act and its path (`reading /etc/x`).
-    pub fn io(doing: impl Into<String>, cause: &std::io::Error) -> Self {
+    /// An act that failed ([`What::Act`]): `doing` names the act and its
+    /// path (`reading /etc/x`), `cause` is the error of what it called.
+    pub fn act(doing: impl Into<String>, cause: &(dyn std::error::Error + 'static)) -> Self {
         Self::of(
             Kind::Failed,
-            What::Io {
+            What::Act {
                 doing: doing.into(),
-                cause: cause.into(),
+                cause: Cause::of(cause),
             },
         )
     }
@@ -598,7 +612,7 @@ pub trait IoContext<T> {
 
 impl<T> IoContext<T> for std::io::Result<T> {
     fn ctx(self, what: impl FnOnce() -> String) -> Result<T> {
-        self.map_err(|e| Error::io(what(), &e))
+        self.map_err(|e| Error::act(what(), &e))
     }
 }
 

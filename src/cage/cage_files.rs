@@ -205,12 +205,12 @@ pub fn write_settings_copies(
                 let mut s = String::new();
                 f.take(MAX_READ)
                     .read_to_string(&mut s)
-                    .map_err(|e| Error::failed(format!("reading {}: {e}", user.display())))?;
+                    .map_err(|e| Error::act(format!("reading {}", user.display()), &e))?;
                 Some(s)
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => {
-                return Err(Error::failed(format!("reading {}: {e}", user.display())));
+                return Err(Error::act(format!("reading {}", user.display()), &e));
             }
         };
         let copy = settings_copy(text.as_deref(), harness, name, env_rule).map_err(|why| {
@@ -324,7 +324,7 @@ pub fn seed_claude_json(home: &Path, project: &Path, api_key: Option<&str>) -> R
         Ok(f) => {
             let meta = f
                 .metadata()
-                .map_err(|e| Error::failed(format!("looking at {}: {e}", path.display())))?;
+                .map_err(|e| Error::act(format!("looking at {}", path.display()), &e))?;
             if !meta.file_type().is_file() || meta.len() > MAX_READ {
                 return Ok(());
             }
@@ -342,7 +342,7 @@ pub fn seed_claude_json(home: &Path, project: &Path, api_key: Option<&str>) -> R
         return Ok(());
     };
     write_new_file_over(&path, new.as_bytes())
-        .map_err(|e| Error::failed(format!("writing {}: {e}", path.display())))
+        .map_err(|e| Error::act(format!("writing {}", path.display()), &e))
 }
 
 /// Write `bytes` to a file of a fresh name beside `path`, then rename it

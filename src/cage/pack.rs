@@ -212,7 +212,7 @@ fn pack_with(
         if e.kind() == io::ErrorKind::AlreadyExists {
             exists(out)
         } else {
-            Error::failed(format!("writing {}: {e}", out.display()))
+            Error::act(format!("writing {}", out.display()), &e)
         }
     })?;
     Ok(Some(Packed {
@@ -225,8 +225,7 @@ fn pack_with(
 
 /// The outbox folder itself, not through a link.
 fn open_root(outbox: &Path) -> Result<File> {
-    open_dir(outbox)
-        .map_err(|e| Error::failed(format!("opening the outbox {}: {e}", outbox.display())))
+    open_dir(outbox).map_err(|e| Error::act(format!("opening the outbox {}", outbox.display()), &e))
 }
 
 /// A folder, opened to walk by descriptor ([`open_at`], [`list`]); ELOOP
@@ -312,10 +311,10 @@ fn descend(root: File, only: &Path, limits: &Limits) -> Result<(File, PathBuf, u
                         "is not in the outbox".to_string()
                     }
                     _ => {
-                        return Err(Error::failed(format!(
-                            "opening {} in the outbox: {e}",
-                            rel.display()
-                        )));
+                        return Err(Error::act(
+                            format!("opening {} in the outbox", rel.display()),
+                            &e,
+                        ));
                     }
                 };
                 return Err(bad_only(shown, format!("{} {what}", rel.display())));
@@ -347,7 +346,7 @@ fn check_target(outbox: &Path, out_dir: &Path, out: &Path, replace: bool) -> Res
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => {
-            return Err(Error::failed(format!("looking at {}: {e}", out.display())));
+            return Err(Error::act(format!("looking at {}", out.display()), &e));
         }
     }
     let dir = fs::canonicalize(out_dir).map_err(|e| {
@@ -780,7 +779,7 @@ impl Walk {
                 return Ok(());
             }
             Err(Fault::Write(e)) => {
-                return Err(Error::failed(format!("writing the staging file: {e}")));
+                return Err(Error::act("writing the staging file", &e));
             }
         };
         self.staged_len += len;

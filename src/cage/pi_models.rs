@@ -268,11 +268,11 @@ pub fn plan_from(
             let mut s = String::new();
             f.take(MAX_READ)
                 .read_to_string(&mut s)
-                .map_err(|e| Error::failed(format!("reading {}: {e}", path.display())))?;
+                .map_err(|e| Error::act(format!("reading {}", path.display()), &e))?;
             Some(s)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(Error::failed(format!("reading {}: {e}", path.display()))),
+        Err(e) => return Err(Error::act(format!("reading {}", path.display()), &e)),
     };
     plan(text.as_deref(), dummy_key, env).map_err(|why| {
         Error::bad_input(format!(
@@ -295,7 +295,7 @@ pub fn write_placeholder(copy_dir: &Path) -> Result<()> {
 /// in the state folder, where the cage cannot reach.
 pub fn write_in_place(copy_dir: &Path, text: &str) -> Result<()> {
     let path = copy_dir.join(COPIED);
-    let fail = |e: std::io::Error| Error::failed(format!("writing {}: {e}", path.display()));
+    let fail = |e: std::io::Error| Error::act(format!("writing {}", path.display()), &e);
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)

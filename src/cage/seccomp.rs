@@ -60,7 +60,7 @@ pub fn default_profile() -> Result<PathBuf> {
 /// cage's, or an ordinary one's.
 pub fn profile_from_file(path: &Path, sealed: bool) -> Result<String> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::failed(format!("reading {}: {e}", path.display())))?;
+        .map_err(|e| Error::act(format!("reading {}", path.display()), &e))?;
     derive(&text, sealed).map_err(|e| e.context(format!("the seccomp profile {}", path.display())))
 }
 
@@ -74,7 +74,7 @@ pub fn sealed(default_profile: &str) -> Result<String> {
 /// keyring calls refused, and for a sealed cage CLONE_NEWUSER too.
 pub fn derive(default_profile: &str, sealed: bool) -> Result<String> {
     let mut profile: Value = serde_json::from_str(default_profile)
-        .map_err(|e| Error::failed(format!("not a seccomp profile: {e}")))?;
+        .map_err(|e| Error::act("not a seccomp profile", &e))?;
     let rules = profile
         .get_mut("syscalls")
         .and_then(Value::as_array_mut)
@@ -149,7 +149,7 @@ pub fn derive(default_profile: &str, sealed: bool) -> Result<String> {
 
 fn to_text(profile: &Value) -> Result<String> {
     let mut text = serde_json::to_string_pretty(profile)
-        .map_err(|e| Error::failed(format!("writing the seccomp profile: {e}")))?;
+        .map_err(|e| Error::act("writing the seccomp profile", &e))?;
     text.push('\n');
     Ok(text)
 }

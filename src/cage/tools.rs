@@ -48,10 +48,13 @@ pub const PREFIX: &str = "shrooms-agent-";
 pub const LINK: &str = "shrooms-agent";
 
 fn fail(what: &str, p: &Path, e: std::io::Error) -> Error {
-    Error::failed(format!(
-        "{what} {} (the copy of shrooms-agent its cages run): {e}",
-        p.display()
-    ))
+    Error::act(
+        format!(
+            "{what} {} (the copy of shrooms-agent its cages run)",
+            p.display()
+        ),
+        &e,
+    )
 }
 
 /// Copies of other versions older than this are removed when a new one is
@@ -61,8 +64,8 @@ const KEEP_OTHERS: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// The name the program at `exe` has in `tools/`.
 pub fn name_of(exe: &Path) -> Result<String> {
-    let m = fs::metadata(exe)
-        .map_err(|e| Error::failed(format!("looking at {}: {e}", exe.display())))?;
+    let m =
+        fs::metadata(exe).map_err(|e| Error::act(format!("looking at {}", exe.display()), &e))?;
     Ok(name_from(
         m.dev(),
         m.ino(),
@@ -115,10 +118,10 @@ pub fn provide_init(tools: &Path) -> Result<PathBuf> {
         .and_then(|()| fs::rename(&tmp, &target));
     if let Err(e) = put {
         let _ = fs::remove_file(&tmp);
-        return Err(Error::failed(format!(
-            "putting a cage's init in {}: {e}",
-            tools.display()
-        )));
+        return Err(Error::act(
+            format!("putting a cage's init in {}", tools.display()),
+            &e,
+        ));
     }
     Ok(target)
 }
@@ -207,7 +210,7 @@ fn point_link(tools: &Path, name: &str) -> Result<()> {
         .and_then(|()| fs::rename(&tmp, &link))
         .map_err(|e| {
             let _ = fs::remove_file(&tmp);
-            Error::failed(format!("making the link {}: {e}", link.display()))
+            Error::act(format!("making the link {}", link.display()), &e)
         })
 }
 

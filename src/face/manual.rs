@@ -61,7 +61,7 @@ fn page_name(cmd: &clap::Command) -> String {
 
 fn rendered(f: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>) -> Result<String> {
     let mut buf = Vec::new();
-    f(&mut buf).map_err(|e| Error::failed(format!("rendering a man page: {e}")))?;
+    f(&mut buf).map_err(|e| Error::act("rendering a man page", &e))?;
     let text = String::from_utf8_lossy(&buf).into_owned();
     Ok(text.strip_prefix(PREAMBLE).unwrap_or(&text).to_string())
 }

@@ -320,10 +320,10 @@ impl Lender {
             .recursive(true)
             .mode(0o700)
             .create(&dir)
-            .map_err(|e| Error::failed(format!("making {}: {e}", dir.display())))?;
+            .map_err(|e| Error::act(format!("making {}", dir.display()), &e))?;
         let path = dir.join("s");
         let listener = UnixListener::bind(&path)
-            .map_err(|e| Error::failed(format!("listening on {}: {e}", path.display())))?;
+            .map_err(|e| Error::act(format!("listening on {}", path.display()), &e))?;
         let sources = lend.then(|| Arc::new(crate::turn::gateway::machine_sources(settings, env)));
         let ssh_pid = Arc::new(AtomicU32::new(0));
         let exit = Arc::new(Mutex::new(None));
@@ -443,16 +443,19 @@ pub struct Line {
 
 pub fn hold(socket: &Path) -> Result<Line> {
     let stream = UnixStream::connect(socket).map_err(|e| {
-        Error::failed(format!(
-            "the line to the machine this turn came from ({}): {e}",
-            socket.display()
-        ))
+        Error::act(
+            format!(
+                "the line to the machine this turn came from ({})",
+                socket.display()
+            ),
+            &e,
+        )
     })?;
     let mut w = stream
         .try_clone()
-        .map_err(|e| Error::failed(format!("the line to the other machine: {e}")))?;
+        .map_err(|e| Error::act("the line to the other machine", &e))?;
     w.write_all(b"hold\n")
-        .map_err(|e| Error::failed(format!("the line to the other machine: {e}")))?;
+        .map_err(|e| Error::act("the line to the other machine", &e))?;
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (r, d) = (stream.try_clone(), done.clone());
     std::thread::spawn(move || {
@@ -499,9 +502,9 @@ pub fn ls_all(ctx: &crate::ops::Context, json: bool) -> Result<std::process::Exi
     let here = crate::ops::listing::ls(ctx);
     // A killed turn's cage stopped on the way, said before the listing.
     crate::face::output::warnings(&ctx.take_warnings());
-    let mut all = vec![match here.and_then(|l| {
-        serde_json::to_value(l).map_err(|e| Error::failed(format!("the listing: {e}")))
-    }) {
+    let mut all = vec![match here
+        .and_then(|l| serde_json::to_value(l).map_err(|e| Error::act("the listing", &e)))
+    {
         Ok(v) => MachineListing {
             machine: ctx.settings.machine_name.clone(),
             here: true,
@@ -574,7 +577,7 @@ fn remote_ls(t: &Target) -> Result<serde_json::Value> {
         .capture()?;
     match out.code {
         Some(0) => serde_json::from_str(&out.stdout)
-            .map_err(|e| Error::failed(format!("its `cage ls --json` did not read: {e}"))),
+            .map_err(|e| Error::act("its `cage ls --json` did not read", &e)),
         Some(SSH_FAILED) => Err(ssh_failed(t)),
         _ => Err(Error::failed(format!(
             "its `cage ls` failed: {}",

@@ -273,7 +273,7 @@ fn keep(state_dir: &Path, kept: &Kept) -> Result<()> {
         crate::state::session::make_private_dir(state_dir)?;
     }
     let bytes = serde_json::to_vec_pretty(kept)
-        .map_err(|e| crate::error::Error::failed(format!("podman's facts: {e}")))?;
+        .map_err(|e| crate::error::Error::act("podman's facts", &e))?;
     // A cache: lost, podman is asked again.
     crate::state::session::write_atomic_unsynced(&state_dir.join(FILE), &bytes, 0o600)
 }

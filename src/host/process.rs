@@ -203,11 +203,10 @@ impl Process {
     }
 
     fn could_not_start(&self, e: std::io::Error) -> Error {
-        Error::failed(format!(
-            "{}: could not start {}: {e}",
-            self.label,
-            self.program.display()
-        ))
+        Error::act(
+            format!("{}: could not start {}", self.label, self.program.display()),
+            &e,
+        )
     }
 
     /// Run it with stdout and stderr captured, each read by a thread of its
@@ -324,10 +323,10 @@ impl Process {
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    return Err(Error::failed(format!(
-                        "{}: reading its output: {e}",
-                        self.label
-                    )));
+                    return Err(Error::act(
+                        format!("{}: reading its output", self.label),
+                        &e,
+                    ));
                 }
             }
         }
@@ -425,10 +424,10 @@ fn detached(
                 .append(true)
                 .mode(0o600)
                 .open(log)
-                .map_err(|e| Error::failed(format!("{label}: opening {}: {e}", log.display())))?;
+                .map_err(|e| Error::act(format!("{label}: opening {}", log.display()), &e))?;
             let err = out
                 .try_clone()
-                .map_err(|e| Error::failed(format!("{label}: {e}")))?;
+                .map_err(|e| Error::act(label.as_str(), &e))?;
             (Stdio::from(out), Stdio::from(err))
         }
         None => (Stdio::null(), Stdio::null()),
@@ -472,7 +471,7 @@ fn detached(
                 tries += 1;
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
-            r => return r.map_err(|e| Error::failed(format!("{label}: {e}"))),
+            r => return r.map_err(|e| Error::act(label.as_str(), &e)),
         }
     }
 }
@@ -511,7 +510,7 @@ impl TurnSignals {
         let received = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         for sig in TURN_SIGNALS {
             signal_hook::flag::register_usize(sig, received.clone(), sig as usize)
-                .map_err(|e| Error::failed(format!("catching signal {sig}: {e}")))?;
+                .map_err(|e| Error::act(format!("catching signal {sig}"), &e))?;
         }
         Ok(TurnSignals { received })
     }
@@ -725,7 +724,7 @@ fn keep_tail(mut r: impl std::io::Read, max: usize) -> Vec<u8> {
 /// program started meanwhile by another thread holds an end.
 fn pipe() -> Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
     rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-        .map_err(|e| Error::failed(format!("making a pipe: {e}")))
+        .map_err(|e| Error::act("making a pipe", &e))
 }
 
 /// What the holder writes when it has stopped the cage itself.
@@ -847,7 +846,7 @@ fn read_byte(
             Ok(0) => return Ok(None),
             Ok(_) => return Ok(Some(byte[0])),
             Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(Error::failed(format!("reading a pipe: {e}"))),
+            Err(e) => return Err(Error::act("reading a pipe", &e)),
         }
     }
 }
@@ -922,7 +921,7 @@ pub fn await_holder(
     let mut ready = inherited_pipe(ready)?;
     ready
         .write_all(&[READY])
-        .map_err(|e| Error::failed(format!("saying ready: {e}")))?;
+        .map_err(|e| Error::act("saying ready", &e))?;
     drop(ready);
     loop {
         match read_byte(&pipe, None, Some(signals))? {

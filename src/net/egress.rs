@@ -273,7 +273,7 @@ pub fn read(allowed: &Path, refused: &Path) -> Result<Vec<Line>> {
             let text = match std::fs::read_to_string(&p) {
                 Ok(t) => t,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(Error::failed(format!("reading {}: {e}", p.display()))),
+                Err(e) => return Err(Error::act(format!("reading {}", p.display()), &e)),
             };
             out.extend(
                 text.lines()

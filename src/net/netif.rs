@@ -20,9 +20,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 pub fn local_prefixes() -> crate::error::Result<(Vec<String>, Vec<String>)> {
     let (mut v4, mut v6) = interface_prefixes();
     let routes = read_routes().map_err(|e| {
-        crate::error::Error::failed(format!(
-            "reading the machine's routing tables (rtnetlink): {e}"
-        ))
+        crate::error::Error::act("reading the machine's routing tables (rtnetlink)", &e)
     })?;
     let (r4, r6) = route_prefixes(&routes);
     for (list, more) in [(&mut v4, r4), (&mut v6, r6)] {

@@ -225,7 +225,7 @@ pub fn received(ctx: &Context, name: &str) -> Result<ReceivedList> {
                 files,
             });
         }
-        Err(e) => return Err(Error::failed(format!("reading {}: {e}", drops.display()))),
+        Err(e) => return Err(Error::act(format!("reading {}", drops.display()), &e)),
     };
     for folder in folders.flatten() {
         let Some(from) = folder

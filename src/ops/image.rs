@@ -114,10 +114,7 @@ impl BuildLock {
         // Our open file description holds it already: this cannot block,
         // and fails only if it was not held for us.
         lock::ours(&file).map_err(|e| {
-            Error::failed(format!(
-                "the build lock {} is not ours: {e}",
-                path.display()
-            ))
+            Error::act(format!("the build lock {} is not ours", path.display()), &e)
         })?;
         Ok(BuildLock { file })
     }
@@ -134,12 +131,12 @@ fn building(path: &Path) -> Result<bool> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(Error::failed(format!("opening {}: {e}", path.display()))),
+        Err(e) => return Err(Error::act(format!("opening {}", path.display()), &e)),
     };
     // Let go when `file` is closed.
     lock::try_shared(&file)
         .map(|free| !free)
-        .map_err(|e| Error::failed(format!("locking {}: {e}", path.display())))
+        .map_err(|e| Error::act(format!("locking {}", path.display()), &e))
 }
 
 fn read_record(path: &Path) -> BuildRecord {
@@ -154,7 +151,7 @@ fn read_record(path: &Path) -> BuildRecord {
 /// Written only by the holder of the image's lock.
 fn write_record(path: &Path, record: &BuildRecord) -> Result<()> {
     let mut text = serde_json::to_string_pretty(record)
-        .map_err(|e| Error::failed(format!("writing {}: {e}", path.display())))?;
+        .map_err(|e| Error::act(format!("writing {}", path.display()), &e))?;
     text.push('\n');
     write_atomic(path, text.as_bytes(), 0o600)
 }
@@ -767,7 +764,7 @@ pub fn keep_pi(ctx: &Context, look: &PiLook) -> Result<()> {
     let mut answers = read_pi_answers(&path);
     answers.insert(look.image_id.clone(), has);
     let mut text = serde_json::to_string_pretty(&answers)
-        .map_err(|e| Error::failed(format!("writing {}: {e}", path.display())))?;
+        .map_err(|e| Error::act(format!("writing {}", path.display()), &e))?;
     text.push('\n');
     write_atomic(&path, text.as_bytes(), 0o600)
 }
@@ -1480,7 +1477,7 @@ pub fn worker(ctx: &Context, jobs: &[String]) -> Result<()> {
         let prepared = ctx.host().and_then(|host| {
             fs::read_to_string(dir.text(s))
                 .map(|text| (host, text))
-                .map_err(|e| Error::failed(format!("reading {}: {e}", dir.text(s).display())))
+                .map_err(|e| Error::act(format!("reading {}", dir.text(s).display()), &e))
         });
         let built = match prepared {
             Ok((host, text)) => {

@@ -842,10 +842,13 @@ fn pin_names(
     };
     let path = Path::new(hosts);
     let fail = |e: std::io::Error| {
-        Error::failed(format!(
-            "pinning the allow-list's names in {container}'s hosts file {}: {e}",
-            path.display()
-        ))
+        Error::act(
+            format!(
+                "pinning the allow-list's names in {container}'s hosts file {}",
+                path.display()
+            ),
+            &e,
+        )
     };
     // The cage writes this file: read within a bound, and one past it cut
     // to its first lines (what the cage wrote beyond them is dropped).

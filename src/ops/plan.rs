@@ -854,7 +854,7 @@ fn set_limits(
 
 fn remove_file(path: &Path, best_effort: bool, ran: &mut Ran) -> Result<Option<Undo>> {
     let removed = if let Err(e) = session::before_write() {
-        Err(Error::failed(format!("removing {}: {e}", path.display())))
+        Err(Error::act(format!("removing {}", path.display()), &e))
     } else if path.symlink_metadata().is_ok_and(|m| m.is_dir()) {
         session::remove_dir_if_there(path)
     } else {
@@ -880,7 +880,7 @@ fn private_dir(
     let made = match session::before_write().and_then(|()| std::fs::create_dir(path)) {
         Ok(()) => !keep,
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
-        Err(e) => return Err(Error::failed(format!("making {}: {e}", path.display()))),
+        Err(e) => return Err(Error::act(format!("making {}", path.display()), &e)),
     };
     // Checked (ours, 0700) whether made now or there.
     if let Err(e) = session::make_private_dir(path) {
@@ -922,11 +922,10 @@ fn check_sources(ctx: &Context, session: &str, cage: &session::CageRecord) -> Re
 /// rename(2), its error saying which way.
 fn rename(from: &Path, to: &Path, way: &str) -> Result<()> {
     std::fs::rename(from, to).map_err(|e| {
-        Error::failed(format!(
-            "renaming {} {way} {}: {e}",
-            from.display(),
-            to.display()
-        ))
+        Error::act(
+            format!("renaming {} {way} {}", from.display(), to.display()),
+            &e,
+        )
     })
 }
 
@@ -937,8 +936,7 @@ fn measure(cage: &mut session::CageRecord) -> Result<()> {
     cage.mount_sources = paths
         .iter()
         .map(|p| {
-            MountSource::now(p)
-                .map_err(|e| Error::failed(format!("looking at {}: {e}", p.display())))
+            MountSource::now(p).map_err(|e| Error::act(format!("looking at {}", p.display()), &e))
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(())

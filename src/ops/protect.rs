@@ -580,10 +580,13 @@ pub fn make_missing(make: &[(PathBuf, bool)]) -> Result<Vec<PathBuf>> {
             Ok(()) => made.push(p.clone()),
             Err(e) => {
                 take_back(&made);
-                return Err(Error::failed(format!(
-                    "making {} (a protected path, empty, so that the cage cannot make it): {e}",
-                    p.display()
-                )));
+                return Err(Error::act(
+                    format!(
+                        "making {} (a protected path, empty, so that the cage cannot make it)",
+                        p.display()
+                    ),
+                    &e,
+                ));
             }
         }
     }

@@ -272,7 +272,7 @@ fn read_untrusted(store: &Store) -> Result<Vec<Untrusted>> {
             ))
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(Error::failed(format!("reading {}: {e}", file.display()))),
+        Err(e) => Err(Error::act(format!("reading {}", file.display()), &e)),
     }
 }
 
@@ -289,14 +289,14 @@ fn change_untrusted(store: &Store, change: impl FnOnce(&mut Vec<Untrusted>)) -> 
         list.drain(..list.len() - MAX_UNTRUSTED);
     }
     let text = serde_json::to_vec_pretty(&list)
-        .map_err(|e| Error::failed(format!("writing the untrusted folders: {e}")))?;
+        .map_err(|e| Error::act("writing the untrusted folders", &e))?;
     crate::state::session::write_atomic(&store.untrusted_folders(), &text, 0o600)
 }
 
 /// Remember `dir` as a sealed session's project.
 pub fn remember_untrusted(store: &Store, dir: &Path, session: &str) -> Result<()> {
     let meta = std::fs::symlink_metadata(dir)
-        .map_err(|e| Error::failed(format!("looking at {}: {e}", dir.display())))?;
+        .map_err(|e| Error::act(format!("looking at {}", dir.display()), &e))?;
     let entry = Untrusted {
         path: dir.to_path_buf(),
         dev: meta.dev(),
@@ -654,7 +654,7 @@ fn copy_tree(
     }
     crate::state::session::make_private_dir(to)?;
     let (names, _) = crate::cage::pack::list(from, MAX_NAMES)
-        .map_err(|e| Error::failed(format!("reading {rel}: {e}")))?;
+        .map_err(|e| Error::act(format!("reading {rel}"), &e))?;
     for (name, listed) in names {
         let rel_name = format!("{rel}/{}", name.to_string_lossy());
         if copied.files >= MAX_COPY_FILES || copied.bytes >= MAX_COPY {
@@ -718,9 +718,9 @@ fn copy_open_file(src: std::fs::File, to: &Path, room: u64) -> Result<u64> {
         .create_new(true)
         .mode(0o600)
         .open(to)
-        .map_err(|e| Error::failed(format!("writing {}: {e}", to.display())))?;
+        .map_err(|e| Error::act(format!("writing {}", to.display()), &e))?;
     std::io::copy(&mut src.take(meta.len()), &mut dst)
-        .map_err(|e| Error::failed(format!("copying to {}: {e}", to.display())))
+        .map_err(|e| Error::act(format!("copying to {}", to.display()), &e))
 }
 
 #[cfg(test)]

@@ -39,11 +39,8 @@ pub fn open_gateway(
     // too (its user namespace may not open this process's /proc/PID/exe).
     let self_exe = match ctx.self_paths.first() {
         Some(file) => crate::cage::tools::provide(&ctx.store.tools_dir(), file)?,
-        None => std::env::current_exe().map_err(|e| {
-            Error::failed(format!(
-                "finding this program to open the model gateway: {e}"
-            ))
-        })?,
+        None => std::env::current_exe()
+            .map_err(|e| Error::act("finding this program to open the model gateway", &e))?,
     };
     let enter = listen::Enter {
         pid,

@@ -300,7 +300,7 @@ fn on_signals(stop: &Arc<AtomicBool>) -> Result<()> {
         // requests are still being finished, ends the process at once (1).
         signal_hook::flag::register_conditional_shutdown(signal, 1, stop.clone())
             .and_then(|_| signal_hook::flag::register(signal, stop.clone()))
-            .map_err(|e| Error::failed(format!("handling signal {signal}: {e}")))?;
+            .map_err(|e| Error::act(format!("handling signal {signal}"), &e))?;
     }
     Ok(())
 }
@@ -319,7 +319,7 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .thread_name("serve")
         .enable_all()
         .build()
-        .map_err(|e| Error::failed(format!("starting serve's threads: {e}")))
+        .map_err(|e| Error::act("starting serve's threads", &e))
 }
 
 /// Listen on `addr`, then on the Unix socket at `socket`, if any.
@@ -330,12 +330,12 @@ fn bind(
 ) -> Result<(tokio::net::TcpListener, Option<tokio::net::UnixListener>)> {
     let l = runtime
         .block_on(tokio::net::TcpListener::bind(addr))
-        .map_err(|e| Error::failed(format!("listening on {addr}: {e}")))?;
+        .map_err(|e| Error::act(format!("listening on {addr}"), &e))?;
     let unix = match socket {
         Some(p) => Some(
             runtime
                 .block_on(async { listen_unix(p) })
-                .map_err(|e| Error::failed(format!("listening on {}: {e}", p.display())))?,
+                .map_err(|e| Error::act(format!("listening on {}", p.display()), &e))?,
         ),
         None => None,
     };

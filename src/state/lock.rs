@@ -82,7 +82,7 @@ pub fn try_take(path: &Path) -> Result<Option<File>> {
             Ok(true) if still_at(&file, path) => return Ok(Some(file)),
             Ok(true) => continue,
             Ok(false) => return Ok(None),
-            Err(e) => return Err(Error::failed(format!("locking {}: {e}", path.display()))),
+            Err(e) => return Err(Error::act(format!("locking {}", path.display()), &e)),
         }
     }
     Err(moved(path))
@@ -99,11 +99,11 @@ pub fn held(path: &Path) -> Result<bool> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(Error::failed(format!("opening {}: {e}", path.display()))),
+        Err(e) => return Err(Error::act(format!("opening {}", path.display()), &e)),
     };
     try_shared(&file)
         .map(|free| !free)
-        .map_err(|e| Error::failed(format!("locking {}: {e}", path.display())))
+        .map_err(|e| Error::act(format!("locking {}", path.display()), &e))
 }
 
 /// How often, and how far apart, [`try_take_past_probes`] tries.
@@ -127,7 +127,7 @@ pub fn try_take_past_probes(path: &Path) -> Result<Option<File>> {
                 }
                 Ok(false) if attempt < TRIES => std::thread::sleep(APART),
                 Ok(false) => return Ok(None),
-                Err(e) => return Err(Error::failed(format!("locking {}: {e}", path.display()))),
+                Err(e) => return Err(Error::act(format!("locking {}", path.display()), &e)),
             }
         }
         if taken && still_at(&file, path) {
@@ -147,7 +147,7 @@ pub fn take(path: &Path) -> Result<File> {
             match file.lock() {
                 Ok(()) => break,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(Error::failed(format!("locking {}: {e}", path.display()))),
+                Err(e) => return Err(Error::act(format!("locking {}", path.display()), &e)),
             }
         }
         if still_at(&file, path) {

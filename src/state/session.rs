@@ -536,8 +536,8 @@ impl Store {
     pub fn write_intent(&self, name: &str, intent: &Intent) -> Result<()> {
         validate_name(name)?;
         make_private_dir(&self.sessions_dir())?;
-        let mut text = serde_json::to_string(intent)
-            .map_err(|e| Error::failed(format!("writing the intent: {e}")))?;
+        let mut text =
+            serde_json::to_string(intent).map_err(|e| Error::act("writing the intent", &e))?;
         text.push('\n');
         // A start's intent names a running cage, which a machine that
         // went down does not have; a create's names a container that, if
@@ -565,7 +565,7 @@ impl Store {
                 ))
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Error::failed(format!("reading {}: {e}", path.display()))),
+            Err(e) => Err(Error::act(format!("reading {}", path.display()), &e)),
         }
     }
 
@@ -733,7 +733,7 @@ impl Store {
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Error::failed(format!("reading {}: {e}", path.display()))),
+            Err(e) => Err(Error::act(format!("reading {}", path.display()), &e)),
         }
     }
 
@@ -762,10 +762,10 @@ impl Store {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => self
                 .state_id_if_any()?
                 .ok_or_else(|| Error::failed("the state folder's state-id vanished")),
-            Err(e) => Err(Error::failed(format!(
-                "writing {}: {e}",
-                self.state_id_path().display()
-            ))),
+            Err(e) => Err(Error::act(
+                format!("writing {}", self.state_id_path().display()),
+                &e,
+            )),
         }
     }
 
@@ -798,7 +798,7 @@ impl Store {
                     "there is no session {name:?}; `shrooms-agent cage ls` lists them"
                 )));
             }
-            Err(e) => return Err(Error::failed(format!("reading {}: {e}", path.display()))),
+            Err(e) => return Err(Error::act(format!("reading {}", path.display()), &e)),
         };
         let damaged = |why: String| {
             Error::failed(format!(
@@ -816,7 +816,7 @@ impl Store {
 
     pub fn save(&self, record: &Record) -> Result<()> {
         let mut text = serde_json::to_string_pretty(record)
-            .map_err(|e| Error::failed(format!("writing the record: {e}")))?;
+            .map_err(|e| Error::act("writing the record", &e))?;
         text.push('\n');
         write_atomic(&self.record_path(&record.name), text.as_bytes(), 0o600)
     }
@@ -888,8 +888,8 @@ impl Store {
     /// Append a line to a session's history (called under its lock).
     pub fn append_history(&self, name: &str, entry: &HistoryEntry) -> Result<()> {
         let path = self.history_path(name);
-        let mut line = serde_json::to_string(entry)
-            .map_err(|e| Error::failed(format!("writing the history: {e}")))?;
+        let mut line =
+            serde_json::to_string(entry).map_err(|e| Error::act("writing the history", &e))?;
         line.push('\n');
         before_write().ctx(|| format!("opening {}", path.display()))?;
         let mut f = OpenOptions::new()
@@ -913,13 +913,13 @@ impl Store {
         let text = match fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(Error::failed(format!("reading {}: {e}", path.display()))),
+            Err(e) => return Err(Error::act(format!("reading {}", path.display()), &e)),
         };
         text.lines()
             .filter(|l| !l.trim().is_empty())
             .map(|l| {
                 serde_json::from_str(l).map_err(|e| {
-                    Error::failed(format!("the history {} is damaged: {e}", path.display()))
+                    Error::act(format!("the history {} is damaged", path.display()), &e)
                 })
             })
             .collect()
@@ -944,7 +944,7 @@ impl Store {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok((Vec::new(), Vec::new()));
             }
-            Err(e) => return Err(Error::failed(format!("reading {}: {e}", dir.display()))),
+            Err(e) => return Err(Error::act(format!("reading {}", dir.display()), &e)),
         };
         let mut out = Vec::new();
         let mut damaged = Vec::new();
@@ -1242,9 +1242,10 @@ impl Store {
         // Held by this open file description already: this cannot block,
         // and fails only if it was not held for us.
         crate::state::lock::ours(&file).map_err(|e| {
-            Error::failed(format!(
-                "the lock of session {name} was not held for this process: {e}"
-            ))
+            Error::act(
+                format!("the lock of session {name} was not held for this process"),
+                &e,
+            )
         })?;
         Ok(SessionLock { _file: file })
     }
@@ -1491,7 +1492,7 @@ pub fn make_private_dir_here(dir: &Path) -> Result<()> {
     match fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(Error::failed(format!("making {}: {e}", dir.display()))),
+        Err(e) => return Err(Error::act(format!("making {}", dir.display()), &e)),
     }
     let meta = fs::symlink_metadata(dir).ctx(|| format!("looking at {}", dir.display()))?;
     if !meta.file_type().is_dir() {
@@ -1589,7 +1590,7 @@ pub fn remove_file_if_there(p: &Path) -> Result<()> {
     match fs::remove_file(p) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::failed(format!("removing {}: {e}", p.display()))),
+        Err(e) => Err(Error::act(format!("removing {}", p.display()), &e)),
     }
 }
 
@@ -1597,7 +1598,7 @@ pub fn remove_dir_if_there(p: &Path) -> Result<()> {
     match fs::remove_dir_all(p) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::failed(format!("removing {}: {e}", p.display()))),
+        Err(e) => Err(Error::act(format!("removing {}", p.display()), &e)),
     }
 }
 

@@ -73,17 +73,17 @@ pub fn run(sealed: bool, env: &crate::settings::Env) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| Error::failed(format!("starting the MCP server: {e}")))?;
+        .map_err(|e| Error::act("starting the MCP server", &e))?;
     runtime.block_on(async move {
         let server = Tools::new(Socket { path: socket }, sealed, session);
         let running = server
             .serve(rmcp::transport::stdio())
             .await
-            .map_err(|e| Error::failed(format!("the MCP handshake on standard input: {e}")))?;
+            .map_err(|e| Error::act("the MCP handshake on standard input", &e))?;
         running
             .waiting()
             .await
-            .map_err(|e| Error::failed(format!("the MCP server: {e}")))?;
+            .map_err(|e| Error::act("the MCP server", &e))?;
         Ok(())
     })
 }

@@ -147,7 +147,7 @@ pub fn bring(
     let session_store = SessionStore::open(&own.join("objects"))?;
     let user_objects = user.common_dir.join("objects");
     let user_store = gix_odb::at(&user_objects, gix_hash::Kind::Sha1)
-        .map_err(|e| Error::failed(format!("opening {}: {e}", user_objects.display())))?;
+        .map_err(|e| Error::act(format!("opening {}", user_objects.display()), &e))?;
     let writer = gix_odb::loose::Store::at(&user_objects, gix_hash::Kind::Sha1);
     for (branch, id) in wanted {
         let into = into_name(session, &branch);
@@ -206,10 +206,10 @@ impl SessionStore {
                     match gix_pack::Bundle::at(&p, gix_hash::Kind::Sha1) {
                         Ok(b) => packs.push(b),
                         Err(e) => {
-                            return Err(Error::failed(format!(
-                                "the session's pack {} does not read: {e}",
-                                p.display()
-                            )));
+                            return Err(Error::act(
+                                format!("the session's pack {} does not read", p.display()),
+                                &e,
+                            ));
                         }
                     }
                 }

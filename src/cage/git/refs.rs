@@ -93,7 +93,7 @@ fn read_file(p: &Path, max: u64, hostile: bool) -> Result<Option<String>> {
     let m = match std::fs::symlink_metadata(p) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::failed(format!("reading {}: {e}", p.display()))),
+        Err(e) => return Err(Error::act(format!("reading {}", p.display()), &e)),
     };
     if m.file_type().is_symlink() {
         return if hostile {
@@ -112,10 +112,10 @@ fn read_file(p: &Path, max: u64, hostile: bool) -> Result<Option<String>> {
         .read(true)
         .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
         .open(p)
-        .map_err(|e| Error::failed(format!("reading {}: {e}", p.display())))?;
+        .map_err(|e| Error::act(format!("reading {}", p.display()), &e))?;
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(&mut std::io::Read::take(&mut f, max + 1), &mut bytes)
-        .map_err(|e| Error::failed(format!("reading {}: {e}", p.display())))?;
+        .map_err(|e| Error::act(format!("reading {}", p.display()), &e))?;
     Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
 }
 
@@ -152,11 +152,10 @@ pub fn read_refs(dir: &Path, hostile: bool) -> Result<RefMap> {
         let entries = match std::fs::read_dir(&at) {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::failed(format!("reading {}: {e}", at.display()))),
+            Err(e) => return Err(Error::act(format!("reading {}", at.display()), &e)),
         };
         for entry in entries {
-            let entry =
-                entry.map_err(|e| Error::failed(format!("reading {}: {e}", at.display())))?;
+            let entry = entry.map_err(|e| Error::act(format!("reading {}", at.display()), &e))?;
             seen += 1;
             if seen > MAX_REFS {
                 return Err(too_many(dir));
@@ -167,7 +166,7 @@ pub fn read_refs(dir: &Path, hostile: bool) -> Result<RefMap> {
             let child = rel.join(&name);
             let t = entry
                 .file_type()
-                .map_err(|e| Error::failed(format!("reading {}: {e}", at.display())))?;
+                .map_err(|e| Error::act(format!("reading {}", at.display()), &e))?;
             if t.is_symlink() {
                 if hostile {
                     return Err(refuse(&dir.join(&child), "is a link"));
@@ -203,14 +202,13 @@ pub fn check_no_links(root: &Path) -> Result<()> {
         let entries = match std::fs::read_dir(&at) {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::failed(format!("reading {}: {e}", at.display()))),
+            Err(e) => return Err(Error::act(format!("reading {}", at.display()), &e)),
         };
         for entry in entries {
-            let entry =
-                entry.map_err(|e| Error::failed(format!("reading {}: {e}", at.display())))?;
+            let entry = entry.map_err(|e| Error::act(format!("reading {}", at.display()), &e))?;
             let t = entry
                 .file_type()
-                .map_err(|e| Error::failed(format!("reading {}: {e}", at.display())))?;
+                .map_err(|e| Error::act(format!("reading {}", at.display()), &e))?;
             if t.is_dir() {
                 stack.push(entry.path());
             } else if t.is_symlink() {
@@ -231,7 +229,7 @@ fn open_dirs(root: &Path, rel: &Path) -> Result<std::fs::File> {
     use rustix::fs::{Mode, OFlags};
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let fail = |at: &Path, e: std::io::Error| {
-        Error::failed(format!("opening {} (a folder, no link): {e}", at.display()))
+        Error::act(format!("opening {} (a folder, no link)", at.display()), &e)
     };
     let mut dir = std::fs::File::from(
         rustix::fs::open(root, flags, Mode::empty()).map_err(|e| fail(root, e.into()))?,
@@ -300,7 +298,7 @@ pub fn write_in(root: &Path, rel: &Path, bytes: &[u8]) -> Result<()> {
     let name = rel.file_name().unwrap_or_default();
     let tmp = format!(".{}.shrooms-{}", name.to_string_lossy(), std::process::id());
     let _ = rustix::fs::unlinkat(&dir, tmp.as_str(), rustix::fs::AtFlags::empty());
-    let fail = |e: std::io::Error| Error::failed(format!("writing {}: {e}", target.display()));
+    let fail = |e: std::io::Error| Error::act(format!("writing {}", target.display()), &e);
     let fd = rustix::fs::openat(
         &dir,
         tmp.as_str(),
@@ -330,10 +328,10 @@ pub fn remove_in(root: &Path, rel: &Path) -> Result<()> {
         rustix::fs::AtFlags::empty(),
     ) {
         Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
-        Err(e) => Err(Error::failed(format!(
-            "removing {}: {e}",
-            root.join(rel).display()
-        ))),
+        Err(e) => Err(Error::act(
+            format!("removing {}", root.join(rel).display()),
+            &e,
+        )),
     }
 }
 
@@ -382,10 +380,10 @@ pub fn write_refs(own: &Path, followed: &RefMap, others: &RefMap) -> Result<()> 
     let refs_dir = open_dirs(own, Path::new("refs"))?;
     for ns in ["heads", "tags", "remotes"] {
         remove_tree_at(&refs_dir, std::ffi::OsStr::new(ns), 0).map_err(|e| {
-            Error::failed(format!(
-                "removing {}: {e}",
-                own.join("refs").join(ns).display()
-            ))
+            Error::act(
+                format!("removing {}", own.join("refs").join(ns).display()),
+                &e,
+            )
         })?;
     }
     make_dirs(own, Path::new("refs/heads"))?;

@@ -41,7 +41,7 @@ fn completion_script(shell: clap_complete::Shell) -> Result<Vec<u8>> {
             "shrooms-agent",
             &mut out,
         )
-        .map_err(|e| Error::failed(format!("writing the completion script: {e}")))?;
+        .map_err(|e| Error::act("writing the completion script", &e))?;
     if shell == Shell::Zsh {
         out.extend_from_slice(ZSH_AUTOLOADED.as_bytes());
     }

@@ -13,11 +13,11 @@ pub fn run(dir: Option<&Path>) -> Result<ExitCode> {
     };
     // As `install -D` would: the folder is made when it is not there.
     std::fs::create_dir_all(dir)
-        .map_err(|e| Error::failed(format!("making {}: {e}", dir.display())))?;
+        .map_err(|e| Error::act(format!("making {}", dir.display()), &e))?;
     for page in manual::pages()? {
         let path = dir.join(&page.file);
         std::fs::write(&path, &page.text)
-            .map_err(|e| Error::failed(format!("writing {}: {e}", path.display())))?;
+            .map_err(|e| Error::act(format!("writing {}", path.display()), &e))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -96,7 +96,7 @@ impl Podman {
     pub fn info(&self) -> Result<inspect::Info> {
         let out = self.run(&Self::strs(&["info", "--format", "json"]), QUICK)?;
         serde_json::from_str(&out.stdout)
-            .map_err(|e| Error::failed(format!("podman info: unexpected output: {e}")))
+            .map_err(|e| Error::act("podman info: unexpected output", &e))
     }
 
     pub fn create(&self, argv: &[String]) -> Result<()> {
@@ -117,10 +117,7 @@ impl Podman {
             Ok(_) => return Ok(()),
             Err(e) => e,
         };
-        let Some((addr, id)) = e
-            .exited()
-            .and_then(|x| cni::own_duplicate(&x.stderr))
-        else {
+        let Some((addr, id)) = e.exited().and_then(|x| cni::own_duplicate(&x.stderr)) else {
             return Err(e);
         };
         let what_to_do = format!(
@@ -240,7 +237,7 @@ impl Podman {
             return Ok(None);
         };
         let list: Vec<inspect::ContainerInspect> = serde_json::from_str(&stdout)
-            .map_err(|e| Error::failed(format!("podman inspect: unexpected output: {e}")))?;
+            .map_err(|e| Error::act("podman inspect: unexpected output", &e))?;
         Ok(list.into_iter().next())
     }
 
@@ -289,7 +286,7 @@ impl Podman {
             return Ok(None);
         };
         let list: Vec<inspect::VolumeInspect> = serde_json::from_str(&stdout)
-            .map_err(|e| Error::failed(format!("podman volume inspect: unexpected output: {e}")))?;
+            .map_err(|e| Error::act("podman volume inspect: unexpected output", &e))?;
         Ok(list.into_iter().next())
     }
 
@@ -321,8 +318,7 @@ impl Podman {
         if text.is_empty() || text == "null" {
             return Ok(Vec::new());
         }
-        serde_json::from_str(text)
-            .map_err(|e| Error::failed(format!("podman ps: unexpected output: {e}")))
+        serde_json::from_str(text).map_err(|e| Error::act("podman ps: unexpected output", &e))
     }
 
     /// An image's configuration, or None when it is not on this machine.
@@ -342,7 +338,7 @@ impl Podman {
             return Ok(None);
         };
         let list: Vec<inspect::ImageInspect> = serde_json::from_str(&stdout)
-            .map_err(|e| Error::failed(format!("podman image inspect: unexpected output: {e}")))?;
+            .map_err(|e| Error::act("podman image inspect: unexpected output", &e))?;
         Ok(list.into_iter().next())
     }
 }

@@ -249,11 +249,11 @@ pub fn store(ctx: &Context, incoming: &Incoming) -> Result<Received> {
     // As root, a rootful cage was given its folder at its start (it is no
     // one to root's files): what arrives meanwhile is given to it too.
     if let Some((uid, gid)) = crate::host::userns::cage_owner_of(&uploads)
-        .map_err(|e| Error::failed(format!("looking at {}: {e}", uploads.display())))?
+        .map_err(|e| Error::act(format!("looking at {}", uploads.display()), &e))?
     {
         for p in [&drops, &folder, &path].into_iter().chain(note.as_ref()) {
             std::os::unix::fs::lchown(p, Some(uid), Some(gid))
-                .map_err(|e| Error::failed(format!("giving {} to the cage: {e}", p.display())))?;
+                .map_err(|e| Error::act(format!("giving {} to the cage", p.display()), &e))?;
         }
     }
     Ok(Received {
@@ -358,7 +358,7 @@ fn reserve(drops: &Path, from: &Sender, length: u64, bounds: &Bounds) -> Result<
     if let Err(e) = reserved {
         drop(file);
         let _ = fs::remove_file(&path);
-        return Err(Error::failed(format!("making {}: {e}", path.display())));
+        return Err(Error::act(format!("making {}", path.display()), &e));
     }
     Ok(Partial { path, file })
 }
@@ -384,7 +384,7 @@ pub(in crate::ops) fn create_partial(folder: &Path) -> Result<(PathBuf, File)> {
             }
             // Left by an earlier process of the same id.
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(Error::failed(format!("making {}: {e}", path.display()))),
+            Err(e) => return Err(Error::act(format!("making {}", path.display()), &e)),
         }
     }
 }
@@ -557,10 +557,7 @@ fn place_linked(
                 Ok(()) => session::after_write(),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) => {
-                    return Err(Error::failed(format!(
-                        "naming {}: {e}",
-                        note_path.display()
-                    )));
+                    return Err(Error::act(format!("naming {}", note_path.display()), &e));
                 }
             }
         }
@@ -572,7 +569,7 @@ fn place_linked(
         match linked {
             Ok(()) => session::after_write(),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(Error::failed(format!("naming {}: {e}", path.display()))),
+            Err(e) => return Err(Error::act(format!("naming {}", path.display()), &e)),
         }
         return Ok((path, hidden.map(|_| note_path)));
     }
@@ -630,7 +627,7 @@ pub(in crate::ops) fn write_note(path: &Path, text: &str) -> Result<()> {
     if let Err(e) = written {
         drop(f);
         let _ = fs::remove_file(path);
-        return Err(Error::failed(format!("writing {}: {e}", path.display())));
+        return Err(Error::act(format!("writing {}", path.display()), &e));
     }
     session::after_write();
     Ok(())

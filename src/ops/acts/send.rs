@@ -34,12 +34,12 @@ pub fn pack_at_most(
     max: u64,
 ) -> Result<crate::cage::pack::Packed> {
     crate::state::session::before_write()
-        .map_err(|e| Error::failed(format!("writing {}: {e}", to.display())))?;
+        .map_err(|e| Error::act(format!("writing {}", to.display()), &e))?;
     let packed = crate::cage::pack::pack(outbox, only, to, false)?
         .ok_or_else(|| Error::bad_input("nothing in its outbox"))?;
     crate::state::session::after_write();
     let size = std::fs::metadata(to)
-        .map_err(|e| Error::failed(format!("reading {}: {e}", to.display())))?
+        .map_err(|e| Error::act(format!("reading {}", to.display()), &e))?
         .len();
     if size > max {
         return Err(Error::worded(crate::error::Kind::TooLarge, |f| {
@@ -81,7 +81,7 @@ impl Delivery {
 /// was put there, and its size.
 pub fn deliver(ctx: &Context, d: &Delivery) -> Result<(String, u64)> {
     let size = std::fs::metadata(&d.path)
-        .map_err(|e| Error::failed(format!("reading {}: {e}", d.path.display())))?
+        .map_err(|e| Error::act(format!("reading {}", d.path.display()), &e))?
         .len();
     let answer = match &d.destination {
         Destination::Here => deliver_here(ctx, &d.session, &d.archive, &d.from, &d.path, size)?,
@@ -112,7 +112,7 @@ fn deliver_here(
     size: u64,
 ) -> Result<DropAnswer> {
     let mut file = std::fs::File::open(path)
-        .map_err(|e| Error::failed(format!("opening {}: {e}", path.display())))?;
+        .map_err(|e| Error::act(format!("opening {}", path.display()), &e))?;
     let drop = super::drop::Drop {
         session,
         from_machine: Ok(ctx.settings.machine_name.clone()),
@@ -149,17 +149,17 @@ fn post(
         utf8_percent_encode(archive, NON_ALPHANUMERIC)
     );
     let file = std::fs::File::open(path)
-        .map_err(|e| Error::failed(format!("opening {}: {e}", path.display())))?;
+        .map_err(|e| Error::act(format!("opening {}", path.display()), &e))?;
     let length = file
         .metadata()
-        .map_err(|e| Error::failed(format!("reading {}: {e}", path.display())))?
+        .map_err(|e| Error::act(format!("reading {}", path.display()), &e))?
         .len();
     // reqwest (hyper's client, TLS by rustls), the stack `serve` runs on.
     let client = reqwest::blocking::Client::builder()
         .connect_timeout(std::time::Duration::from_secs(10))
         .timeout(std::time::Duration::from_secs(600))
         .build()
-        .map_err(|e| Error::failed(format!("sending to {url}: {e}")))?;
+        .map_err(|e| Error::act(format!("sending to {url}"), &e))?;
     let mut request = client
         .post(&address)
         .header("Content-Type", "application/gzip")
@@ -188,7 +188,7 @@ fn post(
                     .and_then(|v| v["error"].as_str().map(str::to_string));
                 return Err(not_taken(machine, url, 401, said.as_deref()));
             }
-            return Err(Error::failed(format!("sending to {url}: {e}")));
+            return Err(Error::act(format!("sending to {url}"), &e));
         }
     };
     let status = response.status().as_u16();
