@@ -173,16 +173,10 @@ pub enum Subject {
     /// A value given for this field of a request was refused (its name as
     /// the JSON bodies and the config give it; [`flag_of`] for the CLI's).
     Field(&'static str),
-    /// What holds the session ([`Kind::Busy`]).
-    Holder(Holder),
     /// Where serde refused an HTTP request's JSON body: the field's path
     /// as the body writes it (`cage.memory`; an unknown field's name as
     /// sent). The command line has no such field: only HTTP renders it.
     BodyField(String),
-    /// What runs in a session's cage besides its first process, which
-    /// keeps it from being moved or renamed ([`Kind::Busy`]): each
-    /// process's command line, as `podman top` gives it.
-    Running(Vec<String>),
 }
 
 /// What holds a session's lock, as its holder wrote it in the lock file.
@@ -253,9 +247,80 @@ pub enum What {
     /// system, a parse of what a program said): what was being done, with
     /// which path, and the error of what was called.
     Act { doing: String, cause: Cause },
+    /// A session named by the request, and what stands in the way.
+    Session {
+        session: String,
+        problem: SessionProblem,
+    },
     /// A program that ran and failed (`label`: its name and verb, as the
     /// words give it: `podman start`), and how it ended.
     Ran { label: String, exited: Exited },
+}
+
+/// What stands in the way of a session's use ([`What::Session`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionProblem {
+    /// There is none of that name.
+    Missing,
+    /// There is one of that name already (the name is taken).
+    Exists,
+    /// Another command is making it, and holds it.
+    BeingMade(Holder),
+    /// Another command holds it.
+    Held(Holder),
+    /// What runs in its cage besides its first process (each process's
+    /// command line, as `podman top` gives it) keeps `verb` (`move`,
+    /// `rename`) from it.
+    Running { running: Vec<String>, verb: String },
+}
+
+/// What a dead turn's watcher says in the lock file while it stops the
+/// cage (`ops::exec::watch`): the holder's `what` then.
+pub const STOPPING: &str = "stopping";
+
+impl SessionProblem {
+    fn words(&self, session: &str) -> String {
+        match self {
+            SessionProblem::Missing => {
+                format!("there is no session {session:?}; `shrooms-agent cage ls` lists them")
+            }
+            SessionProblem::Exists => format!(
+                "there is a session {session:?} already; pick another name, or `shrooms-agent \
+                 cage rm {session}` first"
+            ),
+            SessionProblem::BeingMade(_) => format!(
+                "session {session} is being created by another shrooms-agent command; when that \
+                 ends, use it, or pick another name"
+            ),
+            SessionProblem::Held(holder) => {
+                let pid = holder.pid.map(|p| format!(", pid {p}")).unwrap_or_default();
+                let what = match holder.what.as_str() {
+                    "exec" | "turn" | "a command" => "an exec or run".to_string(),
+                    STOPPING => "a dead turn's watcher, stopping its cage".to_string(),
+                    w => format!("`cage {w}`"),
+                };
+                format!(
+                    "session {session} is busy: another shrooms-agent command ({what}{pid}) is \
+                     using it; try again when it ends"
+                )
+            }
+            SessionProblem::Running { running, verb } => format!(
+                "session {session} is busy: {} runs in its cage; {verb} it once it is idle",
+                running.join(", ")
+            ),
+        }
+    }
+
+    /// The kind of error it is.
+    fn kind(&self) -> Kind {
+        match self {
+            SessionProblem::Missing => Kind::NotFound,
+            SessionProblem::Exists => Kind::Exists,
+            SessionProblem::BeingMade(_)
+            | SessionProblem::Held(_)
+            | SessionProblem::Running { .. } => Kind::Busy,
+        }
+    }
 }
 
 /// The error of what a failed act called, kept as the system's kind of
@@ -293,6 +358,7 @@ impl What {
                 Face::Http => http.clone(),
             },
             What::Field { field, why } => format!("{}: {why}", face.field(field)),
+            What::Session { session, problem } => problem.words(session),
             What::Act { doing, cause } => format!("{doing}: {}", cause.said),
             // Its last word on stderr says most, for podman ("Error: ...");
             // the whole stderr is kept for `--json` and the logs.
@@ -371,6 +437,18 @@ impl Error {
         )
     }
 
+    /// A session that cannot be used as asked: the kind is the problem's
+    /// (no such session, the name taken, held by another command).
+    pub fn session(session: impl Into<String>, problem: SessionProblem) -> Self {
+        Self::of(
+            problem.kind(),
+            What::Session {
+                session: session.into(),
+                problem,
+            },
+        )
+    }
+
     /// What went wrong.
     pub fn what(&self) -> &What {
         &self.what
@@ -441,8 +519,11 @@ impl Error {
 
     /// What holds the session, for a busy one that said.
     pub fn holder(&self) -> Option<&Holder> {
-        match self.subject.as_deref() {
-            Some(Subject::Holder(h)) => Some(h),
+        match &*self.what {
+            What::Session {
+                problem: SessionProblem::Held(h) | SessionProblem::BeingMade(h),
+                ..
+            } => Some(h),
             _ => None,
         }
     }
@@ -460,8 +541,11 @@ impl Error {
 
     /// What runs in the cage of a session refused as busy for it.
     pub fn running(&self) -> Option<&[String]> {
-        match self.subject.as_deref() {
-            Some(Subject::Running(r)) => Some(r),
+        match &*self.what {
+            What::Session {
+                problem: SessionProblem::Running { running, .. },
+                ..
+            } => Some(running),
             _ => None,
         }
     }
@@ -623,11 +707,14 @@ pub mod samples {
 
     /// A session held by a `cage exec` of pid 7.
     pub fn busy_by_exec() -> Error {
-        Error::busy("session s is busy").about(Subject::Holder(Holder {
-            what: "exec".into(),
-            since: None,
-            pid: Some(7),
-        }))
+        Error::session(
+            "s",
+            SessionProblem::Held(Holder {
+                what: "exec".into(),
+                since: None,
+                pid: Some(7),
+            }),
+        )
     }
 
     /// `podman start c1` that exited 125.
@@ -643,15 +730,15 @@ pub mod samples {
         )
     }
 
-    /// A move refused for a shell and claude running in the cage (as
-    /// `ops::moves` words it: built here, as this module is below `ops`).
+    /// A move refused for a shell and claude running in the cage.
     pub fn busy_in_its_cage() -> Error {
-        let running = vec!["bash".to_string(), "claude --resume".to_string()];
-        Error::busy(format!(
-            "session s is busy: {} runs in its cage; move it once it is idle",
-            running.join(", ")
-        ))
-        .about(Subject::Running(running))
+        Error::session(
+            "s",
+            SessionProblem::Running {
+                running: vec!["bash".to_string(), "claude --resume".to_string()],
+                verb: "move".into(),
+            },
+        )
     }
 
     /// `podman unshare rm` of a folder under the state folder, that
@@ -896,11 +983,20 @@ mod tests {
     /// gives them.
     #[test]
     fn holders_and_podman_calls_are_data() {
-        let e = Error::busy("held").about(Subject::Holder(Holder {
-            what: "exec".into(),
-            since: None,
-            pid: Some(42),
-        }));
+        let e = Error::session(
+            "web",
+            SessionProblem::Held(Holder {
+                what: "exec".into(),
+                since: None,
+                pid: Some(42),
+            }),
+        );
+        assert_eq!(e.kind, Kind::Busy);
+        assert_eq!(
+            e.message(),
+            "session web is busy: another shrooms-agent command (an exec or run, pid 42) is \
+             using it; try again when it ends"
+        );
         assert_eq!(
             serde_json::to_value(e.holder().unwrap()).unwrap(),
             serde_json::json!({"what": "exec", "since": null, "pid": 42})

@@ -1294,7 +1294,9 @@ mod tests {
         assert_eq!(
             serde_json::Value::Object(error_keys(&e, 3)),
             serde_json::json!({
-                "error": "session s is busy", "exit_code": 3, "kind": "busy",
+                "error": "session s is busy: another shrooms-agent command (an exec or run, \
+                          pid 7) is using it; try again when it ends",
+                "exit_code": 3, "kind": "busy",
                 "holder": {"what": "exec", "since": null, "pid": 7}
             })
         );

@@ -217,12 +217,7 @@ pub fn steps<'a>(plan: &'a make::CagePlan, record: &Record, who: String) -> Vec<
 }
 
 pub(super) fn already(name: &str) -> Error {
-    Error::new(
-        crate::error::Kind::Exists,
-        format!(
-            "there is a session {name:?} already; pick another name, or `shrooms-agent cage rm {name}` first"
-        ),
-    )
+    Error::session(name, crate::error::SessionProblem::Exists)
 }
 
 /// A cage in a few words, for the history: its image and options.

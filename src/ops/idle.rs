@@ -2,7 +2,7 @@
 //! there. `cage move`, `cage rename` and `cage bring` act only on an idle
 //! cage, and refuse a busy one with what runs in it.
 
-use crate::error::{Error, Result, Subject};
+use crate::error::{Error, Result, SessionProblem};
 use crate::host::Host;
 use crate::state::session::CageRecord;
 
@@ -48,11 +48,13 @@ fn not_the_init(container: &str, running: Vec<String>) -> Vec<String> {
 /// A session refused as busy for what runs in its cage (`running`: each
 /// process's command line), kept as data for `--json` and HTTP.
 pub(crate) fn busy_in_its_cage(session: &str, running: Vec<String>, verb: &str) -> Error {
-    Error::busy(format!(
-        "session {session} is busy: {} runs in its cage; {verb} it once it is idle",
-        running.join(", ")
-    ))
-    .about(Subject::Running(running))
+    Error::session(
+        session,
+        SessionProblem::Running {
+            running,
+            verb: verb.to_string(),
+        },
+    )
 }
 
 #[cfg(test)]

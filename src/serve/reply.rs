@@ -365,8 +365,9 @@ mod tests {
             body(&e),
             (
                 409,
-                "{\"error\":\"session s is busy\",\"holder\":{\"what\":\"exec\",\"since\":null,\
-                 \"pid\":7}}\n"
+                "{\"error\":\"session s is busy: another shrooms-agent command (an exec or run, \
+                 pid 7) is using it; try again when it ends\",\"holder\":{\"what\":\"exec\",\
+                 \"since\":null,\"pid\":7}}\n"
                     .to_string()
             )
         );

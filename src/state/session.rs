@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cage::harness::Harness;
 use crate::cage::spec::Network;
-use crate::error::{Error, Holder, IoContext, Result, Subject};
+use crate::error::{Error, Holder, IoContext, Result, SessionProblem};
 use crate::settings::Limits;
 
 /// The record format's version, so a later tool can read an older record.
@@ -794,9 +794,7 @@ impl Store {
         let text = match fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(Error::not_found(format!(
-                    "there is no session {name:?}; `shrooms-agent cage ls` lists them"
-                )));
+                return Err(Error::session(name, SessionProblem::Missing));
             }
             Err(e) => return Err(Error::act(format!("reading {}", path.display()), &e)),
         };
@@ -979,7 +977,7 @@ impl Store {
     fn missing(&self, name: &str) -> Error {
         self.load(name)
             .err()
-            .unwrap_or_else(|| Error::not_found(name))
+            .unwrap_or_else(|| Error::session(name, SessionProblem::Missing))
     }
 
     /// Change a session's record: load it, change it, save it, under a
@@ -1187,25 +1185,14 @@ impl Store {
             }
             // A session without a record whose lock is held is being
             // made (`cage create` holds the lock while it makes the cage).
-            None if !self.exists(name) => Err(Error::busy(format!(
-                "session {name} is being created by another shrooms-agent command; when that \
-                 ends, use it, or pick another name"
-            ))
-            .about(Subject::Holder(self.holder(name)))),
-            None => {
-                let holder = self.holder(name);
-                let pid = holder.pid.map(|p| format!(", pid {p}")).unwrap_or_default();
-                let what = match holder.what.as_str() {
-                    "exec" | "turn" | "a command" => "an exec or run".to_string(),
-                    STOPPING => "a dead turn's watcher, stopping its cage".to_string(),
-                    w => format!("`cage {w}`"),
-                };
-                Err(Error::busy(format!(
-                    "session {name} is busy: another shrooms-agent command ({what}{pid}) is \
-                     using it; try again when it ends"
-                ))
-                .about(Subject::Holder(holder)))
-            }
+            None if !self.exists(name) => Err(Error::session(
+                name,
+                SessionProblem::BeingMade(self.holder(name)),
+            )),
+            None => Err(Error::session(
+                name,
+                SessionProblem::Held(self.holder(name)),
+            )),
         }
     }
 
@@ -1291,9 +1278,7 @@ pub enum Intent {
 /// so that one left by a process that died is known as such.
 pub const SEND_TMP: &str = "send-";
 
-/// What a dead turn's watcher says in the lock file while it stops the
-/// cage (`ops::exec::watch`).
-pub const STOPPING: &str = "stopping";
+pub use crate::error::STOPPING;
 
 /// How long a command waits for such a watcher: its `podman stop` (10 s
 /// before podman kills, podman-stop(1)) and two tries more.
