@@ -1,0 +1,137 @@
+//! Errors carry what went wrong as data (`error::What`), worded by each
+//! face when it gives them. Some are still made as a sentence where they
+//! are found (`Error::failed(format!(...))`, `Error::bad_input`,
+//! `Error::worded`, ...): the list below says how many each room has left,
+//! so that their number only goes down. A room with more than its entry
+//! fails this test (make the new error from a variant of `What`, or add
+//! one), and one with fewer must lower its entry. Read from the sources,
+//! test modules left out. No podman needed: a plain `cargo test` runs this.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+mod source;
+use source::rs_files;
+
+/// The constructors that make an error from a sentence made on the spot.
+const SENTENCE_MAKERS: &[&str] = &[
+    "Error::failed(",
+    "Error::bad_input(",
+    "Error::new(",
+    "Error::not_found(",
+    "Error::busy(",
+    "Error::forbidden(",
+    "Error::too_large(",
+    "Error::no_podman(",
+    "Error::worded(",
+];
+
+/// Errors made from sentences, left per room (a folder of `src/`, or a
+/// file at its top), as of this writing.
+const LEFT: &[(&str, usize)] = &[
+    ("cage", 20),
+    ("face", 25),
+    ("host", 8),
+    ("host.rs", 5),
+    ("images", 0),
+    ("net", 10),
+    ("ops", 143),
+    ("serve", 10),
+    ("settings", 10),
+    ("settings.rs", 7),
+    ("state", 17),
+    ("turn", 5),
+];
+
+/// The text before a file's test module.
+fn before_tests(text: &str) -> &str {
+    match text.find("#[cfg(test)]\nmod tests") {
+        Some(i) => &text[..i],
+        None => text,
+    }
+}
+
+/// Pure: how many errors a file's code makes from sentences.
+fn sentences(code: &str) -> usize {
+    let code = before_tests(code);
+    code.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .map(|l| {
+            SENTENCE_MAKERS
+                .iter()
+                .map(|m| l.matches(m).count())
+                .sum::<usize>()
+        })
+        .sum()
+}
+
+/// The room of a file below `src/`: its first folder, or the file.
+fn room(rel: &str) -> String {
+    rel.split_once('/')
+        .map(|(r, _)| r.to_string())
+        .unwrap_or_else(|| rel.to_string())
+}
+
+/// Pure: what is wrong with the counts found against the list.
+fn wrong(found: &BTreeMap<String, usize>, left: &[(&str, usize)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (room, n) in found {
+        let allowed = left.iter().find(|(r, _)| r == room).map_or(0, |(_, a)| *a);
+        if *n > allowed {
+            out.push(format!(
+                "{room}: {n} errors made from sentences, {allowed} allowed: make the new \
+                 ones from a variant of error::What"
+            ));
+        }
+    }
+    for (room, allowed) in left {
+        let n = found.get(*room).copied().unwrap_or(0);
+        if n < *allowed {
+            out.push(format!(
+                "{room}: {n} left, the list says {allowed}: lower its entry"
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_reader_counts_what_it_should() {
+    let code = "fn a() -> Error {\n    Error::failed(format!(\"x {y}\"))\n}\n\
+                // Error::bad_input(\"in a comment\")\n\
+                fn b() { Error::act(\"reading x\", &e); Error::worded(k, |f| w(f)); }\n\
+                #[cfg(test)]\nmod tests {\n    fn c() { Error::busy(\"x\"); }\n}\n";
+    assert_eq!(sentences(code), 2);
+    let found = BTreeMap::from([("ops".to_string(), 3), ("net".to_string(), 1)]);
+    assert!(wrong(&found, &[("ops", 3), ("net", 1)]).is_empty());
+    assert_eq!(wrong(&found, &[("ops", 2), ("net", 1)]).len(), 1);
+    assert_eq!(wrong(&found, &[("ops", 4), ("net", 1)]).len(), 1);
+    // A room not listed has none allowed.
+    assert_eq!(wrong(&found, &[("ops", 3)]).len(), 1);
+    assert_eq!(room("ops/acts/send.rs"), "ops");
+    assert_eq!(room("host.rs"), "host.rs");
+}
+
+#[test]
+fn errors_made_from_sentences_only_go_down() {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rs_files(&src, &mut files);
+    let mut found = BTreeMap::new();
+    for f in files {
+        let rel = f
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        if rel == "error.rs" {
+            continue;
+        }
+        let n = sentences(&std::fs::read_to_string(&f).unwrap());
+        if n > 0 {
+            *found.entry(room(&rel)).or_insert(0) += n;
+        }
+    }
+    let wrong = wrong(&found, LEFT);
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
