@@ -252,10 +252,20 @@ pub enum What {
         session: String,
         problem: SessionProblem,
     },
+    /// This machine offers no cages (no podman, or `cages = false`);
+    /// `caged`: for a command on a session that is caged already.
+    NoPodman { caged: bool },
     /// A program that ran and failed (`label`: its name and verb, as the
     /// words give it: `podman start`), and how it ended.
     Ran { label: String, exited: Exited },
 }
+
+/// The words of [`What::NoPodman`], the same on both faces (the apps show
+/// them; docs/configuration.md, "Configuration").
+pub const NO_PODMAN: &str = "this machine has no podman to cage sessions with";
+/// ... and for a caged session on such a machine.
+pub const NO_PODMAN_FOR_SESSION: &str =
+    "this session is caged, and this machine has no podman to cage it with";
 
 /// What stands in the way of a session's use ([`What::Session`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -359,6 +369,8 @@ impl What {
             },
             What::Field { field, why } => format!("{}: {why}", face.field(field)),
             What::Session { session, problem } => problem.words(session),
+            What::NoPodman { caged: false } => NO_PODMAN.to_string(),
+            What::NoPodman { caged: true } => NO_PODMAN_FOR_SESSION.to_string(),
             What::Act { doing, cause } => format!("{doing}: {}", cause.said),
             // Its last word on stderr says most, for podman ("Error: ...");
             // the whole stderr is kept for `--json` and the logs.
@@ -591,8 +603,13 @@ impl Error {
         Self::new(Kind::Busy, message)
     }
     /// A machine that offers no cages (no podman): the words the apps show.
-    pub fn no_podman(message: impl Into<String>) -> Self {
-        Self::new(Kind::NoPodman, message)
+    pub fn no_podman() -> Self {
+        Self::of(Kind::NoPodman, What::NoPodman { caged: false })
+    }
+
+    /// The same, for a command on a session that is caged already.
+    pub fn no_podman_for_session() -> Self {
+        Self::of(Kind::NoPodman, What::NoPodman { caged: true })
     }
     /// The HTTP status `serve` answers this error with: its kind's.
     pub fn http_status(&self) -> u16 {
@@ -838,12 +855,9 @@ mod tests {
             )),
             (500, None)
         );
+        assert_eq!(status(Error::no_podman()), (503, Some(RETRY_AFTER_SECS)));
         assert_eq!(
-            status(Error::no_podman(crate::host::NO_PODMAN)),
-            (503, Some(RETRY_AFTER_SECS))
-        );
-        assert_eq!(
-            status(Error::no_podman(crate::host::NO_PODMAN_FOR_SESSION).context("moving s")),
+            status(Error::no_podman_for_session().context("moving s")),
             (503, Some(RETRY_AFTER_SECS))
         );
     }
@@ -866,8 +880,8 @@ mod tests {
         ] {
             for message in [
                 "",
-                crate::host::NO_PODMAN,
-                crate::host::NO_PODMAN_FOR_SESSION,
+                NO_PODMAN,
+                NO_PODMAN_FOR_SESSION,
                 "podman inspect: Error: no such container x",
                 "session x: nothing in its outbox",
             ] {
@@ -876,14 +890,15 @@ mod tests {
                 assert_eq!(e.http_status(), kind.http_status(), "{kind:?} {message:?}");
             }
         }
-        let e = Error::failed(crate::host::NO_PODMAN);
+        let e = Error::failed(NO_PODMAN);
         assert_eq!(
             (e.kind.exit_code(), e.http_status(), e.retry_after()),
             (1, 500, None)
         );
-        let e = Error::bad_input(crate::host::NO_PODMAN_FOR_SESSION);
+        let e = Error::bad_input(NO_PODMAN_FOR_SESSION);
         assert_eq!((e.kind.exit_code(), e.http_status()), (2, 400));
-        let e = Error::no_podman("podman went away");
+        let e = Error::no_podman();
+        assert_eq!(e.message(), NO_PODMAN);
         assert_eq!(
             (e.kind.exit_code(), e.http_status(), e.retry_after()),
             (1, 503, Some(RETRY_AFTER_SECS))

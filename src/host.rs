@@ -22,12 +22,6 @@ use crate::error::{Error, Result};
 use crate::host::podman::{Podman, inspect::Info};
 use crate::settings::{Env, NetworkChoice, Settings, find_program};
 
-/// The words for a machine that offers no cages (docs/configuration.md, "Configuration").
-pub const NO_PODMAN: &str = "this machine has no podman to cage sessions with";
-/// ... and for a caged session on such a machine.
-pub const NO_PODMAN_FOR_SESSION: &str =
-    "this session is caged, and this machine has no podman to cage it with";
-
 /// What `podman info` says that the tool uses, as kept in the state
 /// folder between commands (`facts_cache`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -150,10 +144,10 @@ impl Host {
     pub fn detect(settings: &Settings, env: &Env) -> Result<Host> {
         let program = match (&settings.podman, settings.cages) {
             (Some(p), true) => p.clone(),
-            _ => return Err(Error::no_podman(NO_PODMAN)),
+            _ => return Err(Error::no_podman()),
         };
         if !is_executable(&program) {
-            return Err(Error::no_podman(NO_PODMAN));
+            return Err(Error::no_podman());
         }
         let podman = Podman::new(program);
         let facts = facts_cache::facts(&podman, settings, env)?;
@@ -165,10 +159,10 @@ impl Host {
     pub fn detect_fresh(settings: &Settings, env: &Env) -> Result<Host> {
         let program = match (&settings.podman, settings.cages) {
             (Some(p), true) => p.clone(),
-            _ => return Err(Error::no_podman(NO_PODMAN)),
+            _ => return Err(Error::no_podman()),
         };
         if !is_executable(&program) {
-            return Err(Error::no_podman(NO_PODMAN));
+            return Err(Error::no_podman());
         }
         let podman = Podman::new(program);
         let facts = facts_cache::fresh(&podman, settings, env)?;

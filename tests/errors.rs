@@ -22,7 +22,6 @@ const SENTENCE_MAKERS: &[&str] = &[
     "Error::busy(",
     "Error::forbidden(",
     "Error::too_large(",
-    "Error::no_podman(",
     "Error::worded(",
 ];
 
@@ -32,10 +31,10 @@ const LEFT: &[(&str, usize)] = &[
     ("cage", 20),
     ("face", 25),
     ("host", 8),
-    ("host.rs", 5),
+    ("host.rs", 1),
     ("images", 0),
     ("net", 10),
-    ("ops", 143),
+    ("ops", 139),
     ("serve", 10),
     ("settings", 10),
     ("settings.rs", 7),

@@ -240,14 +240,14 @@ mod tests {
         let e = ctx.host().unwrap_err();
         assert_eq!(
             (e.kind, e.message().as_str()),
-            (crate::error::Kind::NoPodman, crate::host::NO_PODMAN)
+            (crate::error::Kind::NoPodman, crate::error::NO_PODMAN)
         );
         let e = ctx.host_for_session().unwrap_err();
         assert_eq!(
             (e.kind, e.message().as_str(), e.http_status()),
             (
                 crate::error::Kind::NoPodman,
-                crate::host::NO_PODMAN_FOR_SESSION,
+                crate::error::NO_PODMAN_FOR_SESSION,
                 503
             )
         );

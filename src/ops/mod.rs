@@ -49,7 +49,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Kind, Result};
-use crate::host::{Host, NO_PODMAN_FOR_SESSION};
+use crate::host::Host;
 use crate::net::rules;
 use crate::settings::{Env, Settings};
 use crate::state::session::{CageRecord, Record, Store};
@@ -166,7 +166,7 @@ impl Context {
     pub fn host_for_session(&self) -> Result<&Host> {
         self.host().map_err(|e| {
             if e.kind == Kind::NoPodman {
-                Error::no_podman(NO_PODMAN_FOR_SESSION)
+                Error::no_podman_for_session()
             } else {
                 e
             }

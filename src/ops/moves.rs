@@ -80,7 +80,7 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
         }
         None
     } else {
-        let host = host.ok_or_else(|| Error::no_podman(crate::host::NO_PODMAN))?;
+        let host = host.ok_or_else(Error::no_podman)?;
         let choice = decide_choice(req, old.as_ref());
         Some(new_cage(
             ctx,

@@ -416,7 +416,7 @@ pub fn execute(ctx: &Context, host: Option<&Host>, steps: Vec<Step>) -> Result<R
 }
 
 fn podman(host: Option<&Host>) -> Result<&Host> {
-    host.ok_or_else(|| Error::no_podman(crate::host::NO_PODMAN))
+    host.ok_or_else(Error::no_podman)
 }
 
 fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result<Option<Undo>> {

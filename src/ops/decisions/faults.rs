@@ -881,7 +881,7 @@ fn the_plans_of_limits_and_stop() {
         tokens: Some(Some(5000)),
         ..Default::default()
     };
-    let none = || Err(crate::error::Error::no_podman("none here"));
+    let none = || Err(crate::error::Error::no_podman());
     let (steps, changed) = plan(&facts(None, none()), &tokens).unwrap();
     assert_eq!(steps, ["set limits web", "history"]);
     assert_eq!((changed.applied.as_str(), changed.enforced), ("now", None));
