@@ -252,6 +252,14 @@ pub enum What {
         session: String,
         problem: SessionProblem,
     },
+    /// A value of the config file refused (`key`: the key it was given
+    /// for, where one is to blame; none for a file that does not read as
+    /// a whole), and why.
+    Config {
+        file: std::path::PathBuf,
+        key: Option<String>,
+        why: String,
+    },
     /// This machine offers no cages (no podman, or `cages = false`);
     /// `caged`: for a command on a session that is caged already.
     NoPodman { caged: bool },
@@ -369,6 +377,16 @@ impl What {
             },
             What::Field { field, why } => format!("{}: {why}", face.field(field)),
             What::Session { session, problem } => problem.words(session),
+            What::Config {
+                file,
+                key: Some(key),
+                why,
+            } => format!("config file {}: key `{key}`: {why}", file.display()),
+            What::Config {
+                file,
+                key: None,
+                why,
+            } => format!("config file {}: {why}", file.display()),
             What::NoPodman { caged: false } => NO_PODMAN.to_string(),
             What::NoPodman { caged: true } => NO_PODMAN_FOR_SESSION.to_string(),
             What::Act { doing, cause } => format!("{doing}: {}", cause.said),
@@ -602,6 +620,31 @@ impl Error {
     pub fn busy(message: impl Into<String>) -> Self {
         Self::new(Kind::Busy, message)
     }
+    /// An act on what the request named (a file given by its path) that
+    /// failed ([`What::Act`]): bad input, as the path was the asker's.
+    pub fn act_on_input(
+        doing: impl Into<String>,
+        cause: &(dyn std::error::Error + 'static),
+    ) -> Self {
+        Error {
+            kind: Kind::BadInput,
+            ..Self::act(doing, cause)
+        }
+    }
+
+    /// A value of the config file `file` refused: for its `key`, or the
+    /// file as a whole. Bad input: nothing was done.
+    pub fn config(file: &std::path::Path, key: Option<&str>, why: impl fmt::Display) -> Self {
+        Self::of(
+            Kind::BadInput,
+            What::Config {
+                file: file.to_path_buf(),
+                key: key.map(str::to_string),
+                why: why.to_string(),
+            },
+        )
+    }
+
     /// A machine that offers no cages (no podman): the words the apps show.
     pub fn no_podman() -> Self {
         Self::of(Kind::NoPodman, What::NoPodman { caged: false })

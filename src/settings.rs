@@ -807,10 +807,11 @@ impl Settings {
             Ok(t) => Some(t),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => {
-                return Err(Error::bad_input(format!(
-                    "config file {}: cannot read it: {e}",
-                    config_path.display()
-                )));
+                return Err(Error::config(
+                    &config_path,
+                    None,
+                    format!("cannot read it: {e}"),
+                ));
             }
         };
         let settings = Self::resolve(
@@ -824,12 +825,7 @@ impl Settings {
         if settings.podman_configured
             && let Some(p) = &settings.podman
         {
-            check_program(p).map_err(|why| {
-                Error::bad_input(format!(
-                    "config file {}: key `podman`: {why}",
-                    config_path.display()
-                ))
-            })?;
+            check_program(p).map_err(|why| Error::config(&config_path, Some("podman"), why))?;
         }
         Ok(settings)
     }
@@ -961,10 +957,7 @@ impl Settings {
 
 /// A refusal of a config file's value, by its key.
 fn bad_key(config_path: &Path, key: &str, why: String) -> Error {
-    Error::bad_input(format!(
-        "config file {}: key `{key}`: {why}",
-        config_path.display()
-    ))
+    Error::config(config_path, Some(key), why)
 }
 
 /// Where our images are tagged (`images_repo`) and a new cage's image
@@ -1119,13 +1112,7 @@ fn user_name(env: &Env) -> String {
 /// anything else (bad TOML, an unknown key) as the TOML parser says it,
 /// with the line.
 fn parse_config(text: &str, config_path: &Path) -> Result<ConfigFile> {
-    let whole = |e: &toml::de::Error| {
-        Error::bad_input(format!(
-            "config file {}: {}",
-            config_path.display(),
-            e.to_string().trim_end()
-        ))
-    };
+    let whole = |e: &toml::de::Error| Error::config(config_path, None, e.to_string().trim_end());
     let de = toml::Deserializer::parse(text).map_err(|e| whole(&e))?;
     serde_path_to_error::deserialize(de).map_err(|e| {
         let mut keys = e.path().iter().filter_map(|s| match s {
@@ -1140,11 +1127,11 @@ fn parse_config(text: &str, config_path: &Path) -> Result<ConfigFile> {
                 } else {
                     format!("{}: ", within.join("."))
                 };
-                Error::bad_input(format!(
-                    "config file {}: key `{key}`: {within}{}",
-                    config_path.display(),
-                    e.inner().message().trim_end()
-                ))
+                Error::config(
+                    config_path,
+                    Some(key),
+                    format!("{within}{}", e.inner().message().trim_end()),
+                )
             }
             None => whole(e.inner()),
         }

@@ -838,8 +838,9 @@ pub fn build(
     let host = ctx.host()?;
     let (text, custom) = match &req.containerfile {
         Some(p) => {
-            let t = fs::read_to_string(p)
-                .map_err(|e| Error::bad_input(format!("the Containerfile {}: {e}", p.display())))?;
+            let t = fs::read_to_string(p).map_err(|e| {
+                Error::act_on_input(format!("the Containerfile {}", p.display()), &e)
+            })?;
             (t, true)
         }
         None => (workbench::CONTAINERFILE.to_string(), false),

@@ -975,8 +975,9 @@ pub fn limits_in_argv(argv: &[String]) -> Option<crate::settings::Limits> {
 /// files beside it; anywhere else (`~/bin`, `/usr/bin`, the home itself) the
 /// program alone, so nothing else of that folder reaches the cage.
 pub fn program_mount(program: &Path, harness: &str, home: &Path) -> Result<(PathBuf, PathBuf)> {
-    let resolved = std::fs::canonicalize(program)
-        .map_err(|e| Error::bad_input(format!("the harness program {}: {e}", program.display())))?;
+    let resolved = std::fs::canonicalize(program).map_err(|e| {
+        Error::act_on_input(format!("the harness program {}", program.display()), &e)
+    })?;
     let home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
     let parent = resolved.parent().unwrap_or(Path::new("/")).to_path_buf();
     Ok((

@@ -56,9 +56,7 @@ pub async fn json(info: &ConnInfo, headers: &HeaderMap, body: Body) -> Result<By
             info.body_read.set();
             Ok(bytes)
         }
-        Ok(Err(e)) => Err(Unread::Op(Error::bad_input(format!(
-            "reading the body: {e}"
-        )))),
+        Ok(Err(e)) => Err(Unread::Op(Error::act_on_input("reading the body", &e))),
         Err(_) => Err(Unread::Http(Response::error(
             408,
             "the body did not arrive in time",

@@ -195,7 +195,7 @@ async fn json_body<T: DeserializeOwned>(
 /// whitespace after the value), serde's words kept; the field serde
 /// refused it at kept as data ([`refused_at`]).
 fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
-    let refused = |e: &serde_json::Error| Error::bad_input(format!("the body: {e}"));
+    let refused = |e: &serde_json::Error| Error::act_on_input("the body", e);
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let t = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let error = refused(e.inner());

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 /// bad input and start with the file's path; callers say what file it is.
 pub fn read(file: &Path) -> Result<String> {
     let f = file.display();
-    let meta = std::fs::metadata(file).map_err(|e| Error::bad_input(format!("{f}: {e}")))?;
+    let meta = std::fs::metadata(file).map_err(|e| Error::act_on_input(f.to_string(), &e))?;
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
         return Err(Error::bad_input(format!(
@@ -23,7 +23,7 @@ pub fn read(file: &Path) -> Result<String> {
              a token must be its owner's only: chmod 600 {f}"
         )));
     }
-    let text = std::fs::read_to_string(file).map_err(|e| Error::bad_input(format!("{f}: {e}")))?;
+    let text = std::fs::read_to_string(file).map_err(|e| Error::act_on_input(f.to_string(), &e))?;
     let token = text.lines().next().unwrap_or("").trim();
     if token.is_empty() {
         return Err(Error::bad_input(format!(
@@ -51,10 +51,10 @@ pub fn read_sealed(path: &Path) -> Result<String> {
             )));
         }
         Err(e) => {
-            return Err(Error::bad_input(format!(
-                "the sealed token {}: {e}",
-                path.display()
-            )));
+            return Err(Error::act_on_input(
+                format!("the sealed token {}", path.display()),
+                &e,
+            ));
         }
     };
     let mode = meta.permissions().mode() & 0o777;
@@ -66,7 +66,7 @@ pub fn read_sealed(path: &Path) -> Result<String> {
         )));
     }
     let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::bad_input(format!("the sealed token {}: {e}", path.display())))?;
+        .map_err(|e| Error::act_on_input(format!("the sealed token {}", path.display()), &e))?;
     let token = text.trim();
     if token.is_empty() {
         return Err(Error::bad_input(format!(
