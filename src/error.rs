@@ -260,6 +260,15 @@ pub enum What {
         key: Option<String>,
         why: String,
     },
+    /// A build of one of our images failed (`log`: its log, where the
+    /// error names the ways on).
+    BuildFailed {
+        failure: BuildFailure,
+        log: Option<std::path::PathBuf>,
+    },
+    /// The image for the session's cage is being built; `last`: the build
+    /// before it failed so.
+    BeingBuilt { last: Option<BuildFailure> },
     /// This machine offers no cages (no podman, or `cages = false`);
     /// `caged`: for a command on a session that is caged already.
     NoPodman { caged: bool },
@@ -267,6 +276,25 @@ pub enum What {
     /// words give it: `podman start`), and how it ended.
     Ran { label: String, exited: Exited },
 }
+
+/// How a build of one of our images failed: its stage (`workbench`,
+/// `desktop`) and the line that says why, as the build's record keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildFailure {
+    pub stage: &'static str,
+    pub line: String,
+}
+
+impl fmt::Display for BuildFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "building the {} image: {}", self.stage, self.line)
+    }
+}
+
+/// The words for a request made while the image is built (docs/images.md,
+/// "Images"); the faces add what to do then ([`Error::words`]).
+pub const BEING_BUILT: &str =
+    "the image for this session's cage is being built (a few minutes, the first time)";
 
 /// The words of [`What::NoPodman`], the same on both faces (the apps show
 /// them; docs/configuration.md, "Configuration").
@@ -387,6 +415,21 @@ impl What {
                 key: None,
                 why,
             } => format!("config file {}: {why}", file.display()),
+            What::BuildFailed { failure, log: None } => failure.to_string(),
+            What::BuildFailed {
+                failure,
+                log: Some(log),
+            } => format!(
+                "{failure}. Its log: {}. `shrooms-agent image build --wait` builds it again and \
+                 shows how (`image status` says how the last one went)",
+                log.display()
+            ),
+            What::BeingBuilt { last: None } => BEING_BUILT.to_string(),
+            What::BeingBuilt {
+                last: Some(failure),
+            } => {
+                format!("the last build failed ({failure}); {BEING_BUILT}")
+            }
             What::NoPodman { caged: false } => NO_PODMAN.to_string(),
             What::NoPodman { caged: true } => NO_PODMAN_FOR_SESSION.to_string(),
             What::Act { doing, cause } => format!("{doing}: {}", cause.said),
@@ -630,6 +673,22 @@ impl Error {
             kind: Kind::BadInput,
             ..Self::act(doing, cause)
         }
+    }
+
+    /// A build of one of our images that failed ([`What::BuildFailed`]).
+    pub fn build_failed(failure: BuildFailure, log: Option<&std::path::Path>) -> Self {
+        Self::of(
+            Kind::Failed,
+            What::BuildFailed {
+                failure,
+                log: log.map(std::path::Path::to_path_buf),
+            },
+        )
+    }
+
+    /// The image for the session's cage is being built: not ready yet.
+    pub fn being_built(last: Option<BuildFailure>) -> Self {
+        Self::of(Kind::NotReady, What::BeingBuilt { last })
     }
 
     /// A value of the config file `file` refused: for its `key`, or the

@@ -34,7 +34,7 @@ const LEFT: &[(&str, usize)] = &[
     ("host.rs", 1),
     ("images", 0),
     ("net", 10),
-    ("ops", 137),
+    ("ops", 131),
     ("serve", 8),
     ("settings", 6),
     ("settings.rs", 2),

@@ -18,11 +18,6 @@ pub const LABEL: &str = "xyz.vpavlin.shrooms.containerfile";
 /// Where our images are tagged unless the config's `images_repo` says otherwise.
 pub const DEFAULT_REPO: &str = "localhost/shrooms-workbench";
 
-/// The words for a message sent while the image is built (docs/images.md,
-/// "Images"); the faces add what to do then (`Error::words`).
-pub const BEING_BUILT: &str =
-    "the image for this session's cage is being built (a few minutes, the first time)";
-
 /// One of the Containerfile's two stages, and so one of our two images.
 #[derive(
     Debug,
@@ -701,9 +696,13 @@ pub fn for_cage(
     }
 }
 
-/// `building the workbench image: <its last line>`.
-pub fn failure_message(stage: Stage, line: &str) -> String {
-    format!("building the {} image: {line}", stage.name())
+/// A build of `stage` that failed with `line` (`building the workbench
+/// image: <its last line>`).
+pub fn failure(stage: Stage, line: &str) -> crate::error::BuildFailure {
+    crate::error::BuildFailure {
+        stage: stage.name(),
+        line: line.to_string(),
+    }
 }
 
 /// podman's own last line of a failed build names only the step ("Error:
@@ -1121,7 +1120,7 @@ mod tests {
         assert_eq!(fc(&foreign(None), &rec), ForCage::Missing);
         assert_eq!(fc(&foreign(Some(&present(None))), &rec), ForCage::Use);
         assert_eq!(
-            failure_message(Stage::Desktop, "Error: x"),
+            failure(Stage::Desktop, "Error: x").to_string(),
             "building the desktop image: Error: x"
         );
     }

@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use super::Context;
 use super::check::{Check, Status as CheckStatus};
-use crate::error::{Error, Kind, Result};
+use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::host::facts_cache::Stamp;
 use crate::host::podman::inspect::ImageInspect;
@@ -380,10 +380,7 @@ pub fn doctor_check(ctx: &Context, host: &Host) -> Check {
                 (Some(st), false) => match &s.error {
                     Some(line) => check(
                         CheckStatus::Fail,
-                        format!(
-                            "{name} is missing: {}",
-                            workbench::failure_message(st, line)
-                        ),
+                        format!("{name} is missing: {}", workbench::failure(st, line)),
                         Some("`shrooms-agent image build --wait` builds it again and shows how"),
                     ),
                     None => check(
@@ -403,7 +400,7 @@ pub fn doctor_check(ctx: &Context, host: &Host) -> Check {
 /// words that), and for the terminal alone, on a line of its own, what to
 /// look at meanwhile (`image status`, the build's log).
 fn not_ready(log: Option<&Path>) -> Error {
-    Error::new(Kind::NotReady, workbench::BEING_BUILT).next(crate::error::Next::AgainWithHint {
+    Error::being_built(None).next(crate::error::Next::AgainWithHint {
         hint: being_built_hint(log),
     })
 }
@@ -422,12 +419,10 @@ fn being_built_hint(log: Option<&Path>) -> String {
 /// the face: `--image` or a body's `"image"`, or the config's `image` key,
 /// in the config file named by its path).
 pub fn failure_with_next_steps(ctx: &Context, stage: Stage, line: &str) -> Error {
-    Error::failed(format!(
-        "{}. Its log: {}. `shrooms-agent image build --wait` builds it again and shows how \
-         (`image status` says how the last one went)",
-        workbench::failure_message(stage, line),
-        Dir::of(ctx).log(stage).display(),
-    ))
+    Error::build_failed(
+        workbench::failure(stage, line),
+        Some(&Dir::of(ctx).log(stage)),
+    )
     .next(crate::error::Next::OtherImage {
         config: crate::settings::config_file_words(&ctx.settings.config_path),
     })
@@ -581,18 +576,12 @@ pub fn start_build(ctx: &Context, stage: Stage) -> Error {
         // fail again (no registry, no mirror), so say so and name the way
         // out that does not wait for it, instead of only "run it again".
         Ok(match record.error {
-            Some(line) => Error::new(
-                Kind::NotReady,
-                format!(
-                    "the last build failed ({}); {}",
-                    workbench::failure_message(stage, &line),
-                    building.message(),
-                ),
-            )
-            .next(crate::error::Next::AgainOrOtherImage {
-                config: crate::settings::config_file_words(&ctx.settings.config_path),
-                hint: being_built_hint(Some(&dir.log(stage))),
-            }),
+            Some(line) => Error::being_built(Some(workbench::failure(stage, &line))).next(
+                crate::error::Next::AgainOrOtherImage {
+                    config: crate::settings::config_file_words(&ctx.settings.config_path),
+                    hint: being_built_hint(Some(&dir.log(stage))),
+                },
+            ),
             None => building,
         })
     })();
@@ -958,7 +947,7 @@ fn build_waiting(
                 log: &log,
                 built: false,
             });
-            return Err(Error::failed(workbench::failure_message(s, line)));
+            return Err(Error::build_failed(workbench::failure(s, line), None));
         }
     }
     on_event(Event::Building { name });
@@ -1066,7 +1055,10 @@ fn build_now(
                 let mut record = read_record(&record_path);
                 record.failed(&hash, base_key.as_deref(), &e.message(), now());
                 write_record(&record_path, &record)?;
-                return Err(Error::failed(workbench::failure_message(s, &e.message())));
+                return Err(Error::build_failed(
+                    workbench::failure(s, &e.message()),
+                    None,
+                ));
             }
         }
     } else {
@@ -1099,7 +1091,7 @@ fn build_now(
         Err(why) => {
             record.failed(&hash, base_key.as_deref(), &why, now());
             write_record(&record_path, &record)?;
-            Err(Error::failed(workbench::failure_message(s, &why)))
+            Err(Error::build_failed(workbench::failure(s, &why), None))
         }
     }
 }
@@ -1518,6 +1510,7 @@ pub fn worker(ctx: &Context, jobs: &[String]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Kind;
 
     /// The "being built" refusal is the seed's sentence, word for word,
     /// on both faces; over HTTP nothing more (no path of the machine), at
