@@ -808,6 +808,18 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// An error as JSON gives it where it is a value of a result (a dry run's
+/// refusal): its words for the terminal, as `--json` gives every error.
+pub fn serialize_message<S: serde::Serializer>(
+    e: &Option<Error>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    match e {
+        Some(e) => s.serialize_str(&e.message()),
+        None => s.serialize_none(),
+    }
+}
+
 /// Attach "what we were doing with which path" to an I/O error.
 pub trait IoContext<T> {
     fn ctx(self, what: impl FnOnce() -> String) -> Result<T>;

@@ -147,8 +147,8 @@ pub fn error_after<T: Serialize>(e: &Error, json: bool, done: &T, text: impl Fn(
 pub fn created(c: &Created) -> String {
     let argv = shown_line(c.argv.iter().map(String::as_str));
     if c.dry_run {
-        let refused = match &c.would_be_refused {
-            Some(why) => format!("; the real create would be refused: {why}"),
+        let refused = match &c.refused {
+            Some(why) => format!("; the real create would be refused: {}", why.message()),
             None => String::new(),
         };
         format!(

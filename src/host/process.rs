@@ -774,17 +774,17 @@ pub fn spawn_watcher(
         other => {
             // Whatever it does not do now, it must not do later.
             let _ = watcher.child.kill();
+            let not_started =
+                "the watcher that stops the cage if this process is killed did not start";
             let why = match other {
                 Ok(Some(_)) => "it said something else".to_string(),
                 Ok(None) => format!(
                     "it ended or did not answer within {}s",
                     READY_WITHIN.as_secs()
                 ),
-                Err(e) => e.message(),
+                Err(e) => return Err(e.context(not_started)),
             };
-            Err(Error::failed(format!(
-                "the watcher that stops the cage if this process is killed did not start: {why}"
-            )))
+            Err(Error::failed(format!("{not_started}: {why}")))
         }
     }
 }

@@ -346,9 +346,9 @@ pub fn listen(a: &Listen<'_>) -> Result<()> {
     let socket = bind_group()?;
     let mut logs = Logs {
         allowed: LogFile::open(a.log, MAX_BYTES)
-            .map_err(|e| fail(format!("{}: {e}", a.log.display())))?,
+            .map_err(|e| Error::act(format!("{SUBCOMMAND}: {}", a.log.display()), &e))?,
         refused: LogFile::open(a.refused_log, MAX_BYTES)
-            .map_err(|e| fail(format!("{}: {e}", a.refused_log.display())))?,
+            .map_err(|e| Error::act(format!("{SUBCOMMAND}: {}", a.refused_log.display()), &e))?,
         down: None,
     };
     let mut gate = Gate::new().map_err(gate_fail)?;
@@ -389,7 +389,7 @@ pub fn listen(a: &Listen<'_>) -> Result<()> {
                 logs.write(lost, &mut gate).map_err(gate_fail)?;
                 continue;
             }
-            Err(e) => return Err(fail(e.to_string())),
+            Err(e) => return Err(Error::act(SUBCOMMAND, &e)),
         };
         for (allowed, rule, d) in logged_packets(&buf[..n]) {
             let l = a.line(d.address.to_string(), Some(d), allowed, rule);
@@ -407,7 +407,7 @@ fn fail(why: String) -> Error {
 
 /// The listener's failure to set the gate.
 fn gate_fail(e: std::io::Error) -> Error {
-    fail(format!("the egress gate: {e}"))
+    Error::act(format!("{SUBCOMMAND}: the egress gate"), &e)
 }
 
 impl Listen<'_> {
@@ -443,8 +443,8 @@ fn bind_group() -> Result<netlink_sys::Socket> {
     use netlink_packet_netfilter::nflog::{ConfigCmd, ConfigMode, ConfigNla, config_request};
     use netlink_sys::{Socket, constants::NETLINK_NETFILTER};
 
-    let mut socket = Socket::new(NETLINK_NETFILTER).map_err(|e| fail(e.to_string()))?;
-    socket.bind_auto().map_err(|e| fail(e.to_string()))?;
+    let mut socket = Socket::new(NETLINK_NETFILTER).map_err(|e| Error::act(SUBCOMMAND, &e))?;
+    socket.bind_auto().map_err(|e| Error::act(SUBCOMMAND, &e))?;
     let _ = socket.set_rx_buf_sz(1 << 20);
     let mut buf = vec![0u8; 1 << 16];
     let nlas = vec![
@@ -456,25 +456,30 @@ fn bind_group() -> Result<netlink_sys::Socket> {
     let msg = config_request(NetfilterProtoFamily::Unspec, GROUP, nlas);
     let mut out = vec![0; msg.header.length as usize];
     msg.serialize(&mut out[..]);
-    socket.send(&out, 0).map_err(|e| fail(e.to_string()))?;
+    socket
+        .send(&out, 0)
+        .map_err(|e| Error::act(SUBCOMMAND, &e))?;
     let n = socket
         .recv(&mut &mut buf[..], 0)
-        .map_err(|e| fail(e.to_string()))?;
+        .map_err(|e| Error::act(SUBCOMMAND, &e))?;
     match NetlinkMessage::<NetfilterMessage>::deserialize(&buf[..n]) {
         Ok(m) => match m.payload {
             NetlinkPayload::Error(e) if e.code.is_some() => {
-                return Err(fail(format!("binding NFLOG group {GROUP}: {}", e.to_io())));
+                return Err(Error::act(
+                    format!("{SUBCOMMAND}: binding NFLOG group {GROUP}"),
+                    &e.to_io(),
+                ));
             }
             _ => {}
         },
-        Err(e) => return Err(fail(e.to_string())),
+        Err(e) => return Err(Error::act(SUBCOMMAND, &e)),
     }
     rustix::net::sockopt::set_socket_timeout(
         &socket,
         rustix::net::sockopt::Timeout::Recv,
         Some(Duration::from_millis(500)),
     )
-    .map_err(|e| fail(e.to_string()))?;
+    .map_err(|e| Error::act(SUBCOMMAND, &e))?;
     Ok(socket)
 }
 

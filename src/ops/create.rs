@@ -44,10 +44,12 @@ pub struct Created {
     pub env_file: String,
     pub warnings: Vec<String>,
     /// A dry run's: the real command would be refused, and why (the argv
-    /// is shown all the same). Null otherwise.
-    pub would_be_refused: Option<String>,
-    /// The same refusal, its kind kept for the exit code.
-    #[serde(skip)]
+    /// is shown all the same), its kind kept for the exit code. JSON gives
+    /// its words, as `would_be_refused`; null otherwise.
+    #[serde(
+        rename = "would_be_refused",
+        serialize_with = "crate::error::serialize_message"
+    )]
     pub refused: Option<crate::error::Error>,
 }
 
@@ -166,7 +168,6 @@ fn created(
         argv,
         env_file: plan.env_redacted(),
         warnings: plan.warnings.clone(),
-        would_be_refused: plan.refused.as_ref().map(|e| e.message().clone()),
         refused: plan.refused.clone(),
     }
 }

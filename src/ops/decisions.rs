@@ -1256,8 +1256,12 @@ fn a_dry_run_shows_the_argv_of_a_create_that_would_be_refused() {
     let e = created.refused.clone().unwrap();
     assert_eq!(e.kind, Kind::BadInput);
     assert_eq!(
-        created.would_be_refused.as_deref(),
-        Some("there is no image localhost/absent:1 on this machine for this session's cage")
+        e.message(),
+        "there is no image localhost/absent:1 on this machine for this session's cage"
+    );
+    assert_eq!(
+        serde_json::to_value(&created).unwrap()["would_be_refused"],
+        "there is no image localhost/absent:1 on this machine for this session's cage"
     );
     assert!(
         created.argv.iter().any(|a| a == "localhost/absent:1")
