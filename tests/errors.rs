@@ -39,7 +39,7 @@ const LEFT: &[(&str, usize)] = &[
     ("settings", 6),
     ("settings.rs", 2),
     ("state", 17),
-    ("turn", 5),
+    ("turn", 1),
 ];
 
 /// The text before a file's test module.

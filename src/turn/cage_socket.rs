@@ -524,24 +524,19 @@ pub const LIMITS: crate::turn::server::Limits = crate::turn::server::Limits {
 /// Serve `config` on a Unix socket at `path` on a thread of its own.
 pub fn start(path: &Path, config: Config) -> Result<Socket> {
     use std::os::unix::fs::PermissionsExt;
-    let fail = |why: String| {
-        Error::failed(format!(
-            "serving the cage's socket at {}: {why}",
-            path.display()
-        ))
-    };
+    let doing = format!("serving the cage's socket at {}", path.display());
     // One left by a turn that was killed: this turn holds the session's
     // lock, so no one else serves it. remove_file takes a link itself,
     // never what it points to.
     match std::fs::remove_file(path) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(fail(e.to_string())),
+        Err(e) => return Err(Error::act(doing.as_str(), &e)),
     }
-    let listener = bind_short(path).map_err(|e| fail(e.to_string()))?;
+    let listener = bind_short(path).map_err(|e| Error::act(doing.as_str(), &e))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| fail(e.to_string()))?;
-    give_to_the_cages_root(path).map_err(|e| fail(e.to_string()))?;
+        .map_err(|e| Error::act(doing.as_str(), &e))?;
+    give_to_the_cages_root(path).map_err(|e| Error::act(doing.as_str(), &e))?;
     let state = Arc::new(State {
         config,
         client: std::sync::OnceLock::new(),
@@ -558,7 +553,7 @@ pub fn start(path: &Path, config: Config) -> Result<Socket> {
         Some(MAX_CONNECTIONS),
         service,
     )
-    .map_err(|e| fail(e.message()))?;
+    .map_err(|e| e.context(&doing))?;
     Ok(Socket {
         path: path.to_path_buf(),
         server: Some(server),

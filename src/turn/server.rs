@@ -347,13 +347,13 @@ impl Background {
         F: FnOnce(Pin<Box<dyn Future<Output = ()> + Send>>) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let fail = |why: String| Error::failed(format!("starting {name}: {why}"));
+        let doing = format!("starting {name}");
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name(name)
             .enable_all()
             .build()
-            .map_err(|e| fail(e.to_string()))?;
+            .map_err(|e| Error::act(doing.as_str(), &e))?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
             .name(name.into())
@@ -365,7 +365,7 @@ impl Background {
                 // What a task still holds (a blocking read) ends with the turn.
                 runtime.shutdown_timeout(Duration::from_millis(200));
             })
-            .map_err(|e| fail(e.to_string()))?;
+            .map_err(|e| Error::act(doing.as_str(), &e))?;
         Ok(Background {
             stop: Some(stop),
             thread: Some(thread),

@@ -66,14 +66,15 @@ pub fn helper_argv(enter: &Enter<'_>, socket: &Path) -> (PathBuf, Vec<String>) {
 /// Make a listener on 127.0.0.1 inside the container's network namespace.
 /// `socket` is a path for the handover, in a folder only we can reach.
 pub fn listener_in(enter: &Enter<'_>, socket: &Path) -> Result<TcpListener> {
-    let fail = |why: String| Error::failed(format!("opening the model gateway in the cage: {why}"));
+    let doing = "opening the model gateway in the cage";
+    let fail = |why: &str| Error::failed(format!("{doing}: {why}"));
     let _ = std::fs::remove_file(socket);
-    let server =
-        UnixListener::bind(socket).map_err(|e| fail(format!("{}: {e}", socket.display())))?;
+    let server = UnixListener::bind(socket)
+        .map_err(|e| Error::act(format!("{doing}: {}", socket.display()), &e))?;
     let _gone = RemoveOnDrop(socket.to_path_buf());
     server
         .set_nonblocking(true)
-        .map_err(|e| fail(e.to_string()))?;
+        .map_err(|e| Error::act(doing, &e))?;
     let (program, args) = helper_argv(enter, socket);
     let process = Process::new(&program, "the model gateway's listener")
         .args(args)
@@ -87,34 +88,35 @@ pub fn listener_in(enter: &Enter<'_>, socket: &Path) -> Result<TcpListener> {
                 if helper.is_finished() || Instant::now() > deadline {
                     // It ended without connecting: its error says why.
                     return Err(match helper.join() {
-                        Ok(Err(e)) => fail(e.message()),
-                        _ => fail("the helper did not hand the socket over".into()),
+                        Ok(Err(e)) => e.context(doing),
+                        _ => fail("the helper did not hand the socket over"),
                     });
                 }
                 // The helper hands it over within milliseconds.
                 std::thread::sleep(Duration::from_millis(1));
             }
-            Err(e) => return Err(fail(e.to_string())),
+            Err(e) => return Err(Error::act(doing, &e)),
         }
     };
     stream
         .set_nonblocking(false)
-        .map_err(|e| fail(e.to_string()))?;
+        .map_err(|e| Error::act(doing, &e))?;
     stream
         .set_read_timeout(Some(HANDOVER))
-        .map_err(|e| fail(e.to_string()))?;
-    let fd = receive_fd(&stream).map_err(|e| fail(format!("receiving the socket: {e}")))?;
+        .map_err(|e| Error::act(doing, &e))?;
+    let fd = receive_fd(&stream)
+        .map_err(|e| Error::act(format!("{doing}: receiving the socket"), &e))?;
     // The helper has nothing left to do; its outcome is logged by its error.
     if let Ok(Err(e)) = helper.join() {
-        return Err(fail(e.message()));
+        return Err(e.context(doing));
     }
     let listener = TcpListener::from(fd);
     match listener.local_addr() {
         Ok(a) if a.ip() == std::net::IpAddr::V4(Ipv4Addr::LOCALHOST) => Ok(listener),
-        Ok(a) => Err(fail(format!(
+        Ok(a) => Err(fail(&format!(
             "the socket handed over is bound to {a}, not loopback"
         ))),
-        Err(e) => Err(fail(e.to_string())),
+        Err(e) => Err(Error::act(doing, &e)),
     }
 }
 
@@ -130,10 +132,11 @@ impl Drop for RemoveOnDrop {
 /// cage's network namespace: bind 127.0.0.1 on a port the kernel picks, and
 /// send the listening socket to PATH.
 pub fn helper(to: &Path) -> Result<()> {
-    let fail = |why: String| Error::failed(format!("{SUBCOMMAND}: {why}"));
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| fail(e.to_string()))?;
-    let stream = UnixStream::connect(to).map_err(|e| fail(format!("{}: {e}", to.display())))?;
-    send_fd(&stream, listener.as_fd()).map_err(|e| fail(e.to_string()))
+    let listener =
+        TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| Error::act(SUBCOMMAND, &e))?;
+    let stream = UnixStream::connect(to)
+        .map_err(|e| Error::act(format!("{SUBCOMMAND}: {}", to.display()), &e))?;
+    send_fd(&stream, listener.as_fd()).map_err(|e| Error::act(SUBCOMMAND, &e))
 }
 
 /// Send one descriptor over a Unix socket (SCM_RIGHTS, unix(7)), with one

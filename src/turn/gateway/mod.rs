@@ -226,10 +226,9 @@ impl Gateway {
     /// Serve on `listener` (made in the cage by `listen::listener_in`) on a
     /// thread of its own until dropped.
     pub fn start(listener: TcpListener, config: Config) -> Result<Gateway> {
-        let fail = |why: String| Error::failed(format!("starting the model gateway: {why}"));
         let port = listener
             .local_addr()
-            .map_err(|e| fail(e.to_string()))?
+            .map_err(|e| Error::act("starting the model gateway", &e))?
             .port();
         let ledger = config.ledger.clone();
         let state = Arc::new(State {
