@@ -269,6 +269,24 @@ pub enum What {
     /// The image for the session's cage is being built; `last`: the build
     /// before it failed so.
     BeingBuilt { last: Option<BuildFailure> },
+    /// Another machine's serve did not take what was sent to it: its
+    /// address, the HTTP status it answered (`reason`: the status's
+    /// reason phrase) and what its body said, if it said.
+    Answered {
+        machine: String,
+        url: String,
+        status: u16,
+        reason: &'static str,
+        said: Option<String>,
+    },
+    /// A program the tool needs is not on this machine: its name, the
+    /// Debian package that has it, and what it is needed for, where the
+    /// words say it.
+    NotInstalled {
+        program: &'static str,
+        package: &'static str,
+        needed_for: Option<&'static str>,
+    },
     /// This machine offers no cages (no podman, or `cages = false`);
     /// `caged`: for a command on a session that is caged already.
     NoPodman { caged: bool },
@@ -429,6 +447,36 @@ impl What {
                 last: Some(failure),
             } => {
                 format!("the last build failed ({failure}); {BEING_BUILT}")
+            }
+            What::Answered {
+                machine,
+                url,
+                status,
+                reason,
+                said,
+            } => {
+                let said = said.as_deref().unwrap_or("(no reason given)");
+                let answered = format!("machine {machine} ({url}) answered {status} {reason}");
+                match status {
+                    404 => {
+                        format!("{answered}: {said} (on {machine}; check the session's name there)")
+                    }
+                    401 => format!(
+                        "{answered}: its serve wants a token that this machine did not send: \
+                         {said}; give [machines] {machine} a token_file holding the first line \
+                         of that serve's --token-file"
+                    ),
+                    403 => format!("{url} did not take it: {said}"),
+                    _ => format!("{answered}: {said}"),
+                }
+            }
+            What::NotInstalled {
+                program,
+                package,
+                needed_for,
+            } => {
+                let why = needed_for.map(|w| format!("; {w}")).unwrap_or_default();
+                format!("{program} is not installed (Debian: apt install {package}){why}")
             }
             What::NoPodman { caged: false } => NO_PODMAN.to_string(),
             What::NoPodman { caged: true } => NO_PODMAN_FOR_SESSION.to_string(),
@@ -689,6 +737,54 @@ impl Error {
     /// The image for the session's cage is being built: not ready yet.
     pub fn being_built(last: Option<BuildFailure>) -> Self {
         Self::of(Kind::NotReady, What::BeingBuilt { last })
+    }
+
+    /// Another machine's serve answered `status` to what was sent to it
+    /// ([`What::Answered`]). Its kind is the status's, but for 404 and 401:
+    /// those are the other machine's, and a failure here (as `NotFound` or
+    /// `Forbidden` they would read as "no such session" of this machine, or
+    /// as this machine refusing its caller).
+    pub fn answered(
+        machine: &str,
+        url: &str,
+        status: u16,
+        reason: &'static str,
+        said: Option<&str>,
+    ) -> Self {
+        let kind = match status {
+            403 => Kind::Forbidden,
+            409 => Kind::Busy,
+            413 => Kind::TooLarge,
+            503 => Kind::NotReady,
+            400 => Kind::BadInput,
+            _ => Kind::Failed,
+        };
+        Self::of(
+            kind,
+            What::Answered {
+                machine: machine.to_string(),
+                url: url.to_string(),
+                status,
+                reason,
+                said: said.map(str::to_string),
+            },
+        )
+    }
+
+    /// A program the tool needs is not installed ([`What::NotInstalled`]).
+    pub fn not_installed(
+        program: &'static str,
+        package: &'static str,
+        needed_for: Option<&'static str>,
+    ) -> Self {
+        Self::of(
+            Kind::Failed,
+            What::NotInstalled {
+                program,
+                package,
+                needed_for,
+            },
+        )
     }
 
     /// A value of the config file `file` refused: for its `key`, or the
@@ -1177,6 +1273,29 @@ mod tests {
             "podman unshare rm"
         );
         assert!(e.podman().unwrap().call.contains("/home/u/"));
+    }
+
+    /// A program not installed: its name, package and use are data, the
+    /// words made from them.
+    #[test]
+    fn a_program_not_installed_is_data() {
+        let e = Error::not_installed("nft", "nftables", Some("it closes the agent port"));
+        assert_eq!(
+            e.message(),
+            "nft is not installed (Debian: apt install nftables); it closes the agent port"
+        );
+        assert_eq!(
+            Error::not_installed("stat", "coreutils", None).message(),
+            "stat is not installed (Debian: apt install coreutils)"
+        );
+        assert_eq!(
+            e.what(),
+            &What::NotInstalled {
+                program: "nft",
+                package: "nftables",
+                needed_for: Some("it closes the agent port")
+            }
+        );
     }
 
     /// What runs in a cage is kept as data through context.

@@ -70,14 +70,20 @@ impl Host {
     pub fn set_rules(&self, container: &str, c: &Running, rules: &str) -> Result<FileId> {
         let init = c.init.as_str();
         let nft = self.nft.as_ref().ok_or_else(|| {
-            Error::failed("nft is not installed (Debian: apt install nftables); it closes the agent port in every cage")
+            Error::not_installed(
+                "nft",
+                "nftables",
+                Some("it closes the agent port in every cage"),
+            )
         })?;
-        let nsenter = self.nsenter.as_ref().ok_or_else(|| {
-            Error::failed("nsenter is not installed (Debian: apt install util-linux)")
-        })?;
-        let stat = self.stat.as_ref().ok_or_else(|| {
-            Error::failed("stat is not installed (Debian: apt install coreutils)")
-        })?;
+        let nsenter = self
+            .nsenter
+            .as_ref()
+            .ok_or_else(|| Error::not_installed("nsenter", "util-linux", None))?;
+        let stat = self
+            .stat
+            .as_ref()
+            .ok_or_else(|| Error::not_installed("stat", "coreutils", None))?;
         let pid = c.pid;
         let netns = match &c.netns {
             None => format!("/proc/{pid}/ns/net"),
@@ -186,9 +192,10 @@ impl Host {
         self_exe: &Path,
         listen: &[String],
     ) -> Result<(std::path::PathBuf, Vec<String>)> {
-        let nsenter = self.nsenter.as_ref().ok_or_else(|| {
-            Error::failed("nsenter is not installed (Debian: apt install util-linux)")
-        })?;
+        let nsenter = self
+            .nsenter
+            .as_ref()
+            .ok_or_else(|| Error::not_installed("nsenter", "util-linux", None))?;
         Ok(listener_argv(
             nsenter,
             self.rootless.then(|| self.podman.program()),

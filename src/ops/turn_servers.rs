@@ -30,9 +30,10 @@ pub fn open_gateway(
             cage.container
         )));
     }
-    let nsenter = host.nsenter.as_ref().ok_or_else(|| {
-        Error::failed("nsenter is not installed (Debian: apt install util-linux)")
-    })?;
+    let nsenter = host
+        .nsenter
+        .as_ref()
+        .ok_or_else(|| Error::not_installed("nsenter", "util-linux", None))?;
     // nsenter runs this very program, whatever became of its path since
     // it started (an update may have replaced it): its copy in `tools/`
     // (`crate::cage::tools`), a file of the user's that `podman unshare` reaches

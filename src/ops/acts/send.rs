@@ -206,33 +206,13 @@ fn post(
 }
 
 /// The error for a receiving `serve`'s answer other than 201, with its
-/// own words. A 404 or 401 there is said to be that machine's and is a
-/// failure here (exit 1, 500 over HTTP): as `NotFound` or `Forbidden` it
-/// would read as "no such session" of this machine, or as this machine
-/// refusing its caller, when it is the other machine's answer.
+/// own words ([`Error::answered`]).
 fn not_taken(machine: &str, url: &str, status: u16, said: Option<&str>) -> Error {
-    let said = said.unwrap_or("(no reason given)");
     let reason = reqwest::StatusCode::from_u16(status)
         .ok()
         .and_then(|s| s.canonical_reason())
         .unwrap_or("");
-    let answered = format!("machine {machine} ({url}) answered {status} {reason}");
-    match status {
-        404 => Error::failed(format!(
-            "{answered}: {said} (on {machine}; check the session's name there)"
-        )),
-        401 => Error::failed(format!(
-            "{answered}: its serve wants a token that this machine did not send: {said}; \
-             give [machines] {machine} a token_file holding the first line of that serve's \
-             --token-file"
-        )),
-        403 => Error::forbidden(format!("{url} did not take it: {said}")),
-        409 => Error::busy(format!("{answered}: {said}")),
-        413 => Error::too_large(format!("{answered}: {said}")),
-        503 => Error::new(crate::error::Kind::NotReady, format!("{answered}: {said}")),
-        400 => Error::bad_input(format!("{answered}: {said}")),
-        _ => Error::failed(format!("{answered}: {said}")),
-    }
+    Error::answered(machine, url, status, reason, said)
 }
 
 #[cfg(test)]
