@@ -287,9 +287,28 @@ pub enum What {
         package: &'static str,
         needed_for: Option<&'static str>,
     },
+    /// A file sent to session `session` (`POST .../files`) refused.
+    Drop {
+        session: String,
+        refused: DropRefused,
+    },
     /// This machine offers no cages (no podman, or `cages = false`);
     /// `caged`: for a command on a session that is caged already.
     NoPodman { caged: bool },
+    /// An HTTP request's body refused before it was read: `what` it is (`a
+    /// body`, `a file`), and why.
+    Body {
+        what: &'static str,
+        problem: BodyProblem,
+    },
+    /// A program that gave no answer `within` its time, and was killed.
+    NoAnswer {
+        label: String,
+        within: std::time::Duration,
+    },
+    /// A program that printed more than `max` bytes, more than is ever
+    /// read of it.
+    SaidTooMuch { label: String, max: usize },
     /// A program that ran and failed (`label`: its name and verb, as the
     /// words give it: `podman start`), and how it ended.
     Ran { label: String, exited: Exited },
@@ -336,6 +355,194 @@ pub enum SessionProblem {
     /// command line, as `podman top` gives it) keeps `verb` (`move`,
     /// `rename`) from it.
     Running { running: Vec<String>, verb: String },
+    /// Its project folder is not where its record says (moved or renamed?).
+    ProjectGone { dir: std::path::PathBuf },
+    /// Its container is gone (removed by hand?).
+    ContainerGone { container: String },
+    /// Its container was made by an earlier shrooms-agent, whose first
+    /// process is the image's `sleep`.
+    OldCage { container: String },
+    /// Its cage was not started, and `cage move` makes it again.
+    NotStarted(NotStarted),
+    /// The name is not one a session can have.
+    NotAName,
+    /// Its record (at `file`) does not read, or says what no record of
+    /// ours says (`why`).
+    RecordDamaged {
+        file: std::path::PathBuf,
+        why: String,
+    },
+    /// What a command on it left undone (its intent, at `file`) does not
+    /// read.
+    IntentDamaged {
+        file: std::path::PathBuf,
+        why: String,
+    },
+    /// Another command changes its record, for longer than `secs`
+    /// seconds.
+    BeingChanged { secs: u64 },
+}
+
+/// Why a session's cage was not started ([`SessionProblem::NotStarted`]):
+/// it was made in a way that a start would no longer keep safe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotStarted {
+    /// Made by an earlier shrooms-agent: its first process is the image's
+    /// `sleep` ([`SessionProblem::OldCage`]); `sealed`: it is moved as one.
+    OldCage { container: String, sealed: bool },
+    /// Made by an earlier shrooms-agent, with a mount a cage no longer gets
+    /// (`what`: the mount in words).
+    MountsWrong { what: String },
+    /// Made before a cage had a git directory of its own: the project's
+    /// `.git` is writable in it.
+    WithoutOwnGit,
+    /// Its project has submodules (these paths) it was made without.
+    SubmodulesAdded { paths: Vec<std::path::PathBuf> },
+}
+
+impl NotStarted {
+    fn words(&self, session: &str) -> String {
+        let again = "(with the options it had: `cage show` lists them) makes its cage again";
+        let why = match self {
+            NotStarted::OldCage { container, sealed } => format!(
+                "{}. `shrooms-agent cage move {session}{}` {again}, with the project and \
+                 conversations as they are; what was installed in the old container goes with \
+                 it",
+                old_cage(container),
+                if *sealed { " --sealed" } else { "" }
+            ),
+            NotStarted::MountsWrong { what } => format!(
+                "it was made by an earlier shrooms-agent and mounts {what}. `shrooms-agent cage \
+                 move {session}` {again} without it"
+            ),
+            NotStarted::WithoutOwnGit => format!(
+                "it was made by an earlier shrooms-agent, and its project's .git is writable in \
+                 it (what a cage writes there, git on this machine runs). `shrooms-agent cage \
+                 move {session}` {again}, with a git directory of its own"
+            ),
+            NotStarted::SubmodulesAdded { paths } => {
+                let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+                format!(
+                    "its project has submodules it was made without ({}); in it, their .git \
+                     would be the cage's to write, and git on this machine obeys what is there. \
+                     `shrooms-agent cage move {session}` {again} with them read-only",
+                    shown.join(", ")
+                )
+            }
+        };
+        format!("session {session}'s cage was not started: {why}")
+    }
+}
+
+/// Why an HTTP request's body was refused ([`What::Body`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BodyProblem {
+    /// It came chunked, without a length.
+    Chunked,
+    /// It came without a length.
+    NoLength,
+    /// Its `len` bytes are over the `max` it may have.
+    TooLarge { len: u64, max: u64 },
+}
+
+/// Why a file sent to a session was refused ([`What::Drop`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DropRefused {
+    /// The request names no sending session.
+    NoSender,
+    /// The request names no file.
+    NoName,
+    /// The session takes nothing from caged sessions, and `from`
+    /// (`MACHINE/SESSION`) is one.
+    Caged { from: String },
+    /// The session takes no files from `from`.
+    NotAllowed { from: String },
+    /// The note is over `max` bytes.
+    NoteTooLong { max: usize },
+    /// The file's `length` is over the `bound` of one file.
+    FileTooLarge { length: u64, bound: u64 },
+    /// `from` has `sent` bytes there already; with this file, over its
+    /// `bound`.
+    SenderOver { from: String, sent: u64, bound: u64 },
+    /// The sessions of `machine` have `sent` bytes there already; with
+    /// this file, over its `bound`.
+    MachineOver {
+        machine: String,
+        sent: u64,
+        bound: u64,
+    },
+}
+
+impl DropRefused {
+    fn kind(&self) -> Kind {
+        match self {
+            DropRefused::NoSender | DropRefused::NoName | DropRefused::NoteTooLong { .. } => {
+                Kind::BadInput
+            }
+            DropRefused::Caged { .. } | DropRefused::NotAllowed { .. } => Kind::Forbidden,
+            DropRefused::FileTooLarge { .. }
+            | DropRefused::SenderOver { .. }
+            | DropRefused::MachineOver { .. } => Kind::TooLarge,
+        }
+    }
+
+    fn words(&self, session: &str) -> String {
+        match self {
+            DropRefused::NoSender => {
+                "a drop names its sender's session in the header X-Shrooms-From-Session".into()
+            }
+            DropRefused::NoName => "a drop names its file: add ?name=FILE to the address".into(),
+            DropRefused::Caged { from } => format!(
+                "session {session} takes nothing from caged sessions, and {from} is caged; \
+                 `shrooms-agent cage accept-caged {session} on` lets caged senders in"
+            ),
+            DropRefused::NotAllowed { from } => format!(
+                "session {session} takes no files from {from}; `shrooms-agent files allow \
+                 {session} {from}` lets them in"
+            ),
+            DropRefused::NoteTooLong { max } => {
+                format!("the note is over {max} bytes: shorten it, or send it as a file")
+            }
+            DropRefused::FileTooLarge { length, bound } => format!(
+                "the file is {length} bytes, over the {} a session takes in one file",
+                size_text(*bound)
+            ),
+            DropRefused::SenderOver { from, sent, bound } => format!(
+                "{from} has sent {sent} bytes to session {session} already (counting what is on \
+                 its way); with this file that is over the {} one sender may leave",
+                size_text(*bound)
+            ),
+            DropRefused::MachineOver {
+                machine,
+                sent,
+                bound,
+            } => format!(
+                "the sessions of machine {machine} have sent {sent} bytes to session {session} \
+                 already (counting what is on its way); with this file that is over the {} one \
+                 machine may leave",
+                size_text(*bound)
+            ),
+        }
+    }
+}
+
+/// A bound in bytes, in the largest unit it is a whole number of.
+fn size_text(n: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    match n {
+        n if n >= 1024 * MIB && n % (1024 * MIB) == 0 => format!("{} GiB", n / 1024 / MIB),
+        n if n >= MIB && n % MIB == 0 => format!("{} MiB", n / MIB),
+        n => format!("{n} bytes"),
+    }
+}
+
+/// The words for a cage whose first process is a program of its image.
+fn old_cage(container: &str) -> String {
+    format!(
+        "the container {container} was made by an earlier shrooms-agent: its first process is \
+         `sleep` from the image, which the cage can replace, so it could run before the network \
+         rules are in place"
+    )
 }
 
 /// What a dead turn's watcher says in the lock file while it stops the
@@ -372,6 +579,40 @@ impl SessionProblem {
                 "session {session} is busy: {} runs in its cage; {verb} it once it is idle",
                 running.join(", ")
             ),
+            SessionProblem::ProjectGone { dir } => format!(
+                "session {session}'s project folder {} is not there (moved or renamed?); \
+                 `shrooms-agent cage move {session} --dir NEW` points the session at its new \
+                 folder and keeps its history",
+                dir.display()
+            ),
+            SessionProblem::ContainerGone { container } => format!(
+                "the container {container} of session {session} is gone (removed by hand?); \
+                 `shrooms-agent cage move {session}` gives it a new cage and keeps its history \
+                 and conversations (`cage show {session}` lists the options it had)"
+            ),
+            SessionProblem::OldCage { container } => old_cage(container),
+            SessionProblem::NotAName => format!(
+                "{session:?} is not a session name: use 1 to 63 of A-Z a-z 0-9 _ . -, not \
+                 starting with - or ."
+            ),
+            SessionProblem::RecordDamaged { file, why } => format!(
+                "the record {} is damaged: {why}; nothing was done. Put it back as it was, or \
+                 remove the file (`rm {}`); `shrooms-agent cage prune` then removes the \
+                 container left without a session",
+                file.display(),
+                file.display()
+            ),
+            SessionProblem::IntentDamaged { file, why } => format!(
+                "the intent {} is damaged: {why}; look at the session's container (`podman ps \
+                 -a`), then remove the file",
+                file.display()
+            ),
+            SessionProblem::BeingChanged { secs } => format!(
+                "session {session} is being changed by another shrooms-agent command (cage \
+                 limits, a setting, a rename, or its rules being loaded) for more than {secs} s; \
+                 try again when it ends"
+            ),
+            SessionProblem::NotStarted(why) => why.words(session),
         }
     }
 
@@ -380,9 +621,17 @@ impl SessionProblem {
         match self {
             SessionProblem::Missing => Kind::NotFound,
             SessionProblem::Exists => Kind::Exists,
+            SessionProblem::NotAName => Kind::BadInput,
             SessionProblem::BeingMade(_)
             | SessionProblem::Held(_)
-            | SessionProblem::Running { .. } => Kind::Busy,
+            | SessionProblem::Running { .. }
+            | SessionProblem::BeingChanged { .. } => Kind::Busy,
+            SessionProblem::ProjectGone { .. }
+            | SessionProblem::ContainerGone { .. }
+            | SessionProblem::OldCage { .. }
+            | SessionProblem::NotStarted(_)
+            | SessionProblem::RecordDamaged { .. }
+            | SessionProblem::IntentDamaged { .. } => Kind::Failed,
         }
     }
 }
@@ -433,43 +682,18 @@ impl What {
                 key: None,
                 why,
             } => format!("config file {}: {why}", file.display()),
-            What::BuildFailed { failure, log: None } => failure.to_string(),
-            What::BuildFailed {
-                failure,
-                log: Some(log),
-            } => format!(
-                "{failure}. Its log: {}. `shrooms-agent image build --wait` builds it again and \
-                 shows how (`image status` says how the last one went)",
-                log.display()
-            ),
+            What::BuildFailed { failure, log } => build_failed(failure, log.as_deref()),
             What::BeingBuilt { last: None } => BEING_BUILT.to_string(),
             What::BeingBuilt {
                 last: Some(failure),
-            } => {
-                format!("the last build failed ({failure}); {BEING_BUILT}")
-            }
+            } => format!("the last build failed ({failure}); {BEING_BUILT}"),
             What::Answered {
                 machine,
                 url,
                 status,
                 reason,
                 said,
-            } => {
-                let said = said.as_deref().unwrap_or("(no reason given)");
-                let answered = format!("machine {machine} ({url}) answered {status} {reason}");
-                match status {
-                    404 => {
-                        format!("{answered}: {said} (on {machine}; check the session's name there)")
-                    }
-                    401 => format!(
-                        "{answered}: its serve wants a token that this machine did not send: \
-                         {said}; give [machines] {machine} a token_file holding the first line \
-                         of that serve's --token-file"
-                    ),
-                    403 => format!("{url} did not take it: {said}"),
-                    _ => format!("{answered}: {said}"),
-                }
-            }
+            } => answered(machine, url, *status, reason, said.as_deref()),
             What::NotInstalled {
                 program,
                 package,
@@ -478,26 +702,81 @@ impl What {
                 let why = needed_for.map(|w| format!("; {w}")).unwrap_or_default();
                 format!("{program} is not installed (Debian: apt install {package}){why}")
             }
+            What::Drop { session, refused } => refused.words(session),
+            What::Body { what, problem } => problem.words(what),
+            What::NoAnswer { label, within } => format!("{label}: no answer within {within:?}"),
+            What::SaidTooMuch { label, max } => {
+                format!("{label}: it printed more than {max} bytes, more than is ever read of it")
+            }
             What::NoPodman { caged: false } => NO_PODMAN.to_string(),
             What::NoPodman { caged: true } => NO_PODMAN_FOR_SESSION.to_string(),
             What::Act { doing, cause } => format!("{doing}: {}", cause.said),
-            // Its last word on stderr says most, for podman ("Error: ...");
-            // the whole stderr is kept for `--json` and the logs.
-            What::Ran { label, exited } => {
-                match exited
-                    .stderr
-                    .lines()
-                    .rev()
-                    .map(str::trim)
-                    .find(|l| !l.is_empty())
-                {
-                    Some(line) => format!("{label}: {line}"),
-                    None => match exited.status {
-                        Some(c) => format!("{label}: exited with status {c}"),
-                        None => format!("{label}: exited with a signal"),
-                    },
-                }
+            What::Ran { label, exited } => exited.words(label),
+        }
+    }
+}
+
+/// A build of ours that failed, and, where its log is named, the ways on.
+fn build_failed(failure: &BuildFailure, log: Option<&std::path::Path>) -> String {
+    match log {
+        None => failure.to_string(),
+        Some(log) => format!(
+            "{failure}. Its log: {}. `shrooms-agent image build --wait` builds it again and \
+             shows how (`image status` says how the last one went)",
+            log.display()
+        ),
+    }
+}
+
+/// Another machine's answer to a send, in words that say it is that
+/// machine's ([`What::Answered`]).
+fn answered(machine: &str, url: &str, status: u16, reason: &str, said: Option<&str>) -> String {
+    let said = said.unwrap_or("(no reason given)");
+    let answered = format!("machine {machine} ({url}) answered {status} {reason}");
+    match status {
+        404 => format!("{answered}: {said} (on {machine}; check the session's name there)"),
+        401 => format!(
+            "{answered}: its serve wants a token that this machine did not send: {said}; give \
+             [machines] {machine} a token_file holding the first line of that serve's \
+             --token-file"
+        ),
+        403 => format!("{url} did not take it: {said}"),
+        _ => format!("{answered}: {said}"),
+    }
+}
+
+impl BodyProblem {
+    fn words(&self, what: &str) -> String {
+        match self {
+            BodyProblem::Chunked => {
+                format!("{what} needs Content-Length (a chunked body is not taken)")
             }
+            BodyProblem::NoLength => format!("{what} needs Content-Length"),
+            BodyProblem::TooLarge { len, max } => format!(
+                "the body is {len} bytes; a JSON body may be at most {max} ({})",
+                size_text(*max)
+            ),
+        }
+    }
+}
+
+impl Exited {
+    /// How the program named `label` ended: its last word on stderr says
+    /// most, for podman ("Error: ..."); the whole stderr is kept for
+    /// `--json` and the logs.
+    fn words(&self, label: &str) -> String {
+        match self
+            .stderr
+            .lines()
+            .rev()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+        {
+            Some(line) => format!("{label}: {line}"),
+            None => match self.status {
+                Some(c) => format!("{label}: exited with status {c}"),
+                None => format!("{label}: exited with a signal"),
+            },
         }
     }
 }
@@ -785,6 +1064,27 @@ impl Error {
                 needed_for,
             },
         )
+    }
+
+    /// A file sent to `session` refused ([`What::Drop`]); the kind is the
+    /// refusal's (bad input, forbidden, too large).
+    pub fn drop_refused(session: &str, refused: DropRefused) -> Self {
+        Self::of(
+            refused.kind(),
+            What::Drop {
+                session: session.to_string(),
+                refused,
+            },
+        )
+    }
+
+    /// An HTTP request's body refused before it was read ([`What::Body`]).
+    pub fn body(what: &'static str, problem: BodyProblem) -> Self {
+        let kind = match problem {
+            BodyProblem::TooLarge { .. } => Kind::TooLarge,
+            BodyProblem::Chunked | BodyProblem::NoLength => Kind::BadInput,
+        };
+        Self::of(kind, What::Body { what, problem })
     }
 
     /// A value of the config file `file` refused: for its `key`, or the
@@ -1273,6 +1573,148 @@ mod tests {
             "podman unshare rm"
         );
         assert!(e.podman().unwrap().call.contains("/home/u/"));
+    }
+
+    /// The words of each subject, golden: as the sites that made them as
+    /// sentences said them.
+    #[test]
+    fn every_subject_is_worded_as_before() {
+        use std::path::PathBuf;
+        let s = |p| Error::session("web", p).message();
+        assert_eq!(
+            s(SessionProblem::ContainerGone {
+                container: "c1".into()
+            }),
+            "the container c1 of session web is gone (removed by hand?); `shrooms-agent cage \
+             move web` gives it a new cage and keeps its history and conversations (`cage show \
+             web` lists the options it had)"
+        );
+        assert_eq!(
+            s(SessionProblem::ProjectGone {
+                dir: PathBuf::from("/p/web")
+            }),
+            "session web's project folder /p/web is not there (moved or renamed?); \
+             `shrooms-agent cage move web --dir NEW` points the session at its new folder and \
+             keeps its history"
+        );
+        assert_eq!(
+            s(SessionProblem::NotStarted(NotStarted::OldCage {
+                container: "c1".into(),
+                sealed: true
+            })),
+            "session web's cage was not started: the container c1 was made by an earlier \
+             shrooms-agent: its first process is `sleep` from the image, which the cage can \
+             replace, so it could run before the network rules are in place. `shrooms-agent cage \
+             move web --sealed` (with the options it had: `cage show` lists them) makes its cage \
+             again, with the project and conversations as they are; what was installed in the \
+             old container goes with it"
+        );
+        assert_eq!(
+            s(SessionProblem::NotStarted(NotStarted::MountsWrong {
+                what: "x".into()
+            })),
+            "session web's cage was not started: it was made by an earlier shrooms-agent and \
+             mounts x. `shrooms-agent cage move web` (with the options it had: `cage show` lists \
+             them) makes its cage again without it"
+        );
+        assert_eq!(
+            s(SessionProblem::NotStarted(NotStarted::WithoutOwnGit)),
+            "session web's cage was not started: it was made by an earlier shrooms-agent, and \
+             its project's .git is writable in it (what a cage writes there, git on this machine \
+             runs). `shrooms-agent cage move web` (with the options it had: `cage show` lists \
+             them) makes its cage again, with a git directory of its own"
+        );
+        assert_eq!(
+            s(SessionProblem::NotStarted(NotStarted::SubmodulesAdded {
+                paths: vec![PathBuf::from("/p/a"), PathBuf::from("/p/b")]
+            })),
+            "session web's cage was not started: its project has submodules it was made without \
+             (/p/a, /p/b); in it, their .git would be the cage's to write, and git on this \
+             machine obeys what is there. `shrooms-agent cage move web` (with the options it had: \
+             `cage show` lists them) makes its cage again with them read-only"
+        );
+        assert_eq!(
+            s(SessionProblem::IntentDamaged {
+                file: PathBuf::from("/s/web.intent"),
+                why: "EOF".into()
+            }),
+            "the intent /s/web.intent is damaged: EOF; look at the session's container (`podman \
+             ps -a`), then remove the file"
+        );
+        assert_eq!(
+            s(SessionProblem::BeingChanged { secs: 30 }),
+            "session web is being changed by another shrooms-agent command (cage limits, a \
+             setting, a rename, or its rules being loaded) for more than 30 s; try again when it \
+             ends"
+        );
+        let d = |r| Error::drop_refused("web", r);
+        assert_eq!(
+            d(DropRefused::Caged { from: "m/a".into() }).message(),
+            "session web takes nothing from caged sessions, and m/a is caged; `shrooms-agent \
+             cage accept-caged web on` lets caged senders in"
+        );
+        assert_eq!(
+            d(DropRefused::NotAllowed { from: "m/a".into() }).message(),
+            "session web takes no files from m/a; `shrooms-agent files allow web m/a` lets them in"
+        );
+        let e = d(DropRefused::SenderOver {
+            from: "m/a".into(),
+            sent: 5,
+            bound: 1024 * 1024 * 1024,
+        });
+        assert_eq!(
+            (e.kind, e.message()),
+            (
+                Kind::TooLarge,
+                "m/a has sent 5 bytes to session web already (counting what is on its way); with \
+                 this file that is over the 1 GiB one sender may leave"
+                    .to_string()
+            )
+        );
+        assert_eq!(
+            d(DropRefused::NoName).message(),
+            "a drop names its file: add ?name=FILE to the address"
+        );
+        assert_eq!(d(DropRefused::NoName).kind, Kind::BadInput);
+        assert_eq!(
+            d(DropRefused::NotAllowed { from: "m/a".into() }).kind,
+            Kind::Forbidden
+        );
+        let e = Error::body(
+            "a body",
+            BodyProblem::TooLarge {
+                len: 2_000_000,
+                max: 1024 * 1024,
+            },
+        );
+        assert_eq!(
+            (e.kind, e.message()),
+            (
+                Kind::TooLarge,
+                "the body is 2000000 bytes; a JSON body may be at most 1048576 (1 MiB)".to_string()
+            )
+        );
+        assert_eq!(
+            Error::body("a file", BodyProblem::Chunked).message(),
+            "a file needs Content-Length (a chunked body is not taken)"
+        );
+        assert_eq!(
+            Error::build_failed(
+                BuildFailure {
+                    stage: "workbench",
+                    line: "Error: x".into()
+                },
+                Some(std::path::Path::new("/l/workbench.log"))
+            )
+            .message(),
+            "building the workbench image: Error: x. Its log: /l/workbench.log. `shrooms-agent \
+             image build --wait` builds it again and shows how (`image status` says how the last \
+             one went)"
+        );
+        assert_eq!(
+            Error::config(std::path::Path::new("/c.toml"), Some("memory"), "no").message(),
+            "config file /c.toml: key `memory`: no"
+        );
     }
 
     /// A program not installed: its name, package and use are data, the

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::error::{Error, Kind, Result};
+use crate::error::{Error, Kind, Result, What};
 
 /// A command to run, as a value.
 #[derive(Debug, Clone)]
@@ -256,10 +256,13 @@ impl Process {
                 Some(o) => o.clone(),
                 None => {
                     let _ = handle.kill();
-                    return Err(Error::failed(format!(
-                        "{}: no answer within {:?}",
-                        self.label, t
-                    )));
+                    return Err(Error::of(
+                        Kind::Failed,
+                        What::NoAnswer {
+                            label: self.label.clone(),
+                            within: t,
+                        },
+                    ));
                 }
             },
         };
@@ -270,10 +273,13 @@ impl Process {
         #[cfg(test)]
         crash::crash_point(&self.program);
         if over {
-            return Err(Error::failed(format!(
-                "{}: it printed more than {} bytes, more than is ever read of it",
-                self.label, max
-            )));
+            return Err(Error::of(
+                Kind::Failed,
+                What::SaidTooMuch {
+                    label: self.label.clone(),
+                    max,
+                },
+            ));
         }
         Ok(Captured {
             code: output.status.code(),

@@ -316,15 +316,6 @@ fn still_running(fd: &rustix::fd::OwnedFd) -> bool {
 /// the init it was made with.
 const FIRST_EXEC: std::time::Duration = std::time::Duration::from_secs(3);
 
-/// The refusal for a cage whose first process is a program of its image.
-pub fn old_cage(container: &str) -> String {
-    format!(
-        "the container {container} was made by an earlier shrooms-agent: its first process \
-         is `sleep` from the image, which the cage can replace, so it could run before the \
-         network rules are in place"
-    )
-}
-
 /// What the check after loading the rules looks at.
 #[derive(Debug, Clone, Copy)]
 pub struct FirstProcess {

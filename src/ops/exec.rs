@@ -19,7 +19,7 @@ use std::path::PathBuf;
 
 use super::{Context, cage_of};
 use crate::cage::spec;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SessionProblem};
 use crate::host::Host;
 use crate::host::podman::{Podman, argv};
 use crate::host::process::{
@@ -486,10 +486,14 @@ pub fn prepare_join(ctx: &Context, name: &str, what: What, tty: bool) -> Result<
         Err(_) => return Err(Error::bad_input("`cage run` has no --join")),
     };
     let host = ctx.host_for_session()?;
-    let inspected = host
-        .podman
-        .inspect(&cage.container)?
-        .ok_or_else(|| Error::failed(super::gone_message(&cage.container, name)))?;
+    let inspected = host.podman.inspect(&cage.container)?.ok_or_else(|| {
+        Error::session(
+            name,
+            SessionProblem::ContainerGone {
+                container: cage.container.clone(),
+            },
+        )
+    })?;
     if !inspected.state.running {
         return Err(Error::bad_input(format!(
             "session {name}'s cage is not running, so there is no turn to join: --join runs \
@@ -497,8 +501,14 @@ pub fn prepare_join(ctx: &Context, name: &str, what: What, tty: bool) -> Result<
              `shrooms-agent cage exec {name}` or `cage run {name}`, or leave out --join"
         )));
     }
-    let running = crate::net::netns::Running::of(&inspected)
-        .ok_or_else(|| Error::failed(crate::net::netns::old_cage(&cage.container)))?;
+    let running = crate::net::netns::Running::of(&inspected).ok_or_else(|| {
+        Error::session(
+            name,
+            SessionProblem::OldCage {
+                container: cage.container.clone(),
+            },
+        )
+    })?;
     if let Err(e) = super::load_rules(ctx, host, name, cage, &running) {
         return Err(e.context(format!(
             "session {name}: the cage's network rules could not be checked, so nothing was \

@@ -48,7 +48,7 @@ use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::error::{Error, Kind, Result};
+use crate::error::{Error, Kind, NotStarted, Result, SessionProblem};
 use crate::host::Host;
 use crate::net::rules;
 use crate::settings::{Env, Settings};
@@ -216,28 +216,6 @@ pub fn cage_of(record: &Record) -> Result<&CageRecord> {
         .ok_or_else(|| Error::bad_input(format!("session {} is not in a cage", record.name)))
 }
 
-/// What a session whose project folder is not there is told: moved or
-/// renamed, `cage move --dir` points the session at its new place.
-pub fn missing_folder_message(session: &str, dir: &Path) -> String {
-    format!(
-        "session {session}'s project folder {} is not there (moved or renamed?); \
-         `shrooms-agent cage move {session} --dir NEW` points the session at its new folder \
-         and keeps its history",
-        dir.display()
-    )
-}
-
-/// What a session whose container is gone is told: `cage move` makes its
-/// cage again and keeps its record, history and conversations; `cage rm`
-/// would lose the history.
-pub fn gone_message(container: &str, session: &str) -> String {
-    format!(
-        "the container {container} of session {session} is gone (removed by hand?); \
-         `shrooms-agent cage move {session}` gives it a new cage and keeps its history and \
-         conversations (`cage show {session}` lists the options it had)"
-    )
-}
-
 /// Start the cage if it is not running, then close the agent port inside
 /// it. The network namespace is new at every start, so the rule is set
 /// every time; if it cannot be set, the cage is stopped again and the
@@ -340,40 +318,20 @@ fn read_only_in(path: &Path, stop: &Path, create_argv: &[String]) -> bool {
     })
 }
 
-/// Why a cage made before git in a cage had its own git directory is not
-/// started.
-fn without_own_git(name: &str) -> Error {
-    Error::failed(format!(
-        "session {name}'s cage was not started: it was made by an earlier shrooms-agent, \
-         and its project's .git is writable in it (what a cage writes there, git on this \
-         machine runs). `shrooms-agent cage move {name}` (with the options it had: `cage \
-         show` lists them) makes its cage again, with a git directory of its own"
-    ))
-}
-
 /// Pure: why a start is refused for its git: a cage made before git in a
 /// cage had a git directory of its own, or one whose project has a
 /// submodule added since.
 fn git_refusal(f: &StartFacts) -> Option<Error> {
     let name = &f.record.name;
+    let not_started = |why| Error::session(name, SessionProblem::NotStarted(why));
     if f.cage.git.is_none() && !git_left_writable(&f.cage.options) {
-        return Some(without_own_git(name));
+        return Some(not_started(NotStarted::WithoutOwnGit));
     }
-    (!f.unprotected.is_empty()).then(|| submodules_added(name, &f.unprotected))
-}
-
-/// Why a cage is not started when its project has a submodule it was made
-/// without: the submodule's `.git` (or its folder) would be the cage's to
-/// write, and the machine's `git status` obeys what is there.
-fn submodules_added(name: &str, paths: &[PathBuf]) -> Error {
-    let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-    Error::failed(format!(
-        "session {name}'s cage was not started: its project has submodules it was made without \
-         ({}); in it, their .git would be the cage's to write, and git on this machine obeys \
-         what is there. `shrooms-agent cage move {name}` (with the options it had: `cage show` \
-         lists them) makes its cage again with them read-only",
-        shown.join(", ")
-    ))
+    (!f.unprotected.is_empty()).then(|| {
+        not_started(NotStarted::SubmodulesAdded {
+            paths: f.unprotected.clone(),
+        })
+    })
 }
 
 /// Whether a cage was made with its project's `.git` writable
@@ -396,20 +354,11 @@ pub fn git_left_writable(options: &crate::cage::spec::Options) -> bool {
 pub fn decide_start<'a>(f: &StartFacts<'a>, host: &Host) -> Result<Vec<plan::Step<'a>>> {
     let (record, cage) = (f.record, f.cage);
     let name = &record.name;
-    let old = {
-        let sealed = if cage.sealed.is_some() {
-            " --sealed"
-        } else {
-            ""
-        };
-        Error::failed(format!(
-            "session {name}'s cage was not started: {}. `shrooms-agent cage move {name}{sealed}` \
-             (with the options it had: `cage show` lists them) makes its cage again, with the \
-             project and conversations as they are; what was installed in the old container \
-             goes with it",
-            crate::net::netns::old_cage(&cage.container),
-        ))
-    };
+    let not_started = |why| Error::session(name, SessionProblem::NotStarted(why));
+    let old = not_started(NotStarted::OldCage {
+        container: cage.container.clone(),
+        sealed: cage.sealed.is_some(),
+    });
     let refused = |error| {
         Ok(vec![
             plan::Step::Stop {
@@ -423,17 +372,18 @@ pub fn decide_start<'a>(f: &StartFacts<'a>, host: &Host) -> Result<Vec<plan::Ste
         return refused(old);
     }
     if let Some(what) = &f.mounts_wrong {
-        return refused(Error::failed(format!(
-            "session {name}'s cage was not started: it was made by an earlier shrooms-agent and \
-             mounts {what}. `shrooms-agent cage move {name}` (with the options it had: `cage \
-             show` lists them) makes its cage again without it"
-        )));
+        return refused(not_started(NotStarted::MountsWrong { what: what.clone() }));
     }
     if let Some(e) = git_refusal(f) {
         return refused(e);
     }
     if !f.dir_there {
-        return Err(Error::failed(missing_folder_message(name, &record.dir)));
+        return Err(Error::session(
+            name,
+            SessionProblem::ProjectGone {
+                dir: record.dir.clone(),
+            },
+        ));
     }
     let mut steps = vec![plan::Step::Intent {
         session: name.clone(),
@@ -465,7 +415,12 @@ pub fn decide_start<'a>(f: &StartFacts<'a>, host: &Host) -> Result<Vec<plan::Ste
         session: name.clone(),
         cage: Box::new(cage.clone()),
     });
-    let gone = Error::failed(gone_message(&cage.container, name));
+    let gone = Error::session(
+        name,
+        SessionProblem::ContainerGone {
+            container: cage.container.clone(),
+        },
+    );
     steps.extend(start_steps(host, name, cage, gone, old));
     steps.push(plan::Step::Done {
         session: name.clone(),

@@ -13,7 +13,7 @@ use http_body_util::BodyExt;
 
 use super::conn::{ConnInfo, READ_TIMEOUT};
 use super::reply::{Pace, Response};
-use crate::error::Error;
+use crate::error::{BodyProblem, Error};
 
 /// A JSON body may be at most this long (1 MiB).
 pub const MAX_JSON: u64 = 1024 * 1024;
@@ -26,11 +26,9 @@ pub enum Unread {
 }
 
 /// The Content-Length a body must have (a chunked body is not taken).
-pub fn length(headers: &HeaderMap, what: &str) -> Result<Option<u64>, Error> {
+pub fn length(headers: &HeaderMap, what: &'static str) -> Result<Option<u64>, Error> {
     if headers.contains_key(axum::http::header::TRANSFER_ENCODING) {
-        return Err(Error::bad_input(format!(
-            "{what} needs Content-Length (a chunked body is not taken)"
-        )));
+        return Err(Error::body(what, BodyProblem::Chunked));
     }
     // hyper has refused a Content-Length that is not digits, and two
     // that differ.
@@ -46,9 +44,10 @@ pub fn length(headers: &HeaderMap, what: &str) -> Result<Option<u64>, Error> {
 pub async fn json(info: &ConnInfo, headers: &HeaderMap, body: Body) -> Result<Bytes, Unread> {
     let len = length(headers, "a body").map_err(Unread::Op)?.unwrap_or(0);
     if len > MAX_JSON {
-        return Err(Unread::Op(Error::too_large(format!(
-            "the body is {len} bytes; a JSON body may be at most {MAX_JSON} (1 MiB)"
-        ))));
+        return Err(Unread::Op(Error::body(
+            "a body",
+            BodyProblem::TooLarge { len, max: MAX_JSON },
+        )));
     }
     let read = axum::body::to_bytes(body, MAX_JSON as usize);
     match tokio::time::timeout_at(info.deadline.into(), read).await {

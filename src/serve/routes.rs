@@ -640,7 +640,12 @@ async fn drop_file(
     let (parts, body) = req.into_parts();
     let length = match body::length(&parts.headers, "a file") {
         Ok(Some(n)) => n,
-        Ok(None) => return Response::from_error(&Error::bad_input("a file needs Content-Length")),
+        Ok(None) => {
+            return Response::from_error(&Error::body(
+                "a file",
+                crate::error::BodyProblem::NoLength,
+            ));
+        }
         Err(e) => return Response::from_error(&e),
     };
     let from_session = parts

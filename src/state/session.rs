@@ -29,9 +29,7 @@ pub fn validate_name(name: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::bad_input(format!(
-            "{name:?} is not a session name: use 1 to 63 of A-Z a-z 0-9 _ . -, not starting with - or ."
-        )))
+        Err(Error::session(name, SessionProblem::NotAName))
     }
 }
 
@@ -558,11 +556,13 @@ impl Store {
         let path = self.intent_path(name);
         match fs::read_to_string(&path) {
             Ok(t) => serde_json::from_str(&t).map(Some).map_err(|e| {
-                Error::failed(format!(
-                    "the intent {} is damaged: {e}; look at the session's container \
-                     (`podman ps -a`), then remove the file",
-                    path.display()
-                ))
+                Error::session(
+                    name,
+                    SessionProblem::IntentDamaged {
+                        file: path.clone(),
+                        why: e.to_string(),
+                    },
+                )
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::act(format!("reading {}", path.display()), &e)),
@@ -799,13 +799,13 @@ impl Store {
             Err(e) => return Err(Error::act(format!("reading {}", path.display()), &e)),
         };
         let damaged = |why: String| {
-            Error::failed(format!(
-                "the record {} is damaged: {why}; nothing was done. Put it back as it was, or \
-                 remove the file (`rm {}`); `shrooms-agent cage prune` then removes the container \
-                 left without a session",
-                path.display(),
-                path.display()
-            ))
+            Error::session(
+                name,
+                SessionProblem::RecordDamaged {
+                    file: path.clone(),
+                    why,
+                },
+            )
         };
         let record: Record = serde_json::from_str(&text).map_err(|e| damaged(e.to_string()))?;
         check_record(name, &record).map_err(damaged)?;
@@ -1027,12 +1027,12 @@ impl Store {
         }
         let path = self.change_lock_path(name);
         let Some(file) = crate::state::lock::take_within(&path, CHANGE_WAIT)? else {
-            return Err(Error::busy(format!(
-                "session {name} is being changed by another shrooms-agent command (cage limits, \
-                 a setting, a rename, or its rules being loaded) for more than {} s; try again \
-                 when it ends",
-                CHANGE_WAIT.as_secs()
-            )));
+            return Err(Error::session(
+                name,
+                SessionProblem::BeingChanged {
+                    secs: CHANGE_WAIT.as_secs(),
+                },
+            ));
         };
         if !self.exists(name) {
             // Removed or renamed while this waited.

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{DropRefused, Error, IoContext, Result};
 use crate::ops::Context;
 use crate::state::session::{self, MAX_FILE};
 
@@ -132,11 +132,9 @@ pub fn decide_drop(
             caged
         }
         None => {
-            let s = d.from_session.ok_or_else(|| {
-                refusal(Error::bad_input(
-                    "a drop names its sender's session in the header X-Shrooms-From-Session",
-                ))
-            })?;
+            let s = d
+                .from_session
+                .ok_or_else(|| refusal(Error::drop_refused(d.session, DropRefused::NoSender)))?;
             session::validate_name(s)
                 .map_err(|e| refusal(e.context("the header X-Shrooms-From-Session")))?;
             s
@@ -149,22 +147,13 @@ pub fn decide_drop(
     let from = format!("{machine}/{from_session}");
     let refused = |e: Error| Err(refusal(e));
     if d.name.is_empty() {
-        return refused(Error::bad_input(
-            "a drop names its file: add ?name=FILE to the address",
-        ));
+        return refused(Error::drop_refused(d.session, DropRefused::NoName));
     }
     if d.caged.is_some() && !record.accepts_caged() {
-        return refused(Error::forbidden(format!(
-            "session {} takes nothing from caged sessions, and {from} is caged; \
-             `shrooms-agent cage accept-caged {} on` lets caged senders in",
-            d.session, d.session
-        )));
+        return refused(Error::drop_refused(d.session, DropRefused::Caged { from }));
     }
     if !record.files.allows(&machine, from_session) {
-        let error = Error::forbidden(format!(
-            "session {} takes no files from {from}; `shrooms-agent files allow {} {from}` lets them in",
-            d.session, d.session
-        ));
+        let error = Error::drop_refused(d.session, DropRefused::NotAllowed { from: from.clone() });
         let remember = Refusal {
             session: d.session.to_string(),
             from,
@@ -174,16 +163,19 @@ pub fn decide_drop(
     }
     let note = d.note.filter(|n| !n.is_empty());
     if note.is_some_and(|n| n.len() > MAX_NOTE) {
-        return refused(Error::bad_input(format!(
-            "the note is over {MAX_NOTE} bytes: shorten it, or send it as a file"
-        )));
+        return refused(Error::drop_refused(
+            d.session,
+            DropRefused::NoteTooLong { max: MAX_NOTE },
+        ));
     }
     if d.length > bounds.file {
-        return refused(Error::too_large(format!(
-            "the file is {} bytes, over the {} a session takes in one file",
-            d.length,
-            size_text(bounds.file)
-        )));
+        return refused(Error::drop_refused(
+            d.session,
+            DropRefused::FileTooLarge {
+                length: d.length,
+                bound: bounds.file,
+            },
+        ));
     }
     Ok(Take {
         session: d.session.to_string(),
@@ -263,16 +255,6 @@ pub fn store(ctx: &Context, incoming: &Incoming) -> Result<Received> {
     })
 }
 
-/// 1 GiB, 100 MiB, or bytes.
-fn size_text(n: u64) -> String {
-    const MIB: u64 = 1024 * 1024;
-    match n {
-        n if n >= 1024 * MIB && n % (1024 * MIB) == 0 => format!("{} GiB", n / 1024 / MIB),
-        n if n >= MIB && n % MIB == 0 => format!("{} MiB", n / MIB),
-        n => format!("{n} bytes"),
-    }
-}
-
 /// At most this much from the sessions of one machine to one session, in
 /// all (2 GiB): with `MACHINE/*` allowed, the sender names its session
 /// itself, and a bound per session alone would be none.
@@ -332,24 +314,24 @@ fn reserve(drops: &Path, from: &Sender, length: u64, bounds: &Bounds) -> Result<
         }
     }
     if sender_total + length > bounds.sender {
-        return Err(Error::too_large(format!(
-            "{}/{} has sent {sender_total} bytes to session {} already (counting what is on its \
-             way); with this file that is over the {} one sender may leave",
-            from.machine,
-            from.session,
+        return Err(Error::drop_refused(
             from.receiver,
-            size_text(bounds.sender)
-        )));
+            DropRefused::SenderOver {
+                from: format!("{}/{}", from.machine, from.session),
+                sent: sender_total,
+                bound: bounds.sender,
+            },
+        ));
     }
     if machine_total + length > bounds.machine {
-        return Err(Error::too_large(format!(
-            "the sessions of machine {} have sent {machine_total} bytes to session {} already \
-             (counting what is on its way); with this file that is over the {} one machine may \
-             leave",
-            from.machine,
+        return Err(Error::drop_refused(
             from.receiver,
-            size_text(bounds.machine)
-        )));
+            DropRefused::MachineOver {
+                machine: from.machine.to_string(),
+                sent: machine_total,
+                bound: bounds.machine,
+            },
+        ));
     }
     let folder = drops.join(&own);
     let (path, file) = create_partial(&folder)?;

@@ -59,8 +59,14 @@ pub fn set_limits(
 /// record's, which the executor then puts back as they were.
 pub fn load_new_rules(ctx: &Context, host: &Host, session: &str, cage: &CageRecord) -> Result<()> {
     let running = match host.podman.inspect(&cage.container)? {
-        Some(c) if c.state.running => crate::net::netns::Running::of(&c)
-            .ok_or_else(|| Error::failed(crate::net::netns::old_cage(&cage.container)))?,
+        Some(c) if c.state.running => crate::net::netns::Running::of(&c).ok_or_else(|| {
+            Error::session(
+                session,
+                crate::error::SessionProblem::OldCage {
+                    container: cage.container.clone(),
+                },
+            )
+        })?,
         // Stopped meanwhile: its next start loads the record's.
         _ => return Ok(()),
     };
