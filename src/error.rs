@@ -301,6 +301,13 @@ pub enum What {
         what: &'static str,
         problem: BodyProblem,
     },
+    /// A container that is not running, so what was asked of it (`so`,
+    /// in words) cannot be done.
+    NotRunning { container: String, so: &'static str },
+    /// Something the program relies on did not hold (a step of a plan
+    /// that left nothing where the next needs it): a fault of the program,
+    /// named by these words.
+    Unmet(&'static str),
     /// A program that gave no answer `within` its time, and was killed.
     NoAnswer {
         label: String,
@@ -366,6 +373,13 @@ pub enum SessionProblem {
     NotStarted(NotStarted),
     /// The name is not one a session can have.
     NotAName,
+    /// It is in no cage; `then`: what follows of it, in words (`, so it
+    /// cannot be taken out of one`), or nothing.
+    NotCaged { then: &'static str },
+    /// It is in a cage, and what was asked is for a session in none.
+    Caged,
+    /// It is not sealed, and only a sealed cage has an outbox.
+    NotSealed,
     /// Its record (at `file`) does not read, or says what no record of
     /// ours says (`why`).
     RecordDamaged {
@@ -591,6 +605,13 @@ impl SessionProblem {
                  and conversations (`cage show {session}` lists the options it had)"
             ),
             SessionProblem::OldCage { container } => old_cage(container),
+            SessionProblem::NotCaged { then } => {
+                format!("session {session} is not in a cage{then}")
+            }
+            SessionProblem::Caged => format!("session {session} is in a cage"),
+            SessionProblem::NotSealed => {
+                format!("session {session} is not sealed: only a sealed cage has an outbox")
+            }
             SessionProblem::NotAName => format!(
                 "{session:?} is not a session name: use 1 to 63 of A-Z a-z 0-9 _ . -, not \
                  starting with - or ."
@@ -621,7 +642,10 @@ impl SessionProblem {
         match self {
             SessionProblem::Missing => Kind::NotFound,
             SessionProblem::Exists => Kind::Exists,
-            SessionProblem::NotAName => Kind::BadInput,
+            SessionProblem::NotAName
+            | SessionProblem::NotCaged { .. }
+            | SessionProblem::Caged
+            | SessionProblem::NotSealed => Kind::BadInput,
             SessionProblem::BeingMade(_)
             | SessionProblem::Held(_)
             | SessionProblem::Running { .. }
@@ -704,6 +728,10 @@ impl What {
             }
             What::Drop { session, refused } => refused.words(session),
             What::Body { what, problem } => problem.words(what),
+            What::NotRunning { container, so } => {
+                format!("the container {container} is not running, so {so}")
+            }
+            What::Unmet(what) => what.to_string(),
             What::NoAnswer { label, within } => format!("{label}: no answer within {within:?}"),
             What::SaidTooMuch { label, max } => {
                 format!("{label}: it printed more than {max} bytes, more than is ever read of it")
@@ -1085,6 +1113,22 @@ impl Error {
             BodyProblem::Chunked | BodyProblem::NoLength => Kind::BadInput,
         };
         Self::of(kind, What::Body { what, problem })
+    }
+
+    /// What the program relies on did not hold ([`What::Unmet`]).
+    pub fn unmet(what: &'static str) -> Self {
+        Self::of(Kind::Failed, What::Unmet(what))
+    }
+
+    /// A container not running, so that `so` cannot be done.
+    pub fn not_running(container: &str, so: &'static str) -> Self {
+        Self::of(
+            Kind::Failed,
+            What::NotRunning {
+                container: container.to_string(),
+                so,
+            },
+        )
     }
 
     /// A value of the config file `file` refused: for its `key`, or the
@@ -1646,6 +1690,24 @@ mod tests {
             "session web is being changed by another shrooms-agent command (cage limits, a \
              setting, a rename, or its rules being loaded) for more than 30 s; try again when it \
              ends"
+        );
+        assert_eq!(
+            s(SessionProblem::NotCaged {
+                then: ", so it cannot be taken out of one"
+            }),
+            "session web is not in a cage, so it cannot be taken out of one"
+        );
+        assert_eq!(
+            s(SessionProblem::NotSealed),
+            "session web is not sealed: only a sealed cage has an outbox"
+        );
+        assert_eq!(
+            Error::session("web", SessionProblem::NotCaged { then: "" }).kind,
+            Kind::BadInput
+        );
+        assert_eq!(
+            Error::not_running("c1", "its network cannot be closed").message(),
+            "the container c1 is not running, so its network cannot be closed"
         );
         let d = |r| Error::drop_refused("web", r);
         assert_eq!(

@@ -28,9 +28,12 @@ pub fn bring(ctx: &Context, name: &str, ff: bool) -> Result<Brought> {
     let (_lock, record) = super::plan::lock_and_load(ctx, name)?;
     _lock.note("bring");
     let cage = record.cage.as_ref().ok_or_else(|| {
-        Error::bad_input(format!(
-            "session {name} is not in a cage: its git is your repository's already"
-        ))
+        Error::session(
+            name,
+            crate::error::SessionProblem::NotCaged {
+                then: ": its git is your repository's already",
+            },
+        )
     })?;
     if cage.git.is_none() {
         return Err(Error::bad_input(format!(

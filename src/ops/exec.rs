@@ -124,7 +124,7 @@ pub fn prepare_uncaged(
     let (lock, record) = super::plan::lock_and_load(ctx, name)?;
     lock.note("turn");
     if record.cage.is_some() {
-        return Err(Error::bad_input(format!("session {name} is in a cage")));
+        return Err(Error::session(name, SessionProblem::Caged));
     }
     if !allowed {
         return Err(uncaged_refused(name));
@@ -256,7 +256,7 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
     let (Some(watcher), Some(gateway), Some(socket), Some(env)) =
         (ran.watcher, ran.gateway, ran.socket, ran.env)
     else {
-        return Err(Error::failed("the turn's plan did not open its servers"));
+        return Err(Error::unmet("the turn's plan did not open its servers"));
     };
     let args = argv::exec(&cage.container, &record.dir, &env.file, tty, &cmd);
     let resume = wants_resume.then(|| super::resume::Watch::begin(&ctx.store, &record, cage));

@@ -424,7 +424,7 @@ fn receive_within(
     };
     super::plan::execute(ctx, None, steps)?
         .received
-        .ok_or_else(|| Error::failed("a drop that stored nothing"))
+        .ok_or_else(|| Error::unmet("a drop that stored nothing"))
 }
 
 #[cfg(test)]

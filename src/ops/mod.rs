@@ -213,7 +213,7 @@ pub fn cage_of(record: &Record) -> Result<&CageRecord> {
     record
         .cage
         .as_ref()
-        .ok_or_else(|| Error::bad_input(format!("session {} is not in a cage", record.name)))
+        .ok_or_else(|| Error::session(&record.name, SessionProblem::NotCaged { then: "" }))
 }
 
 /// Start the cage if it is not running, then close the agent port inside
@@ -236,7 +236,7 @@ pub fn ensure_running(ctx: &Context, host: &Host, record: &Record) -> Result<i64
     let steps = decide_start(&facts, host)?;
     let ran = plan::execute(ctx, Some(host), steps)?;
     ran.pid
-        .ok_or_else(|| Error::failed("the cage's rules were not loaded"))
+        .ok_or_else(|| Error::unmet("the cage's rules were not loaded"))
 }
 
 /// What a start decides on, read before anything is done; a check that
@@ -643,11 +643,8 @@ pub fn running_of(
     if inspected.init_source().is_none() {
         return Err(old.clone());
     }
-    crate::net::netns::Running::of(&inspected).ok_or_else(|| {
-        Error::failed(format!(
-            "the container {container} is not running, so its network cannot be closed"
-        ))
-    })
+    crate::net::netns::Running::of(&inspected)
+        .ok_or_else(|| Error::not_running(container, "its network cannot be closed"))
 }
 
 /// Pure: the file a cage's create argv tells podman to write its PID to.

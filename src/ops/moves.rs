@@ -99,7 +99,7 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
         _ => None,
     }) {
         Some(w) => w,
-        None => return Err(Error::failed("a move without a history entry")),
+        None => return Err(Error::unmet("a move without a history entry")),
     };
     if let Some(h) = host {
         // The old cage's git directory goes with it: what the session
@@ -124,10 +124,12 @@ pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
 /// Pure: a session out of its cage must have one.
 fn decide_way_out(req: &MoveRequest, old: Option<&CageRecord>) -> Result<()> {
     if req.out && old.is_none() {
-        return Err(Error::bad_input(format!(
-            "session {} is not in a cage, so it cannot be taken out of one",
-            req.name
-        )));
+        return Err(Error::session(
+            &req.name,
+            crate::error::SessionProblem::NotCaged {
+                then: ", so it cannot be taken out of one",
+            },
+        ));
     }
     Ok(())
 }

@@ -46,12 +46,10 @@ pub fn pack(
 
 /// A sealed session's outbox, or the error for a session that has none.
 fn outbox_of(record: &crate::state::session::Record) -> Result<PathBuf> {
-    let sealed = cage_of(record)?.sealed.as_ref().ok_or_else(|| {
-        Error::bad_input(format!(
-            "session {} is not sealed: only a sealed cage has an outbox",
-            record.name
-        ))
-    })?;
+    let sealed = cage_of(record)?
+        .sealed
+        .as_ref()
+        .ok_or_else(|| Error::session(&record.name, crate::error::SessionProblem::NotSealed))?;
     Ok(sealed.outbox.clone())
 }
 
@@ -98,7 +96,7 @@ pub fn send(ctx: &Context, req: &SendRequest) -> Result<Sent> {
     );
     let ran = super::plan::execute(ctx, None, decide_send(facts)?)?;
     let (Some(packed), Some((path, size))) = (ran.packed, ran.delivered) else {
-        return Err(Error::failed("a send that packed or delivered nothing"));
+        return Err(Error::unmet("a send that packed or delivered nothing"));
     };
     let left = packed.left_out.len() + packed.left_out_unlisted;
     let mut line = format!(

@@ -812,7 +812,7 @@ fn gateway(
 ) -> Result<Option<Undo>> {
     let pid = ran
         .pid
-        .ok_or_else(|| Error::failed("the cage's rules were not loaded"))?;
+        .ok_or_else(|| Error::unmet("the cage's rules were not loaded"))?;
     let gateway = acts::turn::open_gateway(ctx, podman(host)?, record, pid, pi)?;
     ran.gateway = Some(gateway);
     Ok(Some(Undo::Gateway))
@@ -828,7 +828,7 @@ fn turn_env(ctx: &Context, record: &Record, ran: &mut Ran) -> Result<Option<Undo
         .gateway
         .as_ref()
         .map(|g| g.base_url())
-        .ok_or_else(|| Error::failed("the turn's gateway was not opened"))?;
+        .ok_or_else(|| Error::unmet("the turn's gateway was not opened"))?;
     let env = acts::turn::write_env(ctx, record, &url)?;
     let undo = Undo::EnvFile(env.file.clone());
     ran.env = Some(env);

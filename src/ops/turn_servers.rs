@@ -25,10 +25,10 @@ pub fn open_gateway(
 ) -> Result<Gateway> {
     let cage = cage_of(record)?;
     if pid <= 0 {
-        return Err(Error::failed(format!(
-            "the container {} is not running, so its model gateway cannot be opened",
-            cage.container
-        )));
+        return Err(Error::not_running(
+            &cage.container,
+            "its model gateway cannot be opened",
+        ));
     }
     let nsenter = host
         .nsenter
