@@ -279,7 +279,7 @@ pub fn rewrite(
                 .get_mut("params")
                 .and_then(|p| p.get_mut("message"))
                 .and_then(Value::as_object_mut)
-                .ok_or("a send needs params.message(), an object")?;
+                .ok_or("a send needs params.message, an object")?;
             let meta = message
                 .entry("metadata")
                 .or_insert_with(|| Value::Object(Default::default()));
@@ -1103,6 +1103,11 @@ mod tests {
         ] {
             assert!(rw(kind, input).is_err(), "{input}");
         }
+        // The words the cage is answered with (docs/cages.md).
+        assert_eq!(
+            rw(Kind::Send, r#"{"method":"SendMessage","params":{}}"#).unwrap_err(),
+            "a send needs params.message, an object"
+        );
     }
 
     /// What a receiver that folds case (Go's encoding/json) would read
