@@ -32,7 +32,7 @@ fn run_with(w: &World, program: &Path, args: &[&str]) -> Run {
     c.stdin(std::process::Stdio::null());
     Run {
         what: format!("{} {}", program.display(), args.join(" ")),
-        out: c.output().unwrap(),
+        out: output_of(&mut c),
     }
 }
 

@@ -1135,6 +1135,25 @@ pub fn uptime() -> f64 {
         .unwrap()
 }
 
+/// Run `c` to its end, as `Command::output`, past the moments when the
+/// program cannot be started because a file of it was just written:
+/// execve(2) fails with ETXTBSY while any process holds it open for
+/// writing, and a child that another test's thread forked while this one
+/// wrote the file holds the descriptor until its own exec (the window is
+/// short; Go's os/exec meets the same race, golang/go#22315).
+pub fn output_of(c: &mut std::process::Command) -> std::process::Output {
+    let mut tries = 0;
+    loop {
+        match c.output() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            r => return r.unwrap(),
+        }
+    }
+}
+
 pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     let end = std::time::Instant::now() + timeout;
     while !f() {
