@@ -906,7 +906,6 @@ impl Error {
                 why: why.to_string(),
             },
         )
-        .about(Subject::Field(field))
     }
 
     /// The words of the error for the terminal, with what was said around
@@ -937,10 +936,12 @@ impl Error {
         }
     }
 
-    /// The field whose value was refused, if that is what it is about.
+    /// The field whose value was refused, if that is what it is about: a
+    /// refused value's ([`What::Field`]), or the field words that name
+    /// several were said to be about ([`Subject::Field`]).
     pub fn field(&self) -> Option<&'static str> {
-        match self.subject.as_deref() {
-            Some(Subject::Field(f)) => Some(f),
+        match (&*self.what, self.subject.as_deref()) {
+            (What::Field { field, .. }, _) | (_, Some(Subject::Field(field))) => Some(field),
             _ => None,
         }
     }
@@ -957,13 +958,12 @@ impl Error {
     }
 
     /// The field of an HTTP request's body the error is about: a refused
-    /// value's ([`Subject::Field`]), or where serde refused the body
+    /// value's ([`Error::field`]), or where serde refused the body
     /// ([`Subject::BodyField`]).
     pub fn body_field(&self) -> Option<&str> {
         match self.subject.as_deref() {
-            Some(Subject::Field(f)) => Some(f),
             Some(Subject::BodyField(f)) => Some(f),
-            _ => None,
+            _ => self.field(),
         }
     }
 

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 mod source;
-use source::rs_files;
+use source::{before_tests, rs_files};
 
 /// The constructors that make an error from a sentence made on the spot.
 const SENTENCE_MAKERS: &[&str] = &[
@@ -43,14 +43,6 @@ const LEFT: &[(&str, usize)] = &[
     ("state", 13),
     ("turn", 1),
 ];
-
-/// The text before a file's test module.
-fn before_tests(text: &str) -> &str {
-    match text.find("#[cfg(test)]\nmod tests") {
-        Some(i) => &text[..i],
-        None => text,
-    }
-}
 
 /// Pure: how many errors a file's code makes from sentences.
 fn sentences(code: &str) -> usize {

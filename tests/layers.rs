@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 mod source;
-use source::rs_files;
+use source::{before_tests, rs_files};
 
 /// The circles between rooms still allowed, with why: none.
 const ALLOWED: &[&[&str]] = &[];
@@ -543,14 +543,6 @@ struct Function {
     line: usize,
     lines: usize,
     decision: bool,
-}
-
-/// The text before a file's test module.
-fn before_tests(text: &str) -> &str {
-    match text.find("#[cfg(test)]\nmod tests") {
-        Some(i) => &text[..i],
-        None => text,
-    }
 }
 
 /// The name after `fn ` on a line that declares a function, if it does.

@@ -1,4 +1,4 @@
-//! The program's sources, for the tests that read them (`layers.rs`,
+//! The program's sources, for the tests that read them (`layers.rs`, `errors.rs`,
 //! `unsafe_code.rs`).
 
 use std::path::{Path, PathBuf};
@@ -12,5 +12,14 @@ pub fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
         } else if p.extension().is_some_and(|x| x == "rs") {
             out.push(p);
         }
+    }
+}
+
+/// The text before a file's test module.
+#[allow(dead_code)] // not every test that reads the sources leaves the tests out
+pub fn before_tests(text: &str) -> &str {
+    match text.find("#[cfg(test)]\nmod tests") {
+        Some(i) => &text[..i],
+        None => text,
     }
 }
