@@ -499,6 +499,7 @@ pub struct MachineListing {
 /// `[ssh]`, each asked on its own; one that cannot be asked is named with
 /// why, and does not hide the others (exit 1 then).
 pub fn ls_all(ctx: &crate::ops::Context, json: bool) -> Result<std::process::ExitCode> {
+    crate::ops::tidy::everything(ctx);
     let here = crate::ops::listing::ls(ctx);
     // A killed turn's cage stopped on the way, said before the listing.
     crate::face::output::warnings(&ctx.take_warnings());

@@ -898,6 +898,41 @@ fn ls_of_one_cage() {
     ls_of(1);
 }
 
+/// A look changes nothing: with a turn's marker left and nobody holding
+/// the session (a turn killed with its watcher), `ls` and `show` stop no
+/// cage and leave the marker; the faces' `tidy` before them stops it.
+#[test]
+fn looks_change_nothing_and_tidy_ends_a_dead_turn() {
+    let container = "shrooms-dead-0a1b2c";
+    let ps = serde_json::Value::from(vec![ps_entry(container, "dead", None)]).to_string();
+    let w = World::new("looks", |f| {
+        f.on_prefix(&["ps"], Answer::out(ps))
+            .on_prefix(&["inspect"], Answer::out(container_state(true)))
+            .on_prefix(&["stop"], Answer::out(""))
+    });
+    w.record("dead", Some(container));
+    let marker = w.ctx.store.turn_marker("dead");
+    std::fs::write(&marker, "").unwrap();
+    let stops = |calls: &[Vec<String>]| calls.iter().filter(|c| c[0] == "stop").count();
+    super::listing::ls(&w.ctx).unwrap();
+    let _ = super::show::show(&w.ctx, "dead");
+    assert_eq!(stops(&w.fake.calls()), 0, "{:?}", w.fake.calls());
+    assert!(marker.exists());
+    assert!(w.ctx.take_warnings().is_empty());
+    super::tidy::everything(&w.ctx);
+    assert_eq!(stops(&w.fake.calls()), 1, "{:?}", w.fake.calls());
+    assert!(
+        !marker.exists(),
+        "{:?} {:?}",
+        w.fake.calls(),
+        w.ctx.take_warnings()
+    );
+    assert!(
+        w.ctx.take_warnings()[0].starts_with(&format!("stopped {container}")),
+        "tidy did not say it stopped the cage"
+    );
+}
+
 #[test]
 fn ls_of_a_hundred_cages_is_still_one_call() {
     ls_of(100);

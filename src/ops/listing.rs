@@ -40,16 +40,11 @@ pub struct Listing {
     pub damaged: Vec<crate::state::session::Damaged>,
 }
 
+/// A look: it changes nothing (the faces call `tidy::everything` first).
 pub fn ls(ctx: &Context) -> Result<Listing> {
-    // Nothing left undone that could change what podman lists (no intent
-    // of a command that died, no marker of a turn): podman is asked at
-    // once, and the records are read while it answers.
-    if ctx.store.intents().is_empty()
-        && ctx.store.turn_markers().is_empty()
-        && let Some(podman) = ctx.podman_program()
-    {
+    // Podman is asked at once, and the records are read while it answers.
+    if let Some(podman) = ctx.podman_program() {
         let (ps, local) = podman.ps_cages_beside(|| {
-            super::plan::repair_all(ctx);
             let (records, damaged) = ctx.store.list_readable()?;
             let host = ctx.host()?;
             let busy = records
@@ -70,17 +65,7 @@ pub fn ls(ctx: &Context) -> Result<Listing> {
             damaged,
         ));
     }
-    // What commands that died left undone is finished or taken back before
-    // the sessions are listed.
-    super::plan::repair_all(ctx);
     let (records, damaged) = ctx.store.list_readable()?;
-    // A turn killed with its watcher left its cage running: stopped
-    // before the cages are listed.
-    if ctx.host().is_ok() {
-        for r in &records {
-            super::dead_turn::reap_dead_turn(ctx, r);
-        }
-    }
     // Without podman the sessions are still listed, their state unknown: a
     // caged session can still be taken out of its cage there.
     let (ps, volumes, enforced) = match ctx.host() {

@@ -5,7 +5,7 @@
 //!
 //! What two verbs share sits in a file of its own that imports no verb (`session_object.rs`, the session as the
 //! faces give it; `listing.rs`, the sessions listed; `idle.rs`,
-//! `before_git_goes.rs`, `dead_turn.rs`, `session_address.rs`), or in the
+//! `before_git_goes.rs`, `dead_turn.rs`, `session_address.rs`, `tidy.rs`), or in the
 //! room it belongs to (`state::when::now`, `host::enforces_limits`).
 
 pub mod acts;
@@ -42,6 +42,7 @@ pub mod session_object;
 pub mod show;
 pub mod start;
 pub mod stop;
+pub mod tidy;
 mod turn_servers;
 
 use std::cell::OnceCell;

@@ -125,6 +125,7 @@ struct Facts<'a> {
 }
 
 fn facts<'a>(ctx: &'a Context, lock: bool) -> Result<Facts<'a>> {
+    super::tidy::everything(ctx);
     let listing = super::listing::ls(ctx)?;
     let ours = ctx.store.state_id_if_any()?;
     let mut facts = Facts {

@@ -323,6 +323,7 @@ async fn list(Extension(shared): Sh) -> axum::response::Response {
     }
     operation(&shared, |shared| {
         let ctx = shared.context();
+        ops::tidy::everything(&ctx);
         let listing = ops::listing::ls(&ctx);
         said(&ctx);
         Ok(Response::json(200, &listing?))
@@ -434,6 +435,7 @@ async fn show(Extension(shared): Sh, InPath(Session { name }): InPath<Session>) 
     }
     operation(&shared, move |shared| {
         let ctx = shared.context();
+        ops::tidy::session(&ctx, &name);
         let shown = ops::show::show(&ctx, &name);
         said(&ctx);
         Ok(Response::json(200, &shown?))

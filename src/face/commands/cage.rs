@@ -58,6 +58,7 @@ pub fn run(ctx: &Context, cmd: CageCommand, json: bool) -> Result<ExitCode> {
         CageCommand::Ls { all: true, .. } => remote::ls_all(ctx, json),
         CageCommand::Ls { quiet, .. } => ls(ctx, quiet, json),
         CageCommand::Show(a) => {
+            ops::tidy::session(ctx, &a.name);
             let r = ops::show::show(ctx, &a.name);
             warnings(ctx);
             let r = r?;
@@ -138,6 +139,7 @@ fn history(ctx: &Context, a: HistoryArgs, json: bool) -> Result<ExitCode> {
 }
 
 fn ls(ctx: &Context, quiet: bool, json: bool) -> Result<ExitCode> {
+    ops::tidy::everything(ctx);
     let r = ops::listing::ls(ctx);
     warnings(ctx);
     let r = r?;
