@@ -14,7 +14,7 @@ use crate::cage::spec::{
     self, CageSpec, EnvPlan, EnvRequest, Found, FoundNix, FoundOptions, FoundSealed, NixOption,
     Options, Request, SHARED_LABEL, SealedSpec,
 };
-use crate::error::{Error, Kind, Result, Subject};
+use crate::error::{ChoiceProblem, Error, FolderProblem, Result};
 use crate::host::podman::{argv, envfile};
 use crate::host::{Host, LimitsSupport};
 use crate::net::rules;
@@ -281,16 +281,8 @@ fn check_choice(choice: &CageChoice, harness: Harness) -> Result<()> {
         && let Some(net) = &choice.net
         && *net != crate::net::netpolicy::NetPolicy::Internet
     {
-        return Err(Error::worded(Kind::BadInput, |f| {
-            format!(
-                "{} {net}: a sealed cage has its own rules (the internet and nothing local, \
-                 DNS to its resolvers only); leave out {} or {}",
-                f.field("net"),
-                f.field("net"),
-                f.field("sealed")
-            )
-        })
-        .about(Subject::Field("net")));
+        let net = net.to_string();
+        return Err(Error::choice(ChoiceProblem::SealedNet { net }));
     }
     if choice.sealed {
         // Seed, "Sealed cages": "GitHub, nix and the shared folder are not
@@ -301,22 +293,11 @@ fn check_choice(choice: &CageChoice, harness: Harness) -> Result<()> {
             (choice.shared, "shared"),
         ] {
             if on {
-                return Err(Error::worded(Kind::BadInput, |f| {
-                    format!(
-                        "{} widens a cage, and a sealed cage is not widened: leave out {} or {}",
-                        f.field(field),
-                        f.field(field),
-                        f.field("sealed")
-                    )
-                })
-                .about(Subject::Field(field)));
+                return Err(Error::choice(ChoiceProblem::SealedWidened { field }));
             }
         }
         if harness != Harness::Claude {
-            return Err(Error::bad_input(
-                "a sealed cage runs Claude Code only: pi would need your model keys, \
-                 and a sealed cage gets none of them",
-            ));
+            return Err(Error::choice(ChoiceProblem::SealedHarness));
         }
     }
     Ok(())
@@ -344,7 +325,7 @@ fn look_at_folder(ctx: &Context, dir: &Path, harness: Harness, choice: &CageChoi
         dir,
         &ctx.settings.home,
         &ctx.settings.state_dir,
-        "the project is mounted read-write, where the cage can write",
+        crate::error::Mounted::Any,
     )?;
     let s = &ctx.settings;
     let guarded: Vec<PathBuf> = std::iter::once(s.config_path.clone())
@@ -734,11 +715,11 @@ fn decide_neighbours(g: &Given, said: &mut Said) -> std::result::Result<(), Refu
         validate_mesh(m)?;
     }
     if let Some((transcript, false)) = &f.first.transcript {
-        return Err(Error::bad_input(format!(
-            "there is no conversation {:?} of this project: {} is missing",
+        let transcript = transcript.clone();
+        return Err(Error::conversation(
             choice.conversation.as_deref().unwrap_or_default(),
-            transcript.display()
-        ))
+            crate::error::ConversationProblem::Missing { transcript },
+        )
         .into());
     }
     Ok(())
@@ -746,25 +727,13 @@ fn decide_neighbours(g: &Given, said: &mut Said) -> std::result::Result<(), Refu
 
 /// Pure: an ordinary cage refused in a folder a sealed session worked in.
 fn untrusted_refusal(dir: &Path, u: &sealed::Untrusted) -> Error {
-    Error::worded(Kind::BadInput, |f| {
-        format!(
-            "{} {} {}, where sealed session {} worked; the folder is untrusted after a sealed \
-             session: what the code under review left there (a git hook, a Makefile, an \
-             .envrc) would run in an ordinary cage, with your settings and network. Read it, \
-             then delete it or clone again; to give it an ordinary cage all the same, pass {}",
-            dir.display(),
-            if dir == u.path {
-                "is"
-            } else if dir.starts_with(&u.path) {
-                "is inside"
-            } else {
-                "holds"
-            },
-            u.path.display(),
-            u.session,
-            f.machine_option("--unseal")
-        )
-    })
+    Error::folder(
+        dir,
+        crate::error::FolderProblem::Untrusted {
+            path: u.path.clone(),
+            session: u.session.clone(),
+        },
+    )
 }
 
 /// Pure: what the machine gives every cage: its limits enforced, its init
@@ -1116,17 +1085,11 @@ fn check_sources(
             ))
         })?;
         if m.src != dir && (led_to.starts_with(dir) || m.src.starts_with(dir)) {
-            return Err(Error::bad_input(format!(
-                "{} holds {}{}, which the cage gets mounted from outside; a cage could put \
-                 a link in its place: give it a project folder without it",
-                dir.display(),
-                led_to.display(),
-                if led_to == m.src {
-                    String::new()
-                } else {
-                    format!(" (where {} leads)", m.src.display())
-                }
-            )));
+            let src = m.src.clone();
+            return Err(Error::folder(
+                dir,
+                FolderProblem::HoldsMount { led_to, src },
+            ));
         }
     }
     for other in others {
@@ -1142,27 +1105,22 @@ fn check_sources(
             .filter(|m| !m.path.starts_with(&other.dir))
             .find(|m| m.path.starts_with(dir) || m.led_to.starts_with(dir))
         {
-            return Err(Error::bad_input(format!(
-                "{} holds {}, which session {}'s cage mounts; a cage could put a link in \
-                 its place: give it a project folder without it",
-                dir.display(),
-                m.path.display(),
-                other.name
-            )));
+            return Err(Error::folder(
+                dir,
+                FolderProblem::HoldsOthersMount {
+                    path: m.path.clone(),
+                    other: other.name.clone(),
+                },
+            ));
         }
         if other.dir.starts_with(dir) || dir.starts_with(&other.dir) {
-            return Err(Error::bad_input(format!(
-                "{} is {} {}, the project of session {}; a cage could put a link in place \
-                 of a folder the other mounts: give both the same folder, or folders side by side",
-                dir.display(),
-                if dir.starts_with(&other.dir) {
-                    "inside"
-                } else {
-                    "above"
+            return Err(Error::folder(
+                dir,
+                FolderProblem::Overlaps {
+                    other: other.name.clone(),
+                    other_dir: other.dir.clone(),
                 },
-                other.dir.display(),
-                other.name
-            )));
+            ));
         }
     }
     Ok(())
@@ -1443,22 +1401,9 @@ fn check_meshes(choice: &CageChoice) -> Result<()> {
     if choice.meshes.is_empty() || choice.shared {
         return Ok(());
     }
-    Err(Error::worded(Kind::BadInput, |f| {
-        let mesh = f.field("meshes");
-        if choice.sealed {
-            format!(
-                "{mesh} only chooses the shared folder's set of meshes, and a sealed cage has no \
-                 shared folder: leave out {mesh}"
-            )
-        } else {
-            let shared = f.field("shared");
-            format!(
-                "{mesh} only chooses the shared folder's set of meshes, and does nothing without \
-                 {shared}: add {shared}, or leave out {mesh}"
-            )
-        }
-    })
-    .about(Subject::Field("meshes")))
+    Err(Error::choice(ChoiceProblem::MeshesAlone {
+        sealed: choice.sealed,
+    }))
 }
 
 /// Pure: a mesh label: what a volume name can hold.
@@ -1555,27 +1500,15 @@ fn options(facts: &OptionFacts, choice: &CageChoice) -> Result<(FoundOptions, Op
     };
     if let Some((gh, there)) = &facts.gh {
         if !there {
-            return Err(Error::worded(Kind::BadInput, |f| {
-                format!(
-                    "{} mounts your GitHub login, {}, which is not there: `gh auth login` first",
-                    f.field("github"),
-                    gh.display()
-                )
-            })
-            .about(Subject::Field("github")));
+            let gh = gh.clone();
+            return Err(Error::choice(ChoiceProblem::NoGitHubLogin { gh }));
         }
         found.gh_dir = Some(gh.clone());
     }
     if let Some((store, nix, path)) = &facts.nix {
         if !store {
-            return Err(Error::worded(Kind::BadInput, |f| {
-                format!(
-                    "{} gives a cage this machine's nix, and it has none: {} is not there",
-                    f.field("nix"),
-                    nix.root.join("store").display()
-                )
-            })
-            .about(Subject::Field("nix")));
+            let store = nix.root.join("store");
+            return Err(Error::choice(ChoiceProblem::NoNix { store }));
         }
         found.nix = Some(nix.clone());
         options.nix = Some(NixOption {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::{ConversationProblem, Error, FolderProblem, Mounted, Result};
 use crate::state::session::Store;
 
 /// Folders whose presence marks a home, not a project: a sealed cage's
@@ -18,28 +18,18 @@ pub const HOME_MARKS: [&str; 5] = [".ssh", ".gnupg", ".aws", ".config/gh", ".cla
 /// or is inside the tool's state folder (other cages' env files, the sealed
 /// token). `dir` is canonical (links resolved), so a link is judged by
 /// where it leads.
-pub fn check_any_project(dir: &Path, home: &Path, state: &Path, why: &str) -> Result<()> {
+pub fn check_any_project(dir: &Path, home: &Path, state: &Path, mounted: Mounted) -> Result<()> {
     let home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
     let state = std::fs::canonicalize(state).unwrap_or_else(|_| state.to_path_buf());
-    if dir == home {
-        return Err(Error::bad_input(format!(
-            "{} is your home directory; {why}: give it a project folder of its own",
-            dir.display()
-        )));
-    }
     if home.starts_with(dir) {
-        return Err(Error::bad_input(format!(
-            "{} holds your home directory; {why}: give it a project folder of its own",
-            dir.display()
-        )));
+        let holds = dir != home;
+        return Err(Error::folder(dir, FolderProblem::Home { holds, mounted }));
     }
     if state.starts_with(dir) || dir.starts_with(&state) {
-        return Err(Error::bad_input(format!(
-            "{} holds or is inside shrooms-agent's state folder {}, with every cage's keys; \
-             {why}: give it a project folder of its own",
-            dir.display(),
-            state.display()
-        )));
+        return Err(Error::folder(
+            dir,
+            FolderProblem::StateFolder { state, mounted },
+        ));
     }
     Ok(())
 }
@@ -119,36 +109,15 @@ pub fn check_kept_out(dir: &Path, home: &Path, guarded: &[PathBuf]) -> Result<()
         let named = home.join(folder);
         let path = resolved(&named);
         if dir.starts_with(&path) || path.starts_with(dir) || named.starts_with(dir) {
-            return Err(Error::bad_input(format!(
-                "{} {} {}, which holds {holds}; a cage's project is mounted read-write: \
-                 give it a project folder of its own",
-                dir.display(),
-                if dir == path {
-                    "is"
-                } else if dir.starts_with(&path) {
-                    "is inside"
-                } else {
-                    "holds"
-                },
-                path.display()
-            )));
+            return Err(Error::folder(dir, FolderProblem::KeptOut { path, holds }));
         }
     }
     for file in guarded {
         // A file not made yet counts where it would be made.
         let real = resolved(file);
         if real.starts_with(dir) || file.starts_with(dir) {
-            return Err(Error::bad_input(format!(
-                "{} holds {}{}, which shrooms-agent reads and a cage could change; \
-                 give it a project folder without it, or keep that file elsewhere",
-                dir.display(),
-                real.display(),
-                if real == *file {
-                    String::new()
-                } else {
-                    format!(" (where {} leads)", file.display())
-                }
-            )));
+            let file = file.clone();
+            return Err(Error::folder(dir, FolderProblem::Guarded { real, file }));
         }
     }
     Ok(())
@@ -180,21 +149,15 @@ fn resolved(path: &Path) -> PathBuf {
 /// ~/.claude, ~/.local ...), inside the outboxes, or holding a home's
 /// secrets.
 pub fn check_project(dir: &Path, home: &Path, state: &Path) -> Result<()> {
-    let why =
-        "a sealed cage's project is mounted read-write, where the code under review can write";
-    check_any_project(dir, home, state, why)?;
+    check_any_project(dir, home, state, Mounted::Sealed)?;
     let home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
     if let Ok(rel) = dir.strip_prefix(&home) {
         let hidden = rel
             .components()
             .find(|c| c.as_os_str().to_string_lossy().starts_with('.'));
         if let Some(h) = hidden {
-            return Err(Error::bad_input(format!(
-                "{} is inside {}, a hidden folder of your home, where settings and keys live; \
-                 {why}: give it a project folder of its own",
-                dir.display(),
-                home.join(h.as_os_str()).display()
-            )));
+            let hidden = home.join(h.as_os_str());
+            return Err(Error::folder(dir, FolderProblem::InHidden { hidden }));
         }
     }
     for mark in HOME_MARKS {
@@ -204,10 +167,7 @@ pub fn check_project(dir: &Path, home: &Path, state: &Path) -> Result<()> {
             && std::fs::symlink_metadata(dir.join(mark)).is_ok_and(|m| m.is_dir())
             && std::fs::read_dir(dir.join(mark)).is_ok_and(|mut d| d.next().is_none());
         if std::fs::symlink_metadata(dir.join(mark)).is_ok() && !empty_claude {
-            return Err(Error::bad_input(format!(
-                "{} holds {mark}, like a home directory; {why}: give it a folder without it",
-                dir.display()
-            )));
+            return Err(Error::folder(dir, FolderProblem::HomeMark { mark }));
         }
     }
     Ok(())
@@ -351,23 +311,14 @@ pub fn check_seal_neighbours(
         }
         let other_sealed = other.cage.as_ref().is_some_and(|c| c.sealed.is_some());
         if other_sealed != sealed {
-            return Err(Error::bad_input(format!(
-                "session {} works in {}{}; {}: give the review a folder of its own (clone \
-                 again), or remove session {} first",
-                other.name,
-                other.dir.display(),
-                if other_sealed {
-                    ", sealed"
-                } else {
-                    ", not sealed"
+            return Err(Error::folder(
+                dir,
+                FolderProblem::SealNeighbour {
+                    other: other.name.clone(),
+                    other_dir: other.dir.clone(),
+                    other_sealed,
                 },
-                if sealed {
-                    "what the code under review leaves there would run in it"
-                } else {
-                    "what the code under review leaves there would run in this cage"
-                },
-                other.name
-            )));
+            ));
         }
     }
     Ok(())
@@ -423,10 +374,10 @@ mod tests {
             let e = check_project(&p, &home, &state).unwrap_err();
             assert_eq!(e.kind, crate::error::Kind::BadInput, "{inside}");
         }
-        let e = check_any_project(&state, &home, &state, "why").unwrap_err();
+        let e = check_any_project(&state, &home, &state, Mounted::Any).unwrap_err();
         assert!(e.message().contains("state folder"), "{}", e.message());
-        assert!(check_any_project(&project, &home, &state, "why").is_ok());
-        assert!(check_any_project(&home, &home, &state, "why").is_err());
+        assert!(check_any_project(&project, &home, &state, Mounted::Any).is_ok());
+        assert!(check_any_project(&home, &home, &state, Mounted::Any).is_err());
         assert!(check_project(&project, &home, &state).is_ok());
         assert!(check_project(&home, &home, &state).is_err());
         assert!(check_project(&root.join("home"), &home, &state).is_err());
@@ -581,9 +532,7 @@ pub fn check_conversation_id(id: &str) -> Result<()> {
     if id_ok {
         Ok(())
     } else {
-        Err(Error::bad_input(format!(
-            "{id:?} is not a conversation id (letters, digits, - and _)"
-        )))
+        Err(Error::conversation(id, ConversationProblem::NotAnId))
     }
 }
 
@@ -598,20 +547,16 @@ pub fn copy_conversation(from: &Path, id: &str, to: &Path) -> Result<CopiedConve
     // link in place of a folder between a check and a read.
     let transcript = from.join(format!("{id}.jsonl"));
     let missing = || {
-        Error::bad_input(format!(
-            "there is no conversation {id} of this project: {} is missing",
-            transcript.display()
-        ))
+        let transcript = transcript.clone();
+        Error::conversation(id, ConversationProblem::Missing { transcript })
     };
     let root = crate::cage::pack::open_dir(from).map_err(|_| missing())?;
     let name = std::ffi::OsString::from(format!("{id}.jsonl"));
     let src =
         crate::cage::pack::open_at(&root, &name, rustix::fs::OFlags::NONBLOCK).map_err(|e| {
             if e.raw_os_error() == Some(libc::ELOOP) {
-                Error::bad_input(format!(
-                    "{} is not a regular file, so it is not copied",
-                    transcript.display()
-                ))
+                let transcript = transcript.clone();
+                Error::conversation(id, ConversationProblem::NotAFile { transcript })
             } else {
                 missing()
             }
@@ -683,7 +628,7 @@ fn copy_tree(
         }
         let room = MAX_COPY - copied.bytes;
         match crate::cage::pack::open_at(from, &name, rustix::fs::OFlags::NONBLOCK)
-            .map_err(|e| Error::failed(e.to_string()))
+            .map_err(|e| Error::act(format!("opening {rel_name}"), &e))
             .and_then(|f| copy_open_file(f, &to.join(&name), room))
         {
             Ok(n) => {
@@ -702,7 +647,9 @@ fn copy_tree(
 fn copy_open_file(src: std::fs::File, to: &Path, room: u64) -> Result<u64> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
-    let meta = src.metadata().map_err(|e| Error::failed(e.to_string()))?;
+    let meta = src
+        .metadata()
+        .map_err(|e| Error::act("reading the file's metadata", &e))?;
     if !meta.is_file() {
         return Err(Error::failed("not a regular file, so it is not copied"));
     }

@@ -7,6 +7,11 @@
 
 use std::fmt;
 
+mod choice;
+mod folder;
+pub use choice::{ChoiceProblem, ConversationProblem};
+pub use folder::{FolderProblem, Mounted};
+
 /// What went wrong, as far as a caller needs to know to react.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -319,6 +324,20 @@ pub enum What {
     /// A program that ran and failed (`label`: its name and verb, as the
     /// words give it: `podman start`), and how it ended.
     Ran { label: String, exited: Exited },
+    /// A project folder refused for a cage (`dir`, links resolved), and
+    /// why.
+    Folder {
+        dir: std::path::PathBuf,
+        problem: FolderProblem,
+    },
+    /// The options chosen for a new cage refused (together, or against
+    /// the machine).
+    Choice(ChoiceProblem),
+    /// The conversation a sealed cage was given (`id`) refused.
+    Conversation {
+        id: String,
+        problem: ConversationProblem,
+    },
 }
 
 /// How a build of one of our images failed: its stage (`workbench`,
@@ -696,6 +715,9 @@ impl What {
             },
             What::Field { field, why } => format!("{}: {why}", face.field(field)),
             What::Session { session, problem } => problem.words(session),
+            What::Folder { dir, problem } => problem.words(dir, face),
+            What::Choice(problem) => problem.words(face),
+            What::Conversation { id, problem } => problem.words(id),
             What::Config {
                 file,
                 key: Some(key),
@@ -877,6 +899,33 @@ impl Error {
         )
     }
 
+    /// A project folder refused for a cage (bad input).
+    pub fn folder(dir: &std::path::Path, problem: FolderProblem) -> Self {
+        Self::of(
+            Kind::BadInput,
+            What::Folder {
+                dir: dir.to_path_buf(),
+                problem,
+            },
+        )
+    }
+
+    /// The options chosen for a new cage refused (bad input).
+    pub fn choice(problem: ChoiceProblem) -> Self {
+        Self::of(Kind::BadInput, What::Choice(problem))
+    }
+
+    /// The conversation a sealed cage was given refused (bad input).
+    pub fn conversation(id: &str, problem: ConversationProblem) -> Self {
+        Self::of(
+            Kind::BadInput,
+            What::Conversation {
+                id: id.to_string(),
+                problem,
+            },
+        )
+    }
+
     /// What went wrong.
     pub fn what(&self) -> &What {
         &self.what
@@ -942,6 +991,7 @@ impl Error {
     pub fn field(&self) -> Option<&'static str> {
         match (&*self.what, self.subject.as_deref()) {
             (What::Field { field, .. }, _) | (_, Some(Subject::Field(field))) => Some(field),
+            (What::Choice(problem), _) => problem.field(),
             _ => None,
         }
     }

@@ -1,0 +1,273 @@
+//! A project folder refused for a cage, and why, as data: what it is, is
+//! inside or holds (the home, the state folder, a folder kept out of
+//! cages, a file this program reads, what a cage gets mounted), and the
+//! sessions it would share ground with.
+
+use std::path::{Path, PathBuf};
+
+use super::Face;
+
+/// Why a folder a cage writes must not be one the machine keeps: the
+/// words that follow what it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mounted {
+    /// Any cage's project.
+    Any,
+    /// A sealed cage's.
+    Sealed,
+}
+
+impl Mounted {
+    fn words(self) -> &'static str {
+        match self {
+            Mounted::Any => "the project is mounted read-write, where the cage can write",
+            Mounted::Sealed => {
+                "a sealed cage's project is mounted read-write, where the code under review can \
+                 write"
+            }
+        }
+    }
+}
+
+/// What makes a project folder no folder for a cage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FolderProblem {
+    /// The home directory itself (`holds`: a folder above it).
+    Home { holds: bool, mounted: Mounted },
+    /// It holds or is inside this program's state folder.
+    StateFolder { state: PathBuf, mounted: Mounted },
+    /// Inside a hidden folder of the home (a sealed cage's).
+    InHidden { hidden: PathBuf },
+    /// It holds a folder that marks a home (`.ssh`, ...; a sealed cage's).
+    HomeMark { mark: &'static str },
+    /// It is, is inside or holds a folder of the home kept out of every
+    /// cage, which holds what `holds` says.
+    KeptOut { path: PathBuf, holds: &'static str },
+    /// It holds a file this program reads (`real`, where `file` leads).
+    Guarded { real: PathBuf, file: PathBuf },
+    /// It is, is inside or holds the folder a session on the other side
+    /// of a seal works in.
+    SealNeighbour {
+        other: String,
+        other_dir: PathBuf,
+        other_sealed: bool,
+    },
+    /// It is, is inside or holds the folder sealed session `session`
+    /// worked in (for an ordinary cage).
+    Untrusted { path: PathBuf, session: String },
+    /// It holds what the cage gets mounted from outside (`led_to`, where
+    /// `src` leads).
+    HoldsMount { led_to: PathBuf, src: PathBuf },
+    /// It holds what session `other`'s cage mounts.
+    HoldsOthersMount { path: PathBuf, other: String },
+    /// It is inside or above session `other`'s project.
+    Overlaps { other: String, other_dir: PathBuf },
+}
+
+/// Pure: how `dir` stands to `path`: is it, is inside it, or holds it.
+fn relation(dir: &Path, path: &Path) -> &'static str {
+    if dir == path {
+        "is"
+    } else if dir.starts_with(path) {
+        "is inside"
+    } else {
+        "holds"
+    }
+}
+
+/// Pure: " (where FILE leads)" when a link led from `file` to `real`.
+fn leads(real: &Path, file: &Path) -> String {
+    if real == file {
+        String::new()
+    } else {
+        format!(" (where {} leads)", file.display())
+    }
+}
+
+/// Pure: the words of a folder shared with a session on the other side of
+/// a seal.
+fn seal_neighbour(other: &str, other_dir: &Path, other_sealed: bool) -> String {
+    format!(
+        "session {other} works in {}{}; what the code under review leaves there would run in {}: \
+         give the review a folder of its own (clone again), or remove session {other} first",
+        other_dir.display(),
+        if other_sealed {
+            ", sealed"
+        } else {
+            ", not sealed"
+        },
+        if other_sealed { "this cage" } else { "it" }
+    )
+}
+
+/// Pure: the words of an ordinary cage's folder where a sealed session
+/// worked.
+fn untrusted(dir: &Path, path: &Path, session: &str, face: Face) -> String {
+    format!(
+        "{} {} {}, where sealed session {session} worked; the folder is untrusted after a sealed \
+         session: what the code under review left there (a git hook, a Makefile, an .envrc) \
+         would run in an ordinary cage, with your settings and network. Read it, then delete it \
+         or clone again; to give it an ordinary cage all the same, pass {}",
+        dir.display(),
+        relation(dir, path),
+        path.display(),
+        face.machine_option("--unseal")
+    )
+}
+
+impl FolderProblem {
+    pub(super) fn words(&self, dir: &Path, face: Face) -> String {
+        let d = dir.display();
+        match self {
+            FolderProblem::Home { holds, mounted } => format!(
+                "{d} {} your home directory; {}: give it a project folder of its own",
+                if *holds { "holds" } else { "is" },
+                mounted.words()
+            ),
+            FolderProblem::StateFolder { state, mounted } => format!(
+                "{d} holds or is inside shrooms-agent's state folder {}, with every cage's keys; \
+                 {}: give it a project folder of its own",
+                state.display(),
+                mounted.words()
+            ),
+            FolderProblem::InHidden { hidden } => format!(
+                "{d} is inside {}, a hidden folder of your home, where settings and keys live; \
+                 {}: give it a project folder of its own",
+                hidden.display(),
+                Mounted::Sealed.words()
+            ),
+            FolderProblem::HomeMark { mark } => format!(
+                "{d} holds {mark}, like a home directory; {}: give it a folder without it",
+                Mounted::Sealed.words()
+            ),
+            FolderProblem::KeptOut { path, holds } => format!(
+                "{d} {} {}, which holds {holds}; a cage's project is mounted read-write: give it \
+                 a project folder of its own",
+                relation(dir, path),
+                path.display()
+            ),
+            FolderProblem::Guarded { real, file } => format!(
+                "{d} holds {}{}, which shrooms-agent reads and a cage could change; give it a \
+                 project folder without it, or keep that file elsewhere",
+                real.display(),
+                leads(real, file)
+            ),
+            FolderProblem::SealNeighbour {
+                other,
+                other_dir,
+                other_sealed,
+            } => seal_neighbour(other, other_dir, *other_sealed),
+            FolderProblem::Untrusted { path, session } => untrusted(dir, path, session, face),
+            FolderProblem::HoldsMount { led_to, src } => format!(
+                "{d} holds {}{}, which the cage gets mounted from outside; a cage could put a \
+                 link in its place: give it a project folder without it",
+                led_to.display(),
+                leads(led_to, src)
+            ),
+            FolderProblem::HoldsOthersMount { path, other } => format!(
+                "{d} holds {}, which session {other}'s cage mounts; a cage could put a link in \
+                 its place: give it a project folder without it",
+                path.display()
+            ),
+            FolderProblem::Overlaps { other, other_dir } => format!(
+                "{d} is {} {}, the project of session {other}; a cage could put a link in place \
+                 of a folder the other mounts: give both the same folder, or folders side by side",
+                if dir.starts_with(other_dir) {
+                    "inside"
+                } else {
+                    "above"
+                },
+                other_dir.display()
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+
+    /// Each refusal in the words it had when it was made as a sentence
+    /// where it was found; a link that led elsewhere is named.
+    #[test]
+    fn every_folder_refusal_is_worded_as_before() {
+        let dir = Path::new("/home/u/p");
+        let w = |p: FolderProblem| Error::folder(dir, p).message();
+        let p = PathBuf::from;
+        assert_eq!(
+            w(FolderProblem::Home {
+                holds: true,
+                mounted: Mounted::Any
+            }),
+            "/home/u/p holds your home directory; the project is mounted read-write, where the \
+             cage can write: give it a project folder of its own"
+        );
+        assert_eq!(
+            w(FolderProblem::StateFolder {
+                state: p("/home/u/p/s"),
+                mounted: Mounted::Sealed
+            }),
+            "/home/u/p holds or is inside shrooms-agent's state folder /home/u/p/s, with every \
+             cage's keys; a sealed cage's project is mounted read-write, where the code under \
+             review can write: give it a project folder of its own"
+        );
+        assert_eq!(
+            w(FolderProblem::KeptOut {
+                path: p("/home/u"),
+                holds: "your SSH keys"
+            }),
+            "/home/u/p is inside /home/u, which holds your SSH keys; a cage's project is mounted \
+             read-write: give it a project folder of its own"
+        );
+        assert_eq!(
+            w(FolderProblem::Guarded {
+                real: p("/home/u/p/c.toml"),
+                file: p("/home/u/.config/c.toml")
+            }),
+            "/home/u/p holds /home/u/p/c.toml (where /home/u/.config/c.toml leads), which \
+             shrooms-agent reads and a cage could change; give it a project folder without it, \
+             or keep that file elsewhere"
+        );
+        assert_eq!(
+            w(FolderProblem::SealNeighbour {
+                other: "rev".into(),
+                other_dir: p("/home/u/p/x"),
+                other_sealed: true
+            }),
+            "session rev works in /home/u/p/x, sealed; what the code under review leaves there \
+             would run in this cage: give the review a folder of its own (clone again), or \
+             remove session rev first"
+        );
+        let untrusted = Error::folder(
+            dir,
+            FolderProblem::Untrusted {
+                path: p("/home/u/p"),
+                session: "rev".into(),
+            },
+        );
+        assert!(untrusted.message().starts_with(
+            "/home/u/p is /home/u/p, where sealed session rev worked; the folder is untrusted"
+        ));
+        assert!(untrusted.message().ends_with("pass --unseal"));
+        assert!(
+            untrusted
+                .words(Face::Http)
+                .ends_with("pass `--unseal` (on the command line, at the machine)")
+        );
+        assert_eq!(
+            w(FolderProblem::Overlaps {
+                other: "web".into(),
+                other_dir: p("/home/u")
+            }),
+            "/home/u/p is inside /home/u, the project of session web; a cage could put a link in \
+             place of a folder the other mounts: give both the same folder, or folders side by side"
+        );
+        assert_eq!(
+            Error::folder(dir, FolderProblem::HomeMark { mark: ".ssh" })
+                .kind
+                .exit_code(),
+            2
+        );
+    }
+}
