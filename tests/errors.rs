@@ -36,7 +36,7 @@ const LEFT: &[(&str, usize)] = &[
     ("host.rs", 1),
     ("images", 0),
     ("net", 6),
-    ("ops", 72),
+    ("ops", 53),
     ("serve", 5),
     ("settings", 6),
     ("settings.rs", 2),

@@ -62,6 +62,13 @@ pub enum FolderProblem {
     HoldsOthersMount { path: PathBuf, other: String },
     /// It is inside or above session `other`'s project.
     Overlaps { other: String, other_dir: PathBuf },
+    /// It cannot be used at all (it is not there, or not to be read): the
+    /// error of the look.
+    Unusable { cause: super::Cause },
+    /// It is not a folder.
+    NotAFolder,
+    /// Its path is not UTF-8.
+    NotUtf8,
 }
 
 /// Pure: how `dir` stands to `path`: is it, is inside it, or holds it.
@@ -116,6 +123,15 @@ fn untrusted(dir: &Path, path: &Path, session: &str, face: Face) -> String {
 }
 
 impl FolderProblem {
+    /// The field of the request it is about: the folder given, where it
+    /// is no folder at all.
+    pub fn field(&self) -> Option<&'static str> {
+        match self {
+            FolderProblem::Unusable { .. } | FolderProblem::NotAFolder => Some("dir"),
+            _ => None,
+        }
+    }
+
     pub(super) fn words(&self, dir: &Path, face: Face) -> String {
         let d = dir.display();
         match self {
@@ -158,6 +174,16 @@ impl FolderProblem {
                 other_sealed,
             } => seal_neighbour(other, other_dir, *other_sealed),
             FolderProblem::Untrusted { path, session } => untrusted(dir, path, session, face),
+            FolderProblem::Unusable { cause } => format!(
+                "the project folder {d} cannot be used: {}; {} must name an existing folder",
+                cause.said,
+                face.field("dir")
+            ),
+            FolderProblem::NotAFolder => format!(
+                "{d} is not a folder; {} must name an existing folder",
+                face.field("dir")
+            ),
+            FolderProblem::NotUtf8 => format!("the project folder {d} is not valid UTF-8"),
             FolderProblem::HoldsMount { led_to, src } => format!(
                 "{d} holds {}{}, which the cage gets mounted from outside; a cage could put a \
                  link in its place: give it a project folder without it",
@@ -262,6 +288,22 @@ mod tests {
             }),
             "/home/u/p is inside /home/u, the project of session web; a cage could put a link in \
              place of a folder the other mounts: give both the same folder, or folders side by side"
+        );
+        let e = Error::folder(dir, FolderProblem::NotAFolder);
+        assert_eq!(
+            e.message(),
+            "/home/u/p is not a folder; --dir must name an existing folder"
+        );
+        assert_eq!(e.field(), Some("dir"));
+        let cause = super::super::Cause::of(&std::io::Error::from(std::io::ErrorKind::NotFound));
+        let e = Error::folder(dir, FolderProblem::Unusable { cause });
+        assert!(
+            e.message()
+                .starts_with("the project folder /home/u/p cannot be used: ")
+                && e.message()
+                    .ends_with("; --dir must name an existing folder"),
+            "{}",
+            e.message()
         );
         assert_eq!(
             Error::folder(dir, FolderProblem::HomeMark { mark: ".ssh" })

@@ -9,8 +9,10 @@ use std::fmt;
 
 mod choice;
 mod folder;
+mod limits;
 pub use choice::{ChoiceProblem, ConversationProblem};
 pub use folder::{FolderProblem, Mounted};
+pub use limits::LimitsProblem;
 
 /// What went wrong, as far as a caller needs to know to react.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -338,6 +340,8 @@ pub enum What {
         id: String,
         problem: ConversationProblem,
     },
+    /// A cage's limits refused, or the machine for them.
+    Limits(LimitsProblem),
 }
 
 /// How a build of one of our images failed: its stage (`workbench`,
@@ -414,6 +418,27 @@ pub enum SessionProblem {
     /// Another command changes its record, for longer than `secs`
     /// seconds.
     BeingChanged { secs: u64 },
+    /// Out of its cage, and `cage run` not told to run it so.
+    UncagedRun,
+    /// No harness program was found for it when its cage was made.
+    NoHarnessProgram,
+    /// `--join` where its cage is not running.
+    NothingToJoin,
+    /// Its cage runs, but without the env file a turn writes.
+    EnvFileMissing { env_file: std::path::PathBuf },
+    /// Sealed, and asked out of its seal without `--unseal`.
+    SealedOut,
+    /// Renamed to the name it has.
+    NamedAlready,
+    /// Files from `sender` are not let in (`files deny`).
+    FilesNotFrom { sender: String },
+    /// `file` is no name a received file can have.
+    NotAReceivedName { file: String },
+    /// It has no received file `file` from `sender`.
+    NoReceivedFile { file: String, sender: String },
+    /// Its cage shares the user's git directory (`--writable .git`): no
+    /// commits of its own to bring in.
+    NoOwnGit,
 }
 
 /// Why a session's cage was not started ([`SessionProblem::NotStarted`]):
@@ -582,8 +607,22 @@ fn old_cage(container: &str) -> String {
 /// cage (`ops::exec::watch`): the holder's `what` then.
 pub const STOPPING: &str = "stopping";
 
+/// The words of a session another command holds.
+fn held(session: &str, holder: &Holder) -> String {
+    let pid = holder.pid.map(|p| format!(", pid {p}")).unwrap_or_default();
+    let what = match holder.what.as_str() {
+        "exec" | "turn" | "a command" => "an exec or run".to_string(),
+        STOPPING => "a dead turn's watcher, stopping its cage".to_string(),
+        w => format!("`cage {w}`"),
+    };
+    format!(
+        "session {session} is busy: another shrooms-agent command ({what}{pid}) is using it; try \
+         again when it ends"
+    )
+}
+
 impl SessionProblem {
-    fn words(&self, session: &str) -> String {
+    fn words(&self, session: &str, face: Face) -> String {
         match self {
             SessionProblem::Missing => {
                 format!("there is no session {session:?}; `shrooms-agent cage ls` lists them")
@@ -596,18 +635,7 @@ impl SessionProblem {
                 "session {session} is being created by another shrooms-agent command; when that \
                  ends, use it, or pick another name"
             ),
-            SessionProblem::Held(holder) => {
-                let pid = holder.pid.map(|p| format!(", pid {p}")).unwrap_or_default();
-                let what = match holder.what.as_str() {
-                    "exec" | "turn" | "a command" => "an exec or run".to_string(),
-                    STOPPING => "a dead turn's watcher, stopping its cage".to_string(),
-                    w => format!("`cage {w}`"),
-                };
-                format!(
-                    "session {session} is busy: another shrooms-agent command ({what}{pid}) is \
-                     using it; try again when it ends"
-                )
-            }
+            SessionProblem::Held(holder) => held(session, holder),
             SessionProblem::Running { running, verb } => format!(
                 "session {session} is busy: {} runs in its cage; {verb} it once it is idle",
                 running.join(", ")
@@ -653,6 +681,76 @@ impl SessionProblem {
                  try again when it ends"
             ),
             SessionProblem::NotStarted(why) => why.words(session),
+            SessionProblem::UncagedRun
+            | SessionProblem::NoHarnessProgram
+            | SessionProblem::NothingToJoin
+            | SessionProblem::EnvFileMissing { .. }
+            | SessionProblem::SealedOut
+            | SessionProblem::NoOwnGit => self.turn_words(session, face),
+            SessionProblem::NamedAlready
+            | SessionProblem::FilesNotFrom { .. }
+            | SessionProblem::NotAReceivedName { .. }
+            | SessionProblem::NoReceivedFile { .. } => self.asked_words(session),
+        }
+    }
+
+    /// The words of a turn or a command on its cage refused.
+    fn turn_words(&self, session: &str, face: Face) -> String {
+        match self {
+            SessionProblem::UncagedRun => format!(
+                "session {session} is not in a cage: `cage run` would run its harness on this \
+                 machine, as you, outside any cage; pass --uncaged to do that, or put the \
+                 session back in a cage with `shrooms-agent cage move {session}`"
+            ),
+            SessionProblem::NoHarnessProgram => format!(
+                "session {session} has no claude program: none was found when its cage was made; \
+                 set [harness] claude in the config, then make the session again"
+            ),
+            SessionProblem::NothingToJoin => format!(
+                "session {session}'s cage is not running, so there is no turn to join: --join \
+                 runs a command beside a running turn and never starts the cage. Start a turn \
+                 with `shrooms-agent cage exec {session}` or `cage run {session}`, or leave out \
+                 --join"
+            ),
+            SessionProblem::SealedOut => format!(
+                "session {session} is sealed, and its folder is untrusted after a sealed session: \
+                 what the code under review left there (a git hook, a Makefile, an .envrc) would \
+                 run as you outside the seal; read it, then delete it or clone again. To take the \
+                 session out of its seal all the same, pass {}",
+                face.machine_option("--unseal")
+            ),
+            SessionProblem::NoOwnGit => format!(
+                "session {session}'s cage has no git directory of its own (made with --writable \
+                 .git): its commits are in your repository already"
+            ),
+            SessionProblem::EnvFileMissing { env_file } => format!(
+                "session {session}'s cage runs, but its env file {} is missing: start a turn with \
+                 `shrooms-agent cage exec {session}`, then join it",
+                env_file.display()
+            ),
+            // Worded by `words`.
+            _ => String::new(),
+        }
+    }
+
+    /// The words of a request about its name or files refused.
+    fn asked_words(&self, session: &str) -> String {
+        match self {
+            SessionProblem::NamedAlready => format!("session {session} is named {session} already"),
+            SessionProblem::FilesNotFrom { sender } => format!(
+                "session {session} does not take files from {sender}: `shrooms-agent files list \
+                 {session}` shows whom it does"
+            ),
+            SessionProblem::NotAReceivedName { file } => format!(
+                "{file:?} is not the name of a received file: give it as `shrooms-agent files \
+                 received {session}` lists it"
+            ),
+            SessionProblem::NoReceivedFile { file, sender } => format!(
+                "session {session} has no file {file:?} from {sender}: `shrooms-agent files \
+                 received {session}` lists what it has"
+            ),
+            // Worded by `words`.
+            _ => String::new(),
         }
     }
 
@@ -664,7 +762,15 @@ impl SessionProblem {
             SessionProblem::NotAName
             | SessionProblem::NotCaged { .. }
             | SessionProblem::Caged
-            | SessionProblem::NotSealed => Kind::BadInput,
+            | SessionProblem::NotSealed
+            | SessionProblem::UncagedRun
+            | SessionProblem::NothingToJoin
+            | SessionProblem::SealedOut
+            | SessionProblem::NamedAlready
+            | SessionProblem::FilesNotFrom { .. }
+            | SessionProblem::NotAReceivedName { .. }
+            | SessionProblem::NoOwnGit => Kind::BadInput,
+            SessionProblem::NoReceivedFile { .. } => Kind::NotFound,
             SessionProblem::BeingMade(_)
             | SessionProblem::Held(_)
             | SessionProblem::Running { .. }
@@ -674,7 +780,9 @@ impl SessionProblem {
             | SessionProblem::OldCage { .. }
             | SessionProblem::NotStarted(_)
             | SessionProblem::RecordDamaged { .. }
-            | SessionProblem::IntentDamaged { .. } => Kind::Failed,
+            | SessionProblem::IntentDamaged { .. }
+            | SessionProblem::NoHarnessProgram
+            | SessionProblem::EnvFileMissing { .. } => Kind::Failed,
         }
     }
 }
@@ -689,7 +797,8 @@ pub struct Cause {
 }
 
 impl Cause {
-    fn of(e: &(dyn std::error::Error + 'static)) -> Self {
+    /// The cause an error of what was called gives.
+    pub fn of(e: &(dyn std::error::Error + 'static)) -> Self {
         let io = e
             .downcast_ref::<std::io::Error>()
             .map(std::io::Error::kind)
@@ -714,10 +823,11 @@ impl What {
                 Face::Http => http.clone(),
             },
             What::Field { field, why } => format!("{}: {why}", face.field(field)),
-            What::Session { session, problem } => problem.words(session),
+            What::Session { session, problem } => problem.words(session, face),
             What::Folder { dir, problem } => problem.words(dir, face),
             What::Choice(problem) => problem.words(face),
             What::Conversation { id, problem } => problem.words(id),
+            What::Limits(problem) => problem.words(face),
             What::Config {
                 file,
                 key: Some(key),
@@ -915,6 +1025,12 @@ impl Error {
         Self::of(Kind::BadInput, What::Choice(problem))
     }
 
+    /// A cage's limits refused (bad input), or the machine for them
+    /// (failed).
+    pub fn limits(problem: LimitsProblem) -> Self {
+        Self::of(problem.kind(), What::Limits(problem))
+    }
+
     /// The conversation a sealed cage was given refused (bad input).
     pub fn conversation(id: &str, problem: ConversationProblem) -> Self {
         Self::of(
@@ -992,6 +1108,8 @@ impl Error {
         match (&*self.what, self.subject.as_deref()) {
             (What::Field { field, .. }, _) | (_, Some(Subject::Field(field))) => Some(field),
             (What::Choice(problem), _) => problem.field(),
+            (What::Limits(problem), _) => problem.field(),
+            (What::Folder { problem, .. }, _) => problem.field(),
             _ => None,
         }
     }
@@ -1690,6 +1808,82 @@ mod tests {
             "session web's project folder /p/web is not there (moved or renamed?); \
              `shrooms-agent cage move web --dir NEW` points the session at its new folder and \
              keeps its history"
+        );
+        assert_eq!(
+            s(SessionProblem::EnvFileMissing {
+                env_file: PathBuf::from("/s/c.env")
+            }),
+            "session web's cage runs, but its env file /s/c.env is missing: start a turn with \
+             `shrooms-agent cage exec web`, then join it"
+        );
+        assert_eq!(
+            s(SessionProblem::NotAReceivedName { file: "a/b".into() }),
+            "\"a/b\" is not the name of a received file: give it as `shrooms-agent files \
+             received web` lists it"
+        );
+        assert_eq!(
+            s(SessionProblem::NoReceivedFile {
+                file: "x.txt".into(),
+                sender: "m/s".into()
+            }),
+            "session web has no file \"x.txt\" from m/s: `shrooms-agent files received web` \
+             lists what it has"
+        );
+        let e = Error::session("web", SessionProblem::SealedOut);
+        assert!(e.message().ends_with("pass --unseal"), "{}", e.message());
+        assert!(
+            e.words(Face::Http)
+                .ends_with("pass `--unseal` (on the command line, at the machine)")
+        );
+        assert_eq!(
+            s(SessionProblem::NamedAlready),
+            "session web is named web already"
+        );
+        // Every problem has words of its own, and a kind of error.
+        let every = [
+            SessionProblem::Missing,
+            SessionProblem::Exists,
+            SessionProblem::NotAName,
+            SessionProblem::Caged,
+            SessionProblem::NotSealed,
+            SessionProblem::NotCaged { then: "" },
+            SessionProblem::BeingChanged { secs: 1 },
+            SessionProblem::UncagedRun,
+            SessionProblem::NoHarnessProgram,
+            SessionProblem::NothingToJoin,
+            SessionProblem::EnvFileMissing {
+                env_file: PathBuf::from("/e"),
+            },
+            SessionProblem::SealedOut,
+            SessionProblem::NoOwnGit,
+            SessionProblem::NamedAlready,
+            SessionProblem::FilesNotFrom {
+                sender: "m/s".into(),
+            },
+            SessionProblem::NotAReceivedName { file: "f".into() },
+            SessionProblem::NoReceivedFile {
+                file: "f".into(),
+                sender: "m/s".into(),
+            },
+        ];
+        for p in every {
+            let words = s(p.clone());
+            assert!(
+                words.len() > 20 && words.contains("web"),
+                "{p:?}: {words:?}"
+            );
+        }
+        assert_eq!(
+            s(SessionProblem::UncagedRun),
+            "session web is not in a cage: `cage run` would run its harness on this machine, as \
+             you, outside any cage; pass --uncaged to do that, or put the session back in a cage \
+             with `shrooms-agent cage move web`"
+        );
+        assert_eq!(
+            Error::session("web", SessionProblem::NothingToJoin)
+                .kind
+                .exit_code(),
+            2
         );
         assert_eq!(
             s(SessionProblem::NotStarted(NotStarted::OldCage {

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::Context;
 use crate::cage::git::bring::{FastForward, Report};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SessionProblem};
 use crate::state::session::{HistoryEntry, Record};
 
 /// What `cage bring` did.
@@ -36,10 +36,7 @@ pub fn bring(ctx: &Context, name: &str, ff: bool) -> Result<Brought> {
         )
     })?;
     if cage.git.is_none() {
-        return Err(Error::bad_input(format!(
-            "session {name}'s cage has no git directory of its own (made with --writable .git): \
-             its commits are in your repository already"
-        )));
+        return Err(Error::session(name, SessionProblem::NoOwnGit));
     }
     let host = ctx.host_for_session()?;
     super::idle::check_idle(host, name, cage, "bring its commits in")?;

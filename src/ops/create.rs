@@ -249,31 +249,16 @@ pub fn describe(record: &Record) -> String {
 
 /// The project folder: it must exist and be a folder; kept canonical.
 pub fn project_dir(dir: &Path) -> Result<PathBuf> {
+    use crate::error::FolderProblem;
     let canonical = std::fs::canonicalize(dir).map_err(|e| {
-        Error::worded(crate::error::Kind::BadInput, |f| {
-            format!(
-                "the project folder {} cannot be used: {e}; {} must name an existing folder",
-                dir.display(),
-                f.field("dir")
-            )
-        })
-        .about(crate::error::Subject::Field("dir"))
+        let cause = crate::error::Cause::of(&e);
+        Error::folder(dir, FolderProblem::Unusable { cause })
     })?;
     if !canonical.is_dir() {
-        return Err(Error::worded(crate::error::Kind::BadInput, |f| {
-            format!(
-                "{} is not a folder; {} must name an existing folder",
-                dir.display(),
-                f.field("dir")
-            )
-        })
-        .about(crate::error::Subject::Field("dir")));
+        return Err(Error::folder(dir, FolderProblem::NotAFolder));
     }
     if canonical.to_str().is_none() {
-        return Err(Error::bad_input(format!(
-            "the project folder {} is not valid UTF-8",
-            dir.display()
-        )));
+        return Err(Error::folder(dir, FolderProblem::NotUtf8));
     }
     Ok(canonical)
 }

@@ -153,11 +153,7 @@ pub fn prepare_uncaged(
 
 /// Why `cage run` does not run an uncaged session's harness unasked.
 pub fn uncaged_refused(name: &str) -> Error {
-    Error::bad_input(format!(
-        "session {name} is not in a cage: `cage run` would run its harness on this machine, \
-         as you, outside any cage; pass --uncaged to do that, or put the session back in a \
-         cage with `shrooms-agent cage move {name}`"
-    ))
+    Error::session(name, SessionProblem::UncagedRun)
 }
 
 /// A harness to run on the machine, out of any cage.
@@ -303,12 +299,7 @@ fn harness_words(
         .or_else(|| {
             (record.harness == crate::cage::harness::Harness::Pi).then(|| PathBuf::from("pi"))
         })
-        .ok_or_else(|| {
-            Error::failed(format!(
-                "session {name} has no claude program: none was found when its cage was made; \
-                 set [harness] claude in the config, then make the session again"
-            ))
-        })?;
+        .ok_or_else(|| Error::session(name, SessionProblem::NoHarnessProgram))?;
     let tools = match record.harness {
         crate::cage::harness::Harness::Claude => {
             let found = tools_in_cage(ctx, name, &cage.create_argv);
@@ -495,11 +486,7 @@ pub fn prepare_join(ctx: &Context, name: &str, what: What, tty: bool) -> Result<
         )
     })?;
     if !inspected.state.running {
-        return Err(Error::bad_input(format!(
-            "session {name}'s cage is not running, so there is no turn to join: --join runs \
-             a command beside a running turn and never starts the cage. Start a turn with \
-             `shrooms-agent cage exec {name}` or `cage run {name}`, or leave out --join"
-        )));
+        return Err(Error::session(name, SessionProblem::NothingToJoin));
     }
     let running = crate::net::netns::Running::of(&inspected).ok_or_else(|| {
         Error::session(
@@ -517,11 +504,10 @@ pub fn prepare_join(ctx: &Context, name: &str, what: What, tty: bool) -> Result<
     }
     let env_file = ctx.store.env_file(&cage.container);
     if !env_file.is_file() {
-        return Err(Error::failed(format!(
-            "session {name}'s cage runs, but its env file {} is missing: start a turn with \
-             `shrooms-agent cage exec {name}`, then join it",
-            env_file.display()
-        )));
+        return Err(Error::session(
+            name,
+            SessionProblem::EnvFileMissing { env_file },
+        ));
     }
     let args = argv::exec(&cage.container, &record.dir, &env_file, tty, &cmd);
     Ok(Joined {

@@ -27,7 +27,7 @@ use super::acts::drop::{BOUNDS, Bounds, Incoming, decide_drop, hidden_notes};
 pub use super::acts::drop::{Drop, Received, safe_name};
 use super::plan::Step;
 use super::session_address::parse_sender;
-use crate::error::{Error, Result, Subject};
+use crate::error::{Error, Result, SessionProblem, Subject};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct FilesList {
@@ -68,10 +68,10 @@ pub fn deny(ctx: &Context, name: &str, sender: &str) -> Result<FilesList> {
     let _change = ctx.store.change_lock(name)?;
     ctx.store.update(name, |r| {
         if !r.files.allow.contains(&entry) {
-            return Err(Error::bad_input(format!(
-                "session {} does not take files from {entry}: `shrooms-agent files list {}` shows whom it does",
-                r.name, r.name
-            )));
+            return Err(Error::session(
+                &r.name,
+                SessionProblem::FilesNotFrom { sender: entry },
+            ));
         }
         r.files.allow.retain(|a| *a != entry);
         Ok(FilesList {
@@ -286,9 +286,11 @@ pub fn received(ctx: &Context, name: &str) -> Result<ReceivedList> {
 pub fn clear(ctx: &Context, name: &str, from: &str, file: &str) -> Result<ReceivedList> {
     let (m, s) = parse_sender(from, false)?;
     if file.is_empty() || safe_name(file) != file {
-        return Err(Error::bad_input(format!(
-            "{file:?} is not the name of a received file: give it as `shrooms-agent files              received {name}` lists it"
-        )));
+        let file = file.to_string();
+        return Err(Error::session(
+            name,
+            SessionProblem::NotAReceivedName { file },
+        ));
     }
     let record = ctx.store.load(name)?;
     let facts = clear_facts(ctx, &record.name, &m, &s, file);
@@ -356,11 +358,13 @@ struct ClearFacts<'a> {
 /// again).
 fn decide_clear(f: ClearFacts) -> Result<Vec<Step<'static>>> {
     if !f.there {
-        return Err(Error::not_found(format!(
-            "session {} has no file {:?} from {}: `shrooms-agent files received {}` \
-             lists what it has",
-            f.session, f.file, f.from, f.session
-        )));
+        return Err(Error::session(
+            f.session,
+            SessionProblem::NoReceivedFile {
+                file: f.file.to_string(),
+                sender: f.from,
+            },
+        ));
     }
     Ok(f.note
         .into_iter()

@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::plan::Step;
 use super::{Context, cage_of};
-use crate::error::{Error, Face, Kind, Result, Subject};
+use crate::error::{Error, Kind, LimitsProblem, Result};
 use crate::host::podman::argv;
 use crate::host::{Host, LimitsSupport, PASTA_SINCE};
 use crate::settings::{Limits, LimitsAsked};
@@ -183,14 +183,7 @@ pub fn show(ctx: &Context, name: &str) -> Result<LimitsShown> {
 }
 
 fn nothing_asked() -> Error {
-    Error::worded(Kind::BadInput, |face| match face {
-        Face::Terminal => "say what to change: --memory, --cpus, --pids, --tokens, --net, or \
-                           --reset for the machine's limits"
-            .to_string(),
-        Face::Http => "say what to change: \"memory\", \"cpus\", \"pids\", \"tokens\" or \
-                       \"net\""
-            .to_string(),
-    })
+    Error::limits(LimitsProblem::NothingAsked)
 }
 
 /// The new limits from the old ones and the request (pure).
@@ -432,16 +425,10 @@ fn net_refusal(
     cage: &CageRecord,
 ) -> Result<()> {
     if cage.sealed.is_some() && *net != crate::net::netpolicy::NetPolicy::Internet {
-        return Err(Error::worded(Kind::BadInput, |f| {
-            format!(
-                "{} {net}: session {} is sealed, and a sealed cage has its own rules (the \
-                 internet and nothing local); leave out {}",
-                f.field("net"),
-                record.name,
-                f.field("net")
-            )
-        })
-        .about(Subject::Field("net")));
+        return Err(Error::limits(LimitsProblem::SealedNet {
+            net: net.to_string(),
+            session: record.name.clone(),
+        }));
     }
     Ok(())
 }
@@ -531,20 +518,14 @@ fn podman_limits_now<'a>(
     // record an older version changed starts again.
     let enforced = host.limits_support() == LimitsSupport::Enforced;
     if !enforced && !req.reset {
-        return Err(Error::failed(unenforced_refusal(&host.limits_support())));
+        let why = crate::host::unenforced_why(&host.limits_support());
+        return Err(Error::limits(LimitsProblem::NotEnforced { why }));
     }
     if after.pids != cage.limits.pids && !host.update_has_pids() {
-        return Err(Error::worded(Kind::BadInput, |f| {
-            format!(
-                "changing a cage's process limit needs podman {PASTA_SINCE} or later \
-                 (`podman update --pids-limit`); this machine has podman {}: \
-                 change {} and {} only, or move the session into a new cage",
-                host.version,
-                f.field("memory"),
-                f.field("cpus")
-            )
-        })
-        .about(Subject::Field("pids")));
+        return Err(Error::limits(LimitsProblem::PidsNeedPodman {
+            since: PASTA_SINCE.to_string(),
+            version: host.version.to_string(),
+        }));
     }
     let update = |pids: bool| {
         Some(Step::UpdateLimits {
@@ -567,17 +548,6 @@ fn podman_limits_now<'a>(
         ("at its next start", None)
     };
     Ok((after, applied, update))
-}
-
-/// Why `cage limits` changes nothing on a machine where podman does not
-/// enforce limits (`doctor` says the same on its `update` line).
-pub fn unenforced_refusal(support: &LimitsSupport) -> String {
-    format!(
-        "cage limits changes nothing on this machine: {}, so this session's cage runs \
-         without limits (unenforced_limits = \"warn\"); nothing was changed. Use a machine with \
-         cgroups v2 and the memory, cpu and pids controllers delegated to your user for limits",
-        crate::host::unenforced_why(support)
-    )
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use crate::cage::spec::{
     self, CageSpec, EnvPlan, EnvRequest, Found, FoundNix, FoundOptions, FoundSealed, NixOption,
     Options, Request, SHARED_LABEL, SealedSpec,
 };
-use crate::error::{ChoiceProblem, Error, FolderProblem, Result};
+use crate::error::{ChoiceProblem, Error, FolderProblem, LimitsProblem, Result};
 use crate::host::podman::{argv, envfile};
 use crate::host::{Host, LimitsSupport};
 use crate::net::rules;
@@ -1370,11 +1370,7 @@ fn check_limits(settings: &Settings, host: &Host, warnings: &mut Vec<String>) ->
     match host.limits_support() {
         LimitsSupport::Enforced => Ok(()),
         LimitsSupport::IgnoredRootlessV1 => match settings.unenforced_limits {
-            UnenforcedLimits::Refuse => Err(Error::failed(
-                "podman cannot enforce a cage's limits here: it is rootless on cgroups v1, where \
-                 \"Resource limits are not supported and ignored\"; use a machine with cgroups v2, \
-                 or set unenforced_limits = \"warn\" in the config to make cages without limits",
-            )),
+            UnenforcedLimits::Refuse => Err(Error::limits(LimitsProblem::RootlessCgroupsV1)),
             UnenforcedLimits::Warn => {
                 warnings.push(
                     "the cage's limits are not enforced: podman is rootless on cgroups v1 \
@@ -1384,11 +1380,11 @@ fn check_limits(settings: &Settings, host: &Host, warnings: &mut Vec<String>) ->
                 Ok(())
             }
         },
-        LimitsSupport::MissingControllers(missing) => Err(Error::failed(format!(
-            "podman cannot apply a cage's limits: the cgroup controllers {} are not delegated \
-             to your user (see the README, \"Requirements\")",
-            missing.join(", ")
-        ))),
+        LimitsSupport::MissingControllers(missing) => {
+            Err(Error::limits(LimitsProblem::MissingControllers {
+                missing: missing.clone(),
+            }))
+        }
     }
 }
 

@@ -140,16 +140,10 @@ fn decide_way_out(req: &MoveRequest, old: Option<&CageRecord>) -> Result<()> {
 fn decide_seal(req: &MoveRequest, old: Option<&CageRecord>) -> Result<()> {
     let sealed_now = old.is_some_and(|c| c.sealed.is_some());
     if sealed_now && (req.out || !req.choice.sealed) && !req.unseal {
-        return Err(Error::worded(crate::error::Kind::BadInput, |f| {
-            format!(
-                "session {} is sealed, and its folder is untrusted after a sealed session: what \
-                 the code under review left there (a git hook, a Makefile, an .envrc) would run \
-                 as you outside the seal; read it, then delete it or clone again. To take the \
-                 session out of its seal all the same, pass {}",
-                req.name,
-                f.machine_option("--unseal")
-            )
-        }));
+        return Err(Error::session(
+            &req.name,
+            crate::error::SessionProblem::SealedOut,
+        ));
     }
     Ok(())
 }

@@ -72,10 +72,10 @@ pub fn rename(ctx: &Context, req: &RenameRequest) -> Result<Renamed> {
         session::validate_who(by)?;
     }
     if req.to == req.name {
-        return Err(Error::bad_input(format!(
-            "session {} is named {} already",
-            req.name, req.to
-        )));
+        return Err(Error::session(
+            &req.name,
+            crate::error::SessionProblem::NamedAlready,
+        ));
     }
     let (lock, _) = plan::lock_and_load(ctx, &req.name)?;
     lock.note("rename");
