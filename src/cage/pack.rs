@@ -41,7 +41,7 @@ use serde::Serialize;
 
 use rustix::fs::{Mode, OFlags};
 
-use crate::error::{Error, IoContext, Kind, Result, Subject};
+use crate::error::{Error, IoContext, OnlyRefused, PackProblem, Result};
 
 mod pargz;
 
@@ -202,10 +202,8 @@ fn pack_with(
         if walk.left_out.is_empty() {
             return Ok(None);
         }
-        return Err(Error::failed(format!(
-            "nothing could be packed from its outbox: everything in it was left out: {}",
-            walk.summary(5)
-        )));
+        let summary = walk.summary(5);
+        return Err(Error::pack(PackProblem::AllLeftOut { summary }));
     }
     let readme = walk.readme(only);
     write_archive(&out_dir, &out_name, out, &readme, &mut walk, replace).map_err(|e| {
@@ -241,11 +239,11 @@ pub(crate) fn open_dir(path: &Path) -> io::Result<File> {
 
 /// A refused folder of the outbox (`--only`, a body's `"only"`), named as
 /// each face names it.
-fn bad_only(shown: impl std::fmt::Display, why: impl std::fmt::Display) -> Error {
-    Error::worded(Kind::BadInput, |f| {
-        format!("{} {shown}: {why}", f.field("only"))
+fn bad_only(shown: impl std::fmt::Display, why: OnlyRefused) -> Error {
+    Error::pack(PackProblem::Only {
+        only: shown.to_string(),
+        why,
     })
-    .about(Subject::Field("only"))
 }
 
 /// Walk from the outbox down to `only`, one folder at a time, never through
@@ -257,7 +255,7 @@ fn descend(root: File, only: &Path, limits: &Limits) -> Result<(File, PathBuf, u
     if only.as_os_str().as_bytes().contains(&0) {
         return Err(bad_only(
             format!("{:?}", only.as_os_str()),
-            "a path with a NUL byte names no folder of the outbox",
+            OnlyRefused::NulByte,
         ));
     }
     let mut names: Vec<&OsStr> = Vec::new();
@@ -266,33 +264,19 @@ fn descend(root: File, only: &Path, limits: &Limits) -> Result<(File, PathBuf, u
             Component::Normal(n) => names.push(n),
             Component::CurDir => {}
             Component::ParentDir => {
-                return Err(bad_only(
-                    shown,
-                    "`..` is not allowed; give a folder inside the outbox, relative to it",
-                ));
+                return Err(bad_only(shown, OnlyRefused::Parent));
             }
             Component::RootDir | Component::Prefix(_) => {
-                return Err(bad_only(
-                    shown,
-                    "give a folder of the outbox as a path relative to it, not an absolute path",
-                ));
+                return Err(bad_only(shown, OnlyRefused::Absolute));
             }
         }
     }
     if names.is_empty() {
-        return Err(Error::worded(Kind::BadInput, |f| {
-            let only = f.field("only");
-            format!(
-                "{only} {shown}: names no folder of the outbox; leave {only} out to pack all of it"
-            )
-        })
-        .about(Subject::Field("only")));
+        return Err(bad_only(shown, OnlyRefused::NoFolder));
     }
     if names.len() > limits.depth {
-        return Err(bad_only(
-            shown,
-            format!("deeper than {} folder levels", limits.depth),
-        ));
+        let depth = limits.depth;
+        return Err(bad_only(shown, OnlyRefused::TooDeep { depth }));
     }
     let mut dir = root;
     let mut rel = PathBuf::new();
@@ -317,7 +301,8 @@ fn descend(root: File, only: &Path, limits: &Limits) -> Result<(File, PathBuf, u
                         ));
                     }
                 };
-                return Err(bad_only(shown, format!("{} {what}", rel.display())));
+                let rel = rel.clone();
+                return Err(bad_only(shown, OnlyRefused::At { rel, is: what }));
             }
         };
     }
@@ -333,12 +318,10 @@ fn check_target(outbox: &Path, out_dir: &Path, out: &Path, replace: bool) -> Res
         Ok(m) => {
             let t = Type::from_file_type(m.file_type());
             if t != Type::File {
-                return Err(Error::bad_input(format!(
-                    "{} is {}, not a regular file: the archive is written as a new file, or over \
-                     a regular file with --force; give another FILE",
-                    out.display(),
-                    t.what()
-                )));
+                return Err(Error::pack(PackProblem::TargetNotAFile {
+                    out: out.to_path_buf(),
+                    what: t.what(),
+                }));
             }
             if !replace {
                 return Err(exists(out));
@@ -350,31 +333,28 @@ fn check_target(outbox: &Path, out_dir: &Path, out: &Path, replace: bool) -> Res
         }
     }
     let dir = fs::canonicalize(out_dir).map_err(|e| {
-        Error::bad_input(format!(
-            "the folder {} of {} cannot be used: {e}; give a FILE in an existing folder",
-            out_dir.display(),
-            out.display()
-        ))
+        Error::pack(PackProblem::TargetFolder {
+            dir: out_dir.to_path_buf(),
+            out: out.to_path_buf(),
+            cause: crate::error::Cause::of(&e),
+        })
     })?;
     if let Ok(outbox) = fs::canonicalize(outbox)
         && dir.starts_with(&outbox)
     {
-        return Err(Error::bad_input(format!(
-            "{} is inside the outbox being packed ({}): the sealed cage writes there and could \
-             change the archive; give a FILE outside it",
-            out.display(),
-            outbox.display()
-        )));
+        return Err(Error::pack(PackProblem::TargetInOutbox {
+            out: out.to_path_buf(),
+            outbox,
+        }));
     }
     Ok(())
 }
 
 /// An archive that is there already, without `--force`.
 fn exists(out: &Path) -> Error {
-    Error::bad_input(format!(
-        "{} exists; pass --force to replace it, or give another FILE",
-        out.display()
-    ))
+    Error::pack(PackProblem::TargetExists {
+        out: out.to_path_buf(),
+    })
 }
 
 /// Rename without replacing what is at `to` (`renameat2`'s
@@ -394,9 +374,11 @@ fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
 
 /// The archive's folder and file name.
 fn split_out(out: &Path) -> Result<(PathBuf, OsString)> {
-    let name = out
-        .file_name()
-        .ok_or_else(|| Error::bad_input(format!("{} is not a file name", out.display())))?;
+    let name = out.file_name().ok_or_else(|| {
+        Error::pack(PackProblem::TargetNoName {
+            out: out.to_path_buf(),
+        })
+    })?;
     let dir = match out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),

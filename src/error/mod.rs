@@ -10,9 +10,17 @@ use std::fmt;
 mod choice;
 mod folder;
 mod limits;
+mod listen;
+mod pack;
+mod remote;
+mod token;
 pub use choice::{ChoiceProblem, ConversationProblem};
 pub use folder::{FolderProblem, Mounted};
 pub use limits::LimitsProblem;
+pub use listen::ListenProblem;
+pub use pack::{OnlyRefused, PackProblem};
+pub use remote::RemoteProblem;
+pub use token::TokenProblem;
 
 /// What went wrong, as far as a caller needs to know to react.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -342,6 +350,24 @@ pub enum What {
     },
     /// A cage's limits refused, or the machine for them.
     Limits(LimitsProblem),
+    /// An outbox pack refused.
+    Pack(PackProblem),
+    /// `serve --listen` refused at this address.
+    Listen {
+        addr: std::net::SocketAddr,
+        problem: ListenProblem,
+    },
+    /// A command for another machine (`--on MACHINE`) refused, or the
+    /// tool there not reached.
+    Remote {
+        machine: String,
+        problem: RemoteProblem,
+    },
+    /// A token file refused.
+    Token {
+        file: std::path::PathBuf,
+        problem: TokenProblem,
+    },
 }
 
 /// How a build of one of our images failed: its stage (`workbench`,
@@ -828,6 +854,10 @@ impl What {
             What::Choice(problem) => problem.words(face),
             What::Conversation { id, problem } => problem.words(id),
             What::Limits(problem) => problem.words(face),
+            What::Pack(problem) => problem.words(face),
+            What::Listen { addr, problem } => problem.words(addr),
+            What::Remote { machine, problem } => problem.words(machine),
+            What::Token { file, problem } => problem.words(file),
             What::Config {
                 file,
                 key: Some(key),
@@ -1031,6 +1061,40 @@ impl Error {
         Self::of(problem.kind(), What::Limits(problem))
     }
 
+    /// An outbox pack refused (bad input), or an outbox with nothing
+    /// to pack (failed).
+    pub fn pack(problem: PackProblem) -> Self {
+        Self::of(problem.kind(), What::Pack(problem))
+    }
+
+    /// A command for machine `machine` refused (bad input), or the tool
+    /// there not reached (failed).
+    pub fn remote(machine: &str, problem: RemoteProblem) -> Self {
+        Self::of(
+            problem.kind(),
+            What::Remote {
+                machine: machine.to_string(),
+                problem,
+            },
+        )
+    }
+
+    /// `serve --listen` refused at `addr` (bad input).
+    pub fn listen(addr: std::net::SocketAddr, problem: ListenProblem) -> Self {
+        Self::of(Kind::BadInput, What::Listen { addr, problem })
+    }
+
+    /// A token file refused (bad input).
+    pub fn token(file: &std::path::Path, problem: TokenProblem) -> Self {
+        Self::of(
+            Kind::BadInput,
+            What::Token {
+                file: file.to_path_buf(),
+                problem,
+            },
+        )
+    }
+
     /// The conversation a sealed cage was given refused (bad input).
     pub fn conversation(id: &str, problem: ConversationProblem) -> Self {
         Self::of(
@@ -1109,6 +1173,7 @@ impl Error {
             (What::Field { field, .. }, _) | (_, Some(Subject::Field(field))) => Some(field),
             (What::Choice(problem), _) => problem.field(),
             (What::Limits(problem), _) => problem.field(),
+            (What::Pack(problem), _) => problem.field(),
             (What::Folder { problem, .. }, _) => problem.field(),
             _ => None,
         }
@@ -1418,6 +1483,14 @@ impl std::error::Error for Error {}
 
 /// An error as JSON gives it where it is a value of a result (a dry run's
 /// refusal): its words for the terminal, as `--json` gives every error.
+pub fn serialize_words<S: serde::Serializer>(
+    e: &Error,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(&e.message())
+}
+
+/// The same, for an error that may be there.
 pub fn serialize_message<S: serde::Serializer>(
     e: &Option<Error>,
     s: S,

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, RemoteProblem, Result};
 use crate::host::process::{Process, shell_line};
 use crate::settings::Settings;
 pub use crate::settings::ssh_table::SshMachine;
@@ -56,16 +56,12 @@ pub struct Target {
 }
 
 /// This machine's OpenSSH client, from the PATH.
-fn ssh_program(settings: &Settings) -> Result<PathBuf> {
-    crate::settings::find_program("ssh", settings.path_var.as_deref()).ok_or_else(|| {
-        Error::failed(
-            "ssh is not installed here, and --on needs it (Debian: apt install openssh-client)",
-        )
-    })
+fn ssh_program(settings: &Settings) -> Option<PathBuf> {
+    crate::settings::find_program("ssh", settings.path_var.as_deref())
 }
 
 pub fn target(settings: &Settings, word: &str) -> Result<Target> {
-    let ssh = ssh_program(settings)?;
+    let ssh = ssh_program(settings).ok_or_else(|| Error::remote(word, RemoteProblem::NoSsh))?;
     if let Some(m) = settings.ssh.get(word) {
         return Ok(Target {
             name: word.to_string(),
@@ -74,10 +70,8 @@ pub fn target(settings: &Settings, word: &str) -> Result<Target> {
         });
     }
     let machine = machine(word, None, None).map_err(|why| {
-        Error::bad_input(format!(
-            "--on {word}: not a machine of [ssh] in {}, and {why}",
-            settings.config_path.display()
-        ))
+        let config = settings.config_path.clone();
+        Error::remote(word, RemoteProblem::NotAMachine { config, why })
     })?;
     Ok(Target {
         name: word.to_string(),
@@ -158,24 +152,10 @@ pub fn version(settings: &Settings) -> Version {
     }
 }
 
-/// How to put the same version on the other machine.
-fn update_hint(t: &Target) -> String {
-    format!(
-        "install this version ({}) there too: in a checkout of it on {}, `cargo install --locked --path .`, \
-         or the same Debian package (README, \"Install, update, uninstall\")",
-        env!("CARGO_PKG_VERSION"),
-        t.name
-    )
-}
-
 /// ssh's 255, in words that name the machine.
 fn ssh_failed(t: &Target) -> Error {
-    Error::failed(format!(
-        "ssh to {} ({}) failed (exit 255, ssh's own failure: its message is above): check that \
-         `ssh -o BatchMode=yes {} true` logs in without asking anything (a key in ssh-agent or \
-         ~/.ssh, the host key known)",
-        t.name, t.machine.destination, t.machine.destination
-    ))
+    let destination = t.machine.destination.clone();
+    Error::remote(&t.name, RemoteProblem::SshFailed { destination })
 }
 
 /// Ask the other machine's tool its version and protocol; another protocol
@@ -198,43 +178,37 @@ pub fn check(t: &Target) -> Result<Version> {
             return Err(ssh_failed(t));
         }
         Some(127) => {
-            return Err(Error::failed(format!(
-                "{} is not found on {} ({}): install shrooms-agent there, on the PATH of a \
-                 non-interactive ssh login, or name it with program = in [ssh]",
-                t.machine.program,
-                t.name,
-                out.last_stderr_line()
-            )));
+            return Err(Error::remote(
+                &t.name,
+                RemoteProblem::NotFound {
+                    program: t.machine.program.clone(),
+                    said: out.last_stderr_line().to_string(),
+                },
+            ));
         }
         code => {
-            return Err(Error::failed(format!(
-                "shrooms-agent on {} did not say its version ({}, {}): it is older than this one \
-                 or not shrooms-agent; {}",
-                t.name,
-                code.map_or("ended by a signal".to_string(), |c| format!("exit {c}")),
-                out.last_stderr_line(),
-                update_hint(t)
-            )));
+            return Err(Error::remote(
+                &t.name,
+                RemoteProblem::NoVersion {
+                    exit: code,
+                    said: out.last_stderr_line().to_string(),
+                },
+            ));
         }
     }
     let v: Version = serde_json::from_str(&out.stdout).map_err(|e| {
-        Error::failed(format!(
-            "shrooms-agent on {} answered `version --json` with something else ({e}); {}",
-            t.name,
-            update_hint(t)
-        ))
+        let cause = crate::error::Cause::of(&e);
+        Error::remote(&t.name, RemoteProblem::VersionUnread { cause })
     })?;
     if v.protocol != PROTOCOL {
-        return Err(Error::failed(format!(
-            "shrooms-agent on {} is version {} (protocol {}); this one is {} (protocol {}): they \
-             cannot work together; {}",
-            t.name,
-            v.version,
-            v.protocol,
-            env!("CARGO_PKG_VERSION"),
-            PROTOCOL,
-            update_hint(t)
-        )));
+        return Err(Error::remote(
+            &t.name,
+            RemoteProblem::OtherProtocol {
+                version: v.version,
+                protocol: v.protocol,
+                ours: PROTOCOL,
+            },
+        ));
     }
     Ok(v)
 }
@@ -527,18 +501,21 @@ pub fn ls_all(ctx: &crate::ops::Context, json: bool) -> Result<std::process::Exi
         .ssh
         .iter()
         .map(|(name, m)| {
-            let t = ssh.clone().map(|ssh| Target {
-                name: name.clone(),
-                machine: m.clone(),
-                ssh,
-            });
+            let t = ssh
+                .clone()
+                .ok_or_else(|| Error::remote(name, RemoteProblem::NoSsh))
+                .map(|ssh| Target {
+                    name: name.clone(),
+                    machine: m.clone(),
+                    ssh,
+                });
             (name.clone(), std::thread::spawn(move || remote_ls(&t?)))
         })
         .collect();
     for (name, h) in asked {
         let got = h
             .join()
-            .unwrap_or_else(|_| Err(Error::failed("its listing failed")));
+            .unwrap_or_else(|_| Err(Error::remote(&name, RemoteProblem::ListingLost)));
         all.push(match got {
             Ok(v) => MachineListing {
                 machine: name,
@@ -580,10 +557,12 @@ fn remote_ls(t: &Target) -> Result<serde_json::Value> {
         Some(0) => serde_json::from_str(&out.stdout)
             .map_err(|e| Error::act("its `cage ls --json` did not read", &e)),
         Some(SSH_FAILED) => Err(ssh_failed(t)),
-        _ => Err(Error::failed(format!(
-            "its `cage ls` failed: {}",
-            out.last_stderr_line()
-        ))),
+        _ => Err(Error::remote(
+            &t.name,
+            RemoteProblem::ListingFailed {
+                said: out.last_stderr_line().to_string(),
+            },
+        )),
     }
 }
 

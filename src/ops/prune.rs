@@ -118,7 +118,7 @@ struct LeftFile {
 struct Facts<'a> {
     /// The first damaged record: a damaged record's container looks like
     /// a leftover. Nothing else is gathered then.
-    damaged: Option<String>,
+    damaged: Option<crate::error::Error>,
     leftovers: Vec<Leftover>,
     files: Vec<LeftFile>,
     _held: Vec<Held<'a>>,

@@ -151,7 +151,7 @@ mod tests {
             busy: vec!["b".into()],
             damaged: vec![Damaged {
                 name: "d".into(),
-                error: "bad".into(),
+                error: Error::failed("bad"),
             }],
         };
         let e = all.error().unwrap();

@@ -268,10 +268,9 @@ fn token(addr: SocketAddr, token_file: Option<&Path>) -> Result<Option<Vec<u8>>>
                 .map_err(|e| e.context("--token-file"))?
                 .into_bytes(),
         )),
-        None if !addr.ip().is_loopback() => Err(Error::bad_input(format!(
-            "--listen {addr} is reachable from other machines: give --token-file FILE \
-             too, so that every request must carry that token"
-        ))),
+        None if !addr.ip().is_loopback() => {
+            Err(Error::listen(addr, crate::error::ListenProblem::NoToken))
+        }
         None => Ok(None),
     }
 }
@@ -280,15 +279,10 @@ fn token(addr: SocketAddr, token_file: Option<&Path>) -> Result<Option<Vec<u8>>>
 /// other machines reach on another port, cages would reach too.
 fn check_port(addr: SocketAddr, agent_port: u16) -> Result<()> {
     if !addr.ip().is_loopback() && addr.port() != agent_port {
-        return Err(Error::bad_input(format!(
-            "--listen {addr}: {} is not the config's agent_port ({}), the one port every cage \
-             is closed to, so cages could reach this serve; listen on port {}, or set \
-             agent_port = {} in the config (a cage takes it at its next start)",
-            addr.port(),
-            agent_port,
-            agent_port,
-            addr.port()
-        )));
+        return Err(Error::listen(
+            addr,
+            crate::error::ListenProblem::NotAgentPort { agent_port },
+        ));
     }
     Ok(())
 }

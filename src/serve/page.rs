@@ -802,7 +802,7 @@ mod tests {
         p.cage.image = evil.into();
         p.damaged.push(Damaged {
             name: evil.into(),
-            error: evil.into(),
+            error: crate::error::Error::failed(evil),
         });
         p.unread.push((evil.into(), evil.into()));
         let html = render(&p).into_string();

@@ -8,7 +8,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, TokenProblem};
 
 /// The token: the file's first line, trimmed. The file must be readable
 /// and writable by its owner only, and the line not empty. The errors are
@@ -18,18 +18,12 @@ pub fn read(file: &Path) -> Result<String> {
     let meta = std::fs::metadata(file).map_err(|e| Error::act_on_input(f.to_string(), &e))?;
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
-        return Err(Error::bad_input(format!(
-            "{f}: the file is open to others (mode {mode:03o}); \
-             a token must be its owner's only: chmod 600 {f}"
-        )));
+        return Err(Error::token(file, TokenProblem::ServeOpen { mode }));
     }
     let text = std::fs::read_to_string(file).map_err(|e| Error::act_on_input(f.to_string(), &e))?;
     let token = text.lines().next().unwrap_or("").trim();
     if token.is_empty() {
-        return Err(Error::bad_input(format!(
-            "{f}: the file is empty (the token is its first line); \
-             put a long random token in it"
-        )));
+        return Err(Error::token(file, TokenProblem::ServeEmpty));
     }
     Ok(token.to_string())
 }
@@ -37,18 +31,11 @@ pub fn read(file: &Path) -> Result<String> {
 /// Read the machine's sealed token (docs/sealed.md, "Sealed cages"): it must
 /// exist, be non-empty and be readable only by its owner.
 pub fn read_sealed(path: &Path) -> Result<String> {
-    let how = format!(
-        "make it once with `claude setup-token`, then paste the token it prints into \
-         `install -m 600 /dev/stdin {}` and press Ctrl-D",
-        path.display()
-    );
+    let refused = |problem| Error::token(path, problem);
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(Error::bad_input(format!(
-                "there is no sealed token at {}: {how}",
-                path.display()
-            )));
+            return Err(refused(TokenProblem::SealedMissing));
         }
         Err(e) => {
             return Err(Error::act_on_input(
@@ -59,27 +46,16 @@ pub fn read_sealed(path: &Path) -> Result<String> {
     };
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o066 != 0 {
-        return Err(Error::bad_input(format!(
-            "the sealed token {} can be read or changed by others (mode {mode:04o}): `chmod 600 {}`",
-            path.display(),
-            path.display()
-        )));
+        return Err(refused(TokenProblem::SealedOpen { mode }));
     }
     let text = std::fs::read_to_string(path)
         .map_err(|e| Error::act_on_input(format!("the sealed token {}", path.display()), &e))?;
     let token = text.trim();
     if token.is_empty() {
-        return Err(Error::bad_input(format!(
-            "the sealed token {} is empty: {how}",
-            path.display()
-        )));
+        return Err(refused(TokenProblem::SealedEmpty));
     }
     if token.contains(['\n', '\r']) {
-        return Err(Error::bad_input(format!(
-            "the sealed token {} has more than one line: it should hold the one token \
-             `claude setup-token` printed",
-            path.display()
-        )));
+        return Err(refused(TokenProblem::SealedLines));
     }
     Ok(token.to_string())
 }

@@ -316,7 +316,11 @@ pub struct CageRecord {
 pub struct Damaged {
     /// The session's name, as its record file's name says it.
     pub name: String,
-    pub error: String,
+    /// Why it does not read: its load's error, kept whole, given as its
+    /// words.
+    #[serde(serialize_with = "crate::error::serialize_words")]
+    #[schema(value_type = String)]
+    pub error: Error,
 }
 
 /// A cage record for unit tests: one place to add a field to.
@@ -928,7 +932,7 @@ impl Store {
     pub fn list(&self) -> Result<Vec<Record>> {
         let (records, damaged) = self.list_readable()?;
         match damaged.into_iter().next() {
-            Some(d) => Err(Error::failed(d.error)),
+            Some(d) => Err(d.error),
             None => Ok(records),
         }
     }
@@ -960,9 +964,9 @@ impl Store {
                 match self.load(name) {
                     Ok(r) => out.push(r),
                     Err(e) if e.kind == crate::error::Kind::NotFound => {}
-                    Err(e) => damaged.push(Damaged {
+                    Err(error) => damaged.push(Damaged {
                         name: name.to_string(),
-                        error: e.message(),
+                        error,
                     }),
                 }
             }

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, RemoteProblem, Result};
 use crate::face::cli::{CageCommand, Cli, Command};
 use crate::face::remote;
 use crate::settings::{Env, Settings};
@@ -23,24 +23,16 @@ pub struct Sent {
 /// there; decided before anything is read.
 pub fn sent(cli: &Cli, machine: &str) -> Result<Sent> {
     let raw: Vec<OsString> = std::env::args_os().collect();
-    let words = super::strings(words_without_on(&raw, cli)?)?;
+    let words = super::strings(words_without_on(&raw, cli, machine)?)?;
     let kind = match &cli.command {
         Command::Cage(CageCommand::Create(a)) if a.dir.is_none() => {
-            return Err(Error::bad_input(format!(
-                "cage create --on {machine}: give the project folder with --dir, a path on {machine} \
-                 (this machine's current folder is not there)"
-            )));
+            return Err(Error::remote(machine, RemoteProblem::CreateWithoutDir));
         }
         Command::Cage(CageCommand::Run { name: None, .. }) => {
-            return Err(Error::bad_input(format!(
-                "cage run --on {machine}: give the session's name (this machine's current folder \
-                 says nothing of {machine}'s sessions)"
-            )));
+            return Err(Error::remote(machine, RemoteProblem::RunWithoutName));
         }
         Command::Cage(CageCommand::WatchTurn { .. } | CageCommand::Prune { .. }) => {
-            return Err(Error::bad_input(format!(
-                "--on {machine}: this command runs on its own machine only (ssh there and run it)"
-            )));
+            return Err(Error::remote(machine, RemoteProblem::OwnMachineOnly));
         }
         Command::Cage(CageCommand::Run { .. } | CageCommand::Exec { .. }) => {
             let tty = std::io::stdin().is_terminal();
@@ -48,10 +40,7 @@ pub fn sent(cli: &Cli, machine: &str) -> Result<Sent> {
         }
         Command::Cage(_) => remote::Kind::Plain,
         _ => {
-            return Err(Error::bad_input(format!(
-                "--on {machine} runs cage commands only (cage create, run, exec, ls, show, stop, \
-                 rm, limits, move, history, ...)"
-            )));
+            return Err(Error::remote(machine, RemoteProblem::CageOnly));
         }
     };
     Ok(Sent { words, kind })
@@ -67,7 +56,7 @@ pub fn run(settings: &Settings, env: &Env, machine: &str, sent: Sent) -> Result<
 /// The command line without `--on MACHINE`: the one occurrence whose removal
 /// leaves the same command, so a `--on` among a command's own words
 /// (`cage exec NAME grep --on x`) stays there.
-fn words_without_on(raw: &[OsString], cli: &Cli) -> Result<Vec<OsString>> {
+fn words_without_on(raw: &[OsString], cli: &Cli, machine: &str) -> Result<Vec<OsString>> {
     for i in 1..raw.len() {
         let w = raw[i].to_string_lossy();
         let take = if w == "--on" {
@@ -87,10 +76,7 @@ fn words_without_on(raw: &[OsString], cli: &Cli) -> Result<Vec<OsString>> {
             return Ok(rest.into_iter().skip(1).collect());
         }
     }
-    Err(Error::bad_input(
-        "--on MACHINE could not be told apart from the command's words: put it first \
-         (shrooms-agent --on MACHINE cage ...)",
-    ))
+    Err(Error::remote(machine, RemoteProblem::NotApart))
 }
 
 #[cfg(test)]
@@ -108,7 +94,7 @@ mod tests {
                 .collect();
             let cli = Cli::try_parse_from(&raw).unwrap();
             assert!(cli.on.is_some());
-            words_without_on(&raw, &cli)
+            words_without_on(&raw, &cli, "m")
                 .unwrap()
                 .into_iter()
                 .map(|w| w.into_string().unwrap())
