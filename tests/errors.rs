@@ -36,11 +36,11 @@ const LEFT: &[(&str, usize)] = &[
     ("host.rs", 1),
     ("images", 0),
     ("net", 6),
-    ("ops", 53),
+    ("ops", 52),
     ("serve", 3),
     ("settings", 0),
     ("settings.rs", 2),
-    ("state", 12),
+    ("state", 9),
     ("turn", 1),
 ];
 

@@ -456,6 +456,14 @@ pub enum SessionProblem {
     SealedOut,
     /// Renamed to the name it has.
     NamedAlready,
+    /// A watcher given descriptor `fd` for its lock, which no lock can be
+    /// (a standard stream).
+    NotALockFd { fd: i32 },
+    /// A watcher not given its lock as descriptor `fd`.
+    LockNotPassed { fd: i32 },
+    /// A watcher given as descriptor `fd` another file than its lock
+    /// (`lock`).
+    NotItsLock { fd: i32, lock: std::path::PathBuf },
     /// Files from `sender` are not let in (`files deny`).
     FilesNotFrom { sender: String },
     /// `file` is no name a received file can have.
@@ -482,6 +490,9 @@ pub enum NotStarted {
     WithoutOwnGit,
     /// Its project has submodules (these paths) it was made without.
     SubmodulesAdded { paths: Vec<std::path::PathBuf> },
+    /// A folder it mounts is not what it was when the cage was made
+    /// (`why`, in words of the mount).
+    SourceChanged { why: String },
 }
 
 impl NotStarted {
@@ -513,6 +524,10 @@ impl NotStarted {
                     shown.join(", ")
                 )
             }
+            NotStarted::SourceChanged { why } => format!(
+                "{why} (a folder replaced by a link?). Look at it; then `shrooms-agent cage move \
+                 {session}` makes its cage again"
+            ),
         };
         format!("session {session}'s cage was not started: {why}")
     }
@@ -712,7 +727,10 @@ impl SessionProblem {
             | SessionProblem::NothingToJoin
             | SessionProblem::EnvFileMissing { .. }
             | SessionProblem::SealedOut
-            | SessionProblem::NoOwnGit => self.turn_words(session, face),
+            | SessionProblem::NoOwnGit
+            | SessionProblem::NotALockFd { .. }
+            | SessionProblem::LockNotPassed { .. }
+            | SessionProblem::NotItsLock { .. } => self.turn_words(session, face),
             SessionProblem::NamedAlready
             | SessionProblem::FilesNotFrom { .. }
             | SessionProblem::NotAReceivedName { .. }
@@ -744,6 +762,16 @@ impl SessionProblem {
                  run as you outside the seal; read it, then delete it or clone again. To take the \
                  session out of its seal all the same, pass {}",
                 face.machine_option("--unseal")
+            ),
+            SessionProblem::NotALockFd { fd } => {
+                format!("descriptor {fd} cannot be a session lock")
+            }
+            SessionProblem::LockNotPassed { fd } => {
+                format!("the lock of session {session} was not passed on as descriptor {fd}")
+            }
+            SessionProblem::NotItsLock { fd, lock } => format!(
+                "descriptor {fd} is not the lock of session {session} ({})",
+                lock.display()
             ),
             SessionProblem::NoOwnGit => format!(
                 "session {session}'s cage has no git directory of its own (made with --writable \
@@ -795,7 +823,8 @@ impl SessionProblem {
             | SessionProblem::NamedAlready
             | SessionProblem::FilesNotFrom { .. }
             | SessionProblem::NotAReceivedName { .. }
-            | SessionProblem::NoOwnGit => Kind::BadInput,
+            | SessionProblem::NoOwnGit
+            | SessionProblem::NotALockFd { .. } => Kind::BadInput,
             SessionProblem::NoReceivedFile { .. } => Kind::NotFound,
             SessionProblem::BeingMade(_)
             | SessionProblem::Held(_)
@@ -808,7 +837,9 @@ impl SessionProblem {
             | SessionProblem::RecordDamaged { .. }
             | SessionProblem::IntentDamaged { .. }
             | SessionProblem::NoHarnessProgram
-            | SessionProblem::EnvFileMissing { .. } => Kind::Failed,
+            | SessionProblem::EnvFileMissing { .. }
+            | SessionProblem::LockNotPassed { .. }
+            | SessionProblem::NotItsLock { .. } => Kind::Failed,
         }
     }
 }
@@ -1912,6 +1943,20 @@ mod tests {
             s(SessionProblem::NamedAlready),
             "session web is named web already"
         );
+        assert_eq!(
+            s(SessionProblem::NotStarted(NotStarted::SourceChanged {
+                why: "/p/x is a link now".into()
+            })),
+            "session web's cage was not started: /p/x is a link now (a folder replaced by a \
+             link?). Look at it; then `shrooms-agent cage move web` makes its cage again"
+        );
+        assert_eq!(
+            s(SessionProblem::NotItsLock {
+                fd: 5,
+                lock: PathBuf::from("/s/web.lock")
+            }),
+            "descriptor 5 is not the lock of session web (/s/web.lock)"
+        );
         // Every problem has words of its own, and a kind of error.
         let every = [
             SessionProblem::Missing,
@@ -1934,6 +1979,7 @@ mod tests {
                 sender: "m/s".into(),
             },
             SessionProblem::NotAReceivedName { file: "f".into() },
+            SessionProblem::LockNotPassed { fd: 4 },
             SessionProblem::NoReceivedFile {
                 file: "f".into(),
                 sender: "m/s".into(),

@@ -894,11 +894,10 @@ pub fn check_mount_sources(
 ) -> Result<()> {
     for s in sources {
         if let Some(why) = s.changed() {
-            return Err(Error::failed(format!(
-                "session {session}'s cage was not started: {why} (a folder replaced by a \
-                 link?). Look at it; then `shrooms-agent cage move {session}` makes its \
-                 cage again"
-            )));
+            return Err(Error::session(
+                session,
+                SessionProblem::NotStarted(NotStarted::SourceChanged { why }),
+            ));
         }
     }
     Ok(())

@@ -1210,14 +1210,10 @@ impl Store {
         use std::os::unix::fs::MetadataExt;
         validate_name(name)?;
         if fd < 3 {
-            return Err(Error::bad_input(format!(
-                "descriptor {fd} cannot be a session lock"
-            )));
+            return Err(Error::session(name, SessionProblem::NotALockFd { fd }));
         }
         let Some(file) = crate::host::process::inherited_fd(fd).map(File::from) else {
-            return Err(Error::failed(format!(
-                "the lock of session {name} was not passed on as descriptor {fd}"
-            )));
+            return Err(Error::session(name, SessionProblem::LockNotPassed { fd }));
         };
         let path = self.lock_path(name);
         let same = match (file.metadata(), fs::metadata(&path)) {
@@ -1225,10 +1221,10 @@ impl Store {
             _ => false,
         };
         if !same {
-            return Err(Error::failed(format!(
-                "descriptor {fd} is not the lock of session {name} ({})",
-                path.display()
-            )));
+            return Err(Error::session(
+                name,
+                SessionProblem::NotItsLock { fd, lock: path },
+            ));
         }
         // Held by this open file description already: this cannot block,
         // and fails only if it was not held for us.
