@@ -36,7 +36,7 @@ const LEFT: &[(&str, usize)] = &[
     ("host.rs", 1),
     ("images", 0),
     ("net", 6),
-    ("ops", 52),
+    ("ops", 42),
     ("serve", 3),
     ("settings", 0),
     ("settings.rs", 2),

@@ -69,6 +69,11 @@ pub enum FolderProblem {
     NotAFolder,
     /// Its path is not UTF-8.
     NotUtf8,
+    /// No session has it as its project folder (`cage run` without a
+    /// name, there).
+    NoSessionHere,
+    /// These sessions all have it as their project folder.
+    SessionsHere { sessions: Vec<String> },
 }
 
 /// Pure: how `dir` stands to `path`: is it, is inside it, or holds it.
@@ -120,6 +125,26 @@ fn untrusted(dir: &Path, path: &Path, session: &str, face: Face) -> String {
         path.display(),
         face.machine_option("--unseal")
     )
+}
+
+/// Pure: the words of `cage run` without a name in `dir`, where these
+/// sessions (none, or several) have it as their project folder.
+fn run_here(dir: &Path, sessions: &[String]) -> String {
+    let d = dir.display();
+    if sessions.is_empty() {
+        format!(
+            "no session has {d} as its project folder, so `cage run` without a name has nothing \
+             to run: give the session's name (`shrooms-agent cage ls` lists them), cd to its \
+             project folder, or make one here with `shrooms-agent cage create NAME`"
+        )
+    } else {
+        format!(
+            "{} sessions have {d} as their project folder ({}): give the name of the one to run, \
+             `shrooms-agent cage run NAME`",
+            sessions.len(),
+            sessions.join(", ")
+        )
+    }
 }
 
 impl FolderProblem {
@@ -184,6 +209,8 @@ impl FolderProblem {
                 face.field("dir")
             ),
             FolderProblem::NotUtf8 => format!("the project folder {d} is not valid UTF-8"),
+            FolderProblem::NoSessionHere => run_here(dir, &[]),
+            FolderProblem::SessionsHere { sessions } => run_here(dir, sessions),
             FolderProblem::HoldsMount { led_to, src } => format!(
                 "{d} holds {}{}, which the cage gets mounted from outside; a cage could put a \
                  link in its place: give it a project folder without it",
@@ -288,6 +315,17 @@ mod tests {
             }),
             "/home/u/p is inside /home/u, the project of session web; a cage could put a link in \
              place of a folder the other mounts: give both the same folder, or folders side by side"
+        );
+        assert_eq!(
+            w(FolderProblem::SessionsHere {
+                sessions: vec!["a".into(), "b".into()]
+            }),
+            "2 sessions have /home/u/p as their project folder (a, b): give the name of the one \
+             to run, `shrooms-agent cage run NAME`"
+        );
+        assert!(
+            w(FolderProblem::NoSessionHere)
+                .starts_with("no session has /home/u/p as its project folder, so `cage run`")
         );
         let e = Error::folder(dir, FolderProblem::NotAFolder);
         assert_eq!(

@@ -12,6 +12,7 @@ mod folder;
 mod limits;
 mod listen;
 mod pack;
+mod protect;
 mod remote;
 mod token;
 pub use choice::{ChoiceProblem, ConversationProblem};
@@ -19,6 +20,7 @@ pub use folder::{FolderProblem, Mounted};
 pub use limits::LimitsProblem;
 pub use listen::ListenProblem;
 pub use pack::{OnlyRefused, PackProblem};
+pub use protect::ProtectProblem;
 pub use remote::RemoteProblem;
 pub use token::TokenProblem;
 
@@ -352,6 +354,8 @@ pub enum What {
     Limits(LimitsProblem),
     /// An outbox pack refused.
     Pack(PackProblem),
+    /// A cage refused over the project's protected paths.
+    Protect(ProtectProblem),
     /// `serve --listen` refused at this address.
     Listen {
         addr: std::net::SocketAddr,
@@ -456,6 +460,11 @@ pub enum SessionProblem {
     SealedOut,
     /// Renamed to the name it has.
     NamedAlready,
+    /// Out of its cage, and this machine has no `program` (its harness)
+    /// to run it with.
+    NoProgramHere { program: &'static str },
+    /// `cage run --join`, which only `cage exec` has.
+    RunJoined,
     /// A watcher given descriptor `fd` for its lock, which no lock can be
     /// (a standard stream).
     NotALockFd { fd: i32 },
@@ -729,6 +738,8 @@ impl SessionProblem {
             | SessionProblem::SealedOut
             | SessionProblem::NoOwnGit
             | SessionProblem::NotALockFd { .. }
+            | SessionProblem::NoProgramHere { .. }
+            | SessionProblem::RunJoined
             | SessionProblem::LockNotPassed { .. }
             | SessionProblem::NotItsLock { .. } => self.turn_words(session, face),
             SessionProblem::NamedAlready
@@ -763,6 +774,11 @@ impl SessionProblem {
                  session out of its seal all the same, pass {}",
                 face.machine_option("--unseal")
             ),
+            SessionProblem::NoProgramHere { program } => format!(
+                "there is no {program} program on this machine: install it, or set [harness] \
+                 {program} in the config"
+            ),
+            SessionProblem::RunJoined => "`cage run` has no --join".to_string(),
             SessionProblem::NotALockFd { fd } => {
                 format!("descriptor {fd} cannot be a session lock")
             }
@@ -824,6 +840,7 @@ impl SessionProblem {
             | SessionProblem::FilesNotFrom { .. }
             | SessionProblem::NotAReceivedName { .. }
             | SessionProblem::NoOwnGit
+            | SessionProblem::RunJoined
             | SessionProblem::NotALockFd { .. } => Kind::BadInput,
             SessionProblem::NoReceivedFile { .. } => Kind::NotFound,
             SessionProblem::BeingMade(_)
@@ -839,6 +856,7 @@ impl SessionProblem {
             | SessionProblem::NoHarnessProgram
             | SessionProblem::EnvFileMissing { .. }
             | SessionProblem::LockNotPassed { .. }
+            | SessionProblem::NoProgramHere { .. }
             | SessionProblem::NotItsLock { .. } => Kind::Failed,
         }
     }
@@ -886,6 +904,7 @@ impl What {
             What::Conversation { id, problem } => problem.words(id),
             What::Limits(problem) => problem.words(face),
             What::Pack(problem) => problem.words(face),
+            What::Protect(problem) => problem.words(face),
             What::Listen { addr, problem } => problem.words(addr),
             What::Remote { machine, problem } => problem.words(machine),
             What::Token { file, problem } => problem.words(file),
@@ -1113,6 +1132,11 @@ impl Error {
     /// `serve --listen` refused at `addr` (bad input).
     pub fn listen(addr: std::net::SocketAddr, problem: ListenProblem) -> Self {
         Self::of(Kind::BadInput, What::Listen { addr, problem })
+    }
+
+    /// A cage refused over the project's protected paths (bad input).
+    pub fn protect(problem: ProtectProblem) -> Self {
+        Self::of(Kind::BadInput, What::Protect(problem))
     }
 
     /// A token file refused (bad input).
@@ -1956,6 +1980,10 @@ mod tests {
                 lock: PathBuf::from("/s/web.lock")
             }),
             "descriptor 5 is not the lock of session web (/s/web.lock)"
+        );
+        assert_eq!(
+            s(SessionProblem::NoProgramHere { program: "pi" }),
+            "there is no pi program on this machine: install it, or set [harness] pi in the config"
         );
         // Every problem has words of its own, and a kind of error.
         let every = [

@@ -28,6 +28,11 @@ pub enum PackProblem {
     TargetNoName { out: PathBuf },
     /// Everything in the outbox was left out (`summary`: what, in short).
     AllLeftOut { summary: String },
+    /// Nothing in the outbox (`sending`: for a send, where the asker
+    /// chose to send it).
+    Empty { sending: bool },
+    /// The archive is `size` bytes, over the `max` a machine takes.
+    OverMachine { size: u64, max: u64 },
 }
 
 /// Why the folder asked for is refused.
@@ -58,7 +63,8 @@ impl PackProblem {
 
     pub(super) fn kind(&self) -> Kind {
         match self {
-            PackProblem::AllLeftOut { .. } => Kind::Failed,
+            PackProblem::AllLeftOut { .. } | PackProblem::Empty { sending: false } => Kind::Failed,
+            PackProblem::OverMachine { .. } => Kind::TooLarge,
             _ => Kind::BadInput,
         }
     }
@@ -90,6 +96,17 @@ impl PackProblem {
             PackProblem::TargetNoName { out } => format!("{} is not a file name", out.display()),
             PackProblem::AllLeftOut { summary } => format!(
                 "nothing could be packed from its outbox: everything in it was left out: {summary}"
+            ),
+            PackProblem::Empty { .. } => "nothing in its outbox".to_string(),
+            PackProblem::OverMachine { size, max } => format!(
+                "the archive is {} MiB, over the {} MiB a machine takes in one file; send a part \
+                 of the outbox with {}",
+                size.div_ceil(1024 * 1024),
+                max / 1024 / 1024,
+                match f {
+                    Face::Terminal => "--only FOLDER".to_string(),
+                    Face::Http => f.field("only"),
+                }
             ),
         }
     }
@@ -156,6 +173,19 @@ mod tests {
             "nothing could be packed from its outbox: everything in it was left out: x (a link)"
         );
         assert_eq!((e.field(), e.kind.exit_code()), (None, 1));
+        let e = Error::pack(PackProblem::OverMachine {
+            size: 3 << 20,
+            max: 2 << 20,
+        });
+        assert_eq!(
+            e.message(),
+            "the archive is 3 MiB, over the 2 MiB a machine takes in one file; send a part of \
+             the outbox with --only FOLDER"
+        );
+        assert!(e.words(Face::Http).ends_with("with field \"only\""));
+        assert_eq!((e.field(), e.kind), (None, Kind::TooLarge));
+        let empty = |sending| Error::pack(PackProblem::Empty { sending }).kind;
+        assert_eq!((empty(true), empty(false)), (Kind::BadInput, Kind::Failed));
         assert_eq!(
             Error::pack(PackProblem::TargetExists {
                 out: PathBuf::from("/o.tgz")

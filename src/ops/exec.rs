@@ -19,7 +19,7 @@ use std::path::PathBuf;
 
 use super::{Context, cage_of};
 use crate::cage::spec;
-use crate::error::{Error, Result, SessionProblem};
+use crate::error::{Error, FolderProblem, Result, SessionProblem};
 use crate::host::Host;
 use crate::host::podman::{Podman, argv};
 use crate::host::process::{
@@ -135,11 +135,7 @@ pub fn prepare_uncaged(
     };
     let path = configured
         .or_else(|| crate::settings::find_program(program, ctx.settings.path_var.as_deref()))
-        .ok_or_else(|| {
-            Error::failed(format!(
-                "there is no {program} program on this machine: install it, or set [harness] {program} in the config"
-            ))
-        })?;
+        .ok_or_else(|| Error::session(name, SessionProblem::NoProgramHere { program }))?;
     Ok(Uncaged {
         notice: format!(
             "session {name} is not in a cage: running {} on this machine, in {}",
@@ -184,19 +180,13 @@ pub fn session_of_folder(ctx: &Context, cwd: &std::path::Path) -> Result<String>
         .collect();
     match mine.as_slice() {
         [one] => Ok(one.to_string()),
-        [] => Err(Error::bad_input(format!(
-            "no session has {} as its project folder, so `cage run` without a name has \
-             nothing to run: give the session's name (`shrooms-agent cage ls` lists them), \
-             cd to its project folder, or make one here with `shrooms-agent cage create NAME`",
-            here.display()
-        ))),
-        several => Err(Error::bad_input(format!(
-            "{} sessions have {} as their project folder ({}): give the name of the one to \
-             run, `shrooms-agent cage run NAME`",
-            several.len(),
-            here.display(),
-            several.join(", ")
-        ))),
+        [] => Err(Error::folder(&here, FolderProblem::NoSessionHere)),
+        several => Err(Error::folder(
+            &here,
+            FolderProblem::SessionsHere {
+                sessions: several.iter().map(|s| s.to_string()).collect(),
+            },
+        )),
     }
 }
 
@@ -474,7 +464,7 @@ pub fn prepare_join(ctx: &Context, name: &str, what: What, tty: bool) -> Result<
     let cage = cage_of(&record)?;
     let cmd = match what.words() {
         Ok(cmd) => cmd,
-        Err(_) => return Err(Error::bad_input("`cage run` has no --join")),
+        Err(_) => return Err(Error::session(name, SessionProblem::RunJoined)),
     };
     let host = ctx.host_for_session()?;
     let inspected = host.podman.inspect(&cage.container)?.ok_or_else(|| {

@@ -36,7 +36,7 @@ pub fn pack(
     let record = ctx.store.load(name)?;
     let outbox = outbox_of(&record)?;
     let packed = crate::cage::pack::pack(&outbox, only, output, replace)?
-        .ok_or_else(|| Error::failed("nothing in its outbox"))?;
+        .ok_or_else(|| Error::pack(crate::error::PackProblem::Empty { sending: false }))?;
     Ok(PackResult {
         session: record.name.clone(),
         archive: output.to_path_buf(),

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use crate::cage::git::normal;
 
 use crate::cage::spec::Mount;
-use crate::error::{Error, Result};
+use crate::error::{Error, ProtectProblem, Result};
 
 /// What is made when a protected path is missing at the cage's creation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -403,16 +403,9 @@ pub fn decide(dir: &Path, f: &ProtectFacts, writable: &[String]) -> Result<Prote
         && gitdir.starts_with(dir)
         && !open.iter().any(|o| o == Path::new(".git"))
     {
-        return Err(Error::worded(crate::error::Kind::BadInput, |f| {
-            format!(
-                "{}/.git is a file that names the repository {}, inside the project; \
-                 shrooms-agent protects the hooks and config of a `.git` folder only: \
-                 give the cage the repository's own folder, or pass {} .git \
-                 (dangerous: git on the machine runs the hooks a cage leaves there)",
-                dir.display(),
-                gitdir.display(),
-                f.machine_option("--writable")
-            )
+        return Err(Error::protect(ProtectProblem::GitFileInside {
+            dir: dir.to_path_buf(),
+            gitdir: gitdir.clone(),
         }));
     }
     let candidates = PROTECTED
@@ -462,10 +455,10 @@ fn decide_open(f: &ProtectFacts, writable: &[String]) -> Result<Vec<PathBuf>> {
     for w in writable {
         let w = w.trim_start_matches("./").trim_end_matches('/');
         if !known.iter().any(|k| k == w) {
-            return Err(Error::bad_input(format!(
-                "--writable {w}: not a protected path of this project; it takes one of {}",
-                known.join(", ")
-            )));
+            return Err(Error::protect(ProtectProblem::NotProtected {
+                asked: w.to_string(),
+                known,
+            }));
         }
         open.push(PathBuf::from(w));
     }
@@ -483,17 +476,11 @@ fn decide_way(
     if_missing: IfMissing,
     make: &mut Vec<(PathBuf, bool)>,
 ) -> Result<Option<Vec<PathBuf>>> {
-    let refuse = |rel: &Path, what: String| {
-        Error::worded(crate::error::Kind::BadInput, |f| {
-            format!(
-                "{} is {what}; a cage gets it read-only, and shrooms-agent mounts only a real \
-                 file or folder there, never where a link leads: replace it with what it \
-                 holds, or pass {} {} to leave it writable (dangerous: the machine runs what a \
-                 cage leaves there)",
-                dir.join(rel).display(),
-                f.machine_option("--writable"),
-                rel.display()
-            )
+    let refuse = |rel: &Path, is: String| {
+        Error::protect(ProtectProblem::NotReal {
+            dir: dir.to_path_buf(),
+            rel: rel.to_path_buf(),
+            is,
         })
     };
     let mut on_the_way = Vec::new();

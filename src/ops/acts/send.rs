@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, PackProblem, Result};
 use crate::ops::Context;
 
 /// The answer a receiving `serve` gives a drop.
@@ -36,24 +36,13 @@ pub fn pack_at_most(
     crate::state::session::before_write()
         .map_err(|e| Error::act(format!("writing {}", to.display()), &e))?;
     let packed = crate::cage::pack::pack(outbox, only, to, false)?
-        .ok_or_else(|| Error::bad_input("nothing in its outbox"))?;
+        .ok_or_else(|| Error::pack(PackProblem::Empty { sending: true }))?;
     crate::state::session::after_write();
     let size = std::fs::metadata(to)
         .map_err(|e| Error::act(format!("reading {}", to.display()), &e))?
         .len();
     if size > max {
-        return Err(Error::worded(crate::error::Kind::TooLarge, |f| {
-            format!(
-                "the archive is {} MiB, over the {} MiB a machine takes in one file; send a \
-                 part of the outbox with {}",
-                size.div_ceil(1024 * 1024),
-                max / 1024 / 1024,
-                match f {
-                    crate::error::Face::Terminal => "--only FOLDER".to_string(),
-                    crate::error::Face::Http => f.field("only"),
-                }
-            )
-        }));
+        return Err(Error::pack(PackProblem::OverMachine { size, max }));
     }
     Ok(packed)
 }
