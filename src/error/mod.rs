@@ -1111,8 +1111,8 @@ impl Error {
         Self::of(problem.kind(), What::Limits(problem))
     }
 
-    /// An outbox pack refused (bad input), or an outbox with nothing
-    /// to pack (failed).
+    /// An outbox pack refused (bad input; too large for an archive over
+    /// what a machine takes), or an outbox with nothing to pack (failed).
     pub fn pack(problem: PackProblem) -> Self {
         Self::of(problem.kind(), What::Pack(problem))
     }
