@@ -1985,6 +1985,11 @@ mod tests {
             s(SessionProblem::NoProgramHere { program: "pi" }),
             "there is no pi program on this machine: install it, or set [harness] pi in the config"
         );
+        assert_eq!(s(SessionProblem::RunJoined), "`cage run` has no --join");
+        assert_eq!(
+            s(SessionProblem::NotALockFd { fd: 1 }),
+            "descriptor 1 cannot be a session lock"
+        );
         // Every problem has words of its own, and a kind of error.
         let every = [
             SessionProblem::Missing,
