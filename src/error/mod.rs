@@ -1537,22 +1537,11 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 /// An error as JSON gives it where it is a value of a result (a dry run's
-/// refusal): its words for the terminal, as `--json` gives every error.
-pub fn serialize_words<S: serde::Serializer>(
-    e: &Error,
-    s: S,
-) -> std::result::Result<S::Ok, S::Error> {
-    s.serialize_str(&e.message())
-}
-
-/// The same, for an error that may be there.
-pub fn serialize_message<S: serde::Serializer>(
-    e: &Option<Error>,
-    s: S,
-) -> std::result::Result<S::Ok, S::Error> {
-    match e {
-        Some(e) => s.serialize_str(&e.message()),
-        None => s.serialize_none(),
+/// refusal, a damaged record): its words for the terminal, as `--json`
+/// gives every error.
+impl serde::Serialize for Error {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(&self.message())
     }
 }
 

@@ -46,10 +46,7 @@ pub struct Created {
     /// A dry run's: the real command would be refused, and why (the argv
     /// is shown all the same), its kind kept for the exit code. JSON gives
     /// its words, as `would_be_refused`; null otherwise.
-    #[serde(
-        rename = "would_be_refused",
-        serialize_with = "crate::error::serialize_message"
-    )]
+    #[serde(rename = "would_be_refused")]
     pub refused: Option<crate::error::Error>,
 }
 

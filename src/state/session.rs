@@ -318,7 +318,6 @@ pub struct Damaged {
     pub name: String,
     /// Why it does not read: its load's error, kept whole, given as its
     /// words.
-    #[serde(serialize_with = "crate::error::serialize_words")]
     #[schema(value_type = String)]
     pub error: Error,
 }
