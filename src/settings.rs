@@ -1205,10 +1205,10 @@ fn var(env: &Env, name: &str) -> Result<Option<PathBuf>> {
         None => Ok(None),
         Some(v) if v.is_empty() => Ok(None),
         Some(v) if v.starts_with('/') => Ok(Some(PathBuf::from(v))),
-        Some(v) => Err(Error::bad_input(format!(
-            "{name} is {v:?}, a relative path: it would name another folder from every \
-             working folder; set it to an absolute path (starting with /), or unset it"
-        ))),
+        Some(v) => Err(Error::input(crate::error::InputProblem::RelativeVariable {
+            name: name.to_string(),
+            value: v.to_string(),
+        })),
     }
 }
 

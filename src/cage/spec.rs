@@ -463,16 +463,16 @@ pub fn sealed_env_plan(session: &str, image_path: &str, gateway: Option<&str>) -
 
 /// A path podman's `--mount` can carry: absolute, UTF-8, one line.
 fn check_mount_path(p: &Path) -> Result<()> {
+    use crate::error::InputProblem;
     let s = p.to_str().ok_or_else(|| {
-        Error::bad_input(format!(
-            "the path {} is not valid UTF-8, which podman's --mount cannot carry",
-            p.display()
-        ))
+        Error::input(InputProblem::PathNotUtf8 {
+            path: p.to_path_buf(),
+        })
     })?;
     if !s.starts_with('/') || s.contains(['\n', '\r', '\0']) {
-        return Err(Error::bad_input(format!(
-            "the path {s:?} cannot be mounted: it must be absolute and on one line"
-        )));
+        return Err(Error::input(InputProblem::PathNotMountable {
+            path: s.to_string(),
+        }));
     }
     Ok(())
 }

@@ -17,6 +17,58 @@ pub enum Mounted {
     Sealed,
 }
 
+/// Pure: the words of a folder that is no folder of the user's own.
+fn not_own_words(dir: &Path, what: &NotOwn) -> String {
+    let d = dir.display();
+    let is = match what {
+        NotOwn::SharedTemporary => "a temporary folder every user of this machine shares: a cage \
+                                    there could write to what other programs keep in it, such \
+                                    as tmux's socket in /tmp/tmux-UID, a way out of the cage"
+            .to_string(),
+        NotOwn::Runtime { rt, holds } => format!(
+            "{} your runtime folder {} ($XDG_RUNTIME_DIR), with the sockets of your session's \
+             programs: a cage there could drive them, a way out of the cage",
+            if *holds { "a folder holding" } else { "in" },
+            rt.display()
+        ),
+        NotOwn::RuntimeTree { tree, inside } => format!(
+            "{}{tree}, the system's and every user's runtime files, not a folder of your own",
+            if *inside { "in " } else { "" }
+        ),
+        NotOwn::SystemTree => "a tree of the system, not a folder of your own".to_string(),
+    };
+    let or_below = if *what == NotOwn::SharedTemporary {
+        format!(" or {d}/<project>")
+    } else {
+        String::new()
+    };
+    format!(
+        "{d} is {is}; a cage's project is mounted read-write: give it a folder of your own, such \
+         as a new folder in your home directory{or_below}"
+    )
+}
+
+/// Pure: the words of a folder that is no project for a cage made as root.
+fn root_not_own_words(dir: &Path, what: &RootNotOwn) -> String {
+    let is = match what {
+        RootNotOwn::Home { name, home, holds } => format!(
+            "{} {name}'s home {}",
+            if *holds { "a folder holding" } else { "in" },
+            home.display()
+        ),
+        RootNotOwn::SystemTree { tree } => {
+            format!("in {tree}, a tree of the machine's own programs, configuration and data")
+        }
+        RootNotOwn::OthersFolder { uid } => format!("a folder of uid {uid}'s, not root's"),
+    };
+    format!(
+        "{} is {is}; as root, a cage's project is a folder root owns, outside the system's trees \
+         and other users' homes, since the cage writes it and is given it at each start: make \
+         one (such as /root/<project>, or /srv/<project>) and give that",
+        dir.display()
+    )
+}
+
 impl Mounted {
     fn words(self) -> &'static str {
         match self {
@@ -29,9 +81,41 @@ impl Mounted {
     }
 }
 
+/// What makes a folder no folder of the user's own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotOwn {
+    /// A temporary folder every user shares (`/tmp` itself).
+    SharedTemporary,
+    /// In the user's runtime folder (`rt`), or holding it (`holds`).
+    Runtime { rt: PathBuf, holds: bool },
+    /// `/run`, `/proc` or `/sys` (`tree`), or `inside` one.
+    RuntimeTree { tree: &'static str, inside: bool },
+    /// A tree of the system itself (`/usr`, ...).
+    SystemTree,
+}
+
+/// What makes a folder no project for a cage made as root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RootNotOwn {
+    /// In user `name`'s home `home`, or holding it (`holds`).
+    Home {
+        name: String,
+        home: PathBuf,
+        holds: bool,
+    },
+    /// In a tree of the machine's own (`tree`).
+    SystemTree { tree: String },
+    /// A folder of another user's (`uid`).
+    OthersFolder { uid: u32 },
+}
+
 /// What makes a project folder no folder for a cage.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FolderProblem {
+    /// Not a folder of the user's own.
+    NotOwn(NotOwn),
+    /// As root, not a folder of root's own.
+    RootNotOwn(RootNotOwn),
     /// The home directory itself (`holds`: a folder above it).
     Home { holds: bool, mounted: Mounted },
     /// It holds or is inside this program's state folder.
@@ -160,6 +244,8 @@ impl FolderProblem {
     pub(super) fn words(&self, dir: &Path, face: Face) -> String {
         let d = dir.display();
         match self {
+            FolderProblem::NotOwn(what) => not_own_words(dir, what),
+            FolderProblem::RootNotOwn(what) => root_not_own_words(dir, what),
             FolderProblem::Home { holds, mounted } => format!(
                 "{d} {} your home directory; {}: give it a project folder of its own",
                 if *holds { "holds" } else { "is" },
@@ -248,6 +334,56 @@ mod tests {
         let dir = Path::new("/home/u/p");
         let w = |p: FolderProblem| Error::folder(dir, p).message();
         let p = PathBuf::from;
+        assert_eq!(
+            Error::folder(
+                Path::new("/tmp"),
+                FolderProblem::NotOwn(NotOwn::SharedTemporary)
+            )
+            .message(),
+            "/tmp is a temporary folder every user of this machine shares: a cage there could \
+             write to what other programs keep in it, such as tmux's socket in /tmp/tmux-UID, a \
+             way out of the cage; a cage's project is mounted read-write: give it a folder of \
+             your own, such as a new folder in your home directory or /tmp/<project>"
+        );
+        assert_eq!(
+            w(FolderProblem::NotOwn(NotOwn::Runtime {
+                rt: p("/run/user/1"),
+                holds: true
+            })),
+            "/home/u/p is a folder holding your runtime folder /run/user/1 ($XDG_RUNTIME_DIR), \
+             with the sockets of your session's programs: a cage there could drive them, a way \
+             out of the cage; a cage's project is mounted read-write: give it a folder of your \
+             own, such as a new folder in your home directory"
+        );
+        assert_eq!(
+            w(FolderProblem::NotOwn(NotOwn::RuntimeTree {
+                tree: "/run",
+                inside: true
+            })),
+            "/home/u/p is in /run, the system's and every user's runtime files, not a folder of \
+             your own; a cage's project is mounted read-write: give it a folder of your own, \
+             such as a new folder in your home directory"
+        );
+        assert_eq!(
+            w(FolderProblem::RootNotOwn(RootNotOwn::Home {
+                name: "u".into(),
+                home: p("/home/u"),
+                holds: false
+            })),
+            "/home/u/p is in u's home /home/u; as root, a cage's project is a folder root owns, \
+             outside the system's trees and other users' homes, since the cage writes it and is \
+             given it at each start: make one (such as /root/<project>, or /srv/<project>) and \
+             give that"
+        );
+        assert_eq!(
+            Error::folder(
+                dir,
+                FolderProblem::RootNotOwn(RootNotOwn::OthersFolder { uid: 5 })
+            )
+            .kind
+            .exit_code(),
+            2
+        );
         assert_eq!(
             w(FolderProblem::Home {
                 holds: true,

@@ -9,19 +9,31 @@ use std::fmt;
 
 mod choice;
 mod folder;
+mod git;
+mod image;
+mod input;
 mod limits;
 mod listen;
+mod make;
 mod pack;
 mod protect;
 mod remote;
+mod rules;
+mod state;
 mod token;
 pub use choice::{ChoiceProblem, ConversationProblem};
-pub use folder::{FolderProblem, Mounted};
+pub use folder::{FolderProblem, Mounted, NotOwn, RootNotOwn};
+pub use git::GitProblem;
+pub use image::ImageProblem;
+pub use input::{ByProblem, CwdFor, InputProblem};
 pub use limits::LimitsProblem;
 pub use listen::ListenProblem;
+pub use make::{MakeProblem, VolumeProblem};
 pub use pack::{OnlyRefused, PackProblem};
 pub use protect::ProtectProblem;
 pub use remote::RemoteProblem;
+pub use rules::{EgressProblem, FirstProblem, RulesProblem};
+pub use state::StateProblem;
 pub use token::TokenProblem;
 
 /// What went wrong, as far as a caller needs to know to react.
@@ -372,6 +384,41 @@ pub enum What {
         file: std::path::PathBuf,
         problem: TokenProblem,
     },
+    /// A file or folder of the tool's own (`path`) refused or found wrong.
+    State {
+        path: std::path::PathBuf,
+        problem: StateProblem,
+    },
+    /// A git directory found wrong at `path` while its refs were read or
+    /// written.
+    Git {
+        path: std::path::PathBuf,
+        problem: GitProblem,
+    },
+    /// A word, path, name or variable refused before it was used.
+    Input(InputProblem),
+    /// The network rules of cage `container` not loaded where its
+    /// processes run.
+    Rules {
+        container: String,
+        problem: RulesProblem,
+    },
+    /// A cage's egress log's listener not started.
+    Egress(EgressProblem),
+    /// An image for a cage missing, or one of ours not built.
+    Image(ImageProblem),
+    /// A new cage refused for what the machine, its image or its path
+    /// gives it.
+    Make(MakeProblem),
+    /// `cage stop --all` left cages running: the sessions another
+    /// command holds (`busy`), and those whose record does not read
+    /// (`damaged`).
+    NotStopped {
+        busy: Vec<String>,
+        damaged: Vec<String>,
+    },
+    /// The system gave no random bytes (getrandom(2)).
+    NoRandom,
 }
 
 /// How a build of one of our images failed: its stage (`workbench`,
@@ -407,6 +454,11 @@ pub enum SessionProblem {
     Missing,
     /// There is one of that name already (the name is taken).
     Exists,
+    /// Moved to another cage while its limits were being set.
+    MovedMeanwhile,
+    /// A rename's new name would put one of the session's folders at
+    /// `to`, where a folder is already (left by an earlier session `new`).
+    FolderThere { to: std::path::PathBuf, new: String },
     /// Another command is making it, and holds it.
     BeingMade(Holder),
     /// Another command holds it.
@@ -579,6 +631,20 @@ pub enum DropRefused {
         sent: u64,
         bound: u64,
     },
+    /// The address it came from (`ip`) is no machine's in `[machines]`.
+    NoMachineAt { ip: std::net::IpAddr },
+    /// ... or several machines' (`machines`: their names).
+    MachinesAt {
+        ip: std::net::IpAddr,
+        machines: Vec<String>,
+    },
+    /// The upload broke off before its length arrived (`cause`: how).
+    BrokeOff { cause: String },
+    /// The file could not be written at `path`.
+    NotWritten {
+        path: std::path::PathBuf,
+        cause: String,
+    },
 }
 
 impl DropRefused {
@@ -587,7 +653,12 @@ impl DropRefused {
             DropRefused::NoSender | DropRefused::NoName | DropRefused::NoteTooLong { .. } => {
                 Kind::BadInput
             }
-            DropRefused::Caged { .. } | DropRefused::NotAllowed { .. } => Kind::Forbidden,
+            DropRefused::Caged { .. }
+            | DropRefused::NotAllowed { .. }
+            | DropRefused::NoMachineAt { .. }
+            | DropRefused::MachinesAt { .. } => Kind::Forbidden,
+            DropRefused::BrokeOff { .. } => Kind::BadInput,
+            DropRefused::NotWritten { .. } => Kind::Failed,
             DropRefused::FileTooLarge { .. }
             | DropRefused::SenderOver { .. }
             | DropRefused::MachineOver { .. } => Kind::TooLarge,
@@ -630,8 +701,50 @@ impl DropRefused {
                  machine may leave",
                 size_text(*bound)
             ),
+            DropRefused::NoMachineAt { ip } => format!(
+                "{ip} is the address of no machine in this machine's [machines]: files are taken \
+                 only from machines it names"
+            ),
+            DropRefused::MachinesAt { ip, machines } => format!(
+                "{ip} is the address of several machines in [machines] ({}): it cannot tell \
+                 which one sent this",
+                machines.join(", ")
+            ),
+            DropRefused::BrokeOff { cause } => {
+                format!("the upload broke off ({cause}); nothing was kept")
+            }
+            DropRefused::NotWritten { path, cause } => {
+                format!("writing {}: {cause}; nothing was kept", path.display())
+            }
         }
     }
+}
+
+/// Pure: the words of [`What::NotStopped`]: the damaged records first.
+fn not_stopped_words(busy: &[String], damaged: &[String]) -> String {
+    let them = |n: &[String]| if n.len() == 1 { "it" } else { "them" };
+    let busy = (!busy.is_empty()).then(|| {
+        format!(
+            "not stopped, busy: {} (another shrooms-agent command, an exec or run, is using {}); \
+             stop {} when it ends",
+            busy.join(", "),
+            if busy.len() == 1 { "it" } else { "each" },
+            them(busy),
+        )
+    });
+    let damaged = (!damaged.is_empty()).then(|| {
+        format!(
+            "not stopped, the record does not read: {} (`shrooms-agent cage ls` says why); mend \
+             the file or move it away, then stop {} again",
+            damaged.join(", "),
+            them(damaged),
+        )
+    });
+    [damaged, busy]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// A bound in bytes, in the largest unit it is a whole number of.
@@ -743,6 +856,8 @@ impl SessionProblem {
             | SessionProblem::LockNotPassed { .. }
             | SessionProblem::NotItsLock { .. } => self.turn_words(session, face),
             SessionProblem::NamedAlready
+            | SessionProblem::MovedMeanwhile
+            | SessionProblem::FolderThere { .. }
             | SessionProblem::FilesNotFrom { .. }
             | SessionProblem::NotAReceivedName { .. }
             | SessionProblem::NoReceivedFile { .. } => self.asked_words(session),
@@ -806,6 +921,14 @@ impl SessionProblem {
     /// The words of a request about its name or files refused.
     fn asked_words(&self, session: &str) -> String {
         match self {
+            SessionProblem::MovedMeanwhile => {
+                format!("session {session} was moved meanwhile; set its limits again")
+            }
+            SessionProblem::FolderThere { to, new } => format!(
+                "{} is there already (left by an earlier session {new}?), and session \
+                 {session}'s own would go there: move it away, or pick another name",
+                to.display()
+            ),
             SessionProblem::NamedAlready => format!("session {session} is named {session} already"),
             SessionProblem::FilesNotFrom { sender } => format!(
                 "session {session} does not take files from {sender}: `shrooms-agent files list \
@@ -828,7 +951,7 @@ impl SessionProblem {
     fn kind(&self) -> Kind {
         match self {
             SessionProblem::Missing => Kind::NotFound,
-            SessionProblem::Exists => Kind::Exists,
+            SessionProblem::Exists | SessionProblem::FolderThere { .. } => Kind::Exists,
             SessionProblem::NotAName
             | SessionProblem::NotCaged { .. }
             | SessionProblem::Caged
@@ -846,7 +969,8 @@ impl SessionProblem {
             SessionProblem::BeingMade(_)
             | SessionProblem::Held(_)
             | SessionProblem::Running { .. }
-            | SessionProblem::BeingChanged { .. } => Kind::Busy,
+            | SessionProblem::BeingChanged { .. }
+            | SessionProblem::MovedMeanwhile => Kind::Busy,
             SessionProblem::ProjectGone { .. }
             | SessionProblem::ContainerGone { .. }
             | SessionProblem::OldCage { .. }
@@ -908,6 +1032,15 @@ impl What {
             What::Listen { addr, problem } => problem.words(addr),
             What::Remote { machine, problem } => problem.words(machine),
             What::Token { file, problem } => problem.words(file),
+            What::State { path, problem } => problem.words(path),
+            What::Git { path, problem } => problem.words(path),
+            What::Input(problem) => problem.words(),
+            What::Rules { container, problem } => problem.words(container),
+            What::Egress(problem) => problem.words(),
+            What::Image(problem) => problem.words(face),
+            What::Make(problem) => problem.words(),
+            What::NotStopped { busy, damaged } => not_stopped_words(busy, damaged),
+            What::NoRandom => "getrandom failed".to_string(),
             What::Config {
                 file,
                 key: Some(key),
@@ -1148,6 +1281,77 @@ impl Error {
                 problem,
             },
         )
+    }
+
+    /// A file or folder of the tool's own refused (bad input) or found
+    /// wrong (failed).
+    pub fn state(path: &std::path::Path, problem: StateProblem) -> Self {
+        Self::of(
+            problem.kind(),
+            What::State {
+                path: path.to_path_buf(),
+                problem,
+            },
+        )
+    }
+
+    /// A git directory found wrong (failed).
+    pub fn git(path: &std::path::Path, problem: GitProblem) -> Self {
+        Self::of(
+            Kind::Failed,
+            What::Git {
+                path: path.to_path_buf(),
+                problem,
+            },
+        )
+    }
+
+    /// A word, path, name or variable refused (bad input).
+    pub fn input(problem: InputProblem) -> Self {
+        Self::of(Kind::BadInput, What::Input(problem))
+    }
+
+    /// The network rules of a cage not loaded (failed).
+    pub fn rules(container: &str, problem: RulesProblem) -> Self {
+        Self::of(
+            Kind::Failed,
+            What::Rules {
+                container: container.to_string(),
+                problem,
+            },
+        )
+    }
+
+    /// A cage's egress log's listener not started (failed).
+    pub fn egress(problem: EgressProblem) -> Self {
+        Self::of(Kind::Failed, What::Egress(problem))
+    }
+
+    /// An image missing or not built (bad input where the request named
+    /// it, else failed).
+    pub fn image(problem: ImageProblem) -> Self {
+        Self::of(problem.kind(), What::Image(problem))
+    }
+
+    /// A new cage refused (bad input), or its making failed (failed).
+    pub fn make(problem: MakeProblem) -> Self {
+        Self::of(problem.kind(), What::Make(problem))
+    }
+
+    /// `cage stop --all` left cages running: failed where a record does
+    /// not read, else busy.
+    pub fn not_stopped(busy: Vec<String>, damaged: Vec<String>) -> Self {
+        let kind = if damaged.is_empty() {
+            Kind::Busy
+        } else {
+            Kind::Failed
+        };
+        Self::of(kind, What::NotStopped { busy, damaged })
+    }
+
+    /// No random bytes from the system (failed).
+    pub fn no_random() -> Self {
+        Self::of(Kind::Failed, What::NoRandom)
     }
 
     /// The conversation a sealed cage was given refused (bad input).
@@ -1910,6 +2114,29 @@ mod tests {
     fn every_subject_is_worded_as_before() {
         use std::path::PathBuf;
         let s = |p| Error::session("web", p).message();
+        assert_eq!(
+            s(SessionProblem::FolderThere {
+                to: PathBuf::from("/s/received/new"),
+                new: "new".into()
+            }),
+            "/s/received/new is there already (left by an earlier session new?), and session \
+             web's own would go there: move it away, or pick another name"
+        );
+        assert_eq!(
+            Error::session(
+                "web",
+                SessionProblem::FolderThere {
+                    to: PathBuf::from("/x"),
+                    new: "n".into()
+                }
+            )
+            .kind,
+            Kind::Exists
+        );
+        assert_eq!(
+            s(SessionProblem::MovedMeanwhile),
+            "session web was moved meanwhile; set its limits again"
+        );
         assert_eq!(
             s(SessionProblem::ContainerGone {
                 container: "c1".into()

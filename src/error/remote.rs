@@ -44,6 +44,9 @@ pub enum RemoteProblem {
     ListingFailed { said: String },
     /// Asking for its listing failed (the thread that asked died).
     ListingLost,
+    /// No machine of that name to send to: this one is `here`, and the
+    /// config's `[machines]` names `known`.
+    NoSuchMachine { here: String, known: Vec<String> },
 }
 
 /// Pure: how to put this version on machine `machine`.
@@ -63,7 +66,8 @@ impl RemoteProblem {
             | RemoteProblem::OwnMachineOnly
             | RemoteProblem::CageOnly
             | RemoteProblem::NotApart
-            | RemoteProblem::NotAMachine { .. } => Kind::BadInput,
+            | RemoteProblem::NotAMachine { .. }
+            | RemoteProblem::NoSuchMachine { .. } => Kind::BadInput,
             _ => Kind::Failed,
         }
     }
@@ -91,6 +95,15 @@ impl RemoteProblem {
             RemoteProblem::NoSsh => "ssh is not installed here, and --on needs it (Debian: apt \
                                      install openssh-client)"
                 .to_string(),
+            RemoteProblem::NoSuchMachine { here, known } => format!(
+                "there is no machine {m:?}: this one is {here}, and the config's [machines] names \
+                 {}; add it there as {m} = \"http://host:port\"",
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            ),
             RemoteProblem::NotAMachine { config, why } => format!(
                 "--on {m}: not a machine of [ssh] in {}, and {why}",
                 config.display()
@@ -152,6 +165,18 @@ mod tests {
     /// where it was found, and every one worded.
     #[test]
     fn every_remote_refusal_is_worded_as_before() {
+        assert_eq!(
+            Error::remote(
+                "far",
+                RemoteProblem::NoSuchMachine {
+                    here: "here".into(),
+                    known: vec![]
+                }
+            )
+            .message(),
+            "there is no machine \"far\": this one is here, and the config's [machines] names \
+             none; add it there as far = \"http://host:port\""
+        );
         let w = |p| Error::remote("beta", p).message();
         assert_eq!(
             w(RemoteProblem::SshFailed {

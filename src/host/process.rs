@@ -968,9 +968,10 @@ impl fmt::Display for Process {
 /// said to a shell (nor be an argument of a process): refused.
 pub fn shell_quote(word: &str) -> Result<std::borrow::Cow<'_, str>> {
     shlex::try_quote(word).map_err(|e| {
-        Error::bad_input(format!(
-            "{word:?} cannot be given to a shell ({e}): leave the NUL byte out"
-        ))
+        Error::input(crate::error::InputProblem::ShellNul {
+            word: word.to_string(),
+            cause: e.to_string(),
+        })
     })
 }
 

@@ -335,13 +335,14 @@ const PENDING: usize = 256;
 /// and keep the gate open while it can, until the cage's first process is
 /// gone or no longer in this namespace.
 pub fn listen(a: &Listen<'_>) -> Result<()> {
-    let own = netns_id("/proc/self/ns/net").ok_or_else(|| fail("no network namespace".into()))?;
+    use crate::error::EgressProblem;
+    let subcommand = SUBCOMMAND;
+    let own = netns_id("/proc/self/ns/net")
+        .ok_or_else(|| Error::egress(EgressProblem::NoNamespace { subcommand }))?;
     let cage_ns = format!("/proc/{}/ns/net", a.cage_pid);
     if netns_id(&cage_ns) != Some(own) {
-        return Err(fail(format!(
-            "not in the network namespace of process {}",
-            a.cage_pid
-        )));
+        let pid = a.cage_pid;
+        return Err(Error::egress(EgressProblem::NotInCage { subcommand, pid }));
     }
     let socket = bind_group()?;
     let mut logs = Logs {
@@ -398,11 +399,6 @@ pub fn listen(a: &Listen<'_>) -> Result<()> {
     }
     remove_own_pid_file(a.pid_file);
     Ok(())
-}
-
-/// The listener's failure, said as its subcommand's.
-fn fail(why: String) -> Error {
-    Error::failed(format!("{SUBCOMMAND}: {why}"))
 }
 
 /// The listener's failure to set the gate.
@@ -893,10 +889,9 @@ pub fn ensure_listener(
     let said = crate::host::bounded::read_tail(err_log, 64 * 1024).unwrap_or_default();
     let said = String::from_utf8_lossy(&said);
     let last = said.lines().rev().find(|l| !l.trim().is_empty());
-    Err(Error::failed(format!(
-        "the egress log's listener did not start{}",
-        last.map(|l| format!(": {l}")).unwrap_or_default()
-    )))
+    Err(Error::egress(crate::error::EgressProblem::NotStarted {
+        last: last.map(str::to_string),
+    }))
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, FirstProblem, Result, RulesProblem};
 use crate::host::Host;
 use crate::host::podman::QUICK;
 use crate::host::podman::inspect::ContainerInspect;
@@ -114,17 +114,11 @@ impl Host {
         if let Some(fd) = &held
             && !still_running(fd)
         {
-            return Err(Error::failed(format!(
-                "the first process of {container} ended while its network rules were loaded"
-            )));
+            return Err(Error::rules(container, RulesProblem::FirstEnded));
         }
         check_first_process(&first)
             .map(|()| first.loaded)
-            .map_err(|why| {
-                Error::failed(format!(
-                    "the network rules of {container} were not loaded where its processes run: {why}"
-                ))
-            })
+            .map_err(|problem| Error::rules(container, problem))
     }
 
     /// What the rules went into (`netns`), the namespace and program of the
@@ -169,10 +163,10 @@ impl Host {
                     init: *init,
                 },
                 _ => {
-                    return Err(Error::failed(format!(
-                        "stat of {container}'s network namespace: unexpected output {:?}",
-                        out.stdout
-                    )));
+                    return Err(Error::rules(
+                        container,
+                        RulesProblem::StatSaid { stdout: out.stdout },
+                    ));
                 }
             };
             if first.exe == first.init || std::time::Instant::now() >= deadline {
@@ -273,24 +267,21 @@ pub fn namespace_of(pid: i64) -> Option<FileId> {
 /// (rootless, the namespace is entered through podman's user namespace,
 /// which cannot change the machine's).
 fn hold_first_process(container: &str, pid: i64, rootless: bool) -> Result<rustix::fd::OwnedFd> {
-    let gone = |why: String| {
-        Error::failed(format!(
-            "the first process of {container} (PID {pid}, as podman wrote it) {why}"
-        ))
-    };
+    let gone = |problem| Error::rules(container, RulesProblem::First { pid, problem });
     let p = i32::try_from(pid)
         .ok()
         .and_then(rustix::process::Pid::from_raw)
-        .ok_or_else(|| gone("is no process".into()))?;
-    let fd = rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty())
-        .map_err(|e| gone(format!("cannot be held: {e}")))?;
+        .ok_or_else(|| gone(FirstProblem::NoProcess))?;
+    let fd = rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).map_err(|e| {
+        gone(FirstProblem::NotHeld {
+            cause: e.to_string(),
+        })
+    })?;
     if !rootless {
         match (namespace_of(std::process::id().into()), namespace_of(pid)) {
             (Some(ours), Some(its)) if ours != its => {}
-            (Some(_), Some(_)) => {
-                return Err(gone("runs in the machine's network namespace".into()));
-            }
-            _ => return Err(gone("has no network namespace to look at".into())),
+            (Some(_), Some(_)) => return Err(gone(FirstProblem::MachineNamespace)),
+            _ => return Err(gone(FirstProblem::NoNamespace)),
         }
     }
     Ok(fd)
@@ -333,20 +324,12 @@ pub struct FirstProcess {
 /// be the machine's init (a bind mount keeps the file's device and inode),
 /// which starts nothing and never changes namespace, so its namespace is
 /// the one the runtime gave the container; and the rules must be in it.
-pub fn check_first_process(f: &FirstProcess) -> std::result::Result<(), String> {
+pub fn check_first_process(f: &FirstProcess) -> std::result::Result<(), RulesProblem> {
     if f.exe != f.init {
-        return Err(
-            "its first process is not the machine's init it was made with (catatonit; \
-             upgraded while the cage ran?)"
-                .into(),
-        );
+        return Err(RulesProblem::FirstNotInit);
     }
     if f.loaded != f.net {
-        return Err(
-            "the network namespace podman reports for it is not the one its first process \
-             is in"
-                .into(),
-        );
+        return Err(RulesProblem::NamespaceNotFirst);
     }
     Ok(())
 }
@@ -412,7 +395,7 @@ mod tests {
             ..good
         };
         let e = check_first_process(&moved).unwrap_err();
-        assert!(e.contains("not the one its first process is in"), "{e}");
+        assert_eq!(e, RulesProblem::NamespaceNotFirst);
         // The same inode on another device is another namespace.
         let other_dev = FirstProcess {
             loaded: id(5, 4026532185),
@@ -425,7 +408,7 @@ mod tests {
             ..good
         };
         let e = check_first_process(&not_init).unwrap_err();
-        assert!(e.contains("not the machine's init"), "{e}");
+        assert_eq!(e, RulesProblem::FirstNotInit);
         let neither = FirstProcess {
             exe: id(65024, 77),
             net: id(4, 1),

@@ -342,7 +342,7 @@ fn root_check(rootless: bool, euid: u32, s: &crate::settings::Settings) -> Check
             status: Status::Fail,
             detail: format!(
                 "cage commands refuse: {}",
-                super::root_refused(&s.config_path)
+                super::root_refused(&s.config_path).message()
             ),
             hint: Some("run shrooms-agent as your own user".into()),
         };

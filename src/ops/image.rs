@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use super::Context;
 use super::check::{Check, Status as CheckStatus};
-use crate::error::{Error, Result};
+use crate::error::{Error, ImageProblem, Result};
 use crate::host::Host;
 use crate::host::facts_cache::Stamp;
 use crate::host::podman::inspect::ImageInspect;
@@ -97,19 +97,17 @@ impl BuildLock {
     /// "running").
     fn inherited(fd: RawFd, path: &Path) -> Result<BuildLock> {
         let Some(file) = runner::inherited_fd(fd).map(File::from) else {
-            return Err(Error::failed(format!(
-                "the build lock descriptor {fd} was not passed on"
-            )));
+            return Err(Error::image(ImageProblem::LockNotPassed { fd }));
         };
         let same = match (file.metadata(), fs::metadata(path)) {
             (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
             _ => false,
         };
         if !same {
-            return Err(Error::failed(format!(
-                "descriptor {fd} is not the build lock {}",
-                path.display()
-            )));
+            return Err(Error::image(ImageProblem::NotTheLock {
+                fd,
+                path: path.to_path_buf(),
+            }));
         }
         // Our open file description holds it already: this cannot block,
         // and fails only if it was not held for us.
@@ -536,19 +534,12 @@ pub fn decide_for_cage(
             error: not_ready(),
             build: Some(s),
         }),
-        _ => {
-            let message = format!(
-                "there is no image {} on this machine for this session's cage",
-                f.image
-            );
-            // Named by the request (--image, a body's "image"), it is bad
-            // input; the config's own image missing is the machine's failure.
-            Err(refused(if named {
-                Error::bad_input(message)
-            } else {
-                Error::failed(message)
-            }))
-        }
+        // Named by the request (--image, a body's "image"), it is bad
+        // input; the config's own image missing is the machine's failure.
+        _ => Err(refused(Error::image(ImageProblem::Missing {
+            image: f.image.clone(),
+            named,
+        }))),
     }
 }
 
@@ -1308,14 +1299,8 @@ fn ensure_base(
         emit(&format!("the base {name} is here already"));
         return Ok(name);
     }
-    let how = "install it (Debian: apt-get install mmdebstrap), or make the cage from \
-               another image (the config's `image`)";
     let program = crate::settings::find_program("mmdebstrap", spec.path_var.as_deref())
-        .ok_or_else(|| {
-            Error::failed(format!(
-                "the workbench's base is made with mmdebstrap, which is not installed: {how}"
-            ))
-        })?;
+        .ok_or_else(|| Error::image(ImageProblem::NoMmdebstrap))?;
     let tar = dir.base_tar();
     let _ = fs::remove_file(&tar);
     emit(&format!(
@@ -1371,16 +1356,10 @@ fn run_mmdebstrap(
         });
     match ran? {
         Some(0) => Ok(()),
-        code => Err(Error::failed(format!(
-            "mmdebstrap ended with {}: {}",
-            code.map(|c| format!("status {c}"))
-                .unwrap_or_else(|| "a signal".into()),
-            match (cause.is_empty(), last.is_empty()) {
-                (false, _) => cause.as_str(),
-                (true, false) => last.as_str(),
-                (true, true) => "(it said nothing)",
-            }
-        ))),
+        status => Err(Error::image(ImageProblem::MmdebstrapFailed {
+            status,
+            said: if cause.is_empty() { last } else { cause },
+        })),
     }
 }
 
@@ -1442,7 +1421,11 @@ fn start_background(
 
 /// `STAGE:FD`, as `start_background` passes a job to the worker.
 pub fn parse_job(job: &str) -> Result<(Stage, RawFd)> {
-    let bad = || Error::bad_input(format!("{job:?} is not STAGE:FD"));
+    let bad = || {
+        Error::image(ImageProblem::NotAJob {
+            job: job.to_string(),
+        })
+    };
     let (s, fd) = job.split_once(':').ok_or_else(bad)?;
     let stage = Stage::parse(s).ok_or_else(bad)?;
     let fd: RawFd = fd.parse().map_err(|_| bad())?;
@@ -1497,13 +1480,13 @@ pub fn worker(ctx: &Context, jobs: &[String]) -> Result<()> {
         };
         drop(lock);
         if let Err(e) = built {
-            errors.push(e.message());
+            errors.push(e);
         }
     }
     if errors.is_empty() {
         Ok(())
     } else {
-        Err(Error::failed(errors.join("; ")))
+        Err(Error::image(ImageProblem::Builds(errors)))
     }
 }
 

@@ -14,7 +14,9 @@ use crate::cage::spec::{
     self, CageSpec, EnvPlan, EnvRequest, Found, FoundNix, FoundOptions, FoundSealed, NixOption,
     Options, Request, SHARED_LABEL, SealedSpec,
 };
-use crate::error::{ChoiceProblem, Error, FolderProblem, LimitsProblem, Result};
+use crate::error::{
+    ChoiceProblem, Error, FolderProblem, LimitsProblem, MakeProblem, Result, VolumeProblem,
+};
 use crate::host::podman::{argv, envfile};
 use crate::host::{Host, LimitsSupport};
 use crate::net::rules;
@@ -696,7 +698,7 @@ fn decide_first(
     }
     let found = harness_found(&first.harness, dir)?;
     if let Some(why) = &first.auto_ranges {
-        return Err(Error::bad_input(why.clone()));
+        return Err(Error::make(MakeProblem::NoAutoRanges { why: why.clone() }));
     }
     Ok(found)
 }
@@ -748,11 +750,9 @@ fn decide_host(
     let init = f.init.clone();
     let network = f.host.network(settings.network)?;
     if let Some(why) = crate::host::loopback::opening(network, &f.podman_confs) {
-        said.soft(Err(Refused::from(Error::failed(format!(
-            "{why}: a cage there could drive any agent on this machine; remove that option, or \
-             set network = \"slirp4netns\" in the config (its cages close the host's loopback \
-             themselves)"
-        )))))?;
+        said.soft(Err(Refused::from(Error::make(MakeProblem::LoopbackOpen {
+            why,
+        }))))?;
     }
     Ok((init, network))
 }
@@ -1038,17 +1038,14 @@ fn plan_of(g: &Given, d: Drafted, said: Said) -> CagePlan {
 /// Pure: a pi session's image without pi: what to do instead (the face words
 /// the other image: `--image`, or a body's `"image"`).
 fn no_pi(image: &str, settings: &Settings, config: &str) -> Error {
-    Error::bad_input(format!(
-        "the image {image} has no `pi` program on its PATH, and a pi session's cage runs the \
-         image's pi: add pi to the image (`RUN npm install -g @mariozechner/pi-coding-agent` \
-         in its Containerfile, with a Node.js of 20.6 or newer), name a pi of this machine with \
-         `pi = \"/path/to/pi\"` under `[harness]` in {config}, or use shrooms-agent's \
-         workbench image ({}), which has pi",
-        crate::images::workbench::image_name(
+    Error::make(MakeProblem::NoPi {
+        image: image.to_string(),
+        workbench: crate::images::workbench::image_name(
             &settings.images_repo,
-            crate::images::workbench::Stage::Workbench
-        )
-    ))
+            crate::images::workbench::Stage::Workbench,
+        ),
+        config: config.to_string(),
+    })
     .next(crate::error::Next::OtherImage {
         config: config.to_string(),
     })
@@ -1078,12 +1075,10 @@ fn check_sources(
         }
         // Every source was looked at with the facts; one that was not is
         // this program's mistake, refused rather than let through.
-        let led_to = led_to.get(&m.src).cloned().ok_or_else(|| {
-            Error::failed(format!(
-                "where {} leads was not looked at before the cage was decided",
-                m.src.display()
-            ))
-        })?;
+        let led_to = led_to
+            .get(&m.src)
+            .cloned()
+            .ok_or_else(|| Error::make(MakeProblem::SourceNotLooked { src: m.src.clone() }))?;
         if m.src != dir && (led_to.starts_with(dir) || m.src.starts_with(dir)) {
             let src = m.src.clone();
             return Err(Error::folder(
@@ -1533,29 +1528,31 @@ fn check_shared_volume(v: &crate::host::podman::inspect::VolumeInspect) -> Resul
         .is_some_and(|l| l.get(SHARED_LABEL).is_some_and(|x| x == "true"));
     let options = v.options.clone().unwrap_or_default();
     let why = if v.driver != "local" {
-        Some(format!(
-            "its driver is {:?}, not podman's local one",
-            v.driver
-        ))
+        Some(VolumeProblem::Driver {
+            driver: v.driver.clone(),
+        })
     } else if !options.is_empty() {
         let device = options.get("device").cloned().unwrap_or_default();
         Some(if options.get("o").is_some_and(|o| o.contains("bind")) {
-            format!("it is a bind to {device:?}, a folder of the machine")
+            VolumeProblem::BindTo { device }
         } else {
-            format!("it has options {options:?}")
+            VolumeProblem::Options {
+                options: format!("{options:?}"),
+            }
         })
     } else if !ours {
-        Some("shrooms-agent did not make it (it lacks the label xyz.vpavlin.shrooms.shared)".into())
+        Some(VolumeProblem::NotOurs {
+            label: SHARED_LABEL,
+        })
     } else {
         None
     };
     match why {
         None => Ok(()),
-        Some(why) => Err(Error::bad_input(format!(
-            "the volume {} cannot be the shared folder: {why}; it is left as it is: \
-             remove it (podman volume rm {}) if it is not needed",
-            v.name, v.name
-        ))),
+        Some(why) => Err(Error::make(MakeProblem::SharedVolume {
+            volume: v.name.clone(),
+            why,
+        })),
     }
 }
 
@@ -1566,7 +1563,7 @@ fn container_name(session: &str) -> Result<String> {
     let mut bytes = [0u8; 3];
     let n = rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty());
     if n.ok() != Some(bytes.len()) {
-        return Err(Error::failed("getrandom failed"));
+        return Err(Error::no_random());
     }
     Ok(format!(
         "shrooms-{session}-{:02x}{:02x}{:02x}",
@@ -1579,9 +1576,7 @@ fn conversation_source(settings: &Settings, dir: &Path) -> Result<PathBuf> {
     let config = Harness::Claude.config_dir(settings);
     Harness::Claude
         .conversation_dir(&config, dir)
-        .ok_or_else(|| {
-            Error::bad_input("the project's path is too long to name its conversation folder")
-        })
+        .ok_or_else(|| Error::make(MakeProblem::ConversationPathLong))
 }
 
 /// Look at the machine for what the spec needs: which of the harness's
@@ -1647,12 +1642,9 @@ fn harness_facts(
 /// and its program; or why there is none.
 fn harness_found(h: &HarnessFacts, dir: &Path) -> Result<(Found, Option<PathBuf>)> {
     let conversation_dir = h.conversation_dir.clone().ok_or_else(|| {
-        Error::bad_input(format!(
-            "the project folder's path is too long for Claude Code's conversation folder \
-             (over 200 characters once named), whose name cannot be known from outside: \
-             use a shorter path for {}",
-            dir.display()
-        ))
+        Error::make(MakeProblem::ClaudePathLong {
+            dir: dir.to_path_buf(),
+        })
     })?;
     let mut program_dirs = Vec::new();
     let program = match &h.program {

@@ -49,7 +49,7 @@ use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::error::{Error, Kind, NotStarted, Result, SessionProblem};
+use crate::error::{EgressProblem, Error, Kind, NotStarted, Result, RulesProblem, SessionProblem};
 use crate::host::Host;
 use crate::net::rules;
 use crate::settings::{Env, Settings};
@@ -181,21 +181,16 @@ impl Context {
 /// user namespace of its own (root in it is an unprivileged uid outside,
 /// `podman::argv::userns`), its project and folders are given to that uid
 /// at each start.
-pub fn root_refused(config: &Path) -> String {
-    format!(
-        "shrooms-agent runs as root, so its podman is rootful: podman and what it starts run \
-         as root, and each cage, in a user namespace of its own, is given its project (chowned \
-         to the cage's own uid at each start). Run shrooms-agent as your own user, with \
-         rootless podman (the user needs ranges in /etc/subuid and /etc/subgid); or, to \
-         accept that, set allow_root = true in {}",
-        config.display()
-    )
+pub fn root_refused(config: &Path) -> Error {
+    Error::input(crate::error::InputProblem::AsRoot {
+        config: config.to_path_buf(),
+    })
 }
 
 /// The refusal for a user id and the config's `allow_root`: bad input
 /// (exit 2), as how the tool is run must change, and nothing was done.
 pub fn root_refusal(euid: u32, allow_root: bool, config: &Path) -> Option<Error> {
-    (euid == 0 && !allow_root).then(|| Error::bad_input(root_refused(config)))
+    (euid == 0 && !allow_root).then(|| root_refused(config))
 }
 
 /// Refuse a command that uses podman for cages when the tool runs as root
@@ -534,16 +529,12 @@ pub fn load_rules(
         (loaded, kept.join())
     });
     let loaded = loaded?;
-    kept.unwrap_or_else(|_| {
-        Err(Error::failed(
-            "the egress log's listener could not be started",
-        ))
-    })?;
+    kept.unwrap_or_else(|_| Err(Error::egress(EgressProblem::CouldNotStart)))?;
     if loaded != its {
-        return Err(Error::failed(format!(
-            "the egress log of {} listens in another network namespace than its rules went into",
-            cage.container
-        )));
+        return Err(Error::rules(
+            &cage.container,
+            RulesProblem::ListenerElsewhere,
+        ));
     }
     Ok(())
 }
@@ -689,9 +680,10 @@ fn egress_listener(
     if ctx.self_paths.is_empty() {
         return Ok(None);
     }
-    let file = ctx.self_paths.first().ok_or_else(|| {
-        Error::failed("the egress log needs this program's own path, which is not known")
-    })?;
+    let file = ctx
+        .self_paths
+        .first()
+        .ok_or_else(|| Error::egress(EgressProblem::NoOwnPath))?;
     // This very program, whatever became of its path since it started (an
     // update may have moved or replaced it): its copy in `tools/`, which
     // `podman unshare` reaches too, as the model gateway's listener does.
@@ -788,10 +780,7 @@ fn pin_names(
         if names.is_empty() {
             return Ok(());
         }
-        return Err(Error::failed(format!(
-            "podman names no hosts file for {container}, so the names of its allow-list \
-             cannot be pinned"
-        )));
+        return Err(Error::rules(container, RulesProblem::NoHostsFile));
     };
     let path = Path::new(hosts);
     let fail = |e: std::io::Error| {

@@ -228,19 +228,13 @@ fn destination(ctx: &Context, machine: &str) -> Result<Destination> {
             token,
         });
     }
-    let known: Vec<&str> = std::iter::once(s.machine_name.as_str())
-        .chain(s.machines.keys().map(String::as_str))
-        .collect();
-    Err(Error::bad_input(format!(
-        "there is no machine {machine:?}: this one is {}, and the config's [machines] names {}; \
-         add it there as {machine} = \"http://host:port\"",
-        s.machine_name,
-        if known.len() > 1 {
-            known[1..].join(", ")
-        } else {
-            "none".into()
-        }
-    )))
+    Err(Error::remote(
+        machine,
+        crate::error::RemoteProblem::NoSuchMachine {
+            here: s.machine_name.clone(),
+            known: s.machines.keys().cloned().collect(),
+        },
+    ))
 }
 
 /// A number unlike any other this process uses, for temporary names.

@@ -570,10 +570,9 @@ fn create(
         // An image removed since its inspect was kept is told by
         // podman's exit status (`image exists`), never by its words.
         return Err(match podman.image_exists(image) {
-            Ok(false) => Error::failed(format!(
-                "there is no image {image} on this machine for this session's cage (it \
-                 was removed while the cage was being made)"
-            )),
+            Ok(false) => Error::image(crate::error::ImageProblem::RemovedMeanwhile {
+                image: image.to_string(),
+            }),
             _ => e,
         });
     }

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, FolderProblem, NotOwn, Result, RootNotOwn};
 
 /// Temporary folders every user of the machine writes to: refused
 /// themselves; a folder of the user's below them is fine.
@@ -24,47 +24,33 @@ const NOTHING_OF_THE_USERS: [&str; 3] = ["/run", "/proc", "/sys"];
 
 /// Why `dir` (canonical) cannot be a project, if it cannot. `runtime` is the
 /// user's runtime folder (`$XDG_RUNTIME_DIR`), canonical, if known.
-pub fn refusal(dir: &Path, runtime: Option<&Path>) -> Option<String> {
-    let shared_temporary = SHARED_TEMPORARY.iter().any(|t| dir == Path::new(t));
-    let runtime_says = |rt: &Path, verb: &str| {
-        format!(
-            "{verb} your runtime folder {} ($XDG_RUNTIME_DIR), with the sockets of your \
-             session's programs: a cage there could drive them, a way out of the cage",
-            rt.display()
-        )
-    };
-    let what = if shared_temporary {
-        "a temporary folder every user of this machine shares: a cage there could write \
-         to what other programs keep in it, such as tmux's socket in /tmp/tmux-UID, a way \
-         out of the cage"
-            .to_string()
+pub fn refusal(dir: &Path, runtime: Option<&Path>) -> Option<Error> {
+    let what = if SHARED_TEMPORARY.iter().any(|t| dir == Path::new(t)) {
+        NotOwn::SharedTemporary
     } else if let Some(rt) = runtime.filter(|rt| dir.starts_with(rt)) {
-        runtime_says(rt, "in")
+        NotOwn::Runtime {
+            rt: rt.to_path_buf(),
+            holds: false,
+        }
     } else if let Some(t) = NOTHING_OF_THE_USERS
         .iter()
         .find(|t| dir.starts_with(Path::new(t)))
     {
-        format!(
-            "{}{t}, the system's and every user's runtime files, not a folder of your own",
-            if dir == Path::new(t) { "" } else { "in " }
-        )
+        NotOwn::RuntimeTree {
+            tree: t,
+            inside: dir != Path::new(t),
+        }
     } else if SYSTEM_TREES.iter().any(|t| dir == Path::new(t)) {
-        "a tree of the system, not a folder of your own".to_string()
+        NotOwn::SystemTree
     } else if let Some(rt) = runtime.filter(|rt| rt.starts_with(dir)) {
-        runtime_says(rt, "a folder holding")
+        NotOwn::Runtime {
+            rt: rt.to_path_buf(),
+            holds: true,
+        }
     } else {
         return None;
     };
-    Some(format!(
-        "{} is {what}; a cage's project is mounted read-write: give it a folder of your own, \
-         such as a new folder in your home directory{}",
-        dir.display(),
-        if shared_temporary {
-            format!(" or {}/<project>", dir.display())
-        } else {
-            String::new()
-        }
-    ))
+    Some(Error::folder(dir, FolderProblem::NotOwn(what)))
 }
 
 /// Refuse a project that is not a folder of the user's own (exit 2).
@@ -73,8 +59,8 @@ pub fn refusal(dir: &Path, runtime: Option<&Path>) -> Option<String> {
 pub fn check_own_folder(dir: &Path, runtime_dir: Option<&Path>) -> Result<()> {
     let runtime: Option<PathBuf> =
         runtime_dir.map(|r| std::fs::canonicalize(r).unwrap_or_else(|_| r.to_path_buf()));
-    if let Some(why) = refusal(dir, runtime.as_deref()) {
-        return Err(Error::bad_input(why));
+    if let Some(refused) = refusal(dir, runtime.as_deref()) {
+        return Err(refused);
     }
     if super::euid() == 0 {
         use std::os::unix::fs::MetadataExt;
@@ -82,8 +68,8 @@ pub fn check_own_folder(dir: &Path, runtime_dir: Option<&Path>) -> Result<()> {
         let owner = std::fs::metadata(dir).map(|m| m.uid()).ok();
         let owner_ok =
             owner.is_some_and(|uid| crate::host::userns::owned_by_me_or_my_cages(uid, 0));
-        if let Some(why) = root_refusal(dir, owner.filter(|_| !owner_ok), &homes(&passwd)) {
-            return Err(Error::bad_input(why));
+        if let Some(refused) = root_refusal(dir, owner.filter(|_| !owner_ok), &homes(&passwd)) {
+            return Err(refused);
         }
     }
     Ok(())
@@ -122,36 +108,29 @@ pub fn root_refusal(
     dir: &Path,
     other_owner: Option<u32>,
     homes: &[(String, PathBuf)],
-) -> Option<String> {
+) -> Option<Error> {
     let what = if let Some((name, home)) = homes
         .iter()
         .find(|(_, h)| dir.starts_with(h) || h.starts_with(dir))
     {
-        format!(
-            "{} {name}'s home {}",
-            if dir.starts_with(home) {
-                "in"
-            } else {
-                "a folder holding"
-            },
-            home.display()
-        )
+        RootNotOwn::Home {
+            name: name.clone(),
+            home: home.clone(),
+            holds: !dir.starts_with(home),
+        }
     } else if let Some(t) = ROOTS_SYSTEM_TREES
         .iter()
         .find(|t| dir.starts_with(t) && !dir.starts_with("/var/tmp/"))
     {
-        format!("in {t}, a tree of the machine's own programs, configuration and data")
+        RootNotOwn::SystemTree {
+            tree: t.to_string(),
+        }
     } else if let Some(uid) = other_owner {
-        format!("a folder of uid {uid}'s, not root's")
+        RootNotOwn::OthersFolder { uid }
     } else {
         return None;
     };
-    Some(format!(
-        "{} is {what}; as root, a cage's project is a folder root owns, outside the system's \
-         trees and other users' homes, since the cage writes it and is given it at each start: \
-         make one (such as /root/<project>, or /srv/<project>) and give that",
-        dir.display()
-    ))
+    Some(Error::folder(dir, FolderProblem::RootNotOwn(what)))
 }
 
 #[cfg(test)]
@@ -166,7 +145,7 @@ mod tests {
     fn shared_temporary_roots_are_refused_but_not_a_folder_below_them() {
         for d in ["/tmp", "/var/tmp", "/dev/shm"] {
             assert!(refused(d), "{d}");
-            let why = refusal(Path::new(d), None).unwrap();
+            let why = refusal(Path::new(d), None).unwrap().message();
             assert!(why.contains("every user"), "{why}");
         }
         for d in ["/tmp/myproject", "/var/tmp/x/y", "/dev/shm/work"] {
@@ -178,7 +157,7 @@ mod tests {
     fn the_runtime_folder_and_anything_in_it_are_refused() {
         let rt = Path::new("/home/me/.rt");
         for d in ["/home/me/.rt", "/home/me/.rt/x", "/home/me/.rt/tmux-1000"] {
-            let why = refusal(Path::new(d), Some(rt)).unwrap();
+            let why = refusal(Path::new(d), Some(rt)).unwrap().message();
             assert!(why.contains("runtime folder"), "{why}");
         }
         // A folder holding it, too.
@@ -214,7 +193,7 @@ mod tests {
                 ("u".to_string(), PathBuf::from("/home/u"))
             ]
         );
-        let refused = |d: &str| root_refusal(Path::new(d), None, &h);
+        let refused = |d: &str| root_refusal(Path::new(d), None, &h).map(|e| e.message());
         for d in [
             "/home/u",
             "/home/u/src",
@@ -244,7 +223,9 @@ mod tests {
         ] {
             assert_eq!(refused(d), None, "{d}");
         }
-        let why = root_refusal(Path::new("/srv/theirs"), Some(1001), &h).unwrap();
+        let why = root_refusal(Path::new("/srv/theirs"), Some(1001), &h)
+            .unwrap()
+            .message();
         assert!(why.contains("a folder of uid 1001's, not root's"), "{why}");
     }
 
@@ -253,7 +234,7 @@ mod tests {
         for d in [
             "/", "/etc", "/usr", "/var", "/boot", "/proc", "/sys", "/dev", "/srv", "/opt",
         ] {
-            let why = refusal(Path::new(d), None).unwrap();
+            let why = refusal(Path::new(d), None).unwrap().message();
             assert!(why.starts_with(&format!("{d} is ")), "{why}");
         }
         for d in [

@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use super::Context;
 use super::plan::{self, Step};
-use crate::error::{Error, Kind, Result};
+use crate::error::{Kind, Result};
 use crate::state::session;
 
 /// A leftover container prune keeps: not made by this state folder.
@@ -252,9 +252,11 @@ fn left_files<'a>(ctx: &'a Context, lock: bool, held: &mut Vec<Held<'a>>) -> Res
 /// (with `asked`: only what was shown and asked about).
 fn decide(f: &Facts, asked: Option<&Pruned>) -> Result<(Pruned, Vec<Step<'static>>)> {
     if let Some(d) = &f.damaged {
-        return Err(Error::failed(format!(
-            "cage prune removes nothing while a record is damaged: {d}"
-        )));
+        let mut e = d
+            .clone()
+            .context("cage prune removes nothing while a record is damaged");
+        e.kind = Kind::Failed;
+        return Err(e);
     }
     let mut pruned = Pruned {
         dry_run: asked.is_none(),

@@ -276,13 +276,12 @@ fn refusal(f: &Facts) -> Result<()> {
         return Err(create::already(new));
     }
     if let Some((_, to, _)) = f.folders.iter().find(|(_, _, there)| *there) {
-        return Err(Error::new(
-            crate::error::Kind::Exists,
-            format!(
-                "{} is there already (left by an earlier session {new}?), and session {old}'s \
-                 own would go there: move it away, or pick another name",
-                to.display()
-            ),
+        return Err(Error::session(
+            old,
+            crate::error::SessionProblem::FolderThere {
+                to: to.clone(),
+                new: new.to_string(),
+            },
         ));
     }
     Ok(())

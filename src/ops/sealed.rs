@@ -224,12 +224,12 @@ fn read_untrusted(store: &Store) -> Result<Vec<Untrusted>> {
     let file = store.untrusted_folders();
     match std::fs::read(&file) {
         Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-            Error::failed(format!(
-                "{} is damaged ({e}); it lists the folders sealed sessions worked in, and no \
-                 cage is made until it reads: put it back as it was, or remove it if no folder \
-                 a sealed session worked in is left",
-                file.display()
-            ))
+            Error::state(
+                &file,
+                crate::error::StateProblem::UntrustedDamaged {
+                    cause: e.to_string(),
+                },
+            )
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
         Err(e) => Err(Error::act(format!("reading {}", file.display()), &e)),

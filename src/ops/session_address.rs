@@ -9,10 +9,10 @@ use crate::state::session;
 /// A sender: `MACHINE/SESSION`, or `MACHINE/*` for every session of it.
 pub(super) fn parse_sender(text: &str, wildcard: bool) -> Result<(String, String)> {
     let bad = || {
-        Error::bad_input(format!(
-            "{text:?} is not a sender: write it as MACHINE/SESSION{}",
-            if wildcard { " or MACHINE/*" } else { "" }
-        ))
+        Error::input(crate::error::InputProblem::NotASender {
+            text: text.to_string(),
+            wildcard,
+        })
     };
     let (machine, s) = text.split_once('/').ok_or_else(bad)?;
     validate_machine_name(machine).map_err(Error::bad_input)?;

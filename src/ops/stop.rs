@@ -31,29 +31,9 @@ impl StoppedAll {
     /// The error to end with: a damaged record (exit 1) before a busy
     /// session (exit 3), naming each; none when every cage was stopped.
     pub fn error(&self) -> Option<Error> {
-        let busy = (!self.busy.is_empty()).then(|| {
-            format!(
-                "not stopped, busy: {} (another shrooms-agent command, an exec or run, is using \
-                 {}); stop {} when it ends",
-                self.busy.join(", "),
-                if self.busy.len() == 1 { "it" } else { "each" },
-                if self.busy.len() == 1 { "it" } else { "them" },
-            )
-        });
-        if self.damaged.is_empty() {
-            return busy.map(Error::busy);
-        }
-        let names: Vec<&str> = self.damaged.iter().map(|d| d.name.as_str()).collect();
-        let mut words = format!(
-            "not stopped, the record does not read: {} (`shrooms-agent cage ls` says why); mend \
-             the file or move it away, then stop {} again",
-            names.join(", "),
-            if names.len() == 1 { "it" } else { "them" },
-        );
-        if let Some(b) = busy {
-            words = format!("{words}; {b}");
-        }
-        Some(Error::failed(words))
+        let damaged: Vec<String> = self.damaged.iter().map(|d| d.name.clone()).collect();
+        (!self.busy.is_empty() || !damaged.is_empty())
+            .then(|| Error::not_stopped(self.busy.clone(), damaged))
     }
 }
 

@@ -58,7 +58,7 @@ use axum::http::HeaderMap;
 use hyper::body::Incoming;
 use tokio::sync::Semaphore;
 
-use crate::error::{Error, Result};
+use crate::error::{DropRefused, Error, Result};
 use crate::host::Host;
 use crate::ops::Context;
 use crate::settings::{Env, Settings};
@@ -131,7 +131,7 @@ impl Shared {
     }
 
     /// The machine a request came from (see [`machine_of`]).
-    pub fn machine_of(&self, ip: IpAddr) -> std::result::Result<String, String> {
+    pub fn machine_of(&self, ip: IpAddr) -> std::result::Result<String, DropRefused> {
         machine_of(&self.base.settings, ip)
     }
 }
@@ -149,7 +149,7 @@ fn ready_view(shared: &Shared) -> Option<Arc<live::Live>> {
 /// would otherwise be credited with every local program's drop, and any
 /// local user could send as that machine); else the `[machines]` entry
 /// whose host resolves to it.
-pub fn machine_of(s: &Settings, ip: IpAddr) -> std::result::Result<String, String> {
+pub fn machine_of(s: &Settings, ip: IpAddr) -> std::result::Result<String, DropRefused> {
     // `::ffff:10.0.0.1` is `10.0.0.1`.
     let ip = ip.to_canonical();
     if ip.is_loopback() {
@@ -168,18 +168,11 @@ pub fn machine_of(s: &Settings, ip: IpAddr) -> std::result::Result<String, Strin
         .collect();
     match matches.as_slice() {
         [one] => Ok((*one).clone()),
-        [] => Err(format!(
-            "{ip} is the address of no machine in this machine's [machines]: \
-             files are taken only from machines it names"
-        )),
-        many => Err(format!(
-            "{ip} is the address of several machines in [machines] ({}): \
-             it cannot tell which one sent this",
-            many.iter()
-                .map(|m| m.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
+        [] => Err(DropRefused::NoMachineAt { ip }),
+        many => Err(DropRefused::MachinesAt {
+            ip,
+            machines: many.iter().map(|m| m.to_string()).collect(),
+        }),
     }
 }
 

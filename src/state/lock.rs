@@ -68,10 +68,7 @@ fn still_at(file: &File, path: &Path) -> bool {
 const RETAKES: u32 = 100;
 
 fn moved(path: &Path) -> Error {
-    Error::failed(format!(
-        "locking {}: the file was removed or replaced again and again while it was taken",
-        path.display()
-    ))
+    Error::state(path, crate::error::StateProblem::LockReplaced)
 }
 
 /// Take the lock at `path` if nobody holds it; None when someone does.

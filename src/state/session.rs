@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cage::harness::Harness;
 use crate::cage::spec::Network;
-use crate::error::{Error, Holder, IoContext, Result, SessionProblem};
+use crate::error::{Error, Holder, IoContext, Result, SessionProblem, StateProblem};
 use crate::settings::Limits;
 
 /// The record format's version, so a later tool can read an older record.
@@ -453,23 +453,20 @@ pub const MAX_WHO: usize = 200;
 /// [`MAX_WHO`] characters, not empty. `cage history` prints an entry a line,
 /// so a line break in it would make a second, false entry.
 pub fn validate_who(who: &str) -> Result<()> {
-    let why = if who.trim().is_empty() {
-        "is empty: say who, like --by alice, or leave --by out for your user name".to_string()
+    use crate::error::{ByProblem, InputProblem};
+    let problem = if who.trim().is_empty() {
+        ByProblem::Empty
     } else if who.chars().any(char::is_control) {
-        "holds a control character (a line break, a tab, an escape): `cage history` \
-         prints an entry a line; give who on one line, in plain characters"
-            .to_string()
+        ByProblem::Control
     } else if who.chars().count() > MAX_WHO {
-        format!(
-            "is {} characters long; give at most {MAX_WHO}",
-            who.chars().count()
-        )
+        ByProblem::TooLong { max: MAX_WHO }
     } else {
         return Ok(());
     };
-    let shown: String = who.chars().take(40).collect();
-    let more = if who.chars().count() > 40 { "..." } else { "" };
-    Err(Error::bad_input(format!("--by {shown:?}{more} {why}")))
+    Err(Error::input(InputProblem::By {
+        who: who.to_string(),
+        problem,
+    }))
 }
 
 /// What a sealed cage was made with, so that a later version can tell an
@@ -726,13 +723,8 @@ impl Store {
                 if is_state_id(&id) {
                     Ok(Some(id))
                 } else {
-                    Err(Error::failed(format!(
-                        "{} is damaged (not 32 lowercase hex digits); nothing was done. \
-                         Put it back as it was: every container this state folder made \
-                         carries it on its label {}",
-                        path.display(),
-                        crate::cage::spec::STATE_LABEL
-                    )))
+                    let label = crate::cage::spec::STATE_LABEL;
+                    Err(Error::state(&path, StateProblem::IdDamaged { label }))
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -751,7 +743,7 @@ impl Store {
         let mut bytes = [0u8; 16];
         let n = rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty());
         if n.ok() != Some(bytes.len()) {
-            return Err(Error::failed("getrandom failed"));
+            return Err(Error::no_random());
         }
         let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
         let tmp = self
@@ -764,7 +756,7 @@ impl Store {
             Ok(()) => Ok(id),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => self
                 .state_id_if_any()?
-                .ok_or_else(|| Error::failed("the state folder's state-id vanished")),
+                .ok_or_else(|| Error::state(&self.state_id_path(), StateProblem::IdVanished)),
             Err(e) => Err(Error::act(
                 format!("writing {}", self.state_id_path().display()),
                 &e,
@@ -1398,32 +1390,21 @@ impl SessionLock {
 /// (chmod(2), "S_ISVTX"), so a folder of the user's own below it keeps its
 /// content. ssh's StrictModes refuses such a folder; here it is accepted,
 /// as a temporary state folder under /tmp is a common, safe layout.
-pub fn state_dir_refusal(chain: &[(PathBuf, u32, u32)], leaf: bool, me: u32) -> Option<String> {
-    let fix = "use a state folder of your own (SHROOMS_AGENT_STATE_DIR), in folders only \
-               you (or root) own and can write";
+pub fn state_dir_refusal(chain: &[(PathBuf, u32, u32)], leaf: bool, me: u32) -> Option<Error> {
     for (i, (path, uid, mode)) in chain.iter().enumerate() {
-        let is_leaf = leaf && i == 0;
-        let what = if is_leaf {
-            "shrooms-agent's state folder"
-        } else {
-            "a folder above shrooms-agent's state folder"
-        };
-        if *uid != me && (is_leaf || *uid != 0) {
-            return Some(format!(
-                "{} is {what}, and it belongs to uid {uid}, not to you (uid {me}): that user \
-                 could swap the records, keys and profiles kept there; {fix}",
-                path.display()
-            ));
+        let leaf = leaf && i == 0;
+        if *uid != me && (leaf || *uid != 0) {
+            let problem = StateProblem::OthersOwn {
+                leaf,
+                uid: *uid,
+                me,
+            };
+            return Some(Error::state(path, problem));
         }
         let sticky = mode & 0o1000 != 0;
-        if mode & 0o022 != 0 && (is_leaf || !sticky) {
-            return Some(format!(
-                "{} is {what}, and others can write to it (mode {:04o}): they could swap the \
-                 records, keys and profiles kept there; `chmod go-w {}`, or {fix}",
-                path.display(),
-                mode & 0o7777,
-                path.display()
-            ));
+        if mode & 0o022 != 0 && (leaf || !sticky) {
+            let problem = StateProblem::OthersWrite { leaf, mode: *mode };
+            return Some(Error::state(path, problem));
         }
     }
     None
@@ -1450,7 +1431,7 @@ pub fn check_state_dir(state: &Path) -> Result<()> {
         })
         .collect();
     match state_dir_refusal(&chain, leaf, me) {
-        Some(why) => Err(Error::bad_input(why)),
+        Some(refused) => Err(refused),
         None => Ok(()),
     }
 }
@@ -1480,21 +1461,16 @@ pub fn make_private_dir_here(dir: &Path) -> Result<()> {
     }
     let meta = fs::symlink_metadata(dir).ctx(|| format!("looking at {}", dir.display()))?;
     if !meta.file_type().is_dir() {
-        return Err(Error::bad_input(format!(
-            "{} is a link or a file, not a folder; it must be a folder of its own: \
-             move it away and try again",
-            dir.display()
-        )));
+        return Err(Error::state(dir, StateProblem::NotAFolder));
     }
     let me = rustix::process::getuid().as_raw();
     // As root, a cage's own folder (an outbox a rootful cage wrote to)
     // belongs to the cage's root: `userns`.
     if !crate::host::userns::owned_by_me_or_my_cages(meta.uid(), me) {
-        return Err(Error::bad_input(format!(
-            "{} belongs to uid {}, not to you; move it away and try again",
-            dir.display(),
-            meta.uid()
-        )));
+        return Err(Error::state(
+            dir,
+            StateProblem::NotYours { uid: meta.uid() },
+        ));
     }
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
         .ctx(|| format!("setting the mode of {}", dir.display()))
@@ -1535,7 +1511,7 @@ pub fn write_atomic_unsynced(path: &Path, bytes: &[u8], mode: u32) -> Result<()>
 fn write_replacing(path: &Path, bytes: &[u8], mode: u32, sync: bool) -> Result<()> {
     let dir = path
         .parent()
-        .ok_or_else(|| Error::failed(format!("{} has no folder", path.display())))?;
+        .ok_or_else(|| Error::state(path, StateProblem::NoFolder))?;
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -1951,15 +1927,15 @@ mod tests {
             ("/home", 0, dir | 0o755),
             ("/", 0, dir | 0o755),
         ]);
-        assert_eq!(state_dir_refusal(&home, true, 1001), None);
+        assert!(state_dir_refusal(&home, true, 1001).is_none());
         // Root using it: another user's folder.
-        let why = state_dir_refusal(&home, true, 0).unwrap();
+        let why = state_dir_refusal(&home, true, 0).unwrap().message();
         assert!(
             why.starts_with("/home/u/.local/share/shrooms-agent is shrooms-agent's state folder, and it belongs to uid 1001, not to you (uid 0)"),
             "{why}"
         );
         // Not made yet: a parent of another user's.
-        let why = state_dir_refusal(&home[1..], false, 0).unwrap();
+        let why = state_dir_refusal(&home[1..], false, 0).unwrap().message();
         assert!(
             why.contains("/home/u/.local/share is a folder above"),
             "{why}"
@@ -1971,10 +1947,10 @@ mod tests {
             ("/tmp", 0, dir | 0o1777),
             ("/", 0, dir | 0o755),
         ]);
-        assert_eq!(state_dir_refusal(&tmp, true, 0), None);
+        assert!(state_dir_refusal(&tmp, true, 0).is_none());
         let mut open = tmp.clone();
         open[1].2 = dir | 0o775;
-        let why = state_dir_refusal(&open, true, 0).unwrap();
+        let why = state_dir_refusal(&open, true, 0).unwrap().message();
         assert!(why.contains("/tmp/s is a folder above"), "{why}");
         assert!(
             why.contains("(mode 0775)") && why.contains("chmod go-w /tmp/s"),
@@ -1990,6 +1966,7 @@ mod tests {
         assert!(
             state_dir_refusal(&bare, true, 0)
                 .unwrap()
+                .message()
                 .contains("/tmp is a folder above")
         );
     }

@@ -446,7 +446,7 @@ pub fn sync(dir: &Path, own: &Path, base: &Path) -> Result<Synced> {
     };
     refs::check_no_links(own)?;
     let u_head = refs::read_head(&user.git_dir, false)?
-        .ok_or_else(|| Error::failed(format!("{} has no HEAD", user.git_dir.display())))?;
+        .ok_or_else(|| Error::git(&user.git_dir, crate::error::GitProblem::NoHead))?;
     let u_refs = refs::read_refs(&user.common_dir, false)?;
     let s_head = refs::read_head(own, true)?;
     let s_all = refs::read_refs(own, true)?;

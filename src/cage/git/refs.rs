@@ -11,7 +11,7 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, GitProblem, Result};
 
 /// Ref names to object ids (lower-case hex).
 pub type RefMap = BTreeMap<String, String>;
@@ -80,11 +80,8 @@ pub fn valid_name(name: &str) -> bool {
             .all(|c| !c.is_empty() && !c.starts_with('.') && !c.ends_with(".lock"))
 }
 
-fn refuse(at: &Path, what: &str) -> Error {
-    Error::failed(format!(
-        "{} {what}; git never makes one in its own folder, so the cage did",
-        at.display()
-    ))
+fn refuse(at: &Path, problem: GitProblem) -> Error {
+    Error::git(at, problem)
 }
 
 /// A file's text, not followed if a link (`hostile`: a link is refused),
@@ -97,16 +94,13 @@ fn read_file(p: &Path, max: u64, hostile: bool) -> Result<Option<String>> {
     };
     if m.file_type().is_symlink() {
         return if hostile {
-            Err(refuse(p, "is a link"))
+            Err(refuse(p, GitProblem::CageLink))
         } else {
             Ok(None)
         };
     }
     if !m.is_file() || m.len() > max {
-        return Err(Error::failed(format!(
-            "{} is not a file of at most {max} bytes",
-            p.display()
-        )));
+        return Err(Error::git(p, GitProblem::NotSmallFile { max }));
     }
     let mut f = std::fs::OpenOptions::new()
         .read(true)
@@ -169,7 +163,7 @@ pub fn read_refs(dir: &Path, hostile: bool) -> Result<RefMap> {
                 .map_err(|e| Error::act(format!("reading {}", at.display()), &e))?;
             if t.is_symlink() {
                 if hostile {
-                    return Err(refuse(&dir.join(&child), "is a link"));
+                    return Err(refuse(&dir.join(&child), GitProblem::CageLink));
                 }
             } else if t.is_dir() {
                 if depth < MAX_DEPTH {
@@ -191,7 +185,7 @@ pub fn read_refs(dir: &Path, hostile: bool) -> Result<RefMap> {
 }
 
 fn too_many(dir: &Path) -> Error {
-    Error::failed(format!("{} holds more than {MAX_REFS} refs", dir.display()))
+    Error::git(dir, GitProblem::TooManyRefs { max: MAX_REFS })
 }
 
 /// Refuse a link, or anything but a file or a folder, anywhere in the
@@ -212,9 +206,9 @@ pub fn check_no_links(root: &Path) -> Result<()> {
             if t.is_dir() {
                 stack.push(entry.path());
             } else if t.is_symlink() {
-                return Err(refuse(&entry.path(), "is a link"));
+                return Err(refuse(&entry.path(), GitProblem::CageLink));
             } else if !t.is_file() {
-                return Err(refuse(&entry.path(), "is neither a file nor a folder"));
+                return Err(refuse(&entry.path(), GitProblem::CageOdd));
             }
         }
     }
@@ -421,7 +415,7 @@ pub fn write_base(base: &Path, head: &Head, refs: &RefMap) -> Result<()> {
         text.push_str(&format!("{id} {name}\n"));
     }
     let (Some(folder), Some(name)) = (base.parent(), base.file_name()) else {
-        return Err(Error::failed(format!("{} has no folder", base.display())));
+        return Err(Error::state(base, crate::error::StateProblem::NoFolder));
     };
     write_in(folder, Path::new(name), text.as_bytes())
 }

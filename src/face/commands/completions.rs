@@ -27,9 +27,9 @@ fn completion_script(shell: clap_complete::Shell) -> Result<Vec<u8>> {
         Shell::Elvish => &Elvish,
         Shell::PowerShell => &Powershell,
         other => {
-            return Err(Error::bad_input(format!(
-                "no completions for {other}: bash, zsh, fish, elvish or powershell"
-            )));
+            return Err(Error::input(crate::error::InputProblem::NoCompletions {
+                shell: other.to_string(),
+            }));
         }
     };
     let mut out = Vec::new();

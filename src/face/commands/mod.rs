@@ -54,7 +54,7 @@ fn strings(words: Vec<std::ffi::OsString>) -> Result<Vec<String>> {
         .into_iter()
         .map(|w| {
             w.into_string()
-                .map_err(|w| Error::bad_input(format!("the argument {w:?} is not valid UTF-8")))
+                .map_err(|arg| Error::input(crate::error::InputProblem::ArgNotUtf8 { arg }))
         })
         .collect()
 }

@@ -47,9 +47,10 @@ pub fn run(
         Some(n) => n,
         None => {
             let cwd = std::env::current_dir().map_err(|e| {
-                Error::bad_input(format!(
-                    "the current folder cannot be read ({e}): give the session's name"
-                ))
+                Error::input(crate::error::InputProblem::CwdUnreadable {
+                    cause: e.to_string(),
+                    for_: crate::error::CwdFor::Session,
+                })
             })?;
             ops::exec::session_of_folder(ctx, &cwd)?
         }

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use crate::cage::harness::Harness;
-use crate::error::{Error, Result};
+use crate::error::{CwdFor, Error, InputProblem, Result};
 use crate::face::cli::{CreateArgs, HarnessArg};
 use crate::ops::create::CreateRequest;
 use crate::ops::make::CageChoice;
@@ -21,9 +21,10 @@ impl TryFrom<CreateArgs> for CreateRequest {
         let dir = match a.dir {
             Some(d) => d,
             None => std::env::current_dir().map_err(|e| {
-                Error::bad_input(format!(
-                    "the current folder cannot be read ({e}): pass --dir with the project folder"
-                ))
+                Error::input(InputProblem::CwdUnreadable {
+                    cause: e.to_string(),
+                    for_: CwdFor::Project,
+                })
             })?,
         };
         Ok(CreateRequest {
@@ -113,9 +114,9 @@ fn project_dir(home: &Path, dir: &str) -> Result<PathBuf> {
     if dir.starts_with('/') {
         return Ok(PathBuf::from(dir));
     }
-    Err(Error::bad_input(format!(
-        "dir {dir:?}: give the project folder as an absolute path, or under the home as ~/..."
-    )))
+    Err(Error::input(InputProblem::DirNotAbsolute {
+        dir: dir.to_string(),
+    }))
 }
 
 #[cfg(test)]

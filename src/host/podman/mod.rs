@@ -326,11 +326,9 @@ impl Podman {
     /// podman is asked.
     pub fn image(&self, image: &str) -> Result<Option<inspect::ImageInspect>> {
         if !is_image_reference(image) {
-            return Err(Error::bad_input(format!(
-                "{image:?} is not an image name: give one like \"localhost/mine:1\" or \
-                 \"docker.io/library/debian:bookworm\" (lowercase letters, digits and `._-` \
-                 between the `/`, then an optional `:tag` or `@sha256:...`)"
-            )));
+            return Err(Error::input(crate::error::InputProblem::NotImageName {
+                image: image.to_string(),
+            }));
         }
         let Some(stdout) =
             self.inspect_or_absent(&argv::image_inspect(image), &argv::image_exists(image))?

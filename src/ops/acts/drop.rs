@@ -30,7 +30,7 @@ pub struct Drop<'a> {
     pub session: &'a str,
     /// The sender's machine, told from the peer's address; None when the
     /// address is no machine's of the config.
-    pub from_machine: Result<String, String>,
+    pub from_machine: Result<String, DropRefused>,
     /// `X-Shrooms-From-Session`.
     pub from_session: Option<&'a str>,
     /// `X-Shrooms-Caged`: the caged session it comes from, through its
@@ -142,7 +142,7 @@ pub fn decide_drop(
     };
     let machine = match &d.from_machine {
         Ok(m) => m.clone(),
-        Err(why) => return Err(refusal(Error::forbidden(why.clone()))),
+        Err(why) => return Err(refusal(Error::drop_refused(d.session, why.clone()))),
     };
     let from = format!("{machine}/{from_session}");
     let refused = |e: Error| Err(refusal(e));
@@ -217,14 +217,16 @@ pub fn store(ctx: &Context, incoming: &Incoming) -> Result<Received> {
     if let Err(e) = written {
         drop(partial);
         let _ = fs::remove_file(&path);
-        return Err(match e {
-            Copy::Read(e) => {
-                Error::bad_input(format!("the upload broke off ({e}); nothing was kept"))
-            }
-            Copy::Write(e) => {
-                Error::failed(format!("writing {}: {e}; nothing was kept", path.display()))
-            }
-        });
+        let why = match e {
+            Copy::Read(e) => DropRefused::BrokeOff {
+                cause: e.to_string(),
+            },
+            Copy::Write(e) => DropRefused::NotWritten {
+                path,
+                cause: e.to_string(),
+            },
+        };
+        return Err(Error::drop_refused(&d.session, why));
     }
     session::after_write();
     // Under the lock again, so that a drop counting meanwhile never sees
@@ -555,10 +557,12 @@ fn place_linked(
         }
         return Ok((path, hidden.map(|_| note_path)));
     }
-    Err(Error::failed(format!(
-        "{} holds 10,000 files named like {name:?} already",
-        folder.display()
-    )))
+    Err(Error::state(
+        folder,
+        crate::error::StateProblem::NoNameLeft {
+            name: name.to_string(),
+        },
+    ))
 }
 
 /// How the hidden name of a drop's note ends: `.incoming-<pid>-<n>.note`

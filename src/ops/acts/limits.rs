@@ -31,10 +31,10 @@ pub fn set_limits(
         let c = match r.cage.as_mut() {
             Some(c) if c.container == container => c,
             _ => {
-                return Err(Error::busy(format!(
-                    "session {} was moved meanwhile; set its limits again",
-                    r.name
-                )));
+                return Err(Error::session(
+                    &r.name,
+                    crate::error::SessionProblem::MovedMeanwhile,
+                ));
             }
         };
         let before = (

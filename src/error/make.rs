@@ -1,0 +1,158 @@
+//! A new cage refused for what this machine, its image, its project's path
+//! or its shared volume gives it, and why.
+
+use std::path::PathBuf;
+
+use super::Kind;
+
+/// What stands in the way of a new cage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MakeProblem {
+    /// Rootful, and no subordinate ranges for a user namespace of its own
+    /// (`why`: which files lack them, as `userns::auto_refusal` says).
+    NoAutoRanges { why: String },
+    /// podman's configuration opens the host's loopback to a cage (`why`:
+    /// which file and option, as `loopback::opening` says).
+    LoopbackOpen { why: String },
+    /// A pi session's image without pi (`workbench`: our image that has
+    /// it; `config`: the config file to name a pi of this machine in).
+    NoPi {
+        image: String,
+        workbench: String,
+        config: String,
+    },
+    /// A mount source whose end was not looked at with the facts: a fault
+    /// of the program.
+    SourceNotLooked { src: PathBuf },
+    /// The shared volume is not one this program made.
+    SharedVolume { volume: String, why: VolumeProblem },
+    /// The project's path, too long to name its conversation folder.
+    ConversationPathLong,
+    /// ... too long for Claude Code's conversation folder.
+    ClaudePathLong { dir: PathBuf },
+}
+
+/// Why a volume cannot be the shared folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VolumeProblem {
+    Driver { driver: String },
+    BindTo { device: String },
+    Options { options: String },
+    NotOurs { label: &'static str },
+}
+
+impl MakeProblem {
+    pub(super) fn words(&self) -> String {
+        match self {
+            MakeProblem::NoAutoRanges { why } => why.clone(),
+            MakeProblem::LoopbackOpen { why } => format!(
+                "{why}: a cage there could drive any agent on this machine; remove that option, \
+                 or set network = \"slirp4netns\" in the config (its cages close the host's \
+                 loopback themselves)"
+            ),
+            MakeProblem::NoPi {
+                image,
+                workbench,
+                config,
+            } => format!(
+                "the image {image} has no `pi` program on its PATH, and a pi session's cage runs \
+                 the image's pi: add pi to the image (`RUN npm install -g \
+                 @mariozechner/pi-coding-agent` in its Containerfile, with a Node.js of 20.6 or \
+                 newer), name a pi of this machine with `pi = \"/path/to/pi\"` under `[harness]` \
+                 in {config}, or use shrooms-agent's workbench image ({workbench}), which has pi"
+            ),
+            MakeProblem::SourceNotLooked { src } => format!(
+                "where {} leads was not looked at before the cage was decided",
+                src.display()
+            ),
+            MakeProblem::SharedVolume { volume, why } => {
+                let why = match why {
+                    VolumeProblem::Driver { driver } => {
+                        format!("its driver is {driver:?}, not podman's local one")
+                    }
+                    VolumeProblem::BindTo { device } => {
+                        format!("it is a bind to {device:?}, a folder of the machine")
+                    }
+                    VolumeProblem::Options { options } => format!("it has options {options}"),
+                    VolumeProblem::NotOurs { label } => {
+                        format!("shrooms-agent did not make it (it lacks the label {label})")
+                    }
+                };
+                format!(
+                    "the volume {volume} cannot be the shared folder: {why}; it is left as it \
+                     is: remove it (podman volume rm {volume}) if it is not needed"
+                )
+            }
+            MakeProblem::ConversationPathLong => {
+                "the project's path is too long to name its conversation folder".to_string()
+            }
+            MakeProblem::ClaudePathLong { dir } => format!(
+                "the project folder's path is too long for Claude Code's conversation folder \
+                 (over 200 characters once named), whose name cannot be known from outside: use \
+                 a shorter path for {}",
+                dir.display()
+            ),
+        }
+    }
+
+    pub(super) fn kind(&self) -> Kind {
+        match self {
+            MakeProblem::LoopbackOpen { .. } | MakeProblem::SourceNotLooked { .. } => Kind::Failed,
+            _ => Kind::BadInput,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+
+    /// Each refusal in the words and exit code it had when it was made as a
+    /// sentence where it was found.
+    #[test]
+    fn every_make_refusal_is_worded_as_before() {
+        let w = |p| Error::make(p).message();
+        assert_eq!(
+            w(MakeProblem::SharedVolume {
+                volume: "v".into(),
+                why: VolumeProblem::NotOurs { label: "x.shared" }
+            }),
+            "the volume v cannot be the shared folder: shrooms-agent did not make it (it lacks \
+             the label x.shared); it is left as it is: remove it (podman volume rm v) if it is \
+             not needed"
+        );
+        assert_eq!(
+            w(MakeProblem::SharedVolume {
+                volume: "v".into(),
+                why: VolumeProblem::BindTo {
+                    device: "/home".into()
+                }
+            }),
+            "the volume v cannot be the shared folder: it is a bind to \"/home\", a folder of the \
+             machine; it is left as it is: remove it (podman volume rm v) if it is not needed"
+        );
+        assert_eq!(
+            w(MakeProblem::NoPi {
+                image: "i".into(),
+                workbench: "w".into(),
+                config: "/c.toml".into()
+            }),
+            "the image i has no `pi` program on its PATH, and a pi session's cage runs the \
+             image's pi: add pi to the image (`RUN npm install -g @mariozechner/pi-coding-agent` \
+             in its Containerfile, with a Node.js of 20.6 or newer), name a pi of this machine \
+             with `pi = \"/path/to/pi\"` under `[harness]` in /c.toml, or use shrooms-agent's \
+             workbench image (w), which has pi"
+        );
+        assert_eq!(
+            w(MakeProblem::LoopbackOpen { why: "p".into() }),
+            "p: a cage there could drive any agent on this machine; remove that option, or set \
+             network = \"slirp4netns\" in the config (its cages close the host's loopback \
+             themselves)"
+        );
+        let code = |p| Error::make(p).kind.exit_code();
+        assert_eq!(code(MakeProblem::LoopbackOpen { why: "p".into() }), 1);
+        assert_eq!(code(MakeProblem::ConversationPathLong), 2);
+        assert_eq!(code(MakeProblem::NoAutoRanges { why: "w".into() }), 2);
+    }
+}
