@@ -211,6 +211,15 @@ impl FileId {
         };
         w.next().is_none().then_some(id)
     }
+
+    /// A file's, from its metadata (what stat(1)'s `%d %i` print).
+    pub fn of(m: &std::fs::Metadata) -> FileId {
+        use std::os::unix::fs::MetadataExt;
+        FileId {
+            dev: m.dev(),
+            ino: m.ino(),
+        }
+    }
 }
 
 /// A log file that rotates at `max` bytes.
@@ -488,7 +497,7 @@ fn open_first(gate: &mut Gate) -> std::io::Result<()> {
         match gate.set(true) {
             Ok(()) => return Ok(()),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) && since.elapsed() < READY => {
-                std::thread::sleep(Duration::from_millis(5));
+                std::thread::sleep(POLL);
             }
             Err(e) => return Err(e),
         }
@@ -863,6 +872,11 @@ pub fn parse_pid_file(text: &str) -> Option<(u32, u64, u64)> {
 /// How long a listener may take to bind its group.
 const READY: Duration = Duration::from_secs(15);
 
+/// How often the listener looks for the gate's set while the rules load
+/// beside it, and the start for the listener's PID file: each wait is on
+/// the way to the cage's first command (a few tries of a cheap call).
+const POLL: Duration = Duration::from_millis(1);
+
 /// Start a cage's listener unless one runs for its namespace already, and
 /// wait until it listens, so that nothing the cage does is left out.
 /// `program` and `args` enter the namespace and run `SUBCOMMAND`
@@ -884,7 +898,7 @@ pub fn ensure_listener(
         if running(pid_file, netns).is_some() {
             return Ok(());
         }
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(POLL);
     }
     let said = crate::host::bounded::read_tail(err_log, 64 * 1024).unwrap_or_default();
     let said = String::from_utf8_lossy(&said);

@@ -150,11 +150,7 @@ impl Host {
         // a first process that is some other program stays refused.
         let deadline = std::time::Instant::now() + FIRST_EXEC;
         loop {
-            let out = self
-                .outside(stat, look.clone(), "stat")
-                .timeout(QUICK)
-                .run()?;
-            let ids: Vec<Option<FileId>> = out.stdout.lines().map(FileId::parse).collect();
+            let (ids, stdout) = self.file_ids(stat, &look)?;
             let first = match ids.as_slice() {
                 [Some(loaded), Some(net), Some(exe), Some(init)] => FirstProcess {
                     loaded: *loaded,
@@ -162,18 +158,44 @@ impl Host {
                     exe: *exe,
                     init: *init,
                 },
-                _ => {
-                    return Err(Error::rules(
-                        container,
-                        RulesProblem::StatSaid { stdout: out.stdout },
-                    ));
-                }
+                _ => return Err(Error::rules(container, RulesProblem::StatSaid { stdout })),
             };
             if first.exe == first.init || std::time::Instant::now() >= deadline {
                 return Ok(first);
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
+    }
+
+    /// The device and inode of each path `look` names after its `--`
+    /// (links followed), seen from where the rules are loaded, and what
+    /// stat(1) said to give them. Rootless, that is stat(1) through `podman
+    /// unshare`; as root it is this process's own view, which a stat(1) of
+    /// its own would share: no process is started for it, on the way to a
+    /// cage's first command.
+    fn file_ids(&self, stat: &Path, look: &[String]) -> Result<(Vec<Option<FileId>>, String)> {
+        if !self.rootless {
+            let paths = look.iter().skip_while(|a| *a != "--").skip(1);
+            let ids = paths
+                .map(|p| {
+                    std::fs::metadata(p)
+                        .map(|m| Some(FileId::of(&m)))
+                        .map_err(|e| Error::act(format!("looking at {p}"), &e))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let said = ids
+                .iter()
+                .flatten()
+                .map(|i| format!("{} {}\n", i.dev, i.ino))
+                .collect();
+            return Ok((ids, said));
+        }
+        let out = self
+            .outside(stat, look.to_vec(), "stat")
+            .timeout(QUICK)
+            .run()?;
+        let ids = out.stdout.lines().map(FileId::parse).collect();
+        Ok((ids, out.stdout))
     }
 
     /// The egress log's listener (`egress::SUBCOMMAND`) for a running cage
@@ -252,13 +274,9 @@ pub fn listener_argv(
 /// process's; rootless, a process in podman's user namespace needs
 /// `podman unshare`, which `set_rules` goes through).
 pub fn namespace_of(pid: i64) -> Option<FileId> {
-    use std::os::unix::fs::MetadataExt;
     std::fs::metadata(format!("/proc/{pid}/ns/net"))
         .ok()
-        .map(|m| FileId {
-            dev: m.dev(),
-            ino: m.ino(),
-        })
+        .map(|m| FileId::of(&m))
 }
 
 /// A pidfd of a cage's first process, known by its PID alone: as long as
