@@ -354,12 +354,12 @@ pub fn choose_network(
         NetworkChoice::Auto if rootless => Ok(Network::Slirp4netns),
         NetworkChoice::Auto => Ok(Network::Bridge),
         NetworkChoice::Pasta if pasta_ok => Ok(Network::Pasta),
-        NetworkChoice::Pasta => Err(Error::bad_input(format!(
-            "network = \"pasta\" needs rootless podman {PASTA_SINCE} or later and pasta (the passt \
-             package); this machine has {} podman {version}{}: set network = \"auto\"",
-            if rootless { "rootless" } else { "rootful" },
-            if pasta_installed { "" } else { " and no pasta" }
-        ))),
+        NetworkChoice::Pasta => Err(Error::make(crate::error::MakeProblem::NoPasta {
+            since: PASTA_SINCE.to_string(),
+            version: version.to_string(),
+            rootless,
+            pasta_installed,
+        })),
         NetworkChoice::Slirp4netns => Ok(Network::Slirp4netns),
         NetworkChoice::Bridge => Ok(Network::Bridge),
     }

@@ -1177,7 +1177,7 @@ fn home_dir(env: &Env) -> Result<PathBuf> {
     }
     directories::BaseDirs::new()
         .map(|b| b.home_dir().to_path_buf())
-        .ok_or_else(|| Error::failed("cannot tell the home directory: set HOME"))
+        .ok_or_else(Error::no_home)
 }
 
 /// The config file and the state folder, from the environment (pure):

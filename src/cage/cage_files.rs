@@ -214,11 +214,11 @@ pub fn write_settings_copies(
             }
         };
         let copy = settings_copy(text.as_deref(), harness, name, env_rule).map_err(|why| {
-            Error::bad_input(format!(
-                "{}: {why}. A cage gets a copy of it without keys that fetch or hold \
-                 credentials, and it cannot be read to make one: fix it, then try again",
-                user.display()
-            ))
+            Error::make(crate::error::MakeProblem::CopyUnreadable {
+                path: user.clone(),
+                why,
+                copy: crate::error::CopyOf::Claude,
+            })
         })?;
         let path = copy_dir.join(name);
         // Made again at every start, and the same most times: written only

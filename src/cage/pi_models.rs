@@ -275,11 +275,11 @@ pub fn plan_from(
         Err(e) => return Err(Error::act(format!("reading {}", path.display()), &e)),
     };
     plan(text.as_deref(), dummy_key, env).map_err(|why| {
-        Error::bad_input(format!(
-            "{}: {why}. A cage gets a copy of it that points pi at the model gateway, and it \
-             cannot be read to make one: fix it, then try again",
-            path.display()
-        ))
+        Error::make(crate::error::MakeProblem::CopyUnreadable {
+            path: path.to_path_buf(),
+            why,
+            copy: crate::error::CopyOf::Pi,
+        })
     })
 }
 

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, MakeProblem, Result};
 
 /// Where podman's packages put the default profile, in the order looked at.
 pub const DEFAULT_PROFILES: [&str; 2] = [
@@ -48,11 +48,9 @@ pub fn default_profile() -> Result<PathBuf> {
         .map(PathBuf::from)
         .find(|p| p.is_file())
         .ok_or_else(|| {
-            Error::failed(format!(
-                "podman's default seccomp profile is not on this machine (looked at {}); \
-                 a sealed cage is derived from it: reinstall podman's containers-common package",
-                DEFAULT_PROFILES.join(", ")
-            ))
+            Error::make(MakeProblem::NoSeccompDefault {
+                looked: DEFAULT_PROFILES.join(", "),
+            })
         })
 }
 
@@ -78,7 +76,7 @@ pub fn derive(default_profile: &str, sealed: bool) -> Result<String> {
     let rules = profile
         .get_mut("syscalls")
         .and_then(Value::as_array_mut)
-        .ok_or_else(|| Error::failed("not a seccomp profile: it has no \"syscalls\" list"))?;
+        .ok_or_else(|| Error::make(MakeProblem::NotSeccomp))?;
     // Take the replaced syscalls out of every rule, whatever its condition,
     // so that no other rule can allow them unconditionally.
     let replaced = |s: &str| KEYRING_CALLS.contains(&s) || (sealed && REPLACED.contains(&s));
@@ -106,7 +104,7 @@ pub fn derive(default_profile: &str, sealed: bool) -> Result<String> {
     let rules = profile
         .get_mut("syscalls")
         .and_then(Value::as_array_mut)
-        .ok_or_else(|| Error::failed("not a seccomp profile: it has no \"syscalls\" list"))?;
+        .ok_or_else(|| Error::make(MakeProblem::NotSeccomp))?;
     let without_newuser = |index: u64| {
         json!([{
             "index": index,

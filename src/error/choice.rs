@@ -24,6 +24,9 @@ pub enum ChoiceProblem {
     NoGitHubLogin { gh: PathBuf },
     /// `nix` on a machine with no nix store at `store`.
     NoNix { store: PathBuf },
+    /// A body's `conversation` for a cage that is not sealed (said as
+    /// before, of no field).
+    ConversationUnsealed,
 }
 
 impl ChoiceProblem {
@@ -36,11 +39,15 @@ impl ChoiceProblem {
             ChoiceProblem::MeshesAlone { .. } => Some("meshes"),
             ChoiceProblem::NoGitHubLogin { .. } => Some("github"),
             ChoiceProblem::NoNix { .. } => Some("nix"),
+            ChoiceProblem::ConversationUnsealed => None,
         }
     }
 
     pub(super) fn words(&self, f: Face) -> String {
         match self {
+            ChoiceProblem::ConversationUnsealed => {
+                "field \"conversation\" is for a sealed cage: add \"sealed\": true".to_string()
+            }
             ChoiceProblem::SealedNet { net } => format!(
                 "{} {net}: a sealed cage has its own rules (the internet and nothing local, DNS \
                  to its resolvers only); leave out {} or {}",

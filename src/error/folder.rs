@@ -331,6 +331,24 @@ mod tests {
     /// where it was found; a link that led elsewhere is named.
     #[test]
     fn every_folder_refusal_is_worded_as_before() {
+        assert_eq!(
+            Error::folder(
+                Path::new("/usr/lib"),
+                FolderProblem::RootNotOwn(RootNotOwn::SystemTree {
+                    tree: "/usr".into()
+                })
+            )
+            .message(),
+            "/usr/lib is in /usr, a tree of the machine's own programs, configuration and data; as \
+             root, a cage's project is a folder root owns, outside the system's trees and other \
+             users' homes, since the cage writes it and is given it at each start: make one (such \
+             as /root/<project>, or /srv/<project>) and give that"
+        );
+        assert_eq!(
+            Error::folder(Path::new("/usr"), FolderProblem::NotOwn(NotOwn::SystemTree)).message(),
+            "/usr is a tree of the system, not a folder of your own; a cage's project is mounted \
+             read-write: give it a folder of your own, such as a new folder in your home directory"
+        );
         let dir = Path::new("/home/u/p");
         let w = |p: FolderProblem| Error::folder(dir, p).message();
         let p = PathBuf::from;

@@ -64,7 +64,7 @@ impl ImageProblem {
             }
             ImageProblem::Builds(errors) => errors
                 .iter()
-                .map(|e| e.words(face))
+                .map(|e| e.said(face))
                 .collect::<Vec<_>>()
                 .join("; "),
         }
@@ -88,6 +88,22 @@ mod tests {
     /// sentence where it was found.
     #[test]
     fn every_image_problem_is_worded_as_before() {
+        assert_eq!(
+            Error::image(ImageProblem::RemovedMeanwhile {
+                image: "i:1".into()
+            })
+            .message(),
+            "there is no image i:1 on this machine for this session's cage (it was removed while \
+             the cage was being made)"
+        );
+        assert_eq!(
+            Error::image(ImageProblem::NotTheLock {
+                fd: 4,
+                path: PathBuf::from("/s/build.lock")
+            })
+            .message(),
+            "descriptor 4 is not the build lock /s/build.lock"
+        );
         let w = |p| Error::image(p).message();
         let missing = |named| ImageProblem::Missing {
             image: "localhost/x:1".into(),

@@ -50,6 +50,25 @@ pub enum InputProblem {
     AsRoot { config: PathBuf },
     /// Not `MACHINE/SESSION` (nor `MACHINE/*`, where `wildcard` allows it).
     NotASender { text: String, wildcard: bool },
+    /// `cage prune` without `--yes` and no terminal to ask on (`would`:
+    /// what it would remove, counted).
+    PruneUnasked { would: String },
+    /// A move's body that says neither a cage nor none.
+    MoveWhere,
+    /// A command line clap could not take: what was wrong, clap's tips and
+    /// the usage, in clap's words.
+    Usage {
+        what: String,
+        tips: Vec<String>,
+        usage: Option<String>,
+    },
+    /// An image to build that is none of ours (`workbench`, `desktop`:
+    /// the names of ours).
+    NotOurImage {
+        image: String,
+        workbench: String,
+        desktop: String,
+    },
 }
 
 impl InputProblem {
@@ -91,6 +110,30 @@ impl InputProblem {
             InputProblem::ShellNul { word, cause } => {
                 format!("{word:?} cannot be given to a shell ({cause}): leave the NUL byte out")
             }
+            InputProblem::PruneUnasked { would } => format!(
+                "cage prune removed nothing: it asks before it removes, and there is no terminal \
+                 to ask on. It would remove {would}; pass --yes to remove them, or --dry-run to \
+                 list them"
+            ),
+            InputProblem::Usage { what, tips, usage } => {
+                let tips: String = tips.iter().map(|t| format!("; tip: {t}")).collect();
+                let usage = usage
+                    .as_ref()
+                    .map(|u| format!("; usage: {u}"))
+                    .unwrap_or_default();
+                format!("{what}{tips}{usage}")
+            }
+            InputProblem::MoveWhere => "say where: {\"cage\": {...}} for a cage with those \
+                                        options, {\"cage\": null} to take it out"
+                .to_string(),
+            InputProblem::NotOurImage {
+                image,
+                workbench,
+                desktop,
+            } => format!(
+                "{image:?} is not an image of ours: give \"workbench\" or \"desktop\" ({workbench} \
+                 or {desktop})"
+            ),
             InputProblem::NotASender { text, wildcard } => format!(
                 "{text:?} is not a sender: write it as MACHINE/SESSION{}",
                 if *wildcard { " or MACHINE/*" } else { "" }
@@ -103,26 +146,27 @@ impl InputProblem {
                  /etc/subgid); or, to accept that, set allow_root = true in {}",
                 config.display()
             ),
-            InputProblem::By { who, problem } => {
-                let n = who.chars().count();
-                let shown: String = who.chars().take(40).collect();
-                let more = if n > 40 { "..." } else { "" };
-                let why = match problem {
-                    ByProblem::Empty => "is empty: say who, like --by alice, or leave --by out \
-                                         for your user name"
-                        .to_string(),
-                    ByProblem::Control => "holds a control character (a line break, a tab, an \
-                                           escape): `cage history` prints an entry a line; give \
-                                           who on one line, in plain characters"
-                        .to_string(),
-                    ByProblem::TooLong { max } => {
-                        format!("is {n} characters long; give at most {max}")
-                    }
-                };
-                format!("--by {shown:?}{more} {why}")
-            }
+            InputProblem::By { who, problem } => by_words(who, *problem),
         }
     }
+}
+
+/// Pure: the words of a refused `--by`.
+fn by_words(who: &str, problem: ByProblem) -> String {
+    let n = who.chars().count();
+    let shown: String = who.chars().take(40).collect();
+    let more = if n > 40 { "..." } else { "" };
+    let why = match problem {
+        ByProblem::Empty => {
+            "is empty: say who, like --by alice, or leave --by out for your user name".to_string()
+        }
+        ByProblem::Control => "holds a control character (a line break, a tab, an escape): `cage \
+                               history` prints an entry a line; give who on one line, in plain \
+                               characters"
+            .to_string(),
+        ByProblem::TooLong { max } => format!("is {n} characters long; give at most {max}"),
+    };
+    format!("--by {shown:?}{more} {why}")
 }
 
 #[cfg(test)]
@@ -184,6 +228,60 @@ mod tests {
                 wildcard: true
             }),
             "\"a\" is not a sender: write it as MACHINE/SESSION or MACHINE/*"
+        );
+        assert_eq!(
+            w(InputProblem::PruneUnasked {
+                would: "2 containers".into()
+            }),
+            "cage prune removed nothing: it asks before it removes, and there is no terminal to \
+             ask on. It would remove 2 containers; pass --yes to remove them, or --dry-run to \
+             list them"
+        );
+        assert_eq!(
+            w(InputProblem::Usage {
+                what: "unexpected argument '--x' found".into(),
+                tips: vec!["to pass '--x' as a value, use '-- --x'".into()],
+                usage: Some("shrooms-agent cage ls [OPTIONS]".into())
+            }),
+            "unexpected argument '--x' found; tip: to pass '--x' as a value, use '-- --x'; usage: \
+             shrooms-agent cage ls [OPTIONS]"
+        );
+        assert_eq!(
+            w(InputProblem::By {
+                who: "a\tb".into(),
+                problem: ByProblem::Control
+            }),
+            "--by \"a\\tb\" holds a control character (a line break, a tab, an escape): `cage \
+             history` prints an entry a line; give who on one line, in plain characters"
+        );
+        assert_eq!(
+            w(InputProblem::MoveWhere),
+            "say where: {\"cage\": {...}} for a cage with those options, {\"cage\": null} to \
+             take it out"
+        );
+        assert_eq!(
+            w(InputProblem::NotOurImage {
+                image: "x".into(),
+                workbench: "w:1".into(),
+                desktop: "d:1".into()
+            }),
+            "\"x\" is not an image of ours: give \"workbench\" or \"desktop\" (w:1 or d:1)"
+        );
+        assert_eq!(
+            w(InputProblem::AsRoot {
+                config: "/c.toml".into()
+            }),
+            "shrooms-agent runs as root, so its podman is rootful: podman and what it starts run \
+             as root, and each cage, in a user namespace of its own, is given its project \
+             (chowned to the cage's own uid at each start). Run shrooms-agent as your own user, \
+             with rootless podman (the user needs ranges in /etc/subuid and /etc/subgid); or, to \
+             accept that, set allow_root = true in /c.toml"
+        );
+        assert_eq!(
+            w(InputProblem::NotImageName { image: "A".into() }),
+            "\"A\" is not an image name: give one like \"localhost/mine:1\" or \
+             \"docker.io/library/debian:bookworm\" (lowercase letters, digits and `._-` between \
+             the `/`, then an optional `:tag` or `@sha256:...`)"
         );
         assert_eq!(
             Error::input(InputProblem::NoCompletions { shell: "x".into() })

@@ -30,6 +30,33 @@ pub enum MakeProblem {
     ConversationPathLong,
     /// ... too long for Claude Code's conversation folder.
     ClaudePathLong { dir: PathBuf },
+    /// No default seccomp profile of podman's (`looked`: where).
+    NoSeccompDefault { looked: String },
+    /// A seccomp profile without its list of system calls.
+    NotSeccomp,
+    /// A harness's settings file (`path`) a cage's copy cannot be made
+    /// of (`why`, as its reading said).
+    CopyUnreadable {
+        path: PathBuf,
+        why: String,
+        copy: CopyOf,
+    },
+    /// `network = "pasta"` on a machine that has not what it needs.
+    NoPasta {
+        since: String,
+        version: String,
+        rootless: bool,
+        pasta_installed: bool,
+    },
+}
+
+/// What a cage's copy of a harness's settings file is made for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyOf {
+    /// Claude Code's settings, without keys that fetch or hold credentials.
+    Claude,
+    /// pi's models.json, pointed at the model gateway.
+    Pi,
 }
 
 /// Why a volume cannot be the shared folder.
@@ -39,6 +66,23 @@ pub enum VolumeProblem {
     BindTo { device: String },
     Options { options: String },
     NotOurs { label: &'static str },
+}
+
+impl VolumeProblem {
+    fn words(&self) -> String {
+        match self {
+            VolumeProblem::Driver { driver } => {
+                format!("its driver is {driver:?}, not podman's local one")
+            }
+            VolumeProblem::BindTo { device } => {
+                format!("it is a bind to {device:?}, a folder of the machine")
+            }
+            VolumeProblem::Options { options } => format!("it has options {options}"),
+            VolumeProblem::NotOurs { label } => {
+                format!("shrooms-agent did not make it (it lacks the label {label})")
+            }
+        }
+    }
 }
 
 impl MakeProblem {
@@ -65,27 +109,45 @@ impl MakeProblem {
                 "where {} leads was not looked at before the cage was decided",
                 src.display()
             ),
-            MakeProblem::SharedVolume { volume, why } => {
-                let why = match why {
-                    VolumeProblem::Driver { driver } => {
-                        format!("its driver is {driver:?}, not podman's local one")
-                    }
-                    VolumeProblem::BindTo { device } => {
-                        format!("it is a bind to {device:?}, a folder of the machine")
-                    }
-                    VolumeProblem::Options { options } => format!("it has options {options}"),
-                    VolumeProblem::NotOurs { label } => {
-                        format!("shrooms-agent did not make it (it lacks the label {label})")
-                    }
-                };
-                format!(
-                    "the volume {volume} cannot be the shared folder: {why}; it is left as it \
-                     is: remove it (podman volume rm {volume}) if it is not needed"
-                )
-            }
+            MakeProblem::SharedVolume { volume, why } => format!(
+                "the volume {volume} cannot be the shared folder: {}; it is left as it is: remove \
+                 it (podman volume rm {volume}) if it is not needed",
+                why.words()
+            ),
             MakeProblem::ConversationPathLong => {
                 "the project's path is too long to name its conversation folder".to_string()
             }
+            MakeProblem::NoSeccompDefault { looked } => format!(
+                "podman's default seccomp profile is not on this machine (looked at {looked}); a \
+                 sealed cage is derived from it: reinstall podman's containers-common package"
+            ),
+            MakeProblem::NotSeccomp => {
+                "not a seccomp profile: it has no \"syscalls\" list".to_string()
+            }
+            MakeProblem::CopyUnreadable { path, why, copy } => format!(
+                "{}: {why}. A cage gets a copy of it {}, and it cannot be read to make one: fix \
+                 it, then try again",
+                path.display(),
+                match copy {
+                    CopyOf::Claude => "without keys that fetch or hold credentials",
+                    CopyOf::Pi => "that points pi at the model gateway",
+                }
+            ),
+            MakeProblem::NoPasta {
+                since,
+                version,
+                rootless,
+                pasta_installed,
+            } => format!(
+                "network = \"pasta\" needs rootless podman {since} or later and pasta (the passt \
+                 package); this machine has {} podman {version}{}: set network = \"auto\"",
+                if *rootless { "rootless" } else { "rootful" },
+                if *pasta_installed {
+                    ""
+                } else {
+                    " and no pasta"
+                }
+            ),
             MakeProblem::ClaudePathLong { dir } => format!(
                 "the project folder's path is too long for Claude Code's conversation folder \
                  (over 200 characters once named), whose name cannot be known from outside: use \
@@ -97,7 +159,10 @@ impl MakeProblem {
 
     pub(super) fn kind(&self) -> Kind {
         match self {
-            MakeProblem::LoopbackOpen { .. } | MakeProblem::SourceNotLooked { .. } => Kind::Failed,
+            MakeProblem::LoopbackOpen { .. }
+            | MakeProblem::SourceNotLooked { .. }
+            | MakeProblem::NoSeccompDefault { .. }
+            | MakeProblem::NotSeccomp => Kind::Failed,
             _ => Kind::BadInput,
         }
     }
@@ -150,7 +215,58 @@ mod tests {
              network = \"slirp4netns\" in the config (its cages close the host's loopback \
              themselves)"
         );
+        assert_eq!(
+            w(MakeProblem::CopyUnreadable {
+                path: PathBuf::from("/h/.claude/settings.json"),
+                why: "not JSON".into(),
+                copy: CopyOf::Claude
+            }),
+            "/h/.claude/settings.json: not JSON. A cage gets a copy of it without keys that \
+             fetch or hold credentials, and it cannot be read to make one: fix it, then try again"
+        );
+        assert_eq!(
+            w(MakeProblem::CopyUnreadable {
+                path: PathBuf::from("/m.json"),
+                why: "x".into(),
+                copy: CopyOf::Pi
+            }),
+            "/m.json: x. A cage gets a copy of it that points pi at the model gateway, and it \
+             cannot be read to make one: fix it, then try again"
+        );
+        assert_eq!(
+            w(MakeProblem::NoPasta {
+                since: "5.0.0".into(),
+                version: "4.3.1".into(),
+                rootless: false,
+                pasta_installed: false
+            }),
+            "network = \"pasta\" needs rootless podman 5.0.0 or later and pasta (the passt \
+             package); this machine has rootful podman 4.3.1 and no pasta: set network = \"auto\""
+        );
+        assert_eq!(
+            w(MakeProblem::NotSeccomp),
+            "not a seccomp profile: it has no \"syscalls\" list"
+        );
+        assert_eq!(
+            w(MakeProblem::ClaudePathLong {
+                dir: PathBuf::from("/p")
+            }),
+            "the project folder's path is too long for Claude Code's conversation folder (over \
+             200 characters once named), whose name cannot be known from outside: use a shorter \
+             path for /p"
+        );
+        assert_eq!(
+            w(MakeProblem::SharedVolume {
+                volume: "v".into(),
+                why: VolumeProblem::Driver {
+                    driver: "nfs".into()
+                }
+            }),
+            "the volume v cannot be the shared folder: its driver is \"nfs\", not podman's local \
+             one; it is left as it is: remove it (podman volume rm v) if it is not needed"
+        );
         let code = |p| Error::make(p).kind.exit_code();
+        assert_eq!(code(MakeProblem::NotSeccomp), 1);
         assert_eq!(code(MakeProblem::LoopbackOpen { why: "p".into() }), 1);
         assert_eq!(code(MakeProblem::ConversationPathLong), 2);
         assert_eq!(code(MakeProblem::NoAutoRanges { why: "w".into() }), 2);

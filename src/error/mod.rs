@@ -21,20 +21,22 @@ mod remote;
 mod rules;
 mod state;
 mod token;
+mod turn;
 pub use choice::{ChoiceProblem, ConversationProblem};
 pub use folder::{FolderProblem, Mounted, NotOwn, RootNotOwn};
-pub use git::GitProblem;
+pub use git::{FastForwardProblem, GitProblem};
 pub use image::ImageProblem;
 pub use input::{ByProblem, CwdFor, InputProblem};
 pub use limits::LimitsProblem;
 pub use listen::ListenProblem;
-pub use make::{MakeProblem, VolumeProblem};
+pub use make::{CopyOf, MakeProblem, VolumeProblem};
 pub use pack::{OnlyRefused, PackProblem};
 pub use protect::ProtectProblem;
 pub use remote::RemoteProblem;
 pub use rules::{EgressProblem, FirstProblem, RulesProblem};
 pub use state::StateProblem;
 pub use token::TokenProblem;
+pub use turn::{TurnProblem, WatcherSilent};
 
 /// What went wrong, as far as a caller needs to know to react.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -417,6 +419,10 @@ pub enum What {
         busy: Vec<String>,
         damaged: Vec<String>,
     },
+    /// What a turn's process starts beside its cage, not started.
+    Turn(TurnProblem),
+    /// The home directory cannot be told ($HOME unset, and none known).
+    NoHome,
     /// The system gave no random bytes (getrandom(2)).
     NoRandom,
 }
@@ -502,6 +508,11 @@ pub enum SessionProblem {
     BeingChanged { secs: u64 },
     /// Out of its cage, and `cage run` not told to run it so.
     UncagedRun,
+    /// In its cage, and `cage run` told to run it out of one.
+    CagedRunUncaged,
+    /// `cage bring --ff` did not fast-forward the user's branch (`why`,
+    /// as the fast-forward said).
+    NotFastForwarded { why: FastForwardProblem },
     /// No harness program was found for it when its cage was made.
     NoHarnessProgram,
     /// `--join` where its cage is not running.
@@ -554,6 +565,68 @@ pub enum NotStarted {
     /// A folder it mounts is not what it was when the cage was made
     /// (`why`, in words of the mount).
     SourceChanged { why: String },
+    /// Its private home (`home`, the harness's folder `harness_dir` in
+    /// it) has at `found` what a start must not mount through.
+    HomeWay {
+        home: std::path::PathBuf,
+        harness_dir: std::path::PathBuf,
+        found: std::path::PathBuf,
+        what: HomeWay,
+    },
+}
+
+/// What is on the way to a mount in a cage's private home.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HomeWay {
+    /// The home is no folder.
+    HomeNotAFolder,
+    /// The home cannot be looked at (`cause`).
+    HomeUnseen { cause: String },
+    /// A mount's destination `dst` that is not a plain path.
+    NotPlain { dst: std::path::PathBuf },
+    /// A link (to `to`) on the way to `dst`.
+    Link { to: String, dst: std::path::PathBuf },
+    /// What cannot be looked at (`cause`) on the way to `dst`.
+    Unseen {
+        cause: String,
+        dst: std::path::PathBuf,
+    },
+}
+
+/// Pure: the words of [`NotStarted::HomeWay`] after "was not started: ".
+fn home_way_words(
+    session: &str,
+    home: &std::path::Path,
+    harness_dir: &std::path::Path,
+    found: &std::path::Path,
+    what: &HomeWay,
+) -> String {
+    let f = found.display();
+    let what = match what {
+        HomeWay::HomeNotAFolder => format!("{f} is not a folder"),
+        HomeWay::HomeUnseen { cause } => format!("{f} cannot be looked at ({cause})"),
+        HomeWay::NotPlain { dst } => {
+            format!(
+                "the mount destination {} is not a plain path",
+                dst.display()
+            )
+        }
+        HomeWay::Link { to, dst } => {
+            format!("{f} is a link (to {to}) on the way to {}", dst.display())
+        }
+        HomeWay::Unseen { cause, dst } => format!(
+            "{f} cannot be looked at ({cause}) on the way to {}",
+            dst.display()
+        ),
+    };
+    format!(
+        "{what}. The cage can write its private home ({}, its {} inside), and a start would \
+         mount through this wherever it leads. Look at it, remove it (`rm {f}`; rootless, \
+         `podman unshare rm` where it belongs to another user of the cage), then start again; \
+         or `shrooms-agent cage move {session}` gives the session a fresh cage",
+        home.display(),
+        harness_dir.display()
+    )
 }
 
 impl NotStarted {
@@ -589,6 +662,12 @@ impl NotStarted {
                 "{why} (a folder replaced by a link?). Look at it; then `shrooms-agent cage move \
                  {session}` makes its cage again"
             ),
+            NotStarted::HomeWay {
+                home,
+                harness_dir,
+                found,
+                what,
+            } => home_way_words(session, home, harness_dir, found, what),
         };
         format!("session {session}'s cage was not started: {why}")
     }
@@ -845,6 +924,7 @@ impl SessionProblem {
             ),
             SessionProblem::NotStarted(why) => why.words(session),
             SessionProblem::UncagedRun
+            | SessionProblem::CagedRunUncaged
             | SessionProblem::NoHarnessProgram
             | SessionProblem::NothingToJoin
             | SessionProblem::EnvFileMissing { .. }
@@ -856,17 +936,22 @@ impl SessionProblem {
             | SessionProblem::LockNotPassed { .. }
             | SessionProblem::NotItsLock { .. } => self.turn_words(session, face),
             SessionProblem::NamedAlready
+            | SessionProblem::NotFastForwarded { .. }
             | SessionProblem::MovedMeanwhile
             | SessionProblem::FolderThere { .. }
             | SessionProblem::FilesNotFrom { .. }
             | SessionProblem::NotAReceivedName { .. }
-            | SessionProblem::NoReceivedFile { .. } => self.asked_words(session),
+            | SessionProblem::NoReceivedFile { .. } => self.asked_words(session, face),
         }
     }
 
     /// The words of a turn or a command on its cage refused.
     fn turn_words(&self, session: &str, face: Face) -> String {
         match self {
+            SessionProblem::CagedRunUncaged => format!(
+                "session {session} is in a cage, and `cage run` runs its harness there; leave out \
+                 --uncaged"
+            ),
             SessionProblem::UncagedRun => format!(
                 "session {session} is not in a cage: `cage run` would run its harness on this \
                  machine, as you, outside any cage; pass --uncaged to do that, or put the \
@@ -919,11 +1004,15 @@ impl SessionProblem {
     }
 
     /// The words of a request about its name or files refused.
-    fn asked_words(&self, session: &str) -> String {
+    fn asked_words(&self, session: &str, face: Face) -> String {
         match self {
             SessionProblem::MovedMeanwhile => {
                 format!("session {session} was moved meanwhile; set its limits again")
             }
+            SessionProblem::NotFastForwarded { why } => format!(
+                "your branch was not fast-forwarded to session {session}'s: {}",
+                why.words(face)
+            ),
             SessionProblem::FolderThere { to, new } => format!(
                 "{} is there already (left by an earlier session {new}?), and session \
                  {session}'s own would go there: move it away, or pick another name",
@@ -957,6 +1046,7 @@ impl SessionProblem {
             | SessionProblem::Caged
             | SessionProblem::NotSealed
             | SessionProblem::UncagedRun
+            | SessionProblem::CagedRunUncaged
             | SessionProblem::NothingToJoin
             | SessionProblem::SealedOut
             | SessionProblem::NamedAlready
@@ -981,6 +1071,7 @@ impl SessionProblem {
             | SessionProblem::EnvFileMissing { .. }
             | SessionProblem::LockNotPassed { .. }
             | SessionProblem::NoProgramHere { .. }
+            | SessionProblem::NotFastForwarded { .. }
             | SessionProblem::NotItsLock { .. } => Kind::Failed,
         }
     }
@@ -1040,6 +1131,8 @@ impl What {
             What::Image(problem) => problem.words(face),
             What::Make(problem) => problem.words(),
             What::NotStopped { busy, damaged } => not_stopped_words(busy, damaged),
+            What::Turn(problem) => problem.words(),
+            What::NoHome => "cannot tell the home directory: set HOME".to_string(),
             What::NoRandom => "getrandom failed".to_string(),
             What::Config {
                 file,
@@ -1347,6 +1440,16 @@ impl Error {
             Kind::Failed
         };
         Self::of(kind, What::NotStopped { busy, damaged })
+    }
+
+    /// What a turn's process starts beside its cage, not started (failed).
+    pub fn turn(problem: TurnProblem) -> Self {
+        Self::of(Kind::Failed, What::Turn(problem))
+    }
+
+    /// The home directory cannot be told (failed).
+    pub fn no_home() -> Self {
+        Self::of(Kind::Failed, What::NoHome)
     }
 
     /// No random bytes from the system (failed).
@@ -2112,6 +2215,40 @@ mod tests {
     /// sentences said them.
     #[test]
     fn every_subject_is_worded_as_before() {
+        let d = |r| Error::drop_refused("web", r);
+        let ip: std::net::IpAddr = "10.0.0.9".parse().unwrap();
+        assert_eq!(
+            d(DropRefused::NoMachineAt { ip }).message(),
+            "10.0.0.9 is the address of no machine in this machine's [machines]: files are taken \
+             only from machines it names"
+        );
+        assert_eq!(
+            d(DropRefused::MachinesAt {
+                ip,
+                machines: vec!["a".into(), "b".into()]
+            })
+            .message(),
+            "10.0.0.9 is the address of several machines in [machines] (a, b): it cannot tell \
+             which one sent this"
+        );
+        assert_eq!(d(DropRefused::NoMachineAt { ip }).kind, Kind::Forbidden);
+        let broke = d(DropRefused::BrokeOff {
+            cause: "12 of 20 bytes arrived".into(),
+        });
+        assert_eq!(
+            broke.message(),
+            "the upload broke off (12 of 20 bytes arrived); nothing was kept"
+        );
+        assert_eq!(broke.kind, Kind::BadInput);
+        let unwritten = d(DropRefused::NotWritten {
+            path: "/s/f".into(),
+            cause: "No space left on device (os error 28)".into(),
+        });
+        assert_eq!(
+            unwritten.message(),
+            "writing /s/f: No space left on device (os error 28); nothing was kept"
+        );
+        assert_eq!(unwritten.kind, Kind::Failed);
         use std::path::PathBuf;
         let s = |p| Error::session("web", p).message();
         assert_eq!(
@@ -2132,6 +2269,17 @@ mod tests {
             )
             .kind,
             Kind::Exists
+        );
+        assert_eq!(
+            s(SessionProblem::CagedRunUncaged),
+            "session web is in a cage, and `cage run` runs its harness there; leave out --uncaged"
+        );
+        assert_eq!(
+            s(SessionProblem::NotFastForwarded {
+                why: FastForwardProblem::Detached
+            }),
+            "your branch was not fast-forwarded to session web's: your HEAD is detached: check \
+             out the branch to fast-forward"
         );
         assert_eq!(
             s(SessionProblem::MovedMeanwhile),

@@ -47,6 +47,9 @@ pub enum RemoteProblem {
     /// No machine of that name to send to: this one is `here`, and the
     /// config's `[machines]` names `known`.
     NoSuchMachine { here: String, known: Vec<String> },
+    /// Its serve took a drop (at `url`) and answered what does not read
+    /// as the drop's record (`cause`: as its parse said).
+    DropAnswerUnread { url: String, cause: String },
 }
 
 /// Pure: how to put this version on machine `machine`.
@@ -95,6 +98,9 @@ impl RemoteProblem {
             RemoteProblem::NoSsh => "ssh is not installed here, and --on needs it (Debian: apt \
                                      install openssh-client)"
                 .to_string(),
+            RemoteProblem::DropAnswerUnread { url, cause } => {
+                format!("{url} answered the drop with something else ({cause})")
+            }
             RemoteProblem::NoSuchMachine { here, known } => format!(
                 "there is no machine {m:?}: this one is {here}, and the config's [machines] names \
                  {}; add it there as {m} = \"http://host:port\"",
@@ -165,6 +171,29 @@ mod tests {
     /// where it was found, and every one worded.
     #[test]
     fn every_remote_refusal_is_worded_as_before() {
+        assert_eq!(
+            Error::remote(
+                "far",
+                RemoteProblem::DropAnswerUnread {
+                    url: "http://far:1/v1".into(),
+                    cause: "expected value".into()
+                }
+            )
+            .message(),
+            "http://far:1/v1 answered the drop with something else (expected value)"
+        );
+        assert_eq!(
+            Error::remote(
+                "far",
+                RemoteProblem::DropAnswerUnread {
+                    url: "u".into(),
+                    cause: "c".into()
+                }
+            )
+            .kind
+            .exit_code(),
+            1
+        );
         assert_eq!(
             Error::remote(
                 "far",

@@ -127,6 +127,31 @@ mod tests {
     /// where it was found; each a failure (exit 1).
     #[test]
     fn every_rules_problem_is_worded_as_before() {
+        assert_eq!(
+            Error::rules("c1", RulesProblem::NamespaceNotFirst).message(),
+            "the network rules of c1 were not loaded where its processes run: the network \
+             namespace podman reports for it is not the one its first process is in"
+        );
+        assert_eq!(
+            Error::rules("c1", RulesProblem::FirstEnded).message(),
+            "the first process of c1 ended while its network rules were loaded"
+        );
+        assert_eq!(
+            Error::rules("c1", RulesProblem::NoHostsFile).message(),
+            "podman names no hosts file for c1, so the names of its allow-list cannot be pinned"
+        );
+        assert_eq!(
+            Error::rules(
+                "c1",
+                RulesProblem::First {
+                    pid: 3,
+                    problem: FirstProblem::MachineNamespace
+                }
+            )
+            .message(),
+            "the first process of c1 (PID 3, as podman wrote it) runs in the machine's network \
+             namespace"
+        );
         let w = |p| Error::rules("c1", p).message();
         assert_eq!(
             w(RulesProblem::FirstNotInit),

@@ -112,6 +112,30 @@ mod tests {
     /// where it was found, and the exit code it had.
     #[test]
     fn every_state_problem_is_worded_as_before() {
+        assert_eq!(
+            Error::state(
+                Path::new("/s"),
+                StateProblem::OthersOwn {
+                    leaf: true,
+                    uid: 1001,
+                    me: 0
+                }
+            )
+            .message(),
+            "/s is shrooms-agent's state folder, and it belongs to uid 1001, not to you (uid 0): \
+             that user could swap the records, keys and profiles kept there; use a state folder \
+             of your own (SHROOMS_AGENT_STATE_DIR), in folders only you (or root) own and can \
+             write"
+        );
+        let bad = |problem| Error::state(Path::new("/s"), problem).kind.exit_code();
+        assert_eq!(
+            bad(StateProblem::OthersWrite {
+                leaf: true,
+                mode: 0o777
+            }),
+            2
+        );
+        assert_eq!(bad(StateProblem::NotAFolder), 2);
         let p = Path::new("/s/state-id");
         let w = |problem| Error::state(p, problem).message();
         assert_eq!(

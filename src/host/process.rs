@@ -780,17 +780,19 @@ pub fn spawn_watcher(
         other => {
             // Whatever it does not do now, it must not do later.
             let _ = watcher.child.kill();
-            let not_started =
-                "the watcher that stops the cage if this process is killed did not start";
+            use crate::error::{TurnProblem, WatcherSilent};
             let why = match other {
-                Ok(Some(_)) => "it said something else".to_string(),
-                Ok(None) => format!(
-                    "it ended or did not answer within {}s",
-                    READY_WITHIN.as_secs()
-                ),
-                Err(e) => return Err(e.context(not_started)),
+                Ok(Some(_)) => WatcherSilent::SaidElse,
+                Ok(None) => WatcherSilent::Quiet {
+                    secs: READY_WITHIN.as_secs(),
+                },
+                Err(e) => {
+                    return Err(e.context(
+                        "the watcher that stops the cage if this process is killed did not start",
+                    ));
+                }
             };
-            Err(Error::failed(format!("{not_started}: {why}")))
+            Err(Error::turn(TurnProblem::WatcherNotStarted(why)))
         }
     }
 }
@@ -888,7 +890,7 @@ pub fn inherited_fd(fd: std::os::fd::RawFd) -> Option<std::os::fd::OwnedFd> {
 fn inherited_pipe(fd: std::os::fd::RawFd) -> Result<std::fs::File> {
     use std::os::unix::fs::FileTypeExt;
     let Some(file) = (fd >= 3).then(|| inherited_fd(fd)).flatten() else {
-        return Err(Error::failed(format!("descriptor {fd} was not passed on")));
+        return Err(Error::turn(crate::error::TurnProblem::NotPassed { fd }));
     };
     let file = std::fs::File::from(file);
     let is_fifo = file
@@ -896,7 +898,7 @@ fn inherited_pipe(fd: std::os::fd::RawFd) -> Result<std::fs::File> {
         .map(|m| m.file_type().is_fifo())
         .unwrap_or(false);
     if !is_fifo {
-        return Err(Error::failed(format!("descriptor {fd} is not a pipe")));
+        return Err(Error::turn(crate::error::TurnProblem::NotAPipe { fd }));
     }
     Ok(file)
 }

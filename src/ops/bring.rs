@@ -45,9 +45,7 @@ pub fn bring(ctx: &Context, name: &str, ff: bool) -> Result<Brought> {
     let fast_forward = if ff {
         let done = crate::cage::git::bring::fast_forward(name, &record.dir, program.as_deref())
             .map_err(|why| {
-                Error::failed(format!(
-                    "your branch was not fast-forwarded to session {name}'s: {why}"
-                ))
+                Error::session(name, crate::error::SessionProblem::NotFastForwarded { why })
             });
         if let Err(e) = &done {
             remember(ctx, &record, &git, None);

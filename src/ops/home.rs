@@ -14,7 +14,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, HomeWay, NotStarted, Result, SessionProblem};
 use crate::state::session::CageRecord;
 
 /// One bind mount read back from a `podman create` argv: where from, where to.
@@ -104,46 +104,32 @@ pub fn inside_home(argv: &[String], private_home: &Path) -> Vec<(PathBuf, PathBu
 /// A part that is missing is fine: runc makes it, inside a home whose
 /// folders up to there are real.
 pub fn check(private_home: &Path, cage: &CageRecord, session: &str) -> Result<()> {
-    let refuse = |found: &Path, what: String| {
-        Error::failed(format!(
-            "session {session}'s cage was not started: {what}. The cage can write its private \
-             home ({}, its {} inside), and a start would mount through this wherever it \
-             leads. Look at it, remove it (`rm {}`; rootless, `podman unshare rm` where it \
-             belongs to another user of the cage), then start again; or \
-             `shrooms-agent cage move {session}` gives the session a fresh cage",
-            private_home.display(),
-            cage.harness_dir.display(),
-            found.display()
-        ))
+    let refuse = |found: &Path, what: HomeWay| {
+        let why = NotStarted::HomeWay {
+            home: private_home.to_path_buf(),
+            harness_dir: cage.harness_dir.clone(),
+            found: found.to_path_buf(),
+            what,
+        };
+        Error::session(session, SessionProblem::NotStarted(why))
     };
     match std::fs::symlink_metadata(private_home) {
         Ok(m) if m.file_type().is_dir() => {}
         Ok(_) => {
-            return Err(refuse(
-                private_home,
-                format!("{} is not a folder", private_home.display()),
-            ));
+            return Err(refuse(private_home, HomeWay::HomeNotAFolder));
         }
         // A home that is not there yet is made by podman as a folder.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => {
-            return Err(refuse(
-                private_home,
-                format!("{} cannot be looked at ({e})", private_home.display()),
-            ));
+            let cause = e.to_string();
+            return Err(refuse(private_home, HomeWay::HomeUnseen { cause }));
         }
     }
     for (dst, rel) in inside_home(&cage.create_argv, private_home) {
         let mut here = private_home.to_path_buf();
         for part in rel.components() {
             let Component::Normal(part) = part else {
-                return Err(refuse(
-                    &here,
-                    format!(
-                        "the mount destination {} is not a plain path",
-                        dst.display()
-                    ),
-                ));
+                return Err(refuse(&here, HomeWay::NotPlain { dst: dst.clone() }));
             };
             here.push(part);
             match std::fs::symlink_metadata(&here) {
@@ -153,23 +139,22 @@ pub fn check(private_home: &Path, cage: &CageRecord, session: &str) -> Result<()
                         .unwrap_or_else(|_| "?".into());
                     return Err(refuse(
                         &here,
-                        format!(
-                            "{} is a link (to {to}) on the way to {}",
-                            here.display(),
-                            dst.display()
-                        ),
+                        HomeWay::Link {
+                            to,
+                            dst: dst.clone(),
+                        },
                     ));
                 }
                 Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
                 Err(e) => {
+                    let cause = e.to_string();
                     return Err(refuse(
                         &here,
-                        format!(
-                            "{} cannot be looked at ({e}) on the way to {}",
-                            here.display(),
-                            dst.display()
-                        ),
+                        HomeWay::Unseen {
+                            cause,
+                            dst: dst.clone(),
+                        },
                     ));
                 }
             }

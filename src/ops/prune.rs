@@ -255,7 +255,11 @@ fn decide(f: &Facts, asked: Option<&Pruned>) -> Result<(Pruned, Vec<Step<'static
         let mut e = d
             .clone()
             .context("cage prune removes nothing while a record is damaged");
+        // As its words were said before, and no more: no hint or subject
+        // of the record's own rides along.
         e.kind = Kind::Failed;
+        e.next = None;
+        e.subject = None;
         return Err(e);
     }
     let mut pruned = Pruned {

@@ -20,7 +20,7 @@ use gix_object::Kind;
 use serde::{Deserialize, Serialize};
 
 use super::refs::{self, RefMap};
-use crate::error::{Error, Result};
+use crate::error::{Error, FastForwardProblem as Ff, Result};
 
 /// The most objects brought in after one turn, and the largest one.
 const MAX_OBJECTS: usize = 1_000_000;
@@ -442,13 +442,26 @@ fn user_git(
 }
 
 /// Run it; its stdout, or why not (`what` failed).
-fn ran(p: crate::host::process::Process, what: &str) -> std::result::Result<String, String> {
-    let out = p.capture().map_err(|e| e.message())?;
+fn ran(p: crate::host::process::Process, what: &str) -> std::result::Result<String, Ff> {
+    let out = p.capture().map_err(failed)?;
     if out.success() {
         Ok(out.stdout.clone())
     } else {
-        Err(format!("{what}: {}", out.last_stderr_line()))
+        Err(Ff::GitFailed {
+            what: what.to_string(),
+            said: out.last_stderr_line().to_string(),
+        })
     }
+}
+
+/// An error of what a fast-forward looked at or ran, kept whole.
+fn failed(e: Error) -> Ff {
+    Ff::Failed(Box::new(e))
+}
+
+/// Pure: the name a brought-in branch is shown by.
+fn shown(into: &str) -> String {
+    into.trim_start_matches("refs/heads/").to_string()
 }
 
 /// Fast-forward the user's checked-out branch to the session's commit of
@@ -464,19 +477,19 @@ pub fn fast_forward(
     session: &str,
     dir: &Path,
     git: Option<&Path>,
-) -> std::result::Result<FastForward, String> {
-    let git = git.ok_or("there is no git program on this machine")?;
+) -> std::result::Result<FastForward, Ff> {
+    let git = git.ok_or(Ff::NoGit)?;
     let user = super::locate(dir)
         .filter(super::is_repository)
-        .ok_or_else(|| format!("{} is no git repository", dir.display()))?;
+        .ok_or_else(|| Ff::NotARepository {
+            dir: dir.to_path_buf(),
+        })?;
     let (name, branch) = checked_out_branch(&user.git_dir)?;
-    let refs = refs::read_refs(&user.common_dir, false).map_err(|e| e.message())?;
+    let refs = refs::read_refs(&user.common_dir, false).map_err(failed)?;
     let into = into_name(session, &branch);
-    let to = refs.get(&into).cloned().ok_or_else(|| {
-        format!(
-            "the session has no branch {branch} brought in ({} is not in your repository)",
-            into.trim_start_matches("refs/heads/")
-        )
+    let to = refs.get(&into).cloned().ok_or_else(|| Ff::NotBrought {
+        branch: branch.clone(),
+        into: shown(&into),
     })?;
     let from = refs.get(&name).cloned();
     if from.as_deref() == Some(to.as_str()) {
@@ -488,20 +501,16 @@ pub fn fast_forward(
             user_git(git, gd, dir, None).args(["merge-base", "--is-ancestor", f, &to]),
             "is-ancestor",
         )
-        .map_err(|_| {
-            format!(
-                "not a fast-forward: your {branch} has commits that {} has not; merge it \
-                 yourself (git merge {})",
-                into.trim_start_matches("refs/heads/"),
-                into.trim_start_matches("refs/heads/")
-            )
+        .map_err(|_| Ff::NotAFastForward {
+            branch: branch.clone(),
+            into: shown(&into),
         })?;
         ran(
             user_git(git, gd, dir, None).args(["diff-index", "--cached", "--quiet", f]),
             "diff-index",
         )
-        .map_err(|_| {
-            format!("your index has staged changes on {branch}: commit or unstage them")
+        .map_err(|_| Ff::Staged {
+            branch: branch.clone(),
         })?;
     }
     // The work tree against the session's commit, in an index of our own
@@ -537,16 +546,16 @@ pub fn fast_forward(
 
 /// The user's checked-out branch: its ref (`refs/heads/main`) and its name
 /// (`main`); refused where HEAD is detached or names no branch.
-fn checked_out_branch(git_dir: &Path) -> std::result::Result<(String, String), String> {
+fn checked_out_branch(git_dir: &Path) -> std::result::Result<(String, String), Ff> {
     let head = refs::read_head(git_dir, false)
-        .map_err(|e| e.message())?
-        .ok_or("your repository has no HEAD")?;
+        .map_err(failed)?
+        .ok_or(Ff::NoHead)?;
     let super::Head::Symbolic(name) = head else {
-        return Err("your HEAD is detached: check out the branch to fast-forward".into());
+        return Err(Ff::Detached);
     };
     let branch = name
         .strip_prefix("refs/heads/")
-        .ok_or_else(|| format!("your HEAD names {name}, not a branch"))?
+        .ok_or_else(|| Ff::NotABranch { name: name.clone() })?
         .to_string();
     Ok((name, branch))
 }
@@ -563,7 +572,7 @@ fn work_tree_is_the_commit(
     into: &str,
     from: Option<&str>,
     to: &str,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), Ff> {
     ran(
         user_git(git, gd, dir, Some(tmp)).args(["read-tree", to]),
         "read-tree",
@@ -576,13 +585,7 @@ fn work_tree_is_the_commit(
         user_git(git, gd, dir, Some(tmp)).args(["diff-files", "--quiet"]),
         "diff-files",
     )
-    .map_err(|_| {
-        format!(
-            "your work tree is not {}'s commit (files differ from it, or are missing): a \
-             fast-forward would change them under you",
-            into.trim_start_matches("refs/heads/")
-        )
-    })?;
+    .map_err(|_| Ff::TreeDiffers { into: shown(into) })?;
     if let Some(f) = from {
         let gone = ran(
             user_git(git, gd, dir, None).args([
@@ -600,10 +603,9 @@ fn work_tree_is_the_commit(
             .split('\0')
             .find(|p| !p.is_empty() && std::fs::symlink_metadata(dir.join(p)).is_ok())
         {
-            return Err(format!(
-                "{p} is in your work tree but not in the session's commit: a fast-forward \
-                 would leave it untracked"
-            ));
+            return Err(Ff::Untracked {
+                path: p.to_string(),
+            });
         }
     }
     Ok(())

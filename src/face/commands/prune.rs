@@ -22,12 +22,9 @@ pub fn run(ctx: &Context, dry_run: bool, yes: bool, json: bool) -> Result<ExitCo
     if !yes {
         let tty = std::io::stdin().is_terminal();
         if !tty {
-            let e = Error::bad_input(format!(
-                "cage prune removed nothing: it asks before it removes, and there is no \
-                 terminal to ask on. It would remove {}; pass --yes to remove them, or \
-                 --dry-run to list them",
-                output::prune_count(&planned)
-            ));
+            let e = Error::input(crate::error::InputProblem::PruneUnasked {
+                would: output::prune_count(&planned),
+            });
             output::error_after(&e, json, &planned, output::pruned);
             return Ok(ExitCode::from(e.kind.exit_code() as u8));
         }

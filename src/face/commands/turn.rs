@@ -62,10 +62,10 @@ pub fn run(
         return Ok(ExitCode::from(code.clamp(0, 255) as u8));
     }
     if uncaged {
-        return Err(Error::bad_input(format!(
-            "session {name} is in a cage, and `cage run` runs its harness there; \
-             leave out --uncaged"
-        )));
+        return Err(Error::session(
+            &name,
+            crate::error::SessionProblem::CagedRunUncaged,
+        ));
     }
     turn(ctx, &name, ops::exec::What::Harness(args), laptop)
 }

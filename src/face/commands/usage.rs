@@ -20,7 +20,7 @@ pub fn error(e: clap::Error) -> ExitCode {
     if shown {
         e.exit();
     }
-    let err = Error::bad_input(usage_message(&e, &args));
+    let err = Error::input(usage_of(&e, &args));
     if passes_status(&args) {
         let _ = e.print();
         if json_asked(&args) {
@@ -60,15 +60,11 @@ fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// clap's error in one line: what was wrong, its tips, and the usage,
-/// each from the error's parts (its kind and its context), in clap's
-/// words. `args`: the command line after the program's name, for the
-/// usage of a command whose own command is missing.
-fn usage_message(e: &clap::Error, args: &[OsString]) -> String {
-    let mut out = one_line(&what_was_wrong(e));
-    for tip in tips(e) {
-        out.push_str(&format!("; tip: {tip}"));
-    }
+/// clap's error as data: what was wrong, its tips, and the usage, each
+/// from the error's parts (its kind and its context), in clap's words, on
+/// one line each. `args`: the command line after the program's name, for
+/// the usage of a command whose own command is missing.
+fn usage_of(e: &clap::Error, args: &[OsString]) -> error::InputProblem {
     let usage = match e.get(ContextKind::Usage) {
         Some(ContextValue::StyledStr(usage)) => Some(usage.to_string()),
         // clap answers a missing command with the help, whose usage is the
@@ -78,13 +74,14 @@ fn usage_message(e: &clap::Error, args: &[OsString]) -> String {
         }
         _ => None,
     };
-    if let Some(usage) = usage
-        .as_deref()
-        .and_then(|u| u.lines().find_map(|l| l.strip_prefix("Usage: ")))
-    {
-        out.push_str(&format!("; usage: {}", one_line(usage)));
+    error::InputProblem::Usage {
+        what: one_line(&what_was_wrong(e)),
+        tips: tips(e),
+        usage: usage
+            .as_deref()
+            .and_then(|u| u.lines().find_map(|l| l.strip_prefix("Usage: ")))
+            .map(one_line),
     }
-    out
 }
 
 /// What was wrong, as clap says it for each kind of error (its
@@ -310,7 +307,7 @@ mod tests {
 
     /// The message for a command line clap refuses.
     fn message(args: &[&str]) -> String {
-        usage_message(&parse(args), &words(args))
+        Error::input(usage_of(&parse(args), &words(args))).message()
     }
 
     /// What was wrong, built from the error's parts, says what clap's own

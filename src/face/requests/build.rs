@@ -38,12 +38,11 @@ impl TryFrom<(BuildBody, &str)> for BuildRequest {
         let stage = Stage::parse(&body.image)
             .or_else(|| workbench::stage_of(repo, &body.image))
             .ok_or_else(|| {
-                Error::bad_input(format!(
-                    "{:?} is not an image of ours: give \"workbench\" or \"desktop\" ({} or {})",
-                    body.image,
-                    workbench::image_name(repo, Stage::Workbench),
-                    workbench::image_name(repo, Stage::Desktop)
-                ))
+                Error::input(crate::error::InputProblem::NotOurImage {
+                    image: body.image.clone(),
+                    workbench: workbench::image_name(repo, Stage::Workbench),
+                    desktop: workbench::image_name(repo, Stage::Desktop),
+                })
             })?;
         Ok(BuildRequest {
             stages: vec![stage],

@@ -65,8 +65,8 @@ impl TryFrom<CageBody> for CageChoice {
     fn try_from(b: CageBody) -> Result<CageChoice> {
         let sealed = b.sealed.unwrap_or(false);
         if b.conversation.is_some() && !sealed {
-            return Err(Error::bad_input(
-                "field \"conversation\" is for a sealed cage: add \"sealed\": true",
+            return Err(Error::choice(
+                crate::error::ChoiceProblem::ConversationUnsealed,
             ));
         }
         Ok(CageChoice {

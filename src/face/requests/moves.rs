@@ -38,11 +38,10 @@ impl TryFrom<OnSession<MoveBody>> for MoveRequest {
     type Error = Error;
 
     fn try_from(sent: OnSession<MoveBody>) -> Result<MoveRequest> {
-        let cage = sent.body.cage.ok_or_else(|| {
-            Error::bad_input(
-                "say where: {\"cage\": {...}} for a cage with those options, {\"cage\": null} to take it out",
-            )
-        })?;
+        let cage = sent
+            .body
+            .cage
+            .ok_or_else(|| Error::input(crate::error::InputProblem::MoveWhere))?;
         Ok(MoveRequest {
             name: sent.name,
             out: cage.is_none(),

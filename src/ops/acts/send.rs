@@ -185,7 +185,13 @@ fn post(
     let _ = std::io::Read::read_to_string(&mut std::io::Read::take(response, 64 * 1024), &mut text);
     if status == 201 {
         return serde_json::from_str(&text).map_err(|e| {
-            Error::failed(format!("{url} answered the drop with something else ({e})"))
+            Error::remote(
+                machine,
+                crate::error::RemoteProblem::DropAnswerUnread {
+                    url: url.to_string(),
+                    cause: e.to_string(),
+                },
+            )
         });
     }
     let said = serde_json::from_str::<serde_json::Value>(&text)

@@ -20,7 +20,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, TurnProblem};
 use crate::host::process::Process;
 
 /// The hidden subcommand the helper runs as (left out of completions).
@@ -67,7 +67,6 @@ pub fn helper_argv(enter: &Enter<'_>, socket: &Path) -> (PathBuf, Vec<String>) {
 /// `socket` is a path for the handover, in a folder only we can reach.
 pub fn listener_in(enter: &Enter<'_>, socket: &Path) -> Result<TcpListener> {
     let doing = "opening the model gateway in the cage";
-    let fail = |why: &str| Error::failed(format!("{doing}: {why}"));
     let _ = std::fs::remove_file(socket);
     let server = UnixListener::bind(socket)
         .map_err(|e| Error::act(format!("{doing}: {}", socket.display()), &e))?;
@@ -89,7 +88,7 @@ pub fn listener_in(enter: &Enter<'_>, socket: &Path) -> Result<TcpListener> {
                     // It ended without connecting: its error says why.
                     return Err(match helper.join() {
                         Ok(Err(e)) => e.context(doing),
-                        _ => fail("the helper did not hand the socket over"),
+                        _ => Error::turn(TurnProblem::NoHandover),
                     });
                 }
                 // The helper hands it over within milliseconds.
@@ -113,9 +112,7 @@ pub fn listener_in(enter: &Enter<'_>, socket: &Path) -> Result<TcpListener> {
     let listener = TcpListener::from(fd);
     match listener.local_addr() {
         Ok(a) if a.ip() == std::net::IpAddr::V4(Ipv4Addr::LOCALHOST) => Ok(listener),
-        Ok(a) => Err(fail(&format!(
-            "the socket handed over is bound to {a}, not loopback"
-        ))),
+        Ok(addr) => Err(Error::turn(TurnProblem::NotLoopback { addr })),
         Err(e) => Err(Error::act(doing, &e)),
     }
 }
