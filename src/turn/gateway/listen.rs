@@ -78,16 +78,25 @@ pub fn listener_in(enter: &Enter<'_>, socket: &Path) -> Result<TcpListener> {
     let process = Process::new(&program, "the model gateway's listener")
         .args(args)
         .timeout(HANDOVER);
-    let helper = std::thread::spawn(move || process.run());
+    let mut helper = Some(std::thread::spawn(move || process.run()));
     let deadline = Instant::now() + HANDOVER;
     let stream = loop {
         match server.accept() {
             Ok((s, _)) => break s,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if helper.is_finished() || Instant::now() > deadline {
+                let ended = helper.as_ref().is_none_or(|h| h.is_finished());
+                if ended || Instant::now() > deadline {
+                    let outcome = helper.take().map(|h| h.join());
+                    // It may have handed the socket over and ended between
+                    // the look above and the one before it (this thread
+                    // put aside meanwhile, on a busy machine): its
+                    // connection waits to be taken.
+                    if let Ok((s, _)) = server.accept() {
+                        break s;
+                    }
                     // It ended without connecting: its error says why.
-                    return Err(match helper.join() {
-                        Ok(Err(e)) => e.context(doing),
+                    return Err(match outcome {
+                        Some(Ok(Err(e))) => e.context(doing),
                         _ => Error::turn(TurnProblem::NoHandover),
                     });
                 }
@@ -106,7 +115,7 @@ pub fn listener_in(enter: &Enter<'_>, socket: &Path) -> Result<TcpListener> {
     let fd = receive_fd(&stream)
         .map_err(|e| Error::act(format!("{doing}: receiving the socket"), &e))?;
     // The helper has nothing left to do; its outcome is logged by its error.
-    if let Ok(Err(e)) = helper.join() {
+    if let Some(Ok(Err(e))) = helper.take().map(|h| h.join()) {
         return Err(e.context(doing));
     }
     let listener = TcpListener::from(fd);
