@@ -80,13 +80,14 @@ pub fn listener_in(enter: &Enter<'_>, socket: &Path) -> Result<TcpListener> {
         .timeout(HANDOVER);
     let mut helper = Some(std::thread::spawn(move || process.run()));
     let deadline = Instant::now() + HANDOVER;
+    let mut outcome = None;
     let stream = loop {
         match server.accept() {
             Ok((s, _)) => break s,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 let ended = helper.as_ref().is_none_or(|h| h.is_finished());
                 if ended || Instant::now() > deadline {
-                    let outcome = helper.take().map(|h| h.join());
+                    outcome = helper.take().map(|h| h.join());
                     // It may have handed the socket over and ended between
                     // the look above and the one before it (this thread
                     // put aside meanwhile, on a busy machine): its
@@ -115,7 +116,7 @@ pub fn listener_in(enter: &Enter<'_>, socket: &Path) -> Result<TcpListener> {
     let fd = receive_fd(&stream)
         .map_err(|e| Error::act(format!("{doing}: receiving the socket"), &e))?;
     // The helper has nothing left to do; its outcome is logged by its error.
-    if let Some(Ok(Err(e))) = helper.take().map(|h| h.join()) {
+    if let Some(Ok(Err(e))) = outcome.or_else(|| helper.take().map(|h| h.join())) {
         return Err(e.context(doing));
     }
     let listener = TcpListener::from(fd);
