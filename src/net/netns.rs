@@ -150,16 +150,7 @@ impl Host {
         // a first process that is some other program stays refused.
         let deadline = std::time::Instant::now() + FIRST_EXEC;
         loop {
-            let (ids, stdout) = self.file_ids(stat, &look)?;
-            let first = match ids.as_slice() {
-                [Some(loaded), Some(net), Some(exe), Some(init)] => FirstProcess {
-                    loaded: *loaded,
-                    net: *net,
-                    exe: *exe,
-                    init: *init,
-                },
-                _ => return Err(Error::rules(container, RulesProblem::StatSaid { stdout })),
-            };
+            let first = self.file_ids(stat, container, &look)?;
             if first.exe == first.init || std::time::Instant::now() >= deadline {
                 return Ok(first);
             }
@@ -168,13 +159,18 @@ impl Host {
     }
 
     /// The device and inode of each path `look` names after its `--`
-    /// (links followed), seen from where the rules are loaded, and what
-    /// stat(1) said to give them. Rootless, that is stat(1) through `podman
-    /// unshare`; as root it is this process's own view, which a stat(1) of
-    /// its own would share: no process is started for it, on the way to a
-    /// cage's first command.
-    fn file_ids(&self, stat: &Path, look: &[String]) -> Result<(Vec<Option<FileId>>, String)> {
-        if !self.rootless {
+    /// (links followed), seen from where the rules are loaded. Rootless,
+    /// that is stat(1) through `podman unshare`; as root it is this
+    /// process's own view, which a stat(1) of its own would share: no
+    /// process is started for it, on the way to a cage's first command.
+    fn file_ids(&self, stat: &Path, container: &str, look: &[String]) -> Result<FirstProcess> {
+        let (ids, said): (Vec<Option<FileId>>, String) = if self.rootless {
+            let out = self
+                .outside(stat, look.to_vec(), "stat")
+                .timeout(QUICK)
+                .run()?;
+            (out.stdout.lines().map(FileId::parse).collect(), out.stdout)
+        } else {
             let paths = look.iter().skip_while(|a| *a != "--").skip(1);
             let ids = paths
                 .map(|p| {
@@ -182,20 +178,21 @@ impl Host {
                         .map(|m| Some(FileId::of(&m)))
                         .map_err(|e| Error::act(format!("looking at {p}"), &e))
                 })
-                .collect::<Result<Vec<_>>>()?;
-            let said = ids
-                .iter()
-                .flatten()
-                .map(|i| format!("{} {}\n", i.dev, i.ino))
-                .collect();
-            return Ok((ids, said));
+                .collect::<Result<_>>()?;
+            (ids, String::new())
+        };
+        match ids.as_slice() {
+            [Some(loaded), Some(net), Some(exe), Some(init)] => Ok(FirstProcess {
+                loaded: *loaded,
+                net: *net,
+                exe: *exe,
+                init: *init,
+            }),
+            _ => Err(Error::rules(
+                container,
+                RulesProblem::StatSaid { stdout: said },
+            )),
         }
-        let out = self
-            .outside(stat, look.to_vec(), "stat")
-            .timeout(QUICK)
-            .run()?;
-        let ids = out.stdout.lines().map(FileId::parse).collect();
-        Ok((ids, out.stdout))
     }
 
     /// The egress log's listener (`egress::SUBCOMMAND`) for a running cage

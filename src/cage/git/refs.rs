@@ -80,10 +80,6 @@ pub fn valid_name(name: &str) -> bool {
             .all(|c| !c.is_empty() && !c.starts_with('.') && !c.ends_with(".lock"))
 }
 
-fn refuse(at: &Path, problem: GitProblem) -> Error {
-    Error::git(at, problem)
-}
-
 /// A file's text, not followed if a link (`hostile`: a link is refused),
 /// at most `max` bytes; None when missing.
 fn read_file(p: &Path, max: u64, hostile: bool) -> Result<Option<String>> {
@@ -94,7 +90,7 @@ fn read_file(p: &Path, max: u64, hostile: bool) -> Result<Option<String>> {
     };
     if m.file_type().is_symlink() {
         return if hostile {
-            Err(refuse(p, GitProblem::CageLink))
+            Err(Error::git(p, GitProblem::CageLink))
         } else {
             Ok(None)
         };
@@ -163,7 +159,7 @@ pub fn read_refs(dir: &Path, hostile: bool) -> Result<RefMap> {
                 .map_err(|e| Error::act(format!("reading {}", at.display()), &e))?;
             if t.is_symlink() {
                 if hostile {
-                    return Err(refuse(&dir.join(&child), GitProblem::CageLink));
+                    return Err(Error::git(&dir.join(&child), GitProblem::CageLink));
                 }
             } else if t.is_dir() {
                 if depth < MAX_DEPTH {
@@ -206,9 +202,9 @@ pub fn check_no_links(root: &Path) -> Result<()> {
             if t.is_dir() {
                 stack.push(entry.path());
             } else if t.is_symlink() {
-                return Err(refuse(&entry.path(), GitProblem::CageLink));
+                return Err(Error::git(&entry.path(), GitProblem::CageLink));
             } else if !t.is_file() {
-                return Err(refuse(&entry.path(), GitProblem::CageOdd));
+                return Err(Error::git(&entry.path(), GitProblem::CageOdd));
             }
         }
     }
