@@ -18,7 +18,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Warning};
 use crate::turn::gateway::routes::{ConfigValue, PI_PREFIX, Route, Routes};
 
 /// The file of pi's folder the cage gets as a copy.
@@ -41,7 +41,7 @@ pub struct Plan {
     /// Providers whose `baseUrl` is the gateway's base URL plus this.
     pointed: Vec<(String, String)>,
     pub routes: Routes,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 /// Pure: plan the cage's copy of the machine's models.json (`text`; None:
@@ -75,9 +75,10 @@ pub fn plan(
                 routes.push(route);
                 kept.insert(name, Value::Object(p));
             }
-            Err(why) => warnings.push(format!(
-                "pi's models.json: provider {name} is left out of the cage's copy: {why}"
-            )),
+            Err(why) => warnings.push(Warning::PiProviderLeftOut {
+                provider: name,
+                why,
+            }),
         }
     }
     // pi's built-in provider reaches the Messages API through the
@@ -99,7 +100,7 @@ pub fn plan(
 }
 
 /// One provider's copy, its route, and notes about it.
-type Provided = (Map<String, Value>, Route, Vec<String>);
+type Provided = (Map<String, Value>, Route, Vec<Warning>);
 
 /// One provider's copy, its route, and notes; or why it is left out.
 fn provider_route(
@@ -116,10 +117,9 @@ fn provider_route(
     check_apis(&p, built_in)?;
     let mut notes = Vec::new();
     if drop_model_headers(&mut p) {
-        notes.push(format!(
-            "pi's models.json: provider {name}: the headers of its models are left out of the \
-             cage's copy and not sent (only the provider's own headers are)"
-        ));
+        notes.push(Warning::PiModelHeadersLeftOut {
+            provider: name.to_string(),
+        });
     }
     let upstream = match p.get("baseUrl") {
         Some(Value::String(u)) if u.starts_with("https://") || u.starts_with("http://") => {
@@ -312,6 +312,10 @@ pub fn write_in_place(copy_dir: &Path, text: &str) -> Result<()> {
 mod tests {
     use super::*;
 
+    fn words(w: &[Warning]) -> Vec<String> {
+        w.iter().map(ToString::to_string).collect()
+    }
+
     const DUMMY: &str = "shrooms-gateway-adds-the-real-key";
 
     fn env(name: &str) -> Option<String> {
@@ -379,7 +383,7 @@ mod tests {
             }]
         );
         assert_eq!(
-            plan.warnings,
+            words(&plan.warnings),
             vec![
                 "pi's models.json: provider bad name is left out of the cage's copy: its name \
                  has characters other than letters, digits, '-', '_' and '.'",
@@ -451,7 +455,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            p.warnings,
+            words(&p.warnings),
             ["pi's models.json: provider x is left out of the cage's copy: it has no baseUrl"]
         );
         let p = plan(
@@ -463,6 +467,10 @@ mod tests {
             &env,
         )
         .unwrap();
-        assert!(p.warnings[0].contains("not an http:// or https:// URL"));
+        assert!(
+            p.warnings[0]
+                .to_string()
+                .contains("not an http:// or https:// URL")
+        );
     }
 }

@@ -22,6 +22,7 @@ mod rules;
 mod state;
 mod token;
 mod turn;
+mod warning;
 pub use choice::{ChoiceProblem, ConversationProblem};
 pub use folder::{FolderProblem, Mounted, NotOwn, RootNotOwn};
 pub use git::{FastForwardProblem, GitProblem};
@@ -37,6 +38,7 @@ pub use rules::{EgressProblem, FirstProblem, RulesProblem};
 pub use state::StateProblem;
 pub use token::TokenProblem;
 pub use turn::{TurnProblem, WatcherSilent};
+pub use warning::{NoTools, RemovedBy, Unlooked, Warning};
 
 /// What went wrong, as far as a caller needs to know to react.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -39,7 +39,7 @@ pub fn raw(bytes: &[u8]) {
 
 /// Warnings on stderr. A stderr that is gone (a closed terminal, after
 /// its hangup ended a turn) is not an error either: `eprintln!` would panic.
-pub fn warnings(list: &[String]) {
+pub fn warnings<W: std::fmt::Display>(list: &[W]) {
     for w in list {
         let _ = writeln!(std::io::stderr(), "shrooms-agent: warning: {w}");
     }

@@ -46,13 +46,10 @@ pub fn before_its_git_goes(ctx: &Context, host: Option<&Host>, record: &Record) 
 }
 
 /// Lines for a removal or a move: what came in, and what is lost.
-pub fn said_before_removal(git: &Report) -> Vec<String> {
-    let mut lines = git.lines();
+pub fn said_before_removal(git: &Report) -> Vec<crate::error::Warning> {
+    let mut said = git.said();
     if !git.refused.is_empty() {
-        lines.push(
-            "the session's commits that did not come in go with its cage's git directory"
-                .to_string(),
-        );
+        said.push(crate::error::Warning::CommitsGo);
     }
-    lines
+    said
 }

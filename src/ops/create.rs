@@ -42,7 +42,7 @@ pub struct Created {
     pub argv: Vec<String>,
     /// The env file as `exec` would write it now, secrets redacted.
     pub env_file: String,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::error::Warning>,
     /// A dry run's: the real command would be refused, and why (the argv
     /// is shown all the same), its kind kept for the exit code. JSON gives
     /// its words, as `would_be_refused`; null otherwise.

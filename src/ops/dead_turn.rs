@@ -60,12 +60,11 @@ fn end(ctx: &Context, record: &Record, steps: Vec<Step>) {
     }
 }
 
-fn could_not(record: &Record, e: &crate::error::Error) -> String {
-    format!(
-        "session {}'s turn ended without stopping its cage, which could not be stopped: {}",
-        record.name,
-        e.message()
-    )
+fn could_not(record: &Record, e: &crate::error::Error) -> crate::error::Warning {
+    crate::error::Warning::DeadTurnNotStopped {
+        session: record.name.clone(),
+        error: Box::new(e.clone()),
+    }
 }
 
 #[cfg(test)]

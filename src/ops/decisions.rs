@@ -12,11 +12,16 @@ use std::path::PathBuf;
 mod faults;
 
 use super::Context;
-use crate::error::Kind;
+use crate::error::{Kind, Warning};
 use crate::host::podman::fake::{Answer, FakePodman};
 use crate::host::{Host, Version};
 use crate::settings::{Env, Settings};
 use crate::state::session::{Record, sample_cage};
+
+/// Warnings in their words, as the faces show them.
+fn words(w: &[Warning]) -> Vec<String> {
+    w.iter().map(ToString::to_string).collect()
+}
 
 /// The podman calls each operation makes today, one function per case.
 mod calls {
@@ -415,10 +420,11 @@ fn create_of_an_ordinary_cage() {
     assert!(created.container.starts_with("shrooms-web-"));
     assert_eq!(created.network, "slirp4netns");
     assert_eq!(created.image, calls::OUR_IMAGE);
+    assert_eq!(created.warnings, [Warning::NoClaudeProgram]);
     assert_eq!(
-        created.warnings,
-        ["no claude program found on PATH: `cage run` will need one \
-          (set [harness] claude in the config and make the cage again)"]
+        created.warnings[0].to_string(),
+        "no claude program found on PATH: `cage run` will need one \
+         (set [harness] claude in the config and make the cage again)"
     );
     let argv = argv_of(&created);
     assert_eq!(argv[0], "create");
@@ -587,7 +593,7 @@ fn a_failed_look_for_pi_is_a_warning_and_asked_again() {
     });
     let created = super::create::create(&w.ctx, &pi_request(&w, "notes", false)).unwrap();
     assert_eq!(
-        created.warnings,
+        words(&created.warnings),
         [format!(
             "whether the image localhost/theirs:1 has a `pi` program could not be looked at \
              (Error: runc: it broke): `cage run` fails if it has none. Name your pi with \
@@ -928,7 +934,9 @@ fn looks_change_nothing_and_tidy_ends_a_dead_turn() {
         w.ctx.take_warnings()
     );
     assert!(
-        w.ctx.take_warnings()[0].starts_with(&format!("stopped {container}")),
+        w.ctx.take_warnings()[0]
+            .to_string()
+            .starts_with(&format!("stopped {container}")),
         "tidy did not say it stopped the cage"
     );
 }
@@ -967,21 +975,21 @@ fn an_image_build_is_a_step_of_the_plan() {
     // the warnings, here and where they follow others (a move's).
     let first = plan.steps().first().map(super::plan::Step::describe);
     assert_eq!(first, Some(format!("rebuild {}", facts.image.name)));
+    let rebuilt = || Warning::Rebuilding {
+        image: "rebuilt".into(),
+    };
     let mut said = plan.warnings.clone();
-    plan.say_rebuilt(Some("rebuilt".into()), &mut said);
-    assert_eq!(
-        said.first().map(String::as_str),
-        Some("rebuilt"),
-        "{said:?}"
-    );
+    plan.say_rebuilt(Some(rebuilt()), &mut said);
+    assert_eq!(said.first(), Some(&rebuilt()), "{said:?}");
     let mut moved = plan;
-    let mut said = vec!["before".to_string()];
+    let (before, after) = (Warning::CommitsGo, Warning::LimitsUnenforced);
+    let mut said = vec![before.clone()];
     moved.warnings_put_at(said.len());
     said.extend(moved.warnings.iter().cloned());
-    said.push("after".into());
-    moved.say_rebuilt(Some("rebuilt".into()), &mut said);
-    assert_eq!(&said[..2], ["before", "rebuilt"], "{said:?}");
-    assert_eq!(said.last().map(String::as_str), Some("after"));
+    said.push(after.clone());
+    moved.say_rebuilt(Some(rebuilt()), &mut said);
+    assert_eq!(&said[..2], [before, rebuilt()], "{said:?}");
+    assert_eq!(said.last(), Some(&after));
     let current = super::make::decide(
         &super::make::Facts {
             image: super::image::ImageFacts {
@@ -1007,7 +1015,11 @@ fn an_image_build_is_a_step_of_the_plan() {
     );
     let dry = super::make::decide(&facts, &choice, settings, true).unwrap();
     assert_eq!(dry.rebuild, None);
-    assert!(dry.warnings[0].contains("the real command builds it again"));
+    assert!(
+        dry.warnings[0]
+            .to_string()
+            .contains("the real command builds it again")
+    );
     // Missing, no build running: refused, with the build to start.
     facts.image.status.present = false;
     facts.image.inspect = None;

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 
 use super::{Context, cage_of};
 use crate::cage::spec;
-use crate::error::{Error, FolderProblem, Result, SessionProblem};
+use crate::error::{Error, FolderProblem, NoTools, Result, SessionProblem, Warning};
 use crate::host::Host;
 use crate::host::podman::{Podman, argv};
 use crate::host::process::{
@@ -86,7 +86,7 @@ pub struct Prepared<'a> {
     _socket: crate::turn::cage_socket::Socket,
     _lock: SessionLock,
     /// Variables left out of the env file, and why: for the face to show.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
     /// An interactive `cage run`: the transcripts it may write, for the
     /// way back in (`resume`).
     resume: Option<super::resume::Watch>,
@@ -268,7 +268,7 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
 
 /// What the face shows before the turn: the variables left out of the
 /// env file and why, pi's providers' warnings, and the turn's own notes.
-fn turn_warnings(left_out: Vec<String>, pi: Vec<String>, notes: Vec<String>) -> Vec<String> {
+fn turn_warnings(left_out: Vec<Warning>, pi: Vec<Warning>, notes: Vec<Warning>) -> Vec<Warning> {
     left_out.into_iter().chain(pi).chain(notes).collect()
 }
 
@@ -281,7 +281,7 @@ fn harness_words(
     record: &session::Record,
     cage: &session::CageRecord,
     args: Vec<String>,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<Warning>,
 ) -> Result<Vec<String>> {
     let program = cage
         .program
@@ -293,12 +293,8 @@ fn harness_words(
     let tools = match record.harness {
         crate::cage::harness::Harness::Claude => {
             let found = tools_in_cage(ctx, name, &cage.create_argv);
-            if let Err(why) = &found {
-                notes.push(format!(
-                    "the shrooms tools are not given to this run: {why}"
-                ));
-            }
-            found.ok().map(|p| (p, cage.sealed.is_some()))
+            let found = found.map_err(|why| notes.push(Warning::NoTools(why))).ok();
+            found.map(|p| (p, cage.sealed.is_some()))
         }
         crate::cage::harness::Harness::Pi => None,
     };
@@ -374,21 +370,15 @@ fn tools_in_cage(
     ctx: &Context,
     session: &str,
     create_argv: &[String],
-) -> std::result::Result<PathBuf, String> {
-    let exe = ctx
-        .self_paths
-        .first()
-        .ok_or_else(|| "this program does not know its own path".to_string())?;
+) -> std::result::Result<PathBuf, NoTools> {
+    let exe = ctx.self_paths.first().ok_or(NoTools::NoOwnPath)?;
     if super::mounts_tools(ctx, create_argv) {
-        return crate::cage::tools::provide(&ctx.store.tools_dir(), exe).map_err(|e| e.to_string());
+        return crate::cage::tools::provide(&ctx.store.tools_dir(), exe)
+            .map_err(|e| NoTools::NotProvided(Box::new(e)));
     }
-    program_mounted(&ctx.self_paths, create_argv).ok_or_else(|| {
-        format!(
-            "this shrooms-agent program ({}) was not mounted when the cage was made (it has \
-             moved since); `shrooms-agent cage move {session}` makes the cage again, and the \
-             program it then gets stays where moving this one does not matter",
-            exe.display()
-        )
+    program_mounted(&ctx.self_paths, create_argv).ok_or_else(|| NoTools::Moved {
+        exe: exe.clone(),
+        session: session.to_string(),
     })
 }
 

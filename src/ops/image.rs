@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use super::Context;
 use super::check::{Check, Status as CheckStatus};
-use crate::error::{Error, ImageProblem, Result};
+use crate::error::{Error, ImageProblem, Result, Unlooked, Warning};
 use crate::host::Host;
 use crate::host::facts_cache::Stamp;
 use crate::host::podman::inspect::ImageInspect;
@@ -498,7 +498,7 @@ pub fn decide_for_cage(
     f: &ImageFacts,
     named: bool,
     dry_run: bool,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> std::result::Result<ImageChoice, NoImage> {
     let refused = |error: Error| NoImage { error, build: None };
     let name = &f.name;
@@ -515,10 +515,9 @@ pub fn decide_for_cage(
             rebuild: None,
         }),
         (ForCage::UseAndRebuild, Some(_), Some(inspect)) if dry_run => {
-            warnings.push(format!(
-                "the image {name} is older than this shrooms-agent's Containerfile: the real \
-                 command builds it again in the background and uses the old one meanwhile"
-            ));
+            warnings.push(Warning::StaleOnDryRun {
+                image: name.clone(),
+            });
             Ok(ImageChoice {
                 inspect,
                 rebuild: None,
@@ -581,17 +580,14 @@ pub fn start_build(ctx: &Context, stage: Stage) -> Error {
 
 /// A step of a plan: our image is stale, so it is built again in the
 /// background and the cage made from the old one. Returns the warning.
-pub fn start_rebuild(ctx: &Context, stage: Stage, name: &str) -> String {
+pub fn start_rebuild(ctx: &Context, stage: Stage, name: &str) -> Warning {
+    let image = name.to_string();
     match rebuild_in_background(&Dir::of(ctx), stage) {
-        Ok(()) => format!(
-            "the image {name} is older than this shrooms-agent's Containerfile: it is \
-             being built again in the background, and this cage is made from the old one"
-        ),
-        Err(e) => format!(
-            "the image {name} is older than this shrooms-agent's Containerfile, and \
-             its new build could not start: {}",
-            e.message()
-        ),
+        Ok(()) => Warning::Rebuilding { image },
+        Err(e) => Warning::RebuildNotStarted {
+            image,
+            error: Box::new(e),
+        },
     }
 }
 
@@ -639,7 +635,7 @@ pub enum Pi {
     Has,
     Lacks,
     /// The look itself failed (podman, the runtime): why.
-    Unknown(String),
+    Unknown(Unlooked),
 }
 
 /// What was learnt of pi in an image, and whether a container was run to
@@ -676,13 +672,8 @@ pub fn pi_of(out: &runner::Captured) -> Pi {
         (Some(0), Some(PI_MISSING)) => Pi::Lacks,
         (Some(127), None) => Pi::Lacks,
         _ => Pi::Unknown(match out.last_stderr_line() {
-            "" => format!(
-                "podman run ended with {}",
-                out.code
-                    .map(|c| format!("status {c}"))
-                    .unwrap_or_else(|| "a signal".into())
-            ),
-            line => line.to_string(),
+            "" => Unlooked::Ended(out.code),
+            line => Unlooked::Said(line.to_string()),
         }),
     }
 }
@@ -725,7 +716,7 @@ pub fn pi_in_image(ctx: &Context, host: &Host, inspect: &ImageInspect) -> PiLook
         .capture()
     {
         Ok(out) => pi_of(&out),
-        Err(e) => Pi::Unknown(e.message()),
+        Err(e) => Pi::Unknown(Unlooked::Failed(Box::new(e))),
     };
     look(pi, true)
 }
@@ -1549,12 +1540,14 @@ mod tests {
                       error setting rlimit type 7: operation not permitted: OCI permission denied";
         assert_eq!(
             pi_of(&out(Some(126), "", rlimit)),
-            Pi::Unknown(rlimit.into())
+            Pi::Unknown(Unlooked::Said(rlimit.into()))
         );
-        assert_eq!(
-            pi_of(&out(Some(125), "", "")),
-            Pi::Unknown("podman run ended with status 125".into())
-        );
+        let unknown = pi_of(&out(Some(125), "", ""));
+        assert_eq!(unknown, Pi::Unknown(Unlooked::Ended(Some(125))));
+        let Pi::Unknown(why) = unknown else {
+            unreachable!()
+        };
+        assert_eq!(why.to_string(), "podman run ended with status 125");
         // An image whose sh prints something else first is not believed.
         assert!(matches!(
             pi_of(&out(Some(0), "hello\npi-found\n", "")),

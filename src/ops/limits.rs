@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::plan::Step;
 use super::{Context, cage_of};
-use crate::error::{Error, Kind, LimitsProblem, Result};
+use crate::error::{Error, Kind, LimitsProblem, Result, Warning};
 use crate::host::podman::argv;
 use crate::host::{Host, LimitsSupport, PASTA_SINCE};
 use crate::settings::{Limits, LimitsAsked};
@@ -108,7 +108,8 @@ pub struct LimitsChanged {
     pub enforced: Option<bool>,
     /// What was done, but may not be what was meant (a budget already
     /// spent).
-    pub warnings: Vec<String>,
+    #[schema(value_type = Vec<String>)]
+    pub warnings: Vec<Warning>,
     /// The network policy before and after (the same when not changed).
     pub net_before: String,
     pub net_after: String,
@@ -435,15 +436,14 @@ fn net_refusal(
 
 /// Pure: what a new budget (`budget`, None when none was given) already
 /// spent says.
-fn spent_warning(record: &Record, budget: Option<u64>) -> Vec<String> {
+fn spent_warning(record: &Record, budget: Option<u64>) -> Vec<Warning> {
     let spent = record.tokens.used.total();
     match budget {
-        Some(b) if spent >= b => vec![format!(
-            "session {} has already spent {spent} tokens, at or past this budget of {b}: its \
-             next model request will be refused; raise it with `shrooms-agent cage limits {} \
-             --tokens N`, or remove it with --tokens none",
-            record.name, record.name
-        )],
+        Some(budget) if spent >= budget => vec![Warning::BudgetSpent {
+            session: record.name.clone(),
+            spent,
+            budget,
+        }],
         _ => Vec::new(),
     }
 }

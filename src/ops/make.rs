@@ -15,7 +15,7 @@ use crate::cage::spec::{
     Options, Request, SHARED_LABEL, SealedSpec,
 };
 use crate::error::{
-    ChoiceProblem, Error, FolderProblem, LimitsProblem, MakeProblem, Result, VolumeProblem,
+    ChoiceProblem, Error, FolderProblem, LimitsProblem, MakeProblem, Result, VolumeProblem, Warning,
 };
 use crate::host::podman::{argv, envfile};
 use crate::host::{Host, LimitsSupport};
@@ -62,7 +62,7 @@ pub struct CagePlan {
     /// This state folder's identity, on the container's label.
     state_id: String,
     pub env: EnvPlan,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
     found: Found,
     program: Option<PathBuf>,
     /// The session's own limits (kept by a move), not the config's.
@@ -578,7 +578,7 @@ struct Given<'a> {
 struct Said {
     dry_run: bool,
     refused: Option<Refused>,
-    warnings: Vec<String>,
+    warnings: Vec<Warning>,
 }
 
 impl Said {
@@ -651,9 +651,10 @@ pub fn decide(
     );
     said.soft(sources.map_err(Refused::from))?;
     for (name, why) in &env.left_out {
-        said.warnings.push(format!(
-            "{name} is left out of the cage's environment: {why}"
-        ));
+        said.warnings.push(Warning::EnvLeftOut {
+            name: name.clone(),
+            why: why.clone(),
+        });
     }
     if let Some(e) = &f.unenforceable {
         // A policy that cannot be enforced is refused, never made open.
@@ -799,11 +800,7 @@ fn decide_harness(
 ) -> std::result::Result<(), Refused> {
     let (f, settings) = (g.f, g.settings);
     if !has_program && f.harness == Harness::Claude {
-        said.warnings.push(
-            "no claude program found on PATH: `cage run` will need one \
-             (set [harness] claude in the config and make the cage again)"
-                .to_string(),
-        );
+        said.warnings.push(Warning::NoClaudeProgram);
     }
     // An image without pi is refused now, not at the first turn with a
     // runtime's "executable file not found".
@@ -814,29 +811,24 @@ fn decide_harness(
             super::image::Pi::Lacks => {
                 said.soft(Err(no_pi(&f.image.image, settings, &config).into()))?
             }
-            super::image::Pi::Unknown(why) => said.warnings.push(format!(
-                "whether the image {} has a `pi` program could not be looked at ({why}): \
-                 `cage run` fails if it has none. Name your pi with `pi = \"/path/to/pi\"` \
-                 under `[harness]` in {config} to use the machine's",
-                f.image.image
-            )),
+            super::image::Pi::Unknown(why) => said.warnings.push(Warning::PiUnlooked {
+                image: f.image.image.clone(),
+                why: why.clone(),
+                config,
+            }),
         }
     }
     Ok(())
 }
 
 /// Pure: what each `--writable` path lets the cage do, said.
-fn writable_warnings(dir: &Path, writable: &[String]) -> Vec<String> {
+fn writable_warnings(dir: &Path, writable: &[String]) -> Vec<Warning> {
     writable
         .iter()
-        .map(|w| {
-            format!(
-                "--writable {w}: the cage can change {} ({}), and what it leaves there runs on \
-                 this machine, outside any cage, the next time git, your editor or your harness \
-                 reads it",
-                dir.join(w).display(),
-                protect::why(w.trim_start_matches("./").trim_end_matches('/'))
-            )
+        .map(|w| Warning::Writable {
+            given: w.clone(),
+            path: dir.join(w),
+            why: protect::why(w.trim_start_matches("./").trim_end_matches('/')),
         })
         .collect()
 }
@@ -1153,7 +1145,7 @@ impl CagePlan {
 
     /// The rebuild's warning (`Ran::rebuilt`, once the plan ran) put in
     /// `warnings` where the image's warnings are.
-    pub fn say_rebuilt(&self, rebuilt: Option<String>, warnings: &mut Vec<String>) {
+    pub fn say_rebuilt(&self, rebuilt: Option<Warning>, warnings: &mut Vec<Warning>) {
         if let (Some((_, at)), Some(line)) = (self.rebuild, rebuilt) {
             warnings.insert(at.min(warnings.len()), line);
         }
@@ -1361,17 +1353,13 @@ impl MakeFiles for CagePlan {
 }
 
 /// Pure: refuse (or warn, as configured) where podman would not enforce limits.
-fn check_limits(settings: &Settings, host: &Host, warnings: &mut Vec<String>) -> Result<()> {
+fn check_limits(settings: &Settings, host: &Host, warnings: &mut Vec<Warning>) -> Result<()> {
     match host.limits_support() {
         LimitsSupport::Enforced => Ok(()),
         LimitsSupport::IgnoredRootlessV1 => match settings.unenforced_limits {
             UnenforcedLimits::Refuse => Err(Error::limits(LimitsProblem::RootlessCgroupsV1)),
             UnenforcedLimits::Warn => {
-                warnings.push(
-                    "the cage's limits are not enforced: podman is rootless on cgroups v1 \
-                     (unenforced_limits = \"warn\")"
-                        .to_string(),
-                );
+                warnings.push(Warning::LimitsUnenforced);
                 Ok(())
             }
         },

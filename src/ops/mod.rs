@@ -73,7 +73,7 @@ pub struct Context {
     /// killed turn's cage stopped: `dead_turn`), for the face to show at
     /// once, before the result or the error. Kept here rather than in the
     /// result so that an operation that fails after it still has them said.
-    warnings: std::cell::RefCell<Vec<String>>,
+    warnings: std::cell::RefCell<Vec<crate::error::Warning>>,
 }
 
 impl Context {
@@ -110,12 +110,12 @@ impl Context {
     }
 
     /// Keep a warning for the face to show (operations never print).
-    pub fn warn(&self, line: String) {
-        self.warnings.borrow_mut().push(line);
+    pub fn warn(&self, warning: crate::error::Warning) {
+        self.warnings.borrow_mut().push(warning);
     }
 
     /// The warnings kept so far, taken.
-    pub fn take_warnings(&self) -> Vec<String> {
+    pub fn take_warnings(&self) -> Vec<crate::error::Warning> {
         std::mem::take(&mut *self.warnings.borrow_mut())
     }
 

@@ -40,7 +40,7 @@ pub struct Moved {
     pub to: Option<String>,
     /// The history entry written.
     pub what: String,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::error::Warning>,
 }
 
 pub fn move_session(ctx: &Context, req: &MoveRequest) -> Result<Moved> {
@@ -176,7 +176,7 @@ pub(super) fn new_cage(
     session: &str,
     dir: &Path,
     choice: CageChoice,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<crate::error::Warning>,
 ) -> Result<make::CagePlan> {
     let old = record.cage.as_ref();
     let image = choice

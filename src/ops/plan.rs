@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use super::acts::cage_files::{self, FilesUndo, MakeFiles};
 use super::{Context, acts};
-use crate::error::{Error, Kind, Result};
+use crate::error::{Error, Kind, RemovedBy, Result, Warning};
 use crate::host::Host;
 use crate::state::session::{self, HistoryEntry, Intent, MountSource, Record};
 
@@ -357,9 +357,9 @@ enum Undo {
 /// What a plan run said besides success: warnings for the user.
 #[derive(Default)]
 pub struct Ran {
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
     /// What `Step::Rebuild` said (the build started, or why not).
-    pub rebuilt: Option<String>,
+    pub rebuilt: Option<Warning>,
     /// The started cage's first process (`Step::Rules`).
     pub pid: Option<i64>,
     /// A step left work for the next command: the intent is kept.
@@ -630,18 +630,22 @@ fn remove(
         Ok(_) => {}
         // Without podman, left for `cage prune` once it is back: the
         // session must stay usable meanwhile.
-        Err(e) if best_effort && e.kind == Kind::NoPodman => ran.warnings.push(format!(
-            "the old container {name} could not be removed ({e}); \
-                 `shrooms-agent cage prune` removes it later"
-        )),
+        Err(e) if best_effort && e.kind == Kind::NoPodman => {
+            ran.warnings.push(Warning::OldContainerLeft {
+                container: name.to_string(),
+                error: Box::new(e),
+                later: RemovedBy::Prune,
+            })
+        }
         Err(e) if best_effort => {
             // The intent stays: the next command on the session
             // removes it.
             ran.keep_intent = true;
-            ran.warnings.push(format!(
-                "the old container {name} could not be removed ({e}); the next \
-                 command on the session removes it"
-            ))
+            ran.warnings.push(Warning::OldContainerLeft {
+                container: name.to_string(),
+                error: Box::new(e),
+                later: RemovedBy::NextCommand,
+            })
         }
         Err(e) => return Err(e),
     }
@@ -723,8 +727,7 @@ fn done(ctx: &Context, session: &str, ran: &mut Ran) -> Result<Option<Undo>> {
         return Ok(None);
     }
     if let Err(e) = ctx.store.remove_intent(session) {
-        ran.warnings
-            .push(format!("{e} (the next command removes it)"));
+        ran.warnings.push(Warning::IntentLeft(Box::new(e)));
     }
     Ok(None)
 }
@@ -748,12 +751,10 @@ fn tools(ctx: &Context, exe: &Path) -> Result<Option<Undo>> {
 fn git_sync(dir: &Path, own: &Path, base: &Path, ran: &mut Ran) -> Result<Option<Undo>> {
     match crate::cage::git::sync(dir, own, base) {
         Ok(synced) => ran.warnings.extend(synced.warnings),
-        Err(e) => ran.warnings.push(format!(
-            "the session's git directory ({}) was not brought up to date with your \
-             repository, so git in the cage sees it as the last turn left it: {}",
-            own.display(),
-            e.message()
-        )),
+        Err(e) => ran.warnings.push(Warning::GitNotSynced {
+            own: own.to_path_buf(),
+            error: Box::new(e),
+        }),
     }
     Ok(None)
 }
@@ -860,7 +861,7 @@ fn remove_file(path: &Path, best_effort: bool, ran: &mut Ran) -> Result<Option<U
         session::remove_file_if_there(path)
     };
     match removed {
-        Err(e) if best_effort => ran.warnings.push(e.message()),
+        Err(e) if best_effort => ran.warnings.push(Warning::NotRemoved(Box::new(e))),
         other => {
             other?;
             session::after_write();

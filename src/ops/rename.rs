@@ -43,7 +43,7 @@ pub struct Renamed {
     pub stopped: bool,
     /// The history entry written.
     pub what: String,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::error::Warning>,
 }
 
 /// The cage options a session's cage was made with, to make it again as
@@ -170,7 +170,7 @@ fn look<'h>(
     old: &str,
     new: &str,
     record: &session::Record,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<crate::error::Warning>,
 ) -> Result<(Option<&'h crate::host::Host>, bool, Option<make::CagePlan>)> {
     Ok(match &record.cage {
         Some(cage) => {

@@ -378,7 +378,8 @@ struct ShownWith {
     #[serde(flatten)]
     shown: ops::session_object::Session,
     /// What the operation warns of (a choice the machine could not honour in full).
-    warnings: Vec<String>,
+    #[schema(value_type = Vec<String>)]
+    warnings: Vec<crate::error::Warning>,
 }
 
 /// `cage create` (its cage made at once, or none).
@@ -502,7 +503,7 @@ fn remade(
     ctx: &ops::Context,
     name: &str,
     old: Option<&str>,
-    warnings: Vec<String>,
+    warnings: Vec<crate::error::Warning>,
 ) -> Result<Response, Fail> {
     if let (Some(live), Some(old)) = (&shared.live, old) {
         live.forget(old);

@@ -20,7 +20,7 @@ use gix_object::Kind;
 use serde::{Deserialize, Serialize};
 
 use super::refs::{self, RefMap};
-use crate::error::{Error, FastForwardProblem as Ff, Result};
+use crate::error::{Error, FastForwardProblem as Ff, Result, Warning};
 
 /// The most objects brought in after one turn, and the largest one.
 const MAX_OBJECTS: usize = 1_000_000;
@@ -62,26 +62,23 @@ impl Report {
 
     /// One line each, for the turn's terminal and the history.
     pub fn lines(&self) -> Vec<String> {
-        let mut out: Vec<String> = self
-            .brought
-            .iter()
-            .map(|b| {
-                format!(
-                    "brought in the session's branch {} as {} ({}, {} new objects)",
-                    b.branch,
-                    b.into.trim_start_matches("refs/heads/"),
-                    &b.commit[..b.commit.len().min(12)],
-                    b.objects
-                )
-            })
-            .collect();
-        out.extend(self.refused.iter().map(|r| {
-            format!(
-                "did not bring in the session's branch {}: {}",
-                r.branch, r.why
-            )
-        }));
-        out
+        self.said().iter().map(ToString::to_string).collect()
+    }
+
+    /// What was brought in and what was not, one warning each (said
+    /// before a session's git directory goes).
+    pub fn said(&self) -> Vec<Warning> {
+        let brought = self.brought.iter().map(|b| Warning::Brought {
+            branch: b.branch.clone(),
+            into: b.into.clone(),
+            commit: b.commit.clone(),
+            objects: b.objects,
+        });
+        let refused = self.refused.iter().map(|r| Warning::NotBrought {
+            branch: r.branch.clone(),
+            why: r.why.clone(),
+        });
+        brought.chain(refused).collect()
     }
 }
 

@@ -429,7 +429,7 @@ pub fn decide_sync(
 /// user may want to know.
 #[derive(Debug, Default)]
 pub struct Synced {
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::error::Warning>,
 }
 
 /// Bring the session's git directory (`own`) up to date with the user's
@@ -496,11 +496,10 @@ pub fn sync(dir: &Path, own: &Path, base: &Path) -> Result<Synced> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 refs::remove_in(own, Path::new("index"))?;
             }
-            Err(e) => synced.warnings.push(format!(
-                "the index of {} could not be read ({e}): git in the cage sees every file \
-                 as changed until `git reset`",
-                user.git_dir.display()
-            )),
+            Err(e) => synced.warnings.push(crate::error::Warning::GitIndexUnread {
+                git_dir: user.git_dir.clone(),
+                cause: crate::error::Cause::of(&e),
+            }),
         }
     }
     refs::write_base(base, &u_head, &u_refs)?;

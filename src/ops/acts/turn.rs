@@ -61,17 +61,15 @@ pub fn end_dead_turn(
     podman: &Podman,
     session: &str,
     container: &str,
-) -> Result<Option<String>> {
+) -> Result<Option<crate::error::Warning>> {
     let running = podman.container(container)?.is_some_and(|c| c.running);
     if running {
         podman.stop(container)?;
     }
     session::remove_file_if_there(&ctx.store.turn_marker(session))?;
-    Ok(running.then(|| {
-        format!(
-            "stopped {container}: the turn on session {session} ended without stopping it (its \
-             process and its watcher were killed)"
-        )
+    Ok(running.then(|| crate::error::Warning::DeadTurnStopped {
+        session: session.to_string(),
+        container: container.to_string(),
     }))
 }
 
@@ -114,7 +112,7 @@ pub fn open_socket(
 /// `podman exec` is given, and each variable left out of it with why.
 pub struct TurnEnv {
     pub file: PathBuf,
-    pub left_out: Vec<String>,
+    pub left_out: Vec<crate::error::Warning>,
 }
 
 /// Write what the turn's process reads, pointed at its model gateway
@@ -127,7 +125,10 @@ pub fn write_env(ctx: &Context, record: &session::Record, url: &str) -> Result<T
     let left_out = plan
         .left_out
         .iter()
-        .map(|(n, why)| format!("{n} is left out of the cage's environment: {why}"))
+        .map(|(name, why)| crate::error::Warning::EnvLeftOut {
+            name: name.clone(),
+            why: why.clone(),
+        })
         .collect();
     Ok(TurnEnv { file, left_out })
 }
