@@ -9,11 +9,11 @@ use super::Kind;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MakeProblem {
     /// Rootful, and no subordinate ranges for a user namespace of its own
-    /// (`why`: which files lack them, as `userns::auto_refusal` says).
-    NoAutoRanges { why: String },
-    /// podman's configuration opens the host's loopback to a cage (`why`:
-    /// which file and option, as `loopback::opening` says).
-    LoopbackOpen { why: String },
+    /// (`userns::auto_refusal`).
+    NoAutoRanges(ShortRanges),
+    /// podman's configuration opens the host's loopback to a cage
+    /// (`loopback::opening`).
+    LoopbackOpen(LoopbackOpening),
     /// A pi session's image without pi (`workbench`: our image that has
     /// it; `config`: the config file to name a pi of this machine in).
     NoPi {
@@ -48,6 +48,51 @@ pub enum MakeProblem {
         rootless: bool,
         pasta_installed: bool,
     },
+}
+
+/// Which of the machine's files (`/etc/subuid`, `/etc/subgid`) give the
+/// user podman takes a rootful cage's ids from no range of `size` ids.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShortRanges {
+    pub files: Vec<&'static str>,
+    pub user: &'static str,
+    pub size: u64,
+}
+
+impl std::fmt::Display for ShortRanges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ShortRanges { files, user, size } = self;
+        write!(
+            f,
+            "a cage made as root runs in a user namespace of its own, so that root in it is no \
+             one on this machine, and podman takes its uids and gids from the subordinate ranges \
+             of the user `{user}`; {} {} no such range of at least {size}: add the line \
+             `{user}:2147483647:2147483648` to {} (podman-run(1), --userns=auto), then try again",
+            files.join(" and "),
+            if files.len() == 1 { "has" } else { "have" },
+            files.join(" and ")
+        )
+    }
+}
+
+/// The option of podman's configuration (`file`) that opens the host's
+/// loopback to every container on pasta (`option`, with its value).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoopbackOpening {
+    pub file: PathBuf,
+    pub option: String,
+}
+
+impl std::fmt::Display for LoopbackOpening {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "podman's configuration {} sets pasta_options {}, which lets every container on \
+             pasta reach this machine's loopback (where serve and other local services listen)",
+            self.file.display(),
+            self.option
+        )
+    }
 }
 
 /// What a cage's copy of a harness's settings file is made for.
@@ -88,8 +133,8 @@ impl VolumeProblem {
 impl MakeProblem {
     pub(super) fn words(&self) -> String {
         match self {
-            MakeProblem::NoAutoRanges { why } => why.clone(),
-            MakeProblem::LoopbackOpen { why } => format!(
+            MakeProblem::NoAutoRanges(why) => why.to_string(),
+            MakeProblem::LoopbackOpen(why) => format!(
                 "{why}: a cage there could drive any agent on this machine; remove that option, \
                  or set network = \"slirp4netns\" in the config (its cages close the host's \
                  loopback themselves)"
@@ -210,10 +255,24 @@ mod tests {
              workbench image (w), which has pi"
         );
         assert_eq!(
-            w(MakeProblem::LoopbackOpen { why: "p".into() }),
-            "p: a cage there could drive any agent on this machine; remove that option, or set \
-             network = \"slirp4netns\" in the config (its cages close the host's loopback \
-             themselves)"
+            w(MakeProblem::LoopbackOpen(opening())),
+            "podman's configuration /etc/containers/containers.conf sets pasta_options \
+             --map-gw, which lets every container on pasta reach this machine's loopback (where \
+             serve and other local services listen): a cage there could drive any agent on this \
+             machine; remove that option, or set network = \"slirp4netns\" in the config (its \
+             cages close the host's loopback themselves)"
+        );
+        assert_eq!(
+            w(MakeProblem::NoAutoRanges(ShortRanges {
+                files: vec!["/etc/subuid"],
+                user: "containers",
+                size: 65536
+            })),
+            "a cage made as root runs in a user namespace of its own, so that root in it is no \
+             one on this machine, and podman takes its uids and gids from the subordinate ranges \
+             of the user `containers`; /etc/subuid has no such range of at least 65536: add the \
+             line `containers:2147483647:2147483648` to /etc/subuid (podman-run(1), \
+             --userns=auto), then try again"
         );
         assert_eq!(
             w(MakeProblem::CopyUnreadable {
@@ -267,8 +326,20 @@ mod tests {
         );
         let code = |p| Error::make(p).kind.exit_code();
         assert_eq!(code(MakeProblem::NotSeccomp), 1);
-        assert_eq!(code(MakeProblem::LoopbackOpen { why: "p".into() }), 1);
+        assert_eq!(code(MakeProblem::LoopbackOpen(opening())), 1);
         assert_eq!(code(MakeProblem::ConversationPathLong), 2);
-        assert_eq!(code(MakeProblem::NoAutoRanges { why: "w".into() }), 2);
+        let short = ShortRanges {
+            files: vec!["/etc/subuid", "/etc/subgid"],
+            user: "containers",
+            size: 65536,
+        };
+        assert_eq!(code(MakeProblem::NoAutoRanges(short)), 2);
+    }
+
+    fn opening() -> LoopbackOpening {
+        LoopbackOpening {
+            file: "/etc/containers/containers.conf".into(),
+            option: "--map-gw".into(),
+        }
     }
 }

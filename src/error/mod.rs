@@ -30,7 +30,7 @@ pub use image::ImageProblem;
 pub use input::{ByProblem, CwdFor, InputProblem};
 pub use limits::LimitsProblem;
 pub use listen::ListenProblem;
-pub use make::{CopyOf, MakeProblem, VolumeProblem};
+pub use make::{CopyOf, LoopbackOpening, MakeProblem, ShortRanges, VolumeProblem};
 pub use pack::{OnlyRefused, PackProblem};
 pub use protect::ProtectProblem;
 pub use remote::RemoteProblem;

@@ -22,11 +22,12 @@
 use std::path::{Path, PathBuf};
 
 use crate::cage::spec::Network;
+use crate::error::LoopbackOpening;
 use crate::settings::Env;
 
 /// What opens the host's loopback to a cage on `network`, given the files'
 /// texts in podman's order: the setting and its file; None when nothing does.
-pub fn opening(network: Network, files: &[(PathBuf, String)]) -> Option<String> {
+pub fn opening(network: Network, files: &[(PathBuf, String)]) -> Option<LoopbackOpening> {
     if network != Network::Pasta {
         return None;
     }
@@ -50,12 +51,11 @@ pub fn opening(network: Network, files: &[(PathBuf, String)]) -> Option<String> 
         }
     }
     let (path, words) = last?;
-    let why = |what: &str| {
-        Some(format!(
-            "podman's configuration {} sets pasta_options {what}, which lets every container on \
-             pasta reach this machine's loopback (where serve and other local services listen)",
-            path.display()
-        ))
+    let why = |option: &str| {
+        Some(LoopbackOpening {
+            file: path.clone(),
+            option: option.to_string(),
+        })
     };
     for (i, w) in words.iter().enumerate() {
         let next = words.get(i + 1).map(String::as_str);
@@ -72,7 +72,12 @@ pub fn opening(network: Network, files: &[(PathBuf, String)]) -> Option<String> 
 }
 
 /// The same, reading the files this machine's podman reads.
-pub fn opening_here(network: Network, env: &Env, rootless: bool, home: &Path) -> Option<String> {
+pub fn opening_here(
+    network: Network,
+    env: &Env,
+    rootless: bool,
+    home: &Path,
+) -> Option<LoopbackOpening> {
     if network != Network::Pasta {
         return None;
     }
@@ -113,7 +118,7 @@ mod tests {
         ] {
             let f = files(&[&format!("[network]\npasta_options = {opts}\n")]);
             let why = opening(Network::Pasta, &f).unwrap_or_else(|| panic!("{opts}"));
-            assert!(why.contains("/c/0.conf"), "{why}");
+            assert_eq!(why.file, PathBuf::from("/c/0.conf"), "{why}");
             // slirp4netns and the bridge do not read pasta's options.
             assert_eq!(opening(Network::Slirp4netns, &f), None);
             assert_eq!(opening(Network::Bridge, &f), None);

@@ -9,6 +9,8 @@
 
 use std::path::Path;
 
+use crate::error::ShortRanges;
+
 /// The user whose subordinate ranges podman's `--userns=auto` takes from
 /// when it runs as root.
 pub const AUTO_USER: &str = "containers";
@@ -33,9 +35,9 @@ pub fn ranges(text: &str, user: &str) -> Vec<(u64, u64)> {
 
 /// Pure: why a rootful cage cannot get a user namespace of its own from
 /// these files' texts (None: missing), if it cannot.
-pub fn auto_refusal(subuid: Option<&str>, subgid: Option<&str>) -> Option<String> {
+pub fn auto_refusal(subuid: Option<&str>, subgid: Option<&str>) -> Option<ShortRanges> {
     let size = u64::from(crate::host::podman::argv::USERNS_SIZE);
-    let short: Vec<&str> = [(SUBUID, subuid), (SUBGID, subgid)]
+    let short: Vec<&'static str> = [(SUBUID, subuid), (SUBGID, subgid)]
         .into_iter()
         .filter(|(_, text)| {
             !text.is_some_and(|t| ranges(t, AUTO_USER).iter().any(|&(_, n)| n >= size))
@@ -45,15 +47,11 @@ pub fn auto_refusal(subuid: Option<&str>, subgid: Option<&str>) -> Option<String
     if short.is_empty() {
         return None;
     }
-    Some(format!(
-        "a cage made as root runs in a user namespace of its own, so that root in it is no one \
-         on this machine, and podman takes its uids and gids from the subordinate ranges of the \
-         user `{AUTO_USER}`; {} {} no such range of at least {size}: add the line \
-         `{AUTO_USER}:2147483647:2147483648` to {} (podman-run(1), --userns=auto), then try again",
-        short.join(" and "),
-        if short.len() == 1 { "has" } else { "have" },
-        short.join(" and ")
-    ))
+    Some(ShortRanges {
+        files: short,
+        user: AUTO_USER,
+        size,
+    })
 }
 
 fn read(path: &str) -> Option<String> {
@@ -62,7 +60,7 @@ fn read(path: &str) -> Option<String> {
 
 /// Why podman could not give a rootful cage a user namespace of its own
 /// on this machine, if it could not.
-pub fn auto_ranges_refusal() -> Option<String> {
+pub fn auto_ranges_refusal() -> Option<ShortRanges> {
     auto_refusal(read(SUBUID).as_deref(), read(SUBGID).as_deref())
 }
 
@@ -126,10 +124,14 @@ mod tests {
         let good = "containers:2147483647:2147483648\n";
         assert_eq!(auto_refusal(Some(good), Some(good)), None);
         let why = auto_refusal(Some("u:100000:65536\n"), Some(good)).unwrap();
-        assert!(why.contains("/etc/subuid has no such range"), "{why}");
-        assert!(why.contains("containers:2147483647:2147483648"), "{why}");
+        assert_eq!(why.files, [SUBUID]);
+        assert_eq!((why.user, why.size), ("containers", 65536));
         let why = auto_refusal(None, Some("containers:1:100\n")).unwrap();
-        assert!(why.contains("/etc/subuid and /etc/subgid have"), "{why}");
+        assert_eq!(why.files, [SUBUID, SUBGID]);
+        assert!(
+            why.to_string().contains("/etc/subuid and /etc/subgid have"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -176,7 +176,7 @@ pub struct FirstFacts {
     pub container: String,
     /// Rootful: why root's cages have no user ids of their own, if they
     /// have none (`userns::auto_ranges_refusal`).
-    pub auto_ranges: Option<String>,
+    pub auto_ranges: Option<crate::error::ShortRanges>,
 }
 
 /// What the machine, the records and podman say, gathered before anything
@@ -699,7 +699,7 @@ fn decide_first(
     }
     let found = harness_found(&first.harness, dir)?;
     if let Some(why) = &first.auto_ranges {
-        return Err(Error::make(MakeProblem::NoAutoRanges { why: why.clone() }));
+        return Err(Error::make(MakeProblem::NoAutoRanges(why.clone())));
     }
     Ok(found)
 }
@@ -751,9 +751,9 @@ fn decide_host(
     let init = f.init.clone();
     let network = f.host.network(settings.network)?;
     if let Some(why) = crate::host::loopback::opening(network, &f.podman_confs) {
-        said.soft(Err(Refused::from(Error::make(MakeProblem::LoopbackOpen {
+        said.soft(Err(Refused::from(Error::make(MakeProblem::LoopbackOpen(
             why,
-        }))))?;
+        )))))?;
     }
     Ok((init, network))
 }
