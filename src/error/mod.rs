@@ -7,6 +7,7 @@
 
 use std::fmt;
 
+mod bring;
 mod choice;
 mod folder;
 mod git;
@@ -23,6 +24,7 @@ mod state;
 mod token;
 mod turn;
 mod warning;
+pub use bring::{EntryProblem, NotBrought};
 pub use choice::{ChoiceProblem, ConversationProblem};
 pub use folder::{FolderProblem, Mounted, NotOwn, RootNotOwn};
 pub use git::{FastForwardProblem, GitProblem};

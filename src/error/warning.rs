@@ -56,7 +56,10 @@ pub enum Warning {
         objects: usize,
     },
     /// ... or not brought in, and why (as the bringing machine said it).
-    NotBrought { branch: String, why: String },
+    NotBrought {
+        branch: String,
+        why: super::NotBrought,
+    },
     /// The commits not brought in go with the cage's git directory.
     CommitsGo,
     /// An old container not removed; `later`: what removes it.

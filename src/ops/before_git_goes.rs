@@ -40,7 +40,7 @@ pub fn before_its_git_goes(ctx: &Context, host: Option<&Host>, record: &Record) 
         brought: Vec::new(),
         refused: vec![Refused {
             branch: "*".into(),
-            why: e.message(),
+            why: crate::error::NotBrought::Failed(Box::new(e)),
         }],
     })
 }

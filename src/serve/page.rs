@@ -750,7 +750,9 @@ mod tests {
                 }],
                 refused: vec![Refused {
                     branch: "evil".into(),
-                    why: "its tree <b> has an entry named \".git\"".into(),
+                    why: crate::error::NotBrought::Said(
+                        "its tree <b> has an entry named \".git\"".into(),
+                    ),
                 }],
             },
             files: vec![crate::state::session::NamedFile {

@@ -20,7 +20,9 @@ use gix_object::Kind;
 use serde::{Deserialize, Serialize};
 
 use super::refs::{self, RefMap};
-use crate::error::{Error, FastForwardProblem as Ff, Result, Warning};
+use crate::error::{
+    Cause, EntryProblem, Error, FastForwardProblem as Ff, NotBrought, Result, Warning,
+};
 
 /// The most objects brought in after one turn, and the largest one.
 const MAX_OBJECTS: usize = 1_000_000;
@@ -43,7 +45,8 @@ pub struct Brought {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Refused {
     pub branch: String,
-    pub why: String,
+    #[schema(value_type = String)]
+    pub why: NotBrought,
 }
 
 /// What one bringing-in did.
@@ -136,7 +139,7 @@ pub fn bring(
         for (branch, _) in wanted {
             report.refused.push(Refused {
                 branch,
-                why: "there is no git program on this machine to name it in your repository".into(),
+                why: NotBrought::NoGit,
             });
         }
         return Ok(report);
@@ -151,7 +154,7 @@ pub fn bring(
         let copied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             copy_objects(&id, &session_store, &user_store, &writer)
         }))
-        .unwrap_or_else(|_| Err("reading its objects failed (a damaged pack)".to_string()));
+        .unwrap_or(Err(NotBrought::DamagedPack));
         let outcome = copied.and_then(|objects| {
             update_ref(
                 git,
@@ -216,17 +219,13 @@ impl SessionStore {
     }
 
     /// An object's kind and bytes, its size checked before it is read whole.
-    fn read(&self, id: &ObjectId) -> std::result::Result<Option<(Kind, Vec<u8>)>, String> {
+    fn read(&self, id: &ObjectId) -> std::result::Result<Option<(Kind, Vec<u8>)>, NotBrought> {
         let mut buf = Vec::new();
-        if let Some((size, _)) = self.loose.try_header(id).map_err(|e| e.to_string())? {
+        if let Some((size, _)) = self.loose.try_header(id).map_err(store)? {
             if size > MAX_OBJECT {
-                return Err(format!("its object {id} is over {MAX_OBJECT} bytes"));
+                return Err(too_large(id));
             }
-            if let Some(d) = self
-                .loose
-                .try_find(id, &mut buf)
-                .map_err(|e| e.to_string())?
-            {
+            if let Some(d) = self.loose.try_find(id, &mut buf).map_err(store)? {
                 let kind = d.kind;
                 return Ok(Some((kind, d.data.to_vec())));
             }
@@ -237,18 +236,18 @@ impl SessionStore {
                 continue;
             };
             let ofs = b.index.pack_offset_at_index(at);
-            let entry = b.pack.entry(ofs).map_err(|e| e.to_string())?;
+            let entry = b.pack.entry(ofs).map_err(store)?;
             let header = b
                 .pack
                 .decode_header(entry, &mut inflate, &|_| Ok(None))
-                .map_err(|e| e.to_string())?;
+                .map_err(store)?;
             if header.object_size > MAX_OBJECT {
-                return Err(format!("its object {id} is over {MAX_OBJECT} bytes"));
+                return Err(too_large(id));
             }
             let (d, _) = b
                 .find(id, &mut buf, &mut inflate, &mut gix_pack::cache::Never)
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("its object {id} is named by a pack index but not there"))?;
+                .map_err(store)?
+                .ok_or_else(|| NotBrought::NotInPack { id: id.to_string() })?;
             let kind = d.kind;
             return Ok(Some((kind, d.data.to_vec())));
         }
@@ -263,9 +262,9 @@ fn copy_objects(
     session: &SessionStore,
     user: &gix_odb::Handle,
     writer: &gix_odb::loose::Store,
-) -> std::result::Result<usize, String> {
+) -> std::result::Result<usize, NotBrought> {
     use gix_object::{Exists, Write};
-    let tip = ObjectId::from_hex(tip.as_bytes()).map_err(|e| e.to_string())?;
+    let tip = ObjectId::from_hex(tip.as_bytes()).map_err(|e| NotBrought::BadTip(Cause::of(&e)))?;
     let mut stack = vec![(tip, Kind::Commit)];
     let mut seen: HashSet<ObjectId> = HashSet::new();
     let mut copied = 0usize;
@@ -274,25 +273,17 @@ fn copy_objects(
             continue;
         }
         if seen.len() > MAX_OBJECTS {
-            return Err(format!("it has over {MAX_OBJECTS} new objects"));
+            return Err(NotBrought::TooMany { max: MAX_OBJECTS });
         }
-        let (kind, data) = session.read(&id)?.ok_or_else(|| {
-            format!("its object {id} is in neither the session's repository nor yours")
-        })?;
-        if kind != want {
-            return Err(format!(
-                "its object {id} is a {kind} where a {want} is named"
-            ));
-        }
-        let hashed = gix_object::compute_hash(gix_hash::Kind::Sha1, kind, &data)
-            .map_err(|e| e.to_string())?;
-        if hashed != id {
-            return Err(format!(
-                "its object {id} does not hash to its name ({hashed})"
-            ));
-        }
-        let parsed = gix_object::ObjectRef::from_bytes(&data, kind, gix_hash::Kind::Sha1)
-            .map_err(|e| format!("its {kind} {id} does not parse: {e}"))?;
+        let (kind, data) = read_checked(session, id, want)?;
+        let parsed =
+            gix_object::ObjectRef::from_bytes(&data, kind, gix_hash::Kind::Sha1).map_err(|e| {
+                NotBrought::NotParsed {
+                    id: id.to_string(),
+                    kind: kind.to_string(),
+                    cause: Cause::of(&e),
+                }
+            })?;
         match parsed {
             gix_object::ObjectRef::Commit(c) => {
                 stack.push((c.tree(), Kind::Tree));
@@ -300,8 +291,12 @@ fn copy_objects(
             }
             gix_object::ObjectRef::Tree(t) => {
                 for e in &t.entries {
-                    check_entry_name(e.filename.as_ref(), e.mode.is_link())
-                        .map_err(|why| format!("its tree {id} {why}"))?;
+                    check_entry_name(e.filename.as_ref(), e.mode.is_link()).map_err(|problem| {
+                        NotBrought::Entry {
+                            tree: id.to_string(),
+                            problem,
+                        }
+                    })?;
                     // A submodule's commit is not ours to follow.
                     if e.mode.is_commit() {
                         continue;
@@ -317,23 +312,53 @@ fn copy_objects(
             gix_object::ObjectRef::Tag(t) => stack.push((t.target(), t.target_kind)),
             gix_object::ObjectRef::Blob(_) => {}
         }
-        let written = writer.write_buf(kind, &data).map_err(|e| e.to_string())?;
+        let written = writer.write_buf(kind, &data).map_err(store)?;
         if written != id {
-            return Err(format!("its object {id} was written as {written}"));
+            return Err(NotBrought::WrittenAs {
+                id: id.to_string(),
+                written: written.to_string(),
+            });
         }
         copied += 1;
     }
     Ok(copied)
 }
 
+/// The session's object `id`, read, of the kind `want` that names it, and
+/// hashing to its name.
+fn read_checked(
+    session: &SessionStore,
+    id: ObjectId,
+    want: Kind,
+) -> std::result::Result<(Kind, Vec<u8>), NotBrought> {
+    let (kind, data) = session
+        .read(&id)?
+        .ok_or_else(|| NotBrought::Missing { id: id.to_string() })?;
+    if kind != want {
+        return Err(NotBrought::WrongKind {
+            id: id.to_string(),
+            kind: kind.to_string(),
+            want: want.to_string(),
+        });
+    }
+    let hashed = gix_object::compute_hash(gix_hash::Kind::Sha1, kind, &data).map_err(store)?;
+    if hashed != id {
+        return Err(NotBrought::NotItsHash {
+            id: id.to_string(),
+            hashed: hashed.to_string(),
+        });
+    }
+    Ok((kind, data))
+}
+
 /// A tree entry's name as git's own checks take it (fsck's `hasDot`,
 /// `hasDotgit`, `fullPathname`): a checkout of it must not write a `.git`,
 /// leave the folder, or follow a `.gitmodules` link.
-fn check_entry_name(name: &[u8], link: bool) -> std::result::Result<(), String> {
-    let shown = String::from_utf8_lossy(name);
+fn check_entry_name(name: &[u8], link: bool) -> std::result::Result<(), EntryProblem> {
+    let shown = || String::from_utf8_lossy(name).into_owned();
     if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0)
     {
-        return Err(format!("has an entry named {shown:?}"));
+        return Err(EntryProblem::BadName { name: shown() });
     }
     let lower = name.to_ascii_lowercase();
     let trimmed: Vec<u8> = lower
@@ -346,12 +371,10 @@ fn check_entry_name(name: &[u8], link: bool) -> std::result::Result<(), String> 
         .rev()
         .collect();
     if trimmed == b".git" || trimmed == b"git~1" {
-        return Err(format!(
-            "has an entry named {shown:?}, which a checkout would take for git's own folder"
-        ));
+        return Err(EntryProblem::GitFolder { name: shown() });
     }
     if link && trimmed == b".gitmodules" {
-        return Err("has a .gitmodules that is a link".into());
+        return Err(EntryProblem::GitmodulesLink);
     }
     Ok(())
 }
@@ -367,7 +390,7 @@ fn update_ref(
     old: Option<&String>,
     session: &str,
     branch: &str,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), NotBrought> {
     let zero = "0".repeat(40);
     let old = old.map_or(zero.as_str(), String::as_str);
     let message = format!("shrooms-agent: session {session}'s branch {branch}");
@@ -391,11 +414,26 @@ fn update_ref(
         ])
         .timeout(std::time::Duration::from_secs(60))
         .capture()
-        .map_err(|e| e.message())?;
+        .map_err(|e| NotBrought::GitNotRun(Box::new(e)))?;
     if out.success() {
         Ok(())
     } else {
-        Err(format!("git update-ref {into}: {}", out.last_stderr_line()))
+        Err(NotBrought::RefRefused {
+            into: into.to_string(),
+            said: out.last_stderr_line().to_string(),
+        })
+    }
+}
+
+/// What the object store said when it failed.
+fn store(e: impl std::error::Error + 'static) -> NotBrought {
+    NotBrought::Store(Cause::of(&e))
+}
+
+fn too_large(id: &ObjectId) -> NotBrought {
+    NotBrought::TooLarge {
+        id: id.to_string(),
+        max: MAX_OBJECT,
     }
 }
 
