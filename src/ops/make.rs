@@ -95,7 +95,8 @@ pub struct CagePlan {
 
 /// Prepare a cage for a session: look (`first_facts`, then `facts_with`),
 /// decide (`decide`, pure), and take the steps the decision leaves to its
-/// caller, each named: `keep_learnt` before it, `start_refused_build` and
+/// caller, each named: `keep_learnt` before it, `refuse` (a refusal's
+/// plan, which may start an image build, `Step::StartBuild`) and
 /// `name_state_folder` after it (a stale image's rebuild is the plan's
 /// first step, `Step::Rebuild`). Checks everything
 /// that can be checked before anything changes; with `dry_run`, changes
@@ -120,7 +121,7 @@ pub fn prepare(
         keep_learnt(ctx, &facts)?;
     }
     let mut plan =
-        decide(&facts, choice, &ctx.settings, dry_run).map_err(|r| start_refused_build(ctx, r))?;
+        decide(&facts, choice, &ctx.settings, dry_run).map_err(|r| refuse(ctx, host, r))?;
     if !dry_run {
         name_state_folder(ctx, &facts, &mut plan)?;
     }
@@ -137,12 +138,25 @@ fn keep_learnt(ctx: &Context, facts: &Facts) -> Result<()> {
     }
 }
 
-/// A step after a refusal: the image build it names starts, and what that
-/// says is the error (being built, or the last build's failure).
-fn start_refused_build(ctx: &Context, refused: Refused) -> Error {
+/// After a refusal: its plan run (`refusal_steps`), whose error is the
+/// one the command fails with.
+fn refuse(ctx: &Context, host: &Host, refused: Refused) -> Error {
+    let error = refused.error.clone();
+    // A refusal's plan always fails; were it to succeed, the decision's
+    // own refusal stands.
+    plan::execute(ctx, Some(host), refusal_steps(refused))
+        .err()
+        .unwrap_or(error)
+}
+
+/// Pure: the plan of a refusal. With an image build to start, the build
+/// starts, and what that says is the error (being built, or the last
+/// build's failure); else the refusal alone. A dry run's refusal never
+/// names a build (`image::decide_for_cage`): it starts nothing.
+pub fn refusal_steps(refused: Refused) -> Vec<plan::Step<'static>> {
     match refused.build {
-        Some(stage) => super::image::start_build(ctx, stage),
-        None => refused.error,
+        Some(stage) => vec![plan::Step::StartBuild { stage }],
+        None => vec![plan::Step::Refuse(refused.error)],
     }
 }
 

@@ -132,6 +132,13 @@ pub enum Step<'a> {
         /// The image's name, as the warning says it.
         image: String,
     },
+    /// Our image, missing, its build started in the background
+    /// (`image::start_build`): a create or move refused for want of it.
+    /// Always fails, with what that says (being built, or the last
+    /// build's failure). Not taken back: the build is for every later cage.
+    StartBuild {
+        stage: crate::images::workbench::Stage,
+    },
     /// A turn's marker (`Store::turn_marker`), made before its cage starts
     /// (taken back: removed, unless the cage could not be stopped).
     TurnMarker { session: String },
@@ -272,6 +279,7 @@ impl Step<'_> {
             Step::GitSync { own, .. } => format!("git sync {}", own.display()),
             Step::EndDeadTurn { container, .. } => format!("end dead turn {container}"),
             Step::Rebuild { image, .. } => format!("rebuild {image}"),
+            Step::StartBuild { stage } => format!("start build {}", stage.name()),
             Step::TurnMarker { .. } => "turn marker".to_string(),
             Step::Watcher { .. } => "watcher".to_string(),
             Step::Gateway { .. } => "gateway".to_string(),
@@ -459,6 +467,7 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
         Step::GitSync { dir, own, base } => git_sync(dir, own, base, ran),
         Step::EndDeadTurn { session, container } => dead_turn(ctx, host, session, container, ran),
         Step::Rebuild { stage, image } => rebuild(ctx, *stage, image, ran),
+        Step::StartBuild { stage } => Err(super::image::start_build(ctx, *stage)),
         Step::TurnMarker { session } => turn_marker(ctx, session),
         Step::Watcher {
             session,
