@@ -61,6 +61,9 @@ pub struct CagePlan {
     pub create_argv: Vec<String>,
     /// This state folder's identity, on the container's label.
     state_id: String,
+    /// The state folder has no identity yet: `state_id` was drawn for it,
+    /// and the plan's first step keeps it (`Step::StateId`).
+    keep_state_id: bool,
     pub env: EnvPlan,
     pub warnings: Vec<String>,
     found: Found,
@@ -84,7 +87,8 @@ pub struct CagePlan {
     /// Its own git directory (None with `--writable .git`).
     git: Option<crate::cage::git::GitRecord>,
     /// A step before the cage is made: our image is stale, so its build
-    /// starts again in the background (`Step::Rebuild`, the plan's first),
+    /// starts again in the background (`Step::Rebuild`, before the cage's
+    /// files),
     /// and the warning saying so goes in at this index of `warnings`
     /// ([`CagePlan::say_rebuilt`]).
     pub rebuild: Option<(crate::images::workbench::Stage, usize)>,
@@ -97,8 +101,9 @@ pub struct CagePlan {
 /// decide (`decide`, pure), and take the steps the decision leaves to its
 /// caller, each named: `keep_learnt` before it, `refuse` (a refusal's
 /// plan, which may start an image build, `Step::StartBuild`) and
-/// `name_state_folder` after it (a stale image's rebuild is the plan's
-/// first step, `Step::Rebuild`). Checks everything
+/// `name_state_folder` after it (the id drawn there is kept by the plan's
+/// first step, `Step::StateId`, and a stale image's rebuild is a step of
+/// the plan too, `Step::Rebuild`). Checks everything
 /// that can be checked before anything changes; with `dry_run`, changes
 /// nothing at all (no image build is started). A caller that will make the
 /// cage holds the session's lock already: the checks against neighbouring
@@ -123,7 +128,7 @@ pub fn prepare(
     let mut plan =
         decide(&facts, choice, &ctx.settings, dry_run).map_err(|r| refuse(ctx, host, r))?;
     if !dry_run {
-        name_state_folder(ctx, &facts, &mut plan)?;
+        name_state_folder(&facts, &mut plan)?;
     }
     Ok(plan)
 }
@@ -160,12 +165,15 @@ pub fn refusal_steps(refused: Refused) -> Vec<plan::Step<'static>> {
     }
 }
 
-/// A step after the decision: which state folder made the container, on
-/// its label (`cage prune` removes only its own). Made once, with the
-/// first cage; a dry run writes nothing and shows where it goes.
-fn name_state_folder(ctx: &Context, facts: &Facts, plan: &mut CagePlan) -> Result<()> {
+/// After the decision: which state folder made the container, on its
+/// label (`cage prune` removes only its own). A state folder without an
+/// identity yet gets one drawn now, which the plan's first step keeps
+/// (`Step::StateId`: of two creates at once, both use the one kept
+/// first); a dry run draws none and shows where it goes.
+fn name_state_folder(facts: &Facts, plan: &mut CagePlan) -> Result<()> {
     if facts.state_id.is_none() {
-        plan.set_state_id(ctx.store.state_id()?);
+        plan.set_state_id(session::draw_state_id()?);
+        plan.keep_state_id = true;
     }
     Ok(())
 }
@@ -1013,7 +1021,7 @@ fn decide_git(
 }
 
 /// Pure: the plan of the parts decided. A dry run shows where the state
-/// folder's id goes; a real one makes it (`name_state_folder`).
+/// folder's id goes; a real one draws it (`name_state_folder`).
 fn plan_of(g: &Given, d: Drafted, said: Said) -> CagePlan {
     let (f, choice) = (g.f, g.choice);
     let state_id = f
@@ -1025,6 +1033,7 @@ fn plan_of(g: &Given, d: Drafted, said: Said) -> CagePlan {
         dir: f.dir.clone(),
         create_argv: argv::with_state_label(argv::create(&d.spec), &state_id),
         state_id,
+        keep_state_id: false,
         container: f.first.container.clone(),
         image: f.image.image.clone(),
         image_path: d.image_path,
@@ -1136,7 +1145,7 @@ fn check_sources(
 }
 
 impl CagePlan {
-    /// The state folder's identity, made once decided: on the container's
+    /// The state folder's identity, drawn once decided: on the container's
     /// label.
     fn set_state_id(&mut self, state_id: String) {
         self.create_argv = argv::with_state_label(argv::create(&self.spec), &state_id);
@@ -1177,18 +1186,22 @@ impl CagePlan {
         self.sealed.is_some()
     }
 
-    /// The steps that make it: its folders and files, the shared volume,
-    /// the container, and what a sealed cage (or `--unseal`) says of its
+    /// The steps that make it: the state folder's identity kept (the
+    /// first cage's), its folders and files, the shared volume, the
+    /// container, and what a sealed cage (or `--unseal`) says of its
     /// folder. The caller adds its intent and the record's steps.
     pub fn steps(&self) -> Vec<plan::Step<'_>> {
         let mut steps: Vec<_> = self
-            .rebuild
-            .map(|(stage, _)| plan::Step::Rebuild {
-                stage,
-                image: self.looked_up.clone(),
+            .keep_state_id
+            .then(|| plan::Step::StateId {
+                id: self.state_id.clone(),
             })
             .into_iter()
             .collect();
+        steps.extend(self.rebuild.map(|(stage, _)| plan::Step::Rebuild {
+            stage,
+            image: self.looked_up.clone(),
+        }));
         steps.push(plan::Step::CageFiles(self));
         if let (true, Some(volume)) = (self.make_volume, &self.options.shared) {
             // A shared folder is for every session given it: once made, it
