@@ -1202,7 +1202,7 @@ impl CagePlan {
             stage,
             image: self.looked_up.clone(),
         }));
-        steps.push(plan::Step::CageFiles(self));
+        steps.push(plan::Step::CageFiles(Box::new(self.files())));
         if let (true, Some(volume)) = (self.make_volume, &self.options.shared) {
             // A shared folder is for every session given it: once made, it
             // is not taken back by an undo.
@@ -1228,6 +1228,79 @@ impl CagePlan {
         steps
     }
 
+    /// What the cage's files step makes, the plan's parts it reads copied:
+    /// the step holds them rather than the plan.
+    fn files(&self) -> CageFiles {
+        CageFiles {
+            session: self.session.clone(),
+            dir: self.dir.clone(),
+            container: self.container.clone(),
+            found: self.found.clone(),
+            options: self.options.clone(),
+            sealed: self.sealed.clone(),
+            seccomp_file: self.spec.seccomp_profile.clone(),
+            seccomp_profile: self.seccomp_profile.clone(),
+            conversation: self.conversation.clone(),
+            protect_make: self.protect_make.clone(),
+            git: self.git.clone(),
+        }
+    }
+
+    /// The record of the cage once made. Where its mount sources lead is
+    /// looked at by the step that writes the record, once they all exist.
+    pub fn record(&self) -> CageRecord {
+        CageRecord {
+            container: self.container.clone(),
+            image: self.image.clone(),
+            network: self.spec.network,
+            limits: self.spec.limits.clone(),
+            own_limits: self.own_limits,
+            image_path: self.image_path.clone(),
+            harness_dir: match self.sealed {
+                Some(_) => PathBuf::from(spec::SEALED_CONFIG_DIR),
+                None => self.found.harness_dir.clone(),
+            },
+            program: self.program.clone(),
+            create_argv: self.create_argv.clone(),
+            sealed: self.sealed.clone(),
+            options: self.options.clone(),
+            mount_sources: self
+                .spec
+                .mounts
+                .iter()
+                .map(|m| MountSource {
+                    path: m.src.clone(),
+                    led_to: m.src.clone(),
+                    links: None,
+                })
+                .collect(),
+            net: self.net.clone(),
+            git: self.git.clone(),
+        }
+    }
+}
+
+/// The cage's folders and files as a plan decided them (`Step::CageFiles`):
+/// its private home, proxy folder, seccomp profile, settings copies,
+/// received files, outbox, own git directory, the protected paths made
+/// empty.
+struct CageFiles {
+    session: String,
+    dir: PathBuf,
+    container: String,
+    found: Found,
+    options: Options,
+    sealed: Option<SealedRecord>,
+    /// Where the seccomp profile is written (`CageSpec::seccomp_profile`),
+    /// and what.
+    seccomp_file: Option<PathBuf>,
+    seccomp_profile: String,
+    conversation: Option<String>,
+    protect_make: Vec<(PathBuf, bool)>,
+    git: Option<crate::cage::git::GitRecord>,
+}
+
+impl CageFiles {
     /// A sealed cage's own folders: its received files, its outbox, and
     /// the conversation it goes on with, copied into its home.
     fn make_sealed_files(
@@ -1309,42 +1382,9 @@ impl CagePlan {
         }
         Ok(())
     }
-
-    /// The record of the cage once made. Where its mount sources lead is
-    /// looked at by the step that writes the record, once they all exist.
-    pub fn record(&self) -> CageRecord {
-        CageRecord {
-            container: self.container.clone(),
-            image: self.image.clone(),
-            network: self.spec.network,
-            limits: self.spec.limits.clone(),
-            own_limits: self.own_limits,
-            image_path: self.image_path.clone(),
-            harness_dir: match self.sealed {
-                Some(_) => PathBuf::from(spec::SEALED_CONFIG_DIR),
-                None => self.found.harness_dir.clone(),
-            },
-            program: self.program.clone(),
-            create_argv: self.create_argv.clone(),
-            sealed: self.sealed.clone(),
-            options: self.options.clone(),
-            mount_sources: self
-                .spec
-                .mounts
-                .iter()
-                .map(|m| MountSource {
-                    path: m.src.clone(),
-                    led_to: m.src.clone(),
-                    links: None,
-                })
-                .collect(),
-            net: self.net.clone(),
-            git: self.git.clone(),
-        }
-    }
 }
 
-impl MakeFiles for CagePlan {
+impl MakeFiles for CageFiles {
     #[cfg(test)]
     fn container(&self) -> &str {
         &self.container
@@ -1368,7 +1408,7 @@ impl MakeFiles for CagePlan {
         }
         // podman reads the profile when it makes the container (into the
         // container's own configuration): not flushed to disk for later.
-        if let Some(file) = &self.spec.seccomp_profile {
+        if let Some(file) = &self.seccomp_file {
             session::write_atomic_unsynced(file, self.seccomp_profile.as_bytes(), 0o600)?;
         }
         // The program the cage runs as its tools, in the folder it mounts,

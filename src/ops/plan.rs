@@ -33,7 +33,8 @@ pub enum Step<'a> {
     /// The cage's folders and files on the machine: its private home,
     /// proxy folder, seccomp profile, settings copies, received files,
     /// outbox, the protected paths made empty (taken back: what it made).
-    CageFiles(&'a dyn MakeFiles),
+    /// What to make is the decision's, owned by the step.
+    CageFiles(Box<dyn MakeFiles>),
     /// `podman volume create` of the shared folder (never taken back: it is
     /// every session's given it).
     CreateVolume { name: String, label: String },
@@ -156,7 +157,10 @@ pub enum Step<'a> {
     Watcher {
         session: String,
         container: String,
-        lock: &'a session::SessionLock,
+        /// The session's lock, which the watcher is given and holds with
+        /// this process: another descriptor of the one the turn holds
+        /// (`SessionLock::share`), so the lock is the same.
+        lock: session::SessionLock,
     },
     /// A turn's model gateway, pi's copy of models.json pointed at it;
     /// kept in `Ran::gateway` (taken back: closed).
@@ -233,6 +237,12 @@ pub enum Step<'a> {
     },
     /// Store a drop (`acts::drop::store`): what is kept in `Ran::received`.
     /// Nothing to take back: it keeps nothing when it fails.
+    ///
+    /// The one step that borrows (hence `Step`'s lifetime): its body is
+    /// the sender's stream (an HTTP body, a local archive), read as it is
+    /// stored, at most the drop's length. Read into memory first, it
+    /// would hold a whole file (up to the bounds' size) where a buffer is
+    /// held now; so it stays a stream, lent by whoever reads it.
     Receive(Box<super::acts::drop::Incoming<'a>>),
     /// A start's mount sources and private home looked at, as they lead
     /// now, after the steps that make ours again: refused when one is gone
@@ -443,7 +453,7 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
     match step {
         Step::Intent { session, intent } => write_intent(ctx, session, intent),
         Step::StateId { id } => state_id(ctx, id, ran),
-        Step::CageFiles(plan) => cage_files(ctx, *plan),
+        Step::CageFiles(files) => cage_files(ctx, files.as_ref()),
         Step::CreateVolume { name, label } => none(podman(host)?.podman.volume_create(name, label)),
         Step::CreateContainer { name, argv, image } => create(ctx, host, name, argv, image, ran),
         Step::Untrusted {

@@ -1391,6 +1391,17 @@ impl SessionLock {
         }
     }
 
+    /// The same lock through another descriptor (dup(2)): flock(2) locks
+    /// are the open file's, so it is held while either is open, and a
+    /// process given either holds it too.
+    pub fn share(&self) -> Result<SessionLock> {
+        let file = self
+            ._file
+            .try_clone()
+            .map_err(|e| Error::act("sharing the session's lock", &e))?;
+        Ok(SessionLock { _file: file })
+    }
+
     /// Its descriptor, to pass on to a process that must hold it too.
     pub fn fd(&self) -> std::os::fd::RawFd {
         use std::os::fd::AsRawFd;

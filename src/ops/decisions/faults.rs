@@ -807,8 +807,12 @@ fn the_plans_of_start_and_exec() {
     assert_eq!(start(&record).unwrap(), started);
     let lock = w.ctx.store.lock("web").unwrap();
     let facts = start_facts(&w.ctx, &record).unwrap();
-    let turn =
-        super::super::exec::turn_steps(decide_start(&facts, host).unwrap(), &record, &lock, None);
+    let turn = super::super::exec::turn_steps(
+        decide_start(&facts, host).unwrap(),
+        &record,
+        lock.share().unwrap(),
+        None,
+    );
     let mut expected = vec!["turn marker".to_string(), "watcher".to_string()];
     expected.extend(started.iter().cloned());
     expected.extend(["gateway", "turn env", "socket"].map(String::from));
@@ -850,8 +854,12 @@ fn the_plans_of_start_and_exec() {
     assert!(refused[1].starts_with("refuse: session web's cage was not started"));
     let lock = w.ctx.store.lock("web").unwrap();
     let facts = start_facts(&w.ctx, &record).unwrap();
-    let turn =
-        super::super::exec::turn_steps(decide_start(&facts, host).unwrap(), &record, &lock, None);
+    let turn = super::super::exec::turn_steps(
+        decide_start(&facts, host).unwrap(),
+        &record,
+        lock.share().unwrap(),
+        None,
+    );
     assert_eq!(described(&turn), refused);
     drop(turn);
     drop(lock);
