@@ -91,7 +91,14 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
     let record = new_record(req, &dir, &plan);
     let who = ctx.settings.user.clone();
     match super::plan::execute(ctx, Some(host), steps(&plan, &record, who)) {
-        Ok(ran) => plan.say_rebuilt(ran.rebuilt, &mut result.warnings),
+        Ok(ran) => {
+            // The state folder's identity another create kept first, if
+            // one did, is the one the container was made with.
+            if let Some(id) = &ran.state_id {
+                result.argv = crate::host::podman::argv::relabel_state(&result.argv, id);
+            }
+            plan.say_rebuilt(ran.rebuilt, &mut result.warnings)
+        }
         Err(e) => {
             ctx.store.forget_lock(&req.name);
             return Err(e);

@@ -1030,6 +1030,10 @@ fn an_image_build_is_a_step_of_the_plan() {
         (refused.error.kind, refused.build),
         (Kind::NotReady, Some(stage))
     );
+    // Its plan starts the build, and fails with what that says.
+    let steps = super::make::refusal_steps(refused);
+    let described: Vec<_> = steps.iter().map(super::plan::Step::describe).collect();
+    assert_eq!(described, ["start build workbench"]);
     // A dry run: the plan all the same, the refusal beside it, no build.
     let dry = super::make::decide(&facts, &choice, settings, true)
         .ok()
@@ -1044,6 +1048,10 @@ fn an_image_build_is_a_step_of_the_plan() {
         .err()
         .unwrap();
     assert_eq!((refused.error.kind, refused.build), (Kind::NotReady, None));
+    let steps = super::make::refusal_steps(refused);
+    let described: Vec<_> = steps.iter().map(super::plan::Step::describe).collect();
+    assert!(described[0].starts_with("refuse: "), "{described:?}");
+    assert_eq!(described.len(), 1);
     // Deciding asked podman nothing more than the facts did.
     assert_eq!(w.fake.calls(), [calls::image_inspect(calls::OUR_IMAGE)]);
 }

@@ -232,10 +232,11 @@ pub fn prepare<'a>(ctx: &'a Context, name: &str, what: What, tty: bool) -> Resul
     // The facts, the start's decision in the turn's plan, and the plan run:
     // a failed step takes back those before it (`turn_steps`).
     let facts = super::start_facts(ctx, &record)?;
+    let start = super::decide_start(&facts, host)?;
     let ran = super::plan::execute(
         ctx,
         Some(host),
-        turn_steps(super::decide_start(&facts, host)?, &record, &lock, pi_plan),
+        turn_steps(start, &record, lock.share()?, pi_plan),
     )?;
     lock.note(holder);
     notes.extend(ran.warnings);
@@ -325,11 +326,12 @@ fn pi_providers(
 /// model gateway, what the turn's process reads (its env file, Claude
 /// Code's `.claude.json`, pointed at the gateway) and the cage's socket. A
 /// step that fails takes back the ones before it: the env file removed,
-/// the cage stopped, the watcher told, the marker removed.
+/// the cage stopped, the watcher told, the marker removed. `lock` is the
+/// session's, shared with the watcher (`SessionLock::share`).
 pub fn turn_steps<'a>(
     start: Vec<super::plan::Step<'a>>,
     record: &session::Record,
-    lock: &'a SessionLock,
+    lock: SessionLock,
     pi: Option<crate::cage::pi_models::Plan>,
 ) -> Vec<super::plan::Step<'a>> {
     use super::plan::Step;

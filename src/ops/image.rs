@@ -476,7 +476,8 @@ pub struct ImageChoice {
 }
 
 /// No image yet: the refusal, and the build to start first, if any (the
-/// caller starts it, see [`start_build`], and reports what that says).
+/// refusal's plan starts it, `Step::StartBuild`, and fails with what
+/// [`start_build`] says).
 #[derive(Debug, Clone)]
 pub struct NoImage {
     pub error: Error,

@@ -61,6 +61,9 @@ pub struct CagePlan {
     pub create_argv: Vec<String>,
     /// This state folder's identity, on the container's label.
     state_id: String,
+    /// The state folder has no identity yet: `state_id` was drawn for it,
+    /// and the plan's first step keeps it (`Step::StateId`).
+    keep_state_id: bool,
     pub env: EnvPlan,
     pub warnings: Vec<Warning>,
     found: Found,
@@ -84,7 +87,8 @@ pub struct CagePlan {
     /// Its own git directory (None with `--writable .git`).
     git: Option<crate::cage::git::GitRecord>,
     /// A step before the cage is made: our image is stale, so its build
-    /// starts again in the background (`Step::Rebuild`, the plan's first),
+    /// starts again in the background (`Step::Rebuild`, before the cage's
+    /// files),
     /// and the warning saying so goes in at this index of `warnings`
     /// ([`CagePlan::say_rebuilt`]).
     pub rebuild: Option<(crate::images::workbench::Stage, usize)>,
@@ -95,9 +99,11 @@ pub struct CagePlan {
 
 /// Prepare a cage for a session: look (`first_facts`, then `facts_with`),
 /// decide (`decide`, pure), and take the steps the decision leaves to its
-/// caller, each named: `keep_learnt` before it, `start_refused_build` and
-/// `name_state_folder` after it (a stale image's rebuild is the plan's
-/// first step, `Step::Rebuild`). Checks everything
+/// caller, each named: `keep_learnt` before it, `refuse` (a refusal's
+/// plan, which may start an image build, `Step::StartBuild`) and
+/// `name_state_folder` after it (the id drawn there is kept by the plan's
+/// first step, `Step::StateId`, and a stale image's rebuild is a step of
+/// the plan too, `Step::Rebuild`). Checks everything
 /// that can be checked before anything changes; with `dry_run`, changes
 /// nothing at all (no image build is started). A caller that will make the
 /// cage holds the session's lock already: the checks against neighbouring
@@ -120,9 +126,9 @@ pub fn prepare(
         keep_learnt(ctx, &facts)?;
     }
     let mut plan =
-        decide(&facts, choice, &ctx.settings, dry_run).map_err(|r| start_refused_build(ctx, r))?;
+        decide(&facts, choice, &ctx.settings, dry_run).map_err(|r| refuse(ctx, host, r))?;
     if !dry_run {
-        name_state_folder(ctx, &facts, &mut plan)?;
+        name_state_folder(&facts, &mut plan)?;
     }
     Ok(plan)
 }
@@ -137,21 +143,37 @@ fn keep_learnt(ctx: &Context, facts: &Facts) -> Result<()> {
     }
 }
 
-/// A step after a refusal: the image build it names starts, and what that
-/// says is the error (being built, or the last build's failure).
-fn start_refused_build(ctx: &Context, refused: Refused) -> Error {
+/// After a refusal: its plan run (`refusal_steps`), whose error is the
+/// one the command fails with.
+fn refuse(ctx: &Context, host: &Host, refused: Refused) -> Error {
+    let error = refused.error.clone();
+    // A refusal's plan always fails; were it to succeed, the decision's
+    // own refusal stands.
+    plan::execute(ctx, Some(host), refusal_steps(refused))
+        .err()
+        .unwrap_or(error)
+}
+
+/// Pure: the plan of a refusal. With an image build to start, the build
+/// starts, and what that says is the error (being built, or the last
+/// build's failure); else the refusal alone. A dry run's refusal never
+/// names a build (`image::decide_for_cage`): it starts nothing.
+pub fn refusal_steps(refused: Refused) -> Vec<plan::Step<'static>> {
     match refused.build {
-        Some(stage) => super::image::start_build(ctx, stage),
-        None => refused.error,
+        Some(stage) => vec![plan::Step::StartBuild { stage }],
+        None => vec![plan::Step::Refuse(refused.error)],
     }
 }
 
-/// A step after the decision: which state folder made the container, on
-/// its label (`cage prune` removes only its own). Made once, with the
-/// first cage; a dry run writes nothing and shows where it goes.
-fn name_state_folder(ctx: &Context, facts: &Facts, plan: &mut CagePlan) -> Result<()> {
+/// After the decision: which state folder made the container, on its
+/// label (`cage prune` removes only its own). A state folder without an
+/// identity yet gets one drawn now, which the plan's first step keeps
+/// (`Step::StateId`: of two creates at once, both use the one kept
+/// first); a dry run draws none and shows where it goes.
+fn name_state_folder(facts: &Facts, plan: &mut CagePlan) -> Result<()> {
     if facts.state_id.is_none() {
-        plan.set_state_id(ctx.store.state_id()?);
+        plan.set_state_id(session::draw_state_id()?);
+        plan.keep_state_id = true;
     }
     Ok(())
 }
@@ -991,7 +1013,7 @@ fn decide_git(
 }
 
 /// Pure: the plan of the parts decided. A dry run shows where the state
-/// folder's id goes; a real one makes it (`name_state_folder`).
+/// folder's id goes; a real one draws it (`name_state_folder`).
 fn plan_of(g: &Given, d: Drafted, said: Said) -> CagePlan {
     let (f, choice) = (g.f, g.choice);
     let state_id = f
@@ -1003,6 +1025,7 @@ fn plan_of(g: &Given, d: Drafted, said: Said) -> CagePlan {
         dir: f.dir.clone(),
         create_argv: argv::with_state_label(argv::create(&d.spec), &state_id),
         state_id,
+        keep_state_id: false,
         container: f.first.container.clone(),
         image: f.image.image.clone(),
         image_path: d.image_path,
@@ -1114,7 +1137,7 @@ fn check_sources(
 }
 
 impl CagePlan {
-    /// The state folder's identity, made once decided: on the container's
+    /// The state folder's identity, drawn once decided: on the container's
     /// label.
     fn set_state_id(&mut self, state_id: String) {
         self.create_argv = argv::with_state_label(argv::create(&self.spec), &state_id);
@@ -1155,19 +1178,23 @@ impl CagePlan {
         self.sealed.is_some()
     }
 
-    /// The steps that make it: its folders and files, the shared volume,
-    /// the container, and what a sealed cage (or `--unseal`) says of its
+    /// The steps that make it: the state folder's identity kept (the
+    /// first cage's), its folders and files, the shared volume, the
+    /// container, and what a sealed cage (or `--unseal`) says of its
     /// folder. The caller adds its intent and the record's steps.
     pub fn steps(&self) -> Vec<plan::Step<'_>> {
         let mut steps: Vec<_> = self
-            .rebuild
-            .map(|(stage, _)| plan::Step::Rebuild {
-                stage,
-                image: self.looked_up.clone(),
+            .keep_state_id
+            .then(|| plan::Step::StateId {
+                id: self.state_id.clone(),
             })
             .into_iter()
             .collect();
-        steps.push(plan::Step::CageFiles(self));
+        steps.extend(self.rebuild.map(|(stage, _)| plan::Step::Rebuild {
+            stage,
+            image: self.looked_up.clone(),
+        }));
+        steps.push(plan::Step::CageFiles(Box::new(self.files())));
         if let (true, Some(volume)) = (self.make_volume, &self.options.shared) {
             // A shared folder is for every session given it: once made, it
             // is not taken back by an undo.
@@ -1193,6 +1220,79 @@ impl CagePlan {
         steps
     }
 
+    /// What the cage's files step makes, the plan's parts it reads copied:
+    /// the step holds them rather than the plan.
+    fn files(&self) -> CageFiles {
+        CageFiles {
+            session: self.session.clone(),
+            dir: self.dir.clone(),
+            container: self.container.clone(),
+            found: self.found.clone(),
+            options: self.options.clone(),
+            sealed: self.sealed.clone(),
+            seccomp_file: self.spec.seccomp_profile.clone(),
+            seccomp_profile: self.seccomp_profile.clone(),
+            conversation: self.conversation.clone(),
+            protect_make: self.protect_make.clone(),
+            git: self.git.clone(),
+        }
+    }
+
+    /// The record of the cage once made. Where its mount sources lead is
+    /// looked at by the step that writes the record, once they all exist.
+    pub fn record(&self) -> CageRecord {
+        CageRecord {
+            container: self.container.clone(),
+            image: self.image.clone(),
+            network: self.spec.network,
+            limits: self.spec.limits.clone(),
+            own_limits: self.own_limits,
+            image_path: self.image_path.clone(),
+            harness_dir: match self.sealed {
+                Some(_) => PathBuf::from(spec::SEALED_CONFIG_DIR),
+                None => self.found.harness_dir.clone(),
+            },
+            program: self.program.clone(),
+            create_argv: self.create_argv.clone(),
+            sealed: self.sealed.clone(),
+            options: self.options.clone(),
+            mount_sources: self
+                .spec
+                .mounts
+                .iter()
+                .map(|m| MountSource {
+                    path: m.src.clone(),
+                    led_to: m.src.clone(),
+                    links: None,
+                })
+                .collect(),
+            net: self.net.clone(),
+            git: self.git.clone(),
+        }
+    }
+}
+
+/// The cage's folders and files as a plan decided them (`Step::CageFiles`):
+/// its private home, proxy folder, seccomp profile, settings copies,
+/// received files, outbox, own git directory, the protected paths made
+/// empty.
+struct CageFiles {
+    session: String,
+    dir: PathBuf,
+    container: String,
+    found: Found,
+    options: Options,
+    sealed: Option<SealedRecord>,
+    /// Where the seccomp profile is written (`CageSpec::seccomp_profile`),
+    /// and what.
+    seccomp_file: Option<PathBuf>,
+    seccomp_profile: String,
+    conversation: Option<String>,
+    protect_make: Vec<(PathBuf, bool)>,
+    git: Option<crate::cage::git::GitRecord>,
+}
+
+impl CageFiles {
     /// A sealed cage's own folders: its received files, its outbox, and
     /// the conversation it goes on with, copied into its home.
     fn make_sealed_files(
@@ -1274,42 +1374,9 @@ impl CagePlan {
         }
         Ok(())
     }
-
-    /// The record of the cage once made. Where its mount sources lead is
-    /// looked at by the step that writes the record, once they all exist.
-    pub fn record(&self) -> CageRecord {
-        CageRecord {
-            container: self.container.clone(),
-            image: self.image.clone(),
-            network: self.spec.network,
-            limits: self.spec.limits.clone(),
-            own_limits: self.own_limits,
-            image_path: self.image_path.clone(),
-            harness_dir: match self.sealed {
-                Some(_) => PathBuf::from(spec::SEALED_CONFIG_DIR),
-                None => self.found.harness_dir.clone(),
-            },
-            program: self.program.clone(),
-            create_argv: self.create_argv.clone(),
-            sealed: self.sealed.clone(),
-            options: self.options.clone(),
-            mount_sources: self
-                .spec
-                .mounts
-                .iter()
-                .map(|m| MountSource {
-                    path: m.src.clone(),
-                    led_to: m.src.clone(),
-                    links: None,
-                })
-                .collect(),
-            net: self.net.clone(),
-            git: self.git.clone(),
-        }
-    }
 }
 
-impl MakeFiles for CagePlan {
+impl MakeFiles for CageFiles {
     #[cfg(test)]
     fn container(&self) -> &str {
         &self.container
@@ -1333,7 +1400,7 @@ impl MakeFiles for CagePlan {
         }
         // podman reads the profile when it makes the container (into the
         // container's own configuration): not flushed to disk for later.
-        if let Some(file) = &self.spec.seccomp_profile {
+        if let Some(file) = &self.seccomp_file {
             session::write_atomic_unsynced(file, self.seccomp_profile.as_bytes(), 0o600)?;
         }
         // The program the cage runs as its tools, in the folder it mounts,

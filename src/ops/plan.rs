@@ -22,10 +22,19 @@ use crate::state::session::{self, HistoryEntry, Intent, MountSource, Record};
 pub enum Step<'a> {
     /// Write the operation's intent (taken back: removed).
     Intent { session: String, intent: Intent },
+    /// Keep `id`, drawn when the plan was made, as the state folder's
+    /// identity, which has none yet (`Store::keep_state_id`). Of two
+    /// processes making it at once, one wins and both use its id: the id
+    /// kept is in `Ran::state_id`, and the steps that make the container
+    /// and write its record put it on the container's label. Not taken
+    /// back: it names the state folder for every later cage, and a
+    /// process that won the race beside this one may use it already.
+    StateId { id: String },
     /// The cage's folders and files on the machine: its private home,
     /// proxy folder, seccomp profile, settings copies, received files,
     /// outbox, the protected paths made empty (taken back: what it made).
-    CageFiles(&'a dyn MakeFiles),
+    /// What to make is the decision's, owned by the step.
+    CageFiles(Box<dyn MakeFiles>),
     /// `podman volume create` of the shared folder (never taken back: it is
     /// every session's given it).
     CreateVolume { name: String, label: String },
@@ -132,6 +141,13 @@ pub enum Step<'a> {
         /// The image's name, as the warning says it.
         image: String,
     },
+    /// Our image, missing, its build started in the background
+    /// (`image::start_build`): a create or move refused for want of it.
+    /// Always fails, with what that says (being built, or the last
+    /// build's failure). Not taken back: the build is for every later cage.
+    StartBuild {
+        stage: crate::images::workbench::Stage,
+    },
     /// A turn's marker (`Store::turn_marker`), made before its cage starts
     /// (taken back: removed, unless the cage could not be stopped).
     TurnMarker { session: String },
@@ -141,7 +157,10 @@ pub enum Step<'a> {
     Watcher {
         session: String,
         container: String,
-        lock: &'a session::SessionLock,
+        /// The session's lock, which the watcher is given and holds with
+        /// this process: another descriptor of the one the turn holds
+        /// (`SessionLock::share`), so the lock is the same.
+        lock: session::SessionLock,
     },
     /// A turn's model gateway, pi's copy of models.json pointed at it;
     /// kept in `Ran::gateway` (taken back: closed).
@@ -218,6 +237,12 @@ pub enum Step<'a> {
     },
     /// Store a drop (`acts::drop::store`): what is kept in `Ran::received`.
     /// Nothing to take back: it keeps nothing when it fails.
+    ///
+    /// The one step that borrows (hence `Step`'s lifetime): its body is
+    /// the sender's stream (an HTTP body, a local archive), read as it is
+    /// stored, at most the drop's length. Read into memory first, it
+    /// would hold a whole file (up to the bounds' size) where a buffer is
+    /// held now; so it stays a stream, lent by whoever reads it.
     Receive(Box<super::acts::drop::Incoming<'a>>),
     /// A start's mount sources and private home looked at, as they lead
     /// now, after the steps that make ours again: refused when one is gone
@@ -235,6 +260,7 @@ impl Step<'_> {
     pub fn describe(&self) -> String {
         match self {
             Step::Intent { intent, .. } => format!("intent {}", intent_words(intent)),
+            Step::StateId { id } => format!("state id {id}"),
             Step::CageFiles(p) => format!("cage files {}", p.container()),
             Step::CreateVolume { name, .. } => format!("create volume {name}"),
             Step::CreateContainer { name, .. } => format!("create container {name}"),
@@ -272,6 +298,7 @@ impl Step<'_> {
             Step::GitSync { own, .. } => format!("git sync {}", own.display()),
             Step::EndDeadTurn { container, .. } => format!("end dead turn {container}"),
             Step::Rebuild { image, .. } => format!("rebuild {image}"),
+            Step::StartBuild { stage } => format!("start build {}", stage.name()),
             Step::TurnMarker { .. } => "turn marker".to_string(),
             Step::Watcher { .. } => "watcher".to_string(),
             Step::Gateway { .. } => "gateway".to_string(),
@@ -360,6 +387,9 @@ pub struct Ran {
     pub warnings: Vec<Warning>,
     /// What `Step::Rebuild` said (the build started, or why not).
     pub rebuilt: Option<Warning>,
+    /// The state folder's identity `Step::StateId` kept: the one it was
+    /// given, or another process's that won.
+    pub state_id: Option<String>,
     /// The started cage's first process (`Step::Rules`).
     pub pid: Option<i64>,
     /// A step left work for the next command: the intent is kept.
@@ -422,7 +452,8 @@ fn podman(host: Option<&Host>) -> Result<&Host> {
 fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result<Option<Undo>> {
     match step {
         Step::Intent { session, intent } => write_intent(ctx, session, intent),
-        Step::CageFiles(plan) => cage_files(ctx, *plan),
+        Step::StateId { id } => state_id(ctx, id, ran),
+        Step::CageFiles(files) => cage_files(ctx, files.as_ref()),
         Step::CreateVolume { name, label } => none(podman(host)?.podman.volume_create(name, label)),
         Step::CreateContainer { name, argv, image } => create(ctx, host, name, argv, image, ran),
         Step::Untrusted {
@@ -430,13 +461,13 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
             session,
             remember,
         } => untrusted(ctx, dir, session, *remember),
-        Step::NewRecord(record) => new_record(ctx, record),
+        Step::NewRecord(record) => new_record(ctx, record, ran),
         Step::ChangeRecord {
             session,
             cage,
             dir,
             last_image,
-        } => change_record(ctx, session, cage.as_deref(), dir, last_image),
+        } => change_record(ctx, session, cage.as_deref(), dir, last_image, ran),
         Step::History { session, entry } => none(ctx.store.append_history(session, entry)),
         Step::RemoveContainer { name, best_effort } => remove(ctx, host, name, *best_effort, ran),
         Step::RemoveRecord { session } => none(ctx.store.remove(session)),
@@ -459,6 +490,7 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
         Step::GitSync { dir, own, base } => git_sync(dir, own, base, ran),
         Step::EndDeadTurn { session, container } => dead_turn(ctx, host, session, container, ran),
         Step::Rebuild { stage, image } => rebuild(ctx, *stage, image, ran),
+        Step::StartBuild { stage } => Err(super::image::start_build(ctx, *stage)),
         Step::TurnMarker { session } => turn_marker(ctx, session),
         Step::Watcher {
             session,
@@ -480,7 +512,7 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
         Step::MoveFile { from, to } => move_file(from, to),
         Step::RemoveFile { path, best_effort } => remove_file(path, *best_effort, ran),
         Step::PrivateDir { path, keep } => private_dir(ctx, host, path, *keep, ran),
-        Step::WriteRecord(record) => write_record(ctx, record),
+        Step::WriteRecord(record) => write_record(ctx, record, ran),
         Step::Pack {
             outbox,
             only,
@@ -506,6 +538,28 @@ fn none(done: Result<()>) -> Result<Option<Undo>> {
 fn write_intent(ctx: &Context, session: &str, intent: &Intent) -> Result<Option<Undo>> {
     ctx.store.write_intent(session, intent)?;
     Ok(Some(Undo::Intent(session.to_string())))
+}
+
+fn state_id(ctx: &Context, id: &str, ran: &mut Ran) -> Result<Option<Undo>> {
+    ran.state_id = Some(ctx.store.keep_state_id(id)?);
+    Ok(None)
+}
+
+/// A `podman create` argv with the state folder's identity `Step::StateId`
+/// kept on its label: the one drawn, unless another process kept its own
+/// first.
+fn labelled(argv: &[String], ran: &Ran) -> Vec<String> {
+    match &ran.state_id {
+        Some(id) => crate::host::podman::argv::relabel_state(argv, id),
+        None => argv.to_vec(),
+    }
+}
+
+/// A cage as its record keeps it: made with the state folder's identity
+/// kept (`labelled`), and where its mount sources lead now (`measure`).
+fn as_made(cage: &mut session::CageRecord, ran: &Ran) -> Result<()> {
+    cage.create_argv = labelled(&cage.create_argv, ran);
+    measure(cage)
 }
 
 fn update_limits(host: Option<&Host>, argv: &[String], back: &[String]) -> Result<Option<Undo>> {
@@ -565,7 +619,7 @@ fn create(
     // the container was made); `rm -f --ignore` of nothing is
     // harmless.
     let podman = &podman(host)?.podman;
-    if let Err(e) = podman.create(argv) {
+    if let Err(e) = podman.create(&labelled(argv, ran)) {
         take_back(ctx, host, &Undo::Container(name.to_string()), ran);
         // An image removed since its inspect was kept is told by
         // podman's exit status (`image exists`), never by its words.
@@ -588,10 +642,10 @@ fn untrusted(ctx: &Context, dir: &Path, session: &str, remember: bool) -> Result
     Ok(None)
 }
 
-fn new_record(ctx: &Context, record: &Record) -> Result<Option<Undo>> {
+fn new_record(ctx: &Context, record: &Record, ran: &Ran) -> Result<Option<Undo>> {
     let mut record = record.clone();
     if let Some(cage) = &mut record.cage {
-        measure(cage)?;
+        as_made(cage, ran)?;
     }
     ctx.store.save(&record)?;
     Ok(Some(Undo::Record(record.name.clone())))
@@ -603,10 +657,11 @@ fn change_record(
     cage: Option<&session::CageRecord>,
     dir: &Path,
     last_image: &Option<String>,
+    ran: &Ran,
 ) -> Result<Option<Undo>> {
     let mut cage = cage.cloned();
     if let Some(c) = &mut cage {
-        measure(c)?;
+        as_made(c, ran)?;
     }
     let before = ctx.store.update(session, |r| {
         let before = r.clone();
@@ -893,10 +948,10 @@ fn private_dir(
     Ok(made.then(|| Undo::Dir(path.to_path_buf())))
 }
 
-fn write_record(ctx: &Context, record: &Record) -> Result<Option<Undo>> {
+fn write_record(ctx: &Context, record: &Record, ran: &Ran) -> Result<Option<Undo>> {
     let mut record = record.clone();
     if let Some(cage) = &mut record.cage {
-        measure(cage)?;
+        as_made(cage, ran)?;
     }
     ctx.store.save(&record)?;
     Ok(Some(Undo::RecordFile(ctx.store.record_path(&record.name))))

@@ -733,19 +733,26 @@ impl Store {
     }
 
     /// This state folder's identity, made once: 128 random bits. Two
-    /// processes making it at once agree on one (link(2) does not replace
-    /// a file that is there).
+    /// processes making it at once agree on one (`keep_state_id`). The
+    /// tests' worlds are given one so; a cage's plan keeps its own drawn
+    /// id as a step (`Step::StateId`).
+    #[cfg(test)]
     pub fn state_id(&self) -> Result<String> {
         if let Some(id) = self.state_id_if_any()? {
             return Ok(id);
         }
-        make_private_dir(&self.root)?;
-        let mut bytes = [0u8; 16];
-        let n = rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty());
-        if n.ok() != Some(bytes.len()) {
-            return Err(Error::no_random());
+        self.keep_state_id(&draw_state_id()?)
+    }
+
+    /// Keep `id` as this state folder's identity if it has none yet, and
+    /// return the one it has then: `id`, or the one another process kept
+    /// first (link(2) does not replace a file that is there, so of two
+    /// processes making it at once one wins, and both use its id).
+    pub fn keep_state_id(&self, id: &str) -> Result<String> {
+        if let Some(id) = self.state_id_if_any()? {
+            return Ok(id);
         }
-        let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        make_private_dir(&self.root)?;
         let tmp = self
             .root
             .join(format!(".state-id.tmp-{}", std::process::id()));
@@ -753,7 +760,7 @@ impl Store {
         let linked = fs::hard_link(&tmp, self.state_id_path());
         let _ = fs::remove_file(&tmp);
         match linked {
-            Ok(()) => Ok(id),
+            Ok(()) => Ok(id.to_string()),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => self
                 .state_id_if_any()?
                 .ok_or_else(|| Error::state(&self.state_id_path(), StateProblem::IdVanished)),
@@ -1287,6 +1294,17 @@ fn process_exists(pid: u32) -> bool {
     Path::new("/proc").join(pid.to_string()).exists()
 }
 
+/// A new state folder identity, drawn: 128 random bits, in hex. Nothing is
+/// written (`Store::keep_state_id` keeps it).
+pub fn draw_state_id() -> Result<String> {
+    let mut bytes = [0u8; 16];
+    let n = rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty());
+    if n.ok() != Some(bytes.len()) {
+        return Err(Error::no_random());
+    }
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 /// A state folder's identity as `Store::state_id` makes it.
 pub fn is_state_id(id: &str) -> bool {
     id.len() == 32
@@ -1371,6 +1389,17 @@ impl SessionLock {
         if self._file.write_all_at(line.as_bytes(), 0).is_ok() {
             let _ = self._file.set_len(line.len() as u64);
         }
+    }
+
+    /// The same lock through another descriptor (dup(2)): flock(2) locks
+    /// are the open file's, so it is held while either is open, and a
+    /// process given either holds it too.
+    pub fn share(&self) -> Result<SessionLock> {
+        let file = self
+            ._file
+            .try_clone()
+            .map_err(|e| Error::act("sharing the session's lock", &e))?;
+        Ok(SessionLock { _file: file })
     }
 
     /// Its descriptor, to pass on to a process that must hold it too.

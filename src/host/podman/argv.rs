@@ -272,6 +272,22 @@ pub fn with_state_label(mut argv: Vec<String>, state_id: &str) -> Vec<String> {
     argv
 }
 
+/// A `podman create` argv made with `with_state_label`, its state label
+/// given `state_id` instead (the id another process kept first); one
+/// without that label is left as it is.
+pub fn relabel_state(argv: &[String], state_id: &str) -> Vec<String> {
+    let prefix = format!("{}=", crate::cage::spec::STATE_LABEL);
+    let mut argv = argv.to_vec();
+    // podman's options only: what follows `--` is the image's command.
+    let end = argv.iter().position(|a| a == "--").unwrap_or(argv.len());
+    for i in 1..end {
+        if argv[i - 1] == "--label" && argv[i].starts_with(&prefix) {
+            argv[i] = format!("{prefix}{state_id}");
+        }
+    }
+    argv
+}
+
 /// `podman update` of a container's limits, all in one call: a podman 5
 /// bug reset the limits not passed (podman #24610). `--pids-limit` for
 /// update came with podman 4.4.
@@ -502,6 +518,13 @@ mod tests {
     #[test]
     fn golden_state_label() {
         let a = with_state_label(create(&spec(Network::Bridge)), "0123abcd");
+        // Given another id: only the label's value changes.
+        let other = with_state_label(create(&spec(Network::Bridge)), "4567ef01");
+        assert_eq!(relabel_state(&a, "4567ef01"), other);
+        assert_eq!(
+            relabel_state(&create(&spec(Network::Bridge)), "4567ef01"),
+            create(&spec(Network::Bridge))
+        );
         assert!(
             a.starts_with(&words(&[
                 "create",

@@ -415,26 +415,43 @@ fn the_plans_of_rm_and_move() {
     );
 }
 
-#[test]
-fn the_plan_of_create() {
-    let w = ordinary("plan-create");
-    let host = w.ctx.host().unwrap();
-    let plan = super::super::make::prepare(
+/// The state folder's identity a plan's create argv carries.
+fn labelled_id(argv: &[String]) -> String {
+    let prefix = format!("{}=", crate::cage::spec::STATE_LABEL);
+    argv.iter()
+        .find_map(|a| a.strip_prefix(&prefix))
+        .unwrap()
+        .to_string()
+}
+
+fn prepared(w: &World) -> super::super::make::CagePlan {
+    super::super::make::prepare(
         &w.ctx,
-        host,
+        w.ctx.host().unwrap(),
         "web",
         &w.project,
         crate::cage::harness::Harness::Claude,
         &Default::default(),
         false,
     )
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn the_plan_of_create() {
+    let w = ordinary("plan-create");
+    let plan = prepared(&w);
     let c = plan.container.clone();
+    // The state folder's first cage: its identity, drawn, is kept by a
+    // step (nothing is written before the plan runs).
+    assert!(!w.ctx.store.state_id_path().exists());
+    let id = labelled_id(&plan.create_argv);
     let record = w.record("web", Some(&c));
     assert_eq!(
         described(&super::super::create::steps(&plan, &record, "me".into())),
         [
             format!("intent create {c}"),
+            format!("state id {id}"),
             format!("cage files {c}"),
             format!("create container {c}"),
             "new record web".to_string(),
@@ -447,6 +464,7 @@ fn the_plan_of_create() {
         described(&moved),
         [
             format!("intent move {c} -> {c}"),
+            format!("state id {id}"),
             format!("cage files {c}"),
             format!("create container {c}"),
             format!("change record to {c}"),
@@ -455,6 +473,40 @@ fn the_plan_of_create() {
             "done".to_string(),
         ]
     );
+    // Once the state folder has one, no plan keeps another.
+    w.ctx.store.state_id().unwrap();
+    let steps = described(&prepared(&w).steps());
+    assert!(
+        steps.iter().all(|s| !s.starts_with("state id")),
+        "{steps:?}"
+    );
+}
+
+/// Two first cages of a state folder made at once (serve creating two
+/// sessions on a fresh machine): the one whose id is kept second makes
+/// its container with the first one's, and keeps it in its record.
+#[test]
+fn a_create_that_loses_the_race_for_the_state_id_uses_the_winners() {
+    let w = ordinary("state-id-race");
+    let plan = prepared(&w);
+    let drawn = labelled_id(&plan.create_argv);
+    let mut record = w.record("web", None);
+    std::fs::remove_file(w.ctx.store.record_path("web")).unwrap();
+    record.cage = Some(plan.record());
+    let steps = super::super::create::steps(&plan, &record, "me".into());
+    // Another create, beside this one, kept its own first.
+    let won = "0123456789abcdef0123456789abcdef";
+    assert_ne!(drawn, won);
+    assert_eq!(w.ctx.store.keep_state_id(won).unwrap(), won);
+    w.fake.clear();
+    let ran = crate::ops::plan::execute(&w.ctx, w.ctx.host().ok(), steps).unwrap();
+    assert_eq!(ran.state_id.as_deref(), Some(won));
+    assert_eq!(w.ctx.store.state_id_if_any().unwrap().as_deref(), Some(won));
+    let calls = w.fake.calls();
+    let made = calls.iter().find(|c| c[0] == "create").unwrap();
+    assert_eq!(labelled_id(made), won, "{made:?}");
+    let kept = w.ctx.store.load("web").unwrap().cage.unwrap().create_argv;
+    assert_eq!(labelled_id(&kept), won, "{kept:?}");
 }
 
 /// The writes an operation makes in the state folder, each made to fail by
@@ -755,8 +807,12 @@ fn the_plans_of_start_and_exec() {
     assert_eq!(start(&record).unwrap(), started);
     let lock = w.ctx.store.lock("web").unwrap();
     let facts = start_facts(&w.ctx, &record).unwrap();
-    let turn =
-        super::super::exec::turn_steps(decide_start(&facts, host).unwrap(), &record, &lock, None);
+    let turn = super::super::exec::turn_steps(
+        decide_start(&facts, host).unwrap(),
+        &record,
+        lock.share().unwrap(),
+        None,
+    );
     let mut expected = vec!["turn marker".to_string(), "watcher".to_string()];
     expected.extend(started.iter().cloned());
     expected.extend(["gateway", "turn env", "socket"].map(String::from));
@@ -798,8 +854,12 @@ fn the_plans_of_start_and_exec() {
     assert!(refused[1].starts_with("refuse: session web's cage was not started"));
     let lock = w.ctx.store.lock("web").unwrap();
     let facts = start_facts(&w.ctx, &record).unwrap();
-    let turn =
-        super::super::exec::turn_steps(decide_start(&facts, host).unwrap(), &record, &lock, None);
+    let turn = super::super::exec::turn_steps(
+        decide_start(&facts, host).unwrap(),
+        &record,
+        lock.share().unwrap(),
+        None,
+    );
     assert_eq!(described(&turn), refused);
     drop(turn);
     drop(lock);
@@ -1148,6 +1208,9 @@ fn the_plans_of_rename() {
         intent.clone(),
         intent,
         moved(store.session_uploads("web"), store.session_uploads(RENAMED)),
+        // The state folder's first cage: its identity kept (drawn anew
+        // by each plan).
+        "state id".to_string(),
         format!("cage files {new}"),
         format!("create container {new}"),
         moved(store.private_home(C), store.private_home(&new)),
@@ -1160,7 +1223,10 @@ fn the_plans_of_rename() {
     ];
     let planned: Vec<String> = planned
         .iter()
-        .map(|s| s.replace(&new_of(s), &new))
+        .map(|s| match s.starts_with("state id ") {
+            true => "state id".to_string(),
+            false => s.replace(&new_of(s), &new),
+        })
         .collect();
     assert_eq!(planned, expected);
     // Out of a cage: no podman, the folders and the records.
