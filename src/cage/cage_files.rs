@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 use crate::cage::harness::Harness;
 use crate::cage::secret_names::{is_credential_name, without_userinfo};
-use crate::error::{Error, Result};
+use crate::error::{Doing, Error, Result};
 
 /// The settings files of Claude Code's folder that a cage gets as a copy
 /// (filtered, see `settings_copy`) rather than as they are.
@@ -205,12 +205,12 @@ pub fn write_settings_copies(
                 let mut s = String::new();
                 f.take(MAX_READ)
                     .read_to_string(&mut s)
-                    .map_err(|e| Error::act(format!("reading {}", user.display()), &e))?;
+                    .map_err(|e| Error::act(Doing::Read(user.to_path_buf()), &e))?;
                 Some(s)
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => {
-                return Err(Error::act(format!("reading {}", user.display()), &e));
+                return Err(Error::act(Doing::Read(user.to_path_buf()), &e));
             }
         };
         let copy = settings_copy(text.as_deref(), harness, name, env_rule).map_err(|why| {
@@ -324,7 +324,7 @@ pub fn seed_claude_json(home: &Path, project: &Path, api_key: Option<&str>) -> R
         Ok(f) => {
             let meta = f
                 .metadata()
-                .map_err(|e| Error::act(format!("looking at {}", path.display()), &e))?;
+                .map_err(|e| Error::act(Doing::LookAt(path.to_path_buf()), &e))?;
             if !meta.file_type().is_file() || meta.len() > MAX_READ {
                 return Ok(());
             }
@@ -342,7 +342,7 @@ pub fn seed_claude_json(home: &Path, project: &Path, api_key: Option<&str>) -> R
         return Ok(());
     };
     write_new_file_over(&path, new.as_bytes())
-        .map_err(|e| Error::act(format!("writing {}", path.display()), &e))
+        .map_err(|e| Error::act(Doing::Write(path.to_path_buf()), &e))
 }
 
 /// Write `bytes` to a file of a fresh name beside `path`, then rename it

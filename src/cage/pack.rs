@@ -41,7 +41,7 @@ use serde::Serialize;
 
 use rustix::fs::{Mode, OFlags};
 
-use crate::error::{Error, IoContext, OnlyRefused, PackProblem, Result};
+use crate::error::{Doing, Error, IoContext, OnlyRefused, PackProblem, Result};
 
 mod pargz;
 
@@ -140,7 +140,7 @@ pub fn make_outbox(dir: &Path) -> Result<()> {
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
-    result.ctx(|| format!("writing {}", path.display()))
+    result.ctx(|| Doing::Write(path.to_path_buf()))
 }
 
 /// Pack the outbox at `outbox` (or only its folder `only`, a relative path)
@@ -210,7 +210,7 @@ fn pack_with(
         if e.kind() == io::ErrorKind::AlreadyExists {
             exists(out)
         } else {
-            Error::act(format!("writing {}", out.display()), &e)
+            Error::act(Doing::Write(out.to_path_buf()), &e)
         }
     })?;
     Ok(Some(Packed {
@@ -223,7 +223,7 @@ fn pack_with(
 
 /// The outbox folder itself, not through a link.
 fn open_root(outbox: &Path) -> Result<File> {
-    open_dir(outbox).map_err(|e| Error::act(format!("opening the outbox {}", outbox.display()), &e))
+    open_dir(outbox).map_err(|e| Error::act(Doing::OpenOutbox(outbox.to_path_buf()), &e))
 }
 
 /// A folder, opened to walk by descriptor ([`open_at`], [`list`]); ELOOP
@@ -295,10 +295,7 @@ fn descend(root: File, only: &Path, limits: &Limits) -> Result<(File, PathBuf, u
                         "is not in the outbox".to_string()
                     }
                     _ => {
-                        return Err(Error::act(
-                            format!("opening {} in the outbox", rel.display()),
-                            &e,
-                        ));
+                        return Err(Error::act(Doing::OpenInOutbox(rel.to_path_buf()), &e));
                     }
                 };
                 let rel = rel.clone();
@@ -329,7 +326,7 @@ fn check_target(outbox: &Path, out_dir: &Path, out: &Path, replace: bool) -> Res
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => {
-            return Err(Error::act(format!("looking at {}", out.display()), &e));
+            return Err(Error::act(Doing::LookAt(out.to_path_buf()), &e));
         }
     }
     let dir = fs::canonicalize(out_dir).map_err(|e| {
@@ -404,8 +401,8 @@ fn staging_file(dir: &Path) -> Result<File> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&path)
-        .ctx(|| format!("making a staging file in {}", dir.display()))?;
-    fs::remove_file(&path).ctx(|| format!("removing {}", path.display()))?;
+        .ctx(|| Doing::MakeStagingIn(dir.to_path_buf()))?;
+    fs::remove_file(&path).ctx(|| Doing::Remove(path.to_path_buf()))?;
     Ok(f)
 }
 
@@ -755,7 +752,7 @@ impl Walk {
                 self.staging
                     .set_len(start)
                     .and_then(|_| self.staging.seek(SeekFrom::Start(start)).map(|_| ()))
-                    .ctx(|| "rewinding the staging file".to_string())?;
+                    .ctx(|| "rewinding the staging file".into())?;
                 self.staged_len = start;
                 self.leave(path, format!("could not be read: {e}"));
                 return Ok(());

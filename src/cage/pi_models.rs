@@ -18,7 +18,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use crate::error::{Error, Result, Warning};
+use crate::error::{Doing, Error, Result, Warning};
 use crate::turn::gateway::routes::{ConfigValue, PI_PREFIX, Route, Routes};
 
 /// The file of pi's folder the cage gets as a copy.
@@ -268,11 +268,11 @@ pub fn plan_from(
             let mut s = String::new();
             f.take(MAX_READ)
                 .read_to_string(&mut s)
-                .map_err(|e| Error::act(format!("reading {}", path.display()), &e))?;
+                .map_err(|e| Error::act(Doing::Read(path.to_path_buf()), &e))?;
             Some(s)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(Error::act(format!("reading {}", path.display()), &e)),
+        Err(e) => return Err(Error::act(Doing::Read(path.to_path_buf()), &e)),
     };
     plan(text.as_deref(), dummy_key, env).map_err(|why| {
         Error::make(crate::error::MakeProblem::CopyUnreadable {
@@ -295,7 +295,7 @@ pub fn write_placeholder(copy_dir: &Path) -> Result<()> {
 /// in the state folder, where the cage cannot reach.
 pub fn write_in_place(copy_dir: &Path, text: &str) -> Result<()> {
     let path = copy_dir.join(COPIED);
-    let fail = |e: std::io::Error| Error::act(format!("writing {}", path.display()), &e);
+    let fail = |e: std::io::Error| Error::act(Doing::Write(path.to_path_buf()), &e);
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::error::{Error, MakeProblem, Result};
+use crate::error::{Doing, Error, MakeProblem, Result};
 
 /// Where podman's packages put the default profile, in the order looked at.
 pub const DEFAULT_PROFILES: [&str; 2] = [
@@ -58,7 +58,7 @@ pub fn default_profile() -> Result<PathBuf> {
 /// cage's, or an ordinary one's.
 pub fn profile_from_file(path: &Path, sealed: bool) -> Result<String> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::act(format!("reading {}", path.display()), &e))?;
+        .map_err(|e| Error::act(Doing::Read(path.to_path_buf()), &e))?;
     derive(&text, sealed).map_err(|e| e.context(format!("the seccomp profile {}", path.display())))
 }
 

@@ -39,7 +39,7 @@ use std::time::{Duration, SystemTime};
 
 use sha2::{Digest, Sha256};
 
-use crate::error::{Error, Result};
+use crate::error::{Doing, Error, Result};
 
 /// The start of every program's name in `tools/`.
 pub const PREFIX: &str = "shrooms-agent-";
@@ -47,14 +47,8 @@ pub const PREFIX: &str = "shrooms-agent-";
 /// The link to the program of the last turn or start.
 pub const LINK: &str = "shrooms-agent";
 
-fn fail(what: &str, p: &Path, e: std::io::Error) -> Error {
-    Error::act(
-        format!(
-            "{what} {} (the copy of shrooms-agent its cages run)",
-            p.display()
-        ),
-        &e,
-    )
+fn fail(doing: Doing, e: std::io::Error) -> Error {
+    Error::act(Doing::InTools(Box::new(doing)), &e)
 }
 
 /// Copies of other versions older than this are removed when a new one is
@@ -64,8 +58,7 @@ const KEEP_OTHERS: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// The name the program at `exe` has in `tools/`.
 pub fn name_of(exe: &Path) -> Result<String> {
-    let m =
-        fs::metadata(exe).map_err(|e| Error::act(format!("looking at {}", exe.display()), &e))?;
+    let m = fs::metadata(exe).map_err(|e| Error::act(Doing::LookAt(exe.to_path_buf()), &e))?;
     Ok(name_from(
         m.dev(),
         m.ino(),
@@ -118,10 +111,7 @@ pub fn provide_init(tools: &Path) -> Result<PathBuf> {
         .and_then(|()| fs::rename(&tmp, &target));
     if let Err(e) = put {
         let _ = fs::remove_file(&tmp);
-        return Err(Error::act(
-            format!("putting a cage's init in {}", tools.display()),
-            &e,
-        ));
+        return Err(Error::act(Doing::PutInitIn(tools.to_path_buf()), &e));
     }
     Ok(target)
 }
@@ -133,7 +123,7 @@ fn make_dir(tools: &Path) -> Result<()> {
         .recursive(true)
         .mode(0o755)
         .create(tools)
-        .map_err(|e| fail("making", tools, e))
+        .map_err(|e| fail(Doing::Make(tools.to_path_buf()), e))
 }
 
 /// This program as another process starts it: the running file, whatever
@@ -179,7 +169,7 @@ fn put(tools: &Path, exe: &Path, file: &Path, target: &Path) -> Result<()> {
     };
     if let Err(e) = put.and_then(|()| fs::rename(&tmp, target)) {
         let _ = fs::remove_file(&tmp);
-        return Err(fail("putting the program in", tools, e));
+        return Err(fail(Doing::PutProgramIn(tools.to_path_buf()), e));
     }
     remove_old(tools, target, SystemTime::now());
     Ok(())
@@ -210,7 +200,7 @@ fn point_link(tools: &Path, name: &str) -> Result<()> {
         .and_then(|()| fs::rename(&tmp, &link))
         .map_err(|e| {
             let _ = fs::remove_file(&tmp);
-            Error::act(format!("making the link {}", link.display()), &e)
+            Error::act(Doing::MakeLink(link.to_path_buf()), &e)
         })
 }
 

@@ -9,6 +9,7 @@ use std::fmt;
 
 mod bring;
 mod choice;
+mod doing;
 mod folder;
 mod git;
 mod image;
@@ -26,6 +27,7 @@ mod turn;
 mod warning;
 pub use bring::{EntryProblem, NotBrought};
 pub use choice::{ChoiceProblem, ConversationProblem};
+pub use doing::Doing;
 pub use folder::{FolderProblem, Mounted, NotOwn, RootNotOwn};
 pub use git::{FastForwardProblem, GitProblem};
 pub use image::ImageProblem;
@@ -281,7 +283,7 @@ pub enum What {
     /// An act that failed (a file read or written, a call of the
     /// system, a parse of what a program said): what was being done, with
     /// which path, and the error of what was called.
-    Act { doing: String, cause: Cause },
+    Act { doing: Doing, cause: Cause },
     /// A session named by the request, and what stands in the way.
     Session {
         session: String,
@@ -1296,8 +1298,9 @@ impl Error {
     }
 
     /// An act that failed ([`What::Act`]): `doing` names the act and its
-    /// path (`reading /etc/x`), `cause` is the error of what it called.
-    pub fn act(doing: impl Into<String>, cause: &(dyn std::error::Error + 'static)) -> Self {
+    /// path (`Doing::Read`: `reading /etc/x`), `cause` is the error of
+    /// what it called.
+    pub fn act(doing: impl Into<Doing>, cause: &(dyn std::error::Error + 'static)) -> Self {
         Self::of(
             Kind::Failed,
             What::Act {
@@ -1620,7 +1623,7 @@ impl Error {
     /// An act on what the request named (a file given by its path) that
     /// failed ([`What::Act`]): bad input, as the path was the asker's.
     pub fn act_on_input(
-        doing: impl Into<String>,
+        doing: impl Into<Doing>,
         cause: &(dyn std::error::Error + 'static),
     ) -> Self {
         Error {
@@ -1858,11 +1861,11 @@ impl serde::Serialize for Error {
 
 /// Attach "what we were doing with which path" to an I/O error.
 pub trait IoContext<T> {
-    fn ctx(self, what: impl FnOnce() -> String) -> Result<T>;
+    fn ctx(self, what: impl FnOnce() -> Doing) -> Result<T>;
 }
 
 impl<T> IoContext<T> for std::io::Result<T> {
-    fn ctx(self, what: impl FnOnce() -> String) -> Result<T> {
+    fn ctx(self, what: impl FnOnce() -> Doing) -> Result<T> {
         self.map_err(|e| Error::act(what(), &e))
     }
 }

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, RemoteProblem, Result};
+use crate::error::{Doing, Error, RemoteProblem, Result};
 use crate::host::process::{Process, shell_line};
 use crate::settings::Settings;
 pub use crate::settings::ssh_table::SshMachine;
@@ -294,10 +294,10 @@ impl Lender {
             .recursive(true)
             .mode(0o700)
             .create(&dir)
-            .map_err(|e| Error::act(format!("making {}", dir.display()), &e))?;
+            .map_err(|e| Error::act(Doing::Make(dir.to_path_buf()), &e))?;
         let path = dir.join("s");
         let listener = UnixListener::bind(&path)
-            .map_err(|e| Error::act(format!("listening on {}", path.display()), &e))?;
+            .map_err(|e| Error::act(Doing::ListenOn(path.to_path_buf()), &e))?;
         let sources = lend.then(|| Arc::new(crate::turn::gateway::machine_sources(settings, env)));
         let ssh_pid = Arc::new(AtomicU32::new(0));
         let exit = Arc::new(Mutex::new(None));
@@ -416,15 +416,8 @@ pub struct Line {
 }
 
 pub fn hold(socket: &Path) -> Result<Line> {
-    let stream = UnixStream::connect(socket).map_err(|e| {
-        Error::act(
-            format!(
-                "the line to the machine this turn came from ({})",
-                socket.display()
-            ),
-            &e,
-        )
-    })?;
+    let stream = UnixStream::connect(socket)
+        .map_err(|e| Error::act(Doing::LineBack(socket.to_path_buf()), &e))?;
     let mut w = stream
         .try_clone()
         .map_err(|e| Error::act("the line to the other machine", &e))?;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::error::{Error, Kind, Result, What};
+use crate::error::{Doing, Error, Kind, Result, What};
 
 /// A command to run, as a value.
 #[derive(Debug, Clone)]
@@ -204,7 +204,10 @@ impl Process {
 
     fn could_not_start(&self, e: std::io::Error) -> Error {
         Error::act(
-            format!("{}: could not start {}", self.label, self.program.display()),
+            Doing::within(
+                Doing::Run(self.label.clone()),
+                Doing::CouldNotStart(self.program.clone()),
+            ),
             &e,
         )
     }
@@ -330,7 +333,7 @@ impl Process {
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     return Err(Error::act(
-                        format!("{}: reading its output", self.label),
+                        Doing::within(Doing::Run(self.label.clone()), "reading its output"),
                         &e,
                     ));
                 }
@@ -422,7 +425,7 @@ fn detached(
     use std::os::unix::fs::OpenOptionsExt;
     use std::os::unix::process::CommandExt;
     use std::process::Stdio;
-    let label = format!("starting {}", program.display());
+    let label = Doing::StartProgram(program.to_path_buf());
     let (out, err) = match log {
         Some(log) => {
             let out = std::fs::OpenOptions::new()
@@ -430,10 +433,13 @@ fn detached(
                 .append(true)
                 .mode(0o600)
                 .open(log)
-                .map_err(|e| Error::act(format!("{label}: opening {}", log.display()), &e))?;
-            let err = out
-                .try_clone()
-                .map_err(|e| Error::act(label.as_str(), &e))?;
+                .map_err(|e| {
+                    Error::act(
+                        Doing::within(label.clone(), Doing::Open(log.to_path_buf())),
+                        &e,
+                    )
+                })?;
+            let err = out.try_clone().map_err(|e| Error::act(label.clone(), &e))?;
             (Stdio::from(out), Stdio::from(err))
         }
         None => (Stdio::null(), Stdio::null()),
@@ -477,7 +483,7 @@ fn detached(
                 tries += 1;
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
-            r => return r.map_err(|e| Error::act(label.as_str(), &e)),
+            r => return r.map_err(|e| Error::act(label.clone(), &e)),
         }
     }
 }
@@ -516,7 +522,7 @@ impl TurnSignals {
         let received = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         for sig in TURN_SIGNALS {
             signal_hook::flag::register_usize(sig, received.clone(), sig as usize)
-                .map_err(|e| Error::act(format!("catching signal {sig}"), &e))?;
+                .map_err(|e| Error::act(Doing::CatchSignal(sig), &e))?;
         }
         Ok(TurnSignals { received })
     }

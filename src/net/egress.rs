@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::{Doing, Error, Result};
 use crate::state::when::now_rfc3339_millis;
 
 /// The NFLOG group the rules send to and the listener binds, in the cage's
@@ -282,7 +282,7 @@ pub fn read(allowed: &Path, refused: &Path) -> Result<Vec<Line>> {
             let text = match std::fs::read_to_string(&p) {
                 Ok(t) => t,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(Error::act(format!("reading {}", p.display()), &e)),
+                Err(e) => return Err(Error::act(Doing::Read(p.to_path_buf()), &e)),
             };
             out.extend(
                 text.lines()
@@ -355,10 +355,18 @@ pub fn listen(a: &Listen<'_>) -> Result<()> {
     }
     let socket = bind_group()?;
     let mut logs = Logs {
-        allowed: LogFile::open(a.log, MAX_BYTES)
-            .map_err(|e| Error::act(format!("{SUBCOMMAND}: {}", a.log.display()), &e))?,
-        refused: LogFile::open(a.refused_log, MAX_BYTES)
-            .map_err(|e| Error::act(format!("{SUBCOMMAND}: {}", a.refused_log.display()), &e))?,
+        allowed: LogFile::open(a.log, MAX_BYTES).map_err(|e| {
+            Error::act(
+                Doing::within(SUBCOMMAND, Doing::At(a.log.to_path_buf())),
+                &e,
+            )
+        })?,
+        refused: LogFile::open(a.refused_log, MAX_BYTES).map_err(|e| {
+            Error::act(
+                Doing::within(SUBCOMMAND, Doing::At(a.refused_log.to_path_buf())),
+                &e,
+            )
+        })?,
         down: None,
     };
     let mut gate = Gate::new().map_err(gate_fail)?;
@@ -412,7 +420,7 @@ pub fn listen(a: &Listen<'_>) -> Result<()> {
 
 /// The listener's failure to set the gate.
 fn gate_fail(e: std::io::Error) -> Error {
-    Error::act(format!("{SUBCOMMAND}: the egress gate"), &e)
+    Error::act(Doing::within(SUBCOMMAND, "the egress gate"), &e)
 }
 
 impl Listen<'_> {
@@ -471,7 +479,7 @@ fn bind_group() -> Result<netlink_sys::Socket> {
         Ok(m) => match m.payload {
             NetlinkPayload::Error(e) if e.code.is_some() => {
                 return Err(Error::act(
-                    format!("{SUBCOMMAND}: binding NFLOG group {GROUP}"),
+                    Doing::within(SUBCOMMAND, Doing::BindNflogGroup(GROUP)),
                     &e.to_io(),
                 ));
             }

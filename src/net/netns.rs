@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::error::{Error, FirstProblem, Result, RulesProblem};
+use crate::error::{Doing, Error, FirstProblem, Result, RulesProblem};
 use crate::host::Host;
 use crate::host::podman::QUICK;
 use crate::host::podman::inspect::ContainerInspect;
@@ -176,7 +176,7 @@ impl Host {
                 .map(|p| {
                     std::fs::metadata(p)
                         .map(|m| Some(FileId::of(&m)))
-                        .map_err(|e| Error::act(format!("looking at {p}"), &e))
+                        .map_err(|e| Error::act(Doing::LookAt(p.into()), &e))
                 })
                 .collect::<Result<_>>()?;
             (ids, String::new())

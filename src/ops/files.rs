@@ -27,7 +27,7 @@ use super::acts::drop::{BOUNDS, Bounds, Incoming, decide_drop, hidden_notes};
 pub use super::acts::drop::{Drop, Received, safe_name};
 use super::plan::Step;
 use super::session_address::parse_sender;
-use crate::error::{Error, Result, SessionProblem, Subject};
+use crate::error::{Doing, Error, Result, SessionProblem, Subject};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct FilesList {
@@ -225,7 +225,7 @@ pub fn received(ctx: &Context, name: &str) -> Result<ReceivedList> {
                 files,
             });
         }
-        Err(e) => return Err(Error::act(format!("reading {}", drops.display()), &e)),
+        Err(e) => return Err(Error::act(Doing::Read(drops.to_path_buf()), &e)),
     };
     for folder in folders.flatten() {
         let Some(from) = folder

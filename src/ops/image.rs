@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use super::Context;
 use super::check::{Check, Status as CheckStatus};
-use crate::error::{Error, ImageProblem, Result, Unlooked, Warning};
+use crate::error::{Doing, Error, ImageProblem, Result, Unlooked, Warning};
 use crate::host::Host;
 use crate::host::facts_cache::Stamp;
 use crate::host::podman::inspect::ImageInspect;
@@ -111,9 +111,8 @@ impl BuildLock {
         }
         // Our open file description holds it already: this cannot block,
         // and fails only if it was not held for us.
-        lock::ours(&file).map_err(|e| {
-            Error::act(format!("the build lock {} is not ours", path.display()), &e)
-        })?;
+        lock::ours(&file)
+            .map_err(|e| Error::act(Doing::BuildLockNotOurs(path.to_path_buf()), &e))?;
         Ok(BuildLock { file })
     }
 
@@ -129,12 +128,12 @@ fn building(path: &Path) -> Result<bool> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(Error::act(format!("opening {}", path.display()), &e)),
+        Err(e) => return Err(Error::act(Doing::Open(path.to_path_buf()), &e)),
     };
     // Let go when `file` is closed.
     lock::try_shared(&file)
         .map(|free| !free)
-        .map_err(|e| Error::act(format!("locking {}", path.display()), &e))
+        .map_err(|e| Error::act(Doing::Lock(path.to_path_buf()), &e))
 }
 
 fn read_record(path: &Path) -> BuildRecord {
@@ -149,7 +148,7 @@ fn read_record(path: &Path) -> BuildRecord {
 /// Written only by the holder of the image's lock.
 fn write_record(path: &Path, record: &BuildRecord) -> Result<()> {
     let mut text = serde_json::to_string_pretty(record)
-        .map_err(|e| Error::act(format!("writing {}", path.display()), &e))?;
+        .map_err(|e| Error::act(Doing::Write(path.to_path_buf()), &e))?;
     text.push('\n');
     write_atomic(path, text.as_bytes(), 0o600)
 }
@@ -736,7 +735,7 @@ pub fn keep_pi(ctx: &Context, look: &PiLook) -> Result<()> {
     let mut answers = read_pi_answers(&path);
     answers.insert(look.image_id.clone(), has);
     let mut text = serde_json::to_string_pretty(&answers)
-        .map_err(|e| Error::act(format!("writing {}", path.display()), &e))?;
+        .map_err(|e| Error::act(Doing::Write(path.to_path_buf()), &e))?;
     text.push('\n');
     write_atomic(&path, text.as_bytes(), 0o600)
 }
@@ -810,9 +809,8 @@ pub fn build(
     let host = ctx.host()?;
     let (text, custom) = match &req.containerfile {
         Some(p) => {
-            let t = fs::read_to_string(p).map_err(|e| {
-                Error::act_on_input(format!("the Containerfile {}", p.display()), &e)
-            })?;
+            let t = fs::read_to_string(p)
+                .map_err(|e| Error::act_on_input(Doing::Containerfile(p.to_path_buf()), &e))?;
             (t, true)
         }
         None => (workbench::CONTAINERFILE.to_string(), false),
@@ -1445,7 +1443,7 @@ pub fn worker(ctx: &Context, jobs: &[String]) -> Result<()> {
         let prepared = ctx.host().and_then(|host| {
             fs::read_to_string(dir.text(s))
                 .map(|text| (host, text))
-                .map_err(|e| Error::act(format!("reading {}", dir.text(s).display()), &e))
+                .map_err(|e| Error::act(Doing::Read(dir.text(s)), &e))
         });
         let built = match prepared {
             Ok((host, text)) => {

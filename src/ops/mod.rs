@@ -49,7 +49,9 @@ use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::error::{EgressProblem, Error, Kind, NotStarted, Result, RulesProblem, SessionProblem};
+use crate::error::{
+    Doing, EgressProblem, Error, Kind, NotStarted, Result, RulesProblem, SessionProblem,
+};
 use crate::host::Host;
 use crate::net::rules;
 use crate::settings::{Env, Settings};
@@ -785,10 +787,10 @@ fn pin_names(
     let path = Path::new(hosts);
     let fail = |e: std::io::Error| {
         Error::act(
-            format!(
-                "pinning the allow-list's names in {container}'s hosts file {}",
-                path.display()
-            ),
+            Doing::PinHosts {
+                container: container.to_string(),
+                file: path.into(),
+            },
             &e,
         )
     };
@@ -916,9 +918,8 @@ pub fn limits_in_argv(argv: &[String]) -> Option<crate::settings::Limits> {
 /// files beside it; anywhere else (`~/bin`, `/usr/bin`, the home itself) the
 /// program alone, so nothing else of that folder reaches the cage.
 pub fn program_mount(program: &Path, harness: &str, home: &Path) -> Result<(PathBuf, PathBuf)> {
-    let resolved = std::fs::canonicalize(program).map_err(|e| {
-        Error::act_on_input(format!("the harness program {}", program.display()), &e)
-    })?;
+    let resolved = std::fs::canonicalize(program)
+        .map_err(|e| Error::act_on_input(Doing::HarnessProgram(program.to_path_buf()), &e))?;
     let home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
     let parent = resolved.parent().unwrap_or(Path::new("/")).to_path_buf();
     Ok((

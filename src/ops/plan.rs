@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use super::acts::cage_files::{self, FilesUndo, MakeFiles};
 use super::{Context, acts};
-use crate::error::{Error, Kind, RemovedBy, Result, Warning};
+use crate::error::{Doing, Error, Kind, RemovedBy, Result, Warning};
 use crate::host::Host;
 use crate::state::session::{self, HistoryEntry, Intent, MountSource, Record};
 
@@ -909,7 +909,7 @@ fn set_limits(
 
 fn remove_file(path: &Path, best_effort: bool, ran: &mut Ran) -> Result<Option<Undo>> {
     let removed = if let Err(e) = session::before_write() {
-        Err(Error::act(format!("removing {}", path.display()), &e))
+        Err(Error::act(Doing::Remove(path.to_path_buf()), &e))
     } else if path.symlink_metadata().is_ok_and(|m| m.is_dir()) {
         session::remove_dir_if_there(path)
     } else {
@@ -935,7 +935,7 @@ fn private_dir(
     let made = match session::before_write().and_then(|()| std::fs::create_dir(path)) {
         Ok(()) => !keep,
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
-        Err(e) => return Err(Error::act(format!("making {}", path.display()), &e)),
+        Err(e) => return Err(Error::act(Doing::Make(path.to_path_buf()), &e)),
     };
     // Checked (ours, 0700) whether made now or there.
     if let Err(e) = session::make_private_dir(path) {
@@ -975,10 +975,14 @@ fn check_sources(ctx: &Context, session: &str, cage: &session::CageRecord) -> Re
 }
 
 /// rename(2), its error saying which way.
-fn rename(from: &Path, to: &Path, way: &str) -> Result<()> {
+fn rename(from: &Path, to: &Path, way: &'static str) -> Result<()> {
     std::fs::rename(from, to).map_err(|e| {
         Error::act(
-            format!("renaming {} {way} {}", from.display(), to.display()),
+            Doing::Rename {
+                from: from.into(),
+                way,
+                to: to.into(),
+            },
             &e,
         )
     })
@@ -990,9 +994,7 @@ fn measure(cage: &mut session::CageRecord) -> Result<()> {
     let paths: Vec<PathBuf> = cage.mount_sources.iter().map(|m| m.path.clone()).collect();
     cage.mount_sources = paths
         .iter()
-        .map(|p| {
-            MountSource::now(p).map_err(|e| Error::act(format!("looking at {}", p.display()), &e))
-        })
+        .map(|p| MountSource::now(p).map_err(|e| Error::act(Doing::LookAt(p.to_path_buf()), &e)))
         .collect::<Result<Vec<_>>>()?;
     Ok(())
 }

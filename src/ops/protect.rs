@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use crate::cage::git::normal;
 
 use crate::cage::spec::Mount;
-use crate::error::{Error, ProtectProblem, Result};
+use crate::error::{Doing, Error, ProtectProblem, Result};
 
 /// What is made when a protected path is missing at the cage's creation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -567,13 +567,7 @@ pub fn make_missing(make: &[(PathBuf, bool)]) -> Result<Vec<PathBuf>> {
             Ok(()) => made.push(p.clone()),
             Err(e) => {
                 take_back(&made);
-                return Err(Error::act(
-                    format!(
-                        "making {} (a protected path, empty, so that the cage cannot make it)",
-                        p.display()
-                    ),
-                    &e,
-                ));
+                return Err(Error::act(Doing::MakeProtected(p.to_path_buf()), &e));
             }
         }
     }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{ConversationProblem, Error, FolderProblem, Mounted, Result};
+use crate::error::{ConversationProblem, Doing, Error, FolderProblem, Mounted, Result};
 use crate::state::session::Store;
 
 /// Folders whose presence marks a home, not a project: a sealed cage's
@@ -232,7 +232,7 @@ fn read_untrusted(store: &Store) -> Result<Vec<Untrusted>> {
             )
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(Error::act(format!("reading {}", file.display()), &e)),
+        Err(e) => Err(Error::act(Doing::Read(file.to_path_buf()), &e)),
     }
 }
 
@@ -256,7 +256,7 @@ fn change_untrusted(store: &Store, change: impl FnOnce(&mut Vec<Untrusted>)) -> 
 /// Remember `dir` as a sealed session's project.
 pub fn remember_untrusted(store: &Store, dir: &Path, session: &str) -> Result<()> {
     let meta = std::fs::symlink_metadata(dir)
-        .map_err(|e| Error::act(format!("looking at {}", dir.display()), &e))?;
+        .map_err(|e| Error::act(Doing::LookAt(dir.to_path_buf()), &e))?;
     let entry = Untrusted {
         path: dir.to_path_buf(),
         dev: meta.dev(),
@@ -599,7 +599,7 @@ fn copy_tree(
     }
     crate::state::session::make_private_dir(to)?;
     let (names, _) = crate::cage::pack::list(from, MAX_NAMES)
-        .map_err(|e| Error::act(format!("reading {rel}"), &e))?;
+        .map_err(|e| Error::act(Doing::Read(rel.into()), &e))?;
     for (name, listed) in names {
         let rel_name = format!("{rel}/{}", name.to_string_lossy());
         if copied.files >= MAX_COPY_FILES || copied.bytes >= MAX_COPY {
@@ -628,7 +628,7 @@ fn copy_tree(
         }
         let room = MAX_COPY - copied.bytes;
         match crate::cage::pack::open_at(from, &name, rustix::fs::OFlags::NONBLOCK)
-            .map_err(|e| Error::act(format!("opening {rel_name}"), &e))
+            .map_err(|e| Error::act(Doing::Open((&rel_name).into()), &e))
             .and_then(|f| copy_open_file(f, &to.join(&name), room))
         {
             Ok(n) => {
@@ -665,9 +665,9 @@ fn copy_open_file(src: std::fs::File, to: &Path, room: u64) -> Result<u64> {
         .create_new(true)
         .mode(0o600)
         .open(to)
-        .map_err(|e| Error::act(format!("writing {}", to.display()), &e))?;
+        .map_err(|e| Error::act(Doing::Write(to.to_path_buf()), &e))?;
     std::io::copy(&mut src.take(meta.len()), &mut dst)
-        .map_err(|e| Error::act(format!("copying to {}", to.display()), &e))
+        .map_err(|e| Error::act(Doing::CopyTo(to.to_path_buf()), &e))
 }
 
 #[cfg(test)]

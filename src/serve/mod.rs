@@ -58,7 +58,7 @@ use axum::http::HeaderMap;
 use hyper::body::Incoming;
 use tokio::sync::Semaphore;
 
-use crate::error::{DropRefused, Error, Result};
+use crate::error::{Doing, DropRefused, Error, Result};
 use crate::host::Host;
 use crate::ops::Context;
 use crate::settings::{Env, Settings};
@@ -287,7 +287,7 @@ fn on_signals(stop: &Arc<AtomicBool>) -> Result<()> {
         // requests are still being finished, ends the process at once (1).
         signal_hook::flag::register_conditional_shutdown(signal, 1, stop.clone())
             .and_then(|_| signal_hook::flag::register(signal, stop.clone()))
-            .map_err(|e| Error::act(format!("handling signal {signal}"), &e))?;
+            .map_err(|e| Error::act(Doing::HandleSignal(signal), &e))?;
     }
     Ok(())
 }
@@ -317,12 +317,12 @@ fn bind(
 ) -> Result<(tokio::net::TcpListener, Option<tokio::net::UnixListener>)> {
     let l = runtime
         .block_on(tokio::net::TcpListener::bind(addr))
-        .map_err(|e| Error::act(format!("listening on {addr}"), &e))?;
+        .map_err(|e| Error::act(Doing::ListenAt(addr), &e))?;
     let unix = match socket {
         Some(p) => Some(
             runtime
                 .block_on(async { listen_unix(p) })
-                .map_err(|e| Error::act(format!("listening on {}", p.display()), &e))?,
+                .map_err(|e| Error::act(Doing::ListenOn(p.to_path_buf()), &e))?,
         ),
         None => None,
     };

@@ -8,19 +8,20 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use crate::error::{Error, Result, TokenProblem};
+use crate::error::{Doing, Error, Result, TokenProblem};
 
 /// The token: the file's first line, trimmed. The file must be readable
 /// and writable by its owner only, and the line not empty. The errors are
 /// bad input and start with the file's path; callers say what file it is.
 pub fn read(file: &Path) -> Result<String> {
-    let f = file.display();
-    let meta = std::fs::metadata(file).map_err(|e| Error::act_on_input(f.to_string(), &e))?;
+    let meta = std::fs::metadata(file)
+        .map_err(|e| Error::act_on_input(Doing::At(file.to_path_buf()), &e))?;
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
         return Err(Error::token(file, TokenProblem::ServeOpen { mode }));
     }
-    let text = std::fs::read_to_string(file).map_err(|e| Error::act_on_input(f.to_string(), &e))?;
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| Error::act_on_input(Doing::At(file.to_path_buf()), &e))?;
     let token = text.lines().next().unwrap_or("").trim();
     if token.is_empty() {
         return Err(Error::token(file, TokenProblem::ServeEmpty));
@@ -39,7 +40,7 @@ pub fn read_sealed(path: &Path) -> Result<String> {
         }
         Err(e) => {
             return Err(Error::act_on_input(
-                format!("the sealed token {}", path.display()),
+                Doing::SealedToken(path.to_path_buf()),
                 &e,
             ));
         }
@@ -49,7 +50,7 @@ pub fn read_sealed(path: &Path) -> Result<String> {
         return Err(refused(TokenProblem::SealedOpen { mode }));
     }
     let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::act_on_input(format!("the sealed token {}", path.display()), &e))?;
+        .map_err(|e| Error::act_on_input(Doing::SealedToken(path.to_path_buf()), &e))?;
     let token = text.trim();
     if token.is_empty() {
         return Err(refused(TokenProblem::SealedEmpty));

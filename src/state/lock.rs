@@ -7,7 +7,7 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Doing, Error, IoContext, Result};
 
 /// Open (or make, 0600) a lock file.
 pub fn open(path: &Path) -> Result<File> {
@@ -17,7 +17,7 @@ pub fn open(path: &Path) -> Result<File> {
         .write(true)
         .mode(0o600)
         .open(path)
-        .ctx(|| format!("opening {}", path.display()))
+        .ctx(|| Doing::Open(path.to_path_buf()))
 }
 
 /// Take `file`'s lock without waiting, exclusive (`File::try_lock`, an
@@ -79,7 +79,7 @@ pub fn try_take(path: &Path) -> Result<Option<File>> {
             Ok(true) if still_at(&file, path) => return Ok(Some(file)),
             Ok(true) => continue,
             Ok(false) => return Ok(None),
-            Err(e) => return Err(Error::act(format!("locking {}", path.display()), &e)),
+            Err(e) => return Err(Error::act(Doing::Lock(path.to_path_buf()), &e)),
         }
     }
     Err(moved(path))
@@ -96,11 +96,11 @@ pub fn held(path: &Path) -> Result<bool> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(Error::act(format!("opening {}", path.display()), &e)),
+        Err(e) => return Err(Error::act(Doing::Open(path.to_path_buf()), &e)),
     };
     try_shared(&file)
         .map(|free| !free)
-        .map_err(|e| Error::act(format!("locking {}", path.display()), &e))
+        .map_err(|e| Error::act(Doing::Lock(path.to_path_buf()), &e))
 }
 
 /// How often, and how far apart, [`try_take_past_probes`] tries.
@@ -124,7 +124,7 @@ pub fn try_take_past_probes(path: &Path) -> Result<Option<File>> {
                 }
                 Ok(false) if attempt < TRIES => std::thread::sleep(APART),
                 Ok(false) => return Ok(None),
-                Err(e) => return Err(Error::act(format!("locking {}", path.display()), &e)),
+                Err(e) => return Err(Error::act(Doing::Lock(path.to_path_buf()), &e)),
             }
         }
         if taken && still_at(&file, path) {
@@ -144,7 +144,7 @@ pub fn take(path: &Path) -> Result<File> {
             match file.lock() {
                 Ok(()) => break,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(Error::act(format!("locking {}", path.display()), &e)),
+                Err(e) => return Err(Error::act(Doing::Lock(path.to_path_buf()), &e)),
             }
         }
         if still_at(&file, path) {

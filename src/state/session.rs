@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cage::harness::Harness;
 use crate::cage::spec::Network;
-use crate::error::{Error, Holder, IoContext, Result, SessionProblem, StateProblem};
+use crate::error::{Doing, Error, Holder, IoContext, Result, SessionProblem, StateProblem};
 use crate::settings::Limits;
 
 /// The record format's version, so a later tool can read an older record.
@@ -565,7 +565,7 @@ impl Store {
                 )
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Error::act(format!("reading {}", path.display()), &e)),
+            Err(e) => Err(Error::act(Doing::Read(path.to_path_buf()), &e)),
         }
     }
 
@@ -728,7 +728,7 @@ impl Store {
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Error::act(format!("reading {}", path.display()), &e)),
+            Err(e) => Err(Error::act(Doing::Read(path.to_path_buf()), &e)),
         }
     }
 
@@ -764,10 +764,7 @@ impl Store {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => self
                 .state_id_if_any()?
                 .ok_or_else(|| Error::state(&self.state_id_path(), StateProblem::IdVanished)),
-            Err(e) => Err(Error::act(
-                format!("writing {}", self.state_id_path().display()),
-                &e,
-            )),
+            Err(e) => Err(Error::act(Doing::Write(self.state_id_path()), &e)),
         }
     }
 
@@ -798,7 +795,7 @@ impl Store {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(Error::session(name, SessionProblem::Missing));
             }
-            Err(e) => return Err(Error::act(format!("reading {}", path.display()), &e)),
+            Err(e) => return Err(Error::act(Doing::Read(path.to_path_buf()), &e)),
         };
         let damaged = |why: String| {
             Error::session(
@@ -891,18 +888,18 @@ impl Store {
         let mut line =
             serde_json::to_string(entry).map_err(|e| Error::act("writing the history", &e))?;
         line.push('\n');
-        before_write().ctx(|| format!("opening {}", path.display()))?;
+        before_write().ctx(|| Doing::Open(path.to_path_buf()))?;
         let mut f = OpenOptions::new()
             .create(true)
             .append(true)
             .mode(0o600)
             .open(&path)
-            .ctx(|| format!("opening {}", path.display()))?;
+            .ctx(|| Doing::Open(path.to_path_buf()))?;
         // Not flushed to disk: the history tells what happened, and the
         // record it follows is flushed; a line lost to a machine that went
         // down at that moment is not worth a flush at every command.
         f.write_all(line.as_bytes())
-            .ctx(|| format!("writing {}", path.display()))?;
+            .ctx(|| Doing::Write(path.to_path_buf()))?;
         after_write();
         Ok(())
     }
@@ -913,14 +910,13 @@ impl Store {
         let text = match fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(Error::act(format!("reading {}", path.display()), &e)),
+            Err(e) => return Err(Error::act(Doing::Read(path.to_path_buf()), &e)),
         };
         text.lines()
             .filter(|l| !l.trim().is_empty())
             .map(|l| {
-                serde_json::from_str(l).map_err(|e| {
-                    Error::act(format!("the history {} is damaged", path.display()), &e)
-                })
+                serde_json::from_str(l)
+                    .map_err(|e| Error::act(Doing::HistoryDamaged(path.to_path_buf()), &e))
             })
             .collect()
     }
@@ -944,12 +940,12 @@ impl Store {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok((Vec::new(), Vec::new()));
             }
-            Err(e) => return Err(Error::act(format!("reading {}", dir.display()), &e)),
+            Err(e) => return Err(Error::act(Doing::Read(dir.to_path_buf()), &e)),
         };
         let mut out = Vec::new();
         let mut damaged = Vec::new();
         for entry in entries {
-            let entry = entry.ctx(|| format!("reading {}", dir.display()))?;
+            let entry = entry.ctx(|| Doing::Read(dir.to_path_buf()))?;
             let file = entry.file_name();
             let Some(name) = file
                 .to_str()
@@ -1228,7 +1224,9 @@ impl Store {
         // and fails only if it was not held for us.
         crate::state::lock::ours(&file).map_err(|e| {
             Error::act(
-                format!("the lock of session {name} was not held for this process"),
+                Doing::LockNotHeld {
+                    session: name.to_string(),
+                },
                 &e,
             )
         })?;
@@ -1472,9 +1470,9 @@ pub fn make_private_dir(dir: &Path) -> Result<()> {
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .ctx(|| format!("making {}", dir.display()))?;
+        .ctx(|| Doing::Make(dir.to_path_buf()))?;
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
-        .ctx(|| format!("setting the mode of {}", dir.display()))
+        .ctx(|| Doing::SetModeOf(dir.to_path_buf()))
 }
 
 /// Make a folder whose parent exists, mode 0700, or take the one there if
@@ -1486,9 +1484,9 @@ pub fn make_private_dir_here(dir: &Path) -> Result<()> {
     match fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(Error::act(format!("making {}", dir.display()), &e)),
+        Err(e) => return Err(Error::act(Doing::Make(dir.to_path_buf()), &e)),
     }
-    let meta = fs::symlink_metadata(dir).ctx(|| format!("looking at {}", dir.display()))?;
+    let meta = fs::symlink_metadata(dir).ctx(|| Doing::LookAt(dir.to_path_buf()))?;
     if !meta.file_type().is_dir() {
         return Err(Error::state(dir, StateProblem::NotAFolder));
     }
@@ -1502,7 +1500,7 @@ pub fn make_private_dir_here(dir: &Path) -> Result<()> {
         ));
     }
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
-        .ctx(|| format!("setting the mode of {}", dir.display()))
+        .ctx(|| Doing::SetModeOf(dir.to_path_buf()))
 }
 
 /// Before a write in the state folder that is not [`write_atomic`] (a
@@ -1572,14 +1570,14 @@ fn write_replacing(path: &Path, bytes: &[u8], mode: u32, sync: bool) -> Result<(
     if result.is_ok() {
         after_write();
     }
-    result.ctx(|| format!("writing {}", path.display()))
+    result.ctx(|| Doing::Write(path.to_path_buf()))
 }
 
 pub fn remove_file_if_there(p: &Path) -> Result<()> {
     match fs::remove_file(p) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::act(format!("removing {}", p.display()), &e)),
+        Err(e) => Err(Error::act(Doing::Remove(p.to_path_buf()), &e)),
     }
 }
 
@@ -1587,7 +1585,7 @@ pub fn remove_dir_if_there(p: &Path) -> Result<()> {
     match fs::remove_dir_all(p) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::act(format!("removing {}", p.display()), &e)),
+        Err(e) => Err(Error::act(Doing::Remove(p.to_path_buf()), &e)),
     }
 }
 

@@ -35,7 +35,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::error::{Error, Result};
+use crate::error::{Doing, Error, Result};
 use crate::settings::Settings;
 
 /// The header that names the caged session a request comes from. Only
@@ -524,19 +524,19 @@ pub const LIMITS: crate::turn::server::Limits = crate::turn::server::Limits {
 /// Serve `config` on a Unix socket at `path` on a thread of its own.
 pub fn start(path: &Path, config: Config) -> Result<Socket> {
     use std::os::unix::fs::PermissionsExt;
-    let doing = format!("serving the cage's socket at {}", path.display());
+    let doing = Doing::ServeCageSocket(path.to_path_buf());
     // One left by a turn that was killed: this turn holds the session's
     // lock, so no one else serves it. remove_file takes a link itself,
     // never what it points to.
     match std::fs::remove_file(path) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(Error::act(doing.as_str(), &e)),
+        Err(e) => return Err(Error::act(doing.clone(), &e)),
     }
-    let listener = bind_short(path).map_err(|e| Error::act(doing.as_str(), &e))?;
+    let listener = bind_short(path).map_err(|e| Error::act(doing.clone(), &e))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| Error::act(doing.as_str(), &e))?;
-    give_to_the_cages_root(path).map_err(|e| Error::act(doing.as_str(), &e))?;
+        .map_err(|e| Error::act(doing.clone(), &e))?;
+    give_to_the_cages_root(path).map_err(|e| Error::act(doing.clone(), &e))?;
     let state = Arc::new(State {
         config,
         client: std::sync::OnceLock::new(),

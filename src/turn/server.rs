@@ -35,7 +35,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
-use crate::error::{Error, Result};
+use crate::error::{Doing, Error, Result};
 
 /// How long the loop leaves its listeners alone after accepting failed.
 pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
@@ -347,13 +347,13 @@ impl Background {
         F: FnOnce(Pin<Box<dyn Future<Output = ()> + Send>>) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let doing = format!("starting {name}");
+        let doing = Doing::Start(name.to_string());
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name(name)
             .enable_all()
             .build()
-            .map_err(|e| Error::act(doing.as_str(), &e))?;
+            .map_err(|e| Error::act(doing.clone(), &e))?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
             .name(name.into())
@@ -365,7 +365,7 @@ impl Background {
                 // What a task still holds (a blocking read) ends with the turn.
                 runtime.shutdown_timeout(Duration::from_millis(200));
             })
-            .map_err(|e| Error::act(doing.as_str(), &e))?;
+            .map_err(|e| Error::act(doing, &e))?;
         Ok(Background {
             stop: Some(stop),
             thread: Some(thread),

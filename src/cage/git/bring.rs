@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use super::refs::{self, RefMap};
 use crate::error::{
-    Cause, EntryProblem, Error, FastForwardProblem as Ff, NotBrought, Result, Warning,
+    Cause, Doing, EntryProblem, Error, FastForwardProblem as Ff, NotBrought, Result, Warning,
 };
 
 /// The most objects brought in after one turn, and the largest one.
@@ -147,7 +147,7 @@ pub fn bring(
     let session_store = SessionStore::open(&own.join("objects"))?;
     let user_objects = user.common_dir.join("objects");
     let user_store = gix_odb::at(&user_objects, gix_hash::Kind::Sha1)
-        .map_err(|e| Error::act(format!("opening {}", user_objects.display()), &e))?;
+        .map_err(|e| Error::act(Doing::Open(user_objects.to_path_buf()), &e))?;
     let writer = gix_odb::loose::Store::at(&user_objects, gix_hash::Kind::Sha1);
     for (branch, id) in wanted {
         let into = into_name(session, &branch);
@@ -206,10 +206,7 @@ impl SessionStore {
                     match gix_pack::Bundle::at(&p, gix_hash::Kind::Sha1) {
                         Ok(b) => packs.push(b),
                         Err(e) => {
-                            return Err(Error::act(
-                                format!("the session's pack {} does not read", p.display()),
-                                &e,
-                            ));
+                            return Err(Error::act(Doing::PackUnread(p.to_path_buf()), &e));
                         }
                     }
                 }

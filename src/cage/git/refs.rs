@@ -11,7 +11,7 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, GitProblem, Result};
+use crate::error::{Doing, Error, GitProblem, Result};
 
 /// Ref names to object ids (lower-case hex).
 pub type RefMap = BTreeMap<String, String>;
@@ -86,7 +86,7 @@ fn read_file(p: &Path, max: u64, hostile: bool) -> Result<Option<String>> {
     let m = match std::fs::symlink_metadata(p) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::act(format!("reading {}", p.display()), &e)),
+        Err(e) => return Err(Error::act(Doing::Read(p.to_path_buf()), &e)),
     };
     if m.file_type().is_symlink() {
         return if hostile {
@@ -102,10 +102,10 @@ fn read_file(p: &Path, max: u64, hostile: bool) -> Result<Option<String>> {
         .read(true)
         .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
         .open(p)
-        .map_err(|e| Error::act(format!("reading {}", p.display()), &e))?;
+        .map_err(|e| Error::act(Doing::Read(p.to_path_buf()), &e))?;
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(&mut std::io::Read::take(&mut f, max + 1), &mut bytes)
-        .map_err(|e| Error::act(format!("reading {}", p.display()), &e))?;
+        .map_err(|e| Error::act(Doing::Read(p.to_path_buf()), &e))?;
     Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
 }
 
@@ -142,10 +142,10 @@ pub fn read_refs(dir: &Path, hostile: bool) -> Result<RefMap> {
         let entries = match std::fs::read_dir(&at) {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::act(format!("reading {}", at.display()), &e)),
+            Err(e) => return Err(Error::act(Doing::Read(at.to_path_buf()), &e)),
         };
         for entry in entries {
-            let entry = entry.map_err(|e| Error::act(format!("reading {}", at.display()), &e))?;
+            let entry = entry.map_err(|e| Error::act(Doing::Read(at.to_path_buf()), &e))?;
             seen += 1;
             if seen > MAX_REFS {
                 return Err(too_many(dir));
@@ -156,7 +156,7 @@ pub fn read_refs(dir: &Path, hostile: bool) -> Result<RefMap> {
             let child = rel.join(&name);
             let t = entry
                 .file_type()
-                .map_err(|e| Error::act(format!("reading {}", at.display()), &e))?;
+                .map_err(|e| Error::act(Doing::Read(at.to_path_buf()), &e))?;
             if t.is_symlink() {
                 if hostile {
                     return Err(Error::git(&dir.join(&child), GitProblem::CageLink));
@@ -192,13 +192,13 @@ pub fn check_no_links(root: &Path) -> Result<()> {
         let entries = match std::fs::read_dir(&at) {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::act(format!("reading {}", at.display()), &e)),
+            Err(e) => return Err(Error::act(Doing::Read(at.to_path_buf()), &e)),
         };
         for entry in entries {
-            let entry = entry.map_err(|e| Error::act(format!("reading {}", at.display()), &e))?;
+            let entry = entry.map_err(|e| Error::act(Doing::Read(at.to_path_buf()), &e))?;
             let t = entry
                 .file_type()
-                .map_err(|e| Error::act(format!("reading {}", at.display()), &e))?;
+                .map_err(|e| Error::act(Doing::Read(at.to_path_buf()), &e))?;
             if t.is_dir() {
                 stack.push(entry.path());
             } else if t.is_symlink() {
@@ -218,9 +218,7 @@ pub fn check_no_links(root: &Path) -> Result<()> {
 fn open_dirs(root: &Path, rel: &Path) -> Result<std::fs::File> {
     use rustix::fs::{Mode, OFlags};
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fail = |at: &Path, e: std::io::Error| {
-        Error::act(format!("opening {} (a folder, no link)", at.display()), &e)
-    };
+    let fail = |at: &Path, e: std::io::Error| Error::act(Doing::OpenFolder(at.to_path_buf()), &e);
     let mut dir = std::fs::File::from(
         rustix::fs::open(root, flags, Mode::empty()).map_err(|e| fail(root, e.into()))?,
     );
@@ -288,7 +286,7 @@ pub fn write_in(root: &Path, rel: &Path, bytes: &[u8]) -> Result<()> {
     let name = rel.file_name().unwrap_or_default();
     let tmp = format!(".{}.shrooms-{}", name.to_string_lossy(), std::process::id());
     let _ = rustix::fs::unlinkat(&dir, tmp.as_str(), rustix::fs::AtFlags::empty());
-    let fail = |e: std::io::Error| Error::act(format!("writing {}", target.display()), &e);
+    let fail = |e: std::io::Error| Error::act(Doing::Write(target.to_path_buf()), &e);
     let fd = rustix::fs::openat(
         &dir,
         tmp.as_str(),
@@ -318,10 +316,7 @@ pub fn remove_in(root: &Path, rel: &Path) -> Result<()> {
         rustix::fs::AtFlags::empty(),
     ) {
         Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
-        Err(e) => Err(Error::act(
-            format!("removing {}", root.join(rel).display()),
-            &e,
-        )),
+        Err(e) => Err(Error::act(Doing::Remove(root.join(rel)), &e)),
     }
 }
 
@@ -369,12 +364,8 @@ fn remove_tree_at(
 pub fn write_refs(own: &Path, followed: &RefMap, others: &RefMap) -> Result<()> {
     let refs_dir = open_dirs(own, Path::new("refs"))?;
     for ns in ["heads", "tags", "remotes"] {
-        remove_tree_at(&refs_dir, std::ffi::OsStr::new(ns), 0).map_err(|e| {
-            Error::act(
-                format!("removing {}", own.join("refs").join(ns).display()),
-                &e,
-            )
-        })?;
+        remove_tree_at(&refs_dir, std::ffi::OsStr::new(ns), 0)
+            .map_err(|e| Error::act(Doing::Remove(own.join("refs").join(ns)), &e))?;
     }
     make_dirs(own, Path::new("refs/heads"))?;
     make_dirs(own, Path::new("refs/tags"))?;

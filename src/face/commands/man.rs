@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::error::{Error, Result};
+use crate::error::{Doing, Error, Result};
 use crate::face::{manual, output};
 
 pub fn run(dir: Option<&Path>) -> Result<ExitCode> {
@@ -12,12 +12,11 @@ pub fn run(dir: Option<&Path>) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     };
     // As `install -D` would: the folder is made when it is not there.
-    std::fs::create_dir_all(dir)
-        .map_err(|e| Error::act(format!("making {}", dir.display()), &e))?;
+    std::fs::create_dir_all(dir).map_err(|e| Error::act(Doing::Make(dir.to_path_buf()), &e))?;
     for page in manual::pages()? {
         let path = dir.join(&page.file);
         std::fs::write(&path, &page.text)
-            .map_err(|e| Error::act(format!("writing {}", path.display()), &e))?;
+            .map_err(|e| Error::act(Doing::Write(path.to_path_buf()), &e))?;
     }
     Ok(ExitCode::SUCCESS)
 }

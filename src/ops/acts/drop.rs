@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::error::{DropRefused, Error, IoContext, Result};
+use crate::error::{Doing, DropRefused, Error, IoContext, Result};
 use crate::ops::Context;
 use crate::state::session::{self, MAX_FILE};
 
@@ -243,11 +243,11 @@ pub fn store(ctx: &Context, incoming: &Incoming) -> Result<Received> {
     // As root, a rootful cage was given its folder at its start (it is no
     // one to root's files): what arrives meanwhile is given to it too.
     if let Some((uid, gid)) = crate::host::userns::cage_owner_of(&uploads)
-        .map_err(|e| Error::act(format!("looking at {}", uploads.display()), &e))?
+        .map_err(|e| Error::act(Doing::LookAt(uploads.to_path_buf()), &e))?
     {
         for p in [&drops, &folder, &path].into_iter().chain(note.as_ref()) {
             std::os::unix::fs::lchown(p, Some(uid), Some(gid))
-                .map_err(|e| Error::act(format!("giving {} to the cage", p.display()), &e))?;
+                .map_err(|e| Error::act(Doing::GiveToCage(p.to_path_buf()), &e))?;
         }
     }
     Ok(Received {
@@ -299,7 +299,7 @@ fn reserve(drops: &Path, from: &Sender, length: u64, bounds: &Bounds) -> Result<
     // is that machine's folders only.
     let prefix = format!("from-{}_", from.machine);
     let (mut machine_total, mut sender_total) = (0u64, 0u64);
-    let entries = fs::read_dir(drops).ctx(|| format!("reading {}", drops.display()))?;
+    let entries = fs::read_dir(drops).ctx(|| Doing::Read(drops.to_path_buf()))?;
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str().filter(|n| n.starts_with(&prefix)) else {
@@ -342,7 +342,7 @@ fn reserve(drops: &Path, from: &Sender, length: u64, bounds: &Bounds) -> Result<
     if let Err(e) = reserved {
         drop(file);
         let _ = fs::remove_file(&path);
-        return Err(Error::act(format!("making {}", path.display()), &e));
+        return Err(Error::act(Doing::Make(path.to_path_buf()), &e));
     }
     Ok(Partial { path, file })
 }
@@ -363,12 +363,12 @@ pub(in crate::ops) fn create_partial(folder: &Path) -> Result<(PathBuf, File)> {
         {
             Ok(f) => {
                 f.set_permissions(fs::Permissions::from_mode(0o600))
-                    .ctx(|| format!("setting the mode of {}", path.display()))?;
+                    .ctx(|| Doing::SetModeOf(path.to_path_buf()))?;
                 return Ok((path, f));
             }
             // Left by an earlier process of the same id.
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(Error::act(format!("making {}", path.display()), &e)),
+            Err(e) => return Err(Error::act(Doing::Make(path.to_path_buf()), &e)),
         }
     }
 }
@@ -541,7 +541,7 @@ fn place_linked(
                 Ok(()) => session::after_write(),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) => {
-                    return Err(Error::act(format!("naming {}", note_path.display()), &e));
+                    return Err(Error::act(Doing::Name(note_path.to_path_buf()), &e));
                 }
             }
         }
@@ -553,7 +553,7 @@ fn place_linked(
         match linked {
             Ok(()) => session::after_write(),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(Error::act(format!("naming {}", path.display()), &e)),
+            Err(e) => return Err(Error::act(Doing::Name(path.to_path_buf()), &e)),
         }
         return Ok((path, hidden.map(|_| note_path)));
     }
@@ -598,14 +598,14 @@ pub fn hidden_notes(folder: &Path) -> Vec<(u64, u64)> {
 
 /// Keep a drop's note as `path` (0600), never over a file there.
 pub(in crate::ops) fn write_note(path: &Path, text: &str) -> Result<()> {
-    session::before_write().ctx(|| format!("making {}", path.display()))?;
+    session::before_write().ctx(|| Doing::Make(path.to_path_buf()))?;
     let mut f = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
-        .ctx(|| format!("making {}", path.display()))?;
+        .ctx(|| Doing::Make(path.to_path_buf()))?;
     let written = f
         .set_permissions(fs::Permissions::from_mode(0o600))
         .and_then(|()| io::Write::write_all(&mut f, text.as_bytes()))
@@ -613,7 +613,7 @@ pub(in crate::ops) fn write_note(path: &Path, text: &str) -> Result<()> {
     if let Err(e) = written {
         drop(f);
         let _ = fs::remove_file(path);
-        return Err(Error::act(format!("writing {}", path.display()), &e));
+        return Err(Error::act(Doing::Write(path.to_path_buf()), &e));
     }
     session::after_write();
     Ok(())

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, PackProblem, Result};
+use crate::error::{Doing, Error, PackProblem, Result};
 use crate::ops::Context;
 
 /// The answer a receiving `serve` gives a drop.
@@ -34,12 +34,12 @@ pub fn pack_at_most(
     max: u64,
 ) -> Result<crate::cage::pack::Packed> {
     crate::state::session::before_write()
-        .map_err(|e| Error::act(format!("writing {}", to.display()), &e))?;
+        .map_err(|e| Error::act(Doing::Write(to.to_path_buf()), &e))?;
     let packed = crate::cage::pack::pack(outbox, only, to, false)?
         .ok_or_else(|| Error::pack(PackProblem::Empty { sending: true }))?;
     crate::state::session::after_write();
     let size = std::fs::metadata(to)
-        .map_err(|e| Error::act(format!("reading {}", to.display()), &e))?
+        .map_err(|e| Error::act(Doing::Read(to.to_path_buf()), &e))?
         .len();
     if size > max {
         return Err(Error::pack(PackProblem::OverMachine { size, max }));
@@ -70,7 +70,7 @@ impl Delivery {
 /// was put there, and its size.
 pub fn deliver(ctx: &Context, d: &Delivery) -> Result<(String, u64)> {
     let size = std::fs::metadata(&d.path)
-        .map_err(|e| Error::act(format!("reading {}", d.path.display()), &e))?
+        .map_err(|e| Error::act(Doing::Read(d.path.to_path_buf()), &e))?
         .len();
     let answer = match &d.destination {
         Destination::Here => deliver_here(ctx, &d.session, &d.archive, &d.from, &d.path, size)?,
@@ -100,8 +100,8 @@ fn deliver_here(
     path: &Path,
     size: u64,
 ) -> Result<DropAnswer> {
-    let mut file = std::fs::File::open(path)
-        .map_err(|e| Error::act(format!("opening {}", path.display()), &e))?;
+    let mut file =
+        std::fs::File::open(path).map_err(|e| Error::act(Doing::Open(path.to_path_buf()), &e))?;
     let drop = super::drop::Drop {
         session,
         from_machine: Ok(ctx.settings.machine_name.clone()),
@@ -137,18 +137,18 @@ fn post(
         "{url}/v1/sessions/{session}/drop?name={}",
         utf8_percent_encode(archive, NON_ALPHANUMERIC)
     );
-    let file = std::fs::File::open(path)
-        .map_err(|e| Error::act(format!("opening {}", path.display()), &e))?;
+    let file =
+        std::fs::File::open(path).map_err(|e| Error::act(Doing::Open(path.to_path_buf()), &e))?;
     let length = file
         .metadata()
-        .map_err(|e| Error::act(format!("reading {}", path.display()), &e))?
+        .map_err(|e| Error::act(Doing::Read(path.to_path_buf()), &e))?
         .len();
     // reqwest (hyper's client, TLS by rustls), the stack `serve` runs on.
     let client = reqwest::blocking::Client::builder()
         .connect_timeout(std::time::Duration::from_secs(10))
         .timeout(std::time::Duration::from_secs(600))
         .build()
-        .map_err(|e| Error::act(format!("sending to {url}"), &e))?;
+        .map_err(|e| Error::act(Doing::SendTo(url.to_string()), &e))?;
     let mut request = client
         .post(&address)
         .header("Content-Type", "application/gzip")
@@ -177,7 +177,7 @@ fn post(
                     .and_then(|v| v["error"].as_str().map(str::to_string));
                 return Err(not_taken(machine, url, 401, said.as_deref()));
             }
-            return Err(Error::act(format!("sending to {url}"), &e));
+            return Err(Error::act(Doing::SendTo(url.to_string()), &e));
         }
     };
     let status = response.status().as_u16();

@@ -20,7 +20,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result, TurnProblem};
+use crate::error::{Doing, Error, Result, TurnProblem};
 use crate::host::process::Process;
 
 /// The hidden subcommand the helper runs as (left out of completions).
@@ -69,7 +69,7 @@ pub fn listener_in(enter: &Enter<'_>, socket: &Path) -> Result<TcpListener> {
     let doing = "opening the model gateway in the cage";
     let _ = std::fs::remove_file(socket);
     let server = UnixListener::bind(socket)
-        .map_err(|e| Error::act(format!("{doing}: {}", socket.display()), &e))?;
+        .map_err(|e| Error::act(Doing::within(doing, Doing::At(socket.to_path_buf())), &e))?;
     let _gone = RemoveOnDrop(socket.to_path_buf());
     server
         .set_nonblocking(true)
@@ -114,7 +114,7 @@ pub fn listener_in(enter: &Enter<'_>, socket: &Path) -> Result<TcpListener> {
         .set_read_timeout(Some(HANDOVER))
         .map_err(|e| Error::act(doing, &e))?;
     let fd = receive_fd(&stream)
-        .map_err(|e| Error::act(format!("{doing}: receiving the socket"), &e))?;
+        .map_err(|e| Error::act(Doing::within(doing, "receiving the socket"), &e))?;
     // The helper has nothing left to do; its outcome is logged by its error.
     if let Some(Ok(Err(e))) = outcome.or_else(|| helper.take().map(|h| h.join())) {
         return Err(e.context(doing));
@@ -142,7 +142,7 @@ pub fn helper(to: &Path) -> Result<()> {
     let listener =
         TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| Error::act(SUBCOMMAND, &e))?;
     let stream = UnixStream::connect(to)
-        .map_err(|e| Error::act(format!("{SUBCOMMAND}: {}", to.display()), &e))?;
+        .map_err(|e| Error::act(Doing::within(SUBCOMMAND, Doing::At(to.to_path_buf())), &e))?;
     send_fd(&stream, listener.as_fd()).map_err(|e| Error::act(SUBCOMMAND, &e))
 }
 
