@@ -7,7 +7,9 @@
 //! add one). Read from the sources, test modules left out (a file's `mod
 //! tests`, and a module its parent declares under `#[cfg(test)]`, with all
 //! below it); std's own `io::Error::new` is no sentence of ours. No podman
-//! needed: a plain `cargo test` runs this.
+//! needed: a plain `cargo test` runs this. A failed act is named by an
+//! `error::Doing`, its subject kept as data, never by words made with
+//! `format!` (`Error::act(format!(...))`): none is allowed.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -49,6 +51,39 @@ fn sentences(code: &str) -> usize {
                 .sum::<usize>()
         })
         .sum()
+}
+
+/// The calls that make an error from a failed act, and what names it: a
+/// `Doing` (`error/doing.rs`), which carries the act's subject as data.
+const ACT_MAKERS: &[&str] = &["Error::act(", "Error::act_on_input(", ".ctx(||"];
+
+/// Pure: how many acts a file's code names with words made on the spot
+/// (`format!`), given to an act's maker or to a `Doing`'s variant. What
+/// follows the call's opening counts with blanks and line breaks skipped,
+/// so a call split over lines is caught as well as one on one line.
+fn acts_from_format(code: &str) -> usize {
+    let code = before_tests(code)
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let made_on_the_spot = |rest: &str| rest.trim_start().starts_with("format!");
+    let by_makers: usize = ACT_MAKERS
+        .iter()
+        .map(|m| {
+            code.match_indices(m)
+                .filter(|(i, _)| made_on_the_spot(&code[i + m.len()..]))
+                .count()
+        })
+        .sum();
+    let by_variants = code
+        .match_indices("Doing::")
+        .filter(|(i, m)| {
+            let rest = code[i + m.len()..].trim_start_matches(|c: char| c.is_alphanumeric());
+            rest.strip_prefix('(').is_some_and(made_on_the_spot)
+        })
+        .count();
+    by_makers + by_variants
 }
 
 /// Whether the module of `rel` (a path below `src/`), or one above it, is
@@ -155,4 +190,51 @@ fn errors_made_from_sentences_only_go_down() {
     }
     let wrong = wrong(&found, LEFT);
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_reader_finds_acts_named_with_format() {
+    // One line, a call split over lines, a closure for `ctx`, an act on
+    // the input, and a variant that takes a string.
+    let code = "fn a() { Error::act(format!(\"reading {}\", p.display()), &e) }\n\
+                fn b() {\n    Error::act(\n        format!(\"x {y}\"),\n        &e,\n    )\n}\n\
+                fn c() { r.ctx(|| format!(\"making {}\", d.display())) }\n\
+                fn d() { Error::act_on_input(\n format!(\"the token {t}\"), &e) }\n\
+                fn e() { Error::act(Doing::Start(format!(\"{n}\")), &e) }\n";
+    assert_eq!(acts_from_format(code), 5);
+    // Data, a fixed phrase, a comment and a test module are not.
+    let code = "fn a() { Error::act(Doing::Read(p.to_path_buf()), &e) }\n\
+                fn b() { Error::act(\"starting serve's threads\", &e) }\n\
+                fn c() { r.ctx(|| Doing::Write(p.to_path_buf())) }\n\
+                // Error::act(format!(\"in a comment\"), &e)\n\
+                let d = Doing::within(SUBCOMMAND, Doing::At(p.into()));\n\
+                #[cfg(test)]\nmod tests {\n    fn t() { Error::act(format!(\"x\"), &e); }\n}\n";
+    assert_eq!(acts_from_format(code), 0);
+}
+
+#[test]
+fn no_act_is_named_with_format() {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rs_files(&src, &mut files);
+    let mut found = Vec::new();
+    for f in files {
+        let rel = f
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        let read = |p: &str| std::fs::read_to_string(src.join(p)).ok();
+        if test_only(&rel, &read) {
+            continue;
+        }
+        let n = acts_from_format(&std::fs::read_to_string(&f).unwrap());
+        if n > 0 {
+            found.push(format!(
+                "{rel}: {n} acts named with format!: give a variant of error::Doing, with \
+                 its subject as data"
+            ));
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
 }
