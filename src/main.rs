@@ -68,7 +68,7 @@ fn main() -> ExitCode {
         None => run(cli),
     };
     let result = result.map_err(|e| match &here {
-        Some(name) => e.context(format!("on {name}")),
+        Some(name) => e.context(error::Doing::OnMachine(name.clone())),
         None => e,
     });
     match result {

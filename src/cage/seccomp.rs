@@ -59,7 +59,7 @@ pub fn default_profile() -> Result<PathBuf> {
 pub fn profile_from_file(path: &Path, sealed: bool) -> Result<String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| Error::act(Doing::Read(path.to_path_buf()), &e))?;
-    derive(&text, sealed).map_err(|e| e.context(format!("the seccomp profile {}", path.display())))
+    derive(&text, sealed).map_err(|e| e.context(Doing::SeccompProfile(path.to_path_buf())))
 }
 
 /// Pure: podman's default profile (JSON text) -> the sealed profile.

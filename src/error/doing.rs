@@ -96,6 +96,36 @@ pub enum Doing {
     CouldNotStart(PathBuf),
     /// A program's run, by its label (`podman start`).
     Run(String),
+    /// The seccomp profile of a cage, which does not read.
+    SeccompProfile(PathBuf),
+    /// A session's network rules looked at beside its turn.
+    RulesUnchecked {
+        session: String,
+    },
+    /// The token file of another machine.
+    TokenFileOf {
+        machine: String,
+    },
+    /// A cage's egress log, kept as its cage goes.
+    EgressLogNotKept {
+        container: String,
+    },
+    /// A started cage's limits set again; it was stopped again.
+    LimitsAgain {
+        container: String,
+    },
+    /// A started cage's network rules set; it was stopped again.
+    RulesThenStopped {
+        container: String,
+    },
+    /// A running cage's new network rules set (`cage limits --net`), and
+    /// whether the cage could then be stopped.
+    NewRules {
+        container: String,
+        stopped: bool,
+    },
+    /// A command on another machine, by its name.
+    OnMachine(String),
     /// An act within a larger one (`egress-listen: reading ...`).
     Within {
         outer: Box<Doing>,
@@ -151,6 +181,7 @@ impl Doing {
             Doing::StartProgram(p) => ("starting ", p, ""),
             Doing::ServeCageSocket(p) => ("serving the cage's socket at ", p, ""),
             Doing::CouldNotStart(p) => ("could not start ", p, ""),
+            Doing::SeccompProfile(p) => ("the seccomp profile ", p, ""),
             // Listed, not left to a wildcard, so that a new act is put on
             // one side or the other.
             Doing::Fixed(_)
@@ -165,6 +196,13 @@ impl Doing {
             | Doing::BindNflogGroup(_)
             | Doing::Start(_)
             | Doing::Run(_)
+            | Doing::RulesUnchecked { .. }
+            | Doing::TokenFileOf { .. }
+            | Doing::EgressLogNotKept { .. }
+            | Doing::LimitsAgain { .. }
+            | Doing::RulesThenStopped { .. }
+            | Doing::NewRules { .. }
+            | Doing::OnMachine(_)
             | Doing::Within { .. } => return None,
         };
         Some((before, p, after))
@@ -199,9 +237,109 @@ impl fmt::Display for Doing {
             Doing::Start(name) => write!(f, "starting {name}"),
             Doing::Run(label) => f.write_str(label),
             Doing::Within { outer, inner } => write!(f, "{outer}: {inner}"),
-            // The acts with one path, worded above: `around_path` names
-            // every act.
+            Doing::OnMachine(name) => write!(f, "on {name}"),
+            // The acts on a cage; the acts with one path are worded above
+            // (`around_path` names every act).
+            _ => self.of_a_cage(f),
+        }
+    }
+}
+
+impl Doing {
+    /// The words of the acts on a cage that failed, said with what became
+    /// of it.
+    fn of_a_cage(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Doing::RulesUnchecked { session } => write!(
+                f,
+                "session {session}: the cage's network rules could not be checked, so nothing \
+                 was run beside its turn (the cage was left as it is)"
+            ),
+            Doing::TokenFileOf { machine } => write!(f, "the token file of machine {machine}"),
+            Doing::EgressLogNotKept { container } => {
+                write!(f, "the egress log of {container} could not be kept")
+            }
+            Doing::LimitsAgain { container } => write!(
+                f,
+                "setting the session's limits again in {container} failed, so it was stopped \
+                 again"
+            ),
+            Doing::RulesThenStopped { container } => write!(
+                f,
+                "setting the network rules in {container} failed, so it was stopped again"
+            ),
+            Doing::NewRules { container, stopped } => write!(
+                f,
+                "setting the new network rules in {container} failed, so {}; the session keeps \
+                 its policy as it was",
+                if *stopped {
+                    "it was stopped"
+                } else {
+                    "stopping it was tried, and failed too"
+                }
+            ),
+            // The other acts, worded by `fmt` and `around_path`: a golden
+            // test gives each act's words.
             _ => Ok(()),
+        }
+    }
+}
+
+/// What followed an error, said after it (`...; the cage was stopped
+/// again`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum After {
+    /// A fixed sentence.
+    Fixed(&'static str),
+    /// CNI still holds a container's address (`addr`) from its last run
+    /// (a lease under `leases`): it could not be given back (`cause`), or
+    /// it was and podman refused the start again (None).
+    CniLease {
+        container: String,
+        addr: std::net::IpAddr,
+        leases: PathBuf,
+        cause: Option<super::Cause>,
+    },
+}
+
+impl From<&'static str> for After {
+    fn from(s: &'static str) -> Self {
+        After::Fixed(s)
+    }
+}
+
+impl fmt::Display for After {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            After::Fixed(s) => f.write_str(s),
+            After::CniLease {
+                container,
+                addr,
+                leases,
+                cause,
+            } => {
+                match cause {
+                    Some(cause) => write!(
+                        f,
+                        "CNI still holds {container}'s address {addr} from its last run, and \
+                         the lease could not be given back: {}",
+                        cause.said
+                    )?,
+                    None => write!(
+                        f,
+                        "CNI held {container}'s address {addr} from its last run; its lease was \
+                         given back, and podman refused the start again"
+                    )?,
+                }
+                write!(
+                    f,
+                    "; if it goes on, remove the lease as root (the file {addr} in a network's \
+                     folder under {}) or give podman the netavark network backend \
+                     (`network_backend = \"netavark\"` in containers.conf, which needs `podman \
+                     system reset`)",
+                    leases.display()
+                )
+            }
         }
     }
 }
@@ -343,10 +481,96 @@ mod tests {
                 Doing::within(Doing::Run("podman start".into()), "reading its output"),
                 "podman start: reading its output",
             ),
+            (
+                Doing::SeccompProfile(p()),
+                "the seccomp profile /s/my web/x",
+            ),
+            (
+                Doing::RulesUnchecked {
+                    session: "web".into(),
+                },
+                "session web: the cage's network rules could not be checked, so nothing was run \
+                 beside its turn (the cage was left as it is)",
+            ),
+            (
+                Doing::TokenFileOf {
+                    machine: "laptop".into(),
+                },
+                "the token file of machine laptop",
+            ),
+            (
+                Doing::EgressLogNotKept {
+                    container: "shrooms-web-1".into(),
+                },
+                "the egress log of shrooms-web-1 could not be kept",
+            ),
+            (
+                Doing::LimitsAgain {
+                    container: "c".into(),
+                },
+                "setting the session's limits again in c failed, so it was stopped again",
+            ),
+            (
+                Doing::RulesThenStopped {
+                    container: "c".into(),
+                },
+                "setting the network rules in c failed, so it was stopped again",
+            ),
+            (
+                Doing::NewRules {
+                    container: "c".into(),
+                    stopped: true,
+                },
+                "setting the new network rules in c failed, so it was stopped; the session keeps \
+                 its policy as it was",
+            ),
+            (
+                Doing::NewRules {
+                    container: "c".into(),
+                    stopped: false,
+                },
+                "setting the new network rules in c failed, so stopping it was tried, and failed \
+                 too; the session keeps its policy as it was",
+            ),
+            (Doing::OnMachine("laptop".into()), "on laptop"),
         ];
         for (doing, words) in cases {
             assert_eq!(doing.to_string(), words, "{doing:?}");
         }
+    }
+
+    /// What followed an error, in the words it had as a sentence.
+    #[test]
+    fn what_followed_has_its_words() {
+        let lease = |cause| After::CniLease {
+            container: "c".into(),
+            addr: "10.88.0.5".parse().unwrap(),
+            leases: "/var/lib/cni/networks".into(),
+            cause,
+        };
+        let way = "; if it goes on, remove the lease as root (the file 10.88.0.5 in a network's \
+                   folder under /var/lib/cni/networks) or give podman the netavark network \
+                   backend (`network_backend = \"netavark\"` in containers.conf, which needs \
+                   `podman system reset`)";
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        assert_eq!(
+            lease(Some(super::super::Cause::of(&denied))).to_string(),
+            format!(
+                "CNI still holds c's address 10.88.0.5 from its last run, and the lease could \
+                 not be given back: permission denied{way}"
+            )
+        );
+        assert_eq!(
+            lease(None).to_string(),
+            format!(
+                "CNI held c's address 10.88.0.5 from its last run; its lease was given back, and \
+                 podman refused the start again{way}"
+            )
+        );
+        assert_eq!(
+            After::from("the cage was stopped again").to_string(),
+            "the cage was stopped again"
+        );
     }
 
     /// A path that is not UTF-8 is shown as `Path::display` shows it, as

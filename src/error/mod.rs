@@ -27,7 +27,7 @@ mod turn;
 mod warning;
 pub use bring::{EntryProblem, NotBrought};
 pub use choice::{ChoiceProblem, ConversationProblem};
-pub use doing::Doing;
+pub use doing::{After, Doing};
 pub use folder::{FolderProblem, Mounted, NotOwn, RootNotOwn};
 pub use git::{FastForwardProblem, GitProblem};
 pub use image::ImageProblem;
@@ -1258,11 +1258,11 @@ impl Exited {
 /// again`), in the order it was added.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Around {
-    Doing(String),
-    Then(String),
+    Doing(Doing),
+    Then(After),
     /// A sentence after the words, for the terminal only (a way out that
     /// names the command line's options).
-    OnTerminal(String),
+    OnTerminal(&'static str),
 }
 
 /// An error of an operation: its kind (the exit code, the HTTP status), what
@@ -1822,22 +1822,22 @@ impl Error {
     }
 
     /// Prefix the message with what was being done, keeping the kind.
-    pub fn context(mut self, what: impl fmt::Display) -> Self {
-        self.around.push(Around::Doing(what.to_string()));
+    pub fn context(mut self, what: impl Into<Doing>) -> Self {
+        self.around.push(Around::Doing(what.into()));
         self
     }
 
     /// A sentence after the words, on the terminal only (`... . Without
     /// --dir, ...`): the end of the words before it is a full stop.
-    pub fn then_on_terminal(mut self, sentence: impl fmt::Display) -> Self {
-        self.around.push(Around::OnTerminal(sentence.to_string()));
+    pub fn then_on_terminal(mut self, sentence: &'static str) -> Self {
+        self.around.push(Around::OnTerminal(sentence));
         self
     }
 
     /// What followed, added after the message (`...; the cage was stopped
     /// again`), the kind, the process's exit and the next step kept.
-    pub fn then(mut self, after: impl fmt::Display) -> Self {
-        self.around.push(Around::Then(after.to_string()));
+    pub fn then(mut self, after: impl Into<After>) -> Self {
+        self.around.push(Around::Then(after.into()));
         self
     }
 }

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 
 use super::{Context, cage_of};
 use crate::cage::spec;
-use crate::error::{Error, FolderProblem, NoTools, Result, SessionProblem, Warning};
+use crate::error::{Doing, Error, FolderProblem, NoTools, Result, SessionProblem, Warning};
 use crate::host::Host;
 use crate::host::podman::{Podman, argv};
 use crate::host::process::{
@@ -479,10 +479,9 @@ pub fn prepare_join(ctx: &Context, name: &str, what: What, tty: bool) -> Result<
         )
     })?;
     if let Err(e) = super::load_rules(ctx, host, name, cage, &running) {
-        return Err(e.context(format!(
-            "session {name}: the cage's network rules could not be checked, so nothing was \
-             run beside its turn (the cage was left as it is)"
-        )));
+        return Err(e.context(Doing::RulesUnchecked {
+            session: name.to_string(),
+        }));
     }
     let env_file = ctx.store.env_file(&cage.container);
     if !env_file.is_file() {

@@ -581,8 +581,11 @@ fn keep_listener(
     netns: crate::net::netns::FileId,
 ) -> Result<()> {
     listener.map_or(Ok(()), |(program, args, pid_file, err)| {
-        crate::net::egress::ensure_listener(program, args, pid_file, err, netns)
-            .map_err(|e| e.context(format!("the egress log of {container} could not be kept")))
+        crate::net::egress::ensure_listener(program, args, pid_file, err, netns).map_err(|e| {
+            e.context(Doing::EgressLogNotKept {
+                container: container.to_string(),
+            })
+        })
     })
 }
 

@@ -14,7 +14,7 @@ use serde::Serialize;
 use super::acts::send::{Delivery, Destination};
 use super::plan::Step;
 use super::{Context, cage_of};
-use crate::error::{Error, Result};
+use crate::error::{Doing, Error, Result};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PackResult {
@@ -218,10 +218,11 @@ fn destination(ctx: &Context, machine: &str) -> Result<Destination> {
         // Read as the receiving serve reads its own (`crate::settings::token`).
         let token = match &m.token_file {
             None => None,
-            Some(f) => Some(
-                crate::settings::token::read(f)
-                    .map_err(|e| e.context(format!("the token file of machine {machine}")))?,
-            ),
+            Some(f) => Some(crate::settings::token::read(f).map_err(|e| {
+                e.context(Doing::TokenFileOf {
+                    machine: machine.to_string(),
+                })
+            })?),
         };
         return Ok(Destination::Serve {
             url: m.url.clone(),

@@ -721,10 +721,9 @@ fn start(host: Option<&Host>, container: &str, gone: &Error) -> Result<Option<Un
 
 fn update(host: Option<&Host>, container: &str, argv: &[String]) -> Result<Option<Undo>> {
     podman(host)?.podman.update(argv).map_err(|e| {
-        e.context(format!(
-            "setting the session's limits again in {container} failed, so it was \
-             stopped again"
-        ))
+        e.context(Doing::LimitsAgain {
+            container: container.to_string(),
+        })
     })?;
     Ok(None)
 }
@@ -768,10 +767,9 @@ fn rules(
         other => other,
     };
     loaded.map_err(|e| {
-        e.context(format!(
-            "setting the network rules in {} failed, so it was stopped again",
-            cage.container
-        ))
+        e.context(Doing::RulesThenStopped {
+            container: cage.container.clone(),
+        })
     })?;
     ran.pid = Some(running.pid);
     Ok(None)

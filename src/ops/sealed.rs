@@ -564,7 +564,7 @@ pub fn copy_conversation(from: &Path, id: &str, to: &Path) -> Result<CopiedConve
     crate::state::session::make_private_dir(to)?;
     let mut copied = CopiedConversation::default();
     copied.bytes += copy_open_file(src, &to.join(&name), MAX_COPY)
-        .map_err(|e| e.context(transcript.display()))?;
+        .map_err(|e| e.context(Doing::At(transcript.to_path_buf())))?;
     copied.files += 1;
     if let Ok(beside) = crate::cage::pack::open_at(
         &root,

@@ -553,7 +553,7 @@ pub fn start(path: &Path, config: Config) -> Result<Socket> {
         Some(MAX_CONNECTIONS),
         service,
     )
-    .map_err(|e| e.context(&doing))?;
+    .map_err(|e| e.context(doing))?;
     Ok(Socket {
         path: path.to_path_buf(),
         server: Some(server),

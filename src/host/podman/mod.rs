@@ -12,7 +12,7 @@ pub mod inspect;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::error::{Error, Kind, Result};
+use crate::error::{After, Cause, Error, Kind, Result};
 use crate::host::process::{Captured, Process};
 
 /// Calls that should answer quickly get this long before they are called hung.
@@ -120,24 +120,18 @@ impl Podman {
         let Some((addr, id)) = e.exited().and_then(|x| cni::own_duplicate(&x.stderr)) else {
             return Err(e);
         };
-        let what_to_do = format!(
-            "if it goes on, remove the lease as root (the file {addr} in a network's folder \
-             under {}) or give podman the netavark network backend (`network_backend = \
-             \"netavark\"` in containers.conf, which needs `podman system reset`)",
-            leases.display()
-        );
+        let held = |cause| After::CniLease {
+            container: container.to_string(),
+            addr,
+            leases: leases.to_path_buf(),
+            cause,
+        };
         if let Err(io) = cni::release(leases, addr, &id) {
-            return Err(e.then(format!(
-                "CNI still holds {container}'s address {addr} from its last run, and the lease \
-                 could not be given back: {io}; {what_to_do}"
-            )));
+            return Err(e.then(held(Some(Cause::of(&io)))));
         }
-        self.run(&args, SLOW).map(drop).map_err(|again| {
-            again.then(format!(
-                "CNI held {container}'s address {addr} from its last run; its lease was given \
-                 back, and podman refused the start again; {what_to_do}"
-            ))
-        })
+        self.run(&args, SLOW)
+            .map(drop)
+            .map_err(|again| again.then(held(None)))
     }
 
     pub fn stop(&self, container: &str) -> Result<()> {

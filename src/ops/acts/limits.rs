@@ -2,7 +2,7 @@
 //! (`Step::SetLimits`) and the running cage's network rules
 //! (`Step::NewRules`).
 
-use crate::error::{Error, Result};
+use crate::error::{Doing, Error, Result};
 use crate::host::Host;
 use crate::ops::Context;
 use crate::state::session::CageRecord;
@@ -72,15 +72,9 @@ pub fn load_new_rules(ctx: &Context, host: &Host, session: &str, cage: &CageReco
     };
     crate::ops::load_rules(ctx, host, session, cage, &running).map_err(|e| {
         let stopped = host.podman.stop(&cage.container).is_ok();
-        e.context(format!(
-            "setting the new network rules in {} failed, so {}; the session keeps its \
-             policy as it was",
-            cage.container,
-            if stopped {
-                "it was stopped"
-            } else {
-                "stopping it was tried, and failed too"
-            }
-        ))
+        e.context(Doing::NewRules {
+            container: cage.container.clone(),
+            stopped,
+        })
     })
 }
