@@ -62,6 +62,15 @@ pub enum Warning {
     },
     /// The commits not brought in go with the cage's git directory.
     CommitsGo,
+    /// Nothing of the session's commits brought in after a turn.
+    NothingBrought(Box<Error>),
+    /// A file a tool on this machine runs or loads later, `change`d by the
+    /// cage (`created`, `changed`, `removed`) at `path` in the project.
+    LaterFile {
+        change: String,
+        path: String,
+        why: String,
+    },
     /// An old container not removed; `later`: what removes it.
     OldContainerLeft {
         container: String,
@@ -211,6 +220,8 @@ impl Warning {
             Warning::NotBrought { branch, why } => {
                 format!("did not bring in the session's branch {branch}: {why}")
             }
+            Warning::NothingBrought(e) => nothing_brought(e),
+            Warning::LaterFile { change, path, why } => later_file(change, path, why),
             Warning::CommitsGo => {
                 "the session's commits that did not come in go with its cage's git directory"
                     .to_string()
@@ -226,11 +237,7 @@ impl Warning {
                 "stopped {container}: the turn on session {session} ended without stopping it \
                  (its process and its watcher were killed)"
             ),
-            Warning::DeadTurnNotStopped { session, error } => format!(
-                "session {session}'s turn ended without stopping its cage, which could not be \
-                 stopped: {}",
-                error.message()
-            ),
+            Warning::DeadTurnNotStopped { session, error } => dead_turn_not_stopped(session, error),
             Warning::NoTools(why) => {
                 format!("the shrooms tools are not given to this run: {why}")
             }
@@ -264,6 +271,27 @@ fn brought(branch: &str, into: &str, commit: &str, objects: usize) -> String {
         "brought in the session's branch {branch} as {} ({}, {objects} new objects)",
         into.trim_start_matches("refs/heads/"),
         commit.chars().take(12).collect::<String>(),
+    )
+}
+
+fn nothing_brought(e: &Error) -> String {
+    format!(
+        "the session's commits were not brought into your repository: {}",
+        e.message()
+    )
+}
+
+fn dead_turn_not_stopped(session: &str, error: &Error) -> String {
+    format!(
+        "session {session}'s turn ended without stopping its cage, which could not be stopped: {}",
+        error.message()
+    )
+}
+
+fn later_file(change: &str, path: &str, why: &str) -> String {
+    format!(
+        "the cage {change} {path}, which a tool on this machine runs or loads later ({why}): read \
+         it before you enter, open or commit in the folder"
     )
 }
 
@@ -393,6 +421,28 @@ mod tests {
                  (/old/sa) was not mounted when the cage was made (it has moved since); \
                  `shrooms-agent cage move web` makes the cage again, and the program it then \
                  gets stays where moving this one does not matter",
+            ),
+            (
+                Warning::LaterFile {
+                    change: "created".into(),
+                    path: ".envrc".into(),
+                    why: "direnv loads it".into(),
+                },
+                "the cage created .envrc, which a tool on this machine runs or loads later \
+                 (direnv loads it): read it before you enter, open or commit in the folder",
+            ),
+            (
+                Warning::NothingBrought(Box::new(gone.clone())),
+                "the session's commits were not brought into your repository: removing /s/x: \
+                 permission denied",
+            ),
+            (
+                Warning::DeadTurnNotStopped {
+                    session: "web".into(),
+                    error: Box::new(gone.clone()),
+                },
+                "session web's turn ended without stopping its cage, which could not be \
+                 stopped: removing /s/x: permission denied",
             ),
         ];
         for (w, said) in cases {

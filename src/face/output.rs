@@ -346,9 +346,9 @@ pub fn shown(r: &Session) -> String {
     if let Some(after) = &r.after_turn {
         for line in after
             .git
-            .lines()
+            .said()
             .into_iter()
-            .chain(crate::ops::later::lines(&after.files))
+            .chain(crate::ops::later::said(&after.files))
         {
             s.push_str(&format!("after it  {line}\n"));
         }

@@ -108,7 +108,7 @@ pub struct Ended {
     /// What the turn left for the machine, a line each: the agent's
     /// commits brought in or refused, the files other tools run later it
     /// created or changed.
-    pub after: Vec<String>,
+    pub after: Vec<Warning>,
 }
 
 /// `cage run` on a session taken out of its cage: its harness on the
@@ -594,7 +594,7 @@ pub fn after_turn(
     git: Option<&crate::cage::git::GitRecord>,
     before: Option<&super::later::Snapshot>,
     container: &str,
-) -> Vec<String> {
+) -> Vec<Warning> {
     let mut lines = Vec::new();
     let report = match git {
         Some(g) => {
@@ -607,10 +607,7 @@ pub fn after_turn(
                 program.as_deref(),
             )
             .unwrap_or_else(|e| {
-                lines.push(format!(
-                    "the session's commits were not brought into your repository: {}",
-                    e.message()
-                ));
+                lines.push(Warning::NothingBrought(Box::new(e)));
                 Default::default()
             })
         }
@@ -627,8 +624,8 @@ pub fn after_turn(
             b.changes(&super::later::snapshot(dir, &create_argv))
         })
         .unwrap_or_default();
-    lines.extend(report.lines());
-    lines.extend(super::later::lines(&files));
+    lines.extend(report.said());
+    lines.extend(super::later::said(&files));
     let when = crate::state::when::now();
     let left = (!report.is_empty() || !files.is_empty()).then_some(session::AfterTurn {
         when,
@@ -636,7 +633,11 @@ pub fn after_turn(
         files,
     });
     if left.is_some() {
-        let what = lines.join("; ");
+        let what = lines
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
         let _ = ctx.store.append_history(
             session,
             &session::HistoryEntry {

@@ -211,15 +211,13 @@ fn fingerprint(p: &Path, len: u64) -> String {
 }
 
 /// One line per named file, for the turn's terminal and the history.
-pub fn lines(files: &[NamedFile]) -> Vec<String> {
+pub fn said(files: &[NamedFile]) -> Vec<crate::error::Warning> {
     files
         .iter()
-        .map(|f| {
-            format!(
-                "the cage {} {}, which a tool on this machine runs or loads later ({}): read it \
-                 before you enter, open or commit in the folder",
-                f.change, f.path, f.why
-            )
+        .map(|f| crate::error::Warning::LaterFile {
+            change: f.change.clone(),
+            path: f.path.clone(),
+            why: f.why.clone(),
         })
         .collect()
 }
