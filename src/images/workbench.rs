@@ -727,6 +727,17 @@ fn is_podmans_step_error(line: &str) -> bool {
     line.starts_with("Error: building at STEP") || line.starts_with("error building at STEP")
 }
 
+/// Pure: did a failed build's last line (`last`) say that podman, looking
+/// for a cached step, met an image whose top layer another podman removed
+/// between listing the images and looking at one? It is a race in
+/// buildah's cache lookup, not a fault of the build: buildah issues #5615
+/// and #5674, fixed in buildah 1.43 by passing over such an image, which
+/// the podman of Debian 12 (4.3, buildah 1.28) and 5.x before it lack.
+pub fn lost_a_cache_race(last: &str) -> bool {
+    last.contains("checking if cached image exists from a previous build")
+        && last.contains("layer not known")
+}
+
 /// The line a failed build is reported with: podman's last line, with the
 /// step's own cause in front when podman's names only the step.
 pub fn failure_line(cause: &str, last: &str) -> String {
@@ -740,6 +751,21 @@ pub fn failure_line(cause: &str, last: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cache_lookup_that_met_a_removed_image_is_told_from_a_failed_build() {
+        let raced = "Error: checking if cached image exists from a previous build: getting top \
+                     layer info: layer not known";
+        assert!(lost_a_cache_race(raced));
+        for other in [
+            "Error: building at STEP \"RUN false\": while running runtime: exit status 1",
+            "Error: layer not known",
+            "Error: checking if cached image exists from a previous build: no space left",
+            "",
+        ] {
+            assert!(!lost_a_cache_race(other), "{other}");
+        }
+    }
 
     #[test]
     fn the_cause_of_a_failed_step_comes_first() {

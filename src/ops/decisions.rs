@@ -1644,3 +1644,30 @@ fn rename_out_of_a_cage_asks_no_podman_and_moves_the_outbox() {
     assert!(w.ctx.store.load("site").unwrap().cage.is_none());
     assert_eq!(w.fake.calls(), Vec::<Vec<String>>::new());
 }
+
+/// A build whose look for a cached step met an image removed meanwhile by
+/// another podman (buildah's race) is run once more, and once only; a
+/// build that failed otherwise is not run again.
+#[test]
+fn a_build_that_lost_the_cache_race_is_run_once_more() {
+    let raced = "Error: checking if cached image exists from a previous build: getting top \
+                 layer info: layer not known";
+    for (stderr, runs) in [
+        (raced, 2),
+        ("Error: building at STEP \"RUN false\": exit 1", 1),
+    ] {
+        let w = World::new("build", |f| {
+            f.on_prefix(&["build"], Answer::fail(125, stderr))
+        });
+        let host = w.ctx.host().unwrap();
+        let argv = vec!["build".to_string(), "-f".into(), "-".into()];
+        let mut said = Vec::new();
+        let (ran, last) =
+            super::image::run_build(host, &argv, "FROM scratch\n", "h", &mut None, &mut |l| {
+                said.push(l.to_string())
+            });
+        assert_eq!(ran.ok(), Some(Some(125)), "{stderr}");
+        assert_eq!(last, stderr);
+        assert_eq!(w.fake.count(), runs, "{stderr}: {said:?}");
+    }
+}

@@ -1086,8 +1086,30 @@ fn log_line(log: &mut Option<File>, line: &str) {
 
 /// Run `podman build` (`argv`) on the Containerfile `text`, labelled with
 /// its `hash`, its lines to the log and to `on_line`. Returns how it ended
-/// and the line that best says why, should it have failed.
-fn run_build(
+/// and the line that best says why, should it have failed. A build whose
+/// look for a cached step met an image another podman was removing
+/// (`workbench::lost_a_cache_race`) is run once more: nothing in it was
+/// wrong, and the second look finds the images as they are then.
+pub(super) fn run_build(
+    host: &Host,
+    argv: &[String],
+    text: &str,
+    hash: &str,
+    log: &mut Option<File>,
+    on_line: &mut dyn FnMut(&str),
+) -> (Result<Option<i32>>, String) {
+    let (ran, last) = run_build_once(host, argv, text, hash, log, on_line);
+    if matches!(ran, Ok(Some(0))) || !workbench::lost_a_cache_race(&last) {
+        return (ran, last);
+    }
+    let again = "shrooms-agent: podman's look for a cached step met an image removed \
+                 meanwhile: building once more";
+    log_line(log, again);
+    on_line(again);
+    run_build_once(host, argv, text, hash, log, on_line)
+}
+
+fn run_build_once(
     host: &Host,
     argv: &[String],
     text: &str,
