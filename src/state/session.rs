@@ -753,9 +753,14 @@ impl Store {
             return Ok(id);
         }
         make_private_dir(&self.root)?;
+        // A name of this call's own: two threads of one process (serve
+        // making two first cages at once) would otherwise write and link
+        // each other's file, and one would keep an id it did not link.
+        static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let tmp = self
             .root
-            .join(format!(".state-id.tmp-{}", std::process::id()));
+            .join(format!(".state-id.tmp-{}-{call}", std::process::id()));
         write_atomic(&tmp, format!("{id}\n").as_bytes(), 0o600)?;
         let linked = fs::hard_link(&tmp, self.state_id_path());
         let _ = fs::remove_file(&tmp);
@@ -1665,6 +1670,28 @@ mod tests {
 
     fn record(name: &str) -> Record {
         sample_record(name)
+    }
+
+    /// Two threads of one process keeping the first id at once agree on
+    /// one: each gets the id the file holds (serve makes two first cages
+    /// at once on threads of its own).
+    #[test]
+    fn two_threads_keeping_the_first_id_agree_on_one() {
+        for _ in 0..200 {
+            let (store, dir) = temp_store();
+            let store = std::sync::Arc::new(store);
+            let kept: Vec<String> = ["a", "b"]
+                .map(|c| {
+                    let store = store.clone();
+                    std::thread::spawn(move || store.keep_state_id(&c.repeat(32)).unwrap())
+                })
+                .into_iter()
+                .map(|t| t.join().unwrap())
+                .collect();
+            let file = store.state_id_if_any().unwrap().unwrap();
+            assert_eq!(kept, [file.clone(), file], "{kept:?}");
+            let _ = std::fs::remove_dir_all(dir.parent().unwrap());
+        }
     }
 
     #[test]
