@@ -167,23 +167,35 @@ fn the_reader_counts_what_it_should() {
     assert_eq!(room("host.rs"), "host.rs");
 }
 
-#[test]
-fn errors_made_from_sentences_only_go_down() {
+/// The program's source files below `src/` (a path below it, and the
+/// text), test-only modules left out.
+fn program_files() -> Vec<(String, String)> {
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     rs_files(&src, &mut files);
+    let read = |p: &str| std::fs::read_to_string(src.join(p)).ok();
+    files
+        .into_iter()
+        .map(|f| {
+            let rel = f
+                .strip_prefix(&src)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            (rel, std::fs::read_to_string(&f).unwrap())
+        })
+        .filter(|(rel, _)| !test_only(rel, &read))
+        .collect()
+}
+
+#[test]
+fn errors_made_from_sentences_only_go_down() {
     let mut found = BTreeMap::new();
-    for f in files {
-        let rel = f
-            .strip_prefix(&src)
-            .unwrap()
-            .to_string_lossy()
-            .replace('\\', "/");
-        let read = |p: &str| std::fs::read_to_string(src.join(p)).ok();
-        if rel.starts_with("error/") || test_only(&rel, &read) {
+    for (rel, text) in program_files() {
+        if rel.starts_with("error/") {
             continue;
         }
-        let n = sentences(&std::fs::read_to_string(&f).unwrap());
+        let n = sentences(&text);
         if n > 0 {
             *found.entry(room(&rel)).or_insert(0) += n;
         }
@@ -214,21 +226,9 @@ fn the_reader_finds_acts_named_with_format() {
 
 #[test]
 fn no_act_is_named_with_format() {
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rs_files(&src, &mut files);
     let mut found = Vec::new();
-    for f in files {
-        let rel = f
-            .strip_prefix(&src)
-            .unwrap()
-            .to_string_lossy()
-            .replace('\\', "/");
-        let read = |p: &str| std::fs::read_to_string(src.join(p)).ok();
-        if test_only(&rel, &read) {
-            continue;
-        }
-        let n = acts_from_format(&std::fs::read_to_string(&f).unwrap());
+    for (rel, text) in program_files() {
+        let n = acts_from_format(&text);
         if n > 0 {
             found.push(format!(
                 "{rel}: {n} acts named with format!: give a variant of error::Doing, with \
