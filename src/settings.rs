@@ -158,6 +158,7 @@ pub struct Machine {
 struct HarnessPrograms {
     claude: Option<PathBuf>,
     pi: Option<PathBuf>,
+    codex: Option<PathBuf>,
 }
 
 /// `cpus = 2` and `cpus = "2"` both read naturally; take either.
@@ -723,6 +724,7 @@ pub struct Settings {
     pub cages: bool,
     pub claude: Option<PathBuf>,
     pub pi: Option<PathBuf>,
+    pub codex: Option<PathBuf>,
     /// Every name passed into cages: `pass_env`'s and `pass_secrets`'s.
     pub pass_env: Vec<String>,
     /// The names of `pass_secrets`: these pass as they are, even a proxy
@@ -776,6 +778,10 @@ pub struct Settings {
     /// pi's folder on the machine: `$PI_CODING_AGENT_DIR` (absolute), else
     /// ~/.pi/agent.
     pub pi_dir: PathBuf,
+    /// Codex CLI's folder on the machine: `$CODEX_HOME` (absolute), else
+    /// ~/.codex. The cage's copy of its config is made from it, and the
+    /// gateway reads the machine's Codex login from it.
+    pub codex_dir: PathBuf,
     /// Colour on a terminal: unless `NO_COLOR` is set and not empty
     /// (no-color.org).
     pub colour: bool,
@@ -925,6 +931,7 @@ impl Settings {
             cages: file.cages.unwrap_or(true),
             claude: harness.claude,
             pi: harness.pi,
+            codex: harness.codex,
             pass_env,
             pass_secrets,
             unenforced_limits: file.unenforced_limits.unwrap_or(UnenforcedLimits::Refuse),
@@ -949,6 +956,7 @@ impl Settings {
                 .unwrap_or_else(|| home.join(".claude")),
             pi_dir: absolute_var(env, "PI_CODING_AGENT_DIR")
                 .unwrap_or_else(|| home.join(".pi/agent")),
+            codex_dir: absolute_var(env, "CODEX_HOME").unwrap_or_else(|| home.join(".codex")),
             colour: env.get("NO_COLOR").is_none_or(|v| v.is_empty()),
             home,
         })
@@ -1497,6 +1505,11 @@ const KEYS: &[(&str, Shown, &str)] = {
             "the Claude Code program",
         ),
         ("harness.pi", Words("the image's pi"), "the pi program"),
+        (
+            "harness.codex",
+            Words("codex found on PATH"),
+            "the Codex CLI program (npm's launcher is followed to its native program)",
+        ),
         (
             "pass_env",
             Words("[]"),

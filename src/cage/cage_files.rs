@@ -31,6 +31,8 @@ pub fn copied(harness: Harness) -> &'static [&'static str] {
     match harness {
         Harness::Claude => CLAUDE_COPIED,
         Harness::Pi => PI_COPIED,
+        // Its config.toml is TOML, copied by `codex_config`.
+        Harness::Codex => &[],
     }
 }
 
@@ -200,19 +202,7 @@ pub fn write_settings_copies(
     crate::state::session::make_private_dir(copy_dir)?;
     for name in copied(harness) {
         let user = harness_dir.join(name);
-        let text = match std::fs::File::open(&user) {
-            Ok(f) => {
-                let mut s = String::new();
-                f.take(MAX_READ)
-                    .read_to_string(&mut s)
-                    .map_err(|e| Error::act(Doing::Read(user.to_path_buf()), &e))?;
-                Some(s)
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => {
-                return Err(Error::act(Doing::Read(user.to_path_buf()), &e));
-            }
-        };
+        let text = read_settings_file(&user)?;
         let copy = settings_copy(text.as_deref(), harness, name, env_rule).map_err(|why| {
             Error::make(crate::error::MakeProblem::CopyUnreadable {
                 path: user.clone(),
@@ -230,6 +220,21 @@ pub fn write_settings_copies(
         crate::state::session::write_atomic_unsynced(&path, copy.as_bytes(), 0o600)?;
     }
     Ok(())
+}
+
+/// A user's settings file, up to [`MAX_READ`]; None: there is none.
+pub fn read_settings_file(user: &Path) -> Result<Option<String>> {
+    match std::fs::File::open(user) {
+        Ok(f) => {
+            let mut s = String::new();
+            f.take(MAX_READ)
+                .read_to_string(&mut s)
+                .map_err(|e| Error::act(Doing::Read(user.to_path_buf()), &e))?;
+            Ok(Some(s))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::act(Doing::Read(user.to_path_buf()), &e)),
+    }
 }
 
 /// Pure: the cage's `.claude.json` with what a first interactive start

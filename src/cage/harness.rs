@@ -13,6 +13,7 @@ use crate::settings::Settings;
 pub enum Harness {
     Claude,
     Pi,
+    Codex,
 }
 
 /// Seed, "A caged session can still ... write the harness's data": what
@@ -44,6 +45,21 @@ const PI_READ_ONLY: &[&str] = &[
     "SYSTEM.md",
     "APPEND_SYSTEM.md",
     "bin",
+];
+
+/// The same list for Codex CLI's folder (`$CODEX_HOME`, else ~/.codex;
+/// developers.openai.com/codex/config-reference): its instructions
+/// (`AGENTS.md`, `AGENTS.override.md`), its custom prompts and skills, and
+/// its command rules. Its `config.toml` goes in as a copy without
+/// credentials, pointed at the model gateway (`codex_config`); its
+/// `auth.json`, which holds the machine's key or ChatGPT tokens, never
+/// enters.
+const CODEX_READ_ONLY: &[&str] = &[
+    "AGENTS.md",
+    "AGENTS.override.md",
+    "prompts",
+    "skills",
+    "rules",
 ];
 
 /// Claude Code's own settings that travel by environment
@@ -86,13 +102,22 @@ const CLAUDE_SETTINGS_ENV: &[&str] = &[
 /// docs/environment-variables.md.
 const PI_SETTINGS_ENV: &[&str] = &["PI_TELEMETRY", "PI_SKIP_VERSION_CHECK", "PI_OFFLINE"];
 
+/// Codex CLI takes its model, limits and switches from its `config.toml`
+/// (the cage's copy) and its flags; none of its own variables is passed.
+const CODEX_SETTINGS_ENV: &[&str] = &[];
+
 impl Harness {
     pub fn name(self) -> &'static str {
         match self {
             Harness::Claude => "claude",
             Harness::Pi => "pi",
+            Harness::Codex => "codex",
         }
     }
+
+    /// Every harness.
+    #[cfg(test)]
+    pub const ALL: [Harness; 3] = [Harness::Claude, Harness::Pi, Harness::Codex];
 
     /// The harness's data folder on the machine, which the cage sees at the
     /// same path, as the settings resolved it: Claude Code's
@@ -102,6 +127,7 @@ impl Harness {
         match self {
             Harness::Claude => settings.claude_dir.clone(),
             Harness::Pi => settings.pi_dir.clone(),
+            Harness::Codex => settings.codex_dir.clone(),
         }
     }
 
@@ -110,17 +136,24 @@ impl Harness {
         match self {
             Harness::Claude => CLAUDE_READ_ONLY,
             Harness::Pi => PI_READ_ONLY,
+            Harness::Codex => CODEX_READ_ONLY,
         }
     }
 
     /// The folder of this project's conversations, inside the data folder;
-    /// None where the harness's name for it cannot be known.
+    /// None where the harness's name for it cannot be known, or it keeps
+    /// none of its own.
     pub fn conversation_dir(self, config_dir: &Path, project: &Path) -> Option<PathBuf> {
         match self {
             Harness::Claude => {
                 claude_project_folder(project).map(|f| config_dir.join("projects").join(f))
             }
             Harness::Pi => Some(config_dir.join("sessions").join(pi_session_folder(project))),
+            // Codex files its conversations by date, not by project
+            // (`sessions/YYYY/MM/DD/rollout-*.jsonl`, beside SQLite
+            // indexes of them all): no folder holds this project's alone,
+            // so they stay in the cage's own copy of the folder.
+            Harness::Codex => None,
         }
     }
 
@@ -129,6 +162,7 @@ impl Harness {
         match self {
             Harness::Claude => CLAUDE_SETTINGS_ENV,
             Harness::Pi => PI_SETTINGS_ENV,
+            Harness::Codex => CODEX_SETTINGS_ENV,
         }
     }
 }

@@ -3,6 +3,7 @@
 //! tools copied in, its git directory, and its outbox's archive.
 
 pub mod cage_files;
+pub mod codex_config;
 pub mod envfile;
 pub mod git;
 pub mod harness;

@@ -380,7 +380,7 @@ mod tests {
     #[test]
     fn the_harness_settings_passed_by_design_are_not_credentials() {
         use crate::cage::harness::Harness;
-        for h in [Harness::Claude, Harness::Pi] {
+        for h in Harness::ALL {
             for n in h.settings_env() {
                 assert!(!is_credential_name(n), "{n}");
             }

@@ -199,8 +199,10 @@ pub struct Found {
     /// The copies of its settings files, in the state folder, each with its
     /// place in the data folder (`cage_files`): mounted read-only.
     pub settings_copies: Vec<(PathBuf, PathBuf)>,
-    /// This project's conversation folder on the machine (made if missing).
-    pub conversation_dir: PathBuf,
+    /// This project's conversation folder on the machine (made if missing);
+    /// None for a harness that keeps no folder of a project's own (Codex:
+    /// its conversations stay in the cage's private copy).
+    pub conversation_dir: Option<PathBuf>,
     /// The cage's private copy of the harness's data folder (in the state dir).
     pub private_home: PathBuf,
     /// The cage's proxy folder (in the state dir).
@@ -286,7 +288,9 @@ pub fn build(req: &Request<'_>, found: &Found, options: &FoundOptions) -> Result
     for p in &found.harness_read_only {
         mounts.push(Mount::same(p, true));
     }
-    mounts.push(Mount::same(&found.conversation_dir, false));
+    if let Some(d) = &found.conversation_dir {
+        mounts.push(Mount::same(d, false));
+    }
     for p in &found.program_dirs {
         mounts.push(Mount::same(p, true));
     }
@@ -330,7 +334,7 @@ pub fn build(req: &Request<'_>, found: &Found, options: &FoundOptions) -> Result
     .into_iter()
     .map(Path::to_path_buf)
     .chain(found.settings_copies.iter().map(|(copy, _)| copy.clone()))
-    .chain(std::iter::once(found.conversation_dir.clone()))
+    .chain(found.conversation_dir.clone())
     .collect();
     finish(req, mounts, None, volumes, own)
 }
@@ -425,6 +429,10 @@ pub fn build_sealed(
 /// The environment of a sealed cage (docs/sealed.md, "Sealed cages"): fixed values,
 /// nothing from the invoking environment, not even pass_env. Its login
 /// stays outside: the model gateway (`gateway`, its base URL) adds it on
+/// The variable a Codex cage's provider reads its key from
+/// (`codex_config`): the cage's is a dummy, which the gateway replaces.
+pub const CODEX_KEY_VARIABLE: &str = "OPENAI_API_KEY";
+
 /// the way out, and the cage gets a dummy key.
 pub fn sealed_env_plan(session: &str, image_path: &str, gateway: Option<&str>) -> EnvPlan {
     let gateway_vars = gateway
@@ -663,6 +671,14 @@ pub fn env_plan(req: &EnvRequest<'_>, invoking: &Env) -> EnvPlan {
         // is mounted.
         Harness::Claude => chosen.insert("CLAUDE_CONFIG_DIR".into(), dir),
         Harness::Pi => chosen.insert("PI_CODING_AGENT_DIR".into(), dir),
+        Harness::Codex => {
+            // Codex's provider in the cage's config.toml copy reads its key
+            // from this variable (`codex_config`): a dummy, replaced outside.
+            if req.gateway.is_some() {
+                chosen.insert(CODEX_KEY_VARIABLE.into(), DUMMY_KEY.to_string());
+            }
+            chosen.insert("CODEX_HOME".into(), dir)
+        }
     };
     let mut plan = EnvPlan::default();
     for (name, value) in chosen {
@@ -706,7 +722,7 @@ mod tests {
                 "/state/cages/shrooms-web-abc123/settings/settings.json".into(),
                 "/home/u/.claude/settings.json".into(),
             )],
-            conversation_dir: "/home/u/.claude/projects/-home-u-src-web".into(),
+            conversation_dir: Some("/home/u/.claude/projects/-home-u-src-web".into()),
             private_home: "/state/cages/shrooms-web-abc123/home".into(),
             proxy_dir: "/state/cages/shrooms-web-abc123/proxy".into(),
             uploads_dir: "/state/uploads/web".into(),
@@ -900,6 +916,7 @@ mod tests {
             harness_dir: match harness {
                 Harness::Claude => Path::new("/home/u/.claude"),
                 Harness::Pi => Path::new("/home/u/.pi/agent"),
+                Harness::Codex => Path::new("/home/u/.codex"),
             },
             image_path: "/usr/local/bin:/usr/bin:/bin",
             chosen: Chosen {
@@ -1118,6 +1135,35 @@ mod tests {
                 "https_proxy",
             ]
         );
+    }
+
+    /// A Codex cage: its folder by CODEX_HOME, and with a gateway the
+    /// dummy key its provider reads, never the invoking environment's
+    /// OpenAI key.
+    #[test]
+    fn golden_codex_env() {
+        let mut invoking = invoking();
+        invoking.insert("OPENAI_API_KEY".into(), "sk-machine".into());
+        let mut req = env_req(Harness::Codex, &[]);
+        req.gateway = Some("http://127.0.0.1:41000");
+        let plan = env_plan(&req, &invoking);
+        let vars: Vec<String> = plan
+            .vars
+            .iter()
+            .filter(|(n, _)| n.contains("CODEX") || n.contains("OPENAI") || n.contains("ANTHROPIC"))
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect();
+        assert_eq!(
+            vars,
+            [
+                "ANTHROPIC_API_KEY=shrooms-gateway-adds-the-real-key",
+                "ANTHROPIC_BASE_URL=http://127.0.0.1:41000",
+                "CODEX_HOME=/home/u/.codex",
+                "OPENAI_API_KEY=shrooms-gateway-adds-the-real-key",
+            ]
+        );
+        let plan = env_plan(&env_req(Harness::Codex, &[]), &invoking);
+        assert!(!plan.vars.iter().any(|(n, _)| n == "OPENAI_API_KEY"));
     }
 
     #[test]

@@ -41,6 +41,8 @@ pub enum MakeProblem {
         why: String,
         copy: CopyOf,
     },
+    /// Codex's npm launcher, without the native program it runs beside it.
+    NoCodexNative { launcher: PathBuf },
     /// `network = "pasta"` on a machine that has not what it needs.
     NoPasta {
         since: String,
@@ -102,6 +104,9 @@ pub enum CopyOf {
     Claude,
     /// pi's models.json, pointed at the model gateway.
     Pi,
+    /// Codex CLI's config.toml, without credentials and pointed at the
+    /// model gateway.
+    Codex,
 }
 
 /// Why a volume cannot be the shared folder.
@@ -176,7 +181,15 @@ impl MakeProblem {
                 match copy {
                     CopyOf::Claude => "without keys that fetch or hold credentials",
                     CopyOf::Pi => "that points pi at the model gateway",
+                    CopyOf::Codex => "that points Codex at the model gateway, without credentials",
                 }
+            ),
+            MakeProblem::NoCodexNative { launcher } => format!(
+                "{} is Codex's npm launcher, and the native program it runs \
+                 (node_modules/@openai/codex-linux-*/vendor/*/bin/codex) is not beside it: \
+                 install Codex again (npm install -g @openai/codex), or name its native program \
+                 in the config's [harness] codex",
+                launcher.display()
             ),
             MakeProblem::NoPasta {
                 since,

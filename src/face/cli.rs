@@ -452,7 +452,8 @@ pub struct CreateArgs {
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
     /// The harness the session runs. pi runs the image's pi (unless [harness] pi names the
-    /// machine's): an image without one is refused (asked once per image, and kept)
+    /// machine's): an image without one is refused (asked once per image, and kept). Claude
+    /// Code and Codex CLI run the machine's program
     #[arg(long, value_enum, default_value_t = HarnessArg::Claude)]
     pub harness: HarnessArg,
     /// Print the podman argv and the env file (secrets redacted), and change nothing
@@ -629,6 +630,7 @@ pub struct ServeArgs {
 pub enum HarnessArg {
     Claude,
     Pi,
+    Codex,
 }
 
 #[derive(Debug, PartialEq, Subcommand)]

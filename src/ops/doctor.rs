@@ -122,7 +122,36 @@ fn harness_checks(s: &crate::settings::Settings) -> Vec<Check> {
             },
         });
     }
+    out.push(codex_check(s));
     out
+}
+
+/// `codex`: the machine's Codex CLI, configured or on PATH, followed from
+/// npm's launcher to the native program a cage runs (`ops::codex_mount`).
+/// Missing is a warning: only `--harness codex` sessions need it.
+fn codex_check(s: &crate::settings::Settings) -> Check {
+    let key = "`codex = \"/path/to/codex\"` under `[harness]`";
+    let found = s
+        .codex
+        .clone()
+        .or_else(|| crate::settings::find_program("codex", s.path_var.as_deref()));
+    let Some(program) = found else {
+        return check(
+            "codex",
+            Status::Warn,
+            "codex is not on PATH: `--harness codex` sessions have no program to run".into(),
+            Some(&key_hint(s, &format!("install Codex CLI, or set {key}"))),
+        );
+    };
+    match crate::ops::codex_mount(&program, &s.home) {
+        Ok((native, _)) => check("codex", Status::Pass, native.display().to_string(), None),
+        Err(e) => check(
+            "codex",
+            Status::Fail,
+            e.message(),
+            Some(&key_hint(s, &format!("fix {key}"))),
+        ),
+    }
 }
 
 /// `doctor` when the config file is bad: that is its first check, failed,
@@ -562,7 +591,11 @@ mod tests {
                 .iter()
                 .map(|c| (c.name, c.status))
                 .collect::<Vec<_>>(),
-            [("claude", Status::Warn), ("pi", Status::Pass)]
+            [
+                ("claude", Status::Warn),
+                ("pi", Status::Pass),
+                ("codex", Status::Warn)
+            ]
         );
         assert!(checks[0].hint.as_ref().unwrap().contains("config.toml"));
         use std::os::unix::fs::PermissionsExt;
@@ -580,6 +613,37 @@ mod tests {
             (Status::Pass, claude.to_str().unwrap())
         );
         assert_eq!(checks[1].status, Status::Fail, "{}", checks[1].detail);
+        // npm's launcher is followed to the native program beside it, and
+        // a launcher without one fails.
+        let package = root.join("lib/node_modules/@openai/codex");
+        let launcher = package.join("bin/codex.js");
+        std::fs::create_dir_all(launcher.parent().unwrap()).unwrap();
+        std::fs::write(&launcher, "#!/usr/bin/env node\n").unwrap();
+        std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::symlink(&launcher, bin.join("codex")).unwrap();
+        let checks = harness_checks(&settings(&root, None, &bin.display().to_string()));
+        assert_eq!(checks[2].status, Status::Fail, "{}", checks[2].detail);
+        assert!(
+            checks[2].detail.contains("npm launcher"),
+            "{}",
+            checks[2].detail
+        );
+        let target = match std::env::consts::ARCH {
+            "aarch64" => "codex-linux-arm64/vendor/aarch64-unknown-linux-musl",
+            _ => "codex-linux-x64/vendor/x86_64-unknown-linux-musl",
+        };
+        let native = package
+            .join("node_modules/@openai")
+            .join(target)
+            .join("bin/codex");
+        std::fs::create_dir_all(native.parent().unwrap()).unwrap();
+        std::fs::write(&native, "").unwrap();
+        let checks = harness_checks(&settings(&root, None, &bin.display().to_string()));
+        let native = std::fs::canonicalize(&native).unwrap();
+        assert_eq!(
+            (checks[2].status, checks[2].detail.as_str()),
+            (Status::Pass, native.to_str().unwrap())
+        );
         let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -132,6 +132,7 @@ pub fn prepare_uncaged(
     let (configured, program) = match record.harness {
         crate::cage::harness::Harness::Claude => (ctx.settings.claude.clone(), "claude"),
         crate::cage::harness::Harness::Pi => (ctx.settings.pi.clone(), "pi"),
+        crate::cage::harness::Harness::Codex => (ctx.settings.codex.clone(), "codex"),
     };
     let path = configured
         .or_else(|| crate::settings::find_program(program, ctx.settings.path_var.as_deref()))
@@ -297,7 +298,7 @@ fn harness_words(
             let found = found.map_err(|why| notes.push(Warning::NoTools(why))).ok();
             found.map(|p| (p, cage.sealed.is_some()))
         }
-        crate::cage::harness::Harness::Pi => None,
+        crate::cage::harness::Harness::Pi | crate::cage::harness::Harness::Codex => None,
     };
     Ok(harness_command(&program, tools, args))
 }

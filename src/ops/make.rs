@@ -380,6 +380,15 @@ fn look_at_folder(ctx: &Context, dir: &Path, harness: Harness, choice: &CageChoi
             (harness == Harness::Pi)
                 .then(|| harness.config_dir(s).join(crate::cage::pi_models::COPIED)),
         )
+        // Codex's config, copied into its cages, and its login, which the
+        // gateway reads for every cage's OpenAI requests.
+        .chain(
+            [
+                crate::cage::codex_config::COPIED,
+                crate::cage::codex_config::LOGIN,
+            ]
+            .map(|n| s.codex_dir.join(n)),
+        )
         .collect();
     sealed::check_kept_out(dir, &s.home, &guarded)
 }
@@ -719,7 +728,7 @@ fn decide_first(
         sealed::check_conversation_id(id)?;
         conversation_source(settings, dir)?;
     }
-    let found = harness_found(&first.harness, dir)?;
+    let found = harness_found(&first.harness, harness, dir)?;
     if let Some(why) = &first.auto_ranges {
         return Err(Error::make(MakeProblem::NoAutoRanges(why.clone())));
     }
@@ -1334,7 +1343,20 @@ impl CageFiles {
                 &ctx.store.settings_copy_dir(&self.container),
             )?;
         }
-        if !self.found.settings_copies.is_empty() {
+        let codex = self
+            .found
+            .settings_copies
+            .iter()
+            .any(|(_, at)| at.ends_with(crate::cage::codex_config::COPIED));
+        if codex {
+            // Without a gateway yet: each turn writes it again with its own.
+            crate::cage::codex_config::write_copy(
+                &self.found.harness_dir,
+                &ctx.store.settings_copy_dir(&self.container),
+                None,
+                &self.dir,
+            )?;
+        } else if !self.found.settings_copies.is_empty() {
             let harness = if pi { Harness::Pi } else { Harness::Claude };
             let (chosen, options) = (ctx.settings.chosen(), &self.options);
             crate::cage::cage_files::write_settings_copies(
@@ -1346,20 +1368,20 @@ impl CageFiles {
         }
         // Its own received files, and no other session's.
         self.make_uploads(ctx, undo)?;
-        if !self.found.conversation_dir.exists() {
+        if let Some(conversations) = &self.found.conversation_dir
+            && !conversations.exists()
+        {
             // Each folder made on the way (~/.claude, its projects/
             // on a machine where the harness never ran) is taken
             // back too, outermost last.
-            let mut made: Vec<PathBuf> = self
-                .found
-                .conversation_dir
+            let mut made: Vec<PathBuf> = conversations
                 .ancestors()
                 .take_while(|a| !a.exists())
                 .map(Path::to_path_buf)
                 .collect();
             made.reverse();
             undo.dirs.extend(made);
-            session::make_private_dir(&self.found.conversation_dir)?;
+            session::make_private_dir(conversations)?;
         }
         Ok(())
     }
@@ -1654,26 +1676,33 @@ fn harness_facts(
     let configured = match harness {
         Harness::Claude => ctx.settings.claude.clone(),
         Harness::Pi => ctx.settings.pi.clone(),
+        Harness::Codex => ctx.settings.codex.clone(),
     };
     let found_program = configured.or_else(|| match harness {
-        Harness::Claude => {
-            crate::settings::find_program("claude", ctx.settings.path_var.as_deref())
+        Harness::Claude | Harness::Codex => {
+            crate::settings::find_program(harness.name(), ctx.settings.path_var.as_deref())
         }
         // Seed, "Choosing an image": a caged pi session runs the pi
         // installed in the image, unless the config names one.
         Harness::Pi => None,
     });
     // Claude Code without a program: a warning of `decide`'s.
-    let program = found_program.map(|p| program_mount(&p, harness.name(), &ctx.settings.home));
+    let home = &ctx.settings.home;
+    let program = found_program.map(|p| match harness {
+        Harness::Codex => super::codex_mount(&p, home),
+        _ => program_mount(&p, harness.name(), home),
+    });
     // The harness's settings files go in as copies without credentials
     // (`cage_files`), each mounted read-only at its own place; pi's
     // models.json too: the copy points it at the gateway.
     let copy_dir = ctx.store.settings_copy_dir(container);
     let pi_models = (harness == Harness::Pi).then_some(crate::cage::pi_models::COPIED);
+    let codex_config = (harness == Harness::Codex).then_some(crate::cage::codex_config::COPIED);
     let settings_copies = crate::cage::cage_files::copied(harness)
         .iter()
         .copied()
         .chain(pi_models)
+        .chain(codex_config)
         .map(|n| (copy_dir.join(n), harness_dir.join(n)))
         .collect();
     HarnessFacts {
@@ -1695,12 +1724,20 @@ fn harness_facts(
 
 /// Pure: the harness's part of the cage from its facts: what it mounts,
 /// and its program; or why there is none.
-fn harness_found(h: &HarnessFacts, dir: &Path) -> Result<(Found, Option<PathBuf>)> {
-    let conversation_dir = h.conversation_dir.clone().ok_or_else(|| {
-        Error::make(MakeProblem::ClaudePathLong {
-            dir: dir.to_path_buf(),
-        })
-    })?;
+fn harness_found(
+    h: &HarnessFacts,
+    harness: Harness,
+    dir: &Path,
+) -> Result<(Found, Option<PathBuf>)> {
+    let conversation_dir = match (&h.conversation_dir, harness) {
+        (Some(d), _) => Some(d.clone()),
+        (None, Harness::Codex) => None,
+        (None, _) => {
+            return Err(Error::make(MakeProblem::ClaudePathLong {
+                dir: dir.to_path_buf(),
+            }));
+        }
+    };
     let mut program_dirs = Vec::new();
     let program = match &h.program {
         Some(Ok((resolved, mount))) => {

@@ -440,6 +440,10 @@ pub fn write_settings_copies(ctx: &Context, record: &Record) -> Result<()> {
         crate::state::session::make_private_dir(&dir)?;
         crate::cage::pi_models::write_in_place(&dir, "{}\n")?;
     }
+    if record.harness == crate::cage::harness::Harness::Codex {
+        // Without a gateway: the turn writes it again with its own.
+        return crate::cage::codex_config::write_copy(&cage.harness_dir, &dir, None, &record.dir);
+    }
     let (harness, chosen, options) = (record.harness, ctx.settings.chosen(), &cage.options);
     crate::cage::cage_files::write_settings_copies(harness, &cage.harness_dir, &dir, &|n, v| {
         crate::cage::spec::admit(n, v, harness, chosen, options).passed()
@@ -851,6 +855,16 @@ pub fn mounts_what_it_must_not(
             }
         }
     }
+    if harness == crate::cage::harness::Harness::Codex {
+        for f in [
+            crate::cage::codex_config::COPIED,
+            crate::cage::codex_config::LOGIN,
+        ] {
+            if mounts_path(&harness_dir.join(f), create_argv) {
+                return Some(format!("your Codex {f} as it is, keys included"));
+            }
+        }
+    }
     mounts_path(uploads_dir, create_argv)
         .then(|| "every session's received files (the whole uploads folder)".to_string())
 }
@@ -929,6 +943,62 @@ pub fn program_mount(program: &Path, harness: &str, home: &Path) -> Result<(Path
         resolved.clone(),
         mount_for(&resolved, &parent, harness, &home),
     ))
+}
+
+/// Codex CLI's program and what to mount for it. npm's `codex` is a
+/// node script (`@openai/codex/bin/codex.js`) that runs a native program of
+/// a package for the platform, `vendor/<target>/bin/codex`, which reads
+/// its helpers beside it (`codex-package.json`, `codex-path/rg`); the cage
+/// runs that program and needs no node. So the launcher is followed to it
+/// and its `vendor/<target>` folder is mounted. A native program given
+/// directly (a release's, or `[harness] codex`) is mounted as
+/// `program_mount` mounts any other, its package's folder with it.
+pub fn codex_mount(program: &Path, home: &Path) -> Result<(PathBuf, PathBuf)> {
+    let resolved = std::fs::canonicalize(program)
+        .map_err(|e| Error::act_on_input(Doing::HarnessProgram(program.to_path_buf()), &e))?;
+    if resolved.extension().is_some_and(|x| x == "js") {
+        let found = codex_vendor_dirs(&resolved)
+            .into_iter()
+            .find(|d| d.join("bin/codex").is_file())
+            .ok_or_else(|| {
+                Error::make(crate::error::MakeProblem::NoCodexNative {
+                    launcher: resolved.clone(),
+                })
+            })?;
+        return Ok((found.join("bin/codex"), found));
+    }
+    let (resolved, mount) = program_mount(&resolved, "codex", home)?;
+    let package = resolved
+        .parent()
+        .and_then(Path::parent)
+        .filter(|d| d.join("codex-package.json").is_file());
+    Ok(match package {
+        Some(d) => (resolved.clone(), d.to_path_buf()),
+        None => (resolved, mount),
+    })
+}
+
+/// Pure: where npm puts the native program's folder for a launcher at
+/// `<package>/bin/codex.js`, in the order its launcher looks: the platform
+/// package nested in the package's node_modules, or beside it (hoisted),
+/// then the package's own `vendor`.
+fn codex_vendor_dirs(launcher: &Path) -> Vec<PathBuf> {
+    let (target, platform) = match std::env::consts::ARCH {
+        "aarch64" => ("aarch64-unknown-linux-musl", "codex-linux-arm64"),
+        _ => ("x86_64-unknown-linux-musl", "codex-linux-x64"),
+    };
+    let Some(package) = launcher.parent().and_then(Path::parent) else {
+        return Vec::new();
+    };
+    let mut dirs = vec![package.join("node_modules/@openai").join(platform)];
+    if let Some(scope) = package.parent() {
+        dirs.push(scope.join(platform));
+    }
+    dirs.into_iter()
+        .map(|p| p.join("vendor"))
+        .chain(std::iter::once(package.join("vendor")))
+        .map(|v| v.join(target))
+        .collect()
 }
 
 /// Pure: the file or its folder, as `program_mount` says. A folder is the

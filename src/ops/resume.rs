@@ -11,7 +11,9 @@
 //! its transcripts `<session id>.jsonl` and takes that id with `--resume`;
 //! pi names them `<time>_<session id>.jsonl` and takes the id with
 //! `--session` (its `--help`). Where the id cannot be known, `--continue`
-//! (both harnesses' word for the project's last conversation).
+//! (both harnesses' word for the project's last conversation). Codex keeps
+//! its conversations in the cage's own folder and goes back to this
+//! folder's last one with `resume --last` (`codex resume --help`).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -80,6 +82,9 @@ pub fn line(session: &str, harness: Harness, transcript: Option<&Path>) -> Strin
     let how = match (harness, id) {
         (Harness::Claude, Some(id)) => format!("--resume {id}"),
         (Harness::Pi, Some(id)) => format!("--session {id}"),
+        // Codex's conversations stay in the cage's own folder, found by
+        // its own `resume --last` (the newest of this folder's).
+        (Harness::Codex, _) => "resume --last".to_string(),
         (_, None) => "--continue".to_string(),
     };
     format!("Resume this session in its cage with: shrooms-agent cage run {session} -- {how}")
@@ -92,6 +97,7 @@ fn session_id(harness: Harness, transcript: &Path) -> Option<String> {
     let id = match harness {
         Harness::Claude => stem,
         Harness::Pi => stem.rsplit_once('_')?.1,
+        Harness::Codex => return None,
     };
     let uuid = id.len() == 36
         && id.char_indices().all(|(i, c)| {
@@ -123,6 +129,16 @@ fn newest_changed(folder: &Path, since: SystemTime) -> Option<PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    /// Codex's conversations are the cage's own: back to the folder's
+    /// last with its own words, whatever the transcript.
+    #[test]
+    fn codex_goes_back_with_resume_last() {
+        assert_eq!(
+            line("web", Harness::Codex, None),
+            "Resume this session in its cage with: shrooms-agent cage run web -- resume --last"
+        );
+    }
+
     use super::*;
 
     const ID: &str = "0f8e2b9a-4c1d-4e7f-9a3b-5d6c7e8f9a0b";

@@ -196,7 +196,11 @@ fn look(base: &Base, host: Option<Host>) -> Harnesses {
             },
         }
     };
-    let harnesses = vec![harness("claude", &s.claude), harness("pi", &s.pi)];
+    let harnesses = vec![
+        harness("claude", &s.claude),
+        harness("pi", &s.pi),
+        harness("codex", &s.codex),
+    ];
     let mut images_offered = vec![s.image.clone()];
     for stage in [Stage::Workbench, Stage::Desktop] {
         let name = workbench::image_name(&s.images_repo, stage);

@@ -34,6 +34,7 @@ impl TryFrom<CreateArgs> for CreateRequest {
             harness: match a.harness {
                 HarnessArg::Claude => Harness::Claude,
                 HarnessArg::Pi => Harness::Pi,
+                HarnessArg::Codex => Harness::Codex,
             },
             choice: CageChoice {
                 unseal: a.unseal,

@@ -74,8 +74,8 @@ pub fn end_dead_turn(
 }
 
 /// Open the turn's model gateway on its started cage (`pid`, its first
-/// process), and point pi's copy of models.json at it, in the file the
-/// cage has mounted.
+/// process), and point pi's copy of models.json, or Codex's of its
+/// config.toml, at it, in the file the cage has mounted.
 pub fn open_gateway(
     ctx: &Context,
     host: &Host,
@@ -88,10 +88,19 @@ pub fn open_gateway(
         .map(|p| std::mem::take(&mut p.borrow_mut().routes))
         .unwrap_or_default();
     let opened = turn_servers::open_gateway(ctx, host, record, pid, routes).and_then(|g| {
+        let copy_dir = ctx.store.settings_copy_dir(&cage.container);
         if let Some(p) = pi {
             crate::cage::pi_models::write_in_place(
-                &ctx.store.settings_copy_dir(&cage.container),
+                &copy_dir,
                 &p.borrow().copy_text(&g.base_url()),
+            )?;
+        }
+        if record.harness == crate::cage::harness::Harness::Codex && cage.sealed.is_none() {
+            crate::cage::codex_config::write_copy(
+                &cage.harness_dir,
+                &copy_dir,
+                Some(&g.base_url()),
+                &record.dir,
             )?;
         }
         Ok(g)

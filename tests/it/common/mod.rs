@@ -1583,6 +1583,18 @@ pub fn real_claude() -> (String, String) {
     (get("SHROOMS_TEST_CLAUDE"), get("SHROOMS_TEST_DEBIAN_IMAGE"))
 }
 
+/// The real Codex CLI from npm (its launcher, `bin/codex`, as a user's
+/// PATH has it) and the Debian image, which scripts/test-harnesses
+/// prepared.
+pub fn real_codex() -> (String, String) {
+    let get = |n: &str| {
+        std::env::var(n).unwrap_or_else(|_| {
+            panic!("{n} is not set: run the tests through scripts/test (scripts/test-harnesses)")
+        })
+    };
+    (get("SHROOMS_TEST_CODEX"), get("SHROOMS_TEST_DEBIAN_IMAGE"))
+}
+
 /// The Debian image with the real pi from npm in it (and a node it runs
 /// on), which scripts/test-harnesses prepared: a caged pi runs the image's.
 pub fn real_pi_image() -> String {
