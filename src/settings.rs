@@ -159,6 +159,7 @@ struct HarnessPrograms {
     claude: Option<PathBuf>,
     pi: Option<PathBuf>,
     codex: Option<PathBuf>,
+    opencode: Option<PathBuf>,
 }
 
 /// `cpus = 2` and `cpus = "2"` both read naturally; take either.
@@ -725,6 +726,7 @@ pub struct Settings {
     pub claude: Option<PathBuf>,
     pub pi: Option<PathBuf>,
     pub codex: Option<PathBuf>,
+    pub opencode: Option<PathBuf>,
     /// Every name passed into cages: `pass_env`'s and `pass_secrets`'s.
     pub pass_env: Vec<String>,
     /// The names of `pass_secrets`: these pass as they are, even a proxy
@@ -782,6 +784,12 @@ pub struct Settings {
     /// ~/.codex. The cage's copy of its config is made from it, and the
     /// gateway reads the machine's Codex login from it.
     pub codex_dir: PathBuf,
+    /// opencode's config folder on the machine: `$XDG_CONFIG_HOME/opencode`
+    /// (absolute), else ~/.config/opencode.
+    pub opencode_dir: PathBuf,
+    /// opencode's data folder on the machine, where its login is:
+    /// `$XDG_DATA_HOME/opencode` (absolute), else ~/.local/share/opencode.
+    pub opencode_data_dir: PathBuf,
     /// Colour on a terminal: unless `NO_COLOR` is set and not empty
     /// (no-color.org).
     pub colour: bool,
@@ -932,6 +940,7 @@ impl Settings {
             claude: harness.claude,
             pi: harness.pi,
             codex: harness.codex,
+            opencode: harness.opencode,
             pass_env,
             pass_secrets,
             unenforced_limits: file.unenforced_limits.unwrap_or(UnenforcedLimits::Refuse),
@@ -957,6 +966,12 @@ impl Settings {
             pi_dir: absolute_var(env, "PI_CODING_AGENT_DIR")
                 .unwrap_or_else(|| home.join(".pi/agent")),
             codex_dir: absolute_var(env, "CODEX_HOME").unwrap_or_else(|| home.join(".codex")),
+            opencode_dir: absolute_var(env, "XDG_CONFIG_HOME")
+                .unwrap_or_else(|| home.join(".config"))
+                .join("opencode"),
+            opencode_data_dir: absolute_var(env, "XDG_DATA_HOME")
+                .unwrap_or_else(|| home.join(".local/share"))
+                .join("opencode"),
             colour: env.get("NO_COLOR").is_none_or(|v| v.is_empty()),
             home,
         })
@@ -1509,6 +1524,11 @@ const KEYS: &[(&str, Shown, &str)] = {
             "harness.codex",
             Words("codex found on PATH"),
             "the Codex CLI program (npm's launcher is followed to its native program)",
+        ),
+        (
+            "harness.opencode",
+            Words("opencode found on PATH"),
+            "the opencode program",
         ),
         (
             "pass_env",

@@ -31,8 +31,9 @@ pub fn copied(harness: Harness) -> &'static [&'static str] {
     match harness {
         Harness::Claude => CLAUDE_COPIED,
         Harness::Pi => PI_COPIED,
-        // Its config.toml is TOML, copied by `codex_config`.
-        Harness::Codex => &[],
+        // Theirs are copied pointed at the gateway, by `codex_config` and
+        // `opencode_config`.
+        Harness::Codex | Harness::Opencode => &[],
     }
 }
 
@@ -109,7 +110,7 @@ fn scrub_args(args: &mut [Value]) {
 /// to); an `env` block keeps what the cage's environment would
 /// (`env_rule`); a URL loses its user information; `args` lose the values
 /// of their credential flags.
-fn scrub(value: &mut Value, env_rule: EnvRule<'_>) {
+pub fn scrub(value: &mut Value, env_rule: EnvRule<'_>) {
     match value {
         Value::Object(obj) => {
             obj.retain(|k, _| !is_credential_name(k) && k != "headers");

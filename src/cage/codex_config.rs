@@ -155,8 +155,15 @@ fn scrub_value(v: &mut Value) {
 /// state folder, where the cage cannot reach; the folder made when it is
 /// missing (before the first start).
 pub fn write_in_place(copy_dir: &Path, text: &str) -> Result<()> {
-    crate::state::session::make_private_dir(copy_dir)?;
-    let path = copy_dir.join(COPIED);
+    write_file_in_place(&copy_dir.join(COPIED), text)
+}
+
+/// Write `path` in place, 0600, its folder made (0700) when it is missing:
+/// a copy a cage has mounted.
+pub fn write_file_in_place(path: &Path, text: &str) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        crate::state::session::make_private_dir(dir)?;
+    }
     let fail = |e: std::io::Error| Error::act(Doing::Write(path.to_path_buf()), &e);
     let mut f = std::fs::OpenOptions::new()
         .write(true)
@@ -164,7 +171,7 @@ pub fn write_in_place(copy_dir: &Path, text: &str) -> Result<()> {
         .truncate(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)
+        .open(path)
         .map_err(fail)?;
     // Written again at each start and turn: not flushed to disk.
     f.write_all(text.as_bytes()).map_err(fail)

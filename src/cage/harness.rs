@@ -14,6 +14,7 @@ pub enum Harness {
     Claude,
     Pi,
     Codex,
+    Opencode,
 }
 
 /// Seed, "A caged session can still ... write the harness's data": what
@@ -62,6 +63,30 @@ const CODEX_READ_ONLY: &[&str] = &[
     "rules",
 ];
 
+/// The same list for opencode's config folder
+/// (`$XDG_CONFIG_HOME/opencode`, else ~/.config/opencode;
+/// opencode.ai/docs/config): its rules, agents, commands, modes, plugins,
+/// tools, skills and themes, in their singular and plural folder names.
+/// Its `opencode.json` goes in as a copy without credentials, pointed at
+/// the model gateway (`opencode_config`); its login, in its data folder,
+/// never enters.
+const OPENCODE_READ_ONLY: &[&str] = &[
+    "AGENTS.md",
+    "agent",
+    "agents",
+    "command",
+    "commands",
+    "mode",
+    "modes",
+    "plugin",
+    "plugins",
+    "tool",
+    "tools",
+    "skill",
+    "skills",
+    "themes",
+];
+
 /// Claude Code's own settings that travel by environment
 /// (docs/cages.md, "Environment"): its model choices, output and thinking limits,
 /// and its telemetry switches. From Anthropic's list of Claude Code's
@@ -106,18 +131,32 @@ const PI_SETTINGS_ENV: &[&str] = &["PI_TELEMETRY", "PI_SKIP_VERSION_CHECK", "PI_
 /// (the cage's copy) and its flags; none of its own variables is passed.
 const CODEX_SETTINGS_ENV: &[&str] = &[];
 
+/// opencode's switches of what it fetches at start (its models catalogue,
+/// its updates), from its docs' environment variables (opencode.ai/docs/cli).
+const OPENCODE_SETTINGS_ENV: &[&str] = &[
+    "OPENCODE_DISABLE_MODELS_FETCH",
+    "OPENCODE_DISABLE_AUTOUPDATE",
+    "OPENCODE_DISABLE_LSP_DOWNLOAD",
+];
+
 impl Harness {
     pub fn name(self) -> &'static str {
         match self {
             Harness::Claude => "claude",
             Harness::Pi => "pi",
             Harness::Codex => "codex",
+            Harness::Opencode => "opencode",
         }
     }
 
     /// Every harness.
     #[cfg(test)]
-    pub const ALL: [Harness; 3] = [Harness::Claude, Harness::Pi, Harness::Codex];
+    pub const ALL: [Harness; 4] = [
+        Harness::Claude,
+        Harness::Pi,
+        Harness::Codex,
+        Harness::Opencode,
+    ];
 
     /// The harness's data folder on the machine, which the cage sees at the
     /// same path, as the settings resolved it: Claude Code's
@@ -128,6 +167,7 @@ impl Harness {
             Harness::Claude => settings.claude_dir.clone(),
             Harness::Pi => settings.pi_dir.clone(),
             Harness::Codex => settings.codex_dir.clone(),
+            Harness::Opencode => settings.opencode_dir.clone(),
         }
     }
 
@@ -137,6 +177,7 @@ impl Harness {
             Harness::Claude => CLAUDE_READ_ONLY,
             Harness::Pi => PI_READ_ONLY,
             Harness::Codex => CODEX_READ_ONLY,
+            Harness::Opencode => OPENCODE_READ_ONLY,
         }
     }
 
@@ -153,7 +194,9 @@ impl Harness {
             // (`sessions/YYYY/MM/DD/rollout-*.jsonl`, beside SQLite
             // indexes of them all): no folder holds this project's alone,
             // so they stay in the cage's own copy of the folder.
-            Harness::Codex => None,
+            // opencode keeps them in one database of its data folder, the
+            // cage's own.
+            Harness::Codex | Harness::Opencode => None,
         }
     }
 
@@ -163,6 +206,7 @@ impl Harness {
             Harness::Claude => CLAUDE_SETTINGS_ENV,
             Harness::Pi => PI_SETTINGS_ENV,
             Harness::Codex => CODEX_SETTINGS_ENV,
+            Harness::Opencode => OPENCODE_SETTINGS_ENV,
         }
     }
 }

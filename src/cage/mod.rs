@@ -7,6 +7,7 @@ pub mod codex_config;
 pub mod envfile;
 pub mod git;
 pub mod harness;
+pub mod opencode_config;
 pub mod pack;
 pub mod pi_models;
 pub mod seccomp;

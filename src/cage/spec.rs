@@ -679,6 +679,16 @@ pub fn env_plan(req: &EnvRequest<'_>, invoking: &Env) -> EnvPlan {
             }
             chosen.insert("CODEX_HOME".into(), dir)
         }
+        Harness::Opencode => {
+            // Its copy, pointed at the gateway, carries the dummy keys
+            // itself; this one is for what reads the variable.
+            if req.gateway.is_some() {
+                chosen.insert(CODEX_KEY_VARIABLE.into(), DUMMY_KEY.to_string());
+            }
+            // Its own config file by name, wherever the machine's
+            // XDG_CONFIG_HOME put its folder (opencode.ai/docs/config).
+            chosen.insert("OPENCODE_CONFIG".into(), format!("{dir}/opencode.json"))
+        }
     };
     let mut plan = EnvPlan::default();
     for (name, value) in chosen {
@@ -917,6 +927,7 @@ mod tests {
                 Harness::Claude => Path::new("/home/u/.claude"),
                 Harness::Pi => Path::new("/home/u/.pi/agent"),
                 Harness::Codex => Path::new("/home/u/.codex"),
+                Harness::Opencode => Path::new("/home/u/.config/opencode"),
             },
             image_path: "/usr/local/bin:/usr/bin:/bin",
             chosen: Chosen {

@@ -107,6 +107,8 @@ pub enum CopyOf {
     /// Codex CLI's config.toml, without credentials and pointed at the
     /// model gateway.
     Codex,
+    /// opencode's opencode.json, the same.
+    Opencode,
 }
 
 /// Why a volume cannot be the shared folder.
@@ -182,6 +184,9 @@ impl MakeProblem {
                     CopyOf::Claude => "without keys that fetch or hold credentials",
                     CopyOf::Pi => "that points pi at the model gateway",
                     CopyOf::Codex => "that points Codex at the model gateway, without credentials",
+                    CopyOf::Opencode => {
+                        "that points opencode at the model gateway, without credentials"
+                    }
                 }
             ),
             MakeProblem::NoCodexNative { launcher } => format!(

@@ -453,7 +453,7 @@ pub struct CreateArgs {
     pub dir: Option<PathBuf>,
     /// The harness the session runs. pi runs the image's pi (unless [harness] pi names the
     /// machine's): an image without one is refused (asked once per image, and kept). Claude
-    /// Code and Codex CLI run the machine's program
+    /// Code, Codex CLI and opencode run the machine's program
     #[arg(long, value_enum, default_value_t = HarnessArg::Claude)]
     pub harness: HarnessArg,
     /// Print the podman argv and the env file (secrets redacted), and change nothing
@@ -631,6 +631,7 @@ pub enum HarnessArg {
     Claude,
     Pi,
     Codex,
+    Opencode,
 }
 
 #[derive(Debug, PartialEq, Subcommand)]

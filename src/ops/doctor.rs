@@ -122,31 +122,41 @@ fn harness_checks(s: &crate::settings::Settings) -> Vec<Check> {
             },
         });
     }
-    out.push(codex_check(s));
+    out.push(program_check(s, "codex", "Codex CLI", &s.codex));
+    out.push(program_check(s, "opencode", "opencode", &s.opencode));
     out
 }
 
-/// `codex`: the machine's Codex CLI, configured or on PATH, followed from
-/// npm's launcher to the native program a cage runs (`ops::codex_mount`).
-/// Missing is a warning: only `--harness codex` sessions need it.
-fn codex_check(s: &crate::settings::Settings) -> Check {
-    let key = "`codex = \"/path/to/codex\"` under `[harness]`";
-    let found = s
-        .codex
+/// `codex` and `opencode`: the machine's program, configured or on PATH,
+/// as a cage would mount it (Codex's npm launcher followed to its native
+/// program, `ops::codex_mount`). Missing is a warning: only the sessions
+/// of that harness need it.
+fn program_check(
+    s: &crate::settings::Settings,
+    name: &'static str,
+    title: &str,
+    configured: &Option<std::path::PathBuf>,
+) -> Check {
+    let key = format!("`{name} = \"/path/to/{name}\"` under `[harness]`");
+    let found = configured
         .clone()
-        .or_else(|| crate::settings::find_program("codex", s.path_var.as_deref()));
+        .or_else(|| crate::settings::find_program(name, s.path_var.as_deref()));
     let Some(program) = found else {
         return check(
-            "codex",
+            name,
             Status::Warn,
-            "codex is not on PATH: `--harness codex` sessions have no program to run".into(),
-            Some(&key_hint(s, &format!("install Codex CLI, or set {key}"))),
+            format!("{name} is not on PATH: `--harness {name}` sessions have no program to run"),
+            Some(&key_hint(s, &format!("install {title}, or set {key}"))),
         );
     };
-    match crate::ops::codex_mount(&program, &s.home) {
-        Ok((native, _)) => check("codex", Status::Pass, native.display().to_string(), None),
+    let mounted = match name {
+        "codex" => crate::ops::codex_mount(&program, &s.home),
+        _ => crate::ops::program_mount(&program, name, &s.home),
+    };
+    match mounted {
+        Ok((resolved, _)) => check(name, Status::Pass, resolved.display().to_string(), None),
         Err(e) => check(
-            "codex",
+            name,
             Status::Fail,
             e.message(),
             Some(&key_hint(s, &format!("fix {key}"))),
@@ -594,7 +604,8 @@ mod tests {
             [
                 ("claude", Status::Warn),
                 ("pi", Status::Pass),
-                ("codex", Status::Warn)
+                ("codex", Status::Warn),
+                ("opencode", Status::Warn)
             ]
         );
         assert!(checks[0].hint.as_ref().unwrap().contains("config.toml"));

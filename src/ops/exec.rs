@@ -133,6 +133,7 @@ pub fn prepare_uncaged(
         crate::cage::harness::Harness::Claude => (ctx.settings.claude.clone(), "claude"),
         crate::cage::harness::Harness::Pi => (ctx.settings.pi.clone(), "pi"),
         crate::cage::harness::Harness::Codex => (ctx.settings.codex.clone(), "codex"),
+        crate::cage::harness::Harness::Opencode => (ctx.settings.opencode.clone(), "opencode"),
     };
     let path = configured
         .or_else(|| crate::settings::find_program(program, ctx.settings.path_var.as_deref()))
@@ -298,7 +299,9 @@ fn harness_words(
             let found = found.map_err(|why| notes.push(Warning::NoTools(why))).ok();
             found.map(|p| (p, cage.sealed.is_some()))
         }
-        crate::cage::harness::Harness::Pi | crate::cage::harness::Harness::Codex => None,
+        crate::cage::harness::Harness::Pi
+        | crate::cage::harness::Harness::Codex
+        | crate::cage::harness::Harness::Opencode => None,
     };
     Ok(harness_command(&program, tools, args))
 }

@@ -380,15 +380,15 @@ fn look_at_folder(ctx: &Context, dir: &Path, harness: Harness, choice: &CageChoi
             (harness == Harness::Pi)
                 .then(|| harness.config_dir(s).join(crate::cage::pi_models::COPIED)),
         )
-        // Codex's config, copied into its cages, and its login, which the
-        // gateway reads for every cage's OpenAI requests.
-        .chain(
-            [
-                crate::cage::codex_config::COPIED,
-                crate::cage::codex_config::LOGIN,
-            ]
-            .map(|n| s.codex_dir.join(n)),
-        )
+        // Codex's and opencode's configs, copied into their cages, and
+        // their logins, which the gateway may read for any cage's requests.
+        .chain([
+            s.codex_dir.join(crate::cage::codex_config::COPIED),
+            s.codex_dir.join(crate::cage::codex_config::LOGIN),
+            s.opencode_dir.join(crate::cage::opencode_config::COPIED),
+            s.opencode_data_dir
+                .join(crate::cage::opencode_config::LOGIN),
+        ])
         .collect();
     sealed::check_kept_out(dir, &s.home, &guarded)
 }
@@ -1343,14 +1343,17 @@ impl CageFiles {
                 &ctx.store.settings_copy_dir(&self.container),
             )?;
         }
-        let codex = self
-            .found
-            .settings_copies
-            .iter()
-            .any(|(_, at)| at.ends_with(crate::cage::codex_config::COPIED));
-        if codex {
+        let pointed = [Harness::Codex, Harness::Opencode].into_iter().find(|h| {
+            let name = super::gateway_copy_name(*h);
+            self.found
+                .settings_copies
+                .iter()
+                .any(|(_, at)| name.is_some_and(|n| at.ends_with(n)))
+        });
+        if let Some(harness) = pointed {
             // Without a gateway yet: each turn writes it again with its own.
-            crate::cage::codex_config::write_copy(
+            super::write_gateway_copy(
+                harness,
                 &self.found.harness_dir,
                 &ctx.store.settings_copy_dir(&self.container),
                 None,
@@ -1677,9 +1680,10 @@ fn harness_facts(
         Harness::Claude => ctx.settings.claude.clone(),
         Harness::Pi => ctx.settings.pi.clone(),
         Harness::Codex => ctx.settings.codex.clone(),
+        Harness::Opencode => ctx.settings.opencode.clone(),
     };
     let found_program = configured.or_else(|| match harness {
-        Harness::Claude | Harness::Codex => {
+        Harness::Claude | Harness::Codex | Harness::Opencode => {
             crate::settings::find_program(harness.name(), ctx.settings.path_var.as_deref())
         }
         // Seed, "Choosing an image": a caged pi session runs the pi
@@ -1697,12 +1701,11 @@ fn harness_facts(
     // models.json too: the copy points it at the gateway.
     let copy_dir = ctx.store.settings_copy_dir(container);
     let pi_models = (harness == Harness::Pi).then_some(crate::cage::pi_models::COPIED);
-    let codex_config = (harness == Harness::Codex).then_some(crate::cage::codex_config::COPIED);
     let settings_copies = crate::cage::cage_files::copied(harness)
         .iter()
         .copied()
         .chain(pi_models)
-        .chain(codex_config)
+        .chain(super::gateway_copy_name(harness))
         .map(|n| (copy_dir.join(n), harness_dir.join(n)))
         .collect();
     HarnessFacts {
@@ -1731,7 +1734,7 @@ fn harness_found(
 ) -> Result<(Found, Option<PathBuf>)> {
     let conversation_dir = match (&h.conversation_dir, harness) {
         (Some(d), _) => Some(d.clone()),
-        (None, Harness::Codex) => None,
+        (None, Harness::Codex | Harness::Opencode) => None,
         (None, _) => {
             return Err(Error::make(MakeProblem::ClaudePathLong {
                 dir: dir.to_path_buf(),

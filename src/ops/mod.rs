@@ -440,9 +440,9 @@ pub fn write_settings_copies(ctx: &Context, record: &Record) -> Result<()> {
         crate::state::session::make_private_dir(&dir)?;
         crate::cage::pi_models::write_in_place(&dir, "{}\n")?;
     }
-    if record.harness == crate::cage::harness::Harness::Codex {
+    if gateway_copy_name(record.harness).is_some() {
         // Without a gateway: the turn writes it again with its own.
-        return crate::cage::codex_config::write_copy(&cage.harness_dir, &dir, None, &record.dir);
+        return write_gateway_copy(record.harness, &cage.harness_dir, &dir, None, &record.dir);
     }
     let (harness, chosen, options) = (record.harness, ctx.settings.chosen(), &cage.options);
     crate::cage::cage_files::write_settings_copies(harness, &cage.harness_dir, &dir, &|n, v| {
@@ -855,13 +855,13 @@ pub fn mounts_what_it_must_not(
             }
         }
     }
-    if harness == crate::cage::harness::Harness::Codex {
-        for f in [
-            crate::cage::codex_config::COPIED,
-            crate::cage::codex_config::LOGIN,
-        ] {
+    if let Some(copied) = gateway_copy_name(harness) {
+        for f in [copied, crate::cage::codex_config::LOGIN] {
             if mounts_path(&harness_dir.join(f), create_argv) {
-                return Some(format!("your Codex {f} as it is, keys included"));
+                return Some(format!(
+                    "your {} {f} as it is, keys included",
+                    harness.name()
+                ));
             }
         }
     }
@@ -943,6 +943,44 @@ pub fn program_mount(program: &Path, harness: &str, home: &Path) -> Result<(Path
         resolved.clone(),
         mount_for(&resolved, &parent, harness, &home),
     ))
+}
+
+/// The settings file of `harness` that a cage gets as a copy pointed at
+/// its model gateway, written at each start and each turn (Codex's
+/// `config.toml`, opencode's `opencode.json`); None for the others (pi's
+/// models.json has a plan of its own, `pi_models`).
+pub fn gateway_copy_name(harness: crate::cage::harness::Harness) -> Option<&'static str> {
+    use crate::cage::harness::Harness;
+    match harness {
+        Harness::Codex => Some(crate::cage::codex_config::COPIED),
+        Harness::Opencode => Some(crate::cage::opencode_config::COPIED),
+        Harness::Claude | Harness::Pi => None,
+    }
+}
+
+/// Write that copy of `harness`'s (from its folder `harness_dir` on the
+/// machine) into `copy_dir`, pointed at the gateway `base_url` (None:
+/// before a start, at none), for the project `project`.
+pub fn write_gateway_copy(
+    harness: crate::cage::harness::Harness,
+    harness_dir: &Path,
+    copy_dir: &Path,
+    base_url: Option<&str>,
+    project: &Path,
+) -> Result<()> {
+    use crate::cage::harness::Harness;
+    match harness {
+        Harness::Codex => {
+            crate::cage::codex_config::write_copy(harness_dir, copy_dir, base_url, project)
+        }
+        Harness::Opencode => crate::cage::opencode_config::write_copy(
+            harness_dir,
+            copy_dir,
+            base_url,
+            crate::cage::spec::DUMMY_KEY,
+        ),
+        Harness::Claude | Harness::Pi => Ok(()),
+    }
 }
 
 /// Codex CLI's program and what to mount for it. npm's `codex` is a

@@ -85,7 +85,8 @@ pub fn line(session: &str, harness: Harness, transcript: Option<&Path>) -> Strin
         // Codex's conversations stay in the cage's own folder, found by
         // its own `resume --last` (the newest of this folder's).
         (Harness::Codex, _) => "resume --last".to_string(),
-        (_, None) => "--continue".to_string(),
+        // opencode's word for the last conversation too (`opencode --help`).
+        (Harness::Opencode, _) | (_, None) => "--continue".to_string(),
     };
     format!("Resume this session in its cage with: shrooms-agent cage run {session} -- {how}")
 }
@@ -97,7 +98,7 @@ fn session_id(harness: Harness, transcript: &Path) -> Option<String> {
     let id = match harness {
         Harness::Claude => stem,
         Harness::Pi => stem.rsplit_once('_')?.1,
-        Harness::Codex => return None,
+        Harness::Codex | Harness::Opencode => return None,
     };
     let uuid = id.len() == 36
         && id.char_indices().all(|(i, c)| {

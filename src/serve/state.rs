@@ -200,6 +200,7 @@ fn look(base: &Base, host: Option<Host>) -> Harnesses {
         harness("claude", &s.claude),
         harness("pi", &s.pi),
         harness("codex", &s.codex),
+        harness("opencode", &s.opencode),
     ];
     let mut images_offered = vec![s.image.clone()];
     for stage in [Stage::Workbench, Stage::Desktop] {

@@ -58,10 +58,10 @@ pub struct Seen {
 }
 
 impl Seen {
-    fn header(&self, n: &str) -> Option<&str> {
+    pub fn header(&self, n: &str) -> Option<&str> {
         self.headers.get(n).map(String::as_str)
     }
-    fn path(&self) -> &str {
+    pub fn path(&self) -> &str {
         self.target.split('?').next().unwrap_or("")
     }
 }

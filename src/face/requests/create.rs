@@ -35,6 +35,7 @@ impl TryFrom<CreateArgs> for CreateRequest {
                 HarnessArg::Claude => Harness::Claude,
                 HarnessArg::Pi => Harness::Pi,
                 HarnessArg::Codex => Harness::Codex,
+                HarnessArg::Opencode => Harness::Opencode,
             },
             choice: CageChoice {
                 unseal: a.unseal,

@@ -74,8 +74,8 @@ pub fn end_dead_turn(
 }
 
 /// Open the turn's model gateway on its started cage (`pid`, its first
-/// process), and point pi's copy of models.json, or Codex's of its
-/// config.toml, at it, in the file the cage has mounted.
+/// process), and point pi's copy of models.json, or Codex's or opencode's
+/// copy of its config, at it, in the file the cage has mounted.
 pub fn open_gateway(
     ctx: &Context,
     host: &Host,
@@ -95,8 +95,9 @@ pub fn open_gateway(
                 &p.borrow().copy_text(&g.base_url()),
             )?;
         }
-        if record.harness == crate::cage::harness::Harness::Codex && cage.sealed.is_none() {
-            crate::cage::codex_config::write_copy(
+        if cage.sealed.is_none() {
+            crate::ops::write_gateway_copy(
+                record.harness,
                 &cage.harness_dir,
                 &copy_dir,
                 Some(&g.base_url()),

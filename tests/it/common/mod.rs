@@ -1595,6 +1595,20 @@ pub fn real_codex() -> (String, String) {
     (get("SHROOMS_TEST_CODEX"), get("SHROOMS_TEST_DEBIAN_IMAGE"))
 }
 
+/// The real opencode from npm (`bin/opencode`, its native program) and
+/// the Debian image, which scripts/test-harnesses prepared.
+pub fn real_opencode() -> (String, String) {
+    let get = |n: &str| {
+        std::env::var(n).unwrap_or_else(|_| {
+            panic!("{n} is not set: run the tests through scripts/test (scripts/test-harnesses)")
+        })
+    };
+    (
+        get("SHROOMS_TEST_OPENCODE"),
+        get("SHROOMS_TEST_DEBIAN_IMAGE"),
+    )
+}
+
 /// The Debian image with the real pi from npm in it (and a node it runs
 /// on), which scripts/test-harnesses prepared: a caged pi runs the image's.
 pub fn real_pi_image() -> String {
