@@ -840,6 +840,64 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// A sealed cage's gateway refuses every OpenAI route, saying why, and
+    /// a path under `/openai` that is not one of OpenAI's model routes is
+    /// refused as any other route is; neither is sent anywhere.
+    #[test]
+    fn a_sealed_cage_gets_no_openai_route() {
+        use std::io::{Read, Write};
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().to_path_buf();
+        let store = crate::state::session::Store::new(&dir);
+        store.ensure().unwrap();
+        let r = crate::state::session::sample_record("u");
+        store.save(&r).unwrap();
+        // Were anything sent upstream, it would reach this listener.
+        let upstream = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        upstream.set_nonblocking(true).unwrap();
+        let up = format!("http://127.0.0.1:{}", upstream.local_addr().unwrap().port());
+        let gateway = Gateway::start(
+            TcpListener::bind(("127.0.0.1", 0)).unwrap(),
+            Config {
+                upstream: up.clone(),
+                credentials: Credentials::Sealed {
+                    token_file: dir.join("no-token"),
+                },
+                session: "u".into(),
+                routes: Default::default(),
+                ledger: Arc::new(usage::Ledger::new(store, "u", "alice", r.tokens.used)),
+                openai: openai::Config {
+                    url: up.clone(),
+                    chatgpt_url: up,
+                    credentials: openai::Credentials::Refused(openai::SEALED),
+                },
+            },
+        )
+        .unwrap();
+        let ask = |target: &str| {
+            let mut c = std::net::TcpStream::connect(("127.0.0.1", gateway.port)).unwrap();
+            write!(
+                c,
+                "POST {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+                 Content-Length: 2\r\n\r\n{{}}"
+            )
+            .unwrap();
+            let mut got = String::new();
+            c.read_to_string(&mut got).unwrap();
+            got
+        };
+        for target in ["/openai/v1/responses", "/openai/v1/chat/completions"] {
+            let got = ask(target);
+            assert!(got.starts_with("HTTP/1.1 403"), "{got}");
+            assert!(got.contains("this cage is sealed"), "{got}");
+        }
+        let got = ask("/openai/v1/files");
+        assert!(got.starts_with("HTTP/1.1 403"), "{got}");
+        assert!(got.contains("is not one of them"), "{got}");
+        assert!(upstream.accept().is_err(), "something was sent upstream");
+        drop(gateway);
+    }
+
     #[test]
     fn an_error_in_the_apis_shape() {
         let r = api_error(StatusCode::UNAUTHORIZED, "authentication_error", "set X");
