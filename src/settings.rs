@@ -22,6 +22,12 @@ pub type Env = BTreeMap<String, String>;
 /// The model gateway's upstream when the config names none (`[gateway]
 /// anthropic_url`).
 pub const DEFAULT_UPSTREAM: &str = "https://api.anthropic.com";
+/// OpenAI's API, where the gateway sends what comes under `/openai` when
+/// the config names no other (`[gateway] openai_url`).
+pub const DEFAULT_OPENAI_URL: &str = "https://api.openai.com";
+/// Where Codex's ChatGPT sign-in sends its model requests (`[gateway]
+/// chatgpt_url`).
+pub const DEFAULT_CHATGPT_URL: &str = "https://chatgpt.com";
 
 pub const DEFAULT_MEMORY: &str = "4g";
 const DEFAULT_MEMORY_BYTES: u64 = 4 << 30;
@@ -69,6 +75,10 @@ struct GatewayTable {
     anthropic_url: Option<String>,
     key_file: Option<PathBuf>,
     key_command: Option<Vec<String>>,
+    openai_url: Option<String>,
+    chatgpt_url: Option<String>,
+    openai_key_file: Option<PathBuf>,
+    openai_key_command: Option<Vec<String>>,
     remote_turns: Option<RemoteTurns>,
 }
 
@@ -91,6 +101,13 @@ pub struct GatewaySettings {
     pub key_file: Option<PathBuf>,
     /// A program and its arguments (no shell), run on the machine.
     pub key_command: Option<Vec<String>>,
+    /// OpenAI's API's base URL, without a trailing `/`.
+    pub openai_url: String,
+    /// The base URL of the ChatGPT backend Codex's ChatGPT sign-in uses,
+    /// without a trailing `/`.
+    pub chatgpt_url: String,
+    pub openai_key_file: Option<PathBuf>,
+    pub openai_key_command: Option<Vec<String>>,
     /// Whose key a turn started here over ssh uses (`remote_turns`).
     pub remote_turns: RemoteTurns,
 }
@@ -1064,26 +1081,30 @@ fn gateway_settings(
     config_path: &Path,
 ) -> Result<GatewaySettings> {
     let bad = |key: &str, why: String| bad_key(config_path, key, why);
-    let anthropic_url = match g.anthropic_url {
-        Some(u) => validate_upstream(&u).map_err(|why| bad("gateway.anthropic_url", why))?,
-        None => DEFAULT_UPSTREAM.to_string(),
+    let url = |u: Option<String>, key: &str, default: &str| match u {
+        Some(u) => validate_upstream(&u).map_err(|why| bad(key, why)),
+        None => Ok(default.to_string()),
     };
-    if let Some(f) = &g.key_file
-        && !f.is_absolute()
-    {
-        return Err(bad(
-            "gateway.key_file",
-            format!("{} is not an absolute path", f.display()),
-        ));
-    }
-    let key_command = match g.key_command {
-        None => None,
-        Some(c) => Some(key_command(c, path_var).map_err(|why| bad("gateway.key_command", why))?),
+    let file = |f: Option<PathBuf>, key: &str| match f {
+        Some(f) if !f.is_absolute() => {
+            Err(bad(key, format!("{} is not an absolute path", f.display())))
+        }
+        f => Ok(f),
+    };
+    let command = |c: Option<Vec<String>>, key: &str| match c {
+        None => Ok(None),
+        Some(c) => key_command(c, path_var)
+            .map(Some)
+            .map_err(|why| bad(key, why)),
     };
     Ok(GatewaySettings {
-        anthropic_url,
-        key_file: g.key_file,
-        key_command,
+        anthropic_url: url(g.anthropic_url, "gateway.anthropic_url", DEFAULT_UPSTREAM)?,
+        key_file: file(g.key_file, "gateway.key_file")?,
+        key_command: command(g.key_command, "gateway.key_command")?,
+        openai_url: url(g.openai_url, "gateway.openai_url", DEFAULT_OPENAI_URL)?,
+        chatgpt_url: url(g.chatgpt_url, "gateway.chatgpt_url", DEFAULT_CHATGPT_URL)?,
+        openai_key_file: file(g.openai_key_file, "gateway.openai_key_file")?,
+        openai_key_command: command(g.openai_key_command, "gateway.openai_key_command")?,
         remote_turns: g.remote_turns.unwrap_or_default(),
     })
 }
@@ -1596,6 +1617,26 @@ const KEYS: &[(&str, Shown, &str)] = {
             "a program and its arguments printing that key (second source)",
         ),
         (
+            "gateway.openai_url",
+            Made(|| format!("\"{DEFAULT_OPENAI_URL}\"")),
+            "where the model gateway sends a cage's OpenAI requests (under /openai)",
+        ),
+        (
+            "gateway.chatgpt_url",
+            Made(|| format!("\"{DEFAULT_CHATGPT_URL}\"")),
+            "where OpenAI requests go with Codex's ChatGPT sign-in (not tested against OpenAI)",
+        ),
+        (
+            "gateway.openai_key_file",
+            Words("none"),
+            "a file with the OpenAI key the gateway adds (absolute path; first source)",
+        ),
+        (
+            "gateway.openai_key_command",
+            Words("none"),
+            "a program and its arguments printing that OpenAI key (second source)",
+        ),
+        (
             "allow_root",
             Words("false"),
             "true: cage commands and serve run as root, with rootful podman",
@@ -1742,6 +1783,17 @@ mod tests {
         assert_eq!(s.gateway.anthropic_url, "http://127.0.0.1:9/llm");
         assert_eq!(s.gateway.key_file, Some(PathBuf::from("/k")));
         assert_eq!(s.gateway.key_command.unwrap().len(), 3);
+        assert_eq!(s.gateway.openai_url, "https://api.openai.com");
+        assert_eq!(s.gateway.chatgpt_url, "https://chatgpt.com");
+        let s = load(
+            "[gateway]\nopenai_url = \"http://127.0.0.1:9/oa/\"\nchatgpt_url = \"http://127.0.0.1:8\"\nopenai_key_file = \"/o\"\nopenai_key_command = [\"/bin/echo\", \"k\"]\n",
+        )
+        .unwrap();
+        assert_eq!(s.gateway.openai_url, "http://127.0.0.1:9/oa");
+        assert_eq!(s.gateway.chatgpt_url, "http://127.0.0.1:8");
+        assert_eq!(s.gateway.openai_key_file, Some(PathBuf::from("/o")));
+        assert_eq!(s.gateway.openai_key_command.unwrap().len(), 2);
+        assert_eq!((s.gateway.key_file, s.gateway.key_command), (None, None));
         // A name is looked up on PATH, as a shell would; a name not there
         // is kept, for the gateway to say so.
         let scratch = tempfile::tempdir().unwrap();
@@ -1774,6 +1826,10 @@ mod tests {
             "[gateway]\nkey_command = []",
             "[gateway]\nkey_command = [\"./pass\"]",
             "[gateway]\nkey = \"sk\"",
+            "[gateway]\nopenai_url = \"ftp://x\"",
+            "[gateway]\nchatgpt_url = \"https://u@x\"",
+            "[gateway]\nopenai_key_file = \"rel/k\"",
+            "[gateway]\nopenai_key_command = []",
         ] {
             let e = load(bad).unwrap_err();
             assert!(

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::state::session::Record;
 use crate::turn::cage_socket::{self, Socket};
-use crate::turn::gateway::{self, Credentials, Gateway, listen, routes, usage};
+use crate::turn::gateway::{self, Credentials, Gateway, listen, openai, routes, usage};
 
 /// Open a session's gateway for one turn: a listener on its running cage's
 /// loopback, served by this process until the returned value is dropped.
@@ -55,7 +55,36 @@ pub fn open_gateway(
         .store
         .cages_dir()
         .join(format!("gw{}.sock", std::process::id()));
-    let credentials = match &cage.sealed {
+    let (credentials, openai_credentials) = credentials(ctx, cage.sealed.as_ref());
+    gateway::open(
+        &enter,
+        &socket,
+        gateway::Config {
+            upstream: ctx.settings.gateway.anthropic_url.clone(),
+            credentials,
+            session: record.name.clone(),
+            routes,
+            ledger: Arc::new(usage::Ledger::new(
+                ctx.store.clone(),
+                &record.name,
+                &ctx.settings.user,
+                record.tokens.used,
+            )),
+            openai: openai::Config {
+                url: ctx.settings.gateway.openai_url.clone(),
+                chatgpt_url: ctx.settings.gateway.chatgpt_url.clone(),
+                credentials: openai_credentials,
+            },
+        },
+    )
+}
+
+/// The credentials a turn's gateway adds: the Messages API's, and OpenAI's.
+fn credentials(
+    ctx: &Context,
+    sealed: Option<&crate::state::session::SealedRecord>,
+) -> (Credentials, openai::Credentials) {
+    let credentials = match sealed {
         Some(s) => Credentials::Sealed {
             token_file: s.token_file.clone(),
         },
@@ -72,22 +101,16 @@ pub fn open_gateway(
             _ => Credentials::Machine(Arc::new(gateway::machine_sources(&ctx.settings, &ctx.env))),
         },
     };
-    gateway::open(
-        &enter,
-        &socket,
-        gateway::Config {
-            upstream: ctx.settings.gateway.anthropic_url.clone(),
-            credentials,
-            session: record.name.clone(),
-            routes,
-            ledger: Arc::new(usage::Ledger::new(
-                ctx.store.clone(),
-                &record.name,
-                &ctx.settings.user,
-                record.tokens.used,
-            )),
-        },
-    )
+    // A sealed cage's only login is Anthropic's; a turn sent here from
+    // another machine is lent only that machine's Anthropic key.
+    let openai_credentials = match &credentials {
+        Credentials::Sealed { .. } => openai::Credentials::Refused(openai::SEALED),
+        Credentials::Lent { .. } => openai::Credentials::Refused(openai::LENT),
+        Credentials::Machine(_) => {
+            openai::Credentials::Machine(Arc::new(gateway::openai_sources(&ctx.settings, &ctx.env)))
+        }
+    };
+    (credentials, openai_credentials)
 }
 
 /// Serve a session's socket in its cage's proxy folder for one turn.

@@ -24,6 +24,7 @@ mod images;
 mod mcp;
 mod netpolicy;
 mod nokey;
+mod openai;
 mod options;
 mod page;
 mod peer;

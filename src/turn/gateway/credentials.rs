@@ -6,6 +6,9 @@
 //! (`~/.claude/.credentials.json`, read at every request, so that the
 //! machine's claude keeps it fresh). A sealed cage uses its sealed token
 //! file alone.
+//!
+//! OpenAI's routes have sources of their own (`OpenAiSources`); a sealed
+//! cage has none.
 
 use std::io::{BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -70,7 +73,7 @@ pub struct MachineSources {
 /// and until when it is not run again.
 #[derive(Debug, Default)]
 pub struct KeyCommandState {
-    answer: Option<(Instant, Credential)>,
+    answer: Option<(Instant, String)>,
     failed: Option<Failed>,
 }
 
@@ -160,69 +163,80 @@ impl MachineSources {
         }
     }
 
-    /// The key command's answer: kept for [`KEY_COMMAND_TTL`]; after a
-    /// failure, that failure again, without running it, until its backing
-    /// off ends. Requests at once wait for one run (the lock is held
-    /// through it).
     fn run_key_command(&self, cmd: &[String]) -> Result<Credential, String> {
-        let mut state = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((at, c)) = state.answer.as_ref()
-            && at.elapsed() < KEY_COMMAND_TTL
-        {
-            return Ok(c.clone());
+        let text = run_key_command(&self.cache, cmd, "[gateway] key_command")?;
+        Credential::classify(&text).ok_or_else(|| "[gateway] key_command printed nothing".into())
+    }
+}
+
+/// A key command's answer (`what` names it): kept for [`KEY_COMMAND_TTL`];
+/// after a failure, that failure again, without running it, until its
+/// backing off ends. Requests at once wait for one run (the lock is held
+/// through it).
+fn run_key_command(
+    cache: &Mutex<KeyCommandState>,
+    cmd: &[String],
+    what: &str,
+) -> Result<String, String> {
+    let mut state = cache.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((at, c)) = state.answer.as_ref()
+        && at.elapsed() < KEY_COMMAND_TTL
+    {
+        return Ok(c.clone());
+    }
+    let now = Instant::now();
+    if let Some(f) = state.failed.as_ref()
+        && now < f.until
+    {
+        return Err(format!(
+            "{} (it failed, and is not run again for {} s)",
+            f.why,
+            f.until.duration_since(now).as_secs().max(1)
+        ));
+    }
+    match run_once(cmd, what) {
+        Ok(c) => {
+            *state = KeyCommandState {
+                answer: Some((Instant::now(), c.clone())),
+                failed: None,
+            };
+            Ok(c)
         }
-        let now = Instant::now();
-        if let Some(f) = state.failed.as_ref()
-            && now < f.until
-        {
-            return Err(format!(
-                "{} (it failed, and is not run again for {} s)",
-                f.why,
-                f.until.duration_since(now).as_secs().max(1)
-            ));
-        }
-        match run_once(cmd) {
-            Ok(c) => {
-                *state = KeyCommandState {
-                    answer: Some((Instant::now(), c.clone())),
-                    failed: None,
-                };
-                Ok(c)
-            }
-            Err(why) => {
-                let backoff = next_backoff(state.failed.as_ref().map(|f| f.backoff));
-                state.answer = None;
-                state.failed = Some(Failed {
-                    why: why.clone(),
-                    until: Instant::now() + backoff,
-                    backoff,
-                });
-                Err(format!("{why} (not run again for {} s)", backoff.as_secs()))
-            }
+        Err(why) => {
+            let backoff = next_backoff(state.failed.as_ref().map(|f| f.backoff));
+            state.answer = None;
+            state.failed = Some(Failed {
+                why: why.clone(),
+                until: Instant::now() + backoff,
+                backoff,
+            });
+            Err(format!("{why} (not run again for {} s)", backoff.as_secs()))
         }
     }
 }
 
-/// Run the key command once: its key, or why there is none.
-fn run_once(cmd: &[String]) -> Result<Credential, String> {
+/// Run a key command once: what it printed, trimmed, or why there is none.
+fn run_once(cmd: &[String], what: &str) -> Result<String, String> {
     let (program, args) = cmd
         .split_first()
-        .ok_or_else(|| "[gateway] key_command is empty".to_string())?;
+        .ok_or_else(|| format!("{what} is empty"))?;
     // The settings looked a name up on PATH; one still a name was not there.
     if !Path::new(program).is_absolute() {
         return Err(format!(
-            "[gateway] key_command: {program} is not on the PATH of this command; give its \
-             absolute path"
+            "{what}: {program} is not on the PATH of this command; give its absolute path"
         ));
     }
     // Nothing from the cage reaches it: no stdin, fixed arguments.
-    let out = Process::new(program, "[gateway] key_command")
+    let out = Process::new(program, what)
         .args(args.iter().cloned())
         .timeout(KEY_COMMAND_TIMEOUT)
         .run()
         .map_err(|e| e.message())?;
-    Credential::classify(&out.stdout)
-        .ok_or_else(|| "[gateway] key_command printed nothing".to_string())
+    let key = out.stdout.trim();
+    if key.is_empty() {
+        return Err(format!("{what} printed nothing"));
+    }
+    Ok(key.to_string())
 }
 
 /// The access token of Claude Code's login file, if there is one; an error
@@ -258,6 +272,111 @@ pub fn read_claude_login(path: &std::path::Path) -> Result<Option<String>, Strin
         }
     }
     Ok(Some(token.to_string()))
+}
+
+/// A credential for OpenAI's APIs, the machine's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpenAiCredential {
+    /// An API key: sent as `Authorization: Bearer` to `[gateway] openai_url`.
+    ApiKey(String),
+    /// Codex's ChatGPT sign-in: its access token, sent as `Authorization:
+    /// Bearer` to `[gateway] chatgpt_url`'s Codex route, with the account's
+    /// id as `ChatGPT-Account-ID` when the login names one.
+    ChatGpt {
+        access_token: String,
+        account_id: Option<String>,
+    },
+}
+
+/// The machine's sources of an OpenAI credential, taken in this order:
+/// `[gateway] openai_key_file`, `[gateway] openai_key_command`,
+/// `OPENAI_API_KEY` in the environment of the process holding the turn, and
+/// Codex's own login on the machine (`$CODEX_HOME/auth.json`: its API key,
+/// else its ChatGPT sign-in's tokens), read at every request so that the
+/// machine's codex keeps it fresh; the gateway never renews it.
+#[derive(Debug, Default)]
+pub struct OpenAiSources {
+    pub key_file: Option<PathBuf>,
+    pub key_command: Option<Vec<String>>,
+    pub env_api_key: Option<String>,
+    /// Codex's login file on the machine.
+    pub codex_auth: PathBuf,
+    /// Shown in the no-credential message.
+    pub config_path: PathBuf,
+    pub cache: Mutex<KeyCommandState>,
+}
+
+impl OpenAiSources {
+    /// The credential to add now, or the words that say what to set.
+    pub fn resolve(&self) -> Result<OpenAiCredential, String> {
+        if let Some(f) = &self.key_file {
+            let text = std::fs::read_to_string(f)
+                .map_err(|e| format!("[gateway] openai_key_file {}: {e}", f.display()))?;
+            let key = text.trim();
+            if key.is_empty() {
+                return Err(format!(
+                    "[gateway] openai_key_file {} is empty",
+                    f.display()
+                ));
+            }
+            return Ok(OpenAiCredential::ApiKey(key.to_string()));
+        }
+        if let Some(cmd) = &self.key_command {
+            return run_key_command(&self.cache, cmd, "[gateway] openai_key_command")
+                .map(OpenAiCredential::ApiKey);
+        }
+        if let Some(k) = self.env_api_key.as_deref().map(str::trim)
+            && !k.is_empty()
+        {
+            return Ok(OpenAiCredential::ApiKey(k.to_string()));
+        }
+        match read_codex_login(&self.codex_auth)? {
+            Some(c) => Ok(c),
+            None => Err(format!(
+                "shrooms-agent's model gateway has no OpenAI credential to add (it looked at \
+                 [gateway] openai_key_file and openai_key_command in {}, OPENAI_API_KEY in the \
+                 environment of `shrooms-agent cage run`, and Codex's login on the machine, {}, \
+                 which has neither a key nor a sign-in): set one of them, or log in with codex \
+                 on this machine, and run the turn again",
+                self.config_path.display(),
+                self.codex_auth.display()
+            )),
+        }
+    }
+}
+
+/// Codex's login file (`auth.json`): its `OPENAI_API_KEY` if set, else its
+/// ChatGPT sign-in's `tokens` (`access_token`, `account_id`); None when the
+/// file is missing or holds neither.
+pub fn read_codex_login(path: &Path) -> Result<Option<OpenAiCredential>, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(format!(
+                "Codex's login on the machine {}: {e}",
+                path.display()
+            ));
+        }
+    };
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| format!("Codex's login on the machine {}: {e}", path.display()))?;
+    let text_of = |v: &serde_json::Value| {
+        v.as_str()
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+    };
+    if let Some(k) = text_of(&v["OPENAI_API_KEY"]) {
+        return Ok(Some(OpenAiCredential::ApiKey(k)));
+    }
+    let tokens = &v["tokens"];
+    Ok(
+        text_of(&tokens["access_token"]).map(|access_token| OpenAiCredential::ChatGpt {
+            access_token,
+            account_id: text_of(&tokens["account_id"]),
+        }),
+    )
 }
 
 /// The longest answer read from the machine that lends the key: a key
@@ -416,6 +535,65 @@ mod tests {
             ..MachineSources::default()
         };
         assert!(m.resolve().unwrap_err().contains("pass is not on the PATH"));
+    }
+
+    #[test]
+    fn the_first_openai_source_that_has_one() {
+        let d = tmp("openai");
+        let auth = d.join("auth.json");
+        std::fs::write(
+            &auth,
+            r#"{"auth_mode":"chatgpt","OPENAI_API_KEY":null,"tokens":{"id_token":"i","access_token":"at-login","refresh_token":"r","account_id":"acc-1"}}"#,
+        )
+        .unwrap();
+        let file = d.join("key");
+        std::fs::write(&file, "sk-file\n").unwrap();
+        let mut m = OpenAiSources {
+            key_file: Some(file.clone()),
+            key_command: Some(vec!["/bin/echo".into(), "sk-cmd".into()]),
+            env_api_key: Some("sk-env".into()),
+            codex_auth: auth.clone(),
+            ..OpenAiSources::default()
+        };
+        let key = |k: &str| Ok(OpenAiCredential::ApiKey(k.into()));
+        assert_eq!(m.resolve(), key("sk-file"));
+        m.key_file = None;
+        assert_eq!(m.resolve(), key("sk-cmd"));
+        m.key_command = None;
+        assert_eq!(m.resolve(), key("sk-env"));
+        m.env_api_key = Some(" ".into());
+        assert_eq!(
+            m.resolve(),
+            Ok(OpenAiCredential::ChatGpt {
+                access_token: "at-login".into(),
+                account_id: Some("acc-1".into()),
+            })
+        );
+        // A key in Codex's login comes before its sign-in.
+        std::fs::write(
+            &auth,
+            r#"{"auth_mode":"apikey","OPENAI_API_KEY":"sk-codex","tokens":{"access_token":"at"}}"#,
+        )
+        .unwrap();
+        assert_eq!(m.resolve(), key("sk-codex"));
+        std::fs::write(
+            &auth,
+            r#"{"auth_mode":"chatgpt","tokens":{"access_token":""}}"#,
+        )
+        .unwrap();
+        let e = m.resolve().unwrap_err();
+        assert!(
+            e.contains("openai_key_file") && e.contains("OPENAI_API_KEY") && e.contains("codex"),
+            "{e}"
+        );
+        std::fs::remove_file(&auth).unwrap();
+        assert!(m.resolve().unwrap_err().contains("openai_key_command"));
+        std::fs::write(&auth, "{not json").unwrap();
+        assert!(m.resolve().unwrap_err().contains("Codex's login"));
+        std::fs::write(&file, "\n").unwrap();
+        m.key_file = Some(file);
+        assert!(m.resolve().unwrap_err().contains("is empty"));
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]

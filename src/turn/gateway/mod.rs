@@ -19,6 +19,7 @@
 
 pub mod credentials;
 pub mod listen;
+pub mod openai;
 pub mod routes;
 pub mod usage;
 
@@ -104,9 +105,10 @@ pub fn is_credential_header(name: &str) -> bool {
 /// sends it when it uses one).
 pub const OAUTH_BETA: &str = "oauth-2025-04-20";
 
-/// The request headers sent upstream: the cage's, less hop-by-hop and
-/// credential headers, with the machine's credential added.
-pub fn upstream_headers(incoming: &HeaderMap, credential: &Credential) -> HeaderMap {
+/// The cage's request headers that may go upstream to any API: less
+/// hop-by-hop and credential headers, and those `also_not` names (in
+/// lower case); with `Accept-Encoding: identity`.
+pub fn passed_headers(incoming: &HeaderMap, also_not: &[&str]) -> HeaderMap {
     let named_by_connection: Vec<String> = incoming
         .get_all(header::CONNECTION)
         .iter()
@@ -119,7 +121,7 @@ pub fn upstream_headers(incoming: &HeaderMap, credential: &Credential) -> Header
         let n = name.as_str();
         if HOP_BY_HOP.contains(&n)
             || named_by_connection.iter().any(|c| c == n)
-            || n == "anthropic-beta"
+            || also_not.contains(&n)
             || n == "accept-encoding"
             || is_credential_header(n)
         {
@@ -134,6 +136,13 @@ pub fn upstream_headers(incoming: &HeaderMap, credential: &Credential) -> Header
         header::ACCEPT_ENCODING,
         HeaderValue::from_static("identity"),
     );
+    out
+}
+
+/// The request headers sent upstream to the Messages API: the cage's
+/// (`passed_headers`), with the machine's credential added.
+pub fn upstream_headers(incoming: &HeaderMap, credential: &Credential) -> HeaderMap {
+    let mut out = passed_headers(incoming, &["anthropic-beta"]);
     // The beta flags pass, but the OAuth one only with an OAuth token.
     let mut betas: Vec<String> = incoming
         .get_all("anthropic-beta")
@@ -196,6 +205,8 @@ pub struct Config {
     pub routes: routes::Routes,
     /// What the turn spent, and the session's budget.
     pub ledger: Arc<usage::Ledger>,
+    /// OpenAI's routes, under `/openai`.
+    pub openai: openai::Config,
 }
 
 struct State {
@@ -290,6 +301,21 @@ pub fn machine_sources(
     }
 }
 
+/// This machine's sources of an OpenAI credential for an ordinary cage.
+pub fn openai_sources(
+    settings: &crate::settings::Settings,
+    env: &crate::settings::Env,
+) -> credentials::OpenAiSources {
+    credentials::OpenAiSources {
+        key_file: settings.gateway.openai_key_file.clone(),
+        key_command: settings.gateway.openai_key_command.clone(),
+        env_api_key: env.get("OPENAI_API_KEY").cloned(),
+        codex_auth: settings.codex_dir.join("auth.json"),
+        config_path: settings.config_path.clone(),
+        cache: Default::default(),
+    }
+}
+
 pub fn base_url(port: u16) -> String {
     format!("http://127.0.0.1:{port}")
 }
@@ -302,44 +328,100 @@ impl Drop for Gateway {
     }
 }
 
+/// Where a request that passes goes, and how.
+struct Plan {
+    /// Which API's tokens its answer spends (None: it spends none).
+    api: Option<usage::Api>,
+    /// The upstream's base URL, as told when it cannot be reached.
+    base: String,
+    /// The whole URL, with the path and query.
+    url: String,
+    headers: HeaderMap,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
 async fn handle(
     state: Arc<State>,
     req: Request<Incoming>,
 ) -> std::result::Result<Response<reqwest::Body>, Infallible> {
     let method = req.method().as_str().to_string();
     let full_path = req.uri().path().to_string();
-    let Some((route, path)) = passes(&state.config.routes, &method, &full_path) else {
-        let path = &full_path;
-        return Ok(api_error(
-            StatusCode::FORBIDDEN,
-            "permission_error",
-            &format!(
-                "shrooms-agent's model gateway passes only the model API's own routes; \
-                 {method} {path} is not one of them"
-            ),
-        ));
-    };
-    let permit = match admitted(&state, &method, &path).await {
-        Ok(p) => p,
-        Err(answer) => return Ok(answer),
-    };
-    let (credential, extra_headers) = match credential_for(&state, route).await {
-        Ok(c) => c,
-        Err(answer) => return Ok(answer),
-    };
     let query = req
         .uri()
         .query()
         .map(|q| format!("?{q}"))
         .unwrap_or_default();
-    let upstream_base = route
+    let planned = match openai::under_prefix(&full_path) {
+        Some(rest) => {
+            let asked = openai::Asked {
+                method: &method,
+                full_path: &full_path,
+                path: rest,
+                query: &query,
+            };
+            openai::plan(&state, &asked, req.headers()).await
+        }
+        None => plan(&state, &method, &full_path, &query, req.headers()).await,
+    };
+    match planned {
+        Ok(p) => Ok(forward(&state, req, p).await),
+        Err(answer) => Ok(answer),
+    }
+}
+
+/// The answer that refuses a request on a route that does not pass.
+fn not_a_route(method: &str, path: &str) -> Response<reqwest::Body> {
+    api_error(
+        StatusCode::FORBIDDEN,
+        "permission_error",
+        &format!(
+            "shrooms-agent's model gateway passes only the model API's own routes; \
+             {method} {path} is not one of them"
+        ),
+    )
+}
+
+/// Where a request off the `/openai` prefix goes (the Messages API, or a
+/// pi provider's), or the answer that refuses it.
+async fn plan(
+    state: &State,
+    method: &str,
+    full_path: &str,
+    query: &str,
+    incoming: &HeaderMap,
+) -> std::result::Result<Plan, Response<reqwest::Body>> {
+    let Some((route, path)) = passes(&state.config.routes, method, full_path) else {
+        return Err(not_a_route(method, full_path));
+    };
+    let spends = usage::spends(method, &path);
+    let permit = admitted(state, spends).await?;
+    let (credential, extra_headers) = credential_for(state, route).await?;
+    let base = route
         .and_then(|r| r.upstream.as_deref())
-        .unwrap_or(&state.config.upstream);
-    let url = format!("{upstream_base}{path}{query}");
-    let mut headers = upstream_headers(req.headers(), &credential);
+        .unwrap_or(&state.config.upstream)
+        .to_string();
+    let mut headers = upstream_headers(incoming, &credential);
     if let Some(r) = route {
         add_route_headers(&mut headers, r, &credential, &extra_headers);
     }
+    Ok(Plan {
+        api: spends.then_some(usage::Api::Messages),
+        url: format!("{base}{path}{query}"),
+        base,
+        headers,
+        permit,
+    })
+}
+
+/// Send a request as planned, and its answer back, metered.
+async fn forward(state: &State, req: Request<Incoming>, plan: Plan) -> Response<reqwest::Body> {
+    let Plan {
+        api,
+        base,
+        url,
+        mut headers,
+        permit,
+    } = plan;
     let method: Method = req.method().clone();
     let body = req.into_body();
     // The model routes that take a body are POSTs; a body sent with HEAD
@@ -348,45 +430,34 @@ async fn handle(
     if !with_body {
         headers.remove(header::CONTENT_LENGTH);
     }
-    let client = match client(&state) {
+    let client = match client(state) {
         Ok(c) => c,
         Err(e) => {
-            return Ok(api_error(
+            return api_error(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "api_error",
                 &format!("shrooms-agent's model gateway: its HTTP client: {e}"),
-            ));
+            );
         }
     };
-    let mut upstream = client.request(method.clone(), &url).headers(headers);
+    let mut upstream = client.request(method, &url).headers(headers);
     if with_body {
         upstream = upstream.body(reqwest::Body::wrap(body));
     }
     match upstream.send().await {
-        Ok(r) => Ok(usage::metered(
-            &state.config.ledger,
-            method.as_str(),
-            &path,
-            passed_back(r),
-            permit,
-        )),
-        Err(e) => Ok(api_error(
-            StatusCode::BAD_GATEWAY,
-            "api_error",
-            &unreachable(upstream_base, e),
-        )),
+        Ok(r) => usage::metered(&state.config.ledger, api, passed_back(r), permit),
+        Err(e) => api_error(StatusCode::BAD_GATEWAY, "api_error", &unreachable(&base, e)),
     }
 }
 
-/// A request that spends tokens let through by the turn's ledger, with
-/// the permit it then holds (while there is a budget), or the answer that
-/// refuses it; any other request passes as it is.
+/// A request that spends tokens (`spends`) let through by the turn's
+/// ledger, with the permit it then holds (while there is a budget), or the
+/// answer that refuses it; any other request passes as it is.
 async fn admitted(
     state: &State,
-    method: &str,
-    path: &str,
+    spends: bool,
 ) -> std::result::Result<Option<tokio::sync::OwnedSemaphorePermit>, Response<reqwest::Body>> {
-    if !usage::spends(method, path) {
+    if !spends {
         return Ok(None);
     }
     match state.config.ledger.admit().await {
@@ -732,6 +803,11 @@ mod tests {
                 session: "u".into(),
                 routes: Default::default(),
                 ledger: Arc::new(usage::Ledger::new(store, "u", "alice", r.tokens.used)),
+                openai: openai::Config {
+                    url: "http://127.0.0.1:9".into(),
+                    chatgpt_url: "http://127.0.0.1:9".into(),
+                    credentials: openai::Credentials::Refused(openai::SEALED),
+                },
             },
         )
         .unwrap();
@@ -762,6 +838,64 @@ mod tests {
         assert_eq!(b.1.matches("HTTP/1.1").count(), 1, "{}", b.1);
         drop(gateway);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A sealed cage's gateway refuses every OpenAI route, saying why, and
+    /// a path under `/openai` that is not one of OpenAI's model routes is
+    /// refused as any other route is; neither is sent anywhere.
+    #[test]
+    fn a_sealed_cage_gets_no_openai_route() {
+        use std::io::{Read, Write};
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().to_path_buf();
+        let store = crate::state::session::Store::new(&dir);
+        store.ensure().unwrap();
+        let r = crate::state::session::sample_record("u");
+        store.save(&r).unwrap();
+        // Were anything sent upstream, it would reach this listener.
+        let upstream = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        upstream.set_nonblocking(true).unwrap();
+        let up = format!("http://127.0.0.1:{}", upstream.local_addr().unwrap().port());
+        let gateway = Gateway::start(
+            TcpListener::bind(("127.0.0.1", 0)).unwrap(),
+            Config {
+                upstream: up.clone(),
+                credentials: Credentials::Sealed {
+                    token_file: dir.join("no-token"),
+                },
+                session: "u".into(),
+                routes: Default::default(),
+                ledger: Arc::new(usage::Ledger::new(store, "u", "alice", r.tokens.used)),
+                openai: openai::Config {
+                    url: up.clone(),
+                    chatgpt_url: up,
+                    credentials: openai::Credentials::Refused(openai::SEALED),
+                },
+            },
+        )
+        .unwrap();
+        let ask = |target: &str| {
+            let mut c = std::net::TcpStream::connect(("127.0.0.1", gateway.port)).unwrap();
+            write!(
+                c,
+                "POST {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+                 Content-Length: 2\r\n\r\n{{}}"
+            )
+            .unwrap();
+            let mut got = String::new();
+            c.read_to_string(&mut got).unwrap();
+            got
+        };
+        for target in ["/openai/v1/responses", "/openai/v1/chat/completions"] {
+            let got = ask(target);
+            assert!(got.starts_with("HTTP/1.1 403"), "{got}");
+            assert!(got.contains("this cage is sealed"), "{got}");
+        }
+        let got = ask("/openai/v1/files");
+        assert!(got.starts_with("HTTP/1.1 403"), "{got}");
+        assert!(got.contains("is not one of them"), "{got}");
+        assert!(upstream.accept().is_err(), "something was sent upstream");
+        drop(gateway);
     }
 
     #[test]

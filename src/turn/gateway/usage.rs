@@ -8,6 +8,15 @@
 //! `usage` of a plain JSON one. Nothing is held back: each piece goes on
 //! to the harness as it comes, and a copy is looked at on the way.
 //!
+//! OpenAI's answers (`Api`) read the same way: a streamed Responses API
+//! answer's usage comes in its last event (`response.completed`,
+//! `response.incomplete` or `response.failed`: `response.usage`), a
+//! streamed Chat Completions answer's in the chunk that carries `usage`
+//! (sent when the client asked `stream_options.include_usage`); a plain
+//! JSON one's in the body's `usage`. Their input counts include the cached
+//! input (`*_tokens_details.cached_tokens`), which is kept as the cache
+//! read, so that the total is the API's own.
+//!
 //! The counts are kept in memory for the turn (the budget is checked
 //! against them, so a response counts from the moment it ends) and written
 //! to the session's record by a thread of their own, under the record's
@@ -29,6 +38,18 @@ use crate::state::session::{HistoryEntry, Store, TurnUsage, Usage};
 /// refuses (counting tokens and the connectivity check spend none).
 pub fn spends(method: &str, path: &str) -> bool {
     method == "POST" && path == "/v1/messages"
+}
+
+/// Which API an answer that spends tokens is of: how its counts are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Api {
+    /// Anthropic's Messages API.
+    #[default]
+    Messages,
+    /// OpenAI's Responses API.
+    Responses,
+    /// OpenAI's Chat Completions API.
+    ChatCompletions,
 }
 
 /// The longest SSE line, and event data, looked at: the events that carry
@@ -60,6 +81,34 @@ impl Reported {
             if let Some(v) = get(key) {
                 *slot = Some(v);
             }
+        }
+    }
+
+    /// Take the counts an OpenAI `usage` object gives (the Responses API's
+    /// `input_tokens`, `output_tokens`, `input_tokens_details`; Chat
+    /// Completions' `prompt_tokens`, `completion_tokens`,
+    /// `prompt_tokens_details`): the cached input apart from the rest.
+    fn merge_openai(&mut self, usage: &serde_json::Value) {
+        let get = |k: &str| usage.get(k).and_then(serde_json::Value::as_u64);
+        let input = get("input_tokens").or_else(|| get("prompt_tokens"));
+        let cached = ["input_tokens_details", "prompt_tokens_details"]
+            .iter()
+            .find_map(|d| usage.get(*d)?.get("cached_tokens")?.as_u64());
+        if let Some(i) = input {
+            let c = cached.unwrap_or(0).min(i);
+            self.input = Some(i - c);
+            self.cache_read = Some(c);
+        }
+        if let Some(o) = get("output_tokens").or_else(|| get("completion_tokens")) {
+            self.output = Some(o);
+        }
+    }
+
+    /// Take a `usage` object of `api`'s.
+    fn merge_of(&mut self, api: Api, usage: &serde_json::Value) {
+        match api {
+            Api::Messages => self.merge(usage),
+            Api::Responses | Api::ChatCompletions => self.merge_openai(usage),
         }
     }
 
@@ -97,6 +146,8 @@ pub struct SseMeter {
     /// A `message_delta` gave the output count: it is the final one.
     output_final: bool,
     stopped: bool,
+    /// Whose events these are.
+    api: Api,
 }
 
 /// A stream cut before the API gave its final output count is charged
@@ -106,6 +157,14 @@ pub struct SseMeter {
 pub const BYTES_PER_TOKEN: u64 = 3;
 
 impl SseMeter {
+    /// A meter for a stream of `api`'s events.
+    pub fn of(api: Api) -> SseMeter {
+        SseMeter {
+            api,
+            ..SseMeter::default()
+        }
+    }
+
     pub fn feed(&mut self, bytes: &[u8]) {
         for &b in bytes {
             let after_cr = std::mem::replace(&mut self.after_cr, b == b'\r');
@@ -162,6 +221,9 @@ impl SseMeter {
     }
 
     fn dispatch(&mut self) {
+        if self.api != Api::Messages {
+            return self.dispatch_openai();
+        }
         let event = std::mem::take(&mut self.event);
         let data = std::mem::take(&mut self.data);
         let data_len = std::mem::take(&mut self.data_len);
@@ -211,6 +273,52 @@ impl SseMeter {
         }
     }
 
+    /// An event of an OpenAI stream: the text of a `*.delta` event (the
+    /// Responses API's) or of a chunk's `choices[].delta` (Chat
+    /// Completions') is generated content; the counts come in the
+    /// Responses API's last event, or Chat Completions' chunk with `usage`;
+    /// Chat Completions' stream ends with `data: [DONE]`.
+    fn dispatch_openai(&mut self) {
+        self.event.clear();
+        let data = std::mem::take(&mut self.data);
+        let data_len = std::mem::take(&mut self.data_len);
+        if std::mem::replace(&mut self.data_overlong, false) {
+            self.generated += data_len;
+            return;
+        }
+        if data.trim_ascii() == b"[DONE]" {
+            self.stopped = true;
+            return;
+        }
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(&data) else {
+            return;
+        };
+        self.reported.get_or_insert_with(Reported::default);
+        let kind = v.get("type").and_then(serde_json::Value::as_str);
+        let usage = match kind {
+            Some("response.completed" | "response.incomplete" | "response.failed") => {
+                self.stopped = true;
+                v.get("response").and_then(|r| r.get("usage"))
+            }
+            Some(k) if k.ends_with(".delta") => {
+                let d = v.get("delta").and_then(serde_json::Value::as_str);
+                self.generated += d.map_or(0, |d| d.len() as u64);
+                None
+            }
+            _ => {
+                self.generated += chat_generated_bytes(&v);
+                v.get("usage")
+            }
+        };
+        if let Some(u) = usage.filter(|u| u.is_object()) {
+            let api = self.api;
+            if let Some(r) = self.reported.as_mut() {
+                r.merge_of(api, u);
+            }
+            self.output_final = true;
+        }
+    }
+
     /// The response's counts so far; None before any was reported. Until
     /// the final output count came, the output is at least what the
     /// content that passed is worth ([`BYTES_PER_TOKEN`]): a stream cut
@@ -228,6 +336,17 @@ impl SseMeter {
     /// Has the stream's first event, with its input counts, been read?
     pub fn started(&self) -> bool {
         self.reported.is_some()
+    }
+
+    /// Has enough been read to charge the answer, were it cut now? A
+    /// Messages stream once its first event (the input counts) came, the
+    /// output being charged by what passed; an OpenAI stream only at its
+    /// end, where its only counts come.
+    pub fn enough(&self) -> bool {
+        match self.api {
+            Api::Messages => self.started() || self.ended(),
+            Api::Responses | Api::ChatCompletions => self.ended(),
+        }
     }
 
     /// Has the message ended (`message_stop`)? Its counts are final then.
@@ -253,6 +372,33 @@ fn generated_bytes(data: &[u8]) -> u64 {
         .sum()
 }
 
+/// The bytes of generated content a Chat Completions chunk carries: each
+/// choice's `delta` text (`content`, `reasoning_content`, `refusal`) and
+/// its tool calls' `function.arguments`.
+fn chat_generated_bytes(chunk: &serde_json::Value) -> u64 {
+    let Some(choices) = chunk.get("choices").and_then(serde_json::Value::as_array) else {
+        return 0;
+    };
+    let len = |v: Option<&serde_json::Value>| {
+        v.and_then(serde_json::Value::as_str)
+            .map_or(0, |t| t.len() as u64)
+    };
+    let mut n = 0;
+    for delta in choices.iter().filter_map(|c| c.get("delta")) {
+        n += ["content", "reasoning_content", "refusal"]
+            .iter()
+            .map(|k| len(delta.get(*k)))
+            .sum::<u64>();
+        let calls = delta
+            .get("tool_calls")
+            .and_then(serde_json::Value::as_array);
+        for call in calls.into_iter().flatten() {
+            n += len(call.get("function").and_then(|f| f.get("arguments")));
+        }
+    }
+    n
+}
+
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
@@ -265,6 +411,8 @@ pub struct JsonMeter {
     too_long: bool,
     /// The body's length, where the response said it.
     length: Option<usize>,
+    /// Whose body this is.
+    api: Api,
 }
 
 impl JsonMeter {
@@ -287,9 +435,9 @@ impl JsonMeter {
 
     pub fn usage(&self) -> Option<Usage> {
         let v: serde_json::Value = serde_json::from_slice(&self.body).ok()?;
-        let u = v.get("usage")?;
+        let u = v.get("usage").filter(|u| u.is_object())?;
         let mut r = Reported::default();
-        r.merge(u);
+        r.merge_of(self.api, u);
         Some(r.usage())
     }
 }
@@ -305,10 +453,10 @@ impl Meter {
     /// The meter for an answer of this type; None: not a type the gateway
     /// reads. `encoded`: the body comes compressed, so its length says
     /// nothing of the JSON's.
-    fn for_response(headers: &HeaderMap, encoded: bool) -> Option<Meter> {
+    fn for_response(headers: &HeaderMap, encoded: bool, api: Api) -> Option<Meter> {
         let ctype = content_type(headers);
         if ctype.starts_with("text/event-stream") {
-            Some(Meter::Sse(SseMeter::default()))
+            Some(Meter::Sse(SseMeter::of(api)))
         } else if ctype.starts_with("application/json") {
             let length = headers
                 .get(header::CONTENT_LENGTH)
@@ -317,6 +465,7 @@ impl Meter {
                 .filter(|_| !encoded);
             Some(Meter::Json(JsonMeter {
                 length,
+                api,
                 ..JsonMeter::default()
             }))
         } else {
@@ -347,7 +496,7 @@ impl Meter {
     /// come last, and it is generated whole before it is sent).
     fn enough(&self) -> bool {
         match self {
-            Meter::Sse(m) => m.started() || m.ended(),
+            Meter::Sse(m) => m.enough(),
             Meter::Json(m) => m.ended(),
         }
     }
@@ -527,9 +676,10 @@ impl Drop for Metered {
         // The harness went away before the answer could be charged (a
         // stream before its first event, a JSON answer before its counts,
         // which come last): the rest is read here, for the counts alone,
-        // and the upstream request dropped once they came. A stream is
-        // not read past its first event: what did not pass is not
-        // generated.
+        // and the upstream request dropped once they came. A Messages
+        // stream is not read past its first event: what did not pass is
+        // not generated. An OpenAI stream's counts come only in its last
+        // event: it is read to its end (`SseMeter::enough`).
         if !self.draining
             && !self.charged()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
@@ -559,22 +709,21 @@ impl Drop for Metered {
     }
 }
 
-/// The upstream's answer to `method path`, its usage counted if it is a
-/// model response. An answer the gateway cannot read for its counts (an
+/// The upstream's answer, its usage counted if it is a model response
+/// (`api`: of which API; None: not one that spends tokens). An answer the gateway cannot read for its counts (an
 /// encoding or type it does not read) is not passed on uncounted: the
 /// harness gets an error in its place and the turn spends nothing more.
 /// `permit`, the turn's gate where the session has a budget, is held until
 /// the answer is counted.
 pub fn metered(
     ledger: &Arc<Ledger>,
-    method: &str,
-    path: &str,
+    api: Option<Api>,
     response: Response<reqwest::Body>,
     permit: Option<tokio::sync::OwnedSemaphorePermit>,
 ) -> Response<reqwest::Body> {
-    if !spends(method, path) || !response.status().is_success() {
+    let Some(api) = api.filter(|_| response.status().is_success()) else {
         return response;
-    }
+    };
     let encoding = match encoding(response.headers()) {
         Ok(e) => e,
         Err(what) => {
@@ -584,7 +733,7 @@ pub fn metered(
             );
         }
     };
-    let Some(meter) = Meter::for_response(response.headers(), encoding != Encoding::Identity)
+    let Some(meter) = Meter::for_response(response.headers(), encoding != Encoding::Identity, api)
     else {
         let ctype = content_type(response.headers());
         return unmeterable(
@@ -1159,6 +1308,134 @@ mod tests {
             Meter::Sse(SseMeter::default()),
         ))));
         assert!(r.feed(b"\x1f\x8b\x08\x00garbage-not-deflate").is_err());
+    }
+
+    /// A streamed Responses API answer, as OpenAI's streaming documentation
+    /// shows one (shortened; `response.completed` carries the usage).
+    const RESPONSES_STREAM: &str = "event: response.created\n\
+        data: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"object\":\"response\",\"status\":\"in_progress\",\"usage\":null}}\n\
+        \n\
+        event: response.output_item.added\n\
+        data: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[]}}\n\
+        \n\
+        event: response.output_text.delta\n\
+        data: {\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"a usage of response.completed\"}\n\
+        \n\
+        event: response.output_item.done\n\
+        data: {\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[{\"type\":\"output_text\",\"text\":\"a usage of response.completed\"}]}}\n\
+        \n\
+        event: response.completed\n\
+        data: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"status\":\"completed\",\"usage\":{\"input_tokens\":328,\"input_tokens_details\":{\"cached_tokens\":300},\"output_tokens\":52,\"output_tokens_details\":{\"reasoning_tokens\":10},\"total_tokens\":380}}}\n\
+        \n";
+
+    /// A streamed Chat Completions answer asked with
+    /// `stream_options.include_usage` (its last chunk has the usage and no
+    /// choices), ending with `[DONE]`.
+    const CHAT_STREAM: &str = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}],\"usage\":null}\n\
+        \n\
+        data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hello there\"}}],\"usage\":null}\n\
+        \n\
+        data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":null}\n\
+        \n\
+        data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[],\"usage\":{\"prompt_tokens\":40,\"completion_tokens\":7,\"total_tokens\":47,\"prompt_tokens_details\":{\"cached_tokens\":32}}}\n\
+        \n\
+        data: [DONE]\n\
+        \n";
+
+    fn fed_as(api: Api, pieces: &[&[u8]]) -> SseMeter {
+        let mut m = SseMeter::of(api);
+        for p in pieces {
+            m.feed(p);
+        }
+        m
+    }
+
+    /// The Responses API's counts: the cached input as the cache read,
+    /// the rest as input, so the total is the API's own (380); cut
+    /// anywhere, the same.
+    #[test]
+    fn a_streamed_responses_answers_usage() {
+        let want = Some(usage(28, 52, 0, 300));
+        let b = RESPONSES_STREAM.as_bytes();
+        for cut in 0..b.len() {
+            let m = fed_as(Api::Responses, &[&b[..cut], &b[cut..]]);
+            assert_eq!(m.usage(), want, "cut at {cut}");
+            assert!(m.ended() && m.enough(), "cut at {cut}");
+        }
+        assert_eq!(usage(28, 52, 0, 300).total(), 380);
+        // Cut before its end: the text that passed (29 bytes: 10 tokens),
+        // and not enough to charge it (its counts come last).
+        let cut = RESPONSES_STREAM.find("event: response.completed").unwrap();
+        let m = fed_as(Api::Responses, &[&b[..cut]]);
+        assert!(!m.ended() && !m.enough());
+        assert_eq!(m.usage(), Some(usage(0, 10, 0, 0)));
+        // Read as a Messages stream, it has no counts: the API matters.
+        assert_eq!(fed(&[b]).usage(), None);
+        // An answer that ended short of complete still says what it spent.
+        let incomplete = "data: {\"type\":\"response.incomplete\",\"response\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":9}}}\n\n";
+        let m = fed_as(Api::Responses, &[incomplete.as_bytes()]);
+        assert!(m.ended());
+        assert_eq!(m.usage(), Some(usage(5, 9, 0, 0)));
+    }
+
+    /// Chat Completions' counts from the chunk that carries them; without
+    /// that chunk (the client did not ask `include_usage`), the output by
+    /// the text that passed.
+    #[test]
+    fn a_streamed_chat_answers_usage() {
+        let b = CHAT_STREAM.as_bytes();
+        for cut in 0..b.len() {
+            let m = fed_as(Api::ChatCompletions, &[&b[..cut], &b[cut..]]);
+            assert_eq!(m.usage(), Some(usage(8, 7, 0, 32)), "cut at {cut}");
+            assert!(m.ended(), "cut at {cut}");
+        }
+        let without: String = CHAT_STREAM
+            .split("\n\n")
+            .filter(|e| !e.contains("prompt_tokens"))
+            .map(|e| format!("{e}\n\n"))
+            .collect();
+        let m = fed_as(Api::ChatCompletions, &[without.as_bytes()]);
+        assert!(m.ended());
+        // "hello there": 11 bytes, 4 tokens.
+        assert_eq!(m.usage(), Some(usage(0, 4, 0, 0)));
+        // Tool calls' arguments count as text does: 12 bytes, 4 tokens.
+        let tool = "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"cmd\\\":\\\"ls\\\"}\"}}]}}]}\n\n";
+        assert_eq!(
+            fed_as(Api::ChatCompletions, &[tool.as_bytes()])
+                .usage()
+                .unwrap()
+                .output_tokens,
+            4
+        );
+    }
+
+    #[test]
+    fn an_openai_json_answers_usage() {
+        let responses = br#"{"id":"resp_1","object":"response","status":"completed","output":[],
+            "usage":{"input_tokens":100,"input_tokens_details":{"cached_tokens":60},"output_tokens":20,"total_tokens":120}}"#;
+        let mut m = JsonMeter {
+            length: Some(responses.len()),
+            api: Api::Responses,
+            ..JsonMeter::default()
+        };
+        m.feed(responses);
+        assert!(m.ended());
+        assert_eq!(m.usage(), Some(usage(40, 20, 0, 60)));
+        let chat = br#"{"id":"c1","object":"chat.completion","choices":[{"message":{"role":"assistant","content":"hi"}}],
+            "usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}"#;
+        let mut m = JsonMeter {
+            api: Api::ChatCompletions,
+            ..JsonMeter::default()
+        };
+        m.feed(chat);
+        assert_eq!(m.usage(), Some(usage(12, 3, 0, 0)));
+        // OpenAI's error body has no usage.
+        let mut m = JsonMeter {
+            api: Api::Responses,
+            ..JsonMeter::default()
+        };
+        m.feed(br#"{"error":{"message":"x","type":"invalid_request_error"},"usage":null}"#);
+        assert_eq!(m.usage(), None);
     }
 
     #[test]
