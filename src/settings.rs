@@ -978,21 +978,21 @@ impl Settings {
             laptop_socket: overrides.laptop_socket.clone(),
             runtime_dir: absolute_var(env, "XDG_RUNTIME_DIR"),
             hosts_file: absolute_var(env, crate::net::netpolicy::HOSTS_ENV),
-            claude_dir: absolute_var(env, "CLAUDE_CONFIG_DIR")
-                .unwrap_or_else(|| home.join(".claude")),
-            pi_dir: absolute_var(env, "PI_CODING_AGENT_DIR")
-                .unwrap_or_else(|| home.join(".pi/agent")),
-            codex_dir: absolute_var(env, "CODEX_HOME").unwrap_or_else(|| home.join(".codex")),
-            opencode_dir: absolute_var(env, "XDG_CONFIG_HOME")
-                .unwrap_or_else(|| home.join(".config"))
-                .join("opencode"),
-            opencode_data_dir: absolute_var(env, "XDG_DATA_HOME")
-                .unwrap_or_else(|| home.join(".local/share"))
+            claude_dir: var_or_home(env, "CLAUDE_CONFIG_DIR", &home, ".claude"),
+            pi_dir: var_or_home(env, "PI_CODING_AGENT_DIR", &home, ".pi/agent"),
+            codex_dir: var_or_home(env, "CODEX_HOME", &home, ".codex"),
+            opencode_dir: var_or_home(env, "XDG_CONFIG_HOME", &home, ".config").join("opencode"),
+            opencode_data_dir: var_or_home(env, "XDG_DATA_HOME", &home, ".local/share")
                 .join("opencode"),
             colour: env.get("NO_COLOR").is_none_or(|v| v.is_empty()),
             home,
         })
     }
+}
+
+/// A folder named by a variable when it is absolute, else `rel` in `home`.
+fn var_or_home(env: &Env, var: &str, home: &Path, rel: &str) -> PathBuf {
+    absolute_var(env, var).unwrap_or_else(|| home.join(rel))
 }
 
 /// A refusal of a config file's value, by its key.

@@ -111,6 +111,18 @@ pub enum CopyOf {
     Opencode,
 }
 
+impl CopyOf {
+    /// What the copy is made for, as said after "a copy of it".
+    fn words(self) -> &'static str {
+        match self {
+            CopyOf::Claude => "without keys that fetch or hold credentials",
+            CopyOf::Pi => "that points pi at the model gateway",
+            CopyOf::Codex => "that points Codex at the model gateway, without credentials",
+            CopyOf::Opencode => "that points opencode at the model gateway, without credentials",
+        }
+    }
+}
+
 /// Why a volume cannot be the shared folder.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum VolumeProblem {
@@ -180,14 +192,7 @@ impl MakeProblem {
                 "{}: {why}. A cage gets a copy of it {}, and it cannot be read to make one: fix \
                  it, then try again",
                 path.display(),
-                match copy {
-                    CopyOf::Claude => "without keys that fetch or hold credentials",
-                    CopyOf::Pi => "that points pi at the model gateway",
-                    CopyOf::Codex => "that points Codex at the model gateway, without credentials",
-                    CopyOf::Opencode => {
-                        "that points opencode at the model gateway, without credentials"
-                    }
-                }
+                copy.words()
             ),
             MakeProblem::NoCodexNative { launcher } => format!(
                 "{} is Codex's npm launcher, and the native program it runs \

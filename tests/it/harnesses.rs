@@ -6,6 +6,13 @@
 
 use crate::common::*;
 use crate::gateway::{MACHINE_KEY, Mock, world_for};
+use crate::openai::{
+    ANSWER_TEXT, MACHINE_OPENAI_KEY, OpenAiMock, RESPONSES_STREAMED, recorded, world_for_openai,
+};
+
+/// What the user's Codex settings and login hold, which must stay out.
+const CODEX_FILE_KEY: &str = "sk-proj-in-the-users-codex-config-5e0";
+const CODEX_LOGIN_KEY: &str = "sk-proj-in-the-users-codex-login-a41";
 
 /// What the user's opencode settings and login hold, which must stay out.
 const OPENCODE_FILE_KEY: &str = "sk-ant-in-the-users-opencode-json-71d";
@@ -156,4 +163,167 @@ fn harness_real_opencode_turn_through_the_gateway() {
 #[test]
 fn harness_real_opencode_turn_through_the_gateway_rootless() {
     opencode_turn(World::rootless());
+}
+
+/// The machine's Codex: a config with a provider of its own holding a
+/// token and an MCP server's secret, and its login (an API key).
+fn users_codex(w: &World) {
+    let codex = w.home.join(".codex");
+    std::fs::create_dir_all(&codex).unwrap();
+    std::fs::write(
+        codex.join("config.toml"),
+        format!(
+            "model = \"gpt-5.1-codex\"\nmodel_provider = \"mine\"\n\n\
+             [model_providers.mine]\nname = \"mine\"\nbase_url = \"https://elsewhere.invalid/v1\"\n\
+             experimental_bearer_token = \"{CODEX_FILE_KEY}\"\n\n\
+             [mcp_servers.db]\ncommand = \"true\"\nenabled = false\n\
+             env = {{ DB_TOKEN = \"{CODEX_FILE_KEY}\" }}\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        codex.join("auth.json"),
+        serde_json::json!({ "OPENAI_API_KEY": CODEX_LOGIN_KEY }).to_string(),
+    )
+    .unwrap();
+    w.chown_all();
+}
+
+/// Codex CLI, npm's launcher followed to its native program, completes a
+/// turn through the gateway's Responses route with the machine's OpenAI
+/// key; its tokens land in the session's record; its own settings' and
+/// login's keys stay on the machine.
+fn codex_turn(w: World) {
+    let (codex, image) = real_codex();
+    let mock = OpenAiMock::start();
+    world_for_openai(&w, &mock, &format!("[harness]\ncodex = \"{codex}\"\n"));
+    users_codex(&w);
+    let name = w.session("cxturn");
+    let project = w.dir(&format!("projects/{name}"));
+    w.create(&name, &project, &["--harness", "codex", "--image", &image])
+        .ok();
+    let run = w
+        .run_env(
+            &[
+                "cage",
+                "run",
+                &name,
+                "--",
+                "exec",
+                "--skip-git-repo-check",
+                "say hi",
+            ],
+            &[("OPENAI_API_KEY", MACHINE_OPENAI_KEY)],
+        )
+        .ok();
+    assert!(
+        run.stdout().contains(ANSWER_TEXT),
+        "{}\n{}",
+        run.explain(),
+        mock.explain()
+    );
+    let seen = mock.seen();
+    assert!(
+        seen.iter()
+            .any(|s| s.method == "POST" && s.path() == "/v1/responses"),
+        "{}",
+        mock.explain()
+    );
+    for s in &seen {
+        assert_eq!(
+            s.header("authorization").map(str::to_string),
+            Some(format!("Bearer {MACHINE_OPENAI_KEY}")),
+            "{s:?}"
+        );
+        let all = format!("{s:?}");
+        for other in [CODEX_FILE_KEY, CODEX_LOGIN_KEY, "shrooms-gateway-adds"] {
+            assert!(!all.contains(other), "{other} reached the upstream: {s:?}");
+        }
+    }
+    let used = &w.record(&name)["tokens"]["used"];
+    let answers: Vec<_> = seen.iter().map(|_| &RESPONSES_STREAMED).collect();
+    assert_eq!(used, &recorded(&answers), "{}", run.explain());
+    let look = look_for(
+        &w,
+        &name,
+        &[MACHINE_OPENAI_KEY, CODEX_FILE_KEY, CODEX_LOGIN_KEY],
+    )
+    .ok();
+    assert_eq!(look.stdout(), "0\nEND\n", "{}", look.explain());
+}
+
+#[test]
+fn harness_real_codex_turn_through_the_gateway() {
+    codex_turn(World::new());
+}
+
+#[test]
+fn harness_real_codex_turn_through_the_gateway_rootless() {
+    codex_turn(World::rootless());
+}
+
+/// opencode with an OpenAI model: its `openai` provider reaches the
+/// gateway's OpenAI routes with the machine's OpenAI key.
+fn opencode_openai_turn(w: World) {
+    let (opencode, image) = real_opencode();
+    let mock = OpenAiMock::start();
+    world_for_openai(
+        &w,
+        &mock,
+        &format!("[harness]\nopencode = \"{opencode}\"\n"),
+    );
+    users_opencode(&w);
+    let name = w.session("ocopenai");
+    let project = w.dir(&format!("projects/{name}"));
+    w.create(
+        &name,
+        &project,
+        &["--harness", "opencode", "--image", &image],
+    )
+    .ok();
+    let run = w
+        .run_env(
+            &[
+                "cage",
+                "run",
+                &name,
+                "--",
+                "run",
+                "-m",
+                "openai/gpt-5",
+                "say hi",
+            ],
+            &[
+                ("OPENAI_API_KEY", MACHINE_OPENAI_KEY),
+                ("OPENCODE_DISABLE_MODELS_FETCH", "1"),
+            ],
+        )
+        .ok();
+    assert!(
+        run.stdout().contains(ANSWER_TEXT),
+        "{}\n{}",
+        run.explain(),
+        mock.explain()
+    );
+    let seen = mock.seen();
+    assert!(!seen.is_empty());
+    for s in &seen {
+        assert_eq!(
+            s.header("authorization").map(str::to_string),
+            Some(format!("Bearer {MACHINE_OPENAI_KEY}")),
+            "{s:?}"
+        );
+    }
+    let look = look_for(&w, &name, &[MACHINE_OPENAI_KEY, OPENCODE_LOGIN_KEY]).ok();
+    assert_eq!(look.stdout(), "0\nEND\n", "{}", look.explain());
+}
+
+#[test]
+fn harness_real_opencode_openai_turn_through_the_gateway() {
+    opencode_openai_turn(World::new());
+}
+
+#[test]
+fn harness_real_opencode_openai_turn_through_the_gateway_rootless() {
+    opencode_openai_turn(World::rootless());
 }
