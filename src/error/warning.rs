@@ -14,8 +14,9 @@ pub enum Warning {
     /// A variable of the machine's environment kept out of the cage's
     /// (`why`: which rule keeps it out).
     EnvLeftOut { name: String, why: String },
-    /// A Claude Code cage made where no `claude` program was found.
-    NoClaudeProgram,
+    /// A cage of a harness that runs the machine's program (Claude Code,
+    /// Codex CLI, opencode) made where no such program was found.
+    NoProgram { program: &'static str },
     /// Whether a pi session's image has pi could not be looked at
     /// (`config`: the config file to name the machine's pi in).
     PiUnlooked {
@@ -175,10 +176,10 @@ impl Warning {
             Warning::EnvLeftOut { name, why } => {
                 format!("{name} is left out of the cage's environment: {why}")
             }
-            Warning::NoClaudeProgram => "no claude program found on PATH: `cage run` will need \
-                                         one (set [harness] claude in the config and make the \
-                                         cage again)"
-                .to_string(),
+            Warning::NoProgram { program } => format!(
+                "no {program} program found on PATH: `cage run` will need one (set [harness] \
+                 {program} in the config and make the cage again)"
+            ),
             Warning::PiUnlooked { image, why, config } => pi_unlooked(image, why, config),
             Warning::Writable { given, path, why } => writable(given, path, why),
             Warning::LimitsUnenforced => "the cage's limits are not enforced: podman is \

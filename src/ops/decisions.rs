@@ -410,6 +410,40 @@ fn argv_of(created: &super::create::Created) -> Vec<String> {
     created.argv[1..].to_vec()
 }
 
+/// A Codex cage: its folder private with a copy of its config pointed
+/// at no gateway yet, mounted read-only; no conversation folder of the
+/// machine's; without a codex program, a warning that names it.
+#[test]
+fn create_of_a_codex_cage() {
+    let w = World::new("create-codex", |f| {
+        f.on_prefix(&["image", "inspect"], Answer::out(our_image()))
+            .on_prefix(&["create"], Answer::out("c0ffee\n"))
+    });
+    let mut req = create_request(&w, "cx");
+    req.harness = crate::cage::harness::Harness::Codex;
+    let created = super::create::create(&w.ctx, &req).unwrap();
+    assert_eq!(created.warnings, [Warning::NoProgram { program: "codex" }]);
+    let codex = w.ctx.settings.codex_dir.clone();
+    let copy = w
+        .ctx
+        .store
+        .settings_copy_dir(&created.container)
+        .join("config.toml");
+    let argv = argv_of(&created).join(" ");
+    assert!(
+        argv.contains(&format!(
+            "type=bind,src={},dst={},ro=true,nosuid,nodev",
+            copy.display(),
+            codex.join("config.toml").display()
+        )),
+        "{argv}"
+    );
+    assert!(!argv.contains("auth.json"), "{argv}");
+    let text = std::fs::read_to_string(&copy).unwrap();
+    assert!(text.contains("approval_policy = \"never\""), "{text}");
+    assert!(!text.contains("model_provider"), "{text}");
+}
+
 #[test]
 fn create_of_an_ordinary_cage() {
     let w = World::new("create", |f| {
@@ -420,7 +454,7 @@ fn create_of_an_ordinary_cage() {
     assert!(created.container.starts_with("shrooms-web-"));
     assert_eq!(created.network, "slirp4netns");
     assert_eq!(created.image, calls::OUR_IMAGE);
-    assert_eq!(created.warnings, [Warning::NoClaudeProgram]);
+    assert_eq!(created.warnings, [Warning::NoProgram { program: "claude" }]);
     assert_eq!(
         created.warnings[0].to_string(),
         "no claude program found on PATH: `cage run` will need one \

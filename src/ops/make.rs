@@ -830,8 +830,10 @@ fn decide_harness(
     said: &mut Said,
 ) -> std::result::Result<(), Refused> {
     let (f, settings) = (g.f, g.settings);
-    if !has_program && f.harness == Harness::Claude {
-        said.warnings.push(Warning::NoClaudeProgram);
+    if !has_program && f.harness != Harness::Pi {
+        said.warnings.push(Warning::NoProgram {
+            program: f.harness.name(),
+        });
     }
     // An image without pi is refused now, not at the first turn with a
     // runtime's "executable file not found".
