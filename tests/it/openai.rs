@@ -367,6 +367,9 @@ const RESPONSES_STREAM_BODY: &str =
     r#"{"model":"gpt-mock","stream":true,"input":[{"role":"user","content":"hi"}]}"#;
 const RESPONSES_PLAIN_BODY: &str = r#"{"model":"gpt-mock","input":"hi"}"#;
 const CHAT_STREAM_BODY: &str = r#"{"model":"gpt-mock","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}"#;
+/// Streamed, without asking for the usage chunk.
+const CHAT_UNCOUNTED_BODY: &str =
+    r#"{"model":"gpt-mock","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
 const CHAT_PLAIN_BODY: &str = r#"{"model":"gpt-mock","messages":[{"role":"user","content":"hi"}]}"#;
 
 fn exec_with_key(w: &World, name: &str, script: &str) -> Run {
@@ -385,8 +388,9 @@ fn answer_in(project: &Path, f: &str) -> String {
 /// stand-in with the machine's `OPENAI_API_KEY` in place of the cage's
 /// dummy (and no account or organisation of the cage's choosing); any
 /// other path under `/openai` is refused with 403 and never reaches it;
-/// the key is nowhere in the cage; the four answers' counts land in the
-/// session's record.
+/// the key is nowhere in the cage; the answers' counts land in the
+/// session's record (a Chat Completions stream that did not ask for them:
+/// what its request and text are worth).
 fn routes_with_the_machines_key(w: World) {
     let mock = OpenAiMock::start();
     world_for_openai(&w, &mock, "");
@@ -399,6 +403,7 @@ fn routes_with_the_machines_key(w: World) {
          oreq POST /v1/responses {p}/rp.txt '{RESPONSES_PLAIN_BODY}' {auth}
          oreq POST /v1/chat/completions {p}/cs.txt '{CHAT_STREAM_BODY}' {auth}
          oreq POST /v1/chat/completions {p}/cp.txt '{CHAT_PLAIN_BODY}' {auth}
+         oreq POST /v1/chat/completions {p}/cu.txt '{CHAT_UNCOUNTED_BODY}' {auth}
          oreq GET /v1/models {p}/models.txt '' {auth}
          oreq POST /v1/files {p}/files.txt '{{}}' {auth}
          oreq POST /v1/embeddings {p}/emb.txt '{{}}' {auth}
@@ -415,7 +420,7 @@ fn routes_with_the_machines_key(w: World) {
     assert_eq!(status(&rs), 200, "{rs}\n{}", run.explain());
     assert!(rs.contains("response.completed"), "{rs}");
     assert!(rs.contains(ANSWER_TEXT), "{rs}");
-    for f in ["rp", "cs", "cp"] {
+    for f in ["rp", "cs", "cp", "cu"] {
         let t = answer_in(&project, &format!("{f}.txt"));
         assert_eq!(status(&t), 200, "{f}: {t}");
         assert!(t.contains(ANSWER_TEXT), "{f}: {t}");
@@ -436,6 +441,7 @@ fn routes_with_the_machines_key(w: World) {
         [
             "POST /v1/responses",
             "POST /v1/responses",
+            "POST /v1/chat/completions",
             "POST /v1/chat/completions",
             "POST /v1/chat/completions"
         ],
@@ -459,6 +465,13 @@ fn routes_with_the_machines_key(w: World) {
     let end = lines.iter().position(|l| *l == "END").unwrap();
     assert_eq!(lines[end - 1..end], ["0"], "the key is in the cage:\n{out}");
     assert!(!out.contains(MACHINE_OPENAI_KEY), "{out}");
+    // The stream that did not ask for its counts is charged one token per
+    // 3 bytes of its request's body and of the text that passed.
+    let uncounted = OpenAiCounts {
+        input: (CHAT_UNCOUNTED_BODY.len() as u64).div_ceil(3),
+        cached: 0,
+        output: (ANSWER_TEXT.len() as u64).div_ceil(3),
+    };
     let used = &w.record(&name)["tokens"]["used"];
     assert_eq!(
         used,
@@ -466,7 +479,8 @@ fn routes_with_the_machines_key(w: World) {
             &RESPONSES_STREAMED,
             &RESPONSES_PLAIN,
             &CHAT_STREAMED,
-            &CHAT_PLAIN
+            &CHAT_PLAIN,
+            &uncounted
         ]),
         "{}",
         run.explain()

@@ -440,12 +440,20 @@ async fn forward(state: &State, req: Request<Incoming>, plan: Plan) -> Response<
             );
         }
     };
+    // An OpenAI request's body is counted on its way: its answer may not
+    // say what its input was (`usage::SseMeter::usage`).
+    let sent = api
+        .filter(|a| *a != usage::Api::Messages)
+        .map(|_| Arc::new(std::sync::atomic::AtomicU64::new(0)));
     let mut upstream = client.request(method, &url).headers(headers);
     if with_body {
-        upstream = upstream.body(reqwest::Body::wrap(body));
+        upstream = upstream.body(match &sent {
+            Some(s) => reqwest::Body::wrap(usage::Counted::new(body, s.clone())),
+            None => reqwest::Body::wrap(body),
+        });
     }
     match upstream.send().await {
-        Ok(r) => usage::metered(&state.config.ledger, api, passed_back(r), permit),
+        Ok(r) => usage::metered(&state.config.ledger, api, sent, passed_back(r), permit),
         Err(e) => api_error(StatusCode::BAD_GATEWAY, "api_error", &unreachable(&base, e)),
     }
 }

@@ -24,6 +24,7 @@
 //! holds the session's lock, only it adds to the record's counts.
 
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -148,6 +149,10 @@ pub struct SseMeter {
     stopped: bool,
     /// Whose events these are.
     api: Api,
+    /// The bytes of the request's body sent so far, for an OpenAI answer:
+    /// what its input is charged by when the answer never says
+    /// (`SseMeter::usage`).
+    sent: Option<Arc<AtomicU64>>,
 }
 
 /// A stream cut before the API gave its final output count is charged
@@ -324,7 +329,16 @@ impl SseMeter {
     /// content that passed is worth ([`BYTES_PER_TOKEN`]): a stream cut
     /// short is charged what it carried, not the first event's count.
     pub fn usage(&self) -> Option<Usage> {
-        let mut u = self.reported.as_ref().map(Reported::usage)?;
+        let reported = self.reported.as_ref()?;
+        let mut u = reported.usage();
+        // An OpenAI stream gives its input count only at its end (a Chat
+        // Completions stream only when asked): without it, the input is
+        // charged by the request's body, as the output by what passed.
+        if reported.input.is_none()
+            && let Some(sent) = &self.sent
+        {
+            u.input_tokens = sent.load(Ordering::Relaxed).div_ceil(BYTES_PER_TOKEN);
+        }
         if !self.output_final {
             u.output_tokens = u
                 .output_tokens
@@ -453,10 +467,18 @@ impl Meter {
     /// The meter for an answer of this type; None: not a type the gateway
     /// reads. `encoded`: the body comes compressed, so its length says
     /// nothing of the JSON's.
-    fn for_response(headers: &HeaderMap, encoded: bool, api: Api) -> Option<Meter> {
+    fn for_response(
+        headers: &HeaderMap,
+        encoded: bool,
+        api: Api,
+        sent: Option<Arc<AtomicU64>>,
+    ) -> Option<Meter> {
         let ctype = content_type(headers);
         if ctype.starts_with("text/event-stream") {
-            Some(Meter::Sse(SseMeter::of(api)))
+            Some(Meter::Sse(SseMeter {
+                sent,
+                ..SseMeter::of(api)
+            }))
         } else if ctype.starts_with("application/json") {
             let length = headers
                 .get(header::CONTENT_LENGTH)
@@ -714,10 +736,12 @@ impl Drop for Metered {
 /// encoding or type it does not read) is not passed on uncounted: the
 /// harness gets an error in its place and the turn spends nothing more.
 /// `permit`, the turn's gate where the session has a budget, is held until
-/// the answer is counted.
+/// the answer is counted. `sent`: the bytes of the request's body, as
+/// `Counted` counts them (OpenAI's requests).
 pub fn metered(
     ledger: &Arc<Ledger>,
     api: Option<Api>,
+    sent: Option<Arc<AtomicU64>>,
     response: Response<reqwest::Body>,
     permit: Option<tokio::sync::OwnedSemaphorePermit>,
 ) -> Response<reqwest::Body> {
@@ -733,8 +757,8 @@ pub fn metered(
             );
         }
     };
-    let Some(meter) = Meter::for_response(response.headers(), encoding != Encoding::Identity, api)
-    else {
+    let encoded = encoding != Encoding::Identity;
+    let Some(meter) = Meter::for_response(response.headers(), encoded, api, sent) else {
         let ctype = content_type(response.headers());
         return unmeterable(
             ledger,
@@ -757,6 +781,44 @@ pub fn metered(
             permit,
         })
     })
+}
+
+/// A request body passed on as it comes, its bytes counted into `sent`.
+pub struct Counted<B> {
+    inner: B,
+    sent: Arc<AtomicU64>,
+}
+
+impl<B> Counted<B> {
+    pub fn new(inner: B, sent: Arc<AtomicU64>) -> Counted<B> {
+        Counted { inner, sent }
+    }
+}
+
+impl<B: Body<Data = Bytes> + Unpin> Body for Counted<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &polled
+            && let Some(data) = frame.data_ref()
+        {
+            self.sent.fetch_add(data.len() as u64, Ordering::Relaxed);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// In place of an answer that cannot be counted: the turn spends nothing
@@ -1398,6 +1460,20 @@ mod tests {
         assert!(m.ended());
         // "hello there": 11 bytes, 4 tokens.
         assert_eq!(m.usage(), Some(usage(0, 4, 0, 0)));
+        // The input, never given, by the request's body: 100 bytes, 34.
+        let mut m = SseMeter {
+            sent: Some(Arc::new(AtomicU64::new(100))),
+            ..SseMeter::of(Api::ChatCompletions)
+        };
+        m.feed(without.as_bytes());
+        assert_eq!(m.usage(), Some(usage(34, 4, 0, 0)));
+        // Given, it is the API's own.
+        let mut m = SseMeter {
+            sent: Some(Arc::new(AtomicU64::new(100))),
+            ..SseMeter::of(Api::ChatCompletions)
+        };
+        m.feed(CHAT_STREAM.as_bytes());
+        assert_eq!(m.usage(), Some(usage(8, 7, 0, 32)));
         // Tool calls' arguments count as text does: 12 bytes, 4 tokens.
         let tool = "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"cmd\\\":\\\"ls\\\"}\"}}]}}]}\n\n";
         assert_eq!(
