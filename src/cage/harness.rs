@@ -94,6 +94,16 @@ impl Harness {
         }
     }
 
+    /// The command a user types for the harness in a shell: the name of
+    /// the link to its program in a cage's link folder, which is on the
+    /// cage's PATH (`spec::HARNESS_BIN_IN_CAGE`).
+    pub fn command(self) -> &'static str {
+        match self {
+            Harness::Claude => "claude",
+            Harness::Pi => "pi",
+        }
+    }
+
     /// The harness's data folder on the machine, which the cage sees at the
     /// same path, as the settings resolved it: Claude Code's
     /// (`$CLAUDE_CONFIG_DIR`, else ~/.claude) or pi's
