@@ -646,3 +646,18 @@ fn each_completions_line_makes_its_folder() {
     }
     assert!(seen >= 4, "{seen} lines found");
 }
+
+/// The README's uninstall lines run where there is nothing to remove:
+/// `podman volume rm` and `podman rmi` given no name fail ("choose either
+/// one or more volumes or all"), so a list that can be empty reaches them
+/// through `xargs -r`, never as `$(...)`; and images go by name, since
+/// `podman rmi` refuses an ID with more than one tag.
+#[test]
+fn the_uninstall_lines_hold_when_there_is_nothing_to_remove() {
+    let text = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    for bad in ["podman volume rm $(", "podman rmi $(", "podman images -q"] {
+        assert!(!text.contains(bad), "the README says {bad:?}");
+    }
+    // The workbench's base is listed among what is left behind.
+    assert!(text.contains("label=xyz.vpavlin.shrooms.base"));
+}
