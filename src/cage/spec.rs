@@ -127,6 +127,19 @@ impl Network {
         }
     }
 
+    /// The address this network keeps for the machine's loopback, which
+    /// a cage never reaches: slirp4netns's 10.0.2.2, closed by
+    /// `allow_host_loopback=false` (slirp4netns(1), `--disable-host-loopback`;
+    /// `podman::argv::network`). pasta's gateway is the machine's only
+    /// with `--map-gw`, which a cage is refused (`host::loopback`); the
+    /// bridge has none.
+    pub fn host_loopback(self) -> Option<&'static str> {
+        match self {
+            Network::Slirp4netns => Some("10.0.2.2"),
+            Network::Pasta | Network::Bridge => None,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Network::Pasta => "pasta",

@@ -599,7 +599,11 @@ fn cage_rules(ctx: &Context, cage: &CageRecord) -> Result<(String, crate::net::n
             )?;
             let open = matches!(policy, rules::PolicyRules::Open);
             let mut text = gate;
-            text.push_str(&rules::agent_port(ctx.settings.agent_port, open));
+            text.push_str(&rules::agent_port(
+                ctx.settings.agent_port,
+                open,
+                cage.network.host_loopback(),
+            ));
             text.push_str(&rules::policy(&policy));
             (text, pinned)
         }
