@@ -608,3 +608,56 @@ fn every_link_of_the_readme_and_docs_leads_somewhere() {
         bad.join("\n")
     );
 }
+
+/// Every documented line that writes a completion script into a folder
+/// makes the folder first (`mkdir -p` on the same line): an account where
+/// the shell never made it would otherwise get "No such file or
+/// directory". The README, the man pages and the help text (in the source).
+#[test]
+fn each_completions_line_makes_its_folder() {
+    let mut files = vec![repo().join("README.md"), repo().join("src/face/cli.rs")];
+    for e in std::fs::read_dir(repo().join("man")).unwrap() {
+        files.push(e.unwrap().path());
+    }
+    let mut seen = 0;
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        // The help text breaks a line with `\` and a newline (read the
+        // logical line); roff escapes a dash.
+        let text = text.replace("\\\n", " ").replace("\\-", "-");
+        for line in text.lines() {
+            let Some(i) = line.find("shrooms-agent completions ") else {
+                continue;
+            };
+            let Some(gt) = line[i..].find(" > ").map(|g| i + g + 3) else {
+                continue;
+            };
+            let target = line[gt..].split_whitespace().next().unwrap_or("");
+            let Some((folder, _)) = target.rsplit_once('/') else {
+                continue;
+            };
+            seen += 1;
+            assert!(
+                line[..i].contains(&format!("mkdir -p {folder} ")),
+                "{}: the line does not make {folder} first: {line}",
+                f.display()
+            );
+        }
+    }
+    assert!(seen >= 4, "{seen} lines found");
+}
+
+/// The README's uninstall lines run where there is nothing to remove:
+/// `podman volume rm` and `podman rmi` given no name fail ("choose either
+/// one or more volumes or all"), so a list that can be empty reaches them
+/// through `xargs -r`, never as `$(...)`; and images go by name, since
+/// `podman rmi` refuses an ID with more than one tag.
+#[test]
+fn the_uninstall_lines_hold_when_there_is_nothing_to_remove() {
+    let text = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    for bad in ["podman volume rm $(", "podman rmi $(", "podman images -q"] {
+        assert!(!text.contains(bad), "the README says {bad:?}");
+    }
+    // The workbench's base is listed among what is left behind.
+    assert!(text.contains("label=xyz.vpavlin.shrooms.base"));
+}

@@ -238,6 +238,31 @@ pub fn read_settings_file(user: &Path) -> Result<Option<String>> {
     }
 }
 
+/// Make the cage's link folder (`spec::HarnessLink`): 0755, since a cage's
+/// root in a user namespace of its own is nobody to the machine and reads
+/// it as anyone does, holding one link to the harness's program. Made with
+/// the cage, in its folder of the state folder (taken back with it); the
+/// cage has it read-only, and a link whose target is gone is only a
+/// command not found.
+pub fn write_harness_link(link: &crate::cage::spec::HarnessLink) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(&link.dir)
+        .map_err(|e| Error::act(Doing::Make(link.dir.clone()), &e))?;
+    std::fs::set_permissions(&link.dir, std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| Error::act(Doing::SetModeOf(link.dir.clone()), &e))?;
+    let at = link.dir.join(&link.name);
+    match std::fs::remove_file(&at) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(Error::act(Doing::Remove(at), &e));
+        }
+        _ => {}
+    }
+    std::os::unix::fs::symlink(&link.target, &at).map_err(|e| Error::act(Doing::MakeLink(at), &e))
+}
+
 /// Pure: the cage's `.claude.json` with what a first interactive start
 /// needs, everything else as it was. None: nothing to change, or the file
 /// is not a JSON object (the cage's own business: left alone).

@@ -158,6 +158,14 @@ impl Harness {
         Harness::Opencode,
     ];
 
+    /// The command a user types for the harness in a shell: the name of
+    /// the link to its program in a cage's link folder, which is on the
+    /// cage's PATH (`spec::HARNESS_BIN_IN_CAGE`).
+    pub fn command(self) -> &'static str {
+        // Each harness's own program name, as its installers put it on PATH.
+        self.name()
+    }
+
     /// The harness's data folder on the machine, which the cage sees at the
     /// same path, as the settings resolved it: Claude Code's
     /// (`$CLAUDE_CONFIG_DIR`, else ~/.claude) or pi's

@@ -29,6 +29,13 @@ pub const STATE_LABEL: &str = "xyz.vpavlin.shrooms.state";
 pub const PROXY_DIR_IN_CAGE: &str = "/run/shrooms-agent";
 pub const PROXY_SOCKET_IN_CAGE: &str = "/run/shrooms-agent/proxy.sock";
 
+/// Where a cage's link folder is mounted, read-only, and put last on its
+/// PATH (docs/cages.md, "What a cage is given"): a link named for the
+/// harness's command (`Harness::command`) to the program the cage runs,
+/// so that `claude` typed in `cage exec`'s shell runs what `cage run`
+/// does. Outside the home: nothing of it is written into the cage's home.
+pub const HARNESS_BIN_IN_CAGE: &str = "/run/shrooms-agent-bin";
+
 /// The label a sealed cage carries (docs/sealed.md, "Sealed cages").
 pub const SEALED_LABEL: &str = "xyz.vpavlin.shrooms.sealed";
 
@@ -120,6 +127,19 @@ impl Network {
         }
     }
 
+    /// The address this network keeps for the machine's loopback, which
+    /// a cage never reaches: slirp4netns's 10.0.2.2, closed by
+    /// `allow_host_loopback=false` (slirp4netns(1), `--disable-host-loopback`;
+    /// `podman::argv::network`). pasta's gateway is the machine's only
+    /// with `--map-gw`, which a cage is refused (`host::loopback`); the
+    /// bridge has none.
+    pub fn host_loopback(self) -> Option<&'static str> {
+        match self {
+            Network::Slirp4netns => Some("10.0.2.2"),
+            Network::Pasta | Network::Bridge => None,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Network::Pasta => "pasta",
@@ -180,6 +200,15 @@ pub struct CageSpec {
     pub own: Vec<PathBuf>,
 }
 
+/// A cage's link folder: in the state folder, holding one link, `name`,
+/// to `target`, the harness's program at its path inside the cage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HarnessLink {
+    pub dir: PathBuf,
+    pub name: String,
+    pub target: PathBuf,
+}
+
 /// What a sealed cage adds to the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SealedSpec {
@@ -212,6 +241,9 @@ pub struct Found {
     pub uploads_dir: PathBuf,
     /// Folders of programs let in read-only (the claude program's folder).
     pub program_dirs: Vec<PathBuf>,
+    /// The link folder that puts the harness's program on PATH; None when
+    /// the cage is given no program (a pi image runs its own).
+    pub harness_link: Option<HarnessLink>,
     /// `tools/` in the state folder, where this program puts the copy of
     /// itself that the cage runs (`crate::cage::tools`); None when this program
     /// does not know its own path.
@@ -294,6 +326,7 @@ pub fn build(req: &Request<'_>, found: &Found, options: &FoundOptions) -> Result
     for p in &found.program_dirs {
         mounts.push(Mount::same(p, true));
     }
+    mounts.extend(link_mount(found.harness_link.as_ref()));
     if let Some(gh) = &options.gh_dir {
         mounts.push(Mount::same(gh, true));
     }
@@ -339,6 +372,27 @@ pub fn build(req: &Request<'_>, found: &Found, options: &FoundOptions) -> Result
     finish(req, mounts, None, volumes, own)
 }
 
+/// The link folder, read-only. Not among the cage's own sources: the
+/// cage's root need not own it to read a link.
+fn link_mount(link: Option<&HarnessLink>) -> Option<Mount> {
+    link.map(|l| Mount {
+        src: l.dir.clone(),
+        dst: PathBuf::from(HARNESS_BIN_IN_CAGE),
+        read_only: true,
+    })
+}
+
+/// A cage's PATH: the image's (or what replaces it), then the link
+/// folder where the cage has one. Last, so that a program of the image's
+/// own of that name comes first, as it would without the cage.
+fn with_link_folder(path: String, linked: bool) -> String {
+    if linked {
+        format!("{path}:{HARNESS_BIN_IN_CAGE}")
+    } else {
+        path
+    }
+}
+
 fn finish(
     req: &Request<'_>,
     mounts: Vec<Mount>,
@@ -380,6 +434,7 @@ pub struct FoundSealed {
     pub outbox: PathBuf,
     pub proxy_dir: PathBuf,
     pub program_dirs: Vec<PathBuf>,
+    pub harness_link: Option<HarnessLink>,
     pub tools_dir: Option<PathBuf>,
     /// The project's protected paths (`ops::protect`), over the project.
     pub protected: Vec<Mount>,
@@ -413,6 +468,7 @@ pub fn build_sealed(
     for p in &found.program_dirs {
         mounts.push(Mount::same(p, true));
     }
+    mounts.extend(link_mount(found.harness_link.as_ref()));
     let own = [
         req.dir,
         &found.session_uploads,
@@ -434,7 +490,13 @@ pub fn build_sealed(
 pub const CODEX_KEY_VARIABLE: &str = "OPENAI_API_KEY";
 
 /// the way out, and the cage gets a dummy key.
-pub fn sealed_env_plan(session: &str, image_path: &str, gateway: Option<&str>) -> EnvPlan {
+pub fn sealed_env_plan(
+    session: &str,
+    image_path: &str,
+    linked: bool,
+    gateway: Option<&str>,
+) -> EnvPlan {
+    let path = with_link_folder(image_path.to_string(), linked);
     let gateway_vars = gateway
         .map(|url| {
             [
@@ -449,7 +511,7 @@ pub fn sealed_env_plan(session: &str, image_path: &str, gateway: Option<&str>) -
         ("HOME", SEALED_HOME),
         ("IS_SANDBOX", "1"),
         ("LANG", "C.UTF-8"),
-        ("PATH", image_path),
+        ("PATH", &path),
         ("SHROOMS_AGENT_PROXY", PROXY_SOCKET_IN_CAGE),
         ("SHROOMS_AGENT_SESSION", session),
         ("SHROOMS_OUTBOX", OUTBOX_IN_CAGE),
@@ -620,6 +682,8 @@ pub struct EnvRequest<'a> {
     pub harness_dir: &'a Path,
     /// The image's own PATH.
     pub image_path: &'a str,
+    /// The cage has a link folder (`HARNESS_BIN_IN_CAGE`).
+    pub linked: bool,
     pub chosen: Chosen<'a>,
     pub options: &'a Options,
     /// The model gateway's base URL for this turn (none when only shown).
@@ -647,7 +711,7 @@ pub fn env_plan(req: &EnvRequest<'_>, invoking: &Env) -> EnvPlan {
         Some(nix) if !nix.path.is_empty() => format!("{}:{}", nix.path.join(":"), req.image_path),
         _ => req.image_path.to_string(),
     };
-    chosen.insert("PATH".into(), path);
+    chosen.insert("PATH".into(), with_link_folder(path, req.linked));
     if req.options.nix.as_ref().is_some_and(|n| n.multi_user) {
         chosen.insert("NIX_REMOTE".into(), "daemon".into());
     }
@@ -737,6 +801,11 @@ mod tests {
             proxy_dir: "/state/cages/shrooms-web-abc123/proxy".into(),
             uploads_dir: "/state/uploads/web".into(),
             program_dirs: vec!["/home/u/.local/share/claude/versions".into()],
+            harness_link: Some(HarnessLink {
+                dir: "/state/cages/shrooms-web-abc123/bin".into(),
+                name: "claude".into(),
+                target: "/home/u/.local/share/claude/versions/2.1.0".into(),
+            }),
             tools_dir: Some("/state/tools".into()),
             protected: protected("/home/u/src/web"),
             pid_file: "/state/cages/shrooms-web-abc123/pid".into(),
@@ -787,6 +856,7 @@ mod tests {
                 "/home/u/.claude/hooks -> /home/u/.claude/hooks ro",
                 "/home/u/.claude/projects/-home-u-src-web -> /home/u/.claude/projects/-home-u-src-web rw",
                 "/home/u/.local/share/claude/versions -> /home/u/.local/share/claude/versions ro",
+                "/state/cages/shrooms-web-abc123/bin -> /run/shrooms-agent-bin ro",
             ]
         );
         // Given to the cage's root when it has a user namespace of its own:
@@ -834,6 +904,11 @@ mod tests {
             outbox: "/home/u/shrooms-outbox/rev".into(),
             proxy_dir: "/state/cages/shrooms-rev-abc123/proxy".into(),
             program_dirs: vec!["/opt/claude".into()],
+            harness_link: Some(HarnessLink {
+                dir: "/state/cages/shrooms-rev-abc123/bin".into(),
+                name: "claude".into(),
+                target: "/opt/claude/claude".into(),
+            }),
             tools_dir: Some("/state/tools".into()),
             protected: protected("/home/u/review/pr"),
         };
@@ -854,6 +929,7 @@ mod tests {
                 "/state/cages/shrooms-rev-abc123/home -> /root/.claude rw",
                 "/home/u/shrooms-outbox/rev -> /outbox rw",
                 "/opt/claude -> /opt/claude ro",
+                "/state/cages/shrooms-rev-abc123/bin -> /run/shrooms-agent-bin ro",
             ]
         );
         assert_eq!(spec.sealed, Some(sealed));
@@ -874,7 +950,7 @@ mod tests {
 
     #[test]
     fn golden_sealed_env() {
-        let plan = sealed_env_plan("rev", "/usr/bin:/bin", Some("http://127.0.0.1:41000"));
+        let plan = sealed_env_plan("rev", "/usr/bin:/bin", true, Some("http://127.0.0.1:41000"));
         let got: Vec<String> = plan.vars.iter().map(|(n, v)| format!("{n}={v}")).collect();
         assert_eq!(
             got,
@@ -885,7 +961,7 @@ mod tests {
                 "HOME=/root",
                 "IS_SANDBOX=1",
                 "LANG=C.UTF-8",
-                "PATH=/usr/bin:/bin",
+                "PATH=/usr/bin:/bin:/run/shrooms-agent-bin",
                 "SHROOMS_AGENT_PROXY=/run/shrooms-agent/proxy.sock",
                 "SHROOMS_AGENT_SESSION=rev",
                 "SHROOMS_OUTBOX=/outbox",
@@ -930,6 +1006,9 @@ mod tests {
                 Harness::Opencode => Path::new("/home/u/.config/opencode"),
             },
             image_path: "/usr/local/bin:/usr/bin:/bin",
+            // Claude Code's program is the machine's, linked; a pi image's
+            // is its own, on its PATH already.
+            linked: harness == Harness::Claude,
             chosen: Chosen {
                 pass_env: pass,
                 pass_secrets: &[],
@@ -989,7 +1068,7 @@ mod tests {
         assert_eq!(
             get("PATH").unwrap(),
             "/home/u/.local/state/nix/profiles/profile/bin:/nix/var/nix/profiles/default/bin:\
-             /usr/local/bin:/usr/bin:/bin"
+             /usr/local/bin:/usr/bin:/bin:/run/shrooms-agent-bin"
         );
         assert_eq!(get("NIX_REMOTE").unwrap(), "daemon");
         assert_eq!(get("SHROOMS_SHARED").unwrap(), "/shared");
@@ -1111,7 +1190,7 @@ mod tests {
                 "LC_TIME=C",
                 "MAX_THINKING_TOKENS=1000",
                 "MY_CHOICE=yes",
-                "PATH=/usr/local/bin:/usr/bin:/bin",
+                "PATH=/usr/local/bin:/usr/bin:/bin:/run/shrooms-agent-bin",
                 "SHROOMS_AGENT_PROXY=/run/shrooms-agent/proxy.sock",
                 "SHROOMS_AGENT_SESSION=web",
                 "TZ=Europe/Prague",
@@ -1124,6 +1203,49 @@ mod tests {
                 "MULTI".to_string(),
                 "its value has a line break, which podman's env file cannot carry".to_string()
             )]
+        );
+    }
+
+    /// The link folder is on PATH, last, only where the cage has one (a
+    /// pi image's own pi is on its own PATH already).
+    #[test]
+    fn golden_link_folder_on_path() {
+        let path = |harness, linked| {
+            let mut req = env_req(harness, &[]);
+            req.linked = linked;
+            let plan = env_plan(&req, &invoking());
+            plan.vars.into_iter().find(|(n, _)| n == "PATH").unwrap().1
+        };
+        assert_eq!(
+            path(Harness::Claude, true),
+            "/usr/local/bin:/usr/bin:/bin:/run/shrooms-agent-bin"
+        );
+        assert_eq!(path(Harness::Claude, false), "/usr/local/bin:/usr/bin:/bin");
+        assert_eq!(path(Harness::Pi, false), "/usr/local/bin:/usr/bin:/bin");
+        let sealed = sealed_env_plan("rev", "/bin", false, None);
+        assert!(sealed.vars.contains(&("PATH".into(), "/bin".into())));
+        // A cage given no program has no link folder mounted.
+        let mut f = found();
+        f.harness_link = None;
+        let l = limits();
+        let req = Request {
+            session: "web",
+            container: "shrooms-web-abc123",
+            image: "img",
+            dir: Path::new("/home/u/src/web"),
+            network: Network::Bridge,
+            limits: &l,
+            init: Path::new("/usr/libexec/podman/catatonit"),
+            pid_file: None,
+        };
+        let spec = build(&req, &f, &FoundOptions::default()).unwrap();
+        assert!(
+            !spec
+                .mounts
+                .iter()
+                .any(|m| m.dst == Path::new(HARNESS_BIN_IN_CAGE)),
+            "{:?}",
+            spec.mounts
         );
     }
 

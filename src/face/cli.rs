@@ -111,9 +111,12 @@ pub enum Command {
         after_help = "The script asks shrooms-agent (on PATH) for the candidates at each Tab, \
         through the variable SHROOMS_AGENT_COMPLETE; session names come from the state folder, \
         without podman.\n\
-        bash: shrooms-agent completions bash > ~/.local/share/bash-completion/completions/shrooms-agent\n\
-        zsh:  shrooms-agent completions zsh > ~/.zfunc/_shrooms-agent (a folder on $fpath)\n\
-        fish: shrooms-agent completions fish > ~/.config/fish/completions/shrooms-agent.fish"
+        bash: mkdir -p ~/.local/share/bash-completion/completions && \
+        shrooms-agent completions bash > ~/.local/share/bash-completion/completions/shrooms-agent\n\
+        zsh:  mkdir -p ~/.zfunc && shrooms-agent completions zsh > ~/.zfunc/_shrooms-agent \
+        (a folder on $fpath)\n\
+        fish: mkdir -p ~/.config/fish/completions && \
+        shrooms-agent completions fish > ~/.config/fish/completions/shrooms-agent.fish"
     )]
     Completions {
         /// The shell to complete for

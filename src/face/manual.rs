@@ -324,7 +324,7 @@ fn examples(r: &mut Roff) {
         ),
         ("shrooms-agent cage ls", "The sessions and their cages."),
         (
-            "shrooms-agent completions bash > ~/.local/share/bash-completion/completions/shrooms-agent",
+            "mkdir -p ~/.local/share/bash-completion/completions && shrooms-agent completions bash > ~/.local/share/bash-completion/completions/shrooms-agent",
             "Complete commands and session names in bash.",
         ),
     ] {

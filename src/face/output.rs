@@ -45,6 +45,32 @@ pub fn warnings<W: std::fmt::Display>(list: &[W]) {
     }
 }
 
+/// A slow step as it begins, one line as cargo says its steps: the verb
+/// right-aligned in twelve columns, then what.
+pub fn step_line(p: &crate::ops::Progress) -> String {
+    use crate::ops::Progress as P;
+    let (verb, what) = match p {
+        P::Making { container, image } => ("Making", format!("container {container} from {image}")),
+        P::Removing { container } => ("Removing", format!("container {container}")),
+        P::Stopping { container } => ("Stopping", format!("container {container}")),
+        P::Starting { container } => ("Starting", format!("container {container}")),
+    };
+    format!("{verb:>12} {what}")
+}
+
+/// Say each slow step of the operation on stderr as it begins, where
+/// stderr is a terminal and the result is not `--json`: nothing on
+/// stdout, nothing for a script.
+pub fn say_progress(ctx: &crate::ops::Context, json: bool) {
+    use std::io::IsTerminal;
+    if json || !std::io::stderr().is_terminal() {
+        return;
+    }
+    ctx.on_progress(Box::new(|p| {
+        let _ = writeln!(std::io::stderr(), "{}", step_line(p));
+    }));
+}
+
 pub fn error(e: &Error, json: bool) {
     let _ = writeln!(
         std::io::stderr(),
@@ -1010,6 +1036,24 @@ mod tests {
         assert_eq!(memory_for_people(512 << 20), "512 MiB");
         assert_eq!(memory_for_people(1536 << 20), "1536 MiB");
         assert_eq!(memory_for_people(6_000_000), "6000000 bytes (0.01 GiB)");
+    }
+
+    #[test]
+    fn slow_steps_are_said_as_cargo_says_its_steps() {
+        use crate::ops::Progress as P;
+        assert_eq!(
+            step_line(&P::Making {
+                container: "shrooms-web-0a1b2c".into(),
+                image: "localhost/shrooms-workbench:latest".into(),
+            }),
+            "      Making container shrooms-web-0a1b2c from localhost/shrooms-workbench:latest"
+        );
+        assert_eq!(
+            step_line(&P::Removing {
+                container: "shrooms-web-0a1b2c".into()
+            }),
+            "    Removing container shrooms-web-0a1b2c"
+        );
     }
 
     #[test]

@@ -24,9 +24,22 @@ pub const AGENT_PORT_TABLE: &str = "shrooms_agent_port";
 /// it also logs every other connection leaving the cage as `open`. Loading
 /// it replaces an earlier copy atomically ("add table; delete table;
 /// define" in one transaction), so it can be loaded after every start.
-pub fn agent_port(port: u16, log_open: bool) -> String {
+///
+/// `host_loopback`, under `open`: the address the cage's network helper
+/// keeps for the machine's loopback and never lets through
+/// (`Network::host_loopback`), refused here at once as `host-loopback`,
+/// so that the log says what happens to such a connection rather than
+/// `open`, let through, for a packet the helper then drops.
+pub fn agent_port(port: u16, log_open: bool, host_loopback: Option<&str>) -> String {
     let mut rule = verdict("agent-port", Verdict::Reset, &format!("tcp dport {port}"));
     if log_open {
+        if let Some(addr) = host_loopback {
+            rule.push_str(&verdict(
+                "host-loopback",
+                Verdict::Refuse,
+                &format!("ip daddr {addr}"),
+            ));
+        }
         rule.push_str(&format!(
             "\t\toif != \"lo\" ct state new {}\n",
             log_statement("open", true)
@@ -58,8 +71,8 @@ pub enum Verdict {
 /// Every rule that decides for a cage's outgoing packets, in one place:
 /// `matcher` (empty: everything) and the verdict, named by `rule` in the
 /// rule's comment (`nft list ruleset` shows it). The names are stable:
-/// `loopback`, `ndp`, `dns`, `agent-port`, `private`, `machine`,
-/// `allow-list`, `default`; a statement that should see every verdict (a
+/// `loopback`, `ndp`, `dns`, `agent-port`, `host-loopback`, `private`,
+/// `machine`, `allow-list`, `default`; a statement that should see every verdict (a
 /// log) goes here.
 pub fn verdict(rule: &str, v: Verdict, matcher: &str) -> String {
     let what = match v {
@@ -161,7 +174,7 @@ mod tests {
     #[test]
     fn golden_agent_port_rules() {
         assert_eq!(
-            agent_port(7387, false),
+            agent_port(7387, false, Some("10.0.2.2")),
             "table inet shrooms_agent_port\n\
              delete table inet shrooms_agent_port\n\
              table inet shrooms_agent_port {\n\
@@ -173,13 +186,28 @@ mod tests {
         );
         // Under `open`, every other connection out is logged as such.
         assert_eq!(
-            agent_port(7387, true),
+            agent_port(7387, true, None),
             "table inet shrooms_agent_port\n\
              delete table inet shrooms_agent_port\n\
              table inet shrooms_agent_port {\n\
              \tchain output {\n\
              \t\ttype filter hook output priority 0; policy accept;\n\
              \t\ttcp dport 7387 log group 7 prefix \"shrooms:refuse:agent-port\" reject with tcp reset comment \"agent-port\"\n\
+             \t\toif != \"lo\" ct state new log group 7 prefix \"shrooms:accept:open\"\n\
+             \t}\n\
+             }\n"
+        );
+        // On slirp4netns, its address for the machine's loopback is
+        // refused first, and logged so.
+        assert_eq!(
+            agent_port(7387, true, Some("10.0.2.2")),
+            "table inet shrooms_agent_port\n\
+             delete table inet shrooms_agent_port\n\
+             table inet shrooms_agent_port {\n\
+             \tchain output {\n\
+             \t\ttype filter hook output priority 0; policy accept;\n\
+             \t\ttcp dport 7387 log group 7 prefix \"shrooms:refuse:agent-port\" reject with tcp reset comment \"agent-port\"\n\
+             \t\tip daddr 10.0.2.2 log group 7 prefix \"shrooms:refuse:host-loopback\" reject comment \"host-loopback\"\n\
              \t\toif != \"lo\" ct state new log group 7 prefix \"shrooms:accept:open\"\n\
              \t}\n\
              }\n"

@@ -1194,6 +1194,34 @@ fn rm_of_a_cage() {
     assert_eq!(w.fake.calls(), calls::rm(c));
 }
 
+/// The face that asked is told of each slow step as it begins: the
+/// container made, at create; removed, at rm.
+#[test]
+fn create_and_rm_tell_of_their_slow_steps() {
+    use super::Progress as P;
+    let w = World::new("progress", |f| {
+        f.on_prefix(&["image", "inspect"], Answer::out(our_image()))
+            .on_prefix(&["create"], Answer::out("c0ffee\n"))
+            .on_prefix(&["rm"], Answer::ok())
+    });
+    let told = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = told.clone();
+    w.ctx
+        .on_progress(Box::new(move |p| keep.lock().unwrap().push(p.clone())));
+    let created = super::create::create(&w.ctx, &create_request(&w, "web")).unwrap();
+    let c = created.container.clone();
+    assert_eq!(
+        *told.lock().unwrap(),
+        [P::Making {
+            container: c.clone(),
+            image: calls::OUR_IMAGE.into()
+        }]
+    );
+    told.lock().unwrap().clear();
+    super::rm::rm(&w.ctx, "web").unwrap();
+    assert_eq!(*told.lock().unwrap(), [P::Removing { container: c }]);
+}
+
 /// A container removed by hand: the start fails, podman says it is not
 /// there, and the message offers `cage move`, which keeps the history.
 #[test]

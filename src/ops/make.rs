@@ -262,6 +262,9 @@ pub struct HarnessFacts {
     /// The program found, with what a cage mounts for it, or why it cannot
     /// be used (None: none found, or pi's own).
     pub program: Option<std::result::Result<(PathBuf, PathBuf), Error>>,
+    /// The cage's link folder, and the name of the link to the program in it
+    /// (`spec::HarnessLink`).
+    pub link: (PathBuf, &'static str),
     pub private_home: PathBuf,
     pub proxy_dir: PathBuf,
     /// Where podman writes the cage's PID at each start.
@@ -571,6 +574,8 @@ fn mount_candidates(
     paths.extend(h.settings_copies.iter().map(|(copy, _)| copy.clone()));
     if let Some(Ok((_, mount))) = &h.program {
         paths.push(mount.clone());
+        // The link folder that goes with it (`harness_found`).
+        paths.push(h.link.0.clone());
     }
     paths.extend(h.tools_dir.iter().cloned());
     if let Some((gh, _)) = &options.gh {
@@ -886,6 +891,7 @@ fn decide_spec(
                     home: &settings.home,
                     harness_dir: &found.harness_dir,
                     image_path,
+                    linked: found.harness_link.is_some(),
                     chosen: settings.chosen(),
                     options,
                     gateway: None,
@@ -896,7 +902,8 @@ fn decide_spec(
         }
         Some((token_file, _)) => {
             let (spec, record) = decide_sealed_spec(g, request, found, token_file)?;
-            let env = spec::sealed_env_plan(&f.session, image_path, None);
+            let linked = found.harness_link.is_some();
+            let env = spec::sealed_env_plan(&f.session, image_path, linked, None);
             (spec, env, Some(record))
         }
     };
@@ -922,6 +929,7 @@ fn decide_sealed_spec(
         outbox: outbox.clone(),
         proxy_dir: found.proxy_dir.clone(),
         program_dirs: found.program_dirs.clone(),
+        harness_link: found.harness_link.clone(),
         tools_dir: found.tools_dir.clone(),
         protected: found.protected.clone(),
     };
@@ -1264,6 +1272,7 @@ impl CagePlan {
                 None => self.found.harness_dir.clone(),
             },
             program: self.program.clone(),
+            linked: self.found.harness_link.is_some(),
             create_argv: self.create_argv.clone(),
             sealed: self.sealed.clone(),
             options: self.options.clone(),
@@ -1437,6 +1446,9 @@ impl MakeFiles for CageFiles {
             crate::cage::tools::provide(tools, exe)?;
         }
         crate::cage::tools::provide_init(&ctx.store.tools_dir())?;
+        if let Some(link) = &self.found.harness_link {
+            crate::cage::cage_files::write_harness_link(link)?;
+        }
         match &self.sealed {
             // A sealed cage has no conversation folder of the user's: its
             // config folder is its own.
@@ -1715,6 +1727,7 @@ fn harness_facts(
         read_only,
         settings_copies,
         program,
+        link: (ctx.store.link_dir(container), harness.command()),
         private_home: ctx.store.private_home(container),
         proxy_dir: ctx.store.proxy_dir(container),
         pid_file: ctx.store.pid_file(container),
@@ -1761,6 +1774,11 @@ fn harness_found(
         proxy_dir: h.proxy_dir.clone(),
         uploads_dir: h.uploads_dir.clone(),
         program_dirs,
+        harness_link: program.as_ref().map(|target| spec::HarnessLink {
+            dir: h.link.0.clone(),
+            name: h.link.1.to_string(),
+            target: target.clone(),
+        }),
         // Decided from the facts (`protect::decide`).
         protected: Vec::new(),
         tools_dir: h.tools_dir.clone(),

@@ -76,6 +76,25 @@ pub struct Context {
     /// once, before the result or the error. Kept here rather than in the
     /// result so that an operation that fails after it still has them said.
     warnings: std::cell::RefCell<Vec<crate::error::Warning>>,
+    /// Told of each slow step as it begins (`Progress`), where the face
+    /// asked to be: a terminal waiting on `podman create` with nothing
+    /// said looks hung.
+    progress: std::cell::RefCell<Option<ProgressHook>>,
+}
+
+/// What the face does with a step's progress.
+pub type ProgressHook = Box<dyn Fn(&Progress) + Send>;
+
+/// A step of an operation that can take a while, about to begin: making
+/// or removing a container copies or deletes its image's files (seconds to
+/// half a minute rootless, where podman keeps images in `vfs`); stopping
+/// one waits for its processes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    Making { container: String, image: String },
+    Removing { container: String },
+    Stopping { container: String },
+    Starting { container: String },
 }
 
 impl Context {
@@ -98,6 +117,20 @@ impl Context {
             self_paths,
             notes: Default::default(),
             warnings: Default::default(),
+            progress: Default::default(),
+        }
+    }
+
+    /// Be told of each slow step as it begins (operations never print:
+    /// the face says it).
+    pub fn on_progress(&self, hook: ProgressHook) {
+        *self.progress.borrow_mut() = Some(hook);
+    }
+
+    /// Tell the face, if it asked, that a slow step begins.
+    pub fn progress(&self, p: Progress) {
+        if let Some(hook) = &*self.progress.borrow() {
+            hook(&p);
         }
     }
 
@@ -570,7 +603,11 @@ fn cage_rules(ctx: &Context, cage: &CageRecord) -> Result<(String, crate::net::n
             )?;
             let open = matches!(policy, rules::PolicyRules::Open);
             let mut text = gate;
-            text.push_str(&rules::agent_port(ctx.settings.agent_port, open));
+            text.push_str(&rules::agent_port(
+                ctx.settings.agent_port,
+                open,
+                cage.network.host_loopback(),
+            ));
             text.push_str(&rules::policy(&policy));
             (text, pinned)
         }

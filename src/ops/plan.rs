@@ -419,6 +419,9 @@ pub fn execute(ctx: &Context, host: Option<&Host>, steps: Vec<Step>) -> Result<R
     let mut undo: Vec<Undo> = Vec::new();
     let mut ran = Ran::default();
     for step in &steps {
+        if let Some(p) = progress_of(step) {
+            ctx.progress(p);
+        }
         match run(ctx, host, step, &mut ran) {
             Ok(Some(u)) => undo.push(u),
             Ok(None) => {}
@@ -443,6 +446,28 @@ pub fn execute(ctx: &Context, host: Option<&Host>, steps: Vec<Step>) -> Result<R
         }
     }
     Ok(ran)
+}
+
+/// Pure: what a face on a terminal is told as a step begins: the steps
+/// that wait on podman for long.
+fn progress_of(step: &Step) -> Option<super::Progress> {
+    use super::Progress as P;
+    Some(match step {
+        Step::CreateContainer { name, image, .. } => P::Making {
+            container: name.clone(),
+            image: image.clone(),
+        },
+        Step::RemoveContainer { name, .. } => P::Removing {
+            container: name.clone(),
+        },
+        Step::Stop { container, .. } => P::Stopping {
+            container: container.clone(),
+        },
+        Step::Start { container, .. } => P::Starting {
+            container: container.clone(),
+        },
+        _ => return None,
+    })
 }
 
 fn podman(host: Option<&Host>) -> Result<&Host> {

@@ -160,7 +160,7 @@ fn gather(shared: &Shared, live: Option<&Live>, now: u64) -> crate::error::Resul
             &store.egress_refused_path(&record.name),
         ) {
             Ok(lines) => {
-                let last = crate::net::egress::last_refusals(&lines, REFUSALS);
+                let last = shown_refusals(&lines);
                 if !last.is_empty() {
                     refusals.push((record.name.clone(), Ok(last)));
                 }
@@ -485,9 +485,28 @@ fn left(p: &Page) -> Markup {
     }
 }
 
+/// Pure: a session's last refusals as the page shows them, without those
+/// to IPv6 multicast addresses (ff00::/8): a cage's own network sends its
+/// multicast listener reports and router solicitations there as it comes
+/// up (RFC 3810, RFC 4861), refused under every policy but `open` and
+/// asked for by no program of the cage, so they would only push the
+/// refusals worth a look off the page. The egress log keeps them
+/// (`cage history --net`).
+fn shown_refusals(lines: &[crate::net::egress::Line]) -> Vec<crate::net::egress::Line> {
+    let multicast = |l: &crate::net::egress::Line| {
+        l.address
+            .parse::<std::net::Ipv6Addr>()
+            .is_ok_and(|a| a.is_multicast())
+    };
+    let kept: Vec<_> = lines.iter().filter(|l| !multicast(l)).cloned().collect();
+    crate::net::egress::last_refusals(&kept, REFUSALS)
+}
+
 fn refused(p: &Page) -> Markup {
     html! {
         h2 { "Refused connections (each session's last " (REFUSALS) ", newest first)" }
+        p { "Refusals of IPv6 multicast, which a cage's network sends as it comes up, are left out here; \
+             cage history --net shows every line." }
         @if p.refusals.is_empty() {
             p { (none("No connection refused.")) }
         } @else {
@@ -625,6 +644,33 @@ mod tests {
             live: true,
             limits_enforced: Some(true),
         }
+    }
+
+    /// The refusals the page shows leave out IPv6 multicast (a cage's own
+    /// network announcing itself), however many and however new.
+    #[test]
+    fn ipv6_multicast_refusals_are_left_out_of_the_page() {
+        let line = |address: &str, allowed: bool| crate::net::egress::Line {
+            time: "2026-12-01T18:00:00.000Z".into(),
+            session: "webapp".into(),
+            address: address.into(),
+            name: None,
+            port: None,
+            protocol: "icmpv6".into(),
+            allowed,
+            rule: "private".into(),
+        };
+        let mut lines = vec![line("10.0.0.9", false), line("192.168.1.1", false)];
+        lines.push(line("ff02::1:2", true));
+        for a in ["ff02::16", "ff02::2", "ff05::2", "ff02::16", "ff02::2"] {
+            lines.push(line(a, false));
+        }
+        let shown: Vec<String> = shown_refusals(&lines)
+            .into_iter()
+            .map(|l| l.address)
+            .collect();
+        assert_eq!(shown, ["192.168.1.1", "10.0.0.9"]);
+        assert!(shown_refusals(&lines[2..]).is_empty());
     }
 
     /// What the page says of a session: its name, cage, seal, state,

@@ -280,6 +280,11 @@ pub struct CageRecord {
     /// The harness program to run inside for `cage run`, if known.
     #[schema(value_type = Option<String>)]
     pub program: Option<PathBuf>,
+    /// The cage has a link folder that puts the program on its PATH
+    /// (`spec::HARNESS_BIN_IN_CAGE`); false for a cage made before there
+    /// was one, or given no program.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub linked: bool,
     /// The `podman create` argv the container was made with.
     pub create_argv: Vec<String>,
     /// Set for a sealed cage.
@@ -333,6 +338,7 @@ pub fn sample_cage(container: &str) -> CageRecord {
         image_path: "/bin".into(),
         harness_dir: "/h/.claude".into(),
         program: None,
+        linked: false,
         create_argv: vec![],
         sealed: None,
         options: Default::default(),
@@ -666,6 +672,11 @@ impl Store {
     /// settings the cage is given (`cage_files`).
     pub fn settings_copy_dir(&self, container: &str) -> PathBuf {
         self.cage_dir(container).join("settings")
+    }
+    /// `cages/<container>/bin/`: the cage's link folder, a link to the
+    /// harness's program that its PATH finds (`spec::HarnessLink`).
+    pub fn link_dir(&self, container: &str) -> PathBuf {
+        self.cage_dir(container).join("bin")
     }
     pub fn proxy_dir(&self, container: &str) -> PathBuf {
         self.cage_dir(container).join("proxy")

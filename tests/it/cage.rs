@@ -1145,3 +1145,69 @@ fn claude_config_dir_is_the_folder_the_cage_copies() {
     assert!(r.stdout().contains("elsewhere"), "{}", r.explain());
     assert!(!r.stdout().contains("home"), "{}", r.explain());
 }
+
+/// On a terminal, `cage create`, `move` and `rm` say each slow step as it
+/// begins (podman making or removing the container), one line each; with
+/// `--json`, or without a terminal, they say nothing of it.
+fn slow_steps_said(w: &World) {
+    let name = w.session("steps");
+    let dir = project(w, "steps-project");
+    let d = s(&dir);
+    let r = w.run_on_terminal(&["cage", "create", &name, "--dir", &d], "");
+    assert_eq!(r.code(), 0, "{}", r.explain());
+    let out = r.stdout();
+    let making = out
+        .lines()
+        .position(|l| l.trim_start().starts_with("Making container shrooms-"))
+        .unwrap_or_else(|| panic!("no step said:\n{}", r.explain()));
+    assert!(
+        out.lines()
+            .nth(making)
+            .unwrap()
+            .ends_with(&format!(" from {IMAGE}")),
+        "{}",
+        r.explain()
+    );
+    let r = w.run_on_terminal(&["cage", "move", &name], "");
+    assert_eq!(r.code(), 0, "{}", r.explain());
+    for said in ["Removing container shrooms-", "Making container shrooms-"] {
+        assert!(
+            r.stdout().lines().any(|l| l.trim_start().starts_with(said)),
+            "{said}: {}",
+            r.explain()
+        );
+    }
+    let r = w.run_on_terminal(&["cage", "rm", &name], "");
+    assert_eq!(r.code(), 0, "{}", r.explain());
+    assert!(
+        r.stdout()
+            .lines()
+            .any(|l| l.trim_start().starts_with("Removing container shrooms-")),
+        "{}",
+        r.explain()
+    );
+    // Not on a terminal, or --json: nothing of it, on either stream.
+    let r = w.run(&["cage", "create", &name, "--dir", &d]).ok();
+    assert!(
+        !r.stderr().contains(" container shrooms-"),
+        "{}",
+        r.explain()
+    );
+    let r = w.run_on_terminal(&["cage", "rm", "--json", &name], "");
+    assert_eq!(r.code(), 0, "{}", r.explain());
+    assert!(
+        !r.stdout().contains("Removing container"),
+        "{}",
+        r.explain()
+    );
+}
+
+#[test]
+fn create_move_and_rm_say_their_slow_steps_on_a_terminal() {
+    slow_steps_said(&world());
+}
+
+#[test]
+fn create_move_and_rm_say_their_slow_steps_on_a_terminal_rootless() {
+    slow_steps_said(&World::rootless());
+}

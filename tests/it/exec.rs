@@ -210,3 +210,101 @@ fn join_runs_beside_a_turn_and_is_refused_when_stopped() {
 fn join_runs_beside_a_turn_and_is_refused_when_stopped_rootless() {
     join(&World::rootless());
 }
+
+/// In a Claude Code cage, the shell `cage exec NAME` opens finds `claude`
+/// on its PATH: a link, in a folder of the tool's that the cage has
+/// read-only, to the very program `cage run` runs. The cage can neither
+/// change the link nor add one beside it, and its home holds none.
+fn claude_on_a_shells_path(w: &World) {
+    let (claude, image) = real_claude();
+    w.write_config(&format!("[harness]\nclaude = \"{claude}\"\n"));
+    let name = w.session("onpath");
+    let dir = w.dir(&format!("projects/{name}"));
+    w.create(&name, &dir, &["--image", &image]);
+    let r = run_with_stdin(
+        w,
+        &["cage", "exec", &name],
+        "command -v claude && claude --version\n",
+    )
+    .ok();
+    let version = std::process::Command::new(&claude)
+        .arg("--version")
+        .output()
+        .unwrap();
+    let version = String::from_utf8_lossy(&version.stdout);
+    assert!(version.contains("Claude Code"), "{version}");
+    assert_eq!(
+        r.stdout(),
+        format!("/run/shrooms-agent-bin/claude\n{version}"),
+        "{}",
+        r.explain()
+    );
+    let r = w
+        .run(&[
+            "cage",
+            "exec",
+            &name,
+            "--",
+            "sh",
+            "-c",
+            "readlink /run/shrooms-agent-bin/claude; \
+             rm -f /run/shrooms-agent-bin/claude 2>&1; \
+             ln -s /bin/sh /run/shrooms-agent-bin/sh 2>&1; \
+             touch /run/shrooms-agent-bin/x 2>&1; \
+             ls -A /run/shrooms-agent-bin; \
+             find \"$HOME\" -name claude -type l 2>/dev/null; true",
+        ])
+        .ok();
+    let out = r.stdout();
+    let lines: Vec<&str> = out.lines().collect();
+    let target = std::fs::canonicalize(&claude).unwrap();
+    assert_eq!(lines[0], target.to_str().unwrap(), "{}", r.explain());
+    assert_eq!(lines[lines.len() - 1], "claude", "{}", r.explain());
+    assert_eq!(lines.len(), 5, "{}", r.explain());
+    for refused in &lines[1..4] {
+        assert!(refused.contains("Read-only file system"), "{}", r.explain());
+    }
+}
+
+#[test]
+fn exec_finds_the_real_claude_code_on_a_shells_path() {
+    claude_on_a_shells_path(&World::new());
+}
+
+#[test]
+fn exec_finds_the_real_claude_code_on_a_shells_path_rootless() {
+    claude_on_a_shells_path(&World::rootless());
+}
+
+/// A pi cage runs the image's own pi, which is on the image's PATH: the
+/// shell finds it there (the cage is given no program, so no link folder).
+fn pi_on_a_shells_path(w: &World) {
+    let image = real_pi_image();
+    w.write_config("");
+    let name = w.session("onpathpi");
+    let dir = w.dir(&format!("projects/{name}"));
+    w.create(&name, &dir, &["--harness", "pi", "--image", &image]);
+    let r = run_with_stdin(
+        w,
+        &["cage", "exec", &name],
+        "command -v pi && pi --version >/dev/null && echo RAN; \
+         test -e /run/shrooms-agent-bin || echo NO-LINKS\n",
+    )
+    .ok();
+    assert_eq!(
+        r.stdout(),
+        "/usr/local/bin/pi\nRAN\nNO-LINKS\n",
+        "{}",
+        r.explain()
+    );
+}
+
+#[test]
+fn exec_finds_the_real_pi_on_a_shells_path() {
+    pi_on_a_shells_path(&World::new());
+}
+
+#[test]
+fn exec_finds_the_real_pi_on_a_shells_path_rootless() {
+    pi_on_a_shells_path(&World::rootless());
+}

@@ -45,6 +45,7 @@ pub fn run(ctx: &Context, cmd: CageCommand, json: bool) -> Result<ExitCode> {
         CageCommand::AcceptCaged { name, state } => accept_caged(ctx, &name, &state, json),
         CageCommand::History(a) => history(ctx, a, json),
         CageCommand::Rm(a) => {
+            output::say_progress(ctx, json);
             let r = ops::rm::rm(ctx, &a.name)?;
             output::show(&r, json, output::removed);
             Ok(ExitCode::SUCCESS)

@@ -10,6 +10,7 @@ use crate::ops::{self, Context};
 
 pub fn create(ctx: &Context, a: CreateArgs, json: bool) -> Result<ExitCode> {
     let req = ops::create::CreateRequest::try_from(a)?;
+    output::say_progress(ctx, json);
     let created = ops::create::create(ctx, &req)?;
     output::warnings(&created.warnings);
     // A dry run the real command would refuse: the argv, then the
@@ -24,6 +25,7 @@ pub fn create(ctx: &Context, a: CreateArgs, json: bool) -> Result<ExitCode> {
 
 pub fn move_session(ctx: &Context, a: MoveArgs, json: bool) -> Result<ExitCode> {
     let req = ops::moves::MoveRequest::try_from(a)?;
+    output::say_progress(ctx, json);
     let r = ops::moves::move_session(ctx, &req)?;
     output::warnings(&r.warnings);
     output::show(&r, json, |r| format!("{}: {}\n", r.session, r.what));

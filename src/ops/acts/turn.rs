@@ -180,7 +180,7 @@ fn env_plan(
     url: &str,
 ) -> spec::EnvPlan {
     match &cage.sealed {
-        Some(_) => spec::sealed_env_plan(&record.name, &cage.image_path, Some(url)),
+        Some(_) => spec::sealed_env_plan(&record.name, &cage.image_path, cage.linked, Some(url)),
         None => spec::env_plan(
             &EnvRequest {
                 session: &record.name,
@@ -188,6 +188,7 @@ fn env_plan(
                 home: &ctx.settings.home,
                 harness_dir: &cage.harness_dir,
                 image_path: &cage.image_path,
+                linked: cage.linked,
                 chosen: ctx.settings.chosen(),
                 options: &cage.options,
                 gateway: Some(url),
