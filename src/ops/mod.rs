@@ -440,9 +440,9 @@ pub fn write_settings_copies(ctx: &Context, record: &Record) -> Result<()> {
         crate::state::session::make_private_dir(&dir)?;
         crate::cage::pi_models::write_in_place(&dir, "{}\n")?;
     }
-    let (harness, chosen, options) = (record.harness, ctx.settings.chosen(), &cage.options);
+    let (harness, chosen) = (record.harness, ctx.settings.chosen());
     crate::cage::cage_files::write_settings_copies(harness, &cage.harness_dir, &dir, &|n, v| {
-        crate::cage::spec::admit(n, v, harness, chosen, options).passed()
+        crate::cage::spec::admit(n, v, harness, chosen).passed()
     })
 }
 

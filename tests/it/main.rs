@@ -17,6 +17,7 @@ mod crashes;
 mod egress;
 mod exec;
 mod gateway;
+mod github;
 mod here;
 mod home_prune;
 mod images;
