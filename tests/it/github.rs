@@ -291,6 +291,7 @@ cd /
 echo "EVIL=$(code --unix-socket $S http://evil.example/user)"
 echo "UPLOADS=$(code --unix-socket $S http://uploads.github.com/user)"
 echo "ABSOLUTE=$(code --unix-socket $S --request-target http://evil.example/user http://api.github.com/)"
+echo "TUNNEL=$(code --unix-socket $S -X CONNECT --request-target api.github.com:443 http://api.github.com/)"
 echo "FORGED=$(curl -s --unix-socket $S -H 'Authorization: token {FORGED}' -H 'Cookie: c={FORGED}' http://api.github.com/user)"
 echo "HEADREF=$(code $ANTHROPIC_BASE_URL/github.com/o/r.git/HEAD)"
 echo "ARCHIVE=$(code $ANTHROPIC_BASE_URL/github.com/o/r/archive/main.zip)"
@@ -342,6 +343,7 @@ fn github_through_the_gateway(w: World) {
         "EVIL=403",
         "UPLOADS=403",
         "ABSOLUTE=403",
+        "TUNNEL=403",
         "HEADREF=403",
         "ARCHIVE=403",
         "DOTS=403",

@@ -65,7 +65,7 @@ pub struct GhState {
 
 impl Sources {
     /// The sources of the environment `env` (the turn's process's), with
-    /// the machine's gh as `path_var` finds it.
+    /// the machine's gh as its `PATH` finds it.
     pub fn of(env: &crate::settings::Env) -> Sources {
         Sources {
             env_gh_token: env.get("GH_TOKEN").cloned(),
@@ -227,7 +227,7 @@ impl GitHub {
     /// A request on gh's socket: GitHub's API host's, forwarded with the
     /// token; any other, 403.
     pub async fn api(&self, req: Request<Incoming>) -> Response<reqwest::Body> {
-        if !is_api_request(req.headers(), req.uri()) {
+        if !is_api_method(req.method()) || !is_api_request(req.headers(), req.uri()) {
             return refused(
                 "shrooms-agent's GitHub socket passes only requests for api.github.com",
             );
@@ -336,6 +336,15 @@ pub enum Auth {
     Token,
     /// `Authorization: Basic base64("x-access-token:" + T)`.
     Basic,
+}
+
+/// Pure: a method GitHub's API takes (REST and GraphQL); not `CONNECT`,
+/// `TRACE` or one of no standard's: the socket is no tunnel.
+pub fn is_api_method(m: &Method) -> bool {
+    matches!(
+        *m,
+        Method::GET | Method::HEAD | Method::POST | Method::PATCH | Method::PUT | Method::DELETE
+    )
 }
 
 /// Pure: is this request on gh's socket for GitHub's API host? Its `Host`
@@ -525,6 +534,12 @@ mod tests {
             assert!(!is_api_request(&headers(&[("host", host)]), &uri), "{host}");
         }
         assert!(!is_api_request(&HeaderMap::new(), &uri));
+        for m in ["GET", "HEAD", "POST", "PATCH", "PUT", "DELETE"] {
+            assert!(is_api_method(&m.parse().unwrap()), "{m}");
+        }
+        for m in ["CONNECT", "TRACE", "OPTIONS", "PROPFIND"] {
+            assert!(!is_api_method(&m.parse().unwrap()), "{m}");
+        }
         // An absolute URI's authority wins over its Host header.
         let abs: hyper::Uri = "http://evil.example/user".parse().unwrap();
         assert!(!is_api_request(
