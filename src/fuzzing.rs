@@ -233,6 +233,48 @@ pub fn gateway_route(data: &[u8]) {
     }
 }
 
+/// GitHub's routes (`--github`): what passes the gateway's git route is
+/// one of git's smart-HTTP routes of one repository, sent to GitHub as
+/// the same path without the prefix, never with a `.` or `..` segment;
+/// what passes gh's socket names GitHub's API host and nothing else.
+pub fn github_route(data: &[u8]) {
+    use crate::turn::gateway::github;
+    let (method, target, host) = request(data);
+    let (path, query) = match target.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (target.as_str(), None),
+    };
+    if let Some(sent) = github::git_route(&method, path, query) {
+        assert_eq!(format!("/github.com{sent}"), path, "{method} {target:?}");
+        let segments: Vec<&str> = sent.split('/').skip(1).collect();
+        assert!(
+            segments[..2]
+                .iter()
+                .all(|s| !s.is_empty() && *s != "." && *s != ".."),
+            "{target:?}"
+        );
+        let tail = segments[2..].join("/");
+        assert!(
+            matches!(
+                (method.as_str(), tail.as_str()),
+                ("GET", "info/refs") | ("POST", "git-upload-pack" | "git-receive-pack")
+            ),
+            "{method} {target:?}"
+        );
+    }
+    let host = text(&host);
+    let mut headers = hyper::HeaderMap::new();
+    if let Ok(v) = hyper::header::HeaderValue::from_str(&host) {
+        headers.insert(hyper::header::HOST, v);
+    }
+    let uri = hyper::Uri::from_static("/user");
+    if github::is_api_request(&headers, &uri) {
+        let h = host.to_ascii_lowercase();
+        let name = h.strip_suffix(":443").unwrap_or(&h).trim_end_matches('.');
+        assert_eq!(name, github::API_HOST, "{host:?}");
+    }
+}
+
 /// Bytes cut at the places the first byte and the rest pick.
 fn chunks(data: &[u8]) -> (Vec<u8>, Vec<Vec<u8>>) {
     let Some((&n, rest)) = data.split_first() else {
@@ -482,6 +524,7 @@ mod tests {
         ("http", http),
         ("cage_socket", cage_socket),
         ("gateway_route", gateway_route),
+        ("github_route", github_route),
         ("usage", usage),
         ("pi_models", pi_models),
         ("outbox_path", outbox_path),

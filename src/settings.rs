@@ -28,6 +28,11 @@ pub const DEFAULT_OPENAI_URL: &str = "https://api.openai.com";
 /// Where Codex's ChatGPT sign-in sends its model requests (`[gateway]
 /// chatgpt_url`).
 pub const DEFAULT_CHATGPT_URL: &str = "https://chatgpt.com";
+/// Where the gateway sends a `--github` cage's GitHub API calls when the
+/// config names no other place (`[gateway] github_api_url`).
+pub const DEFAULT_GITHUB_API: &str = "https://api.github.com";
+/// Where it sends that cage's git over HTTPS (`[gateway] github_url`).
+pub const DEFAULT_GITHUB: &str = "https://github.com";
 
 pub const DEFAULT_MEMORY: &str = "4g";
 const DEFAULT_MEMORY_BYTES: u64 = 4 << 30;
@@ -80,6 +85,8 @@ struct GatewayTable {
     openai_key_file: Option<PathBuf>,
     openai_key_command: Option<Vec<String>>,
     remote_turns: Option<RemoteTurns>,
+    github_api_url: Option<String>,
+    github_url: Option<String>,
 }
 
 /// `[gateway] remote_turns`: whose key a turn run here from another
@@ -110,6 +117,10 @@ pub struct GatewaySettings {
     pub openai_key_command: Option<Vec<String>>,
     /// Whose key a turn started here over ssh uses (`remote_turns`).
     pub remote_turns: RemoteTurns,
+    /// GitHub's API, for a `--github` cage's `gh`, without a trailing `/`.
+    pub github_api_url: String,
+    /// GitHub itself, for that cage's git over HTTPS, without a trailing `/`.
+    pub github_url: String,
 }
 
 /// A `[machines]` entry: `name = "http://host:port"`, or a table with the
@@ -1097,6 +1108,16 @@ fn gateway_settings(
             .map(Some)
             .map_err(|why| bad(key, why)),
     };
+    let upstream = |u: Option<String>, key: &str, default: &str| match u {
+        Some(u) => validate_upstream(&u).map_err(|why| bad(key, why)),
+        None => Ok(default.to_string()),
+    };
+    let github_api_url = upstream(
+        g.github_api_url,
+        "gateway.github_api_url",
+        DEFAULT_GITHUB_API,
+    )?;
+    let github_url = upstream(g.github_url, "gateway.github_url", DEFAULT_GITHUB)?;
     Ok(GatewaySettings {
         anthropic_url: url(g.anthropic_url, "gateway.anthropic_url", DEFAULT_UPSTREAM)?,
         key_file: file(g.key_file, "gateway.key_file")?,
@@ -1106,6 +1127,8 @@ fn gateway_settings(
         openai_key_file: file(g.openai_key_file, "gateway.openai_key_file")?,
         openai_key_command: command(g.openai_key_command, "gateway.openai_key_command")?,
         remote_turns: g.remote_turns.unwrap_or_default(),
+        github_api_url,
+        github_url,
     })
 }
 
@@ -1454,12 +1477,12 @@ fn validate_pass_env_name(name: &str) -> Result<(), String> {
             "{name:?} is not a variable name (letters, digits and _, not starting with a digit)"
         ));
     }
-    // Seed, "use the keys in its environment": GitHub's variables reach only
-    // a cage given the GitHub login, never through pass_env.
+    // GitHub's variables never reach a cage: `--github` adds the
+    // machine's token outside it, at the gateway.
     if name.starts_with("GH_") || name.starts_with("GITHUB_") {
         return Err(format!(
-            "{name}: GitHub's variables (GH_*, GITHUB_*) reach only a cage given the GitHub login, \
-             not through pass_env; remove it"
+            "{name}: GitHub's variables (GH_*, GITHUB_*) never reach a cage, not through \
+             pass_env either: --github adds the machine's GitHub token outside the cage; remove it"
         ));
     }
     Ok(())
@@ -1605,6 +1628,16 @@ const KEYS: &[(&str, Shown, &str)] = {
             "gateway.anthropic_url",
             Made(|| format!("\"{DEFAULT_UPSTREAM}\"")),
             "where the model gateway sends a cage's model requests",
+        ),
+        (
+            "gateway.github_api_url",
+            Made(|| format!("\"{DEFAULT_GITHUB_API}\"")),
+            "where the gateway sends a --github cage's GitHub API calls (gh), with the machine's GitHub token",
+        ),
+        (
+            "gateway.github_url",
+            Made(|| format!("\"{DEFAULT_GITHUB}\"")),
+            "where the gateway sends a --github cage's git over HTTPS to github.com, with the machine's GitHub token",
         ),
         (
             "gateway.key_file",
@@ -1776,6 +1809,14 @@ mod tests {
         let s = load("").unwrap();
         assert_eq!(s.gateway.anthropic_url, "https://api.anthropic.com");
         assert_eq!((s.gateway.key_file, s.gateway.key_command), (None, None));
+        assert_eq!(s.gateway.github_api_url, "https://api.github.com");
+        assert_eq!(s.gateway.github_url, "https://github.com");
+        let s = load(
+            "[gateway]\ngithub_api_url = \"http://127.0.0.1:9/api/\"\ngithub_url = \"http://127.0.0.1:9\"\n",
+        )
+        .unwrap();
+        assert_eq!(s.gateway.github_api_url, "http://127.0.0.1:9/api");
+        assert_eq!(s.gateway.github_url, "http://127.0.0.1:9");
         let s = load(
             "[gateway]\nanthropic_url = \"http://127.0.0.1:9/llm/\"\nkey_file = \"/k\"\nkey_command = [\"pass\", \"show\", \"a\"]\n",
         )
@@ -1822,6 +1863,8 @@ mod tests {
             "[gateway]\nanthropic_url = \"ftp://x\"",
             "[gateway]\nanthropic_url = \"https://\"",
             "[gateway]\nanthropic_url = \"https://u@x\"",
+            "[gateway]\ngithub_api_url = \"https://u:p@x\"",
+            "[gateway]\ngithub_url = \"git://github.com\"",
             "[gateway]\nkey_file = \"rel/k\"",
             "[gateway]\nkey_command = []",
             "[gateway]\nkey_command = [\"./pass\"]",

@@ -28,6 +28,14 @@ pub const STATE_LABEL: &str = "xyz.vpavlin.shrooms.state";
 /// cage is given").
 pub const PROXY_DIR_IN_CAGE: &str = "/run/shrooms-agent";
 pub const PROXY_SOCKET_IN_CAGE: &str = "/run/shrooms-agent/proxy.sock";
+/// A `--github` cage's gh configuration and the socket it names, in the
+/// proxy folder too (docs/gateway.md, "GitHub"): read-only inside, made by
+/// the turn's process.
+pub const GH_CONFIG_IN_CAGE: &str = "/run/shrooms-agent/gh";
+pub const GITHUB_SOCKET_IN_CAGE: &str = "/run/shrooms-agent/github.sock";
+/// The GitHub token a `--github` cage's gh is given: gh refuses to make a
+/// request without one, and the gateway replaces it, so it opens nothing.
+pub const GITHUB_PLACEHOLDER: &str = "shrooms-gateway-adds-the-github-token";
 
 /// Where a cage's link folder is mounted, read-only, and put last on its
 /// PATH (docs/cages.md, "What a cage is given"): a link named for the
@@ -53,7 +61,8 @@ pub const SHARED_LABEL: &str = "xyz.vpavlin.shrooms.shared";
 /// fixed when its container is made.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Options {
-    /// ~/.config/gh read-only, and GH_* / GITHUB_* passed.
+    /// GitHub through the gateway: gh's API calls and git over HTTPS to
+    /// github.com, the machine's token added outside the cage.
     #[serde(default)]
     pub github: bool,
     /// The machine's nix.
@@ -82,8 +91,6 @@ pub struct NixOption {
 /// What the options need from the machine, found beforehand.
 #[derive(Debug, Clone, Default)]
 pub struct FoundOptions {
-    /// ~/.config/gh, with --github.
-    pub gh_dir: Option<PathBuf>,
     pub nix: Option<FoundNix>,
     /// The shared folder's volume, checked or made.
     pub shared_volume: Option<String>,
@@ -327,9 +334,6 @@ pub fn build(req: &Request<'_>, found: &Found, options: &FoundOptions) -> Result
         mounts.push(Mount::same(p, true));
     }
     mounts.extend(link_mount(found.harness_link.as_ref()));
-    if let Some(gh) = &options.gh_dir {
-        mounts.push(Mount::same(gh, true));
-    }
     if let Some(nix) = &options.nix {
         // A multi-user nix's store is the daemon's: read-only, and builds go
         // through its socket. A single-user nix has no daemon, so the cage
@@ -623,18 +627,12 @@ pub use crate::settings::Chosen;
 /// - a name under `pass_secrets` passes as it is, chosen danger and all;
 /// - `LANG` and the locale categories pass only with a locale name, and
 ///   `LANGUAGE` with a `:` list of them;
-/// - the proxy variables, `TZ`, `NO_PROXY`, the harness's own settings,
-///   GitHub's variables with `--github`, and the names under `pass_env`
+/// - the proxy variables, `TZ`, `NO_PROXY`, the harness's own settings
+///   and the names under `pass_env`
 ///   pass without the user information of any URL in them
 ///   (`secret_names::without_userinfo`): a password in a URL is a
 ///   credential, whatever the variable's name.
-pub fn admit(
-    name: &str,
-    value: &str,
-    harness: Harness,
-    chosen: Chosen<'_>,
-    options: &Options,
-) -> Admit {
+pub fn admit(name: &str, value: &str, harness: Harness, chosen: Chosen<'_>) -> Admit {
     let listed = |list: &[String]| list.iter().any(|p| p == name);
     if listed(chosen.pass_secrets) {
         Admit::As(value.to_string())
@@ -654,14 +652,39 @@ pub fn admit(
         || PROXY_NAMES.contains(&name)
         || harness.settings_env().contains(&name)
         || listed(chosen.pass_env)
-        // GitHub's variables reach only a cage given the GitHub login
-        // (`--github`).
-        || (options.github && (name.starts_with("GH_") || name.starts_with("GITHUB_")))
     {
         Admit::As(crate::cage::secret_names::without_userinfo(value))
     } else {
         Admit::Not
     }
+}
+
+/// The variables of a `--github` cage (docs/gateway.md, "GitHub"): gh
+/// reads its configuration from the proxy folder, which sends its requests
+/// to the GitHub socket, with a placeholder token; git's URLs of
+/// github.com go to the turn's gateway (`gateway`, its base URL), by
+/// git's configuration given in the environment (git-config(1),
+/// `GIT_CONFIG_COUNT`), so nothing is written in the cage's home. No
+/// token of the machine's is among them.
+pub fn github_env(gateway: Option<&str>) -> Vec<(String, String)> {
+    let mut vars = vec![
+        ("GH_CONFIG_DIR".to_string(), GH_CONFIG_IN_CAGE.to_string()),
+        ("GH_TOKEN".to_string(), GITHUB_PLACEHOLDER.to_string()),
+    ];
+    if let Some(url) = gateway {
+        vars.extend([
+            ("GIT_CONFIG_COUNT".to_string(), "1".to_string()),
+            (
+                "GIT_CONFIG_KEY_0".to_string(),
+                format!("url.{url}/github.com/.insteadOf"),
+            ),
+            (
+                "GIT_CONFIG_VALUE_0".to_string(),
+                "https://github.com/".to_string(),
+            ),
+        ]);
+    }
+    vars
 }
 
 /// What goes into a cage's env file, and what was left out and why.
@@ -696,7 +719,7 @@ pub fn env_plan(req: &EnvRequest<'_>, invoking: &Env) -> EnvPlan {
     let mut chosen = std::collections::BTreeMap::<String, String>::new();
     let mut refused = Vec::new();
     for (name, value) in invoking {
-        match admit(name, value, req.harness, req.chosen, req.options) {
+        match admit(name, value, req.harness, req.chosen) {
             Admit::Not => {}
             Admit::As(v) => {
                 chosen.insert(name.clone(), v);
@@ -729,31 +752,10 @@ pub fn env_plan(req: &EnvRequest<'_>, invoking: &Env) -> EnvPlan {
         chosen.insert("ANTHROPIC_BASE_URL".into(), url.to_string());
         chosen.insert("ANTHROPIC_API_KEY".into(), DUMMY_KEY.to_string());
     }
-    let dir = req.harness_dir.to_string_lossy().into_owned();
-    match req.harness {
-        // Its settings file goes inside ~/.claude, since nothing beside it
-        // is mounted.
-        Harness::Claude => chosen.insert("CLAUDE_CONFIG_DIR".into(), dir),
-        Harness::Pi => chosen.insert("PI_CODING_AGENT_DIR".into(), dir),
-        Harness::Codex => {
-            // Codex's provider in the cage's config.toml copy reads its key
-            // from this variable (`codex_config`): a dummy, replaced outside.
-            if req.gateway.is_some() {
-                chosen.insert(CODEX_KEY_VARIABLE.into(), DUMMY_KEY.to_string());
-            }
-            chosen.insert("CODEX_HOME".into(), dir)
-        }
-        Harness::Opencode => {
-            // Its copy, pointed at the gateway, carries the dummy keys
-            // itself; this one is for what reads the variable.
-            if req.gateway.is_some() {
-                chosen.insert(CODEX_KEY_VARIABLE.into(), DUMMY_KEY.to_string());
-            }
-            // Its own config file by name, wherever the machine's
-            // XDG_CONFIG_HOME put its folder (opencode.ai/docs/config).
-            chosen.insert("OPENCODE_CONFIG".into(), format!("{dir}/opencode.json"))
-        }
-    };
+    if req.options.github {
+        chosen.extend(github_env(req.gateway));
+    }
+    chosen.extend(harness_env(req));
     let mut plan = EnvPlan::default();
     for (name, value) in chosen {
         match crate::cage::envfile::unwritable(&name, &value) {
@@ -769,6 +771,30 @@ pub fn env_plan(req: &EnvRequest<'_>, invoking: &Env) -> EnvPlan {
     }
     plan.left_out.sort();
     plan
+}
+
+/// The harness's own variables: where its folder is, and for Codex and
+/// opencode the dummy OpenAI key of their providers (`codex_config`,
+/// `opencode_config`), replaced outside by the gateway.
+fn harness_env(req: &EnvRequest<'_>) -> Vec<(String, String)> {
+    let dir = req.harness_dir.to_string_lossy().into_owned();
+    let dummy = req
+        .gateway
+        .map(|_| (CODEX_KEY_VARIABLE.to_string(), DUMMY_KEY.to_string()));
+    let folder = match req.harness {
+        // Its settings file goes inside ~/.claude, since nothing beside it
+        // is mounted.
+        Harness::Claude => return vec![("CLAUDE_CONFIG_DIR".into(), dir)],
+        Harness::Pi => return vec![("PI_CODING_AGENT_DIR".into(), dir)],
+        Harness::Codex => ("CODEX_HOME".to_string(), dir),
+        // Its own config file by name, wherever the machine's
+        // XDG_CONFIG_HOME put its folder (opencode.ai/docs/config).
+        Harness::Opencode => (
+            "OPENCODE_CONFIG".to_string(),
+            format!("{dir}/opencode.json"),
+        ),
+    };
+    std::iter::once(folder).chain(dummy).collect()
 }
 
 #[cfg(test)]
@@ -1018,29 +1044,47 @@ mod tests {
         }
     }
 
+    /// No GitHub variable of the machine's reaches a cage, with `--github`
+    /// or without: a `--github` cage gets gh's configuration in the proxy
+    /// folder, a placeholder token and git's rewrite of github.com to the
+    /// turn's gateway, and nothing else of GitHub's.
     #[test]
-    fn github_variables_pass_only_with_github() {
-        let without = env_plan(&env_req(Harness::Claude, &[]), &invoking());
-        assert!(
-            !without
-                .vars
+    fn no_github_token_reaches_a_cage() {
+        let github = |plan: &EnvPlan| -> Vec<String> {
+            plan.vars
                 .iter()
-                .any(|(n, _)| n.starts_with("GH_") || n.starts_with("GITHUB_"))
-        );
+                .filter(|(n, _)| n.starts_with("GH_") || n.starts_with("GIT"))
+                .map(|(n, v)| format!("{n}={v}"))
+                .collect()
+        };
+        let without = env_plan(&env_req(Harness::Claude, &[]), &invoking());
+        assert_eq!(github(&without), Vec::<String>::new());
         let options = Options {
             github: true,
             ..Options::default()
         };
         let mut req = env_req(Harness::Claude, &[]);
         req.options = &options;
+        req.gateway = Some("http://127.0.0.1:41000");
         let with = env_plan(&req, &invoking());
-        let names: Vec<&str> = with.vars.iter().map(|(n, _)| n.as_str()).collect();
-        assert!(
-            names.contains(&"GH_TOKEN") && names.contains(&"GITHUB_TOKEN"),
-            "{names:?}"
+        assert_eq!(
+            github(&with),
+            vec![
+                "GH_CONFIG_DIR=/run/shrooms-agent/gh",
+                "GH_TOKEN=shrooms-gateway-adds-the-github-token",
+                "GIT_CONFIG_COUNT=1",
+                "GIT_CONFIG_KEY_0=url.http://127.0.0.1:41000/github.com/.insteadOf",
+                "GIT_CONFIG_VALUE_0=https://github.com/",
+            ]
         );
-        // and still no other key
-        assert!(!names.contains(&"FOO_API_KEY") && !names.contains(&"ANTHROPIC_API_KEY"));
+        // The machine's values are nowhere, whatever their name.
+        for (name, value) in &with.vars {
+            assert!(value != "gh" && value != "gh2", "{name}={value}");
+        }
+        // Shown only (no gateway): gh's, without git's rewrite.
+        req.gateway = None;
+        let shown = env_plan(&req, &invoking());
+        assert_eq!(github(&shown).len(), 2, "{:?}", github(&shown));
     }
 
     #[test]
@@ -1098,7 +1142,6 @@ mod tests {
             pid_file: None,
         };
         let opts = FoundOptions {
-            gh_dir: Some("/home/u/.config/gh".into()),
             nix: Some(FoundNix {
                 root: "/nix".into(),
                 multi_user: true,
@@ -1108,14 +1151,13 @@ mod tests {
             shared_volume: Some("shrooms-shared".into()),
         };
         let spec = build(&req, &found(), &opts).unwrap();
-        let tail: Vec<String> = spec.mounts[spec.mounts.len() - 5..]
+        let tail: Vec<String> = spec.mounts[spec.mounts.len() - 4..]
             .iter()
             .map(show_mount)
             .collect();
         assert_eq!(
             tail,
             vec![
-                "/home/u/.config/gh -> /home/u/.config/gh ro",
                 "/nix -> /nix ro",
                 "/nix/var/nix/daemon-socket -> /nix/var/nix/daemon-socket rw",
                 "/home/u/.local/state/nix -> /home/u/.local/state/nix rw",

@@ -20,8 +20,6 @@ pub enum ChoiceProblem {
     /// `meshes` without a shared folder (`sealed`: a sealed cage, which
     /// has none).
     MeshesAlone { sealed: bool },
-    /// `github` with no GitHub login at `gh`.
-    NoGitHubLogin { gh: PathBuf },
     /// `nix` on a machine with no nix store at `store`.
     NoNix { store: PathBuf },
     /// A body's `conversation` for a cage that is not sealed (said as
@@ -37,7 +35,6 @@ impl ChoiceProblem {
             ChoiceProblem::SealedWidened { field } => Some(field),
             ChoiceProblem::SealedHarness => None,
             ChoiceProblem::MeshesAlone { .. } => Some("meshes"),
-            ChoiceProblem::NoGitHubLogin { .. } => Some("github"),
             ChoiceProblem::NoNix { .. } => Some("nix"),
             ChoiceProblem::ConversationUnsealed => None,
         }
@@ -78,11 +75,6 @@ impl ChoiceProblem {
                      without {shared}: add {shared}, or leave out {mesh}"
                 )
             }
-            ChoiceProblem::NoGitHubLogin { gh } => format!(
-                "{} mounts your GitHub login, {}, which is not there: `gh auth login` first",
-                f.field("github"),
-                gh.display()
-            ),
             ChoiceProblem::NoNix { store } => format!(
                 "{} gives a cage this machine's nix, and it has none: {} is not there",
                 f.field("nix"),

@@ -92,6 +92,8 @@ pub enum Doing {
     StartProgram(PathBuf),
     /// The socket a cage reaches its turn by.
     ServeCageSocket(PathBuf),
+    /// The socket a `--github` cage's gh reaches GitHub's API by.
+    ServeGitHubSocket(PathBuf),
     /// A program that did not start.
     CouldNotStart(PathBuf),
     /// A program's run, by its label (`podman start`).
@@ -180,6 +182,7 @@ impl Doing {
             Doing::SealedToken(p) => ("the sealed token ", p, ""),
             Doing::StartProgram(p) => ("starting ", p, ""),
             Doing::ServeCageSocket(p) => ("serving the cage's socket at ", p, ""),
+            Doing::ServeGitHubSocket(p) => ("serving the cage's GitHub socket at ", p, ""),
             Doing::CouldNotStart(p) => ("could not start ", p, ""),
             Doing::SeccompProfile(p) => ("the seccomp profile ", p, ""),
             // Listed, not left to a wildcard, so that a new act is put on
@@ -470,6 +473,10 @@ mod tests {
             (
                 Doing::ServeCageSocket(p()),
                 "serving the cage's socket at /s/my web/x",
+            ),
+            (
+                Doing::ServeGitHubSocket(p()),
+                "serving the cage's GitHub socket at /s/my web/x",
             ),
             (Doing::CouldNotStart(p()), "could not start /s/my web/x"),
             (Doing::Run("podman start".into()), "podman start"),

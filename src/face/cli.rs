@@ -481,8 +481,9 @@ pub struct CageArgs {
     /// taken out of it)
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
-    /// Mount your GitHub login (~/.config/gh) read-only and pass GH_* and GITHUB_*:
-    /// the session can push, and open pull requests, as you
+    /// Use GitHub as you with no token inside: gh and git over HTTPS to github.com
+    /// go through the turn's gateway, which adds the machine's GitHub token
+    /// (GH_TOKEN, GITHUB_TOKEN, else `gh auth token`); ssh remotes do not work
     #[arg(long)]
     pub github: bool,
     /// Give it the machine's nix: the store, your profile, your nix settings

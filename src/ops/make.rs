@@ -279,8 +279,6 @@ pub struct HarnessFacts {
 /// What the machine has for the options asked.
 #[derive(Debug, Clone, Default)]
 pub struct OptionFacts {
-    /// `--github`: ~/.config/gh, and whether it is a folder.
-    pub gh: Option<(PathBuf, bool)>,
     /// `--nix`: the store is there, the machine's nix, the profile's PATH.
     pub nix: Option<(bool, FoundNix, Vec<String>)>,
     /// `--shared`: the volume's name and podman's inspect of it (None: it
@@ -578,9 +576,6 @@ fn mount_candidates(
         paths.push(h.link.0.clone());
     }
     paths.extend(h.tools_dir.iter().cloned());
-    if let Some((gh, _)) = &options.gh {
-        paths.push(gh.clone());
-    }
     if let Some((_, nix, _)) = &options.nix {
         paths.push(nix.root.clone());
         paths.push(nix.root.join("var/nix/daemon-socket"));
@@ -1247,7 +1242,6 @@ impl CagePlan {
             dir: self.dir.clone(),
             container: self.container.clone(),
             found: self.found.clone(),
-            options: self.options.clone(),
             sealed: self.sealed.clone(),
             seccomp_file: self.spec.seccomp_profile.clone(),
             seccomp_profile: self.seccomp_profile.clone(),
@@ -1301,7 +1295,6 @@ struct CageFiles {
     dir: PathBuf,
     container: String,
     found: Found,
-    options: Options,
     sealed: Option<SealedRecord>,
     /// Where the seccomp profile is written (`CageSpec::seccomp_profile`),
     /// and what.
@@ -1372,12 +1365,12 @@ impl CageFiles {
             )?;
         } else if !self.found.settings_copies.is_empty() {
             let harness = if pi { Harness::Pi } else { Harness::Claude };
-            let (chosen, options) = (ctx.settings.chosen(), &self.options);
+            let chosen = ctx.settings.chosen();
             crate::cage::cage_files::write_settings_copies(
                 harness,
                 &self.found.harness_dir,
                 &ctx.store.settings_copy_dir(&self.container),
-                &|name, value| spec::admit(name, value, harness, chosen, options).passed(),
+                &|name, value| spec::admit(name, value, harness, chosen).passed(),
             )?;
         }
         // Its own received files, and no other session's.
@@ -1525,16 +1518,12 @@ pub fn shared_volume_name(meshes: &[String]) -> String {
     format!("shrooms-shared-{}-{hash}", sorted.join("-"))
 }
 
-/// Look at the machine for the options asked: GitHub's login, nix, the
-/// shared volume.
+/// Look at the machine for the options asked: nix, the shared volume.
+/// (`--github` needs nothing of the machine's when a cage is made: its
+/// token is looked for at each request, outside the cage.)
 fn option_facts(ctx: &Context, host: &Host, choice: &CageChoice) -> Result<OptionFacts> {
     let home = &ctx.settings.home;
     let mut facts = OptionFacts::default();
-    if choice.github {
-        let gh = home.join(".config/gh");
-        let there = gh.is_dir();
-        facts.gh = Some((gh, there));
-    }
     if choice.nix {
         let root = &ctx.settings.nix_root;
         let store = root.join("store").is_dir();
@@ -1583,13 +1572,6 @@ fn options(facts: &OptionFacts, choice: &CageChoice) -> Result<(FoundOptions, Op
         meshes: choice.meshes.clone(),
         ..Options::default()
     };
-    if let Some((gh, there)) = &facts.gh {
-        if !there {
-            let gh = gh.clone();
-            return Err(Error::choice(ChoiceProblem::NoGitHubLogin { gh }));
-        }
-        found.gh_dir = Some(gh.clone());
-    }
     if let Some((store, nix, path)) = &facts.nix {
         if !store {
             let store = nix.root.join("store");

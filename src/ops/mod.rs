@@ -477,9 +477,9 @@ pub fn write_settings_copies(ctx: &Context, record: &Record) -> Result<()> {
         // Without a gateway: the turn writes it again with its own.
         return write_gateway_copy(record.harness, &cage.harness_dir, &dir, None, &record.dir);
     }
-    let (harness, chosen, options) = (record.harness, ctx.settings.chosen(), &cage.options);
+    let (harness, chosen) = (record.harness, ctx.settings.chosen());
     crate::cage::cage_files::write_settings_copies(harness, &cage.harness_dir, &dir, &|n, v| {
-        crate::cage::spec::admit(n, v, harness, chosen, options).passed()
+        crate::cage::spec::admit(n, v, harness, chosen).passed()
     })
 }
 

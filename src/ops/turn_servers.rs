@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::state::session::Record;
 use crate::turn::cage_socket::{self, Socket};
-use crate::turn::gateway::{self, Credentials, Gateway, listen, openai, routes, usage};
+use crate::turn::gateway::{self, Credentials, Gateway, github, listen, openai, routes, usage};
 
 /// Open a session's gateway for one turn: a listener on its running cage's
 /// loopback, served by this process until the returned value is dropped.
@@ -56,6 +56,7 @@ pub fn open_gateway(
         .cages_dir()
         .join(format!("gw{}.sock", std::process::id()));
     let (credentials, openai_credentials) = credentials(ctx, cage.sealed.as_ref());
+    let github = github_routes(ctx, record)?;
     gateway::open(
         &enter,
         &socket,
@@ -75,6 +76,7 @@ pub fn open_gateway(
                 chatgpt_url: ctx.settings.gateway.chatgpt_url.clone(),
                 credentials: openai_credentials,
             },
+            github,
         },
     )
 }
@@ -113,6 +115,40 @@ fn credentials(
     (credentials, openai_credentials)
 }
 
+/// GitHub's routes for a turn (docs/gateway.md, "GitHub"): only for a
+/// session given `--github`, never for a sealed cage whatever its record
+/// says. gh's configuration is written in the cage's proxy folder, which
+/// the cage has read-only (`GH_CONFIG_DIR`): it names the socket, and no
+/// token. The token itself is looked for at each request.
+fn github_routes(ctx: &Context, record: &Record) -> Result<Option<github::Config>> {
+    let cage = cage_of(record)?;
+    if !cage.options.github || cage.sealed.is_some() {
+        return Ok(None);
+    }
+    let proxy = ctx.store.proxy_dir(&cage.container);
+    crate::state::session::make_private_dir(&proxy)?;
+    let gh = proxy.join("gh");
+    let doing = || crate::error::Doing::Make(gh.clone());
+    match std::fs::create_dir(&gh) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(Error::act(doing(), &e)),
+    }
+    // Read by the cage's root, who may not be its owner (a rootful cage):
+    // nothing in it is secret.
+    std::fs::set_permissions(&gh, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .map_err(|e| Error::act(doing(), &e))?;
+    let text = github::gh_config(crate::cage::spec::GITHUB_SOCKET_IN_CAGE);
+    crate::state::session::write_atomic_unsynced(&gh.join("config.yml"), text.as_bytes(), 0o644)?;
+    Ok(Some(github::Config {
+        api_url: ctx.settings.gateway.github_api_url.clone(),
+        web_url: ctx.settings.gateway.github_url.clone(),
+        sources: Arc::new(github::Sources::of(&ctx.env)),
+        socket: proxy.join("github.sock"),
+        session: record.name.clone(),
+    }))
+}
+
 /// Serve a session's socket in its cage's proxy folder for one turn.
 pub fn open_socket(ctx: &Context, record: &Record) -> Result<Socket> {
     let cage = cage_of(record)?;
@@ -127,4 +163,58 @@ pub fn open_socket(ctx: &Context, record: &Record) -> Result<Socket> {
             agents: cage_socket::agents(&ctx.settings),
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// GitHub's routes go to a session given `--github` alone, and never
+    /// to a sealed cage, whatever its record says; gh's configuration names
+    /// the socket, and no token.
+    #[test]
+    fn github_routes_only_with_github_and_never_sealed() {
+        let scratch = tempfile::tempdir().unwrap();
+        let root = scratch.path();
+        let env: crate::settings::Env = [
+            ("HOME".to_string(), root.join("home").display().to_string()),
+            ("PATH".to_string(), root.join("none").display().to_string()),
+            ("GH_TOKEN".to_string(), "gho_machine".to_string()),
+        ]
+        .into();
+        let settings = crate::settings::Settings::from_text(
+            None,
+            &root.join("config.toml"),
+            root.join("state"),
+            root.join("home"),
+            &env,
+        )
+        .unwrap();
+        let ctx = Context::new(settings, env, Vec::new());
+        let mut record = crate::state::session::sample_record("web");
+        let mut cage = crate::state::session::sample_cage("shrooms-web-1");
+        record.cage = Some(cage.clone());
+        assert!(github_routes(&ctx, &record).unwrap().is_none());
+        cage.options.github = true;
+        record.cage = Some(cage.clone());
+        let routes = github_routes(&ctx, &record).unwrap().unwrap();
+        assert_eq!(routes.api_url, "https://api.github.com");
+        assert_eq!(routes.web_url, "https://github.com");
+        assert_eq!(routes.sources.resolve().unwrap(), "gho_machine");
+        let proxy = ctx.store.proxy_dir("shrooms-web-1");
+        assert_eq!(routes.socket, proxy.join("github.sock"));
+        let config = std::fs::read_to_string(proxy.join("gh/config.yml")).unwrap();
+        assert!(config.contains("http_unix_socket: /run/shrooms-agent/github.sock\n"));
+        assert!(!config.contains("gho_machine"));
+        cage.sealed = Some(crate::state::session::SealedRecord {
+            token_file: "/t".into(),
+            outbox: "/o".into(),
+            rules: String::new(),
+            seccomp_file: "/s".into(),
+            seccomp: String::new(),
+            dns: Vec::new(),
+        });
+        record.cage = Some(cage);
+        assert!(github_routes(&ctx, &record).unwrap().is_none());
+    }
 }

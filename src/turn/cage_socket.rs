@@ -566,7 +566,7 @@ pub fn start(path: &Path, config: Config) -> Result<Socket> {
 /// through its folder opened here, as `/proc/self/fd/N/NAME` (proc(5): the
 /// link names the open folder itself), which is short whatever the
 /// folder's path.
-fn bind_short(path: &Path) -> std::io::Result<std::os::unix::net::UnixListener> {
+pub fn bind_short(path: &Path) -> std::io::Result<std::os::unix::net::UnixListener> {
     use std::os::fd::AsRawFd;
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(std::io::Error::other("not a path to a socket"));
@@ -586,7 +586,7 @@ fn bind_short(path: &Path) -> std::io::Result<std::os::unix::net::UnixListener> 
 /// the cage is no one to a socket of the machine's root: the socket goes to
 /// the folder's owner, so that root in the cage connects. The folder (0700,
 /// read-only inside) still keeps every other user out.
-fn give_to_the_cages_root(socket: &Path) -> std::io::Result<()> {
+pub fn give_to_the_cages_root(socket: &Path) -> std::io::Result<()> {
     let Some(dir) = socket.parent() else {
         return Ok(());
     };

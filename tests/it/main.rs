@@ -17,6 +17,7 @@ mod crashes;
 mod egress;
 mod exec;
 mod gateway;
+mod github;
 mod harnesses;
 mod here;
 mod home_prune;

@@ -17,12 +17,17 @@ fn fake_claude(w: &World) -> std::path::PathBuf {
     p
 }
 
-/// --github: ~/.config/gh read-only and GH_* / GITHUB_* passed; without it,
-/// neither.
+/// --github: nothing of the machine's GitHub login enters, with it or
+/// without: not ~/.config/gh, not GH_* / GITHUB_*. With it, gh's
+/// configuration in the proxy folder (read-only) and a placeholder token.
+/// (GitHub through the gateway itself: tests/it/github.rs.)
 #[test]
-fn github_login_only_with_github() {
+fn github_login_never_enters() {
     let w = World::new();
-    w.file("home/.config/gh/hosts.yml", "github.com:\n  user: me\n");
+    w.file(
+        "home/.config/gh/hosts.yml",
+        "github.com:\n  oauth_token: gho_hosts_value\n",
+    );
     let gh = w.home.join(".config/gh");
     let with = w.session("gh");
     let d1 = w.dir("gh");
@@ -31,30 +36,42 @@ fn github_login_only_with_github() {
     let d2 = w.dir("nogh");
     w.create(&without, &d2, &[]);
     let script = format!(
-        "echo T=$GH_TOKEN G=$GITHUB_TOKEN; cat {gh}/hosts.yml 2>&1; \
-         echo x > {gh}/hosts.yml 2>/dev/null && echo WROTE || echo READ-ONLY",
+        "echo T=$GH_TOKEN G=$GITHUB_TOKEN H=$GH_HOST C=$GH_CONFIG_DIR; cat {gh}/hosts.yml 2>&1; \
+         cat $GH_CONFIG_DIR/config.yml 2>&1; \
+         echo x > $GH_CONFIG_DIR/config.yml 2>/dev/null && echo WROTE || echo READ-ONLY; \
+         cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c _value; true",
         gh = gh.display()
     );
     let env = [
         ("GH_TOKEN", "ghp_test_value"),
         ("GITHUB_TOKEN", "gh2_value"),
+        ("GH_HOST", "ghe_value.example"),
     ];
     let out = w
         .run_env(&["cage", "exec", &with, "--", "sh", "-c", &script], &env)
         .ok()
         .stdout();
-    assert!(out.contains("T=ghp_test_value G=gh2_value"), "{out}");
-    assert!(out.contains("user: me"), "{out}");
+    assert!(
+        out.contains("T=shrooms-gateway-adds-the-github-token G= H= C=/run/shrooms-agent/gh\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("http_unix_socket: /run/shrooms-agent/github.sock\n"),
+        "{out}"
+    );
+    assert!(!out.contains("gho_hosts_value"), "{out}");
     assert!(out.contains("READ-ONLY"), "{out}");
+    assert!(out.ends_with("\n0\n"), "{out}");
     let out = w
         .run_env(&["cage", "exec", &without, "--", "sh", "-c", &script], &env)
         .ok()
         .stdout();
-    assert!(out.contains("T= G="), "{out}");
-    assert!(!out.contains("user: me"), "{out}");
+    assert!(out.contains("T= G= H= C=\n"), "{out}");
+    assert!(!out.contains("gho_hosts_value"), "{out}");
+    assert!(out.ends_with("\n0\n"), "{out}");
     assert_eq!(
         fs::read_to_string(gh.join("hosts.yml")).unwrap(),
-        "github.com:\n  user: me\n"
+        "github.com:\n  oauth_token: gho_hosts_value\n"
     );
     // GitHub's variables cannot come through pass_env.
     w.write_config("pass_env = [\"GH_TOKEN\"]");
@@ -365,7 +382,6 @@ fn move_in_change_out_and_back() {
     let w = World::new();
     let claude = fake_claude(&w);
     w.write_config(&format!("[harness]\nclaude = \"{}\"", claude.display()));
-    w.file("home/.config/gh/hosts.yml", "github.com: {}\n");
     let name = w.session("mv");
     let d = w.dir("mv");
     w.create(&name, &d, &[]);

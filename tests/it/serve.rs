@@ -180,11 +180,10 @@ fn routes_over_http_share_the_cli_state() {
     assert_eq!(doc.body, want);
     assert_eq!(doc.json()["openapi"], "3.1.0");
 
-    // POST /v1/sessions: docs/serve.md's example, with `dir` under ~/ and the
-    // GitHub login there.
+    // POST /v1/sessions: docs/serve.md's example, with `dir` under ~/ (and
+    // no GitHub login there: `github` needs none when a cage is made).
     let name = w.session("webapp");
     fs::create_dir_all(w.home.join("src/webapp")).unwrap();
-    fs::create_dir_all(w.home.join(".config/gh")).unwrap();
     let body = format!(
         r#"{{"name": "{name}", "dir": "~/src/webapp", "auto_approve": true,
        "cage": {{"image": "{IMAGE}", "github": true}}}}"#

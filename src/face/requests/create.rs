@@ -55,7 +55,7 @@ pub struct CageBody {
     pub image: Option<String>,
     /// The machine's nix store, read-only.
     pub nix: Option<bool>,
-    /// The machine's GitHub credentials.
+    /// GitHub through the gateway: the machine's token added outside the cage.
     pub github: Option<bool>,
     /// A shared folder (podman volume) at /shared.
     pub shared: Option<bool>,

@@ -18,6 +18,7 @@
 //! a face like `serve`, started by `cage run` / `cage exec`.
 
 pub mod credentials;
+pub mod github;
 pub mod listen;
 pub mod openai;
 pub mod routes;
@@ -207,10 +208,13 @@ pub struct Config {
     pub ledger: Arc<usage::Ledger>,
     /// OpenAI's routes, under `/openai`.
     pub openai: openai::Config,
+    /// GitHub's routes, for a session given `--github` alone (`github`).
+    pub github: Option<github::Config>,
 }
 
 struct State {
     config: Config,
+    github: Option<Arc<github::GitHub>>,
     /// Made at the turn's first request upstream, not while the cage
     /// starts (its TLS configuration takes milliseconds to build).
     client: std::sync::OnceLock<std::result::Result<reqwest::Client, String>>,
@@ -223,6 +227,8 @@ pub struct Gateway {
     pub port: u16,
     server: Option<crate::turn::server::Background>,
     ledger: Arc<usage::Ledger>,
+    /// gh's socket, with `--github`.
+    github: Option<github::Served>,
 }
 
 /// How the gateway reads a connection: kept alive, as the harnesses'
@@ -236,14 +242,17 @@ pub const LIMITS: crate::turn::server::Limits = crate::turn::server::Limits {
 impl Gateway {
     /// Serve on `listener` (made in the cage by `listen::listener_in`) on a
     /// thread of its own until dropped.
-    pub fn start(listener: TcpListener, config: Config) -> Result<Gateway> {
+    pub fn start(listener: TcpListener, mut config: Config) -> Result<Gateway> {
         let port = listener
             .local_addr()
             .map_err(|e| Error::act("starting the model gateway", &e))?
             .port();
         let ledger = config.ledger.clone();
+        let github = config.github.take().map(github::GitHub::new);
+        let served = github.as_ref().map(|g| g.serve_socket()).transpose()?;
         let state = Arc::new(State {
             config,
+            github,
             client: std::sync::OnceLock::new(),
             told: AtomicBool::new(false),
         });
@@ -261,6 +270,7 @@ impl Gateway {
             port,
             server: Some(server),
             ledger,
+            github: served,
         })
     }
 
@@ -323,6 +333,7 @@ pub fn base_url(port: u16) -> String {
 impl Drop for Gateway {
     fn drop(&mut self) {
         drop(self.server.take());
+        drop(self.github.take());
         // Every response has been counted: the turn's line.
         self.ledger.finish();
     }
@@ -341,6 +352,22 @@ struct Plan {
 }
 
 async fn handle(
+    state: Arc<State>,
+    req: Request<Incoming>,
+) -> std::result::Result<Response<reqwest::Body>, Infallible> {
+    // git over HTTPS to github.com, for a session given `--github` alone;
+    // for any other, the path is no model route, and refused as one.
+    if let Some(github) = &state.github
+        && req.uri().path().starts_with(github::GIT_PREFIX)
+    {
+        return Ok(github.git(req).await);
+    }
+    model(state, req).await
+}
+
+/// A request for the model API: passed with the machine's credential, or
+/// refused.
+async fn model(
     state: Arc<State>,
     req: Request<Incoming>,
 ) -> std::result::Result<Response<reqwest::Body>, Infallible> {
@@ -816,6 +843,7 @@ mod tests {
                     chatgpt_url: "http://127.0.0.1:9".into(),
                     credentials: openai::Credentials::Refused(openai::SEALED),
                 },
+                github: None,
             },
         )
         .unwrap();
@@ -879,6 +907,7 @@ mod tests {
                     chatgpt_url: up,
                     credentials: openai::Credentials::Refused(openai::SEALED),
                 },
+                github: None,
             },
         )
         .unwrap();
