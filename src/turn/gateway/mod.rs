@@ -3,8 +3,9 @@
 //! the model API with the machine's credential, so no key is ever inside a
 //! cage (docs/gateway.md, "Model gateway").
 //!
-//! - Only the model API's own routes pass (`ROUTES`); anything else is
-//!   answered 403 here and never leaves the machine.
+//! - Only the model API's own routes pass (`ROUTES`), and OpenAI's model
+//!   routes under `/openai` (`openai`); anything else is answered 403 here
+//!   and never leaves the machine.
 //! - Every credential header the cage sent is removed, and the machine's
 //!   added (`Credentials`): the cage holds only a dummy key.
 //! - Bodies stream both ways: each server-sent event is passed on as it
