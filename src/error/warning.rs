@@ -89,6 +89,9 @@ pub enum Warning {
     DeadTurnNotStopped { session: String, error: Box<Error> },
     /// Claude Code's run without the shrooms tools, and why.
     NoTools(NoTools),
+    /// A `--github` cage made before GitHub's token stayed outside: it
+    /// still mounts the machine's gh login folder, `gh`.
+    GitHubLoginMounted { session: String, gh: PathBuf },
     /// A session at or past the token budget just set.
     BudgetSpent {
         session: String,
@@ -247,8 +250,18 @@ impl Warning {
                 spent,
                 budget,
             } => budget_spent(session, *spent, *budget),
+            Warning::GitHubLoginMounted { session, gh } => github_login_mounted(session, gh),
         }
     }
+}
+
+fn github_login_mounted(session: &str, gh: &std::path::Path) -> String {
+    format!(
+        "session {session}'s cage was made with --github before the gateway added GitHub's \
+         token outside: it still mounts your GitHub login, {}; `shrooms-agent cage move \
+         {session} --github` makes it again without",
+        gh.display()
+    )
 }
 
 fn pi_unlooked(image: &str, why: &Unlooked, config: &str) -> String {
@@ -383,6 +396,15 @@ mod tests {
                 Warning::NoTools(NoTools::NoOwnPath),
                 "the shrooms tools are not given to this run: this program does not know its \
                  own path",
+            ),
+            (
+                Warning::GitHubLoginMounted {
+                    session: "web".into(),
+                    gh: "/home/u/.config/gh".into(),
+                },
+                "session web's cage was made with --github before the gateway added GitHub's \
+                 token outside: it still mounts your GitHub login, /home/u/.config/gh; \
+                 `shrooms-agent cage move web --github` makes it again without",
             ),
             (
                 Warning::BudgetSpent {

@@ -893,6 +893,8 @@ fn gateway(
         .ok_or_else(|| Error::unmet("the cage's rules were not loaded"))?;
     let gateway = acts::turn::open_gateway(ctx, podman(host)?, record, pid, pi)?;
     ran.gateway = Some(gateway);
+    ran.warnings
+        .extend(acts::turn::github_login_mounted(record, &ctx.settings.home));
     Ok(Some(Undo::Gateway))
 }
 

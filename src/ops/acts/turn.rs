@@ -109,6 +109,24 @@ pub fn open_gateway(
     opened.map_err(stopped_again)
 }
 
+/// Pure: the warning for a `--github` cage made before GitHub's token
+/// stayed outside, which still mounts the machine's gh login folder
+/// (`home`/.config/gh): the gateway's routes work there too, but the
+/// login is in the cage until `cage move` makes it again.
+pub fn github_login_mounted(
+    record: &session::Record,
+    home: &std::path::Path,
+) -> Option<crate::error::Warning> {
+    let cage = record.cage.as_ref()?;
+    let gh = home.join(".config/gh");
+    (cage.options.github && cage.mount_sources.iter().any(|m| m.path == gh)).then(|| {
+        crate::error::Warning::GitHubLoginMounted {
+            session: record.name.clone(),
+            gh,
+        }
+    })
+}
+
 /// Serve a session's socket in its cage's proxy folder for one turn; its
 /// failure said as one after the start.
 pub fn open_socket(
@@ -209,6 +227,28 @@ pub fn stopped_again(e: Error) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only a `--github` cage that mounts the machine's gh folder is
+    /// warned about.
+    #[test]
+    fn an_old_github_cage_is_warned_about() {
+        let home = std::path::Path::new("/home/u");
+        let mut record = session::sample_record("web");
+        let mut cage = session::sample_cage("shrooms-web-1");
+        cage.mount_sources.push(session::MountSource {
+            path: home.join(".config/gh"),
+            led_to: home.join(".config/gh"),
+            links: None,
+        });
+        record.cage = Some(cage.clone());
+        assert_eq!(github_login_mounted(&record, home), None);
+        cage.options.github = true;
+        record.cage = Some(cage.clone());
+        assert!(github_login_mounted(&record, home).is_some());
+        cage.mount_sources.clear();
+        record.cage = Some(cage);
+        assert_eq!(github_login_mounted(&record, home), None);
+    }
 
     /// The gateway or the cage's socket failing once the cage started: the
     /// error keeps its kind and its process's exit (it was re-worded as a
