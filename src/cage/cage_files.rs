@@ -149,6 +149,17 @@ pub fn scrub(value: &mut Value, env_rule: EnvRule<'_>) {
     }
 }
 
+/// A settings file's text as a JSON object (None: there is none, an
+/// empty object); Err: why it is not one.
+pub fn json_object(text: Option<&str>) -> std::result::Result<Map<String, Value>, String> {
+    match text.map(serde_json::from_str::<Value>) {
+        None => Ok(Map::new()),
+        Some(Ok(Value::Object(o))) => Ok(o),
+        Some(Ok(_)) => Err("it is not a JSON object".into()),
+        Some(Err(e)) => Err(format!("it is not valid JSON ({e})")),
+    }
+}
+
 /// Pure: the cage's copy of one settings file `name` of `harness`. `text`
 /// is the user's file (None: there is none); `env_rule` says what of an
 /// `env` block may reach the cage (the environment's own allow-list, with
@@ -161,12 +172,7 @@ pub fn settings_copy(
     name: &str,
     env_rule: EnvRule<'_>,
 ) -> std::result::Result<String, String> {
-    let mut obj = match text.map(serde_json::from_str::<Value>) {
-        None => Map::new(),
-        Some(Ok(Value::Object(o))) => o,
-        Some(Ok(_)) => return Err("it is not a JSON object".into()),
-        Some(Err(e)) => return Err(format!("it is not valid JSON ({e})")),
-    };
+    let mut obj = json_object(text)?;
     for k in CREDENTIAL_KEYS {
         obj.remove(*k);
     }

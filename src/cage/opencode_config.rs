@@ -40,12 +40,7 @@ pub fn copy_text(
     base_url: Option<&str>,
     dummy: &str,
 ) -> std::result::Result<String, String> {
-    let mut obj = match text.map(serde_json::from_str::<Value>) {
-        None => Map::new(),
-        Some(Ok(Value::Object(o))) => o,
-        Some(Ok(_)) => return Err("it is not a JSON object".into()),
-        Some(Err(e)) => return Err(format!("it is not valid JSON ({e})")),
-    };
+    let mut obj = crate::cage::cage_files::json_object(text)?;
     for k in DROPPED_ANYWHERE {
         obj.remove(*k);
     }

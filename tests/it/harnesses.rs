@@ -153,6 +153,7 @@ fn opencode_turn(w: World) {
         copy.explain()
     );
     assert!(!copy.stdout().contains("WROTE"), "{}", copy.explain());
+    on_a_shells_path(&w, &name, "opencode", "1.18.33");
 }
 
 #[test]
@@ -250,6 +251,28 @@ fn codex_turn(w: World) {
     )
     .ok();
     assert_eq!(look.stdout(), "0\nEND\n", "{}", look.explain());
+    on_a_shells_path(&w, &name, "codex", "codex-cli 0.171.0");
+}
+
+/// The harness is at hand in the cage's shell, by its own name, as the
+/// program `cage run` runs.
+fn on_a_shells_path(w: &World, name: &str, command: &str, version: &str) {
+    let shell = w
+        .run(&[
+            "cage",
+            "exec",
+            name,
+            "--",
+            "sh",
+            "-c",
+            &format!("command -v {command} && {command} --version"),
+        ])
+        .ok();
+    assert!(
+        shell.stdout().contains(&format!("/{command}\n")) && shell.stdout().contains(version),
+        "{}",
+        shell.explain()
+    );
 }
 
 #[test]

@@ -489,27 +489,7 @@ pub fn gh_config(socket: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hyper::header::HeaderName;
-
-    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (n, v) in pairs {
-            h.append(
-                HeaderName::from_bytes(n.as_bytes()).unwrap(),
-                HeaderValue::from_str(v).unwrap(),
-            );
-        }
-        h
-    }
-
-    fn shown(h: &HeaderMap) -> Vec<String> {
-        let mut v: Vec<String> = h
-            .iter()
-            .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap()))
-            .collect();
-        v.sort();
-        v
-    }
+    use crate::turn::gateway::tests::{headers, shown};
 
     #[test]
     fn only_githubs_api_host_passes_the_socket() {

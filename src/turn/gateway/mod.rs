@@ -728,7 +728,8 @@ mod tests {
         }
     }
 
-    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+    /// Headers from pairs, for the gateway's modules' tests.
+    pub(super) fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
         for (n, v) in pairs {
             h.append(
@@ -739,7 +740,8 @@ mod tests {
         h
     }
 
-    fn shown(h: &HeaderMap) -> Vec<String> {
+    /// Headers as sorted `name: value` lines.
+    pub(super) fn shown(h: &HeaderMap) -> Vec<String> {
         let mut v: Vec<String> = h
             .iter()
             .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap()))

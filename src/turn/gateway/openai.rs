@@ -204,6 +204,7 @@ pub(super) async fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::turn::gateway::tests::shown;
 
     fn config() -> Config {
         Config {
@@ -282,15 +283,6 @@ mod tests {
             ),
             None
         );
-    }
-
-    fn shown(h: &HeaderMap) -> Vec<String> {
-        let mut v: Vec<String> = h
-            .iter()
-            .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap()))
-            .collect();
-        v.sort();
-        v
     }
 
     #[test]
