@@ -1351,10 +1351,18 @@ fn key_command(
     Ok(c)
 }
 
-/// Look a program up on the given PATH.
+/// Look a program up on the given PATH, in its absolute folders only. An
+/// empty or relative entry (`.`, a trailing `:`) names the current folder,
+/// which is often a cage's project: a program a cage put there must never
+/// be what the machine runs (its git, gh, podman, a key command). A name
+/// with a `/` is not looked up at all.
 pub fn find_program(name: &str, path_var: Option<&str>) -> Option<PathBuf> {
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    which::which_in(name, path_var, cwd).ok()
+    if name.contains('/') {
+        return None;
+    }
+    let absolute =
+        std::env::join_paths(std::env::split_paths(path_var?).filter(|p| p.is_absolute())).ok()?;
+    which::which_in(name, Some(absolute), "/").ok()
 }
 
 /// The least memory podman gives a container: it refuses less ("Minimum
@@ -1695,6 +1703,31 @@ pub fn config_keys() -> Vec<ConfigKey> {
 
 #[cfg(test)]
 mod tests {
+    /// A program in the current folder (a cage's project, when a command
+    /// runs there) is never found by an empty or relative PATH entry: one
+    /// that leads from the current folder to a program is passed over.
+    #[test]
+    fn programs_are_found_in_absolute_folders_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let scratch = tempfile::tempdir().unwrap();
+        let bin = scratch.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let p = bin.join("gh");
+        std::fs::write(&p, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // `bin` named from the current folder (and from /, the same way).
+        let up = std::env::current_dir().unwrap().components().count() - 1;
+        let relative = format!(
+            "{}{}",
+            "../".repeat(up),
+            bin.display().to_string().trim_start_matches('/')
+        );
+        let found = |path: &str| find_program("gh", Some(path));
+        assert_eq!(found(&relative), None, "{relative}");
+        assert_eq!(found(&format!(".::{relative}")), None);
+        assert_eq!(found(&format!("{relative}:{}", bin.display())), Some(p));
+        assert_eq!(find_program("./gh", Some("/usr/bin")), None);
+    }
 
     /// The field names a struct's Deserialize asks for: what the config
     /// file accepts, read from the types themselves.

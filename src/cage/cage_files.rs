@@ -81,9 +81,18 @@ fn is_url(s: &str) -> bool {
 /// A command's arguments without the values of its credential flags
 /// (`--api-key VALUE`, `--token=VALUE`): the value is emptied.
 fn scrub_args(args: &mut [Value]) {
+    blank_credential_flags(args.iter_mut().map(|a| match a {
+        Value::String(text) => Some(text),
+        _ => None,
+    }));
+}
+
+/// The same for the arguments of any file format: each a string (None:
+/// an argument that is not one).
+pub fn blank_credential_flags<'a>(args: impl Iterator<Item = Option<&'a mut String>>) {
     let mut blank_next = false;
-    for a in args.iter_mut() {
-        let Value::String(text) = a else {
+    for a in args {
+        let Some(text) = a else {
             blank_next = false;
             continue;
         };
@@ -135,7 +144,9 @@ pub fn scrub(value: &mut Value, env_rule: EnvRule<'_>) {
                             .collect();
                         *env = kept;
                     }
-                    ("args", Value::Array(args)) => {
+                    // opencode gives an MCP server's command and its
+                    // arguments as one array (opencode.ai/docs/mcp-servers).
+                    ("args" | "command", Value::Array(args)) => {
                         scrub_args(args);
                         args.iter_mut().for_each(|a| scrub(a, env_rule));
                     }

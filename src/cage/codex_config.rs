@@ -136,7 +136,17 @@ fn trust(table: &mut Table, project: &Path) {
 /// password.
 fn scrub(table: &mut Table) {
     table.retain(|k, _| !DROPPED_ANYWHERE.contains(&k) && !is_credential_name(k));
-    for (_, v) in table.iter_mut() {
+    for (k, v) in table.iter_mut() {
+        // An MCP server's `args` and the `notify` command's words lose the
+        // values of their credential flags, as Claude Code's copy's do.
+        if matches!(k.as_str(), "args" | "notify")
+            && let Value::Array(words) = v
+        {
+            crate::cage::cage_files::blank_credential_flags(words.iter_mut().map(|w| match w {
+                Value::String(s) => Some(s),
+                _ => None,
+            }));
+        }
         scrub_value(v);
     }
 }
@@ -214,9 +224,11 @@ env_key = "AZURE_OPENAI_API_KEY"
 experimental_bearer_token = "sk-azure"
 http_headers = { "X-Key" = "sk-header" }
 
+notify = ["notify-send", "--token", "sk-notify"]
+
 [mcp_servers.docs]
 command = "npx"
-args = ["-y", "docs-server", "--url", "https://u:sk-url@docs.example"]
+args = ["-y", "docs-server", "--url", "https://u:sk-url@docs.example", "--api-key=sk-arg"]
 env = { DOCS_TOKEN = "sk-mcp" }
 bearer_token_env_var = "DOCS_TOKEN"
 
@@ -247,6 +259,8 @@ trust_level = "untrusted"
             "sk-mcp",
             "sk-url",
             "ghp_shell",
+            "sk-notify",
+            "sk-arg",
             "pw@",
             "azure.example",
             "proxy.example",

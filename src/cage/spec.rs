@@ -486,13 +486,13 @@ pub fn build_sealed(
     finish(req, mounts, Some(sealed), Vec::new(), own)
 }
 
-/// The environment of a sealed cage (docs/sealed.md, "Sealed cages"): fixed values,
-/// nothing from the invoking environment, not even pass_env. Its login
-/// stays outside: the model gateway (`gateway`, its base URL) adds it on
 /// The variable a Codex cage's provider reads its key from
 /// (`codex_config`): the cage's is a dummy, which the gateway replaces.
 pub const CODEX_KEY_VARIABLE: &str = "OPENAI_API_KEY";
 
+/// The environment of a sealed cage (docs/sealed.md, "Sealed cages"): fixed values,
+/// nothing from the invoking environment, not even pass_env. Its login
+/// stays outside: the model gateway (`gateway`, its base URL) adds it on
 /// the way out, and the cage gets a dummy key.
 pub fn sealed_env_plan(
     session: &str,

@@ -1031,10 +1031,13 @@ pub fn write_gateway_copy(
 pub fn codex_mount(program: &Path, home: &Path) -> Result<(PathBuf, PathBuf)> {
     let resolved = std::fs::canonicalize(program)
         .map_err(|e| Error::act_on_input(Doing::HarnessProgram(program.to_path_buf()), &e))?;
+    let home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
+    // Never the home or a folder holding it, whatever a file in it says.
+    let not_home = |d: &Path| !home.starts_with(d);
     if resolved.extension().is_some_and(|x| x == "js") {
         let found = codex_vendor_dirs(&resolved)
             .into_iter()
-            .find(|d| d.join("bin/codex").is_file())
+            .find(|d| not_home(d) && d.join("bin/codex").is_file())
             .ok_or_else(|| {
                 Error::make(crate::error::MakeProblem::NoCodexNative {
                     launcher: resolved.clone(),
@@ -1042,11 +1045,11 @@ pub fn codex_mount(program: &Path, home: &Path) -> Result<(PathBuf, PathBuf)> {
             })?;
         return Ok((found.join("bin/codex"), found));
     }
-    let (resolved, mount) = program_mount(&resolved, "codex", home)?;
+    let (resolved, mount) = program_mount(&resolved, "codex", &home)?;
     let package = resolved
         .parent()
         .and_then(Path::parent)
-        .filter(|d| d.join("codex-package.json").is_file());
+        .filter(|d| not_home(d) && d.join("codex-package.json").is_file());
     Ok(match package {
         Some(d) => (resolved.clone(), d.to_path_buf()),
         None => (resolved, mount),
@@ -1101,6 +1104,33 @@ fn mount_for(program: &Path, parent: &Path, harness: &str, home: &Path) -> PathB
 
 #[cfg(test)]
 mod tests {
+    /// A native codex is mounted with its package's folder (what its
+    /// `codex-package.json` names beside it), but never the home: a stray
+    /// `~/codex-package.json` beside `~/bin/codex` lends the cage the
+    /// program alone.
+    #[test]
+    fn codex_mounts_its_package_but_never_the_home() {
+        let scratch = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(scratch.path()).unwrap();
+        let put = |p: &Path| {
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "").unwrap();
+        };
+        let package = home.join("tools/codex-x86_64");
+        put(&package.join("bin/codex"));
+        put(&package.join("codex-package.json"));
+        let (program, mount) = codex_mount(&package.join("bin/codex"), &home).unwrap();
+        assert_eq!(
+            (program, mount),
+            (package.join("bin/codex"), package.clone())
+        );
+        put(&home.join("bin/codex"));
+        put(&home.join("codex-package.json"));
+        let (program, mount) = codex_mount(&home.join("bin/codex"), &home).unwrap();
+        assert_eq!(program, home.join("bin/codex"));
+        assert_eq!(mount, home.join("bin/codex"));
+    }
+
     use super::*;
 
     /// What a start reads instead of an inspect, from the argv a cage was
