@@ -154,7 +154,7 @@ fn routes_over_http_share_the_cli_state() {
         .iter()
         .map(|x| x["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["claude", "pi"], "{h:#}");
+    assert_eq!(names, ["claude", "pi", "codex", "opencode"], "{h:#}");
     assert_eq!(h["cage"]["available"], true, "{h:#}");
     assert_eq!(h["cage"]["image"], IMAGE, "{h:#}");
     assert_eq!(h["cage"]["images"][0], IMAGE, "{h:#}");
@@ -2103,7 +2103,16 @@ fn the_apps_requests_get_the_apps_answers() {
             )
         })
         .collect();
-    assert_eq!(caps, [("claude", true), ("pi", false)], "{h:#}");
+    assert_eq!(
+        caps,
+        [
+            ("claude", true),
+            ("pi", false),
+            ("codex", false),
+            ("opencode", false)
+        ],
+        "{h:#}"
+    );
 
     // Each field alone, by POST .../settings: the session object back,
     // the record changed.
