@@ -1630,7 +1630,7 @@ const KEYS: &[(&str, Shown, &str)] = {
         (
             "gateway.remote_turns",
             Words("\"lent\""),
-            "a turn started here from another machine (--on): \"lent\" uses the key that machine lends, \"own\" this machine's sources",
+            "a turn started here from another machine (--on): \"lent\" uses the key that machine lends (and gets no OpenAI or GitHub route), \"own\" this machine's sources",
         ),
         (
             "gateway.anthropic_url",

@@ -93,13 +93,9 @@ fn credentials(
         // A turn sent here from another machine (`--on`) uses the key it
         // lends for the turn, unless this machine's config says to use its own.
         None => match &ctx.settings.laptop_socket {
-            Some(socket)
-                if ctx.settings.gateway.remote_turns == crate::settings::RemoteTurns::Lent =>
-            {
-                Credentials::Lent {
-                    socket: socket.clone(),
-                }
-            }
+            Some(socket) if is_lent_turn(ctx) => Credentials::Lent {
+                socket: socket.clone(),
+            },
             _ => Credentials::Machine(Arc::new(gateway::machine_sources(&ctx.settings, &ctx.env))),
         },
     };
@@ -115,14 +111,24 @@ fn credentials(
     (credentials, openai_credentials)
 }
 
+/// Is this a turn sent here from another machine (`--on`) that uses the
+/// key it lends, not this machine's own sources?
+fn is_lent_turn(ctx: &Context) -> bool {
+    ctx.settings.laptop_socket.is_some()
+        && ctx.settings.gateway.remote_turns == crate::settings::RemoteTurns::Lent
+}
+
 /// GitHub's routes for a turn (docs/gateway.md, "GitHub"): only for a
 /// session given `--github`, never for a sealed cage whatever its record
-/// says. gh's configuration is written in the cage's proxy folder, which
+/// says, and never for a turn sent here from another machine (`--on`)
+/// unless this machine's config says `[gateway] remote_turns = "own"`:
+/// that machine lends only its Anthropic key, and this machine's GitHub
+/// token is not its to use. gh's configuration is written in the cage's proxy folder, which
 /// the cage has read-only (`GH_CONFIG_DIR`): it names the socket, and no
 /// token. The token itself is looked for at each request.
 fn github_routes(ctx: &Context, record: &Record) -> Result<Option<github::Config>> {
     let cage = cage_of(record)?;
-    if !cage.options.github || cage.sealed.is_some() {
+    if !cage.options.github || cage.sealed.is_some() || is_lent_turn(ctx) {
         return Ok(None);
     }
     let proxy = ctx.store.proxy_dir(&cage.container);
@@ -216,5 +222,51 @@ mod tests {
         });
         record.cage = Some(cage);
         assert!(github_routes(&ctx, &record).unwrap().is_none());
+    }
+
+    /// A turn sent here from another machine (`--on`) is lent only that
+    /// machine's Anthropic key: it gets no GitHub route, so never this
+    /// machine's GitHub token, unless this machine says
+    /// `[gateway] remote_turns = "own"`.
+    #[test]
+    fn a_lent_turn_gets_no_github_route_unless_remote_turns_is_own() {
+        let scratch = tempfile::tempdir().unwrap();
+        let root = scratch.path();
+        let env: crate::settings::Env = [
+            ("HOME".to_string(), root.join("home").display().to_string()),
+            ("PATH".to_string(), root.join("none").display().to_string()),
+            ("GH_TOKEN".to_string(), "gho_machine".to_string()),
+        ]
+        .into();
+        let context = |own: bool| {
+            let mut settings = crate::settings::Settings::from_text(
+                None,
+                &root.join("config.toml"),
+                root.join("state"),
+                root.join("home"),
+                &env,
+            )
+            .unwrap();
+            settings.laptop_socket = Some(root.join("lent.sock"));
+            if own {
+                settings.gateway.remote_turns = crate::settings::RemoteTurns::Own;
+            }
+            Context::new(settings, env.clone(), Vec::new())
+        };
+        let mut record = crate::state::session::sample_record("web");
+        let mut cage = crate::state::session::sample_cage("shrooms-web-1");
+        cage.options.github = true;
+        record.cage = Some(cage);
+        let lent = context(false);
+        assert!(matches!(
+            credentials(&lent, None).0,
+            Credentials::Lent { .. }
+        ));
+        assert!(github_routes(&lent, &record).unwrap().is_none());
+        assert!(!lent.store.proxy_dir("shrooms-web-1").join("gh").exists());
+        let own = context(true);
+        assert!(matches!(credentials(&own, None).0, Credentials::Machine(_)));
+        let routes = github_routes(&own, &record).unwrap().unwrap();
+        assert_eq!(routes.sources.resolve().unwrap(), "gho_machine");
     }
 }

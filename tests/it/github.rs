@@ -296,6 +296,7 @@ echo "FORGED=$(curl -s --unix-socket $S -H 'Authorization: token {FORGED}' -H 'C
 echo "HEADREF=$(code $ANTHROPIC_BASE_URL/github.com/o/r.git/HEAD)"
 echo "ARCHIVE=$(code $ANTHROPIC_BASE_URL/github.com/o/r/archive/main.zip)"
 echo "DOTS=$(code --path-as-is "$ANTHROPIC_BASE_URL/github.com/o/../../user")"
+echo "KEYS=$(gh api -X POST /user/keys -f title=t -f key=ssh-ed25519 2>&1 | grep -c 'would outlive the session')"
 echo "GHCONFIG=$(cat $GH_CONFIG_DIR/config.yml | grep -c http_unix_socket)"
 echo x > $GH_CONFIG_DIR/config.yml 2>/dev/null && echo GHCONFIG-WRITTEN
 echo "ENVIRON=$(cat /proc/*/environ 2>/dev/null | tr '\0' '\n' | grep -c -e {MACHINE_TOKEN} -e {basic_b64})"
@@ -347,6 +348,9 @@ fn github_through_the_gateway(w: World) {
         "HEADREF=403",
         "ARCHIVE=403",
         "DOTS=403",
+        // An SSH key for the account would outlive the session: refused,
+        // and never sent (the stand-in saw only `/user` and git, below).
+        "KEYS=1",
         "GHCONFIG=1",
         "ENVIRON=0",
     ] {

@@ -390,7 +390,7 @@ fn answer_in(project: &Path, f: &str) -> String {
 /// other path under `/openai` is refused with 403 and never reaches it;
 /// the key is nowhere in the cage; the answers' counts land in the
 /// session's record (a Chat Completions stream that did not ask for them:
-/// what its request and text are worth).
+/// what its request and text are worth, and the turn spends nothing more).
 fn routes_with_the_machines_key(w: World) {
     let mock = OpenAiMock::start();
     world_for_openai(&w, &mock, "");
@@ -404,6 +404,7 @@ fn routes_with_the_machines_key(w: World) {
          oreq POST /v1/chat/completions {p}/cs.txt '{CHAT_STREAM_BODY}' {auth}
          oreq POST /v1/chat/completions {p}/cp.txt '{CHAT_PLAIN_BODY}' {auth}
          oreq POST /v1/chat/completions {p}/cu.txt '{CHAT_UNCOUNTED_BODY}' {auth}
+         oreq POST /v1/responses {p}/after.txt '{RESPONSES_PLAIN_BODY}' {auth}
          oreq GET /v1/models {p}/models.txt '' {auth}
          oreq POST /v1/files {p}/files.txt '{{}}' {auth}
          oreq POST /v1/embeddings {p}/emb.txt '{{}}' {auth}
@@ -426,6 +427,12 @@ fn routes_with_the_machines_key(w: World) {
         assert!(t.contains(ANSWER_TEXT), "{f}: {t}");
     }
     assert!(answer_in(&project, "cs.txt").contains("[DONE]"));
+    // The answer without its counts was charged an estimate, and what it
+    // spent is not known: the turn's next model request is refused, and
+    // never reaches the stand-in (its targets, below).
+    let after = answer_in(&project, "after.txt");
+    assert_eq!(status(&after), 400, "{after}");
+    assert!(after.contains("could not count"), "{after}");
     for f in ["models", "files", "emb", "dots", "get", "msg"] {
         let t = answer_in(&project, &format!("{f}.txt"));
         assert_eq!(status(&t), 403, "{f}: {t}");

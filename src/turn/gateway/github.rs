@@ -232,6 +232,15 @@ impl GitHub {
                 "shrooms-agent's GitHub socket passes only requests for api.github.com",
             );
         }
+        if let Some(kind) = lasting_access(req.method(), req.uri().path()) {
+            return refused(&format!(
+                "shrooms-agent's GitHub socket refuses {} {}: it would change {kind}, \
+                 access that would outlive the session; only GET and HEAD pass there \
+                 (do it yourself, outside the cage)",
+                req.method(),
+                req.uri().path()
+            ));
+        }
         let url = format!(
             "{}{}",
             self.config.api_url,
@@ -345,6 +354,130 @@ pub fn is_api_method(m: &Method) -> bool {
         *m,
         Method::GET | Method::HEAD | Method::POST | Method::PATCH | Method::PUT | Method::DELETE
     )
+}
+
+/// Pure: what lasting access a request on gh's socket would make or
+/// change, or None when it passes. Every method but `GET` and `HEAD` is
+/// refused on the API's endpoints that make credentials or grant access
+/// that outlive the session (GitHub's REST API reference,
+/// <https://docs.github.com/en/rest>): keys, collaborators and
+/// invitations, webhooks, Actions runners, secrets and variables,
+/// codespaces, memberships and teams, apps and their installations, OAuth
+/// authorizations, a repository's transfer, the account's emails. The path
+/// is read as GitHub could: percent-decoded, in any case, with empty, `.`
+/// and `..` segments resolved; `/repositories/ID` and `/organizations/ID`
+/// stand for `/repos/OWNER/REPO` and `/orgs/ORG`.
+pub fn lasting_access(method: &Method, path: &str) -> Option<&'static str> {
+    if matches!(*method, Method::GET | Method::HEAD) {
+        return None;
+    }
+    let decoded = percent_decode(path).to_lowercase();
+    let mut segs: Vec<&str> = Vec::new();
+    for seg in decoded.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                segs.pop();
+            }
+            s => segs.push(s),
+        }
+    }
+    let at = |i: usize| segs.get(i).copied().unwrap_or("");
+    match at(0) {
+        "repos" => repo_access(&segs[3.min(segs.len())..]),
+        "repositories" => repo_access(&segs[2.min(segs.len())..]),
+        "orgs" => org_access(&segs[2.min(segs.len())..]),
+        "organizations" => org_access(&segs[2.min(segs.len())..]),
+        "user" => user_access(&segs[1..]),
+        "enterprises" | "admin" => Some("an enterprise's or the server's administration"),
+        "teams" => Some("a team's members or repositories"),
+        "authorizations" | "applications" => Some("OAuth authorizations (tokens)"),
+        "app" | "app-manifests" | "installation" => Some("a GitHub App or its tokens"),
+        _ => None,
+    }
+}
+
+/// Pure: [`lasting_access`] under `/repos/OWNER/REPO/`.
+fn repo_access(rest: &[&str]) -> Option<&'static str> {
+    let at = |i: usize| rest.get(i).copied().unwrap_or("");
+    match at(0) {
+        "keys" => Some("the repository's deploy keys"),
+        "collaborators" | "invitations" => Some("who can use the repository (collaborators)"),
+        "hooks" => Some("the repository's webhooks"),
+        "transfer" => Some("who owns the repository (a transfer)"),
+        "codespaces" => Some("codespaces (machines that hold a token)"),
+        "actions" if matches!(at(1), "runners" | "runner-groups") => {
+            Some("Actions runners (registration tokens)")
+        }
+        "actions" | "dependabot" if matches!(at(1), "secrets" | "variables") => {
+            Some("secrets or variables")
+        }
+        "actions" if matches!(at(1), "permissions" | "oidc") => {
+            Some("what Actions workflows are allowed")
+        }
+        "environments" if rest.iter().any(|s| matches!(*s, "secrets" | "variables")) => {
+            Some("secrets or variables")
+        }
+        _ => None,
+    }
+}
+
+/// Pure: [`lasting_access`] under `/orgs/ORG/`.
+fn org_access(rest: &[&str]) -> Option<&'static str> {
+    match rest.first().copied().unwrap_or("") {
+        "hooks" => Some("the organization's webhooks"),
+        "actions" | "dependabot" | "codespaces" => {
+            Some("the organization's runners, secrets, variables or codespaces")
+        }
+        "memberships"
+        | "members"
+        | "invitations"
+        | "outside_collaborators"
+        | "teams"
+        | "security-managers"
+        | "organization-roles" => Some("the organization's members"),
+        "personal-access-tokens"
+        | "personal-access-token-requests"
+        | "installations"
+        | "credential-authorizations" => Some("the organization's tokens or apps"),
+        _ => None,
+    }
+}
+
+/// Pure: [`lasting_access`] under `/user/`.
+fn user_access(rest: &[&str]) -> Option<&'static str> {
+    match rest.first().copied().unwrap_or("") {
+        "keys" | "gpg_keys" | "ssh_signing_keys" => Some("the account's SSH or GPG keys"),
+        "emails" => Some("the account's email addresses"),
+        "codespaces" => Some("codespaces (machines that hold a token)"),
+        "installations" => Some("what GitHub Apps may reach"),
+        "repository_invitations" | "memberships" => Some("the account's memberships"),
+        _ => None,
+    }
+}
+
+/// Pure: `%XX` decoded (as bytes, then read as UTF-8 lossily); anything
+/// else as it is.
+fn percent_decode(path: &str) -> String {
+    let b = path.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%'
+            && let (Some(h), Some(l)) = (
+                b.get(i + 1).and_then(|c| hex(*c)),
+                b.get(i + 2).and_then(|c| hex(*c)),
+            )
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Pure: is this request on gh's socket for GitHub's API host? Its `Host`
@@ -526,6 +659,89 @@ mod tests {
             &headers(&[("host", "api.github.com")]),
             &abs
         ));
+    }
+
+    /// Endpoints that would make access outliving the session are
+    /// refused to every method but GET and HEAD, however the path is
+    /// written; the rest of the API passes.
+    #[test]
+    fn endpoints_of_lasting_access_are_refused() {
+        for (m, p) in [
+            ("POST", "/user/keys"),
+            ("POST", "/user/gpg_keys"),
+            ("POST", "/user/ssh_signing_keys"),
+            ("DELETE", "/user/keys/1"),
+            ("POST", "/user/emails"),
+            ("POST", "/user/codespaces"),
+            ("PATCH", "/user/repository_invitations/7"),
+            ("PATCH", "/user/memberships/orgs/o"),
+            ("PUT", "/user/installations/1/repositories/2"),
+            ("POST", "/repos/o/r/keys"),
+            ("PUT", "/repos/o/r/collaborators/u"),
+            ("PATCH", "/repos/o/r/invitations/3"),
+            ("POST", "/repos/o/r/hooks"),
+            ("PATCH", "/repos/o/r/hooks/1/config"),
+            ("POST", "/repos/o/r/transfer"),
+            ("POST", "/repos/o/r/codespaces"),
+            ("POST", "/repos/o/r/actions/runners/registration-token"),
+            ("POST", "/repos/o/r/actions/runners/remove-token"),
+            ("POST", "/repos/o/r/actions/runners/generate-jitconfig"),
+            ("PUT", "/repos/o/r/actions/secrets/S"),
+            ("POST", "/repos/o/r/actions/variables"),
+            ("PUT", "/repos/o/r/dependabot/secrets/S"),
+            ("PUT", "/repos/o/r/environments/prod/secrets/S"),
+            ("PUT", "/repos/o/r/actions/permissions/workflow"),
+            ("PUT", "/repositories/42/environments/prod/secrets/S"),
+            ("POST", "/repositories/42/keys"),
+            ("POST", "/orgs/o/hooks"),
+            ("POST", "/orgs/o/actions/runners/registration-token"),
+            ("PUT", "/orgs/o/actions/secrets/S"),
+            ("PUT", "/orgs/o/dependabot/secrets/S"),
+            ("PUT", "/orgs/o/codespaces/secrets/S"),
+            ("PUT", "/orgs/o/memberships/u"),
+            ("POST", "/orgs/o/invitations"),
+            ("PUT", "/orgs/o/teams/t/repos/o/r"),
+            ("POST", "/organizations/9/hooks"),
+            ("PUT", "/teams/5/memberships/u"),
+            ("POST", "/authorizations"),
+            ("POST", "/applications/c/token"),
+            ("POST", "/app/installations/1/access_tokens"),
+            ("POST", "/app-manifests/code/conversions"),
+            ("POST", "/enterprises/e/actions/runners/registration-token"),
+            // However it is written.
+            ("POST", "/USER/Keys"),
+            ("POST", "/user/%6beys"),
+            ("POST", "//user//keys/"),
+            ("POST", "/user/./keys"),
+            ("POST", "/repos/o/r/contents/../keys"),
+            ("POST", "/repos/o/r/issues/../../r/hooks"),
+        ] {
+            assert!(
+                lasting_access(&m.parse().unwrap(), p).is_some(),
+                "{m} {p} passed"
+            );
+        }
+        for (m, p) in [
+            ("GET", "/user/keys"),
+            ("HEAD", "/repos/o/r/keys"),
+            ("GET", "/repos/o/r/actions/secrets/public-key"),
+            ("GET", "/orgs/o/members"),
+            ("GET", "/user"),
+            ("POST", "/graphql"),
+            ("POST", "/repos/o/r/pulls"),
+            ("POST", "/repos/o/r/issues/1/comments"),
+            ("PATCH", "/repos/o/r/pulls/2"),
+            ("PUT", "/repos/o/r/pulls/2/merge"),
+            ("PUT", "/repos/o/r/contents/secrets/keys.txt"),
+            ("PUT", "/repos/o/r/contents/hooks/x"),
+            ("POST", "/repos/o/r/actions/workflows/ci.yml/dispatches"),
+            ("POST", "/repos/o/r/actions/runs/1/rerun"),
+            ("POST", "/user/repos"),
+            ("POST", "/gists"),
+            ("POST", "/repos/o/r/forks"),
+        ] {
+            assert_eq!(lasting_access(&m.parse().unwrap(), p), None, "{m} {p}");
+        }
     }
 
     #[test]

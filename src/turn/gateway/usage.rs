@@ -423,6 +423,12 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 pub struct JsonMeter {
     body: Vec<u8>,
     too_long: bool,
+    /// The body's bytes that came, kept or not: what its output is
+    /// charged by when it says no counts.
+    seen: u64,
+    /// The bytes of the request's body sent, for an OpenAI answer: what
+    /// its input is charged by when it says no counts.
+    sent: Option<Arc<AtomicU64>>,
     /// The body's length, where the response said it.
     length: Option<usize>,
     /// Whose body this is.
@@ -431,6 +437,7 @@ pub struct JsonMeter {
 
 impl JsonMeter {
     pub fn feed(&mut self, bytes: &[u8]) {
+        self.seen += bytes.len() as u64;
         if self.too_long {
             return;
         }
@@ -447,12 +454,29 @@ impl JsonMeter {
         !self.too_long && self.length == Some(self.body.len())
     }
 
+    #[cfg(test)]
     pub fn usage(&self) -> Option<Usage> {
+        self.reported().map(|r| r.usage())
+    }
+
+    fn reported(&self) -> Option<Reported> {
         let v: serde_json::Value = serde_json::from_slice(&self.body).ok()?;
         let u = v.get("usage").filter(|u| u.is_object())?;
         let mut r = Reported::default();
         r.merge_of(self.api, u);
-        Some(r.usage())
+        Some(r)
+    }
+}
+
+/// Pure: what an answer that gave no counts is charged: one token per
+/// [`BYTES_PER_TOKEN`] bytes of the request's body for its input and of
+/// what came back for its output.
+fn estimate(sent: Option<&Arc<AtomicU64>>, output_bytes: u64) -> Usage {
+    Usage {
+        input_tokens: sent.map_or(0, |s| s.load(Ordering::Relaxed).div_ceil(BYTES_PER_TOKEN)),
+        output_tokens: output_bytes.div_ceil(BYTES_PER_TOKEN),
+        responses: 1,
+        ..Usage::default()
     }
 }
 
@@ -488,6 +512,7 @@ impl Meter {
             Some(Meter::Json(JsonMeter {
                 length,
                 api,
+                sent,
                 ..JsonMeter::default()
             }))
         } else {
@@ -506,12 +531,40 @@ impl Meter {
             Meter::Json(m) => m.ended(),
         }
     }
-    fn usage(&self) -> Option<Usage> {
+    /// What the answer is charged, and whether those are the API's own
+    /// counts (its input and output both reported) rather than the
+    /// gateway's estimate.
+    fn charge(&self) -> (Option<Usage>, bool) {
         match self {
-            Meter::Sse(m) => m.usage(),
-            Meter::Json(m) => m.usage(),
+            Meter::Sse(m) => {
+                let reported = m.output_final
+                    && m.reported
+                        .is_some_and(|r| r.input.is_some() && r.output.is_some());
+                let usage = match m.api {
+                    Api::Messages => m.usage(),
+                    Api::Responses | Api::ChatCompletions => Some(
+                        m.usage()
+                            .unwrap_or_else(|| estimate(m.sent.as_ref(), m.generated)),
+                    ),
+                };
+                (usage, reported)
+            }
+            Meter::Json(m) => match (m.api, m.reported()) {
+                (_, Some(r)) if r.input.is_some() && r.output.is_some() => (Some(r.usage()), true),
+                (Api::Messages, r) => (r.map(|r| r.usage()), false),
+                (_, _) => (Some(estimate(m.sent.as_ref(), m.seen)), false),
+            },
         }
     }
+
+    /// Whose answer this is.
+    fn api(&self) -> Api {
+        match self {
+            Meter::Sse(m) => m.api,
+            Meter::Json(m) => m.api,
+        }
+    }
+
     /// Has enough been read to charge the answer, were it cut now? A
     /// stream once its first event (the input counts) came, the output
     /// being charged by what passed; a JSON answer only whole (its counts
@@ -626,8 +679,22 @@ const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
 impl Metered {
     fn record(&mut self) {
-        if let Some(u) = self.reader.take().and_then(|r| r.meter().usage()) {
-            self.ledger.add(u);
+        if let Some(reader) = self.reader.take() {
+            let meter = reader.meter();
+            let (usage, reported) = meter.charge();
+            if let Some(u) = usage {
+                self.ledger.add(u);
+            }
+            // An OpenAI answer that ended without its counts (a background
+            // response, which answers at once while the model runs on; a
+            // body or an event too long to read; a Chat Completions stream
+            // not asked `include_usage`, whose hidden reasoning no text
+            // shows): charged the estimate, and the turn spends nothing
+            // more, since what it spent is not known.
+            if meter.api() != Api::Messages && !reported {
+                self.ledger
+                    .stop_spending("an answer of OpenAI's API ended without its token counts");
+            }
         }
         // Counted: the next model request may pass.
         self.permit = None;
@@ -1360,7 +1427,7 @@ mod tests {
             r.feed(&bytes[..cut]).unwrap();
             r.feed(&bytes[cut..]).unwrap();
             assert_eq!(
-                r.meter().usage(),
+                r.meter().charge().0,
                 Some(usage(25, 15, 300, 4000)),
                 "cut at {cut}"
             );
@@ -1594,5 +1661,94 @@ mod tests {
         ledger.finish();
         assert_eq!(store.history("u").unwrap().len(), 1);
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// The ledger of a session without a budget, and what `metered` made
+    /// of one answer of `api`'s: what the turn was charged, and whether
+    /// its model requests are refused from then on.
+    fn charged(api: Api, ctype: &str, body: Vec<u8>, sent: u64) -> (Usage, bool) {
+        let scratch = tempfile::tempdir().unwrap();
+        let store = Store::new(scratch.path());
+        store.ensure().unwrap();
+        let r = crate::state::session::sample_record("u");
+        store.save(&r).unwrap();
+        let ledger = Arc::new(Ledger::new(store, "u", "alice", Usage::default()));
+        let mut response = Response::new(reqwest::Body::from(body));
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, ctype.parse().unwrap());
+        let sent = Some(Arc::new(AtomicU64::new(sent)));
+        let answer = metered(&ledger, Some(api), sent, response, None);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            use http_body_util::BodyExt;
+            answer.into_body().collect().await.unwrap();
+        });
+        let stopped = ledger.refusal().is_some();
+        ledger.finish();
+        (ledger.spent(), stopped)
+    }
+
+    /// An OpenAI answer that ends without its counts is charged the
+    /// estimate and the turn spends nothing more: a background response
+    /// (`"background": true` answers at once with `"usage": null` while the
+    /// model runs on), a body or a last event too long to read, a Chat
+    /// Completions stream not asked for its counts. An answer with them,
+    /// or a Messages answer, goes on as before.
+    #[test]
+    fn an_openai_answer_without_its_counts_stops_the_turns_spending() {
+        let json = "application/json";
+        let sse = "text/event-stream";
+        let background =
+            br#"{"id":"resp_1","object":"response","status":"queued","background":true,"usage":null}"#;
+        let (spent, stopped) = charged(Api::Responses, json, background.to_vec(), 300);
+        assert!(stopped);
+        assert_eq!(spent.input_tokens, 100);
+        assert!(spent.output_tokens > 0);
+        let whole = br#"{"status":"completed","usage":{"input_tokens":100,"output_tokens":20}}"#;
+        assert_eq!(
+            charged(Api::Responses, json, whole.to_vec(), 300),
+            (usage(100, 20, 0, 0), false)
+        );
+        // Too long to read for its counts.
+        let mut long = br#"{"output_text":""#.to_vec();
+        long.resize(MAX_JSON + 10, b'x');
+        long.extend_from_slice(br#"","usage":{"input_tokens":1,"output_tokens":1}}"#);
+        let (spent, stopped) = charged(Api::Responses, json, long, 30);
+        assert!(stopped);
+        assert!(spent.output_tokens > (MAX_JSON as u64) / 3, "{spent:?}");
+        let completed = format!(
+            "event: response.completed\ndata: {{\"type\":\"response.completed\",\"response\":{{\"output_text\":\"{}\",\"usage\":{{\"input_tokens\":1,\"output_tokens\":1}}}}}}\n\n",
+            "x".repeat(MAX_LINE)
+        );
+        let (_, stopped) = charged(Api::Responses, sse, completed.into_bytes(), 30);
+        assert!(stopped);
+        assert_eq!(
+            charged(Api::Responses, sse, RESPONSES_STREAM.into(), 30),
+            (usage(28, 52, 0, 300), false)
+        );
+        // Chat Completions: with its usage chunk, as reported; without, the
+        // estimate, and no more.
+        assert_eq!(
+            charged(Api::ChatCompletions, sse, CHAT_STREAM.into(), 30),
+            (usage(8, 7, 0, 32), false)
+        );
+        let without: String = CHAT_STREAM
+            .split("\n\n")
+            .filter(|e| !e.contains("prompt_tokens"))
+            .map(|e| format!("{e}\n\n"))
+            .collect();
+        assert_eq!(
+            charged(Api::ChatCompletions, sse, without.into_bytes(), 30),
+            (usage(10, 4, 0, 0), true)
+        );
+        let chat = br#"{"choices":[{"message":{"content":"hi"}}]}"#;
+        assert!(charged(Api::ChatCompletions, json, chat.to_vec(), 30).1);
+        // A Messages answer without usage stops nothing (its routes are
+        // counted as they always were).
+        assert!(!charged(Api::Messages, json, b"{}".to_vec(), 30).1);
     }
 }
