@@ -391,7 +391,7 @@ fn look_at_folder(ctx: &Context, dir: &Path, harness: Harness, choice: &CageChoi
                 .join(crate::cage::opencode_config::LOGIN),
         ])
         .collect();
-    sealed::check_kept_out(dir, &s.home, &guarded)
+    sealed::check_kept_out(dir, &s.home, &sealed::harness_folders(s), &guarded)
 }
 
 /// The first look: the project folder, a sealed cage's token and
