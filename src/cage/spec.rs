@@ -775,7 +775,12 @@ pub fn env_plan(req: &EnvRequest<'_>, invoking: &Env) -> EnvPlan {
 
 /// The harness's own variables: where its folder is, and for Codex and
 /// opencode the dummy OpenAI key of their providers (`codex_config`,
-/// `opencode_config`), replaced outside by the gateway.
+/// `opencode_config`), replaced outside by the gateway. opencode is also
+/// told not to read the project's settings (`OPENCODE_DISABLE_PROJECT_CONFIG`,
+/// opencode.ai/docs/config): the project's `.opencode`, `opencode.json`
+/// and `opencode.jsonc` are protected paths, read-only in the cage, and
+/// opencode stops at its start where it cannot write its `.gitignore`
+/// and `package.json` into a project's `.opencode`.
 fn harness_env(req: &EnvRequest<'_>) -> Vec<(String, String)> {
     let dir = req.harness_dir.to_string_lossy().into_owned();
     let dummy = req
@@ -794,7 +799,16 @@ fn harness_env(req: &EnvRequest<'_>) -> Vec<(String, String)> {
             format!("{dir}/opencode.json"),
         ),
     };
-    std::iter::once(folder).chain(dummy).collect()
+    let no_project = (req.harness == Harness::Opencode).then(|| {
+        (
+            "OPENCODE_DISABLE_PROJECT_CONFIG".to_string(),
+            "1".to_string(),
+        )
+    });
+    std::iter::once(folder)
+        .chain(dummy)
+        .chain(no_project)
+        .collect()
 }
 
 #[cfg(test)]

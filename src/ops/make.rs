@@ -83,7 +83,7 @@ pub struct CagePlan {
     conversation: Option<String>,
     /// Protected paths missing now, made empty before the cage (a folder
     /// rather than a file), so that the cage cannot make them.
-    protect_make: Vec<(PathBuf, bool)>,
+    protect_make: Vec<(PathBuf, protect::IfMissing)>,
     /// Its own git directory (None with `--writable .git`).
     git: Option<crate::cage::git::GitRecord>,
     /// A step before the cage is made: our image is stale, so its build
@@ -391,7 +391,7 @@ fn look_at_folder(ctx: &Context, dir: &Path, harness: Harness, choice: &CageChoi
                 .join(crate::cage::opencode_config::LOGIN),
         ])
         .collect();
-    sealed::check_kept_out(dir, &s.home, &guarded)
+    sealed::check_kept_out(dir, &s.home, &sealed::harness_folders(s), &guarded)
 }
 
 /// The first look: the project folder, a sealed cage's token and
@@ -957,7 +957,7 @@ struct Drafted {
     options: Options,
     make_volume: bool,
     sealed: Option<SealedRecord>,
-    protect_make: Vec<(PathBuf, bool)>,
+    protect_make: Vec<(PathBuf, protect::IfMissing)>,
     git: Option<crate::cage::git::GitRecord>,
 }
 
@@ -1301,7 +1301,7 @@ struct CageFiles {
     seccomp_file: Option<PathBuf>,
     seccomp_profile: String,
     conversation: Option<String>,
-    protect_make: Vec<(PathBuf, bool)>,
+    protect_make: Vec<(PathBuf, protect::IfMissing)>,
     git: Option<crate::cage::git::GitRecord>,
 }
 

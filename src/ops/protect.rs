@@ -35,7 +35,15 @@ pub enum IfMissing {
     /// An empty file, mounted read-only (git reads an empty config as
     /// nothing).
     File,
+    /// A file holding an empty JSON object (`{}`), mounted read-only: a
+    /// harness that reads the name as JSON refuses an empty file as bad
+    /// JSON (opencode, https://opencode.ai/docs/config/), and reads `{}`
+    /// as no settings.
+    EmptyObject,
 }
+
+/// What an `IfMissing::EmptyObject` file holds when made.
+pub const EMPTY_OBJECT: &[u8] = b"{}\n";
 
 /// One protected path of a project, relative to it, and why.
 pub struct Entry {
@@ -149,6 +157,37 @@ pub const PROTECTED: &[Entry] = &[
         path: ".pi",
         if_missing: IfMissing::Folder,
         why: "pi's project settings, packages and extensions, which pi runs",
+    },
+    // Codex CLI reads a project's `.codex/config.toml` (its MCP servers'
+    // commands, `notify`) once the project is trusted, and its rules in
+    // `.codex/rules` (https://developers.openai.com/codex/config-basic,
+    // https://github.com/openai/codex/issues/10389).
+    Entry {
+        path: ".codex",
+        if_missing: IfMissing::Folder,
+        why: "Codex CLI's project settings (MCP servers' commands, notify) and rules",
+    },
+    // opencode loads every file of `.opencode/plugins/` at its start
+    // (https://opencode.ai/docs/plugins/), and takes agents, commands,
+    // tools and settings from the same folder.
+    Entry {
+        path: ".opencode",
+        if_missing: IfMissing::Folder,
+        why: "opencode's project folder: plugins (code opencode runs at its start), agents, \
+              commands, tools",
+    },
+    // A project's `opencode.json` or `opencode.jsonc` may name a local MCP
+    // server, a command opencode starts without asking
+    // (https://opencode.ai/docs/config/, https://opencode.ai/docs/mcp-servers/).
+    Entry {
+        path: "opencode.json",
+        if_missing: IfMissing::EmptyObject,
+        why: "opencode's project settings: the MCP servers (commands) opencode starts",
+    },
+    Entry {
+        path: "opencode.jsonc",
+        if_missing: IfMissing::EmptyObject,
+        why: "opencode's project settings: the MCP servers (commands) opencode starts",
     },
 ];
 
@@ -372,8 +411,8 @@ pub struct Protection {
     /// then what they hold.
     pub mounts: Vec<Mount>,
     /// Missing protected paths to make, empty, before the cage is made:
-    /// (path, a folder rather than a file).
-    pub make: Vec<(PathBuf, bool)>,
+    /// (path, what is made there: `Folder`, `File` or `EmptyObject`).
+    pub make: Vec<(PathBuf, IfMissing)>,
 }
 
 /// Why a protected path is protected, for what `--writable` says.
@@ -474,7 +513,7 @@ fn decide_way(
     f: &ProtectFacts,
     rel: &Path,
     if_missing: IfMissing,
-    make: &mut Vec<(PathBuf, bool)>,
+    make: &mut Vec<(PathBuf, IfMissing)>,
 ) -> Result<Option<Vec<PathBuf>>> {
     let refuse = |rel: &Path, is: String| {
         Error::protect(ProtectProblem::NotReal {
@@ -501,12 +540,11 @@ fn decide_way(
             // core.hooksPath names); else the cage could make it.
             Kind::Missing if !last => match if_missing {
                 IfMissing::Leave => return Ok(None),
-                _ => make.push((dir.join(&at), true)),
+                _ => make.push((dir.join(&at), IfMissing::Folder)),
             },
             Kind::Missing => match if_missing {
                 IfMissing::Leave => return Ok(None),
-                IfMissing::Folder => make.push((dir.join(&at), true)),
-                IfMissing::File => make.push((dir.join(&at), false)),
+                made => make.push((dir.join(&at), made)),
             },
             Kind::File if !last => return Ok(None),
             Kind::File | Kind::Folder => {}
@@ -523,7 +561,7 @@ fn decide_way(
 fn protection_of(
     dir: &Path,
     mut chosen: BTreeMap<PathBuf, bool>,
-    mut make: Vec<(PathBuf, bool)>,
+    mut make: Vec<(PathBuf, IfMissing)>,
 ) -> Protection {
     let ro_paths: BTreeSet<PathBuf> = chosen
         .iter()
@@ -551,17 +589,19 @@ fn protection_of(
 
 /// Make the missing protected paths, empty (folders first, as listed).
 /// Returns what was made, for an undo.
-pub fn make_missing(make: &[(PathBuf, bool)]) -> Result<Vec<PathBuf>> {
+pub fn make_missing(make: &[(PathBuf, IfMissing)]) -> Result<Vec<PathBuf>> {
     let mut made = Vec::new();
-    for (p, folder) in make {
-        let r = if *folder {
-            std::fs::create_dir(p)
-        } else {
-            std::fs::OpenOptions::new()
+    for (p, what) in make {
+        let r = match what {
+            IfMissing::Folder => std::fs::create_dir(p),
+            _ => std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .open(p)
-                .map(|_| ())
+                .and_then(|mut f| match what {
+                    IfMissing::EmptyObject => std::io::Write::write_all(&mut f, EMPTY_OBJECT),
+                    _ => Ok(()),
+                }),
         };
         match r {
             Ok(()) => made.push(p.clone()),
@@ -578,7 +618,9 @@ pub fn make_missing(make: &[(PathBuf, bool)]) -> Result<Vec<PathBuf>> {
 pub fn take_back(made: &[PathBuf]) {
     for p in made.iter().rev() {
         let _ = std::fs::remove_dir(p).or_else(|_| {
-            if std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() == 0) {
+            if std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() == 0)
+                || std::fs::read(p).is_ok_and(|b| b == EMPTY_OBJECT)
+            {
                 std::fs::remove_file(p)
             } else {
                 Ok(())
@@ -638,19 +680,58 @@ mod tests {
             shown(&p),
             vec![
                 "/home/u/src/web/.claude ro",
+                "/home/u/src/web/.codex ro",
                 "/home/u/src/web/.envrc ro",
                 "/home/u/src/web/.mcp.json ro",
+                "/home/u/src/web/.opencode ro",
                 "/home/u/src/web/.pi ro",
                 "/home/u/src/web/.vscode ro",
+                "/home/u/src/web/opencode.json ro",
+                "/home/u/src/web/opencode.jsonc ro",
             ]
         );
+        // opencode's settings are made `{}`: it refuses an empty file.
         assert_eq!(
             p.make,
             vec![
-                ("/home/u/src/web/.vscode".into(), true),
-                ("/home/u/src/web/.pi".into(), true),
+                ("/home/u/src/web/.vscode".into(), IfMissing::Folder),
+                ("/home/u/src/web/.pi".into(), IfMissing::Folder),
+                ("/home/u/src/web/.codex".into(), IfMissing::Folder),
+                ("/home/u/src/web/.opencode".into(), IfMissing::Folder),
+                (
+                    "/home/u/src/web/opencode.json".into(),
+                    IfMissing::EmptyObject
+                ),
+                (
+                    "/home/u/src/web/opencode.jsonc".into(),
+                    IfMissing::EmptyObject
+                ),
             ]
         );
+    }
+
+    /// opencode refuses an empty `opencode.json` as bad JSON: one made
+    /// for a cage holds `{}`, and is taken back while it still does.
+    #[test]
+    fn opencode_settings_are_made_an_empty_object_and_taken_back() {
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
+        let make = vec![
+            (dir.join(".opencode"), IfMissing::Folder),
+            (dir.join("opencode.json"), IfMissing::EmptyObject),
+            (dir.join("tools.conf"), IfMissing::File),
+        ];
+        let made = make_missing(&make).unwrap();
+        assert!(dir.join(".opencode").is_dir());
+        assert_eq!(std::fs::read(dir.join("opencode.json")).unwrap(), b"{}\n");
+        assert_eq!(std::fs::read(dir.join("tools.conf")).unwrap(), b"");
+        take_back(&made);
+        assert_eq!(std::fs::read_dir(dir).unwrap().count(), 0);
+        // One the user has written in since is the user's.
+        let made = make_missing(&make[1..2]).unwrap();
+        std::fs::write(dir.join("opencode.json"), "{\"theme\": \"x\"}\n").unwrap();
+        take_back(&made);
+        assert!(dir.join("opencode.json").is_file());
     }
 
     #[test]
@@ -662,7 +743,10 @@ mod tests {
         assert!(!s.iter().any(|m| m.contains(".git")), "{s:?}");
         // nothing is made inside it: it stays empty, not a repository
         assert!(!s.iter().any(|m| m.contains(".git/")), "{s:?}");
-        assert!(p.make.contains(&("/home/u/src/web/.git".into(), true)));
+        assert!(
+            p.make
+                .contains(&("/home/u/src/web/.git".into(), IfMissing::Folder))
+        );
         let git = Path::new(DIR).join(".git");
         assert!(!p.make.iter().any(|(m, _)| *m != git && m.starts_with(&git)));
     }
@@ -738,7 +822,14 @@ mod tests {
         let p = decide(Path::new(DIR), &f, &["./.vscode/".into()]).unwrap();
         assert_eq!(
             shown(&p),
-            vec!["/home/u/src/web/.claude ro", "/home/u/src/web/.pi ro"]
+            vec![
+                "/home/u/src/web/.claude ro",
+                "/home/u/src/web/.codex ro",
+                "/home/u/src/web/.opencode ro",
+                "/home/u/src/web/.pi ro",
+                "/home/u/src/web/opencode.json ro",
+                "/home/u/src/web/opencode.jsonc ro",
+            ]
         );
         // git's own files are no protected paths any more: the cage never
         // has the user's `.git`.
@@ -792,7 +883,7 @@ mod tests {
         assert!(tools < hooks);
         assert!(
             p.make
-                .contains(&("/home/u/src/web/tools/hooks".into(), true))
+                .contains(&("/home/u/src/web/tools/hooks".into(), IfMissing::Folder))
         );
         // a hooks path inside a protected folder needs nothing more
         f.named = vec![(".husky/_".into(), IfMissing::Folder, "hooks".into())];

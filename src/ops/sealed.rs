@@ -96,17 +96,48 @@ pub const KEPT_OUT: &[(&str, &str)] = &[
     (".emacs.d", "Emacs's config, which it runs"),
 ];
 
-/// Refuse, for any cage, a project inside one of [`KEPT_OUT`], or one that
+/// The harnesses' own folders, kept out as [`KEPT_OUT`]'s are, wherever
+/// their variables put them (`CODEX_HOME`, `XDG_CONFIG_HOME`,
+/// `XDG_DATA_HOME`, which may lead outside the home): what a cage left
+/// there, your own `codex` or `opencode` on the machine runs or obeys.
+pub fn harness_folders(s: &crate::settings::Settings) -> Vec<(PathBuf, &'static str)> {
+    vec![
+        (
+            s.codex_dir.clone(),
+            "Codex CLI's folder: its config (MCP servers' commands, notify), rules, skills, \
+             login and every project's sessions",
+        ),
+        (
+            s.opencode_dir.clone(),
+            "opencode's config folder: its settings and plugins, which opencode runs at its start",
+        ),
+        (
+            s.opencode_data_dir.clone(),
+            "opencode's data folder: its login and every project's sessions",
+        ),
+    ]
+}
+
+/// Refuse, for any cage, a project inside one of [`KEPT_OUT`] or of
+/// `elsewhere` (absolute folders, kept out the same way), or one that
 /// holds a file the machine obeys or a token (`guarded`: the config file,
 /// token files), wherever links lead: with a dotfiles repository, the
 /// config can be a link into the very folder a cage would write, and a
 /// cage could then name its own program as `podman`.
-pub fn check_kept_out(dir: &Path, home: &Path, guarded: &[PathBuf]) -> Result<()> {
+pub fn check_kept_out(
+    dir: &Path,
+    home: &Path,
+    elsewhere: &[(PathBuf, &'static str)],
+    guarded: &[PathBuf],
+) -> Result<()> {
     let home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
-    for (folder, holds) in KEPT_OUT {
+    let folders = KEPT_OUT
+        .iter()
+        .map(|(folder, holds)| (home.join(folder), *holds))
+        .chain(elsewhere.iter().cloned());
+    for (named, holds) in folders {
         // Where it is, and where it would be made (a cage on ~/.config
         // could make ~/.config/shrooms-agent/config.toml itself).
-        let named = home.join(folder);
         let path = resolved(&named);
         if dir.starts_with(&path) || path.starts_with(dir) || named.starts_with(dir) {
             return Err(Error::folder(dir, FolderProblem::KeptOut { path, holds }));
@@ -418,7 +449,7 @@ mod tests {
             let p = home.join(folder);
             fs::create_dir_all(&p).unwrap();
             let p = fs::canonicalize(&p).unwrap();
-            let e = check_kept_out(&p, &home, &[]).unwrap_err();
+            let e = check_kept_out(&p, &home, &[], &[]).unwrap_err();
             assert_eq!(e.kind, crate::error::Kind::BadInput, "{folder}");
             assert!(e.message().contains(holds), "{folder}: {}", e.message());
             assert!(
@@ -431,14 +462,129 @@ mod tests {
         // A folder beside them is a project like any other.
         let p = home.join(".local/src/web");
         fs::create_dir_all(&p).unwrap();
-        assert!(check_kept_out(&fs::canonicalize(&p).unwrap(), &home, &[]).is_ok());
+        assert!(check_kept_out(&fs::canonicalize(&p).unwrap(), &home, &[], &[]).is_ok());
         // ~/bin, a link into a dotfiles repository: that repository holds it.
         let dotfiles = home.join("dotfiles");
         fs::create_dir_all(dotfiles.join("bin")).unwrap();
         fs::remove_dir_all(home.join("bin")).unwrap();
         std::os::unix::fs::symlink(dotfiles.join("bin"), home.join("bin")).unwrap();
-        let e = check_kept_out(&fs::canonicalize(&dotfiles).unwrap(), &home, &[]).unwrap_err();
+        let e = check_kept_out(&fs::canonicalize(&dotfiles).unwrap(), &home, &[], &[]).unwrap_err();
         assert!(e.message().contains("holds"), "{}", e.message());
+        fs::remove_dir_all(root).unwrap();
+    }
+
+    /// Codex's and opencode's folders, as a whole and wherever their
+    /// variables put them (here `CODEX_HOME` outside the home, opencode's
+    /// config folder a link into a dotfiles repository): a cage there
+    /// would write what your own `codex` or `opencode` runs (a plugin, a
+    /// rule, an MCP server) or read every project's sessions.
+    #[test]
+    fn the_harnesses_folders_are_kept_out_wherever_they_are() {
+        use crate::settings::{Env, Overrides, Settings};
+        let root = fs::canonicalize(temp("harnesses")).unwrap();
+        let home = root.join("home/u");
+        let codex = root.join("elsewhere/codex");
+        let dotfiles = home.join("dotfiles");
+        for d in [
+            codex.join("rules"),
+            codex.join("skills"),
+            codex.join("sessions"),
+            dotfiles.join("opencode/plugins"),
+            home.join(".config"),
+            home.join("data/opencode/storage"),
+        ] {
+            fs::create_dir_all(d).unwrap();
+        }
+        std::os::unix::fs::symlink(dotfiles.join("opencode"), home.join(".config/opencode"))
+            .unwrap();
+        let env: Env = [
+            ("CODEX_HOME", codex.clone()),
+            ("XDG_DATA_HOME", home.join("data")),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string_lossy().into_owned()))
+        .collect();
+        let s = Settings::resolve(
+            None,
+            &root.join("config.toml"),
+            root.join("state"),
+            home.clone(),
+            &env,
+            &Overrides::default(),
+        )
+        .unwrap();
+        let folders = harness_folders(&s);
+        let refused = |p: &Path| {
+            let p = fs::canonicalize(p).unwrap();
+            let e = check_kept_out(&p, &home, &folders, &[]).unwrap_err();
+            assert_eq!(e.kind, crate::error::Kind::BadInput, "{}", p.display());
+            e.message()
+        };
+        let r = |p: &Path| p.display().to_string();
+        let codex_holds = "which holds Codex CLI's folder: its config (MCP servers' commands, \
+                           notify), rules, skills, login and every project's sessions; a cage's \
+                           project is mounted read-write: give it a project folder of its own";
+        for p in [
+            codex.join("rules"),
+            codex.join("skills"),
+            codex.join("sessions"),
+        ] {
+            assert_eq!(
+                refused(&p),
+                format!("{} is inside {}, {codex_holds}", r(&p), r(&codex))
+            );
+        }
+        assert_eq!(
+            refused(&codex),
+            format!("{} is {}, {codex_holds}", r(&codex), r(&codex))
+        );
+        // A project holding one is refused too.
+        let elsewhere = root.join("elsewhere");
+        assert_eq!(
+            refused(&elsewhere),
+            format!("{} holds {}, {codex_holds}", r(&elsewhere), r(&codex))
+        );
+        // ~/.config/opencode/plugins, by the link and where it leads: the
+        // dotfiles repository holds it.
+        let plugins = dotfiles.join("opencode/plugins");
+        let opencode_holds = "which holds opencode's config folder: its settings and plugins, \
+                              which opencode runs at its start; a cage's project is mounted \
+                              read-write: give it a project folder of its own";
+        for p in [home.join(".config/opencode/plugins"), plugins.clone()] {
+            assert_eq!(
+                refused(&p),
+                format!(
+                    "{} is inside {}, {opencode_holds}",
+                    r(&plugins),
+                    r(&dotfiles.join("opencode"))
+                )
+            );
+        }
+        assert_eq!(
+            refused(&dotfiles),
+            format!(
+                "{} holds {}, {opencode_holds}",
+                r(&dotfiles),
+                r(&dotfiles.join("opencode"))
+            )
+        );
+        let storage = home.join("data/opencode/storage");
+        assert_eq!(
+            refused(&storage),
+            format!(
+                "{} is inside {}, which holds opencode's data folder: its login and every \
+                 project's sessions; a cage's project is mounted read-write: give it a project \
+                 folder of its own",
+                r(&storage),
+                r(&home.join("data/opencode"))
+            )
+        );
+        // A folder beside them is a project like any other.
+        let project = root.join("elsewhere/web");
+        fs::create_dir_all(&project).unwrap();
+        assert!(check_kept_out(&fs::canonicalize(&project).unwrap(), &home, &folders, &[]).is_ok());
+        // Without them, the folders were accepted: what the check adds.
+        assert!(check_kept_out(&fs::canonicalize(&plugins).unwrap(), &home, &[], &[]).is_ok());
         fs::remove_dir_all(root).unwrap();
     }
 
@@ -453,29 +599,30 @@ mod tests {
             for p in [home.join(folder), home.join(folder).join("deeper")] {
                 fs::create_dir_all(&p).unwrap();
                 let p = fs::canonicalize(&p).unwrap();
-                let e = check_kept_out(&p, &home, &[]).unwrap_err();
+                let e = check_kept_out(&p, &home, &[], &[]).unwrap_err();
                 assert_eq!(e.kind, crate::error::Kind::BadInput, "{}", p.display());
                 assert!(e.message().contains(folder), "{}", e.message());
             }
         }
-        assert!(check_kept_out(&project, &home, &[]).is_ok());
+        assert!(check_kept_out(&project, &home, &[], &[]).is_ok());
         // A folder that holds one: ~/.config holds ~/.config/gh.
         let config_dir = fs::canonicalize(home.join(".config")).unwrap();
-        let e = check_kept_out(&config_dir, &home, &[]).unwrap_err();
+        let e = check_kept_out(&config_dir, &home, &[], &[]).unwrap_err();
         assert!(e.message().contains("holds"), "{}", e.message());
         // A guarded file not made yet, where the project would hold it.
-        let e = check_kept_out(&project, &home, &[project.join("later/config.toml")]).unwrap_err();
+        let e =
+            check_kept_out(&project, &home, &[], &[project.join("later/config.toml")]).unwrap_err();
         assert!(e.message().contains("later/config.toml"), "{}", e.message());
         // The config, a link into the project (a dotfiles setup).
         fs::write(project.join("config.toml"), "").unwrap();
         let config = home.join(".config/shrooms-agent/config.toml");
         std::os::unix::fs::symlink(project.join("config.toml"), &config).unwrap();
-        let e = check_kept_out(&project, &home, std::slice::from_ref(&config)).unwrap_err();
+        let e = check_kept_out(&project, &home, &[], std::slice::from_ref(&config)).unwrap_err();
         assert!(e.message().contains("where"), "{}", e.message());
         // A guarded file elsewhere, or one that does not exist, is no reason.
         let elsewhere = root.join("token");
         fs::write(&elsewhere, "t").unwrap();
-        assert!(check_kept_out(&project, &home, &[elsewhere, root.join("none")]).is_ok());
+        assert!(check_kept_out(&project, &home, &[], &[elsewhere, root.join("none")]).is_ok());
         fs::remove_dir_all(root).unwrap();
     }
 

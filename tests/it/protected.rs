@@ -78,6 +78,11 @@ try claude-settings sh -c 'echo "{\"hooks\":{}}" > .claude/settings.json'
 try claude-local sh -c 'echo "{}" > .claude/settings.local.json'
 try vscode sh -c 'mkdir -p .vscode && echo "{}" > .vscode/tasks.json'
 try pi sh -c 'mkdir -p .pi/extensions && echo "x" > .pi/extensions/x.ts'
+try codex-config sh -c 'mkdir -p .codex && printf "notify = [\"touch\", \"MARKS/codex\"]\n" > .codex/config.toml'
+try codex-rules sh -c 'mkdir -p .codex/rules && echo x > .codex/rules/x.rules'
+try opencode-plugin sh -c 'mkdir -p .opencode/plugins && echo "x" > .opencode/plugins/x.js'
+try opencode-json sh -c 'echo "{\"mcp\":{\"x\":{\"type\":\"local\",\"command\":[\"touch\",\"MARKS/opencode\"]}}}" > opencode.json'
+try opencode-jsonc sh -c 'echo "{}" > opencode.jsonc'
 "##;
 
 /// Then, once the machine's git has run: what would take the project's
@@ -88,6 +93,8 @@ try() { n=$1; shift; if "$@" >/dev/null 2>&1; then echo "$n: done"; else echo "$
 try rename-git mv .git .git-old
 try remove-git rm -rf .git
 try rename-claude mv .claude .claude-old
+try rename-opencode mv .opencode .opencode-old
+try remove-opencode-json rm -f opencode.json
 try rename-tools mv tools tools-old
 "##;
 
@@ -114,8 +121,19 @@ const ATTACKS: &[&str] = &[
     "claude-local",
     "vscode",
     "pi",
+    "codex-config",
+    "codex-rules",
+    "opencode-plugin",
+    "opencode-json",
+    "opencode-jsonc",
 ];
-const SWAPPED: &[&str] = &["rename-git", "rename-claude", "rename-tools"];
+const SWAPPED: &[&str] = &[
+    "rename-git",
+    "rename-claude",
+    "rename-tools",
+    "rename-opencode",
+    "remove-opencode-json",
+];
 
 /// A repository with a commit, a bare one in the project as its origin
 /// with a branch the cage has not fetched yet, an .envrc and Claude Code's
@@ -318,13 +336,24 @@ fn plants_nothing_the_machines_git_runs(w: World, sealed: bool) {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert!(planted.is_empty(), "{planted:?}");
-    // The folder it could not make was made empty, and is no repository
-    // of the cage's making.
-    assert!(project.join(".vscode").is_dir());
-    assert_eq!(
-        std::fs::read_dir(project.join(".vscode")).unwrap().count(),
-        0
-    );
+    // The folders it could not make were made empty, and are no
+    // repository of the cage's making; opencode's settings hold `{}`
+    // (opencode refuses an empty file), nothing the cage wrote.
+    for folder in [".vscode", ".codex", ".opencode"] {
+        assert!(project.join(folder).is_dir(), "{folder}");
+        assert_eq!(
+            std::fs::read_dir(project.join(folder)).unwrap().count(),
+            0,
+            "{folder}"
+        );
+    }
+    for file in ["opencode.json", "opencode.jsonc"] {
+        assert_eq!(
+            std::fs::read_to_string(project.join(file)).unwrap(),
+            "{}\n",
+            "{file}"
+        );
+    }
 }
 
 #[test]
