@@ -35,15 +35,7 @@ pub enum IfMissing {
     /// An empty file, mounted read-only (git reads an empty config as
     /// nothing).
     File,
-    /// A file holding an empty JSON object (`{}`), mounted read-only: a
-    /// harness that reads the name as JSON refuses an empty file as bad
-    /// JSON (opencode, https://opencode.ai/docs/config/), and reads `{}`
-    /// as no settings.
-    EmptyObject,
 }
-
-/// What an `IfMissing::EmptyObject` file holds when made.
-pub const EMPTY_OBJECT: &[u8] = b"{}\n";
 
 /// One protected path of a project, relative to it, and why.
 pub struct Entry {
@@ -179,14 +171,18 @@ pub const PROTECTED: &[Entry] = &[
     // A project's `opencode.json` or `opencode.jsonc` may name a local MCP
     // server, a command opencode starts without asking
     // (https://opencode.ai/docs/config/, https://opencode.ai/docs/mcp-servers/).
+    // Read-only where the project has one; where it has none, nothing is
+    // made (a file would stand in every project's `git status`), and one a
+    // turn makes is said after the turn (`later`, a protected path the
+    // cage could write).
     Entry {
         path: "opencode.json",
-        if_missing: IfMissing::EmptyObject,
+        if_missing: IfMissing::Leave,
         why: "opencode's project settings: the MCP servers (commands) opencode starts",
     },
     Entry {
         path: "opencode.jsonc",
-        if_missing: IfMissing::EmptyObject,
+        if_missing: IfMissing::Leave,
         why: "opencode's project settings: the MCP servers (commands) opencode starts",
     },
 ];
@@ -411,7 +407,7 @@ pub struct Protection {
     /// then what they hold.
     pub mounts: Vec<Mount>,
     /// Missing protected paths to make, empty, before the cage is made:
-    /// (path, what is made there: `Folder`, `File` or `EmptyObject`).
+    /// (path, what is made there: `Folder` or `File`).
     pub make: Vec<(PathBuf, IfMissing)>,
 }
 
@@ -598,10 +594,7 @@ pub fn make_missing(make: &[(PathBuf, IfMissing)]) -> Result<Vec<PathBuf>> {
                 .write(true)
                 .create_new(true)
                 .open(p)
-                .and_then(|mut f| match what {
-                    IfMissing::EmptyObject => std::io::Write::write_all(&mut f, EMPTY_OBJECT),
-                    _ => Ok(()),
-                }),
+                .map(|_| ()),
         };
         match r {
             Ok(()) => made.push(p.clone()),
@@ -618,9 +611,7 @@ pub fn make_missing(make: &[(PathBuf, IfMissing)]) -> Result<Vec<PathBuf>> {
 pub fn take_back(made: &[PathBuf]) {
     for p in made.iter().rev() {
         let _ = std::fs::remove_dir(p).or_else(|_| {
-            if std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() == 0)
-                || std::fs::read(p).is_ok_and(|b| b == EMPTY_OBJECT)
-            {
+            if std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() == 0) {
                 std::fs::remove_file(p)
             } else {
                 Ok(())
@@ -686,11 +677,8 @@ mod tests {
                 "/home/u/src/web/.opencode ro",
                 "/home/u/src/web/.pi ro",
                 "/home/u/src/web/.vscode ro",
-                "/home/u/src/web/opencode.json ro",
-                "/home/u/src/web/opencode.jsonc ro",
             ]
         );
-        // opencode's settings are made `{}`: it refuses an empty file.
         assert_eq!(
             p.make,
             vec![
@@ -698,40 +686,8 @@ mod tests {
                 ("/home/u/src/web/.pi".into(), IfMissing::Folder),
                 ("/home/u/src/web/.codex".into(), IfMissing::Folder),
                 ("/home/u/src/web/.opencode".into(), IfMissing::Folder),
-                (
-                    "/home/u/src/web/opencode.json".into(),
-                    IfMissing::EmptyObject
-                ),
-                (
-                    "/home/u/src/web/opencode.jsonc".into(),
-                    IfMissing::EmptyObject
-                ),
             ]
         );
-    }
-
-    /// opencode refuses an empty `opencode.json` as bad JSON: one made
-    /// for a cage holds `{}`, and is taken back while it still does.
-    #[test]
-    fn opencode_settings_are_made_an_empty_object_and_taken_back() {
-        let scratch = tempfile::tempdir().unwrap();
-        let dir = scratch.path();
-        let make = vec![
-            (dir.join(".opencode"), IfMissing::Folder),
-            (dir.join("opencode.json"), IfMissing::EmptyObject),
-            (dir.join("tools.conf"), IfMissing::File),
-        ];
-        let made = make_missing(&make).unwrap();
-        assert!(dir.join(".opencode").is_dir());
-        assert_eq!(std::fs::read(dir.join("opencode.json")).unwrap(), b"{}\n");
-        assert_eq!(std::fs::read(dir.join("tools.conf")).unwrap(), b"");
-        take_back(&made);
-        assert_eq!(std::fs::read_dir(dir).unwrap().count(), 0);
-        // One the user has written in since is the user's.
-        let made = make_missing(&make[1..2]).unwrap();
-        std::fs::write(dir.join("opencode.json"), "{\"theme\": \"x\"}\n").unwrap();
-        take_back(&made);
-        assert!(dir.join("opencode.json").is_file());
     }
 
     #[test]
@@ -827,8 +783,6 @@ mod tests {
                 "/home/u/src/web/.codex ro",
                 "/home/u/src/web/.opencode ro",
                 "/home/u/src/web/.pi ro",
-                "/home/u/src/web/opencode.json ro",
-                "/home/u/src/web/opencode.jsonc ro",
             ]
         );
         // git's own files are no protected paths any more: the cage never

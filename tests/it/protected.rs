@@ -271,6 +271,11 @@ fn plants_nothing_the_machines_git_runs(w: World, sealed: bool) {
     let project = project_with_a_repository(&w, &name, !sealed);
     let marks = w.dir("marks");
     let token = crate::sealed::token_file(&w).to_string_lossy().into_owned();
+    // opencode's settings, the user's own: read-only in the cage (where
+    // the project has none, a turn that makes one is said after it).
+    for file in ["opencode.json", "opencode.jsonc"] {
+        w.file(&format!("projects/{name}/{file}"), "{}\n");
+    }
     let mut flags = vec!["--image", image.as_str()];
     if sealed {
         flags.extend(["--sealed", "--sealed-token", &token]);
@@ -337,8 +342,8 @@ fn plants_nothing_the_machines_git_runs(w: World, sealed: bool) {
         .collect();
     assert!(planted.is_empty(), "{planted:?}");
     // The folders it could not make were made empty, and are no
-    // repository of the cage's making; opencode's settings hold `{}`
-    // (opencode refuses an empty file), nothing the cage wrote.
+    // repository of the cage's making; opencode's settings are the user's,
+    // nothing the cage wrote.
     for folder in [".vscode", ".codex", ".opencode"] {
         assert!(project.join(folder).is_dir(), "{folder}");
         assert_eq!(
