@@ -18,6 +18,16 @@ const CODEX_LOGIN_KEY: &str = "sk-proj-in-the-users-codex-login-a41";
 const OPENCODE_FILE_KEY: &str = "sk-ant-in-the-users-opencode-json-71d";
 const OPENCODE_LOGIN_KEY: &str = "sk-ant-in-the-users-opencode-login-2b8";
 
+/// A session of `harness` in a project folder of its own, its cage made
+/// from `image`; its name.
+fn caged(w: &World, base: &str, harness: &str, image: &str) -> String {
+    let name = w.session(base);
+    let project = w.dir(&format!("projects/{name}"));
+    w.create(&name, &project, &["--harness", harness, "--image", image])
+        .ok();
+    name
+}
+
 /// Everything of the machine's credentials in the cage: the count of its
 /// processes' environment lines holding one, then the files holding one,
 /// then END.
@@ -76,14 +86,7 @@ fn opencode_turn(w: World) {
         &format!("[harness]\nopencode = \"{opencode}\"\n"),
     );
     users_opencode(&w);
-    let name = w.session("octurn");
-    let project = w.dir(&format!("projects/{name}"));
-    w.create(
-        &name,
-        &project,
-        &["--harness", "opencode", "--image", &image],
-    )
-    .ok();
+    let name = caged(&w, "octurn", "opencode", &image);
     let env = [
         ("ANTHROPIC_API_KEY", MACHINE_KEY),
         // The catalogue of models comes from the internet, which this
@@ -199,10 +202,7 @@ fn codex_turn(w: World) {
     let mock = OpenAiMock::start();
     world_for_openai(&w, &mock, &format!("[harness]\ncodex = \"{codex}\"\n"));
     users_codex(&w);
-    let name = w.session("cxturn");
-    let project = w.dir(&format!("projects/{name}"));
-    w.create(&name, &project, &["--harness", "codex", "--image", &image])
-        .ok();
+    let name = caged(&w, "cxturn", "codex", &image);
     let run = w
         .run_env(
             &[
@@ -296,14 +296,7 @@ fn opencode_openai_turn(w: World) {
         &format!("[harness]\nopencode = \"{opencode}\"\n"),
     );
     users_opencode(&w);
-    let name = w.session("ocopenai");
-    let project = w.dir(&format!("projects/{name}"));
-    w.create(
-        &name,
-        &project,
-        &["--harness", "opencode", "--image", &image],
-    )
-    .ok();
+    let name = caged(&w, "ocopenai", "opencode", &image);
     let run = w
         .run_env(
             &[

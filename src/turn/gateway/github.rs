@@ -538,24 +538,7 @@ fn is_name(s: &str) -> bool {
 /// and credential headers, with the machine's token added as `auth` says.
 /// The body's encoding passes as it is, both ways: nothing here reads it.
 pub fn upstream_headers(incoming: &HeaderMap, token: &str, auth: Auth) -> HeaderMap {
-    let named_by_connection: Vec<String> = incoming
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|s| s.trim().to_ascii_lowercase())
-        .collect();
-    let mut out = HeaderMap::new();
-    for (name, value) in incoming {
-        let n = name.as_str();
-        if super::HOP_BY_HOP.contains(&n)
-            || named_by_connection.iter().any(|c| c == n)
-            || super::is_credential_header(n)
-        {
-            continue;
-        }
-        out.append(name.clone(), value.clone());
-    }
+    let mut out = super::cage_headers(incoming, &[]);
     let value = match auth {
         Auth::Token => format!("token {token}"),
         Auth::Basic => format!(

@@ -107,10 +107,10 @@ pub fn is_credential_header(name: &str) -> bool {
 /// sends it when it uses one).
 pub const OAUTH_BETA: &str = "oauth-2025-04-20";
 
-/// The cage's request headers that may go upstream to any API: less
-/// hop-by-hop and credential headers, and those `also_not` names (in
-/// lower case); with `Accept-Encoding: identity`.
-pub fn passed_headers(incoming: &HeaderMap, also_not: &[&str]) -> HeaderMap {
+/// The cage's request headers less hop-by-hop and credential headers, and
+/// those `also_not` names (in lower case): what may go upstream to any API
+/// (the model APIs' `passed_headers`, GitHub's).
+pub fn cage_headers(incoming: &HeaderMap, also_not: &[&str]) -> HeaderMap {
     let named_by_connection: Vec<String> = incoming
         .get_all(header::CONNECTION)
         .iter()
@@ -124,13 +124,24 @@ pub fn passed_headers(incoming: &HeaderMap, also_not: &[&str]) -> HeaderMap {
         if HOP_BY_HOP.contains(&n)
             || named_by_connection.iter().any(|c| c == n)
             || also_not.contains(&n)
-            || n == "accept-encoding"
             || is_credential_header(n)
         {
             continue;
         }
         out.append(name.clone(), value.clone());
     }
+    out
+}
+
+/// The cage's request headers that may go upstream to a model API
+/// (`cage_headers`), with `Accept-Encoding: identity`.
+pub fn passed_headers(incoming: &HeaderMap, also_not: &[&str]) -> HeaderMap {
+    let also_not: Vec<&str> = also_not
+        .iter()
+        .copied()
+        .chain(["accept-encoding"])
+        .collect();
+    let mut out = cage_headers(incoming, &also_not);
     // The answer is read for its token counts on the way (`usage`): it
     // must come in a form the gateway reads, whatever the harness would
     // take. A compressed answer would pass by uncounted.
