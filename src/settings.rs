@@ -2,6 +2,7 @@
 //! defaults (after uv's `settings.rs`). Nothing else in the
 //! program reads the config file or the process environment for settings.
 
+pub mod budget;
 pub mod ssh_table;
 pub mod token;
 
@@ -69,6 +70,7 @@ struct ConfigFile {
     machines: Option<BTreeMap<MachineName, MachineEntry>>,
     ssh: Option<BTreeMap<MachineName, crate::settings::ssh_table::SshEntry>>,
     gateway: Option<GatewayTable>,
+    budget: Option<budget::BudgetTable>,
     allow_root: Option<bool>,
 }
 
@@ -784,6 +786,9 @@ pub struct Settings {
     pub ssh: BTreeMap<String, crate::settings::ssh_table::SshMachine>,
     /// `[gateway]`.
     pub gateway: GatewaySettings,
+    /// `[budget]`.
+    #[allow(dead_code)] // read by the model gateway's hold, in the next commit
+    pub budget: budget::BudgetSettings,
     /// `allow_root = true`: cage commands run as root, with rootful podman,
     /// whose cages' root is root on the files they are given.
     pub allow_root: bool,
@@ -974,6 +979,7 @@ impl Settings {
             unenforced_limits: file.unenforced_limits.unwrap_or(UnenforcedLimits::Refuse),
             path_var,
             gateway,
+            budget: file.budget.unwrap_or_default().settings(),
             sealed_token: file.sealed_token,
             sealed_dns,
             images_repo,
