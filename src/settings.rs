@@ -787,7 +787,6 @@ pub struct Settings {
     /// `[gateway]`.
     pub gateway: GatewaySettings,
     /// `[budget]`.
-    #[allow(dead_code)] // read by the model gateway's hold, in the next commit
     pub budget: budget::BudgetSettings,
     /// `allow_root = true`: cage commands run as root, with rootful podman,
     /// whose cages' root is root on the files they are given.
@@ -1684,6 +1683,11 @@ const KEYS: &[(&str, Shown, &str)] = {
             "a program and its arguments printing that OpenAI key (second source)",
         ),
         (
+            "budget.wait",
+            Words("\"1h\""),
+            "how long a model request held at a budget waits for it to be raised before it is refused (0: refused at once; 90s, 30m, 2h; at most 24h)",
+        ),
+        (
             "allow_root",
             Words("false"),
             "true: cage commands and serve run as root, with rootful podman",
@@ -1782,6 +1786,11 @@ mod tests {
                     fields_of::<HarnessPrograms>()
                         .iter()
                         .map(|h| format!("harness.{h}")),
+                ),
+                "budget" => accepted.extend(
+                    fields_of::<budget::BudgetTable>()
+                        .iter()
+                        .map(|b| format!("budget.{b}")),
                 ),
                 f => accepted.push(f.to_string()),
             }

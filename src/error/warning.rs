@@ -97,6 +97,9 @@ pub enum Warning {
         session: String,
         spent: u64,
         budget: u64,
+        /// Its next model request waits for a raise (else it is refused
+        /// at once: the config's `[budget] wait` is 0).
+        held: bool,
     },
 }
 
@@ -249,7 +252,8 @@ impl Warning {
                 session,
                 spent,
                 budget,
-            } => budget_spent(session, *spent, *budget),
+                held,
+            } => budget_spent(session, *spent, *budget, *held),
             Warning::GitHubLoginMounted { session, gh } => github_login_mounted(session, gh),
         }
     }
@@ -329,11 +333,16 @@ fn old_container_left(container: &str, error: &Error, later: RemovedBy) -> Strin
     )
 }
 
-fn budget_spent(session: &str, spent: u64, budget: u64) -> String {
+fn budget_spent(session: &str, spent: u64, budget: u64, held: bool) -> String {
+    let next = if held {
+        "will wait until it is raised"
+    } else {
+        "will be refused"
+    };
     format!(
         "session {session} has already spent {spent} tokens, at or past this budget of {budget}: \
-         its next model request will be refused; raise it with `shrooms-agent cage limits \
-         {session} --tokens N`, or remove it with --tokens none"
+         its next model request {next}; raise it with `shrooms-agent cage limits {session} \
+         --tokens N`, or remove it with --tokens none"
     )
 }
 
@@ -411,9 +420,10 @@ mod tests {
                     session: "web".into(),
                     spent: 10,
                     budget: 5,
+                    held: true,
                 },
                 "session web has already spent 10 tokens, at or past this budget of 5: its next \
-                 model request will be refused; raise it with `shrooms-agent cage limits web \
+                 model request will wait until it is raised; raise it with `shrooms-agent cage limits web \
                  --tokens N`, or remove it with --tokens none",
             ),
             (

@@ -422,11 +422,12 @@ pub struct LimitsArgs {
     #[arg(long, value_name = "N")]
     pub pids: Option<String>,
     /// Token budget: once the session's turns have spent N tokens (input,
-    /// output and cache together), the model gateway refuses its model
-    /// requests; `none` removes it. N is a whole number, or with k
-    /// (thousands) or M (millions): 500k, 5M, 1.5M. One at or below what was
-    /// spent is taken, with a warning that the next turn is refused. Works
-    /// on any machine, running or not
+    /// output and cache together), the model gateway holds its model
+    /// requests until it is raised (at most the config's `[budget] wait`,
+    /// then refuses them); `none` removes it. N is a whole number, or with
+    /// k (thousands) or M (millions): 500k, 5M, 1.5M. One at or below what
+    /// was spent is taken, with a warning that the next turn waits. Works
+    /// on any machine, running or not, and beside a running turn
     #[arg(long, value_name = "N|none")]
     pub tokens: Option<String>,
     /// Back to the machine's limits (the config's), and no token budget

@@ -258,10 +258,16 @@ pub fn listing_at(l: &Listing, now: u64) -> String {
             cage.map_or_else(|| "uncaged".into(), |c| c.state.clone()),
             match &r.busy {
                 None => "-".into(),
-                Some(b) => match b.since {
-                    Some(t) => format!("{} ({})", b.what, since(t, now)),
-                    None => b.what.clone(),
-                },
+                Some(b) => {
+                    let mut s = match b.since {
+                        Some(t) => format!("{} ({})", b.what, since(t, now)),
+                        None => b.what.clone(),
+                    };
+                    if let Some(w) = &b.waiting {
+                        s.push_str(&format!(", waits on budget ({})", since(w.since, now)));
+                    }
+                    s
+                }
             },
             age(r.created.0, now),
             match (cage, r.sealed) {
@@ -368,6 +374,14 @@ pub fn shown(r: &Session) -> String {
     ));
     if let Some(last) = &t.last_turn {
         s.push_str(&format!("last turn {}\n", last.usage.describe()));
+    }
+    if let Some(w) = r.busy.as_ref().and_then(|b| b.waiting.as_ref()) {
+        s.push_str(&format!(
+            "waiting   on its {} budget since {}: {}\n",
+            w.budget,
+            crate::state::when::local(w.since),
+            w.why
+        ));
     }
     if let Some(after) = &r.after_turn {
         for line in after
@@ -1218,6 +1232,12 @@ mod tests {
                     what: what.into(),
                     since: Some(since),
                     since_rfc3339: None,
+                    waiting: (name == "c").then(|| crate::state::session::Waiting {
+                        since: since + 60,
+                        since_rfc3339: String::new(),
+                        budget: "session".into(),
+                        why: "spent".into(),
+                    }),
                 }),
                 Some(true),
             )
@@ -1226,15 +1246,17 @@ mod tests {
             sessions: vec![
                 row("a", now - 3 * 60, Some(("turn", now - 125))),
                 row("bb", now - 86_400, None),
+                row("c", now - 3 * 60, Some(("turn", now - 125))),
             ],
             leftovers: vec![],
             damaged: vec![],
         };
         assert_eq!(
             listing_at(&l, now),
-            "SESSION  CONTAINER          STATE    BUSY              AGE    CAGE   HARNESS  IMAGE  DIR\n\
-             a        shrooms-a-000001   running  turn (for 2 min)  3 min  caged  claude   img    /p\n\
-             bb       shrooms-bb-000001  running  -                 1 day  caged  claude   img    /p\n"
+            "SESSION  CONTAINER          STATE    BUSY                                           AGE    CAGE   HARNESS  IMAGE  DIR\n\
+             a        shrooms-a-000001   running  turn (for 2 min)                               3 min  caged  claude   img    /p\n\
+             bb       shrooms-bb-000001  running  -                                              1 day  caged  claude   img    /p\n\
+             c        shrooms-c-000001   running  turn (for 2 min), waits on budget (for 1 min)  3 min  caged  claude   img    /p\n"
         );
         assert_eq!(names(&vec!["a", "bb"]), "a\nbb\n");
     }

@@ -277,6 +277,9 @@ pub struct LimitsFacts<'a> {
     /// Whether the new network policy can be enforced here.
     pub enforceable: Result<()>,
     pub defaults: Limits,
+    /// Does a model request at a budget wait for it to be raised (the
+    /// config's `[budget] wait` is not zero)?
+    pub held: bool,
     pub who: String,
     pub when: u64,
 }
@@ -311,6 +314,7 @@ pub fn limits_facts<'a>(
             None => Ok(()),
         },
         defaults: ctx.settings.limits.clone(),
+        held: !ctx.settings.budget.wait.is_zero(),
         who: req.by.clone().unwrap_or_else(|| ctx.settings.user.clone()),
         when: crate::state::when::now(),
     })
@@ -377,7 +381,7 @@ pub fn decide<'a>(
         tokens_before,
         tokens_after,
         enforced,
-        warnings: spent_warning(record, req.tokens.and(tokens_after)),
+        warnings: spent_warning(record, req.tokens.and(tokens_after), f.held),
         net_before: cage.net.to_string(),
         net_after: net_after.to_string(),
         net_applied,
@@ -436,13 +440,14 @@ fn net_refusal(
 
 /// Pure: what a new budget (`budget`, None when none was given) already
 /// spent says.
-fn spent_warning(record: &Record, budget: Option<u64>) -> Vec<Warning> {
+fn spent_warning(record: &Record, budget: Option<u64>, held: bool) -> Vec<Warning> {
     let spent = record.tokens.used.total();
     match budget {
         Some(budget) if spent >= budget => vec![Warning::BudgetSpent {
             session: record.name.clone(),
             spent,
             budget,
+            held,
         }],
         _ => Vec::new(),
     }

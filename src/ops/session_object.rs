@@ -287,6 +287,7 @@ mod tests {
             what: "turn".into(),
             since: Some(1_796_061_912),
             since_rfc3339: Some(crate::state::when::rfc3339(1_796_061_912)),
+            waiting: None,
         });
         let out = Session::new(r.clone(), Seen::missing(), None, busy.clone(), Some(true));
         let v = serde_json::to_value(&out).unwrap();

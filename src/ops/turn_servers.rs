@@ -77,6 +77,7 @@ pub fn open_gateway(
                 credentials: openai_credentials,
             },
             github,
+            budget_wait: ctx.settings.budget.wait,
         },
     )
 }

@@ -244,6 +244,7 @@ td.what { max-width: 48em; overflow-wrap: anywhere; }
 .state.running { background: #cdebd3; color: #13541f; }
 .state.missing, .state.unknown { background: #f6d5d5; color: #7a1616; }
 .busy { background: #fbe6b8; color: #5c3d00; padding: 0 .4em; border-radius: .3em; }
+.waiting { background: #f6c9c4; color: #5c0d00; padding: 0 .4em; border-radius: .3em; }
 .bad { color: #9b1c1c; }
 .none { color: #8a949e; }
 ";
@@ -346,9 +347,16 @@ fn session(row: &Row, p: &Page) -> Markup {
             td.nw {
                 @match &row.busy {
                     None => (none("-")),
-                    Some(b) => span.busy title=[b.since.map(crate::state::when::local)] {
-                        (b.what)
-                        @if let Some(t) = b.since { ", " (since(t, now)) }
+                    Some(b) => {
+                        span.busy title=[b.since.map(crate::state::when::local)] {
+                            (b.what)
+                            @if let Some(t) = b.since { ", " (since(t, now)) }
+                        }
+                        @if let Some(w) = b.waiting.as_ref() {
+                            " " span.waiting title=(w.why) {
+                                "waits on its " (w.budget) " budget, " (since(w.since, now))
+                            }
+                        }
                     },
                 }
             }
@@ -633,6 +641,7 @@ mod tests {
                     what: "turn".into(),
                     since: Some(1_796_061_909 - 180),
                     since_rfc3339: None,
+                    waiting: None,
                 }),
                 egress: None,
             }],
@@ -845,6 +854,12 @@ mod tests {
             what: evil.into(),
             since: None,
             since_rfc3339: None,
+            waiting: Some(crate::state::session::Waiting {
+                since: 1,
+                since_rfc3339: String::new(),
+                budget: evil.into(),
+                why: evil.into(),
+            }),
         });
         p.cage.error = Some(evil.into());
         p.cage.image = evil.into();
@@ -861,9 +876,9 @@ mod tests {
             "&quot;&gt;&lt;img src=x onerror=alert(1)&gt;&lt;script&gt;alert(2)&lt;/script&gt;";
         // The machine's name (title, heading), the session (table,
         // history, damaged, unread), the image (table twice), the state,
-        // the busy, who and what, the build error, the record's error and
-        // the history's.
-        assert_eq!(html.matches(escaped).count(), 15, "{html}");
+        // the busy and what it waits on (shown, and its title), who and
+        // what, the build error, the record's error and the history's.
+        assert_eq!(html.matches(escaped).count(), 17, "{html}");
         assert!(html.contains(r#"<span class="state other">"#), "{html}");
     }
 }

@@ -845,6 +845,7 @@ impl Store {
         remove_file_if_there(&self.egress_pid_path(name))?;
         remove_file_if_there(&self.egress_err_path(name))?;
         remove_file_if_there(&self.turn_marker(name))?;
+        remove_file_if_there(&self.waiting_marker(name))?;
         remove_file_if_there(&self.change_lock_path(name))?;
         {
             // Under the record's lock: a change of the record under way
@@ -1101,7 +1102,42 @@ impl Store {
             return Ok(None);
         }
         let text = fs::read_to_string(self.lock_path(name)).unwrap_or_default();
-        Ok(Some(Busy::parse(&text)))
+        let mut busy = Busy::parse(&text);
+        busy.waiting = self.waiting(name);
+        Ok(Some(busy))
+    }
+
+    /// The file a turn's gateway writes while it holds a model request at
+    /// a budget. Named with `@`, as the record's lock, so no session's
+    /// file is it.
+    pub fn waiting_marker(&self, name: &str) -> PathBuf {
+        self.sessions_dir().join(format!("{name}@budget"))
+    }
+
+    /// What the session's turn waits on, as its gateway wrote it; read by
+    /// `busy` alone, so a marker left by a turn that died is not shown
+    /// once nobody holds the session.
+    fn waiting(&self, name: &str) -> Option<Waiting> {
+        let text = fs::read(self.waiting_marker(name)).ok()?;
+        let mut w: Waiting = serde_json::from_slice(&text).ok()?;
+        w.since_rfc3339 = crate::state::when::rfc3339(w.since);
+        Some(w)
+    }
+
+    /// Say that the session's turn waits on a budget (replaced whole, so a
+    /// reader never finds half of it).
+    pub fn set_waiting(&self, name: &str, waiting: &Waiting) -> Result<()> {
+        validate_name(name)?;
+        let bytes = serde_json::to_vec(waiting)
+            .map_err(|e| crate::error::Error::act("writing a session's waiting marker", &e))?;
+        write_atomic_unsynced(&self.waiting_marker(name), &bytes, 0o600)
+    }
+
+    /// The turn waits no more.
+    pub fn clear_waiting(&self, name: &str) {
+        if validate_name(name).is_ok() {
+            let _ = remove_file_if_there(&self.waiting_marker(name));
+        }
     }
 
     /// What holds the session's lock, as the lock file says (`WHAT
@@ -1362,6 +1398,30 @@ pub struct Busy {
     #[serde(rename = "since")]
     #[schema(format = DateTime)]
     pub since_rfc3339: Option<String>,
+    /// A turn whose model request the gateway holds at a budget: since
+    /// when, and why (docs/gateway.md, "Budgets").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<Waiting>,
+}
+
+/// A turn waiting on a budget, as its gateway wrote it in the session's
+/// `@budget` file: while the turn holds the session's lock, no longer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Waiting {
+    /// Since when, in Unix seconds.
+    #[serde(rename = "since_secs")]
+    #[schema(ignore)]
+    pub since: u64,
+    /// The same, RFC 3339 with the local offset (not read back).
+    #[serde(rename = "since", default, skip_deserializing)]
+    #[schema(format = DateTime)]
+    pub since_rfc3339: String,
+    /// Which budget: `session` (the session's own, in tokens or dollars)
+    /// or `daily` (the machine's of the day).
+    pub budget: String,
+    /// The words the gateway's refusal would say: what was spent, of
+    /// what budget, and how to raise it.
+    pub why: String,
 }
 
 impl Busy {
@@ -1378,6 +1438,7 @@ impl Busy {
             what,
             since,
             since_rfc3339: since.map(crate::state::when::rfc3339),
+            waiting: None,
         }
     }
 }

@@ -491,6 +491,10 @@ pub fn write_pi_models(w: &World, models: &serde_json::Value) -> PathBuf {
     agent
 }
 
+/// The config's words for a model request at a budget refused at once,
+/// not held (`[budget] wait`): how a script would have it.
+pub const REFUSE_AT_ONCE: &str = "[budget]\nwait = \"0\"\n";
+
 pub fn world_for(w: &World, mock: &Mock, extra: &str) {
     w.write_config(&format!(
         "[gateway]\nanthropic_url = \"{}\"\n{extra}",

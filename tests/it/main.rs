@@ -10,6 +10,7 @@ mod common;
 
 mod attacks;
 mod bounds;
+mod budgets;
 mod cage;
 mod calls;
 mod cli;

@@ -510,7 +510,7 @@ fn openai_routes_with_the_machines_key_rootless() {
 /// stand-in.
 fn budget_refuses(w: World) {
     let mock = OpenAiMock::start();
-    world_for_openai(&w, &mock, "");
+    world_for_openai(&w, &mock, crate::gateway::REFUSE_AT_ONCE);
     let (name, project) = session_in(&w, "oabudget");
     let p = project.display();
     let budget = RESPONSES_STREAMED.total() - 1;

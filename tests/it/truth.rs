@@ -125,12 +125,14 @@ fn unenforced_limits_shown_as_not_enforced_rootless() {
 }
 
 /// A budget at or below what was already spent is taken (exit 0), with a
-/// warning that the next turn will be refused; and it is.
+/// warning that the next turn will be refused where the config's `[budget]
+/// wait` is 0; and it is. Where requests at a budget wait, the warning
+/// says so (budgets.rs shows them waiting).
 #[test]
 fn a_budget_already_spent_is_taken_with_a_true_warning() {
     let w = World::new();
     let mock = Mock::start();
-    world_for(&w, &mock, "");
+    world_for(&w, &mock, crate::gateway::REFUSE_AT_ONCE);
     let (name, project) = session_in(&w, "spentbudget");
     let p = project.display();
     let turn = |file: &str| {
@@ -177,6 +179,15 @@ fn a_budget_already_spent_is_taken_with_a_true_warning() {
     turn("b.txt");
     assert_eq!(status(&read(&project.join("b.txt"))), 400);
     assert_eq!(mock.seen().len(), before, "{}", mock.explain());
+    // Where a request at a budget waits, the warning says it will wait.
+    world_for(&w, &mock, "");
+    let r = w.run(&["cage", "limits", &name, "--tokens", "2"]).ok();
+    assert!(
+        r.stderr()
+            .contains("next model request will wait until it is raised"),
+        "{}",
+        r.explain()
+    );
     // A budget above what was spent says nothing.
     let r = w.run(&["cage", "limits", &name, "--tokens", "5M"]).ok();
     assert!(!r.stderr().contains("warning"), "{}", r.explain());

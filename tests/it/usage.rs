@@ -10,13 +10,13 @@ use serde_json::{Value, json};
 
 use crate::common::*;
 use crate::gateway::{
-    Counts, LINGER, LONG_DELTA, LONG_DELTAS, MACHINE_KEY, Mock, Mode, PLAIN, QUIET, REQ_FN,
-    STREAMED, read, session_in, status, world_for,
+    Counts, LINGER, LONG_DELTA, LONG_DELTAS, MACHINE_KEY, Mock, Mode, PLAIN, QUIET, REFUSE_AT_ONCE,
+    REQ_FN, STREAMED, read, session_in, status, world_for,
 };
 
 /// `plain OUTFILE`: a Messages request that asks for no stream, so the
 /// mock answers with one JSON body (busybox wget writes its body).
-const PLAIN_FN: &str = r#"plain() {
+pub const PLAIN_FN: &str = r#"plain() {
   body='{"model":"claude-mock","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}'
   wget -q -O "$1" --header 'Content-Type: application/json' --post-data "$body" \
     "$ANTHROPIC_BASE_URL/v1/messages"
@@ -210,7 +210,7 @@ fn usage_counts_what_the_model_reported_rootless() {
 /// never sees them. Raised, the session goes on; `none` removes it.
 fn a_spent_budget_refuses(w: World) {
     let mock = Mock::start();
-    world_for(&w, &mock, "");
+    world_for(&w, &mock, REFUSE_AT_ONCE);
     let (name, project) = session_in(&w, "budget");
     let p = project.display();
     let raise = format!("shrooms-agent cage limits {name} --tokens N");
@@ -395,7 +395,11 @@ fn usage_real_claude_code_shows_the_spent_budget() {
     let (claude, image) = crate::common::real_claude();
     let w = World::new();
     let mock = Mock::start();
-    world_for(&w, &mock, &format!("[harness]\nclaude = \"{claude}\"\n"));
+    world_for(
+        &w,
+        &mock,
+        &format!("[harness]\nclaude = \"{claude}\"\n{REFUSE_AT_ONCE}"),
+    );
     let name = w.session("budgetclaude");
     let project = w.dir(&format!("projects/{name}"));
     w.create(&name, &project, &["--image", &image]);
@@ -452,7 +456,7 @@ fn model_posts(mock: &Mock) -> usize {
 /// and counted nothing).
 fn compressed_answers_are_counted(w: World) {
     let mock = Mock::with(Mode::GzipWhenAsked);
-    world_for(&w, &mock, "");
+    world_for(&w, &mock, REFUSE_AT_ONCE);
     let (name, project) = session_in(&w, "gzip");
     let p = project.display();
     w.run(&[
@@ -534,7 +538,7 @@ until_answered() {
 /// was counted only at its connection's end: three of three passed.
 fn the_budget_counts_every_answer_before_a_request(w: World) {
     let mock = Mock::with(Mode::Lingering);
-    world_for(&w, &mock, "");
+    world_for(&w, &mock, REFUSE_AT_ONCE);
     let (name, project) = session_in(&w, "budgetlag");
     let p = project.display();
     let budget = PLAIN.total() * 3 / 2;

@@ -890,6 +890,7 @@ fn the_plans_of_limits_and_stop() {
             running,
             enforceable: Ok(()),
             defaults: w.ctx.settings.limits.clone(),
+            held: true,
             who: "me".into(),
             when: 1,
         }

@@ -20,6 +20,7 @@
 
 pub mod credentials;
 pub mod github;
+mod hold;
 pub mod listen;
 pub mod openai;
 pub mod routes;
@@ -222,6 +223,8 @@ pub struct Config {
     pub openai: openai::Config,
     /// GitHub's routes, for a session given `--github` alone (`github`).
     pub github: Option<github::Config>,
+    /// How long a model request held at a budget waits (`[budget] wait`).
+    pub budget_wait: std::time::Duration,
 }
 
 struct State {
@@ -377,34 +380,60 @@ async fn handle(
     model(state, req).await
 }
 
-/// A request for the model API: passed with the machine's credential, or
-/// refused.
+/// A request for the model API: passed with the machine's credential,
+/// held at a budget (`hold`), or refused.
 async fn model(
     state: Arc<State>,
     req: Request<Incoming>,
 ) -> std::result::Result<Response<reqwest::Body>, Infallible> {
-    let method = req.method().as_str().to_string();
-    let full_path = req.uri().path().to_string();
-    let query = req
-        .uri()
+    let (parts, body) = req.into_parts();
+    Ok(match plan_for(&state, &parts).await {
+        Ok(p) => forward(&state, parts.method, body, p).await,
+        Err(NotNow::Answer(answer)) => answer,
+        Err(NotNow::AtBudget(why)) => hold::held(state, parts, body, why).await,
+    })
+}
+
+/// Why a request is not sent upstream now.
+enum NotNow {
+    /// This answer goes back in its place.
+    Answer(Response<reqwest::Body>),
+    /// A budget is reached: these words say which, what was spent and how
+    /// to raise it.
+    AtBudget(String),
+}
+
+impl From<Response<reqwest::Body>> for NotNow {
+    fn from(answer: Response<reqwest::Body>) -> NotNow {
+        NotNow::Answer(answer)
+    }
+}
+
+/// Where a request goes (the Messages API, a pi provider's, OpenAI's),
+/// or why it does not go now. Asked again, the same request, while it is
+/// held at a budget: the budget and the credential are as they are then.
+async fn plan_for(
+    state: &State,
+    parts: &hyper::http::request::Parts,
+) -> std::result::Result<Plan, NotNow> {
+    let method = parts.method.as_str();
+    let full_path = parts.uri.path();
+    let query = parts
+        .uri
         .query()
         .map(|q| format!("?{q}"))
         .unwrap_or_default();
-    let planned = match openai::under_prefix(&full_path) {
+    match openai::under_prefix(full_path) {
         Some(rest) => {
             let asked = openai::Asked {
-                method: &method,
-                full_path: &full_path,
+                method,
+                full_path,
                 path: rest,
                 query: &query,
             };
-            openai::plan(&state, &asked, req.headers()).await
+            openai::plan(state, &asked, &parts.headers).await
         }
-        None => plan(&state, &method, &full_path, &query, req.headers()).await,
-    };
-    match planned {
-        Ok(p) => Ok(forward(&state, req, p).await),
-        Err(answer) => Ok(answer),
+        None => plan(state, method, full_path, &query, &parts.headers).await,
     }
 }
 
@@ -428,9 +457,9 @@ async fn plan(
     full_path: &str,
     query: &str,
     incoming: &HeaderMap,
-) -> std::result::Result<Plan, Response<reqwest::Body>> {
+) -> std::result::Result<Plan, NotNow> {
     let Some((route, path)) = passes(&state.config.routes, method, full_path) else {
-        return Err(not_a_route(method, full_path));
+        return Err(not_a_route(method, full_path).into());
     };
     let spends = usage::spends(method, &path);
     let permit = admitted(state, spends).await?;
@@ -452,8 +481,13 @@ async fn plan(
     })
 }
 
-/// Send a request as planned, and its answer back, metered.
-async fn forward(state: &State, req: Request<Incoming>, plan: Plan) -> Response<reqwest::Body> {
+/// Send a request as planned, and its answer back, metered: its body as it
+/// comes from the harness, or as a held request kept it.
+async fn forward<B>(state: &State, method: Method, body: B, plan: Plan) -> Response<reqwest::Body>
+where
+    B: hyper::body::Body<Data = hyper::body::Bytes> + Send + Sync + Unpin + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let Plan {
         api,
         base,
@@ -461,8 +495,6 @@ async fn forward(state: &State, req: Request<Incoming>, plan: Plan) -> Response<
         mut headers,
         permit,
     } = plan;
-    let method: Method = req.method().clone();
-    let body = req.into_body();
     // The model routes that take a body are POSTs; a body sent with HEAD
     // or GET is not passed on, nor its length.
     let with_body = method == Method::POST;
@@ -498,24 +530,30 @@ async fn forward(state: &State, req: Request<Incoming>, plan: Plan) -> Response<
 }
 
 /// A request that spends tokens (`spends`) let through by the turn's
-/// ledger, with the permit it then holds (while there is a budget), or the
-/// answer that refuses it; any other request passes as it is.
+/// ledger, with the permit it then holds (while there is a budget), held
+/// at a budget, or the answer that refuses it; any other request passes
+/// as it is.
 async fn admitted(
     state: &State,
     spends: bool,
-) -> std::result::Result<Option<tokio::sync::OwnedSemaphorePermit>, Response<reqwest::Body>> {
+) -> std::result::Result<Option<tokio::sync::OwnedSemaphorePermit>, NotNow> {
     if !spends {
         return Ok(None);
     }
     match state.config.ledger.admit().await {
         usage::Admitted::Pass(p) => Ok(p),
-        usage::Admitted::Refused(why) => {
-            if state.config.ledger.refused() {
-                eprintln!("shrooms-agent: {why}");
-            }
-            Err(usage::refused_response(&why))
-        }
+        usage::Admitted::AtBudget(why) => Err(NotNow::AtBudget(why)),
+        usage::Admitted::Refused(why) => Err(refused(state, &why).into()),
     }
+}
+
+/// The answer that refuses a model request (`why`), said on the terminal
+/// once per turn.
+fn refused(state: &State, why: &str) -> Response<reqwest::Body> {
+    if state.config.ledger.refused() {
+        eprintln!("shrooms-agent: {why}");
+    }
+    usage::refused_response(why)
 }
 
 /// The credential a request goes upstream with, and the headers its
@@ -852,6 +890,7 @@ mod tests {
                 session: "u".into(),
                 routes: Default::default(),
                 ledger: Arc::new(usage::Ledger::new(store, "u", "alice", r.tokens.used)),
+                budget_wait: std::time::Duration::ZERO,
                 openai: openai::Config {
                     url: "http://127.0.0.1:9".into(),
                     chatgpt_url: "http://127.0.0.1:9".into(),
@@ -916,6 +955,7 @@ mod tests {
                 session: "u".into(),
                 routes: Default::default(),
                 ledger: Arc::new(usage::Ledger::new(store, "u", "alice", r.tokens.used)),
+                budget_wait: std::time::Duration::ZERO,
                 openai: openai::Config {
                     url: up.clone(),
                     chatgpt_url: up,

@@ -12,8 +12,8 @@
 
 use std::sync::Arc;
 
+use hyper::StatusCode;
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
-use hyper::{Response, StatusCode};
 
 use super::credentials::{OpenAiCredential, OpenAiSources};
 use super::usage::Api;
@@ -158,31 +158,28 @@ pub(super) async fn plan(
     state: &super::State,
     asked: &Asked<'_>,
     incoming: &HeaderMap,
-) -> Result<super::Plan, Response<reqwest::Body>> {
+) -> Result<super::Plan, super::NotNow> {
     let Some(api) = route(asked.method, asked.path) else {
-        return Err(super::not_a_route(asked.method, asked.full_path));
+        return Err(super::not_a_route(asked.method, asked.full_path).into());
     };
     let config = &state.config.openai;
     let sources = match &config.credentials {
         Credentials::Machine(m) => m.clone(),
         Credentials::Refused(words) => {
-            return Err(super::api_error(
-                StatusCode::FORBIDDEN,
-                "permission_error",
-                words,
-            ));
+            return Err(super::api_error(StatusCode::FORBIDDEN, "permission_error", words).into());
         }
     };
     let permit = super::admitted(state, true).await?;
     let credential = match tokio::task::spawn_blocking(move || sources.resolve()).await {
         Ok(Ok(c)) => c,
-        Ok(Err(why)) => return Err(super::no_credential(state, &why, NO_CREDENTIAL)),
+        Ok(Err(why)) => return Err(super::no_credential(state, &why, NO_CREDENTIAL).into()),
         Err(e) => {
             return Err(super::api_error(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "api_error",
                 &format!("shrooms-agent's model gateway: {e}"),
-            ));
+            )
+            .into());
         }
     };
     let Some((base, url)) = upstream(config, &credential, api, asked.path, asked.query) else {
@@ -190,7 +187,8 @@ pub(super) async fn plan(
             StatusCode::FORBIDDEN,
             "permission_error",
             NO_CHAT_WITH_CHATGPT,
-        ));
+        )
+        .into());
     };
     Ok(super::Plan {
         api: Some(api),

@@ -927,6 +927,9 @@ pub struct Ledger {
 pub enum Admitted {
     /// Refused, for this reason.
     Refused(String),
+    /// At a budget (these words say which, what was spent and how to
+    /// raise it): held until it is raised (`super::hold`).
+    AtBudget(String),
     /// Let through; with a budget, holding the turn's gate until its
     /// answer is counted.
     Pass(Option<tokio::sync::OwnedSemaphorePermit>),
@@ -939,6 +942,12 @@ struct Turn {
     told: bool,
     /// An answer could not be counted: the turn spends nothing more.
     stopped: bool,
+    /// Model requests held at a budget now.
+    waiting: usize,
+    /// A held request waited as long as the config says, and was refused:
+    /// the turn's next ones at a budget are refused at once (a harness
+    /// that retries is not held again and again).
+    gave_up: bool,
 }
 
 struct Writer {
@@ -990,6 +999,7 @@ impl Ledger {
         };
         match check(self.clone()).await {
             Check::Refused(why) => return Admitted::Refused(why),
+            Check::AtBudget(why) => return Admitted::AtBudget(why),
             Check::Pass { budget: false } => return Admitted::Pass(None),
             Check::Pass { budget: true } => {}
         }
@@ -999,6 +1009,7 @@ impl Ledger {
         };
         match check(self.clone()).await {
             Check::Refused(why) => Admitted::Refused(why),
+            Check::AtBudget(why) => Admitted::AtBudget(why),
             Check::Pass { .. } => Admitted::Pass(Some(permit)),
         }
     }
@@ -1035,7 +1046,7 @@ impl Ledger {
     #[cfg(test)]
     pub fn refusal(&self) -> Option<String> {
         match self.check() {
-            Check::Refused(why) => Some(why),
+            Check::Refused(why) | Check::AtBudget(why) => Some(why),
             Check::Pass { .. } => None,
         }
     }
@@ -1061,7 +1072,7 @@ impl Ledger {
         };
         let spent = self.spent().total();
         if spent >= budget {
-            Check::Refused(budget_spent(&self.session, spent, budget))
+            Check::AtBudget(budget_spent(&self.session, spent, budget))
         } else {
             Check::Pass { budget: true }
         }
@@ -1078,6 +1089,53 @@ impl Ledger {
                 self.session
             );
         }
+    }
+
+    /// A model request is held at a budget (`why`, the words of
+    /// `budget_spent`) until the returned guard is dropped. The first of
+    /// the turn's held requests writes the session's waiting marker (what
+    /// `cage ls`, `cage show` and serve's page show) and tells the
+    /// terminal; the last one to go removes it.
+    pub fn waiting(self: &Arc<Self>, budget: &str, why: &str, wait: std::time::Duration) -> Held {
+        let first = {
+            let mut t = self.turn();
+            t.waiting += 1;
+            t.waiting == 1
+        };
+        if first {
+            let marker = crate::state::session::Waiting {
+                since: crate::state::when::now(),
+                since_rfc3339: String::new(),
+                budget: budget.to_string(),
+                why: why.to_string(),
+            };
+            if let Err(e) = self.store.set_waiting(&self.session, &marker) {
+                eprintln!(
+                    "shrooms-agent: session {}: its waiting on the budget will not be shown: {}",
+                    self.session,
+                    e.message()
+                );
+            }
+            eprintln!(
+                "shrooms-agent: {why}. Its model request waits (at most {}) and goes on as \
+                 soon as the budget is raised.",
+                crate::state::when::span(wait.as_secs())
+            );
+        }
+        Held {
+            ledger: self.clone(),
+        }
+    }
+
+    /// A held request waited as long as it may: the turn's next requests
+    /// at a budget are refused at once.
+    pub fn give_up(&self) {
+        self.turn().gave_up = true;
+    }
+
+    /// Has a held request of this turn waited as long as it may?
+    pub fn gave_up(&self) -> bool {
+        self.turn().gave_up
     }
 
     /// Note a refused request; true the first time in the turn (the
@@ -1126,9 +1184,29 @@ impl Drop for Ledger {
     }
 }
 
+/// A model request held at a budget ([`Ledger::waiting`]); the last one
+/// dropped removes the session's waiting marker.
+pub struct Held {
+    ledger: Arc<Ledger>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let last = {
+            let mut t = self.ledger.turn();
+            t.waiting = t.waiting.saturating_sub(1);
+            t.waiting == 0
+        };
+        if last {
+            self.ledger.store.clear_waiting(&self.ledger.session);
+        }
+    }
+}
+
 /// What the record says of a model request now.
 enum Check {
     Refused(String),
+    AtBudget(String),
     Pass { budget: bool },
 }
 
@@ -1190,9 +1268,22 @@ pub fn turn_line(spent: &Usage, refused: u64, stopped: bool) -> Option<String> {
 pub fn budget_spent(session: &str, spent: u64, budget: u64) -> String {
     format!(
         "session {session} has spent its token budget: {spent} of {budget} tokens (input, \
-         output and cache together); shrooms-agent refuses its model requests until you \
+         output and cache together); shrooms-agent holds its model requests until you \
          raise it: shrooms-agent cage limits {session} --tokens N (or --tokens none for no budget)"
     )
+}
+
+/// What the harness and the terminal get when a held request waited as
+/// long as the config's `[budget] wait` says (zero: at once).
+pub fn gave_up(why: &str, wait: std::time::Duration) -> String {
+    if wait.is_zero() {
+        format!("{why}; the config's [budget] wait is 0, so the request is refused at once")
+    } else {
+        format!(
+            "{why}; the request waited {} (the config's [budget] wait) and is refused",
+            crate::state::when::span(wait.as_secs())
+        )
+    }
 }
 
 /// The answer to a model request past the budget: an error in the API's
