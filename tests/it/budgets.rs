@@ -387,3 +387,42 @@ fn budgets_real_pi_waits_and_goes_on() {
 fn budgets_real_pi_waits_and_goes_on_rootless() {
     pi_waits(World::rootless());
 }
+
+/// A harness that goes away while its request is held ends the wait: the
+/// session is no longer shown waiting, and raising the budget later sends
+/// nothing upstream for it.
+#[test]
+fn budgets_a_harness_that_goes_away_is_no_longer_held() {
+    let w = World::new();
+    let mock = Mock::start();
+    world_for(&w, &mock, "");
+    let (name, project) = session_in(&w, "heldgone");
+    let (p, budget) = (project.display(), STREAMED.total() - 1);
+    w.run(&["cage", "limits", &name, "--tokens", &budget.to_string()])
+        .ok();
+    let script = format!(
+        "{REQ_FN}stream /v1/messages {p}/a.txt
+         body='{{\"model\":\"m\",\"max_tokens\":9,\"stream\":true,\"messages\":[]}}'
+         wget -q -O {p}/b.txt --header 'Content-Type: application/json' --post-data \"$body\" \
+           \"$ANTHROPIC_BASE_URL/v1/messages\" & pid=$!
+         while ! grep -q 'event: ping' {p}/b.txt 2>/dev/null; do sleep 0.1; done
+         kill $pid; wait $pid; echo gone > {p}/gone
+         while [ ! -e {p}/raised ]; do sleep 0.1; done; sleep 3"
+    );
+    let child = w.spawn_env(
+        &["cage", "exec", &name, "--", "sh", "-c", &script],
+        &[("ANTHROPIC_API_KEY", MACHINE_KEY)],
+    );
+    wait_until("the client killed", Duration::from_secs(90), || {
+        project.join("gone").exists()
+    });
+    wait_until("no longer held", Duration::from_secs(20), || {
+        waiting(&w, &name).is_null()
+    });
+    w.run(&["cage", "limits", &name, "--tokens", "none"]).ok();
+    std::fs::write(project.join("raised"), "").unwrap();
+    let (ok, _, err) = ended(child, Duration::from_secs(60));
+    assert!(ok, "{err}");
+    assert_eq!(model_posts(&mock), 1, "{}", mock.explain());
+    assert!(!err.contains("its model request goes on"), "{err}");
+}
