@@ -128,6 +128,18 @@ fn held_then_raised(w: World) {
         let page = get(&format!("{}/", s.url)).is(200).body;
         assert!(page.contains("waits on its session budget"), "{page}");
     }
+    let listed = |s: &Serve| {
+        get(&format!("{}/v1/sessions", s.url)).is(200).json()["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name.as_str())
+            .unwrap()["busy"]["waiting"]
+            .clone()
+    };
+    if let Some(s) = &s {
+        assert_eq!(listed(s)["why"], wt["why"]);
+    }
 
     // Kept waiting with pings, as long as it is held; nothing upstream.
     wait_until("two pings", Duration::from_secs(30), || {
@@ -191,6 +203,10 @@ fn held_then_raised(w: World) {
         "{err}"
     );
     assert_eq!(waiting(&w, &name), Value::Null);
+    if let Some(s) = &s {
+        // serve's listing, kept between changes, sees the wait end too.
+        assert_eq!(listed(s), Value::Null);
+    }
     assert!(!w.state.join(format!("sessions/{name}@budget")).exists());
     let used = &w.record(&name)["tokens"]["used"];
     assert_eq!(used["responses"], 3, "{used:#}");
