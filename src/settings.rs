@@ -1183,7 +1183,7 @@ fn user_name(env: &Env) -> String {
 /// key (and, within `[machines]`, the entry's name), as `key `memory`: why`;
 /// anything else (bad TOML, an unknown key) as the TOML parser says it,
 /// with the line.
-fn parse_config(text: &str, config_path: &Path) -> Result<ConfigFile> {
+fn parse_config<T: serde::de::DeserializeOwned>(text: &str, config_path: &Path) -> Result<T> {
     let whole = |e: &toml::de::Error| Error::config(config_path, None, e.to_string().trim_end());
     let de = toml::Deserializer::parse(text).map_err(|e| whole(&e))?;
     serde_path_to_error::deserialize(de).map_err(|e| {
@@ -1208,6 +1208,31 @@ fn parse_config(text: &str, config_path: &Path) -> Result<ConfigFile> {
             None => whole(e.inner()),
         }
     })
+}
+
+/// The config file's `[budget]` alone, read again from `config_path` (the
+/// model gateway reads it at each model request: the config may change
+/// while a turn runs). The rest of the file is not looked at, beyond its
+/// being TOML; a config file that is not there has no budgets.
+pub fn budget_of(config_path: &Path) -> Result<budget::BudgetSettings> {
+    /// The file, its other keys let be.
+    #[derive(Deserialize)]
+    struct Only {
+        budget: Option<budget::BudgetTable>,
+    }
+    let text = match std::fs::read_to_string(config_path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => {
+            return Err(Error::config(
+                config_path,
+                None,
+                format!("cannot read it: {e}"),
+            ));
+        }
+    };
+    let only: Only = parse_config(&text, config_path)?;
+    Ok(only.budget.unwrap_or_default().settings())
 }
 
 /// The process's environment, read once (names and values that are
@@ -1685,7 +1710,12 @@ const KEYS: &[(&str, Shown, &str)] = {
         (
             "budget.wait",
             Words("\"1h\""),
-            "how long a model request held at a budget waits for it to be raised before it is refused (0: refused at once; 90s, 30m, 2h; at most 24h)",
+            "how long a model request held at a budget waits for it to be raised: 0 (refused at once), or seconds, minutes or hours (\"90s\", \"30m\", \"2h\"), at most 24h",
+        ),
+        (
+            "budget.daily_tokens",
+            Words("none"),
+            "the tokens all sessions may spend in a day, together, as cage limits --tokens takes them (2000000, \"500k\", \"2M\")",
         ),
         (
             "allow_root",
@@ -2471,6 +2501,80 @@ delta = { url = "http://[fd00::1]:9000", token_file = "/t/delta" }
                 e.message()
             );
         }
+    }
+
+    /// `[budget] daily_tokens`: a number of tokens as `cage limits --tokens`
+    /// takes it, a TOML number or a string; a bad one is refused naming the
+    /// key, in those words. Read alone from the file (`budget_of`), the
+    /// same, the rest of the file let be.
+    #[test]
+    fn the_daily_budget_is_read_and_checked() {
+        assert_eq!(load("").unwrap().budget.daily_tokens, None);
+        for (text, n) in [
+            ("2000000", Some(2_000_000)),
+            ("\"2M\"", Some(2_000_000)),
+            ("\"1.5k\"", Some(1_500)),
+            ("\"none\"", None),
+        ] {
+            let s = load(&format!("[budget]\ndaily_tokens = {text}")).unwrap();
+            assert_eq!(s.budget.daily_tokens, n, "{text}");
+        }
+        for (text, why) in [
+            (
+                "0",
+                "0 would refuse every model request; give a positive whole number of tokens, \
+                 or none for no budget",
+            ),
+            (
+                "-5",
+                "\"-5\" is not a number of tokens; give a positive whole number (like 2000000, \
+                 500k or 2M: k for thousands, M for millions), or none for no budget",
+            ),
+            (
+                "2.0",
+                "\"2.0\" is not a number of tokens; give a positive whole number (like 2000000, \
+                 500k or 2M: k for thousands, M for millions), or none for no budget",
+            ),
+            (
+                "\"2m\"",
+                "\"2m\" is not a number of tokens; give a positive whole number (like 2000000, \
+                 500k or 2M: k for thousands, M for millions), or none for no budget",
+            ),
+        ] {
+            let e = load(&format!("[budget]\ndaily_tokens = {text}")).unwrap_err();
+            assert_eq!(e.kind, crate::error::Kind::BadInput);
+            assert_eq!(
+                e.message(),
+                format!("config file /cfg/config.toml: key `budget`: daily_tokens: {why}"),
+                "{text}"
+            );
+        }
+        let e = load("[budget]\ndaily = 5").unwrap_err();
+        assert!(
+            e.message().starts_with(
+                "config file /cfg/config.toml: key `budget`: daily: unknown field `daily`"
+            ),
+            "{}",
+            e.message()
+        );
+
+        let scratch = tempfile::tempdir().unwrap();
+        let path = scratch.path().join("config.toml");
+        assert_eq!(budget_of(&path).unwrap(), budget::BudgetSettings::default());
+        // Other keys, even ones `load` would refuse, are not looked at.
+        std::fs::write(&path, "pids = 0\n[budget]\ndaily_tokens = \"5k\"\n").unwrap();
+        assert_eq!(budget_of(&path).unwrap().daily_tokens, Some(5_000));
+        std::fs::write(&path, "[budget]\ndaily_tokens = \"lots\"\n").unwrap();
+        let e = budget_of(&path).unwrap_err();
+        assert_eq!(
+            e.message(),
+            format!(
+                "config file {}: key `budget`: daily_tokens: \"lots\" is not a number of tokens; \
+                 give a positive whole number (like 2000000, 500k or 2M: k for thousands, M for \
+                 millions), or none for no budget",
+                path.display()
+            )
+        );
     }
 
     /// Limits podman cannot use are refused, saying the minimum and giving

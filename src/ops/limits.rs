@@ -39,55 +39,7 @@ pub struct LimitsRequest {
 /// body): a positive whole number, with `k` (thousands) or `M` (millions)
 /// after it if wanted (`5k`, `5M`, `1.5M`), or `none` for no budget.
 pub fn parse_tokens(text: &str) -> Result<Option<u64>> {
-    let t = text.trim();
-    if t.eq_ignore_ascii_case("none") {
-        return Ok(None);
-    }
-    match tokens_number(t) {
-        Some(0) => Err(Error::bad_field(
-            "tokens",
-            "0 would refuse every model request; give a positive whole number of tokens, or \
-             none for no budget",
-        )),
-        Some(n) => Ok(Some(n)),
-        None => Err(Error::bad_field(
-            "tokens",
-            format!(
-                "{t:?} is not a number of tokens; give a positive whole number (like 2000000, \
-                 500k or 2M: k for thousands, M for millions), or none for no budget"
-            ),
-        )),
-    }
-}
-
-/// Pure: `500`, `5k`, `5K`, `5M`, `1.5M` as a whole number of tokens; None
-/// for anything else, a fraction of a token, or more than a u64 holds. A
-/// lower-case `m` is not taken: in memory sizes it means MiB.
-fn tokens_number(t: &str) -> Option<u64> {
-    let (digits, scale) = if let Some(d) = t.strip_suffix(['k', 'K']) {
-        (d, 1_000u64)
-    } else if let Some(d) = t.strip_suffix('M') {
-        (d, 1_000_000)
-    } else {
-        (t, 1)
-    };
-    let (whole, frac) = digits.split_once('.').unwrap_or((digits, ""));
-    let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    if !all_digits(whole) || (digits.contains('.') && !all_digits(frac)) {
-        return None;
-    }
-    let mut n = whole.parse::<u64>().ok()?.checked_mul(scale)?;
-    // Each digit after the point is worth a tenth of the one before; one
-    // worth less than a token is refused.
-    let mut worth = scale;
-    for d in frac.bytes() {
-        if worth % 10 != 0 {
-            return None;
-        }
-        worth /= 10;
-        n = n.checked_add(u64::from(d - b'0') * worth)?;
-    }
-    Some(n)
+    crate::settings::budget::parse_tokens(text).map_err(|why| Error::bad_field("tokens", why))
 }
 
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]

@@ -1,5 +1,6 @@
 //! `GET /`: the status page (docs/serve.md, "HTTP API"). One HTML page made here,
-//! read-only: the sessions, the machine's image, the last history lines.
+//! read-only: what was spent today and the daily budget, the sessions, the
+//! machine's image, the last history lines.
 //! No script, no form, nothing loaded from anywhere (the style is in the
 //! page), and a Content-Security-Policy that forbids all of it, so that
 //! even a value that slipped through unescaped could run nothing.
@@ -69,6 +70,35 @@ pub struct Page {
     /// Whether podman enforces the cages' limits on this machine (None:
     /// not known, serve found no podman).
     pub limits_enforced: Option<bool>,
+    pub today: Today,
+}
+
+/// What the sessions of serve's state folder spent today, together, and
+/// the daily budget (docs/gateway.md, "Daily budget").
+pub struct Today {
+    /// The machine's local day, `YYYY-MM-DD`.
+    pub day: String,
+    /// The tokens, or why the day's file did not read.
+    pub spent: std::result::Result<u64, String>,
+    /// `[budget] daily_tokens` as the config file says now, or why it did
+    /// not read.
+    pub budget: std::result::Result<Option<u64>, String>,
+}
+
+impl Today {
+    /// Read now: the day's file, and the config's `[budget]`.
+    fn read(store: &Store, config: &std::path::Path) -> Today {
+        let day = crate::state::spend::today();
+        Today {
+            day: day.to_string(),
+            spent: crate::state::spend::read(&store.spend_dir(), day)
+                .map(|d| d.total.total())
+                .map_err(|e| e.message()),
+            budget: crate::settings::budget_of(config)
+                .map(|b| b.daily_tokens)
+                .map_err(|e| e.message()),
+        }
+    }
 }
 
 /// A session.
@@ -201,6 +231,7 @@ fn gather(shared: &Shared, live: Option<&Live>, now: u64) -> crate::error::Resul
             .host()
             .as_ref()
             .map(crate::host::enforces_limits),
+        today: Today::read(&store, &shared.base.settings.config_path),
     })
 }
 
@@ -266,12 +297,33 @@ pub fn render(p: &Page) -> Markup {
                     "As of " (crate::state::when::local(p.now))
                     ". Read-only; reload the page to see it again."
                 }
+                (today(&p.today))
                 (sessions(p))
                 (left(p))
                 (refused(p))
                 (image(&p.cage))
                 (history(p))
             }
+        }
+    }
+}
+
+/// Today's spend, all sessions together, beside the daily budget.
+fn today(t: &Today) -> Markup {
+    html! {
+        p.meta {
+            "Today (" (t.day) "): "
+            @match &t.spent {
+                Ok(n) => { (crate::state::when::count(*n, "token", "tokens")) " spent, all sessions together" }
+                Err(why) => span.bad { "what was spent does not read: " (why) }
+            }
+            "; "
+            @match &t.budget {
+                Ok(Some(b)) => { "daily budget " (b) " tokens" }
+                Ok(None) => { "no daily budget" }
+                Err(why) => span.bad { "the daily budget does not read: " (why) }
+            }
+            " ([budget] daily_tokens)."
         }
     }
 }
@@ -652,6 +704,11 @@ mod tests {
             refusals: Vec::new(),
             live: true,
             limits_enforced: Some(true),
+            today: Today {
+                day: "2026-12-06".into(),
+                spent: Ok(1234),
+                budget: Ok(Some(2_000_000)),
+            },
         }
     }
 
@@ -730,6 +787,8 @@ mod tests {
             "Also offered: localhost/shrooms-workbench:desktop",
             "limits memory 4g -&gt; 8g",
             "(10 min ago)",
+            "Today (2026-12-06): 1234 tokens spent, all sessions together; daily budget \
+             2000000 tokens ([budget] daily_tokens).",
         ] {
             assert!(html.contains(want), "{want:?} not in\n{html}");
         }
@@ -748,6 +807,31 @@ mod tests {
         // No script, no form, nothing loaded from elsewhere.
         for never in ["<script", "<form", "<link", "<img", "src=", "href="] {
             assert!(!html.contains(never), "{never:?} in\n{html}");
+        }
+    }
+
+    /// Without a daily budget, or with files that do not read, the line of
+    /// today's spend says so.
+    #[test]
+    fn todays_spend_without_a_budget_or_unread() {
+        let mut p = page_with(sample_record("web"), None, Vec::new());
+        p.today.budget = Ok(None);
+        p.today.spent = Ok(1);
+        let html = render(&p).into_string();
+        assert!(
+            html.contains(
+                "Today (2026-12-06): 1 token spent, all sessions together; no daily budget"
+            ),
+            "{html}"
+        );
+        p.today.spent = Err("its file is damaged".into());
+        p.today.budget = Err("key `budget`: bad".into());
+        let html = render(&p).into_string();
+        for want in [
+            r#"<span class="bad">what was spent does not read: its file is damaged</span>"#,
+            r#"<span class="bad">the daily budget does not read: key `budget`: bad</span>"#,
+        ] {
+            assert!(html.contains(want), "{want}\n{html}");
         }
     }
 
@@ -868,6 +952,8 @@ mod tests {
             error: crate::error::Error::failed(evil),
         });
         p.unread.push((evil.into(), evil.into()));
+        p.today.spent = Err(evil.into());
+        p.today.budget = Err(evil.into());
         let html = render(&p).into_string();
         assert!(!html.contains("<script"), "{html}");
         assert!(!html.contains("<img"), "{html}");
@@ -877,8 +963,9 @@ mod tests {
         // The machine's name (title, heading), the session (table,
         // history, damaged, unread), the image (table twice), the state,
         // the busy and what it waits on (shown, and its title), who and
-        // what, the build error, the record's error and the history's.
-        assert_eq!(html.matches(escaped).count(), 17, "{html}");
+        // what, the build error, the record's error and the history's,
+        // today's spend's and the daily budget's errors.
+        assert_eq!(html.matches(escaped).count(), 19, "{html}");
         assert!(html.contains(r#"<span class="state other">"#), "{html}");
     }
 }

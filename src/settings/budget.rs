@@ -1,5 +1,6 @@
 //! `[budget]`: how the model gateway holds a model request past a budget
-//! (docs/gateway.md, "Budgets"). Every key is optional; each value is
+//! (docs/gateway.md, "Budgets"), and the machine's daily budget
+//! (docs/gateway.md, "Daily budget"). Every key is optional; each value is
 //! checked as it is read, so a bad one is refused with its key named.
 
 use std::time::Duration;
@@ -20,6 +21,7 @@ pub const MAX_WAIT: Duration = Duration::from_secs(24 * 60 * 60);
 #[serde(deny_unknown_fields)]
 pub struct BudgetTable {
     wait: Option<Wait>,
+    daily_tokens: Option<DailyTokens>,
 }
 
 /// The budgets' settings.
@@ -28,11 +30,17 @@ pub struct BudgetSettings {
     /// How long a model request held at a budget waits for it to be
     /// raised before it is refused; zero: refused at once.
     pub wait: Duration,
+    /// The tokens all sessions of this state folder may spend in a day
+    /// (the machine's local day), together; None: no daily budget.
+    pub daily_tokens: Option<u64>,
 }
 
 impl Default for BudgetSettings {
     fn default() -> Self {
-        BudgetSettings { wait: DEFAULT_WAIT }
+        BudgetSettings {
+            wait: DEFAULT_WAIT,
+            daily_tokens: None,
+        }
     }
 }
 
@@ -40,6 +48,7 @@ impl BudgetTable {
     pub fn settings(self) -> BudgetSettings {
         BudgetSettings {
             wait: self.wait.map_or(DEFAULT_WAIT, |Wait(d)| d),
+            daily_tokens: self.daily_tokens.and_then(|DailyTokens(n)| n),
         }
     }
 }
@@ -82,6 +91,87 @@ pub fn parse_wait(text: &str) -> Result<Duration, String> {
              minutes or hours, like 90s, 30m or 2h"
         )),
     }
+}
+
+/// `daily_tokens`: a number of tokens as `cage limits --tokens` takes it
+/// ([`parse_tokens`]), written as a TOML number (`2000000`) or a string
+/// (`"2M"`, `"none"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "NumberOrText")]
+struct DailyTokens(Option<u64>);
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum NumberOrText {
+    Int(i64),
+    Float(f64),
+    Text(String),
+}
+
+impl TryFrom<NumberOrText> for DailyTokens {
+    type Error = String;
+    fn try_from(v: NumberOrText) -> Result<Self, String> {
+        let text = match v {
+            NumberOrText::Int(n) => n.to_string(),
+            // As written: `2.0` is no whole number here.
+            NumberOrText::Float(f) => format!("{f:?}"),
+            NumberOrText::Text(t) => t,
+        };
+        parse_tokens(&text).map(DailyTokens)
+    }
+}
+
+/// Pure: a token budget as written (`cage limits --tokens`, the `tokens`
+/// of serve's limits route, `[budget] daily_tokens`): a positive whole
+/// number, with `k` (thousands) or `M` (millions) after it if wanted
+/// (`5k`, `5M`, `1.5M`), or `none` for no budget; or why it is not one.
+pub fn parse_tokens(text: &str) -> Result<Option<u64>, String> {
+    let t = text.trim();
+    if t.eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    match tokens_number(t) {
+        Some(0) => Err(
+            "0 would refuse every model request; give a positive whole number of \
+             tokens, or none for no budget"
+                .to_string(),
+        ),
+        Some(n) => Ok(Some(n)),
+        None => Err(format!(
+            "{t:?} is not a number of tokens; give a positive whole number (like 2000000, \
+             500k or 2M: k for thousands, M for millions), or none for no budget"
+        )),
+    }
+}
+
+/// Pure: `500`, `5k`, `5K`, `5M`, `1.5M` as a whole number of tokens; None
+/// for anything else, a fraction of a token, or more than a u64 holds. A
+/// lower-case `m` is not taken: in memory sizes it means MiB.
+fn tokens_number(t: &str) -> Option<u64> {
+    let (digits, scale) = if let Some(d) = t.strip_suffix(['k', 'K']) {
+        (d, 1_000u64)
+    } else if let Some(d) = t.strip_suffix('M') {
+        (d, 1_000_000)
+    } else {
+        (t, 1)
+    };
+    let (whole, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !all_digits(whole) || (digits.contains('.') && !all_digits(frac)) {
+        return None;
+    }
+    let mut n = whole.parse::<u64>().ok()?.checked_mul(scale)?;
+    // Each digit after the point is worth a tenth of the one before; one
+    // worth less than a token is refused.
+    let mut worth = scale;
+    for d in frac.bytes() {
+        if worth % 10 != 0 {
+            return None;
+        }
+        worth /= 10;
+        n = n.checked_add(u64::from(d - b'0') * worth)?;
+    }
+    Some(n)
 }
 
 #[cfg(test)]

@@ -511,6 +511,10 @@ impl Store {
     pub fn sessions_dir(&self) -> PathBuf {
         self.root.join("sessions")
     }
+    /// What the day's turns spent, all sessions together (`state::spend`).
+    pub fn spend_dir(&self) -> PathBuf {
+        self.root.join("spend")
+    }
     pub fn record_path(&self, name: &str) -> PathBuf {
         self.sessions_dir().join(format!("{name}.json"))
     }

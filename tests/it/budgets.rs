@@ -442,3 +442,46 @@ fn budgets_a_harness_that_goes_away_is_no_longer_held() {
     assert_eq!(model_posts(&mock), 1, "{}", mock.explain());
     assert!(!err.contains("its model request goes on"), "{err}");
 }
+
+/// The machine's daily budget holds the same way: past it, a session's
+/// streamed request waits, shown as waiting on the daily budget; the
+/// config's number raised, the same request goes on.
+#[test]
+fn budgets_the_daily_budget_holds_the_same_way() {
+    let w = World::new();
+    let mock = Mock::start();
+    let daily = |n: u64| format!("[budget]\ndaily_tokens = {n}\n");
+    world_for(&w, &mock, &daily(STREAMED.total() - 1));
+    let (name, project) = session_in(&w, "heldday");
+    let p = project.display();
+    let script = format!(
+        "{REQ_FN}stream /v1/messages {p}/a.txt; stream /v1/messages {p}/b.txt; echo done > {p}/done"
+    );
+    let child = w.spawn_env(
+        &["cage", "exec", &name, "--", "sh", "-c", &script],
+        &[("ANTHROPIC_API_KEY", MACHINE_KEY)],
+    );
+    wait_until("the request held", Duration::from_secs(90), || {
+        waiting(&w, &name).is_object()
+    });
+    let wt = waiting(&w, &name);
+    assert_eq!(wt["budget"], "daily", "{wt:#}");
+    assert!(
+        wt["why"]
+            .as_str()
+            .unwrap()
+            .contains("this machine's daily token budget is spent"),
+        "{wt:#}"
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(model_posts(&mock), 1, "{}", mock.explain());
+    world_for(&w, &mock, &daily(3 * STREAMED.total()));
+    let (ok, _, err) = ended(child, Duration::from_secs(60));
+    assert!(ok, "{err}");
+    assert!(
+        read(&project.join("b.txt")).contains("message_stop"),
+        "{err}"
+    );
+    assert_eq!(model_posts(&mock), 2, "{}", mock.explain());
+    assert!(err.contains("its model request goes on"), "{err}");
+}

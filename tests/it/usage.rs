@@ -714,3 +714,99 @@ fn usage_a_dropped_stream_is_charged_what_passed() {
 fn usage_a_dropped_stream_is_charged_what_passed_rootless() {
     dropped_stream_is_charged(World::rootless());
 }
+
+/// The machine's daily budget (`[budget] daily_tokens`): two sessions'
+/// turns together reach it; the next model request of either is refused in
+/// the API's error shape, with words that say what was spent today and
+/// name the config file, the terminal says so once, and the mock never
+/// sees it; the number raised in the config, the next request passes. The
+/// day's file says what all of them spent; with `http`, the status page
+/// shows it beside the budget.
+fn a_spent_daily_budget_refuses(w: World, http: bool) {
+    let mock = Mock::start();
+    let daily = STREAMED.total() + PLAIN.total();
+    // Refused at once (`wait = "0"`); budgets.rs shows it held.
+    let budget = |n: u64| format!("[budget]\ndaily_tokens = {n}\nwait = \"0\"\n");
+    world_for(&w, &mock, &budget(daily));
+    let (a, project_a) = session_in(&w, "dailya");
+    let (b, project_b) = session_in(&w, "dailyb");
+    let (pa, pb) = (project_a.display(), project_b.display());
+    let said =
+        format!("this machine's daily token budget is spent: {daily} of {daily} tokens today");
+    let raise = format!("edit daily_tokens in [budget] of {}", w.config.display());
+
+    // Under it: a's streamed answer.
+    let r = exec(&w, &a, &format!("{REQ_FN}req POST /v1/messages {pa}/1.txt")).ok();
+    assert!(
+        read(&project_a.join("1.txt")).contains("message_stop"),
+        "{}",
+        r.explain()
+    );
+    // b's plain answer reaches it, with a's; b's next request is refused.
+    let r = exec(
+        &w,
+        &b,
+        &format!("{REQ_FN}{PLAIN_FN}plain {pb}/2.txt\nreq POST /v1/messages {pb}/3.txt\nreq POST /v1/messages {pb}/4.txt"),
+    )
+    .ok();
+    assert!(
+        read(&project_b.join("2.txt")).contains("hello from the mock"),
+        "{}\n{}",
+        r.explain(),
+        mock.explain()
+    );
+    for f in ["3.txt", "4.txt"] {
+        let refused = read(&project_b.join(f));
+        assert_eq!(status(&refused), 400, "{refused}\n{}", r.explain());
+        assert!(refused.contains("\"invalid_request_error\""), "{refused}");
+        for words in [&said, &raise] {
+            assert!(refused.contains(words.as_str()), "{refused}");
+        }
+    }
+    // The terminal: once in the turn.
+    assert_eq!(r.stderr().matches(&said).count(), 1, "{}", r.explain());
+    assert!(r.stderr().contains(&raise), "{}", r.explain());
+    // a's next turn: refused too.
+    let r = exec(&w, &a, &format!("{REQ_FN}req POST /v1/messages {pa}/5.txt")).ok();
+    let refused = read(&project_a.join("5.txt"));
+    assert_eq!(status(&refused), 400, "{refused}\n{}", r.explain());
+    assert!(refused.contains(&said), "{refused}");
+    assert_eq!(model_posts(&mock), 2, "{}", mock.explain());
+
+    // The day's file: both sessions' answers, summed.
+    let spend = w.state.join("spend");
+    let day = chrono::Local::now().date_naive().format("%Y-%m-%d");
+    let file: Value =
+        serde_json::from_str(&read(&spend.join(format!("{day}.json")))).unwrap_or(Value::Null);
+    assert_eq!(file["total"], summed(&[&STREAMED, &PLAIN]), "{file:#}");
+
+    if http {
+        let s = w.serve(&[], &[]);
+        let page = get(&format!("{}/", s.url)).is(200).body;
+        let want = format!(
+            "Today ({day}): {daily} tokens spent, all sessions together; daily budget {daily} tokens"
+        );
+        assert!(page.contains(&want), "{want}\n{page}");
+    }
+
+    // Raised in the config: the next request passes, in a turn already
+    // running too (the budget is read at each request).
+    world_for(&w, &mock, &budget(daily + STREAMED.total() + 1));
+    let r = exec(&w, &a, &format!("{REQ_FN}req POST /v1/messages {pa}/6.txt")).ok();
+    assert!(
+        read(&project_a.join("6.txt")).contains("message_stop"),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(model_posts(&mock), 3, "{}", mock.explain());
+}
+
+#[test]
+fn usage_a_spent_daily_budget_refuses_every_sessions_model_requests() {
+    a_spent_daily_budget_refuses(World::new(), true);
+}
+
+#[test]
+fn usage_a_spent_daily_budget_refuses_every_sessions_model_requests_rootless() {
+    a_spent_daily_budget_refuses(World::rootless(), false);
+}

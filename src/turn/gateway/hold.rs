@@ -44,18 +44,18 @@ const MAX_HELD_BODY: usize = 64 << 20;
 /// How much of an upstream's error answer is passed on in a held stream.
 const MAX_ERROR_BODY: usize = 1 << 20;
 
-/// Hold a request at a budget (`why`: which, what was spent, how to raise
+/// Hold a request at a budget (`at`: which, what was spent, how to raise
 /// it), as the module says.
 pub(super) async fn held(
     state: Arc<State>,
     parts: Parts,
     body: Incoming,
-    why: String,
+    at: usage::AtBudget,
 ) -> Response<reqwest::Body> {
     let ledger = state.config.ledger.clone();
     let wait = state.config.budget_wait;
     if wait.is_zero() || ledger.gave_up() {
-        return super::refused(&state, &usage::gave_up(&why, wait));
+        return super::refused(&state, &usage::gave_up(&at.why, wait));
     }
     let body = match http_body_util::Limited::new(body, MAX_HELD_BODY)
         .collect()
@@ -74,7 +74,7 @@ pub(super) async fn held(
             );
         }
     };
-    let waiting = ledger.waiting("session", &why, wait);
+    let waiting = ledger.waiting(at.budget, &at.why, wait);
     let deadline = Instant::now() + wait;
     let wire = Wire::of(&parts);
     if !asks_stream(&body) {
@@ -148,7 +148,7 @@ async fn until_raised(
         let why = match super::plan_for(state, parts).await {
             Ok(plan) => return Ok(plan),
             Err(NotNow::Answer(a)) => return Err(Ended::Answer(a)),
-            Err(NotNow::AtBudget(why)) => why,
+            Err(NotNow::AtBudget(at)) => at.why,
         };
         if Instant::now() >= deadline {
             state.config.ledger.give_up();

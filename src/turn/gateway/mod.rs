@@ -390,7 +390,7 @@ async fn model(
     Ok(match plan_for(&state, &parts).await {
         Ok(p) => forward(&state, parts.method, body, p).await,
         Err(NotNow::Answer(answer)) => answer,
-        Err(NotNow::AtBudget(why)) => hold::held(state, parts, body, why).await,
+        Err(NotNow::AtBudget(at)) => hold::held(state, parts, body, at).await,
     })
 }
 
@@ -398,9 +398,8 @@ async fn model(
 enum NotNow {
     /// This answer goes back in its place.
     Answer(Response<reqwest::Body>),
-    /// A budget is reached: these words say which, what was spent and how
-    /// to raise it.
-    AtBudget(String),
+    /// A budget is reached.
+    AtBudget(usage::AtBudget),
 }
 
 impl From<Response<reqwest::Body>> for NotNow {
@@ -542,7 +541,7 @@ async fn admitted(
     }
     match state.config.ledger.admit().await {
         usage::Admitted::Pass(p) => Ok(p),
-        usage::Admitted::AtBudget(why) => Err(NotNow::AtBudget(why)),
+        usage::Admitted::AtBudget(at) => Err(NotNow::AtBudget(at)),
         usage::Admitted::Refused(why) => Err(refused(state, &why).into()),
     }
 }

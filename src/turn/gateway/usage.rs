@@ -921,15 +921,28 @@ pub struct Ledger {
     /// One model request at a time while the session has a budget: the
     /// next is let through once the answer before it is counted.
     gate: Arc<tokio::sync::Semaphore>,
+    /// The day's spend, and what of the turn's is not in it yet.
+    day: Arc<DaySpend>,
+    /// The config file, read again for the daily budget at each model
+    /// request (`Ledger::with_daily_budget`); None: none applies.
+    config: Option<std::path::PathBuf>,
+}
+
+/// The state folder's day files (`state::spend`), and the tokens the turn
+/// counted that its writer has yet to add to them: read together under
+/// their lock, so each answer counts once in today's total, in one or the
+/// other, even before the writer got to it.
+struct DaySpend {
+    dir: std::path::PathBuf,
+    unwritten: AtomicU64,
 }
 
 /// What a model request may do now (`Ledger::admit`).
 pub enum Admitted {
     /// Refused, for this reason.
     Refused(String),
-    /// At a budget (these words say which, what was spent and how to
-    /// raise it): held until it is raised (`super::hold`).
-    AtBudget(String),
+    /// At a budget: held until it is raised (`super::hold`).
+    AtBudget(AtBudget),
     /// Let through; with a budget, holding the turn's gate until its
     /// answer is counted.
     Pass(Option<tokio::sync::OwnedSemaphorePermit>),
@@ -961,9 +974,14 @@ impl Ledger {
         let (send, receive) = mpsc::channel::<Usage>();
         let started = crate::state::when::now();
         let (s, name) = (store.clone(), session.to_string());
+        let day = Arc::new(DaySpend {
+            dir: store.spend_dir(),
+            unwritten: AtomicU64::new(0),
+        });
+        let d = day.clone();
         let thread = std::thread::Builder::new()
             .name("shrooms-usage".into())
-            .spawn(move || write_all(&s, &name, started, receive));
+            .spawn(move || write_all(&s, &name, started, receive, &d));
         let writer = match thread {
             Ok(thread) => Some(Writer { send, thread }),
             Err(e) => {
@@ -982,7 +1000,16 @@ impl Ledger {
             state: Mutex::new(Turn::default()),
             writer: Mutex::new(writer),
             gate: Arc::new(tokio::sync::Semaphore::new(1)),
+            day,
+            config: None,
         }
+    }
+
+    /// The machine's daily budget applies to the turn: `[budget]
+    /// daily_tokens` of `config_path`, read at each model request.
+    pub fn with_daily_budget(mut self, config_path: &std::path::Path) -> Ledger {
+        self.config = Some(config_path.to_path_buf());
+        self
     }
 
     /// Whether a model request passes now. Without a budget, at once. With
@@ -999,7 +1026,7 @@ impl Ledger {
         };
         match check(self.clone()).await {
             Check::Refused(why) => return Admitted::Refused(why),
-            Check::AtBudget(why) => return Admitted::AtBudget(why),
+            Check::AtBudget(at) => return Admitted::AtBudget(at),
             Check::Pass { budget: false } => return Admitted::Pass(None),
             Check::Pass { budget: true } => {}
         }
@@ -1009,7 +1036,7 @@ impl Ledger {
         };
         match check(self.clone()).await {
             Check::Refused(why) => Admitted::Refused(why),
-            Check::AtBudget(why) => Admitted::AtBudget(why),
+            Check::AtBudget(at) => Admitted::AtBudget(at),
             Check::Pass { .. } => Admitted::Pass(Some(permit)),
         }
     }
@@ -1022,6 +1049,10 @@ impl Ledger {
     /// Count one response.
     pub fn add(&self, usage: Usage) {
         self.turn().spent.add(&usage);
+        // Before the writer can take it off (`DaySpend`).
+        self.day
+            .unwritten
+            .fetch_add(usage.total(), Ordering::SeqCst);
         if let Some(w) = self
             .writer
             .lock()
@@ -1046,7 +1077,7 @@ impl Ledger {
     #[cfg(test)]
     pub fn refusal(&self) -> Option<String> {
         match self.check() {
-            Check::Refused(why) | Check::AtBudget(why) => Some(why),
+            Check::Refused(why) | Check::AtBudget(AtBudget { why, .. }) => Some(why),
             Check::Pass { .. } => None,
         }
     }
@@ -1056,10 +1087,14 @@ impl Ledger {
         if self.turn().stopped {
             return Check::Refused(STOPPED.to_string());
         }
+        let daily = match self.daily() {
+            Ok(daily) => daily,
+            Err(check) => return check,
+        };
         let budget = match self.store.load(&self.session) {
             Ok(r) => match r.tokens.budget {
                 Some(b) => b,
-                None => return Check::Pass { budget: false },
+                None => return Check::Pass { budget: daily },
             },
             Err(e) => {
                 // Not knowing the budget, nothing is spent past it.
@@ -1072,9 +1107,56 @@ impl Ledger {
         };
         let spent = self.spent().total();
         if spent >= budget {
-            Check::AtBudget(budget_spent(&self.session, spent, budget))
+            Check::AtBudget(AtBudget {
+                budget: "session",
+                why: budget_spent(&self.session, spent, budget),
+            })
         } else {
             Check::Pass { budget: true }
+        }
+    }
+
+    /// The machine's daily budget, read from the config file at each call
+    /// (it may be changed while a turn runs): Ok(whether there is one) while
+    /// today's spend, all sessions together, is under it; Err(at the
+    /// budget) once it is reached, or Err(refused) when the budget or the
+    /// day's spend cannot be read (nothing is spent past a budget not
+    /// known). A read of the config and one of the day's file.
+    fn daily(&self) -> std::result::Result<bool, Check> {
+        let Some(config) = &self.config else {
+            return Ok(false);
+        };
+        let budget = match crate::settings::budget_of(config) {
+            Ok(b) => b.daily_tokens,
+            Err(e) => {
+                return Err(Check::Refused(format!(
+                    "shrooms-agent could not read this machine's daily token budget: {}",
+                    e.message()
+                )));
+            }
+        };
+        let Some(budget) = budget else {
+            return Ok(false);
+        };
+        let day = crate::state::spend::today();
+        let dir = &self.day.dir;
+        let spent = crate::state::spend::locked(dir, || {
+            let written = crate::state::spend::read(dir, day)?.total.total();
+            Ok(written.saturating_add(self.day.unwritten.load(Ordering::SeqCst)))
+        })
+        .map_err(|e| {
+            Check::Refused(format!(
+                "shrooms-agent could not read what this machine spent today: {}",
+                e.message()
+            ))
+        })?;
+        if spent >= budget {
+            Err(Check::AtBudget(AtBudget {
+                budget: "daily",
+                why: daily_spent(&day.to_string(), spent, budget, config),
+            }))
+        } else {
+            Ok(true)
         }
     }
 
@@ -1203,24 +1285,42 @@ impl Drop for Held {
     }
 }
 
+/// A budget reached: which (`session`, the session's own; `daily`, the
+/// machine's of the day), and the words that say what was spent and how
+/// to raise it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AtBudget {
+    pub budget: &'static str,
+    pub why: String,
+}
+
 /// What the record says of a model request now.
 enum Check {
     Refused(String),
-    AtBudget(String),
+    AtBudget(AtBudget),
     Pass { budget: bool },
 }
 
-/// The writer thread: each response's counts added to the record (those
-/// that came meanwhile together), until the turn ends.
-fn write_all(store: &Store, session: &str, started: u64, receive: mpsc::Receiver<Usage>) {
+/// The writer thread: each response's counts added to the record and to
+/// the day's spend (those that came meanwhile together), until the turn
+/// ends.
+fn write_all(
+    store: &Store,
+    session: &str,
+    started: u64,
+    receive: mpsc::Receiver<Usage>,
+    day: &DaySpend,
+) {
     let mut turn = Usage::default();
     let mut complained = false;
+    let mut day_complained = false;
     while let Ok(first) = receive.recv() {
         let mut delta = first;
         while let Ok(more) = receive.try_recv() {
             delta.add(&more);
         }
         turn.add(&delta);
+        add_to_day(day, &delta, None, &mut day_complained);
         let written = store.update(session, |r| {
             r.tokens.used.add(&delta);
             r.tokens.last_turn = Some(TurnUsage {
@@ -1238,6 +1338,25 @@ fn write_all(store: &Store, session: &str, started: u64, receive: mpsc::Receiver
                 e.message()
             );
         }
+    }
+}
+
+/// Add a response's counts (of `model`, where known) to the day's spend,
+/// and take them off what the turn has yet to write there, at once under
+/// its lock. Not written, they stay counted as not yet written.
+fn add_to_day(day: &DaySpend, usage: &Usage, model: Option<&str>, complained: &mut bool) {
+    let today = crate::state::spend::today();
+    let written = crate::state::spend::add(&day.dir, today, usage, model, || {
+        day.unwritten.fetch_sub(usage.total(), Ordering::SeqCst);
+    });
+    if let Err(e) = written
+        && !std::mem::replace(complained, true)
+    {
+        eprintln!(
+            "shrooms-agent: the tokens of this turn could not be added to what this machine \
+             spent today: {}",
+            e.message()
+        );
     }
 }
 
@@ -1284,6 +1403,17 @@ pub fn gave_up(why: &str, wait: std::time::Duration) -> String {
             crate::state::when::span(wait.as_secs())
         )
     }
+}
+
+/// The words the harness and the terminal get once the machine's daily
+/// budget is spent: what was spent `day`, and how to raise it.
+pub fn daily_spent(day: &str, spent: u64, budget: u64, config: &std::path::Path) -> String {
+    format!(
+        "this machine's daily token budget is spent: {spent} of {budget} tokens today ({day}, \
+         all sessions together; input, output and cache); shrooms-agent holds model requests \
+         until you raise it: edit daily_tokens in [budget] of {}, or wait for the next day",
+        config.display()
+    )
 }
 
 /// The answer to a model request past the budget: an error in the API's
@@ -1752,6 +1882,73 @@ mod tests {
         ledger.finish();
         assert_eq!(store.history("u").unwrap().len(), 1);
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// The machine's daily budget, read from the config at each request:
+    /// today's spend is every turn's together (another turn's from the
+    /// day's file; this one's at once, before its writer wrote it);
+    /// reached, a model request is refused with the words; raised in the
+    /// config, it passes again. A ledger not given the config has none.
+    #[test]
+    fn the_daily_budget_counts_every_turn_of_the_day() {
+        let scratch = tempfile::tempdir().unwrap();
+        let store = Store::new(scratch.path());
+        store.ensure().unwrap();
+        for name in ["u", "v"] {
+            store
+                .save(&crate::state::session::sample_record(name))
+                .unwrap();
+        }
+        let config = scratch.path().join("config.toml");
+        std::fs::write(&config, "[budget]\ndaily_tokens = 100\n").unwrap();
+        let turn = |name: &str| {
+            Ledger::new(store.clone(), name, "alice", Usage::default()).with_daily_budget(&config)
+        };
+        let (a, b) = (turn("u"), turn("v"));
+        assert_eq!(b.refusal(), None);
+        // A daily budget lets a turn's model requests through one at a time.
+        assert!(matches!(b.check(), Check::Pass { budget: true }));
+        a.add(usage(60, 0, 0, 0));
+        assert_eq!(a.refusal(), None);
+        a.add(usage(30, 5, 3, 2));
+        // Counted at once, whether its writer has written it yet or not.
+        let why = a.refusal().unwrap();
+        let day = crate::state::spend::today();
+        assert_eq!(
+            why,
+            format!(
+                "this machine's daily token budget is spent: 100 of 100 tokens today ({day}, all \
+                 sessions together; input, output and cache); shrooms-agent holds model \
+                 requests until you raise it: edit daily_tokens in [budget] of {}, or wait for \
+                 the next day",
+                config.display()
+            )
+        );
+        a.finish();
+        // The other session's turn: refused by what the first spent.
+        assert_eq!(b.refusal(), Some(why));
+        let spent = crate::state::spend::read(&store.spend_dir(), day).unwrap();
+        assert_eq!((spent.total.total(), spent.total.responses), (100, 2));
+        // Raised in the config: passes, at the next request.
+        std::fs::write(&config, "[budget]\ndaily_tokens = \"1k\"\n").unwrap();
+        assert_eq!(b.refusal(), None);
+        // None in the config: passes as they come.
+        std::fs::write(&config, "memory = \"1g\"\n").unwrap();
+        assert!(matches!(b.check(), Check::Pass { budget: false }));
+        // A config that does not read: refused, saying why.
+        std::fs::write(&config, "[budget]\ndaily_tokens = 0\n").unwrap();
+        let why = b.refusal().unwrap();
+        assert!(
+            why.starts_with("shrooms-agent could not read this machine's daily token budget: "),
+            "{why}"
+        );
+        assert!(
+            why.contains("key `budget`: daily_tokens: 0 would refuse"),
+            "{why}"
+        );
+        // Not given the config: no daily budget.
+        let c = Ledger::new(store.clone(), "v", "alice", Usage::default());
+        assert!(matches!(c.check(), Check::Pass { budget: false }));
     }
 
     /// The ledger of a session without a budget, and what `metered` made
