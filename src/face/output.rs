@@ -366,8 +366,17 @@ pub fn shown(r: &Session) -> String {
         t.used.describe(),
         budget(t.budget)
     ));
+    s.push_str(&format!(
+        "dollars   {}; budget {}\n",
+        t.spent.words(),
+        usd_budget(t.usd_budget)
+    ));
     if let Some(last) = &t.last_turn {
-        s.push_str(&format!("last turn {}\n", last.usage.describe()));
+        s.push_str(&format!(
+            "last turn {}; {}\n",
+            last.usage.describe(),
+            last.spent.words()
+        ));
     }
     if let Some(after) = &r.after_turn {
         for line in after
@@ -641,7 +650,7 @@ pub fn stopped(r: &crate::ops::stop::Stopped) -> String {
 
 pub fn limits(r: &crate::ops::limits::LimitsChanged) -> String {
     format!(
-        "{}: memory {}, cpus {}, pids {}{}, token budget {} (applied {})\n",
+        "{}: memory {}, cpus {}, pids {}{}, token budget {} (applied {}), dollar budget {}\n",
         r.session,
         r.after.memory,
         r.after.cpus,
@@ -652,7 +661,8 @@ pub fn limits(r: &crate::ops::limits::LimitsChanged) -> String {
             ""
         },
         budget(r.tokens_after),
-        r.applied
+        r.applied,
+        usd_budget(r.usd_after)
     ) + &match &r.net_applied {
         Some(when) => format!(
             "{}: network policy {} -> {} (applied {when})\n",
@@ -725,11 +735,22 @@ pub fn limits_shown(r: &crate::ops::limits::LimitsShown) -> String {
         budget(r.tokens_budget),
         r.tokens_used
     ));
+    s.push_str(&format!(
+        "{}: dollar budget {}, spent {} (list prices of {}, and the config's [prices])\n",
+        r.session,
+        usd_budget(r.usd_budget),
+        r.spent.words(),
+        crate::settings::prices::TAKEN
+    ));
     s
 }
 
 fn budget(b: Option<u64>) -> String {
     b.map_or("none".to_string(), |n| n.to_string())
+}
+
+fn usd_budget(b: Option<crate::settings::prices::Usd>) -> String {
+    b.map_or("none".to_string(), crate::settings::prices::Usd::budget)
 }
 
 pub fn history(h: &crate::ops::history::History) -> String {

@@ -65,12 +65,15 @@ pub fn open_gateway(
             credentials,
             session: record.name.clone(),
             routes,
-            ledger: Arc::new(usage::Ledger::new(
-                ctx.store.clone(),
-                &record.name,
-                &ctx.settings.user,
-                record.tokens.used,
-            )),
+            ledger: Arc::new(
+                usage::Ledger::new(
+                    ctx.store.clone(),
+                    &record.name,
+                    &ctx.settings.user,
+                    record.tokens.used,
+                )
+                .priced(ctx.settings.prices.clone(), &record.tokens),
+            ),
             openai: openai::Config {
                 url: ctx.settings.gateway.openai_url.clone(),
                 chatgpt_url: ctx.settings.gateway.chatgpt_url.clone(),

@@ -163,6 +163,39 @@ impl MachineSources {
         }
     }
 
+    /// What the gateway would add, when it is a subscription sign-in (a
+    /// Claude login), as far as can be known without running the key
+    /// command: a key file that holds an OAuth token,
+    /// `CLAUDE_CODE_OAUTH_TOKEN`, or the machine's Claude Code login, when
+    /// no source before it gives a key.
+    pub fn subscription(&self) -> Option<String> {
+        if let Some(f) = &self.key_file {
+            let text = std::fs::read_to_string(f).ok()?;
+            return matches!(Credential::classify(&text), Some(Credential::OAuth(_)))
+                .then(|| format!("[gateway] key_file {}, a Claude login", f.display()));
+        }
+        let key = self
+            .env_api_key
+            .as_deref()
+            .is_some_and(|k| !k.trim().is_empty());
+        if self.key_command.is_some() || key {
+            return None;
+        }
+        if self
+            .env_oauth_token
+            .as_deref()
+            .is_some_and(|t| !t.trim().is_empty())
+        {
+            return Some("CLAUDE_CODE_OAUTH_TOKEN, a Claude login".to_string());
+        }
+        matches!(read_claude_login(&self.claude_credentials), Ok(Some(_))).then(|| {
+            format!(
+                "the machine's Claude Code login, {}",
+                self.claude_credentials.display()
+            )
+        })
+    }
+
     fn run_key_command(&self, cmd: &[String]) -> Result<Credential, String> {
         let text = run_key_command(&self.cache, cmd, "[gateway] key_command")?;
         Credential::classify(&text).ok_or_else(|| "[gateway] key_command printed nothing".into())
@@ -342,6 +375,30 @@ impl OpenAiSources {
                 self.codex_auth.display()
             )),
         }
+    }
+}
+
+impl OpenAiSources {
+    /// What the gateway would add, when it is a subscription sign-in:
+    /// Codex's ChatGPT sign-in, when no source before it gives a key.
+    pub fn subscription(&self) -> Option<String> {
+        let key = self
+            .env_api_key
+            .as_deref()
+            .is_some_and(|k| !k.trim().is_empty());
+        if self.key_file.is_some() || self.key_command.is_some() || key {
+            return None;
+        }
+        matches!(
+            read_codex_login(&self.codex_auth),
+            Ok(Some(OpenAiCredential::ChatGpt { .. }))
+        )
+        .then(|| {
+            format!(
+                "Codex's ChatGPT sign-in on the machine, {}",
+                self.codex_auth.display()
+            )
+        })
     }
 }
 

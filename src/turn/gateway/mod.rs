@@ -361,6 +361,8 @@ struct Plan {
     url: String,
     headers: HeaderMap,
     permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// It goes upstream on a subscription sign-in (no price per token).
+    subscription: bool,
 }
 
 async fn handle(
@@ -443,12 +445,17 @@ async fn plan(
     if let Some(r) = route {
         add_route_headers(&mut headers, r, &credential, &extra_headers);
     }
+    let subscription = spends && matches!(credential, Credential::OAuth(_));
+    if subscription {
+        subscription_checked(state, "a Claude login (an OAuth token)").await?;
+    }
     Ok(Plan {
         api: spends.then_some(usage::Api::Messages),
         url: format!("{base}{path}{query}"),
         base,
         headers,
         permit,
+        subscription,
     })
 }
 
@@ -460,6 +467,7 @@ async fn forward(state: &State, req: Request<Incoming>, plan: Plan) -> Response<
         url,
         mut headers,
         permit,
+        subscription,
     } = plan;
     let method: Method = req.method().clone();
     let body = req.into_body();
@@ -492,7 +500,14 @@ async fn forward(state: &State, req: Request<Incoming>, plan: Plan) -> Response<
         });
     }
     match upstream.send().await {
-        Ok(r) => usage::metered(&state.config.ledger, api, sent, passed_back(r), permit),
+        Ok(r) => usage::metered(
+            &state.config.ledger,
+            api,
+            sent,
+            passed_back(r),
+            permit,
+            subscription,
+        ),
         Err(e) => api_error(StatusCode::BAD_GATEWAY, "api_error", &unreachable(&base, e)),
     }
 }
@@ -510,6 +525,28 @@ async fn admitted(
     match state.config.ledger.admit().await {
         usage::Admitted::Pass(p) => Ok(p),
         usage::Admitted::Refused(why) => {
+            if state.config.ledger.refused() {
+                eprintln!("shrooms-agent: {why}");
+            }
+            Err(usage::refused_response(&why))
+        }
+    }
+}
+
+/// A model request that would go upstream on a subscription sign-in
+/// (`what`): refused when the session has a dollar budget, which such a
+/// sign-in's spend cannot be counted against (it has no price per token).
+async fn subscription_checked(
+    state: &State,
+    what: &'static str,
+) -> std::result::Result<(), Response<reqwest::Body>> {
+    let ledger = state.config.ledger.clone();
+    let why = tokio::task::spawn_blocking(move || ledger.subscription_refusal(what))
+        .await
+        .unwrap_or_else(|e| Some(format!("shrooms-agent's model gateway: {e}")));
+    match why {
+        None => Ok(()),
+        Some(why) => {
             if state.config.ledger.refused() {
                 eprintln!("shrooms-agent: {why}");
             }
