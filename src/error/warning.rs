@@ -98,6 +98,33 @@ pub enum Warning {
         spent: u64,
         budget: u64,
     },
+    /// A session at or past the dollar budget just set: the dollars spent
+    /// and the budget, as people read them (`$0.0132`, `$0.01`).
+    UsdBudgetSpent(UsdSpent),
+}
+
+/// A session at or past the dollar budget just set: the dollars spent and
+/// the budget, as people read them (`$0.0132`, `$0.01`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsdSpent {
+    pub session: String,
+    pub spent: String,
+    pub budget: String,
+}
+
+impl UsdSpent {
+    fn words(&self) -> String {
+        let UsdSpent {
+            session,
+            spent,
+            budget,
+        } = self;
+        format!(
+            "session {session} has already spent {spent}, at or past this dollar budget of \
+             {budget}: its next model request will be refused; raise it with `shrooms-agent \
+             cage limits {session} --usd AMOUNT`, or remove it with --usd none"
+        )
+    }
 }
 
 /// What removes an old container left behind.
@@ -250,6 +277,7 @@ impl Warning {
                 spent,
                 budget,
             } => budget_spent(session, *spent, *budget),
+            Warning::UsdBudgetSpent(s) => s.words(),
             Warning::GitHubLoginMounted { session, gh } => github_login_mounted(session, gh),
         }
     }
@@ -415,6 +443,16 @@ mod tests {
                 "session web has already spent 10 tokens, at or past this budget of 5: its next \
                  model request will be refused; raise it with `shrooms-agent cage limits web \
                  --tokens N`, or remove it with --tokens none",
+            ),
+            (
+                Warning::UsdBudgetSpent(UsdSpent {
+                    session: "web".into(),
+                    spent: "$0.0132".into(),
+                    budget: "$0.01".into(),
+                }),
+                "session web has already spent $0.0132, at or past this dollar budget of $0.01: \
+                 its next model request will be refused; raise it with `shrooms-agent cage limits \
+                 web --usd AMOUNT`, or remove it with --usd none",
             ),
             (
                 Warning::Writable {

@@ -429,7 +429,11 @@ pub fn decide<'a>(
         usd_before: before.usd,
         usd_after: budgets.usd,
         enforced,
-        warnings: spent_warning(record, req.tokens.and(tokens_after)),
+        warnings: spent_warning(
+            record,
+            req.tokens.and(tokens_after),
+            req.usd.and(budgets.usd),
+        ),
         net_before: cage.net.to_string(),
         net_after: net_after.to_string(),
         net_applied,
@@ -506,18 +510,29 @@ fn net_refusal(
     Ok(())
 }
 
-/// Pure: what a new budget (`budget`, None when none was given) already
-/// spent says.
-fn spent_warning(record: &Record, budget: Option<u64>) -> Vec<Warning> {
+/// Pure: what a new budget (`budget` in tokens, `usd` in dollars; None
+/// when none was given) already spent says.
+fn spent_warning(record: &Record, budget: Option<u64>, usd: Option<Usd>) -> Vec<Warning> {
     let spent = record.tokens.used.total();
-    match budget {
+    let mut warnings = match budget {
         Some(budget) if spent >= budget => vec![Warning::BudgetSpent {
             session: record.name.clone(),
             spent,
             budget,
         }],
         _ => Vec::new(),
+    };
+    let dollars = record.tokens.spend().usd;
+    if let (Some(budget), Some(spent)) = (usd, dollars)
+        && spent >= budget
+    {
+        warnings.push(Warning::UsdBudgetSpent(crate::error::UsdSpent {
+            session: record.name.clone(),
+            spent: spent.spend(),
+            budget: budget.budget(),
+        }));
     }
+    warnings
 }
 
 /// Pure: the history's line of a change.

@@ -836,6 +836,14 @@ fn a_dollar_budget_holds(w: World, http: bool) {
         "{limits}"
     );
 
+    // Set again at or below what was spent: taken, with a warning.
+    let r = w.run(&["cage", "limits", &name, "--usd", "0.01"]).ok();
+    let warned = format!(
+        "has already spent {}, at or past this dollar budget of $0.01",
+        usd_words(one)
+    );
+    assert!(r.stderr().contains(&warned), "{}", r.explain());
+
     // Raised: over HTTP, or the CLI.
     if http {
         let s = w.serve(&[], &[]);
