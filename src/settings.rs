@@ -3,6 +3,7 @@
 //! program reads the config file or the process environment for settings.
 
 pub mod budget;
+pub mod prices;
 pub mod ssh_table;
 pub mod token;
 
@@ -71,6 +72,7 @@ struct ConfigFile {
     ssh: Option<BTreeMap<MachineName, crate::settings::ssh_table::SshEntry>>,
     gateway: Option<GatewayTable>,
     budget: Option<budget::BudgetTable>,
+    prices: Option<BTreeMap<prices::ModelPrefix, prices::PriceEntry>>,
     allow_root: Option<bool>,
 }
 
@@ -788,6 +790,8 @@ pub struct Settings {
     pub gateway: GatewaySettings,
     /// `[budget]`.
     pub budget: budget::BudgetSettings,
+    /// The price table: the built-in one with `[prices]` over it.
+    pub prices: prices::Prices,
     /// `allow_root = true`: cage commands run as root, with rootful podman,
     /// whose cages' root is root on the files they are given.
     pub allow_root: bool,
@@ -937,7 +941,6 @@ impl Settings {
             None => ConfigFile::default(),
         };
         let path_var = env.get("PATH").cloned();
-
         let agent_port = file.agent_port.map_or(DEFAULT_AGENT_PORT, Port::get);
         let (images_repo, image) = images(file.images_repo, file.image);
         let (pass_env, pass_secrets) = passed_names(file.pass_env, file.pass_secrets)
@@ -979,6 +982,7 @@ impl Settings {
             path_var,
             gateway,
             budget: file.budget.unwrap_or_default().settings(),
+            prices: prices::Prices::with(prices::overrides(file.prices.unwrap_or_default())),
             sealed_token: file.sealed_token,
             sealed_dns,
             images_repo,
@@ -1716,6 +1720,21 @@ const KEYS: &[(&str, Shown, &str)] = {
             "budget.daily_tokens",
             Words("none"),
             "the tokens all sessions may spend in a day, together, as cage limits --tokens takes them (2000000, \"500k\", \"2M\")",
+        ),
+        (
+            "budget.tokens",
+            Words("none"),
+            "the token budget a new session gets, and cage limits --reset sets back",
+        ),
+        (
+            "budget.usd",
+            Words("none"),
+            "the dollar budget a new session gets, and cage limits --reset sets back (5, 2.50)",
+        ),
+        (
+            "prices",
+            Words("the built-in list prices"),
+            "[prices.\"MODEL-PREFIX\"] input, output, cache_write, cache_read ($ per 1M tokens)",
         ),
         (
             "allow_root",

@@ -22,6 +22,9 @@ pub enum LimitsProblem {
     RootlessCgroupsV1,
     /// A new cage where these cgroup controllers are not delegated.
     MissingControllers { missing: Vec<String> },
+    /// A dollar budget for a session whose model requests go upstream on
+    /// a subscription sign-in (`what`), which has no price per token.
+    UsdOnSubscription { session: String, what: String },
 }
 
 impl LimitsProblem {
@@ -30,6 +33,7 @@ impl LimitsProblem {
         match self {
             LimitsProblem::SealedNet { .. } => Some("net"),
             LimitsProblem::PidsNeedPodman { .. } => Some("pids"),
+            LimitsProblem::UsdOnSubscription { .. } => Some("usd"),
             _ => None,
         }
     }
@@ -38,7 +42,8 @@ impl LimitsProblem {
         match self {
             LimitsProblem::NothingAsked
             | LimitsProblem::SealedNet { .. }
-            | LimitsProblem::PidsNeedPodman { .. } => Kind::BadInput,
+            | LimitsProblem::PidsNeedPodman { .. }
+            | LimitsProblem::UsdOnSubscription { .. } => Kind::BadInput,
             LimitsProblem::NotEnforced { .. }
             | LimitsProblem::RootlessCgroupsV1
             | LimitsProblem::MissingControllers { .. } => Kind::Failed,
@@ -48,13 +53,24 @@ impl LimitsProblem {
     pub(super) fn words(&self, f: Face) -> String {
         match self {
             LimitsProblem::NothingAsked => match f {
-                Face::Terminal => "say what to change: --memory, --cpus, --pids, --tokens, --net, \
+                Face::Terminal => "say what to change: --memory, --cpus, --pids, --tokens, --usd, \
+                                   --net, \
                                    or --reset for the machine's limits"
                     .to_string(),
-                Face::Http => "say what to change: \"memory\", \"cpus\", \"pids\", \"tokens\" or \
+                Face::Http => "say what to change: \"memory\", \"cpus\", \"pids\", \"tokens\", \
+                               \"usd\" or \
                                \"net\""
                     .to_string(),
             },
+            LimitsProblem::UsdOnSubscription { session, what } => format!(
+                "{}: session {session}'s model requests go upstream on {what}, a subscription \
+                 sign-in, which has no price per token, so a dollar budget cannot be kept; give \
+                 the gateway an API key ([gateway] key_file, key_command or ANTHROPIC_API_KEY; \
+                 for Codex, openai_key_file, openai_key_command or OPENAI_API_KEY), or set a \
+                 token budget ({}) instead",
+                f.field("usd"),
+                f.field("tokens")
+            ),
             LimitsProblem::SealedNet { net, session } => format!(
                 "{} {net}: session {session} is sealed, and a sealed cage has its own rules (the \
                  internet and nothing local); leave out {}",
@@ -121,8 +137,21 @@ mod tests {
         let e = Error::limits(LimitsProblem::NothingAsked);
         assert_eq!(
             e.words(Face::Http),
-            "say what to change: \"memory\", \"cpus\", \"pids\", \"tokens\" or \"net\""
+            "say what to change: \"memory\", \"cpus\", \"pids\", \"tokens\", \"usd\" or \"net\""
         );
+        let e = Error::limits(LimitsProblem::UsdOnSubscription {
+            session: "web".into(),
+            what: "CLAUDE_CODE_OAUTH_TOKEN, a Claude login".into(),
+        });
+        assert_eq!(
+            e.message(),
+            "--usd: session web's model requests go upstream on CLAUDE_CODE_OAUTH_TOKEN, a \
+             Claude login, a subscription sign-in, which has no price per token, so a dollar \
+             budget cannot be kept; give the gateway an API key ([gateway] key_file, key_command \
+             or ANTHROPIC_API_KEY; for Codex, openai_key_file, openai_key_command or \
+             OPENAI_API_KEY), or set a token budget (--tokens) instead"
+        );
+        assert_eq!((e.field(), e.kind.exit_code()), (Some("usd"), 2));
         assert_eq!(
             Error::limits(LimitsProblem::MissingControllers {
                 missing: vec!["cpu".into(), "pids".into()]

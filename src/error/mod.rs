@@ -42,7 +42,7 @@ pub use rules::{EgressProblem, FirstProblem, RulesProblem};
 pub use state::StateProblem;
 pub use token::TokenProblem;
 pub use turn::{TurnProblem, WatcherSilent};
-pub use warning::{NoTools, RemovedBy, Unlooked, Warning};
+pub use warning::{NoTools, RemovedBy, Unlooked, UsdSpent, Warning};
 
 /// What went wrong, as far as a caller needs to know to react.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -101,6 +101,42 @@ pub enum Warning {
         /// at once: the config's `[budget] wait` is 0).
         held: bool,
     },
+    /// A session at or past the dollar budget just set: the dollars spent
+    /// and the budget, as people read them (`$0.0132`, `$0.01`).
+    UsdBudgetSpent(UsdSpent),
+}
+
+/// A session at or past the dollar budget just set: the dollars spent and
+/// the budget, as people read them (`$0.0132`, `$0.01`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsdSpent {
+    pub session: String,
+    pub spent: String,
+    pub budget: String,
+    /// Its next model request waits for a raise (else it is refused at
+    /// once: the config's `[budget] wait` is 0).
+    pub held: bool,
+}
+
+impl UsdSpent {
+    fn words(&self) -> String {
+        let UsdSpent {
+            session,
+            spent,
+            budget,
+            held,
+        } = self;
+        let next = if *held {
+            "will wait until it is raised"
+        } else {
+            "will be refused"
+        };
+        format!(
+            "session {session} has already spent {spent}, at or past this dollar budget of \
+             {budget}: its next model request {next}; raise it with `shrooms-agent \
+             cage limits {session} --usd AMOUNT`, or remove it with --usd none"
+        )
+    }
 }
 
 /// What removes an old container left behind.
@@ -245,15 +281,14 @@ impl Warning {
                  (its process and its watcher were killed)"
             ),
             Warning::DeadTurnNotStopped { session, error } => dead_turn_not_stopped(session, error),
-            Warning::NoTools(why) => {
-                format!("the shrooms tools are not given to this run: {why}")
-            }
+            Warning::NoTools(why) => format!("the shrooms tools are not given to this run: {why}"),
             Warning::BudgetSpent {
                 session,
                 spent,
                 budget,
                 held,
             } => budget_spent(session, *spent, *budget, *held),
+            Warning::UsdBudgetSpent(s) => s.words(),
             Warning::GitHubLoginMounted { session, gh } => github_login_mounted(session, gh),
         }
     }
@@ -425,6 +460,17 @@ mod tests {
                 "session web has already spent 10 tokens, at or past this budget of 5: its next \
                  model request will wait until it is raised; raise it with `shrooms-agent cage limits web \
                  --tokens N`, or remove it with --tokens none",
+            ),
+            (
+                Warning::UsdBudgetSpent(UsdSpent {
+                    session: "web".into(),
+                    spent: "$0.0132".into(),
+                    budget: "$0.01".into(),
+                    held: false,
+                }),
+                "session web has already spent $0.0132, at or past this dollar budget of $0.01: \
+                 its next model request will be refused; raise it with `shrooms-agent cage limits \
+                 web --usd AMOUNT`, or remove it with --usd none",
             ),
             (
                 Warning::Writable {

@@ -430,8 +430,16 @@ pub struct LimitsArgs {
     /// on any machine, running or not, and beside a running turn
     #[arg(long, value_name = "N|none")]
     pub tokens: Option<String>,
-    /// Back to the machine's limits (the config's), and no token budget
-    #[arg(long, conflicts_with_all = ["memory", "cpus", "pids", "tokens", "net"])]
+    /// Dollar budget: once the session's turns have spent this many dollars
+    /// at list prices (docs/gateway.md, "Budgets"), the model gateway
+    /// refuses its model requests; `none` removes it. An amount with at
+    /// most cents: 5, 2.50. Refused for a session whose model requests go
+    /// upstream on a subscription sign-in, which has no price per token
+    #[arg(long, value_name = "AMOUNT|none")]
+    pub usd: Option<String>,
+    /// Back to the machine's limits and budgets (the config's, `[budget]`:
+    /// none unless it says)
+    #[arg(long, conflicts_with_all = ["memory", "cpus", "pids", "tokens", "usd", "net"])]
     pub reset: bool,
     /// A new network policy (`open`, `internet`, `allow:NAME,HOST:PORT,...`;
     /// docs/network.md, "Network policy"): the rules of a running cage are replaced

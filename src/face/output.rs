@@ -372,8 +372,17 @@ pub fn shown(r: &Session) -> String {
         t.used.describe(),
         budget(t.budget)
     ));
+    s.push_str(&format!(
+        "dollars   {}; budget {}\n",
+        t.spent.words(),
+        usd_budget(t.usd_budget)
+    ));
     if let Some(last) = &t.last_turn {
-        s.push_str(&format!("last turn {}\n", last.usage.describe()));
+        s.push_str(&format!(
+            "last turn {}; {}\n",
+            last.usage.describe(),
+            last.spent.words()
+        ));
     }
     if let Some(w) = r.busy.as_ref().and_then(|b| b.waiting.as_ref()) {
         s.push_str(&format!(
@@ -655,7 +664,7 @@ pub fn stopped(r: &crate::ops::stop::Stopped) -> String {
 
 pub fn limits(r: &crate::ops::limits::LimitsChanged) -> String {
     format!(
-        "{}: memory {}, cpus {}, pids {}{}, token budget {} (applied {})\n",
+        "{}: memory {}, cpus {}, pids {}{}, token budget {} (applied {}), dollar budget {}\n",
         r.session,
         r.after.memory,
         r.after.cpus,
@@ -666,7 +675,8 @@ pub fn limits(r: &crate::ops::limits::LimitsChanged) -> String {
             ""
         },
         budget(r.tokens_after),
-        r.applied
+        r.applied,
+        usd_budget(r.usd_after)
     ) + &match &r.net_applied {
         Some(when) => format!(
             "{}: network policy {} -> {} (applied {when})\n",
@@ -739,11 +749,22 @@ pub fn limits_shown(r: &crate::ops::limits::LimitsShown) -> String {
         budget(r.tokens_budget),
         r.tokens_used
     ));
+    s.push_str(&format!(
+        "{}: dollar budget {}, spent {} (list prices of {}, and the config's [prices])\n",
+        r.session,
+        usd_budget(r.usd_budget),
+        r.spent.words(),
+        crate::settings::prices::TAKEN
+    ));
     s
 }
 
 fn budget(b: Option<u64>) -> String {
     b.map_or("none".to_string(), |n| n.to_string())
+}
+
+fn usd_budget(b: Option<crate::settings::prices::Usd>) -> String {
+    b.map_or("none".to_string(), crate::settings::prices::Usd::budget)
 }
 
 pub fn history(h: &crate::ops::history::History) -> String {

@@ -88,7 +88,11 @@ pub fn create(ctx: &Context, req: &CreateRequest) -> Result<Created> {
     if req.dry_run {
         return Ok(result);
     }
-    let record = new_record(req, &dir, &plan);
+    let mut record = new_record(req, &dir, &plan);
+    // The machine's budgets (`[budget] tokens`, `usd`), which the record
+    // keeps as its own from now on.
+    record.tokens.budget = ctx.settings.budget.tokens;
+    record.tokens.usd_budget = ctx.settings.budget.usd;
     let who = ctx.settings.user.clone();
     match super::plan::execute(ctx, Some(host), steps(&plan, &record, who)) {
         Ok(ran) => {

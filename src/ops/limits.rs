@@ -19,6 +19,8 @@ use super::{Context, cage_of};
 use crate::error::{Error, Kind, LimitsProblem, Result, Warning};
 use crate::host::podman::argv;
 use crate::host::{Host, LimitsSupport, PASTA_SINCE};
+use crate::ops::acts::limits::Budgets;
+use crate::settings::prices::Usd;
 use crate::settings::{Limits, LimitsAsked};
 use crate::state::session::{CageRecord, HistoryEntry, Record};
 
@@ -30,6 +32,8 @@ pub struct LimitsRequest {
     pub reset: bool,
     /// The token budget: `Some(None)` removes it (`--tokens none`).
     pub tokens: Option<Option<u64>>,
+    /// The dollar budget: `Some(None)` removes it (`--usd none`).
+    pub usd: Option<Option<Usd>>,
     /// A new network policy (docs/network.md, "Network policy").
     pub net: Option<crate::net::netpolicy::NetPolicy>,
     pub by: Option<String>,
@@ -40,6 +44,13 @@ pub struct LimitsRequest {
 /// after it if wanted (`5k`, `5M`, `1.5M`), or `none` for no budget.
 pub fn parse_tokens(text: &str) -> Result<Option<u64>> {
     crate::settings::budget::parse_tokens(text).map_err(|why| Error::bad_field("tokens", why))
+}
+
+/// Read a dollar budget as given (`--usd`, or the `usd` of a request's
+/// body): a positive amount of dollars with at most cents (`5`, `2.50`),
+/// or `none` for no budget.
+pub fn parse_usd(text: &str) -> Result<Option<Usd>> {
+    crate::settings::prices::parse_usd(text).map_err(|why| Error::bad_field("usd", why))
 }
 
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -54,6 +65,9 @@ pub struct LimitsChanged {
     /// The token budget before and after; null: none.
     pub tokens_before: Option<u64>,
     pub tokens_after: Option<u64>,
+    /// The dollar budget before and after, in dollars; null: none.
+    pub usd_before: Option<Usd>,
+    pub usd_after: Option<Usd>,
     /// Whether podman enforces the memory, CPU and process limits on this
     /// machine (rootless on cgroups v1 it does not); null where podman
     /// could not be asked.
@@ -87,6 +101,10 @@ pub struct LimitsShown {
     pub enforced: bool,
     pub tokens_budget: Option<u64>,
     pub tokens_used: u64,
+    /// The dollar budget; null: none.
+    pub usd_budget: Option<Usd>,
+    /// What the session spent in dollars (docs/gateway.md, "Budgets").
+    pub spent: crate::state::session::Spend,
 }
 
 /// The limits podman reports a container has; null: none.
@@ -132,6 +150,8 @@ pub fn show(ctx: &Context, name: &str) -> Result<LimitsShown> {
         enforced: host.limits_support() == LimitsSupport::Enforced,
         tokens_budget: record.tokens.budget,
         tokens_used: record.tokens.used.total(),
+        usd_budget: record.tokens.usd_budget,
+        spent: record.tokens.spend(),
     })
 }
 
@@ -232,6 +252,11 @@ pub struct LimitsFacts<'a> {
     /// Does a model request at a budget wait for it to be raised (the
     /// config's `[budget] wait` is not zero)?
     pub held: bool,
+    /// The budgets of a new session, which `--reset` sets back (`[budget]`).
+    pub default_budgets: Budgets,
+    /// What the session's model requests go upstream on, when it is a
+    /// subscription sign-in (no price per token); asked only for `--usd`.
+    pub subscription: Option<String>,
     pub who: String,
     pub when: u64,
 }
@@ -267,9 +292,35 @@ pub fn limits_facts<'a>(
         },
         defaults: ctx.settings.limits.clone(),
         held: !ctx.settings.budget.wait.is_zero(),
+        default_budgets: Budgets {
+            tokens: ctx.settings.budget.tokens,
+            usd: ctx.settings.budget.usd,
+        },
+        subscription: match req.usd {
+            Some(Some(_)) => subscription(ctx, record),
+            _ => None,
+        },
         who: req.by.clone().unwrap_or_else(|| ctx.settings.user.clone()),
         when: crate::state::when::now(),
     })
+}
+
+/// What a session's model requests go upstream on, when it is a
+/// subscription sign-in: Codex's from OpenAI's sources, the others' from
+/// the Messages API's; a sealed cage's from its token.
+fn subscription(ctx: &Context, record: &Record) -> Option<String> {
+    use crate::turn::gateway::{self, Credential};
+    if let Some(sealed) = record.cage.as_ref().and_then(|c| c.sealed.as_ref()) {
+        let token = crate::settings::token::read_sealed(&sealed.token_file).ok()?;
+        return matches!(Credential::classify(&token), Some(Credential::OAuth(_)))
+            .then(|| "the sealed cage's token, a Claude login".to_string());
+    }
+    match record.harness {
+        crate::cage::harness::Harness::Codex => {
+            gateway::openai_sources(&ctx.settings, &ctx.env).subscription()
+        }
+        _ => gateway::machine_sources(&ctx.settings, &ctx.env).subscription(),
+    }
 }
 
 /// Pure: the refusal, or the plan and what it will have done: `podman
@@ -281,13 +332,12 @@ pub fn decide<'a>(
 ) -> Result<(Vec<Step<'a>>, LimitsChanged)> {
     let record = f.record;
     let cage = cage_of(record)?;
-    let tokens_before = record.tokens.budget;
-    // The machine's budget, like its other limits, is none.
-    let tokens_after = if req.reset {
-        None
-    } else {
-        req.tokens.unwrap_or(tokens_before)
+    let before = Budgets {
+        tokens: record.tokens.budget,
+        usd: record.tokens.usd_budget,
     };
+    let budgets = budgets_after(f, req, &before)?;
+    let (tokens_before, tokens_after) = (before.tokens, budgets.tokens);
     let podman_limits = req.reset || !req.asked.is_empty();
     if let Some(net) = &req.net {
         net_refusal(net, record, cage)?;
@@ -300,7 +350,7 @@ pub fn decide<'a>(
         container: cage.container.clone(),
         limits: podman_limits.then(|| (after.clone(), !req.reset)),
         net: req.net.clone(),
-        tokens: tokens_after,
+        budgets,
     });
     // The new rules go into the running cage now.
     let net_applied = req.net.as_ref().map(|net| {
@@ -316,7 +366,7 @@ pub fn decide<'a>(
         "now".to_string()
     });
     let net_after = req.net.clone().unwrap_or_else(|| cage.net.clone());
-    let what = history_words(req, cage, &after, &net_after, tokens_before, tokens_after);
+    let what = history_words(req, cage, &after, &net_after, &before, &budgets);
     steps.push(Step::History {
         session: record.name.clone(),
         entry: HistoryEntry {
@@ -332,13 +382,40 @@ pub fn decide<'a>(
         applied: applied.into(),
         tokens_before,
         tokens_after,
+        usd_before: before.usd,
+        usd_after: budgets.usd,
         enforced,
-        warnings: spent_warning(record, req.tokens.and(tokens_after), f.held),
+        warnings: spent_warning(
+            record,
+            req.tokens.and(tokens_after),
+            req.usd.and(budgets.usd),
+            f.held,
+        ),
         net_before: cage.net.to_string(),
         net_after: net_after.to_string(),
         net_applied,
     };
     Ok((steps, changed))
+}
+
+/// Pure: the budgets after the request: `--reset` sets back the
+/// machine's (`[budget]`); a dollar budget on a subscription sign-in is
+/// refused.
+fn budgets_after(f: &LimitsFacts<'_>, req: &LimitsRequest, before: &Budgets) -> Result<Budgets> {
+    if let (Some(Some(_)), Some(what)) = (req.usd, &f.subscription) {
+        return Err(Error::limits(LimitsProblem::UsdOnSubscription {
+            session: f.record.name.clone(),
+            what: what.clone(),
+        }));
+    }
+    Ok(if req.reset {
+        f.default_budgets
+    } else {
+        Budgets {
+            tokens: req.tokens.unwrap_or(before.tokens),
+            usd: req.usd.unwrap_or(before.usd),
+        }
+    })
 }
 
 /// Pure: the cage's limits after the request, where it applies, and
@@ -357,7 +434,7 @@ fn limits_after<'a>(
         let (after, applied, update) = podman_limits_now(host, &f.defaults, req, cage, running)?;
         steps.extend(update);
         (after, applied, Some(crate::host::enforces_limits(host)))
-    } else if req.tokens.is_some() {
+    } else if req.tokens.is_some() || req.usd.is_some() {
         // The gateway reads the budget at every model request, on any
         // machine; whether podman enforces the other limits is said where
         // it can be asked.
@@ -390,11 +467,17 @@ fn net_refusal(
     Ok(())
 }
 
-/// Pure: what a new budget (`budget`, None when none was given) already
-/// spent says.
-fn spent_warning(record: &Record, budget: Option<u64>, held: bool) -> Vec<Warning> {
+/// Pure: what a new budget (`budget` in tokens, `usd` in dollars; None
+/// when none was given) already spent says; `held`: whether a request at
+/// a budget waits for it to be raised.
+fn spent_warning(
+    record: &Record,
+    budget: Option<u64>,
+    usd: Option<Usd>,
+    held: bool,
+) -> Vec<Warning> {
     let spent = record.tokens.used.total();
-    match budget {
+    let mut warnings = match budget {
         Some(budget) if spent >= budget => vec![Warning::BudgetSpent {
             session: record.name.clone(),
             spent,
@@ -402,7 +485,19 @@ fn spent_warning(record: &Record, budget: Option<u64>, held: bool) -> Vec<Warnin
             held,
         }],
         _ => Vec::new(),
+    };
+    let dollars = record.tokens.spend().usd;
+    if let (Some(budget), Some(spent)) = (usd, dollars)
+        && spent >= budget
+    {
+        warnings.push(Warning::UsdBudgetSpent(crate::error::UsdSpent {
+            session: record.name.clone(),
+            spent: spent.spend(),
+            budget: budget.budget(),
+            held,
+        }));
     }
+    warnings
 }
 
 /// Pure: the history's line of a change.
@@ -411,10 +506,12 @@ fn history_words(
     cage: &CageRecord,
     after: &Limits,
     net_after: &crate::net::netpolicy::NetPolicy,
-    tokens_before: Option<u64>,
-    tokens_after: Option<u64>,
+    before: &Budgets,
+    after_budgets: &Budgets,
 ) -> String {
     let shown = |b: Option<u64>| b.map_or("none".to_string(), |n| n.to_string());
+    let usd = |b: Option<Usd>| b.map_or("none".to_string(), Usd::plain);
+    let (tokens_before, tokens_after) = (before.tokens, after_budgets.tokens);
     let mut parts = Vec::new();
     if req.net.is_some() {
         parts.push(format!("net {} -> {net_after}", cage.net));
@@ -427,6 +524,13 @@ fn history_words(
             "tokens {} -> {}",
             shown(tokens_before),
             shown(tokens_after)
+        ));
+    }
+    if req.usd.is_some() || before.usd != after_budgets.usd {
+        parts.push(format!(
+            "usd {} -> {}",
+            usd(before.usd),
+            usd(after_budgets.usd)
         ));
     }
     format!("limits: {}", parts.join(", "))

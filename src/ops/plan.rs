@@ -192,7 +192,7 @@ pub enum Step<'a> {
         /// The new limits and whether they are the session's own.
         limits: Option<(crate::settings::Limits, bool)>,
         net: Option<crate::net::netpolicy::NetPolicy>,
-        tokens: Option<u64>,
+        budgets: acts::limits::Budgets,
     },
     /// The running cage's rules loaded again from its record as it will
     /// be (`cage limits --net`). A failure stops the cage: it never runs
@@ -531,8 +531,8 @@ fn run(ctx: &Context, host: Option<&Host>, step: &Step, ran: &mut Ran) -> Result
             container,
             limits,
             net,
-            tokens,
-        } => set_limits(ctx, session, container, limits, net, *tokens),
+            budgets,
+        } => set_limits(ctx, session, container, limits, net, *budgets),
         Step::NewRules { session, cage } => new_rules(ctx, host, session, cage),
         Step::MoveFile { from, to } => move_file(from, to),
         Step::RemoveFile { path, best_effort } => remove_file(path, *best_effort, ran),
@@ -921,10 +921,16 @@ fn set_limits(
     container: &str,
     limits: &Option<(crate::settings::Limits, bool)>,
     net: &Option<crate::net::netpolicy::NetPolicy>,
-    tokens: Option<u64>,
+    budgets: acts::limits::Budgets,
 ) -> Result<Option<Undo>> {
-    let before =
-        acts::limits::set_limits(ctx, session, container, limits.clone(), net.clone(), tokens)?;
+    let before = acts::limits::set_limits(
+        ctx,
+        session,
+        container,
+        limits.clone(),
+        net.clone(),
+        budgets,
+    )?;
     Ok(Some(Undo::SetLimits {
         session: session.to_string(),
         container: container.to_string(),
@@ -1074,8 +1080,8 @@ fn take_back(ctx: &Context, host: Option<&Host>, undo: &Undo, ran: &mut Ran) {
             container,
             before,
         } => {
-            let (limits, net, tokens) = before.clone();
-            let _ = acts::limits::set_limits(ctx, session, container, limits, net, tokens);
+            let (limits, net, budgets) = before.clone();
+            let _ = acts::limits::set_limits(ctx, session, container, limits, net, budgets);
         }
         Undo::MoveBack(from, to) => {
             let _ = std::fs::rename(to, from);

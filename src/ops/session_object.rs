@@ -4,6 +4,7 @@
 //! object"): the facts of the session, and a nested `cage` for what belongs
 //! to its container. `show.rs` and `listing.rs` gather it.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -11,7 +12,10 @@ use serde::Serialize;
 use crate::cage::harness::Harness;
 use crate::cage::spec::{Network, Options};
 use crate::settings::Limits;
-use crate::state::session::{Busy, CageRecord, MountSource, Record, SealedRecord, Usage};
+use crate::settings::prices::Usd;
+use crate::state::session::{
+    Busy, CageRecord, ModelSpend, MountSource, Record, SealedRecord, Spend, Usage,
+};
 use crate::state::when::Time;
 
 /// A session, as every JSON face gives it.
@@ -147,6 +151,17 @@ pub struct Tokens {
     pub used: Usage,
     /// The last turn that reached the model, summed over its responses.
     pub last_turn: Option<TurnUsage>,
+    /// No model request is forwarded once `spent.usd` reaches it, in
+    /// dollars; null: no dollar budget.
+    pub usd_budget: Option<Usd>,
+    /// What its turns spent in dollars at list prices (docs/gateway.md,
+    /// "Budgets"): `usd` null when a model had no price (`unpriced`
+    /// names them); tokens on a subscription sign-in apart.
+    pub spent: Spend,
+    /// Tokens and dollars by model, on a per-token key.
+    pub by_model: BTreeMap<String, ModelSpend>,
+    /// Tokens by model on a subscription sign-in (no price per token).
+    pub subscription: BTreeMap<String, Usage>,
 }
 
 /// One turn's tokens, and when it started.
@@ -157,6 +172,10 @@ pub struct TurnUsage {
     pub started: Time,
     #[serde(flatten)]
     pub usage: Usage,
+    /// What the turn spent in dollars, as `tokens.spent`.
+    pub spent: Spend,
+    pub by_model: BTreeMap<String, ModelSpend>,
+    pub subscription: BTreeMap<String, Usage>,
 }
 
 impl From<&crate::state::session::Tokens> for Tokens {
@@ -167,7 +186,14 @@ impl From<&crate::state::session::Tokens> for Tokens {
             last_turn: t.last_turn.as_ref().map(|l| TurnUsage {
                 started: Time(l.started),
                 usage: l.usage,
+                spent: l.spend(),
+                by_model: l.by_model.clone(),
+                subscription: l.subscription.clone(),
             }),
+            usd_budget: t.usd_budget,
+            spent: t.spend(),
+            by_model: t.by_model.clone(),
+            subscription: t.subscription.clone(),
         }
     }
 }
@@ -281,7 +307,7 @@ mod tests {
         r.files.remember_refused(1_796_061_910, "m/s".into());
         r.tokens.last_turn = Some(crate::state::session::TurnUsage {
             started: 1_796_061_911,
-            usage: Usage::default(),
+            ..Default::default()
         });
         let busy = Some(Busy {
             what: "turn".into(),

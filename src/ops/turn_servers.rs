@@ -72,7 +72,8 @@ pub fn open_gateway(
                     &ctx.settings.user,
                     record.tokens.used,
                 )
-                .with_daily_budget(&ctx.settings.config_path),
+                .with_daily_budget(&ctx.settings.config_path)
+                .priced(ctx.settings.prices.clone(), &record.tokens),
             ),
             openai: openai::Config {
                 url: ctx.settings.gateway.openai_url.clone(),

@@ -348,7 +348,7 @@ fn sessions(p: &Page) -> Markup {
                 thead { tr {
                     th { "Session" } th { "Cage" } th { "Sealed" } th { "Network" } th { "State" }
                     th { "Busy" } th { "Age" } th { "Limits" } th { "Tokens spent" }
-                    th { "Budget" } th { "Harness" } th { "Image" }
+                    th { "Budget" } th { "Dollars spent" } th { "Dollar budget" } th { "Harness" } th { "Image" }
                 } }
                 tbody {
                     @for row in &p.sessions { (session(row, p)) }
@@ -396,22 +396,7 @@ fn session(row: &Row, p: &Page) -> Markup {
                     (Some(_), Some(s)) => span class={ "state " (state_class(s)) } { (s) },
                 }
             }
-            td.nw {
-                @match &row.busy {
-                    None => (none("-")),
-                    Some(b) => {
-                        span.busy title=[b.since.map(crate::state::when::local)] {
-                            (b.what)
-                            @if let Some(t) = b.since { ", " (since(t, now)) }
-                        }
-                        @if let Some(w) = b.waiting.as_ref() {
-                            " " span.waiting title=(w.why) {
-                                "waits on its " (w.budget) " budget, " (since(w.since, now))
-                            }
-                        }
-                    },
-                }
-            }
+            td.nw { (busy(row.busy.as_ref(), now)) }
             td.nw title=(crate::state::when::local(r.created)) { (crate::state::when::age(r.created, now)) }
             td {
                 @match cage {
@@ -435,10 +420,51 @@ fn session(row: &Row, p: &Page) -> Markup {
                     Some(b) => (b),
                 }
             }
+            // At list prices (docs/gateway.md, "Budgets"); by model in the title.
+            td.num title=(by_model(&r.tokens)) { (r.tokens.spend().words()) }
+            td.num {
+                @match r.tokens.usd_budget {
+                    None => (none("none")),
+                    Some(b) => (b.budget()),
+                }
+            }
             td { (r.harness.name()) }
             td { @match cage { None => (none("-")), Some(c) => (c.image) } }
         }
     }
+}
+
+/// What holds a session, since when, and what its turn waits on.
+fn busy(busy: Option<&Busy>, now: u64) -> Markup {
+    html! {
+        @match busy {
+            None => (none("-")),
+            Some(b) => {
+                span.busy title=[b.since.map(crate::state::when::local)] {
+                    (b.what)
+                    @if let Some(t) = b.since { ", " (since(t, now)) }
+                }
+                @if let Some(w) = b.waiting.as_ref() {
+                    " " span.waiting title=(w.why) {
+                        "waits on its " (w.budget) " budget, " (since(w.since, now))
+                    }
+                }
+            },
+        }
+    }
+}
+
+/// A session's tokens and dollars by model, one model a line.
+fn by_model(t: &crate::state::session::Tokens) -> String {
+    let priced = t.by_model.iter().map(|(m, s)| {
+        let usd = s.usd.map_or("no price".to_string(), |u| u.spend());
+        format!("{m}: {}; {usd}", s.usage.describe())
+    });
+    let signed_in = t
+        .subscription
+        .iter()
+        .map(|(m, u)| format!("{m}: {}; on a subscription sign-in", u.describe()));
+    priced.chain(signed_in).collect::<Vec<_>>().join("\n")
 }
 
 /// A class name for a state: podman's word when it is one of a few, so a
@@ -753,6 +779,14 @@ mod tests {
         r.tokens.used.input_tokens = 12;
         r.tokens.used.output_tokens = 7;
         r.tokens.used.responses = 1;
+        r.tokens.usd_budget = Some(crate::settings::prices::Usd::cents(250));
+        r.tokens.by_model.insert(
+            "claude-sonnet-4-5".into(),
+            crate::state::session::ModelSpend {
+                usage: r.tokens.used,
+                usd: Some(crate::settings::prices::Usd(141_000)),
+            },
+        );
         let history = vec![Line {
             session: "webapp".into(),
             entry: entry(1_796_061_909 - 600, "limits memory 4g -> 8g"),
@@ -782,6 +816,8 @@ mod tests {
             "memory 4g, 2 CPUs, 2048 pids",
             r#"title="in 12, out 7, cache write 0, cache read 0 (19 tokens, 1 response)">19</td>"#,
             r#"<td class="num">5000</td>"#,
+            r#"title="claude-sonnet-4-5: in 12, out 7, cache write 0, cache read 0 (19 tokens, 1 response); $0.0001">$0.0001</td>"#,
+            r#"<td class="num">$2.50</td>"#,
             "<td>claude</td>",
             r#"<td>no</td><td>yes</td><td class="what">"#,
             "Also offered: localhost/shrooms-workbench:desktop",

@@ -22,6 +22,8 @@ pub const MAX_WAIT: Duration = Duration::from_secs(24 * 60 * 60);
 pub struct BudgetTable {
     wait: Option<Wait>,
     daily_tokens: Option<DailyTokens>,
+    tokens: Option<TokenBudget>,
+    usd: Option<UsdBudget>,
 }
 
 /// The budgets' settings.
@@ -33,6 +35,12 @@ pub struct BudgetSettings {
     /// The tokens all sessions of this state folder may spend in a day
     /// (the machine's local day), together; None: no daily budget.
     pub daily_tokens: Option<u64>,
+    /// The token budget a new session gets, and `cage limits --reset`
+    /// sets back (`tokens`); None: none.
+    pub tokens: Option<u64>,
+    /// The dollar budget a new session gets, and `cage limits --reset`
+    /// sets back (`usd`); None: none.
+    pub usd: Option<super::prices::Usd>,
 }
 
 impl Default for BudgetSettings {
@@ -40,6 +48,8 @@ impl Default for BudgetSettings {
         BudgetSettings {
             wait: DEFAULT_WAIT,
             daily_tokens: None,
+            tokens: None,
+            usd: None,
         }
     }
 }
@@ -49,6 +59,45 @@ impl BudgetTable {
         BudgetSettings {
             wait: self.wait.map_or(DEFAULT_WAIT, |Wait(d)| d),
             daily_tokens: self.daily_tokens.and_then(|DailyTokens(n)| n),
+            tokens: self.tokens.map(|TokenBudget(n)| n),
+            usd: self.usd.map(|UsdBudget(u)| u),
+        }
+    }
+}
+
+/// `tokens`: a new session's token budget, a positive whole number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "i64")]
+struct TokenBudget(u64);
+
+impl TryFrom<i64> for TokenBudget {
+    type Error = String;
+    fn try_from(n: i64) -> Result<Self, String> {
+        u64::try_from(n)
+            .ok()
+            .filter(|n| *n > 0)
+            .map(TokenBudget)
+            .ok_or_else(|| format!("{n} is not a token budget; give a positive whole number"))
+    }
+}
+
+/// `usd`: a new session's dollar budget, a positive number with at most
+/// cents (`5`, `2.50`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "f64")]
+struct UsdBudget(super::prices::Usd);
+
+impl TryFrom<f64> for UsdBudget {
+    type Error = String;
+    fn try_from(v: f64) -> Result<Self, String> {
+        let text = if v.is_finite() && v.fract() == 0.0 {
+            format!("{v:.0}")
+        } else {
+            v.to_string()
+        };
+        match super::prices::parse_usd(&text)? {
+            Some(u) => Ok(UsdBudget(u)),
+            None => Err(format!("{v} is not a dollar budget")),
         }
     }
 }
@@ -191,6 +240,28 @@ mod tests {
         }
         for bad in ["", "5", "1.5h", "-1m", "m", "25h", "1d", "10 m", "0x10s"] {
             assert!(parse_wait(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// A new session's budgets: tokens a positive whole number, dollars
+    /// with at most cents, a whole number of dollars too.
+    #[test]
+    fn budgets_for_new_sessions() {
+        let read = |t: &str| toml::from_str::<BudgetTable>(t).map(BudgetTable::settings);
+        let s = read("tokens = 5000\nusd = 2.5").unwrap();
+        assert_eq!(s.tokens, Some(5000));
+        assert_eq!(s.usd, Some(crate::settings::prices::Usd::cents(250)));
+        assert_eq!(read("usd = 5").unwrap().usd.unwrap().plain(), "5.00");
+        assert_eq!(read("").unwrap(), BudgetSettings::default());
+        for bad in [
+            "tokens = 0",
+            "tokens = -5",
+            "tokens = \"5k\"",
+            "usd = 0",
+            "usd = 1.234",
+            "usd = -1",
+        ] {
+            assert!(read(bad).is_err(), "{bad}");
         }
     }
 }

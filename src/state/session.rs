@@ -3,6 +3,7 @@
 //! so that two processes (two CLI calls, or a CLI call and `serve`) never
 //! interleave on one.
 
+use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -14,6 +15,7 @@ use crate::cage::harness::Harness;
 use crate::cage::spec::Network;
 use crate::error::{Doing, Error, Holder, IoContext, Result, SessionProblem, StateProblem};
 use crate::settings::Limits;
+use crate::settings::prices::Usd;
 
 /// The record format's version, so a later tool can read an older record.
 pub const RECORD_VERSION: u32 = 1;
@@ -156,6 +158,124 @@ pub struct Tokens {
     /// The last turn that reached the model, summed over its responses.
     #[serde(default)]
     pub last_turn: Option<TurnUsage>,
+    /// No model request is forwarded once the dollars spent reach it;
+    /// null: no budget (`cage limits NAME --usd AMOUNT`).
+    #[serde(default)]
+    pub usd_budget: Option<Usd>,
+    /// What the turns spent on a per-token key, by the model the API
+    /// answered as, with its price in dollars then (docs/gateway.md,
+    /// "Budgets"). Tokens counted before models were kept are in `used`
+    /// alone.
+    #[serde(default)]
+    pub by_model: BTreeMap<String, ModelSpend>,
+    /// What the turns spent on a subscription sign-in (Claude Code's
+    /// login, Codex's ChatGPT sign-in), by model: tokens only, as a
+    /// subscription has no price per token.
+    #[serde(default)]
+    pub subscription: BTreeMap<String, Usage>,
+}
+
+/// The model named where an answer did not say which model it was.
+pub const NOT_REPORTED: &str = "(model not reported)";
+
+/// One model's tokens on a per-token key, and what they cost at the
+/// prices of the time; `usd` is null when some of them had no price.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ModelSpend {
+    #[serde(flatten)]
+    pub usage: Usage,
+    #[serde(default)]
+    pub usd: Option<Usd>,
+}
+
+/// One answer's tokens, the model it was of, whether it went upstream on
+/// a subscription sign-in, and its price (None: the model has none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Charge {
+    pub usage: Usage,
+    pub model: String,
+    pub subscription: bool,
+    pub usd: Option<Usd>,
+}
+
+/// What a session or a turn spent, in dollars: the sum of its priced
+/// models', the models that had no price (then the dollars are not
+/// known), and the tokens spent on a subscription sign-in.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct Spend {
+    /// Null when some model had no price (`unpriced`).
+    pub usd: Option<Usd>,
+    /// The models that had no price.
+    pub unpriced: Vec<String>,
+    /// Tokens spent on a subscription sign-in, which has no price per token.
+    pub subscription_tokens: u64,
+}
+
+/// Add an answer to the per-model sums.
+pub fn charge(
+    by_model: &mut BTreeMap<String, ModelSpend>,
+    subscription: &mut BTreeMap<String, Usage>,
+    c: &Charge,
+) {
+    if c.subscription {
+        subscription
+            .entry(c.model.clone())
+            .or_default()
+            .add(&c.usage);
+        return;
+    }
+    let m = by_model.entry(c.model.clone()).or_insert(ModelSpend {
+        usage: Usage::default(),
+        usd: Some(Usd::default()),
+    });
+    m.usage.add(&c.usage);
+    m.usd = m.usd.zip(c.usd).map(|(a, b)| a.add(b));
+}
+
+/// Pure: what the per-model sums come to.
+pub fn spend_of(
+    by_model: &BTreeMap<String, ModelSpend>,
+    subscription: &BTreeMap<String, Usage>,
+) -> Spend {
+    let unpriced: Vec<String> = by_model
+        .iter()
+        .filter(|(_, m)| m.usd.is_none())
+        .map(|(k, _)| k.clone())
+        .collect();
+    let priced = by_model
+        .values()
+        .filter_map(|m| m.usd)
+        .fold(Usd::default(), Usd::add);
+    Spend {
+        usd: unpriced.is_empty().then_some(priced),
+        unpriced,
+        subscription_tokens: subscription.values().map(Usage::total).sum(),
+    }
+}
+
+impl Spend {
+    /// As a line says it: `$0.0123`; `dollars unknown: no price for M`;
+    /// with the tokens on a subscription after it.
+    pub fn words(&self) -> String {
+        let dollars = match &self.usd {
+            Some(u) => u.spend(),
+            None => format!("dollars unknown: no price for {}", self.unpriced.join(", ")),
+        };
+        if self.subscription_tokens == 0 {
+            return dollars;
+        }
+        format!(
+            "{dollars}, and {} on a subscription sign-in (no price per token)",
+            crate::state::when::count(self.subscription_tokens, "token", "tokens")
+        )
+    }
+}
+
+impl Tokens {
+    /// What the session spent, in dollars.
+    pub fn spend(&self) -> Spend {
+        spend_of(&self.by_model, &self.subscription)
+    }
 }
 
 /// Token counts, named as the model API names them in a response's `usage`.
@@ -217,6 +337,19 @@ pub struct TurnUsage {
     pub started: u64,
     #[serde(flatten)]
     pub usage: Usage,
+    /// As [`Tokens::by_model`], for the turn.
+    #[serde(default)]
+    pub by_model: BTreeMap<String, ModelSpend>,
+    /// As [`Tokens::subscription`], for the turn.
+    #[serde(default)]
+    pub subscription: BTreeMap<String, Usage>,
+}
+
+impl TurnUsage {
+    /// What the turn spent, in dollars.
+    pub fn spend(&self) -> Spend {
+        spend_of(&self.by_model, &self.subscription)
+    }
 }
 
 impl Record {
@@ -1970,7 +2103,14 @@ mod tests {
         assert_eq!(r.files, FilesPolicy::default());
         assert_eq!(r.tokens, Tokens::default());
         assert_eq!(r.tokens.budget, None);
+        assert_eq!(r.tokens.usd_budget, None);
+        assert!(r.tokens.by_model.is_empty());
+        assert_eq!(r.tokens.spend().usd, Some(Usd::default()));
         assert_eq!(r.accept_caged, None);
+        // A last turn kept before models were: its counts, no models.
+        let text = r#"{"budget":5,"used":{"input_tokens":3},"last_turn":{"started":2,"input_tokens":3,"responses":1}}"#;
+        let t: Tokens = serde_json::from_str(text).unwrap();
+        assert_eq!(t.last_turn.unwrap().usage.input_tokens, 3);
         assert!(!r.accepts_caged());
     }
 

@@ -393,7 +393,7 @@ fn answer_in(project: &Path, f: &str) -> String {
 /// what its request and text are worth, and the turn spends nothing more).
 fn routes_with_the_machines_key(w: World) {
     let mock = OpenAiMock::start();
-    world_for_openai(&w, &mock, "");
+    world_for_openai(&w, &mock, GPT_MOCK_PRICES);
     let (name, project) = session_in(&w, "oaroutes");
     let p = project.display();
     let auth = format!("'Authorization: Bearer {DUMMY}'");
@@ -492,7 +492,35 @@ fn routes_with_the_machines_key(w: World) {
         "{}",
         run.explain()
     );
+    // In dollars at the configured price: the cached input once, at the
+    // cached price, the rest of the input at the input price.
+    let all = [
+        &RESPONSES_STREAMED,
+        &RESPONSES_PLAIN,
+        &CHAT_STREAMED,
+        &CHAT_PLAIN,
+        &uncounted,
+    ];
+    let cost: u64 = all
+        .iter()
+        .map(|c| (c.input - c.cached) * 2_000 + c.cached * 500 + c.output * 8_000)
+        .sum();
+    let gpt = &w.record(&name)["tokens"]["by_model"]["gpt-mock"];
+    assert_eq!(gpt["usd"], json!(cost as f64 / 1e9), "{gpt:#}");
+    assert_eq!(
+        gpt["cache_read_input_tokens"],
+        recorded(&all)["cache_read_input_tokens"]
+    );
 }
+
+/// The price the tests give the stand-in's model, in dollars per million
+/// tokens (GPT-4.1's): 2000, 8000, 2000 and 500 billionths a token.
+const GPT_MOCK_PRICES: &str = "[prices.\"gpt-mock\"]
+input = 2.0
+output = 8.0
+cache_write = 2.0
+cache_read = 0.5
+";
 
 #[test]
 fn openai_routes_with_the_machines_key() {
@@ -616,6 +644,26 @@ fn chatgpt_sign_in(w: World) {
         w.record(&name)["tokens"]["used"],
         recorded(&[&RESPONSES_STREAMED])
     );
+    // A subscription has no price per token: its tokens kept apart, and a
+    // dollar budget refuses the next request that would go upstream on it,
+    // which never reaches the stand-in (docs/gateway.md, "Budgets").
+    let t = w.record(&name)["tokens"].clone();
+    assert_eq!(
+        t["subscription"]["gpt-mock"],
+        recorded(&[&RESPONSES_STREAMED])
+    );
+    assert_eq!(t["by_model"], json!({}), "{t:#}");
+    w.run(&["cage", "limits", &name, "--usd", "5"]).ok();
+    let run = w
+        .run(&["cage", "exec", &name, "--", "sh", "-c", &script])
+        .ok();
+    let r = answer_in(&project, "r.txt");
+    assert_eq!(status(&r), 400, "{r}\n{}", run.explain());
+    assert!(
+        r.contains("Codex's ChatGPT sign-in, a subscription sign-in"),
+        "{r}"
+    );
+    assert_eq!(mock.seen().len(), 1, "{}", mock.explain());
 }
 
 #[test]

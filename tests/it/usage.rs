@@ -35,13 +35,52 @@ fn summed(answers: &[&Counts]) -> Value {
     })
 }
 
-/// A `last_turn` without its start time, to compare with `summed`.
+/// A `last_turn`'s counts alone (its start time checked and left out, its
+/// dollars and models too), to compare with `summed`.
 fn without_start(v: &Value) -> Value {
     let mut v = v.clone();
     if let Some(o) = v.as_object_mut() {
         assert!(o.remove("started").is_some_and(|s| started_secs(&s) > 0));
+        for k in ["spent", "by_model", "subscription"] {
+            o.remove(k);
+        }
     }
     v
+}
+
+/// The price the tests give the mock's model (`claude-mock`), in dollars
+/// per million tokens: ten times Sonnet 4.5's, so that one answer costs
+/// more than a cent.
+const MOCK_PRICES: &str = "[prices.\"claude-mock\"]
+input = 30.0
+output = 150.0
+cache_write = 37.5
+cache_read = 3.0
+";
+
+/// What these answers cost at [`MOCK_PRICES`], in billionths of a dollar:
+/// 30000, 150000, 37500 and 3000 a token.
+fn cost(answers: &[&Counts]) -> u64 {
+    answers
+        .iter()
+        .map(|c| {
+            c.input_tokens * 30_000
+                + c.output_tokens * 150_000
+                + c.cache_creation_input_tokens * 37_500
+                + c.cache_read_input_tokens * 3_000
+        })
+        .sum()
+}
+
+/// Billionths of a dollar as JSON gives them: a number of dollars.
+fn usd_json(nanos: u64) -> Value {
+    json!(nanos as f64 / 1e9)
+}
+
+/// Billionths of a dollar as a line says them: `$0.0132`.
+fn usd_words(nanos: u64) -> String {
+    let t = (nanos + 50_000) / 100_000;
+    format!("${}.{:04}", t / 10_000, t % 10_000)
 }
 
 /// A turn's start: RFC 3339 with an offset in JSON output, Unix seconds in
@@ -73,18 +112,20 @@ fn turn_lines(w: &World, name: &str) -> Vec<String> {
         .collect()
 }
 
-/// The history line of a turn whose answers were these.
+/// The history line of a turn whose answers were these, priced at
+/// [`MOCK_PRICES`].
 fn turn_line(answers: &[&Counts], refused: &str) -> String {
     let s = summed(answers);
     let n = answers.len();
     format!(
-        "turn: tokens in {}, out {}, cache write {}, cache read {} ({} tokens, {n} response{}){refused}",
+        "turn: tokens in {}, out {}, cache write {}, cache read {} ({} tokens, {n} response{}); {}{refused}",
         s["input_tokens"],
         s["output_tokens"],
         s["cache_creation_input_tokens"],
         s["cache_read_input_tokens"],
         answers.iter().map(|c| c.total()).sum::<u64>(),
-        if n == 1 { "" } else { "s" }
+        if n == 1 { "" } else { "s" },
+        usd_words(cost(answers))
     )
 }
 
@@ -95,7 +136,7 @@ fn turn_line(answers: &[&Counts], refused: &str) -> String {
 /// serve's `GET /v1/sessions/{name}` says the same as `cage show --json`.
 fn counts_what_the_mock_reported(w: World, http: bool) {
     let mock = Mock::start();
-    world_for(&w, &mock, "");
+    world_for(&w, &mock, MOCK_PRICES);
     let (name, project) = session_in(&w, "usage");
     let p = project.display();
     let fresh = w.run(&["cage", "show", &name, "--json"]).ok().json();
@@ -136,6 +177,23 @@ fn counts_what_the_mock_reported(w: World, http: bool) {
     let all = summed(&[&STREAMED, &PLAIN, &STREAMED]);
     assert_eq!(t["used"], all, "{shown:#}");
     assert_eq!(without_start(&t["last_turn"]), summed(&[&STREAMED]));
+    // In dollars at the configured price, per session, per model and for
+    // the last turn.
+    let three = cost(&[&STREAMED, &PLAIN, &STREAMED]);
+    assert_eq!(
+        t["spent"],
+        json!({"usd": usd_json(three), "unpriced": [], "subscription_tokens": 0}),
+        "{shown:#}"
+    );
+    let mut mock_model = all.clone();
+    mock_model["usd"] = usd_json(three);
+    assert_eq!(
+        t["by_model"],
+        json!({"claude-mock": mock_model}),
+        "{shown:#}"
+    );
+    assert_eq!(t["last_turn"]["spent"]["usd"], usd_json(cost(&[&STREAMED])));
+    assert_eq!(t["usd_budget"], Value::Null);
     // Kept in the record, read again by every command.
     let kept = &w.record(&name)["tokens"];
     assert_eq!((&kept["used"], &kept["budget"]), (&t["used"], &t["budget"]));
@@ -158,6 +216,10 @@ fn counts_what_the_mock_reported(w: World, http: bool) {
     );
     // The text of `cage show`.
     let text = w.run(&["cage", "show", &name]).ok().stdout();
+    assert!(
+        text.contains(&format!("dollars   {}; budget none\n", usd_words(three))),
+        "{text}"
+    );
     let total = 2 * STREAMED.total() + PLAIN.total();
     assert!(
         text.contains(&format!(
@@ -210,7 +272,7 @@ fn usage_counts_what_the_model_reported_rootless() {
 /// never sees them. Raised, the session goes on; `none` removes it.
 fn a_spent_budget_refuses(w: World) {
     let mock = Mock::start();
-    world_for(&w, &mock, REFUSE_AT_ONCE);
+    world_for(&w, &mock, &format!("{MOCK_PRICES}{REFUSE_AT_ONCE}"));
     let (name, project) = session_in(&w, "budget");
     let p = project.display();
     let raise = format!("shrooms-agent cage limits {name} --tokens N");
@@ -809,4 +871,256 @@ fn usage_a_spent_daily_budget_refuses_every_sessions_model_requests() {
 #[test]
 fn usage_a_spent_daily_budget_refuses_every_sessions_model_requests_rootless() {
     a_spent_daily_budget_refuses(World::rootless(), false);
+}
+
+/// The dollar budget (docs/gateway.md, "Budgets"): set with `cage limits
+/// --usd` at a cent, under one answer's price at [`MOCK_PRICES`]: the
+/// first answer passes, the next request is refused in the API's shape
+/// with the dollars spent and the command that raises it, and never
+/// reaches the mock. `cage show --json`, the history and (with `http`)
+/// serve's session JSON say the dollars spent, computed from the mock's
+/// counts; raised over HTTP (with `http`) or the CLI, the session goes on.
+fn a_dollar_budget_holds(w: World, http: bool) {
+    let mock = Mock::start();
+    world_for(&w, &mock, &format!("{MOCK_PRICES}{REFUSE_AT_ONCE}"));
+    let (name, project) = session_in(&w, "usd");
+    let p = project.display();
+    for bad in ["0", "1.234", "lots", "-1"] {
+        let flag = format!("--usd={bad}");
+        let r = w.run(&["cage", "limits", &name, &flag]).code_is(2);
+        assert!(r.stderr().contains("--usd: "), "{}", r.explain());
+    }
+    assert_eq!(w.record(&name)["tokens"]["usd_budget"], Value::Null);
+    let r = w.run(&["cage", "limits", &name, "--usd", "0.01"]).ok();
+    assert!(
+        r.stdout().contains("dollar budget $0.01"),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(w.record(&name)["tokens"]["usd_budget"], 0.01);
+
+    let one = cost(&[&STREAMED]);
+    assert!(
+        one >= 10_000_000,
+        "one answer must cost a cent or more: {one}"
+    );
+    let turn = format!(
+        "{REQ_FN}req POST /v1/messages {p}/a.txt
+         req POST /v1/messages {p}/b.txt"
+    );
+    let r = exec(&w, &name, &turn).ok();
+    assert!(read(&project.join("a.txt")).contains("message_stop"));
+    let refused = read(&project.join("b.txt"));
+    assert_eq!(status(&refused), 400, "{refused}\n{}", r.explain());
+    let said = format!(
+        "has spent its dollar budget: {} of $0.01 at list prices",
+        usd_words(one)
+    );
+    let raise = format!("shrooms-agent cage limits {name} --usd AMOUNT");
+    for words in [&said, &raise] {
+        assert!(refused.contains(words.as_str()), "{refused}");
+        assert!(r.stderr().contains(words.as_str()), "{}", r.explain());
+    }
+    assert_eq!(model_posts(&mock), 1, "{}", mock.explain());
+
+    let shown = w.run(&["cage", "show", &name, "--json"]).ok().json();
+    let t = &shown["tokens"];
+    assert_eq!(t["usd_budget"], 0.01, "{shown:#}");
+    assert_eq!(t["spent"]["usd"], usd_json(one), "{shown:#}");
+    assert_eq!(t["last_turn"]["spent"]["usd"], usd_json(one), "{shown:#}");
+    assert_eq!(t["by_model"]["claude-mock"]["usd"], usd_json(one));
+    assert_eq!(t["by_model"]["claude-mock"]["responses"], 1);
+    let limits = w.run(&["cage", "limits", &name]).ok().stdout();
+    assert!(
+        limits.contains(&format!("dollar budget $0.01, spent {}", usd_words(one))),
+        "{limits}"
+    );
+
+    // Set again at or below what was spent: taken, with a warning.
+    let r = w.run(&["cage", "limits", &name, "--usd", "0.01"]).ok();
+    let warned = format!(
+        "has already spent {}, at or past this dollar budget of $0.01",
+        usd_words(one)
+    );
+    assert!(r.stderr().contains(&warned), "{}", r.explain());
+
+    // Raised: over HTTP, or the CLI.
+    if http {
+        let s = w.serve(&[], &[]);
+        let url = format!("{}/v1/sessions/{name}/cage/limits", s.url);
+        for bad in [r#"{"usd": 0}"#, r#"{"usd": 1.234}"#, r#"{"usd": "many"}"#] {
+            post(&url, bad).is(400);
+        }
+        let r = post(&url, r#"{"usd": 0.05}"#).is(200).json();
+        assert_eq!(
+            (&r["usd_before"], &r["usd_after"]),
+            (&json!(0.01), &json!(0.05))
+        );
+        let api = get(&format!("{}/v1/sessions/{name}", s.url)).is(200).json();
+        let mut shown = shown.clone();
+        shown["tokens"]["usd_budget"] = json!(0.05);
+        assert_eq!(api["tokens"], shown["tokens"], "{api:#}");
+    } else {
+        w.run(&["cage", "limits", &name, "--usd", "0.05"]).ok();
+    }
+    let turn2 = format!("{REQ_FN}req POST /v1/messages {p}/c.txt");
+    exec(&w, &name, &turn2).ok();
+    assert!(read(&project.join("c.txt")).contains("message_stop"));
+    assert_eq!(model_posts(&mock), 2, "{}", mock.explain());
+    let r = w.run(&["cage", "limits", &name, "--usd", "none"]).ok();
+    assert!(r.stdout().contains("dollar budget none"), "{}", r.explain());
+    assert_eq!(w.record(&name)["tokens"]["usd_budget"], Value::Null);
+
+    assert_eq!(
+        turn_lines(&w, &name),
+        [
+            turn_line(
+                &[&STREAMED],
+                "; 1 model request refused: dollar budget spent"
+            ),
+            turn_line(&[&STREAMED], ""),
+        ]
+    );
+    let history = w.run(&["cage", "history", &name]).ok().stdout();
+    for line in [
+        "limits: usd none -> 0.01",
+        "limits: usd 0.01 -> 0.05",
+        "limits: usd 0.05 -> none",
+    ] {
+        assert!(history.contains(line), "{line}:\n{history}");
+    }
+    let t = &w.record(&name)["tokens"];
+    assert_eq!(t["by_model"]["claude-mock"]["usd"], usd_json(2 * one));
+}
+
+#[test]
+fn usage_a_dollar_budget_holds() {
+    a_dollar_budget_holds(World::new(), true);
+}
+
+#[test]
+fn usage_a_dollar_budget_holds_rootless() {
+    a_dollar_budget_holds(World::rootless(), false);
+}
+
+/// A model without a price: its spend is unknown, never guessed, and a
+/// dollar budget (here the config's `[budget] usd`, which a new session
+/// gets and `--reset` sets back) refuses the next request with words that
+/// name the model and `[prices]`.
+#[test]
+fn usage_a_dollar_budget_refuses_a_model_without_a_price() {
+    let w = World::new();
+    let mock = Mock::start();
+    world_for(&w, &mock, "[budget]\nusd = 1\n");
+    let (name, project) = session_in(&w, "unpriced");
+    let p = project.display();
+    assert_eq!(w.record(&name)["tokens"]["usd_budget"], 1.0);
+    let turn = format!(
+        "{REQ_FN}req POST /v1/messages {p}/a.txt
+         req POST /v1/messages {p}/b.txt"
+    );
+    let r = exec(&w, &name, &turn).ok();
+    assert!(read(&project.join("a.txt")).contains("message_stop"));
+    let b = read(&project.join("b.txt"));
+    assert_eq!(status(&b), 400, "{b}\n{}", r.explain());
+    for words in ["no price for the model claude-mock", "[prices]"] {
+        assert!(b.contains(words), "{b}");
+    }
+    assert_eq!(model_posts(&mock), 1, "{}", mock.explain());
+    let t = w.run(&["cage", "show", &name, "--json"]).ok().json()["tokens"].clone();
+    assert_eq!(
+        t["spent"],
+        json!({"usd": null, "unpriced": ["claude-mock"], "subscription_tokens": 0}),
+        "{t:#}"
+    );
+    let text = w.run(&["cage", "show", &name]).ok().stdout();
+    assert!(
+        text.contains("dollars   dollars unknown: no price for claude-mock; budget $1.00\n"),
+        "{text}"
+    );
+    w.run(&["cage", "limits", &name, "--usd", "none"]).ok();
+    let r = w.run(&["cage", "limits", &name, "--reset"]).ok();
+    assert!(
+        r.stdout().contains("dollar budget $1.00"),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(w.record(&name)["tokens"]["usd_budget"], 1.0);
+    let history = w.run(&["cage", "history", &name]).ok().stdout();
+    assert!(history.contains("usd 1.00 -> none"), "{history}");
+    assert!(history.contains("usd none -> 1.00"), "{history}");
+}
+
+/// A subscription sign-in (here `CLAUDE_CODE_OAUTH_TOKEN`, no key) has no
+/// price per token: its tokens are kept apart and shown in tokens; `cage
+/// limits --usd` is refused with why (exit 2) while it is the machine's
+/// credential; a session given a dollar budget with a key has its request
+/// refused when the turn would go upstream on the sign-in, and the mock
+/// never sees it.
+fn a_subscriptions_dollar_budget_is_refused(w: World) {
+    let mock = Mock::start();
+    world_for(&w, &mock, MOCK_PRICES);
+    let (name, project) = session_in(&w, "signin");
+    let p = project.display();
+    let signed_in = [("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-mock-login")];
+    let script = format!("{REQ_FN}req POST /v1/messages {p}/a.txt");
+    let on_login = |script: &str| {
+        w.run_env(
+            &["cage", "exec", &name, "--", "sh", "-c", script],
+            &signed_in,
+        )
+    };
+    let r = on_login(&script).ok();
+    assert!(
+        read(&project.join("a.txt")).contains("message_stop"),
+        "{}",
+        r.explain()
+    );
+    let t = w.run(&["cage", "show", &name, "--json"]).ok().json()["tokens"].clone();
+    assert_eq!(
+        t["spent"],
+        json!({"usd": 0.0, "unpriced": [], "subscription_tokens": STREAMED.total()}),
+        "{t:#}"
+    );
+    assert_eq!(
+        t["subscription"]["claude-mock"],
+        summed(&[&STREAMED]),
+        "{t:#}"
+    );
+
+    let r = w
+        .run_env(&["cage", "limits", &name, "--usd", "5"], &signed_in)
+        .code_is(2);
+    for words in ["--usd: ", "CLAUDE_CODE_OAUTH_TOKEN", "subscription sign-in"] {
+        assert!(r.stderr().contains(words), "{}", r.explain());
+    }
+    assert_eq!(w.record(&name)["tokens"]["usd_budget"], Value::Null);
+    // Set where the machine has a key; the turn then runs on the login.
+    w.run_env(
+        &["cage", "limits", &name, "--usd", "5"],
+        &[("ANTHROPIC_API_KEY", MACHINE_KEY)],
+    )
+    .ok();
+    let script = format!("{REQ_FN}req POST /v1/messages {p}/b.txt");
+    let r = on_login(&script).ok();
+    let b = read(&project.join("b.txt"));
+    assert_eq!(status(&b), 400, "{b}\n{}", r.explain());
+    assert!(b.contains("subscription sign-in"), "{b}");
+    assert!(b.contains("--usd none"), "{b}");
+    assert!(
+        r.stderr().contains("subscription sign-in"),
+        "{}",
+        r.explain()
+    );
+    assert_eq!(model_posts(&mock), 1, "{}", mock.explain());
+}
+
+#[test]
+fn usage_a_subscriptions_dollar_budget_is_refused() {
+    a_subscriptions_dollar_budget_is_refused(World::new());
+}
+
+#[test]
+fn usage_a_subscriptions_dollar_budget_is_refused_rootless() {
+    a_subscriptions_dollar_budget_is_refused(World::rootless());
 }

@@ -24,6 +24,7 @@ pub fn run(ctx: &Context, a: LimitsArgs, json: bool) -> Result<ExitCode> {
         && a.cpus.is_none()
         && a.pids.is_none()
         && a.tokens.is_none()
+        && a.usd.is_none()
         && a.net.is_none()
         && !a.reset
         && a.by.is_none();

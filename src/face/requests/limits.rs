@@ -8,7 +8,7 @@ use super::{Loose, OnSession};
 use crate::error::{Error, Result};
 use crate::face::cli::LimitsArgs;
 use crate::net::netpolicy::NetPolicy;
-use crate::ops::limits::{LimitsRequest, parse_tokens};
+use crate::ops::limits::{LimitsRequest, parse_tokens, parse_usd};
 use crate::settings::LimitsAsked;
 
 /// The flags, with the limits they ask for as the settings read them
@@ -22,6 +22,7 @@ impl TryFrom<(LimitsArgs, LimitsAsked)> for LimitsRequest {
             asked,
             reset: a.reset,
             tokens: a.tokens.as_deref().map(parse_tokens).transpose()?,
+            usd: a.usd.as_deref().map(parse_usd).transpose()?,
             net: a.net.as_deref().map(NetPolicy::parse).transpose()?,
             by: a.by,
         })
@@ -43,6 +44,13 @@ pub struct LimitsBody {
     #[serde(default, deserialize_with = "super::present")]
     #[schema(nullable)]
     pub tokens: Option<Option<Loose>>,
+    /// The dollar budget, enforced by the model gateway at list prices: an
+    /// amount with at most cents (`5`, `2.5`, `"2.50"`); `"none"` or null
+    /// removes it. Refused for a session whose model requests go upstream
+    /// on a subscription sign-in.
+    #[serde(default, deserialize_with = "super::present")]
+    #[schema(nullable)]
+    pub usd: Option<Option<Loose>>,
     /// A new network policy, as `--net`: "open", "internet" or
     /// "allow:NAME,HOST:PORT,..."; a running cage's rules change at once.
     pub net: Option<String>,
@@ -65,6 +73,10 @@ impl TryFrom<OnSession<LimitsBody>> for LimitsRequest {
                 .tokens
                 .map(|t| t.map_or(Ok(None), |t| parse_tokens(&t.text())))
                 .transpose()?,
+            usd: body
+                .usd
+                .map(|u| u.map_or(Ok(None), |u| parse_usd(&u.text())))
+                .transpose()?,
             net: body.net.as_deref().map(NetPolicy::parse).transpose()?,
             by: Some(sent.by),
         })
@@ -74,6 +86,7 @@ impl TryFrom<OnSession<LimitsBody>> for LimitsRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settings::prices::Usd;
 
     #[test]
     fn limits_take_strings_and_numbers() {
@@ -107,6 +120,8 @@ mod tests {
             "s",
             "--tokens",
             "5k",
+            "--usd",
+            "2.50",
             "--net",
             "open",
             "--by",
@@ -120,13 +135,14 @@ mod tests {
         let from_flags = LimitsRequest::try_from((a, LimitsAsked::default())).unwrap();
         let from_body = LimitsRequest::try_from(OnSession {
             name: "s".to_string(),
-            body: serde_json::from_str(r#"{"tokens": "5k", "net": "open"}"#).unwrap(),
+            body: serde_json::from_str(r#"{"tokens": "5k", "usd": 2.5, "net": "open"}"#).unwrap(),
             by: "u".to_string(),
         })
         .unwrap();
         for r in [&from_flags, &from_body] {
             assert_eq!(r.name, "s");
             assert_eq!(r.tokens, Some(Some(5000)));
+            assert_eq!(r.usd, Some(Some(Usd::cents(250))));
             assert_eq!(r.net, Some(NetPolicy::parse("open").unwrap()));
             assert_eq!(r.by.as_deref(), Some("u"));
             assert!(!r.reset);
@@ -138,5 +154,21 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(e.kind, crate::error::Kind::BadInput);
+        for bad in [r#"{"usd": 0}"#, r#"{"usd": 1.234}"#, r#"{"usd": "lots"}"#] {
+            let e = LimitsRequest::try_from(OnSession {
+                name: "s".to_string(),
+                body: serde_json::from_str(bad).unwrap(),
+                by: "u".to_string(),
+            })
+            .unwrap_err();
+            assert_eq!(e.field(), Some("usd"), "{bad}");
+        }
+        let none = LimitsRequest::try_from(OnSession {
+            name: "s".to_string(),
+            body: serde_json::from_str(r#"{"usd": null}"#).unwrap(),
+            by: "u".to_string(),
+        })
+        .unwrap();
+        assert_eq!(none.usd, Some(None));
     }
 }

@@ -8,12 +8,20 @@ use crate::ops::Context;
 use crate::state::session::CageRecord;
 
 /// What `Step::SetLimits` sets: the cage's limits and whether they are
-/// the session's own, its network policy, the token budget.
+/// the session's own, its network policy, the budgets.
 pub type LimitsSet = (
     Option<(crate::settings::Limits, bool)>,
     Option<crate::net::netpolicy::NetPolicy>,
-    Option<u64>,
+    Budgets,
 );
+
+/// A session's budgets, as its record keeps them: in tokens and in dollars
+/// (None: none).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Budgets {
+    pub tokens: Option<u64>,
+    pub usd: Option<crate::settings::prices::Usd>,
+}
 
 /// Set a session's limits, policy and budget in its record, for its cage
 /// `container` (refused as busy when it was moved meanwhile); what they
@@ -24,10 +32,13 @@ pub fn set_limits(
     container: &str,
     limits: Option<(crate::settings::Limits, bool)>,
     net: Option<crate::net::netpolicy::NetPolicy>,
-    tokens: Option<u64>,
+    budgets: Budgets,
 ) -> Result<LimitsSet> {
     ctx.store.update(session, |r| {
-        let budget = r.tokens.budget;
+        let budget = Budgets {
+            tokens: r.tokens.budget,
+            usd: r.tokens.usd_budget,
+        };
         let c = match r.cage.as_mut() {
             Some(c) if c.container == container => c,
             _ => {
@@ -49,7 +60,8 @@ pub fn set_limits(
         if let Some(n) = net {
             c.net = n;
         }
-        r.tokens.budget = tokens;
+        r.tokens.budget = budgets.tokens;
+        r.tokens.usd_budget = budgets.usd;
         Ok(before)
     })
 }

@@ -891,6 +891,8 @@ fn the_plans_of_limits_and_stop() {
             enforceable: Ok(()),
             defaults: w.ctx.settings.limits.clone(),
             held: true,
+            default_budgets: Default::default(),
+            subscription: None,
             who: "me".into(),
             when: 1,
         }
@@ -1831,7 +1833,10 @@ fn limits_set_beside_a_turn_touch_only_their_fields() {
         container: container.into(),
         limits: None,
         net: None,
-        tokens: Some(5),
+        budgets: crate::ops::acts::limits::Budgets {
+            tokens: Some(5),
+            usd: None,
+        },
     };
     let e = execute(&w.ctx, None, vec![set("shrooms-web-moved")])
         .err()

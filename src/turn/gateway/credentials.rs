@@ -163,6 +163,39 @@ impl MachineSources {
         }
     }
 
+    /// What the gateway would add, when it is a subscription sign-in (a
+    /// Claude login), as far as can be known without running the key
+    /// command: a key file that holds an OAuth token,
+    /// `CLAUDE_CODE_OAUTH_TOKEN`, or the machine's Claude Code login, when
+    /// no source before it gives a key.
+    pub fn subscription(&self) -> Option<String> {
+        if let Some(f) = &self.key_file {
+            let text = std::fs::read_to_string(f).ok()?;
+            return matches!(Credential::classify(&text), Some(Credential::OAuth(_)))
+                .then(|| format!("[gateway] key_file {}, a Claude login", f.display()));
+        }
+        let key = self
+            .env_api_key
+            .as_deref()
+            .is_some_and(|k| !k.trim().is_empty());
+        if self.key_command.is_some() || key {
+            return None;
+        }
+        if self
+            .env_oauth_token
+            .as_deref()
+            .is_some_and(|t| !t.trim().is_empty())
+        {
+            return Some("CLAUDE_CODE_OAUTH_TOKEN, a Claude login".to_string());
+        }
+        matches!(read_claude_login(&self.claude_credentials), Ok(Some(_))).then(|| {
+            format!(
+                "the machine's Claude Code login, {}",
+                self.claude_credentials.display()
+            )
+        })
+    }
+
     fn run_key_command(&self, cmd: &[String]) -> Result<Credential, String> {
         let text = run_key_command(&self.cache, cmd, "[gateway] key_command")?;
         Credential::classify(&text).ok_or_else(|| "[gateway] key_command printed nothing".into())
@@ -342,6 +375,30 @@ impl OpenAiSources {
                 self.codex_auth.display()
             )),
         }
+    }
+}
+
+impl OpenAiSources {
+    /// What the gateway would add, when it is a subscription sign-in:
+    /// Codex's ChatGPT sign-in, when no source before it gives a key.
+    pub fn subscription(&self) -> Option<String> {
+        let key = self
+            .env_api_key
+            .as_deref()
+            .is_some_and(|k| !k.trim().is_empty());
+        if self.key_file.is_some() || self.key_command.is_some() || key {
+            return None;
+        }
+        matches!(
+            read_codex_login(&self.codex_auth),
+            Ok(Some(OpenAiCredential::ChatGpt { .. }))
+        )
+        .then(|| {
+            format!(
+                "Codex's ChatGPT sign-in on the machine, {}",
+                self.codex_auth.display()
+            )
+        })
     }
 }
 
@@ -594,6 +651,80 @@ mod tests {
         m.key_file = Some(file);
         assert!(m.resolve().unwrap_err().contains("is empty"));
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// Which machine credential is a subscription sign-in, as `cage
+    /// limits --usd` asks: a key before it wins; a key file is read.
+    #[test]
+    fn a_subscription_sign_in_is_told() {
+        let dir = tmp("subscription");
+        let login = dir.join("login.json");
+        std::fs::write(
+            &login,
+            r#"{"claudeAiOauth":{"accessToken":"sk-ant-oat01-x","expiresAt":9999999999999}}"#,
+        )
+        .unwrap();
+        let oauth_file = dir.join("oauth-key");
+        std::fs::write(&oauth_file, "sk-ant-oat01-y\n").unwrap();
+        let key_file = dir.join("api-key");
+        std::fs::write(&key_file, "sk-ant-api03-z\n").unwrap();
+        let sources =
+            |f: Option<&PathBuf>, key: Option<&str>, oauth: Option<&str>| MachineSources {
+                key_file: f.cloned(),
+                env_api_key: key.map(str::to_string),
+                env_oauth_token: oauth.map(str::to_string),
+                claude_credentials: login.clone(),
+                ..MachineSources::default()
+            };
+        let told = |s: MachineSources| s.subscription();
+        assert!(
+            told(sources(None, None, None))
+                .unwrap()
+                .contains("Claude Code login")
+        );
+        assert!(
+            told(sources(None, None, Some("t")))
+                .unwrap()
+                .contains("CLAUDE_CODE_OAUTH_TOKEN")
+        );
+        assert_eq!(told(sources(None, Some("sk-ant-api03-k"), Some("t"))), None);
+        assert_eq!(told(sources(Some(&key_file), None, None)), None);
+        assert!(
+            told(sources(Some(&oauth_file), None, None))
+                .unwrap()
+                .contains("key_file")
+        );
+        let with_key_command = MachineSources {
+            key_command: Some(vec!["pass".into()]),
+            ..sources(None, None, None)
+        };
+        assert_eq!(told(with_key_command), None);
+        let none = MachineSources {
+            claude_credentials: dir.join("missing.json"),
+            ..MachineSources::default()
+        };
+        assert_eq!(told(none), None);
+
+        let auth = dir.join("auth.json");
+        let openai = |key: Option<&str>| OpenAiSources {
+            env_api_key: key.map(str::to_string),
+            codex_auth: auth.clone(),
+            ..OpenAiSources::default()
+        };
+        std::fs::write(&auth, r#"{"tokens":{"access_token":"at"}}"#).unwrap();
+        assert!(
+            openai(None)
+                .subscription()
+                .unwrap()
+                .contains("ChatGPT sign-in")
+        );
+        assert_eq!(openai(Some("sk-proj-k")).subscription(), None);
+        std::fs::write(
+            &auth,
+            r#"{"OPENAI_API_KEY":"sk-k","tokens":{"access_token":"at"}}"#,
+        )
+        .unwrap();
+        assert_eq!(openai(None).subscription(), None);
     }
 
     #[test]

@@ -364,6 +364,8 @@ struct Plan {
     url: String,
     headers: HeaderMap,
     permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// It goes upstream on a subscription sign-in (no price per token).
+    subscription: bool,
 }
 
 async fn handle(
@@ -471,12 +473,17 @@ async fn plan(
     if let Some(r) = route {
         add_route_headers(&mut headers, r, &credential, &extra_headers);
     }
+    let subscription = spends && matches!(credential, Credential::OAuth(_));
+    if subscription {
+        subscription_checked(state, "a Claude login (an OAuth token)").await?;
+    }
     Ok(Plan {
         api: spends.then_some(usage::Api::Messages),
         url: format!("{base}{path}{query}"),
         base,
         headers,
         permit,
+        subscription,
     })
 }
 
@@ -493,6 +500,7 @@ where
         url,
         mut headers,
         permit,
+        subscription,
     } = plan;
     // The model routes that take a body are POSTs; a body sent with HEAD
     // or GET is not passed on, nor its length.
@@ -523,7 +531,14 @@ where
         });
     }
     match upstream.send().await {
-        Ok(r) => usage::metered(&state.config.ledger, api, sent, passed_back(r), permit),
+        Ok(r) => usage::metered(
+            &state.config.ledger,
+            api,
+            sent,
+            passed_back(r),
+            permit,
+            subscription,
+        ),
         Err(e) => api_error(StatusCode::BAD_GATEWAY, "api_error", &unreachable(&base, e)),
     }
 }
@@ -553,6 +568,23 @@ fn refused(state: &State, why: &str) -> Response<reqwest::Body> {
         eprintln!("shrooms-agent: {why}");
     }
     usage::refused_response(why)
+}
+
+/// A model request that would go upstream on a subscription sign-in
+/// (`what`): refused when the session has a dollar budget, which such a
+/// sign-in's spend cannot be counted against (it has no price per token).
+async fn subscription_checked(
+    state: &State,
+    what: &'static str,
+) -> std::result::Result<(), Response<reqwest::Body>> {
+    let ledger = state.config.ledger.clone();
+    let why = tokio::task::spawn_blocking(move || ledger.subscription_refusal(what))
+        .await
+        .unwrap_or_else(|e| Some(format!("shrooms-agent's model gateway: {e}")));
+    match why {
+        None => Ok(()),
+        Some(why) => Err(refused(state, &why)),
+    }
 }
 
 /// The credential a request goes upstream with, and the headers its

@@ -190,12 +190,17 @@ pub(super) async fn plan(
         )
         .into());
     };
+    let subscription = matches!(credential, OpenAiCredential::ChatGpt { .. });
+    if subscription {
+        super::subscription_checked(state, "Codex's ChatGPT sign-in").await?;
+    }
     Ok(super::Plan {
         api: Some(api),
         base,
         url,
         headers: upstream_headers(incoming, &credential),
         permit,
+        subscription,
     })
 }
 

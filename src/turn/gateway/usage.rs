@@ -33,7 +33,12 @@ use hyper::body::{Body, Bytes, Frame};
 use hyper::header::{self, HeaderMap};
 use hyper::{Response, StatusCode};
 
-use crate::state::session::{HistoryEntry, Store, TurnUsage, Usage};
+use std::collections::BTreeMap;
+
+use crate::settings::prices::{Counts, Prices, Usd};
+use crate::state::session::{
+    Charge, HistoryEntry, ModelSpend, NOT_REPORTED, Spend, Store, Tokens, TurnUsage, Usage,
+};
 
 /// The route whose responses spend tokens, and the only one a spent budget
 /// refuses (counting tokens and the connectivity check spend none).
@@ -153,6 +158,10 @@ pub struct SseMeter {
     /// what its input is charged by when the answer never says
     /// (`SseMeter::usage`).
     sent: Option<Arc<AtomicU64>>,
+    /// The model the answer says it is of: the Messages API's
+    /// `message_start` `message.model`, a Responses API event's
+    /// `response.model`, a Chat Completions chunk's `model`.
+    model: Option<String>,
 }
 
 /// A stream cut before the API gave its final output count is charged
@@ -262,6 +271,7 @@ impl SseMeter {
                     r.merge(u);
                 }
                 self.reported = Some(r);
+                self.take_model(v.get("message"));
             }
             Some("message_delta") => {
                 if let Some(u) = v.get("usage") {
@@ -299,6 +309,7 @@ impl SseMeter {
             return;
         };
         self.reported.get_or_insert_with(Reported::default);
+        self.take_model(v.get("response").or(Some(&v)));
         let kind = v.get("type").and_then(serde_json::Value::as_str);
         let usage = match kind {
             Some("response.completed" | "response.incomplete" | "response.failed") => {
@@ -345,6 +356,19 @@ impl SseMeter {
                 .max(self.generated.div_ceil(BYTES_PER_TOKEN));
         }
         Some(u)
+    }
+
+    /// The `model` of an object of the answer's, if it names one.
+    fn take_model(&mut self, of: Option<&serde_json::Value>) {
+        if let Some(m) = model_of(of) {
+            self.model = Some(m);
+        }
+    }
+
+    /// The model the answer said it is of, so far.
+    #[cfg(test)]
+    pub fn model(&self) -> Option<&str> {
+        self.model.as_deref()
     }
 
     /// Has the stream's first event, with its input counts, been read?
@@ -413,6 +437,15 @@ fn chat_generated_bytes(chunk: &serde_json::Value) -> u64 {
     n
 }
 
+/// An object's `model`, when it is a non-empty text.
+fn model_of(of: Option<&serde_json::Value>) -> Option<String> {
+    of?.get("model")?
+        .as_str()
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+        .map(str::to_string)
+}
+
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
@@ -456,15 +489,20 @@ impl JsonMeter {
 
     #[cfg(test)]
     pub fn usage(&self) -> Option<Usage> {
-        self.reported().map(|r| r.usage())
+        self.read().0.map(|r| r.usage())
     }
 
-    fn reported(&self) -> Option<Reported> {
-        let v: serde_json::Value = serde_json::from_slice(&self.body).ok()?;
-        let u = v.get("usage").filter(|u| u.is_object())?;
-        let mut r = Reported::default();
-        r.merge_of(self.api, u);
-        Some(r)
+    /// The body's counts, and the model it says it is of (its `model`).
+    fn read(&self) -> (Option<Reported>, Option<String>) {
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(&self.body) else {
+            return (None, None);
+        };
+        let reported = v.get("usage").filter(|u| u.is_object()).map(|u| {
+            let mut r = Reported::default();
+            r.merge_of(self.api, u);
+            r
+        });
+        (reported, model_of(Some(&v)))
     }
 }
 
@@ -531,10 +569,10 @@ impl Meter {
             Meter::Json(m) => m.ended(),
         }
     }
-    /// What the answer is charged, and whether those are the API's own
-    /// counts (its input and output both reported) rather than the
-    /// gateway's estimate.
-    fn charge(&self) -> (Option<Usage>, bool) {
+    /// What the answer is charged, whether those are the API's own counts
+    /// (its input and output both reported) rather than the gateway's
+    /// estimate, and the model the answer said it is of.
+    fn charge(&self) -> (Option<Usage>, bool, Option<String>) {
         match self {
             Meter::Sse(m) => {
                 let reported = m.output_final
@@ -547,13 +585,18 @@ impl Meter {
                             .unwrap_or_else(|| estimate(m.sent.as_ref(), m.generated)),
                     ),
                 };
-                (usage, reported)
+                (usage, reported, m.model.clone())
             }
-            Meter::Json(m) => match (m.api, m.reported()) {
-                (_, Some(r)) if r.input.is_some() && r.output.is_some() => (Some(r.usage()), true),
-                (Api::Messages, r) => (r.map(|r| r.usage()), false),
-                (_, _) => (Some(estimate(m.sent.as_ref(), m.seen)), false),
-            },
+            Meter::Json(m) => {
+                let (r, model) = m.read();
+                match (m.api, r) {
+                    (_, Some(r)) if r.input.is_some() && r.output.is_some() => {
+                        (Some(r.usage()), true, model)
+                    }
+                    (Api::Messages, r) => (r.map(|r| r.usage()), false, model),
+                    (_, _) => (Some(estimate(m.sent.as_ref(), m.seen)), false, model),
+                }
+            }
         }
     }
 
@@ -671,6 +714,8 @@ pub struct Metered {
     /// The turn's gate, held while a session with a budget waits for this
     /// answer's counts (`Ledger::admit`): let go once it is counted.
     permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// The request went upstream on a subscription sign-in.
+    subscription: bool,
 }
 
 /// How long an answer is read on, at most, after its harness went away
@@ -681,9 +726,9 @@ impl Metered {
     fn record(&mut self) {
         if let Some(reader) = self.reader.take() {
             let meter = reader.meter();
-            let (usage, reported) = meter.charge();
+            let (usage, reported, model) = meter.charge();
             if let Some(u) = usage {
-                self.ledger.add(u);
+                self.ledger.add(u, model.as_deref(), self.subscription);
             }
             // An OpenAI answer that ended without its counts (a background
             // response, which answers at once while the model runs on; a
@@ -779,6 +824,7 @@ impl Drop for Metered {
                 ledger: self.ledger.clone(),
                 draining: true,
                 permit: self.permit.take(),
+                subscription: self.subscription,
             };
             runtime.spawn(async move {
                 use http_body_util::BodyExt;
@@ -804,13 +850,15 @@ impl Drop for Metered {
 /// harness gets an error in its place and the turn spends nothing more.
 /// `permit`, the turn's gate where the session has a budget, is held until
 /// the answer is counted. `sent`: the bytes of the request's body, as
-/// `Counted` counts them (OpenAI's requests).
+/// `Counted` counts them (OpenAI's requests). `subscription`: it went
+/// upstream on a subscription sign-in.
 pub fn metered(
     ledger: &Arc<Ledger>,
     api: Option<Api>,
     sent: Option<Arc<AtomicU64>>,
     response: Response<reqwest::Body>,
     permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    subscription: bool,
 ) -> Response<reqwest::Body> {
     let Some(api) = api.filter(|_| response.status().is_success()) else {
         return response;
@@ -846,6 +894,7 @@ pub fn metered(
             ledger,
             draining: false,
             permit,
+            subscription,
         })
     })
 }
@@ -921,6 +970,10 @@ pub struct Ledger {
     /// One model request at a time while the session has a budget: the
     /// next is let through once the answer before it is counted.
     gate: Arc<tokio::sync::Semaphore>,
+    /// What answers cost, and what the session spent in dollars when the
+    /// turn began (`Ledger::priced`).
+    prices: Prices,
+    before_models: BTreeMap<String, ModelSpend>,
     /// The day's spend, and what of the turn's is not in it yet.
     day: Arc<DaySpend>,
     /// The config file, read again for the daily budget at each model
@@ -961,17 +1014,23 @@ struct Turn {
     /// the turn's next ones at a budget are refused at once (a harness
     /// that retries is not held again and again).
     gave_up: bool,
+    /// The turn's tokens by model, on a key and on a subscription.
+    by_model: BTreeMap<String, ModelSpend>,
+    subscription: BTreeMap<String, Usage>,
+    /// Why a request was last refused for the dollar budget, for the
+    /// history line.
+    refused_for: Option<&'static str>,
 }
 
 struct Writer {
-    send: mpsc::Sender<Usage>,
+    send: mpsc::Sender<Charge>,
     thread: std::thread::JoinHandle<()>,
 }
 
 impl Ledger {
     /// A turn's ledger; `before` is the session's total as its record says.
     pub fn new(store: Store, session: &str, who: &str, before: Usage) -> Ledger {
-        let (send, receive) = mpsc::channel::<Usage>();
+        let (send, receive) = mpsc::channel::<Charge>();
         let started = crate::state::when::now();
         let (s, name) = (store.clone(), session.to_string());
         let day = Arc::new(DaySpend {
@@ -1002,6 +1061,8 @@ impl Ledger {
             gate: Arc::new(tokio::sync::Semaphore::new(1)),
             day,
             config: None,
+            prices: Prices::default(),
+            before_models: BTreeMap::new(),
         }
     }
 
@@ -1009,6 +1070,14 @@ impl Ledger {
     /// daily_tokens` of `config_path`, read at each model request.
     pub fn with_daily_budget(mut self, config_path: &std::path::Path) -> Ledger {
         self.config = Some(config_path.to_path_buf());
+        self
+    }
+
+    /// The prices answers are charged at, and the session's spend by
+    /// model when the turn began (its record's).
+    pub fn priced(mut self, prices: Prices, before: &Tokens) -> Ledger {
+        self.prices = prices;
+        self.before_models = before.by_model.clone();
         self
     }
 
@@ -1046,9 +1115,26 @@ impl Ledger {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Count one response.
-    pub fn add(&self, usage: Usage) {
-        self.turn().spent.add(&usage);
+    /// Count one response: its tokens, of `model` (as the answer said),
+    /// priced unless it went upstream on a subscription sign-in.
+    pub fn add(&self, usage: Usage, model: Option<&str>, subscription: bool) {
+        let model = model.unwrap_or(NOT_REPORTED).to_string();
+        let usd = (!subscription)
+            .then(|| self.prices.of(&model))
+            .flatten()
+            .map(|p| p.cost(&counts(&usage)));
+        let c = Charge {
+            usage,
+            model,
+            subscription,
+            usd,
+        };
+        {
+            let mut t = self.turn();
+            let t = &mut *t;
+            t.spent.add(&usage);
+            crate::state::session::charge(&mut t.by_model, &mut t.subscription, &c);
+        }
         // Before the writer can take it off (`DaySpend`).
         self.day
             .unwritten
@@ -1059,8 +1145,68 @@ impl Ledger {
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
         {
-            let _ = w.send.send(usage);
+            let _ = w.send.send(c);
         }
+    }
+
+    /// The session's spend in dollars now: its record's when the turn
+    /// began and this turn's.
+    pub fn spent_usd(&self) -> Spend {
+        let mut models = self.before_models.clone();
+        let t = self.turn();
+        for (m, s) in &t.by_model {
+            let e = models.entry(m.clone()).or_insert(ModelSpend {
+                usage: Usage::default(),
+                usd: Some(Usd::default()),
+            });
+            e.usage.add(&s.usage);
+            e.usd = e.usd.zip(s.usd).map(|(a, b)| a.add(b));
+        }
+        crate::state::session::spend_of(&models, &t.subscription)
+    }
+
+    /// The dollar criterion: the session's dollar budget
+    /// (`tokens.usd_budget`, its record's now) is spent (the request is
+    /// held), or what was spent is not known, as a model had no price (it
+    /// is refused: raising the budget would not tell it).
+    fn usd_refusal(&self, tokens: &Tokens) -> Option<Check> {
+        let budget = tokens.usd_budget?;
+        let spend = self.spent_usd();
+        let (why, check) = match spend.usd {
+            None => (
+                "no price to count the dollar budget by",
+                Check::Refused(unpriced(&self.session, &spend.unpriced, budget)),
+            ),
+            Some(spent) if spent >= budget => (
+                "dollar budget spent",
+                Check::AtBudget(AtBudget {
+                    budget: "session",
+                    why: usd_spent(&self.session, spent, budget),
+                }),
+            ),
+            Some(_) => return None,
+        };
+        self.turn().refused_for = Some(why);
+        Some(check)
+    }
+
+    /// Why a model request that would go upstream on a subscription sign-in
+    /// (`what`) must be refused, if it must: the session has a dollar
+    /// budget, which a subscription's spend cannot be counted against (it
+    /// has no price per token). Blocking: reads the record.
+    pub fn subscription_refusal(&self, what: &str) -> Option<String> {
+        let budget = match self.store.load(&self.session) {
+            Ok(r) => r.tokens.usd_budget?,
+            Err(e) => {
+                return Some(format!(
+                    "shrooms-agent could not read session {}'s dollar budget: {}",
+                    self.session,
+                    e.message()
+                ));
+            }
+        };
+        self.turn().refused_for = Some("dollar budget on a subscription sign-in");
+        Some(on_subscription(&self.session, what, budget))
     }
 
     /// The session's spent tokens now: its record's total when the turn
@@ -1092,10 +1238,19 @@ impl Ledger {
             Err(check) => return check,
         };
         let budget = match self.store.load(&self.session) {
-            Ok(r) => match r.tokens.budget {
-                Some(b) => b,
-                None => return Check::Pass { budget: daily },
-            },
+            Ok(r) => {
+                if let Some(check) = self.usd_refusal(&r.tokens) {
+                    return check;
+                }
+                match r.tokens.budget {
+                    Some(b) => b,
+                    None => {
+                        return Check::Pass {
+                            budget: daily || r.tokens.usd_budget.is_some(),
+                        };
+                    }
+                }
+            }
             Err(e) => {
                 // Not knowing the budget, nothing is spent past it.
                 return Check::Refused(format!(
@@ -1237,11 +1392,16 @@ impl Ledger {
         };
         drop(w.send);
         let _ = w.thread.join();
-        let (spent, refused, stopped) = {
+        let (spent, refused, stopped, spend, refused_for) = {
             let t = self.turn();
-            (t.spent, t.refused, t.stopped)
+            let spend = crate::state::session::spend_of(&t.by_model, &t.subscription);
+            (t.spent, t.refused, t.stopped, spend, t.refused_for)
         };
-        let Some(what) = turn_line(&spent, refused, stopped) else {
+        let refused = Refused {
+            count: refused,
+            why: refused_for,
+        };
+        let Some(what) = turn_line(&spent, &spend, &refused, stopped) else {
             return;
         };
         let entry = HistoryEntry {
@@ -1301,6 +1461,16 @@ enum Check {
     Pass { budget: bool },
 }
 
+/// Pure: an answer's counts as prices take them.
+fn counts(u: &Usage) -> Counts {
+    Counts {
+        input: u.input_tokens,
+        output: u.output_tokens,
+        cache_write: u.cache_creation_input_tokens,
+        cache_read: u.cache_read_input_tokens,
+    }
+}
+
 /// The writer thread: each response's counts added to the record and to
 /// the day's spend (those that came meanwhile together), until the turn
 /// ends.
@@ -1308,25 +1478,34 @@ fn write_all(
     store: &Store,
     session: &str,
     started: u64,
-    receive: mpsc::Receiver<Usage>,
+    receive: mpsc::Receiver<Charge>,
     day: &DaySpend,
 ) {
-    let mut turn = Usage::default();
+    let mut turn = TurnUsage {
+        started,
+        ..TurnUsage::default()
+    };
     let mut complained = false;
     let mut day_complained = false;
     while let Ok(first) = receive.recv() {
-        let mut delta = first;
+        let mut delta = vec![first];
         while let Ok(more) = receive.try_recv() {
-            delta.add(&more);
+            delta.push(more);
         }
-        turn.add(&delta);
-        add_to_day(day, &delta, None, &mut day_complained);
+        for c in &delta {
+            turn.usage.add(&c.usage);
+            crate::state::session::charge(&mut turn.by_model, &mut turn.subscription, c);
+        }
+        for c in &delta {
+            add_to_day(day, &c.usage, Some(&c.model), &mut day_complained);
+        }
         let written = store.update(session, |r| {
-            r.tokens.used.add(&delta);
-            r.tokens.last_turn = Some(TurnUsage {
-                started,
-                usage: turn,
-            });
+            let t = &mut r.tokens;
+            for c in &delta {
+                t.used.add(&c.usage);
+                crate::state::session::charge(&mut t.by_model, &mut t.subscription, c);
+            }
+            t.last_turn = Some(turn.clone());
             Ok(())
         });
         if let Err(e) = written
@@ -1360,27 +1539,77 @@ fn add_to_day(day: &DaySpend, usage: &Usage, model: Option<&str>, complained: &m
     }
 }
 
-/// The history line of a turn, if it reached the model or was refused.
-pub fn turn_line(spent: &Usage, refused: u64, stopped: bool) -> Option<String> {
-    if spent.responses == 0 && refused == 0 && !stopped {
+/// The model requests a turn refused, and why the last one for the dollar
+/// budget was (None: none was).
+pub struct Refused {
+    pub count: u64,
+    pub why: Option<&'static str>,
+}
+
+/// The history line of a turn, if it reached the model or was refused:
+/// its tokens, and what they cost when it had answers.
+pub fn turn_line(spent: &Usage, spend: &Spend, refused: &Refused, stopped: bool) -> Option<String> {
+    let n = refused.count;
+    if spent.responses == 0 && n == 0 && !stopped {
         return None;
     }
     let mut s = format!("turn: tokens {}", spent.describe());
+    if spent.responses > 0 {
+        s.push_str(&format!("; {}", spend.words()));
+    }
     if stopped {
         s.push_str("; an answer could not be counted");
     }
-    if refused > 0 {
+    if n > 0 {
         s.push_str(&format!(
-            "; {refused} model request{} refused: {}",
-            if refused == 1 { "" } else { "s" },
-            if stopped {
-                "tokens no longer counted"
-            } else {
-                "token budget spent"
+            "; {n} model request{} refused: {}",
+            if n == 1 { "" } else { "s" },
+            match (stopped, refused.why) {
+                (true, _) => "tokens no longer counted",
+                (false, Some(why)) => why,
+                (false, None) => "token budget spent",
             }
         ));
     }
     Some(s)
+}
+
+/// The words the harness and the terminal get once the dollar budget is
+/// spent.
+pub fn usd_spent(session: &str, spent: Usd, budget: Usd) -> String {
+    format!(
+        "session {session} has spent its dollar budget: {} of {} at list prices; \
+         shrooms-agent holds its model requests until you raise it: shrooms-agent cage limits \
+         {session} --usd AMOUNT (or --usd none for no budget)",
+        spent.spend(),
+        budget.budget()
+    )
+}
+
+/// The words when a model the session used has no price, so its dollar
+/// budget cannot be counted.
+fn unpriced(session: &str, models: &[String], budget: Usd) -> String {
+    format!(
+        "session {session} has a dollar budget ({}), but shrooms-agent has no price for the \
+         model {} it used, so what it spent is not known; shrooms-agent refuses its model \
+         requests until the config gives that price under [prices] (input, output, cache_write \
+         and cache_read, in dollars per million tokens) or the budget is removed: \
+         shrooms-agent cage limits {session} --usd none",
+        budget.budget(),
+        models.join(", ")
+    )
+}
+
+/// The words when a request of a session with a dollar budget would go
+/// upstream on a subscription sign-in (`what`).
+fn on_subscription(session: &str, what: &str, budget: Usd) -> String {
+    format!(
+        "session {session} has a dollar budget ({}), but its model requests go upstream on \
+         {what}, a subscription sign-in, which has no price per token, so the budget cannot be \
+         kept; shrooms-agent refuses them: give the gateway an API key (docs/gateway.md, \
+         \"Budgets\") or remove the budget: shrooms-agent cage limits {session} --usd none",
+        budget.budget()
+    )
 }
 
 /// The words the harness and the terminal get once the budget is spent.
@@ -1802,6 +2031,142 @@ mod tests {
         assert_eq!(m.usage(), None);
     }
 
+    /// The model each answer says it is of: a Messages stream's
+    /// `message_start`, a Responses stream's `response.model`, a Chat
+    /// Completions chunk's `model`, a JSON body's `model`; cut anywhere,
+    /// the same.
+    #[test]
+    fn the_meters_read_the_model() {
+        let b = STREAM.as_bytes();
+        for cut in 0..b.len() {
+            let m = fed(&[&b[..cut], &b[cut..]]);
+            assert_eq!(m.model(), Some("m"), "cut at {cut}");
+        }
+        let responses = RESPONSES_STREAM.replace(
+            "\"status\":\"completed\",",
+            "\"status\":\"completed\",\"model\":\"gpt-5-2025-08-07\",",
+        );
+        let m = fed_as(Api::Responses, &[responses.as_bytes()]);
+        assert_eq!(m.model(), Some("gpt-5-2025-08-07"));
+        let chat = CHAT_STREAM.replace("\"id\":\"c1\",", "\"id\":\"c1\",\"model\":\"gpt-4.1\",");
+        let m = fed_as(Api::ChatCompletions, &[chat.as_bytes()]);
+        assert_eq!(m.model(), Some("gpt-4.1"));
+        assert_eq!(
+            fed_as(Api::ChatCompletions, &[CHAT_STREAM.as_bytes()]).model(),
+            None
+        );
+        let json = Meter::Json(JsonMeter {
+            body: br#"{"model":"claude-sonnet-4-5-20250929","usage":{"input_tokens":3,"output_tokens":4}}"#
+                .to_vec(),
+            ..JsonMeter::default()
+        });
+        assert_eq!(
+            json.charge(),
+            (
+                Some(usage(3, 4, 0, 0)),
+                true,
+                Some("claude-sonnet-4-5-20250929".to_string())
+            )
+        );
+        let empty = Meter::Json(JsonMeter {
+            body: br#"{"model":"  ","usage":{"input_tokens":3,"output_tokens":4}}"#.to_vec(),
+            ..JsonMeter::default()
+        });
+        assert_eq!(empty.charge().2, None);
+    }
+
+    /// The ledger prices each answer by its model; a subscription's
+    /// tokens are kept apart; the dollar budget refuses once spent, or
+    /// when a model has no price, and a request on a subscription sign-in
+    /// while there is one; the record keeps it all by model.
+    #[test]
+    fn the_ledger_counts_dollars_by_model() {
+        let scratch = tempfile::tempdir().unwrap();
+        let store = Store::new(scratch.path());
+        store.ensure().unwrap();
+        let mut r = crate::state::session::sample_record("u");
+        r.tokens.usd_budget = Some(Usd::cents(1));
+        // Spent before: 5000 billionths on Sonnet 4.5.
+        r.tokens.by_model.insert(
+            "claude-sonnet-4-5".into(),
+            ModelSpend {
+                usage: usage(1, 0, 0, 0),
+                usd: Some(Usd(5_000)),
+            },
+        );
+        store.save(&r).unwrap();
+        let ledger = Ledger::new(store.clone(), "u", "alice", r.tokens.used)
+            .priced(Prices::default(), &r.tokens);
+        assert_eq!(ledger.refusal(), None);
+        assert_eq!(ledger.spent_usd().usd, Some(Usd(5_000)));
+        // 101 in, 11 out, 203 written, 307 read on Sonnet 4.5: 1321350.
+        ledger.add(
+            usage(101, 11, 203, 307),
+            Some("claude-sonnet-4-5-20250929"),
+            false,
+        );
+        ledger.add(usage(1000, 1000, 0, 0), Some("claude-sonnet-4-5"), true);
+        assert_eq!(ledger.spent_usd().usd, Some(Usd(1_326_350)));
+        assert_eq!(ledger.spent_usd().subscription_tokens, 2000);
+        assert_eq!(ledger.refusal(), None);
+        // 1 cent: 10000000 billionths; 7 more answers reach it.
+        for _ in 0..7 {
+            ledger.add(
+                usage(101, 11, 203, 307),
+                Some("claude-sonnet-4-5-20250929"),
+                false,
+            );
+        }
+        let why = ledger.refusal().unwrap();
+        assert!(why.contains("$0.0106 of $0.01"), "{why}");
+        ledger.refused();
+        ledger.refused();
+        assert!(ledger.subscription_refusal("a Claude login").is_some());
+        // A model without a price: not known, refused naming it.
+        store
+            .update("u", |r| {
+                r.tokens.usd_budget = Some(Usd::cents(100));
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(ledger.refusal(), None);
+        ledger.add(usage(1, 1, 0, 0), Some("claude-new-1"), false);
+        let why = ledger.refusal().unwrap();
+        assert!(why.contains("no price for the model claude-new-1"), "{why}");
+        // Without a dollar budget: neither refuses.
+        store
+            .update("u", |r| {
+                r.tokens.usd_budget = None;
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(ledger.refusal(), None);
+        assert_eq!(ledger.subscription_refusal("a Claude login"), None);
+        ledger.finish();
+        let t = store.load("u").unwrap().tokens;
+        let sonnet = |k: &str| t.by_model[k];
+        assert_eq!(sonnet("claude-sonnet-4-5").usd, Some(Usd(5_000)));
+        let dated = sonnet("claude-sonnet-4-5-20250929");
+        assert_eq!(dated.usd, Some(Usd(8 * 1_321_350)));
+        assert_eq!(dated.usage.responses, 8);
+        assert_eq!(t.by_model["claude-new-1"].usd, None);
+        assert_eq!(t.subscription["claude-sonnet-4-5"].total(), 2000);
+        let last = t.last_turn.as_ref().unwrap();
+        assert_eq!(last.by_model.len(), 2);
+        assert_eq!(last.spend().unpriced, ["claude-new-1"]);
+        assert_eq!(t.spend().usd, None);
+        let h = store.history("u").unwrap();
+        assert!(
+            h[0].what.contains(
+                "; dollars unknown: no price for claude-new-1, and 2000 tokens on a subscription \
+                 sign-in (no price per token); 2 model requests refused: no price to count the \
+                 dollar budget by"
+            ),
+            "{}",
+            h[0].what
+        );
+    }
+
     #[test]
     fn only_the_messages_route_spends() {
         assert!(spends("POST", "/v1/messages"));
@@ -1811,18 +2176,49 @@ mod tests {
 
     #[test]
     fn the_lines_and_the_words() {
-        assert_eq!(turn_line(&Usage::default(), 0, false), None);
+        let none = |count| Refused { count, why: None };
+        let spend = Spend {
+            usd: Some(Usd(1_321_350)),
+            ..Spend::default()
+        };
+        assert_eq!(turn_line(&Usage::default(), &spend, &none(0), false), None);
         let mut two = usage(12, 7, 0, 0);
         two.add(&usage(30, 4, 2, 1));
         assert_eq!(
-            turn_line(&two, 0, false).unwrap(),
-            "turn: tokens in 42, out 11, cache write 2, cache read 1 (56 tokens, 2 responses)"
+            turn_line(&two, &spend, &none(0), false).unwrap(),
+            "turn: tokens in 42, out 11, cache write 2, cache read 1 (56 tokens, 2 responses); \
+             $0.0013"
         );
         assert_eq!(
-            turn_line(&Usage::default(), 1, false).unwrap(),
+            turn_line(&Usage::default(), &spend, &none(1), false).unwrap(),
             "turn: tokens in 0, out 0, cache write 0, cache read 0 (0 tokens, 0 responses); \
              1 model request refused: token budget spent"
         );
+        // A model without a price, tokens on a subscription, a dollar refusal.
+        let unknown = Spend {
+            usd: None,
+            unpriced: vec!["claude-new".into()],
+            subscription_tokens: 40,
+        };
+        let dollars = Refused {
+            count: 2,
+            why: Some("dollar budget spent"),
+        };
+        assert_eq!(
+            turn_line(&two, &unknown, &dollars, false).unwrap(),
+            "turn: tokens in 42, out 11, cache write 2, cache read 1 (56 tokens, 2 responses); \
+             dollars unknown: no price for claude-new, and 40 tokens on a subscription sign-in \
+             (no price per token); 2 model requests refused: dollar budget spent"
+        );
+        let m = usd_spent("web", Usd(5_012_345_678), Usd::cents(500));
+        assert!(m.contains("$5.0123 of $5.00 at list prices"), "{m}");
+        assert!(
+            m.contains("shrooms-agent cage limits web --usd AMOUNT"),
+            "{m}"
+        );
+        let m = unpriced("web", &["claude-new".to_string()], Usd::cents(500));
+        assert!(m.contains("no price for the model claude-new"), "{m}");
+        assert!(m.contains("[prices]"), "{m}");
         let m = budget_spent("web", 120, 100);
         assert!(
             m.contains("shrooms-agent cage limits web --tokens N"),
@@ -1847,8 +2243,8 @@ mod tests {
         store.save(&r).unwrap();
         let ledger = Ledger::new(store.clone(), "u", "alice", r.tokens.used);
         assert_eq!(ledger.refusal(), None);
-        ledger.add(usage(12, 7, 0, 0));
-        ledger.add(usage(30, 4, 2, 1));
+        ledger.add(usage(12, 7, 0, 0), None, false);
+        ledger.add(usage(30, 4, 2, 1), None, false);
         // 100 + 56 = 156 >= 150: refused, at once, before the record is written.
         let why = ledger.refusal().unwrap();
         assert!(why.contains("156 of 150 tokens"), "{why}");
@@ -1877,7 +2273,8 @@ mod tests {
         assert_eq!(
             h[0].what,
             "turn: tokens in 42, out 11, cache write 2, cache read 1 (56 tokens, 2 responses); \
-             2 model requests refused: token budget spent"
+             dollars unknown: no price for (model not reported); 2 model requests refused: token \
+             budget spent"
         );
         ledger.finish();
         assert_eq!(store.history("u").unwrap().len(), 1);
@@ -1908,9 +2305,9 @@ mod tests {
         assert_eq!(b.refusal(), None);
         // A daily budget lets a turn's model requests through one at a time.
         assert!(matches!(b.check(), Check::Pass { budget: true }));
-        a.add(usage(60, 0, 0, 0));
+        a.add(usage(60, 0, 0, 0), Some("m"), false);
         assert_eq!(a.refusal(), None);
-        a.add(usage(30, 5, 3, 2));
+        a.add(usage(30, 5, 3, 2), Some("m"), false);
         // Counted at once, whether its writer has written it yet or not.
         let why = a.refusal().unwrap();
         let day = crate::state::spend::today();
@@ -1966,7 +2363,7 @@ mod tests {
             .headers_mut()
             .insert(header::CONTENT_TYPE, ctype.parse().unwrap());
         let sent = Some(Arc::new(AtomicU64::new(sent)));
-        let answer = metered(&ledger, Some(api), sent, response, None);
+        let answer = metered(&ledger, Some(api), sent, response, None, false);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
