@@ -1722,6 +1722,11 @@ const KEYS: &[(&str, Shown, &str)] = {
             "the tokens all sessions may spend in a day, together, as cage limits --tokens takes them (2000000, \"500k\", \"2M\")",
         ),
         (
+            "budget.daily_usd",
+            Words("none"),
+            "the dollars all sessions may spend in a day, together, at list prices (5, 2.50)",
+        ),
+        (
             "budget.tokens",
             Words("none"),
             "the token budget a new session gets, and cage limits --reset sets back",

@@ -22,6 +22,7 @@ pub const MAX_WAIT: Duration = Duration::from_secs(24 * 60 * 60);
 pub struct BudgetTable {
     wait: Option<Wait>,
     daily_tokens: Option<DailyTokens>,
+    daily_usd: Option<UsdBudget>,
     tokens: Option<TokenBudget>,
     usd: Option<UsdBudget>,
 }
@@ -35,6 +36,9 @@ pub struct BudgetSettings {
     /// The tokens all sessions of this state folder may spend in a day
     /// (the machine's local day), together; None: no daily budget.
     pub daily_tokens: Option<u64>,
+    /// The dollars all sessions of this state folder may spend in a day,
+    /// together, at list prices; None: no daily dollar budget.
+    pub daily_usd: Option<super::prices::Usd>,
     /// The token budget a new session gets, and `cage limits --reset`
     /// sets back (`tokens`); None: none.
     pub tokens: Option<u64>,
@@ -48,6 +52,7 @@ impl Default for BudgetSettings {
         BudgetSettings {
             wait: DEFAULT_WAIT,
             daily_tokens: None,
+            daily_usd: None,
             tokens: None,
             usd: None,
         }
@@ -59,6 +64,7 @@ impl BudgetTable {
         BudgetSettings {
             wait: self.wait.map_or(DEFAULT_WAIT, |Wait(d)| d),
             daily_tokens: self.daily_tokens.and_then(|DailyTokens(n)| n),
+            daily_usd: self.daily_usd.map(|UsdBudget(u)| u),
             tokens: self.tokens.map(|TokenBudget(n)| n),
             usd: self.usd.map(|UsdBudget(u)| u),
         }

@@ -27,6 +27,29 @@ pub struct Day {
     /// By the model the answers named, where it was known.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub models: BTreeMap<String, Usage>,
+    /// What the priced answers cost at list prices, in billionths of a
+    /// dollar (`settings::prices::Usd`), as priced when each came.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub usd: u64,
+    /// The models of answers that had no price (not on a subscription
+    /// sign-in): while there is one, the day's dollars are not known.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub unpriced: std::collections::BTreeSet<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// What an answer cost, as the day keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cost {
+    /// At list prices, in billionths of a dollar.
+    Usd(u64),
+    /// Its model has no price.
+    Unpriced,
+    /// On a subscription sign-in: no price per token, counted in tokens.
+    Subscription,
 }
 
 /// The machine's local day now.
@@ -80,6 +103,7 @@ pub fn add(
     day: NaiveDate,
     usage: &Usage,
     model: Option<&str>,
+    cost: Cost,
     also: impl FnOnce(),
 ) -> Result<()> {
     locked(dir, || {
@@ -89,6 +113,14 @@ pub fn add(
         d.total.add(usage);
         if let Some(m) = model {
             d.models.entry(m.to_string()).or_default().add(usage);
+        }
+        match cost {
+            Cost::Usd(n) => d.usd = d.usd.saturating_add(n),
+            Cost::Unpriced => {
+                d.unpriced
+                    .insert(model.unwrap_or("(model not reported)").to_string());
+            }
+            Cost::Subscription => {}
         }
         let mut text =
             serde_json::to_vec(&d).map_err(|e| Error::act(Doing::Write(path.clone()), &e))?;
@@ -132,6 +164,23 @@ mod tests {
         }
     }
 
+    /// Dollars add up; an unpriced model is named; a subscription's
+    /// answers are tokens alone.
+    #[test]
+    fn a_days_dollars() {
+        let scratch = tempfile::tempdir().unwrap();
+        let (dir, d) = (scratch.path().join("spend"), day("2026-12-06"));
+        add(&dir, d, &usage(1, 1), Some("a"), Cost::Usd(7), || {}).unwrap();
+        add(&dir, d, &usage(1, 1), Some("a"), Cost::Usd(5), || {}).unwrap();
+        add(&dir, d, &usage(2, 0), Some("s"), Cost::Subscription, || {}).unwrap();
+        let read_back = read(&dir, d).unwrap();
+        assert_eq!((read_back.usd, read_back.unpriced.len()), (12, 0));
+        assert_eq!(read_back.total.total(), 6);
+        add(&dir, d, &usage(1, 0), Some("new"), Cost::Unpriced, || {}).unwrap();
+        let read_back = read(&dir, d).unwrap();
+        assert_eq!(read_back.unpriced.into_iter().collect::<Vec<_>>(), ["new"]);
+    }
+
     fn day(text: &str) -> NaiveDate {
         NaiveDate::parse_from_str(text, "%Y-%m-%d").unwrap()
     }
@@ -150,7 +199,7 @@ mod tests {
                 std::thread::spawn(move || {
                     for i in 0..50u64 {
                         let model = (i % 2 == 0).then_some("m-even");
-                        add(&dir, d, &usage(w + 1, i), model, || {}).unwrap();
+                        add(&dir, d, &usage(w + 1, i), model, Cost::Subscription, || {}).unwrap();
                     }
                 })
             })
@@ -190,6 +239,7 @@ mod tests {
                 day("2026-12-06"),
                 &usage(1, i),
                 None,
+                Cost::Subscription,
                 || {},
             )
             .unwrap();
@@ -233,10 +283,18 @@ mod tests {
         let dir = scratch.path().to_path_buf();
         let (d1, d2) = (day("2026-12-06"), day("2026-12-07"));
         assert_eq!(read(&dir, d1).unwrap(), Day::default());
-        add(&dir, d1, &usage(10, 5), None, || {}).unwrap();
+        add(&dir, d1, &usage(10, 5), None, Cost::Subscription, || {}).unwrap();
         assert_eq!(read(&dir, d2).unwrap().total, Usage::default());
         let mut ran = false;
-        add(&dir, d2, &usage(1, 1), Some("m"), || ran = true).unwrap();
+        add(
+            &dir,
+            d2,
+            &usage(1, 1),
+            Some("m"),
+            Cost::Subscription,
+            || ran = true,
+        )
+        .unwrap();
         assert!(ran);
         assert_eq!(read(&dir, d1).unwrap().total.total(), 15);
         assert_eq!(read(&dir, d2).unwrap().total.total(), 2);
@@ -250,7 +308,7 @@ mod tests {
         // A file that does not read is an error, not a day that spent nothing.
         std::fs::write(day_path(&dir, d1), "{").unwrap();
         assert!(read(&dir, d1).is_err());
-        assert!(add(&dir, d1, &usage(1, 1), None, || {}).is_err());
+        assert!(add(&dir, d1, &usage(1, 1), None, Cost::Subscription, || {}).is_err());
     }
 
     /// A new day's first write removes the files of more than
@@ -260,10 +318,18 @@ mod tests {
         let scratch = tempfile::tempdir().unwrap();
         let dir = scratch.path().to_path_buf();
         for d in ["2026-10-01", "2026-11-05", "2026-11-06", "2026-12-05"] {
-            add(&dir, day(d), &usage(1, 0), None, || {}).unwrap();
+            add(&dir, day(d), &usage(1, 0), None, Cost::Subscription, || {}).unwrap();
         }
         std::fs::write(dir.join("notes.json"), "x").unwrap();
-        add(&dir, day("2026-12-06"), &usage(1, 0), None, || {}).unwrap();
+        add(
+            &dir,
+            day("2026-12-06"),
+            &usage(1, 0),
+            None,
+            Cost::Subscription,
+            || {},
+        )
+        .unwrap();
         let mut left: Vec<String> = std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -17,7 +17,7 @@ use crate::gateway::{
     MACHINE_KEY, Mock, PI_QUIET, PLAIN, QUIET, REQ_FN, STREAMED, TOOL_MARKER, read, session_in,
     status, world_for, write_pi_models,
 };
-use crate::usage::PLAIN_FN;
+use crate::usage::{MOCK_PRICES, PLAIN_FN};
 
 /// What `cage show --json` says the session's turn waits on (null: it
 /// waits on nothing).
@@ -445,13 +445,12 @@ fn budgets_a_harness_that_goes_away_is_no_longer_held() {
 
 /// The machine's daily budget holds the same way: past it, a session's
 /// streamed request waits, shown as waiting on the daily budget; the
-/// config's number raised, the same request goes on.
-#[test]
-fn budgets_the_daily_budget_holds_the_same_way() {
+/// config's number raised, the same request goes on. In tokens, and in
+/// dollars (at the mock's prices, one streamed answer is $0.0132).
+fn daily_holds(config: &dyn Fn(bool) -> String, said: &str) {
     let w = World::new();
     let mock = Mock::start();
-    let daily = |n: u64| format!("[budget]\ndaily_tokens = {n}\n");
-    world_for(&w, &mock, &daily(STREAMED.total() - 1));
+    world_for(&w, &mock, &config(false));
     let (name, project) = session_in(&w, "heldday");
     let p = project.display();
     let script = format!(
@@ -466,16 +465,10 @@ fn budgets_the_daily_budget_holds_the_same_way() {
     });
     let wt = waiting(&w, &name);
     assert_eq!(wt["budget"], "daily", "{wt:#}");
-    assert!(
-        wt["why"]
-            .as_str()
-            .unwrap()
-            .contains("this machine's daily token budget is spent"),
-        "{wt:#}"
-    );
+    assert!(wt["why"].as_str().unwrap().contains(said), "{wt:#}");
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(model_posts(&mock), 1, "{}", mock.explain());
-    world_for(&w, &mock, &daily(3 * STREAMED.total()));
+    world_for(&w, &mock, &config(true));
     let (ok, _, err) = ended(child, Duration::from_secs(60));
     assert!(ok, "{err}");
     assert!(
@@ -484,4 +477,32 @@ fn budgets_the_daily_budget_holds_the_same_way() {
     );
     assert_eq!(model_posts(&mock), 2, "{}", mock.explain());
     assert!(err.contains("its model request goes on"), "{err}");
+}
+
+#[test]
+fn budgets_the_daily_budget_holds_the_same_way() {
+    let tokens = |raised: bool| {
+        let n = if raised { 3 } else { 1 } * STREAMED.total() - 1;
+        format!("[budget]\ndaily_tokens = {n}\n")
+    };
+    daily_holds(
+        &tokens,
+        &format!(
+            "this machine's daily token budget is spent: {} of {} tokens today",
+            STREAMED.total(),
+            STREAMED.total() - 1
+        ),
+    );
+}
+
+#[test]
+fn budgets_the_daily_dollar_budget_holds_the_same_way() {
+    let dollars = |raised: bool| {
+        let usd = if raised { "1" } else { "0.01" };
+        format!("{MOCK_PRICES}[budget]\ndaily_usd = {usd}\n")
+    };
+    daily_holds(
+        &dollars,
+        "this machine's daily dollar budget is spent: $0.0132 of $0.01 today",
+    );
 }

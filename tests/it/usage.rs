@@ -51,7 +51,7 @@ fn without_start(v: &Value) -> Value {
 /// The price the tests give the mock's model (`claude-mock`), in dollars
 /// per million tokens: ten times Sonnet 4.5's, so that one answer costs
 /// more than a cent.
-const MOCK_PRICES: &str = "[prices.\"claude-mock\"]
+pub const MOCK_PRICES: &str = "[prices.\"claude-mock\"]
 input = 30.0
 output = 150.0
 cache_write = 37.5

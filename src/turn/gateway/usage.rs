@@ -988,6 +988,8 @@ pub struct Ledger {
 struct DaySpend {
     dir: std::path::PathBuf,
     unwritten: AtomicU64,
+    /// The same of the priced answers' dollars, in billionths.
+    unwritten_usd: AtomicU64,
 }
 
 /// What a model request may do now (`Ledger::admit`).
@@ -1036,6 +1038,7 @@ impl Ledger {
         let day = Arc::new(DaySpend {
             dir: store.spend_dir(),
             unwritten: AtomicU64::new(0),
+            unwritten_usd: AtomicU64::new(0),
         });
         let d = day.clone();
         let thread = std::thread::Builder::new()
@@ -1139,6 +1142,9 @@ impl Ledger {
         self.day
             .unwritten
             .fetch_add(usage.total(), Ordering::SeqCst);
+        if let Some(u) = usd {
+            self.day.unwritten_usd.fetch_add(u.0, Ordering::SeqCst);
+        }
         if let Some(w) = self
             .writer
             .lock()
@@ -1281,23 +1287,30 @@ impl Ledger {
         let Some(config) = &self.config else {
             return Ok(false);
         };
-        let budget = match crate::settings::budget_of(config) {
-            Ok(b) => b.daily_tokens,
-            Err(e) => {
-                return Err(Check::Refused(format!(
-                    "shrooms-agent could not read this machine's daily token budget: {}",
-                    e.message()
-                )));
-            }
-        };
-        let Some(budget) = budget else {
+        let budget = crate::settings::budget_of(config).map_err(|e| {
+            Check::Refused(format!(
+                "shrooms-agent could not read this machine's daily budget: {}",
+                e.message()
+            ))
+        })?;
+        if budget.daily_tokens.is_none() && budget.daily_usd.is_none() {
             return Ok(false);
-        };
+        }
         let day = crate::state::spend::today();
         let dir = &self.day.dir;
-        let spent = crate::state::spend::locked(dir, || {
-            let written = crate::state::spend::read(dir, day)?.total.total();
-            Ok(written.saturating_add(self.day.unwritten.load(Ordering::SeqCst)))
+        let (spent, usd, unpriced) = crate::state::spend::locked(dir, || {
+            let written = crate::state::spend::read(dir, day)?;
+            let unwritten = |n: &AtomicU64| n.load(Ordering::SeqCst);
+            Ok((
+                written
+                    .total
+                    .total()
+                    .saturating_add(unwritten(&self.day.unwritten)),
+                Usd(written
+                    .usd
+                    .saturating_add(unwritten(&self.day.unwritten_usd))),
+                written.unpriced,
+            ))
         })
         .map_err(|e| {
             Check::Refused(format!(
@@ -1305,14 +1318,26 @@ impl Ledger {
                 e.message()
             ))
         })?;
-        if spent >= budget {
+        let at = |why: String| {
             Err(Check::AtBudget(AtBudget {
                 budget: "daily",
-                why: daily_spent(&day.to_string(), spent, budget, config),
+                why,
             }))
-        } else {
-            Ok(true)
+        };
+        if let Some(b) = budget.daily_tokens
+            && spent >= b
+        {
+            return at(daily_spent(&day.to_string(), spent, b, config));
         }
+        if let Some(b) = budget.daily_usd {
+            if !unpriced.is_empty() {
+                return Err(Check::Refused(daily_unpriced(&unpriced, b, config)));
+            }
+            if usd >= b {
+                return at(daily_usd_spent(&day.to_string(), usd, b, config));
+            }
+        }
+        Ok(true)
     }
 
     /// An answer could not be counted (`why`, for the terminal): the
@@ -1497,7 +1522,7 @@ fn write_all(
             crate::state::session::charge(&mut turn.by_model, &mut turn.subscription, c);
         }
         for c in &delta {
-            add_to_day(day, &c.usage, Some(&c.model), &mut day_complained);
+            add_to_day(day, c, &mut day_complained);
         }
         let written = store.update(session, |r| {
             let t = &mut r.tokens;
@@ -1523,10 +1548,19 @@ fn write_all(
 /// Add a response's counts (of `model`, where known) to the day's spend,
 /// and take them off what the turn has yet to write there, at once under
 /// its lock. Not written, they stay counted as not yet written.
-fn add_to_day(day: &DaySpend, usage: &Usage, model: Option<&str>, complained: &mut bool) {
+fn add_to_day(day: &DaySpend, c: &Charge, complained: &mut bool) {
+    use crate::state::spend::Cost;
     let today = crate::state::spend::today();
-    let written = crate::state::spend::add(&day.dir, today, usage, model, || {
-        day.unwritten.fetch_sub(usage.total(), Ordering::SeqCst);
+    let cost = match c.usd {
+        _ if c.subscription => Cost::Subscription,
+        Some(u) => Cost::Usd(u.0),
+        None => Cost::Unpriced,
+    };
+    let written = crate::state::spend::add(&day.dir, today, &c.usage, Some(&c.model), cost, || {
+        day.unwritten.fetch_sub(c.usage.total(), Ordering::SeqCst);
+        if let Cost::Usd(n) = cost {
+            day.unwritten_usd.fetch_sub(n, Ordering::SeqCst);
+        }
     });
     if let Err(e) = written
         && !std::mem::replace(complained, true)
@@ -1635,7 +1669,38 @@ pub fn gave_up(why: &str, wait: std::time::Duration) -> String {
 }
 
 /// The words the harness and the terminal get once the machine's daily
-/// budget is spent: what was spent `day`, and how to raise it.
+/// dollar budget is spent: what was spent `day`, and how to raise it.
+pub fn daily_usd_spent(day: &str, spent: Usd, budget: Usd, config: &std::path::Path) -> String {
+    format!(
+        "this machine's daily dollar budget is spent: {} of {} today ({day}, all sessions \
+         together, at list prices); shrooms-agent holds model requests until you raise it: edit \
+         daily_usd in [budget] of {}, or wait for the next day",
+        spent.spend(),
+        budget.budget(),
+        config.display()
+    )
+}
+
+/// The words when a model used today has no price, so the machine's daily
+/// dollar budget cannot be kept.
+pub fn daily_unpriced(
+    models: &std::collections::BTreeSet<String>,
+    budget: Usd,
+    config: &std::path::Path,
+) -> String {
+    let names: Vec<&str> = models.iter().map(String::as_str).collect();
+    format!(
+        "this machine's daily dollar budget of {} cannot be kept: today's answers of {} have no \
+         price; give it under [prices] in {} (dollars per million tokens), or remove daily_usd \
+         from its [budget]",
+        budget.budget(),
+        names.join(", "),
+        config.display()
+    )
+}
+
+/// The words the harness and the terminal get once the machine's daily
+/// token budget is spent: what was spent `day`, and how to raise it.
 pub fn daily_spent(day: &str, spent: u64, budget: u64, config: &std::path::Path) -> String {
     format!(
         "this machine's daily token budget is spent: {spent} of {budget} tokens today ({day}, \
@@ -2336,7 +2401,7 @@ mod tests {
         std::fs::write(&config, "[budget]\ndaily_tokens = 0\n").unwrap();
         let why = b.refusal().unwrap();
         assert!(
-            why.starts_with("shrooms-agent could not read this machine's daily token budget: "),
+            why.starts_with("shrooms-agent could not read this machine's daily budget: "),
             "{why}"
         );
         assert!(
