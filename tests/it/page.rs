@@ -321,3 +321,240 @@ fn the_status_page_has_the_apis_access_rules() {
     assert_eq!(curl_status(Some(other), &["-H", &header, &url]), "200");
     assert_eq!(curl_status(Some(other), &[&url]), "401");
 }
+
+/// A request with curl as `user` (None: root, with its serve's token when
+/// the harness gave it one): the status, the headers and the body.
+pub fn curl(user: Option<&TestUser>, port: u16, args: &[&str]) -> Reply {
+    let mut all = vec!["-s", "-i", "--max-time", "20"];
+    let auth;
+    if user.is_none()
+        && let Some(t) = owner_token(port)
+    {
+        auth = format!("Authorization: Bearer {t}");
+        all.extend_from_slice(&["-H", &auth]);
+    }
+    all.extend_from_slice(args);
+    let out = as_user(user, "curl", &all, &[]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no answer from curl {args:?}: {}", show_output(&out)));
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    Reply {
+        what: format!("curl {args:?}"),
+        status,
+        headers,
+        body: body.to_string(),
+    }
+}
+
+/// The status page's form for `name`, as served: its path and the
+/// page's secret in it.
+pub fn page_form(page: &str, name: &str) -> (String, String) {
+    let action = format!("action=\"/limits/{name}\"");
+    let at = page
+        .find(&action)
+        .unwrap_or_else(|| panic!("no form for {name} in\n{page}"));
+    let form = &page[at..at + page[at..].find("</form>").unwrap()];
+    let secret = form
+        .split("name=\"secret\" value=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .unwrap_or_else(|| panic!("no secret in {form}"));
+    (format!("/limits/{name}"), secret.to_string())
+}
+
+/// Post the page's form as a browser does from the page: the form's
+/// type, its own origin, same-origin; a header of `extra` instead of the
+/// one of that name (curl sends both of a header given twice; `Name:`
+/// with no value sends none).
+pub fn post_form(
+    user: Option<&TestUser>,
+    s: &Serve,
+    path: &str,
+    body: &str,
+    extra: &[&str],
+) -> Reply {
+    let origin = format!("Origin: {}", s.url);
+    let url = format!("{}{path}", s.url);
+    let name = |h: &str| h.split(':').next().unwrap_or("").to_ascii_lowercase();
+    let mut headers: Vec<&str> = vec![
+        "Content-Type: application/x-www-form-urlencoded",
+        &origin,
+        "Sec-Fetch-Site: same-origin",
+    ];
+    headers.retain(|h| !extra.iter().any(|e| name(e) == name(h)));
+    headers.extend_from_slice(extra);
+    let mut args = Vec::new();
+    for h in &headers {
+        args.extend_from_slice(&["-H", h]);
+    }
+    args.extend_from_slice(&["--data-raw", body, &url]);
+    curl(user, s.port, &args)
+}
+
+/// The status page's form sets a caged session's token budget, as `cage
+/// limits --tokens` does: the page holds one form per caged session, with
+/// the page's secret; posted from the page (its origin, same-origin),
+/// it answers 303 to the page, the record's budget and the history say
+/// the change, and the page shows it. What a forger could send is refused
+/// and changes nothing: no secret or a wrong one, another site's Origin,
+/// Sec-Fetch-Site cross-site or same-site, a rebinding Host (without a
+/// token), another user's program (without a token), a body of another
+/// type; bad tokens are 400 in `cage limits`' words.
+fn the_pages_form_sets_a_budget(w: World) {
+    let me = w.user.is_some().then(test_user);
+    let name = w.session("pgform");
+    let out = w.session("pgformout");
+    w.create(&name, &w.dir(&name), &[]);
+    w.create(&out, &w.dir(&out), &[]);
+    w.run(&["cage", "move", &out, "--out"]).ok();
+    w.run(&["cage", "limits", &name, "--tokens", "5000"]).ok();
+    let s = w.serve(&[], &[]);
+    let page = curl(me, s.port, &[&format!("{}/", s.url)]).is(200);
+    let csp = page.header("content-security-policy").unwrap();
+    assert!(csp.contains("form-action 'self'"), "{csp}");
+    assert!(csp.contains("default-src 'none'"), "{csp}");
+    assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+    assert_eq!(page.header("cache-control"), Some("no-store"));
+    assert_eq!(page.header("referrer-policy"), Some("same-origin"));
+    assert!(!page.body.contains("<script"), "{}", page.body);
+    // One form, the caged session's; none for the one out of its cage.
+    assert_eq!(page.body.matches("<form").count(), 1, "{}", page.body);
+    assert!(!page.body.contains(&format!("/limits/{out}\"")));
+    let (path, secret) = page_form(&page.body, &name);
+    assert_eq!(secret.len(), 64, "{secret}");
+    let budget = || w.record(&name)["tokens"]["budget"].clone();
+    let history = || w.run(&["cage", "history", &name]).ok().stdout();
+    let before = history();
+
+    let good = |tokens: &str| format!("secret={secret}&tokens={tokens}");
+    let wrong = format!("secret={}&tokens=2M", "0".repeat(64));
+    let evil = "Origin: http://attacker.example";
+    let own = format!("Origin: {}", s.url);
+    let port = s.port;
+    let rebind_host = format!("Host: rebind.attacker.example:{port}");
+    let rebind_origin = format!("Origin: http://rebind.attacker.example:{port}");
+    let mut forged: Vec<(&str, String, Vec<&str>, u16)> = vec![
+        ("no secret", "tokens=2M".into(), vec![], 403),
+        ("a wrong secret", wrong, vec![], 403),
+        ("another site's page", good("2M"), vec![evil], 403),
+        ("a null origin", good("2M"), vec!["Origin: null"], 403),
+        ("a second origin", good("2M"), vec![&own, evil], 403),
+        (
+            "cross-site",
+            good("2M"),
+            vec!["Sec-Fetch-Site: cross-site"],
+            403,
+        ),
+        (
+            "same-site",
+            good("2M"),
+            vec!["Sec-Fetch-Site: same-site"],
+            403,
+        ),
+        ("bad tokens", good("lots"), vec![], 400),
+        ("zero tokens", good("0"), vec![], 400),
+        ("another field", good("2M&memory=1g"), vec![], 400),
+        (
+            "JSON",
+            good("2M"),
+            vec!["Content-Type: application/json"],
+            415,
+        ),
+    ];
+    if me.is_some() {
+        forged.push((
+            "a rebinding name",
+            good("2M"),
+            vec![&rebind_host, &rebind_origin],
+            403,
+        ));
+    }
+    for (what, body, extra, status) in &forged {
+        let r = post_form(me, &s, &path, body, extra);
+        assert_eq!(r.status, *status, "{what}: {r:#?}");
+        assert_eq!(budget(), 5000, "{what}: changed the budget");
+    }
+    let r = post_form(me, &s, &path, &good("lots"), &[]).is(400);
+    assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+    assert!(
+        r.body
+            .contains("&quot;lots&quot; is not a number of tokens"),
+        "{}",
+        r.body
+    );
+    assert!(r.body.contains("Nothing was changed."), "{}", r.body);
+    let r = post_form(me, &s, &path, "tokens=2M", &[]).is(403);
+    assert!(r.body.contains("status page's secret"), "{}", r.body);
+    if me.is_some() {
+        // Another user's program, with the secret: refused before the route.
+        let r = post_form(None, &s, &path, &good("2M"), &[]).is(403);
+        assert!(
+            r.body.contains("answers only its own user's programs"),
+            "{r:#?}"
+        );
+    }
+    assert_eq!(budget(), 5000);
+    assert_eq!(history(), before);
+
+    // From the page: 303 to it; the budget set, in the history and on the page.
+    let r = post_form(me, &s, &path, &good("2M"), &[]).is(303);
+    assert_eq!(r.header("location"), Some("/"));
+    assert_eq!(budget(), 2_000_000);
+    assert!(
+        history().contains("limits: tokens 5000 -> 2000000"),
+        "{}",
+        history()
+    );
+    // The page the browser loads after the 303 (which may name its origin).
+    let page = curl(
+        me,
+        s.port,
+        &[
+            "-H",
+            &own,
+            "-H",
+            "Sec-Fetch-Site: same-origin",
+            &format!("{}/", s.url),
+        ],
+    )
+    .is(200);
+    assert!(
+        page.body.contains("<td class=\"num\">2000000</td>"),
+        "{}",
+        page.body
+    );
+    // Removed with none; a program that sends neither header, with the
+    // secret, is taken too (the secret decides).
+    let url = format!("{}{path}", s.url);
+    curl(me, s.port, &["--data-raw", &good("none"), &url]).is(303);
+    assert_eq!(budget(), serde_json::Value::Null);
+    assert!(
+        history().contains("limits: tokens 2000000 -> none"),
+        "{}",
+        history()
+    );
+    // Another serve draws another secret: this one's forms are not its.
+    drop(s);
+    let s = w.serve(&[], &[]);
+    post_form(me, &s, &path, &good("1M"), &[]).is(403);
+    assert_eq!(budget(), serde_json::Value::Null);
+}
+
+#[test]
+fn the_status_pages_form_sets_a_budget() {
+    the_pages_form_sets_a_budget(World::new());
+}
+
+#[test]
+fn the_status_pages_form_sets_a_budget_rootless() {
+    the_pages_form_sets_a_budget(World::rootless());
+}
