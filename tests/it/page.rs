@@ -558,3 +558,305 @@ fn the_status_pages_form_sets_a_budget() {
 fn the_status_pages_form_sets_a_budget_rootless() {
     the_pages_form_sets_a_budget(World::rootless());
 }
+
+/// Serve `html` to every request on a loopback port of its own: another
+/// site, for the browser. Its port.
+fn another_site(html: String) -> u16 {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut c in l.incoming().flatten() {
+            let mut head = Vec::new();
+            let mut b = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                match c.read(&mut b) {
+                    Ok(1) => head.push(b[0]),
+                    _ => break,
+                }
+            }
+            let _ = c.write_all(
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\n\
+                     connection: close\r\n\r\n{html}",
+                    html.len()
+                )
+                .as_bytes(),
+            );
+        }
+    });
+    port
+}
+
+/// Cross-site request forgery in a real browser: another site's page
+/// (another port of 127.0.0.1, so another origin of the same site) that
+/// even knows the page's secret makes headless Chromium post the form to
+/// serve, through a proxy that adds the token as a browser adds a cookie.
+/// serve refuses it (the browser names the other origin), and the budget
+/// stays; the same post with serve's own origin would have passed.
+#[test]
+fn a_forged_form_in_a_real_browser_is_refused() {
+    let w = World::new();
+    let name = w.session("pgforge");
+    w.create(&name, &w.dir(&name), &[]);
+    w.run(&["cage", "limits", &name, "--tokens", "5000"]).ok();
+    let s = w.serve(&[], &[]);
+    let proxy = owner_proxy(s.port);
+    let page = get(&format!("{}/", s.url)).is(200);
+    let (path, secret) = page_form(&page.body, &name);
+    let attack = format!(
+        "<!doctype html><html><body><form id=\"f\" method=\"post\" \
+         action=\"http://127.0.0.1:{proxy}{path}\"><input name=\"secret\" value=\"{secret}\">\
+         <input name=\"tokens\" value=\"9M\"></form>\
+         <script>document.getElementById('f').submit()</script></body></html>"
+    );
+    let site = another_site(attack);
+    let (ok, err) = chromium(
+        &w.root,
+        "forge",
+        &["--dump-dom", "--virtual-time-budget=10000"],
+        &format!("http://127.0.0.1:{site}/"),
+        &w.root.join("chromium-forge.stdout"),
+    );
+    assert!(ok, "chromium failed:\n{err}");
+    let posted = format!(" POST {path} ");
+    wait_until(
+        "the browser's post reached serve",
+        Duration::from_secs(20),
+        || s.log_text().lines().any(|l| l.contains(&posted)),
+    );
+    let log = s.log_text();
+    assert!(
+        log.lines().any(|l| l.contains(&format!("{posted}403 "))),
+        "{log}"
+    );
+    assert_eq!(w.record(&name)["tokens"]["budget"], 5000);
+    let dom = std::fs::read_to_string(w.root.join("chromium-forge.stdout")).unwrap_or_default();
+    println!("what the browser showed after the forged post:\n{dom}");
+    // The same secret from the page's own origin is taken: the refusal
+    // was the browser's word on where the post came from.
+    let own = format!("Origin: {}", s.url);
+    post_form(
+        None,
+        &s,
+        &path,
+        &format!("secret={secret}&tokens=9M"),
+        &[&own],
+    )
+    .is(303);
+    assert_eq!(w.record(&name)["tokens"]["budget"], 9_000_000);
+}
+
+/// The least of a WebSocket client (RFC 6455) that Chromium's DevTools
+/// protocol needs: text frames, masked with a zero key (the RFC lets the
+/// key be any), unfragmented.
+struct DevTools {
+    stream: std::net::TcpStream,
+    id: u64,
+}
+
+impl DevTools {
+    fn connect(url: &str) -> DevTools {
+        use std::io::{Read, Write};
+        let rest = url.strip_prefix("ws://").expect("a ws:// URL");
+        let (host, path) = rest.split_once('/').unwrap();
+        let mut stream = std::net::TcpStream::connect(host).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        write!(
+            stream,
+            "GET /{path} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        )
+        .unwrap();
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            stream.read_exact(&mut b).unwrap();
+            head.push(b[0]);
+        }
+        let head = String::from_utf8_lossy(&head).into_owned();
+        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+        DevTools { stream, id: 0 }
+    }
+
+    fn send(&mut self, text: &str) {
+        use std::io::Write;
+        let b = text.as_bytes();
+        let mut f = vec![0x81u8];
+        match b.len() {
+            n if n < 126 => f.push(0x80 | n as u8),
+            n if n < 65536 => {
+                f.push(0x80 | 126);
+                f.extend_from_slice(&(n as u16).to_be_bytes());
+            }
+            n => {
+                f.push(0x80 | 127);
+                f.extend_from_slice(&(n as u64).to_be_bytes());
+            }
+        }
+        f.extend_from_slice(&[0, 0, 0, 0]);
+        f.extend_from_slice(b);
+        self.stream.write_all(&f).unwrap();
+    }
+
+    fn receive(&mut self) -> String {
+        use std::io::Read;
+        loop {
+            let mut h = [0u8; 2];
+            self.stream.read_exact(&mut h).unwrap();
+            let len = match h[1] & 0x7f {
+                126 => {
+                    let mut l = [0u8; 2];
+                    self.stream.read_exact(&mut l).unwrap();
+                    u16::from_be_bytes(l) as usize
+                }
+                127 => {
+                    let mut l = [0u8; 8];
+                    self.stream.read_exact(&mut l).unwrap();
+                    u64::from_be_bytes(l) as usize
+                }
+                n => n as usize,
+            };
+            let mut payload = vec![0u8; len];
+            self.stream.read_exact(&mut payload).unwrap();
+            if h[0] & 0x0f == 1 {
+                return String::from_utf8_lossy(&payload).into_owned();
+            }
+        }
+    }
+
+    /// A command, and its answer (events meanwhile are skipped).
+    fn call(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        self.id += 1;
+        let id = self.id;
+        self.send(&serde_json::json!({"id": id, "method": method, "params": params}).to_string());
+        loop {
+            let v: serde_json::Value = serde_json::from_str(&self.receive()).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+
+    /// The value of `expression` in the page (DevTools' evaluation is the
+    /// inspector's, which the page's CSP does not govern).
+    fn eval(&mut self, expression: &str) -> serde_json::Value {
+        let v = self.call(
+            "Runtime.evaluate",
+            serde_json::json!({"expression": expression, "returnByValue": true}),
+        );
+        v["result"]["result"]["value"].clone()
+    }
+}
+
+/// The page's form in a real browser: headless Chromium opens the page
+/// (through a proxy that adds root's serve's token), a person's typing and
+/// click are played through its DevTools protocol (the page itself runs
+/// no script), and Chromium posts the form as browsers do, naming the
+/// page's origin (its Referrer-Policy keeps that from being `null`) and
+/// `Sec-Fetch-Site: same-origin`, within the page's CSP (`form-action
+/// 'self'`): serve takes it (303), the browser loads the page again (200)
+/// and it shows the new budget, which the record has.
+#[test]
+fn the_pages_form_in_a_real_browser_sets_a_budget() {
+    let w = World::new();
+    let name = w.session("pgbrowse");
+    w.create(&name, &w.dir(&name), &[]);
+    w.run(&["cage", "limits", &name, "--tokens", "5000"]).ok();
+    let s = w.serve(&[], &[]);
+    let proxy = owner_proxy(s.port);
+    let profile = w.root.join("chromium-devtools");
+    let home = w.root.join("chromium-devtools-home");
+    fs::create_dir_all(&profile).unwrap();
+    fs::create_dir_all(&home).unwrap();
+    let child = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--remote-debugging-port=0",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("http://127.0.0.1:{proxy}/"))
+        .env("HOME", &home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(w.root.join("chromium-devtools.stderr")).unwrap())
+        .spawn()
+        .expect("chromium");
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let child = Kill(child);
+    let active = profile.join("DevToolsActivePort");
+    wait_until("chromium's DevTools port", Duration::from_secs(30), || {
+        fs::read_to_string(&active).is_ok_and(|t| t.lines().count() >= 2)
+    });
+    let port = fs::read_to_string(&active).unwrap();
+    let port = port.lines().next().unwrap();
+    let mut target = None;
+    wait_until("the page's target", Duration::from_secs(30), || {
+        let list = http(
+            "GET",
+            &format!("http://127.0.0.1:{port}/json/list"),
+            None,
+            &[],
+        );
+        target = list.json().as_array().and_then(|a| {
+            a.iter()
+                .find(|t| {
+                    t["type"] == "page"
+                        && t["url"].as_str().unwrap_or("").contains(&proxy.to_string())
+                })
+                .map(|t| t["webSocketDebuggerUrl"].as_str().unwrap().to_string())
+        });
+        target.is_some()
+    });
+    let mut tab = DevTools::connect(&target.unwrap());
+    wait_until("the page loaded", Duration::from_secs(30), || {
+        tab.eval("document.readyState") == "complete" && tab.eval("document.forms.length") == 1
+    });
+    // Typed into the field, then the button pressed.
+    tab.eval(&format!(
+        "document.querySelector('form[action=\"/limits/{name}\"] input[name=tokens]').focus()"
+    ));
+    tab.call("Input.insertText", serde_json::json!({"text": "3M"}));
+    tab.eval(&format!(
+        "document.querySelector('form[action=\"/limits/{name}\"] button').click()"
+    ));
+    wait_until("the budget set", Duration::from_secs(30), || {
+        w.record(&name)["tokens"]["budget"] == 3_000_000
+    });
+    wait_until("the page loaded again", Duration::from_secs(30), || {
+        tab.eval("document.readyState") == "complete"
+            && tab.eval("document.body.innerText.includes('3000000')") == true
+    });
+    assert_eq!(tab.eval("location.pathname"), "/");
+    let log = s.log_text();
+    let post = log
+        .lines()
+        .position(|l| l.contains(&format!(" POST /limits/{name} 303 ")))
+        .unwrap_or_else(|| panic!("no post taken in\n{log}"));
+    assert!(
+        log.lines()
+            .skip(post + 1)
+            .any(|l| l.contains(" GET / 200 ")),
+        "{log}"
+    );
+    let history = w.run(&["cage", "history", &name]).ok().stdout();
+    assert!(
+        history.contains("limits: tokens 5000 -> 3000000"),
+        "{history}"
+    );
+    drop(child);
+}
