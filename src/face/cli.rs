@@ -97,7 +97,8 @@ pub enum Command {
     Files(FilesCommand),
     /// Serve the same operations over HTTP, for the apps and other machines
     #[command(
-        after_help = "Routes: GET / (a status page for a browser: HTML, read-only), \
+        after_help = "Routes: GET / (a status page for a browser: HTML; its forms set a caged \
+        session's token budget, POST /limits/NAME), \
         GET /v1/harnesses, GET|POST /v1/sessions, GET|DELETE /v1/sessions/NAME, \
         POST /v1/sessions/NAME/cage, /cage/limits, /outbox/send, /drop, POST /v1/images/build, \
         GET /v1/openapi.json (the whole description). One log line per request on stderr. \

@@ -1,6 +1,6 @@
 //! The router and its OpenAPI document, made together from the routes'
-//! declarations: `routes`' operations, `page`'s status page and the
-//! document's own route, each its handler with its `#[utoipa::path]`
+//! declarations: `routes`' operations, `page`'s status page, `form`'s
+//! post of its form and the document's own route, each its handler with its `#[utoipa::path]`
 //! (utoipa-axum's `OpenApiRouter`). Here too: the answers of the router
 //! itself (404 for an unknown path, 405 with `Allow` for a method a path
 //! does not take), and the refusal of a change asked through a cage's
@@ -16,7 +16,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::reply::{ErrorBody, Response, for_log};
-use super::{page, routes};
+use super::{form, page, routes};
 
 /// What the document says of itself; its paths and types come from the
 /// routes ([`made`]).
@@ -42,6 +42,7 @@ struct ApiDoc;
 static MADE: LazyLock<(axum::Router, utoipa::openapi::OpenApi)> = LazyLock::new(|| {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(page::api())
+        .merge(form::api())
         .routes(routes!(openapi))
         .merge(routes::api())
         .split_for_parts()
@@ -307,7 +308,7 @@ mod tests {
                 operations += 1;
             }
         }
-        assert_eq!(operations, 20);
+        assert_eq!(operations, 21);
         assert!(
             doc["paths"]["/v1/sessions"]["post"]["responses"]
                 .as_object()
@@ -372,6 +373,7 @@ mod tests {
         documented.sort();
         let mut listed = [
             "GET /",
+            "POST /limits/{name}",
             "GET /v1/harnesses",
             "GET /v1/openapi.json",
             "GET /v1/sessions",

@@ -42,14 +42,25 @@ pub fn length(headers: &HeaderMap, what: &'static str) -> Result<Option<u64>, Er
 /// deadline (408). `Expect: 100-continue` is answered by hyper when the
 /// body is first read, so a refused request never sends it.
 pub async fn json(info: &ConnInfo, headers: &HeaderMap, body: Body) -> Result<Bytes, Unread> {
+    whole(info, headers, body, MAX_JSON).await
+}
+
+/// A whole body of at most `max` bytes (413, unread), by the connection's
+/// deadline (408).
+pub async fn whole(
+    info: &ConnInfo,
+    headers: &HeaderMap,
+    body: Body,
+    max: u64,
+) -> Result<Bytes, Unread> {
     let len = length(headers, "a body").map_err(Unread::Op)?.unwrap_or(0);
-    if len > MAX_JSON {
+    if len > max {
         return Err(Unread::Op(Error::body(
             "a body",
-            BodyProblem::TooLarge { len, max: MAX_JSON },
+            BodyProblem::TooLarge { len, max },
         )));
     }
-    let read = axum::body::to_bytes(body, MAX_JSON as usize);
+    let read = axum::body::to_bytes(body, max as usize);
     match tokio::time::timeout_at(info.deadline.into(), read).await {
         Ok(Ok(bytes)) => {
             info.body_read.set();

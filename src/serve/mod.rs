@@ -18,7 +18,9 @@
 //!   `GET /v1/sessions` and `GET /v1/sessions/{name}`;
 //! - `records`: the records in memory, and `GET /v1/sessions`'s answer
 //!   built once per change (the sessions folder watched);
-//! - `page`: `GET /`, the status page (HTML, no script).
+//! - `page`: `GET /`, the status page (HTML, no script);
+//! - `form`: `POST /limits/{name}`, the status page's form that sets a
+//!   session's token budget.
 //!
 //! The stack is hyper (HTTP/1.1) and axum (routing) on tokio. The
 //! operations stay synchronous: each runs on tokio's blocking threads,
@@ -34,6 +36,7 @@
 mod api;
 mod body;
 mod conn;
+mod form;
 mod live;
 mod page;
 mod peer;
@@ -114,6 +117,10 @@ pub struct Shared {
     /// The user serve runs as: the only one whose processes it answers
     /// over loopback without a token.
     pub uid: u32,
+    /// The status page's secret, drawn when serve starts: each of its forms
+    /// carries it, and `form` takes no post without it (another site's
+    /// page, which cannot read the status page, does not have it).
+    pub page_secret: String,
     /// The routes.
     pub router: axum::Router,
 }
@@ -185,6 +192,7 @@ pub fn run(ctx: Context, token_file: Option<&Path>) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     on_signals(&stop)?;
     let runtime = runtime()?;
+    let page_secret = form::draw_secret()?;
     let test_panic = ctx
         .env
         .get("SHROOMS_AGENT_TEST_PANIC_ROUTE")
@@ -230,6 +238,7 @@ pub fn run(ctx: Context, token_file: Option<&Path>) -> Result<()> {
         operations: Arc::new(Semaphore::new(OPERATIONS)),
         waiting: Default::default(),
         uid: crate::ops::euid(),
+        page_secret,
         router: api::router(test_panic),
     });
     eprintln!("shrooms-agent serve: listening on http://{addr}");
@@ -629,7 +638,8 @@ async fn handle(
         status: None,
         why: String::new(),
     };
-    if let Some(r) = refusal(&shared, &info, req.headers(), &mut line.why)
+    let own_origin = form::takes_own_origin(req.method().as_str(), req.uri().path());
+    if let Some(r) = refusal(&shared, &info, req.headers(), own_origin, &mut line.why)
         .or_else(|| api::caged_refusal(req.method().as_str(), req.uri().path(), req.headers()))
     {
         line.status = Some(r.status);
@@ -649,12 +659,14 @@ async fn handle(
 /// with a token, no token or a wrong one (401); without one, over TCP: a
 /// web page (403), anyone when serve runs as root (403), another user's
 /// process, a closed or unknown socket, or a container's network helper
-/// (403). The Unix socket's client is serve's own user. `why` gets what
-/// the log line adds.
+/// (403). The Unix socket's client is serve's own user. `own_origin`:
+/// the route takes a request from serve's own page (`form`). `why` gets
+/// what the log line adds.
 fn refusal(
     shared: &Shared,
     info: &ConnInfo,
     headers: &HeaderMap,
+    own_origin: bool,
     why: &mut String,
 ) -> Option<Response> {
     // Two Hosts: the checks below and a proxy in front could read
@@ -684,7 +696,7 @@ fn refusal(
     }
     if let Peer::Tcp { user, .. } = info.peer {
         // A web page is refused first, whoever's browser it is in.
-        if let Some(why) = from_a_web_page(headers) {
+        if let Some(why) = from_a_web_page(headers, own_origin) {
             return Some(Response::error(403, &why));
         }
         if shared.uid == 0 {
@@ -775,9 +787,13 @@ fn authorized(headers: &HeaderMap, token: &[u8]) -> bool {
 /// `Origin` on a cross-site request and on every POST, and `Host` is the
 /// name the page used; curl and programs send no `Origin`, and address
 /// loopback by number or as localhost. With a token none of this matters:
-/// a page does not have it.
-fn from_a_web_page(headers: &HeaderMap) -> Option<String> {
-    if let Some(origin) = headers.get("origin").map(|v| v.as_bytes()) {
+/// a page does not have it. The status page and its form (`own_origin`)
+/// also take serve's own origin: a browser names it on the form's post,
+/// and only serve's own page (no script) is of that origin.
+fn from_a_web_page(headers: &HeaderMap, own_origin: bool) -> Option<String> {
+    if let Some(origin) = headers.get("origin").map(|v| v.as_bytes())
+        && !(own_origin && form::own_origin(headers))
+    {
         return Some(format!(
             "serve takes no requests from web pages without a token (this one came from \
              Origin: {}); call it from a program, or start serve with --token-file FILE",
@@ -891,6 +907,31 @@ mod tests {
         ] {
             assert!(!loopback_host(bad), "{bad}");
         }
+    }
+
+    /// A web page is refused before any route; serve's own origin only
+    /// where the route takes it (the status page and its form), and only
+    /// at an address or localhost.
+    #[test]
+    fn serves_own_origin_passes_for_the_page_alone() {
+        let mut h = HeaderMap::new();
+        h.insert("host", "127.0.0.1:7387".parse().unwrap());
+        h.insert("origin", "http://127.0.0.1:7387".parse().unwrap());
+        assert_eq!(from_a_web_page(&h, true), None);
+        assert!(from_a_web_page(&h, false).is_some());
+        h.insert("sec-fetch-site", "same-origin".parse().unwrap());
+        assert_eq!(from_a_web_page(&h, true), None);
+        h.insert("sec-fetch-site", "cross-site".parse().unwrap());
+        assert!(from_a_web_page(&h, true).is_some());
+        h.remove("sec-fetch-site");
+        h.insert("origin", "http://attacker.example".parse().unwrap());
+        assert!(from_a_web_page(&h, true).is_some());
+        h.insert("host", "rebind.attacker.example:7387".parse().unwrap());
+        h.insert(
+            "origin",
+            "http://rebind.attacker.example:7387".parse().unwrap(),
+        );
+        assert!(from_a_web_page(&h, true).is_some());
     }
 
     #[test]

@@ -1,9 +1,11 @@
-//! `GET /`: the status page (docs/serve.md, "HTTP API"). One HTML page made here,
-//! read-only: what was spent today and the daily budget, the sessions, the
-//! machine's image, the last history lines.
-//! No script, no form, nothing loaded from anywhere (the style is in the
-//! page), and a Content-Security-Policy that forbids all of it, so that
-//! even a value that slipped through unescaped could run nothing.
+//! `GET /`: the status page (docs/serve.md, "HTTP API"). One HTML page made here:
+//! what was spent today and the daily budget, the sessions, the machine's
+//! image, the last history lines, and for each caged session a form that
+//! sets its token budget (posted to `form`'s route, with the page's secret
+//! in it). No script, nothing loaded from anywhere (the style is in the
+//! page), and a Content-Security-Policy that forbids all of it and lets a
+//! form post to serve alone, so that even a value that slipped through
+//! unescaped could run nothing and send nothing elsewhere.
 //!
 //! It answers from what serve holds, as `GET /v1/sessions` does: the
 //! records and histories on disk, the sessions' locks (what holds one),
@@ -19,7 +21,6 @@
 use std::sync::Arc;
 
 use axum::Extension;
-use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::IntoResponse;
 use maud::{DOCTYPE, Markup, html};
 use utoipa_axum::router::OpenApiRouter;
@@ -37,13 +38,30 @@ pub const HISTORY_LINES: usize = 20;
 /// Refused connections shown for each session, newest first.
 pub const REFUSALS: usize = 3;
 
-/// Nothing is loaded and nothing runs: no script, image, font, frame or
-/// form target, and no other page may frame this one; the page's own
-/// `<style>` alone is allowed. `base-uri`, `form-action` and
+/// Nothing is loaded and nothing runs: no script, image, font or frame,
+/// a form posts to serve itself only, and no other page may frame this
+/// one (a framed form could be clicked through a page laid over it); the
+/// page's own `<style>` alone is allowed. `base-uri`, `form-action` and
 /// `frame-ancestors` do not fall back to `default-src` (CSP Level 3), so
 /// they are named.
 pub const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; \
-                       form-action 'none'; frame-ancestors 'none'";
+                       form-action 'self'; frame-ancestors 'none'";
+
+/// The headers of every HTML answer (the page, and what its form is
+/// answered): they keep a browser from doing anything with it but showing
+/// it, and from keeping it (the page holds its secret). The referrer goes
+/// to serve's own origin only: a browser names the origin of a post from
+/// a page whose policy is `no-referrer` as `null` (the Fetch standard,
+/// "append a request `Origin` header"), and the form's route wants to see
+/// serve's own there.
+pub const HEADERS: [(&str, &str); 6] = [
+    ("content-type", "text/html; charset=utf-8"),
+    ("content-security-policy", CSP),
+    ("x-content-type-options", "nosniff"),
+    ("x-frame-options", "DENY"),
+    ("referrer-policy", "same-origin"),
+    ("cache-control", "no-store"),
+];
 
 /// What the page shows, gathered without podman.
 pub struct Page {
@@ -70,6 +88,8 @@ pub struct Page {
     /// Whether podman enforces the cages' limits on this machine (None:
     /// not known, serve found no podman).
     pub limits_enforced: Option<bool>,
+    /// serve's page secret, which each form carries (`form`).
+    pub secret: String,
     pub today: Today,
 }
 
@@ -126,14 +146,16 @@ pub fn api() -> OpenApiRouter {
     OpenApiRouter::new().routes(routes!(page))
 }
 
-/// The status page, for a person in a browser: read-only HTML made on
-/// the server.
+/// The status page, for a person in a browser: HTML made on the server,
+/// whose only forms set a session's token budget (`POST /limits/{name}`).
 ///
 /// Its headers keep a browser from doing anything with it but showing it.
 #[utoipa::path(get, path = "/", operation_id = "statusPage",
     responses((status = 200,
         description = "The status page: the sessions, the machine's image and the last history \
-            lines, as HTML made on the server. No script, no form, nothing loaded from elsewhere.",
+            lines, as HTML made on the server; for each caged session a form that sets its \
+            token budget (POST /limits/{name}, with the page's secret). No script, nothing \
+            loaded from elsewhere, never cached.",
         content_type = "text/html", body = String)))]
 pub async fn page(Extension(shared): Extension<Arc<Shared>>) -> axum::response::Response {
     // The records and histories are read on a blocking thread, never
@@ -144,36 +166,45 @@ pub async fn page(Extension(shared): Extension<Arc<Shared>>) -> axum::response::
     })
     .await;
     match made {
-        Ok(Ok(markup)) => html_response(markup.into_string()),
+        Ok(Ok(markup)) => html(200, markup.into_string()).into_response(),
         Ok(Err(e)) => Response::from_error(&e).into_response(),
         Err(_) => Response::error(500, "the request failed inside serve (a bug); see its log")
             .into_response(),
     }
 }
 
-fn html_response(body: String) -> axum::response::Response {
-    let mut r = axum::response::Response::new(axum::body::Body::from(body));
-    *r.status_mut() = StatusCode::OK;
-    let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CSP),
-    );
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    r
+/// An HTML answer with [`HEADERS`].
+pub fn html(status: u16, body: String) -> Response {
+    Response {
+        status,
+        headers: HEADERS.iter().map(|(k, v)| (*k, v.to_string())).collect(),
+        body: body.into_bytes(),
+    }
+}
+
+/// What the page's form is answered when it changed nothing: the status
+/// and the words of why, escaped as on the page, and the way back.
+pub fn not_changed(status: u16, words: &str) -> Response {
+    let reason = axum::http::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("");
+    let markup = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                title { "Not changed" }
+                style { (maud::PreEscaped(STYLE)) }
+            }
+            body {
+                h1 { "Not changed " small { "(" (status) " " (reason) ")" } }
+                p.bad { (words) }
+                p { "Nothing was changed. " a href="/" { "Back to the status page" } }
+            }
+        }
+    };
+    html(status, markup.into_string())
 }
 
 /// Everything the page shows, from the disk and serve's memory.
@@ -232,6 +263,7 @@ fn gather(shared: &Shared, live: Option<&Live>, now: u64) -> crate::error::Resul
             .as_ref()
             .map(crate::host::enforces_limits),
         today: Today::read(&store, &shared.base.settings.config_path),
+        secret: shared.page_secret.clone(),
     })
 }
 
@@ -278,6 +310,8 @@ td.what { max-width: 48em; overflow-wrap: anywhere; }
 .waiting { background: #f6c9c4; color: #5c0d00; padding: 0 .4em; border-radius: .3em; }
 .bad { color: #9b1c1c; }
 .none { color: #8a949e; }
+form.budget { margin: 0; }
+form.budget input[type=text] { width: 6em; }
 ";
 
 /// The page, whole.
@@ -295,7 +329,8 @@ pub fn render(p: &Page) -> Markup {
                 h1 { "shrooms-agent " small { "on " (p.machine) } }
                 p.meta {
                     "As of " (crate::state::when::local(p.now))
-                    ". Read-only; reload the page to see it again."
+                    ". Reload the page to see it again. A caged session's token budget is set \
+                     here as cage limits --tokens takes it (2M, 500k, none)."
                 }
                 (today(&p.today))
                 (sessions(p))
@@ -348,7 +383,8 @@ fn sessions(p: &Page) -> Markup {
                 thead { tr {
                     th { "Session" } th { "Cage" } th { "Sealed" } th { "Network" } th { "State" }
                     th { "Busy" } th { "Age" } th { "Limits" } th { "Tokens spent" }
-                    th { "Budget" } th { "Dollars spent" } th { "Dollar budget" } th { "Harness" } th { "Image" }
+                    th { "Budget" } th { "Set the budget" } th { "Dollars spent" } th { "Dollar budget" }
+                    th { "Harness" } th { "Image" }
                 } }
                 tbody {
                     @for row in &p.sessions { (session(row, p)) }
@@ -414,12 +450,7 @@ fn session(row: &Row, p: &Page) -> Markup {
                 }
             }
             td.num title=(used.describe()) { (used.total()) }
-            td.num {
-                @match r.tokens.budget {
-                    None => (none("none")),
-                    Some(b) => (b),
-                }
-            }
+            (budget_cells(r, &p.secret))
             // At list prices (docs/gateway.md, "Budgets"); by model in the title.
             td.num title=(by_model(&r.tokens)) { (r.tokens.spend().words()) }
             td.num {
@@ -454,6 +485,24 @@ fn busy(busy: Option<&Busy>, now: u64) -> Markup {
     }
 }
 
+/// A session's budget, and the form that sets it where it is caged.
+fn budget_cells(r: &Record, secret: &str) -> Markup {
+    html! {
+        td.num {
+            @match r.tokens.budget {
+                None => (none("none")),
+                Some(b) => (b),
+            }
+        }
+        td.nw {
+            @match r.cage {
+                None => (none("-")),
+                Some(_) => (budget_form(&r.name, secret)),
+            }
+        }
+    }
+}
+
 /// A session's tokens and dollars by model, one model a line.
 fn by_model(t: &crate::state::session::Tokens) -> String {
     let priced = t.by_model.iter().map(|(m, s)| {
@@ -465,6 +514,31 @@ fn by_model(t: &crate::state::session::Tokens) -> String {
         .iter()
         .map(|(m, u)| format!("{m}: {}; on a subscription sign-in", u.describe()));
     priced.chain(signed_in).collect::<Vec<_>>().join("\n")
+}
+
+/// The characters a session's name keeps in the form's path; any other is
+/// percent-encoded, as a path segment must be (RFC 3986, 3.3).
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_');
+
+/// A form that sets a session's token budget: posted (URL-encoded, as a
+/// form is by default) to `POST /limits/{name}` with the page's secret.
+fn budget_form(name: &str, secret: &str) -> Markup {
+    let action = format!(
+        "/limits/{}",
+        percent_encoding::utf8_percent_encode(name, SEGMENT)
+    );
+    html! {
+        form.budget method="post" action=(action) enctype="application/x-www-form-urlencoded" {
+            input type="hidden" name="secret" value=(secret);
+            input type="text" name="tokens" size="8" required placeholder="2M, none"
+                autocomplete="off" aria-label={ "The token budget of " (name) };
+            " "
+            button type="submit" { "Set" }
+        }
+    }
 }
 
 /// A class name for a state: podman's word when it is one of a few, so a
@@ -735,6 +809,7 @@ mod tests {
                 spent: Ok(1234),
                 budget: Ok(Some(2_000_000)),
             },
+            secret: "5ec2e7".into(),
         }
     }
 
@@ -840,10 +915,45 @@ mod tests {
             ),
             "{html}"
         );
-        // No script, no form, nothing loaded from elsewhere.
-        for never in ["<script", "<form", "<link", "<img", "src=", "href="] {
+        // No script, nothing loaded from elsewhere; the one form, the
+        // caged session's budget, posts to serve with the page's secret.
+        for never in ["<script", "<link", "<img", "src=", "href="] {
             assert!(!html.contains(never), "{never:?} in\n{html}");
         }
+        assert_eq!(html.matches("<form").count(), 1, "{html}");
+        assert_eq!(html.matches("<input").count(), 2, "{html}");
+        assert!(
+            html.contains(
+                r#"<td class="num">5000</td><td class="nw"><form class="budget" method="post" action="/limits/webapp" enctype="application/x-www-form-urlencoded"><input type="hidden" name="secret" value="5ec2e7"><input type="text" name="tokens" size="8" required placeholder="2M, none" autocomplete="off" aria-label="The token budget of webapp"> <button type="submit">Set</button></form></td>"#
+            ),
+            "{html}"
+        );
+    }
+
+    /// A session out of its cage has no budget to set (the gateway is a
+    /// cage's): no form in its row.
+    #[test]
+    fn no_form_for_a_session_out_of_its_cage() {
+        let html = render(&page_with(sample_record("notes"), None, Vec::new())).into_string();
+        assert!(!html.contains("<form"), "{html}");
+        assert!(!html.contains("5ec2e7"), "{html}");
+    }
+
+    /// The form's path holds the session's name percent-encoded, whatever
+    /// a record says its name is: it names no other path.
+    #[test]
+    fn the_forms_path_is_the_name_encoded() {
+        let mut r = sample_record("a/../b c?d#e");
+        r.cage = Some(sample_cage("c"));
+        let html = render(&page_with(r, None, Vec::new())).into_string();
+        assert!(
+            html.contains(r#"action="/limits/a%2F..%2Fb%20c%3Fd%23e""#),
+            "{html}"
+        );
+        let mut r = sample_record("web-app_2.0");
+        r.cage = Some(sample_cage("c"));
+        let html = render(&page_with(r, None, Vec::new())).into_string();
+        assert!(html.contains(r#"action="/limits/web-app_2.0""#), "{html}");
     }
 
     /// Without a daily budget, or with files that do not read, the line of
@@ -996,12 +1106,18 @@ mod tests {
         assert!(!html.contains("alert(1)>"), "{html}");
         let escaped =
             "&quot;&gt;&lt;img src=x onerror=alert(1)&gt;&lt;script&gt;alert(2)&lt;/script&gt;";
-        // The machine's name (title, heading), the session (table,
-        // history, damaged, unread), the image (table twice), the state,
-        // the busy and what it waits on (shown, and its title), who and
-        // what, the build error, the record's error and the history's,
-        // today's spend's and the daily budget's errors.
-        assert_eq!(html.matches(escaped).count(), 19, "{html}");
+        // The machine's name (title, heading), the session (table, its
+        // form's label, history, damaged, unread), the image (table
+        // twice), the state, the busy and what it waits on (shown, and
+        // its title), who and what, the build error, the record's error
+        // and the history's, today's spend's and the daily budget's
+        // errors.
+        assert_eq!(html.matches(escaped).count(), 20, "{html}");
+        // In the form's path, the name is percent-encoded.
+        assert!(
+            html.contains(r#"action="/limits/%22%3E%3Cimg%20src%3Dx%20onerror%3Dalert%281%29"#),
+            "{html}"
+        );
         assert!(html.contains(r#"<span class="state other">"#), "{html}");
     }
 }

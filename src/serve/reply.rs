@@ -146,8 +146,13 @@ impl Response {
 
 impl axum::response::IntoResponse for Response {
     fn into_response(self) -> axum::response::Response {
-        let mut r = if self.status == 204 {
-            axum::response::Response::new(axum::body::Body::empty())
+        // A response that names its own type (the status page's) keeps it.
+        let typed = self
+            .headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("content-type"));
+        let mut r = if self.status == 204 || typed {
+            axum::response::Response::new(axum::body::Body::from(self.body))
         } else {
             let mut r = axum::response::Response::new(axum::body::Body::from(self.body));
             r.headers_mut().insert(

@@ -113,17 +113,17 @@ where
 /// (percent-decoded); the operation says when it is not one.
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Path)]
-struct Session {
+pub(super) struct Session {
     /// The session's name.
     #[param(pattern = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")]
-    name: String,
+    pub(super) name: String,
 }
 
 /// Run a synchronous operation on a blocking thread, at most
 /// [`super::OPERATIONS`] at once (503 past [`super::QUEUE`] waiting). A
 /// request dropped while it waits (its client went away) never runs it;
 /// a panic in it is answered 500.
-async fn operation<F>(shared: &Arc<Shared>, f: F) -> Response
+pub(super) async fn operation<F>(shared: &Arc<Shared>, f: F) -> Response
 where
     F: FnOnce(&Shared) -> Result<Response, Fail> + Send + 'static,
 {
@@ -160,7 +160,7 @@ where
 
 /// Why a route did not succeed: an operation's error (its kind's status),
 /// or an answer of HTTP's own (408 for a body that did not arrive in time).
-enum Fail {
+pub(super) enum Fail {
     Op(Error),
     Http(Response),
 }
@@ -272,7 +272,7 @@ where
 }
 
 /// Who asked, for a session's history.
-fn by(shared: &Shared, info: &ConnInfo) -> String {
+pub(super) fn by(shared: &Shared, info: &ConnInfo) -> String {
     format!(
         "{} over HTTP from {}",
         shared.base.settings.user,
@@ -280,8 +280,8 @@ fn by(shared: &Shared, info: &ConnInfo) -> String {
     )
 }
 
-type Sh = Extension<Arc<Shared>>;
-type Info = Extension<ConnInfo>;
+pub(super) type Sh = Extension<Arc<Shared>>;
+pub(super) type Info = Extension<ConnInfo>;
 
 /// What the machine offers: the harnesses found, and what a cage can be
 /// made of. Answered from what serve knows, refreshed in the background:

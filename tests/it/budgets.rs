@@ -228,6 +228,84 @@ fn budgets_a_held_request_goes_on_when_raised_rootless() {
     held_then_raised(World::rootless());
 }
 
+/// Raised from serve's status page: a streamed request held at the
+/// budget goes on once the page's form (its secret read from the page,
+/// posted as the browser posts it) raises the budget, its answer whole
+/// after the pings; the page said the session waited. Rootless: serve
+/// without a token, the form posted by its user's program.
+#[test]
+fn budgets_a_held_request_goes_on_when_raised_from_the_page() {
+    use crate::page::{curl, page_form, post_form};
+    let w = World::rootless();
+    let me = Some(test_user());
+    let mock = Mock::start();
+    world_for(&w, &mock, "");
+    let (name, project) = session_in(&w, "heldpage");
+    let p = project.display();
+    let budget = STREAMED.total() - 1;
+    w.run(&["cage", "limits", &name, "--tokens", &budget.to_string()])
+        .ok();
+    let s = w.serve(&[], &[]);
+    let script = format!(
+        "{REQ_FN}stream /v1/messages {p}/a.txt; stream /v1/messages {p}/b.txt; \
+         echo done > {p}/done"
+    );
+    let child = w.spawn_env(
+        &["cage", "exec", &name, "--", "sh", "-c", &script],
+        &[("ANTHROPIC_API_KEY", MACHINE_KEY)],
+    );
+    wait_until("the request held", Duration::from_secs(90), || {
+        waiting(&w, &name).is_object()
+    });
+    wait_until("a ping", Duration::from_secs(30), || {
+        read(&project.join("b.txt")).contains("event: ping")
+    });
+    let page = curl(me, s.port, &[&format!("{}/", s.url)]).is(200);
+    assert!(
+        page.body.contains("waits on its session budget"),
+        "{}",
+        page.body
+    );
+    let (path, secret) = page_form(&page.body, &name);
+    assert_eq!(model_posts(&mock), 1, "{}", mock.explain());
+    assert!(!project.join("done").exists());
+
+    let more = 2 * STREAMED.total();
+    let r = post_form(
+        me,
+        &s,
+        &path,
+        &format!("secret={secret}&tokens={more}"),
+        &[],
+    )
+    .is(303);
+    assert_eq!(r.header("location"), Some("/"));
+    let (ok, _, err) = ended(child, Duration::from_secs(60));
+    assert!(ok, "{err}");
+    assert!(project.join("done").exists(), "{err}");
+    let b = read(&project.join("b.txt"));
+    let (ping, start) = (
+        b.find("event: ping").unwrap(),
+        b.find("event: message_start").unwrap(),
+    );
+    assert!(
+        ping < start && b.ends_with("data: {\"type\":\"message_stop\"}\n\n"),
+        "{b}"
+    );
+    assert_eq!(model_posts(&mock), 2, "{}", mock.explain());
+    assert!(
+        err.contains("its budget was raised; its model request goes on"),
+        "{err}"
+    );
+    assert_eq!(w.record(&name)["tokens"]["budget"], more);
+    let history = w.run(&["cage", "history", &name]).ok().stdout();
+    assert!(
+        history.contains(&format!("limits: tokens {budget} -> {more}")),
+        "{history}"
+    );
+    assert_eq!(waiting(&w, &name), Value::Null);
+}
+
 /// After the config's `[budget] wait` a held stream ends with the API's
 /// error event, in the words that say what was spent and how to raise it;
 /// the turn's next request at the budget is refused at once (a harness

@@ -1511,6 +1511,27 @@ fn web_pages_cannot_drive_a_serve_without_a_token() {
         ),
         "403"
     );
+    // serve's own origin is taken by the status page and its form alone
+    // (docs/serve.md, "HTTP API"), never by the API.
+    let own = format!("Origin: {u}");
+    assert_eq!(
+        curl_status(owner, &["-H", &own, &format!("{u}/v1/harnesses")]),
+        "403"
+    );
+    assert_eq!(
+        curl_status(
+            owner,
+            &[
+                "-H",
+                &own,
+                "-d",
+                r#"{"tokens": "none"}"#,
+                &format!("{u}/v1/sessions/nosuch/cage/limits")
+            ]
+        ),
+        "403"
+    );
+    assert_eq!(curl_status(owner, &["-H", &own, &format!("{u}/")]), "200");
     drop(s);
 
     // With a token, a page cannot have it: Origin is no reason to refuse.
