@@ -584,3 +584,41 @@ fn budgets_the_daily_dollar_budget_holds_the_same_way() {
         "this machine's daily dollar budget is spent: $0.0132 of $0.01 today",
     );
 }
+
+/// A cage that sends many requests at its budget at once is not held
+/// beyond the most a turn holds (8): those past it are refused at once,
+/// saying why, and none reaches the mock.
+#[test]
+fn budgets_no_more_than_eight_requests_are_held() {
+    let w = World::new();
+    let mock = Mock::start();
+    world_for(&w, &mock, "");
+    let (name, project) = session_in(&w, "heldmany");
+    let (p, budget) = (project.display(), STREAMED.total() - 1);
+    w.run(&["cage", "limits", &name, "--tokens", &budget.to_string()])
+        .ok();
+    let script = format!(
+        "{REQ_FN}stream /v1/messages {p}/a.txt
+         for i in 1 2 3 4 5 6 7 8 9 10 11 12; do req POST /v1/messages {p}/h$i.txt & done
+         wait"
+    );
+    let r = w
+        .run_env(
+            &["cage", "exec", &name, "--", "sh", "-c", &script],
+            &[("ANTHROPIC_API_KEY", MACHINE_KEY)],
+        )
+        .ok();
+    let answers: Vec<String> = (1..=12)
+        .map(|i| read(&project.join(format!("h{i}.txt"))))
+        .collect();
+    let refused = answers
+        .iter()
+        .filter(|a| status(a) == 400 && a.contains("the most held at once"))
+        .count();
+    let held = answers
+        .iter()
+        .filter(|a| status(a) == 200 && a.contains("event: ping"))
+        .count();
+    assert_eq!((held, refused), (8, 4), "{answers:#?}\n{}", r.explain());
+    assert_eq!(model_posts(&mock), 1, "{}", mock.explain());
+}

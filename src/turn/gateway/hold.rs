@@ -17,7 +17,8 @@
 //! - Anything else: the answer waits, and comes whole once there is one.
 //!
 //! The body is read whole first (a held request must be sent again as it
-//! was), at most [`MAX_HELD_BODY`]; an answer is never cut in the middle,
+//! was), at most [`MAX_HELD_BODY`], and at most [`usage::MAX_HELD`]
+//! requests are held at once (past them, refused at once); an answer is never cut in the middle,
 //! since only a request that has not gone upstream is held.
 
 use std::sync::Arc;
@@ -37,9 +38,10 @@ const POLL: Duration = Duration::from_secs(1);
 /// How often a held stream is sent a keep-alive event.
 const PING: Duration = Duration::from_secs(5);
 
-/// The largest request body held: more than the model APIs take in one
-/// request (a few images at their largest).
-const MAX_HELD_BODY: usize = 64 << 20;
+/// The largest request body held: the Messages API takes at most 32 MB in
+/// one request. With at most [`usage::MAX_HELD`] held at once, a cage
+/// sending more makes this process keep 256 MiB at most.
+const MAX_HELD_BODY: usize = 32 << 20;
 
 /// How much of an upstream's error answer is passed on in a held stream.
 const MAX_ERROR_BODY: usize = 1 << 20;
@@ -57,6 +59,9 @@ pub(super) async fn held(
     if wait.is_zero() || ledger.gave_up() {
         return super::refused(&state, &usage::gave_up(&at.why, wait));
     }
+    let Some(waiting) = ledger.waiting(at.budget, &at.why, wait) else {
+        return super::refused(&state, &too_many(&at.why));
+    };
     let body = match http_body_util::Limited::new(body, MAX_HELD_BODY)
         .collect()
         .await
@@ -74,7 +79,6 @@ pub(super) async fn held(
             );
         }
     };
-    let waiting = ledger.waiting(at.budget, &at.why, wait);
     let deadline = Instant::now() + wait;
     let wire = Wire::of(&parts);
     if !asks_stream(&body) {
@@ -116,6 +120,16 @@ pub(super) async fn held(
         }
     });
     stream_head(receive)
+}
+
+/// The words that refuse a request at a budget when the turn already holds
+/// as many as it may.
+fn too_many(why: &str) -> String {
+    format!(
+        "{why}; {} of the turn's model requests already wait for it, the most held at once, \
+         so this one is refused",
+        usage::MAX_HELD
+    )
 }
 
 /// How a held request ended without going upstream.

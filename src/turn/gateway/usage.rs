@@ -1358,9 +1358,19 @@ impl Ledger {
     /// the turn's held requests writes the session's waiting marker (what
     /// `cage ls`, `cage show` and serve's page show) and tells the
     /// terminal; the last one to go removes it.
-    pub fn waiting(self: &Arc<Self>, budget: &str, why: &str, wait: std::time::Duration) -> Held {
+    /// None when [`MAX_HELD`] requests are held already: a cage that sends
+    /// more is not given more of this process's memory and time.
+    pub fn waiting(
+        self: &Arc<Self>,
+        budget: &str,
+        why: &str,
+        wait: std::time::Duration,
+    ) -> Option<Held> {
         let first = {
             let mut t = self.turn();
+            if t.waiting >= MAX_HELD {
+                return None;
+            }
             t.waiting += 1;
             t.waiting == 1
         };
@@ -1384,9 +1394,9 @@ impl Ledger {
                 crate::state::when::span(wait.as_secs())
             );
         }
-        Held {
+        Some(Held {
             ledger: self.clone(),
-        }
+        })
     }
 
     /// A held request waited as long as it may: the turn's next requests
@@ -1450,6 +1460,11 @@ impl Drop for Ledger {
         self.finish();
     }
 }
+
+/// The most model requests a turn has held at a budget at once: each
+/// keeps its body in memory (`super::hold`), and a harness sends one or two
+/// at a time (subagents a few more).
+pub const MAX_HELD: usize = 8;
 
 /// A model request held at a budget ([`Ledger::waiting`]); the last one
 /// dropped removes the session's waiting marker.
