@@ -17,7 +17,7 @@
 //! - Anything else: the answer waits, and comes whole once there is one.
 //!
 //! The body is read whole first (a held request must be sent again as it
-//! was), at most [`MAX_HELD_BODY`], and at most [`usage::MAX_HELD`]
+//! was), at most [`MAX_HELD_BODY`] within [`BODY_TIME`], and at most [`usage::MAX_HELD`]
 //! requests are held at once (past them, refused at once); an answer is never cut in the middle,
 //! since only a request that has not gone upstream is held.
 
@@ -43,6 +43,11 @@ const PING: Duration = Duration::from_secs(5);
 /// sending more makes this process keep 256 MiB at most.
 const MAX_HELD_BODY: usize = 32 << 20;
 
+/// How long a held request's body may take to come: a harness sends its
+/// request at once, and a slower body would keep one of the turn's
+/// [`usage::MAX_HELD`] places.
+const BODY_TIME: Duration = Duration::from_secs(60);
+
 /// How much of an upstream's error answer is passed on in a held stream.
 const MAX_ERROR_BODY: usize = 1 << 20;
 
@@ -62,24 +67,22 @@ pub(super) async fn held(
     let Some(waiting) = ledger.waiting(at.budget, &at.why, wait) else {
         return super::refused(&state, &too_many(&at.why));
     };
-    let body = match http_body_util::Limited::new(body, MAX_HELD_BODY)
-        .collect()
-        .await
-    {
-        Ok(b) => b.to_bytes(),
-        Err(e) => {
+    // The wait counts from the request's head: a body that trickles in
+    // spends it, and may take [`BODY_TIME`] at most.
+    let deadline = Instant::now() + wait;
+    let body = match read_body(body, MAX_HELD_BODY, Instant::now() + BODY_TIME.min(wait)).await {
+        Ok(b) => b,
+        Err(why) => {
             return api_error(
                 StatusCode::BAD_REQUEST,
                 "invalid_request_error",
                 &format!(
                     "shrooms-agent's model gateway holds this request at a budget and could \
-                     not read its body (at most {} MiB is held): {e}",
-                    MAX_HELD_BODY >> 20
+                     not read its body: {why}"
                 ),
             );
         }
     };
-    let deadline = Instant::now() + wait;
     let wire = Wire::of(&parts);
     if !asks_stream(&body) {
         let plan = until_raised(&state, &parts, deadline, None).await;
@@ -120,6 +123,45 @@ pub(super) async fn held(
         }
     });
     stream_head(receive)
+}
+
+/// Read a held request's body whole, at most `max` bytes, by `until`, into
+/// one buffer of its own. Each frame's bytes are copied out: a body sent in
+/// tiny chunks would otherwise be kept as one piece per chunk, each keeping
+/// the server's read buffer it was cut from, many times its length. The
+/// buffer grows at most to `max`.
+async fn read_body<B>(body: B, max: usize, until: Instant) -> Result<Bytes, String>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: std::fmt::Display,
+{
+    let mut body = std::pin::pin!(body);
+    let mut kept: Vec<u8> = Vec::new();
+    loop {
+        let frame = match tokio::time::timeout_at(until.into(), body.frame()).await {
+            Err(_) => {
+                return Err(format!(
+                    "it did not come whole within {} s",
+                    BODY_TIME.as_secs()
+                ));
+            }
+            Ok(None) => return Ok(Bytes::from(kept)),
+            Ok(Some(Err(e))) => return Err(e.to_string()),
+            Ok(Some(Ok(frame))) => frame,
+        };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        let needed = kept.len() + data.len();
+        if needed > max {
+            return Err(format!("at most {} MiB is held", max >> 20));
+        }
+        if needed > kept.capacity() {
+            let grown = (kept.capacity() * 2).clamp(needed, max);
+            kept.reserve_exact(grown - kept.len());
+        }
+        kept.extend_from_slice(&data);
+    }
 }
 
 /// The words that refuse a request at a budget when the turn already holds
@@ -329,6 +371,96 @@ mod tests {
         assert!(!asks_stream(br#"{"stream":"yes"}"#));
         assert!(!asks_stream(b"stream: true"));
         assert!(!asks_stream(b""));
+    }
+
+    /// A body sent one byte a frame, each frame cut from one buffer, as
+    /// the server cuts them from its read buffer; it notes whether a frame
+    /// given before was still kept when the next is asked for.
+    struct Dribble {
+        buffer: Bytes,
+        at: usize,
+        /// Never ends: the body stops coming after its bytes.
+        stalls: bool,
+        kept: Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl hyper::body::Body for Dribble {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+            if self.at > 0 && !self.buffer.is_unique() {
+                self.kept.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            if self.at == self.buffer.len() {
+                return match self.stalls {
+                    true => std::task::Poll::Pending,
+                    false => std::task::Poll::Ready(None),
+                };
+            }
+            let at = self.at;
+            self.at += 1;
+            let byte = self.buffer.slice(at..at + 1);
+            std::task::Poll::Ready(Some(Ok(Frame::data(byte))))
+        }
+    }
+
+    fn dribble(len: usize, stalls: bool) -> (Dribble, Arc<std::sync::atomic::AtomicBool>) {
+        let kept = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let buffer = Bytes::from((0..len).map(|i| i as u8).collect::<Vec<u8>>());
+        let body = Dribble {
+            buffer,
+            at: 0,
+            stalls,
+            kept: kept.clone(),
+        };
+        (body, kept)
+    }
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    /// A held body sent in one-byte frames is copied out frame by frame:
+    /// no frame, nor the buffer it was cut from, is kept while the rest
+    /// comes (kept, 8 such bodies of 32 MiB would be gigabytes). It is
+    /// read whole, and no more than the most held.
+    #[test]
+    fn a_held_body_keeps_no_frame() {
+        let (body, kept) = dribble(100_000, false);
+        let later = Instant::now() + Duration::from_secs(30);
+        let read = block_on(read_body(body, 1 << 20, later)).unwrap();
+        let want: Vec<u8> = (0..100_000).map(|i| i as u8).collect();
+        assert_eq!(read, want);
+        assert!(!kept.load(std::sync::atomic::Ordering::SeqCst));
+
+        // Collected as frames, as it was before, the frames are kept.
+        let (body, kept) = dribble(1000, false);
+        let collected = block_on(http_body_util::Limited::new(body, 1 << 20).collect()).unwrap();
+        assert_eq!(collected.to_bytes().len(), 1000);
+        assert!(kept.load(std::sync::atomic::Ordering::SeqCst));
+
+        let (body, _) = dribble(2000, false);
+        let e = block_on(read_body(body, 1999, later)).unwrap_err();
+        assert!(e.contains("at most"), "{e}");
+    }
+
+    /// A body that stops coming is given up by its time, so it keeps one
+    /// of the turn's places no longer than that.
+    #[test]
+    fn a_held_body_that_stops_coming_is_given_up() {
+        let (body, _) = dribble(10, true);
+        let t = Instant::now();
+        let e = block_on(read_body(body, 1 << 20, t + Duration::from_millis(300))).unwrap_err();
+        assert!(e.contains("did not come whole"), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     }
 
     #[test]
