@@ -30,6 +30,7 @@ use super::Shared;
 use super::live::Live;
 use super::reply::Response;
 use super::state::CageInfo;
+use crate::settings::prices::Usd;
 use crate::state::session::{Busy, Damaged, HistoryEntry, Record, Store};
 
 /// History lines shown, across the sessions, newest first.
@@ -98,11 +99,12 @@ pub struct Page {
 pub struct Today {
     /// The machine's local day, `YYYY-MM-DD`.
     pub day: String,
-    /// The tokens, or why the day's file did not read.
-    pub spent: std::result::Result<u64, String>,
-    /// `[budget] daily_tokens` as the config file says now, or why it did
-    /// not read.
-    pub budget: std::result::Result<Option<u64>, String>,
+    /// The day's file (tokens, dollars, the models without a price), or
+    /// why it did not read.
+    pub spent: std::result::Result<crate::state::spend::Day, String>,
+    /// `[budget] daily_tokens` and `daily_usd` as the config file says
+    /// now, or why it did not read.
+    pub budget: std::result::Result<(Option<u64>, Option<Usd>), String>,
 }
 
 impl Today {
@@ -111,11 +113,9 @@ impl Today {
         let day = crate::state::spend::today();
         Today {
             day: day.to_string(),
-            spent: crate::state::spend::read(&store.spend_dir(), day)
-                .map(|d| d.total.total())
-                .map_err(|e| e.message()),
+            spent: crate::state::spend::read(&store.spend_dir(), day).map_err(|e| e.message()),
             budget: crate::settings::budget_of(config)
-                .map(|b| b.daily_tokens)
+                .map(|b| (b.daily_tokens, b.daily_usd))
                 .map_err(|e| e.message()),
         }
     }
@@ -349,16 +349,28 @@ fn today(t: &Today) -> Markup {
         p.meta {
             "Today (" (t.day) "): "
             @match &t.spent {
-                Ok(n) => { (crate::state::when::count(*n, "token", "tokens")) " spent, all sessions together" }
+                Ok(d) => {
+                    (crate::state::when::count(d.total.total(), "token", "tokens")) ", "
+                    (Usd(d.usd).spend()) " spent, all sessions together"
+                    @if !d.unpriced.is_empty() {
+                        " (" (d.unpriced.iter().map(String::as_str).collect::<Vec<_>>().join(", "))
+                        " at the price table's highest prices)"
+                    }
+                }
                 Err(why) => span.bad { "what was spent does not read: " (why) }
             }
             "; "
             @match &t.budget {
-                Ok(Some(b)) => { "daily budget " (b) " tokens" }
-                Ok(None) => { "no daily budget" }
+                Ok((None, None)) => { "no daily budget" }
+                Ok((tokens, usd)) => {
+                    "daily budget "
+                    @if let Some(b) = tokens { (b) " tokens" }
+                    @if tokens.is_some() && usd.is_some() { " and " }
+                    @if let Some(b) = usd { (b.budget()) }
+                }
                 Err(why) => span.bad { "the daily budget does not read: " (why) }
             }
-            " ([budget] daily_tokens)."
+            " ([budget] daily_tokens, daily_usd)."
         }
     }
 }
@@ -806,8 +818,16 @@ mod tests {
             limits_enforced: Some(true),
             today: Today {
                 day: "2026-12-06".into(),
-                spent: Ok(1234),
-                budget: Ok(Some(2_000_000)),
+                spent: Ok(crate::state::spend::Day {
+                    total: crate::state::session::Usage {
+                        input_tokens: 1000,
+                        output_tokens: 234,
+                        ..Default::default()
+                    },
+                    usd: 13_200_000,
+                    ..Default::default()
+                }),
+                budget: Ok((Some(2_000_000), None)),
             },
             secret: "5ec2e7".into(),
         }
@@ -898,8 +918,8 @@ mod tests {
             "Also offered: localhost/shrooms-workbench:desktop",
             "limits memory 4g -&gt; 8g",
             "(10 min ago)",
-            "Today (2026-12-06): 1234 tokens spent, all sessions together; daily budget \
-             2000000 tokens ([budget] daily_tokens).",
+            "Today (2026-12-06): 1234 tokens, $0.0132 spent, all sessions together; daily \
+             budget 2000000 tokens ([budget] daily_tokens, daily_usd).",
         ] {
             assert!(html.contains(want), "{want:?} not in\n{html}");
         }
@@ -961,15 +981,29 @@ mod tests {
     #[test]
     fn todays_spend_without_a_budget_or_unread() {
         let mut p = page_with(sample_record("web"), None, Vec::new());
-        p.today.budget = Ok(None);
-        p.today.spent = Ok(1);
+        p.today.budget = Ok((None, None));
+        let mut day = crate::state::spend::Day::default();
+        day.total.output_tokens = 1;
+        p.today.spent = Ok(day.clone());
         let html = render(&p).into_string();
         assert!(
             html.contains(
-                "Today (2026-12-06): 1 token spent, all sessions together; no daily budget"
+                "Today (2026-12-06): 1 token, $0.0000 spent, all sessions together; no daily budget"
             ),
             "{html}"
         );
+        // A dollar budget; models without a price, named.
+        day.usd = 140_000_000;
+        day.unpriced = ["gpt-3.5-turbo".to_string(), "o1".to_string()].into();
+        p.today.spent = Ok(day);
+        p.today.budget = Ok((None, Some(crate::settings::prices::Usd::cents(500))));
+        let html = render(&p).into_string();
+        let want = "Today (2026-12-06): 1 token, $0.1400 spent, all sessions together \
+             (gpt-3.5-turbo, o1 at the price table's highest prices); daily budget $5.00";
+        assert!(html.contains(want), "{want}\n{html}");
+        p.today.budget = Ok((Some(9), Some(crate::settings::prices::Usd::cents(500))));
+        let html = render(&p).into_string();
+        assert!(html.contains("daily budget 9 tokens and $5.00 ("), "{html}");
         p.today.spent = Err("its file is damaged".into());
         p.today.budget = Err("key `budget`: bad".into());
         let html = render(&p).into_string();

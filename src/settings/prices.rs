@@ -146,7 +146,14 @@ const BUILT_IN: &[(&str, Price)] = &[
         "gpt-5.1-codex-mini",
         Price::per_million(0.25, 2.0, 0.25, 0.025),
     ),
+    ("gpt-5.1-codex", Price::per_million(1.25, 10.0, 1.25, 0.125)),
+    (
+        "gpt-5.1-codex-max",
+        Price::per_million(1.25, 10.0, 1.25, 0.125),
+    ),
+    ("gpt-5.1-chat", Price::per_million(1.25, 10.0, 1.25, 0.125)),
     ("gpt-5", Price::per_million(1.25, 10.0, 1.25, 0.125)),
+    ("gpt-5-chat", Price::per_million(1.25, 10.0, 1.25, 0.125)),
     ("gpt-5-codex", Price::per_million(1.25, 10.0, 1.25, 0.125)),
     ("gpt-5-mini", Price::per_million(0.25, 2.0, 0.25, 0.025)),
     ("gpt-5-nano", Price::per_million(0.05, 0.40, 0.05, 0.005)),
@@ -155,6 +162,8 @@ const BUILT_IN: &[(&str, Price)] = &[
     ("gpt-4.1-mini", Price::per_million(0.40, 1.60, 0.40, 0.10)),
     ("gpt-4.1-nano", Price::per_million(0.10, 0.40, 0.10, 0.025)),
     ("gpt-4o", Price::per_million(2.50, 10.0, 2.50, 1.25)),
+    // The first snapshot, at its own price, with no cached price.
+    ("gpt-4o-2024-05-13", Price::per_million(5.0, 15.0, 5.0, 5.0)),
     ("gpt-4o-mini", Price::per_million(0.15, 0.60, 0.15, 0.075)),
     ("o3", Price::per_million(2.0, 8.0, 2.0, 0.50)),
     ("o3-mini", Price::per_million(1.10, 4.40, 1.10, 0.55)),
@@ -186,21 +195,58 @@ impl Prices {
         Prices { by_prefix }
     }
 
-    /// The price of a model, by the longest known prefix of its id that
-    /// ends where the id does, before a `-`, or with a sign (`corp/`);
-    /// None: no price.
+    /// The price of a model: the table's entry for its id, or for its id
+    /// without a date or `-latest` after it (`claude-sonnet-4-5-20250929`,
+    /// `gpt-5-2025-08-07`, `claude-3-5-haiku-latest`), or the longest entry
+    /// that ends with a sign (`corp/`) its id starts with; None: no price.
+    /// Nothing else after a name is taken as the same model: a variant
+    /// (`o3-deep-research`, `gpt-4o-mini-audio-preview`) may cost many times
+    /// its base model, and a model not priced is not guessed.
     pub fn of(&self, model: &str) -> Option<Price> {
+        // No model id has a space: an answer kept as "MODEL with CHARGE"
+        // has a charge no price here counts.
+        if model.contains(' ') {
+            return None;
+        }
         self.by_prefix
             .iter()
-            .filter(|(prefix, _)| {
-                model.strip_prefix(prefix.as_str()).is_some_and(|rest| {
+            .filter(|(name, _)| {
+                model.strip_prefix(name.as_str()).is_some_and(|rest| {
                     rest.is_empty()
-                        || rest.starts_with('-')
-                        || !prefix.ends_with(|c: char| c.is_ascii_alphanumeric())
+                        || same_model(rest)
+                        || !name.ends_with(|c: char| c.is_ascii_alphanumeric())
                 })
             })
-            .max_by_key(|(prefix, _)| prefix.len())
+            .max_by_key(|(name, _)| name.len())
             .map(|(_, price)| *price)
+    }
+
+    /// The table's highest price of each kind: what an answer of a model
+    /// without a price is counted at in the day's spend, so that the
+    /// machine's daily dollar budget counts it, and more, not less.
+    pub fn ceiling(&self) -> Price {
+        let most = |f: fn(&Price) -> u64| self.by_prefix.values().map(f).max().unwrap_or(0);
+        Price {
+            input: most(|p| p.input),
+            output: most(|p| p.output),
+            cache_write: most(|p| p.cache_write),
+            cache_read: most(|p| p.cache_read),
+        }
+    }
+}
+
+/// Does what follows a model's name in an id still name that model: a
+/// snapshot's date (`-20250929`, `-2025-08-07`) or `-latest`?
+fn same_model(rest: &str) -> bool {
+    let digits = |t: &str, n: usize| t.len() == n && t.bytes().all(|b| b.is_ascii_digit());
+    match rest.strip_prefix('-') {
+        Some("latest") => true,
+        Some(date) => {
+            digits(date, 8)
+                || matches!(date.split('-').collect::<Vec<_>>()[..],
+                    [y, m, d] if digits(y, 4) && digits(m, 2) && digits(d, 2))
+        }
+        None => false,
     }
 }
 
@@ -388,16 +434,30 @@ mod tests {
         assert_eq!(TAKEN, "2025-11-24");
     }
 
-    /// The longest prefix wins; a prefix must end where the id does or at
-    /// a `-`; an unknown model has no price.
+    /// A model is its name, or its name and a date or `-latest`; a name
+    /// ending in a sign is a prefix; an unknown model, or a variant of a
+    /// known one, has no price.
     #[test]
-    fn models_are_matched_by_their_longest_known_prefix() {
+    fn models_are_matched_by_their_name() {
         let p = Prices::default();
-        assert_eq!(p.of("claude-opus-4-5-x"), p.of("claude-opus-4-5"));
+        assert_eq!(p.of("claude-opus-4-5-20251101"), p.of("claude-opus-4-5"));
+        assert_eq!(p.of("claude-3-5-haiku-latest"), p.of("claude-3-5-haiku"));
         assert_ne!(p.of("claude-opus-4-5"), p.of("claude-opus-4"));
         assert_eq!(p.of("gpt-5-mini"), p.of("gpt-5-mini-2025-08-07"));
         assert_ne!(p.of("gpt-5-mini"), p.of("gpt-5"));
+        assert_eq!(p.of("gpt-5-chat-latest"), p.of("gpt-5"));
+        // A snapshot priced apart from its family.
+        assert_eq!(p.of("gpt-4o-2024-05-13").unwrap().input, 5000);
+        assert_eq!(p.of("gpt-4o-2024-11-20").unwrap().input, 2500);
         for unknown in [
+            // Variants that cost more than the model they start with.
+            "o3-deep-research-2025-06-26",
+            "o4-mini-deep-research",
+            "gpt-4o-mini-audio-preview",
+            "gpt-4o-audio-preview-2024-12-17",
+            "claude-opus-4-5-x",
+            "claude-sonnet-4-5-2025",
+            "gpt-5-2025-08-7",
             "claude-mock",
             "claude-opus-45",
             "gpt-50",
@@ -426,6 +486,23 @@ mod tests {
         assert_eq!(mine.of("claude-sonnet-4-20250514").unwrap().input, 3000);
         assert_eq!(mine.of("claude-mock").unwrap().cache_read, 300);
         assert_eq!(mine.of("corp/big").unwrap().output, 1000);
+    }
+
+    /// The ceiling is each kind's highest price in the table in force,
+    /// the config's too.
+    #[test]
+    fn the_ceiling_is_the_highest_of_each() {
+        let c = Prices::default().ceiling();
+        assert_eq!(
+            (c.input, c.output, c.cache_write, c.cache_read),
+            (20000, 120000, 20000, 20000)
+        );
+        let mine = Prices::with(BTreeMap::from([(
+            "dear".to_string(),
+            Price::per_million(1.0, 200.0, 1.0, 1.0),
+        )]));
+        assert_eq!(mine.ceiling().output, 200000);
+        assert_eq!(mine.ceiling().input, 20000);
     }
 
     /// Each count at its own price; OpenAI's cached input once, at the

@@ -196,6 +196,11 @@ pub struct Charge {
     pub model: String,
     pub subscription: bool,
     pub usd: Option<Usd>,
+    /// What the day's spend counts for it: `usd`, or for a model without a
+    /// price the price table's highest prices (`Prices::ceiling`), so a
+    /// model nobody priced neither stops the day nor goes uncounted; None
+    /// on a subscription sign-in.
+    pub day_usd: Option<Usd>,
 }
 
 /// What a session or a turn spent, in dollars: the sum of its priced

@@ -27,12 +27,14 @@ pub struct Day {
     /// By the model the answers named, where it was known.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub models: BTreeMap<String, Usage>,
-    /// What the priced answers cost at list prices, in billionths of a
-    /// dollar (`settings::prices::Usd`), as priced when each came.
+    /// What the answers cost at list prices, in billionths of a dollar
+    /// (`settings::prices::Usd`), as priced when each came (a model without
+    /// a price at the table's highest: see `unpriced`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub usd: u64,
     /// The models of answers that had no price (not on a subscription
-    /// sign-in): while there is one, the day's dollars are not known.
+    /// sign-in): their answers are in `usd` at the price table's highest
+    /// prices.
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub unpriced: std::collections::BTreeSet<String>,
 }
@@ -46,8 +48,9 @@ fn is_zero(n: &u64) -> bool {
 pub enum Cost {
     /// At list prices, in billionths of a dollar.
     Usd(u64),
-    /// Its model has no price.
-    Unpriced,
+    /// Its model has no price: counted at the price table's highest
+    /// prices (in billionths of a dollar), its model named.
+    Unpriced(u64),
     /// On a subscription sign-in: no price per token, counted in tokens.
     Subscription,
 }
@@ -116,7 +119,8 @@ pub fn add(
         }
         match cost {
             Cost::Usd(n) => d.usd = d.usd.saturating_add(n),
-            Cost::Unpriced => {
+            Cost::Unpriced(n) => {
+                d.usd = d.usd.saturating_add(n);
                 d.unpriced
                     .insert(model.unwrap_or("(model not reported)").to_string());
             }
@@ -164,8 +168,8 @@ mod tests {
         }
     }
 
-    /// Dollars add up; an unpriced model is named; a subscription's
-    /// answers are tokens alone.
+    /// Dollars add up; an unpriced model is named, and its answer counted
+    /// at the price it was given; a subscription's answers are tokens alone.
     #[test]
     fn a_days_dollars() {
         let scratch = tempfile::tempdir().unwrap();
@@ -176,8 +180,17 @@ mod tests {
         let read_back = read(&dir, d).unwrap();
         assert_eq!((read_back.usd, read_back.unpriced.len()), (12, 0));
         assert_eq!(read_back.total.total(), 6);
-        add(&dir, d, &usage(1, 0), Some("new"), Cost::Unpriced, || {}).unwrap();
+        add(
+            &dir,
+            d,
+            &usage(1, 0),
+            Some("new"),
+            Cost::Unpriced(30),
+            || {},
+        )
+        .unwrap();
         let read_back = read(&dir, d).unwrap();
+        assert_eq!(read_back.usd, 42);
         assert_eq!(read_back.unpriced.into_iter().collect::<Vec<_>>(), ["new"]);
     }
 

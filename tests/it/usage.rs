@@ -828,6 +828,15 @@ fn a_spent_daily_budget_refuses(w: World, http: bool) {
     // The terminal: once in the turn.
     assert_eq!(r.stderr().matches(&said).count(), 1, "{}", r.explain());
     assert!(r.stderr().contains(&raise), "{}", r.explain());
+    // The turn's history line says which budget.
+    let history = w.run(&["cage", "history", &b]).ok();
+    assert!(
+        history
+            .stdout()
+            .contains("; 2 model requests refused: daily token budget spent"),
+        "{}",
+        history.explain()
+    );
     // a's next turn: refused too.
     let r = exec(&w, &a, &format!("{REQ_FN}req POST /v1/messages {pa}/5.txt")).ok();
     let refused = read(&project_a.join("5.txt"));
@@ -845,10 +854,17 @@ fn a_spent_daily_budget_refuses(w: World, http: bool) {
     if http {
         let s = w.serve(&[], &[]);
         let page = get(&format!("{}/", s.url)).is(200).body;
-        let want = format!(
-            "Today ({day}): {daily} tokens spent, all sessions together; daily budget {daily} tokens"
-        );
-        assert!(page.contains(&want), "{want}\n{page}");
+        // claude-mock has no price here: the day counts it at the table's
+        // highest prices, and names it.
+        for want in [
+            format!("Today ({day}): {daily} tokens, $"),
+            " spent, all sessions together (claude-mock at the price table's highest prices); \
+             daily budget "
+                .to_string(),
+            format!("daily budget {daily} tokens ([budget] daily_tokens, daily_usd)."),
+        ] {
+            assert!(page.contains(&want), "{want}\n{page}");
+        }
     }
 
     // Raised in the config: the next request passes, in a turn already

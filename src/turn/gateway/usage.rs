@@ -154,6 +154,8 @@ pub struct SseMeter {
     stopped: bool,
     /// Whose events these are.
     api: Api,
+    /// A charge the answer reports beyond its four counts ([`beyond`]).
+    beyond: Option<&'static str>,
     /// The bytes of the request's body sent so far, for an OpenAI answer:
     /// what its input is charged by when the answer never says
     /// (`SseMeter::usage`).
@@ -274,6 +276,7 @@ impl SseMeter {
                 self.take_model(v.get("message"));
             }
             Some("message_delta") => {
+                self.take_beyond(Some(&v));
                 if let Some(u) = v.get("usage") {
                     self.reported.get_or_insert_with(Reported::default).merge(u);
                     if u.get("output_tokens")
@@ -358,10 +361,18 @@ impl SseMeter {
         Some(u)
     }
 
-    /// The `model` of an object of the answer's, if it names one.
+    /// The `model` of an object of the answer's, if it names one, and any
+    /// charge it reports beyond the four counts.
     fn take_model(&mut self, of: Option<&serde_json::Value>) {
         if let Some(m) = model_of(of) {
             self.model = Some(m);
+        }
+        self.take_beyond(of);
+    }
+
+    fn take_beyond(&mut self, of: Option<&serde_json::Value>) {
+        if let Some(b) = of.and_then(beyond) {
+            self.beyond = Some(b);
         }
     }
 
@@ -437,12 +448,103 @@ fn chat_generated_bytes(chunk: &serde_json::Value) -> u64 {
     n
 }
 
-/// An object's `model`, when it is a non-empty text.
+/// A charge an answer's object (a message, a response, a chunk, with its
+/// `usage`) reports beyond the four counts a price takes, which a dollar
+/// figure would leave out: Anthropic's server tools (web search is charged
+/// per search), one-hour cache writes (at twice the input price, not the
+/// five-minute writes' 1.25) and the priority tier; OpenAI's audio tokens,
+/// its tools charged per call (web search, file search, code interpreter,
+/// image generation) and its priority and scale tiers. Such an answer has
+/// no price (`charge` names it so): under a dollar budget its session's
+/// requests are refused, and the day counts it at the table's highest
+/// prices, rather than the budget taking it for less than it cost.
+fn beyond(of: &serde_json::Value) -> Option<&'static str> {
+    use serde_json::Value;
+    let positive = |v: Option<&Value>| v.and_then(Value::as_u64).is_some_and(|n| n > 0);
+    let usage = of.get("usage");
+    let at = |path: &[&str]| path.iter().try_fold(usage?, |v, k| v.get(*k));
+    if let Some(Value::Object(tools)) = at(&["server_tool_use"])
+        && tools.values().any(|n| positive(Some(n)))
+    {
+        return Some("server tools");
+    }
+    if positive(at(&["cache_creation", "ephemeral_1h_input_tokens"])) {
+        return Some("one-hour cache writes");
+    }
+    for details in [
+        "input_tokens_details",
+        "output_tokens_details",
+        "prompt_tokens_details",
+        "completion_tokens_details",
+    ] {
+        if positive(at(&[details, "audio_tokens"])) {
+            return Some("audio");
+        }
+    }
+    if matches!(
+        at(&["service_tier"]).and_then(Value::as_str),
+        Some("priority")
+    ) || matches!(
+        of.get("service_tier").and_then(Value::as_str),
+        Some("priority" | "scale")
+    ) {
+        return Some("priority tier");
+    }
+    let tools = of
+        .get("output")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten();
+    for item in tools {
+        if let Some(
+            t @ ("web_search_call"
+            | "file_search_call"
+            | "code_interpreter_call"
+            | "image_generation_call"),
+        ) = item.get("type").and_then(Value::as_str)
+        {
+            return Some(match t {
+                "web_search_call" => "web search",
+                "file_search_call" => "file search",
+                "code_interpreter_call" => "code interpreter",
+                _ => "image generation",
+            });
+        }
+    }
+    None
+}
+
+/// The model an answer is kept under: its model, or with a charge beyond
+/// its counts, its model `with` that charge, which no price names (a model
+/// id has no space).
+fn kept_as(model: Option<String>, beyond: Option<&str>) -> Option<String> {
+    match beyond {
+        None => model,
+        Some(b) => Some(format!(
+            "{} with {b}",
+            model.as_deref().unwrap_or(NOT_REPORTED)
+        )),
+    }
+}
+
+/// The longest model id kept: longer, an answer names no model.
+const MAX_MODEL: usize = 128;
+
+/// An object's `model`, when it is a model id: at most [`MAX_MODEL`]
+/// bytes of letters, digits and `-._:/@`. Any other text is taken as no
+/// model: it goes into the record, the day's file and the terminal's
+/// words, and an upstream that echoes what the cage asked for could put
+/// anything there.
 fn model_of(of: Option<&serde_json::Value>) -> Option<String> {
     of?.get("model")?
         .as_str()
         .map(str::trim)
-        .filter(|m| !m.is_empty())
+        .filter(|m| {
+            !m.is_empty()
+                && m.len() <= MAX_MODEL
+                && m.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-._:/@".contains(&b))
+        })
         .map(str::to_string)
 }
 
@@ -502,7 +604,7 @@ impl JsonMeter {
             r.merge_of(self.api, u);
             r
         });
-        (reported, model_of(Some(&v)))
+        (reported, kept_as(model_of(Some(&v)), beyond(&v)))
     }
 }
 
@@ -585,7 +687,7 @@ impl Meter {
                             .unwrap_or_else(|| estimate(m.sent.as_ref(), m.generated)),
                     ),
                 };
-                (usage, reported, m.model.clone())
+                (usage, reported, kept_as(m.model.clone(), m.beyond))
             }
             Meter::Json(m) => {
                 let (r, model) = m.read();
@@ -967,6 +1069,10 @@ pub struct Ledger {
     before: Usage,
     state: Mutex<Turn>,
     writer: Mutex<Option<Writer>>,
+    /// Held while the waiting marker is written or removed, as the count
+    /// of held requests says then: a wait that begins as another ends
+    /// leaves the marker as the count is.
+    marker: Mutex<()>,
     /// One model request at a time while the session has a budget: the
     /// next is let through once the answer before it is counted.
     gate: Arc<tokio::sync::Semaphore>,
@@ -1061,6 +1167,7 @@ impl Ledger {
             before,
             state: Mutex::new(Turn::default()),
             writer: Mutex::new(writer),
+            marker: Mutex::new(()),
             gate: Arc::new(tokio::sync::Semaphore::new(1)),
             day,
             config: None,
@@ -1126,11 +1233,14 @@ impl Ledger {
             .then(|| self.prices.of(&model))
             .flatten()
             .map(|p| p.cost(&counts(&usage)));
+        let day_usd = (!subscription)
+            .then(|| usd.unwrap_or_else(|| self.prices.ceiling().cost(&counts(&usage))));
         let c = Charge {
             usage,
             model,
             subscription,
             usd,
+            day_usd,
         };
         {
             let mut t = self.turn();
@@ -1142,7 +1252,7 @@ impl Ledger {
         self.day
             .unwritten
             .fetch_add(usage.total(), Ordering::SeqCst);
-        if let Some(u) = usd {
+        if let Some(u) = day_usd {
             self.day.unwritten_usd.fetch_add(u.0, Ordering::SeqCst);
         }
         if let Some(w) = self
@@ -1268,6 +1378,7 @@ impl Ledger {
         };
         let spent = self.spent().total();
         if spent >= budget {
+            self.turn().refused_for = Some("token budget spent");
             Check::AtBudget(AtBudget {
                 budget: "session",
                 why: budget_spent(&self.session, spent, budget),
@@ -1298,7 +1409,7 @@ impl Ledger {
         }
         let day = crate::state::spend::today();
         let dir = &self.day.dir;
-        let (spent, usd, unpriced) = crate::state::spend::locked(dir, || {
+        let (spent, usd) = crate::state::spend::locked(dir, || {
             let written = crate::state::spend::read(dir, day)?;
             let unwritten = |n: &AtomicU64| n.load(Ordering::SeqCst);
             Ok((
@@ -1309,7 +1420,6 @@ impl Ledger {
                 Usd(written
                     .usd
                     .saturating_add(unwritten(&self.day.unwritten_usd))),
-                written.unpriced,
             ))
         })
         .map_err(|e| {
@@ -1327,15 +1437,14 @@ impl Ledger {
         if let Some(b) = budget.daily_tokens
             && spent >= b
         {
+            self.turn().refused_for = Some("daily token budget spent");
             return at(daily_spent(&day.to_string(), spent, b, config));
         }
-        if let Some(b) = budget.daily_usd {
-            if !unpriced.is_empty() {
-                return Err(Check::Refused(daily_unpriced(&unpriced, b, config)));
-            }
-            if usd >= b {
-                return at(daily_usd_spent(&day.to_string(), usd, b, config));
-            }
+        if let Some(b) = budget.daily_usd
+            && usd >= b
+        {
+            self.turn().refused_for = Some("daily dollar budget spent");
+            return at(daily_usd_spent(&day.to_string(), usd, b, config));
         }
         Ok(true)
     }
@@ -1375,6 +1484,7 @@ impl Ledger {
             t.waiting == 1
         };
         if first {
+            let _marker = self.marker.lock().unwrap_or_else(|e| e.into_inner());
             let marker = crate::state::session::Waiting {
                 since: crate::state::when::now(),
                 since_rfc3339: String::new(),
@@ -1480,7 +1590,11 @@ impl Drop for Held {
             t.waiting == 0
         };
         if last {
-            self.ledger.store.clear_waiting(&self.ledger.session);
+            let _marker = self.ledger.marker.lock().unwrap_or_else(|e| e.into_inner());
+            // A wait may have begun since, and written its marker.
+            if self.ledger.turn().waiting == 0 {
+                self.ledger.store.clear_waiting(&self.ledger.session);
+            }
         }
     }
 }
@@ -1566,14 +1680,14 @@ fn write_all(
 fn add_to_day(day: &DaySpend, c: &Charge, complained: &mut bool) {
     use crate::state::spend::Cost;
     let today = crate::state::spend::today();
-    let cost = match c.usd {
-        _ if c.subscription => Cost::Subscription,
-        Some(u) => Cost::Usd(u.0),
-        None => Cost::Unpriced,
+    let cost = match (c.usd, c.day_usd) {
+        (_, None) => Cost::Subscription,
+        (Some(u), Some(_)) => Cost::Usd(u.0),
+        (None, Some(ceiling)) => Cost::Unpriced(ceiling.0),
     };
     let written = crate::state::spend::add(&day.dir, today, &c.usage, Some(&c.model), cost, || {
         day.unwritten.fetch_sub(c.usage.total(), Ordering::SeqCst);
-        if let Cost::Usd(n) = cost {
+        if let Cost::Usd(n) | Cost::Unpriced(n) = cost {
             day.unwritten_usd.fetch_sub(n, Ordering::SeqCst);
         }
     });
@@ -1692,24 +1806,6 @@ pub fn daily_usd_spent(day: &str, spent: Usd, budget: Usd, config: &std::path::P
          daily_usd in [budget] of {}, or wait for the next day",
         spent.spend(),
         budget.budget(),
-        config.display()
-    )
-}
-
-/// The words when a model used today has no price, so the machine's daily
-/// dollar budget cannot be kept.
-pub fn daily_unpriced(
-    models: &std::collections::BTreeSet<String>,
-    budget: Usd,
-    config: &std::path::Path,
-) -> String {
-    let names: Vec<&str> = models.iter().map(String::as_str).collect();
-    format!(
-        "this machine's daily dollar budget of {} cannot be kept: today's answers of {} have no \
-         price; give it under [prices] in {} (dollars per million tokens), or remove daily_usd \
-         from its [budget]",
-        budget.budget(),
-        names.join(", "),
         config.display()
     )
 }
@@ -2153,6 +2249,26 @@ mod tests {
             ..JsonMeter::default()
         });
         assert_eq!(empty.charge().2, None);
+        // A name that is no model id is no model: not a terminal's escape,
+        // not a megabyte in the record.
+        let long = "m".repeat(MAX_MODEL + 1);
+        let just = "m".repeat(MAX_MODEL);
+        for (name, kept) in [
+            ("gpt-4o\\u001b[2J", false),
+            ("a b", false),
+            (long.as_str(), false),
+            (just.as_str(), true),
+            ("corp/llama-3.1:70b@q4_k", true),
+        ] {
+            let body =
+                format!(r#"{{"model":"{name}","usage":{{"input_tokens":3,"output_tokens":4}}}}"#);
+            let json = Meter::Json(JsonMeter {
+                body: body.into_bytes(),
+                ..JsonMeter::default()
+            });
+            let got = json.charge().2;
+            assert_eq!(got.is_some(), kept, "{name}: {got:?}");
+        }
     }
 
     /// The ledger prices each answer by its model; a subscription's
@@ -2361,13 +2477,9 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
-    /// The machine's daily budget, read from the config at each request:
-    /// today's spend is every turn's together (another turn's from the
-    /// day's file; this one's at once, before its writer wrote it);
-    /// reached, a model request is refused with the words; raised in the
-    /// config, it passes again. A ledger not given the config has none.
-    #[test]
-    fn the_daily_budget_counts_every_turn_of_the_day() {
+    /// A state folder with sessions `u` and `v`, and a config file that
+    /// says `config`.
+    fn two_sessions(config: &str) -> (tempfile::TempDir, Store, std::path::PathBuf) {
         let scratch = tempfile::tempdir().unwrap();
         let store = Store::new(scratch.path());
         store.ensure().unwrap();
@@ -2376,8 +2488,19 @@ mod tests {
                 .save(&crate::state::session::sample_record(name))
                 .unwrap();
         }
-        let config = scratch.path().join("config.toml");
-        std::fs::write(&config, "[budget]\ndaily_tokens = 100\n").unwrap();
+        let path = scratch.path().join("config.toml");
+        std::fs::write(&path, config).unwrap();
+        (scratch, store, path)
+    }
+
+    /// The machine's daily budget, read from the config at each request:
+    /// today's spend is every turn's together (another turn's from the
+    /// day's file; this one's at once, before its writer wrote it);
+    /// reached, a model request is refused with the words; raised in the
+    /// config, it passes again. A ledger not given the config has none.
+    #[test]
+    fn the_daily_budget_counts_every_turn_of_the_day() {
+        let (_scratch, store, config) = two_sessions("[budget]\ndaily_tokens = 100\n");
         let turn = |name: &str| {
             Ledger::new(store.clone(), name, "alice", Usage::default()).with_daily_budget(&config)
         };
@@ -2426,6 +2549,127 @@ mod tests {
         // Not given the config: no daily budget.
         let c = Ledger::new(store.clone(), "v", "alice", Usage::default());
         assert!(matches!(c.check(), Check::Pass { budget: false }));
+    }
+
+    /// A model without a price does not stop the day: under a daily dollar
+    /// budget, one session's answer of a model nobody priced is counted at
+    /// the table's highest prices, named, and another session's requests
+    /// pass until the day's dollars reach the budget, then are held.
+    #[test]
+    fn a_model_without_a_price_is_counted_high_not_stopping_the_day() {
+        let (_scratch, store, config) = two_sessions("[budget]\ndaily_usd = 5\n");
+        let turn = |name: &str| {
+            Ledger::new(store.clone(), name, "alice", Usage::default()).with_daily_budget(&config)
+        };
+        let (a, b) = (turn("u"), turn("v"));
+        a.add(usage(1000, 1000, 0, 0), Some("gpt-3.5-turbo"), false);
+        // At the ceiling: $20 and $120 per million, $0.14.
+        assert!(matches!(b.check(), Check::Pass { budget: true }));
+        a.finish();
+        let day = crate::state::spend::today();
+        let spent = crate::state::spend::read(&store.spend_dir(), day).unwrap();
+        assert_eq!(spent.usd, 140_000_000);
+        assert_eq!(spent.unpriced.iter().collect::<Vec<_>>(), ["gpt-3.5-turbo"]);
+        assert!(matches!(b.check(), Check::Pass { budget: true }));
+        // Enough of it reaches the budget: held, not refused at once.
+        let c = turn("u");
+        c.add(usage(0, 50_000, 0, 0), Some("o1"), false);
+        c.finish();
+        assert!(matches!(
+            b.check(),
+            Check::AtBudget(AtBudget {
+                budget: "daily",
+                ..
+            })
+        ));
+    }
+
+    /// An answer that reports a charge beyond its four counts is kept
+    /// under its model with that charge, which has no price: its dollars
+    /// are not known, rather than taken for less than they were.
+    #[test]
+    fn a_charge_beyond_the_counts_has_no_price() {
+        let json = |body: &str| {
+            Meter::Json(JsonMeter {
+                body: body.as_bytes().to_vec(),
+                ..JsonMeter::default()
+            })
+            .charge()
+            .2
+        };
+        let kept = |usage: &str, more: &str| {
+            json(&format!(
+                r#"{{"model":"claude-haiku-4-5","usage":{{"input_tokens":10,"output_tokens":5{usage}}}{more}}}"#
+            ))
+        };
+        assert_eq!(kept("", "").as_deref(), Some("claude-haiku-4-5"));
+        for (usage, more, with) in [
+            (
+                r#","server_tool_use":{"web_search_requests":3}"#,
+                "",
+                "server tools",
+            ),
+            (
+                r#","cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":9}"#,
+                "",
+                "one-hour cache writes",
+            ),
+            (r#","service_tier":"priority""#, "", "priority tier"),
+            ("", r#","service_tier":"scale""#, "priority tier"),
+            (
+                r#","output_tokens_details":{"audio_tokens":4}"#,
+                "",
+                "audio",
+            ),
+            (
+                "",
+                r#","output":[{"type":"web_search_call"}]"#,
+                "web search",
+            ),
+            (
+                "",
+                r#","output":[{"type":"message"},{"type":"image_generation_call"}]"#,
+                "image generation",
+            ),
+        ] {
+            let m = kept(usage, more).unwrap();
+            assert_eq!(m, format!("claude-haiku-4-5 with {with}"));
+            assert_eq!(Prices::default().of(&m), None, "{m}");
+        }
+        // Zeros, and the standard tiers, are no charge.
+        for (usage, more) in [
+            (r#","server_tool_use":{"web_search_requests":0}"#, ""),
+            (
+                r#","cache_creation":{"ephemeral_5m_input_tokens":7,"ephemeral_1h_input_tokens":0}"#,
+                "",
+            ),
+            (
+                r#","service_tier":"standard""#,
+                r#","service_tier":"default""#,
+            ),
+        ] {
+            assert_eq!(kept(usage, more).as_deref(), Some("claude-haiku-4-5"));
+        }
+        // A stream says it in its last events.
+        let responses = RESPONSES_STREAM.replace(
+            "\"status\":\"completed\",",
+            "\"status\":\"completed\",\"model\":\"gpt-5\",\"output\":[{\"type\":\"web_search_call\"}],",
+        );
+        let m = fed_as(Api::Responses, &[responses.as_bytes()]);
+        assert_eq!(
+            Meter::Sse(m).charge().2.as_deref(),
+            Some("gpt-5 with web search")
+        );
+        let messages = STREAM.replace(
+            "\"usage\":{\"output_tokens\"",
+            "\"usage\":{\"server_tool_use\":{\"web_search_requests\":1},\"output_tokens\"",
+        );
+        assert_ne!(messages, STREAM);
+        let m = fed(&[messages.as_bytes()]);
+        assert_eq!(
+            Meter::Sse(m).charge().2.as_deref(),
+            Some("m with server tools")
+        );
     }
 
     /// The ledger of a session without a budget, and what `metered` made
