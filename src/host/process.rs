@@ -234,12 +234,15 @@ impl Process {
     fn start_captured(&self) -> Result<Capturing> {
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
-        let handle = self
-            .expression()
-            .stdout_file(out_w)
-            .stderr_file(err_w)
-            .start()
-            .map_err(|e| self.could_not_start(e))?;
+        let handle = retrying_busy(|| {
+            self.expression()
+                .stdout_file(out_w.try_clone()?)
+                .stderr_file(err_w.try_clone()?)
+                .start()
+        })
+        .map_err(|e| self.could_not_start(e))?;
+        // The child has its own: the readers see the end when it ends.
+        drop((out_w, err_w));
         let max = self.max_stdout;
         let out = std::thread::spawn(move || keep_head(std::fs::File::from(out_r), max));
         let err = std::thread::spawn(move || keep_tail(std::fs::File::from(err_r), MAX_STDERR));
@@ -314,10 +317,7 @@ impl Process {
     /// (None: ended by a signal). No timeout: a build takes what it takes.
     pub fn stream(&self, on_line: &mut dyn FnMut(&str)) -> Result<Option<i32>> {
         use std::io::BufRead;
-        let reader = self
-            .expression()
-            .stderr_to_stdout()
-            .reader()
+        let reader = retrying_busy(|| self.expression().stderr_to_stdout().reader())
             .map_err(|e| self.could_not_start(e))?;
         let mut lines = std::io::BufReader::new(&reader);
         let mut buf = Vec::new();
@@ -365,7 +365,7 @@ impl Process {
         let cwd = self.cwd.clone().unwrap_or_else(|| PathBuf::from("/"));
         let e = duct::cmd(&self.program, &self.args).unchecked().dir(cwd);
         let signals = TurnSignals::catch()?;
-        let handle = e.start().map_err(|e| self.could_not_start(e))?;
+        let handle = retrying_busy(|| e.start()).map_err(|e| self.could_not_start(e))?;
         for pid in handle.pids() {
             started(pid);
         }
@@ -470,20 +470,25 @@ fn detached(
     unsafe {
         cmd.pre_exec(in_child);
     }
-    // execve(2) fails with ETXTBSY while any process holds the program open
-    // for writing, which includes a child another thread forked between a
-    // write of the program and its own exec (the inherited descriptor lives
-    // until that exec): a program just written or replaced, as a package
-    // upgrade or a test's stand-in does. Go's os/exec meets the same race
-    // (golang/go#22315); the window is short, so try a few more times.
+    retrying_busy(|| cmd.spawn()).map_err(|e| Error::act(label.clone(), &e))
+}
+
+/// Start a process with `start`, again while it fails with ETXTBSY.
+/// execve(2) fails so while any process holds the program open for
+/// writing, which includes a child another thread forked between a write
+/// of the program and its own exec (the inherited descriptor lives until
+/// that exec): a program just written or replaced, as a package upgrade or
+/// a test's stand-in does. Go's os/exec meets the same race
+/// (golang/go#22315); the window is short, so a few more tries.
+fn retrying_busy<T>(mut start: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
     let mut tries = 0;
     loop {
-        match cmd.spawn() {
+        match start() {
             Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 20 => {
                 tries += 1;
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
-            r => return r.map_err(|e| Error::act(label.clone(), &e)),
+            r => return r,
         }
     }
 }
@@ -653,10 +658,8 @@ impl Process {
     }
 
     fn run_turn(&self, signals: &TurnSignals) -> Result<TurnEnd> {
-        let handle = self
-            .inheriting()
-            .start()
-            .map_err(|e| self.could_not_start(e))?;
+        let handle =
+            retrying_busy(|| self.inheriting().start()).map_err(|e| self.could_not_start(e))?;
         let wait = |t: Duration| handle.wait_timeout(t).map_err(|e| self.could_not_start(e));
         loop {
             if let Some(o) = wait(Duration::from_millis(100))? {
