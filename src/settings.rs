@@ -1739,7 +1739,7 @@ const KEYS: &[(&str, Shown, &str)] = {
         (
             "prices",
             Words("the built-in list prices"),
-            "[prices.\"MODEL-PREFIX\"] input, output, cache_write, cache_read ($ per 1M tokens)",
+            "[prices.\"MODEL\"] input, output, cache_write, cache_read ($ per 1M tokens)",
         ),
         (
             "allow_root",

@@ -1,11 +1,12 @@
 //! What model tokens cost (docs/gateway.md, "Budgets"): the list prices of
 //! the models the harnesses use, taken on [`TAKEN`] from Anthropic's and
 //! OpenAI's pricing pages, in dollars per million tokens; `[prices]` in
-//! the config changes them or adds others. A model is priced by the
-//! longest prefix of its id that the table knows, ending where the id
-//! ends or at a `-` (ids carry dates: `claude-sonnet-4-5-20250929` is
-//! priced as `claude-sonnet-4-5`). A model the table does not know has no
-//! price: its spend is unknown, never guessed.
+//! the config changes them or adds others. A model is priced by its entry
+//! in the table, its id or its id without a snapshot's date or `-latest`
+//! (`claude-sonnet-4-5-20250929` is priced as `claude-sonnet-4-5`), or by
+//! an entry ending in a sign (`corp/`) its id starts with
+//! ([`Prices::of`]). A model the table does not know has no price: its
+//! spend is unknown, never guessed.
 
 use std::collections::BTreeMap;
 
@@ -250,7 +251,7 @@ fn same_model(rest: &str) -> bool {
     }
 }
 
-/// `[prices."MODEL-PREFIX"]` as written: dollars per million tokens.
+/// `[prices."MODEL"]` as written: dollars per million tokens.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PriceEntry {
