@@ -110,6 +110,18 @@ impl Price {
         }
     }
 
+    /// What `n` cache writes kept an hour cost beyond their count among
+    /// the cache writes ([`Price::cost`] prices every write as a
+    /// five-minute one): Anthropic charges an hour's write twice the input
+    /// price (its prompt caching page), not the five-minute 1.25.
+    pub fn cost_of_hour_writes(&self, n: u64) -> Usd {
+        let more = self
+            .input
+            .saturating_mul(2)
+            .saturating_sub(self.cache_write);
+        Usd(n.saturating_mul(more))
+    }
+
     pub fn cost(&self, c: &Counts) -> Usd {
         let part = |n: u64, p: u64| n.saturating_mul(p);
         Usd(part(c.input, self.input)

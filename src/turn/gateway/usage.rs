@@ -71,6 +71,9 @@ struct Reported {
     output: Option<u64>,
     cache_creation: Option<u64>,
     cache_read: Option<u64>,
+    /// Of the cache writes, those kept an hour (`cache_creation`'s
+    /// `ephemeral_1h_input_tokens`), at a higher price than the rest.
+    cache_hour: Option<u64>,
 }
 
 impl Reported {
@@ -87,6 +90,13 @@ impl Reported {
             if let Some(v) = get(key) {
                 *slot = Some(v);
             }
+        }
+        let hour = usage
+            .get("cache_creation")
+            .and_then(|c| c.get("ephemeral_1h_input_tokens"))
+            .and_then(serde_json::Value::as_u64);
+        if let Some(v) = hour {
+            self.cache_hour = Some(v);
         }
     }
 
@@ -451,8 +461,7 @@ fn chat_generated_bytes(chunk: &serde_json::Value) -> u64 {
 /// A charge an answer's object (a message, a response, a chunk, with its
 /// `usage`) reports beyond the four counts a price takes, which a dollar
 /// figure would leave out: Anthropic's server tools (web search is charged
-/// per search), one-hour cache writes (at twice the input price, not the
-/// five-minute writes' 1.25) and the priority tier; OpenAI's audio tokens,
+/// per search) and the priority tier; OpenAI's audio tokens,
 /// its tools charged per call (web search, file search, code interpreter,
 /// image generation) and its priority and scale tiers. Such an answer has
 /// no price (`charge` names it so): under a dollar budget its session's
@@ -467,9 +476,6 @@ fn beyond(of: &serde_json::Value) -> Option<&'static str> {
         && tools.values().any(|n| positive(Some(n)))
     {
         return Some("server tools");
-    }
-    if positive(at(&["cache_creation", "ephemeral_1h_input_tokens"])) {
-        return Some("one-hour cache writes");
     }
     for details in [
         "input_tokens_details",
@@ -702,6 +708,15 @@ impl Meter {
         }
     }
 
+    /// Of the answer's cache writes, those kept an hour.
+    fn cache_hour(&self) -> u64 {
+        let reported = match self {
+            Meter::Sse(m) => m.reported,
+            Meter::Json(m) => m.read().0,
+        };
+        reported.and_then(|r| r.cache_hour).unwrap_or(0)
+    }
+
     /// Whose answer this is.
     fn api(&self) -> Api {
         match self {
@@ -776,7 +791,7 @@ impl std::io::Write for MeterSink {
 
 /// The meter, behind a decoder when the answer is compressed.
 enum Reader {
-    Plain(Meter),
+    Plain(Box<Meter>),
     Gzip(Box<flate2::write::MultiGzDecoder<MeterSink>>),
 }
 
@@ -830,7 +845,9 @@ impl Metered {
             let meter = reader.meter();
             let (usage, reported, model) = meter.charge();
             if let Some(u) = usage {
-                self.ledger.add(u, model.as_deref(), self.subscription);
+                let hour = meter.cache_hour().min(u.cache_creation_input_tokens);
+                self.ledger
+                    .add_with_hour_writes(u, model.as_deref(), self.subscription, hour);
             }
             // An OpenAI answer that ended without its counts (a background
             // response, which answers at once while the model runs on; a
@@ -983,7 +1000,7 @@ pub fn metered(
         );
     };
     let reader = match encoding {
-        Encoding::Identity => Reader::Plain(meter),
+        Encoding::Identity => Reader::Plain(Box::new(meter)),
         Encoding::Gzip => Reader::Gzip(Box::new(flate2::write::MultiGzDecoder::new(MeterSink(
             meter,
         )))),
@@ -1227,14 +1244,34 @@ impl Ledger {
 
     /// Count one response: its tokens, of `model` (as the answer said),
     /// priced unless it went upstream on a subscription sign-in.
+    #[cfg(test)]
     pub fn add(&self, usage: Usage, model: Option<&str>, subscription: bool) {
+        self.add_with_hour_writes(usage, model, subscription, 0);
+    }
+
+    /// [`Ledger::add`], `hour` of its cache writes being kept an hour, at
+    /// their own price
+    /// ([`crate::settings::prices::Price::cost_of_hour_writes`]).
+    pub fn add_with_hour_writes(
+        &self,
+        usage: Usage,
+        model: Option<&str>,
+        subscription: bool,
+        hour: u64,
+    ) {
         let model = model.unwrap_or(NOT_REPORTED).to_string();
         let usd = (!subscription)
             .then(|| self.prices.of(&model))
             .flatten()
-            .map(|p| p.cost(&counts(&usage)));
-        let day_usd = (!subscription)
-            .then(|| usd.unwrap_or_else(|| self.prices.ceiling().cost(&counts(&usage))));
+            .map(|p| p.cost(&counts(&usage)).add(p.cost_of_hour_writes(hour)));
+        let day_usd = (!subscription).then(|| {
+            usd.unwrap_or_else(|| {
+                let ceiling = self.prices.ceiling();
+                ceiling
+                    .cost(&counts(&usage))
+                    .add(ceiling.cost_of_hour_writes(hour))
+            })
+        });
         let c = Charge {
             usage,
             model,
@@ -2609,11 +2646,6 @@ mod tests {
                 "",
                 "server tools",
             ),
-            (
-                r#","cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":9}"#,
-                "",
-                "one-hour cache writes",
-            ),
             (r#","service_tier":"priority""#, "", "priority tier"),
             ("", r#","service_tier":"scale""#, "priority tier"),
             (
@@ -2670,6 +2702,34 @@ mod tests {
             Meter::Sse(m).charge().2.as_deref(),
             Some("m with server tools")
         );
+    }
+
+    /// Cache writes kept an hour are read from the answer and priced at
+    /// twice the input price, the rest of the writes at theirs.
+    #[test]
+    fn an_hours_cache_writes_cost_twice_the_input() {
+        let body = r#"{"model":"claude-haiku-4-5","usage":{"input_tokens":10,"output_tokens":5,
+            "cache_creation_input_tokens":3000,"cache_read_input_tokens":0,
+            "cache_creation":{"ephemeral_5m_input_tokens":1000,"ephemeral_1h_input_tokens":2000}}}"#;
+        let json = Meter::Json(JsonMeter {
+            body: body.as_bytes().to_vec(),
+            ..JsonMeter::default()
+        });
+        assert_eq!(json.cache_hour(), 2000);
+        assert_eq!(json.charge().2.as_deref(), Some("claude-haiku-4-5"));
+        let stream = STREAM.replace(
+            "\"cache_read_input_tokens\":4000,",
+            "\"cache_read_input_tokens\":4000,\"cache_creation\":{\"ephemeral_5m_input_tokens\":100,\"ephemeral_1h_input_tokens\":200},",
+        );
+        assert_ne!(stream, STREAM);
+        assert_eq!(Meter::Sse(fed(&[stream.as_bytes()])).cache_hour(), 200);
+
+        let (_scratch, store, _) = two_sessions("");
+        let ledger = Ledger::new(store, "u", "alice", Usage::default());
+        ledger.add_with_hour_writes(usage(10, 5, 3000, 0), Some("claude-haiku-4-5"), false, 2000);
+        // Haiku 4.5: $1 in, $5 out, $1.25 a five-minute write, $2 an hour's.
+        let want = 10 * 1000 + 5 * 5000 + 1000 * 1250 + 2000 * 2000;
+        assert_eq!(ledger.spent_usd().usd, Some(Usd(want)));
     }
 
     /// The ledger of a session without a budget, and what `metered` made
