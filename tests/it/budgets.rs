@@ -404,18 +404,12 @@ fn claude_code_waits(w: World) {
         ],
         &env,
     );
-    hold_then_raise(&w, &name, &mock);
-    let (ok, out, err) = ended(child, Duration::from_secs(180));
-    assert!(ok, "{out}\n{err}\n{}", mock.explain());
-    assert_eq!(read(&project.join("tool-ran.txt")), "hi\n", "{out}\n{err}");
-    assert!(out.contains("hello from the mock"), "{out}\n{err}");
+    let mock = goes_on_after_the_raise(&w, &name, &project, mock, child);
     assert!(
         mock.seen().iter().any(|s| s.body.contains("tool_result")),
         "{}",
         mock.explain()
     );
-    assert!(err.contains("its model request goes on"), "{err}");
-    assert_eq!(waiting(&w, &name), Value::Null);
 }
 
 #[test]
@@ -463,13 +457,27 @@ fn pi_waits(w: World) {
         ],
         PI_QUIET,
     );
-    hold_then_raise(&w, &name, &mock);
+    goes_on_after_the_raise(&w, &name, &project, mock, child);
+}
+
+/// A real harness's turn, held at its budget: raised, it runs its tool
+/// and ends with the mock's answer, no longer shown waiting. The mock, to
+/// look at further.
+fn goes_on_after_the_raise(
+    w: &World,
+    name: &str,
+    project: &std::path::Path,
+    mock: Mock,
+    child: std::process::Child,
+) -> Mock {
+    hold_then_raise(w, name, &mock);
     let (ok, out, err) = ended(child, Duration::from_secs(180));
     assert!(ok, "{out}\n{err}\n{}", mock.explain());
     assert_eq!(read(&project.join("tool-ran.txt")), "hi\n", "{out}\n{err}");
     assert!(out.contains("hello from the mock"), "{out}\n{err}");
     assert!(err.contains("its model request goes on"), "{err}");
-    assert_eq!(waiting(&w, &name), Value::Null);
+    assert_eq!(waiting(w, name), Value::Null);
+    mock
 }
 
 #[test]
